@@ -1,0 +1,28 @@
+// attention_maps.hpp - from recorded attention probabilities to a map over the patch grid.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "vit.hpp"
+
+namespace attnmap {
+
+/// How heads are combined: one head, or the element-wise mean / max / min over heads.
+struct HeadSelect {
+  enum class Fusion { Index, Mean, Max, Min } fusion = Fusion::Mean;
+  int index = 0;  ///< with Fusion::Index; negative counts from the end
+};
+
+/// Parses "mean" | "max" | "min" | an integer head index. Throws attnmap::Error otherwise.
+HeadSelect parse_head(const std::string& s);
+
+/// Combines per-head rows (H, n) into one row (n) as `sel` says. Throws attnmap::Error for a head index
+/// outside [-H, H).
+std::vector<float> fuse_heads(const float* rows, int H, int n, const HeadSelect& sel);
+
+/// The class token's attention over the patch tokens at `layer` (already resolved, 0-based): row 0 of
+/// softmax(QK^T/sqrt(d_k)), columns num_prefix..T-1, heads fused by `sel`, reshaped to (grid_h, grid_w)
+/// row-major (row = patch row from the top). Values are probabilities as computed, not renormalised.
+std::vector<float> class_attention_map(const ForwardResult& r, const HParams& hp, int layer, const HeadSelect& sel);
+
+}  // namespace attnmap

@@ -1,0 +1,105 @@
+// cli.cpp - command-line options only; the work is done in batch.cpp.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <sstream>
+
+#include "batch.hpp"
+#include "colormap.hpp"
+#include "error.hpp"
+
+namespace {
+
+std::array<float, 3> parse_rgb(const std::string& s, const char* opt) {
+  std::array<float, 3> v{};
+  std::stringstream ss(s);
+  std::string item;
+  size_t i = 0;
+  while (std::getline(ss, item, ',')) {
+    if (i >= 3) break;
+    try {
+      size_t used = 0;
+      v[i] = std::stof(item, &used);
+      if (used != item.size()) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      throw attnmap::Error(std::string(opt) + " expects R,G,B numbers, found '" + s + "'");
+    }
+    ++i;
+  }
+  if (i != 3 || std::count(s.begin(), s.end(), ',') != 2)
+    throw attnmap::Error(std::string(opt) + " expects three numbers R,G,B, found '" + s + "'");
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"attnmap - draws where a Vision Transformer's class token looks, as a heatmap over the photo"};
+  app.set_version_flag("--version", std::string("attnmap ") + ATTNMAP_VERSION);
+  app.require_subcommand(1);
+
+  attnmap::RenderOptions ro;
+  std::string layer_s, head_s, upsample_s = "bilinear", resize_s = "squash", mean_s, std_s;
+  int heads = 0;
+  CLI::App* render = app.add_subcommand("render", "render class-token attention heatmaps over images");
+  render->add_option("inputs", ro.inputs, "image files or folders (folders are walked recursively, sorted)")
+      ->required();
+  render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON); default: the bundled weights/default.json");
+  render->add_option("-o,--out", ro.out_dir, "output folder, created if missing")->capture_default_str();
+  render->add_option("--layer", layer_s, "encoder block, 0-based; negative counts from the end (default -1 = last)");
+  render->add_option("--head", head_s, "a head index, or mean | max | min over heads (default mean)");
+  std::string cmaps;
+  for (const auto& n : attnmap::colormap_names()) cmaps += (cmaps.empty() ? "" : ", ") + n;
+  render->add_option("--colormap", ro.colormap, "colour map: " + cmaps)->capture_default_str();
+  render->add_option("--alpha", ro.alpha, "opacity of the heatmap over the photo, 0..1")->capture_default_str();
+  render->add_option("--upsample", upsample_s, "nearest | bilinear | bicubic")->capture_default_str();
+  render->add_option("--resize", resize_s,
+                     "squash (whole image to the model size) | crop (timm eval: shorter side to size/0.875, "
+                     "centre crop; the map is drawn inside the crop box only)")
+      ->capture_default_str();
+  render->add_option("--heads", heads, "number of attention heads, when the weights do not say");
+  render->add_option("--mean", mean_s, "R,G,B normalisation mean (overrides the weights' config)");
+  render->add_option("--std", std_s, "R,G,B normalisation std (overrides the weights' config)");
+  render->add_flag("--save-raw", ro.save_raw, "also write the map as NumPy .npy (float32, (grid_h, grid_w))");
+  render->add_flag("-q,--quiet", ro.quiet, "print only errors");
+  render->add_option("--max-pixels", ro.load.max_pixels, "refuse images with more pixels than this, before decoding")
+      ->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+
+  try {
+    if (!layer_s.empty()) {
+      size_t used = 0;
+      int v = 0;
+      try {
+        v = std::stoi(layer_s, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != layer_s.size()) throw attnmap::Error("--layer expects an integer, found '" + layer_s + "'");
+      ro.layer = v;
+    }
+    if (!head_s.empty()) ro.head = head_s;
+    ro.upsample = attnmap::parse_upsample(upsample_s);
+    if (resize_s == "squash") {
+      ro.resize = attnmap::ResizeMode::Squash;
+    } else if (resize_s == "crop") {
+      ro.resize = attnmap::ResizeMode::Crop;
+    } else {
+      throw attnmap::Error("--resize expects squash or crop, found '" + resize_s + "'");
+    }
+    if (render->count("--heads")) ro.overrides.num_heads = heads;
+    if (!mean_s.empty()) ro.overrides.mean = parse_rgb(mean_s, "--mean");
+    if (!std_s.empty()) ro.overrides.std = parse_rgb(std_s, "--std");
+    if (!(ro.alpha >= 0.0f && ro.alpha <= 1.0f)) throw attnmap::Error("--alpha must be in [0, 1]");
+    return attnmap::run_render(ro);
+  } catch (const std::exception& e) {
+    std::cerr << "attnmap: error: " << e.what() << "\n";
+    return 2;
+  }
+}

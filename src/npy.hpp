@@ -1,0 +1,19 @@
+// npy.hpp - NumPy .npy (format 1.0) float32 files.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attnmap {
+
+/// Serialises a float32 array as .npy v1.0: '<f4', C order, the given shape.
+/// Throws attnmap::Error when data.size() differs from the product of shape.
+std::vector<uint8_t> npy_encode(const std::vector<float>& data, const std::vector<int64_t>& shape);
+
+/// npy_encode + atomic write (temporary file, then rename).
+void write_npy(const std::string& path, const std::vector<float>& data, const std::vector<int64_t>& shape);
+
+/// Reads a little-endian float32 C-order .npy file. Throws attnmap::Error naming the file on anything else.
+std::vector<float> read_npy(const std::string& path, std::vector<int64_t>* shape);
+
+}  // namespace attnmap

@@ -1,0 +1,34 @@
+// overlay.hpp - upsample a patch-grid map to photo pixels, colour it and blend it over the photo.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "image_io.hpp"
+#include "preprocess.hpp"
+
+namespace attnmap {
+
+enum class Upsample { Nearest, Bilinear, Bicubic };
+
+/// Parses "nearest" | "bilinear" | "bicubic"; throws attnmap::Error otherwise.
+Upsample parse_upsample(const std::string& s);
+
+/// Min-max normalises a map to [0,1] for display. A constant map (max - min <= 1e-12 * max|v|) cannot be
+/// normalised: it becomes all zeros and `*flat` is set (the caller says so). No NaN is ever produced.
+std::vector<float> normalize_minmax(const std::vector<float>& map, bool* flat);
+
+/// Resamples a (gh, gw) map to (out_h, out_w) pixels with pixel-centre alignment (PyTorch
+/// F.interpolate(align_corners=False)): nearest; bilinear (triangle filter) and bicubic (Catmull-Rom) through
+/// stb_image_resize with clamped edges. Bicubic overshoot is clamped to the input's range.
+std::vector<float> upsample_map(const std::vector<float>& map, int gw, int gh, int out_w, int out_h, Upsample mode);
+
+/// out = (1 - alpha) * photo + alpha * colour(map) inside `box` (original pixel units, rounded to whole
+/// pixels); the photo is unchanged outside it. `map01` holds values in [0,1] at the box's pixel size,
+/// as produced by overlay_box_size. Throws attnmap::Error when alpha is outside [0,1].
+Image blend_overlay(const Image& photo, const std::vector<float>& map01, int map_w, int map_h, int x0, int y0,
+                    const uint8_t* colormap, float alpha);
+
+/// Rounds a Box to whole pixels inside the photo: x0, y0, width, height.
+void box_pixels(const Box& box, int photo_w, int photo_h, int* x0, int* y0, int* w, int* h);
+
+}  // namespace attnmap

@@ -1,0 +1,110 @@
+#include "preprocess.hpp"
+
+#include <stb_image_resize.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "error.hpp"
+#include "tensor.hpp"
+
+namespace attnmap {
+
+namespace {
+
+// Resizes 8-bit RGB with Catmull-Rom (PIL BICUBIC, a = -0.5), clamped edges, no sRGB linearisation.
+std::vector<uint8_t> resize_rgb(const Image& img, int w, int h) {
+  std::vector<uint8_t> out(checked_mul(checked_mul(static_cast<size_t>(w), static_cast<size_t>(h), "resize"),
+                                       3, "resize"));
+  if (w == img.width && h == img.height) {
+    out = img.rgb;
+    return out;
+  }
+  const int ok = stbir_resize_uint8_generic(img.rgb.data(), img.width, img.height, img.width * 3, out.data(), w,
+                                            h, w * 3, 3, STBIR_ALPHA_CHANNEL_NONE, 0, STBIR_EDGE_CLAMP,
+                                            STBIR_FILTER_CATMULLROM, STBIR_COLORSPACE_LINEAR, nullptr);
+  if (!ok) {
+    throw Error("resize " + std::to_string(img.width) + "x" + std::to_string(img.height) + " -> " +
+                std::to_string(w) + "x" + std::to_string(h) + " failed");
+  }
+  return out;
+}
+
+}  // namespace
+
+ModelInput preprocess(const Image& img, int width, int height, ResizeMode mode, const float mean[3],
+                      const float std[3], double crop_pct) {
+  if (img.width <= 0 || img.height <= 0) throw Error("preprocess: empty image");
+  if (width <= 0 || height <= 0) throw Error("preprocess: model input size must be positive");
+  ModelInput in;
+  in.width = width;
+  in.height = height;
+  std::vector<uint8_t> px;
+  if (mode == ResizeMode::Squash) {
+    px = resize_rgb(img, width, height);
+    in.box = {0, 0, static_cast<double>(img.width), static_cast<double>(img.height)};
+  } else {
+    if (!(crop_pct > 0 && crop_pct <= 1)) throw Error("preprocess: crop_pct must be in (0, 1]");
+    // timm: scale_size = floor(size / crop_pct); torchvision Resize(int) sets the shorter side to it.
+    const double sw = std::floor(width / crop_pct) / img.width;
+    const double sh = std::floor(height / crop_pct) / img.height;
+    const double s = std::max(sw, sh);
+    int rw = 0, rh = 0;
+    if (img.width <= img.height) {
+      rw = static_cast<int>(std::floor(img.width * s + 0.5));
+      rh = static_cast<int>(static_cast<double>(rw) * img.height / img.width);
+    } else {
+      rh = static_cast<int>(std::floor(img.height * s + 0.5));
+      rw = static_cast<int>(static_cast<double>(rh) * img.width / img.height);
+    }
+    rw = std::max(rw, width);
+    rh = std::max(rh, height);
+    const std::vector<uint8_t> full = resize_rgb(img, rw, rh);
+    const int left = static_cast<int>(std::lround((rw - width) / 2.0));
+    const int top = static_cast<int>(std::lround((rh - height) / 2.0));
+    px.resize(static_cast<size_t>(width) * height * 3);
+    for (int y = 0; y < height; ++y) {
+      std::copy_n(&full[(static_cast<size_t>(y + top) * rw + left) * 3], static_cast<size_t>(width) * 3,
+                  &px[static_cast<size_t>(y) * width * 3]);
+    }
+    const double kx = static_cast<double>(img.width) / rw, ky = static_cast<double>(img.height) / rh;
+    in.box = {left * kx, top * ky, (left + width) * kx, (top + height) * ky};
+  }
+  const size_t plane = static_cast<size_t>(width) * static_cast<size_t>(height);
+  in.chw.resize(checked_mul(plane, 3, "preprocess"));
+  for (int c = 0; c < 3; ++c) {
+    if (!(std[c] > 0.0f)) throw Error("preprocess: std must be positive, found " + std::to_string(std[c]));
+    const float scale = 1.0f / (255.0f * std[c]);
+    const float shift = mean[c] / std[c];
+    float* dst = &in.chw[static_cast<size_t>(c) * plane];
+    for (size_t i = 0; i < plane; ++i) dst[i] = static_cast<float>(px[i * 3 + static_cast<size_t>(c)]) * scale - shift;
+  }
+  return in;
+}
+
+std::vector<float> patchify(const float* chw, int height, int width, int patch) {
+  if (patch <= 0 || height % patch != 0 || width % patch != 0) {
+    throw Error("patchify: input " + std::to_string(width) + "x" + std::to_string(height) +
+                " is not a multiple of the patch size " + std::to_string(patch));
+  }
+  const int gh = height / patch, gw = width / patch;
+  const size_t pdim = static_cast<size_t>(3) * patch * patch;
+  std::vector<float> out(checked_mul(static_cast<size_t>(gh) * gw, pdim, "patchify"));
+  const size_t plane = static_cast<size_t>(width) * height;
+  for (int gy = 0; gy < gh; ++gy) {
+    for (int gx = 0; gx < gw; ++gx) {
+      float* dst = &out[(static_cast<size_t>(gy) * gw + gx) * pdim];
+      for (int c = 0; c < 3; ++c) {
+        for (int r = 0; r < patch; ++r) {
+          const float* src = chw + c * plane + static_cast<size_t>(gy * patch + r) * width + gx * patch;
+          std::copy_n(src, patch, dst);
+          dst += patch;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace attnmap

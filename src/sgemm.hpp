@@ -1,0 +1,19 @@
+// sgemm.hpp - the one wrapper around OpenBLAS cblas_sgemm that every matrix product goes through.
+#pragma once
+
+namespace attnmap {
+
+/// C(M,N) = alpha * op(A) * op(B) + beta * C, row-major, where op(A) is (M,K) and op(B) is (K,N).
+/// trans_a / trans_b: the stored matrix is the transpose of op(X), i.e. A is stored (K,M) / B is (N,K).
+/// lda/ldb/ldc: row strides in floats of the stored matrices (allows column slices such as one head of
+/// a fused QKV buffer without copying). Calls cblas_sgemm (OpenBLAS).
+void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+           const float* B, int ldb, float beta, float* C, int ldc);
+
+/// Y(M,N) = X(M,K) * W(N,K)^T + b(N): a PyTorch nn.Linear on M rows. `b` may be null.
+void linear(float* Y, const float* X, const float* W, const float* b, int M, int N, int K);
+
+/// Number of threads OpenBLAS may use (1 inside image-parallel batch runs).
+void set_blas_threads(int n);
+
+}  // namespace attnmap

@@ -1,0 +1,32 @@
+// weights_json.hpp - attnmap JSON v1 weights: {"name": nested arrays, ..., "config": {...}}.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tensor.hpp"
+
+namespace attnmap {
+
+/// What a weights file holds before any layout is applied: tensors by state_dict name, the optional
+/// "config" object, and notices (ignored keys) to print.
+struct RawWeights {
+  std::string path;
+  TensorMap tensors;
+  nlohmann::json config = nlohmann::json::object();
+  std::vector<std::string> notices;
+};
+
+/// Parses an attnmap JSON v1 file (see weights/README.md) straight into float buffers with nlohmann/json's
+/// SAX interface - no DOM of the numbers is built. Each top-level key but "config" must hold a number or a
+/// rectangular nested array of numbers (PyTorch `tensor.tolist()`); "config" must be an object.
+/// Throws attnmap::Error naming the file (with line and column for malformed JSON) and the tensor for:
+/// ragged arrays, strings/booleans/null inside a tensor, non-finite or out-of-float32-range values,
+/// nesting deeper than 8, duplicate names.
+RawWeights load_weights_json(const std::string& path);
+
+/// Same as load_weights_json, from text already in memory; `path` is used in messages only.
+RawWeights parse_weights_json(const std::string& text, const std::string& path);
+
+}  // namespace attnmap

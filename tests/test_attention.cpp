@@ -1,0 +1,107 @@
+// The guide's worked numbers: scaled dot-product attention and softmax, exactly as the tests must reproduce.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "attention_maps.hpp"
+#include "error.hpp"
+#include "test_util.hpp"
+#include "vit.hpp"
+
+using namespace attnmap;
+
+// qkv rows are [q | k | v] per token, as the fused QKV projection lays them out: (T, 3*dk).
+TEST(WorkedExample, WeightsAndOutput) {
+  // query [1,0]; keys [1,0],[0,1],[1,1]; values the same; d_k = 2. Only token 0's query matters.
+  const float keys[3][2] = {{1, 0}, {0, 1}, {1, 1}};
+  std::vector<float> qkv;
+  for (int t = 0; t < 3; ++t) {
+    const float q0 = t == 0 ? 1.0f : 0.0f;
+    qkv.insert(qkv.end(), {q0, 0.0f, keys[t][0], keys[t][1], keys[t][0], keys[t][1]});
+  }
+  std::vector<float> out(3 * 2), probs(3 * 3);
+  attention_forward(out.data(), probs.data(), qkv.data(), 3, 1, 2);
+  // The guide's rounded numbers.
+  EXPECT_NEAR(probs[0], 0.40, 0.005);
+  EXPECT_NEAR(probs[1], 0.20, 0.005);
+  EXPECT_NEAR(probs[2], 0.40, 0.005);
+  EXPECT_NEAR(out[0], 0.80, 0.005);
+  EXPECT_NEAR(out[1], 0.60, 0.005);
+  // PyTorch's float64 values (tests/fixtures/worked_example/worked.json).
+  std::ifstream f(fixture("worked_example/worked.json"));
+  ASSERT_TRUE(f.good());
+  const auto j = nlohmann::json::parse(f);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(probs[static_cast<size_t>(i)], j["weights"][i].get<double>(), 1e-6);
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(out[static_cast<size_t>(i)], j["output"][i].get<double>(), 1e-6);
+  // Every row of the weights sums to 1 and lies in [0, 1].
+  for (int r = 0; r < 3; ++r) {
+    double s = 0;
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_GE(probs[static_cast<size_t>(r * 3 + c)], 0.0f);
+      EXPECT_LE(probs[static_cast<size_t>(r * 3 + c)], 1.0f);
+      s += probs[static_cast<size_t>(r * 3 + c)];
+    }
+    EXPECT_NEAR(s, 1.0, 1e-6);
+  }
+}
+
+TEST(Softmax, GuideNumbers) {
+  std::vector<float> a = {2, 1, 0};
+  softmax_rows(a.data(), 1, 3);
+  EXPECT_NEAR(a[0], 0.67, 0.005);
+  EXPECT_NEAR(a[1], 0.24, 0.005);
+  EXPECT_NEAR(a[2], 0.09, 0.005);
+  std::vector<float> b = {20, 10, 0};
+  softmax_rows(b.data(), 1, 3);
+  EXPECT_GT(b[0], 0.9999f);
+  EXPECT_NEAR(b[0], 0.99995, 1e-5);
+  EXPECT_NEAR(b[1], 0.000045, 1e-6);
+  EXPECT_NEAR(b[2], 2e-9, 1e-9);
+  std::ifstream f(fixture("worked_example/worked.json"));
+  const auto j = nlohmann::json::parse(f);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(a[static_cast<size_t>(i)], j["softmax_2_1_0"][i].get<double>(), 1e-6);
+    EXPECT_NEAR(b[static_cast<size_t>(i)], j["softmax_20_10_0"][i].get<double>(), 1e-7);
+  }
+}
+
+TEST(Softmax, StableForHugeScores) {
+  // Without subtracting the row max, exp(1000) overflows to inf and the row becomes NaN.
+  std::vector<float> a = {1000, 999, -1000};
+  softmax_rows(a.data(), 1, 3);
+  EXPECT_NEAR(a[0], 0.7310586, 1e-6);
+  EXPECT_NEAR(a[1], 0.2689414, 1e-6);
+  EXPECT_EQ(a[2], 0.0f);
+}
+
+TEST(HeadFusion, MeanMaxMinIndex) {
+  const std::vector<float> rows = {0.1f, 0.5f, 0.4f,   // head 0
+                                   0.3f, 0.3f, 0.4f};  // head 1
+  EXPECT_TRUE(all_close(fuse_heads(rows.data(), 2, 3, parse_head("mean")), {0.2f, 0.4f, 0.4f}, 1e-7, "mean"));
+  EXPECT_TRUE(all_close(fuse_heads(rows.data(), 2, 3, parse_head("max")), {0.3f, 0.5f, 0.4f}, 0, "max"));
+  EXPECT_TRUE(all_close(fuse_heads(rows.data(), 2, 3, parse_head("min")), {0.1f, 0.3f, 0.4f}, 0, "min"));
+  EXPECT_TRUE(all_close(fuse_heads(rows.data(), 2, 3, parse_head("1")), {0.3f, 0.3f, 0.4f}, 0, "head 1"));
+  EXPECT_TRUE(all_close(fuse_heads(rows.data(), 2, 3, parse_head("-2")), {0.1f, 0.5f, 0.4f}, 0, "head -2"));
+  EXPECT_THROW(fuse_heads(rows.data(), 2, 3, parse_head("2")), Error);
+  EXPECT_THROW(parse_head("avg"), Error);
+}
+
+TEST(Layers, LayerNormAndGelu) {
+  std::vector<float> x = {1, 2, 3, 4}, y(4);
+  const std::vector<float> w = {1, 1, 2, 2}, b = {0, 0, 0, 1};
+  layernorm_forward(y.data(), x.data(), w.data(), b.data(), 1, 4, 0.0f);
+  // mean 2.5, biased var 1.25 -> (x - 2.5) / sqrt(1.25)
+  EXPECT_NEAR(y[0], -1.3416408, 1e-6);
+  EXPECT_NEAR(y[1], -0.4472136, 1e-6);
+  EXPECT_NEAR(y[2], 2 * 0.4472136, 1e-6);
+  EXPECT_NEAR(y[3], 2 * 1.3416408 + 1, 1e-6);
+  std::vector<float> g = {-1.0f, 0.0f, 1.0f, 3.0f};
+  gelu_forward(g.data(), g.size());
+  // torch.nn.functional.gelu(torch.tensor([-1., 0., 1., 3.]))
+  EXPECT_NEAR(g[0], -0.15865525, 1e-6);
+  EXPECT_EQ(g[1], 0.0f);
+  EXPECT_NEAR(g[2], 0.84134475, 1e-6);
+  EXPECT_NEAR(g[3], 2.99595031, 1e-6);
+}

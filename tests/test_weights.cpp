@@ -1,0 +1,131 @@
+// Weights loading: the JSON v1 SAX parser and the loader's messages for broken files.
+#include <gtest/gtest.h>
+
+#include "error.hpp"
+#include "test_util.hpp"
+#include "weights.hpp"
+
+using namespace attnmap;
+
+namespace {
+
+std::string error_of(const std::string& text) {
+  try {
+    build_model(parse_weights_json(text, "w.json"));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A minimal seed-layout model: D = 3*P*P with P = 1 (3 features), d_k = 2, grid 2x2.
+std::string seed_json(const std::string& extra = "") {
+  return R"({"W_Q": [[1,0],[0,1],[1,1]], "W_K": [[1,0],[0,1],[1,1]], "W_V": [[1,0],[0,1],[1,1]],)"
+         R"( "config": {"patch_size": 1, "image_size": 2})" + extra + "}";
+}
+
+}  // namespace
+
+TEST(WeightsJson, ParsesShapesAndConfig) {
+  const RawWeights raw = parse_weights_json(R"({"a": [[1, 2.5, -3e2], [4, 5, 6]], "s": 7, "e": [],)"
+                                            R"( "config": {"num_heads": 2, "mean": [0.5, 0.5, 0.5], "x": {"y": [1, [2]]}}})",
+                                            "w.json");
+  ASSERT_EQ(raw.tensors.size(), 3u);
+  EXPECT_EQ(raw.tensors.at("a").shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(raw.tensors.at("a").data, (std::vector<float>{1, 2.5f, -300, 4, 5, 6}));
+  EXPECT_EQ(raw.tensors.at("s").shape, (std::vector<int64_t>{}));
+  EXPECT_EQ(raw.tensors.at("e").shape, (std::vector<int64_t>{0}));
+  EXPECT_EQ(raw.config["num_heads"].get<int>(), 2);
+  EXPECT_EQ(raw.config["x"]["y"][1][0].get<int>(), 2);
+}
+
+TEST(WeightsJson, RefusesBrokenTensors) {
+  auto msg = [](const std::string& t) {
+    try {
+      parse_weights_json(t, "w.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(msg(R"({"a": [[1, 2], [3]]})").find("tensor 'a' is ragged"), std::string::npos);
+  EXPECT_NE(msg(R"({"a": [[1, 2], 3]})").find("tensor 'a' is ragged"), std::string::npos);
+  EXPECT_NE(msg(R"({"a": [1, [2]]})").find("tensor 'a' is ragged"), std::string::npos);
+  EXPECT_NE(msg(R"({"a": [1, "2"]})").find("tensor 'a' holds a string"), std::string::npos);
+  EXPECT_NE(msg(R"({"a": [1, null]})").find("tensor 'a' holds null"), std::string::npos);
+  EXPECT_NE(msg(R"({"a": [1e39]})").find("out-of-float32-range"), std::string::npos);
+  EXPECT_NE(msg(R"({"a": [1], "a": [2]})").find("appears twice"), std::string::npos);
+  EXPECT_NE(msg(R"({"a": [[[[[[[[[1]]]]]]]]]})").find("deeper than 8"), std::string::npos);
+  EXPECT_NE(msg("{\"a\": [1, 2,\n  3,, 4]}").find("w.json: malformed JSON at line 2, column 5"), std::string::npos)
+      << msg("{\"a\": [1, 2,\n  3,, 4]}");
+  EXPECT_NE(msg("[1, 2]").find("top level must be a JSON object"), std::string::npos);
+  EXPECT_NE(msg("").find("empty"), std::string::npos);
+  EXPECT_NE(msg(R"({"a": NaN})").find("malformed JSON"), std::string::npos);
+  const std::string deep = "{\"a\": " + std::string(10000, '[') + std::string(10000, ']') + "}";
+  EXPECT_NE(msg(deep).find("deeper than 8"), std::string::npos);
+}
+
+TEST(WeightsLoader, SeedLayout) {
+  const ViTWeights w = build_model(parse_weights_json(seed_json(), "w.json"));
+  EXPECT_EQ(w.hp.layout, "seed");
+  EXPECT_EQ(w.hp.dim, 3);
+  EXPECT_EQ(w.hp.head_dim, 2);
+  EXPECT_EQ(w.hp.patch, 1);
+  EXPECT_EQ(w.hp.grid_w, 2);
+  EXPECT_TRUE(w.hp.cls_is_mean);
+  // Stacked as nn.Linear weight (3*d_k, D): row c of the Q block is column c of W_Q.
+  EXPECT_EQ(w.blocks[0].qkv.weight, (std::vector<float>{1, 0, 1, 0, 1, 1, 1, 0, 1, 0, 1, 1, 1, 0, 1, 0, 1, 1}));
+}
+
+TEST(WeightsLoader, NamesMissingAndMisshapenTensors) {
+  EXPECT_EQ(error_of(R"({"W_Q": [[1,0],[0,1],[1,1]], "W_V": [[1,0],[0,1],[1,1]], "config": {"patch_size": 1}})"),
+            "w.json: missing tensor 'W_K' (expected shape (3, 2))");
+  EXPECT_EQ(error_of(R"({"W_Q": [[1,0],[0,1],[1,1]], "W_K": [[1,0,1],[0,1,1]], "W_V": [[1,0],[0,1],[1,1]], "config": {"patch_size": 1}})"),
+            "w.json: tensor 'W_K' has shape (2, 3), expected (3, 2)");
+  EXPECT_NE(error_of(seed_json(R"(, "pos_embed": [[0,0,0],[0,0,0]])")).find("pos_embed"), std::string::npos);
+  EXPECT_NE(error_of(R"({"W_Q": [[1,0],[0,1]], "W_K": [[1,0],[0,1]], "W_V": [[1,0],[0,1]]})").find("not 3*P*P"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"foo": [1]})").find("unknown weights layout"), std::string::npos);
+  EXPECT_NE(error_of(seed_json().replace(seed_json().find("\"patch_size\": 1"), 15, "\"patch_size\": \"1\"")).find(
+                "config \"patch_size\" must be an integer"),
+            std::string::npos);
+}
+
+TEST(WeightsLoader, TimmFixtureMissingTensorAndHeads) {
+  RawWeights raw = load_weights_json(fixture("timm_small/weights.json"));
+  const ViTWeights w = build_model(raw);
+  EXPECT_EQ(w.hp.layout, "timm");
+  EXPECT_EQ(w.hp.depth, 2);
+  EXPECT_EQ(w.hp.num_heads, 4);
+  EXPECT_EQ(w.hp.grid_w, 4);
+  EXPECT_EQ(w.hp.source.at("num_heads"), "config (" + fixture("timm_small/weights.json") + ")");
+  // --heads overrides the config; a count that does not divide D is refused.
+  ModelOverrides ov;
+  ov.num_heads = 2;
+  EXPECT_EQ(build_model(raw, ov).hp.num_heads, 2);
+  ov.num_heads = 3;
+  EXPECT_THROW(build_model(raw, ov), Error);
+  // Without num_heads in the config: D/64, or 1 head when D < 64, with a notice.
+  raw.config.erase("num_heads");
+  const ViTWeights guessed = build_model(raw);
+  EXPECT_EQ(guessed.hp.num_heads, 1);
+  EXPECT_NE(guessed.notices.front().find("assuming D/64"), std::string::npos);
+  // A transposed qkv is refused by name with both shapes.
+  RawWeights broken = load_weights_json(fixture("timm_small/weights.json"));
+  Tensor& qkv = broken.tensors.at("blocks.1.attn.qkv.weight");
+  qkv.shape = {qkv.shape[1], qkv.shape[0]};
+  try {
+    build_model(broken);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'blocks.1.attn.qkv.weight' has shape (32, 96), expected (96, 32)"),
+              std::string::npos)
+        << e.what();
+  }
+  broken = load_weights_json(fixture("timm_small/weights.json"));
+  broken.tensors.erase("blocks.0.mlp.fc2.bias");
+  const ViTWeights no_bias = build_model(broken);  // biases are optional (zero), like bias=False Linear layers
+  EXPECT_TRUE(no_bias.blocks[0].fc2.bias.empty());
+  broken.tensors.erase("blocks.0.norm2.weight");
+  EXPECT_THROW(build_model(broken), Error);
+}

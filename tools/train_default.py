@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+"""Train attnmap's default model: a small timm-layout ViT on Fashion-MNIST composites.
+
+Model: timm VisionTransformer layout (patch 16, 224x224, class token, learned
+pos_embed (1,197,D), pre-norm blocks with LayerNorm eps 1e-6, fused qkv with bias,
+exact-erf GELU MLP, final norm, head on the class token).  state_dict keys are
+exactly timm's, so tools/export_weights.py can write them out unchanged.
+
+Data: composites generated on the fly by tools/make_composites.py (train split of
+Fashion-MNIST, seed --data-seed); composite index = step*batch + j, so a resumed run
+sees exactly the same data stream.  A background thread prefetches batches.
+
+Progressive resizing (optional, --lowres-frac): the first fraction of the steps is
+run at 112x112 (7x7 patches, pos_embed average-pooled 2x2 from the 14x14 grid that
+is the only stored parameter), the rest at the full 224x224.
+
+Schedule: AdamW, linear warm-up then cosine decay to 0 over --steps.
+Checkpoints to --ckpt every --ckpt-minutes and at the end; restarting the same
+command resumes from the checkpoint.
+
+Example (the default-model run):
+  nice -n 10 nohup /usr/bin/python3 tools/train_default.py --steps 3000 \
+      > /work/train/train.log 2>&1 &
+"""
+import argparse
+import math
+import os
+import queue
+import sys
+import threading
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_composites import CompositeGenerator, LABELS  # noqa: E402
+
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, num_heads):
+        super().__init__()
+        self.num_heads = num_heads
+        self.scale = (dim // num_heads) ** -0.5
+        self.qkv = nn.Linear(dim, dim * 3, bias=True)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x, return_attn=False):
+        B, N, C = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)
+        attn = (q @ k.transpose(-2, -1)) * self.scale
+        attn = attn.softmax(dim=-1)
+        x = (attn @ v).transpose(1, 2).reshape(B, N, C)
+        x = self.proj(x)
+        return (x, attn) if return_attn else x
+
+
+class Mlp(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.act = nn.GELU()  # exact erf GELU
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, dim, num_heads, mlp_ratio):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = Attention(dim, num_heads)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio))
+
+    def forward(self, x, return_attn=False):
+        if return_attn:
+            y, a = self.attn(self.norm1(x), True)
+            x = x + y
+            return x + self.mlp(self.norm2(x)), a
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class PatchEmbed(nn.Module):
+    def __init__(self, dim, patch=16):
+        super().__init__()
+        self.proj = nn.Conv2d(3, dim, patch, patch)
+
+    def forward(self, x):
+        return self.proj(x).flatten(2).transpose(1, 2)
+
+
+class ViT(nn.Module):
+    def __init__(self, dim=128, depth=4, num_heads=4, mlp_ratio=2.0, num_classes=10,
+                 img_size=224, patch=16):
+        super().__init__()
+        self.grid = img_size // patch
+        self.patch_embed = PatchEmbed(dim, patch)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embed = nn.Parameter(torch.randn(1, self.grid * self.grid + 1, dim) * .02)
+        self.blocks = nn.ModuleList([Block(dim, num_heads, mlp_ratio) for _ in range(depth)])
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.head = nn.Linear(dim, num_classes)
+        nn.init.trunc_normal_(self.pos_embed, std=.02)
+        nn.init.normal_(self.cls_token, std=1e-6)
+        self.apply(self._init)
+
+    @staticmethod
+    def _init(m):
+        if isinstance(m, nn.Linear):
+            nn.init.trunc_normal_(m.weight, std=.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+    def pos(self, gh, gw):
+        if gh == self.grid and gw == self.grid:
+            return self.pos_embed
+        cls_pos, p = self.pos_embed[:, :1], self.pos_embed[:, 1:]
+        D = p.shape[-1]
+        p = p.reshape(1, self.grid, self.grid, D).permute(0, 3, 1, 2)
+        if self.grid % gh == 0 and self.grid % gw == 0:
+            p = F.avg_pool2d(p, (self.grid // gh, self.grid // gw))
+        else:
+            p = F.interpolate(p, size=(gh, gw), mode='bilinear', align_corners=False)
+        return torch.cat([cls_pos, p.permute(0, 2, 3, 1).reshape(1, gh * gw, D)], 1)
+
+    def forward(self, x, return_attn=False):
+        gh, gw = x.shape[2] // 16, x.shape[3] // 16
+        x = self.patch_embed(x)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], 1) + self.pos(gh, gw)
+        attns = []
+        for blk in self.blocks:
+            if return_attn:
+                x, a = blk(x, True)
+                attns.append(a)
+            else:
+                x = blk(x)
+        x = self.norm(x)
+        logits = self.head(x[:, 0])
+        return (logits, attns) if return_attn else logits
+
+
+def to_input(imgs_u8):
+    """uint8 (N,H,W,3) numpy -> normalised float tensor (N,3,H,W)."""
+    x = torch.from_numpy(imgs_u8).permute(0, 3, 1, 2).float().div_(255.0)
+    m = torch.tensor(MEAN).view(1, 3, 1, 1)
+    s = torch.tensor(STD).view(1, 3, 1, 1)
+    return (x - m) / s
+
+
+def build_model(cfg):
+    return ViT(dim=cfg['dim'], depth=cfg['depth'], num_heads=cfg['heads'],
+               mlp_ratio=cfg['mlp_ratio'])
+
+
+def lr_at(step, total, warmup, base):
+    if step < warmup:
+        return base * (step + 1) / warmup
+    t = (step - warmup) / max(1, total - warmup)
+    return base * 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
+
+
+class Prefetcher:
+    def __init__(self, gen, batch, start_step, total, depth=3):
+        self.q = queue.Queue(maxsize=depth)
+        self.gen, self.batch = gen, batch
+        self.t = threading.Thread(target=self.run, args=(start_step, total), daemon=True)
+        self.t.start()
+
+    def run(self, s0, total):
+        for s in range(s0, total):
+            imgs, _, labels = self.gen.batch(s * self.batch, self.batch)
+            self.q.put((s, imgs, labels))
+
+    def get(self):
+        return self.q.get()
+
+
+@torch.no_grad()
+def quick_eval(model, test_imgs, test_labels, bs=100):
+    model.eval()
+    correct = 0
+    for i in range(0, len(test_imgs), bs):
+        logits = model(to_input(test_imgs[i:i + bs]))
+        correct += (logits.argmax(1).numpy() == test_labels[i:i + bs]).sum()
+    model.train()
+    return correct / len(test_imgs)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--dim', type=int, default=128)
+    ap.add_argument('--depth', type=int, default=4)
+    ap.add_argument('--heads', type=int, default=4)
+    ap.add_argument('--mlp-ratio', type=float, default=2.0)
+    ap.add_argument('--batch', type=int, default=96)
+    ap.add_argument('--lr', type=float, default=1e-3)
+    ap.add_argument('--wd', type=float, default=0.05)
+    ap.add_argument('--steps', type=int, default=3000)
+    ap.add_argument('--warmup', type=int, default=150)
+    ap.add_argument('--lowres-frac', type=float, default=0.0,
+                    help='fraction of steps trained at 112x112 (default 0)')
+    ap.add_argument('--threads', type=int, default=2)
+    ap.add_argument('--seed', type=int, default=0)
+    ap.add_argument('--data-seed', type=int, default=1)
+    ap.add_argument('--ckpt', default='/work/train/ckpt.pt')
+    ap.add_argument('--ckpt-minutes', type=float, default=3.0)
+    ap.add_argument('--log-every', type=int, default=10)
+    ap.add_argument('--eval-every', type=int, default=250)
+    ap.add_argument('--eval-n', type=int, default=300)
+    ap.add_argument('--bench', type=float, default=0,
+                    help='benchmark: run this many seconds, report images/s, no checkpoint')
+    a = ap.parse_args()
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    np.random.seed(a.seed)
+    cfg = dict(dim=a.dim, depth=a.depth, heads=a.heads, mlp_ratio=a.mlp_ratio,
+               labels=LABELS, patch_size=16, image_size=224, mean=MEAN, std=STD,
+               layer_norm_eps=1e-6)
+    model = build_model(cfg)
+    nparam = sum(p.numel() for p in model.parameters())
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and 'pos_embed' not in n
+             and 'cls_token' not in n]
+    no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and 'pos_embed'
+                not in n and 'cls_token' not in n)]
+    opt = torch.optim.AdamW([{'params': decay, 'weight_decay': a.wd},
+                             {'params': no_decay, 'weight_decay': 0.0}],
+                            lr=a.lr, betas=(0.9, 0.999))
+    start = 0
+    elapsed_prev = 0.0
+    if not a.bench and os.path.exists(a.ckpt):
+        ck = torch.load(a.ckpt, map_location='cpu')
+        model.load_state_dict(ck['model'])
+        opt.load_state_dict(ck['opt'])
+        start = ck['step']
+        elapsed_prev = ck.get('elapsed', 0.0)
+        print('resumed from %s at step %d' % (a.ckpt, start), flush=True)
+    print('config %s params %d args %s' % (
+        {k: cfg[k] for k in ('dim', 'depth', 'heads', 'mlp_ratio')}, nparam, vars(a)),
+        flush=True)
+
+    gen = CompositeGenerator('train', a.data_seed)
+    test_imgs = test_labels = None
+    if a.eval_every and not a.bench:
+        tg = CompositeGenerator('test', 7777)
+        test_imgs, _, test_labels = tg.batch(0, a.eval_n)
+
+    def save(step, elapsed):
+        tmp = a.ckpt + '.tmp'
+        torch.save({'model': model.state_dict(), 'opt': opt.state_dict(), 'step': step,
+                    'cfg': cfg, 'elapsed': elapsed, 'args': vars(a)}, tmp)
+        os.replace(tmp, a.ckpt)
+
+    lowres_steps = int(a.lowres_frac * a.steps)
+    pf = Prefetcher(gen, a.batch, start, a.steps)
+    model.train()
+    t0 = time.time()
+    t_ck = t0
+    t_log = t0
+    n_log = 0
+    loss_sum = 0.0
+    acc_sum = 0
+    img_log = 0
+    step = start
+    for step in range(start, a.steps):
+        s, imgs, labels = pf.get()
+        assert s == step
+        x = to_input(imgs)
+        if step < lowres_steps:
+            x = F.avg_pool2d(x, 2)
+        y = torch.from_numpy(labels)
+        lr = lr_at(step, a.steps, a.warmup, a.lr)
+        for g in opt.param_groups:
+            g['lr'] = lr
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        loss_sum += loss.item() * len(y)
+        acc_sum += (logits.argmax(1) == y).sum().item()
+        img_log += len(y)
+        n_log += 1
+        now = time.time()
+        if n_log >= a.log_every or step == a.steps - 1:
+            ips = img_log / (now - t_log)
+            done = step + 1 - start
+            rate = done / (now - t0)
+            eta = (a.steps - step - 1) / rate
+            print('step %d/%d res %d lr %.2e loss %.4f acc %.3f img/s %.1f elapsed %.1fmin '
+                  'ETA %.1fmin' % (step + 1, a.steps, x.shape[-1], lr, loss_sum / img_log,
+                                   acc_sum / img_log, ips, (elapsed_prev + now - t0) / 60,
+                                   eta / 60), flush=True)
+            t_log, n_log, loss_sum, acc_sum, img_log = now, 0, 0.0, 0, 0
+        if a.bench and now - t0 > a.bench:
+            print('BENCH threads %d batch %d: %.1f img/s' % (
+                a.threads, a.batch, (step + 1 - start) * a.batch / (now - t0)), flush=True)
+            return
+        if test_imgs is not None and ((step + 1) % a.eval_every == 0 or step == a.steps - 1):
+            acc = quick_eval(model, test_imgs, test_labels)
+            print('EVAL step %d test-acc(%d held-out composites @224) %.3f' % (
+                step + 1, len(test_labels), acc), flush=True)
+        if now - t_ck > a.ckpt_minutes * 60:
+            save(step + 1, elapsed_prev + now - t0)
+            t_ck = now
+    save(a.steps, elapsed_prev + time.time() - t0)
+    print('DONE total training time %.1f min' % ((elapsed_prev + time.time() - t0) / 60),
+          flush=True)
+
+
+if __name__ == '__main__':
+    main()
