@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "error.hpp"
+#include "sgemm.hpp"
 
 namespace attnmap {
 
@@ -61,6 +62,36 @@ std::vector<float> class_attention_map(const ForwardResult& r, const HParams& hp
   for (int h = 0; h < H; ++h)
     std::copy_n(rows + static_cast<size_t>(h) * T + hp.num_prefix, N, &patch_rows[static_cast<size_t>(h) * N]);
   return fuse_heads(patch_rows.data(), H, N, sel);
+}
+
+std::vector<float> attention_rollout(const ForwardResult& r, int last_layer, const HeadSelect& sel) {
+  const int T = r.tokens, H = r.heads;
+  const size_t TT = static_cast<size_t>(T) * T;
+  if (r.attn.size() != static_cast<size_t>(r.layers) * H * TT)
+    throw Error("rollout needs every layer's full attention matrices (ForwardOptions::keep_full)");
+  if (last_layer < 0 || last_layer >= r.layers) throw Error("rollout: layer " + std::to_string(last_layer) + " was not computed");
+  std::vector<float> R(TT, 0.0f), next(TT), a_hat;  // R (T, T) starts as the identity
+  for (int i = 0; i < T; ++i) R[static_cast<size_t>(i) * T + i] = 1.0f;
+  for (int l = 0; l <= last_layer; ++l) {
+    a_hat = fuse_heads(&r.attn[static_cast<size_t>(l) * H * TT], H, static_cast<int>(TT), sel);  // (T, T)
+    for (int i = 0; i < T; ++i) {
+      float* row = &a_hat[static_cast<size_t>(i) * T];
+      row[i] += 1.0f;  // A + I (the /2 cancels in the row normalisation below)
+      double s = 0;
+      for (int j = 0; j < T; ++j) s += row[j];
+      const float inv = static_cast<float>(1.0 / s);
+      for (int j = 0; j < T; ++j) row[j] *= inv;
+    }
+    sgemm(false, false, T, T, T, 1.0f, a_hat.data(), T, R.data(), T, 0.0f, next.data(), T);  // R = A_hat R
+    R.swap(next);
+  }
+  return R;
+}
+
+std::vector<float> class_row_map(const std::vector<float>& m, const HParams& hp, int T) {
+  const int N = hp.grid_w * hp.grid_h;
+  if (m.size() < static_cast<size_t>(T) || hp.num_prefix + N != T) throw Error("class_row_map: token count mismatch");
+  return std::vector<float>(m.begin() + hp.num_prefix, m.begin() + hp.num_prefix + N);
 }
 
 }  // namespace attnmap

@@ -25,4 +25,13 @@ std::vector<float> fuse_heads(const float* rows, int H, int n, const HeadSelect&
 /// row-major (row = patch row from the top). Values are probabilities as computed, not renormalised.
 std::vector<float> class_attention_map(const ForwardResult& r, const HParams& hp, int layer, const HeadSelect& sel);
 
+/// Attention rollout (Abnar & Zuidema 2020, "Quantifying Attention Flow in Transformers", eq. for
+/// rollout): for each layer 0..last_layer, fuse heads (`sel`), A_hat = (A + I) / 2, normalise each row to sum
+/// 1, and multiply from the first layer up: R = A_hat_last ... A_hat_0. Needs r.attn (keep_full).
+/// Returns R, shape (T, T); every row sums to 1. Throws attnmap::Error when r has no full matrices.
+std::vector<float> attention_rollout(const ForwardResult& r, int last_layer, const HeadSelect& sel);
+
+/// The class token's row of a (T, T) matrix (e.g. a rollout) over the patch tokens, as (grid_h, grid_w).
+std::vector<float> class_row_map(const std::vector<float>& m, const HParams& hp, int T);
+
 }  // namespace attnmap

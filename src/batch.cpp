@@ -10,11 +10,7 @@
 
 #include <unistd.h>
 
-#include "attention_maps.hpp"
-#include "colormap.hpp"
 #include "error.hpp"
-#include "npy.hpp"
-#include "vit.hpp"
 
 namespace attnmap {
 
@@ -127,15 +123,10 @@ std::string with_path(const std::string& input, const std::string& msg) {
 int run_render(const RenderOptions& opt) {
   const std::string weights_path = opt.weights.empty() ? default_weights_path() : opt.weights;
   const ViTWeights model = load_model(weights_path, opt.overrides);
-  const HParams& hp = model.hp;
   if (!opt.quiet)
     for (const auto& n : model.notices) std::cerr << "attnmap: note: " << weights_path << ": " << n << "\n";
 
-  const int layer = resolve_layer(opt.layer.value_or(hp.default_layer.value_or(-1)), hp.depth);
-  const HeadSelect head = parse_head(opt.head.value_or(hp.default_head.value_or("mean")));
-  fuse_heads(std::vector<float>(static_cast<size_t>(hp.num_heads), 0.0f).data(), hp.num_heads, 1, head);  // range check
-  const uint8_t* cmap = colormap_table(opt.colormap);
-  if (!(opt.alpha >= 0.0f && opt.alpha <= 1.0f)) throw Error("--alpha must be in [0, 1]");
+  const RenderContext ctx = make_render_context(model, opt);
 
   std::vector<std::string> missing;
   const std::vector<Job> jobs = plan_jobs(opt.inputs, opt.out_dir, &missing);
@@ -152,30 +143,15 @@ int run_render(const RenderOptions& opt) {
   for (const auto& j : jobs) input_canon.insert(canonical_or_empty(j.input));
 
   const auto t0 = std::chrono::steady_clock::now();
-  ForwardOptions fo;
-  fo.last_layer = layer;
   for (const Job& job : jobs) {
     try {
       const std::string png = job.out_base + ".png", npy = job.out_base + ".npy";
       if (input_canon.count(canonical_or_empty(png)) || (opt.save_raw && input_canon.count(canonical_or_empty(npy))))
         throw Error("output " + png + " would overwrite an input file; choose another --out");
-      const Image photo = load_image(job.input, opt.load);
-      const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data());
-      const ForwardResult r = vit_forward(model, in.chw.data(), fo);
-      const std::vector<float> map = class_attention_map(r, hp, layer, head);  // (grid_h, grid_w)
-      bool flat = false;
-      const std::vector<float> map01 = normalize_minmax(map, &flat);
-      if (flat)
-        std::cerr << "attnmap: note: " << job.input << ": the attention map is constant; drawn flat (no contrast)\n";
-      int bx = 0, by = 0, bw = 0, bh = 0;
-      box_pixels(in.box, photo.width, photo.height, &bx, &by, &bw, &bh);
-      const std::vector<float> up = upsample_map(map01, hp.grid_w, hp.grid_h, bw, bh, opt.upsample);
-      const Image out = blend_overlay(photo, up, bw, bh, bx, by, cmap, opt.alpha);
-      fs::create_directories(fs::path(png).parent_path());
-      if (opt.save_raw) write_npy(npy, map, {hp.grid_h, hp.grid_w});
-      write_png(png, out);
+      const RenderResult res = render_image(ctx, job);
+      for (const auto& n : res.notes) std::cerr << "attnmap: note: " << job.input << ": " << n << "\n";
       ++done;
-      if (!opt.quiet) std::cout << job.input << " -> " << png << "\n";
+      if (!opt.quiet) std::cout << job.input << " -> " << res.outputs.front() << "\n";
     } catch (const std::exception& e) {
       ++failed;
       std::cerr << "attnmap: error: " << with_path(job.input, e.what()) << "\n";

@@ -4,35 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "image_io.hpp"
-#include "overlay.hpp"
-#include "preprocess.hpp"
-#include "weights.hpp"
+#include "render.hpp"
 
 namespace attnmap {
-
-/// Everything `attnmap render` was asked to do (filled by the CLI; no maths here).
-struct RenderOptions {
-  std::vector<std::string> inputs;  ///< files or folders
-  std::string weights;              ///< weights file; empty: the bundled default
-  std::string out_dir = "attnmap-out";
-  std::optional<int> layer;          ///< unset: the model's config default_layer, else -1 (last)
-  std::optional<std::string> head;   ///< unset: the model's config default_head, else "mean"
-  std::string colormap = "viridis";
-  float alpha = 0.5f;
-  Upsample upsample = Upsample::Bilinear;
-  ResizeMode resize = ResizeMode::Squash;
-  ModelOverrides overrides;
-  bool save_raw = false;
-  bool quiet = false;
-  LoadOptions load;
-};
-
-/// One image to render: where it is read and the output path without extension (".png", ".npy" added).
-struct Job {
-  std::string input;
-  std::string out_base;
-};
 
 /// Expands inputs into jobs: a folder is walked recursively in sorted order (hidden entries skipped,
 /// symbolic links to folders not followed, so link loops cannot hang it; only files stb_image reads by
