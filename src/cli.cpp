@@ -39,6 +39,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   attnmap::RenderOptions ro;
+  attnmap::BatchOptions bo;
+  std::string shard_s;
   std::string layer_s, head_s, upsample_s = "bilinear", resize_s = "squash", mean_s, std_s;
   int heads = 0;
   CLI::App* render = app.add_subcommand("render", "render class-token attention heatmaps over images");
@@ -62,6 +64,14 @@ int main(int argc, char** argv) {
   render->add_option("--std", std_s, "R,G,B normalisation std (overrides the weights' config)");
   render->add_flag("--save-raw", ro.save_raw, "also write the map as NumPy .npy (float32, (grid_h, grid_w))");
   render->add_flag("-q,--quiet", ro.quiet, "print only errors");
+  render->add_option("-j,--jobs", bo.jobs, "images rendered at once (default: the number of cores)");
+  render->add_option("--ext", bo.ext, "extensions picked in folders, e.g. jpg,png (default: every format stb reads)")
+      ->delimiter(',');
+  render->add_option("--manifest", bo.manifest, "write one JSON line per input (status, outputs, map statistics)");
+  render->add_flag("--skip-existing", bo.skip_existing, "skip images whose outputs already exist (resume a run)");
+  render->add_option("--shard", shard_s, "render only part K of N of the sorted inputs, e.g. 2/4 (Slurm arrays)");
+  render->add_option("--progress-every", bo.progress_every,
+                     "when standard error is not a terminal: a progress line per this many images (default: auto)");
   render->add_option("--max-pixels", ro.load.max_pixels, "refuse images with more pixels than this, before decoding")
       ->capture_default_str();
 
@@ -97,7 +107,9 @@ int main(int argc, char** argv) {
     if (!mean_s.empty()) ro.overrides.mean = parse_rgb(mean_s, "--mean");
     if (!std_s.empty()) ro.overrides.std = parse_rgb(std_s, "--std");
     if (!(ro.alpha >= 0.0f && ro.alpha <= 1.0f)) throw attnmap::Error("--alpha must be in [0, 1]");
-    return attnmap::run_render(ro);
+    bo.ext = attnmap::parse_extensions(bo.ext);
+    if (!shard_s.empty()) attnmap::parse_shard(shard_s, &bo.shard_index, &bo.shard_count);
+    return attnmap::run_render(ro, bo);
   } catch (const std::exception& e) {
     std::cerr << "attnmap: error: " << e.what() << "\n";
     return 2;
