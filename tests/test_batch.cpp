@@ -243,3 +243,30 @@ TEST_F(Batch, ExtFilterPicksOnlyTheListedExtensions) {
   EXPECT_FALSE(t.count(".hidden.png"));
   EXPECT_EQ(run("render " + q(dir / "in") + " -o " + q(dir / "x") + " --ext ,").status, 2);
 }
+
+TEST(PngEncoder, LibspngPixelsEqualStbAndTheSource) {
+  // A photo plus a noisy synthetic image with odd sizes (row filters see every edge case).
+  std::vector<Image> imgs = {load_image(kData + "/chelsea.png")};
+  Image noise;
+  noise.width = 37;
+  noise.height = 23;
+  uint32_t st = 12345;
+  for (int i = 0; i < 37 * 23 * 3; ++i) {
+    st = st * 1664525u + 1013904223u;
+    noise.rgb.push_back(static_cast<uint8_t>(i % 7 == 0 ? st >> 24 : (i / 3) % 256));
+  }
+  imgs.push_back(noise);
+  for (const Image& img : imgs) {
+    const fs::path dir = fs::temp_directory_path() / ("attnmap_png_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    write_file_atomic((dir / "spng.png").string(), encode_png(img));
+    write_file_atomic((dir / "stb.png").string(), encode_png_stb(img));
+    const Image a = load_image((dir / "spng.png").string()), b = load_image((dir / "stb.png").string());
+    fs::remove_all(dir);
+    EXPECT_EQ(a.width, img.width);
+    EXPECT_EQ(a.height, img.height);
+    EXPECT_TRUE(a.rgb == img.rgb);
+    EXPECT_TRUE(a.rgb == b.rgb);
+  }
+  EXPECT_THROW(encode_png(Image{}), Error);
+}
