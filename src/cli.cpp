@@ -7,6 +7,8 @@
 #include "batch.hpp"
 #include "colormap.hpp"
 #include "error.hpp"
+#include "inspect.hpp"
+#include "weights.hpp"
 
 namespace {
 
@@ -46,7 +48,7 @@ int main(int argc, char** argv) {
   CLI::App* render = app.add_subcommand("render", "render class-token attention heatmaps over images");
   render->add_option("inputs", ro.inputs, "image files or folders (folders are walked recursively, sorted)")
       ->required();
-  render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON); default: the bundled weights/default.json");
+  render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON or safetensors; timm, DINOv2, DeiT, Hugging Face or torchvision names); default: the bundled weights/default.json");
   render->add_option("-o,--out", ro.out_dir, "output folder, created if missing")->capture_default_str();
   render->add_option("--layer", layer_s, "encoder block, 0-based; negative counts from the end (default -1 = last)");
   render->add_option("--head", head_s, "a head index, or mean | max | min over heads (default mean)");
@@ -75,6 +77,14 @@ int main(int argc, char** argv) {
   render->add_option("--max-pixels", ro.load.max_pixels, "refuse images with more pixels than this, before decoding")
       ->capture_default_str();
 
+  std::string inspect_weights;
+  int inspect_heads = 0;
+  CLI::App* inspect = app.add_subcommand(
+      "inspect", "print what attnmap reads from a checkpoint: layout, token layout, grid, depth, heads, parameter "
+                 "count and every config value with where it came from");
+  inspect->add_option("weights", inspect_weights, "weights file: attnmap JSON or safetensors")->required();
+  inspect->add_option("--heads", inspect_heads, "number of attention heads, when the weights do not say");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -83,6 +93,13 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (inspect->parsed()) {
+      attnmap::ModelOverrides ov;
+      if (inspect->count("--heads")) ov.num_heads = inspect_heads;
+      const attnmap::ViTWeights w = attnmap::load_model(inspect_weights, ov);
+      std::cout << attnmap::describe_model(w, inspect_weights);
+      return 0;
+    }
     if (!layer_s.empty()) {
       size_t used = 0;
       int v = 0;
