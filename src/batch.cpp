@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "error.hpp"
+#include "pos_embed.hpp"
 
 namespace attnmap {
 
@@ -122,7 +123,8 @@ std::string with_path(const std::string& input, const std::string& msg) {
 
 int run_render(const RenderOptions& opt) {
   const std::string weights_path = opt.weights.empty() ? default_weights_path() : opt.weights;
-  const ViTWeights model = load_model(weights_path, opt.overrides);
+  ViTWeights model = load_model(weights_path, opt.overrides);
+  if (opt.size) resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1]);
   if (!opt.quiet)
     for (const auto& n : model.notices) std::cerr << "attnmap: note: " << weights_path << ": " << n << "\n";
 
@@ -145,8 +147,9 @@ int run_render(const RenderOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   for (const Job& job : jobs) {
     try {
-      const std::string png = job.out_base + ".png", npy = job.out_base + ".npy";
-      if (input_canon.count(canonical_or_empty(png)) || (opt.save_raw && input_canon.count(canonical_or_empty(npy))))
+      const std::string png = job.out_base + ".png", npy = job.out_base + ".npy", sheet = job.out_base + ".heads.png";
+      if (input_canon.count(canonical_or_empty(png)) || (opt.save_raw && input_canon.count(canonical_or_empty(npy))) ||
+          (opt.heads_grid && input_canon.count(canonical_or_empty(sheet))))
         throw Error("output " + png + " would overwrite an input file; choose another --out");
       const RenderResult res = render_image(ctx, job);
       for (const auto& n : res.notes) std::cerr << "attnmap: note: " << job.input << ": " << n << "\n";
