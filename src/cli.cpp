@@ -64,6 +64,9 @@ int main(int argc, char** argv) {
   render->add_flag("-q,--quiet", ro.quiet, "print only errors");
   render->add_option("--max-pixels", ro.load.max_pixels, "refuse images with more pixels than this, before decoding")
       ->capture_default_str();
+  bool no_exif = false;
+  render->add_flag("--no-exif", no_exif,
+                   "ignore the JPEG EXIF orientation (default: the photo is turned as viewers show it)");
 
   try {
     app.parse(argc, argv);
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
       ro.layer = v;
     }
     if (!head_s.empty()) ro.head = head_s;
+    ro.load.apply_exif = !no_exif;
     ro.upsample = attnmap::parse_upsample(upsample_s);
     if (resize_s == "squash") {
       ro.resize = attnmap::ResizeMode::Squash;
