@@ -12,7 +12,9 @@
 
 #include "error.hpp"
 #include "image_io.hpp"
+#include "preprocess.hpp"
 #include "test_util.hpp"
+#include "weights.hpp"
 
 namespace fs = std::filesystem;
 using namespace attnmap;
@@ -178,4 +180,223 @@ TEST(Jpeg, MarkerWalk) {
   }
   const uint8_t png[] = {0x89, 'P', 'N', 'G'};
   EXPECT_FALSE(inspect_jpeg(png, sizeof png).is_jpeg);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The binary end to end on the corpus, on unwritable outputs, and killed mid-run.
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <set>
+
+#include "batch.hpp"
+
+namespace {
+
+struct CliRun {
+  int status;
+  std::string err;
+};
+
+// Runs `prefix 'attnmap' args` through the shell, capturing standard error.
+CliRun run_cli(const std::string& args, const std::string& prefix = "") {
+  const fs::path errf = fs::temp_directory_path() / ("attnmap_robust_err_" + std::to_string(::getpid()));
+  const std::string cmd = prefix + "'" + ATTNMAP_BIN + "' " + args + " >/dev/null 2>'" + errf.string() + "'";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream f(errf);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  fs::remove(errf);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ss.str()};
+}
+
+class Robust : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("attnmap_robust_" + std::to_string(::getpid()) + "_" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  static std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
+  // Every file under `root`, relative, sorted.
+  static std::set<std::string> tree(const fs::path& root) {
+    std::set<std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(root))
+      if (!e.is_directory()) out.insert(fs::relative(e.path(), root).u8string());
+    return out;
+  }
+  fs::path dir;
+};
+
+const std::string kPhoto = std::string(ATTNMAP_DATA_DIR) + "/chelsea.png";
+
+}  // namespace
+
+// One folder holding every good and every bad corpus file: all good ones rendered at their displayed
+// size, every bad one reported on its own line with its reason, exit status 1, nothing else written.
+TEST_F(Robust, MixedFolderRendersGoodReportsBad) {
+  const nlohmann::json ex = expectations();
+  fs::create_directories(dir / "in");
+  for (const char* sub : {"good", "bad"})
+    for (const auto& e : fs::directory_iterator(kCorpus / sub)) fs::copy_file(e.path(), dir / "in" / e.path().filename());
+  const CliRun r = run_cli("render " + q(dir / "in") + " -o " + q(dir / "out"));
+  EXPECT_EQ(r.status, 1) << r.err;
+  std::set<std::string> want;
+  for (const auto& [name, spec] : ex["good"].items()) {
+    const std::string out = fs::u8path(name).stem().u8string() + ".png";
+    want.insert(out);
+    const Image ref = load_image((kCorpus / "ref" / fs::u8path(name + ".png")).string());
+    const fs::path got = dir / "out" / fs::u8path(out);
+    ASSERT_TRUE(fs::exists(got)) << out << "\n" << r.err;
+    const Image img = load_image(got.string());
+    EXPECT_EQ(img.width, ref.width) << out;
+    EXPECT_EQ(img.height, ref.height) << out;
+  }
+  EXPECT_EQ(tree(dir / "out"), want) << "only the good files' overlays, no temporary files";
+  size_t error_lines = 0;
+  for (size_t at = r.err.find("attnmap: error: "); at != std::string::npos; at = r.err.find("attnmap: error: ", at + 1))
+    ++error_lines;
+  EXPECT_EQ(error_lines, ex["bad"].size()) << r.err;
+  for (const auto& [name, reason] : ex["bad"].items()) {
+    const std::string line = "attnmap: error: " + (dir / "in" / name).string() + ": ";
+    const size_t at = r.err.find(line);
+    ASSERT_NE(at, std::string::npos) << name << "\n" << r.err;
+    const std::string rest = r.err.substr(at, r.err.find('\n', at) - at);
+    EXPECT_NE(rest.find(reason.get<std::string>()), std::string::npos) << rest;
+  }
+  EXPECT_NE(r.err.find(std::to_string(ex["good"].size()) + " done, " + std::to_string(ex["bad"].size()) + " failed"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(Robust, NoExifKeepsStoredOrientation) {
+  const fs::path in = kCorpus / "good" / "exif_orient_6.jpg";
+  ASSERT_EQ(run_cli("render " + q(in) + " -o " + q(dir / "a")).status, 0);
+  ASSERT_EQ(run_cli("render " + q(in) + " --no-exif -o " + q(dir / "b")).status, 0);
+  const Image shown = load_image((dir / "a" / "exif_orient_6.png").string());
+  const Image stored = load_image((dir / "b" / "exif_orient_6.png").string());
+  EXPECT_EQ(shown.width, 48);  // turned upright, as viewers show it
+  EXPECT_EQ(shown.height, 32);
+  EXPECT_EQ(stored.width, 32);  // the stored pixel order
+  EXPECT_EQ(stored.height, 48);
+}
+
+TEST_F(Robust, NonAsciiAndSpacesKeptInOutputName) {
+  fs::create_directories(dir / "in dir");
+  fs::copy_file(kCorpus / "good" / fs::u8path("café 猫.png"), dir / "in dir" / fs::u8path("café 猫.png"));
+  const CliRun r = run_cli("render " + q(dir / "in dir") + " -o " + q(dir / fs::u8path("out 出力")));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir / fs::u8path("out 出力") / fs::u8path("café 猫.png")));
+}
+
+// An output folder that cannot be created (its parent is a regular file - this blocks root too, unlike
+// chmod 0555) is a per-file error: every image fails with the reason, status 1, no crash.
+TEST_F(Robust, UnwritableOutputIsAPerFileError) {
+  std::ofstream(dir / "file") << "x";
+  const CliRun r = run_cli("render " + q(kCorpus / "good" / "png_grey8.png") + " " + q(kCorpus / "good" / "bmp.bmp") +
+                        " -o " + q(dir / "file" / "out"));
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("png_grey8.png: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bmp.bmp: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Not a directory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("0 done, 2 failed"), std::string::npos) << r.err;
+}
+
+// A full disk mid-write (simulated with a file-size limit: write() fails with EFBIG once the limit is
+// reached, SIGXFSZ ignored): a per-file error, and neither the final name nor a temporary file is left.
+TEST_F(Robust, FullDiskMidWriteLeavesNothing) {
+  const CliRun r = run_cli("render " + q(kPhoto) + " " + q(kCorpus / "good" / "png_1x1.png") + " -o " + q(dir / "out"),
+                        "trap '' XFSZ; ulimit -f 20; ");  // 20 KiB: the photo's overlay is larger
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("chelsea.png: write failed: File too large"), std::string::npos) << r.err;
+  EXPECT_EQ(tree(dir / "out"), (std::set<std::string>{"png_1x1.png"}));
+}
+
+// kill -9 at several moments of a run: every PNG under its final name decodes completely (the only
+// leftovers of a killed run are hidden .NAME.tmp.* files in the output folder).
+TEST_F(Robust, KilledRunNeverLeavesATruncatedPng) {
+  fs::create_directories(dir / "in");
+  for (int i = 0; i < 12; ++i) fs::copy_file(kPhoto, dir / "in" / ("p" + std::to_string(i) + ".png"));
+  int killed = 0;
+  size_t checked = 0;
+  for (int delay_ms : {150, 400, 900, 1500}) {
+    const fs::path out = dir / ("out" + std::to_string(delay_ms));
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::execl(ATTNMAP_BIN, ATTNMAP_BIN, "render", (dir / "in").c_str(), "-q", "-o", out.c_str(), (char*)nullptr);
+      ::_exit(127);
+    }
+    ::usleep(static_cast<useconds_t>(delay_ms) * 1000);
+    ::kill(pid, SIGKILL);
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    killed += WIFSIGNALED(st) ? 1 : 0;
+    if (!fs::exists(out)) continue;
+    for (const auto& e : fs::directory_iterator(out)) {
+      const std::string name = e.path().filename().string();
+      if (name[0] == '.') {
+        EXPECT_NE(name.find(".tmp."), std::string::npos) << name;
+        continue;
+      }
+      const Image img = load_image(e.path().string());  // throws on a truncated file
+      EXPECT_EQ(img.width, 451) << name;
+      ++checked;
+    }
+  }
+  EXPECT_GE(killed, 1) << "no run was killed mid-way";
+  EXPECT_GE(checked, 1u) << "no run got as far as writing an output";
+}
+
+// Output names never leave the output folder: inputs given with "..", as absolute paths, or through
+// symbolic links all land directly under out_dir.
+TEST_F(Robust, OutputNamesStayInsideTheOutputFolder) {
+  fs::create_directories(dir / "a" / "b");
+  fs::copy_file(kCorpus / "good" / "bmp.bmp", dir / "a" / "x.bmp");
+  fs::copy_file(kCorpus / "good" / "tga.tga", dir / "a" / "b" / "y.tga");
+  fs::create_symlink(dir / "a" / "x.bmp", dir / "link.png");
+  fs::create_directory_symlink(dir / "a", dir / "a" / "b" / "loop");
+  std::vector<std::string> missing;
+  const std::vector<Job> jobs =
+      plan_jobs({(dir / "a" / "b" / ".." / "x.bmp").string(), (dir / "a" / "b" / "..").string(),
+                 (dir / "link.png").string(), fs::relative(dir / "a" / "x.bmp", fs::current_path()).string()},
+                (dir / "out").string(), &missing);
+  EXPECT_TRUE(missing.empty());
+  ASSERT_FALSE(jobs.empty());
+  for (const Job& j : jobs) {
+    const fs::path rel = fs::path(j.out_base).lexically_relative(dir / "out");
+    EXPECT_FALSE(rel.empty()) << j.out_base;
+    for (const auto& part : rel) EXPECT_NE(part.string(), "..") << j.out_base;
+  }
+}
+
+// Every input that once broke a fuzz target (fuzz/regressions/TARGET/) is replayed through the same code:
+// it must end in a result or an attnmap::Error, never a crash (the ASan + UBSan build runs this too).
+TEST(FuzzRegressions, ReplayedWithoutCrash) {
+  const fs::path root = fs::path(ATTNMAP_TEST_DIR).parent_path() / "fuzz" / "regressions";
+  size_t n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    if (!e.is_regular_file() || e.path().extension() == ".md") continue;
+    const std::string target = e.path().parent_path().filename().string();
+    const std::vector<uint8_t> bytes = read_file(e.path().string());
+    SCOPED_TRACE(e.path().string());
+    ++n;
+    try {
+      if (target == "image") {
+        LoadOptions opt;
+        opt.max_pixels = 4'000'000;
+        const Image img = decode_image(bytes.data(), bytes.size(), "fuzz", opt);
+        const float mean[3] = {0.5f, 0.5f, 0.5f}, std[3] = {0.5f, 0.5f, 0.5f};
+        preprocess(img, 32, 32, ResizeMode::Crop, mean, std);
+      } else if (target == "weights_json") {
+        build_model(parse_weights_json(std::string(bytes.begin(), bytes.end()), "fuzz.json"));
+      }
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find("fuzz"), std::string::npos) << err.what();
+    }
+  }
+  EXPECT_GE(n, 1u);
 }
