@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "classify.hpp"
 #include "error.hpp"
 
 namespace attnmap {
@@ -152,6 +153,7 @@ int run_render(const RenderOptions& opt) {
       for (const auto& n : res.notes) std::cerr << "attnmap: note: " << job.input << ": " << n << "\n";
       ++done;
       if (!opt.quiet) std::cout << job.input << " -> " << res.outputs.front() << "\n";
+      if (!opt.quiet && !res.top5.empty()) std::cout << "  top-5: " << format_top_k(res.top5) << "\n";
     } catch (const std::exception& e) {
       ++failed;
       std::cerr << "attnmap: error: " << with_path(job.input, e.what()) << "\n";

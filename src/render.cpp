@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "classify.hpp"
 #include "colormap.hpp"
 #include "error.hpp"
 #include "npy.hpp"
@@ -34,7 +35,9 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
   const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data());
   ForwardOptions fo;
   fo.last_layer = ctx.layer;
+  fo.to_end = model.head.present();  // the logits need every block; without a head stop at the drawn layer
   const ForwardResult r = vit_forward(model, in.chw.data(), fo);
+  if (!r.logits.empty()) res.top5 = top_k_classes(r.logits, hp.labels, 5);
   res.map = class_attention_map(r, hp, ctx.layer, ctx.head);  // (grid_h, grid_w)
   bool flat = false;
   const std::vector<float> map01 = normalize_minmax(res.map, &flat);

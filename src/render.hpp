@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attention_maps.hpp"
@@ -50,6 +51,9 @@ struct RenderResult {
   std::vector<std::string> outputs;  ///< files written, the overlay PNG first
   std::vector<float> map;            ///< (grid_h, grid_w) class-token map as computed (before display scaling)
   std::vector<std::string> notes;    ///< per-image notes for the terminal (e.g. a flat map)
+  /// With a classifier head: the 5 most probable classes (config label or "class i", softmax probability),
+  /// most probable first; empty without a head.
+  std::vector<std::pair<std::string, float>> top5;
 };
 
 /// Resolves the view (layer, head, colour map; the model's config defaults where options are unset) and
