@@ -6,9 +6,8 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "batch.hpp"
 #include "classify.hpp"
@@ -24,10 +23,14 @@ namespace {
 
 std::string fusion_name(const HeadSelect& h) {
   switch (h.fusion) {
-    case HeadSelect::Fusion::Mean: return "mean";
-    case HeadSelect::Fusion::Max: return "max";
-    case HeadSelect::Fusion::Min: return "min";
-    default: return "h" + std::to_string(h.index);
+    case HeadSelect::Fusion::Mean:
+      return "mean";
+    case HeadSelect::Fusion::Max:
+      return "max";
+    case HeadSelect::Fusion::Min:
+      return "min";
+    default:
+      return "h" + std::to_string(h.index);
   }
 }
 
@@ -40,10 +43,11 @@ HeadSelect resolve_head(HeadSelect h, int H) {
 }
 
 bool is_image_file(const fs::path& p) {
-  static const std::set<std::string> kExt = {".jpg", ".jpeg", ".png", ".bmp", ".tga", ".gif", ".psd",
-                                             ".hdr", ".pic",  ".ppm", ".pgm", ".pnm"};
+  static const std::set<std::string> kExt = {".jpg", ".jpeg", ".png", ".bmp", ".tga", ".gif",
+                                             ".psd", ".hdr",  ".pic", ".ppm", ".pgm", ".pnm"};
   std::string e = p.extension().string();
-  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(e.begin(), e.end(), e.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return kExt.count(e) != 0;
 }
 
@@ -108,7 +112,8 @@ EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
       if (!dup) ctx.views.push_back({name, l, h, false});
     }
   const int sel_layer = resolve_layer(opt.view.layer.value_or(hp.default_layer.value_or(-1)), hp.depth);
-  const HeadSelect sel_head = resolve_head(parse_head(opt.view.head.value_or(hp.default_head.value_or("mean"))), H);
+  const HeadSelect sel_head =
+      resolve_head(parse_head(opt.view.head.value_or(hp.default_head.value_or("mean"))), H);
   const std::string sel_name = "L" + std::to_string(sel_layer) + "/" + fusion_name(sel_head);
   ctx.selected = ctx.views.size();
   for (size_t i = 0; i < ctx.views.size(); ++i)
@@ -130,15 +135,18 @@ ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const
   const Image photo = load_image(input, opt.view.load);
   const Mask mask = mask_from_image(load_image(mask_path, opt.view.load), mask_path);
   if (mask.width != photo.width || mask.height != photo.height)
-    throw Error("mask " + mask_path + " is " + std::to_string(mask.width) + "x" + std::to_string(mask.height) +
-                ", the image is " + std::to_string(photo.width) + "x" + std::to_string(photo.height) +
-                " (a mask must have the image's size)");
+    throw Error("mask " + mask_path + " is " + std::to_string(mask.width) + "x" +
+                std::to_string(mask.height) + ", the image is " + std::to_string(photo.width) + "x" +
+                std::to_string(photo.height) + " (a mask must have the image's size)");
   ev.area_share = mask_area_share(mask);
   if (ev.area_share <= 0) throw Error("mask " + mask_path + " is empty (no non-zero pixel)");
   if (mask.grey_levels)
-    ev.notes.push_back("mask " + mask_path + " has grey levels other than 0 and 255 (JPEG?); every non-zero pixel counts as object");
+    ev.notes.push_back(
+        "mask " + mask_path +
+        " has grey levels other than 0 and 255 (JPEG?); every non-zero pixel counts as object");
 
-  const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.view.resize, hp.mean.data(), hp.std.data());
+  const ModelInput in =
+      preprocess(photo, hp.image_w, hp.image_h, opt.view.resize, hp.mean.data(), hp.std.data());
   ForwardOptions fo;
   fo.last_layer = hp.depth - 1;
   fo.keep_full = true;  // rollout needs every layer's full matrices
@@ -163,8 +171,8 @@ ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const
       normalize_minmax(grid, &flat);
       if (flat) ev.notes.push_back("the selected view's map is constant; its pointing-game hit is arbitrary");
     }
-    const std::vector<float> on_photo =
-        map_to_photo(grid, hp.grid_w, hp.grid_h, in.box, photo.width, photo.height, opt.view.upsample);  // (H, W)
+    const std::vector<float> on_photo = map_to_photo(grid, hp.grid_w, hp.grid_h, in.box, photo.width,
+                                                     photo.height, opt.view.upsample);  // (H, W)
     ev.views.push_back({pointing_game(on_photo, mask, opt.tolerance_px), energy_in_mask(on_photo, mask)});
   }
   return ev;
@@ -207,7 +215,8 @@ int run_eval(const EvalOptions& opt) {
   auto truth_for = [&](const std::string& input) -> std::optional<int> {
     if (!classify) return std::nullopt;
     const fs::path p(input);
-    for (const fs::path& folder : {fs::path(opt.masks_dir), p.parent_path().empty() ? fs::path(".") : p.parent_path()}) {
+    for (const fs::path& folder :
+         {fs::path(opt.masks_dir), p.parent_path().empty() ? fs::path(".") : p.parent_path()}) {
       if (const auto* m = csv_for(folder)) {
         for (const std::string& k : {p.filename().string(), p.stem().string()}) {
           auto it = m->find(k);
@@ -230,8 +239,8 @@ int run_eval(const EvalOptions& opt) {
     return 1;
   }
   if (!ro.quiet && !masks.ambiguous_stems.empty())
-    std::cerr << "attnmap: note: " << opt.masks_dir << ": several masks share the stem '" << *masks.ambiguous_stems.begin()
-              << "'; the first in sorted order is used\n";
+    std::cerr << "attnmap: note: " << opt.masks_dir << ": several masks share the stem '"
+              << *masks.ambiguous_stems.begin() << "'; the first in sorted order is used\n";
 
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<ImageEval> done;
@@ -251,8 +260,9 @@ int run_eval(const EvalOptions& opt) {
         if (!ev.top5.empty()) {
           line += "; top-5: " + format_top_k(ev.top5);
           if (ev.truth) {
-            const std::string t = hp.labels.size() == static_cast<size_t>(num_classes) ? hp.labels[static_cast<size_t>(*ev.truth)]
-                                                                                      : "class " + std::to_string(*ev.truth);
+            const std::string t = hp.labels.size() == static_cast<size_t>(num_classes)
+                                      ? hp.labels[static_cast<size_t>(*ev.truth)]
+                                      : "class " + std::to_string(*ev.truth);
             line += std::string(" [truth ") + t + (ev.predicted == ev.truth ? ", correct]" : ", wrong]");
           }
         }
@@ -305,12 +315,13 @@ int run_eval(const EvalOptions& opt) {
   std::ostream& out = std::cout;
   if (n && !ro.quiet) out << "\n";
   if (n) {
-    out << "attnmap eval: " << n << " images" << (failed ? ", " + std::to_string(failed) + " failed" : std::string())
+    out << "attnmap eval: " << n << " images"
+        << (failed ? ", " + std::to_string(failed) + " failed" : std::string())
         << fmt("; uniform baseline (mean mask area share) %.4f", area) << "\n";
     if (classify) {
       if (labelled)
-        out << "top-1 accuracy " << fmt("%.4f", static_cast<double>(correct) / labelled) << " (" << correct << " of "
-            << labelled << " images with a known class)\n";
+        out << "top-1 accuracy " << fmt("%.4f", static_cast<double>(correct) / labelled) << " (" << correct
+            << " of " << labelled << " images with a known class)\n";
       else
         out << "top-1 accuracy: no image has a known class (labels.csv or a class name in the file name)\n";
     }
@@ -323,12 +334,14 @@ int run_eval(const EvalOptions& opt) {
       char buf[128];
       std::snprintf(buf, sizeof buf, "%s %9.3f %8.3f %7.2fx\n", name.c_str(), r.pointing, r.energy, r.ratio);
       out << buf;
-      if (r.pointing > rows[best_p].pointing || (r.pointing == rows[best_p].pointing && r.energy > rows[best_p].energy))
+      if (r.pointing > rows[best_p].pointing ||
+          (r.pointing == rows[best_p].pointing && r.energy > rows[best_p].energy))
         best_p = v;
       if (r.energy > rows[best_e].energy) best_e = v;
     }
     out << "* selected view (--layer/--head or the model's default); pointing tolerance " << opt.tolerance_px
-        << " px; best pointing game: " << ctx.views[best_p].name << ", best energy: " << ctx.views[best_e].name << "\n";
+        << " px; best pointing game: " << ctx.views[best_p].name
+        << ", best energy: " << ctx.views[best_e].name << "\n";
   }
 
   if (!opt.json_out.empty()) {
@@ -336,7 +349,9 @@ int run_eval(const EvalOptions& opt) {
     j["weights"] = weights_path;
     j["masks"] = opt.masks_dir;
     j["tolerance_px"] = opt.tolerance_px;
-    j["upsample"] = ro.upsample == Upsample::Nearest ? "nearest" : ro.upsample == Upsample::Bicubic ? "bicubic" : "bilinear";
+    j["upsample"] = ro.upsample == Upsample::Nearest   ? "nearest"
+                    : ro.upsample == Upsample::Bicubic ? "bicubic"
+                                                       : "bilinear";
     j["resize"] = ro.resize == ResizeMode::Crop ? "crop" : "squash";
     j["selected_view"] = ctx.views[ctx.selected].name;
     nlohmann::ordered_json s;
@@ -344,8 +359,10 @@ int run_eval(const EvalOptions& opt) {
     s["failed"] = failed;
     s["mask_area_share"] = area;
     if (classify) {
-      s["top1"] = {{"correct", correct}, {"labelled", labelled},
-                   {"accuracy", labelled ? nlohmann::ordered_json(static_cast<double>(correct) / labelled) : nlohmann::ordered_json()}};
+      s["top1"] = {{"correct", correct},
+                   {"labelled", labelled},
+                   {"accuracy", labelled ? nlohmann::ordered_json(static_cast<double>(correct) / labelled)
+                                         : nlohmann::ordered_json()}};
     } else {
       s["top1"] = nullptr;
     }

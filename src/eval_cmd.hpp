@@ -16,33 +16,33 @@ struct EvalOptions {
   /// The render-like part: inputs, weights, layer/head (the selected view), upsample, resize, overrides,
   /// quiet, load limits. Output folder, colour map and alpha are not used.
   RenderOptions view;
-  std::string masks_dir;        ///< folder of masks named like the images (same file stem)
-  std::string json_out;         ///< write the JSON report here (atomically); empty: none
-  int tolerance_px = 0;         ///< pointing-game tolerance in image pixels (0: the maximum pixel itself)
+  std::string masks_dir;  ///< folder of masks named like the images (same file stem)
+  std::string json_out;   ///< write the JSON report here (atomically); empty: none
+  int tolerance_px = 0;   ///< pointing-game tolerance in image pixels (0: the maximum pixel itself)
   std::vector<std::string> fusions{"mean"};  ///< head fusions scored at every layer: mean | max | min | index
 };
 
 /// One view's score on one image.
 struct ViewScore {
-  bool hit = false;     ///< pointing game
-  double energy = 0;    ///< energy-in-mask, [0, 1]
+  bool hit = false;   ///< pointing game
+  double energy = 0;  ///< energy-in-mask, [0, 1]
 };
 
 /// What evaluating one image produced.
 struct ImageEval {
   std::string input, mask;
-  double area_share = 0;                ///< mask_area_share: the uniform map's energy
-  std::vector<ViewScore> views;         ///< in the order of EvalContext::views
-  std::optional<int> truth;             ///< ground-truth class index, when known
-  std::optional<int> predicted;         ///< argmax of the logits, with a head
+  double area_share = 0;         ///< mask_area_share: the uniform map's energy
+  std::vector<ViewScore> views;  ///< in the order of EvalContext::views
+  std::optional<int> truth;      ///< ground-truth class index, when known
+  std::optional<int> predicted;  ///< argmax of the logits, with a head
   std::vector<std::pair<std::string, float>> top5;
   std::vector<std::string> notes;
 };
 
 /// One scored view: a layer with a head fusion, or attention rollout.
 struct EvalView {
-  std::string name;   ///< "L3/mean", "L3/h1", "rollout"
-  int layer = 0;      ///< 0-based; for rollout the last layer multiplied in
+  std::string name;  ///< "L3/mean", "L3/h1", "rollout"
+  int layer = 0;     ///< 0-based; for rollout the last layer multiplied in
   HeadSelect head;
   bool rollout = false;
 };
@@ -51,8 +51,9 @@ struct EvalView {
 struct EvalContext {
   const ViTWeights* model = nullptr;
   const EvalOptions* opt = nullptr;
-  std::vector<EvalView> views;  ///< every layer x fusion, the selected view, rollout (mean fusion, all layers)
-  size_t selected = 0;          ///< index in `views` of the selected view (--layer/--head or config default)
+  std::vector<EvalView>
+      views;            ///< every layer x fusion, the selected view, rollout (mean fusion, all layers)
+  size_t selected = 0;  ///< index in `views` of the selected view (--layer/--head or config default)
 };
 
 /// Resolves the views for `model`: for each layer 0..depth-1 and each fusion in opt.fusions "L<l>/<fusion>"

@@ -58,15 +58,18 @@ size_t argmax_pixel(const std::vector<float>& map) {
 
 bool pointing_game(const std::vector<float>& map, const Mask& mask, int tolerance_px) {
   check_size(map, mask, "pointing game");
-  if (tolerance_px < 0) throw Error("pointing game: tolerance must be >= 0 pixels, found " + std::to_string(tolerance_px));
+  if (tolerance_px < 0)
+    throw Error("pointing game: tolerance must be >= 0 pixels, found " + std::to_string(tolerance_px));
   const size_t at = argmax_pixel(map);
   const int w = mask.width, h = mask.height;
-  const int px = static_cast<int>(at % static_cast<size_t>(w)), py = static_cast<int>(at / static_cast<size_t>(w));
+  const int px = static_cast<int>(at % static_cast<size_t>(w)),
+            py = static_cast<int>(at / static_cast<size_t>(w));
   const long long r2 = static_cast<long long>(tolerance_px) * tolerance_px;
   for (int y = std::max(0, py - tolerance_px); y <= std::min(h - 1, py + tolerance_px); ++y)
     for (int x = std::max(0, px - tolerance_px); x <= std::min(w - 1, px + tolerance_px); ++x) {
       const long long dx = x - px, dy = y - py;
-      if (dx * dx + dy * dy <= r2 && mask.inside[static_cast<size_t>(y) * static_cast<size_t>(w) + static_cast<size_t>(x)])
+      if (dx * dx + dy * dy <= r2 &&
+          mask.inside[static_cast<size_t>(y) * static_cast<size_t>(w) + static_cast<size_t>(x)])
         return true;
     }
   return false;
@@ -93,7 +96,9 @@ std::vector<float> map_to_photo(const std::vector<float>& map, int gw, int gh, c
   int bx = 0, by = 0, bw = 0, bh = 0;
   box_pixels(box, photo_w, photo_h, &bx, &by, &bw, &bh);
   const std::vector<float> up = upsample_map(map, gw, gh, bw, bh, mode);  // (bh, bw)
-  std::vector<float> out(checked_mul(static_cast<size_t>(photo_w), static_cast<size_t>(photo_h), "map on the photo"), 0.0f);  // (photo_h, photo_w)
+  std::vector<float> out(
+      checked_mul(static_cast<size_t>(photo_w), static_cast<size_t>(photo_h), "map on the photo"),
+      0.0f);  // (photo_h, photo_w)
   for (int y = 0; y < bh; ++y)
     for (int x = 0; x < bw; ++x)
       out[static_cast<size_t>(by + y) * static_cast<size_t>(photo_w) + static_cast<size_t>(bx + x)] =
@@ -140,7 +145,8 @@ bool read_record(std::istream& in, std::vector<std::string>* fields, int* line_n
     if (i >= line.size()) {
       if (quoted) {
         std::string more;
-        if (!std::getline(in, more)) throw Error(path + ": line " + std::to_string(*line_no) + ": unterminated quote");
+        if (!std::getline(in, more))
+          throw Error(path + ": line " + std::to_string(*line_no) + ": unterminated quote");
         ++*line_no;
         cur.push_back('\n');
         line = more;
@@ -209,7 +215,9 @@ std::map<std::string, int> read_labels_csv(const std::string& path, const std::v
   std::map<std::string, int> out;
   while (read_record(in, &f, &line_no, path)) {
     if (f.size() == 1 && trim(f[0]).empty()) continue;  // blank line
-    auto field = [&](int c) { return c >= 0 && static_cast<size_t>(c) < f.size() ? trim(f[static_cast<size_t>(c)]) : std::string(); };
+    auto field = [&](int c) {
+      return c >= 0 && static_cast<size_t>(c) < f.size() ? trim(f[static_cast<size_t>(c)]) : std::string();
+    };
     const std::string file = field(col_file);
     if (file.empty()) throw Error(path + ": line " + std::to_string(line_no) + ": no file name");
     std::optional<int> cls;
@@ -224,7 +232,8 @@ std::map<std::string, int> read_labels_csv(const std::string& path, const std::v
         used = 0;
       }
       if (used != s.size() || used == 0)
-        throw Error(path + ": line " + std::to_string(line_no) + ": label_index '" + s + "' is not an integer");
+        throw Error(path + ": line " + std::to_string(line_no) + ": label_index '" + s +
+                    "' is not an integer");
       if (v >= 0 && v < num_classes) cls = static_cast<int>(v);
     }
     if (cls) out[file] = *cls;

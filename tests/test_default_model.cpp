@@ -6,9 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "batch.hpp"
 #include "weights.hpp"
@@ -29,10 +28,12 @@ std::string slurp(const fs::path& p) {
 TEST(DefaultModel, LocalisesAndClassifiesTheComposites) {
   const attnmap::ViTWeights model = attnmap::load_model(attnmap::default_weights_path());
   ASSERT_TRUE(model.head.present()) << "weights/default.json has no classifier head";
-  ASSERT_EQ(model.hp.labels.size(), static_cast<size_t>(model.head.out)) << "config labels do not match the head";
+  ASSERT_EQ(model.hp.labels.size(), static_cast<size_t>(model.head.out))
+      << "config labels do not match the head";
 
   const std::string comp = std::string(ATTNMAP_DATA_DIR) + "/composites";
-  const fs::path js = fs::temp_directory_path() / ("attnmap_default_eval_" + std::to_string(::getpid()) + ".json");
+  const fs::path js =
+      fs::temp_directory_path() / ("attnmap_default_eval_" + std::to_string(::getpid()) + ".json");
   // The model's own default view (config default_layer / default_head), bilinear, no pointing tolerance.
   const std::string cmd = std::string("'") + ATTNMAP_BIN + "' eval -q --masks '" + comp + "/masks' '" + comp +
                           "' --json '" + js.string() + "' >/dev/null";

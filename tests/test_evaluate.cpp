@@ -7,9 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "classify.hpp"
 #include "error.hpp"
@@ -117,7 +116,8 @@ TEST(Labels, FromCsvByNameThenIndex) {
   const fs::path p = fs::temp_directory_path() / ("attnmap_labels_" + std::to_string(::getpid()) + ".csv");
   {
     std::ofstream f(p, std::ios::binary);
-    f << "\xEF\xBB\xBF" << "file,label_index,label,background\r\n"
+    f << "\xEF\xBB\xBF"
+      << "file,label_index,label,background\r\n"
       << "0000_trouser.png,1,\"Trouser\",x.png\r\n"
       << "a.png,7,\"a \"\"quoted\"\" name\",y\n"  // unknown name: the index is used
       << "\n"
@@ -178,8 +178,10 @@ std::string slurp(const fs::path& p) {
 }
 
 BinRun run_bin(const std::string& args) {
-  const std::string base = (fs::temp_directory_path() / ("attnmap_eval_" + std::to_string(::getpid()))).string();
-  const std::string cmd = std::string("'") + ATTNMAP_BIN + "' " + args + " >'" + base + ".out' 2>'" + base + ".err'";
+  const std::string base =
+      (fs::temp_directory_path() / ("attnmap_eval_" + std::to_string(::getpid()))).string();
+  const std::string cmd =
+      std::string("'") + ATTNMAP_BIN + "' " + args + " >'" + base + ".out' 2>'" + base + ".err'";
   const int rc = std::system(cmd.c_str());
   BinRun r{WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(base + ".out"), slurp(base + ".err")};
   fs::remove(base + ".out");
@@ -210,7 +212,7 @@ const fs::path kTop5 = fs::path(ATTNMAP_TEST_DIR) / "fixtures" / "eval_top5";
 TEST_F(Eval, OneHotModelNearestGivesHandComputedScores) {
   const fs::path js = dir / "r.json";
   const BinRun r = run_bin("eval --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images") + " -w " +
-                        q(kOneHot / "weights.json") + " --upsample nearest --json " + q(js));
+                           q(kOneHot / "weights.json") + " --upsample nearest --json " + q(js));
   ASSERT_EQ(r.status, 0) << r.err;
   const json j = json::parse(slurp(js));
   EXPECT_EQ(j["selected_view"], "L0/mean");
@@ -222,7 +224,8 @@ TEST_F(Eval, OneHotModelNearestGivesHandComputedScores) {
   const double want_area[3] = {16.0 / 256, 8.0 / 256, 16.0 / 256};
   for (size_t i = 0; i < 3; ++i) {
     const json& im = j["images"][i];
-    EXPECT_EQ(fs::path(im["file"].get<std::string>()).filename().string(), std::string(1, char('a' + i)) + ".png");
+    EXPECT_EQ(fs::path(im["file"].get<std::string>()).filename().string(),
+              std::string(1, char('a' + i)) + ".png");
     EXPECT_DOUBLE_EQ(im["mask_area_share"].get<double>(), want_area[i]);
     for (const char* v : {"L0/mean", "rollout"}) {
       EXPECT_EQ(im["views"][v]["hit"].get<bool>(), want_hit[i]) << i << " " << v;
@@ -250,7 +253,7 @@ TEST_F(Eval, OneHotModelNearestGivesHandComputedScores) {
 TEST_F(Eval, OneHotModelBilinearSpreadsTheMassAsComputedByHand) {
   const fs::path js = dir / "r.json";
   const BinRun r = run_bin("eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images") + " -w " +
-                        q(kOneHot / "weights.json") + " --json " + q(js));
+                           q(kOneHot / "weights.json") + " --json " + q(js));
   ASSERT_EQ(r.status, 0) << r.err;
   const json j = json::parse(slurp(js));
   const double want[3] = {0.5625, 0.28125, 0.0};
@@ -266,12 +269,14 @@ TEST_F(Eval, ToleranceTurnsANearMissIntoAHit) {
   // Image c (nearest): first maximum pixel (x=12, y=0) on the red patch (0,3); the object is patch (3,0),
   // its nearest pixel (x=3, y=12) at distance sqrt(81 + 144) = 15: a miss within 14 pixels, a hit within 15.
   const fs::path js = dir / "r.json";
-  const BinRun r = run_bin("eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images" / "c.png") + " -w " +
-                        q(kOneHot / "weights.json") + " --upsample nearest --tolerance 14 --json " + q(js));
+  const BinRun r =
+      run_bin("eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images" / "c.png") + " -w " +
+              q(kOneHot / "weights.json") + " --upsample nearest --tolerance 14 --json " + q(js));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_FALSE(json::parse(slurp(js))["images"][0]["views"]["L0/mean"]["hit"].get<bool>());
-  const BinRun r2 = run_bin("eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images" / "c.png") + " -w " +
-                         q(kOneHot / "weights.json") + " --upsample nearest --tolerance 15 --json " + q(js));
+  const BinRun r2 =
+      run_bin("eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images" / "c.png") + " -w " +
+              q(kOneHot / "weights.json") + " --upsample nearest --tolerance 15 --json " + q(js));
   ASSERT_EQ(r2.status, 0) << r2.err;
   EXPECT_TRUE(json::parse(slurp(js))["images"][0]["views"]["L0/mean"]["hit"].get<bool>());
 }
@@ -295,8 +300,9 @@ TEST_F(Eval, BadImagesFailAloneAndTheRestIsStillScored) {
   fs::copy_file(kOneHot / "images" / "c.png", dir / "img" / "z.png");
   write_png((dir / "masks" / "z.png").string(), empty);
   const fs::path js = dir / "r.json";
-  const BinRun r = run_bin("eval --masks " + q(dir / "masks") + " " + q(dir / "img") + " " + q(dir / "missing.png") +
-                        " -w " + q(kOneHot / "weights.json") + " --json " + q(js));
+  const BinRun r =
+      run_bin("eval --masks " + q(dir / "masks") + " " + q(dir / "img") + " " + q(dir / "missing.png") +
+              " -w " + q(kOneHot / "weights.json") + " --json " + q(js));
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("is 8x8, the image is 16x16"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("no mask named 'nomask.*'"), std::string::npos) << r.err;
@@ -331,7 +337,7 @@ TEST_F(Eval, TimmModelMatchesPyTorchAndCountsTopOne) {
   const json want = json::parse(slurp(kTop5 / "expected.json"));
   const fs::path js = dir / "r.json";
   const BinRun r = run_bin("eval --masks " + q(kTop5 / "masks") + " " + q(kTop5 / "images") + " -w " +
-                        q(kTop5 / "weights.json") + " --json " + q(js));
+                           q(kTop5 / "weights.json") + " --json " + q(js));
   ASSERT_EQ(r.status, 0) << r.err;
   const json j = json::parse(slurp(js));
   ASSERT_EQ(j["images"].size(), 4u);
@@ -346,7 +352,8 @@ TEST_F(Eval, TimmModelMatchesPyTorchAndCountsTopOne) {
     correct += w["predicted"].get<int>() == truth[i];
     EXPECT_DOUBLE_EQ(im["mask_area_share"].get<double>(), w["mask_area_share"].get<double>());
     for (const char* v : {"L0/mean", "L1/mean", "rollout"}) {
-      EXPECT_NEAR(im["views"][v]["energy"].get<double>(), w["views"][v]["energy"].get<double>(), 2e-6) << name << v;
+      EXPECT_NEAR(im["views"][v]["energy"].get<double>(), w["views"][v]["energy"].get<double>(), 2e-6)
+          << name << v;
       EXPECT_EQ(im["views"][v]["hit"], w["views"][v]["hit"]) << name << v;
     }
     ASSERT_EQ(im["top5"].size(), 5u);
@@ -360,14 +367,15 @@ TEST_F(Eval, TimmModelMatchesPyTorchAndCountsTopOne) {
 
 TEST_F(Eval, LabelsCsvInTheMasksFolderOverridesTheFileName) {
   fs::create_directories(dir / "masks");
-  for (const auto& e : fs::directory_iterator(kTop5 / "masks")) fs::copy_file(e.path(), dir / "masks" / e.path().filename());
+  for (const auto& e : fs::directory_iterator(kTop5 / "masks"))
+    fs::copy_file(e.path(), dir / "masks" / e.path().filename());
   {
     std::ofstream f(dir / "masks" / "labels.csv");
     f << "file,label\n0000_coat.png,Shirt\n0001_dress.png,Sandal\n";
   }
   const fs::path js = dir / "r.json";
   const BinRun r = run_bin("eval -q --masks " + q(dir / "masks") + " " + q(kTop5 / "images") + " -w " +
-                        q(kTop5 / "weights.json") + " --json " + q(js));
+                           q(kTop5 / "weights.json") + " --json " + q(js));
   ASSERT_EQ(r.status, 0) << r.err;
   const json j = json::parse(slurp(js));
   EXPECT_EQ(j["images"][0]["truth"], 6);
@@ -398,13 +406,15 @@ TEST_F(Eval, RenderReportsTopFiveLikePyTorch) {
   // Without a head: no classes, and the forward stops at the drawn layer.
   const ViTWeights seed = load_model((kOneHot / "weights.json").string());
   const RenderContext sctx = make_render_context(seed, opt);
-  EXPECT_TRUE(render_image(sctx, {(kOneHot / "images" / "a.png").string(), (dir / "y").string()}).top5.empty());
+  EXPECT_TRUE(
+      render_image(sctx, {(kOneHot / "images" / "a.png").string(), (dir / "y").string()}).top5.empty());
 }
 
 TEST_F(Eval, RenderPrintsTheTopFiveLine) {
-  const BinRun r = run_bin("render " + q(kTop5 / "images" / "0000_coat.png") + " -w " + q(kTop5 / "weights.json") +
-                        " -o " + q(dir));
+  const BinRun r = run_bin("render " + q(kTop5 / "images" / "0000_coat.png") + " -w " +
+                           q(kTop5 / "weights.json") + " -o " + q(dir));
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find("top-5: Coat 63.2%, Trouser 31.5%, Pullover 4.4%, Sandal 0.4%, Shirt 0.4%"), std::string::npos)
+  EXPECT_NE(r.out.find("top-5: Coat 63.2%, Trouser 31.5%, Pullover 4.4%, Sandal 0.4%, Shirt 0.4%"),
+            std::string::npos)
       << r.out;
 }
