@@ -43,12 +43,11 @@ HeadSelect resolve_head(HeadSelect h, int H) {
 }
 
 bool is_image_file(const fs::path& p) {
-  static const std::set<std::string> kExt = {".jpg", ".jpeg", ".png", ".bmp", ".tga", ".gif",
-                                             ".psd", ".hdr",  ".pic", ".ppm", ".pgm", ".pnm"};
   std::string e = p.extension().string();
-  std::transform(e.begin(), e.end(), e.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return kExt.count(e) != 0;
+  if (e.empty()) return false;
+  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const auto& exts = default_image_extensions();  // lower case, no dot
+  return std::find(exts.begin(), exts.end(), e.substr(1)) != exts.end();
 }
 
 // Masks by relative path without extension ("sub/0003_coat") and by bare stem ("0003_coat").
