@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "classify.hpp"
 #include "colormap.hpp"
 #include "error.hpp"
 #include "npy.hpp"
@@ -91,7 +92,9 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
   ForwardOptions fo;
   fo.last_layer = ctx.layer;
   fo.keep_full = opt.rollout;  // rollout needs every row of layers 0..layer
+  fo.to_end = model.head.present();  // the logits need every block; without a head stop at the drawn layer
   const ForwardResult r = vit_forward(model, in.chw.data(), fo);
+  if (!r.logits.empty()) res.top5 = top_k_classes(r.logits, hp.labels, 5);
   if (opt.rollout) {
     res.map = class_row_map(attention_rollout(r, ctx.layer, ctx.head, opt.discard), hp, r.tokens);  // (grid_h, grid_w)
   } else {
