@@ -130,4 +130,30 @@ std::vector<float> class_row_map(const std::vector<float>& m, const HParams& hp,
   return std::vector<float>(m.begin() + hp.num_prefix, m.begin() + hp.num_prefix + N);
 }
 
+MapStats map_statistics(const std::vector<float>& map, int grid_h, int grid_w) {
+  if (grid_h <= 0 || grid_w <= 0 || map.size() != static_cast<size_t>(grid_h) * static_cast<size_t>(grid_w))
+    throw Error("map_statistics: map of " + std::to_string(map.size()) + " values does not match the grid " +
+                std::to_string(grid_h) + "x" + std::to_string(grid_w));
+  MapStats s;
+  size_t best = 0;
+  double sum = 0;
+  for (size_t i = 0; i < map.size(); ++i) {
+    if (map[i] > map[best]) best = i;
+    sum += map[i];
+  }
+  s.max = map[best];
+  s.argmax_row = static_cast<int>(best / static_cast<size_t>(grid_w));
+  s.argmax_col = static_cast<int>(best % static_cast<size_t>(grid_w));
+  if (sum > 0 && std::isfinite(sum)) {
+    double h = 0;
+    for (const float v : map) {
+      const double p = v / sum;
+      if (p > 0) h -= p * std::log(p);
+    }
+    s.entropy = h;
+    s.entropy_valid = true;
+  }
+  return s;
+}
+
 }  // namespace attnmap

@@ -52,4 +52,18 @@ std::vector<uint8_t> threshold_mask(const float* a, int n, float threshold);
 /// The class token's row of a (T, T) matrix (e.g. a rollout) over the patch tokens, as (grid_h, grid_w).
 std::vector<float> class_row_map(const std::vector<float>& m, const HParams& hp, int T);
 
+/// Summary statistics of a map (grid_h, grid_w), for the batch manifest.
+struct MapStats {
+  float max = 0.0f;      ///< largest value, as computed (not renormalised)
+  int argmax_row = 0;    ///< patch row of the largest value (first one in row-major order on ties)
+  int argmax_col = 0;    ///< patch column of the largest value
+  double entropy = 0.0;  ///< Shannon entropy in nats of the map renormalised to sum 1: -sum p ln p, 0 ln 0 = 0;
+                         ///< ln(grid_h*grid_w) for a uniform map, 0 when all mass is on one patch
+  bool entropy_valid = false;  ///< false when the map's sum is not positive and finite (entropy undefined)
+};
+
+/// Max, argmax (row, column) and entropy of a (grid_h, grid_w) map. Throws attnmap::Error when
+/// map.size() != grid_h * grid_w or the map is empty.
+MapStats map_statistics(const std::vector<float>& map, int grid_h, int grid_w);
+
 }  // namespace attnmap

@@ -8,6 +8,8 @@
 #include "batch.hpp"
 #include "colormap.hpp"
 #include "error.hpp"
+#include "inspect.hpp"
+#include "weights.hpp"
 
 namespace {
 
@@ -72,13 +74,15 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   attnmap::RenderOptions ro;
+  attnmap::BatchOptions bo;
+  std::string shard_s;
   std::string layer_s, head_s, upsample_s = "bilinear", resize_s = "squash", mean_s, std_s, size_s, discard_s,
       threshold_s;
   int heads = 0;
   CLI::App* render = app.add_subcommand("render", "render class-token attention heatmaps over images");
   render->add_option("inputs", ro.inputs, "image files or folders (folders are walked recursively, sorted)")
       ->required();
-  render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON); default: the bundled weights/default.json");
+  render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON or safetensors; timm, DINOv2, DeiT, Hugging Face or torchvision names); default: the bundled weights/default.json");
   render->add_option("-o,--out", ro.out_dir, "output folder, created if missing")->capture_default_str();
   render->add_option("--layer", layer_s, "encoder block, 0-based; negative counts from the end (default -1 = last)");
   render->add_option("--head", head_s, "a head index, or mean | max | min over heads (default mean)");
@@ -109,8 +113,24 @@ int main(int argc, char** argv) {
   render->add_flag("--save-raw", ro.save_raw, "also write the map as NumPy .npy (float32, (grid_h, grid_w))");
   render->add_flag("--all-heads", ro.all_heads, "with --save-raw: write every head, shape (H, grid_h, grid_w)");
   render->add_flag("-q,--quiet", ro.quiet, "print only errors");
+  render->add_option("-j,--jobs", bo.jobs, "images rendered at once (default: the number of cores)");
+  render->add_option("--ext", bo.ext, "extensions picked in folders, e.g. jpg,png (default: every format stb reads)")
+      ->delimiter(',');
+  render->add_option("--manifest", bo.manifest, "write one JSON line per input (status, outputs, map statistics)");
+  render->add_flag("--skip-existing", bo.skip_existing, "skip images whose outputs already exist (resume a run)");
+  render->add_option("--shard", shard_s, "render only part K of N of the sorted inputs, e.g. 2/4 (Slurm arrays)");
+  render->add_option("--progress-every", bo.progress_every,
+                     "when standard error is not a terminal: a progress line per this many images (default: auto)");
   render->add_option("--max-pixels", ro.load.max_pixels, "refuse images with more pixels than this, before decoding")
       ->capture_default_str();
+
+  std::string inspect_weights;
+  int inspect_heads = 0;
+  CLI::App* inspect = app.add_subcommand(
+      "inspect", "print what attnmap reads from a checkpoint: layout, token layout, grid, depth, heads, parameter "
+                 "count and every config value with where it came from");
+  inspect->add_option("weights", inspect_weights, "weights file: attnmap JSON or safetensors")->required();
+  inspect->add_option("--heads", inspect_heads, "number of attention heads, when the weights do not say");
 
   try {
     app.parse(argc, argv);
@@ -120,6 +140,13 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (inspect->parsed()) {
+      attnmap::ModelOverrides ov;
+      if (inspect->count("--heads")) ov.num_heads = inspect_heads;
+      const attnmap::ViTWeights w = attnmap::load_model(inspect_weights, ov);
+      std::cout << attnmap::describe_model(w, inspect_weights);
+      return 0;
+    }
     if (!layer_s.empty()) {
       size_t used = 0;
       int v = 0;
@@ -156,7 +183,9 @@ int main(int argc, char** argv) {
     if (!mean_s.empty()) ro.overrides.mean = parse_rgb(mean_s, "--mean");
     if (!std_s.empty()) ro.overrides.std = parse_rgb(std_s, "--std");
     if (!(ro.alpha >= 0.0f && ro.alpha <= 1.0f)) throw attnmap::Error("--alpha must be in [0, 1]");
-    return attnmap::run_render(ro);
+    bo.ext = attnmap::parse_extensions(bo.ext);
+    if (!shard_s.empty()) attnmap::parse_shard(shard_s, &bo.shard_index, &bo.shard_count);
+    return attnmap::run_render(ro, bo);
   } catch (const std::exception& e) {
     std::cerr << "attnmap: error: " << e.what() << "\n";
     return 2;
