@@ -55,11 +55,11 @@ std::array<int, 2> parse_size(const std::string& s) {
   return v;
 }
 
-float parse_fraction(const std::string& s, const char* opt) {
+double parse_fraction(const std::string& s, const char* opt) {
   size_t used = 0;
-  float v = 0;
+  double v = 0;
   try {
-    v = std::stof(s, &used);
+    v = std::stod(s, &used);
   } catch (const std::exception&) {
     used = 0;
   }
@@ -193,11 +193,11 @@ int main(int argc, char** argv) {
     if (!size_s.empty()) ro.size = parse_size(size_s);
     if (!discard_s.empty()) {
       ro.discard = parse_fraction(discard_s, "--discard");
-      if (!(ro.discard >= 0.0f && ro.discard <= 1.0f)) throw attnmap::Error("--discard must be in [0, 1], found '" + discard_s + "'");
+      if (!(ro.discard >= 0.0 && ro.discard <= 1.0)) throw attnmap::Error("--discard must be in [0, 1], found '" + discard_s + "'");
       if (!ro.rollout) throw attnmap::Error("--discard applies to --rollout only");
     }
     if (!threshold_s.empty()) {
-      ro.threshold = parse_fraction(threshold_s, "--threshold");
+      ro.threshold = static_cast<float>(parse_fraction(threshold_s, "--threshold"));
       if (!(*ro.threshold > 0.0f && *ro.threshold <= 1.0f))
         throw attnmap::Error("--threshold must be in (0, 1], found '" + threshold_s + "'");
     }
