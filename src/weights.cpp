@@ -494,6 +494,8 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
   std::vector<int> candidates;
   if (fb_registers) {
     candidates = {1};
+  } else if (sc.layout != "timm" && sc.layout != "dinov2") {
+    candidates = {hp.num_prefix};  // Hugging Face and torchvision always embed the class token
   } else if (hp.num_registers) {
     candidates = {0, hp.num_prefix};
   } else {
