@@ -23,6 +23,7 @@
 #include "classify.hpp"
 #include "error.hpp"
 #include "sgemm.hpp"
+#include "pos_embed.hpp"
 
 namespace attnmap {
 
@@ -346,7 +347,8 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   if (bopt.shard_count < 1 || bopt.shard_index < 1 || bopt.shard_index > bopt.shard_count)
     throw Error("--shard expects K/N with 1 <= K <= N");
   const std::string weights_path = opt.weights.empty() ? default_weights_path() : opt.weights;
-  const ViTWeights model = load_model(weights_path, opt.overrides);
+  ViTWeights model = load_model(weights_path, opt.overrides);
+  if (opt.size) resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1]);
   if (!opt.quiet)
     for (const auto& n : model.notices) std::cerr << "attnmap: note: " << weights_path << ": " << n << "\n";
 
@@ -400,7 +402,9 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
     std::vector<std::string> notes;
     const std::string png = job.out_base + ".png", npy = job.out_base + ".npy";
     try {
-      if (input_canon.count(canonical_or_empty(png)) || (opt.save_raw && input_canon.count(canonical_or_empty(npy))))
+      const std::string sheet = job.out_base + ".heads.png";
+      if (input_canon.count(canonical_or_empty(png)) || (opt.save_raw && input_canon.count(canonical_or_empty(npy))) ||
+          (opt.heads_grid && input_canon.count(canonical_or_empty(sheet))))
         throw Error("output " + png + " would overwrite an input file; choose another --out");
       if (bopt.skip_existing && file_exists(png) && (!opt.save_raw || file_exists(npy))) {
         o.status = "skipped";

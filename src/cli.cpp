@@ -1,6 +1,7 @@
 // cli.cpp - command-line options only; the work is done in batch.cpp.
 #include <CLI/CLI.hpp>
 
+#include <array>
 #include <iostream>
 #include <sstream>
 
@@ -34,6 +35,38 @@ std::array<float, 3> parse_rgb(const std::string& s, const char* opt) {
   return v;
 }
 
+// "S" -> (S, S); "W,H" -> (W, H). Divisibility by the patch size is checked once the model is known.
+std::array<int, 2> parse_size(const std::string& s) {
+  std::array<int, 2> v{};
+  const size_t comma = s.find(',');
+  const std::string parts[2] = {s.substr(0, comma), comma == std::string::npos ? s.substr(0, comma) : s.substr(comma + 1)};
+  for (int i = 0; i < 2; ++i) {
+    size_t used = 0;
+    long n = 0;
+    try {
+      n = std::stol(parts[i], &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != parts[i].size() || n <= 0 || n > 65536)
+      throw attnmap::Error("--size expects S or W,H in pixels (positive integers), found '" + s + "'");
+    v[static_cast<size_t>(i)] = static_cast<int>(n);
+  }
+  return v;
+}
+
+float parse_fraction(const std::string& s, const char* opt) {
+  size_t used = 0;
+  float v = 0;
+  try {
+    v = std::stof(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != s.size()) throw attnmap::Error(std::string(opt) + " expects a number, found '" + s + "'");
+  return v;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -44,7 +77,8 @@ int main(int argc, char** argv) {
   attnmap::RenderOptions ro;
   attnmap::BatchOptions bo;
   std::string shard_s;
-  std::string layer_s, head_s, upsample_s = "bilinear", resize_s = "squash", mean_s, std_s;
+  std::string layer_s, head_s, upsample_s = "bilinear", resize_s = "squash", mean_s, std_s, size_s, discard_s,
+      threshold_s;
   int heads = 0;
   CLI::App* render = app.add_subcommand("render", "render class-token attention heatmaps over images");
   render->add_option("inputs", ro.inputs, "image files or folders (folders are walked recursively, sorted)")
@@ -65,7 +99,20 @@ int main(int argc, char** argv) {
   render->add_option("--heads", heads, "number of attention heads, when the weights do not say");
   render->add_option("--mean", mean_s, "R,G,B normalisation mean (overrides the weights' config)");
   render->add_option("--std", std_s, "R,G,B normalisation std (overrides the weights' config)");
+  render->add_flag("--rollout", ro.rollout,
+                   "draw attention rollout (Abnar & Zuidema 2020) through layers 0..--layer, heads fused by --head");
+  render->add_option("--discard", discard_s,
+                     "with --rollout: zero this fraction of the smallest fused attentions per layer (never the class "
+                     "token's row/column or the diagonal), 0..1");
+  render->add_option("--threshold", threshold_s,
+                     "DINO mask: keep the largest attentions holding this fraction of the mass, (0, 1]; drawn as a "
+                     "filled, outlined region");
+  render->add_flag("--heads-grid", ro.heads_grid, "also write NAME.heads.png: one labelled tile per head + the fused map");
+  render->add_option("--size", size_s,
+                     "model input size S or W,H in pixels (multiples of the patch size, e.g. 448 or 518); the "
+                     "position embeddings are resampled bicubically");
   render->add_flag("--save-raw", ro.save_raw, "also write the map as NumPy .npy (float32, (grid_h, grid_w))");
+  render->add_flag("--all-heads", ro.all_heads, "with --save-raw: write every head, shape (H, grid_h, grid_w)");
   render->add_flag("-q,--quiet", ro.quiet, "print only errors");
   render->add_option("-j,--jobs", bo.jobs, "images rendered at once (default: the number of cores)");
   render->add_option("--ext", bo.ext, "extensions picked in folders, e.g. jpg,png (default: every format stb reads)")
@@ -140,6 +187,18 @@ int main(int argc, char** argv) {
       ro.layer = v;
     }
     if (!head_s.empty()) ro.head = head_s;
+    if (!size_s.empty()) ro.size = parse_size(size_s);
+    if (!discard_s.empty()) {
+      ro.discard = parse_fraction(discard_s, "--discard");
+      if (!(ro.discard >= 0.0f && ro.discard <= 1.0f)) throw attnmap::Error("--discard must be in [0, 1], found '" + discard_s + "'");
+      if (!ro.rollout) throw attnmap::Error("--discard applies to --rollout only");
+    }
+    if (!threshold_s.empty()) {
+      ro.threshold = parse_fraction(threshold_s, "--threshold");
+      if (!(*ro.threshold > 0.0f && *ro.threshold <= 1.0f))
+        throw attnmap::Error("--threshold must be in (0, 1], found '" + threshold_s + "'");
+    }
+    if (ro.all_heads && !ro.save_raw) throw attnmap::Error("--all-heads is a --save-raw option: add --save-raw");
     ro.upsample = attnmap::parse_upsample(upsample_s);
     if (resize_s == "squash") {
       ro.resize = attnmap::ResizeMode::Squash;
