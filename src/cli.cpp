@@ -137,6 +137,8 @@ int main(int argc, char** argv) {
   eval->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON); default: the bundled weights/default.json");
   eval->add_option("--layer", layer_s, "selected view: encoder block, 0-based, negative from the end (default: config, else -1)");
   eval->add_option("--head", head_s, "selected view: a head index, or mean | max | min (default: config, else mean)");
+  eval->add_flag("--rollout", ro.rollout, "selected view: attention rollout through layers 0..--layer, heads fused by --head");
+  eval->add_option("--discard", discard_s, "with --rollout: as for render, 0..1");
   eval->add_option("--fusions", fusions_s, "head fusions scored at every layer, comma-separated: mean,max,min or head indices")
       ->capture_default_str();
   eval->add_option("--tolerance", eo.tolerance_px, "pointing game: a hit within this many pixels of the mask")
