@@ -400,15 +400,16 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
     Outcome o;
     o.input = job.input;
     std::vector<std::string> notes;
-    const std::string png = job.out_base + ".png", npy = job.out_base + ".npy";
+    const std::string png = job.out_base + ".png", npy = job.out_base + ".npy", sheet = job.out_base + ".heads.png";
     try {
-      const std::string sheet = job.out_base + ".heads.png";
       if (input_canon.count(canonical_or_empty(png)) || (opt.save_raw && input_canon.count(canonical_or_empty(npy))) ||
           (opt.heads_grid && input_canon.count(canonical_or_empty(sheet))))
         throw Error("output " + png + " would overwrite an input file; choose another --out");
-      if (bopt.skip_existing && file_exists(png) && (!opt.save_raw || file_exists(npy))) {
+      if (bopt.skip_existing && file_exists(png) && (!opt.save_raw || file_exists(npy)) &&
+          (!opt.heads_grid || file_exists(sheet))) {
         o.status = "skipped";
         o.outputs.push_back(png);
+        if (opt.heads_grid) o.outputs.push_back(sheet);
         if (opt.save_raw) o.outputs.push_back(npy);
       } else {
         RenderResult res = render_image(ctx, job);

@@ -55,11 +55,11 @@ std::array<int, 2> parse_size(const std::string& s) {
   return v;
 }
 
-float parse_fraction(const std::string& s, const char* opt) {
+double parse_fraction(const std::string& s, const char* opt) {
   size_t used = 0;
-  float v = 0;
+  double v = 0;
   try {
-    v = std::stof(s, &used);
+    v = std::stod(s, &used);
   } catch (const std::exception&) {
     used = 0;
   }
@@ -124,6 +124,9 @@ int main(int argc, char** argv) {
                      "when standard error is not a terminal: a progress line per this many images (default: auto)");
   render->add_option("--max-pixels", ro.load.max_pixels, "refuse images with more pixels than this, before decoding")
       ->capture_default_str();
+  bool no_exif = false;
+  render->add_flag("--no-exif", no_exif,
+                   "ignore the JPEG EXIF orientation (default: the photo is turned as viewers show it)");
 
   // attnmap eval: the render view options (bound to the same variables) plus masks, tolerance, fusions, JSON.
   attnmap::EvalOptions eo;
@@ -192,15 +195,16 @@ int main(int argc, char** argv) {
     if (!size_s.empty()) ro.size = parse_size(size_s);
     if (!discard_s.empty()) {
       ro.discard = parse_fraction(discard_s, "--discard");
-      if (!(ro.discard >= 0.0f && ro.discard <= 1.0f)) throw attnmap::Error("--discard must be in [0, 1], found '" + discard_s + "'");
+      if (!(ro.discard >= 0.0 && ro.discard <= 1.0)) throw attnmap::Error("--discard must be in [0, 1], found '" + discard_s + "'");
       if (!ro.rollout) throw attnmap::Error("--discard applies to --rollout only");
     }
     if (!threshold_s.empty()) {
-      ro.threshold = parse_fraction(threshold_s, "--threshold");
+      ro.threshold = static_cast<float>(parse_fraction(threshold_s, "--threshold"));
       if (!(*ro.threshold > 0.0f && *ro.threshold <= 1.0f))
         throw attnmap::Error("--threshold must be in (0, 1], found '" + threshold_s + "'");
     }
     if (ro.all_heads && !ro.save_raw) throw attnmap::Error("--all-heads is a --save-raw option: add --save-raw");
+    ro.load.apply_exif = !no_exif;
     ro.upsample = attnmap::parse_upsample(upsample_s);
     if (resize_s == "squash") {
       ro.resize = attnmap::ResizeMode::Squash;

@@ -26,9 +26,9 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
   fuse_heads(probe.data(), hp.num_heads, 1, ctx.head);  // throws for a head index out of range
   ctx.cmap = colormap_table(opt.colormap);
   if (!(opt.alpha >= 0.0f && opt.alpha <= 1.0f)) throw Error("--alpha must be in [0, 1]");
-  if (!(opt.discard >= 0.0f && opt.discard <= 1.0f))
+  if (!(opt.discard >= 0.0 && opt.discard <= 1.0))
     throw Error("--discard must be a fraction in [0, 1], found " + std::to_string(opt.discard));
-  if (opt.discard > 0.0f && !opt.rollout) throw Error("--discard applies to --rollout only");
+  if (opt.discard > 0.0 && !opt.rollout) throw Error("--discard applies to --rollout only");
   if (opt.threshold && !(*opt.threshold > 0.0f && *opt.threshold <= 1.0f))
     throw Error("--threshold must be an attention mass in (0, 1], found " + std::to_string(*opt.threshold));
   if (opt.all_heads && !opt.save_raw) throw Error("--all-heads is a --save-raw option: add --save-raw");

@@ -32,7 +32,7 @@ struct RenderOptions {
   bool save_raw = false;
   bool all_heads = false;            ///< with save_raw: the .npy holds every head, (H, grid_h, grid_w)
   bool rollout = false;              ///< draw attention rollout through layers 0..layer instead of one layer
-  float discard = 0.0f;              ///< rollout: fraction of the smallest fused entries zeroed per layer
+  double discard = 0.0;              ///< rollout: fraction of the smallest fused entries zeroed per layer
   std::optional<float> threshold;    ///< DINO mask: keep the largest attentions holding this mass, in (0, 1]
   bool heads_grid = false;           ///< also write NAME.heads.png: one labelled tile per head + the fused map
   std::optional<std::array<int, 2>> size;  ///< (width, height): model input size; position embeddings resampled
