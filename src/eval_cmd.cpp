@@ -111,20 +111,20 @@ EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
       for (const auto& v : ctx.views) dup |= v.name == name;
       if (!dup) ctx.views.push_back({name, l, h, false});
     }
-  const EvalView standard_rollout{"rollout", hp.depth - 1, HeadSelect{}, true, 0.0f};
+  const EvalView standard_rollout{"rollout", hp.depth - 1, HeadSelect{}, true, 0.0};
   const int sel_layer = resolve_layer(opt.view.layer.value_or(hp.default_layer.value_or(-1)), hp.depth);
   const HeadSelect sel_head =
       resolve_head(parse_head(opt.view.head.value_or(hp.default_head.value_or("mean"))), H);
   EvalView sel{"L" + std::to_string(sel_layer) + "/" + fusion_name(sel_head), sel_layer, sel_head, false,
-               0.0f};
+               0.0};
   if (opt.view.rollout) {  // --rollout [--discard F]: rollout through layers 0..sel_layer
-    if (!(opt.view.discard >= 0.0f && opt.view.discard <= 1.0f)) throw Error("--discard must be in [0, 1]");
+    if (!(opt.view.discard >= 0.0 && opt.view.discard <= 1.0)) throw Error("--discard must be in [0, 1]");
     sel.rollout = true;
     sel.discard = opt.view.discard;
-    sel.name = sel_layer == hp.depth - 1 && sel_head.fusion == HeadSelect::Fusion::Mean && sel.discard == 0.0f
+    sel.name = sel_layer == hp.depth - 1 && sel_head.fusion == HeadSelect::Fusion::Mean && sel.discard == 0.0
                    ? standard_rollout.name
                    : "rollout L0-" + std::to_string(sel_layer) + "/" + fusion_name(sel_head) +
-                         (sel.discard > 0.0f ? fmt(" discard %g", static_cast<double>(sel.discard)) : "");
+                         (sel.discard > 0.0 ? fmt(" discard %g", sel.discard) : "");
   }
   ctx.selected = ctx.views.size();
   for (size_t i = 0; i < ctx.views.size(); ++i)

@@ -45,7 +45,7 @@ struct EvalView {
   int layer = 0;     ///< 0-based; for rollout the last layer multiplied in
   HeadSelect head;
   bool rollout = false;
-  float discard = 0.0f;  ///< rollout: --discard fraction
+  double discard = 0.0;  ///< rollout: --discard fraction
 };
 
 /// What is fixed for a whole run.
