@@ -123,6 +123,9 @@ int main(int argc, char** argv) {
                      "when standard error is not a terminal: a progress line per this many images (default: auto)");
   render->add_option("--max-pixels", ro.load.max_pixels, "refuse images with more pixels than this, before decoding")
       ->capture_default_str();
+  bool no_exif = false;
+  render->add_flag("--no-exif", no_exif,
+                   "ignore the JPEG EXIF orientation (default: the photo is turned as viewers show it)");
 
   std::string inspect_weights;
   int inspect_heads = 0;
@@ -171,6 +174,7 @@ int main(int argc, char** argv) {
         throw attnmap::Error("--threshold must be in (0, 1], found '" + threshold_s + "'");
     }
     if (ro.all_heads && !ro.save_raw) throw attnmap::Error("--all-heads is a --save-raw option: add --save-raw");
+    ro.load.apply_exif = !no_exif;
     ro.upsample = attnmap::parse_upsample(upsample_s);
     if (resize_s == "squash") {
       ro.resize = attnmap::ResizeMode::Squash;
