@@ -225,3 +225,70 @@ TEST(HeadsGrid, LayoutAndFont) {
   EXPECT_GT(font.text_width("head 11", 15.0f), font.text_width("head 1", 15.0f));
   EXPECT_THROW(Font("/nonexistent.ttf"), Error);
 }
+
+// Every layout fixture (tests/fixtures/layouts, made by tools/make_fixtures.py): the map is the class row's
+// patch columns only (never a class, distillation or register column), rollout rows sum to 1 and rollout of
+// our probabilities matches rollout of PyTorch's, and --size resampling keeps the prefix rows and runs.
+class LayoutViews : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LayoutViews, PatchColumnsRolloutAndResizedGrid) {
+  const std::string dir = fixture("layouts/" + GetParam());
+  std::ifstream mf(dir + "/meta.json");
+  ASSERT_TRUE(mf.good());
+  const auto meta = nlohmann::json::parse(mf);
+  ViTWeights model = load_model(dir + "/weights.safetensors");
+  const HParams hp = model.hp;
+  EXPECT_EQ(hp.num_prefix, meta["num_prefix"].get<int>());
+  std::vector<int64_t> shape;
+  const std::vector<float> x = read_npy(dir + "/input.npy", &shape);
+  const std::vector<float> attn = read_npy(dir + "/attn.npy", &shape);  // (L, H, T, T)
+  const int L = static_cast<int>(shape[0]), H = static_cast<int>(shape[1]), T = static_cast<int>(shape[2]);
+  const int N = hp.grid_w * hp.grid_h;
+  ASSERT_EQ(T, hp.num_prefix + N);
+  ForwardOptions fo;
+  fo.keep_full = true;
+  const ForwardResult r = vit_forward(model, x.data(), fo);
+  ForwardResult ref = r;  // PyTorch's probabilities in our container
+  ref.attn = attn;
+  const size_t TT = static_cast<size_t>(T) * static_cast<size_t>(T);
+  for (int l = 0; l < L; ++l) {
+    for (int h = 0; h < H; ++h) {
+      HeadSelect one;
+      one.fusion = HeadSelect::Fusion::Index;
+      one.index = h;
+      const std::vector<float> m = class_attention_map(r, hp, l, one);
+      const size_t row0 = (static_cast<size_t>(l) * static_cast<size_t>(H) + static_cast<size_t>(h)) * TT;
+      const std::vector<float> want(attn.begin() + static_cast<long>(row0) + hp.num_prefix,
+                                    attn.begin() + static_cast<long>(row0) + T);
+      EXPECT_TRUE(all_close(m, want, 1e-5, GetParam() + " map layer " + std::to_string(l) + " head " + std::to_string(h)));
+    }
+    const std::vector<float> R = attention_rollout(r, l, head_select("mean"), 0.5);
+    EXPECT_TRUE(all_close(R, attention_rollout(ref, l, head_select("mean"), 0.5), 1e-5, GetParam() + " rollout"));
+    for (int i = 0; i < T; ++i) {
+      double s = 0;
+      for (int j = 0; j < T; ++j) s += R[static_cast<size_t>(i * T + j)];
+      ASSERT_NEAR(s, 1.0, 1e-5) << GetParam() << " layer " << l << " row " << i;
+    }
+    EXPECT_EQ(class_row_map(R, hp, T).size(), static_cast<size_t>(N));
+  }
+  // One more patch row and two more columns: the prefix rows of pos_embed are kept bit for bit.
+  const std::vector<float> pos0 = model.pos_embed;
+  const size_t pre = pos0.size() / static_cast<size_t>(hp.dim) - static_cast<size_t>(N);
+  resample_pos_embed(model, hp.image_w + 2 * hp.patch, hp.image_h + hp.patch);
+  EXPECT_EQ(model.hp.grid_w, hp.grid_w + 2);
+  EXPECT_EQ(model.hp.grid_h, hp.grid_h + 1);
+  const size_t N2 = static_cast<size_t>(model.hp.grid_w * model.hp.grid_h);
+  ASSERT_EQ(model.pos_embed.size(), (pre + N2) * static_cast<size_t>(hp.dim));
+  EXPECT_EQ(std::vector<float>(model.pos_embed.begin(), model.pos_embed.begin() + static_cast<long>(pre) * hp.dim),
+            std::vector<float>(pos0.begin(), pos0.begin() + static_cast<long>(pre) * hp.dim));
+  const std::vector<float> x2(3 * static_cast<size_t>(model.hp.image_w) * static_cast<size_t>(model.hp.image_h), 0.25f);
+  ForwardOptions fo2;
+  const ForwardResult r2 = vit_forward(model, x2.data(), fo2);
+  EXPECT_EQ(r2.tokens, hp.num_prefix + static_cast<int>(N2));
+  EXPECT_EQ(class_attention_map(r2, model.hp, r2.layers - 1, head_select("max")).size(), N2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, LayoutViews,
+                         ::testing::Values("timm", "hf", "hf_model", "torchvision", "deit_distilled", "qv_bias",
+                                           "dinov2_fb", "timm_reg_full", "timm_reg_noembed"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
