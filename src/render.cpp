@@ -96,11 +96,17 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
   const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data());
   ForwardOptions fo;
   fo.last_layer = ctx.layer;
-  fo.keep_full = opt.rollout;  // rollout needs every row of layers 0..layer
+  // Rollout needs every row of layers 0..layer: consumed layer by layer, so (T, T) is kept, not (L, H, T, T).
+  std::optional<RolloutAccumulator> acc;
+  if (opt.rollout) {
+    acc.emplace(hp.tokens(), hp.num_heads, ctx.head, opt.discard);
+    fo.on_probs = [&acc](int, int, const float* probs) { acc->add_layer(probs); };
+  }
   const ForwardResult r = vit_forward(model, in.chw.data(), fo);
   if (opt.rollout) {
-    res.map = class_row_map(attention_rollout(r, ctx.layer, ctx.head, opt.discard), hp,
-                            r.tokens);  // (grid_h, grid_w)
+    if (acc->layers() != ctx.layer + 1)
+      throw Error("rollout: the forward pass reported " + std::to_string(acc->layers()) + " layers");
+    res.map = class_row_map(acc->rollout(), hp, r.tokens);  // (grid_h, grid_w)
   } else {
     res.map = class_attention_map(r, hp, ctx.layer, ctx.head);  // (grid_h, grid_w)
   }

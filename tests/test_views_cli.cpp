@@ -8,9 +8,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "attention_maps.hpp"
 #include "heads_grid.hpp"
 #include "image_io.hpp"
 #include "npy.hpp"
+#include "preprocess.hpp"
+#include "vit.hpp"
+#include "weights.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -271,4 +275,31 @@ TEST_F(ViewsCli, HeadsSheetNeverReplacesAnotherInputsOverlay) {
   EXPECT_TRUE(fs::exists(dir / "o" / "x.heads.png"));
   EXPECT_TRUE(fs::exists(dir / "o" / "x.heads.heads.png"));
   EXPECT_FALSE(fs::exists(dir / "o" / "x.png"));
+}
+
+TEST_F(ViewsCli, RolloutFileEqualsRolloutOfTheFullMatrices) {
+  // The CLI consumes each layer's probabilities as they are computed (RolloutAccumulator via on_probs); the
+  // result must equal attention_rollout over keep_full's (L, H, T, T) for the same image and model
+  // (the non-square views_rollout model, whose rollout matches PyTorch in test_views.cpp).
+  const std::string w = fixture("views_rollout/weights.json");
+  for (const char* layer : {"1", "-1"}) {
+    const std::string out = std::string("r") + layer;
+    const CliResult r = run("render " + q(kData + "/chelsea.png") + " -w " + q(w) + " -o " + q(dir / out) +
+                            " --rollout --discard 0.5 --head max --save-raw --layer " + layer);
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::vector<int64_t> shape;
+    const std::vector<float> got = read_npy((dir / out / "chelsea.npy").string(), &shape);
+    ASSERT_EQ(shape, (std::vector<int64_t>{3, 5}));
+    const ViTWeights model = load_model(w);
+    const Image photo = load_image(kData + "/chelsea.png");
+    const ModelInput in =
+        preprocess(photo, model.hp.image_w, model.hp.image_h, ResizeMode::Squash, model.hp.mean.data(), model.hp.std.data());
+    ForwardOptions fo;
+    fo.keep_full = true;
+    const ForwardResult fr = vit_forward(model, in.chw.data(), fo);
+    const int l = std::string(layer) == "1" ? 1 : 2;
+    const std::vector<float> want =
+        class_row_map(attention_rollout(fr, l, parse_head("max"), 0.5), model.hp, fr.tokens);
+    EXPECT_TRUE(all_close(got, want, 1e-7, std::string("rollout through layer ") + layer));
+  }
 }
