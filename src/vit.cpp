@@ -154,7 +154,7 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
     }
     linear(qkv.data(), ln_in, blk.qkv.weight.data(), blk.qkv.bias.empty() ? nullptr : blk.qkv.bias.data(), BT,
            3 * inner, D);
-    if (l == L - 1 && !opt.keep_full && !opt.to_end) {
+    if (l == L - 1 && !opt.keep_full && !opt.to_end && !opt.on_probs) {
       // The drawn layer: only the class token's row of each head's probabilities is needed, (1, T) per
       // head instead of (T, T), and no attention output.
       const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
@@ -176,6 +176,7 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
       for (int h = 0; h < H; ++h)
         std::copy_n(&probs[static_cast<size_t>(h) * TT], T, &r.cls_attn[(static_cast<size_t>(l) * H + h) * T]);
       if (opt.keep_full) std::copy(probs.begin(), probs.end(), &r.attn[static_cast<size_t>(l) * H * TT]);
+      if (opt.on_probs) opt.on_probs(b, l, probs.data());
     }
     if (!hp.residual_mlp) {  // seed layout: the output is weights.V
       if (opt.to_end)
