@@ -1,16 +1,29 @@
 #include "batch.hpp"
 
+#include <sched.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
-#include <unistd.h>
+#include <nlohmann/json.hpp>
 
+#include "classify.hpp"
 #include "error.hpp"
+#include "sgemm.hpp"
+#include "pos_embed.hpp"
 
 namespace attnmap {
 
@@ -18,12 +31,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool has_image_extension(const fs::path& p) {
-  static const std::set<std::string> kExt = {".jpg", ".jpeg", ".png", ".bmp", ".tga", ".gif", ".psd",
-                                             ".hdr", ".pic",  ".ppm", ".pgm", ".pnm"};
-  std::string e = p.extension().string();
-  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return kExt.count(e) != 0;
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool has_extension(const fs::path& p, const std::set<std::string>& exts) {
+  std::string e = lower(p.extension().string());
+  return !e.empty() && exts.count(e.substr(1)) != 0;
 }
 
 bool is_hidden(const fs::path& p) {
@@ -44,8 +59,61 @@ struct Candidate {
 
 }  // namespace
 
+const std::vector<std::string>& default_image_extensions() {
+  static const std::vector<std::string> kExt = {"jpg", "jpeg", "png", "bmp", "tga", "gif", "psd",
+                                                "hdr", "pic", "ppm", "pgm", "pnm"};
+  return kExt;
+}
+
+std::vector<std::string> parse_extensions(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const std::string& item : items) {
+    size_t pos = 0;
+    while (pos <= item.size()) {
+      const size_t comma = std::min(item.find(',', pos), item.size());
+      std::string e = item.substr(pos, comma - pos);
+      while (!e.empty() && e.front() == '.') e.erase(e.begin());
+      if (e.empty()) throw Error("--ext expects extensions such as jpg,png; found an empty item in '" + item + "'");
+      out.push_back(lower(e));
+      pos = comma + 1;
+    }
+  }
+  return out;
+}
+
+void parse_shard(const std::string& s, int* index, int* count) {
+  const size_t slash = s.find('/');
+  long k = 0, n = 0;
+  bool ok = slash != std::string::npos && slash > 0 && slash + 1 < s.size();
+  if (ok) {
+    char* end = nullptr;
+    const std::string ks = s.substr(0, slash), ns = s.substr(slash + 1);
+    k = std::strtol(ks.c_str(), &end, 10);
+    ok = *end == '\0' && std::isdigit(static_cast<unsigned char>(ks[0]));
+    n = std::strtol(ns.c_str(), &end, 10);
+    ok = ok && *end == '\0' && std::isdigit(static_cast<unsigned char>(ns[0]));
+  }
+  if (!ok || n < 1 || n > 1000000 || k < 1 || k > n)
+    throw Error("--shard expects K/N with 1 <= K <= N (e.g. 1/4), found '" + s + "'");
+  *index = static_cast<int>(k);
+  *count = static_cast<int>(n);
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  const unsigned h = std::thread::hardware_concurrency();
+  return h > 0 ? static_cast<int>(h) : 1;
+}
+
 std::vector<Job> plan_jobs(const std::vector<std::string>& inputs, const std::string& out_dir,
-                           std::vector<std::string>* missing) {
+                           std::vector<std::string>* missing, const std::vector<std::string>& ext) {
+  const std::vector<std::string>& ext_list = ext.empty() ? default_image_extensions() : ext;
+  const std::set<std::string> exts(ext_list.begin(), ext_list.end());
   std::vector<Candidate> cands;
   std::set<std::string> seen;
   const std::string out_canon = canonical_or_empty(out_dir);
@@ -69,7 +137,7 @@ std::vector<Job> plan_jobs(const std::vector<std::string>& inputs, const std::st
           if (!out_canon.empty() && canonical_or_empty(p) == out_canon) it.disable_recursion_pending();
           continue;
         }
-        if (it->is_regular_file(ec) && has_image_extension(p)) files.push_back(p);
+        if (it->is_regular_file(ec) && has_extension(p, exts)) files.push_back(p);
       }
       std::sort(files.begin(), files.end());
       for (const fs::path& f : files) {
@@ -118,49 +186,285 @@ std::string with_path(const std::string& input, const std::string& msg) {
   return msg.compare(0, input.size(), input) == 0 ? msg : input + ": " + msg;
 }
 
+bool file_exists(const std::string& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+
+/// What happened to one input; becomes one manifest line.
+struct Outcome {
+  std::string input;
+  std::string status;  // "done" | "failed" | "skipped"
+  std::string error;
+  std::vector<std::string> outputs;
+  double milliseconds = 0;
+  std::optional<MapStats> stats;
+  std::vector<std::pair<std::string, float>> top5;  // with a classifier head
+};
+
+/// One manifest object. Fields are documented in README.md ("Manifest"); per-image results come from
+/// RenderResult, so a new field there (e.g. top-5 classes) is one more line here.
+std::string manifest_line(const Outcome& o) {
+  nlohmann::ordered_json j;
+  j["input"] = o.input;
+  j["outputs"] = o.outputs;
+  j["status"] = o.status;
+  j["error"] = o.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.error);
+  j["milliseconds"] = std::round(o.milliseconds * 1000.0) / 1000.0;
+  if (o.stats) {
+    j["map_max"] = o.stats->max;
+    j["argmax_row"] = o.stats->argmax_row;
+    j["argmax_col"] = o.stats->argmax_col;
+    j["entropy"] = o.stats->entropy_valid ? nlohmann::ordered_json(o.stats->entropy) : nlohmann::ordered_json(nullptr);
+  } else {
+    for (const char* k : {"map_max", "argmax_row", "argmax_col", "entropy"}) j[k] = nullptr;
+  }
+  if (!o.top5.empty()) {
+    nlohmann::ordered_json t = nlohmann::ordered_json::array();
+    for (const auto& [label, p] : o.top5) t.push_back({{"label", label}, {"probability", p}});
+    j["top5"] = t;
+  } else {
+    j["top5"] = nullptr;
+  }
+  // Invalid UTF-8 in a file name becomes U+FFFD rather than aborting the run.
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+/// The manifest: lines written in input order, each with one write(2) as soon as every earlier input has
+/// finished, so an interrupted run leaves a file of complete lines.
+class Manifest {
+ public:
+  Manifest(const std::string& path, size_t n) : path_(path), lines_(n), ready_(n, 0) {
+    if (path.empty()) return;
+    std::error_code ec;
+    const fs::path parent = fs::path(path).parent_path();
+    if (!parent.empty()) fs::create_directories(parent, ec);
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw Error(path + ": cannot create the manifest: " + std::strerror(errno));
+  }
+  ~Manifest() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Manifest(const Manifest&) = delete;
+  Manifest& operator=(const Manifest&) = delete;
+  /// Records input i's line; called with the run's lock held. Returns an error message when writing failed.
+  std::string put(size_t i, std::string line) {
+    if (fd_ < 0) return {};
+    lines_[i] = std::move(line);
+    ready_[i] = 1;
+    std::string err;
+    while (next_ < lines_.size() && ready_[next_]) {
+      const std::string& l = lines_[next_];
+      size_t off = 0;
+      while (off < l.size() && failed_.empty()) {
+        const ssize_t w = ::write(fd_, l.data() + off, l.size() - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) {
+          failed_ = path_ + ": manifest write failed: " + std::strerror(errno);
+          err = failed_;
+        } else {
+          off += static_cast<size_t>(w);
+        }
+      }
+      std::string().swap(lines_[next_]);
+      ++next_;
+    }
+    return err;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::vector<std::string> lines_;
+  std::vector<char> ready_;
+  size_t next_ = 0;
+  std::string failed_;
+};
+
+std::string fmt_duration(double s) {
+  if (!(s >= 0) || s > 359999) return "--:--";
+  const long t = std::lround(s);
+  char b[32];
+  if (t >= 3600)
+    std::snprintf(b, sizeof b, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+  else
+    std::snprintf(b, sizeof b, "%ld:%02ld", t / 60, t % 60);
+  return b;
+}
+
+/// Progress on standard error: a redrawn bar on a terminal, a plain line every `every` images otherwise.
+class Progress {
+ public:
+  Progress(size_t total, bool enabled, int every)
+      : total_(total), enabled_(enabled && total > 0), tty_(::isatty(2) == 1), t0_(std::chrono::steady_clock::now()) {
+    every_ = every > 0 ? static_cast<size_t>(every) : std::clamp<size_t>((total + 9) / 10, 1, 100);
+  }
+  /// Clears the bar so that a message can be printed on a clean line (lock held).
+  void clear() {
+    if (shown_) std::cerr << "\r\033[K" << std::flush;
+    shown_ = false;
+  }
+  /// One more image finished (lock held). `processed` counts skipped ones; `rendered` the others.
+  void tick(size_t processed, size_t skipped) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    const double el = std::chrono::duration<double>(now - t0_).count();
+    const size_t work = processed - skipped;  // images actually rendered (done or failed)
+    const double rate = el > 0 ? static_cast<double>(work) / el : 0.0;
+    const double eta = rate > 0 ? static_cast<double>(total_ - processed) / rate : -1.0;
+    char line[200];
+    if (tty_) {
+      if (processed < total_ && now - last_ < std::chrono::milliseconds(100) && shown_) return;
+      last_ = now;
+      const int width = 28;
+      const int fill = static_cast<int>(static_cast<double>(width) * static_cast<double>(processed) /
+                                        static_cast<double>(total_));
+      std::string bar(static_cast<size_t>(fill), '#');
+      bar.resize(static_cast<size_t>(width), '.');
+      std::snprintf(line, sizeof line, "\r\033[K[%s] %zu/%zu  %.1f images/s  ETA %s", bar.c_str(), processed, total_,
+                    rate, fmt_duration(eta).c_str());
+      std::cerr << line << std::flush;
+      shown_ = true;
+    } else if (processed % every_ == 0 || processed == total_) {
+      std::snprintf(line, sizeof line, "attnmap: %zu/%zu images, %.1f images/s, ETA %s\n", processed, total_, rate,
+                    fmt_duration(eta).c_str());
+      std::cerr << line << std::flush;
+    }
+  }
+
+ private:
+  size_t total_;
+  bool enabled_, tty_;
+  size_t every_ = 1;
+  bool shown_ = false;
+  std::chrono::steady_clock::time_point t0_, last_{};
+};
+
 }  // namespace
 
-int run_render(const RenderOptions& opt) {
+int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
+  if (bopt.jobs < 0) throw Error("--jobs must be >= 1 (or 0 for the number of cores), found " + std::to_string(bopt.jobs));
+  if (bopt.shard_count < 1 || bopt.shard_index < 1 || bopt.shard_index > bopt.shard_count)
+    throw Error("--shard expects K/N with 1 <= K <= N");
   const std::string weights_path = opt.weights.empty() ? default_weights_path() : opt.weights;
-  const ViTWeights model = load_model(weights_path, opt.overrides);
+  ViTWeights model = load_model(weights_path, opt.overrides);
+  if (opt.size) resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1]);
   if (!opt.quiet)
     for (const auto& n : model.notices) std::cerr << "attnmap: note: " << weights_path << ": " << n << "\n";
 
   const RenderContext ctx = make_render_context(model, opt);
 
   std::vector<std::string> missing;
-  const std::vector<Job> jobs = plan_jobs(opt.inputs, opt.out_dir, &missing);
-  int failed = 0, done = 0;
-  for (const auto& m : missing) {
-    std::cerr << "attnmap: error: " << m << ": no such file or folder\n";
-    ++failed;
-  }
-  if (jobs.empty() && missing.empty()) {
+  const std::vector<Job> all_jobs = plan_jobs(opt.inputs, opt.out_dir, &missing, bopt.ext);
+  if (all_jobs.empty() && missing.empty()) {
     std::cerr << "attnmap: error: no images found in the inputs\n";
     return 1;
   }
   std::set<std::string> input_canon;
-  for (const auto& j : jobs) input_canon.insert(canonical_or_empty(j.input));
+  for (const auto& j : all_jobs) input_canon.insert(canonical_or_empty(j.input));
+  // This shard's jobs: sorted index i with i % N == K-1 (names were resolved over all inputs first, so
+  // every shard names a file exactly as the full run does).
+  std::vector<Job> jobs;
+  for (size_t i = 0; i < all_jobs.size(); ++i)
+    if (i % static_cast<size_t>(bopt.shard_count) == static_cast<size_t>(bopt.shard_index - 1)) jobs.push_back(all_jobs[i]);
 
-  const auto t0 = std::chrono::steady_clock::now();
-  for (const Job& job : jobs) {
-    try {
-      const std::string png = job.out_base + ".png", npy = job.out_base + ".npy";
-      if (input_canon.count(canonical_or_empty(png)) || (opt.save_raw && input_canon.count(canonical_or_empty(npy))))
-        throw Error("output " + png + " would overwrite an input file; choose another --out");
-      const RenderResult res = render_image(ctx, job);
-      for (const auto& n : res.notes) std::cerr << "attnmap: note: " << job.input << ": " << n << "\n";
-      ++done;
-      if (!opt.quiet) std::cout << job.input << " -> " << res.outputs.front() << "\n";
-    } catch (const std::exception& e) {
-      ++failed;
-      std::cerr << "attnmap: error: " << with_path(job.input, e.what()) << "\n";
-    }
+  const size_t n_missing = missing.size(), n = jobs.size();
+  Manifest manifest(bopt.manifest, n_missing + n);
+  std::mutex mu;  // guards the counters, the terminal and the manifest
+  size_t done = 0, failed = 0, skipped = 0;
+  for (size_t i = 0; i < n_missing; ++i) {
+    std::cerr << "attnmap: error: " << missing[i] << ": no such file or folder\n";
+    ++failed;
+    Outcome o;
+    o.input = missing[i];
+    o.status = "failed";
+    o.error = missing[i] + ": no such file or folder";
+    const std::string err = manifest.put(i, manifest_line(o));
+    if (!err.empty()) std::cerr << "attnmap: error: " << err << "\n";
   }
+
+  // Cores are shared so that threads never exceed them: with one worker OpenBLAS gets every core; with
+  // several, each worker is one image at a time on a single-threaded OpenBLAS (measured in README.md).
+  const int cores = usable_cores();
+  const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(bopt.jobs > 0 ? bopt.jobs : cores), std::max<size_t>(n, 1)));
+  set_blas_threads(workers > 1 ? 1 : cores);
+
+  Progress progress(n, !opt.quiet, bopt.progress_every);
+  const bool print_each = !opt.quiet;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::atomic<size_t> next{0};
+
+  auto process = [&](size_t i) {
+    const Job& job = jobs[i];
+    const auto ti = std::chrono::steady_clock::now();
+    Outcome o;
+    o.input = job.input;
+    std::vector<std::string> notes;
+    const std::string png = job.out_base + ".png", npy = job.out_base + ".npy", sheet = job.out_base + ".heads.png";
+    try {
+      if (input_canon.count(canonical_or_empty(png)) || (opt.save_raw && input_canon.count(canonical_or_empty(npy))) ||
+          (opt.heads_grid && input_canon.count(canonical_or_empty(sheet))))
+        throw Error("output " + png + " would overwrite an input file; choose another --out");
+      if (bopt.skip_existing && file_exists(png) && (!opt.save_raw || file_exists(npy)) &&
+          (!opt.heads_grid || file_exists(sheet))) {
+        o.status = "skipped";
+        o.outputs.push_back(png);
+        if (opt.heads_grid) o.outputs.push_back(sheet);
+        if (opt.save_raw) o.outputs.push_back(npy);
+      } else {
+        RenderResult res = render_image(ctx, job);
+        o.status = "done";
+        o.outputs = res.outputs;
+        o.stats = map_statistics(res.map, model.hp.grid_h, model.hp.grid_w);
+        o.top5 = std::move(res.top5);
+        notes = std::move(res.notes);
+      }
+    } catch (const std::exception& e) {
+      o.status = "failed";
+      o.error = with_path(job.input, e.what());
+    } catch (...) {
+      o.status = "failed";
+      o.error = job.input + ": unknown error";
+    }
+    o.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ti).count();
+    std::string line = manifest_line(o);
+
+    std::lock_guard<std::mutex> lock(mu);
+    progress.clear();
+    for (const auto& note : notes) std::cerr << "attnmap: note: " << job.input << ": " << note << "\n";
+    if (o.status == "failed") {
+      ++failed;
+      std::cerr << "attnmap: error: " << o.error << "\n";
+    } else if (o.status == "skipped") {
+      ++skipped;
+    } else {
+      ++done;
+      if (print_each) {
+        std::cout << job.input << " -> " << o.outputs.front() << "\n";
+        if (!o.top5.empty()) std::cout << "  top-5: " << format_top_k(o.top5) << "\n";
+        std::cout << std::flush;
+      }
+    }
+    const std::string err = manifest.put(n_missing + i, std::move(line));
+    if (!err.empty()) std::cerr << "attnmap: error: " << err << "\n";
+    progress.tick(done + failed + skipped - n_missing, skipped);
+  };
+  auto worker = [&]() {
+    for (size_t i = next++; i < n; i = next++) process(i);
+  };
+  if (workers <= 1) {
+    worker();
+  } else {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < workers; ++t) pool.emplace_back(worker);
+    for (auto& th : pool) th.join();
+  }
+
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!opt.quiet) {
-    char line[160];
-    std::snprintf(line, sizeof line, "attnmap: %d done, %d failed, %.2f s\n", done, failed, secs);
+    progress.clear();
+    char line[200];
+    std::snprintf(line, sizeof line, "attnmap: %zu done, %zu failed, %zu skipped, %.2f s\n", done, failed, skipped, secs);
     std::cerr << line;
   }
   return failed ? 1 : 0;

@@ -1,4 +1,5 @@
-// batch.hpp - walking inputs, naming outputs, and rendering every image with per-image error handling.
+// batch.hpp - walking inputs, naming outputs, and rendering every image (concurrently) with per-image error
+// handling, progress, a JSON-lines manifest, resuming and sharding.
 #pragma once
 #include <optional>
 #include <string>
@@ -8,21 +9,49 @@
 
 namespace attnmap {
 
+/// How a batch run is scheduled and reported (filled by the CLI; no maths here).
+struct BatchOptions {
+  int jobs = 0;                    ///< images rendered concurrently; 0: the number of usable cores
+  std::vector<std::string> ext;    ///< folder walks pick these extensions (case-insensitive, dot optional,
+                                   ///< items may be comma lists); empty: every format stb_image reads
+  std::string manifest;            ///< JSON-lines file, one object per input; empty: none
+  bool skip_existing = false;      ///< images whose outputs all exist already are skipped (resume)
+  int shard_index = 1;             ///< this run renders the inputs whose 0-based sorted index i has
+  int shard_count = 1;             ///< i % shard_count == shard_index - 1
+  int progress_every = 0;          ///< non-terminal progress: a line per this many images; 0: automatic
+};
+
+/// The extensions a folder walk picks by default: every format stb_image decodes.
+const std::vector<std::string>& default_image_extensions();
+
+/// Normalises an --ext list: items split at commas, leading dots removed, lower-cased. Throws
+/// attnmap::Error for an empty item.
+std::vector<std::string> parse_extensions(const std::vector<std::string>& items);
+
+/// Parses "K/N" (1 <= K <= N) into shard index K and count N. Throws attnmap::Error otherwise.
+void parse_shard(const std::string& s, int* index, int* count);
+
+/// Number of cores this process may run on (sched_getaffinity, so Slurm/cgroup CPU sets are honoured).
+int usable_cores();
+
 /// Expands inputs into jobs: a folder is walked recursively in sorted order (hidden entries skipped,
-/// symbolic links to folders not followed, so link loops cannot hang it; only files stb_image reads by
-/// extension), its tree mirrored under out_dir; a file given directly lands at out_dir/NAME. Stems that
-/// collide keep their extension (name.jpg.png); any remaining clash gets "-2", "-3"... Inputs that do not
-/// exist are returned in `missing`.
+/// symbolic links to folders not followed, so link loops cannot hang it; only files whose extension is
+/// in `ext`, lower-case without dot, empty meaning default_image_extensions()), its tree mirrored under
+/// out_dir; a file given directly lands at out_dir/NAME whatever its extension. Stems that collide keep
+/// their extension (name.jpg.png); any remaining clash gets "-2", "-3"... Inputs that do not exist are
+/// returned in `missing`.
 std::vector<Job> plan_jobs(const std::vector<std::string>& inputs, const std::string& out_dir,
-                           std::vector<std::string>* missing);
+                           std::vector<std::string>* missing, const std::vector<std::string>& ext = {});
 
 /// The bundled default weights: next to the installed binary (../share/attnmap/default.json) or the
 /// source tree's weights/default.json. Throws attnmap::Error when neither exists.
 std::string default_weights_path();
 
-/// Runs `attnmap render`. Returns the exit status: 0 all images done, 1 some failed (each printed with its
-/// path and reason; the rest still written). Throws attnmap::Error for unusable weights or bad options
-/// (the caller exits with status 2).
-int run_render(const RenderOptions& opt);
+/// Runs `attnmap render`: weights loaded once, the shard's images rendered by `jobs` worker threads
+/// (OpenBLAS single-threaded inside each worker when jobs > 1, all cores when jobs == 1), progress on
+/// standard error, one manifest line per input in sorted input order. Returns the exit status: 0 all
+/// images done or skipped, 1 some failed (each printed with its path and reason; the rest still written).
+/// Throws attnmap::Error for unusable weights, bad options or an unwritable manifest (status 2).
+int run_render(const RenderOptions& opt, const BatchOptions& bopt = {});
 
 }  // namespace attnmap

@@ -154,6 +154,21 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
     }
     linear(qkv.data(), ln_in, blk.qkv.weight.data(), blk.qkv.bias.empty() ? nullptr : blk.qkv.bias.data(), BT,
            3 * inner, D);
+    if (l == L - 1 && !opt.keep_full && !opt.to_end) {
+      // The drawn layer: only the class token's row of each head's probabilities is needed, (1, T) per
+      // head instead of (T, T), and no attention output.
+      const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
+      for (int b = 0; b < B; ++b) {
+        ForwardResult& r = res[static_cast<size_t>(b)];
+        const float* q = &qkv[static_cast<size_t>(b) * T * 3 * inner];  // (T, 3*inner), row 0 = class token
+        for (int h = 0; h < H; ++h) {
+          float* row = &r.cls_attn[(static_cast<size_t>(l) * H + h) * T];  // (T)
+          sgemm(false, true, 1, T, dk, scale, q + h * dk, 3 * inner, q + inner + h * dk, 3 * inner, 0.0f, row, T);
+          softmax_rows(row, 1, T);
+        }
+      }
+      break;
+    }
     for (int b = 0; b < B; ++b) {
       ForwardResult& r = res[static_cast<size_t>(b)];
       attention_forward(&att[static_cast<size_t>(b) * T * inner], probs.data(), &qkv[static_cast<size_t>(b) * T * 3 * inner],

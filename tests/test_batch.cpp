@@ -1,0 +1,272 @@
+// Batch behaviour of `attnmap render` on folders: sharding, resuming, the manifest, -j, --ext; and the
+// helpers behind them (map statistics, option parsing).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "attention_maps.hpp"
+#include "batch.hpp"
+#include "error.hpp"
+#include "image_io.hpp"
+#include "npy.hpp"
+
+namespace fs = std::filesystem;
+using namespace attnmap;
+
+namespace {
+
+struct RunResult {
+  int status;
+  std::string err;
+};
+
+RunResult run(const std::string& args) {
+  const fs::path errf = fs::temp_directory_path() / ("attnmap_batch_err_" + std::to_string(::getpid()));
+  const std::string cmd = std::string("'") + ATTNMAP_BIN + "' " + args + " >/dev/null 2>'" + errf.string() + "'";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream f(errf);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  fs::remove(errf);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ss.str()};
+}
+
+std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+/// Every regular file under `root`: relative path -> bytes.
+std::map<std::string, std::string> tree(const fs::path& root) {
+  std::map<std::string, std::string> m;
+  if (!fs::exists(root)) return m;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    if (e.is_regular_file()) m[fs::relative(e.path(), root).string()] = slurp(e.path());
+  return m;
+}
+
+std::vector<nlohmann::json> read_manifest(const fs::path& p) {
+  std::vector<nlohmann::json> v;
+  std::ifstream f(p);
+  std::string line;
+  while (std::getline(f, line)) v.push_back(nlohmann::json::parse(line));  // throws on a malformed line
+  return v;
+}
+
+const std::string kData = ATTNMAP_DATA_DIR;
+
+class Batch : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("attnmap_batch_" + std::to_string(::getpid()) + "_" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    // in/: 7 images in three folders, a broken .png, a text file, a hidden image.
+    const fs::path in = dir / "in";
+    fs::create_directories(in / "a");
+    fs::create_directories(in / "b" / "c");
+    fs::copy_file(kData + "/composites/0000_trouser.png", in / "a" / "t0.png");
+    fs::copy_file(kData + "/composites/0001_sneaker.png", in / "a" / "t1.png");
+    fs::copy_file(kData + "/composites/0002_bag.png", in / "b" / "bag.png");
+    fs::copy_file(kData + "/composites/0003_coat.png", in / "b" / "c" / "coat.PNG");
+    fs::copy_file(kData + "/composites/0004_sneaker.png", in / "b" / "c" / "s4.png");
+    fs::copy_file(kData + "/rocket.jpg", in / "rocket.jpg");
+    fs::copy_file(kData + "/composites/0005_sandal.png", in / "z.png");
+    fs::copy_file(kData + "/composites/0006_ankle_boot.png", in / ".hidden.png");
+    std::ofstream(in / "b" / "broken.png") << "not a png at all";
+    std::ofstream(in / "notes.txt") << "text";
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  fs::path dir;
+};
+
+}  // namespace
+
+TEST(MapStatistics, MaxArgmaxEntropy) {
+  // 2x3 map; max 0.4 at row 1, column 0; entropy of the renormalised map.
+  const std::vector<float> m = {0.1f, 0.2f, 0.1f, 0.4f, 0.1f, 0.1f};
+  const MapStats s = map_statistics(m, 2, 3);
+  EXPECT_FLOAT_EQ(s.max, 0.4f);
+  EXPECT_EQ(s.argmax_row, 1);
+  EXPECT_EQ(s.argmax_col, 0);
+  ASSERT_TRUE(s.entropy_valid);
+  const double h = -(4 * 0.1 * std::log(0.1) + 0.2 * std::log(0.2) + 0.4 * std::log(0.4));
+  EXPECT_NEAR(s.entropy, h, 1e-6);
+  // Uniform: ln(n); one-hot: 0; not renormalised by the caller: scaling changes max but not entropy.
+  EXPECT_NEAR(map_statistics(std::vector<float>(6, 0.05f), 2, 3).entropy, std::log(6.0), 1e-6);
+  EXPECT_NEAR(map_statistics({0, 0, 3, 0}, 2, 2).entropy, 0.0, 1e-12);
+  EXPECT_EQ(map_statistics({0, 0, 3, 0}, 2, 2).argmax_row, 1);
+  EXPECT_FALSE(map_statistics({0, 0, 0, 0}, 2, 2).entropy_valid);
+  EXPECT_THROW(map_statistics({1, 2, 3}, 2, 2), Error);
+}
+
+TEST(BatchOptionParsing, ShardAndExtensions) {
+  int k = 0, n = 0;
+  parse_shard("2/5", &k, &n);
+  EXPECT_EQ(k, 2);
+  EXPECT_EQ(n, 5);
+  for (const char* bad : {"0/2", "3/2", "1/0", "1", "/2", "1/", "a/b", "1/2x", "-1/2", "1/-2"})
+    EXPECT_THROW(parse_shard(bad, &k, &n), Error) << bad;
+  EXPECT_EQ(parse_extensions({".JPG,png", "tif"}), (std::vector<std::string>{"jpg", "png", "tif"}));
+  EXPECT_THROW(parse_extensions({"jpg,,png"}), Error);
+}
+
+TEST_F(Batch, ShardsTogetherMakeExactlyTheFullRun) {
+  const RunResult full = run("render " + q(dir / "in") + " -o " + q(dir / "full") + " -q -j 1");
+  EXPECT_EQ(full.status, 1) << full.err;  // the broken file
+  const RunResult s1 = run("render " + q(dir / "in") + " -o " + q(dir / "sh") + " -q --shard 1/2");
+  const RunResult s2 = run("render " + q(dir / "in") + " -o " + q(dir / "sh") + " -q --shard 2/2");
+  const auto a = tree(dir / "full"), b = tree(dir / "sh");
+  ASSERT_EQ(a.size(), 7u);  // 8 files, one broken
+  EXPECT_EQ(a, b);
+  // Sorted: a/t0 a/t1 b/bag b/broken b/c/coat b/c/s4 rocket z; broken (index 3) fails in shard 2 only.
+  EXPECT_EQ(s1.status, 0) << s1.err;
+  EXPECT_EQ(s2.status, 1) << s2.err;
+  const RunResult only1 = run("render " + q(dir / "in") + " -o " + q(dir / "one") + " -q --shard 1/2");
+  EXPECT_EQ(tree(dir / "one").size(), 4u);  // sorted indices 0, 2, 4, 6 of 8
+  EXPECT_TRUE(fs::exists(dir / "one" / "rocket.png"));
+  EXPECT_FALSE(fs::exists(dir / "one" / "z.png"));
+}
+
+TEST_F(Batch, SkipExistingResumes) {
+  ASSERT_EQ(run("render " + q(dir / "in" / "a") + " -o " + q(dir / "out") + " -q").status, 0);
+  // Mark one output so that re-rendering it would be visible, and delete the other.
+  std::ofstream(dir / "out" / "t0.png", std::ios::trunc) << "kept";
+  fs::remove(dir / "out" / "t1.png");
+  const RunResult r = run("render " + q(dir / "in" / "a") + " -o " + q(dir / "out") + " --skip-existing --manifest " +
+                    q(dir / "m.jsonl"));
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(slurp(dir / "out" / "t0.png"), "kept");
+  EXPECT_EQ(load_image((dir / "out" / "t1.png").string()).width, 224);
+  EXPECT_NE(r.err.find("1 done, 0 failed, 1 skipped"), std::string::npos) << r.err;
+  const auto m = read_manifest(dir / "m.jsonl");
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0]["status"], "skipped");
+  EXPECT_EQ(m[1]["status"], "done");
+  // Without the flag the marked output is rendered again.
+  ASSERT_EQ(run("render " + q(dir / "in" / "a") + " -o " + q(dir / "out") + " -q").status, 0);
+  EXPECT_NE(slurp(dir / "out" / "t0.png"), "kept");
+}
+
+TEST_F(Batch, ManifestLinesMatchTheNpyMaps) {
+  const RunResult r = run("render " + q(dir / "in") + " " + q(dir / "nothing.png") + " -o " + q(dir / "out") +
+                    " --save-raw -q --manifest " + q(dir / "m.jsonl"));
+  EXPECT_EQ(r.status, 1) << r.err;
+  const auto m = read_manifest(dir / "m.jsonl");
+  ASSERT_EQ(m.size(), 9u);  // 8 files found (7 images + broken.png) and one missing input
+  // The missing input first, then the sorted walk.
+  EXPECT_EQ(m[0]["input"], (dir / "nothing.png").string());
+  EXPECT_EQ(m[0]["status"], "failed");
+  EXPECT_NE(m[0]["error"].get<std::string>().find("no such file"), std::string::npos);
+  EXPECT_EQ(m[1]["input"], (dir / "in" / "a" / "t0.png").string());
+  int done = 0;
+  for (const auto& j : m) {
+    for (const char* key : {"input", "outputs", "status", "error", "milliseconds", "map_max", "argmax_row",
+                            "argmax_col", "entropy"})
+      EXPECT_TRUE(j.contains(key)) << key << " in " << j.dump();
+    if (j["input"] == (dir / "in" / "b" / "broken.png").string()) {
+      EXPECT_EQ(j["status"], "failed");
+      EXPECT_NE(j["error"].get<std::string>().find("not a readable image"), std::string::npos) << j.dump();
+      EXPECT_TRUE(j["map_max"].is_null());
+      EXPECT_TRUE(j["outputs"].empty());
+      continue;
+    }
+    if (j["status"] != "done") continue;
+    ++done;
+    EXPECT_TRUE(j["error"].is_null());
+    EXPECT_GT(j["milliseconds"].get<double>(), 0.0);
+    ASSERT_EQ(j["outputs"].size(), 2u);
+    const std::string png = j["outputs"][0], npy = j["outputs"][1];
+    EXPECT_EQ(fs::path(png).extension(), ".png");
+    EXPECT_TRUE(fs::exists(png));
+    std::vector<int64_t> shape;
+    const std::vector<float> map = read_npy(npy, &shape);
+    ASSERT_EQ(shape, (std::vector<int64_t>{14, 14}));
+    size_t best = 0;
+    double sum = 0;
+    for (size_t i = 0; i < map.size(); ++i) {
+      if (map[i] > map[best]) best = i;
+      sum += map[i];
+    }
+    double h = 0;
+    for (float v : map) h -= v > 0 ? (v / sum) * std::log(v / sum) : 0.0;
+    EXPECT_EQ(j["argmax_row"].get<int>(), static_cast<int>(best / 14)) << npy;
+    EXPECT_EQ(j["argmax_col"].get<int>(), static_cast<int>(best % 14)) << npy;
+    EXPECT_FLOAT_EQ(j["map_max"].get<float>(), map[best]) << npy;
+    EXPECT_NEAR(j["entropy"].get<double>(), h, 1e-6) << npy;
+    EXPECT_LT(j["entropy"].get<double>(), std::log(196.0));
+  }
+  EXPECT_EQ(done, 7);
+}
+
+TEST_F(Batch, TwoJobsWriteTheSameBytesAsOne) {
+  ASSERT_EQ(run("render " + q(dir / "in") + " -o " + q(dir / "j1") + " -q -j 1 --save-raw --manifest " +
+                q(dir / "m1.jsonl")).status, 1);
+  ASSERT_EQ(run("render " + q(dir / "in") + " -o " + q(dir / "j2") + " -q -j 2 --save-raw --manifest " +
+                q(dir / "m2.jsonl")).status, 1);
+  const auto a = tree(dir / "j1"), b = tree(dir / "j2");
+  EXPECT_EQ(a.size(), 14u);
+  EXPECT_EQ(a, b);
+  // Manifests agree except for the timings and output folder.
+  auto m1 = read_manifest(dir / "m1.jsonl"), m2 = read_manifest(dir / "m2.jsonl");
+  ASSERT_EQ(m1.size(), m2.size());
+  for (size_t i = 0; i < m1.size(); ++i) {
+    for (auto* m : {&m1[i], &m2[i]}) {
+      m->erase("milliseconds");
+      m->erase("outputs");
+    }
+    EXPECT_EQ(m1[i], m2[i]);
+  }
+}
+
+TEST_F(Batch, ExtFilterPicksOnlyTheListedExtensions) {
+  EXPECT_EQ(run("render " + q(dir / "in") + " -o " + q(dir / "jpg") + " -q --ext jpg").status, 0);
+  EXPECT_EQ(tree(dir / "jpg").size(), 1u);
+  EXPECT_TRUE(fs::exists(dir / "jpg" / "rocket.png"));
+  // Case-insensitive, leading dot allowed, repeated or comma lists; hidden files still skipped.
+  EXPECT_EQ(run("render " + q(dir / "in") + " -o " + q(dir / "png") + " -q --ext .PNG --ext jpeg").status, 1);
+  const auto t = tree(dir / "png");
+  EXPECT_EQ(t.size(), 6u);  // t0 t1 bag coat(.PNG) s4 z; broken.png fails
+  EXPECT_TRUE(t.count("b/c/coat.png"));
+  EXPECT_FALSE(t.count("rocket.png"));
+  EXPECT_FALSE(t.count(".hidden.png"));
+  EXPECT_EQ(run("render " + q(dir / "in") + " -o " + q(dir / "x") + " --ext ,").status, 2);
+}
+
+TEST(PngEncoder, LibspngPixelsEqualStbAndTheSource) {
+  // A photo plus a noisy synthetic image with odd sizes (row filters see every edge case).
+  std::vector<Image> imgs = {load_image(kData + "/chelsea.png")};
+  Image noise;
+  noise.width = 37;
+  noise.height = 23;
+  uint32_t st = 12345;
+  for (int i = 0; i < 37 * 23 * 3; ++i) {
+    st = st * 1664525u + 1013904223u;
+    noise.rgb.push_back(static_cast<uint8_t>(i % 7 == 0 ? st >> 24 : (i / 3) % 256));
+  }
+  imgs.push_back(noise);
+  for (const Image& img : imgs) {
+    const fs::path dir = fs::temp_directory_path() / ("attnmap_png_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    write_file_atomic((dir / "spng.png").string(), encode_png(img));
+    write_file_atomic((dir / "stb.png").string(), encode_png_stb(img));
+    const Image a = load_image((dir / "spng.png").string()), b = load_image((dir / "stb.png").string());
+    fs::remove_all(dir);
+    EXPECT_EQ(a.width, img.width);
+    EXPECT_EQ(a.height, img.height);
+    EXPECT_TRUE(a.rgb == img.rgb);
+    EXPECT_TRUE(a.rgb == b.rgb);
+  }
+  EXPECT_THROW(encode_png(Image{}), Error);
+}
