@@ -862,10 +862,10 @@ ViTWeights build_model(const RawWeights& raw, const ModelOverrides& ov) { return
 
 ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
   // Dispatch by content: safetensors when the first 8 bytes are a little-endian length that fits in the file
-  // and the header after them opens with '{'; otherwise JSON when the first non-blank byte is '{'; anything
-  // else goes to the safetensors reader, whose message says what is wrong.
+  // and the header after them opens with '{'; otherwise JSON when the first non-blank byte is '{'; otherwise
+  // safetensors when byte 8 is '{' (a broken length, reported as such); anything else is not a weights file.
   char first = 0;
-  bool st = false;
+  bool st = false, broken_st = false;
   {
     std::ifstream f(path, std::ios::binary | std::ios::ate);
     if (!f) throw Error(path + ": cannot open weights file");
@@ -876,11 +876,12 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
       uint64_t n = 0;
       for (int i = 7; i >= 0; --i) n = (n << 8) | head[i];
       st = head[8] == '{' && n <= size - 8;
+      broken_st = head[8] == '{' && !st;  // a safetensors header whose length is wrong: say so
     }
     f.clear();
     f.seekg(0);
     char c = 0;
-    while (!st && f.get(c)) {
+    while (!st && f.get(c)) {  // first non-blank byte
       if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
         first = c;
         break;
@@ -889,7 +890,7 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
   }
   const bool is_json = !st && first == '{';
   RawWeights raw;
-  if (is_json || st) {
+  if (is_json || st || (broken_st && first != '{')) {
     raw = is_json ? load_weights_json(path) : load_weights_safetensors(path);
   } else {
     try {
