@@ -65,16 +65,33 @@ std::vector<float> class_attention_map(const ForwardResult& r, const HParams& hp
   return fuse_heads(patch_rows.data(), H, N, sel);
 }
 
-std::vector<float> attention_rollout(const ForwardResult& r, int last_layer, const HeadSelect& sel) {
+void discard_smallest(float* m, int T, double frac) {
+  if (!(frac >= 0.0 && frac <= 1.0)) throw Error("--discard must be in [0, 1], found " + std::to_string(frac));
+  std::vector<int> eligible;  // row-major indices outside row 0, column 0 and the diagonal
+  eligible.reserve(T > 2 ? static_cast<size_t>(T - 1) * static_cast<size_t>(T - 2) : 0);
+  for (int i = 1; i < T; ++i)
+    for (int j = 1; j < T; ++j)
+      if (i != j) eligible.push_back(i * T + j);
+  const auto k = static_cast<size_t>(std::floor(frac * static_cast<double>(eligible.size())));
+  if (k == 0) return;
+  auto smaller = [m](int a, int b) { return m[a] < m[b] || (m[a] == m[b] && a < b); };
+  if (k < eligible.size())
+    std::nth_element(eligible.begin(), eligible.begin() + static_cast<long>(k) - 1, eligible.end(), smaller);
+  for (size_t t = 0; t < k; ++t) m[eligible[t]] = 0.0f;
+}
+
+std::vector<float> attention_rollout(const ForwardResult& r, int last_layer, const HeadSelect& sel, double discard) {
   const int T = r.tokens, H = r.heads;
   const size_t TT = static_cast<size_t>(T) * T;
   if (r.attn.size() != static_cast<size_t>(r.layers) * H * TT)
     throw Error("rollout needs every layer's full attention matrices (ForwardOptions::keep_full)");
   if (last_layer < 0 || last_layer >= r.layers) throw Error("rollout: layer " + std::to_string(last_layer) + " was not computed");
+  if (!(discard >= 0.0 && discard <= 1.0)) throw Error("--discard must be in [0, 1], found " + std::to_string(discard));
   std::vector<float> R(TT, 0.0f), next(TT), a_hat;  // R (T, T) starts as the identity
   for (int i = 0; i < T; ++i) R[static_cast<size_t>(i) * T + i] = 1.0f;
   for (int l = 0; l <= last_layer; ++l) {
     a_hat = fuse_heads(&r.attn[static_cast<size_t>(l) * H * TT], H, static_cast<int>(TT), sel);  // (T, T)
+    if (discard > 0.0) discard_smallest(a_hat.data(), T, discard);
     for (int i = 0; i < T; ++i) {
       float* row = &a_hat[static_cast<size_t>(i) * T];
       row[i] += 1.0f;  // A + I (the /2 cancels in the row normalisation below)
@@ -87,6 +104,24 @@ std::vector<float> attention_rollout(const ForwardResult& r, int last_layer, con
     R.swap(next);
   }
   return R;
+}
+
+std::vector<uint8_t> threshold_mask(const float* a, int n, float threshold) {
+  if (!(threshold > 0.0f && threshold <= 1.0f))
+    throw Error("--threshold must be in (0, 1], found " + std::to_string(threshold));
+  std::vector<int> order(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  std::stable_sort(order.begin(), order.end(), [a](int x, int y) { return a[x] < a[y]; });
+  double total = 0;
+  for (int i = 0; i < n; ++i) total += a[i];
+  if (!(total > 0) || !std::isfinite(total)) throw Error("threshold: the attention values do not have a positive sum");
+  std::vector<uint8_t> keep(static_cast<size_t>(n), 0);
+  double cum = 0;
+  for (int i = 0; i < n; ++i) {
+    cum += a[order[static_cast<size_t>(i)]] / total;
+    if (cum > 1.0 - static_cast<double>(threshold)) keep[static_cast<size_t>(order[static_cast<size_t>(i)])] = 1;
+  }
+  return keep;
 }
 
 std::vector<float> class_row_map(const std::vector<float>& m, const HParams& hp, int T) {

@@ -1,5 +1,6 @@
 // attention_maps.hpp - from recorded attention probabilities to a map over the patch grid.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,11 +26,28 @@ std::vector<float> fuse_heads(const float* rows, int H, int n, const HeadSelect&
 /// row-major (row = patch row from the top). Values are probabilities as computed, not renormalised.
 std::vector<float> class_attention_map(const ForwardResult& r, const HParams& hp, int layer, const HeadSelect& sel);
 
-/// Attention rollout (Abnar & Zuidema 2020, "Quantifying Attention Flow in Transformers", eq. for
-/// rollout): for each layer 0..last_layer, fuse heads (`sel`), A_hat = (A + I) / 2, normalise each row to sum
-/// 1, and multiply from the first layer up: R = A_hat_last ... A_hat_0. Needs r.attn (keep_full).
-/// Returns R, shape (T, T); every row sums to 1. Throws attnmap::Error when r has no full matrices.
-std::vector<float> attention_rollout(const ForwardResult& r, int last_layer, const HeadSelect& sel);
+/// Attention rollout (Abnar & Zuidema 2020, "Quantifying Attention Flow in Transformers", ACL, sec. 3,
+/// "attention rollout"): for each layer 0..last_layer, fuse heads (`sel`; the paper averages them),
+/// optionally discard the smallest entries (`discard`, see discard_smallest), A_hat = (A + I) / 2 (the
+/// residual connection), normalise each row to sum 1, and multiply from the first layer up:
+/// R = A_hat_last ... A_hat_0. Needs r.attn (ForwardOptions::keep_full).
+/// Returns R, shape (T, T); every row sums to 1. Throws attnmap::Error when r has no full matrices, the
+/// layer was not computed or discard is outside [0, 1].
+std::vector<float> attention_rollout(const ForwardResult& r, int last_layer, const HeadSelect& sel, double discard = 0.0);
+
+/// The `--discard F` step of rollout, in place on one fused (T, T) attention matrix: among the entries that
+/// are neither in row 0 nor in column 0 (the class token's own attention and the attention paid to it) nor on
+/// the diagonal - n = (T-1)(T-2) entries - the floor(F * n) smallest are set to 0 (ties: lower row-major index
+/// first). This is the head-fusion "discard_ratio" of Gildenblat's vit-explain, with every class-token
+/// entry protected rather than only (0, 0). Throws attnmap::Error for F outside [0, 1].
+void discard_smallest(float* m, int T, double frac);
+
+/// DINO's thresholded attention (Caron et al. 2021, facebookresearch/dino visualize_attention.py): the
+/// values `a` (n) are sorted ascending, normalised to sum 1 and accumulated; an entry is kept when the
+/// cumulative mass up to and including it exceeds 1 - T. So the kept set is the smallest set of largest
+/// entries whose mass reaches T (ties: the lower index counts as smaller). Returns n flags (1 kept, 0 not).
+/// Throws attnmap::Error for T outside (0, 1], or when the values do not have a positive finite sum.
+std::vector<uint8_t> threshold_mask(const float* a, int n, float threshold);
 
 /// The class token's row of a (T, T) matrix (e.g. a rollout) over the patch tokens, as (grid_h, grid_w).
 std::vector<float> class_row_map(const std::vector<float>& m, const HParams& hp, int T);

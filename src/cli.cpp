@@ -1,12 +1,16 @@
 // cli.cpp - command-line options only; the work is done in batch.cpp.
 #include <CLI/CLI.hpp>
 
+#include <array>
 #include <iostream>
 #include <sstream>
 
 #include "batch.hpp"
 #include "colormap.hpp"
 #include "error.hpp"
+#include "eval_cmd.hpp"
+#include "inspect.hpp"
+#include "weights.hpp"
 
 namespace {
 
@@ -31,6 +35,38 @@ std::array<float, 3> parse_rgb(const std::string& s, const char* opt) {
   return v;
 }
 
+// "S" -> (S, S); "W,H" -> (W, H). Divisibility by the patch size is checked once the model is known.
+std::array<int, 2> parse_size(const std::string& s) {
+  std::array<int, 2> v{};
+  const size_t comma = s.find(',');
+  const std::string parts[2] = {s.substr(0, comma), comma == std::string::npos ? s.substr(0, comma) : s.substr(comma + 1)};
+  for (int i = 0; i < 2; ++i) {
+    size_t used = 0;
+    long n = 0;
+    try {
+      n = std::stol(parts[i], &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != parts[i].size() || n <= 0 || n > 65536)
+      throw attnmap::Error("--size expects S or W,H in pixels (positive integers), found '" + s + "'");
+    v[static_cast<size_t>(i)] = static_cast<int>(n);
+  }
+  return v;
+}
+
+double parse_fraction(const std::string& s, const char* opt) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != s.size()) throw attnmap::Error(std::string(opt) + " expects a number, found '" + s + "'");
+  return v;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -41,12 +77,13 @@ int main(int argc, char** argv) {
   attnmap::RenderOptions ro;
   attnmap::BatchOptions bo;
   std::string shard_s;
-  std::string layer_s, head_s, upsample_s = "bilinear", resize_s = "squash", mean_s, std_s;
+  std::string layer_s, head_s, upsample_s = "bilinear", resize_s = "squash", mean_s, std_s, size_s, discard_s,
+      threshold_s;
   int heads = 0;
   CLI::App* render = app.add_subcommand("render", "render class-token attention heatmaps over images");
   render->add_option("inputs", ro.inputs, "image files or folders (folders are walked recursively, sorted)")
       ->required();
-  render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON); default: the bundled weights/default.json");
+  render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON or safetensors; timm, DINOv2, DeiT, Hugging Face or torchvision names); default: the bundled weights/default.json");
   render->add_option("-o,--out", ro.out_dir, "output folder, created if missing")->capture_default_str();
   render->add_option("--layer", layer_s, "encoder block, 0-based; negative counts from the end (default -1 = last)");
   render->add_option("--head", head_s, "a head index, or mean | max | min over heads (default mean)");
@@ -62,7 +99,20 @@ int main(int argc, char** argv) {
   render->add_option("--heads", heads, "number of attention heads, when the weights do not say");
   render->add_option("--mean", mean_s, "R,G,B normalisation mean (overrides the weights' config)");
   render->add_option("--std", std_s, "R,G,B normalisation std (overrides the weights' config)");
+  render->add_flag("--rollout", ro.rollout,
+                   "draw attention rollout (Abnar & Zuidema 2020) through layers 0..--layer, heads fused by --head");
+  render->add_option("--discard", discard_s,
+                     "with --rollout: zero this fraction of the smallest fused attentions per layer (never the class "
+                     "token's row/column or the diagonal), 0..1");
+  render->add_option("--threshold", threshold_s,
+                     "DINO mask: keep the largest attentions holding this fraction of the mass, (0, 1]; drawn as a "
+                     "filled, outlined region");
+  render->add_flag("--heads-grid", ro.heads_grid, "also write NAME.heads.png: one labelled tile per head + the fused map");
+  render->add_option("--size", size_s,
+                     "model input size S or W,H in pixels (multiples of the patch size, e.g. 448 or 518); the "
+                     "position embeddings are resampled bicubically");
   render->add_flag("--save-raw", ro.save_raw, "also write the map as NumPy .npy (float32, (grid_h, grid_w))");
+  render->add_flag("--all-heads", ro.all_heads, "with --save-raw: write every head, shape (H, grid_h, grid_w)");
   render->add_flag("-q,--quiet", ro.quiet, "print only errors");
   render->add_option("-j,--jobs", bo.jobs, "images rendered at once (default: the number of cores)");
   render->add_option("--ext", bo.ext, "extensions picked in folders, e.g. jpg,png (default: every format stb reads)")
@@ -74,6 +124,44 @@ int main(int argc, char** argv) {
                      "when standard error is not a terminal: a progress line per this many images (default: auto)");
   render->add_option("--max-pixels", ro.load.max_pixels, "refuse images with more pixels than this, before decoding")
       ->capture_default_str();
+  bool no_exif = false;
+  render->add_flag("--no-exif", no_exif,
+                   "ignore the JPEG EXIF orientation (default: the photo is turned as viewers show it)");
+
+  // attnmap eval: the render view options (bound to the same variables) plus masks, tolerance, fusions, JSON.
+  attnmap::EvalOptions eo;
+  std::string fusions_s = "mean";
+  CLI::App* eval = app.add_subcommand(
+      "eval", "measure how well attention maps localise the object: pointing game, energy-in-mask per layer "
+              "and rollout, top-1 accuracy, against masks named like the images");
+  eval->add_option("inputs", ro.inputs, "image files or folders (folders are walked recursively, sorted)")->required();
+  eval->add_option("--masks", eo.masks_dir, "folder of masks named like the images (same stem); non-zero = object")
+      ->required();
+  eval->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON); default: the bundled weights/default.json");
+  eval->add_option("--layer", layer_s, "selected view: encoder block, 0-based, negative from the end (default: config, else -1)");
+  eval->add_option("--head", head_s, "selected view: a head index, or mean | max | min (default: config, else mean)");
+  eval->add_option("--fusions", fusions_s, "head fusions scored at every layer, comma-separated: mean,max,min or head indices")
+      ->capture_default_str();
+  eval->add_option("--tolerance", eo.tolerance_px, "pointing game: a hit within this many pixels of the mask")
+      ->capture_default_str();
+  eval->add_option("--upsample", upsample_s, "map to image pixels: nearest | bilinear | bicubic")->capture_default_str();
+  eval->add_option("--resize", resize_s, "squash | crop (as for render; outside the crop box the map is 0)")
+      ->capture_default_str();
+  eval->add_option("--heads", heads, "number of attention heads, when the weights do not say");
+  eval->add_option("--mean", mean_s, "R,G,B normalisation mean (overrides the weights' config)");
+  eval->add_option("--std", std_s, "R,G,B normalisation std (overrides the weights' config)");
+  eval->add_option("--json", eo.json_out, "also write the per-image and summary results as JSON here");
+  eval->add_flag("-q,--quiet", ro.quiet, "print only errors and the summary");
+  eval->add_option("--max-pixels", ro.load.max_pixels, "refuse images with more pixels than this, before decoding")
+      ->capture_default_str();
+
+  std::string inspect_weights;
+  int inspect_heads = 0;
+  CLI::App* inspect = app.add_subcommand(
+      "inspect", "print what attnmap reads from a checkpoint: layout, token layout, grid, depth, heads, parameter "
+                 "count and every config value with where it came from");
+  inspect->add_option("weights", inspect_weights, "weights file: attnmap JSON or safetensors")->required();
+  inspect->add_option("--heads", inspect_heads, "number of attention heads, when the weights do not say");
 
   try {
     app.parse(argc, argv);
@@ -83,6 +171,13 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (inspect->parsed()) {
+      attnmap::ModelOverrides ov;
+      if (inspect->count("--heads")) ov.num_heads = inspect_heads;
+      const attnmap::ViTWeights w = attnmap::load_model(inspect_weights, ov);
+      std::cout << attnmap::describe_model(w, inspect_weights);
+      return 0;
+    }
     if (!layer_s.empty()) {
       size_t used = 0;
       int v = 0;
@@ -95,6 +190,19 @@ int main(int argc, char** argv) {
       ro.layer = v;
     }
     if (!head_s.empty()) ro.head = head_s;
+    if (!size_s.empty()) ro.size = parse_size(size_s);
+    if (!discard_s.empty()) {
+      ro.discard = parse_fraction(discard_s, "--discard");
+      if (!(ro.discard >= 0.0 && ro.discard <= 1.0)) throw attnmap::Error("--discard must be in [0, 1], found '" + discard_s + "'");
+      if (!ro.rollout) throw attnmap::Error("--discard applies to --rollout only");
+    }
+    if (!threshold_s.empty()) {
+      ro.threshold = static_cast<float>(parse_fraction(threshold_s, "--threshold"));
+      if (!(*ro.threshold > 0.0f && *ro.threshold <= 1.0f))
+        throw attnmap::Error("--threshold must be in (0, 1], found '" + threshold_s + "'");
+    }
+    if (ro.all_heads && !ro.save_raw) throw attnmap::Error("--all-heads is a --save-raw option: add --save-raw");
+    ro.load.apply_exif = !no_exif;
     ro.upsample = attnmap::parse_upsample(upsample_s);
     if (resize_s == "squash") {
       ro.resize = attnmap::ResizeMode::Squash;
@@ -103,12 +211,20 @@ int main(int argc, char** argv) {
     } else {
       throw attnmap::Error("--resize expects squash or crop, found '" + resize_s + "'");
     }
-    if (render->count("--heads")) ro.overrides.num_heads = heads;
+    if (render->count("--heads") || eval->count("--heads")) ro.overrides.num_heads = heads;
     if (!mean_s.empty()) ro.overrides.mean = parse_rgb(mean_s, "--mean");
     if (!std_s.empty()) ro.overrides.std = parse_rgb(std_s, "--std");
     if (!(ro.alpha >= 0.0f && ro.alpha <= 1.0f)) throw attnmap::Error("--alpha must be in [0, 1]");
     bo.ext = attnmap::parse_extensions(bo.ext);
     if (!shard_s.empty()) attnmap::parse_shard(shard_s, &bo.shard_index, &bo.shard_count);
+
+    if (eval->parsed()) {
+      eo.view = ro;
+      eo.fusions.clear();
+      std::stringstream fs(fusions_s);
+      for (std::string f; std::getline(fs, f, ',');) eo.fusions.push_back(f);
+      return attnmap::run_eval(eo);
+    }
     return attnmap::run_render(ro, bo);
   } catch (const std::exception& e) {
     std::cerr << "attnmap: error: " << e.what() << "\n";

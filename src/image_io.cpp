@@ -17,7 +17,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <libexif/exif-data.h>
+
 #include "error.hpp"
+#include "tensor.hpp"
 
 namespace attnmap {
 
@@ -37,32 +40,150 @@ std::vector<uint8_t> read_file(const std::string& path) {
   return bytes;
 }
 
-Image load_image(const std::string& path, const LoadOptions& opt) {
-  const std::vector<uint8_t> bytes = read_file(path);
-  if (bytes.empty()) throw Error(path + ": empty file (0 bytes)");
-  if (bytes.size() > static_cast<size_t>(INT_MAX)) throw Error(path + ": file larger than 2 GiB");
-  const auto* data = bytes.data();
-  const int len = static_cast<int>(bytes.size());
+JpegInfo inspect_jpeg(const uint8_t* data, size_t size) {
+  JpegInfo info;
+  if (size < 2 || data[0] != 0xFF || data[1] != 0xD8) return info;
+  info.is_jpeg = true;
+  size_t pos = 2;
+  while (pos < size) {
+    if (data[pos] != 0xFF) {  // stray byte between segments: skip it, as libjpeg does (with a warning)
+      ++pos;
+      continue;
+    }
+    while (pos < size && data[pos] == 0xFF) ++pos;  // fill bytes
+    if (pos >= size) break;
+    const uint8_t m = data[pos++];
+    if (m == 0xD9) {  // EOI
+      info.complete = true;
+      info.end = pos;
+      break;
+    }
+    if (m == 0x01 || (m >= 0xD0 && m <= 0xD7) || m == 0x00) continue;  // markers without a length
+    if (pos + 2 > size) break;
+    const size_t len = (static_cast<size_t>(data[pos]) << 8) | data[pos + 1];
+    if (len < 2 || pos + len > size) break;  // segment runs past the end: truncated
+    const uint8_t* seg = data + pos + 2;      // payload, len - 2 bytes
+    const size_t seg_len = len - 2;
+    const bool sof = m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC;
+    if (sof && seg_len >= 6 && info.components == 0) info.components = seg[5];
+    if (m == 0xEE && seg_len >= 12 && std::memcmp(seg, "Adobe", 5) == 0) info.adobe_transform = seg[11];
+    pos += len;
+    if (m == 0xDA) {  // SOS: entropy-coded data follows, up to the next marker that is not RST or FF00
+      while (pos + 1 < size) {
+        if (data[pos] == 0xFF && data[pos + 1] != 0x00 && data[pos + 1] != 0xFF &&
+            !(data[pos + 1] >= 0xD0 && data[pos + 1] <= 0xD7))
+          break;
+        ++pos;
+      }
+      if (pos + 1 >= size) break;
+    }
+  }
+  return info;
+}
+
+int exif_orientation(const uint8_t* data, size_t size) {
+  if (size > static_cast<size_t>(UINT_MAX)) return 1;
+  ExifData* ed = exif_data_new_from_data(data, static_cast<unsigned int>(size));
+  if (!ed) return 1;
+  int orientation = 1;
+  ExifEntry* e = exif_content_get_entry(ed->ifd[EXIF_IFD_0], EXIF_TAG_ORIENTATION);
+  if (e && e->format == EXIF_FORMAT_SHORT && e->components >= 1 && e->data && e->size >= 2)
+    orientation = exif_get_short(e->data, exif_data_get_byte_order(ed));
+  exif_data_unref(ed);
+  return orientation >= 1 && orientation <= 8 ? orientation : 1;
+}
+
+Image apply_orientation(const Image& img, int orientation) {
+  if (orientation <= 1 || orientation > 8) return img;
+  const bool swap = orientation >= 5;  // 5..8 transpose the axes
+  Image out;
+  out.width = swap ? img.height : img.width;
+  out.height = swap ? img.width : img.height;
+  out.rgb.resize(img.rgb.size());
+  const int W = out.width, H = out.height, sw = img.width, sh = img.height;
+  for (int y = 0; y < H; ++y) {
+    for (int x = 0; x < W; ++x) {
+      int sx = 0, sy = 0;  // stored pixel shown at displayed (x, y)
+      switch (orientation) {
+        case 2: sx = sw - 1 - x; sy = y; break;           // mirrored horizontally
+        case 3: sx = sw - 1 - x; sy = sh - 1 - y; break;  // rotated 180
+        case 4: sx = x; sy = sh - 1 - y; break;           // mirrored vertically
+        case 5: sx = y; sy = x; break;                    // transposed
+        case 6: sx = y; sy = sh - 1 - x; break;           // stored rotated 90 CCW: turn 90 CW to show
+        case 7: sx = sw - 1 - y; sy = sh - 1 - x; break;  // transversed
+        default: sx = sw - 1 - y; sy = x; break;          // 8: turn 90 CCW to show
+      }
+      const size_t d = (static_cast<size_t>(y) * static_cast<size_t>(W) + static_cast<size_t>(x)) * 3;
+      const size_t s = (static_cast<size_t>(sy) * static_cast<size_t>(sw) + static_cast<size_t>(sx)) * 3;
+      out.rgb[d] = img.rgb[s];
+      out.rgb[d + 1] = img.rgb[s + 1];
+      out.rgb[d + 2] = img.rgb[s + 2];
+    }
+  }
+  return out;
+}
+
+Image decode_image(const uint8_t* data, size_t size, const std::string& path, const LoadOptions& opt) {
+  if (size == 0) throw Error(path + ": empty file (0 bytes)");
+  if (size > static_cast<size_t>(INT_MAX)) throw Error(path + ": file larger than 2 GiB");
+  const int len = static_cast<int>(size);
+  auto check_limit = [&](uint64_t w, uint64_t h) {
+    const uint64_t pixels = w * h;  // each side < 2^32: no overflow
+    if (pixels > opt.max_pixels) {
+      throw Error(path + ": image of " + std::to_string(w) + "x" + std::to_string(h) + " = " +
+                  std::to_string(pixels) + " pixels exceeds the limit of " + std::to_string(opt.max_pixels) +
+                  " pixels (--max-pixels)");
+    }
+  };
+  // A PNG's size is in its first chunk (IHDR); stb_image's header reader refuses sizes of 2^30 bytes or
+  // more with a generic "unknown image type", so the limit is checked here first for a clear message.
+  static const uint8_t kPngSig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  if (size >= 24 && std::memcmp(data, kPngSig, 8) == 0 && std::memcmp(data + 12, "IHDR", 4) == 0) {
+    auto be32 = [&](size_t at) {
+      return (uint64_t(data[at]) << 24) | (uint64_t(data[at + 1]) << 16) | (uint64_t(data[at + 2]) << 8) | data[at + 3];
+    };
+    check_limit(be32(16), be32(20));
+  }
   int w = 0, h = 0, channels = 0;
   if (!stbi_info_from_memory(data, len, &w, &h, &channels)) {
     throw Error(path + ": not a readable image (" + stbi_failure_reason() + ")");
   }
-  const uint64_t pixels = static_cast<uint64_t>(w) * static_cast<uint64_t>(h);
   if (w <= 0 || h <= 0) throw Error(path + ": image declares an empty size");
-  if (pixels > opt.max_pixels) {
-    throw Error(path + ": image of " + std::to_string(w) + "x" + std::to_string(h) + " = " +
-                std::to_string(pixels) + " pixels exceeds the limit of " + std::to_string(opt.max_pixels) +
-                " pixels (--max-pixels)");
+  check_limit(static_cast<uint64_t>(w), static_cast<uint64_t>(h));
+  const JpegInfo jpeg = inspect_jpeg(data, size);
+  if (jpeg.is_jpeg) {
+    if (jpeg.components == 4 && jpeg.adobe_transform != 0 && jpeg.adobe_transform != 2) {
+      throw Error(path + ": unsupported colour space: 4-component JPEG without an Adobe CMYK/YCCK marker "
+                         "(APP14 transform " + std::to_string(jpeg.adobe_transform) +
+                  "); convert it to RGB first");
+    }
+    if (!jpeg.complete)
+      throw Error(path + ": truncated JPEG: no end-of-image marker (the file was cut short)");
   }
   int dw = 0, dh = 0, dc = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> px(stbi_load_from_memory(data, len, &dw, &dh, &dc, 3),
                                                stbi_image_free);
   if (!px) throw Error(path + ": cannot decode image (" + stbi_failure_reason() + ")");
+  if (dw != w || dh != h) {
+    throw Error(path + ": decoded size " + std::to_string(dw) + "x" + std::to_string(dh) +
+                " differs from the header's " + std::to_string(w) + "x" + std::to_string(h));
+  }
   Image img;
   img.width = dw;
   img.height = dh;
-  img.rgb.assign(px.get(), px.get() + static_cast<size_t>(dw) * static_cast<size_t>(dh) * 3);
+  img.rgb.assign(px.get(), px.get() + checked_mul(checked_mul(static_cast<size_t>(dw), static_cast<size_t>(dh),
+                                                              "image"), 3, "image"));
+  px.reset();
+  if (jpeg.is_jpeg && opt.apply_exif) {
+    const int orientation = exif_orientation(data, jpeg.end);
+    if (orientation != 1) img = apply_orientation(img, orientation);
+  }
   return img;
+}
+
+Image load_image(const std::string& path, const LoadOptions& opt) {
+  const std::vector<uint8_t> bytes = read_file(path);
+  return decode_image(bytes.data(), bytes.size(), path, opt);
 }
 
 namespace {

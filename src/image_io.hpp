@@ -1,5 +1,6 @@
 // image_io.hpp - decoding photos (stb_image) and writing PNG files atomically (stb_image_write).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -16,14 +17,45 @@ struct Image {
 struct LoadOptions {
   /// Images whose header declares more pixels than this are refused before decoding (no allocation).
   uint64_t max_pixels = 100'000'000;
+  /// Apply a JPEG's EXIF orientation (tag 0x0112, values 2..8) so the picture stands as viewers show it
+  /// (PIL's ImageOps.exif_transpose). Off: the stored pixel order (`--no-exif`).
+  bool apply_exif = true;
 };
 
+/// What a JPEG's marker segments say, read without decoding (ITU T.81 B.1; Adobe APP14 for CMYK/YCCK).
+struct JpegInfo {
+  bool is_jpeg = false;     ///< starts with SOI (FF D8)
+  int components = 0;       ///< from the first SOF segment: 1 grey, 3 YCbCr/RGB, 4 CMYK/YCCK
+  int adobe_transform = -1; ///< APP14 "Adobe" colour transform: 0 none (RGB/CMYK), 1 YCbCr, 2 YCCK; -1 absent
+  bool complete = false;    ///< an EOI marker ends the image (false: the file was cut short)
+  size_t end = 0;           ///< byte offset just past EOI (anything after it is ignored)
+};
+
+/// Walks the JPEG marker segments of `data` (no decoding, no allocation). Not a JPEG: is_jpeg false.
+JpegInfo inspect_jpeg(const uint8_t* data, size_t size);
+
+/// The EXIF orientation (1..8) of a JPEG, read with libexif; 1 when absent or unreadable.
+int exif_orientation(const uint8_t* data, size_t size);
+
+/// Turns stored pixels into the displayed picture for EXIF orientation 1..8 (TIFF 6.0 tag 274):
+/// 2 mirror left-right, 3 rotate 180, 4 mirror top-bottom, 5 transpose, 6 rotate 90 clockwise,
+/// 7 transverse, 8 rotate 90 counter-clockwise. 5..8 swap width and height.
+Image apply_orientation(const Image& img, int orientation);
+
 /// Reads and decodes an image file with stb_image, forced to 8-bit RGB: greyscale, grey+alpha, palette,
-/// RGBA and 16-bit files all become RGB; 16-bit samples are scaled to 8 bits (stb: value >> 8); alpha
-/// is ignored, as PIL's Image.convert("RGB") does.
+/// RGBA and 16-bit files all become RGB; 1/2/4-bit grey is expanded to 0..255; 16-bit samples are scaled
+/// to 8 bits (stb: value >> 8, not clipped); alpha is ignored, as PIL's Image.convert("RGB") and timm's
+/// loader do. JPEG: Adobe CMYK and YCCK are converted like PIL (R = (255-C)(255-K)/255), a 4-component
+/// JPEG without the Adobe marker is refused ("unsupported colour space"), a JPEG without its end marker is
+/// refused ("truncated JPEG"), bytes after the end marker are ignored, and the EXIF orientation is applied
+/// (opt.apply_exif). The declared width x height is checked against `opt.max_pixels` from the header
+/// alone, before any pixel buffer is allocated.
 /// Throws attnmap::Error naming `path` when the file cannot be read, is not a decodable image, or its
 /// declared size exceeds `opt.max_pixels`.
 Image load_image(const std::string& path, const LoadOptions& opt = {});
+
+/// load_image on bytes already in memory; `path` is used in messages only.
+Image decode_image(const uint8_t* data, size_t size, const std::string& path, const LoadOptions& opt = {});
 
 /// Writes `bytes` to `path` through a temporary file in the same folder, then renames it, so that no
 /// half-written file ever stands under the final name. Throws attnmap::Error naming `path` on failure.

@@ -28,6 +28,18 @@ std::vector<float> upsample_map(const std::vector<float>& map, int gw, int gh, i
 Image blend_overlay(const Image& photo, const std::vector<float>& map01, int map_w, int map_h, int x0, int y0,
                     const uint8_t* colormap, float alpha);
 
+/// The DINO-style mask view (--threshold): pixels where `mask01` (values in [0,1] at the box's pixel size,
+/// the patch mask upsampled) is >= 0.5 are inside. Inside: out = (1 - alpha) * photo + alpha * rgb (a
+/// semi-transparent fill); an outline `outline` pixels wide, drawn opaque in `rgb`, on the inside pixels
+/// within that distance (Chebyshev) of an outside pixel or of the box edge - the mask's contour. Outside:
+/// the photo unchanged. Throws attnmap::Error when the box does not fit or alpha is outside [0,1].
+Image draw_mask_overlay(const Image& photo, const std::vector<float>& mask01, int map_w, int map_h, int x0, int y0,
+                        const uint8_t rgb[3], float alpha, int outline);
+
+/// Resizes an RGB photo to w x h (stb_image_resize, its default filter, sRGB-aware), e.g. for thumbnails.
+/// Throws attnmap::Error on an empty size.
+Image resize_photo(const Image& photo, int w, int h);
+
 /// Rounds a Box to whole pixels inside the photo: x0, y0, width, height.
 void box_pixels(const Box& box, int photo_w, int photo_h, int* x0, int* y0, int* w, int* h);
 

@@ -73,7 +73,10 @@ void gelu_forward(float* x, size_t n) {
 
 namespace {
 
-// tokens (T, D) of one image: [class token; patch embeddings] + position embeddings.
+// tokens (T, D) of one image: [class token; distillation token; register tokens; patch embeddings], with the
+// position embeddings added to the first hp.pos_prefix prefix tokens and to the patches. Registers without a
+// position row are the DINOv2 convention (facebookresearch: inserted after the class token once the position
+// embedding is added; timm no_embed_class: the prefix tokens get none).
 void embed(float* x, const ViTWeights& w, const float* image) {
   const HParams& hp = w.hp;
   const int D = hp.dim, N = hp.grid_w * hp.grid_h, P = hp.patch;
@@ -94,10 +97,23 @@ void embed(float* x, const ViTWeights& w, const float* image) {
   } else {
     std::copy(w.cls_token.begin(), w.cls_token.end(), x);
   }
+  std::copy(w.extra_tokens.begin(), w.extra_tokens.end(), x + D);  // (num_prefix - 1, D)
   if (!w.pos_embed.empty()) {
-    const size_t n = static_cast<size_t>(hp.tokens()) * D;
-    for (size_t i = 0; i < n; ++i) x[i] += w.pos_embed[i];
+    const size_t np = static_cast<size_t>(hp.pos_prefix) * D;  // prefix rows (pos_prefix, D)
+    for (size_t i = 0; i < np; ++i) x[i] += w.pos_embed[i];
+    const size_t n = static_cast<size_t>(N) * D;  // patch rows (N, D)
+    for (size_t i = 0; i < n; ++i) xp[i] += w.pos_embed[np + i];
   }
+}
+
+// x (M, D) += gamma (D) * y (M, D), or x += y without LayerScale (empty gamma).
+void add_scaled(float* x, const float* y, const std::vector<float>& gamma, size_t M, int D) {
+  if (gamma.empty()) {
+    for (size_t i = 0; i < M * static_cast<size_t>(D); ++i) x[i] += y[i];
+    return;
+  }
+  for (size_t r = 0; r < M; ++r)
+    for (int j = 0; j < D; ++j) x[r * static_cast<size_t>(D) + static_cast<size_t>(j)] += gamma[static_cast<size_t>(j)] * y[r * static_cast<size_t>(D) + static_cast<size_t>(j)];
 }
 
 }  // namespace
@@ -169,16 +185,16 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
       continue;
     }
     if (l == L - 1 && !opt.to_end) break;  // the maps need nothing past this block's attention
-    // x = x + proj(attn); x = x + fc2(gelu(fc1(LN2(x))))
+    // x = x + ls1 * proj(attn); x = x + ls2 * fc2(gelu(fc1(LN2(x)))) (LayerScale, Touvron et al. 2021)
     linear(xn.data(), att.data(), blk.proj.weight.data(), blk.proj.bias.empty() ? nullptr : blk.proj.bias.data(), BT, D,
            inner);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += xn[i];
+    add_scaled(x.data(), xn.data(), blk.ls1, static_cast<size_t>(BT), D);  // x += ls1 * proj(attn)
     layernorm_forward(xn.data(), x.data(), blk.norm2.weight.data(), blk.norm2.bias.data(), BT, D, hp.eps);
     const int M = blk.fc1.out;
     linear(hid.data(), xn.data(), blk.fc1.weight.data(), blk.fc1.bias.empty() ? nullptr : blk.fc1.bias.data(), BT, M, D);
     gelu_forward(hid.data(), static_cast<size_t>(BT) * M);
     linear(xn.data(), hid.data(), blk.fc2.weight.data(), blk.fc2.bias.empty() ? nullptr : blk.fc2.bias.data(), BT, D, M);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += xn[i];
+    add_scaled(x.data(), xn.data(), blk.ls2, static_cast<size_t>(BT), D);  // x += ls2 * mlp(LN2(x))
   }
   if (opt.to_end && hp.residual_mlp) {
     const float* fin = x.data();

@@ -502,6 +502,15 @@ RawWeights parse_weights_json_sax(const std::string& text, const std::string& pa
   size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string::npos) throw Error(path + ": empty weights file");
   if (text[first] != '{') throw Error(path + ": the top level must be a JSON object of tensors");
+  // nlohmann/json stops at a NUL byte as if the input ended there, so bytes after one (a file padded or
+  // cut by a crashed writer) would be silently ignored: refuse them with their position.
+  if (const size_t nul = text.find('\0'); nul != std::string::npos) {
+    const size_t line_start = text.rfind('\n', nul);
+    const size_t line = static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(nul), '\n')) + 1;
+    const size_t col = nul - (line_start == std::string::npos ? 0 : line_start + 1) + 1;
+    throw Error(path + ": malformed JSON at line " + std::to_string(line) + ", column " + std::to_string(col) +
+                ": NUL byte (binary data or padding in a text file)");
+  }
   json::sax_parse(text, &sax, json::input_format_t::json, true);
   if (out.tensors.empty()) throw Error(path + ": no tensors found");
   if (!out.config.is_object()) throw Error(path + ": \"config\" must be an object");

@@ -129,3 +129,36 @@ TEST(WeightsLoader, TimmFixtureMissingTensorAndHeads) {
   broken.tensors.erase("blocks.0.norm2.weight");
   EXPECT_THROW(build_model(broken), Error);
 }
+
+// Issue 6: hostile weight files beyond RefusesBrokenTensors - each refused with the file, the tensor or
+// position, and the reason, before any computation.
+TEST(WeightsJson, RefusesHostileFiles) {
+  auto msg = [](const std::string& t) {
+    try {
+      build_model(parse_weights_json(t, "w.json"));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(msg(R"({"a": [1e400]})").find("w.json: malformed JSON at line 1, column 12: number overflow"),
+            std::string::npos);
+  EXPECT_NE(msg(R"({"a": [-Infinity]})").find("w.json: malformed JSON at line 1, column 9"), std::string::npos);
+  EXPECT_NE(msg(R"({"a": [Infinity]})").find("w.json: malformed JSON"), std::string::npos);
+  EXPECT_NE(msg(R"({"a": ["1.5"]})").find("tensor 'a' holds a string (\"1.5\") where a number is expected"),
+            std::string::npos);
+  EXPECT_NE(msg(R"({"a": [true]})").find("tensor 'a' holds"), std::string::npos);
+  // Trailing bytes after the object: text, and NUL padding (which nlohmann/json alone would ignore).
+  EXPECT_NE(msg(R"({"a": [1]} xyz)").find("w.json: malformed JSON at line 1, column 12"), std::string::npos);
+  EXPECT_EQ(msg(std::string("{\"a\": [1, 2]}\n\0\0", 16)),
+            "w.json: malformed JSON at line 2, column 1: NUL byte (binary data or padding in a text file)");
+  EXPECT_NE(msg(std::string("{\"a\": [1,\0 2]}", 14)).find("line 1, column 10: NUL byte"), std::string::npos);
+  // Config values of the wrong type or absurd size are refused by name.
+  EXPECT_EQ(msg(R"({"a": [1], "config": [1]})"), "w.json: tensor 'config' must be an object");
+  EXPECT_NE(msg(seed_json().replace(seed_json().find("\"patch_size\": 1"), 15, "\"patch_size\": 1e300"))
+                .find("config \"patch_size\" must be an integer"),
+            std::string::npos);
+  // 10 000-deep nesting inside the config object too (not only inside a tensor).
+  const std::string deep = R"({"a": [1], "config": {"x": )" + std::string(10000, '[') + std::string(10000, ']') + "}}";
+  EXPECT_NE(msg(deep).find("w.json"), std::string::npos);
+}

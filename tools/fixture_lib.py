@@ -10,6 +10,9 @@ Contents
   * save_npy(path, arr)  -- float32 little-endian C-order .npy (format v1.0).
   * random timm-layout state-dict generator and explicit float64 reference
     forward passes for the timm layout and the one-layer "seed" layout.
+  * write_safetensors(path, tensors, dtype) -- F32 / F16 / BF16 safetensors.
+  * layout variants (DeiT distilled, DINOv2 registers, LayerScale, q/v bias),
+    renamers to Hugging Face / torchvision names and their references.
 """
 
 import json
@@ -232,3 +235,274 @@ def seed_forward(sd, x, P):
     dk = Q.shape[1]
     a = torch.softmax(Q @ K.T / math.sqrt(dk), dim=-1)
     return a.reshape(1, 1, *a.shape), a @ V
+
+
+# --------------------------------------------------------------------------
+# safetensors writer (Debian 12 has no `safetensors` module; the format is
+# an 8-byte little-endian header length, a JSON header, raw little-endian data)
+# --------------------------------------------------------------------------
+
+SAFETENSORS_DTYPES = {"F32": (np.float32, 4), "F16": (np.float16, 2), "BF16": (None, 2)}
+
+
+def round_to_dtype(a, dtype):
+    """float32 array -> float32 array holding exactly the values stored as `dtype`
+    (round to nearest even, as torch's .to(dtype) does)."""
+    a = tensor_to_f32(a)
+    if dtype == "F32":
+        return a
+    if dtype == "F16":
+        return a.astype(np.float16).astype(np.float32)
+    if dtype == "BF16":
+        return torch.from_numpy(a.copy()).to(torch.bfloat16).to(torch.float32).numpy()
+    raise ValueError(dtype)
+
+
+def _dtype_bytes(a, dtype):
+    if dtype == "F32":
+        return a.astype("<f4").tobytes()
+    if dtype == "F16":
+        return a.astype("<f2").tobytes()
+    bits = torch.from_numpy(a.copy()).to(torch.bfloat16).view(torch.int16).numpy()
+    return bits.astype("<i2").tobytes()
+
+
+def write_safetensors(path, tensors, dtype="F32", metadata=None, pad_to=8):
+    """Write {name: array} as a safetensors file with every tensor in `dtype`
+    (F32, F16 or BF16).  Tensors are laid out in name order, contiguously; the
+    header is padded with spaces to a multiple of `pad_to` bytes, as the
+    reference implementation does.  Returns {name: float32 array of the values
+    actually stored} for reference computations."""
+    stored, header, blobs, off = {}, {}, [], 0
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name in sorted(tensors):
+        a = tensor_to_f32(tensors[name])
+        stored[name] = round_to_dtype(a, dtype)
+        b = _dtype_bytes(a, dtype)
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((-len(h)) % pad_to)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little"))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+    return stored
+
+
+# --------------------------------------------------------------------------
+# Layout variants: random canonical (timm-named) weights with the extras of
+# DeiT / DINOv2 / BEiT-style models, renamers to Hugging Face and torchvision
+# names, and explicit float64 references that follow each source literally.
+# --------------------------------------------------------------------------
+
+def random_vit_state(gen, *, image_hw, patch, dim, depth, mlp, std, head_classes=0,
+                     n_dist=0, n_reg=0, reg_name="reg_token", pos_rows="all",
+                     layer_scale=False, qv_bias=False, extra=()):
+    """Canonical timm-named state dict (float64) with optional extras.
+
+    n_dist      1 adds `dist_token` (DeiT distilled) and `head_dist`.
+    n_reg       register tokens, named `reg_name` ("reg_token": timm,
+                "register_tokens": facebookresearch DINOv2).
+    pos_rows    "all": pos_embed covers every prefix token (timm default,
+                DeiT); "cls": class token only (facebookresearch DINOv2);
+                "none": patches only (timm no_embed_class).
+    layer_scale adds blocks.{i}.ls1.gamma / ls2.gamma.
+    qv_bias     replaces attn.qkv.bias by attn.q_bias / attn.v_bias (BEiT).
+    extra       names of unused tensors to add (e.g. "mask_token").
+    """
+    gh, gw = image_hw[0] // patch, image_hw[1] // patch
+    n = gh * gw
+    sq = random_timm_state(gen, image_size=patch, patch=patch, dim=dim, depth=depth, mlp=mlp,
+                           std=std, head_classes=head_classes)
+
+    def tn(shape, s):
+        return trunc_normal(gen, shape, s)
+
+    npos = {"all": 1 + n_dist + n_reg, "cls": 1, "none": 0}[pos_rows] + n
+    sd = {}
+    for k, v in sq.items():
+        if k == "pos_embed":
+            continue
+        sd[k] = v
+        if k == "cls_token":
+            if n_dist:
+                sd["dist_token"] = tn((1, 1, dim), std["cls"])
+            if n_reg:
+                sd[reg_name] = tn((1, n_reg, dim), std["cls"])
+            sd["pos_embed"] = tn((1, npos, dim), std["pos"])
+    for i in range(depth):
+        p = "blocks.%d." % i
+        if qv_bias:
+            b = sd.pop(p + "attn.qkv.bias")
+            sd[p + "attn.q_bias"] = b[:dim].clone()
+            sd[p + "attn.v_bias"] = b[2 * dim:].clone()
+        if layer_scale:
+            sd[p + "ls1.gamma"] = 0.5 + tn((dim,), 0.3)
+            sd[p + "ls2.gamma"] = 0.5 + tn((dim,), 0.3)
+    if n_dist and head_classes:
+        sd["head_dist.weight"] = tn((head_classes, dim), std.get("head", 0.02))
+        sd["head_dist.bias"] = tn((head_classes,), 0.1)
+    for name in extra:
+        sd[name] = tn((1, dim), 0.1)
+    return sd
+
+
+def vit_reference(sd, x, num_heads, eps, *, pos_rows="all", reg_name="reg_token"):
+    """Explicit float64 forward of the canonical layout, the token assembly
+    written as each source does it:
+      timm VisionTransformer._pos_embed: no_embed_class -> x = x + pos, then
+        cat(prefix, x); else cat(prefix, x) + pos  (prefix = cls, dist, reg);
+      facebookresearch DINOv2 prepare_tokens_with_masks: x = cat(cls, x) + pos,
+        then cat(x[:, :1], register_tokens, x[:, 1:]).
+    Blocks: x += ls1 * proj(attn(norm1(x))); x += ls2 * mlp(norm2(x)).
+    Returns (attn (L,H,T,T), tokens after the final norm (T,D))."""
+    W = {k: _t64(v) for k, v in sd.items()}
+    img = _t64(x).unsqueeze(0)
+    pw = W["patch_embed.proj.weight"]
+    P, D = pw.shape[-1], pw.shape[0]
+    tok = F.conv2d(img, pw, W["patch_embed.proj.bias"], stride=P).flatten(2).transpose(1, 2)[0]  # (N,D)
+    pos = W["pos_embed"].reshape(-1, D)
+    cls = W["cls_token"].reshape(1, D)
+    reg = W[reg_name].reshape(-1, D) if reg_name in W else torch.zeros(0, D, dtype=torch.float64)
+    dist = W["dist_token"].reshape(1, D) if "dist_token" in W else torch.zeros(0, D, dtype=torch.float64)
+    if pos_rows == "cls":     # facebookresearch DINOv2
+        h = torch.cat([cls, tok], 0) + pos
+        h = torch.cat([h[:1], reg, h[1:]], 0)
+    elif pos_rows == "none":  # timm no_embed_class
+        h = torch.cat([cls, dist, reg, tok + pos], 0)
+    else:                     # timm default / DeiT
+        h = torch.cat([cls, dist, reg, tok], 0) + pos
+    T, H = h.shape[0], num_heads
+    dh = D // H
+    attns = []
+    for i in range(timm_depth(sd)):
+        p = "blocks.%d." % i
+        y = F.layer_norm(h, (D,), W[p + "norm1.weight"], W[p + "norm1.bias"], eps)
+        if p + "attn.q_bias" in W:  # BEiT-style: no key bias
+            bias = torch.cat([W[p + "attn.q_bias"], torch.zeros(D, dtype=torch.float64), W[p + "attn.v_bias"]])
+        else:
+            bias = W[p + "attn.qkv.bias"]
+        qkv = y @ W[p + "attn.qkv.weight"].T + bias
+        q, k, v = (qkv[:, j * D:(j + 1) * D].reshape(T, H, dh).transpose(0, 1) for j in range(3))
+        a = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(dh), dim=-1)
+        attns.append(a)
+        o = (a @ v).transpose(0, 1).reshape(T, D) @ W[p + "attn.proj.weight"].T + W[p + "attn.proj.bias"]
+        h = h + (W[p + "ls1.gamma"] * o if p + "ls1.gamma" in W else o)
+        y = F.layer_norm(h, (D,), W[p + "norm2.weight"], W[p + "norm2.bias"], eps)
+        y = F.gelu(y @ W[p + "mlp.fc1.weight"].T + W[p + "mlp.fc1.bias"]) @ W[p + "mlp.fc2.weight"].T + W[p + "mlp.fc2.bias"]
+        h = h + (W[p + "ls2.gamma"] * y if p + "ls2.gamma" in W else y)
+    h = F.layer_norm(h, (D,), W["norm.weight"], W["norm.bias"], eps)
+    return torch.stack(attns, 0), h
+
+
+def to_hf(sd, prefix="vit.", classifier=True, pooler=False, gen=None):
+    """timm names -> Hugging Face ViTModel (prefix "") / ViTForImageClassification
+    (prefix "vit.", head -> classifier); qkv split into query/key/value."""
+    D = sd["patch_embed.proj.weight"].shape[0]
+    out = {prefix + "embeddings.cls_token": sd["cls_token"],
+           prefix + "embeddings.position_embeddings": sd["pos_embed"],
+           prefix + "embeddings.patch_embeddings.projection.weight": sd["patch_embed.proj.weight"],
+           prefix + "embeddings.patch_embeddings.projection.bias": sd["patch_embed.proj.bias"]}
+    for i in range(timm_depth(sd)):
+        a, b = "blocks.%d." % i, prefix + "encoder.layer.%d." % i
+        for j, n in enumerate(("query", "key", "value")):
+            out[b + "attention.attention.%s.weight" % n] = sd[a + "attn.qkv.weight"][j * D:(j + 1) * D]
+            out[b + "attention.attention.%s.bias" % n] = sd[a + "attn.qkv.bias"][j * D:(j + 1) * D]
+        for src, dst in (("attn.proj", "attention.output.dense"), ("mlp.fc1", "intermediate.dense"),
+                         ("mlp.fc2", "output.dense"), ("norm1", "layernorm_before"), ("norm2", "layernorm_after")):
+            out[b + dst + ".weight"] = sd[a + src + ".weight"]
+            out[b + dst + ".bias"] = sd[a + src + ".bias"]
+    out[prefix + "layernorm.weight"] = sd["norm.weight"]
+    out[prefix + "layernorm.bias"] = sd["norm.bias"]
+    if classifier and "head.weight" in sd:
+        out["classifier.weight"] = sd["head.weight"]
+        out["classifier.bias"] = sd["head.bias"]
+    if pooler:
+        out[prefix + "pooler.dense.weight"] = trunc_normal(gen, (D, D), 0.02)
+        out[prefix + "pooler.dense.bias"] = torch.zeros(D, dtype=torch.float64)
+    return out
+
+
+def hf_reference(sd, x, num_heads, eps, prefix="vit."):
+    """Explicit float64 forward written against Hugging Face ViT names
+    (modeling_vit.py: ViTEmbeddings, ViTSelfAttention with separate query /
+    key / value, layernorm_before / layernorm_after, final layernorm)."""
+    W = {k: _t64(v) for k, v in sd.items()}
+    e = prefix + "embeddings."
+    pw = W[e + "patch_embeddings.projection.weight"]
+    P, D = pw.shape[-1], pw.shape[0]
+    tok = F.conv2d(_t64(x).unsqueeze(0), pw, W[e + "patch_embeddings.projection.bias"], stride=P).flatten(2).transpose(1, 2)[0]
+    h = torch.cat([W[e + "cls_token"].reshape(1, D), tok], 0) + W[e + "position_embeddings"].reshape(-1, D)
+    T, H = h.shape[0], num_heads
+    dh = D // H
+    attns = []
+    i = 0
+    while prefix + "encoder.layer.%d.layernorm_before.weight" % i in W:
+        b = prefix + "encoder.layer.%d." % i
+        lin = lambda name, v: v @ W[b + name + ".weight"].T + W[b + name + ".bias"]  # noqa: E731
+        y = F.layer_norm(h, (D,), W[b + "layernorm_before.weight"], W[b + "layernorm_before.bias"], eps)
+        q, k, v = (lin("attention.attention." + n, y).reshape(T, H, dh).transpose(0, 1) for n in ("query", "key", "value"))
+        a = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(dh), dim=-1)
+        attns.append(a)
+        h = h + lin("attention.output.dense", (a @ v).transpose(0, 1).reshape(T, D))
+        y = F.layer_norm(h, (D,), W[b + "layernorm_after.weight"], W[b + "layernorm_after.bias"], eps)
+        h = h + lin("output.dense", F.gelu(lin("intermediate.dense", y)))
+        i += 1
+    h = F.layer_norm(h, (D,), W[prefix + "layernorm.weight"], W[prefix + "layernorm.bias"], eps)
+    return torch.stack(attns, 0), h
+
+
+TV_MAP = (("norm1", "ln_1"), ("norm2", "ln_2"), ("attn.proj", "self_attention.out_proj"),
+          ("mlp.fc1", "mlp.0"), ("mlp.fc2", "mlp.3"))
+
+
+def to_torchvision(sd):
+    """timm names -> torchvision VisionTransformer names (fused in_proj)."""
+    out = {"class_token": sd["cls_token"], "conv_proj.weight": sd["patch_embed.proj.weight"],
+           "conv_proj.bias": sd["patch_embed.proj.bias"], "encoder.pos_embedding": sd["pos_embed"],
+           "encoder.ln.weight": sd["norm.weight"], "encoder.ln.bias": sd["norm.bias"]}
+    for i in range(timm_depth(sd)):
+        a, b = "blocks.%d." % i, "encoder.layers.encoder_layer_%d." % i
+        out[b + "self_attention.in_proj_weight"] = sd[a + "attn.qkv.weight"]
+        out[b + "self_attention.in_proj_bias"] = sd[a + "attn.qkv.bias"]
+        for src, dst in TV_MAP:
+            out[b + dst + ".weight"] = sd[a + src + ".weight"]
+            out[b + dst + ".bias"] = sd[a + src + ".bias"]
+    if "head.weight" in sd:
+        out["heads.head.weight"] = sd["head.weight"]
+        out["heads.head.bias"] = sd["head.bias"]
+    return out
+
+
+def torchvision_reference(tv_sd, x, num_heads, image_size, eps=1e-6):
+    """Attention probabilities and final tokens from torchvision's own
+    VisionTransformer (nn.MultiheadAttention, need_weights=True), float64."""
+    from functools import partial
+    from torchvision.models.vision_transformer import VisionTransformer
+    W = {k: _t64(v) for k, v in tv_sd.items()}
+    D, _, P, _ = W["conv_proj.weight"].shape
+    L = len({k.split(".")[2] for k in W if k.startswith("encoder.layers.")})
+    M = W["encoder.layers.encoder_layer_0.mlp.0.weight"].shape[0]
+    C = W["heads.head.weight"].shape[0] if "heads.head.weight" in W else 1000
+    vt = VisionTransformer(image_size=image_size, patch_size=P, num_layers=L, num_heads=num_heads,
+                           hidden_dim=D, mlp_dim=M, num_classes=C,
+                           norm_layer=partial(torch.nn.LayerNorm, eps=eps)).double().eval()
+    ref = vt.state_dict()
+    vt.load_state_dict({k: (W[k].reshape(ref[k].shape) if k in W else ref[k]) for k in ref})
+    with torch.no_grad():
+        img = _t64(x).unsqueeze(0)
+        h = vt._process_input(img)
+        h = torch.cat([vt.class_token.expand(1, -1, -1), h], 1) + vt.encoder.pos_embedding
+        attns = []
+        for layer in vt.encoder.layers:
+            y = layer.ln_1(h)
+            _, w = layer.self_attention(y, y, y, need_weights=True, average_attn_weights=False)
+            attns.append(w[0])
+            h = layer(h)
+        h = vt.encoder.ln(h)[0]
+    return torch.stack(attns, 0), h

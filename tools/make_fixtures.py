@@ -231,6 +231,202 @@ def make_e2e(folder, weights_folder, seed):
     print("e2e_224         map max %.4f min %.4f" % (float(cls_map.max()), float(cls_map.min())))
 
 
+# --------------------------------------------------------------------------
+# Checkpoint layouts (issue 3): every layout in JSON and safetensors F32/F16/BF16
+# --------------------------------------------------------------------------
+
+LAYOUT_STD = {"patch": 0.05, "pos": 0.5, "cls": 0.5, "qkv": 0.35, "proj": 0.2, "fc1": 0.2, "fc2": 0.2,
+              "bias": 0.1, "ln_w_jitter": 0.3, "ln_b": 0.2, "head": 0.2}
+DTYPES = ("F32", "F16", "BF16")
+
+
+def write_layout(folder, name, file_sd, x, reference, *, json_config, side_files, meta):
+    """Writes weights.json (+ "config" when json_config), weights.safetensors (F32),
+    weights.f16.safetensors, weights.bf16.safetensors, the side config files, input.npy and, per dtype,
+    the reference computed by `reference(stored_values)` from exactly the values in that file:
+    attn.npy / tokens.npy (F32), attn_f16.npy, attn_bf16.npy."""
+    os.makedirs(folder, exist_ok=True)
+    for fn in os.listdir(folder):
+        os.remove(os.path.join(folder, fn))
+    stored_json = fl.write_attnmap_json(os.path.join(folder, "weights.json"), file_sd, json_config)
+    for fn, content in side_files.items():
+        with open(os.path.join(folder, fn), "w") as f:
+            json.dump(content, f, indent=1)
+            f.write("\n")
+    fl.save_npy(os.path.join(folder, "input.npy"), x)
+    attn32, tok32 = reference(stored_json)
+    fl.save_npy(os.path.join(folder, "attn.npy"), attn32.numpy())
+    fl.save_npy(os.path.join(folder, "tokens.npy"), tok32.numpy())
+    drift = {}
+    for dt in DTYPES:
+        fn = "weights.safetensors" if dt == "F32" else "weights.%s.safetensors" % dt.lower()
+        stored = fl.write_safetensors(os.path.join(folder, fn), file_sd, dt,
+                                      metadata={"format": "pt", "attnmap": "fixture"})
+        if dt == "F32":
+            for k in stored:
+                assert np.array_equal(stored[k], stored_json[k]), k
+            continue
+        a, _ = reference(stored)
+        fl.save_npy(os.path.join(folder, "attn_%s.npy" % dt.lower()), a.numpy())
+        drift[dt] = float((a - attn32).abs().max())
+    meta = dict(meta)
+    meta.update({"name": name, "L": int(attn32.shape[0]), "H": int(attn32.shape[1]), "T": int(attn32.shape[2]),
+                 "compute_dtype": "float64", "storage_dtype": "float32",
+                 "dtype_drift": drift,
+                 "files": {"weights.json": "attnmap JSON v1" + (" with config" if json_config else " (no config)"),
+                           "weights.safetensors": "same tensors, F32",
+                           "weights.f16.safetensors": "same tensors rounded to F16",
+                           "weights.bf16.safetensors": "same tensors rounded to BF16",
+                           "attn.npy": "(L,H,T,T) probabilities from the F32 values",
+                           "attn_f16.npy": "(L,H,T,T) from the F16-rounded values",
+                           "attn_bf16.npy": "(L,H,T,T) from the BF16-rounded values",
+                           "tokens.npy": "(T,D) after the final LayerNorm (F32 values)",
+                           "input.npy": "(3,H,W) normalised image"},
+                 "side_files": sorted(side_files)})
+    write_meta(folder, **meta)
+    print("%-22s T=%-3d L=%d H=%d drift F16 %.2e BF16 %.2e" % (name, meta["T"], meta["L"], meta["H"],
+                                                              drift["F16"], drift["BF16"]))
+
+
+def timm_hub_config(arch, hw, mean=fl.IMAGENET_MEAN, std=fl.IMAGENET_STD, **model_args):
+    cfg = {"architecture": arch, "num_classes": 5, "num_features": 24,
+           "pretrained_cfg": {"tag": "fixture", "input_size": [3, hw[0], hw[1]], "interpolation": "bicubic",
+                              "crop_pct": 0.9, "mean": list(mean), "std": list(std), "num_classes": 5}}
+    if model_args:
+        cfg["model_args"] = model_args
+    return cfg
+
+
+def make_layouts(out):
+    """Small random models in every layout attnmap reads, with PyTorch references (see fixtures README)."""
+    D, L, M, heads, P, S = 24, 2, 48, 3, 8, 32
+    gen = torch.Generator().manual_seed(6006)
+    x = random_input(gen, S)
+
+    # One set of weights written three ways: timm, Hugging Face, torchvision -> the same maps.
+    sd = fl.random_vit_state(gen, image_hw=(S, S), patch=P, dim=D, depth=L, mlp=M, std=LAYOUT_STD, head_classes=5)
+    write_layout(os.path.join(out, "timm"), "timm", sd, x,
+                 lambda st: fl.vit_reference(st, x, heads, 1e-6),
+                 json_config={"num_heads": heads},
+                 side_files={"config.json": timm_hub_config("vit_tiny_patch8_32.fixture", (S, S))},
+                 meta={"layout": "timm", "reference": "fixture_lib.vit_reference (explicit float64)",
+                       "num_prefix": 1, "pos_prefix": 1, "eps": 1e-6, "same_weights_as": ["hf", "torchvision"],
+                       "description": "timm names, head (5 classes); heads from the timm hub config.json "
+                                      "architecture (vit_tiny: 3) for the safetensors files, from the JSON config "
+                                      "for weights.json."})
+    hf_sd = fl.to_hf(sd, prefix="vit.", classifier=True)
+    write_layout(os.path.join(out, "hf"), "hf", hf_sd, x,
+                 lambda st: fl.hf_reference(st, x, heads, 1e-6, prefix="vit."),
+                 json_config=None,
+                 side_files={"config.json": {"architectures": ["ViTForImageClassification"], "model_type": "vit",
+                                             "hidden_size": D, "num_hidden_layers": L, "num_attention_heads": heads,
+                                             "intermediate_size": M, "hidden_act": "gelu", "layer_norm_eps": 1e-6,
+                                             "image_size": S, "patch_size": P, "num_channels": 3, "qkv_bias": True,
+                                             "id2label": {str(i): "class_%d" % i for i in range(5)}},
+                             "preprocessor_config.json": {"image_processor_type": "ViTImageProcessor",
+                                                          "image_mean": list(fl.IMAGENET_MEAN),
+                                                          "image_std": list(fl.IMAGENET_STD),
+                                                          "size": {"height": S, "width": S}}},
+                 meta={"layout": "hf-vit", "reference": "fixture_lib.hf_reference (explicit float64, HF names)",
+                       "num_prefix": 1, "pos_prefix": 1, "eps": 1e-6,
+                       "description": "ViTForImageClassification names (vit. prefix, classifier), the same "
+                                      "weights as timm/; config.json gives heads and eps 1e-6."})
+    tv_sd = fl.to_torchvision(sd)
+    write_layout(os.path.join(out, "torchvision"), "torchvision", tv_sd, x,
+                 lambda st: fl.torchvision_reference(st, x, heads, S),
+                 json_config={"num_heads": heads},
+                 side_files={"config.json": {"num_attention_heads": heads}},
+                 meta={"layout": "torchvision", "num_prefix": 1, "pos_prefix": 1, "eps": 1e-6,
+                       "reference": "torchvision.models.VisionTransformer itself (nn.MultiheadAttention "
+                                    "need_weights=True), float64",
+                       "description": "torchvision names (class_token, conv_proj, encoder.layers.encoder_layer_i, "
+                                      "in_proj fused, mlp.0/mlp.3, heads.head), the same weights as timm/."})
+
+    # Hugging Face ViTModel without the vit. prefix, wrapped in DataParallel's module., default eps 1e-12.
+    gen = torch.Generator().manual_seed(6106)
+    sd = fl.random_vit_state(gen, image_hw=(S, S), patch=P, dim=D, depth=L, mlp=M, std=LAYOUT_STD)
+    hf_model = fl.to_hf(sd, prefix="", classifier=False, pooler=True, gen=gen)
+    write_layout(os.path.join(out, "hf_model"), "hf_model", {"module." + k: v for k, v in hf_model.items()},
+                 x,
+                 lambda st: fl.hf_reference({k[len("module."):]: v for k, v in st.items()}, x, heads, 1e-12, prefix=""),
+                 json_config=None,
+                 side_files={"config.json": {"model_type": "vit", "num_attention_heads": heads, "hidden_size": D}},
+                 meta={"layout": "hf-vit", "num_prefix": 1, "pos_prefix": 1, "eps": 1e-12,
+                       "reference": "fixture_lib.hf_reference (explicit float64, HF names)",
+                       "description": "ViTModel names without prefix, under DataParallel's module., with an unused "
+                                      "pooler; config.json has no layer_norm_eps so the HF default 1e-12 applies."})
+
+    # DeiT distilled: dist_token, pos_embed 2+N rows, head_dist unused.
+    gen = torch.Generator().manual_seed(6206)
+    sd = fl.random_vit_state(gen, image_hw=(S, S), patch=P, dim=D, depth=L, mlp=M, std=LAYOUT_STD,
+                             head_classes=5, n_dist=1, pos_rows="all")
+    write_layout(os.path.join(out, "deit_distilled"), "deit_distilled", sd, x,
+                 lambda st: fl.vit_reference(st, x, heads, 1e-6, pos_rows="all"),
+                 json_config={"num_heads": heads},
+                 side_files={"config.json": timm_hub_config("deit_tiny_distilled_patch8_32.fixture", (S, S))},
+                 meta={"layout": "timm", "num_prefix": 2, "pos_prefix": 2, "eps": 1e-6,
+                       "reference": "fixture_lib.vit_reference (explicit float64)",
+                       "description": "DeiT distilled: class + distillation token, pos_embed (1, 2+N, D)."})
+
+    # BEiT-style q_bias / v_bias without a key bias, under DINO's backbone. prefix.
+    gen = torch.Generator().manual_seed(6306)
+    sd = fl.random_vit_state(gen, image_hw=(S, S), patch=P, dim=D, depth=L, mlp=M, std=LAYOUT_STD, qv_bias=True)
+    write_layout(os.path.join(out, "qv_bias"), "qv_bias", {"backbone." + k: v for k, v in sd.items()}, x,
+                 lambda st: fl.vit_reference({k[len("backbone."):]: v for k, v in st.items()}, x, heads, 1e-6),
+                 json_config={"num_heads": heads},
+                 side_files={"config.json": timm_hub_config("vit_tiny_patch8_32.fixture", (S, S))},
+                 meta={"layout": "timm", "num_prefix": 1, "pos_prefix": 1, "eps": 1e-6,
+                       "reference": "fixture_lib.vit_reference (explicit float64)",
+                       "description": "attn.q_bias / attn.v_bias, no key bias (zero), backbone. prefix."})
+
+    # facebookresearch DINOv2 with 4 registers: pos_embed 1+N, registers after cls, LayerScale, patch 14.
+    P14, S14 = 14, 42
+    x14 = random_input(torch.Generator().manual_seed(6406), S14)
+    gen = torch.Generator().manual_seed(6506)
+    sd = fl.random_vit_state(gen, image_hw=(S14, S14), patch=P14, dim=D, depth=L, mlp=M, std=LAYOUT_STD,
+                             n_reg=4, reg_name="register_tokens", pos_rows="cls", layer_scale=True,
+                             extra=("mask_token",))
+    write_layout(os.path.join(out, "dinov2_fb"), "dinov2_fb", sd, x14,
+                 lambda st: fl.vit_reference(st, x14, heads, 1e-6, pos_rows="cls", reg_name="register_tokens"),
+                 json_config={"num_heads": heads},
+                 side_files={"config.json": {"num_attention_heads": heads}},
+                 meta={"layout": "dinov2", "num_prefix": 5, "pos_prefix": 1, "eps": 1e-6,
+                       "reference": "fixture_lib.vit_reference, DINOv2 prepare_tokens_with_masks order",
+                       "description": "facebookresearch DINOv2 reg4: register_tokens (1,4,D), pos_embed (1,1+N,D), "
+                                      "registers inserted after the class token once positions are added; "
+                                      "ls1/ls2.gamma LayerScale; mask_token unused; patch 14, 42x42 (3x3 grid)."})
+
+    # timm DINOv2 reg4: reg_token, no_embed_class (pos_embed N rows), LayerScale, patch 14.
+    gen = torch.Generator().manual_seed(6606)
+    sd = fl.random_vit_state(gen, image_hw=(S14, S14), patch=P14, dim=D, depth=L, mlp=M, std=LAYOUT_STD,
+                             n_reg=4, reg_name="reg_token", pos_rows="none", layer_scale=True)
+    write_layout(os.path.join(out, "timm_reg_noembed"), "timm_reg_noembed", sd, x14,
+                 lambda st: fl.vit_reference(st, x14, 6, 1e-6, pos_rows="none"),
+                 json_config=None,
+                 side_files={"config.json": timm_hub_config("vit_small_patch14_reg4_dinov2.fixture", (S14, S14),
+                                                            mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5))},
+                 meta={"layout": "timm", "num_prefix": 5, "pos_prefix": 0, "eps": 1e-6,
+                       "reference": "fixture_lib.vit_reference, timm _pos_embed no_embed_class",
+                       "description": "timm vit_small_patch14_reg4_dinov2 style: reg_token (1,4,D), pos_embed (1,N,D) "
+                                      "(no_embed_class), LayerScale; 6 heads from the architecture name (D=24, dh=4)."})
+
+    # timm reg_token with positions for every prefix token (1+R+N rows), non-square 32x48 input.
+    HW = (32, 48)
+    xr = torch.randn((3, HW[0], HW[1]), generator=torch.Generator().manual_seed(6706), dtype=torch.float64).numpy().astype(np.float32)
+    gen = torch.Generator().manual_seed(6806)
+    sd = fl.random_vit_state(gen, image_hw=HW, patch=P, dim=D, depth=L, mlp=M, std=LAYOUT_STD,
+                             n_reg=2, reg_name="reg_token", pos_rows="all")
+    write_layout(os.path.join(out, "timm_reg_full"), "timm_reg_full", sd, xr,
+                 lambda st: fl.vit_reference(st, xr, heads, 1e-6, pos_rows="all"),
+                 json_config={"num_heads": heads, "image_size": list(HW)},
+                 side_files={"config.json": timm_hub_config("vit_tiny_reg2_patch8.fixture", HW)},
+                 meta={"layout": "timm", "num_prefix": 3, "pos_prefix": 3, "eps": 1e-6,
+                       "image_hw": list(HW), "grid_hw": [HW[0] // P, HW[1] // P],
+                       "reference": "fixture_lib.vit_reference, timm _pos_embed (class and registers embedded)",
+                       "description": "timm reg_token (1,2,D) with pos_embed (1,1+2+N,D); non-square 32x48 input "
+                                      "(4x6 grid) from the config image_size / pretrained_cfg input_size."})
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "fixtures"))
@@ -270,6 +466,7 @@ def main():
                           "patch 4 (4x4 grid, T=17).")
     make_worked(os.path.join(out, "worked_example"))
     make_e2e(os.path.join(out, "e2e_224"), os.path.join(out, "timm_224"), 5005)
+    make_layouts(os.path.join(out, "layouts"))
 
 
 if __name__ == "__main__":

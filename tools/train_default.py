@@ -188,11 +188,14 @@ class Prefetcher:
 
 
 @torch.no_grad()
-def quick_eval(model, test_imgs, test_labels, bs=100):
+def quick_eval(model, test_imgs, test_labels, bs=100, res=224):
     model.eval()
     correct = 0
     for i in range(0, len(test_imgs), bs):
-        logits = model(to_input(test_imgs[i:i + bs]))
+        x = to_input(test_imgs[i:i + bs])
+        if res == 112:
+            x = F.avg_pool2d(x, 2)
+        logits = model(x)
         correct += (logits.argmax(1).numpy() == test_labels[i:i + bs]).sum()
     model.train()
     return correct / len(test_imgs)
@@ -212,6 +215,15 @@ def main():
     ap.add_argument('--warmup', type=int, default=150)
     ap.add_argument('--lowres-frac', type=float, default=0.0,
                     help='fraction of steps trained at 112x112 (default 0)')
+    ap.add_argument('--budget-min', type=float, default=0,
+                    help='time-budget mode: the cosine schedule and the 112->224 switch '
+                    'follow training wall-clock (progress = elapsed/budget, switch at '
+                    '--lowres-frac of it) and training stops when the budget is used; '
+                    '--steps is then only an upper bound. Every step\'s lr and resolution '
+                    'are appended to --schedule-log so the run can be replayed.')
+    ap.add_argument('--schedule-log', default='/work/train/schedule.tsv')
+    ap.add_argument('--replay', help='schedule.tsv of an earlier run: use its per-step lr '
+                    'and resolution (and its number of steps) instead of computing them')
     ap.add_argument('--threads', type=int, default=2)
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--data-seed', type=int, default=1)
@@ -265,7 +277,16 @@ def main():
         os.replace(tmp, a.ckpt)
 
     lowres_steps = int(a.lowres_frac * a.steps)
+    replay = None
+    if a.replay:
+        replay = {}
+        for ln in open(a.replay):
+            st, lr_s, res_s = ln.split()
+            replay[int(st)] = (float(lr_s), int(res_s))
+        a.steps = max(replay) + 1
     pf = Prefetcher(gen, a.batch, start, a.steps)
+    sched = open(a.schedule_log, 'a') if (a.budget_min and not a.bench) else None
+    budget = a.budget_min * 60
     model.train()
     t0 = time.time()
     t_ck = t0
@@ -279,10 +300,26 @@ def main():
         s, imgs, labels = pf.get()
         assert s == step
         x = to_input(imgs)
-        if step < lowres_steps:
+        if replay is not None:
+            lr, res = replay[step]
+        elif a.budget_min:
+            prog = (elapsed_prev + time.time() - t0) / budget
+            if prog >= 1.0:
+                break
+            res = 112 if prog < a.lowres_frac else 224
+            if step < a.warmup:
+                lr = a.lr * (step + 1) / a.warmup
+            else:
+                lr = a.lr * 0.5 * (1 + math.cos(math.pi * prog))
+        else:
+            res = 112 if step < lowres_steps else 224
+            lr = lr_at(step, a.steps, a.warmup, a.lr)
+        if res == 112:
             x = F.avg_pool2d(x, 2)
+        if sched:
+            sched.write('%d %.8g %d\n' % (step, lr, res))
+            sched.flush()
         y = torch.from_numpy(labels)
-        lr = lr_at(step, a.steps, a.warmup, a.lr)
         for g in opt.param_groups:
             g['lr'] = lr
         logits = model(x)
@@ -301,6 +338,8 @@ def main():
             done = step + 1 - start
             rate = done / (now - t0)
             eta = (a.steps - step - 1) / rate
+            if a.budget_min:
+                eta = budget - (elapsed_prev + now - t0)
             print('step %d/%d res %d lr %.2e loss %.4f acc %.3f img/s %.1f elapsed %.1fmin '
                   'ETA %.1fmin' % (step + 1, a.steps, x.shape[-1], lr, loss_sum / img_log,
                                    acc_sum / img_log, ips, (elapsed_prev + now - t0) / 60,
@@ -312,12 +351,25 @@ def main():
             return
         if test_imgs is not None and ((step + 1) % a.eval_every == 0 or step == a.steps - 1):
             acc = quick_eval(model, test_imgs, test_labels)
-            print('EVAL step %d test-acc(%d held-out composites @224) %.3f' % (
-                step + 1, len(test_labels), acc), flush=True)
+            msg = ''
+            if res == 112:
+                msg = ' @112 %.3f' % quick_eval(model, test_imgs, test_labels, res=112)
+            print('EVAL step %d test-acc(%d held-out composites @224) %.3f%s' % (
+                step + 1, len(test_labels), acc, msg), flush=True)
         if now - t_ck > a.ckpt_minutes * 60:
             save(step + 1, elapsed_prev + now - t0)
             t_ck = now
-    save(a.steps, elapsed_prev + time.time() - t0)
+    else:
+        step += 1
+    if test_imgs is not None:
+        print('EVAL final test-acc(%d held-out composites @224) %.3f' % (
+            len(test_labels), quick_eval(model, test_imgs, test_labels)), flush=True)
+    if a.budget_min and not a.bench:
+        step_done = step if step < a.steps else a.steps
+    else:
+        step_done = a.steps
+    save(step_done, elapsed_prev + time.time() - t0)
+    print('final step %d' % step_done, flush=True)
     print('DONE total training time %.1f min' % ((elapsed_prev + time.time() - t0) / 60),
           flush=True)
 

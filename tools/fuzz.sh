@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang, ASan + UBSan) in build-fuzz/ and runs each for SECONDS (default 60)
+# seeded with the committed corpus. CI runs the 60 s smoke run (tools/test.sh); for a longer local run:
+#     bash tools/fuzz.sh 3600            # one hour per target
+#     bash tools/fuzz.sh 600 fuzz_image  # one target
+# New interesting inputs collect in build-fuzz/corpus/TARGET (not committed). A crash stops the run with
+# the crashing input saved as build-fuzz/crash-*: add it under fuzz/regressions/TARGET/ (the test suite
+# replays every file there) and fix the bug.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs="${1:-60}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_image fuzz_weights_json)
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNMAP_FUZZ=ON \
+  -DATTNMAP_BUILD_TESTS=OFF >/dev/null
+cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}"
+seeds_for() {
+  case "$1" in
+    fuzz_image) echo tests/images/corpus/good tests/images/corpus/bad tests/images/basic fuzz/regressions/image ;;
+    fuzz_weights_json) echo fuzz/seeds/weights_json fuzz/regressions/weights_json ;;
+    fuzz_safetensors) echo fuzz/seeds/safetensors fuzz/regressions/safetensors ;;
+  esac
+}
+for t in "${targets[@]}"; do
+  mkdir -p "build-fuzz/corpus/$t"
+  echo "fuzz: $t for ${secs}s"
+  # -rss_limit_mb: an input that makes attnmap allocate more than this is a finding (no huge allocations).
+  log="build-fuzz/$t.log"
+  status=0
+  # shellcheck disable=SC2046
+  (cd build-fuzz && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "./fuzz/$t" -max_total_time="$secs" \
+     -timeout=20 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 "corpus/$t" \
+     $(for d in $(seeds_for "$t"); do echo "../$d"; done)) >"$log" 2>&1 || status=$?
+  grep -E "^(INFO: seed corpus|#[0-9]+ +DONE|stat::number_of_executed_units|SUMMARY|==[0-9]+==ERROR)" "$log" || true
+  if [ "$status" -ne 0 ]; then
+    echo "fuzz: $t FAILED (status $status); the end of $log:"
+    tail -n 60 "$log"
+    exit 1
+  fi
+done

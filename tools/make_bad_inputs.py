@@ -1,0 +1,288 @@
+#!/usr/bin/python3
+"""Writes the robustness corpus (tests/images/corpus/): odd-but-valid images attnmap must render, each with
+the RGB picture it must decode to, and broken or hostile files it must refuse with a clear reason.
+
+    /usr/bin/python3 tools/make_bad_inputs.py
+
+Layout (all committed, < 2 MB, so CI needs no Python):
+    good/NAME      inputs that must decode and render
+    ref/NAME.png   the RGB picture each good input must decode to, as viewers show it (EXIF applied),
+                   lossless; the test compares exactly for lossless formats and with a tolerance for JPEG
+    expect.json    {"good": {NAME: {"tol": max mean abs diff}}, "bad": {NAME: "substring of the error"}}
+    bad/NAME       inputs that must be refused, one error line each
+Deterministic (fixed seeds, PIL's encoders). References for PNG/BMP/TGA/GIF/PNM/PSD/HDR are computed in
+numpy from the pixel values written (16-bit scaled by >> 8 as stb_image does, not clipped as PIL's
+convert('L') would; alpha dropped as PIL's convert('RGB') does); JPEG references are PIL's (libjpeg) decode.
+"""
+import io
+import json
+import os
+import shutil
+import struct
+import zlib
+
+import numpy as np
+from PIL import Image, ImageOps
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "tests", "images", "corpus")
+W, H = 48, 32
+
+
+def pattern(w=W, h=H):
+    """An asymmetric RGB test picture: big colour blocks (so JPEG error stays small) plus gradients."""
+    yy, xx = np.mgrid[0:h, 0:w]
+    r = (xx * 255 // max(w - 1, 1)).astype(np.uint8)
+    g = (yy * 255 // max(h - 1, 1)).astype(np.uint8)
+    b = np.where((xx < w // 3) & (yy < h // 2), 230, 40).astype(np.uint8)
+    return np.stack([r, g, b], -1)
+
+
+def png_chunk(tag, data):
+    return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+
+def png_header_only(w, h, bit_depth, colour_type):
+    """A valid PNG signature + IHDR declaring w x h, one tiny IDAT, IEND: 'huge' with almost no data."""
+    ihdr = struct.pack(">IIBBBBB", w, h, bit_depth, colour_type, 0, 0, 0)
+    idat = zlib.compress(b"\x00" * 64)
+    return b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + png_chunk(b"IDAT", idat) + png_chunk(b"IEND", b"")
+
+
+def png_grey_bits(v, bits):
+    """A greyscale PNG of bit depth 1, 2 or 4 (PIL writes only 1 and 8), samples packed MSB first."""
+    h, w = v.shape
+    per = 8 // bits
+    raw = b""
+    for row in v:
+        padded = np.concatenate([row, np.zeros((-w) % per, np.uint8)]).reshape(-1, per)
+        packed = np.zeros(len(padded), np.uint32)
+        for i in range(per):
+            packed = (packed << bits) | padded[:, i]
+        raw += b"\x00" + packed.astype(np.uint8).tobytes()
+    ihdr = struct.pack(">IIBBBBB", w, h, bits, 0, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + png_chunk(b"IDAT", zlib.compress(raw, 9)) +
+            png_chunk(b"IEND", b""))
+
+
+def psd_rgb(rgb):
+    """A minimal uncompressed 8-bit RGB Photoshop file (the layout stb_image reads: merged image data)."""
+    h, w, _ = rgb.shape
+    head = b"8BPS" + struct.pack(">H6sHIIHH", 1, b"\0" * 6, 3, h, w, 8, 3)
+    body = struct.pack(">I", 0) + struct.pack(">I", 0) + struct.pack(">I", 0) + struct.pack(">H", 0)
+    planes = b"".join(rgb[..., c].tobytes() for c in range(3))
+    return head + body + planes
+
+
+def hdr_rgbe(mant, exp):
+    """A flat (uncompressed) Radiance RGBE file; pixel value = mant * 2**(exp - 136)."""
+    h, w, _ = mant.shape
+    head = b"#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y %d +X %d\n" % (h, w)
+    px = np.concatenate([mant, exp[..., None]], -1).astype(np.uint8)
+    return head + px.tobytes()
+
+
+def save_jpeg(img, path, **kw):
+    img.save(path, "JPEG", quality=95, **kw)
+
+
+def orient_raw(disp, k):
+    """The stored pixels whose EXIF orientation k displays as `disp` (inverse of ImageOps.exif_transpose)."""
+    im = Image.fromarray(disp)
+    inv = {2: [Image.FLIP_LEFT_RIGHT], 3: [Image.ROTATE_180], 4: [Image.FLIP_TOP_BOTTOM],
+           5: [Image.TRANSPOSE], 6: [Image.ROTATE_90], 7: [Image.TRANSVERSE], 8: [Image.ROTATE_270]}
+    for op in inv.get(k, []):
+        im = im.transpose(op)
+    return im
+
+
+def main():
+    shutil.rmtree(OUT, ignore_errors=True)
+    good, bad, ref = (os.path.join(OUT, d) for d in ("good", "bad", "ref"))
+    for d in (good, bad, ref):
+        os.makedirs(d)
+    expect = {"good": {}, "bad": {}}
+
+    def add_good(name, want_rgb, tol=0.0):
+        Image.fromarray(np.ascontiguousarray(want_rgb), "RGB").save(os.path.join(ref, name + ".png"))
+        expect["good"][name] = {"tol": tol}
+
+    def add_bad(name, data, reason):
+        with open(os.path.join(bad, name), "wb") as f:
+            f.write(data)
+        expect["bad"][name] = reason
+
+    rgb = pattern()
+    grey8 = rgb[..., 0] // 2 + rgb[..., 1] // 2
+    rng = np.random.default_rng(6)
+
+    # --- PNG: every bit depth of greyscale, scaled to 0..255 the way stb_image expands them.
+    for bits in (1, 2, 4):
+        levels = (1 << bits) - 1
+        v = (grey8.astype(np.uint32) * levels // 255).astype(np.uint8)
+        name = "png_grey%d.png" % bits
+        with open(os.path.join(good, name), "wb") as f:
+            f.write(png_grey_bits(v, bits))
+        chk = np.array(Image.open(os.path.join(good, name)).convert("L")).astype(np.uint32)
+        assert np.array_equal(chk * levels // 255 if bits > 1 else chk // 255, v), name
+        want = (v.astype(np.uint32) * 255 // levels).astype(np.uint8)
+        add_good(name, np.repeat(want[..., None], 3, -1))
+    Image.fromarray(grey8, "L").save(os.path.join(good, "png_grey8.png"))
+    add_good("png_grey8.png", np.repeat(grey8[..., None], 3, -1))
+    yy, xx = np.mgrid[0:H, 0:W]
+    g16 = (xx * 1365 + yy * 10).astype(np.uint16)  # spans 0..64475: clipping would make it all white
+    Image.fromarray(g16.astype(np.int32), "I").convert("I;16").save(os.path.join(good, "png_grey16.png"))
+    add_good("png_grey16.png", np.repeat((g16 >> 8).astype(np.uint8)[..., None], 3, -1))
+
+    pal = Image.fromarray(rgb).quantize(colors=12, dither=Image.Dither.NONE)
+    pal.save(os.path.join(good, "png_palette.png"))
+    add_good("png_palette.png", np.array(pal.convert("RGB")))
+    trns = pal.copy()
+    trns.info["transparency"] = 0
+    trns.save(os.path.join(good, "png_palette_trns.png"), transparency=0)
+    add_good("png_palette_trns.png", np.array(pal.convert("RGB")))
+
+    Image.fromarray(np.stack([grey8, 255 - grey8], -1), "LA").save(os.path.join(good, "png_grey_alpha.png"))
+    add_good("png_grey_alpha.png", np.repeat(grey8[..., None], 3, -1))
+    junk = rng.integers(0, 256, size=rgb.shape, dtype=np.uint8)
+    alpha = np.where(xx < W // 2, 0, 255).astype(np.uint8)  # left half fully transparent, junk colours
+    rgba = np.concatenate([np.where(alpha[..., None] == 0, junk, rgb), alpha[..., None]], -1)
+    Image.fromarray(rgba, "RGBA").save(os.path.join(good, "png_rgba_junk.png"))
+    add_good("png_rgba_junk.png", rgba[..., :3])  # alpha ignored, as PIL convert('RGB') / timm do
+
+    # Interlaced (Adam7): PIL cannot write it, so build the file: 7 passes of filter-0 rows.
+    def adam7(img):
+        passes = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]
+        raw = b""
+        for x0, y0, dx, dy in passes:
+            sub = img[y0::dy, x0::dx]
+            if sub.size == 0:
+                continue
+            for row in sub:
+                raw += b"\x00" + row.tobytes()
+        h, w, _ = img.shape
+        ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 1)
+        return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + png_chunk(b"IDAT", zlib.compress(raw, 9)) +
+                png_chunk(b"IEND", b""))
+    with open(os.path.join(good, "png_interlaced.png"), "wb") as f:
+        f.write(adam7(rgb))
+    assert np.array_equal(np.array(Image.open(os.path.join(good, "png_interlaced.png")).convert("RGB")), rgb)
+    add_good("png_interlaced.png", rgb)
+
+    one = np.array([[[200, 30, 90]]], dtype=np.uint8)
+    Image.fromarray(one).save(os.path.join(good, "png_1x1.png"))
+    add_good("png_1x1.png", one)
+    wide = pattern(4000, 3)
+    Image.fromarray(wide).save(os.path.join(good, "png_4000x3.png"))
+    add_good("png_4000x3.png", wide)
+
+    # --- JPEG: references are libjpeg's decode (PIL); stb's IDCT/upsampling differ by a few levels.
+    im = Image.fromarray(rgb)
+    jpeg_tol = 4.0
+
+    def add_jpeg(name, img, tol=jpeg_tol, **kw):
+        path = os.path.join(good, name)
+        save_jpeg(img, path, **kw)
+        add_good(name, np.array(ImageOps.exif_transpose(Image.open(path)).convert("RGB")), tol)
+
+    add_jpeg("jpeg_baseline.jpg", im)
+    add_jpeg("jpeg_progressive.jpg", im, progressive=True)
+    add_jpeg("jpeg_grey.jpg", Image.fromarray(grey8, "L"))
+    # CMYK as Adobe Photoshop writes it (APP14 transform 0, inverted samples): PIL's libjpeg path.
+    cmyk = im.convert("CMYK")
+    add_jpeg("jpeg_cmyk.jpg", cmyk)
+    # YCCK: same CMYK, stored as Y/Cb/Cr of the inverted C,M,Y plus K, APP14 transform 2.
+    c = np.array(cmyk).astype(np.float64)
+    inv = c[..., :3]  # YCCK holds Y/Cb/Cr of the true C, M, Y (libjpeg's ycck_cmyk_convert: C = 255 - R)
+    y = 0.299 * inv[..., 0] + 0.587 * inv[..., 1] + 0.114 * inv[..., 2]
+    cb = 128 - 0.168736 * inv[..., 0] - 0.331264 * inv[..., 1] + 0.5 * inv[..., 2]
+    cr = 128 + 0.5 * inv[..., 0] - 0.418688 * inv[..., 1] - 0.081312 * inv[..., 2]
+    # PIL's CMYK encoder writes Adobe-inverted samples; pre-invert so the file holds Y, Cb, Cr, 255-K.
+    ycck = np.clip(np.stack([255 - y, 255 - cb, 255 - cr, c[..., 3]], -1).round(), 0, 255).astype(np.uint8)
+    buf = io.BytesIO()
+    save_jpeg(Image.fromarray(ycck, "CMYK"), buf)
+    data = bytearray(buf.getvalue())
+    at = data.find(b"\xff\xee")
+    assert at > 0 and data[at + 4:at + 9] == b"Adobe", "PIL no longer writes an Adobe APP14 marker for CMYK"
+    data[at + 15] = 2  # transform: 0 = CMYK, 2 = YCCK
+    with open(os.path.join(good, "jpeg_ycck.jpg"), "wb") as f:
+        f.write(data)
+    # libjpeg must read it back as the same CMYK picture, or the file is not a real YCCK JPEG.
+    back = np.array(Image.open(os.path.join(good, "jpeg_ycck.jpg")).convert("RGB")).astype(int)
+    assert np.abs(back - np.array(cmyk.convert("RGB")).astype(int)).mean() < 4, "YCCK file is not what libjpeg reads"
+    add_good("jpeg_ycck.jpg", np.array(cmyk.convert("RGB")), 6.0)
+    # 100 junk bytes after the end-of-image marker.
+    buf = io.BytesIO()
+    save_jpeg(im, buf)
+    jpg = buf.getvalue()
+    with open(os.path.join(good, "jpeg_junk_after_eoi.jpg"), "wb") as f:
+        f.write(jpg + bytes(rng.integers(0, 256, 100, dtype=np.uint8)))
+    add_good("jpeg_junk_after_eoi.jpg", np.array(Image.open(io.BytesIO(jpg)).convert("RGB")), jpeg_tol)
+    # EXIF orientation 1..8: every file displays as `rgb` once the orientation is applied.
+    for k in range(1, 9):
+        exif = Image.Exif()
+        exif[0x0112] = k
+        add_jpeg("exif_orient_%d.jpg" % k, orient_raw(rgb, k), exif=exif.tobytes())
+
+    # --- Other formats stb_image reads.
+    im.save(os.path.join(good, "bmp.bmp"))
+    add_good("bmp.bmp", rgb)
+    im.save(os.path.join(good, "tga.tga"))
+    add_good("tga.tga", rgb)
+    im.save(os.path.join(good, "tga_rle.tga"), compression="tga_rle")
+    add_good("tga_rle.tga", rgb)
+    im.save(os.path.join(good, "ppm.ppm"))
+    add_good("ppm.ppm", rgb)
+    Image.fromarray(grey8, "L").save(os.path.join(good, "pgm.pgm"))
+    add_good("pgm.pgm", np.repeat(grey8[..., None], 3, -1))
+    f1 = Image.fromarray(rgb).quantize(colors=8, dither=Image.Dither.NONE)
+    f2 = Image.fromarray(255 - rgb).quantize(colors=8, dither=Image.Dither.NONE)
+    f1.save(os.path.join(good, "gif_anim.gif"), save_all=True, append_images=[f2], duration=100, loop=0)
+    add_good("gif_anim.gif", np.array(f1.convert("RGB")))  # the first frame
+    with open(os.path.join(good, "psd.psd"), "wb") as f:
+        f.write(psd_rgb(rgb))
+    add_good("psd.psd", rgb)
+    # HDR: stb maps linear floats to 8 bits with gamma 2.2, scale 1: round(255 * v ** (1/2.2)).
+    mant = (rgb // 2 + 64).astype(np.uint8)
+    expo = np.full((H, W), 128, np.uint8)  # v = mant / 256
+    with open(os.path.join(good, "hdr.hdr"), "wb") as f:
+        f.write(hdr_rgbe(mant, expo))
+    v = mant.astype(np.float64) / 256.0
+    add_good("hdr.hdr", np.clip(np.floor(255 * v ** (1 / 2.2) + 0.5), 0, 255).astype(np.uint8), 0.01)
+    # Names with spaces and non-ASCII characters.
+    im.save(os.path.join(good, "café 猫.png"))
+    add_good("café 猫.png", rgb)
+
+    # --- Files that must be refused, each with the reason the error line must contain.
+    add_bad("empty.png", b"", "empty file (0 bytes)")
+    add_bad("text.png", b"This is a text file with a .png name.\n", "not a readable image")
+    add_bad("jpeg_truncated_70.jpg", jpg[: len(jpg) * 7 // 10], "truncated JPEG")
+    buf = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, size=(H, W, 3), dtype=np.uint8)).save(buf, "PNG")
+    add_bad("png_truncated_70.png", buf.getvalue()[: len(buf.getvalue()) * 7 // 10], "cannot decode image")
+    # Four components without an Adobe APP14 marker: CMYK or YCCK cannot be told apart -> refused.
+    buf = io.BytesIO()
+    save_jpeg(cmyk, buf)
+    data = bytearray(buf.getvalue())
+    at = data.find(b"\xff\xee")
+    seg = struct.unpack(">H", data[at + 2:at + 4])[0]
+    del data[at:at + 2 + seg]
+    add_bad("jpeg_cmyk_no_adobe.jpg", bytes(data), "unsupported colour space")
+    add_bad("huge_20000x20000.png", png_header_only(20000, 20000, 8, 0), "exceeds the limit")
+    add_bad("huge_23169x23169_rgba.png", png_header_only(23169, 23169, 8, 6), "exceeds the limit")
+    # A JPEG whose frame header declares 30000 x 30000 (SOF0 height/width patched).
+    data = bytearray(jpg)
+    at = data.find(b"\xff\xc0")
+    data[at + 5:at + 9] = struct.pack(">HH", 30000, 30000)
+    add_bad("huge_jpeg_30000.jpg", bytes(data[: at + 200]), "exceeds the limit")
+
+    with open(os.path.join(OUT, "expect.json"), "w", encoding="utf-8") as f:
+        json.dump(expect, f, indent=1, ensure_ascii=False, sort_keys=True)
+        f.write("\n")
+    total = sum(os.path.getsize(os.path.join(dp, n)) for dp, _, ns in os.walk(OUT) for n in ns)
+    print("corpus: %d good, %d bad, %d bytes" % (len(expect["good"]), len(expect["bad"]), total))
+    assert total < 2_000_000
+
+
+if __name__ == "__main__":
+    main()
