@@ -257,7 +257,11 @@ class WeightsSax {
 // On the files it accepts it produces exactly what the SAX parser produces (same double -> float32 path).
 class FastScanner {
  public:
-  FastScanner(const char* p, size_t n, const std::string& path) : p_(p), end_(p + n), path_(path) {}
+  FastScanner(const char* p, size_t n, const std::string& path) : p_(p), end_(p + n), begin_(p), path_(path) {}
+
+  /// For a mapped file: give the pages already scanned back to the kernel as the scan goes, so that the
+  /// resident memory of a load is the tensors plus a few tens of MB, not also the whole text.
+  void release_as_scanned() { release_ = true; }
 
   std::optional<RawWeights> run() {
     RawWeights out;
@@ -294,6 +298,7 @@ class FastScanner {
           t.data.push_back(static_cast<float>(v));
         }
         out.tensors.emplace(std::move(key), std::move(t));
+        if (release_) release();
       }
       ws();
       if (eat(',')) continue;
@@ -306,6 +311,14 @@ class FastScanner {
   }
 
  private:
+  void release() {
+    constexpr size_t kChunk = size_t{32} << 20;
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const size_t done = static_cast<size_t>(p_ - begin_) / page * page;
+    if (done < released_ + kChunk) return;
+    ::madvise(const_cast<char*>(begin_) + released_, done - released_, MADV_DONTNEED);
+    released_ = done;
+  }
   void ws() {
     while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
   }
@@ -485,7 +498,10 @@ class FastScanner {
 
   const char* p_;
   const char* end_;
+  const char* begin_;
   const std::string& path_;
+  bool release_ = false;
+  size_t released_ = 0;
 };
 
 }  // namespace
@@ -524,13 +540,15 @@ RawWeights load_weights_json(const std::string& path) {
   struct stat st {};
   if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
     const size_t n = static_cast<size_t>(st.st_size);
-    void* m = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    void* m = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE, fd, 0);
     ::close(fd);
     if (m != MAP_FAILED) {
       ::madvise(m, n, MADV_SEQUENTIAL);
       std::optional<RawWeights> fast;
       try {
-        fast = FastScanner(static_cast<const char*>(m), n, path).run();
+        FastScanner scanner(static_cast<const char*>(m), n, path);
+        scanner.release_as_scanned();
+        fast = scanner.run();
       } catch (...) {
         ::munmap(m, n);
         throw;
