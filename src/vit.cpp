@@ -210,6 +210,12 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
         r.logits.resize(static_cast<size_t>(w.head.out));
         linear(r.logits.data(), fin + static_cast<size_t>(b) * T * D, w.head.weight.data(),
                w.head.bias.empty() ? nullptr : w.head.bias.data(), 1, w.head.out, D);
+        if (w.head_dist.present()) {  // DeiT distilled: (head(class) + head_dist(distillation)) / 2
+          std::vector<float> ld(static_cast<size_t>(w.head_dist.out));  // (C)
+          linear(ld.data(), fin + (static_cast<size_t>(b) * T + 1) * D, w.head_dist.weight.data(),
+                 w.head_dist.bias.empty() ? nullptr : w.head_dist.bias.data(), 1, w.head_dist.out, D);
+          for (size_t c = 0; c < ld.size(); ++c) r.logits[c] = 0.5f * (r.logits[c] + ld[c]);
+        }
       }
     }
   }

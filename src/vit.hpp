@@ -24,7 +24,8 @@ struct ForwardResult {
   std::vector<float> cls_attn;    ///< (L, H, T): row 0 (class token) of softmax(QK^T/sqrt(d_k)) per layer
   std::vector<float> attn;        ///< (L, H, T, T): all rows, only with keep_full
   std::vector<float> tokens_out;  ///< (T, D) after the final LayerNorm (timm) / (T, d_k) = weights.V (seed); to_end
-  std::vector<float> logits;      ///< (C) classifier output on the class token; to_end and a head present
+  std::vector<float> logits;      ///< (C) classifier output on the class token (DeiT distilled: mean with
+                                  ///< head_dist on the distillation token); to_end and a head present
 };
 
 /// Runs B images through the model. `images[b]` is a normalised (3, H, W) tensor with H = hp.image_h,

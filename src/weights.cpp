@@ -576,6 +576,14 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
     const Tensor& h = ld.need("head.weight", "(C, D)");
     if (h.rank() != 2 || dim(h, 1) != D) throw ld.shape_error("head.weight", "(C, " + std::to_string(D) + ")", h.shape);
     w.head = take_linear(ld, "head", dim(h, 0), D);
+    // timm VisionTransformerDistilled (DeiT): in eval mode the logits average both heads.
+    if (hp.num_dist == 1 && ld.has("head_dist.weight")) w.head_dist = take_linear(ld, "head_dist", dim(h, 0), D);
+  }
+  if (w.head.present() && ld.has("fc_norm.weight")) {
+    // timm global_pool="avg" (fc_norm): the head reads the mean patch token, not the class token; not supported.
+    w.head = LinearW{};
+    w.head_dist = LinearW{};
+    w.notices.push_back("fc_norm present (timm global average pooling): classifier head not used, no top-5");
   }
   const auto unused = ld.unused();
   if (!unused.empty()) {
