@@ -65,14 +65,14 @@ std::vector<float> class_attention_map(const ForwardResult& r, const HParams& hp
   return fuse_heads(patch_rows.data(), H, N, sel);
 }
 
-void discard_smallest(float* m, int T, float frac) {
-  if (!(frac >= 0.0f && frac <= 1.0f)) throw Error("--discard must be in [0, 1], found " + std::to_string(frac));
+void discard_smallest(float* m, int T, double frac) {
+  if (!(frac >= 0.0 && frac <= 1.0)) throw Error("--discard must be in [0, 1], found " + std::to_string(frac));
   std::vector<int> eligible;  // row-major indices outside row 0, column 0 and the diagonal
   eligible.reserve(T > 2 ? static_cast<size_t>(T - 1) * static_cast<size_t>(T - 2) : 0);
   for (int i = 1; i < T; ++i)
     for (int j = 1; j < T; ++j)
       if (i != j) eligible.push_back(i * T + j);
-  const auto k = static_cast<size_t>(std::floor(static_cast<double>(frac) * static_cast<double>(eligible.size())));
+  const auto k = static_cast<size_t>(std::floor(frac * static_cast<double>(eligible.size())));
   if (k == 0) return;
   auto smaller = [m](int a, int b) { return m[a] < m[b] || (m[a] == m[b] && a < b); };
   if (k < eligible.size())
@@ -80,18 +80,18 @@ void discard_smallest(float* m, int T, float frac) {
   for (size_t t = 0; t < k; ++t) m[eligible[t]] = 0.0f;
 }
 
-std::vector<float> attention_rollout(const ForwardResult& r, int last_layer, const HeadSelect& sel, float discard) {
+std::vector<float> attention_rollout(const ForwardResult& r, int last_layer, const HeadSelect& sel, double discard) {
   const int T = r.tokens, H = r.heads;
   const size_t TT = static_cast<size_t>(T) * T;
   if (r.attn.size() != static_cast<size_t>(r.layers) * H * TT)
     throw Error("rollout needs every layer's full attention matrices (ForwardOptions::keep_full)");
   if (last_layer < 0 || last_layer >= r.layers) throw Error("rollout: layer " + std::to_string(last_layer) + " was not computed");
-  if (!(discard >= 0.0f && discard <= 1.0f)) throw Error("--discard must be in [0, 1], found " + std::to_string(discard));
+  if (!(discard >= 0.0 && discard <= 1.0)) throw Error("--discard must be in [0, 1], found " + std::to_string(discard));
   std::vector<float> R(TT, 0.0f), next(TT), a_hat;  // R (T, T) starts as the identity
   for (int i = 0; i < T; ++i) R[static_cast<size_t>(i) * T + i] = 1.0f;
   for (int l = 0; l <= last_layer; ++l) {
     a_hat = fuse_heads(&r.attn[static_cast<size_t>(l) * H * TT], H, static_cast<int>(TT), sel);  // (T, T)
-    if (discard > 0.0f) discard_smallest(a_hat.data(), T, discard);
+    if (discard > 0.0) discard_smallest(a_hat.data(), T, discard);
     for (int i = 0; i < T; ++i) {
       float* row = &a_hat[static_cast<size_t>(i) * T];
       row[i] += 1.0f;  // A + I (the /2 cancels in the row normalisation below)

@@ -33,14 +33,14 @@ std::vector<float> class_attention_map(const ForwardResult& r, const HParams& hp
 /// R = A_hat_last ... A_hat_0. Needs r.attn (ForwardOptions::keep_full).
 /// Returns R, shape (T, T); every row sums to 1. Throws attnmap::Error when r has no full matrices, the
 /// layer was not computed or discard is outside [0, 1].
-std::vector<float> attention_rollout(const ForwardResult& r, int last_layer, const HeadSelect& sel, float discard = 0.0f);
+std::vector<float> attention_rollout(const ForwardResult& r, int last_layer, const HeadSelect& sel, double discard = 0.0);
 
 /// The `--discard F` step of rollout, in place on one fused (T, T) attention matrix: among the entries that
 /// are neither in row 0 nor in column 0 (the class token's own attention and the attention paid to it) nor on
 /// the diagonal - n = (T-1)(T-2) entries - the floor(F * n) smallest are set to 0 (ties: lower row-major index
 /// first). This is the head-fusion "discard_ratio" of Gildenblat's vit-explain, with every class-token
 /// entry protected rather than only (0, 0). Throws attnmap::Error for F outside [0, 1].
-void discard_smallest(float* m, int T, float frac);
+void discard_smallest(float* m, int T, double frac);
 
 /// DINO's thresholded attention (Caron et al. 2021, facebookresearch/dino visualize_attention.py): the
 /// values `a` (n) are sorted ascending, normalised to sum 1 and accumulated; an entry is kept when the

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "classify.hpp"
 #include "colormap.hpp"
 #include "error.hpp"
 #include "npy.hpp"
@@ -25,9 +26,9 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
   fuse_heads(probe.data(), hp.num_heads, 1, ctx.head);  // throws for a head index out of range
   ctx.cmap = colormap_table(opt.colormap);
   if (!(opt.alpha >= 0.0f && opt.alpha <= 1.0f)) throw Error("--alpha must be in [0, 1]");
-  if (!(opt.discard >= 0.0f && opt.discard <= 1.0f))
+  if (!(opt.discard >= 0.0 && opt.discard <= 1.0))
     throw Error("--discard must be a fraction in [0, 1], found " + std::to_string(opt.discard));
-  if (opt.discard > 0.0f && !opt.rollout) throw Error("--discard applies to --rollout only");
+  if (opt.discard > 0.0 && !opt.rollout) throw Error("--discard applies to --rollout only");
   if (opt.threshold && !(*opt.threshold > 0.0f && *opt.threshold <= 1.0f))
     throw Error("--threshold must be an attention mass in (0, 1], found " + std::to_string(*opt.threshold));
   if (opt.all_heads && !opt.save_raw) throw Error("--all-heads is a --save-raw option: add --save-raw");
@@ -87,11 +88,14 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
   const RenderOptions& opt = *ctx.opt;
   RenderResult res;
   const Image photo = load_image(job.input, opt.load);
-  const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data());
+  const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data(),
+                                   hp.crop_pct.value_or(0.875f));  // timm pretrained_cfg crop_pct, when given
   ForwardOptions fo;
   fo.last_layer = ctx.layer;
   fo.keep_full = opt.rollout;  // rollout needs every row of layers 0..layer
+  fo.to_end = model.head.present();  // the logits need every block; without a head stop at the drawn layer
   const ForwardResult r = vit_forward(model, in.chw.data(), fo);
+  if (!r.logits.empty()) res.top5 = top_k_classes(r.logits, hp.labels, 5);
   if (opt.rollout) {
     res.map = class_row_map(attention_rollout(r, ctx.layer, ctx.head, opt.discard), hp, r.tokens);  // (grid_h, grid_w)
   } else {

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attention_maps.hpp"
@@ -31,7 +32,7 @@ struct RenderOptions {
   bool save_raw = false;
   bool all_heads = false;            ///< with save_raw: the .npy holds every head, (H, grid_h, grid_w)
   bool rollout = false;              ///< draw attention rollout through layers 0..layer instead of one layer
-  float discard = 0.0f;              ///< rollout: fraction of the smallest fused entries zeroed per layer
+  double discard = 0.0;              ///< rollout: fraction of the smallest fused entries zeroed per layer
   std::optional<float> threshold;    ///< DINO mask: keep the largest attentions holding this mass, in (0, 1]
   bool heads_grid = false;           ///< also write NAME.heads.png: one labelled tile per head + the fused map
   std::optional<std::array<int, 2>> size;  ///< (width, height): model input size; position embeddings resampled
@@ -61,6 +62,9 @@ struct RenderResult {
   std::vector<float> map;            ///< (grid_h, grid_w) class-token map (or its rollout) as computed
   std::vector<uint8_t> mask;         ///< (grid_h, grid_w) with threshold: 1 where the DINO mask keeps the patch
   std::vector<std::string> notes;    ///< per-image notes for the terminal (e.g. a flat map)
+  /// With a classifier head: the 5 most probable classes (config label or "class i", softmax probability),
+  /// most probable first; empty without a head.
+  std::vector<std::pair<std::string, float>> top5;
 };
 
 /// Resolves the view (layer, head, colour map; the model's config defaults where options are unset), checks

@@ -1,0 +1,227 @@
+// The views of issue 3: rollout (+ discard), DINO threshold masks, position-embedding resampling (--size),
+// heads grid and --all-heads - against PyTorch fixtures (tools/make_view_fixtures.py) and hand-made cases.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "attention_maps.hpp"
+#include "error.hpp"
+#include "heads_grid.hpp"
+#include "image_io.hpp"
+#include "npy.hpp"
+#include "pos_embed.hpp"
+#include "test_util.hpp"
+#include "vit.hpp"
+#include "weights.hpp"
+
+namespace fs = std::filesystem;
+using namespace attnmap;
+
+namespace {
+
+std::vector<float> slice(const std::vector<float>& v, size_t index, size_t len) {
+  return std::vector<float>(v.begin() + static_cast<long>(index * len), v.begin() + static_cast<long>((index + 1) * len));
+}
+
+HeadSelect head_select(const std::string& s) { return parse_head(s); }
+
+// The rollout fixture model (non-square: 40 x 24 pixels, patch 8, grid 3 x 5) run on its input.
+ForwardResult rollout_fixture_forward(ViTWeights* model) {
+  *model = load_model(fixture("views_rollout/weights.json"));
+  std::vector<int64_t> shape;
+  const std::vector<float> x = read_npy(fixture("views_rollout/input.npy"), &shape);
+  EXPECT_EQ(shape, (std::vector<int64_t>{3, 24, 40}));
+  ForwardOptions fo;
+  fo.keep_full = true;
+  return vit_forward(*model, x.data(), fo);
+}
+
+}  // namespace
+
+TEST(Rollout, MatchesPyTorchAtEveryLayerAndRowsSumToOne) {
+  ViTWeights model;
+  const ForwardResult r = rollout_fixture_forward(&model);
+  ASSERT_EQ(model.hp.grid_w, 5);
+  ASSERT_EQ(model.hp.grid_h, 3);
+  std::vector<int64_t> shape;
+  const std::vector<float> attn = read_npy(fixture("views_rollout/attn.npy"), &shape);
+  ASSERT_EQ(shape, (std::vector<int64_t>{3, 4, 16, 16}));
+  EXPECT_TRUE(all_close(r.attn, attn, 1e-5, "attention probabilities"));
+  const size_t TT = 16 * 16;
+  struct Case {
+    const char* file;
+    const char* head;
+    double discard;
+  };
+  for (const Case& c : {Case{"rollout_mean.npy", "mean", 0.0}, Case{"rollout_max_discard0.5.npy", "max", 0.5},
+                        Case{"rollout_mean_discard0.9.npy", "mean", 0.9}}) {
+    const std::vector<float> want = read_npy(fixture(std::string("views_rollout/") + c.file), &shape);
+    ASSERT_EQ(shape, (std::vector<int64_t>{3, 16, 16}));
+    for (int l = 0; l < 3; ++l) {
+      const std::vector<float> R = attention_rollout(r, l, head_select(c.head), c.discard);
+      EXPECT_TRUE(all_close(R, slice(want, static_cast<size_t>(l), TT), 1e-5, std::string(c.file) + " layer " + std::to_string(l)));
+      for (int i = 0; i < 16; ++i) {
+        double s = 0;
+        for (int j = 0; j < 16; ++j) s += R[static_cast<size_t>(i * 16 + j)];
+        EXPECT_NEAR(s, 1.0, 1e-5) << c.file << " layer " << l << " row " << i;
+      }
+    }
+  }
+  // The map is the class row's patch columns, (grid_h, grid_w) row-major.
+  const std::vector<float> R = attention_rollout(r, 2, head_select("mean"));
+  const std::vector<float> m = class_row_map(R, model.hp, 16);
+  ASSERT_EQ(m.size(), 15u);
+  EXPECT_EQ(m[7], R[8]);  // patch row 1, column 2 = token 1 + 1*5 + 2
+  // Without the full matrices rollout refuses, naming what it needs.
+  ForwardResult cls_only = r;
+  cls_only.attn.clear();
+  EXPECT_THROW(attention_rollout(cls_only, 0, head_select("mean")), Error);
+  EXPECT_THROW(attention_rollout(r, 0, head_select("mean"), 1.5), Error);
+}
+
+TEST(Rollout, DiscardZeroesSmallestOffDiagonalNonClassEntries) {
+  // 4 x 4: row 0 and column 0 (class token) and the diagonal hold the smallest values, so a rule that
+  // forgot to protect them would zero them first. Eligible entries: (1,2)=.30 (1,3)=.05 (2,1)=.20 (2,3)=.05
+  // (3,1)=.40 (3,2)=.10 -> n = 6.
+  const std::vector<float> m0 = {0.001f, 0.002f, 0.003f, 0.004f,  //
+                                 0.006f, 0.007f, 0.30f, 0.05f,    //
+                                 0.008f, 0.20f, 0.009f, 0.05f,    //
+                                 0.011f, 0.40f, 0.10f, 0.012f};
+  std::vector<float> m = m0;
+  discard_smallest(m.data(), 4, 0.5);  // floor(0.5 * 6) = 3: the two 0.05 (tie) and 0.10
+  std::vector<float> want = m0;
+  want[7] = want[11] = want[14] = 0.0f;
+  EXPECT_EQ(m, want);
+  m = m0;
+  discard_smallest(m.data(), 4, 0.2);  // floor(1.2) = 1: of the tied 0.05s, the lower index (1,3) goes
+  want = m0;
+  want[7] = 0.0f;
+  EXPECT_EQ(m, want);
+  m = m0;
+  discard_smallest(m.data(), 4, 1.0);  // all six eligible entries; the class entries and diagonal stay
+  want = {0.001f, 0.002f, 0.003f, 0.004f, 0.006f, 0.007f, 0, 0, 0.008f, 0, 0.009f, 0, 0.011f, 0, 0, 0.012f};
+  EXPECT_EQ(m, want);
+  m = m0;
+  discard_smallest(m.data(), 4, 0.0);
+  EXPECT_EQ(m, m0);
+  EXPECT_THROW(discard_smallest(m.data(), 4, -0.1), Error);
+  EXPECT_THROW(discard_smallest(m.data(), 4, std::nan("")), Error);
+}
+
+TEST(Threshold, KeepsTheSmallestSetOfLargestEntriesReachingTheMass) {
+  // Masses 1/16, 8/16, 2/16, 5/16 (exact in binary). Sorted ascending the cumulative mass is 1/16, 3/16,
+  // 8/16, 1; an entry is kept when it exceeds 1 - T.
+  const float a[4] = {1, 8, 2, 5};  // unnormalised: the rule normalises
+  EXPECT_EQ(threshold_mask(a, 4, 0.5f), (std::vector<uint8_t>{0, 1, 0, 0}));     // 8/16 reaches 0.5 alone
+  EXPECT_EQ(threshold_mask(a, 4, 0.51f), (std::vector<uint8_t>{0, 1, 0, 1}));    // needs 5/16 too: 13/16
+  EXPECT_EQ(threshold_mask(a, 4, 0.9f), (std::vector<uint8_t>{0, 1, 1, 1}));     // 15/16
+  EXPECT_EQ(threshold_mask(a, 4, 1.0f), (std::vector<uint8_t>{1, 1, 1, 1}));
+  EXPECT_EQ(threshold_mask(a, 4, 0.01f), (std::vector<uint8_t>{0, 1, 0, 0}));    // the largest is always kept
+  EXPECT_THROW(threshold_mask(a, 4, 0.0f), Error);
+  EXPECT_THROW(threshold_mask(a, 4, 1.5f), Error);
+  const float zeros[3] = {0, 0, 0};
+  EXPECT_THROW(threshold_mask(zeros, 3, 0.6f), Error);
+}
+
+TEST(Threshold, MatchesDinoVisualizeAttention) {
+  ViTWeights model;
+  const ForwardResult r = rollout_fixture_forward(&model);
+  std::vector<int64_t> shape;
+  const std::vector<float> want = read_npy(fixture("views_rollout/dino_mask_t0.6.npy"), &shape);
+  ASSERT_EQ(shape, (std::vector<int64_t>{4, 3, 5}));
+  for (int h = 0; h < 4; ++h) {
+    HeadSelect one;
+    one.fusion = HeadSelect::Fusion::Index;
+    one.index = h;
+    const std::vector<float> m = class_attention_map(r, model.hp, 2, one);
+    const std::vector<uint8_t> mask = threshold_mask(m.data(), 15, 0.6f);
+    EXPECT_EQ(std::vector<float>(mask.begin(), mask.end()), slice(want, static_cast<size_t>(h), 15)) << "head " << h;
+  }
+}
+
+TEST(PosEmbed, BicubicMatchesTorchInterpolate) {
+  std::ifstream f(fixture("views_posembed/meta.json"));
+  ASSERT_TRUE(f.good());
+  const auto meta = nlohmann::json::parse(f);
+  const int D = meta["D"].get<int>();
+  ASSERT_EQ(meta["cases"].size(), 8u);
+  for (const auto& c : meta["cases"]) {
+    std::vector<int64_t> shape;
+    const std::vector<float> src = read_npy(fixture("views_posembed/" + c["src"].get<std::string>()), &shape);
+    const std::vector<float> want = read_npy(fixture("views_posembed/" + c["out"].get<std::string>()), &shape);
+    const int gh = c["grid_h"], gw = c["grid_w"], nh = c["new_h"], nw = c["new_w"], prefix = c["prefix"];
+    ViTWeights w;
+    w.hp.patch = 14;
+    w.hp.dim = D;
+    w.hp.grid_w = gw;
+    w.hp.grid_h = gh;
+    w.hp.image_w = gw * 14;
+    w.hp.image_h = gh * 14;
+    w.hp.num_prefix = prefix;
+    w.pos_embed = src;
+    resample_pos_embed(w, nw * 14, nh * 14);
+    EXPECT_EQ(shape, (std::vector<int64_t>{prefix + nh * nw, D}));
+    EXPECT_EQ(w.hp.grid_w, nw);
+    EXPECT_EQ(w.hp.grid_h, nh);
+    EXPECT_EQ(w.hp.image_w, nw * 14);
+    EXPECT_TRUE(all_close(w.pos_embed, want, 1e-6, c["out"].get<std::string>()));
+    // Prefix rows are copied bit for bit.
+    EXPECT_EQ(std::vector<float>(w.pos_embed.begin(), w.pos_embed.begin() + prefix * D),
+              std::vector<float>(src.begin(), src.begin() + prefix * D));
+    if (nh == gh && nw == gw) {
+      EXPECT_EQ(w.pos_embed, src);
+    }
+  }
+  ViTWeights w;
+  w.hp.patch = 16;
+  w.hp.dim = 2;
+  w.pos_embed.assign(2 * 197, 0.5f);
+  EXPECT_THROW(resample_pos_embed(w, 440, 448), Error);  // 440 is not a multiple of 16
+  EXPECT_THROW(resample_pos_embed(w, 0, 448), Error);
+  resample_pos_embed(w, 448, 224);  // a constant embedding stays constant (the taps sum to 1)
+  EXPECT_EQ(w.hp.grid_w, 28);
+  EXPECT_EQ(w.hp.grid_h, 14);
+  ASSERT_EQ(w.pos_embed.size(), 2u * (1 + 28 * 14));
+  for (float v : w.pos_embed) ASSERT_NEAR(v, 0.5f, 1e-6);
+}
+
+TEST(PosEmbed, CubicKernelIsPyTorchs) {
+  // One row [0, 1, 0, 0] from 4 to 8 samples; PyTorch (a = -0.75, clamped border) gives these values
+  // (F.interpolate(torch.tensor([[[[0., 1, 0, 0]]]]), size=(1, 8), mode='bicubic', align_corners=False)).
+  const std::vector<float> out = bicubic_resize_planes({0, 1, 0, 0}, 1, 1, 4, 1, 8);
+  const std::vector<float> want = {-0.10546875f, 0.26171875f, 0.87890625f, 0.87890625f, 0.26171875f, -0.10546875f, -0.03515625f, 0.0f};
+  EXPECT_TRUE(all_close(out, want, 1e-6, "bicubic 4 -> 8"));
+}
+
+TEST(HeadsGrid, LayoutAndFont) {
+  const GridLayout g = grid_layout(13, 451, 300);  // ViT-B: 12 heads + the fused map
+  EXPECT_EQ(g.cols, 4);
+  EXPECT_EQ(g.rows, 4);
+  EXPECT_EQ(g.tile_w, 224);
+  EXPECT_EQ(g.tile_h, 149);  // round(300 * 224 / 451)
+  EXPECT_EQ(g.width(), 4 * 224 + 5 * 6);
+  EXPECT_EQ(g.height(), 4 * (22 + 149) + 5 * 6);
+  const GridLayout tall = grid_layout(5, 32, 96);
+  EXPECT_EQ(tall.tile_w, 75);
+  EXPECT_EQ(tall.tile_h, 224);
+  EXPECT_THROW(grid_layout(0, 10, 10), Error);
+  // The label font is found and draws ink inside the label strip only.
+  const Font font(find_font());
+  Image img;
+  img.width = 120;
+  img.height = 24;
+  img.rgb.assign(120 * 24 * 3, 0);
+  const uint8_t white[3] = {255, 255, 255};
+  font.draw(img, 2, 2, "head 11", 15.0f, white);
+  size_t ink = 0;
+  for (uint8_t v : img.rgb) ink += v > 128;
+  EXPECT_GT(ink, 30u);
+  EXPECT_GT(font.text_width("head 11", 15.0f), font.text_width("head 1", 15.0f));
+  EXPECT_THROW(Font("/nonexistent.ttf"), Error);
+}
