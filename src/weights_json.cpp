@@ -362,7 +362,7 @@ class FastScanner {
         if (p_ >= end_) return false;
         ++p_;
       } else if (c == '{' || c == '[') {
-        ++depth;
+        if (++depth > 32) return false;  // deeper than WeightsSax::kMaxConfigDepth: the SAX parser reports it
       } else if (c == '}' || c == ']') {
         if (--depth == 0) return true;
       }
