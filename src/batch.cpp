@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "classify.hpp"
 #include "error.hpp"
 #include "pos_embed.hpp"
 #include "sgemm.hpp"
@@ -198,6 +199,7 @@ struct Outcome {
   std::vector<std::string> outputs;
   double milliseconds = 0;
   std::optional<MapStats> stats;
+  std::vector<std::pair<std::string, float>> top5;  // with a classifier head
 };
 
 /// One manifest object. Fields are documented in README.md ("Manifest"); per-image results come from
@@ -216,6 +218,13 @@ std::string manifest_line(const Outcome& o) {
     j["entropy"] = o.stats->entropy_valid ? nlohmann::ordered_json(o.stats->entropy) : nlohmann::ordered_json(nullptr);
   } else {
     for (const char* k : {"map_max", "argmax_row", "argmax_col", "entropy"}) j[k] = nullptr;
+  }
+  if (!o.top5.empty()) {
+    nlohmann::ordered_json t = nlohmann::ordered_json::array();
+    for (const auto& [label, p] : o.top5) t.push_back({{"label", label}, {"probability", p}});
+    j["top5"] = t;
+  } else {
+    j["top5"] = nullptr;
   }
   // Invalid UTF-8 in a file name becomes U+FFFD rather than aborting the run.
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
@@ -412,6 +421,7 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
         o.status = "done";
         o.outputs = res.outputs;
         o.stats = map_statistics(res.map, model.hp.grid_h, model.hp.grid_w);
+        o.top5 = std::move(res.top5);
         notes = std::move(res.notes);
       }
     } catch (const std::exception& e) {
@@ -434,7 +444,11 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
       ++skipped;
     } else {
       ++done;
-      if (print_each) std::cout << job.input << " -> " << o.outputs.front() << "\n" << std::flush;
+      if (print_each) {
+        std::cout << job.input << " -> " << o.outputs.front() << "\n";
+        if (!o.top5.empty()) std::cout << "  top-5: " << format_top_k(o.top5) << "\n";
+        std::cout << std::flush;
+      }
     }
     const std::string err = manifest.put(n_missing + i, std::move(line));
     if (!err.empty()) std::cerr << "attnmap: error: " << err << "\n";

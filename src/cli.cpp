@@ -8,6 +8,7 @@
 #include "batch.hpp"
 #include "colormap.hpp"
 #include "error.hpp"
+#include "eval_cmd.hpp"
 #include "inspect.hpp"
 #include "weights.hpp"
 
@@ -127,6 +128,33 @@ int main(int argc, char** argv) {
   render->add_flag("--no-exif", no_exif,
                    "ignore the JPEG EXIF orientation (default: the photo is turned as viewers show it)");
 
+  // attnmap eval: the render view options (bound to the same variables) plus masks, tolerance, fusions, JSON.
+  attnmap::EvalOptions eo;
+  std::string fusions_s = "mean";
+  CLI::App* eval = app.add_subcommand(
+      "eval", "measure how well attention maps localise the object: pointing game, energy-in-mask per layer "
+              "and rollout, top-1 accuracy, against masks named like the images");
+  eval->add_option("inputs", ro.inputs, "image files or folders (folders are walked recursively, sorted)")->required();
+  eval->add_option("--masks", eo.masks_dir, "folder of masks named like the images (same stem); non-zero = object")
+      ->required();
+  eval->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON); default: the bundled weights/default.json");
+  eval->add_option("--layer", layer_s, "selected view: encoder block, 0-based, negative from the end (default: config, else -1)");
+  eval->add_option("--head", head_s, "selected view: a head index, or mean | max | min (default: config, else mean)");
+  eval->add_option("--fusions", fusions_s, "head fusions scored at every layer, comma-separated: mean,max,min or head indices")
+      ->capture_default_str();
+  eval->add_option("--tolerance", eo.tolerance_px, "pointing game: a hit within this many pixels of the mask")
+      ->capture_default_str();
+  eval->add_option("--upsample", upsample_s, "map to image pixels: nearest | bilinear | bicubic")->capture_default_str();
+  eval->add_option("--resize", resize_s, "squash | crop (as for render; outside the crop box the map is 0)")
+      ->capture_default_str();
+  eval->add_option("--heads", heads, "number of attention heads, when the weights do not say");
+  eval->add_option("--mean", mean_s, "R,G,B normalisation mean (overrides the weights' config)");
+  eval->add_option("--std", std_s, "R,G,B normalisation std (overrides the weights' config)");
+  eval->add_option("--json", eo.json_out, "also write the per-image and summary results as JSON here");
+  eval->add_flag("-q,--quiet", ro.quiet, "print only errors and the summary");
+  eval->add_option("--max-pixels", ro.load.max_pixels, "refuse images with more pixels than this, before decoding")
+      ->capture_default_str();
+
   std::string inspect_weights;
   int inspect_heads = 0;
   CLI::App* inspect = app.add_subcommand(
@@ -183,12 +211,20 @@ int main(int argc, char** argv) {
     } else {
       throw attnmap::Error("--resize expects squash or crop, found '" + resize_s + "'");
     }
-    if (render->count("--heads")) ro.overrides.num_heads = heads;
+    if (render->count("--heads") || eval->count("--heads")) ro.overrides.num_heads = heads;
     if (!mean_s.empty()) ro.overrides.mean = parse_rgb(mean_s, "--mean");
     if (!std_s.empty()) ro.overrides.std = parse_rgb(std_s, "--std");
     if (!(ro.alpha >= 0.0f && ro.alpha <= 1.0f)) throw attnmap::Error("--alpha must be in [0, 1]");
     bo.ext = attnmap::parse_extensions(bo.ext);
     if (!shard_s.empty()) attnmap::parse_shard(shard_s, &bo.shard_index, &bo.shard_count);
+
+    if (eval->parsed()) {
+      eo.view = ro;
+      eo.fusions.clear();
+      std::stringstream fs(fusions_s);
+      for (std::string f; std::getline(fs, f, ',');) eo.fusions.push_back(f);
+      return attnmap::run_eval(eo);
+    }
     return attnmap::run_render(ro, bo);
   } catch (const std::exception& e) {
     std::cerr << "attnmap: error: " << e.what() << "\n";

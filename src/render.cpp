@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "classify.hpp"
 #include "colormap.hpp"
 #include "error.hpp"
 #include "npy.hpp"
@@ -93,16 +94,22 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
   const RenderOptions& opt = *ctx.opt;
   RenderResult res;
   const Image photo = load_image(job.input, opt.load);
-  const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data());
+  const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data(),
+                                   hp.crop_pct.value_or(0.875f));  // timm pretrained_cfg crop_pct, when given
   ForwardOptions fo;
   fo.last_layer = ctx.layer;
+  fo.to_end = model.head.present();  // the logits need every block; without a head stop at the drawn layer
   // Rollout needs every row of layers 0..layer: consumed layer by layer, so (T, T) is kept, not (L, H, T, T).
   std::optional<RolloutAccumulator> acc;
   if (opt.rollout) {
     acc.emplace(hp.tokens(), hp.num_heads, ctx.head, opt.discard);
-    fo.on_probs = [&acc](int, int, const float* probs) { acc->add_layer(probs); };
+    const int last = ctx.layer;
+    fo.on_probs = [&acc, last](int, int l, const float* probs) {
+      if (l <= last) acc->add_layer(probs);  // with to_end the later blocks run too, for the logits
+    };
   }
   const ForwardResult r = vit_forward(model, in.chw.data(), fo);
+  if (!r.logits.empty()) res.top5 = top_k_classes(r.logits, hp.labels, 5);
   if (opt.rollout) {
     if (acc->layers() != ctx.layer + 1)
       throw Error("rollout: the forward pass reported " + std::to_string(acc->layers()) + " layers");

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attention_maps.hpp"
@@ -61,6 +62,9 @@ struct RenderResult {
   std::vector<float> map;            ///< (grid_h, grid_w) class-token map (or its rollout) as computed
   std::vector<uint8_t> mask;         ///< (grid_h, grid_w) with threshold: 1 where the DINO mask keeps the patch
   std::vector<std::string> notes;    ///< per-image notes for the terminal (e.g. a flat map)
+  /// With a classifier head: the 5 most probable classes (config label or "class i", softmax probability),
+  /// most probable first; empty without a head.
+  std::vector<std::pair<std::string, float>> top5;
 };
 
 /// Resolves the view (layer, head, colour map; the model's config defaults where options are unset), checks

@@ -494,6 +494,8 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
   std::vector<int> candidates;
   if (fb_registers) {
     candidates = {1};
+  } else if (sc.layout != "timm" && sc.layout != "dinov2") {
+    candidates = {hp.num_prefix};  // Hugging Face and torchvision always embed the class token
   } else if (hp.num_registers) {
     candidates = {0, hp.num_prefix};
   } else {
@@ -807,7 +809,12 @@ ViTWeights build_model(const RawWeights& raw_in, const SideConfig& side, const M
   const FileConfig fc = merge_config(side_fc, file_fc);
   if (ov.num_heads && *ov.num_heads <= 0) throw Error("--heads must be positive");
   std::string stripped;
-  const RawWeights raw = strip_prefixes(raw_in, stripped);
+  bool wrapped = false;
+  for (const auto& kv : raw_in.tensors)
+    for (const char* p : {"module.", "backbone.", "model."}) wrapped = wrapped || starts_with(kv.first, p);
+  RawWeights stripped_raw;
+  if (wrapped) stripped_raw = strip_prefixes(raw_in, stripped);  // a copy only when some name is wrapped
+  const RawWeights& raw = wrapped ? stripped_raw : raw_in;
   auto has = [&](const std::string& k) { return raw.tensors.count(k) != 0; };
   ViTWeights w;
   float eps = 1e-6f;

@@ -1,0 +1,405 @@
+#include "eval_cmd.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "batch.hpp"
+#include "classify.hpp"
+#include "error.hpp"
+#include "evaluate.hpp"
+#include "vit.hpp"
+
+namespace attnmap {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string fusion_name(const HeadSelect& h) {
+  switch (h.fusion) {
+    case HeadSelect::Fusion::Mean:
+      return "mean";
+    case HeadSelect::Fusion::Max:
+      return "max";
+    case HeadSelect::Fusion::Min:
+      return "min";
+    default:
+      return "h" + std::to_string(h.index);
+  }
+}
+
+// A head index made non-negative (checked against H), so "L3/h-1" and "L3/h3" are the same view.
+HeadSelect resolve_head(HeadSelect h, int H) {
+  const std::vector<float> probe(static_cast<size_t>(H), 0.0f);
+  fuse_heads(probe.data(), H, 1, h);  // throws for an index out of range
+  if (h.fusion == HeadSelect::Fusion::Index && h.index < 0) h.index += H;
+  return h;
+}
+
+bool is_image_file(const fs::path& p) {
+  std::string e = p.extension().string();
+  if (e.empty()) return false;
+  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const auto& exts = default_image_extensions();  // lower case, no dot
+  return std::find(exts.begin(), exts.end(), e.substr(1)) != exts.end();
+}
+
+// Masks by relative path without extension ("sub/0003_coat") and by bare stem ("0003_coat").
+struct MaskIndex {
+  std::map<std::string, std::string> by_rel, by_stem;
+  std::set<std::string> ambiguous_stems;
+
+  explicit MaskIndex(const std::string& dir) {
+    std::error_code ec;
+    std::vector<fs::path> files;
+    for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+         !ec && it != end; it.increment(ec))
+      if (it->is_regular_file(ec) && is_image_file(it->path())) files.push_back(it->path());
+    std::sort(files.begin(), files.end());
+    for (const fs::path& f : files) {
+      const fs::path rel = f.lexically_relative(dir);
+      by_rel.emplace((rel.parent_path() / rel.stem()).generic_string(), f.string());
+      const std::string stem = f.stem().string();
+      if (!by_stem.emplace(stem, f.string()).second) ambiguous_stems.insert(stem);
+    }
+  }
+
+  // rel_stem: the image's path below its input folder without extension.
+  std::optional<std::string> find(const std::string& rel_stem, const std::string& stem) const {
+    if (!rel_stem.empty()) {
+      auto it = by_rel.find(rel_stem);
+      if (it != by_rel.end()) return it->second;
+    }
+    auto it = by_stem.find(stem);
+    if (it != by_stem.end()) return it->second;
+    return std::nullopt;
+  }
+};
+
+std::string with_path(const std::string& input, const std::string& msg) {
+  return msg.compare(0, input.size(), input) == 0 ? msg : input + ": " + msg;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+}  // namespace
+
+EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
+  const HParams& hp = model.hp;
+  const int H = hp.num_heads;
+  EvalContext ctx;
+  ctx.model = &model;
+  ctx.opt = &opt;
+  if (opt.tolerance_px < 0) throw Error("--tolerance must be >= 0 pixels");
+  std::vector<HeadSelect> fusions;
+  for (const std::string& f : opt.fusions) fusions.push_back(resolve_head(parse_head(f), H));
+  for (int l = 0; l < hp.depth; ++l)
+    for (const HeadSelect& h : fusions) {
+      const std::string name = "L" + std::to_string(l) + "/" + fusion_name(h);
+      bool dup = false;
+      for (const auto& v : ctx.views) dup |= v.name == name;
+      if (!dup) ctx.views.push_back({name, l, h, false});
+    }
+  const int sel_layer = resolve_layer(opt.view.layer.value_or(hp.default_layer.value_or(-1)), hp.depth);
+  const HeadSelect sel_head =
+      resolve_head(parse_head(opt.view.head.value_or(hp.default_head.value_or("mean"))), H);
+  const std::string sel_name = "L" + std::to_string(sel_layer) + "/" + fusion_name(sel_head);
+  ctx.selected = ctx.views.size();
+  for (size_t i = 0; i < ctx.views.size(); ++i)
+    if (ctx.views[i].name == sel_name) ctx.selected = i;
+  if (ctx.selected == ctx.views.size()) ctx.views.push_back({sel_name, sel_layer, sel_head, false});
+  ctx.views.push_back({"rollout", hp.depth - 1, HeadSelect{}, true});
+  return ctx;
+}
+
+ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const std::string& mask_path,
+                         std::optional<int> truth) {
+  const ViTWeights& model = *ctx.model;
+  const HParams& hp = model.hp;
+  const EvalOptions& opt = *ctx.opt;
+  ImageEval ev;
+  ev.input = input;
+  ev.mask = mask_path;
+  ev.truth = truth;
+  const Image photo = load_image(input, opt.view.load);
+  const Mask mask = mask_from_image(load_image(mask_path, opt.view.load), mask_path);
+  if (mask.width != photo.width || mask.height != photo.height)
+    throw Error("mask " + mask_path + " is " + std::to_string(mask.width) + "x" +
+                std::to_string(mask.height) + ", the image is " + std::to_string(photo.width) + "x" +
+                std::to_string(photo.height) + " (a mask must have the image's size)");
+  ev.area_share = mask_area_share(mask);
+  if (ev.area_share <= 0) throw Error("mask " + mask_path + " is empty (no non-zero pixel)");
+  if (mask.grey_levels)
+    ev.notes.push_back(
+        "mask " + mask_path +
+        " has grey levels other than 0 and 255 (JPEG?); every non-zero pixel counts as object");
+
+  const ModelInput in =
+      preprocess(photo, hp.image_w, hp.image_h, opt.view.resize, hp.mean.data(), hp.std.data());
+  ForwardOptions fo;
+  fo.last_layer = hp.depth - 1;
+  fo.keep_full = true;  // rollout needs every layer's full matrices
+  fo.to_end = model.head.present();
+  const ForwardResult r = vit_forward(model, in.chw.data(), fo);
+  if (!r.logits.empty()) {
+    ev.top5 = top_k_classes(r.logits, hp.labels, 5);
+    ev.predicted = static_cast<int>(std::max_element(r.logits.begin(), r.logits.end()) - r.logits.begin());
+  }
+  std::vector<float> rollout;
+  for (size_t i = 0; i < ctx.views.size(); ++i) {
+    const EvalView& v = ctx.views[i];
+    std::vector<float> grid;  // (grid_h, grid_w)
+    if (v.rollout) {
+      if (rollout.empty()) rollout = attention_rollout(r, v.layer, v.head);  // (T, T)
+      grid = class_row_map(rollout, hp, r.tokens);
+    } else {
+      grid = class_attention_map(r, hp, v.layer, v.head);
+    }
+    if (i == ctx.selected) {
+      bool flat = false;
+      normalize_minmax(grid, &flat);
+      if (flat) ev.notes.push_back("the selected view's map is constant; its pointing-game hit is arbitrary");
+    }
+    const std::vector<float> on_photo = map_to_photo(grid, hp.grid_w, hp.grid_h, in.box, photo.width,
+                                                     photo.height, opt.view.upsample);  // (H, W)
+    ev.views.push_back({pointing_game(on_photo, mask, opt.tolerance_px), energy_in_mask(on_photo, mask)});
+  }
+  return ev;
+}
+
+int run_eval(const EvalOptions& opt) {
+  const RenderOptions& ro = opt.view;
+  if (opt.masks_dir.empty()) throw Error("--masks is required");
+  std::error_code ec;
+  if (!fs::is_directory(opt.masks_dir, ec)) throw Error("--masks " + opt.masks_dir + ": no such folder");
+  const std::string weights_path = ro.weights.empty() ? default_weights_path() : ro.weights;
+  const ViTWeights model = load_model(weights_path, ro.overrides);
+  if (!ro.quiet)
+    for (const auto& n : model.notices) std::cerr << "attnmap: note: " << weights_path << ": " << n << "\n";
+  const EvalContext ctx = make_eval_context(model, opt);
+  const HParams& hp = model.hp;
+  const bool classify = model.head.present();
+  const int num_classes = classify ? model.head.out : 0;
+
+  // Inputs: plan_jobs walks folders (sorted, hidden entries skipped) and skips the masks folder given as its
+  // "output" folder; out_base relative to it is the image's path below its input folder, without extension.
+  std::vector<std::string> missing;
+  const std::vector<Job> jobs = plan_jobs(ro.inputs, opt.masks_dir, &missing);
+  const MaskIndex masks(opt.masks_dir);
+
+  // Ground truth: labels.csv in the masks folder, else in the image's own folder; else the file name.
+  std::map<std::string, std::optional<std::map<std::string, int>>> csv_cache;
+  auto csv_for = [&](const fs::path& folder) -> const std::map<std::string, int>* {
+    const std::string key = folder.string();
+    auto it = csv_cache.find(key);
+    if (it == csv_cache.end()) {
+      std::optional<std::map<std::string, int>> m;
+      const fs::path p = folder / "labels.csv";
+      std::error_code e;
+      if (fs::is_regular_file(p, e)) m = read_labels_csv(p.string(), hp.labels, num_classes);
+      it = csv_cache.emplace(key, std::move(m)).first;
+    }
+    return it->second ? &*it->second : nullptr;
+  };
+  auto truth_for = [&](const std::string& input) -> std::optional<int> {
+    if (!classify) return std::nullopt;
+    const fs::path p(input);
+    for (const fs::path& folder :
+         {fs::path(opt.masks_dir), p.parent_path().empty() ? fs::path(".") : p.parent_path()}) {
+      if (const auto* m = csv_for(folder)) {
+        for (const std::string& k : {p.filename().string(), p.stem().string()}) {
+          auto it = m->find(k);
+          if (it != m->end()) return it->second;
+        }
+      }
+    }
+    return label_from_filename(input, hp.labels);
+  };
+
+  int failed = 0;
+  nlohmann::ordered_json errors = nlohmann::ordered_json::array();
+  for (const auto& m : missing) {
+    std::cerr << "attnmap: error: " << m << ": no such file or folder\n";
+    errors.push_back({{"file", m}, {"error", "no such file or folder"}});
+    ++failed;
+  }
+  if (jobs.empty() && missing.empty()) {
+    std::cerr << "attnmap: error: no images found in the inputs\n";
+    return 1;
+  }
+  if (!ro.quiet && !masks.ambiguous_stems.empty())
+    std::cerr << "attnmap: note: " << opt.masks_dir << ": several masks share the stem '"
+              << *masks.ambiguous_stems.begin() << "'; the first in sorted order is used\n";
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<ImageEval> done;
+  for (const Job& job : jobs) {
+    try {
+      const fs::path rel = fs::path(job.out_base).lexically_relative(opt.masks_dir);
+      const auto mask_path = masks.find(rel.generic_string(), fs::path(job.input).stem().string());
+      if (!mask_path)
+        throw Error("no mask named '" + fs::path(job.input).stem().string() + ".*' in " + opt.masks_dir);
+      ImageEval ev = evaluate_image(ctx, job.input, *mask_path, truth_for(job.input));
+      for (const auto& n : ev.notes) std::cerr << "attnmap: note: " << job.input << ": " << n << "\n";
+      if (!ro.quiet) {
+        const ViewScore& s = ev.views[ctx.selected];
+        std::string line = job.input + ": " + ctx.views[ctx.selected].name + (s.hit ? " hit" : " miss") +
+                           fmt(", energy %.3f", s.energy) + fmt(" (mask area %.3f,", ev.area_share) +
+                           fmt(" %.2fx)", s.energy / ev.area_share);
+        if (!ev.top5.empty()) {
+          line += "; top-5: " + format_top_k(ev.top5);
+          if (ev.truth) {
+            const std::string t = hp.labels.size() == static_cast<size_t>(num_classes)
+                                      ? hp.labels[static_cast<size_t>(*ev.truth)]
+                                      : "class " + std::to_string(*ev.truth);
+            line += std::string(" [truth ") + t + (ev.predicted == ev.truth ? ", correct]" : ", wrong]");
+          }
+        }
+        std::cout << line << "\n";
+      }
+      done.push_back(std::move(ev));
+    } catch (const std::exception& e) {
+      ++failed;
+      std::cerr << "attnmap: error: " << with_path(job.input, e.what()) << "\n";
+      errors.push_back({{"file", job.input}, {"error", e.what()}});
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // Summary: pointing = hits / n; energy = mean per-image energy; ratio = energy / mean mask area share
+  // (ratio of means); ratio_per_image = mean of energy_i / area_i.
+  const size_t n = done.size();
+  double area = 0;
+  int labelled = 0, correct = 0;
+  for (const auto& ev : done) {
+    area += ev.area_share;
+    if (ev.truth && ev.predicted) {
+      ++labelled;
+      correct += *ev.truth == *ev.predicted;
+    }
+  }
+  if (n) area /= static_cast<double>(n);
+  nlohmann::ordered_json views = nlohmann::ordered_json::object();
+  struct Row {
+    double pointing = 0, energy = 0, ratio = 0, ratio_img = 0;
+  };
+  std::vector<Row> rows(ctx.views.size());
+  for (size_t v = 0; v < ctx.views.size() && n; ++v) {
+    Row& r = rows[v];
+    for (const auto& ev : done) {
+      r.pointing += ev.views[v].hit ? 1.0 : 0.0;
+      r.energy += ev.views[v].energy;
+      r.ratio_img += ev.views[v].energy / ev.area_share;
+    }
+    r.pointing /= static_cast<double>(n);
+    r.energy /= static_cast<double>(n);
+    r.ratio_img /= static_cast<double>(n);
+    r.ratio = r.energy / area;
+    views[ctx.views[v].name] = {{"pointing_game", r.pointing},
+                                {"energy_in_mask", r.energy},
+                                {"energy_ratio", r.ratio},
+                                {"energy_ratio_per_image", r.ratio_img}};
+  }
+
+  std::ostream& out = std::cout;
+  if (n && !ro.quiet) out << "\n";
+  if (n) {
+    out << "attnmap eval: " << n << " images"
+        << (failed ? ", " + std::to_string(failed) + " failed" : std::string())
+        << fmt("; uniform baseline (mean mask area share) %.4f", area) << "\n";
+    if (classify) {
+      if (labelled)
+        out << "top-1 accuracy " << fmt("%.4f", static_cast<double>(correct) / labelled) << " (" << correct
+            << " of " << labelled << " images with a known class)\n";
+      else
+        out << "top-1 accuracy: no image has a known class (labels.csv or a class name in the file name)\n";
+    }
+    out << "view           pointing   energy    ratio\n";
+    size_t best_p = 0, best_e = 0;
+    for (size_t v = 0; v < ctx.views.size(); ++v) {
+      const Row& r = rows[v];
+      std::string name = ctx.views[v].name + (v == ctx.selected ? " *" : "");
+      name.resize(std::max<size_t>(name.size(), 13), ' ');
+      char buf[128];
+      std::snprintf(buf, sizeof buf, "%s %9.3f %8.3f %7.2fx\n", name.c_str(), r.pointing, r.energy, r.ratio);
+      out << buf;
+      if (r.pointing > rows[best_p].pointing ||
+          (r.pointing == rows[best_p].pointing && r.energy > rows[best_p].energy))
+        best_p = v;
+      if (r.energy > rows[best_e].energy) best_e = v;
+    }
+    out << "* selected view (--layer/--head or the model's default); pointing tolerance " << opt.tolerance_px
+        << " px; best pointing game: " << ctx.views[best_p].name
+        << ", best energy: " << ctx.views[best_e].name << "\n";
+  }
+
+  if (!opt.json_out.empty()) {
+    nlohmann::ordered_json j;
+    j["weights"] = weights_path;
+    j["masks"] = opt.masks_dir;
+    j["tolerance_px"] = opt.tolerance_px;
+    j["upsample"] = ro.upsample == Upsample::Nearest   ? "nearest"
+                    : ro.upsample == Upsample::Bicubic ? "bicubic"
+                                                       : "bilinear";
+    j["resize"] = ro.resize == ResizeMode::Crop ? "crop" : "squash";
+    j["selected_view"] = ctx.views[ctx.selected].name;
+    nlohmann::ordered_json s;
+    s["images"] = n;
+    s["failed"] = failed;
+    s["mask_area_share"] = area;
+    if (classify) {
+      s["top1"] = {{"correct", correct},
+                   {"labelled", labelled},
+                   {"accuracy", labelled ? nlohmann::ordered_json(static_cast<double>(correct) / labelled)
+                                         : nlohmann::ordered_json()}};
+    } else {
+      s["top1"] = nullptr;
+    }
+    s["views"] = views;
+    j["summary"] = s;
+    nlohmann::ordered_json imgs = nlohmann::ordered_json::array();
+    for (const auto& ev : done) {
+      nlohmann::ordered_json e;
+      e["file"] = ev.input;
+      e["mask"] = ev.mask;
+      e["mask_area_share"] = ev.area_share;
+      e["truth"] = ev.truth ? nlohmann::ordered_json(*ev.truth) : nlohmann::ordered_json();
+      e["predicted"] = ev.predicted ? nlohmann::ordered_json(*ev.predicted) : nlohmann::ordered_json();
+      nlohmann::ordered_json t = nlohmann::ordered_json::array();
+      for (const auto& [name, p] : ev.top5) t.push_back({name, p});
+      e["top5"] = t;
+      nlohmann::ordered_json vs = nlohmann::ordered_json::object();
+      for (size_t v = 0; v < ctx.views.size(); ++v)
+        vs[ctx.views[v].name] = {{"hit", ev.views[v].hit}, {"energy", ev.views[v].energy}};
+      e["views"] = vs;
+      imgs.push_back(e);
+    }
+    j["images"] = imgs;
+    j["errors"] = errors;
+    const std::string text = j.dump(1) + "\n";
+    try {
+      write_file_atomic(opt.json_out, std::vector<uint8_t>(text.begin(), text.end()));
+    } catch (const std::exception& e) {
+      std::cerr << "attnmap: error: " << e.what() << "\n";
+      return 1;
+    }
+  }
+  if (!ro.quiet) {
+    char line[160];
+    std::snprintf(line, sizeof line, "attnmap: %zu evaluated, %d failed, %.2f s\n", n, failed, secs);
+    std::cerr << line;
+  }
+  return failed || n == 0 ? 1 : 0;
+}
+
+}  // namespace attnmap

@@ -1,0 +1,420 @@
+// Localisation metrics (pointing game, energy-in-mask) on hand-made maps, the `attnmap eval` command on a
+// one-hot model with hand-computed results and on a random timm model against PyTorch (tools/
+// make_eval_fixtures.py), and the top-5 class report.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "classify.hpp"
+#include "error.hpp"
+#include "eval_cmd.hpp"
+#include "evaluate.hpp"
+#include "image_io.hpp"
+#include "render.hpp"
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+using namespace attnmap;
+using nlohmann::json;
+
+namespace {
+
+Mask make_mask(int w, int h, const std::vector<int>& inside) {
+  Mask m;
+  m.width = w;
+  m.height = h;
+  m.inside.assign(inside.begin(), inside.end());
+  return m;
+}
+
+const std::vector<std::string> kFashion = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                           "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+
+}  // namespace
+
+// ---- metric functions ------------------------------------------------------------------------------------
+
+TEST(Metrics, PointingGameHitMissAndTolerance) {
+  // 3x3 map, maximum at (x=2, y=1).
+  const std::vector<float> map = {0, 1, 2, 3, 4, 9, 5, 6, 7};
+  EXPECT_TRUE(pointing_game(map, make_mask(3, 3, {0, 0, 0, 0, 0, 1, 0, 0, 0})));
+  EXPECT_FALSE(pointing_game(map, make_mask(3, 3, {1, 1, 1, 1, 1, 0, 1, 1, 1})));
+  // Object only at (x=1, y=1): distance 1 from the maximum.
+  const Mask left = make_mask(3, 3, {0, 0, 0, 0, 1, 0, 0, 0, 0});
+  EXPECT_FALSE(pointing_game(map, left, 0));
+  EXPECT_TRUE(pointing_game(map, left, 1));
+  // Object only at (x=1, y=0): distance sqrt(2).
+  const Mask diag = make_mask(3, 3, {0, 1, 0, 0, 0, 0, 0, 0, 0});
+  EXPECT_FALSE(pointing_game(map, diag, 1));
+  EXPECT_TRUE(pointing_game(map, diag, 2));
+  EXPECT_THROW(pointing_game(map, diag, -1), Error);
+  EXPECT_THROW(pointing_game({1, 2}, diag), Error);
+}
+
+TEST(Metrics, PointingGameTiesTakeTheFirstMaximumInRowMajorOrder) {
+  const std::vector<float> map = {0, 0, 5, 0, 1, 0, 5, 0, 0};  // equal maxima at flat index 2 and 6
+  EXPECT_EQ(argmax_pixel(map), 2u);
+  EXPECT_TRUE(pointing_game(map, make_mask(3, 3, {0, 0, 1, 0, 0, 0, 0, 0, 0})));
+  EXPECT_FALSE(pointing_game(map, make_mask(3, 3, {0, 0, 0, 0, 0, 0, 1, 0, 0})));
+  EXPECT_EQ(argmax_pixel({NAN, 1.0f, 3.0f, NAN}), 2u);
+  EXPECT_THROW(argmax_pixel({NAN, NAN}), Error);
+}
+
+TEST(Metrics, EnergyInMaskIsTheShareOfMassOnTheObject) {
+  EXPECT_DOUBLE_EQ(energy_in_mask({1, 2, 3, 4}, make_mask(2, 2, {0, 1, 0, 1})), 0.6);
+  EXPECT_DOUBLE_EQ(energy_in_mask({1, 2, 3, 4}, make_mask(2, 2, {1, 1, 1, 1})), 1.0);
+  EXPECT_DOUBLE_EQ(energy_in_mask({0, 0, 0, 2}, make_mask(2, 2, {1, 1, 1, 0})), 0.0);
+  // A uniform map scores the mask's area share: the baseline.
+  const Mask m = make_mask(4, 1, {1, 0, 0, 0});
+  EXPECT_DOUBLE_EQ(energy_in_mask({0.25f, 0.25f, 0.25f, 0.25f}, m), mask_area_share(m));
+  EXPECT_DOUBLE_EQ(mask_area_share(m), 0.25);
+  EXPECT_THROW(energy_in_mask({1, -1, 0, 0}, m), Error);
+  EXPECT_THROW(energy_in_mask({0, 0, 0, 0}, m), Error);
+  EXPECT_THROW(energy_in_mask({1, NAN, 0, 0}, m), Error);
+  EXPECT_THROW(energy_in_mask({1, 2}, m), Error);
+}
+
+TEST(Metrics, MaskFromImageCountsAnyNonZeroChannel) {
+  Image img;
+  img.width = 4;
+  img.height = 1;
+  img.rgb = {0, 0, 0, 0, 0, 1, 255, 255, 255, 3, 0, 0};
+  const Mask m = mask_from_image(img, "m.png");
+  EXPECT_EQ(m.inside, (std::vector<uint8_t>{0, 1, 1, 1}));
+  EXPECT_TRUE(m.grey_levels);
+  img.rgb = {0, 0, 0, 255, 255, 255, 0, 0, 0, 255, 255, 255};
+  EXPECT_FALSE(mask_from_image(img, "m.png").grey_levels);
+  EXPECT_THROW(mask_from_image(Image{}, "m.png"), Error);
+}
+
+TEST(Metrics, MapToPhotoFillsTheCropBoxOnly) {
+  Box box;
+  box.x0 = 2;
+  box.x1 = 6;
+  box.y0 = 0;
+  box.y1 = 2;
+  const std::vector<float> m = map_to_photo({1, 2, 3, 4}, 2, 2, box, 8, 2, Upsample::Nearest);
+  EXPECT_EQ(m, (std::vector<float>{0, 0, 1, 1, 2, 2, 0, 0, 0, 0, 3, 3, 4, 4, 0, 0}));
+}
+
+TEST(Labels, FromFileName) {
+  EXPECT_EQ(label_from_filename("data/composites/0006_ankle_boot.png", kFashion), 9);
+  EXPECT_EQ(label_from_filename("0002_t_shirt_top.png", kFashion), 0);
+  EXPECT_EQ(label_from_filename("0014_shirt.png", kFashion), 6);
+  EXPECT_EQ(label_from_filename("/x/Coat.jpg", kFashion), 4);
+  EXPECT_EQ(label_from_filename("cat.jpg", kFashion), std::nullopt);
+  EXPECT_EQ(label_from_filename("12345.png", kFashion), std::nullopt);
+  EXPECT_EQ(label_from_filename("bag_0001.png", kFashion), std::nullopt);  // the label must be the whole rest
+}
+
+TEST(Labels, FromCsvByNameThenIndex) {
+  const fs::path p = fs::temp_directory_path() / ("attnmap_labels_" + std::to_string(::getpid()) + ".csv");
+  {
+    std::ofstream f(p, std::ios::binary);
+    f << "\xEF\xBB\xBF"
+      << "file,label_index,label,background\r\n"
+      << "0000_trouser.png,1,\"Trouser\",x.png\r\n"
+      << "a.png,7,\"a \"\"quoted\"\" name\",y\n"  // unknown name: the index is used
+      << "\n"
+      << "b.png,,\"T-shirt/top\",z\n"
+      << "c.png,42,nothing,z\n";  // index out of range, name unknown: left out
+  }
+  const auto m = read_labels_csv(p.string(), kFashion, 10);
+  EXPECT_EQ(m.size(), 3u);
+  EXPECT_EQ(m.at("0000_trouser.png"), 1);
+  EXPECT_EQ(m.at("a.png"), 7);
+  EXPECT_EQ(m.at("b.png"), 0);
+  {
+    std::ofstream f(p);
+    f << "file,label_index\nx.png,seven\n";
+  }
+  EXPECT_THROW(read_labels_csv(p.string(), kFashion, 10), Error);
+  {
+    std::ofstream f(p);
+    f << "file,colour\nx.png,red\n";
+  }
+  EXPECT_THROW(read_labels_csv(p.string(), kFashion, 10), Error);
+  fs::remove(p);
+}
+
+TEST(Classify, TopKIsSoftmaxSortedWithNames) {
+  // softmax(0, ln 2, ln 4, 0) = (1, 2, 4, 1) / 8.
+  const std::vector<float> logits = {0.0f, std::log(2.0f), std::log(4.0f), 0.0f};
+  const auto top = top_k_classes(logits, {"a", "b", "c", "d"}, 5);
+  ASSERT_EQ(top.size(), 4u);
+  EXPECT_EQ(top[0].first, "c");
+  EXPECT_NEAR(top[0].second, 0.5, 1e-7);
+  EXPECT_EQ(top[1].first, "b");
+  EXPECT_NEAR(top[1].second, 0.25, 1e-7);
+  EXPECT_EQ(top[2].first, "a");  // tie with "d": the lower index first
+  EXPECT_NEAR(top[2].second, 0.125, 1e-7);
+  EXPECT_EQ(top[3].first, "d");
+  const auto unnamed = top_k_classes(logits, {"only one"}, 2);
+  EXPECT_EQ(unnamed[0].first, "class 2");
+  EXPECT_EQ(unnamed.size(), 2u);
+  EXPECT_EQ(format_top_k({{"coat", 0.8125f}, {"bag", 0.1f}}), "coat 81.2%, bag 10.0%");
+  EXPECT_THROW(top_k_classes({}, {}, 5), Error);
+}
+
+// ---- the eval command ------------------------------------------------------------------------------------
+
+namespace {
+
+struct BinRun {
+  int status;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+BinRun run_bin(const std::string& args) {
+  const std::string base =
+      (fs::temp_directory_path() / ("attnmap_eval_" + std::to_string(::getpid()))).string();
+  const std::string cmd =
+      std::string("'") + ATTNMAP_BIN + "' " + args + " >'" + base + ".out' 2>'" + base + ".err'";
+  const int rc = std::system(cmd.c_str());
+  BinRun r{WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(base + ".out"), slurp(base + ".err")};
+  fs::remove(base + ".out");
+  fs::remove(base + ".err");
+  return r;
+}
+
+class Eval : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("attnmap_evaltest_" + std::to_string(::getpid()) + "_" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  static std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
+  fs::path dir;
+};
+
+const fs::path kOneHot = fs::path(ATTNMAP_TEST_DIR) / "fixtures" / "eval_onehot";
+const fs::path kTop5 = fs::path(ATTNMAP_TEST_DIR) / "fixtures" / "eval_top5";
+
+}  // namespace
+
+// The class token attends only to the red patch, so every view's map is one-hot there (rollout: 0.5 there,
+// 0 on the other patches). Nearest upsampling puts all the mass on that patch's 4x4 pixels.
+TEST_F(Eval, OneHotModelNearestGivesHandComputedScores) {
+  const fs::path js = dir / "r.json";
+  const BinRun r = run_bin("eval --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images") + " -w " +
+                           q(kOneHot / "weights.json") + " --upsample nearest --json " + q(js));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(slurp(js));
+  EXPECT_EQ(j["selected_view"], "L0/mean");
+  ASSERT_EQ(j["images"].size(), 3u);
+  // a: mask = the patch (hit, all mass); b: mask = the patch's left half (first maximum pixel = its top-left
+  // corner: hit; half the mass); c: mask far away (miss, no mass).
+  const double want_energy[3] = {1.0, 0.5, 0.0};
+  const bool want_hit[3] = {true, true, false};
+  const double want_area[3] = {16.0 / 256, 8.0 / 256, 16.0 / 256};
+  for (size_t i = 0; i < 3; ++i) {
+    const json& im = j["images"][i];
+    EXPECT_EQ(fs::path(im["file"].get<std::string>()).filename().string(),
+              std::string(1, char('a' + i)) + ".png");
+    EXPECT_DOUBLE_EQ(im["mask_area_share"].get<double>(), want_area[i]);
+    for (const char* v : {"L0/mean", "rollout"}) {
+      EXPECT_EQ(im["views"][v]["hit"].get<bool>(), want_hit[i]) << i << " " << v;
+      EXPECT_DOUBLE_EQ(im["views"][v]["energy"].get<double>(), want_energy[i]) << i << " " << v;
+    }
+  }
+  const json& s = j["summary"];
+  EXPECT_EQ(s["images"], 3);
+  EXPECT_EQ(s["failed"], 0);
+  EXPECT_TRUE(s["top1"].is_null());  // no classifier head
+  const double area = (16.0 + 8.0 + 16.0) / 256 / 3;
+  EXPECT_NEAR(s["mask_area_share"].get<double>(), area, 1e-15);
+  for (const char* v : {"L0/mean", "rollout"}) {
+    EXPECT_NEAR(s["views"][v]["pointing_game"].get<double>(), 2.0 / 3, 1e-15);
+    EXPECT_NEAR(s["views"][v]["energy_in_mask"].get<double>(), 0.5, 1e-15);
+    EXPECT_NEAR(s["views"][v]["energy_ratio"].get<double>(), 0.5 / area, 1e-12);
+    EXPECT_NEAR(s["views"][v]["energy_ratio_per_image"].get<double>(), (16.0 + 16.0 + 0.0) / 3, 1e-12);
+  }
+  EXPECT_NE(r.out.find("L0/mean *"), std::string::npos) << r.out;
+}
+
+// Bilinear (pixel-centre, 4x): a one-hot interior patch spreads with 1-D weights 1/8, 3/8, 5/8, 7/8, 7/8,
+// 5/8, 3/8, 1/8 (sum 4) over 8 pixels, 3 of the 4 units on the patch's own 4 pixels: (3/4)^2 = 0.5625 of
+// the mass on the patch. The left half of the patch: (5/8 + 7/8) / 4 * 3/4 = 0.28125.
+TEST_F(Eval, OneHotModelBilinearSpreadsTheMassAsComputedByHand) {
+  const fs::path js = dir / "r.json";
+  const BinRun r = run_bin("eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images") + " -w " +
+                           q(kOneHot / "weights.json") + " --json " + q(js));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(slurp(js));
+  const double want[3] = {0.5625, 0.28125, 0.0};
+  const bool hit[3] = {true, true, false};
+  for (size_t i = 0; i < 3; ++i)
+    for (const char* v : {"L0/mean", "rollout"}) {
+      EXPECT_NEAR(j["images"][i]["views"][v]["energy"].get<double>(), want[i], 1e-6) << i << " " << v;
+      EXPECT_EQ(j["images"][i]["views"][v]["hit"].get<bool>(), hit[i]) << i << " " << v;
+    }
+}
+
+TEST_F(Eval, ToleranceTurnsANearMissIntoAHit) {
+  // Image c (nearest): first maximum pixel (x=12, y=0) on the red patch (0,3); the object is patch (3,0),
+  // its nearest pixel (x=3, y=12) at distance sqrt(81 + 144) = 15: a miss within 14 pixels, a hit within 15.
+  const fs::path js = dir / "r.json";
+  const BinRun r =
+      run_bin("eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images" / "c.png") + " -w " +
+              q(kOneHot / "weights.json") + " --upsample nearest --tolerance 14 --json " + q(js));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_FALSE(json::parse(slurp(js))["images"][0]["views"]["L0/mean"]["hit"].get<bool>());
+  const BinRun r2 =
+      run_bin("eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images" / "c.png") + " -w " +
+              q(kOneHot / "weights.json") + " --upsample nearest --tolerance 15 --json " + q(js));
+  ASSERT_EQ(r2.status, 0) << r2.err;
+  EXPECT_TRUE(json::parse(slurp(js))["images"][0]["views"]["L0/mean"]["hit"].get<bool>());
+}
+
+TEST_F(Eval, BadImagesFailAloneAndTheRestIsStillScored) {
+  fs::create_directories(dir / "img");
+  fs::create_directories(dir / "masks");
+  for (const char* n : {"a", "b"}) {
+    fs::copy_file(kOneHot / "images" / (std::string(n) + ".png"), dir / "img" / (std::string(n) + ".png"));
+  }
+  fs::copy_file(kOneHot / "masks" / "a.png", dir / "masks" / "a.png");
+  Image small;  // b's mask has the wrong size
+  small.width = 8;
+  small.height = 8;
+  small.rgb.assign(8 * 8 * 3, 255);
+  write_png((dir / "masks" / "b.png").string(), small);
+  fs::copy_file(kOneHot / "images" / "c.png", dir / "img" / "nomask.png");
+  Image empty;  // an all-black mask
+  empty.width = empty.height = 16;
+  empty.rgb.assign(16 * 16 * 3, 0);
+  fs::copy_file(kOneHot / "images" / "c.png", dir / "img" / "z.png");
+  write_png((dir / "masks" / "z.png").string(), empty);
+  const fs::path js = dir / "r.json";
+  const BinRun r =
+      run_bin("eval --masks " + q(dir / "masks") + " " + q(dir / "img") + " " + q(dir / "missing.png") +
+              " -w " + q(kOneHot / "weights.json") + " --json " + q(js));
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("is 8x8, the image is 16x16"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no mask named 'nomask.*'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("z.png is empty"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("missing.png: no such file"), std::string::npos) << r.err;
+  const json j = json::parse(slurp(js));
+  EXPECT_EQ(j["summary"]["images"], 1);
+  EXPECT_EQ(j["summary"]["failed"], 4);
+  EXPECT_EQ(j["errors"].size(), 4u);
+  EXPECT_NEAR(j["images"][0]["views"]["L0/mean"]["energy"].get<double>(), 0.5625, 1e-6);
+}
+
+TEST_F(Eval, UsageErrorsExitTwo) {
+  EXPECT_EQ(run_bin("eval " + q(kOneHot / "images")).status, 2);  // --masks missing
+  EXPECT_EQ(run_bin("eval --masks " + q(dir / "nope") + " " + q(kOneHot / "images") + " -w " +
+                    q(kOneHot / "weights.json"))
+                .status,
+            2);
+  EXPECT_EQ(run_bin("eval --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images") + " -w " +
+                    q(kOneHot / "weights.json") + " --layer 3")
+                .status,
+            2);
+  EXPECT_EQ(run_bin("eval --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images") + " -w " +
+                    q(kOneHot / "weights.json") + " --fusions mean,bogus")
+                .status,
+            2);
+}
+
+// A random timm model with a 7-class head: the per-view scores and the class probabilities against the
+// float64 PyTorch reference; top-1 from the file names.
+TEST_F(Eval, TimmModelMatchesPyTorchAndCountsTopOne) {
+  const json want = json::parse(slurp(kTop5 / "expected.json"));
+  const fs::path js = dir / "r.json";
+  const BinRun r = run_bin("eval --masks " + q(kTop5 / "masks") + " " + q(kTop5 / "images") + " -w " +
+                           q(kTop5 / "weights.json") + " --json " + q(js));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(slurp(js));
+  ASSERT_EQ(j["images"].size(), 4u);
+  const int truth[4] = {4, 3, 0, 1};  // coat, dress, t_shirt_top, trouser
+  int correct = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    const json& im = j["images"][i];
+    const std::string name = fs::path(im["file"].get<std::string>()).filename().string();
+    const json& w = want["images"][name];
+    EXPECT_EQ(im["truth"], truth[i]) << name;
+    EXPECT_EQ(im["predicted"], w["predicted"]) << name;
+    correct += w["predicted"].get<int>() == truth[i];
+    EXPECT_DOUBLE_EQ(im["mask_area_share"].get<double>(), w["mask_area_share"].get<double>());
+    for (const char* v : {"L0/mean", "L1/mean", "rollout"}) {
+      EXPECT_NEAR(im["views"][v]["energy"].get<double>(), w["views"][v]["energy"].get<double>(), 2e-6)
+          << name << v;
+      EXPECT_EQ(im["views"][v]["hit"], w["views"][v]["hit"]) << name << v;
+    }
+    ASSERT_EQ(im["top5"].size(), 5u);
+    const double p0 = im["top5"][0][1].get<double>();
+    EXPECT_NEAR(p0, w["probs"][w["predicted"].get<size_t>()].get<double>(), 1e-5) << name;
+  }
+  EXPECT_EQ(j["summary"]["top1"]["labelled"], 4);
+  EXPECT_EQ(j["summary"]["top1"]["correct"], correct);
+  EXPECT_NE(r.out.find("top-1 accuracy"), std::string::npos) << r.out;
+}
+
+TEST_F(Eval, LabelsCsvInTheMasksFolderOverridesTheFileName) {
+  fs::create_directories(dir / "masks");
+  for (const auto& e : fs::directory_iterator(kTop5 / "masks"))
+    fs::copy_file(e.path(), dir / "masks" / e.path().filename());
+  {
+    std::ofstream f(dir / "masks" / "labels.csv");
+    f << "file,label\n0000_coat.png,Shirt\n0001_dress.png,Sandal\n";
+  }
+  const fs::path js = dir / "r.json";
+  const BinRun r = run_bin("eval -q --masks " + q(dir / "masks") + " " + q(kTop5 / "images") + " -w " +
+                           q(kTop5 / "weights.json") + " --json " + q(js));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(slurp(js));
+  EXPECT_EQ(j["images"][0]["truth"], 6);
+  EXPECT_EQ(j["images"][1]["truth"], 5);
+  EXPECT_EQ(j["images"][2]["truth"], 0);  // not in the CSV: from the file name
+}
+
+// ---- top-5 in render -------------------------------------------------------------------------------------
+
+TEST_F(Eval, RenderReportsTopFiveLikePyTorch) {
+  const json want = json::parse(slurp(kTop5 / "expected.json"));
+  const ViTWeights model = load_model((kTop5 / "weights.json").string());
+  RenderOptions opt;
+  opt.out_dir = dir.string();
+  const RenderContext ctx = make_render_context(model, opt);
+  for (const auto& [name, w] : want["images"].items()) {
+    const RenderResult res = render_image(ctx, {(kTop5 / "images" / name).string(), (dir / "x").string()});
+    ASSERT_EQ(res.top5.size(), 5u) << name;
+    // The reference probabilities sorted: names and values must agree.
+    std::vector<std::pair<double, size_t>> ref;
+    for (size_t c = 0; c < w["probs"].size(); ++c) ref.emplace_back(w["probs"][c].get<double>(), c);
+    std::sort(ref.begin(), ref.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (size_t k = 0; k < 5; ++k) {
+      EXPECT_EQ(res.top5[k].first, want["labels"][ref[k].second].get<std::string>()) << name << " rank " << k;
+      EXPECT_NEAR(res.top5[k].second, ref[k].first, 1e-5) << name << " rank " << k;
+    }
+  }
+  // Without a head: no classes, and the forward stops at the drawn layer.
+  const ViTWeights seed = load_model((kOneHot / "weights.json").string());
+  const RenderContext sctx = make_render_context(seed, opt);
+  EXPECT_TRUE(
+      render_image(sctx, {(kOneHot / "images" / "a.png").string(), (dir / "y").string()}).top5.empty());
+}
+
+TEST_F(Eval, RenderPrintsTheTopFiveLine) {
+  const BinRun r = run_bin("render " + q(kTop5 / "images" / "0000_coat.png") + " -w " +
+                           q(kTop5 / "weights.json") + " -o " + q(dir));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("top-5: Coat 63.2%, Trouser 31.5%, Pullover 4.4%, Sandal 0.4%, Shirt 0.4%"),
+            std::string::npos)
+      << r.out;
+}
