@@ -2,7 +2,7 @@
 // the forward pass + class-token map of a model at batch B, and weight loading speed.
 //
 //   attnmap_bench sgemm [SIZE]                     GFLOP/s of sgemm(SIZE^3) and of ViT-B/16 layer shapes
-//   attnmap_bench forward WEIGHTS B ITERS          ms per image and GFLOP/s (loads WEIGHTS once)
+//   attnmap_bench forward WEIGHTS ITERS B...       ms per image and GFLOP/s at each batch size B (one load)
 //   attnmap_bench load WEIGHTS                     seconds and MB/s of load_model
 // Prints "key value" lines that bench/run.sh parses.  OpenBLAS uses every usable core.
 #include <algorithm>
@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include "attention_maps.hpp"
 #include "batch.hpp"
 #include "sgemm.hpp"
@@ -24,6 +26,14 @@ using namespace attnmap;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// CPU seconds (user + system) this process has used: on a shared machine the wall clock also counts the
+// time other jobs held the cores.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -65,7 +75,7 @@ double forward_flops(const HParams& hp, const ViTWeights& w, int last) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: attnmap_bench sgemm [SIZE] | forward WEIGHTS B ITERS | load WEIGHTS\n");
+    std::fprintf(stderr, "usage: attnmap_bench sgemm [SIZE] | forward WEIGHTS ITERS B... | load WEIGHTS\n");
     return 2;
   }
   const std::string cmd = argv[1];
@@ -83,43 +93,49 @@ int main(int argc, char** argv) {
     return 0;
   }
   if ((cmd == "forward" && argc >= 5) || (cmd == "load" && argc >= 3)) {
+    const double cpu0 = cpu_seconds();
     const std::string path = argv[2];
     const auto t = Clock::now();
     const ViTWeights w = load_model(path);
     const double load_s = secs_since(t);
     const double mb = static_cast<double>(std::filesystem::file_size(path)) / 1e6;
-    std::printf("load_seconds %.3f\nload_mb %.1f\nload_mb_per_s %.1f\n", load_s, mb, mb / load_s);
+    const double load_cpu = cpu_seconds() - cpu0;
+    std::printf("load_seconds %.3f\nload_cpu_seconds %.3f\nload_mb %.1f\nload_mb_per_s %.1f\nload_mb_per_cpu_s %.1f\n", load_s,
+                load_cpu, mb, mb / load_s, mb / load_cpu);
     if (cmd == "load") return 0;
-    const int B = std::atoi(argv[3]), iters = std::atoi(argv[4]);
+    const int iters = std::atoi(argv[3]);
     const HParams& hp = w.hp;
-    std::vector<std::vector<float>> imgs(static_cast<size_t>(B), std::vector<float>(static_cast<size_t>(3) * hp.image_h * hp.image_w));
-    std::mt19937 g(2);
-    std::normal_distribution<float> n01(0, 1);
-    for (auto& im : imgs)
-      for (auto& v : im) v = n01(g);
-    std::vector<const float*> ptrs;
-    for (auto& im : imgs) ptrs.push_back(im.data());
-    ForwardOptions fo;
-    fo.last_layer = -1;
-    const int last = hp.depth - 1;
-    HeadSelect sel;  // mean over heads
-    double checksum = 0;
-    auto step = [&]() {
-      const std::vector<ForwardResult> rs = vit_forward(w, ptrs, fo);
-      for (const auto& r : rs) checksum += class_attention_map(r, hp, last, sel)[0];
-    };
-    step();  // warm-up
-    double best = 1e30, total = 0;
-    for (int i = 0; i < iters; ++i) {
-      const auto t1 = Clock::now();
-      step();
-      const double s = secs_since(t1);
-      best = std::min(best, s);
-      total += s;
+    for (int a = 4; a < argc; ++a) {
+      const int B = std::atoi(argv[a]);
+      std::vector<std::vector<float>> imgs(static_cast<size_t>(B),
+                                           std::vector<float>(static_cast<size_t>(3) * hp.image_h * hp.image_w));
+      std::mt19937 g(2);
+      std::normal_distribution<float> n01(0, 1);
+      for (auto& im : imgs)
+        for (auto& v : im) v = n01(g);
+      std::vector<const float*> ptrs;
+      for (auto& im : imgs) ptrs.push_back(im.data());
+      ForwardOptions fo;
+      fo.last_layer = -1;
+      const int last = hp.depth - 1;
+      HeadSelect sel;  // mean over heads
+      double checksum = 0;
+      auto step = [&]() {
+        const std::vector<ForwardResult> rs = vit_forward(w, ptrs, fo);
+        for (const auto& r : rs) checksum += class_attention_map(r, hp, last, sel)[0];
+      };
+      step();  // warm-up
+      double total = 0;
+      for (int i = 0; i < iters; ++i) {
+        const auto t1 = Clock::now();
+        step();
+        total += secs_since(t1);
+      }
+      const double per_image_ms = total / iters / B * 1e3;
+      std::printf("forward_ms_per_image_b%d %.2f\n", B, per_image_ms);
+      std::printf("forward_gflops_b%d %.2f\n", B, forward_flops(hp, w, last) * B / (total / iters) / 1e9);
+      std::printf("checksum_b%d %.6g\n", B, checksum);
     }
-    const double per_image_ms = total / iters / B * 1e3;
-    std::printf("batch %d\nforward_ms_per_image %.2f\nforward_best_ms_per_image %.2f\n", B, per_image_ms, best / B * 1e3);
-    std::printf("forward_gflops %.2f\nchecksum %.6g\n", forward_flops(hp, w, last) * B / (total / iters) / 1e9, checksum);
     return 0;
   }
   std::fprintf(stderr, "attnmap_bench: bad arguments\n");

@@ -137,9 +137,11 @@ int main(int argc, char** argv) {
   eval->add_option("inputs", ro.inputs, "image files or folders (folders are walked recursively, sorted)")->required();
   eval->add_option("--masks", eo.masks_dir, "folder of masks named like the images (same stem); non-zero = object")
       ->required();
-  eval->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON); default: the bundled weights/default.json");
+  eval->add_option("-w,--weights", ro.weights, "weights file, as for render; default: the bundled weights/default.json");
   eval->add_option("--layer", layer_s, "selected view: encoder block, 0-based, negative from the end (default: config, else -1)");
   eval->add_option("--head", head_s, "selected view: a head index, or mean | max | min (default: config, else mean)");
+  eval->add_flag("--rollout", ro.rollout, "selected view: attention rollout through layers 0..--layer, heads fused by --head");
+  eval->add_option("--discard", discard_s, "with --rollout: as for render, 0..1");
   eval->add_option("--fusions", fusions_s, "head fusions scored at every layer, comma-separated: mean,max,min or head indices")
       ->capture_default_str();
   eval->add_option("--tolerance", eo.tolerance_px, "pointing game: a hit within this many pixels of the mask")
@@ -154,6 +156,7 @@ int main(int argc, char** argv) {
   eval->add_flag("-q,--quiet", ro.quiet, "print only errors and the summary");
   eval->add_option("--max-pixels", ro.load.max_pixels, "refuse images with more pixels than this, before decoding")
       ->capture_default_str();
+  eval->add_flag("--no-exif", no_exif, "ignore the JPEG EXIF orientation of images and masks (as for render)");
 
   std::string inspect_weights;
   int inspect_heads = 0;

@@ -45,7 +45,8 @@ HeadSelect resolve_head(HeadSelect h, int H) {
 bool is_image_file(const fs::path& p) {
   std::string e = p.extension().string();
   if (e.empty()) return false;
-  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(e.begin(), e.end(), e.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   const auto& exts = default_image_extensions();  // lower case, no dot
   return std::find(exts.begin(), exts.end(), e.substr(1)) != exts.end();
 }
@@ -110,15 +111,27 @@ EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
       for (const auto& v : ctx.views) dup |= v.name == name;
       if (!dup) ctx.views.push_back({name, l, h, false});
     }
+  const EvalView standard_rollout{"rollout", hp.depth - 1, HeadSelect{}, true, 0.0};
   const int sel_layer = resolve_layer(opt.view.layer.value_or(hp.default_layer.value_or(-1)), hp.depth);
   const HeadSelect sel_head =
       resolve_head(parse_head(opt.view.head.value_or(hp.default_head.value_or("mean"))), H);
-  const std::string sel_name = "L" + std::to_string(sel_layer) + "/" + fusion_name(sel_head);
+  EvalView sel{"L" + std::to_string(sel_layer) + "/" + fusion_name(sel_head), sel_layer, sel_head, false,
+               0.0};
+  if (opt.view.rollout) {  // --rollout [--discard F]: rollout through layers 0..sel_layer
+    if (!(opt.view.discard >= 0.0 && opt.view.discard <= 1.0)) throw Error("--discard must be in [0, 1]");
+    sel.rollout = true;
+    sel.discard = opt.view.discard;
+    sel.name = sel_layer == hp.depth - 1 && sel_head.fusion == HeadSelect::Fusion::Mean && sel.discard == 0.0
+                   ? standard_rollout.name
+                   : "rollout L0-" + std::to_string(sel_layer) + "/" + fusion_name(sel_head) +
+                         (sel.discard > 0.0 ? fmt(" discard %g", sel.discard) : "");
+  }
   ctx.selected = ctx.views.size();
   for (size_t i = 0; i < ctx.views.size(); ++i)
-    if (ctx.views[i].name == sel_name) ctx.selected = i;
-  if (ctx.selected == ctx.views.size()) ctx.views.push_back({sel_name, sel_layer, sel_head, false});
-  ctx.views.push_back({"rollout", hp.depth - 1, HeadSelect{}, true});
+    if (ctx.views[i].name == sel.name) ctx.selected = i;
+  if (ctx.selected == ctx.views.size() && sel.name != standard_rollout.name) ctx.views.push_back(sel);
+  ctx.views.push_back(standard_rollout);
+  if (sel.name == standard_rollout.name) ctx.selected = ctx.views.size() - 1;
   return ctx;
 }
 
@@ -155,13 +168,11 @@ ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const
     ev.top5 = top_k_classes(r.logits, hp.labels, 5);
     ev.predicted = static_cast<int>(std::max_element(r.logits.begin(), r.logits.end()) - r.logits.begin());
   }
-  std::vector<float> rollout;
   for (size_t i = 0; i < ctx.views.size(); ++i) {
     const EvalView& v = ctx.views[i];
     std::vector<float> grid;  // (grid_h, grid_w)
     if (v.rollout) {
-      if (rollout.empty()) rollout = attention_rollout(r, v.layer, v.head);  // (T, T)
-      grid = class_row_map(rollout, hp, r.tokens);
+      grid = class_row_map(attention_rollout(r, v.layer, v.head, v.discard), hp, r.tokens);  // R: (T, T)
     } else {
       grid = class_attention_map(r, hp, v.layer, v.head);
     }
@@ -324,12 +335,14 @@ int run_eval(const EvalOptions& opt) {
       else
         out << "top-1 accuracy: no image has a known class (labels.csv or a class name in the file name)\n";
     }
-    out << "view           pointing   energy    ratio\n";
+    size_t width = 13;  // name column: the longest view name plus " *"
+    for (const auto& v : ctx.views) width = std::max(width, v.name.size() + 2);
+    out << std::string("view") + std::string(width - 4, ' ') + "  pointing   energy    ratio\n";
     size_t best_p = 0, best_e = 0;
     for (size_t v = 0; v < ctx.views.size(); ++v) {
       const Row& r = rows[v];
       std::string name = ctx.views[v].name + (v == ctx.selected ? " *" : "");
-      name.resize(std::max<size_t>(name.size(), 13), ' ');
+      name.resize(width, ' ');
       char buf[128];
       std::snprintf(buf, sizeof buf, "%s %9.3f %8.3f %7.2fx\n", name.c_str(), r.pointing, r.energy, r.ratio);
       out << buf;
@@ -338,8 +351,8 @@ int run_eval(const EvalOptions& opt) {
         best_p = v;
       if (r.energy > rows[best_e].energy) best_e = v;
     }
-    out << "* selected view (--layer/--head or the model's default); pointing tolerance " << opt.tolerance_px
-        << " px; best pointing game: " << ctx.views[best_p].name
+    out << "* selected view (--layer/--head/--rollout or the model's default); pointing tolerance "
+        << opt.tolerance_px << " px; best pointing game: " << ctx.views[best_p].name
         << ", best energy: " << ctx.views[best_e].name << "\n";
   }
 
@@ -376,7 +389,7 @@ int run_eval(const EvalOptions& opt) {
       e["truth"] = ev.truth ? nlohmann::ordered_json(*ev.truth) : nlohmann::ordered_json();
       e["predicted"] = ev.predicted ? nlohmann::ordered_json(*ev.predicted) : nlohmann::ordered_json();
       nlohmann::ordered_json t = nlohmann::ordered_json::array();
-      for (const auto& [name, p] : ev.top5) t.push_back({name, p});
+      for (const auto& [name, p] : ev.top5) t.push_back({{"label", name}, {"probability", p}});
       e["top5"] = t;
       nlohmann::ordered_json vs = nlohmann::ordered_json::object();
       for (size_t v = 0; v < ctx.views.size(); ++v)

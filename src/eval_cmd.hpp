@@ -45,6 +45,7 @@ struct EvalView {
   int layer = 0;     ///< 0-based; for rollout the last layer multiplied in
   HeadSelect head;
   bool rollout = false;
+  double discard = 0.0;  ///< rollout: --discard fraction
 };
 
 /// What is fixed for a whole run.
@@ -58,7 +59,8 @@ struct EvalContext {
 
 /// Resolves the views for `model`: for each layer 0..depth-1 and each fusion in opt.fusions "L<l>/<fusion>"
 /// (a head index as "h<i>"), the selected view (--layer/--head, else config default_layer/default_head,
-/// else the last layer / mean) added when not already among them, and "rollout" (Abnar & Zuidema 2020,
+/// else the last layer / mean; with --rollout [--discard] the rollout through that layer with that fusion)
+/// added when not already among them, and "rollout" (Abnar & Zuidema 2020,
 /// mean over heads, through every layer). Throws attnmap::Error for a layer or head out of range.
 EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt);
 

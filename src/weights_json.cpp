@@ -1,9 +1,17 @@
 #include "weights_json.hpp"
 
+#include <fast_float/fast_float.h>
+
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <optional>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "error.hpp"
 #include "image_io.hpp"
@@ -34,7 +42,10 @@ class WeightsSax {
  public:
   WeightsSax(RawWeights& out, const std::string& text) : out_(out), text_(text) {}
 
-  bool null() { return scalar_event("null"); }
+  bool null() {
+    if (in_config()) return config_value(json(nullptr));
+    return scalar_event("null");
+  }
   bool boolean(bool v) {
     if (in_config()) return config_value(json(v));
     return scalar_event("a boolean");
@@ -237,9 +248,254 @@ class WeightsSax {
   std::string ckey_;
 };
 
+// ---- fast path ---------------------------------------------------------------------------------------
+// A direct scanner for the common case: a top-level object whose values are numbers or rectangular nested
+// arrays of numbers, plus one "config" object. Numbers go straight into the float buffers (fast_float).
+// On anything else - malformed text, strings/null/booleans in a tensor, ragged arrays, duplicate names,
+// escapes or non-ASCII in names, out-of-range values, other kinds of values - it gives up, and the SAX
+// parser above runs over the whole text instead, so every message and notice is the SAX parser's own.
+// On the files it accepts it produces exactly what the SAX parser produces (same double -> float32 path).
+class FastScanner {
+ public:
+  FastScanner(const char* p, size_t n, const std::string& path) : p_(p), end_(p + n), path_(path) {}
+
+  std::optional<RawWeights> run() {
+    RawWeights out;
+    out.path = path_;
+    ws();
+    if (!eat('{')) return std::nullopt;
+    bool config_seen = false;
+    for (;;) {
+      ws();
+      std::string key;
+      if (!simple_string(&key)) return std::nullopt;
+      ws();
+      if (!eat(':')) return std::nullopt;
+      ws();
+      if (p_ >= end_) return std::nullopt;
+      if (key == "config") {
+        if (*p_ != '{' || config_seen) return std::nullopt;
+        const char* start = p_;
+        if (!skip_value()) return std::nullopt;
+        try {
+          out.config = json::parse(start, p_);
+        } catch (const std::exception&) {
+          return std::nullopt;
+        }
+        config_seen = true;
+      } else {
+        if (out.tensors.count(key)) return std::nullopt;
+        Tensor t;
+        if (*p_ == '[') {
+          if (!tensor(&t)) return std::nullopt;
+        } else {
+          double v = 0;
+          if (!number(&v)) return std::nullopt;
+          t.data.push_back(static_cast<float>(v));
+        }
+        out.tensors.emplace(std::move(key), std::move(t));
+      }
+      ws();
+      if (eat(',')) continue;
+      if (eat('}')) break;
+      return std::nullopt;
+    }
+    ws();
+    if (p_ != end_ || out.tensors.empty()) return std::nullopt;
+    return out;
+  }
+
+ private:
+  void ws() {
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  }
+  bool eat(char c) {
+    if (p_ < end_ && *p_ == c) {
+      ++p_;
+      return true;
+    }
+    return false;
+  }
+  // A string of printable ASCII without escapes.
+  bool simple_string(std::string* s) {
+    if (!eat('"')) return false;
+    const char* b = p_;
+    while (p_ < end_ && *p_ != '"') {
+      const auto c = static_cast<unsigned char>(*p_);
+      if (c == '\\' || c < 0x20 || c >= 0x80) return false;
+      ++p_;
+    }
+    if (p_ >= end_) return false;
+    s->assign(b, p_);
+    ++p_;
+    return true;
+  }
+  // Skips one object or array (only for "config", which nlohmann then parses and validates).
+  bool skip_value() {
+    int depth = 0;
+    while (p_ < end_) {
+      const char c = *p_++;
+      if (c == '"') {
+        while (p_ < end_ && *p_ != '"') p_ += (*p_ == '\\') ? 2 : 1;
+        if (p_ >= end_) return false;
+        ++p_;
+      } else if (c == '{' || c == '[') {
+        ++depth;
+      } else if (c == '}' || c == ']') {
+        if (--depth == 0) return true;
+      }
+    }
+    return false;
+  }
+  // A JSON number (strict grammar) valued as the SAX path values it, with the same range check.
+  bool number(double* v) {
+    static const double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    const char* b = p_;
+    const char* q = p_;
+    const bool neg = q < end_ && *q == '-';
+    if (neg) ++q;
+    if (q >= end_) return false;
+    uint64_t m = 0;  // significant digits (after leading zeros), while there are at most 15 of them
+    int sig = 0;     // significant digits seen
+    int e10 = 0;     // decimal exponent to apply to m
+    auto digit = [&](char c, bool frac) {
+      if (sig == 0 && c == '0') {
+        if (frac) --e10;
+        return;
+      }
+      if (++sig <= 15) {
+        m = m * 10 + static_cast<uint64_t>(c - '0');
+        if (frac) --e10;
+      } else if (!frac) {
+        ++e10;
+      }
+    };
+    if (*q == '0') {
+      ++q;
+    } else if (*q >= '1' && *q <= '9') {
+      while (q < end_ && *q >= '0' && *q <= '9') digit(*q++, false);
+    } else {
+      return false;
+    }
+    bool integer = true;
+    if (q < end_ && *q == '.') {
+      integer = false;
+      ++q;
+      if (q >= end_ || *q < '0' || *q > '9') return false;
+      while (q < end_ && *q >= '0' && *q <= '9') digit(*q++, true);
+    }
+    if (q < end_ && (*q == 'e' || *q == 'E')) {
+      integer = false;
+      ++q;
+      bool eneg = false;
+      if (q < end_ && (*q == '+' || *q == '-')) eneg = *q++ == '-';
+      if (q >= end_ || *q < '0' || *q > '9') return false;
+      int ex = 0;
+      while (q < end_ && *q >= '0' && *q <= '9') {
+        if (ex < 100000) ex = ex * 10 + (*q - '0');
+        ++q;
+      }
+      e10 += eneg ? -ex : ex;
+    }
+    if (integer && q - b > 15) return false;  // long integers: nlohmann's int64/uint64 path decides
+    if (sig <= 15 && e10 >= -22 && e10 <= 22) {
+      // Clinger's fast path: m and 10^|e10| are exact doubles, so one IEEE operation rounds correctly,
+      // giving the same double as strtod / fast_float.
+      const double dm = static_cast<double>(m);
+      *v = e10 < 0 ? dm / kPow10[-e10] : dm * kPow10[e10];
+      if (neg && !integer) *v = -*v;
+      if (neg && integer && m != 0) *v = -*v;  // "-0" is the integer 0 for nlohmann, i.e. +0.0
+    } else {
+      const auto r = fast_float::from_chars(b, q, *v);
+      if (r.ec != std::errc() || r.ptr != q) return false;
+      if (integer && *v == 0.0) *v = 0.0;
+    }
+    if (!std::isfinite(*v) || std::fabs(*v) > static_cast<double>(FLT_MAX)) return false;
+    p_ = q;
+    return true;
+  }
+  // A rectangular nested array of numbers under the SAX handler's rules: arrays at one depth all have the
+  // length of the first one closed there; a depth holds numbers or arrays, not both; at most kMaxRank deep.
+  bool tensor(Tensor* t) {
+    int64_t shape[kMaxRank], count[kMaxRank];
+    char kind[kMaxRank];  // 0 unknown, 1 numbers, 2 arrays
+    for (int i = 0; i < kMaxRank; ++i) {
+      shape[i] = -1;
+      count[i] = 0;
+      kind[i] = 0;
+    }
+    auto mark = [&](int level, char k) {
+      char& have = kind[level - 1];
+      if (have == 0) have = k;
+      ++count[level - 1];
+      return have == k;
+    };
+    std::vector<float>& data = t->data;
+    int level = 0, rank = 0;
+    bool expect_value = true;
+    for (;;) {
+      if (expect_value) {
+        if (p_ >= end_) return false;
+        if (*p_ == '[') {
+          if (level > 0 && !mark(level, 2)) return false;
+          ++p_;
+          if (++level > kMaxRank) return false;
+          rank = std::max(rank, level);
+          count[level - 1] = 0;
+          ws();
+          if (p_ < end_ && *p_ == ']') expect_value = false;
+          continue;
+        }
+        if (level == 0 || !mark(level, 1)) return false;
+        double v = 0;
+        if (!number(&v)) return false;
+        data.push_back(static_cast<float>(v));
+        expect_value = false;
+        continue;
+      }
+      ws();
+      if (p_ >= end_) return false;
+      if (*p_ == ',') {
+        ++p_;
+        ws();
+        expect_value = true;
+        continue;
+      }
+      if (*p_ != ']') return false;
+      ++p_;
+      const size_t l = static_cast<size_t>(level - 1);
+      if (shape[l] < 0) {
+        shape[l] = count[l];
+      } else if (shape[l] != count[l]) {
+        return false;
+      }
+      if (--level == 0) break;
+    }
+    std::vector<int64_t> sh(shape, shape + rank);
+    size_t numel = 1;
+    for (const int64_t d : sh) {
+      if (d < 0) return false;
+      numel *= static_cast<size_t>(d);
+    }
+    if (numel != data.size()) return false;
+    t->shape = std::move(sh);
+    return true;
+  }
+
+  const char* p_;
+  const char* end_;
+  const std::string& path_;
+};
+
 }  // namespace
 
 RawWeights parse_weights_json(const std::string& text, const std::string& path) {
+  if (std::optional<RawWeights> fast = FastScanner(text.data(), text.size(), path).run()) return std::move(*fast);
+  return parse_weights_json_sax(text, path);
+}
+
+RawWeights parse_weights_json_sax(const std::string& text, const std::string& path) {
   RawWeights out;
   out.path = path;
   WeightsSax sax(out, text);
@@ -262,9 +518,32 @@ RawWeights parse_weights_json(const std::string& text, const std::string& path) 
 }
 
 RawWeights load_weights_json(const std::string& path) {
+  // Map the file (no copy into the heap); the SAX fallback, taken only for unusual or broken files, reads
+  // it into a string.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    const size_t n = static_cast<size_t>(st.st_size);
+    void* m = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    ::close(fd);
+    if (m != MAP_FAILED) {
+      ::madvise(m, n, MADV_SEQUENTIAL);
+      std::optional<RawWeights> fast;
+      try {
+        fast = FastScanner(static_cast<const char*>(m), n, path).run();
+      } catch (...) {
+        ::munmap(m, n);
+        throw;
+      }
+      ::munmap(m, n);
+      if (fast) return std::move(*fast);
+    }
+  } else if (fd >= 0) {
+    ::close(fd);
+  }
   const std::vector<uint8_t> bytes = read_file(path);
   const std::string text(bytes.begin(), bytes.end());
-  return parse_weights_json(text, path);
+  return parse_weights_json_sax(text, path);
 }
 
 }  // namespace attnmap

@@ -27,6 +27,12 @@ struct RawWeights {
 RawWeights load_weights_json(const std::string& path);
 
 /// Same as load_weights_json, from text already in memory; `path` is used in messages only.
+/// Both first try a direct scanner (numbers converted with Clinger's fast path / fast_float, ~5x the SAX
+/// speed) that accepts only well-formed, rectangular, in-range files; anything else goes to the SAX parser,
+/// whose result and messages are the reference.
 RawWeights parse_weights_json(const std::string& text, const std::string& path);
+
+/// The reference SAX parser alone (no fast path); tests compare the two.
+RawWeights parse_weights_json_sax(const std::string& text, const std::string& path);
 
 }  // namespace attnmap

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "error.hpp"
 #include "image_io.hpp"
 #include "npy.hpp"
+#include "weights_json.hpp"
 
 namespace fs = std::filesystem;
 using namespace attnmap;
@@ -269,4 +271,42 @@ TEST(PngEncoder, LibspngPixelsEqualStbAndTheSource) {
     EXPECT_TRUE(a.rgb == b.rgb);
   }
   EXPECT_THROW(encode_png(Image{}), Error);
+}
+
+namespace {
+std::string read_text(const std::string& p) { return slurp(p); }
+void expect_same(const RawWeights& a, const RawWeights& b, const std::string& what) {
+  EXPECT_EQ(a.config, b.config) << what;
+  EXPECT_EQ(a.notices, b.notices) << what;
+  ASSERT_EQ(a.tensors.size(), b.tensors.size()) << what;
+  for (const auto& [name, t] : a.tensors) {
+    ASSERT_TRUE(b.tensors.count(name)) << what << ": " << name;
+    const Tensor& u = b.tensors.at(name);
+    EXPECT_EQ(t.shape, u.shape) << what << ": " << name;
+    ASSERT_EQ(t.data.size(), u.data.size()) << what << ": " << name;
+    // Bit-exact, including the sign of zero.
+    EXPECT_EQ(0, std::memcmp(t.data.data(), u.data.data(), t.data.size() * sizeof(float))) << what << ": " << name;
+  }
+}
+}  // namespace
+
+TEST(WeightsJsonFastPath, SameTensorsAsTheSaxParser) {
+  // Real files, then number forms that exercise every branch: exponents, -0, long mantissas (fast_float),
+  // integers, denormal-range float32 values, values just inside float32 range, [[]] shapes.
+  for (const std::string& f : {std::string(ATTNMAP_SOURCE_WEIGHTS), std::string(ATTNMAP_TEST_DIR) + "/fixtures/timm_224/weights.json",
+                              std::string(ATTNMAP_TEST_DIR) + "/fixtures/seed_embed/weights.json"}) {
+    const std::string text = read_text(f);
+    expect_same(parse_weights_json(text, f), parse_weights_json_sax(text, f), f);
+    expect_same(load_weights_json(f), parse_weights_json_sax(text, f), f + " (mapped)");
+  }
+  const std::string text =
+      R"({ "a" : [ [1, -0, -0.0, 0.0, 1e-3, 1E+2, -2.5e-7] , [3.4028234e38, -3.4028234e38, 1.4e-45, 123456789012345, 0.1234567890123456789, 12345678901234567890e-20, 7e-30]],)"
+      "\n\t\"e\": [[]], \"s\": -12, \"config\": {\"x\": [1, {\"y\": \"]}\"}], \"n\": null}}";
+  const RawWeights fast = parse_weights_json(text, "t.json"), sax = parse_weights_json_sax(text, "t.json");
+  expect_same(fast, sax, "synthetic");
+  ASSERT_EQ(fast.tensors.at("a").shape, (std::vector<int64_t>{2, 7}));
+  EXPECT_FALSE(std::signbit(fast.tensors.at("a").data[1]));  // integer -0 is +0 as in nlohmann
+  EXPECT_TRUE(std::signbit(fast.tensors.at("a").data[2]));
+  EXPECT_EQ(fast.tensors.at("e").shape, (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(fast.config["x"][1]["y"], "]}");
 }

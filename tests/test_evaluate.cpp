@@ -357,7 +357,7 @@ TEST_F(Eval, TimmModelMatchesPyTorchAndCountsTopOne) {
       EXPECT_EQ(im["views"][v]["hit"], w["views"][v]["hit"]) << name << v;
     }
     ASSERT_EQ(im["top5"].size(), 5u);
-    const double p0 = im["top5"][0][1].get<double>();
+    const double p0 = im["top5"][0]["probability"].get<double>();
     EXPECT_NEAR(p0, w["probs"][w["predicted"].get<size_t>()].get<double>(), 1e-5) << name;
   }
   EXPECT_EQ(j["summary"]["top1"]["labelled"], 4);
@@ -417,4 +417,53 @@ TEST_F(Eval, RenderPrintsTheTopFiveLine) {
   EXPECT_NE(r.out.find("top-5: Coat 63.2%, Trouser 31.5%, Pullover 4.4%, Sandal 0.4%, Shirt 0.4%"),
             std::string::npos)
       << r.out;
+}
+
+// --rollout selects rollout as the view; through block 0 alone it is (A0 + I)/2, whose patch part is half the
+// L0/mean map, so its energy and hit equal L0/mean's (scale does not change either).
+TEST_F(Eval, RolloutAsTheSelectedView) {
+  const json want = json::parse(slurp(kTop5 / "expected.json"));
+  const fs::path js = dir / "r.json";
+  const BinRun r = run_bin("eval -q --masks " + q(kTop5 / "masks") + " " + q(kTop5 / "images") + " -w " +
+                           q(kTop5 / "weights.json") + " --rollout --layer 0 --json " + q(js));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(slurp(js));
+  ASSERT_EQ(j["selected_view"], "rollout L0-0/mean");
+  for (const json& im : j["images"]) {
+    const json& w = want["images"][fs::path(im["file"].get<std::string>()).filename().string()];
+    EXPECT_NEAR(im["views"]["rollout L0-0/mean"]["energy"].get<double>(),
+                w["views"]["L0/mean"]["energy"].get<double>(), 2e-6);
+    EXPECT_EQ(im["views"]["rollout L0-0/mean"]["hit"], w["views"]["L0/mean"]["hit"]);
+  }
+  const BinRun full = run_bin("eval -q --masks " + q(kTop5 / "masks") + " " + q(kTop5 / "images") + " -w " +
+                              q(kTop5 / "weights.json") + " --rollout --json " + q(js));
+  ASSERT_EQ(full.status, 0) << full.err;
+  EXPECT_EQ(json::parse(slurp(js))["selected_view"], "rollout");  // all blocks, mean: the standard rollout
+  EXPECT_EQ(run_bin("eval -q --masks " + q(kTop5 / "masks") + " " + q(kTop5 / "images") + " -w " +
+                    q(kTop5 / "weights.json") + " --discard 0.5")
+                .status,
+            2);  // --discard without --rollout
+}
+
+TEST_F(Eval, ManifestLineCarriesTopFive) {
+  const fs::path man = dir / "m.jsonl";
+  const BinRun r =
+      run_bin("render -q " + q(kTop5 / "images" / "0000_coat.png") + " " + q(dir / "missing.png") + " -w " +
+              q(kTop5 / "weights.json") + " -o " + q(dir / "out") + " --manifest " + q(man));
+  EXPECT_EQ(r.status, 1) << r.err;  // the missing file fails alone
+  std::ifstream f(man);
+  int seen = 0;
+  for (std::string line; std::getline(f, line);) {
+    const json j = json::parse(line);
+    if (j["status"] == "failed") {
+      EXPECT_TRUE(j["top5"].is_null());
+      continue;
+    }
+    ++seen;
+    ASSERT_EQ(j["top5"].size(), 5u);
+    EXPECT_EQ(j["top5"][0]["label"], "Coat");
+    EXPECT_NEAR(j["top5"][0]["probability"].get<double>(), 0.6322093999858858, 1e-5);
+    EXPECT_EQ(j["top5"][1]["label"], "Trouser");
+  }
+  EXPECT_EQ(seen, 1);
 }

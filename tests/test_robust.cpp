@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include "preprocess.hpp"
 #include "test_util.hpp"
 #include "weights.hpp"
+#include "weights_safetensors.hpp"
 
 namespace fs = std::filesystem;
 using namespace attnmap;
@@ -393,10 +395,122 @@ TEST(FuzzRegressions, ReplayedWithoutCrash) {
         preprocess(img, 32, 32, ResizeMode::Crop, mean, std);
       } else if (target == "weights_json") {
         build_model(parse_weights_json(std::string(bytes.begin(), bytes.end()), "fuzz.json"));
+      } else if (target == "safetensors") {
+        build_model(parse_weights_safetensors(bytes.data(), bytes.size(), "fuzz.safetensors"));
       }
     } catch (const Error& err) {
       EXPECT_NE(std::string(err.what()).find("fuzz"), std::string::npos) << err.what();
     }
   }
   EXPECT_GE(n, 1u);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Hostile safetensors files: every one refused with the file, the tensor and the reason, no allocation of
+// the claimed size, no crash.
+
+namespace {
+
+// 8-byte little-endian header length, the header, then `data`.
+std::vector<uint8_t> safetensors(const std::string& header, const std::vector<uint8_t>& data, int64_t claim = -1) {
+  std::vector<uint8_t> out(8);
+  const uint64_t n = claim >= 0 ? static_cast<uint64_t>(claim) : header.size();
+  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<uint8_t>(n >> (8 * i));
+  out.insert(out.end(), header.begin(), header.end());
+  out.insert(out.end(), data.begin(), data.end());
+  return out;
+}
+
+std::vector<uint8_t> f32(std::initializer_list<float> v) {
+  std::vector<uint8_t> out(v.size() * 4);
+  std::memcpy(out.data(), v.begin(), out.size());
+  return out;
+}
+
+std::string st_error(const std::vector<uint8_t>& file) {
+  try {
+    parse_weights_safetensors(file.data(), file.size(), "w.safetensors");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(SafetensorsHostile, RefusedWithFileTensorAndReason) {
+  const std::string ok_header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  const RawWeights ok = parse_weights_safetensors(safetensors(ok_header, f32({1.5f, -2})).data(),
+                                                  safetensors(ok_header, f32({1.5f, -2})).size(), "w.safetensors");
+  EXPECT_EQ(ok.tensors.at("a").data, (std::vector<float>{1.5f, -2}));
+
+  // Header length past the end of the file, a 2 GB claim, and a length whose + 8 would wrap around.
+  EXPECT_NE(st_error(safetensors(ok_header, f32({1, 2}), 4096)).find("w.safetensors: safetensors header length 4096 does not fit"),
+            std::string::npos);
+  EXPECT_NE(st_error(safetensors(ok_header, f32({1, 2}), int64_t{2} << 30)).find("header length 2147483648 does not fit"),
+            std::string::npos);
+  EXPECT_NE(st_error(safetensors(ok_header, f32({1, 2}), INT64_MAX)).find("does not fit in the file"), std::string::npos);
+  EXPECT_NE(st_error({1, 2, 3}).find("shorter than the 8-byte header length"), std::string::npos);
+  // Offsets out of range, overlapping, with a gap, inconsistent with the shape.
+  EXPECT_NE(st_error(safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,80]}})", f32({1, 2})))
+                .find("tensor 'a' has data_offsets [0, 80] outside the data area of 8 bytes"),
+            std::string::npos);
+  EXPECT_NE(st_error(safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                 R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                                 f32({1, 2})))
+                .find("overlaps the previous tensor"),
+            std::string::npos);
+  EXPECT_NE(st_error(safetensors(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", f32({1, 2})))
+                .find("tensor 'a' starts at byte 4 of the data area, expected 0 (gap"),
+            std::string::npos);
+  EXPECT_NE(st_error(safetensors(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", f32({1, 2})))
+                .find("tensor 'a' has 8 bytes, expected (3,) x F32 = 12"),
+            std::string::npos);
+  EXPECT_NE(st_error(safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", f32({1, 2})))
+                .find("tensor 'a' has data_offsets [8, 0]"),
+            std::string::npos);
+  // A shape whose product overflows, a negative dimension, an unknown dtype.
+  const std::string big = std::to_string(uint64_t{1} << 40);
+  EXPECT_NE(st_error(safetensors(R"({"a":{"dtype":"F32","shape":[)" + big + "," + big + R"(],"data_offsets":[0,8]}})",
+                                 f32({1, 2})))
+                .find("w.safetensors: tensor 'a'"),
+            std::string::npos);
+  EXPECT_NE(st_error(safetensors(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", f32({1, 2})))
+                .find("tensor 'a' has a shape entry that is not a non-negative integer"),
+            std::string::npos);
+  EXPECT_NE(st_error(safetensors(R"({"a":{"dtype":"F8_E9","shape":[2],"data_offsets":[0,8]}})", f32({1, 2})))
+                .find("tensor 'a' has unknown dtype 'F8_E9'"),
+            std::string::npos);
+  // Trailing bytes after the last tensor, a duplicate name, NaN and infinite values.
+  std::vector<uint8_t> trailing = f32({1, 2});
+  trailing.push_back(0);
+  EXPECT_NE(st_error(safetensors(ok_header, trailing)).find("1 trailing bytes after the last tensor"), std::string::npos);
+  EXPECT_NE(st_error(safetensors(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                 R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                                 f32({1, 2})))
+                .find("tensor 'a' appears twice"),
+            std::string::npos);
+  EXPECT_NE(st_error(safetensors(ok_header, f32({1, std::nanf("")}))).find("w.safetensors: tensor 'a'"), std::string::npos);
+  EXPECT_NE(st_error(safetensors(ok_header, f32({HUGE_VALF, 2}))).find("w.safetensors: tensor 'a'"), std::string::npos);
+  // Malformed or 10 000-deep header JSON.
+  EXPECT_NE(st_error(safetensors(R"({"a":)", {})).find("header is not valid JSON"), std::string::npos);
+  const std::string deep = std::string(10000, '[') + std::string(10000, ']');
+  EXPECT_NE(st_error(safetensors(R"({"a":{"dtype":"F32","shape":)" + deep + R"(,"data_offsets":[0,8]}})", f32({1, 2})))
+                .find("tensor 'a' has"),
+            std::string::npos);
+  const std::vector<uint8_t> meta = safetensors(R"({"__metadata__":)" + deep + "}", {});
+  EXPECT_TRUE(parse_weights_safetensors(meta.data(), meta.size(), "w.safetensors").tensors.empty());  // ignored
+}
+
+// The same refusals end to end: one line, exit status 2, nothing rendered.
+TEST_F(Robust, HostileSafetensorsIsOneLineAndStatus2) {
+  const fs::path w = dir / "w.safetensors";
+  const std::vector<uint8_t> file =
+      safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", f32({1, 2}), int64_t{2} << 30);
+  std::ofstream(w, std::ios::binary).write(reinterpret_cast<const char*>(file.data()), static_cast<std::streamsize>(file.size()));
+  const CliRun r = run_cli("render " + q(kPhoto) + " -w " + q(w) + " -o " + q(dir / "out"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "attnmap: error: " + w.string() + ": safetensors header length 2147483648 does not fit in the file (" +
+                       std::to_string(file.size()) + " bytes)\n");
+  EXPECT_FALSE(fs::exists(dir / "out" / "chelsea.png"));
 }

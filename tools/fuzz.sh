@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 secs="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_image fuzz_weights_json)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_image fuzz_weights_json fuzz_safetensors)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNMAP_FUZZ=ON \
   -DATTNMAP_BUILD_TESTS=OFF >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}"

@@ -1,8 +1,23 @@
 #!/usr/bin/env bash
-# One command: install dependencies, build attnmap and its tests, run the whole test suite with ctest.
+# One command: install dependencies, build attnmap and its tests, run the whole test suite with ctest;
+# then the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer (gcc, build-asan/), then a
+# short run of every libFuzzer target (clang, build-fuzz/; tools/fuzz.sh, FUZZ_SECONDS each, default 60).
+# ATTNMAP_QUICK=1 skips the sanitizer and fuzz stages (for a fast local edit-test loop).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh
+jobs="$(nproc)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
-cmake --build build -j"$(nproc)"
-ctest --test-dir build --output-on-failure -j"$(nproc)"
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs"
+if [ "${ATTNMAP_QUICK:-0}" = 1 ]; then exit 0; fi
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNMAP_SANITIZE=ON
+cmake --build build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900
+
+echo "== libFuzzer smoke runs"
+bash tools/fuzz.sh "${FUZZ_SECONDS:-60}"
