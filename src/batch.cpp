@@ -22,8 +22,8 @@
 
 #include "classify.hpp"
 #include "error.hpp"
-#include "sgemm.hpp"
 #include "pos_embed.hpp"
+#include "sgemm.hpp"
 
 namespace attnmap {
 

@@ -103,7 +103,10 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
   std::optional<RolloutAccumulator> acc;
   if (opt.rollout) {
     acc.emplace(hp.tokens(), hp.num_heads, ctx.head, opt.discard);
-    fo.on_probs = [&acc](int, int, const float* probs) { acc->add_layer(probs); };
+    const int last = ctx.layer;
+    fo.on_probs = [&acc, last](int, int l, const float* probs) {
+      if (l <= last) acc->add_layer(probs);  // with to_end the later blocks run too, for the logits
+    };
   }
   const ForwardResult r = vit_forward(model, in.chw.data(), fo);
   if (!r.logits.empty()) res.top5 = top_k_classes(r.logits, hp.labels, 5);

@@ -13,9 +13,9 @@
 #include "image_io.hpp"
 #include "npy.hpp"
 #include "preprocess.hpp"
+#include "test_util.hpp"
 #include "vit.hpp"
 #include "weights.hpp"
-#include "test_util.hpp"
 
 namespace fs = std::filesystem;
 using namespace attnmap;
@@ -268,8 +268,8 @@ TEST_F(ViewsCli, HeadsSheetNeverReplacesAnotherInputsOverlay) {
   fs::create_directories(dir / "in");
   fs::copy_file(dir / "wide.png", dir / "in" / "x.png");
   fs::copy_file(dir / "wide.png", dir / "in" / "x.heads.png");
-  const CliResult r = run("render " + q(dir / "in") + " -w " + q(dir / "top_right.json") + " -o " + q(dir / "o") +
-                          " --heads-grid");
+  const CliResult r = run("render " + q(dir / "in") + " -w " + q(dir / "top_right.json") + " -o " +
+                          q(dir / "o") + " --heads-grid");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("would overwrite the overlay of another input"), std::string::npos) << r.err;
   EXPECT_TRUE(fs::exists(dir / "o" / "x.heads.png"));
@@ -280,26 +280,29 @@ TEST_F(ViewsCli, HeadsSheetNeverReplacesAnotherInputsOverlay) {
 TEST_F(ViewsCli, RolloutFileEqualsRolloutOfTheFullMatrices) {
   // The CLI consumes each layer's probabilities as they are computed (RolloutAccumulator via on_probs); the
   // result must equal attention_rollout over keep_full's (L, H, T, T) for the same image and model
-  // (the non-square views_rollout model, whose rollout matches PyTorch in test_views.cpp).
-  const std::string w = fixture("views_rollout/weights.json");
-  for (const char* layer : {"1", "-1"}) {
-    const std::string out = std::string("r") + layer;
-    const CliResult r = run("render " + q(kData + "/chelsea.png") + " -w " + q(w) + " -o " + q(dir / out) +
-                            " --rollout --discard 0.5 --head max --save-raw --layer " + layer);
-    ASSERT_EQ(r.status, 0) << r.err;
-    std::vector<int64_t> shape;
-    const std::vector<float> got = read_npy((dir / out / "chelsea.npy").string(), &shape);
-    ASSERT_EQ(shape, (std::vector<int64_t>{3, 5}));
-    const ViTWeights model = load_model(w);
-    const Image photo = load_image(kData + "/chelsea.png");
-    const ModelInput in =
-        preprocess(photo, model.hp.image_w, model.hp.image_h, ResizeMode::Squash, model.hp.mean.data(), model.hp.std.data());
-    ForwardOptions fo;
-    fo.keep_full = true;
-    const ForwardResult fr = vit_forward(model, in.chw.data(), fo);
-    const int l = std::string(layer) == "1" ? 1 : 2;
-    const std::vector<float> want =
-        class_row_map(attention_rollout(fr, l, parse_head("max"), 0.5), model.hp, fr.tokens);
-    EXPECT_TRUE(all_close(got, want, 1e-7, std::string("rollout through layer ") + layer));
+  // (the non-square views_rollout model, whose rollout matches PyTorch in test_views.cpp; and timm_small,
+  // which has a classifier head, so the forward pass runs past the drawn layer for the logits).
+  for (const char* fx : {"views_rollout", "timm_small"}) {
+    const std::string w = fixture(std::string(fx) + "/weights.json");
+    for (const char* layer : {"0", "-1"}) {
+      const std::string out = std::string(fx) + layer;
+      const CliResult r = run("render " + q(kData + "/chelsea.png") + " -w " + q(w) + " -o " + q(dir / out) +
+                              " --rollout --discard 0.5 --head max --save-raw --layer " + layer);
+      ASSERT_EQ(r.status, 0) << r.err;
+      std::vector<int64_t> shape;
+      const std::vector<float> got = read_npy((dir / out / "chelsea.npy").string(), &shape);
+      const ViTWeights model = load_model(w);
+      ASSERT_EQ(shape, (std::vector<int64_t>{model.hp.grid_h, model.hp.grid_w}));
+      const Image photo = load_image(kData + "/chelsea.png");
+      const ModelInput in = preprocess(photo, model.hp.image_w, model.hp.image_h, ResizeMode::Squash,
+                                       model.hp.mean.data(), model.hp.std.data());
+      ForwardOptions fo;
+      fo.keep_full = true;
+      const ForwardResult fr = vit_forward(model, in.chw.data(), fo);
+      const int l = std::string(layer) == "0" ? 0 : model.hp.depth - 1;
+      const std::vector<float> want =
+          class_row_map(attention_rollout(fr, l, parse_head("max"), 0.5), model.hp, fr.tokens);
+      EXPECT_TRUE(all_close(got, want, 1e-7, std::string(fx) + " rollout through layer " + layer));
+    }
   }
 }
