@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""Random ViT-B/16 (D=768, 12 blocks, 12 heads, MLP 3072, 224 px) for bench/run.sh, written twice:
-attnmap JSON v1 (OUT.json, values rounded to 5 decimals to keep the text ~0.7 GB) and a PyTorch state
-dict (OUT.pt) holding exactly the values in the JSON, for the PyTorch peer.
+"""Random ViT-B/16 (D=768, 12 blocks, 12 heads, MLP 3072, 224 px) for bench/run.sh, written three times
+with identical values: safetensors (OUT.safetensors, F32; the forward benchmarks load it), attnmap JSON v1
+(OUT.json, values rounded to 5 decimals to keep the text ~0.7 GB; the JSON loading benchmark) and a
+PyTorch state dict (OUT.pt, the PyTorch peer). Heads: 12 = D/64, attnmap's default for safetensors.
 
     /usr/bin/python3 bench/make_vitb.py OUT_PREFIX [--seed 0]
 
@@ -50,12 +51,31 @@ def text(a):
     return "[" + ",".join(text(s) for s in a) + "]"
 
 
+def write_safetensors(path, sd):
+    # Format: u64 little-endian header length, JSON header, raw little-endian tensors in order.
+    header, off = {}, 0
+    for k, v in sd.items():
+        header[k] = {"dtype": "F32", "shape": list(v.shape), "data_offsets": [off, off + v.nbytes]}
+        off += v.nbytes
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path + ".tmp", "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h)
+        for v in sd.values():
+            f.write(np.ascontiguousarray(v, dtype="<f4").tobytes())
+    os.replace(path + ".tmp", path)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("prefix")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only-safetensors", action="store_true", help="the .json and .pt exist already")
     args = ap.parse_args()
     sd = state(args.seed)
+    write_safetensors(args.prefix + ".safetensors", sd)
+    if args.only_safetensors:
+        return
     with open(args.prefix + ".json.tmp", "w") as f:
         f.write("{")
         for k, v in sd.items():

@@ -24,7 +24,7 @@ done
 pid=$!
 r100=""
 while kill -0 "$pid" 2>/dev/null; do
-  n=$(cat "$W/many.jsonl" 2>/dev/null | wc -l)
+  n=$( (cat "$W/many.jsonl" 2>/dev/null || true) | wc -l)
   mem=$(awk '/VmRSS/ {r=$2} /VmHWM/ {h=$2} END {print r, h}' "/proc/$pid/status" 2>/dev/null || true)
   if [ -z "$r100" ] && [ "$n" -ge 100 ]; then
     r100=$mem
