@@ -339,7 +339,9 @@ class FastScanner {
     ++p_;
     return true;
   }
-  // Skips one object or array (only for "config", which nlohmann then parses and validates).
+  // Skips one object or array (only for "config", which nlohmann then parses and validates). Nesting
+  // deeper than the SAX parser's config limit (32) gives up, so the SAX path refuses it by name (a deep
+  // config DOM would overflow the stack when copied).
   bool skip_value() {
     int depth = 0;
     while (p_ < end_) {
@@ -349,7 +351,7 @@ class FastScanner {
         if (p_ >= end_) return false;
         ++p_;
       } else if (c == '{' || c == '[') {
-        ++depth;
+        if (++depth > 32) return false;
       } else if (c == '}' || c == ']') {
         if (--depth == 0) return true;
       }
