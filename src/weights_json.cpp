@@ -352,7 +352,9 @@ class FastScanner {
     ++p_;
     return true;
   }
-  // Skips one object or array (only for "config", which nlohmann then parses and validates).
+  // Skips one object or array (only for "config", which nlohmann then parses and validates). Nesting
+  // deeper than the SAX parser's config limit (32) gives up, so the SAX path refuses it by name (a deep
+  // config DOM would overflow the stack when copied).
   bool skip_value() {
     int depth = 0;
     while (p_ < end_) {
