@@ -80,30 +80,42 @@ void discard_smallest(float* m, int T, double frac) {
   for (size_t t = 0; t < k; ++t) m[eligible[t]] = 0.0f;
 }
 
+RolloutAccumulator::RolloutAccumulator(int T, int H, const HeadSelect& sel, double discard)
+    : T_(T), H_(H), sel_(sel), discard_(discard) {
+  if (!(discard >= 0.0 && discard <= 1.0)) throw Error("--discard must be in [0, 1], found " + std::to_string(discard));
+  if (T <= 0 || H <= 0) throw Error("rollout: empty attention");
+  const size_t TT = static_cast<size_t>(T) * static_cast<size_t>(T);
+  R_.assign(TT, 0.0f);  // R (T, T) starts as the identity
+  next_.resize(TT);
+  for (int i = 0; i < T; ++i) R_[static_cast<size_t>(i) * static_cast<size_t>(T) + static_cast<size_t>(i)] = 1.0f;
+}
+
+void RolloutAccumulator::add_layer(const float* probs) {
+  const int T = T_;
+  std::vector<float> a_hat = fuse_heads(probs, H_, T * T, sel_);  // (T, T)
+  if (discard_ > 0.0) discard_smallest(a_hat.data(), T, discard_);
+  for (int i = 0; i < T; ++i) {
+    float* row = &a_hat[static_cast<size_t>(i) * static_cast<size_t>(T)];
+    row[i] += 1.0f;  // A + I (the /2 cancels in the row normalisation below)
+    double s = 0;
+    for (int j = 0; j < T; ++j) s += row[j];
+    const float inv = static_cast<float>(1.0 / s);
+    for (int j = 0; j < T; ++j) row[j] *= inv;
+  }
+  sgemm(false, false, T, T, T, 1.0f, a_hat.data(), T, R_.data(), T, 0.0f, next_.data(), T);  // R = A_hat R
+  R_.swap(next_);
+  ++layers_;
+}
+
 std::vector<float> attention_rollout(const ForwardResult& r, int last_layer, const HeadSelect& sel, double discard) {
   const int T = r.tokens, H = r.heads;
   const size_t TT = static_cast<size_t>(T) * T;
   if (r.attn.size() != static_cast<size_t>(r.layers) * H * TT)
     throw Error("rollout needs every layer's full attention matrices (ForwardOptions::keep_full)");
   if (last_layer < 0 || last_layer >= r.layers) throw Error("rollout: layer " + std::to_string(last_layer) + " was not computed");
-  if (!(discard >= 0.0 && discard <= 1.0)) throw Error("--discard must be in [0, 1], found " + std::to_string(discard));
-  std::vector<float> R(TT, 0.0f), next(TT), a_hat;  // R (T, T) starts as the identity
-  for (int i = 0; i < T; ++i) R[static_cast<size_t>(i) * T + i] = 1.0f;
-  for (int l = 0; l <= last_layer; ++l) {
-    a_hat = fuse_heads(&r.attn[static_cast<size_t>(l) * H * TT], H, static_cast<int>(TT), sel);  // (T, T)
-    if (discard > 0.0) discard_smallest(a_hat.data(), T, discard);
-    for (int i = 0; i < T; ++i) {
-      float* row = &a_hat[static_cast<size_t>(i) * T];
-      row[i] += 1.0f;  // A + I (the /2 cancels in the row normalisation below)
-      double s = 0;
-      for (int j = 0; j < T; ++j) s += row[j];
-      const float inv = static_cast<float>(1.0 / s);
-      for (int j = 0; j < T; ++j) row[j] *= inv;
-    }
-    sgemm(false, false, T, T, T, 1.0f, a_hat.data(), T, R.data(), T, 0.0f, next.data(), T);  // R = A_hat R
-    R.swap(next);
-  }
-  return R;
+  RolloutAccumulator acc(T, H, sel, discard);
+  for (int l = 0; l <= last_layer; ++l) acc.add_layer(&r.attn[static_cast<size_t>(l) * H * TT]);
+  return acc.rollout();
 }
 
 std::vector<uint8_t> threshold_mask(const float* a, int n, float threshold) {

@@ -35,6 +35,26 @@ std::vector<float> class_attention_map(const ForwardResult& r, const HParams& hp
 /// layer was not computed or discard is outside [0, 1].
 std::vector<float> attention_rollout(const ForwardResult& r, int last_layer, const HeadSelect& sel, double discard = 0.0);
 
+/// Attention rollout one layer at a time, so that only (T, T) is kept (not every layer's (H, T, T)): feed the
+/// probabilities of layers 0, 1, ... in order (e.g. from ForwardOptions::on_probs); rollout() is then
+/// R = A_hat_l ... A_hat_0 over the layers added, exactly as attention_rollout computes it.
+class RolloutAccumulator {
+ public:
+  /// T tokens, H heads, heads fused by `sel`, discard fraction in [0, 1] (throws attnmap::Error otherwise).
+  RolloutAccumulator(int T, int H, const HeadSelect& sel, double discard = 0.0);
+  /// Multiplies in one layer's probabilities `probs` (H, T, T).
+  void add_layer(const float* probs);
+  /// R (T, T); the identity before any layer.
+  const std::vector<float>& rollout() const { return R_; }
+  int layers() const { return layers_; }
+
+ private:
+  int T_, H_, layers_ = 0;
+  HeadSelect sel_;
+  double discard_;
+  std::vector<float> R_, next_;
+};
+
 /// The `--discard F` step of rollout, in place on one fused (T, T) attention matrix: among the entries that
 /// are neither in row 0 nor in column 0 (the class token's own attention and the attention paid to it) nor on
 /// the diagonal - n = (T-1)(T-2) entries - the floor(F * n) smallest are set to 0 (ties: lower row-major index

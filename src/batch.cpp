@@ -22,8 +22,8 @@
 
 #include "classify.hpp"
 #include "error.hpp"
-#include "sgemm.hpp"
 #include "pos_embed.hpp"
+#include "sgemm.hpp"
 
 namespace attnmap {
 
@@ -362,6 +362,9 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   }
   std::set<std::string> input_canon;
   for (const auto& j : all_jobs) input_canon.insert(canonical_or_empty(j.input));
+  // NAME.heads.png of one input must not be another input's overlay (inputs "x.png" and "x.heads.png").
+  std::set<std::string> overlay_paths;
+  for (const auto& j : all_jobs) overlay_paths.insert(j.out_base + ".png");
   // This shard's jobs: sorted index i with i % N == K-1 (names were resolved over all inputs first, so
   // every shard names a file exactly as the full run does).
   std::vector<Job> jobs;
@@ -405,6 +408,8 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
       if (input_canon.count(canonical_or_empty(png)) || (opt.save_raw && input_canon.count(canonical_or_empty(npy))) ||
           (opt.heads_grid && input_canon.count(canonical_or_empty(sheet))))
         throw Error("output " + png + " would overwrite an input file; choose another --out");
+      if (opt.heads_grid && overlay_paths.count(sheet))
+        throw Error("output " + sheet + " would overwrite the overlay of another input of that name; rename it");
       if (bopt.skip_existing && file_exists(png) && (!opt.save_raw || file_exists(npy)) &&
           (!opt.heads_grid || file_exists(sheet))) {
         o.status = "skipped";

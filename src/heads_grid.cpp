@@ -14,9 +14,9 @@ namespace attnmap {
 
 const std::vector<std::string>& font_candidates() {
   static const std::vector<std::string> k = {
-      "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",   // Debian / Ubuntu fonts-dejavu-core
-      "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf", // Fedora
-      "/usr/share/fonts/TTF/DejaVuSans.ttf",               // Arch
+      "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",    // Debian / Ubuntu fonts-dejavu-core
+      "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",  // Fedora
+      "/usr/share/fonts/TTF/DejaVuSans.ttf",                // Arch
       "/usr/share/fonts/dejavu/DejaVuSans.ttf",
       "/usr/local/share/fonts/DejaVuSans.ttf",
       "/usr/share/fonts/truetype/liberation2/LiberationSans-Regular.ttf",
@@ -30,15 +30,18 @@ std::string find_font() {
   std::error_code ec;
   if (const char* env = std::getenv("ATTNMAP_FONT"); env && *env) {
     if (!std::filesystem::is_regular_file(env, ec))
-      throw Error(std::string("ATTNMAP_FONT=") + env + ": no such font file (the --heads-grid labels need a .ttf)");
+      throw Error(std::string("ATTNMAP_FONT=") + env +
+                  ": no such font file (the --heads-grid labels need a .ttf)");
     return env;
   }
   for (const std::string& p : font_candidates())
     if (std::filesystem::is_regular_file(p, ec)) return p;
   std::string looked;
   for (const std::string& p : font_candidates()) looked += "\n  " + p;
-  throw Error("--heads-grid needs a TrueType font for its labels and found none; install fonts-dejavu-core "
-              "(apt-get install fonts-dejavu-core) or set ATTNMAP_FONT=/path/to/font.ttf. Looked for:" + looked);
+  throw Error(
+      "--heads-grid needs a TrueType font for its labels and found none; install fonts-dejavu-core "
+      "(apt-get install fonts-dejavu-core) or set ATTNMAP_FONT=/path/to/font.ttf. Looked for:" +
+      looked);
 }
 
 struct Font::Impl {
@@ -64,7 +67,8 @@ int Font::text_width(const std::string& text, float px) const {
     stbtt_GetCodepointHMetrics(&impl_->info, c, &adv, &lsb);
     x += static_cast<double>(adv) * scale;
     if (i + 1 < text.size())
-      x += static_cast<double>(scale) * stbtt_GetCodepointKernAdvance(&impl_->info, c, static_cast<unsigned char>(text[i + 1]));
+      x += static_cast<double>(scale) *
+           stbtt_GetCodepointKernAdvance(&impl_->info, c, static_cast<unsigned char>(text[i + 1]));
   }
   return static_cast<int>(std::ceil(x));
 }
@@ -93,15 +97,21 @@ void Font::draw(Image& img, int x, int y, const std::string& text, float px, con
         for (int gx = 0; gx < gw; ++gx) {
           const int pxl = ox + gx;
           if (pxl < 0 || pxl >= img.width) continue;
-          const float a = glyph[static_cast<size_t>(gy) * static_cast<size_t>(gw) + static_cast<size_t>(gx)] / 255.0f;
-          uint8_t* p = &img.rgb[(static_cast<size_t>(py) * static_cast<size_t>(img.width) + static_cast<size_t>(pxl)) * 3];
+          const float a =
+              glyph[static_cast<size_t>(gy) * static_cast<size_t>(gw) + static_cast<size_t>(gx)] / 255.0f;
+          uint8_t* p =
+              &img.rgb[(static_cast<size_t>(py) * static_cast<size_t>(img.width) + static_cast<size_t>(pxl)) *
+                       3];
           for (int k = 0; k < 3; ++k)
-            p[k] = static_cast<uint8_t>(std::lround((1.0f - a) * static_cast<float>(p[k]) + a * static_cast<float>(rgb[k])));
+            p[k] = static_cast<uint8_t>(
+                std::lround((1.0f - a) * static_cast<float>(p[k]) + a * static_cast<float>(rgb[k])));
         }
       }
     }
     pen += static_cast<double>(adv) * scale;
-    if (i + 1 < text.size()) pen += static_cast<double>(scale) * stbtt_GetCodepointKernAdvance(f, c, static_cast<unsigned char>(text[i + 1]));
+    if (i + 1 < text.size())
+      pen += static_cast<double>(scale) *
+             stbtt_GetCodepointKernAdvance(f, c, static_cast<unsigned char>(text[i + 1]));
   }
 }
 
@@ -117,15 +127,16 @@ GridLayout grid_layout(int n, int photo_w, int photo_h, int tile_long) {
   return g;
 }
 
-Image compose_grid(const GridLayout& g, const std::vector<Image>& tiles, const std::vector<std::string>& labels,
-                   const Font& font) {
+Image compose_grid(const GridLayout& g, const std::vector<Image>& tiles,
+                   const std::vector<std::string>& labels, const Font& font) {
   if (static_cast<int>(tiles.size()) != g.n || labels.size() != tiles.size())
-    throw Error("heads grid: " + std::to_string(tiles.size()) + " tiles and " + std::to_string(labels.size()) +
-                " labels for a layout of " + std::to_string(g.n));
+    throw Error("heads grid: " + std::to_string(tiles.size()) + " tiles and " +
+                std::to_string(labels.size()) + " labels for a layout of " + std::to_string(g.n));
   Image sheet;
   sheet.width = g.width();
   sheet.height = g.height();
-  sheet.rgb.assign(checked_mul(checked_mul(static_cast<size_t>(sheet.width), static_cast<size_t>(sheet.height), "heads grid"),
+  sheet.rgb.assign(checked_mul(checked_mul(static_cast<size_t>(sheet.width),
+                                           static_cast<size_t>(sheet.height), "heads grid"),
                                3, "heads grid"),
                    32);  // dark grey background
   const uint8_t white[3] = {240, 240, 240};
@@ -136,10 +147,14 @@ Image compose_grid(const GridLayout& g, const std::vector<Image>& tiles, const s
     const int c = i % g.cols, r = i / g.cols;
     const int x0 = g.pad + c * (g.tile_w + g.pad);
     const int y0 = g.pad + r * (g.label_h + g.tile_h + g.pad);
-    font.draw(sheet, x0 + 2, y0 + (g.label_h - static_cast<int>(px)) / 2 - 1, labels[static_cast<size_t>(i)], px, white);
+    font.draw(sheet, x0 + 2, y0 + (g.label_h - static_cast<int>(px)) / 2 - 1, labels[static_cast<size_t>(i)],
+              px, white);
     for (int y = 0; y < g.tile_h; ++y)
-      std::copy_n(&t.rgb[static_cast<size_t>(y) * static_cast<size_t>(g.tile_w) * 3], static_cast<size_t>(g.tile_w) * 3,
-                  &sheet.rgb[(static_cast<size_t>(y0 + g.label_h + y) * static_cast<size_t>(sheet.width) + static_cast<size_t>(x0)) * 3]);
+      std::copy_n(&t.rgb[static_cast<size_t>(y) * static_cast<size_t>(g.tile_w) * 3],
+                  static_cast<size_t>(g.tile_w) * 3,
+                  &sheet.rgb[(static_cast<size_t>(y0 + g.label_h + y) * static_cast<size_t>(sheet.width) +
+                              static_cast<size_t>(x0)) *
+                             3]);
   }
   return sheet;
 }

@@ -53,7 +53,7 @@ GridLayout grid_layout(int n, int photo_w, int photo_h, int tile_long = 224);
 
 /// Places `tiles` (each layout.tile_w x layout.tile_h) row by row on a dark sheet, each with its label
 /// (white, 15 px) above it. Throws attnmap::Error when a tile has the wrong size or the counts differ.
-Image compose_grid(const GridLayout& layout, const std::vector<Image>& tiles, const std::vector<std::string>& labels,
-                   const Font& font);
+Image compose_grid(const GridLayout& layout, const std::vector<Image>& tiles,
+                   const std::vector<std::string>& labels, const Font& font);
 
 }  // namespace attnmap

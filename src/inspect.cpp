@@ -63,7 +63,7 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
   } else {
     o << "positions:   none\n";
   }
-  o << "depth:       " << hp.depth << " blocks\n";
+  o << "depth:       " << hp.depth << (hp.depth == 1 ? " block\n" : " blocks\n");
   o << "heads:       " << hp.num_heads << " of " << hp.head_dim << " (D = " << hp.dim << ")\n";
   o << "mlp:         " << (hp.mlp_dim ? std::to_string(hp.mlp_dim) : std::string("none")) << "\n";
   o << "layer scale: " << (hp.layer_scale ? "yes (ls1 / ls2)" : "no") << "\n";

@@ -15,8 +15,8 @@ namespace {
 // Keys' kernel with a = -0.75 as PyTorch's get_cubic_upsample_coefficients.
 void cubic_weights(double t, double w[4]) {
   const double a = -0.75;
-  auto near = [a](double x) { return ((a + 2) * x - (a + 3)) * x * x + 1; };          // |x| <= 1
-  auto far = [a](double x) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; };    // 1 < |x| < 2
+  auto near = [a](double x) { return ((a + 2) * x - (a + 3)) * x * x + 1; };       // |x| <= 1
+  auto far = [a](double x) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; };  // 1 < |x| < 2
   w[0] = far(t + 1);
   w[1] = near(t);
   w[2] = near(1 - t);
@@ -25,8 +25,8 @@ void cubic_weights(double t, double w[4]) {
 
 // For each output index along one axis: the four clamped source indices and their weights.
 struct Taps {
-  std::vector<int> idx;     // (out, 4)
-  std::vector<double> wt;   // (out, 4)
+  std::vector<int> idx;    // (out, 4)
+  std::vector<double> wt;  // (out, 4)
 };
 
 Taps make_taps(int in, int out) {
@@ -40,7 +40,8 @@ Taps make_taps(int in, int out) {
     double w[4];
     cubic_weights(src - f, w);
     for (int k = 0; k < 4; ++k) {
-      t.idx[static_cast<size_t>(o) * 4 + static_cast<size_t>(k)] = std::clamp(static_cast<int>(f) - 1 + k, 0, in - 1);
+      t.idx[static_cast<size_t>(o) * 4 + static_cast<size_t>(k)] =
+          std::clamp(static_cast<int>(f) - 1 + k, 0, in - 1);
       t.wt[static_cast<size_t>(o) * 4 + static_cast<size_t>(k)] = w[k];
     }
   }
@@ -49,26 +50,30 @@ Taps make_taps(int in, int out) {
 
 }  // namespace
 
-std::vector<float> bicubic_resize_planes(const std::vector<float>& in, int C, int in_h, int in_w, int out_h, int out_w) {
+std::vector<float> bicubic_resize_planes(const std::vector<float>& in, int C, int in_h, int in_w, int out_h,
+                                         int out_w) {
   if (C <= 0 || in_h <= 0 || in_w <= 0 || out_h <= 0 || out_w <= 0)
     throw Error("bicubic resize: empty size " + std::to_string(in_h) + "x" + std::to_string(in_w) + " -> " +
                 std::to_string(out_h) + "x" + std::to_string(out_w));
   const size_t in_plane = checked_mul(static_cast<size_t>(in_h), static_cast<size_t>(in_w), "bicubic resize");
-  const size_t out_plane = checked_mul(static_cast<size_t>(out_h), static_cast<size_t>(out_w), "bicubic resize");
+  const size_t out_plane =
+      checked_mul(static_cast<size_t>(out_h), static_cast<size_t>(out_w), "bicubic resize");
   if (in.size() != checked_mul(in_plane, static_cast<size_t>(C), "bicubic resize"))
-    throw Error("bicubic resize: " + std::to_string(in.size()) + " values are not (" + std::to_string(C) + ", " +
-                std::to_string(in_h) + ", " + std::to_string(in_w) + ")");
+    throw Error("bicubic resize: " + std::to_string(in.size()) + " values are not (" + std::to_string(C) +
+                ", " + std::to_string(in_h) + ", " + std::to_string(in_w) + ")");
   std::vector<float> out(checked_mul(out_plane, static_cast<size_t>(C), "bicubic resize"));
   const Taps ty = make_taps(in_h, out_h), tx = make_taps(in_w, out_w);
-  std::vector<double> rows(static_cast<size_t>(in_h) * static_cast<size_t>(out_w));  // (in_h, out_w) one plane
+  std::vector<double> rows(static_cast<size_t>(in_h) *
+                           static_cast<size_t>(out_w));  // (in_h, out_w) one plane
   for (int c = 0; c < C; ++c) {
     const float* p = in.data() + static_cast<size_t>(c) * in_plane;  // (in_h, in_w)
-    for (int y = 0; y < in_h; ++y)  // along the width first
+    for (int y = 0; y < in_h; ++y)                                   // along the width first
       for (int x = 0; x < out_w; ++x) {
         double s = 0;
         for (int k = 0; k < 4; ++k)
           s += tx.wt[static_cast<size_t>(x) * 4 + static_cast<size_t>(k)] *
-               p[static_cast<size_t>(y) * in_w + static_cast<size_t>(tx.idx[static_cast<size_t>(x) * 4 + static_cast<size_t>(k)])];
+               p[static_cast<size_t>(y) * in_w +
+                 static_cast<size_t>(tx.idx[static_cast<size_t>(x) * 4 + static_cast<size_t>(k)])];
         rows[static_cast<size_t>(y) * out_w + static_cast<size_t>(x)] = s;
       }
     float* o = out.data() + static_cast<size_t>(c) * out_plane;  // (out_h, out_w)
@@ -77,7 +82,8 @@ std::vector<float> bicubic_resize_planes(const std::vector<float>& in, int C, in
         double s = 0;
         for (int k = 0; k < 4; ++k)
           s += ty.wt[static_cast<size_t>(y) * 4 + static_cast<size_t>(k)] *
-               rows[static_cast<size_t>(ty.idx[static_cast<size_t>(y) * 4 + static_cast<size_t>(k)]) * out_w + static_cast<size_t>(x)];
+               rows[static_cast<size_t>(ty.idx[static_cast<size_t>(y) * 4 + static_cast<size_t>(k)]) * out_w +
+                    static_cast<size_t>(x)];
         o[static_cast<size_t>(y) * out_w + static_cast<size_t>(x)] = static_cast<float>(s);
       }
   }
@@ -101,21 +107,25 @@ void resample_pos_embed(ViTWeights& w, int image_w, int image_h) {
     const size_t n_old = static_cast<size_t>(hp.grid_w) * static_cast<size_t>(hp.grid_h);
     const size_t rows = w.pos_embed.size() / static_cast<size_t>(D);
     if (rows < n_old || rows * static_cast<size_t>(D) != w.pos_embed.size())
-      throw Error("pos_embed has " + std::to_string(rows) + " rows, fewer than the " + std::to_string(hp.grid_h) + "x" +
-                  std::to_string(hp.grid_w) + " patch grid");
+      throw Error("pos_embed has " + std::to_string(rows) + " rows, fewer than the " +
+                  std::to_string(hp.grid_h) + "x" + std::to_string(hp.grid_w) + " patch grid");
     const size_t prefix = rows - n_old;
     // (N, D) patch rows -> (D, gh, gw) planes, the layout F.interpolate sees after permute(0, 3, 1, 2).
     std::vector<float> planes(checked_mul(n_old, static_cast<size_t>(D), "pos_embed"));
     for (size_t n = 0; n < n_old; ++n)
       for (int d = 0; d < D; ++d)
-        planes[static_cast<size_t>(d) * n_old + n] = w.pos_embed[(prefix + n) * static_cast<size_t>(D) + static_cast<size_t>(d)];
-    const std::vector<float> res = bicubic_resize_planes(planes, D, hp.grid_h, hp.grid_w, gh, gw);  // (D, gh', gw')
+        planes[static_cast<size_t>(d) * n_old + n] =
+            w.pos_embed[(prefix + n) * static_cast<size_t>(D) + static_cast<size_t>(d)];
+    const std::vector<float> res =
+        bicubic_resize_planes(planes, D, hp.grid_h, hp.grid_w, gh, gw);  // (D, gh', gw')
     const size_t n_new = static_cast<size_t>(gw) * static_cast<size_t>(gh);
     std::vector<float> pos(checked_mul(prefix + n_new, static_cast<size_t>(D), "pos_embed"));
-    std::copy_n(w.pos_embed.begin(), prefix * static_cast<size_t>(D), pos.begin());  // prefix rows as they are
+    std::copy_n(w.pos_embed.begin(), prefix * static_cast<size_t>(D),
+                pos.begin());  // prefix rows as they are
     for (size_t n = 0; n < n_new; ++n)
       for (int d = 0; d < D; ++d)
-        pos[(prefix + n) * static_cast<size_t>(D) + static_cast<size_t>(d)] = res[static_cast<size_t>(d) * n_new + n];
+        pos[(prefix + n) * static_cast<size_t>(D) + static_cast<size_t>(d)] =
+            res[static_cast<size_t>(d) * n_new + n];
     w.pos_embed.swap(pos);
   }
   hp.image_w = image_w;

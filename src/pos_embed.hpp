@@ -11,7 +11,8 @@ namespace attnmap {
 /// source coordinate (dst + 0.5) * in/out - 0.5 (not clamped), cubic convolution with a = -0.75 (Keys 1981),
 /// the four taps' indices clamped to the border. Separable; computed in double.
 /// in: (C, in_h, in_w) row-major; returns (C, out_h, out_w). Throws attnmap::Error on an empty size.
-std::vector<float> bicubic_resize_planes(const std::vector<float>& in, int C, int in_h, int in_w, int out_h, int out_w);
+std::vector<float> bicubic_resize_planes(const std::vector<float>& in, int C, int in_h, int in_w, int out_h,
+                                         int out_w);
 
 /// Changes the model's input size to image_w x image_h pixels (each a positive multiple of the patch size):
 /// the patch rows of w.pos_embed, seen as a (1, D, grid_h, grid_w) grid, are resampled bicubically to the

@@ -62,20 +62,26 @@ Image draw_view(const Image& photo, int bx, int by, int bw, int bh, const std::v
 
 std::string fusion_name(const HeadSelect& s) {
   switch (s.fusion) {
-    case HeadSelect::Fusion::Max: return "max";
-    case HeadSelect::Fusion::Min: return "min";
-    case HeadSelect::Fusion::Index: return "head " + std::to_string(s.index);
-    default: return "mean";
+    case HeadSelect::Fusion::Max:
+      return "max";
+    case HeadSelect::Fusion::Min:
+      return "min";
+    case HeadSelect::Fusion::Index:
+      return "head " + std::to_string(s.index);
+    default:
+      return "mean";
   }
 }
 
-std::string tile_label(const std::string& name, const std::vector<float>& map, const std::vector<uint8_t>& mask) {
+std::string tile_label(const std::string& name, const std::vector<float>& map,
+                       const std::vector<uint8_t>& mask) {
   char buf[96];
   if (!mask.empty()) {
     const auto kept = std::count(mask.begin(), mask.end(), uint8_t{1});
     std::snprintf(buf, sizeof buf, "%s  %ld/%zu patches", name.c_str(), static_cast<long>(kept), mask.size());
   } else {
-    std::snprintf(buf, sizeof buf, "%s  max %.3f", name.c_str(), static_cast<double>(*std::max_element(map.begin(), map.end())));
+    std::snprintf(buf, sizeof buf, "%s  max %.3f", name.c_str(),
+                  static_cast<double>(*std::max_element(map.begin(), map.end())));
   }
   return buf;
 }
@@ -92,12 +98,22 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
                                    hp.crop_pct.value_or(0.875f));  // timm pretrained_cfg crop_pct, when given
   ForwardOptions fo;
   fo.last_layer = ctx.layer;
-  fo.keep_full = opt.rollout;  // rollout needs every row of layers 0..layer
   fo.to_end = model.head.present();  // the logits need every block; without a head stop at the drawn layer
+  // Rollout needs every row of layers 0..layer: consumed layer by layer, so (T, T) is kept, not (L, H, T, T).
+  std::optional<RolloutAccumulator> acc;
+  if (opt.rollout) {
+    acc.emplace(hp.tokens(), hp.num_heads, ctx.head, opt.discard);
+    const int last = ctx.layer;
+    fo.on_probs = [&acc, last](int, int l, const float* probs) {
+      if (l <= last) acc->add_layer(probs);  // with to_end the later blocks run too, for the logits
+    };
+  }
   const ForwardResult r = vit_forward(model, in.chw.data(), fo);
   if (!r.logits.empty()) res.top5 = top_k_classes(r.logits, hp.labels, 5);
   if (opt.rollout) {
-    res.map = class_row_map(attention_rollout(r, ctx.layer, ctx.head, opt.discard), hp, r.tokens);  // (grid_h, grid_w)
+    if (acc->layers() != ctx.layer + 1)
+      throw Error("rollout: the forward pass reported " + std::to_string(acc->layers()) + " layers");
+    res.map = class_row_map(acc->rollout(), hp, r.tokens);  // (grid_h, grid_w)
   } else {
     res.map = class_attention_map(r, hp, ctx.layer, ctx.head);  // (grid_h, grid_w)
   }
@@ -120,7 +136,8 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
   if (opt.heads_grid) {
     const GridLayout g = grid_layout(hp.num_heads + 1, photo.width, photo.height);
     const Image small = resize_photo(photo, g.tile_w, g.tile_h);
-    const double sx = static_cast<double>(g.tile_w) / photo.width, sy = static_cast<double>(g.tile_h) / photo.height;
+    const double sx = static_cast<double>(g.tile_w) / photo.width,
+                 sy = static_cast<double>(g.tile_h) / photo.height;
     Box sbox{in.box.x0 * sx, in.box.y0 * sy, in.box.x1 * sx, in.box.y1 * sy};
     int tx = 0, ty = 0, tw = 0, th = 0;
     box_pixels(sbox, g.tile_w, g.tile_h, &tx, &ty, &tw, &th);

@@ -154,7 +154,7 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
     }
     linear(qkv.data(), ln_in, blk.qkv.weight.data(), blk.qkv.bias.empty() ? nullptr : blk.qkv.bias.data(), BT,
            3 * inner, D);
-    if (l == L - 1 && !opt.keep_full && !opt.to_end) {
+    if (l == L - 1 && !opt.keep_full && !opt.to_end && !opt.on_probs) {
       // The drawn layer: only the class token's row of each head's probabilities is needed, (1, T) per
       // head instead of (T, T), and no attention output.
       const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
@@ -176,6 +176,7 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
       for (int h = 0; h < H; ++h)
         std::copy_n(&probs[static_cast<size_t>(h) * TT], T, &r.cls_attn[(static_cast<size_t>(l) * H + h) * T]);
       if (opt.keep_full) std::copy(probs.begin(), probs.end(), &r.attn[static_cast<size_t>(l) * H * TT]);
+      if (opt.on_probs) opt.on_probs(b, l, probs.data());
     }
     if (!hp.residual_mlp) {  // seed layout: the output is weights.V
       if (opt.to_end)
@@ -209,6 +210,12 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
         r.logits.resize(static_cast<size_t>(w.head.out));
         linear(r.logits.data(), fin + static_cast<size_t>(b) * T * D, w.head.weight.data(),
                w.head.bias.empty() ? nullptr : w.head.bias.data(), 1, w.head.out, D);
+        if (w.head_dist.present()) {  // DeiT distilled: (head(class) + head_dist(distillation)) / 2
+          std::vector<float> ld(static_cast<size_t>(w.head_dist.out));  // (C)
+          linear(ld.data(), fin + (static_cast<size_t>(b) * T + 1) * D, w.head_dist.weight.data(),
+                 w.head_dist.bias.empty() ? nullptr : w.head_dist.bias.data(), 1, w.head_dist.out, D);
+          for (size_t c = 0; c < ld.size(); ++c) r.logits[c] = 0.5f * (r.logits[c] + ld[c]);
+        }
       }
     }
   }

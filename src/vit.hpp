@@ -1,6 +1,7 @@
 // vit.hpp - the reference forward pass of a Vision Transformer (timm's VisionTransformer, pre-norm), and of
 // the guide's single attention layer, recording the attention probabilities the maps are drawn from.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "weights.hpp"
@@ -10,6 +11,10 @@ namespace attnmap {
 struct ForwardOptions {
   int last_layer = -1;     ///< compute blocks 0..last_layer (negative counts from the end); later blocks skipped
   bool keep_full = false;  ///< keep every (H, T, T) probability matrix, not only the class token's rows
+  /// Called with each image's full probabilities (H, T, T) of every computed layer, in layer order, as
+  /// on_probs(image index b, layer l, probs); lets a caller consume them (e.g. rollout) without keep_full's
+  /// (L, H, T, T) storage. The pointer is valid during the call only.
+  std::function<void(int, int, const float*)> on_probs;
   bool to_end = false;     ///< run every block and the final LayerNorm (tokens, classifier logits)
 };
 
@@ -19,7 +24,8 @@ struct ForwardResult {
   std::vector<float> cls_attn;    ///< (L, H, T): row 0 (class token) of softmax(QK^T/sqrt(d_k)) per layer
   std::vector<float> attn;        ///< (L, H, T, T): all rows, only with keep_full
   std::vector<float> tokens_out;  ///< (T, D) after the final LayerNorm (timm) / (T, d_k) = weights.V (seed); to_end
-  std::vector<float> logits;      ///< (C) classifier output on the class token; to_end and a head present
+  std::vector<float> logits;      ///< (C) classifier output on the class token (DeiT distilled: mean with
+                                  ///< head_dist on the distillation token); to_end and a head present
 };
 
 /// Runs B images through the model. `images[b]` is a normalised (3, H, W) tensor with H = hp.image_h,

@@ -557,6 +557,9 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
     blk.qkv = take_qkv(ld, b, D);
     blk.proj = take_linear(ld, b + "attn.proj", D, D);
     blk.norm2 = take_norm(ld, b + "norm2", D);
+    if (!ld.has(b + "mlp.fc1.weight") && raw.tensors.count(b + "mlp.w12.weight"))
+      throw Error(path + ": tensor '" + stripped + b + "mlp.w12.weight': SwiGLU MLP (DINOv2 ViT-g/14) is not supported; "
+                  "attnmap runs the GELU MLP (mlp.fc1 / mlp.fc2)");
     const Tensor& fc1 = ld.need(b + "mlp.fc1.weight", "(M, D)");
     if (fc1.rank() != 2 || dim(fc1, 1) != D) throw ld.shape_error(b + "mlp.fc1.weight", "(M, " + std::to_string(D) + ")", fc1.shape);
     const int64_t M = dim(fc1, 0);
@@ -573,6 +576,14 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
     const Tensor& h = ld.need("head.weight", "(C, D)");
     if (h.rank() != 2 || dim(h, 1) != D) throw ld.shape_error("head.weight", "(C, " + std::to_string(D) + ")", h.shape);
     w.head = take_linear(ld, "head", dim(h, 0), D);
+    // timm VisionTransformerDistilled (DeiT): in eval mode the logits average both heads.
+    if (hp.num_dist == 1 && ld.has("head_dist.weight")) w.head_dist = take_linear(ld, "head_dist", dim(h, 0), D);
+  }
+  if (w.head.present() && ld.has("fc_norm.weight")) {
+    // timm global_pool="avg" (fc_norm): the head reads the mean patch token, not the class token; not supported.
+    w.head = LinearW{};
+    w.head_dist = LinearW{};
+    w.notices.push_back("fc_norm present (timm global average pooling): classifier head not used, no top-5");
   }
   const auto unused = ld.unused();
   if (!unused.empty()) {
@@ -859,10 +870,10 @@ ViTWeights build_model(const RawWeights& raw, const ModelOverrides& ov) { return
 
 ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
   // Dispatch by content: safetensors when the first 8 bytes are a little-endian length that fits in the file
-  // and the header after them opens with '{'; otherwise JSON when the first non-blank byte is '{'; anything
-  // else goes to the safetensors reader, whose message says what is wrong.
+  // and the header after them opens with '{'; otherwise JSON when the first non-blank byte is '{'; otherwise
+  // safetensors when byte 8 is '{' (a broken length, reported as such); anything else is not a weights file.
   char first = 0;
-  bool st = false;
+  bool st = false, broken_st = false;
   {
     std::ifstream f(path, std::ios::binary | std::ios::ate);
     if (!f) throw Error(path + ": cannot open weights file");
@@ -873,11 +884,12 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
       uint64_t n = 0;
       for (int i = 7; i >= 0; --i) n = (n << 8) | head[i];
       st = head[8] == '{' && n <= size - 8;
+      broken_st = head[8] == '{' && !st;  // a safetensors header whose length is wrong: say so
     }
     f.clear();
     f.seekg(0);
     char c = 0;
-    while (!st && f.get(c)) {
+    while (!st && f.get(c)) {  // first non-blank byte
       if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
         first = c;
         break;
@@ -885,7 +897,19 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
     }
   }
   const bool is_json = !st && first == '{';
-  RawWeights raw = is_json ? load_weights_json(path) : load_weights_safetensors(path);
+  RawWeights raw;
+  if (is_json || st || (broken_st && first != '{')) {
+    raw = is_json ? load_weights_json(path) : load_weights_safetensors(path);
+  } else {
+    try {
+      raw = load_weights_safetensors(path);
+    } catch (const Error& e) {
+      std::string why = e.what();
+      if (why.rfind(path + ": ", 0) == 0) why = why.substr(path.size() + 2);
+      throw Error(path + ": not a weights file: not attnmap JSON (does not start with '{') and not safetensors (" +
+                  why + ")");
+    }
+  }
   const size_t slash = path.find_last_of('/');
   const SideConfig side = read_side_config(slash == std::string::npos ? "." : path.substr(0, slash));
   ViTWeights w = build_model(raw, side, ov);

@@ -87,6 +87,8 @@ struct ViTWeights {
   std::vector<BlockWeights> blocks;
   LayerNormW norm;                ///< final LayerNorm (D), optional
   LinearW head;                   ///< classifier (C, D), optional
+  LinearW head_dist;              ///< DeiT distilled: classifier on the distillation token (C, D), optional;
+                                  ///< logits = (head(class) + head_dist(distillation)) / 2 (timm, eval mode)
   std::vector<std::string> notices;  ///< things worth telling the user (ignored keys, guessed heads)
   int64_t param_count = 0;           ///< floating-point values in the file (every tensor, used or not)
   std::string format;                ///< "json" or "safetensors"

@@ -81,6 +81,7 @@ class WeightsSax {
       return true;
     }
     if (in_config() || (depth_ == 1 && level_ == 0 && key_ == "config")) {
+      check_config_depth();
       if (cstack_.empty()) {
         out_.config = json::object();
         cstack_.push_back(&out_.config);
@@ -119,6 +120,7 @@ class WeightsSax {
   }
   bool start_array(std::size_t /*n*/) {
     if (in_config()) {
+      check_config_depth();
       cstack_.push_back(&config_slot(json::array()));
       return true;
     }
@@ -181,6 +183,13 @@ class WeightsSax {
   enum class Kind { Unknown, Number, Array };
 
   bool in_config() const { return !cstack_.empty(); }
+  // The config is kept as a DOM, whose copy and destruction recurse once per level: a limit keeps hostile
+  // nesting (10 000 levels) from overflowing the stack (found by the ASan build of the test suite).
+  void check_config_depth() const {
+    if (cstack_.size() >= kMaxConfigDepth)
+      throw Error(out_.path + ": \"config\" is nested deeper than " + std::to_string(kMaxConfigDepth) + " levels");
+  }
+  static constexpr size_t kMaxConfigDepth = 32;
 
   json& config_slot(json v) {
     json* top = cstack_.back();
@@ -353,7 +362,7 @@ class FastScanner {
         if (p_ >= end_) return false;
         ++p_;
       } else if (c == '{' || c == '[') {
-        ++depth;
+        if (++depth > 32) return false;  // deeper than WeightsSax::kMaxConfigDepth: the SAX parser reports it
       } else if (c == '}' || c == ']') {
         if (--depth == 0) return true;
       }

@@ -15,8 +15,10 @@
 #include "eval_cmd.hpp"
 #include "evaluate.hpp"
 #include "image_io.hpp"
+#include "npy.hpp"
 #include "render.hpp"
 #include "test_util.hpp"
+#include "vit.hpp"
 
 namespace fs = std::filesystem;
 using namespace attnmap;
@@ -466,4 +468,33 @@ TEST_F(Eval, ManifestLineCarriesTopFive) {
     EXPECT_EQ(j["top5"][1]["label"], "Trouser");
   }
   EXPECT_EQ(seen, 1);
+}
+
+// DeiT distilled (timm VisionTransformerDistilled, eval mode): logits = (head(class token) + head_dist(
+// distillation token)) / 2 on the final-LayerNorm tokens. Expected from the PyTorch tokens (tokens.npy,
+// float64 reference of tools/make_fixtures.py) and the stored head weights, in double.
+TEST(Classify, DeitDistilledAveragesBothHeads) {
+  const std::string d = std::string(ATTNMAP_TEST_DIR) + "/fixtures/layouts/deit_distilled/";
+  const ViTWeights w = load_model(d + "weights.json");
+  ASSERT_TRUE(w.head.present());
+  ASSERT_TRUE(w.head_dist.present());
+  std::vector<int64_t> shape;
+  const std::vector<float> input = read_npy(d + "input.npy", &shape);
+  const std::vector<float> tok = read_npy(d + "tokens.npy", &shape);  // (T, D)
+  const int D = w.hp.dim, C = w.head.out;
+  ForwardOptions fo;
+  fo.to_end = true;
+  const ForwardResult r = vit_forward(w, input.data(), fo);
+  std::vector<float> want(static_cast<size_t>(C));
+  for (int c = 0; c < C; ++c) {
+    double a = w.head.bias.empty() ? 0.0 : w.head.bias[static_cast<size_t>(c)];
+    double b = w.head_dist.bias.empty() ? 0.0 : w.head_dist.bias[static_cast<size_t>(c)];
+    for (int k = 0; k < D; ++k) {
+      a += static_cast<double>(w.head.weight[static_cast<size_t>(c * D + k)]) * tok[static_cast<size_t>(k)];
+      b += static_cast<double>(w.head_dist.weight[static_cast<size_t>(c * D + k)]) *
+           tok[static_cast<size_t>(D + k)];
+    }
+    want[static_cast<size_t>(c)] = static_cast<float>((a + b) / 2);
+  }
+  EXPECT_TRUE(all_close(r.logits, want, 1e-4, "distilled logits"));
 }

@@ -347,4 +347,33 @@ TEST(Render, EveryLayoutRendersUnchangedInBothFormats) {
   fs::remove_all(out);
 }
 
+TEST(Render, PrefixTokenLayoutsWorkWithTheOtherViews) {
+  // Registers with and without position rows, distillation token: --size resamples the patch positions only,
+  // --rollout and --all-heads follow the new grid; the maps never include a prefix column.
+  const fs::path out = fs::temp_directory_path() / ("attnmap_layout_views_" + std::to_string(::getpid()));
+  struct V {
+    const char* name;
+    const char* args;
+    std::vector<int64_t> shape;
+  };
+  const V cases[] = {{"dinov2_fb", "--size 56", {4, 4}},
+                     {"timm_reg_noembed", "--size 70,28 --rollout", {2, 5}},
+                     {"deit_distilled", "--all-heads", {3, 4, 4}},
+                     {"timm_reg_full", "--size 48,32 --all-heads", {3, 4, 6}}};
+  for (const V& c : cases) {
+    fs::remove_all(out);
+    int status = -1;
+    const std::string log = run_stdout("render '" + std::string(ATTNMAP_TEST_DIR) + "/images/basic/rgba.png' -q --save-raw " +
+                                           c.args + " -w '" + layout_dir(c.name) + "weights.f16.safetensors' -o '" +
+                                           out.string() + "'",
+                                       &status);
+    ASSERT_EQ(status, 0) << c.name << " " << c.args << ": " << log;
+    std::vector<int64_t> shape;
+    const std::vector<float> m = read_npy((out / "rgba.npy").string(), &shape);
+    EXPECT_EQ(shape, c.shape) << c.name << " " << c.args;
+    for (float v : m) EXPECT_TRUE(v >= 0 && v <= 1) << c.name;
+  }
+  fs::remove_all(out);
+}
+
 }  // namespace

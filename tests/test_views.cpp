@@ -2,12 +2,11 @@
 // heads grid and --all-heads - against PyTorch fixtures (tools/make_view_fixtures.py) and hand-made cases.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "attention_maps.hpp"
@@ -26,10 +25,13 @@ using namespace attnmap;
 namespace {
 
 std::vector<float> slice(const std::vector<float>& v, size_t index, size_t len) {
-  return std::vector<float>(v.begin() + static_cast<long>(index * len), v.begin() + static_cast<long>((index + 1) * len));
+  return std::vector<float>(v.begin() + static_cast<long>(index * len),
+                            v.begin() + static_cast<long>((index + 1) * len));
 }
 
-HeadSelect head_select(const std::string& s) { return parse_head(s); }
+HeadSelect head_select(const std::string& s) {
+  return parse_head(s);
+}
 
 // The rollout fixture model (non-square: 40 x 24 pixels, patch 8, grid 3 x 5) run on its input.
 ForwardResult rollout_fixture_forward(ViTWeights* model) {
@@ -65,7 +67,8 @@ TEST(Rollout, MatchesPyTorchAtEveryLayerAndRowsSumToOne) {
     ASSERT_EQ(shape, (std::vector<int64_t>{3, 16, 16}));
     for (int l = 0; l < 3; ++l) {
       const std::vector<float> R = attention_rollout(r, l, head_select(c.head), c.discard);
-      EXPECT_TRUE(all_close(R, slice(want, static_cast<size_t>(l), TT), 1e-5, std::string(c.file) + " layer " + std::to_string(l)));
+      EXPECT_TRUE(all_close(R, slice(want, static_cast<size_t>(l), TT), 1e-5,
+                            std::string(c.file) + " layer " + std::to_string(l)));
       for (int i = 0; i < 16; ++i) {
         double s = 0;
         for (int j = 0; j < 16; ++j) s += R[static_cast<size_t>(i * 16 + j)];
@@ -90,9 +93,9 @@ TEST(Rollout, DiscardZeroesSmallestOffDiagonalNonClassEntries) {
   // forgot to protect them would zero them first. Eligible entries: (1,2)=.30 (1,3)=.05 (2,1)=.20 (2,3)=.05
   // (3,1)=.40 (3,2)=.10 -> n = 6.
   const std::vector<float> m0 = {0.001f, 0.002f, 0.003f, 0.004f,  //
-                                 0.006f, 0.007f, 0.30f, 0.05f,    //
-                                 0.008f, 0.20f, 0.009f, 0.05f,    //
-                                 0.011f, 0.40f, 0.10f, 0.012f};
+                                 0.006f, 0.007f, 0.30f,  0.05f,   //
+                                 0.008f, 0.20f,  0.009f, 0.05f,   //
+                                 0.011f, 0.40f,  0.10f,  0.012f};
   std::vector<float> m = m0;
   discard_smallest(m.data(), 4, 0.5);  // floor(0.5 * 6) = 3: the two 0.05 (tie) and 0.10
   std::vector<float> want = m0;
@@ -118,11 +121,11 @@ TEST(Threshold, KeepsTheSmallestSetOfLargestEntriesReachingTheMass) {
   // Masses 1/16, 8/16, 2/16, 5/16 (exact in binary). Sorted ascending the cumulative mass is 1/16, 3/16,
   // 8/16, 1; an entry is kept when it exceeds 1 - T.
   const float a[4] = {1, 8, 2, 5};  // unnormalised: the rule normalises
-  EXPECT_EQ(threshold_mask(a, 4, 0.5f), (std::vector<uint8_t>{0, 1, 0, 0}));     // 8/16 reaches 0.5 alone
-  EXPECT_EQ(threshold_mask(a, 4, 0.51f), (std::vector<uint8_t>{0, 1, 0, 1}));    // needs 5/16 too: 13/16
-  EXPECT_EQ(threshold_mask(a, 4, 0.9f), (std::vector<uint8_t>{0, 1, 1, 1}));     // 15/16
+  EXPECT_EQ(threshold_mask(a, 4, 0.5f), (std::vector<uint8_t>{0, 1, 0, 0}));   // 8/16 reaches 0.5 alone
+  EXPECT_EQ(threshold_mask(a, 4, 0.51f), (std::vector<uint8_t>{0, 1, 0, 1}));  // needs 5/16 too: 13/16
+  EXPECT_EQ(threshold_mask(a, 4, 0.9f), (std::vector<uint8_t>{0, 1, 1, 1}));   // 15/16
   EXPECT_EQ(threshold_mask(a, 4, 1.0f), (std::vector<uint8_t>{1, 1, 1, 1}));
-  EXPECT_EQ(threshold_mask(a, 4, 0.01f), (std::vector<uint8_t>{0, 1, 0, 0}));    // the largest is always kept
+  EXPECT_EQ(threshold_mask(a, 4, 0.01f), (std::vector<uint8_t>{0, 1, 0, 0}));  // the largest is always kept
   EXPECT_THROW(threshold_mask(a, 4, 0.0f), Error);
   EXPECT_THROW(threshold_mask(a, 4, 1.5f), Error);
   const float zeros[3] = {0, 0, 0};
@@ -141,7 +144,8 @@ TEST(Threshold, MatchesDinoVisualizeAttention) {
     one.index = h;
     const std::vector<float> m = class_attention_map(r, model.hp, 2, one);
     const std::vector<uint8_t> mask = threshold_mask(m.data(), 15, 0.6f);
-    EXPECT_EQ(std::vector<float>(mask.begin(), mask.end()), slice(want, static_cast<size_t>(h), 15)) << "head " << h;
+    EXPECT_EQ(std::vector<float>(mask.begin(), mask.end()), slice(want, static_cast<size_t>(h), 15))
+        << "head " << h;
   }
 }
 
@@ -154,7 +158,8 @@ TEST(PosEmbed, BicubicMatchesTorchInterpolate) {
   for (const auto& c : meta["cases"]) {
     std::vector<int64_t> shape;
     const std::vector<float> src = read_npy(fixture("views_posembed/" + c["src"].get<std::string>()), &shape);
-    const std::vector<float> want = read_npy(fixture("views_posembed/" + c["out"].get<std::string>()), &shape);
+    const std::vector<float> want =
+        read_npy(fixture("views_posembed/" + c["out"].get<std::string>()), &shape);
     const int gh = c["grid_h"], gw = c["grid_w"], nh = c["new_h"], nw = c["new_w"], prefix = c["prefix"];
     ViTWeights w;
     w.hp.patch = 14;
@@ -195,7 +200,8 @@ TEST(PosEmbed, CubicKernelIsPyTorchs) {
   // One row [0, 1, 0, 0] from 4 to 8 samples; PyTorch (a = -0.75, clamped border) gives these values
   // (F.interpolate(torch.tensor([[[[0., 1, 0, 0]]]]), size=(1, 8), mode='bicubic', align_corners=False)).
   const std::vector<float> out = bicubic_resize_planes({0, 1, 0, 0}, 1, 1, 4, 1, 8);
-  const std::vector<float> want = {-0.10546875f, 0.26171875f, 0.87890625f, 0.87890625f, 0.26171875f, -0.10546875f, -0.03515625f, 0.0f};
+  const std::vector<float> want = {-0.10546875f, 0.26171875f,  0.87890625f,  0.87890625f,
+                                   0.26171875f,  -0.10546875f, -0.03515625f, 0.0f};
   EXPECT_TRUE(all_close(out, want, 1e-6, "bicubic 4 -> 8"));
 }
 
@@ -225,3 +231,74 @@ TEST(HeadsGrid, LayoutAndFont) {
   EXPECT_GT(font.text_width("head 11", 15.0f), font.text_width("head 1", 15.0f));
   EXPECT_THROW(Font("/nonexistent.ttf"), Error);
 }
+
+// Every layout fixture (tests/fixtures/layouts, made by tools/make_fixtures.py): the map is the class row's
+// patch columns only (never a class, distillation or register column), rollout rows sum to 1 and rollout of
+// our probabilities matches rollout of PyTorch's, and --size resampling keeps the prefix rows and runs.
+class LayoutViews : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LayoutViews, PatchColumnsRolloutAndResizedGrid) {
+  const std::string dir = fixture("layouts/" + GetParam());
+  std::ifstream mf(dir + "/meta.json");
+  ASSERT_TRUE(mf.good());
+  const auto meta = nlohmann::json::parse(mf);
+  ViTWeights model = load_model(dir + "/weights.safetensors");
+  const HParams hp = model.hp;
+  EXPECT_EQ(hp.num_prefix, meta["num_prefix"].get<int>());
+  std::vector<int64_t> shape;
+  const std::vector<float> x = read_npy(dir + "/input.npy", &shape);
+  const std::vector<float> attn = read_npy(dir + "/attn.npy", &shape);  // (L, H, T, T)
+  const int L = static_cast<int>(shape[0]), H = static_cast<int>(shape[1]), T = static_cast<int>(shape[2]);
+  const int N = hp.grid_w * hp.grid_h;
+  ASSERT_EQ(T, hp.num_prefix + N);
+  ForwardOptions fo;
+  fo.keep_full = true;
+  const ForwardResult r = vit_forward(model, x.data(), fo);
+  ForwardResult ref = r;  // PyTorch's probabilities in our container
+  ref.attn = attn;
+  const size_t TT = static_cast<size_t>(T) * static_cast<size_t>(T);
+  for (int l = 0; l < L; ++l) {
+    for (int h = 0; h < H; ++h) {
+      HeadSelect one;
+      one.fusion = HeadSelect::Fusion::Index;
+      one.index = h;
+      const std::vector<float> m = class_attention_map(r, hp, l, one);
+      const size_t row0 = (static_cast<size_t>(l) * static_cast<size_t>(H) + static_cast<size_t>(h)) * TT;
+      const std::vector<float> want(attn.begin() + static_cast<long>(row0) + hp.num_prefix,
+                                    attn.begin() + static_cast<long>(row0) + T);
+      EXPECT_TRUE(all_close(m, want, 1e-5,
+                            GetParam() + " map layer " + std::to_string(l) + " head " + std::to_string(h)));
+    }
+    const std::vector<float> R = attention_rollout(r, l, head_select("mean"), 0.5);
+    EXPECT_TRUE(
+        all_close(R, attention_rollout(ref, l, head_select("mean"), 0.5), 1e-5, GetParam() + " rollout"));
+    for (int i = 0; i < T; ++i) {
+      double s = 0;
+      for (int j = 0; j < T; ++j) s += R[static_cast<size_t>(i * T + j)];
+      ASSERT_NEAR(s, 1.0, 1e-5) << GetParam() << " layer " << l << " row " << i;
+    }
+    EXPECT_EQ(class_row_map(R, hp, T).size(), static_cast<size_t>(N));
+  }
+  // One more patch row and two more columns: the prefix rows of pos_embed are kept bit for bit.
+  const std::vector<float> pos0 = model.pos_embed;
+  const size_t pre = pos0.size() / static_cast<size_t>(hp.dim) - static_cast<size_t>(N);
+  resample_pos_embed(model, hp.image_w + 2 * hp.patch, hp.image_h + hp.patch);
+  EXPECT_EQ(model.hp.grid_w, hp.grid_w + 2);
+  EXPECT_EQ(model.hp.grid_h, hp.grid_h + 1);
+  const size_t N2 = static_cast<size_t>(model.hp.grid_w * model.hp.grid_h);
+  ASSERT_EQ(model.pos_embed.size(), (pre + N2) * static_cast<size_t>(hp.dim));
+  EXPECT_EQ(
+      std::vector<float>(model.pos_embed.begin(), model.pos_embed.begin() + static_cast<long>(pre) * hp.dim),
+      std::vector<float>(pos0.begin(), pos0.begin() + static_cast<long>(pre) * hp.dim));
+  const std::vector<float> x2(
+      3 * static_cast<size_t>(model.hp.image_w) * static_cast<size_t>(model.hp.image_h), 0.25f);
+  ForwardOptions fo2;
+  const ForwardResult r2 = vit_forward(model, x2.data(), fo2);
+  EXPECT_EQ(r2.tokens, hp.num_prefix + static_cast<int>(N2));
+  EXPECT_EQ(class_attention_map(r2, model.hp, r2.layers - 1, head_select("max")).size(), N2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, LayoutViews,
+                         ::testing::Values("timm", "hf", "hf_model", "torchvision", "deit_distilled",
+                                           "qv_bias", "dinov2_fb", "timm_reg_full", "timm_reg_noembed"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });

@@ -2,17 +2,20 @@
 // patch (non-square grid and photo, --size), --rollout, --threshold, --heads-grid, --all-heads, bad values.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "attention_maps.hpp"
 #include "heads_grid.hpp"
 #include "image_io.hpp"
 #include "npy.hpp"
+#include "preprocess.hpp"
 #include "test_util.hpp"
+#include "vit.hpp"
+#include "weights.hpp"
 
 namespace fs = std::filesystem;
 using namespace attnmap;
@@ -26,7 +29,8 @@ struct CliResult {
 
 CliResult run(const std::string& args) {
   const fs::path errf = fs::temp_directory_path() / ("attnmap_views_err_" + std::to_string(::getpid()));
-  const std::string cmd = std::string("'") + ATTNMAP_BIN + "' " + args + " >/dev/null 2>'" + errf.string() + "'";
+  const std::string cmd =
+      std::string("'") + ATTNMAP_BIN + "' " + args + " >/dev/null 2>'" + errf.string() + "'";
   const int rc = std::system(cmd.c_str());
   std::ifstream f(errf);
   std::stringstream ss;
@@ -82,7 +86,8 @@ Bright brightest(const Image& img) {
   Bright b;
   for (int y = 0; y < img.height; ++y)
     for (int x = 0; x < img.width; ++x)
-      if (img.rgb[(static_cast<size_t>(y) * static_cast<size_t>(img.width) + static_cast<size_t>(x)) * 3] == mx) {
+      if (img.rgb[(static_cast<size_t>(y) * static_cast<size_t>(img.width) + static_cast<size_t>(x)) * 3] ==
+          mx) {
         b.x0 = std::min(b.x0, x);
         b.y0 = std::min(b.y0, y);
         b.x1 = std::max(b.x1, x);
@@ -155,7 +160,8 @@ TEST_F(ViewsCli, SizeResamplesPositionsAndKeepsTheCorner) {
   ASSERT_EQ(shape, (std::vector<int64_t>{8, 24}));
   EXPECT_GT(map[7 * 24 + 0], 0.99f);  // bicubic 4->8 rows, 12->24 columns: (3, 0) -> (7, 0) is the peak
   const Image out = load_image((dir / "out" / "wide.png").string());
-  const Bright b = brightest(out);  // bilinear upsampling: the hottest pixels sit in the corner cell (4 x 4 px)
+  const Bright b =
+      brightest(out);  // bilinear upsampling: the hottest pixels sit in the corner cell (4 x 4 px)
   EXPECT_LE(b.x1, 3);
   EXPECT_GE(b.y0, 28);
   // --size 64 (square) on the same photo: grid 16 x 16; still bottom-left of the (squashed) photo.
@@ -194,14 +200,16 @@ TEST_F(ViewsCli, ThresholdFillsOnlyTheKeptPatch) {
       } else if (x == 88 || x == 95 || y == 0 || y == 7) {
         ASSERT_EQ(out.rgb[i], 255) << "outline at " << x << "," << y;
       } else {
-        ASSERT_EQ(out.rgb[i], static_cast<uint8_t>(std::lround(0.5 * photo.rgb[i] + 0.5 * 255))) << x << "," << y;
+        ASSERT_EQ(out.rgb[i], static_cast<uint8_t>(std::lround(0.5 * photo.rgb[i] + 0.5 * 255)))
+            << x << "," << y;
       }
     }
 }
 
 TEST_F(ViewsCli, HeadsGridSheetAndAllHeadsNpy) {
   // The bundled default model has 4 heads: 5 tiles -> 3 columns x 2 rows of 224 x 149 (chelsea is 451 x 300).
-  const CliResult r = run("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "g") + " --heads-grid --save-raw --all-heads");
+  const CliResult r = run("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "g") +
+                          " --heads-grid --save-raw --all-heads");
   ASSERT_EQ(r.status, 0) << r.err;
   const Image sheet = load_image((dir / "g" / "chelsea.heads.png").string());
   EXPECT_EQ(sheet.width, 3 * 224 + 4 * 6);
@@ -211,19 +219,24 @@ TEST_F(ViewsCli, HeadsGridSheetAndAllHeadsNpy) {
   const std::vector<float> all = read_npy((dir / "g" / "chelsea.npy").string(), &shape);
   ASSERT_EQ(shape, (std::vector<int64_t>{4, 14, 14}));
   // Slice 2 is exactly what --head 2 writes.
-  ASSERT_EQ(run("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "h2") + " --head 2 --save-raw").status, 0);
+  ASSERT_EQ(
+      run("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "h2") + " --head 2 --save-raw").status, 0);
   const std::vector<float> h2 = read_npy((dir / "h2" / "chelsea.npy").string(), &shape);
   EXPECT_EQ(std::vector<float>(all.begin() + 2 * 196, all.begin() + 3 * 196), h2);
   // With --size 448 the sheet keeps its tiles and the .npy follows the 28 x 28 grid.
-  ASSERT_EQ(run("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "s") + " --size 448 --save-raw --all-heads").status, 0);
+  ASSERT_EQ(run("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "s") +
+                " --size 448 --save-raw --all-heads")
+                .status,
+            0);
   read_npy((dir / "s" / "chelsea.npy").string(), &shape);
   EXPECT_EQ(shape, (std::vector<int64_t>{4, 28, 28}));
   // A font that is not there is a clear usage error.
-  const CliResult nofont = run("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "nf") + " --heads-grid");
+  const CliResult nofont =
+      run("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "nf") + " --heads-grid");
   EXPECT_EQ(nofont.status, 0);
   const std::string env = "ATTNMAP_FONT=/nonexistent.ttf ";
-  const std::string cmd = env + "'" + ATTNMAP_BIN + "' render " + q(kData + "/chelsea.png") + " -o " + q(dir / "nf2") +
-                          " --heads-grid >/dev/null 2>&1";
+  const std::string cmd = env + "'" + ATTNMAP_BIN + "' render " + q(kData + "/chelsea.png") + " -o " +
+                          q(dir / "nf2") + " --heads-grid >/dev/null 2>&1";
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(WEXITSTATUS(rc), 2);
   EXPECT_FALSE(fs::exists(dir / "nf2" / "chelsea.png"));
@@ -231,19 +244,65 @@ TEST_F(ViewsCli, HeadsGridSheetAndAllHeadsNpy) {
 
 TEST_F(ViewsCli, BadViewValuesAreStatus2) {
   const std::string base = "render " + q(kData + "/chelsea.png") + " -o " + q(dir / "bad") + " ";
-  for (const char* bad : {"--rollout --discard -0.1", "--rollout --discard 1.5", "--rollout --discard abc",
-                          "--discard 0.5", "--threshold 0", "--threshold 1.2", "--threshold -1", "--threshold x",
-                          "--size 100", "--size 0", "--size abc", "--size 64,32,16", "--size 224,", "--size 448,100",
-                          "--all-heads", "--rollout --save-raw --all-heads"}) {
+  for (const char* bad :
+       {"--rollout --discard -0.1", "--rollout --discard 1.5", "--rollout --discard abc", "--discard 0.5",
+        "--threshold 0", "--threshold 1.2", "--threshold -1", "--threshold x", "--size 100", "--size 0",
+        "--size abc", "--size 64,32,16", "--size 224,", "--size 448,100", "--all-heads",
+        "--rollout --save-raw --all-heads"}) {
     const CliResult r = run(base + bad);
     EXPECT_EQ(r.status, 2) << bad << ": " << r.err;
     EXPECT_NE(r.err.find("error"), std::string::npos) << bad;
   }
   EXPECT_FALSE(fs::exists(dir / "bad"));
   // Happy paths of each option on the default model.
-  for (const char* ok : {"--rollout", "--rollout --discard 0.9 --head max", "--threshold 0.6", "--threshold 1",
-                         "--size 448", "--size 320,224", "--heads-grid --threshold 0.5", "--layer 0 --head 1 --heads-grid"}) {
+  for (const char* ok :
+       {"--rollout", "--rollout --discard 0.9 --head max", "--threshold 0.6", "--threshold 1", "--size 448",
+        "--size 320,224", "--heads-grid --threshold 0.5", "--layer 0 --head 1 --heads-grid"}) {
     const CliResult r = run(base + ok);
     EXPECT_EQ(r.status, 0) << ok << ": " << r.err;
+  }
+}
+
+TEST_F(ViewsCli, HeadsSheetNeverReplacesAnotherInputsOverlay) {
+  // Inputs x.png and x.heads.png: x's sheet would be x.heads.png, the other input's overlay - refused.
+  fs::create_directories(dir / "in");
+  fs::copy_file(dir / "wide.png", dir / "in" / "x.png");
+  fs::copy_file(dir / "wide.png", dir / "in" / "x.heads.png");
+  const CliResult r = run("render " + q(dir / "in") + " -w " + q(dir / "top_right.json") + " -o " +
+                          q(dir / "o") + " --heads-grid");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("would overwrite the overlay of another input"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "o" / "x.heads.png"));
+  EXPECT_TRUE(fs::exists(dir / "o" / "x.heads.heads.png"));
+  EXPECT_FALSE(fs::exists(dir / "o" / "x.png"));
+}
+
+TEST_F(ViewsCli, RolloutFileEqualsRolloutOfTheFullMatrices) {
+  // The CLI consumes each layer's probabilities as they are computed (RolloutAccumulator via on_probs); the
+  // result must equal attention_rollout over keep_full's (L, H, T, T) for the same image and model
+  // (the non-square views_rollout model, whose rollout matches PyTorch in test_views.cpp; and timm_small,
+  // which has a classifier head, so the forward pass runs past the drawn layer for the logits).
+  for (const char* fx : {"views_rollout", "timm_small"}) {
+    const std::string w = fixture(std::string(fx) + "/weights.json");
+    for (const char* layer : {"0", "-1"}) {
+      const std::string out = std::string(fx) + layer;
+      const CliResult r = run("render " + q(kData + "/chelsea.png") + " -w " + q(w) + " -o " + q(dir / out) +
+                              " --rollout --discard 0.5 --head max --save-raw --layer " + layer);
+      ASSERT_EQ(r.status, 0) << r.err;
+      std::vector<int64_t> shape;
+      const std::vector<float> got = read_npy((dir / out / "chelsea.npy").string(), &shape);
+      const ViTWeights model = load_model(w);
+      ASSERT_EQ(shape, (std::vector<int64_t>{model.hp.grid_h, model.hp.grid_w}));
+      const Image photo = load_image(kData + "/chelsea.png");
+      const ModelInput in = preprocess(photo, model.hp.image_w, model.hp.image_h, ResizeMode::Squash,
+                                       model.hp.mean.data(), model.hp.std.data());
+      ForwardOptions fo;
+      fo.keep_full = true;
+      const ForwardResult fr = vit_forward(model, in.chw.data(), fo);
+      const int l = std::string(layer) == "0" ? 0 : model.hp.depth - 1;
+      const std::vector<float> want =
+          class_row_map(attention_rollout(fr, l, parse_head("max"), 0.5), model.hp, fr.tokens);
+      EXPECT_TRUE(all_close(got, want, 1e-7, std::string(fx) + " rollout through layer " + layer));
+    }
   }
 }
