@@ -17,6 +17,7 @@
 #include "error.hpp"
 #include "image_io.hpp"
 #include "npy.hpp"
+#include "test_util.hpp"
 #include "weights_json.hpp"
 
 namespace fs = std::filesystem;
@@ -24,30 +25,8 @@ using namespace attnmap;
 
 namespace {
 
-struct RunResult {
-  int status;
-  std::string err;
-};
 
-RunResult run(const std::string& args) {
-  const fs::path errf = fs::temp_directory_path() / ("attnmap_batch_err_" + std::to_string(::getpid()));
-  const std::string cmd = std::string("'") + ATTNMAP_BIN + "' " + args + " >/dev/null 2>'" + errf.string() + "'";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream f(errf);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  fs::remove(errf);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ss.str()};
-}
 
-std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 /// Every regular file under `root`: relative path -> bytes.
 std::map<std::string, std::string> tree(const fs::path& root) {
@@ -125,28 +104,28 @@ TEST(BatchOptionParsing, ShardAndExtensions) {
 }
 
 TEST_F(Batch, ShardsTogetherMakeExactlyTheFullRun) {
-  const RunResult full = run("render " + q(dir / "in") + " -o " + q(dir / "full") + " -q -j 1");
+  const CliRun full = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "full") + " -q -j 1");
   EXPECT_EQ(full.status, 1) << full.err;  // the broken file
-  const RunResult s1 = run("render " + q(dir / "in") + " -o " + q(dir / "sh") + " -q --shard 1/2");
-  const RunResult s2 = run("render " + q(dir / "in") + " -o " + q(dir / "sh") + " -q --shard 2/2");
+  const CliRun s1 = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "sh") + " -q --shard 1/2");
+  const CliRun s2 = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "sh") + " -q --shard 2/2");
   const auto a = tree(dir / "full"), b = tree(dir / "sh");
   ASSERT_EQ(a.size(), 7u);  // 8 files, one broken
   EXPECT_EQ(a, b);
   // Sorted: a/t0 a/t1 b/bag b/broken b/c/coat b/c/s4 rocket z; broken (index 3) fails in shard 2 only.
   EXPECT_EQ(s1.status, 0) << s1.err;
   EXPECT_EQ(s2.status, 1) << s2.err;
-  const RunResult only1 = run("render " + q(dir / "in") + " -o " + q(dir / "one") + " -q --shard 1/2");
+  const CliRun only1 = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "one") + " -q --shard 1/2");
   EXPECT_EQ(tree(dir / "one").size(), 4u);  // sorted indices 0, 2, 4, 6 of 8
   EXPECT_TRUE(fs::exists(dir / "one" / "rocket.png"));
   EXPECT_FALSE(fs::exists(dir / "one" / "z.png"));
 }
 
 TEST_F(Batch, SkipExistingResumes) {
-  ASSERT_EQ(run("render " + q(dir / "in" / "a") + " -o " + q(dir / "out") + " -q").status, 0);
+  ASSERT_EQ(run_attnmap("render " + q(dir / "in" / "a") + " -o " + q(dir / "out") + " -q").status, 0);
   // Mark one output so that re-rendering it would be visible, and delete the other.
   std::ofstream(dir / "out" / "t0.png", std::ios::trunc) << "kept";
   fs::remove(dir / "out" / "t1.png");
-  const RunResult r = run("render " + q(dir / "in" / "a") + " -o " + q(dir / "out") + " --skip-existing --manifest " +
+  const CliRun r = run_attnmap("render " + q(dir / "in" / "a") + " -o " + q(dir / "out") + " --skip-existing --manifest " +
                     q(dir / "m.jsonl"));
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(slurp(dir / "out" / "t0.png"), "kept");
@@ -157,12 +136,12 @@ TEST_F(Batch, SkipExistingResumes) {
   EXPECT_EQ(m[0]["status"], "skipped");
   EXPECT_EQ(m[1]["status"], "done");
   // Without the flag the marked output is rendered again.
-  ASSERT_EQ(run("render " + q(dir / "in" / "a") + " -o " + q(dir / "out") + " -q").status, 0);
+  ASSERT_EQ(run_attnmap("render " + q(dir / "in" / "a") + " -o " + q(dir / "out") + " -q").status, 0);
   EXPECT_NE(slurp(dir / "out" / "t0.png"), "kept");
 }
 
 TEST_F(Batch, ManifestLinesMatchTheNpyMaps) {
-  const RunResult r = run("render " + q(dir / "in") + " " + q(dir / "nothing.png") + " -o " + q(dir / "out") +
+  const CliRun r = run_attnmap("render " + q(dir / "in") + " " + q(dir / "nothing.png") + " -o " + q(dir / "out") +
                     " --save-raw -q --manifest " + q(dir / "m.jsonl"));
   EXPECT_EQ(r.status, 1) << r.err;
   const auto m = read_manifest(dir / "m.jsonl");
@@ -213,9 +192,9 @@ TEST_F(Batch, ManifestLinesMatchTheNpyMaps) {
 }
 
 TEST_F(Batch, TwoJobsWriteTheSameBytesAsOne) {
-  ASSERT_EQ(run("render " + q(dir / "in") + " -o " + q(dir / "j1") + " -q -j 1 --save-raw --manifest " +
+  ASSERT_EQ(run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "j1") + " -q -j 1 --save-raw --manifest " +
                 q(dir / "m1.jsonl")).status, 1);
-  ASSERT_EQ(run("render " + q(dir / "in") + " -o " + q(dir / "j2") + " -q -j 2 --save-raw --manifest " +
+  ASSERT_EQ(run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "j2") + " -q -j 2 --save-raw --manifest " +
                 q(dir / "m2.jsonl")).status, 1);
   const auto a = tree(dir / "j1"), b = tree(dir / "j2");
   EXPECT_EQ(a.size(), 14u);
@@ -233,17 +212,17 @@ TEST_F(Batch, TwoJobsWriteTheSameBytesAsOne) {
 }
 
 TEST_F(Batch, ExtFilterPicksOnlyTheListedExtensions) {
-  EXPECT_EQ(run("render " + q(dir / "in") + " -o " + q(dir / "jpg") + " -q --ext jpg").status, 0);
+  EXPECT_EQ(run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "jpg") + " -q --ext jpg").status, 0);
   EXPECT_EQ(tree(dir / "jpg").size(), 1u);
   EXPECT_TRUE(fs::exists(dir / "jpg" / "rocket.png"));
   // Case-insensitive, leading dot allowed, repeated or comma lists; hidden files still skipped.
-  EXPECT_EQ(run("render " + q(dir / "in") + " -o " + q(dir / "png") + " -q --ext .PNG --ext jpeg").status, 1);
+  EXPECT_EQ(run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "png") + " -q --ext .PNG --ext jpeg").status, 1);
   const auto t = tree(dir / "png");
   EXPECT_EQ(t.size(), 6u);  // t0 t1 bag coat(.PNG) s4 z; broken.png fails
   EXPECT_TRUE(t.count("b/c/coat.png"));
   EXPECT_FALSE(t.count("rocket.png"));
   EXPECT_FALSE(t.count(".hidden.png"));
-  EXPECT_EQ(run("render " + q(dir / "in") + " -o " + q(dir / "x") + " --ext ,").status, 2);
+  EXPECT_EQ(run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "x") + " --ext ,").status, 2);
 }
 
 TEST(PngEncoder, LibspngPixelsEqualStbAndTheSource) {

@@ -17,34 +17,9 @@ using namespace attnmap;
 
 namespace {
 
-struct CliResult {
-  int status;
-  std::string err;
-};
 
-// Runs the attnmap binary with `args` (already shell-quoted), capturing standard error.
-CliResult run(const std::string& args) {
-  const fs::path errf = fs::temp_directory_path() / ("attnmap_test_err_" + std::to_string(::getpid()));
-  const std::string cmd = std::string("'") + ATTNMAP_BIN + "' " + args + " >/dev/null 2>'" + errf.string() + "'";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream f(errf);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  fs::remove(errf);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ss.str()};
-}
-
-class Cli : public ::testing::Test {
+class Cli : public TempDirTest {
  protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("attnmap_cli_" + std::to_string(::getpid()) + "_" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
-  std::string q(const fs::path& p) const { return "'" + p.string() + "'"; }
-  fs::path dir;
 };
 
 const std::string kData = ATTNMAP_DATA_DIR;
@@ -53,7 +28,7 @@ const std::string kImages = std::string(ATTNMAP_TEST_DIR) + "/images/basic";
 }  // namespace
 
 TEST_F(Cli, RendersPhotoAtItsOwnSize) {
-  const CliResult r = run("render " + q(kData + "/chelsea.png") + " -o " + q(dir));
+  const CliRun r = run_attnmap("render " + q(kData + "/chelsea.png") + " -o " + q(dir));
   ASSERT_EQ(r.status, 0) << r.err;
   const Image photo = load_image(kData + "/chelsea.png");
   const Image out = load_image((dir / "chelsea.png").string());
@@ -68,7 +43,7 @@ TEST_F(Cli, RendersPhotoAtItsOwnSize) {
 
 TEST_F(Cli, SaveRawMatchesPyTorch) {
   const std::string fx = fixture("e2e_224");
-  const CliResult r = run("render " + q(fx + "/image.png") + " -w " + q(fixture("timm_224/weights.json")) +
+  const CliRun r = run_attnmap("render " + q(fx + "/image.png") + " -w " + q(fixture("timm_224/weights.json")) +
                     " --save-raw -o " + q(dir));
   ASSERT_EQ(r.status, 0) << r.err;
   std::vector<int64_t> got_shape, want_shape;
@@ -80,7 +55,7 @@ TEST_F(Cli, SaveRawMatchesPyTorch) {
 }
 
 TEST_F(Cli, GreyAlphaPaletteAnd16BitPngsRender) {
-  const CliResult r = run("render " + q(kImages) + " -o " + q(dir) + " --colormap inferno --upsample bicubic --alpha 0.7");
+  const CliRun r = run_attnmap("render " + q(kImages) + " -o " + q(dir) + " --colormap inferno --upsample bicubic --alpha 0.7");
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char* name : {"grey", "grey_alpha", "rgba", "palette", "grey16"}) {
     const fs::path out = dir / (std::string(name) + ".png");
@@ -101,7 +76,7 @@ TEST_F(Cli, MissingTensorIsOneLineAndStatus2) {
   text.replace(at, 5, "\"W_X\"");
   const fs::path w = dir / "broken.json";
   std::ofstream(w) << text;
-  const CliResult r = run("render " + q(kData + "/chelsea.png") + " -w " + q(w) + " -o " + q(dir / "out"));
+  const CliRun r = run_attnmap("render " + q(kData + "/chelsea.png") + " -w " + q(w) + " -o " + q(dir / "out"));
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.err, "attnmap: error: " + w.string() + ": missing tensor 'W_K' (expected shape (24, 16))\n");
   EXPECT_FALSE(fs::exists(dir / "out" / "chelsea.png"));
@@ -113,7 +88,7 @@ TEST_F(Cli, BadFileFailsAloneWithStatus1) {
   fs::copy_file(kData + "/rocket.jpg", dir / "in" / "rocket.jpg");
   std::ofstream(dir / "in" / "notes.png") << "this is not an image";
   std::ofstream(dir / "in" / "readme.txt") << "not an image extension: skipped";
-  const CliResult r = run("render " + q(dir / "in") + " -o " + q(dir / "out"));
+  const CliRun r = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "out"));
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find((dir / "in" / "notes.png").string() + ": not a readable image"), std::string::npos) << r.err;
   EXPECT_TRUE(fs::exists(dir / "out" / "sub" / "coffee.png"));
@@ -126,7 +101,7 @@ TEST_F(Cli, CollidingStemsKeepTheirExtension) {
   fs::create_directories(dir / "in");
   fs::copy_file(kData + "/rocket.jpg", dir / "in" / "a.jpg");
   fs::copy_file(kData + "/camera.png", dir / "in" / "a.png");
-  const CliResult r = run("render " + q(dir / "in") + " " + q(dir / "in" / "a.png") + " -o " + q(dir / "in"));
+  const CliRun r = run_attnmap("render " + q(dir / "in") + " " + q(dir / "in" / "a.png") + " -o " + q(dir / "in"));
   // Output folder == input folder: a.png would be overwritten by its own overlay; outputs get the extension.
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(fs::exists(dir / "in" / "a.jpg.png"));
@@ -139,28 +114,28 @@ TEST_F(Cli, OutputNeverOverwritesAnInput) {
   fs::create_directories(dir / "in");
   fs::copy_file(kData + "/camera.png", dir / "in" / "cam.png");
   const auto before = fs::file_size(dir / "in" / "cam.png");
-  const CliResult r = run("render " + q(dir / "in" / "cam.png") + " -o " + q(dir / "in"));
+  const CliRun r = run_attnmap("render " + q(dir / "in" / "cam.png") + " -o " + q(dir / "in"));
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("would overwrite an input file"), std::string::npos) << r.err;
   EXPECT_EQ(fs::file_size(dir / "in" / "cam.png"), before);
 }
 
 TEST_F(Cli, UsageErrorsAreStatus2) {
-  EXPECT_EQ(run("render").status, 2);
-  EXPECT_EQ(run("frobnicate x").status, 2);
-  EXPECT_EQ(run("render " + q(kData + "/chelsea.png") + " --layer 99 -o " + q(dir)).status, 2);
-  EXPECT_EQ(run("render " + q(kData + "/chelsea.png") + " --head 17 -o " + q(dir)).status, 2);
-  EXPECT_EQ(run("render " + q(kData + "/chelsea.png") + " --colormap rainbow -o " + q(dir)).status, 2);
-  EXPECT_EQ(run("render " + q(kData + "/chelsea.png") + " --alpha 2 -o " + q(dir)).status, 2);
-  EXPECT_EQ(run("render " + q(kData + "/chelsea.png") + " --mean 1,2 -o " + q(dir)).status, 2);
-  EXPECT_EQ(run("render " + q(kData + "/chelsea.png") + " -w /nonexistent.json -o " + q(dir)).status, 2);
-  EXPECT_EQ(run("--version").status, 0);
-  EXPECT_EQ(run("render --help").status, 0);
+  EXPECT_EQ(run_attnmap("render").status, 2);
+  EXPECT_EQ(run_attnmap("frobnicate x").status, 2);
+  EXPECT_EQ(run_attnmap("render " + q(kData + "/chelsea.png") + " --layer 99 -o " + q(dir)).status, 2);
+  EXPECT_EQ(run_attnmap("render " + q(kData + "/chelsea.png") + " --head 17 -o " + q(dir)).status, 2);
+  EXPECT_EQ(run_attnmap("render " + q(kData + "/chelsea.png") + " --colormap rainbow -o " + q(dir)).status, 2);
+  EXPECT_EQ(run_attnmap("render " + q(kData + "/chelsea.png") + " --alpha 2 -o " + q(dir)).status, 2);
+  EXPECT_EQ(run_attnmap("render " + q(kData + "/chelsea.png") + " --mean 1,2 -o " + q(dir)).status, 2);
+  EXPECT_EQ(run_attnmap("render " + q(kData + "/chelsea.png") + " -w /nonexistent.json -o " + q(dir)).status, 2);
+  EXPECT_EQ(run_attnmap("--version").status, 0);
+  EXPECT_EQ(run_attnmap("render --help").status, 0);
   EXPECT_FALSE(fs::exists(dir / "chelsea.png"));
 }
 
 TEST_F(Cli, CropModeDrawsInsideTheCropBoxOnly) {
-  const CliResult r = run("render " + q(kData + "/chelsea.png") + " --resize crop -o " + q(dir));
+  const CliRun r = run_attnmap("render " + q(kData + "/chelsea.png") + " --resize crop -o " + q(dir));
   ASSERT_EQ(r.status, 0) << r.err;
   const Image photo = load_image(kData + "/chelsea.png");  // 451 x 300
   const Image out = load_image((dir / "chelsea.png").string());

@@ -167,41 +167,10 @@ TEST(Classify, TopKIsSoftmaxSortedWithNames) {
 
 namespace {
 
-struct BinRun {
-  int status;
-  std::string out, err;
-};
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
-BinRun run_bin(const std::string& args) {
-  const std::string base =
-      (fs::temp_directory_path() / ("attnmap_eval_" + std::to_string(::getpid()))).string();
-  const std::string cmd =
-      std::string("'") + ATTNMAP_BIN + "' " + args + " >'" + base + ".out' 2>'" + base + ".err'";
-  const int rc = std::system(cmd.c_str());
-  BinRun r{WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(base + ".out"), slurp(base + ".err")};
-  fs::remove(base + ".out");
-  fs::remove(base + ".err");
-  return r;
-}
-
-class Eval : public ::testing::Test {
+class Eval : public TempDirTest {
  protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("attnmap_evaltest_" + std::to_string(::getpid()) + "_" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
-  static std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
-  fs::path dir;
 };
 
 const fs::path kOneHot = fs::path(ATTNMAP_TEST_DIR) / "fixtures" / "eval_onehot";
@@ -213,7 +182,7 @@ const fs::path kTop5 = fs::path(ATTNMAP_TEST_DIR) / "fixtures" / "eval_top5";
 // 0 on the other patches). Nearest upsampling puts all the mass on that patch's 4x4 pixels.
 TEST_F(Eval, OneHotModelNearestGivesHandComputedScores) {
   const fs::path js = dir / "r.json";
-  const BinRun r = run_bin("eval --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images") + " -w " +
+  const CliRun r = run_attnmap("eval --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images") + " -w " +
                            q(kOneHot / "weights.json") + " --upsample nearest --json " + q(js));
   ASSERT_EQ(r.status, 0) << r.err;
   const json j = json::parse(slurp(js));
@@ -254,7 +223,7 @@ TEST_F(Eval, OneHotModelNearestGivesHandComputedScores) {
 // the mass on the patch. The left half of the patch: (5/8 + 7/8) / 4 * 3/4 = 0.28125.
 TEST_F(Eval, OneHotModelBilinearSpreadsTheMassAsComputedByHand) {
   const fs::path js = dir / "r.json";
-  const BinRun r = run_bin("eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images") + " -w " +
+  const CliRun r = run_attnmap("eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images") + " -w " +
                            q(kOneHot / "weights.json") + " --json " + q(js));
   ASSERT_EQ(r.status, 0) << r.err;
   const json j = json::parse(slurp(js));
@@ -271,13 +240,13 @@ TEST_F(Eval, ToleranceTurnsANearMissIntoAHit) {
   // Image c (nearest): first maximum pixel (x=12, y=0) on the red patch (0,3); the object is patch (3,0),
   // its nearest pixel (x=3, y=12) at distance sqrt(81 + 144) = 15: a miss within 14 pixels, a hit within 15.
   const fs::path js = dir / "r.json";
-  const BinRun r =
-      run_bin("eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images" / "c.png") + " -w " +
+  const CliRun r =
+      run_attnmap("eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images" / "c.png") + " -w " +
               q(kOneHot / "weights.json") + " --upsample nearest --tolerance 14 --json " + q(js));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_FALSE(json::parse(slurp(js))["images"][0]["views"]["L0/mean"]["hit"].get<bool>());
-  const BinRun r2 =
-      run_bin("eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images" / "c.png") + " -w " +
+  const CliRun r2 =
+      run_attnmap("eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images" / "c.png") + " -w " +
               q(kOneHot / "weights.json") + " --upsample nearest --tolerance 15 --json " + q(js));
   ASSERT_EQ(r2.status, 0) << r2.err;
   EXPECT_TRUE(json::parse(slurp(js))["images"][0]["views"]["L0/mean"]["hit"].get<bool>());
@@ -302,8 +271,8 @@ TEST_F(Eval, BadImagesFailAloneAndTheRestIsStillScored) {
   fs::copy_file(kOneHot / "images" / "c.png", dir / "img" / "z.png");
   write_png((dir / "masks" / "z.png").string(), empty);
   const fs::path js = dir / "r.json";
-  const BinRun r =
-      run_bin("eval --masks " + q(dir / "masks") + " " + q(dir / "img") + " " + q(dir / "missing.png") +
+  const CliRun r =
+      run_attnmap("eval --masks " + q(dir / "masks") + " " + q(dir / "img") + " " + q(dir / "missing.png") +
               " -w " + q(kOneHot / "weights.json") + " --json " + q(js));
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("is 8x8, the image is 16x16"), std::string::npos) << r.err;
@@ -318,16 +287,16 @@ TEST_F(Eval, BadImagesFailAloneAndTheRestIsStillScored) {
 }
 
 TEST_F(Eval, UsageErrorsExitTwo) {
-  EXPECT_EQ(run_bin("eval " + q(kOneHot / "images")).status, 2);  // --masks missing
-  EXPECT_EQ(run_bin("eval --masks " + q(dir / "nope") + " " + q(kOneHot / "images") + " -w " +
+  EXPECT_EQ(run_attnmap("eval " + q(kOneHot / "images")).status, 2);  // --masks missing
+  EXPECT_EQ(run_attnmap("eval --masks " + q(dir / "nope") + " " + q(kOneHot / "images") + " -w " +
                     q(kOneHot / "weights.json"))
                 .status,
             2);
-  EXPECT_EQ(run_bin("eval --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images") + " -w " +
+  EXPECT_EQ(run_attnmap("eval --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images") + " -w " +
                     q(kOneHot / "weights.json") + " --layer 3")
                 .status,
             2);
-  EXPECT_EQ(run_bin("eval --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images") + " -w " +
+  EXPECT_EQ(run_attnmap("eval --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images") + " -w " +
                     q(kOneHot / "weights.json") + " --fusions mean,bogus")
                 .status,
             2);
@@ -338,7 +307,7 @@ TEST_F(Eval, UsageErrorsExitTwo) {
 TEST_F(Eval, TimmModelMatchesPyTorchAndCountsTopOne) {
   const json want = json::parse(slurp(kTop5 / "expected.json"));
   const fs::path js = dir / "r.json";
-  const BinRun r = run_bin("eval --masks " + q(kTop5 / "masks") + " " + q(kTop5 / "images") + " -w " +
+  const CliRun r = run_attnmap("eval --masks " + q(kTop5 / "masks") + " " + q(kTop5 / "images") + " -w " +
                            q(kTop5 / "weights.json") + " --json " + q(js));
   ASSERT_EQ(r.status, 0) << r.err;
   const json j = json::parse(slurp(js));
@@ -376,7 +345,7 @@ TEST_F(Eval, LabelsCsvInTheMasksFolderOverridesTheFileName) {
     f << "file,label\n0000_coat.png,Shirt\n0001_dress.png,Sandal\n";
   }
   const fs::path js = dir / "r.json";
-  const BinRun r = run_bin("eval -q --masks " + q(dir / "masks") + " " + q(kTop5 / "images") + " -w " +
+  const CliRun r = run_attnmap("eval -q --masks " + q(dir / "masks") + " " + q(kTop5 / "images") + " -w " +
                            q(kTop5 / "weights.json") + " --json " + q(js));
   ASSERT_EQ(r.status, 0) << r.err;
   const json j = json::parse(slurp(js));
@@ -413,7 +382,7 @@ TEST_F(Eval, RenderReportsTopFiveLikePyTorch) {
 }
 
 TEST_F(Eval, RenderPrintsTheTopFiveLine) {
-  const BinRun r = run_bin("render " + q(kTop5 / "images" / "0000_coat.png") + " -w " +
+  const CliRun r = run_attnmap("render " + q(kTop5 / "images" / "0000_coat.png") + " -w " +
                            q(kTop5 / "weights.json") + " -o " + q(dir));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("top-5: Coat 63.2%, Trouser 31.5%, Pullover 4.4%, Sandal 0.4%, Shirt 0.4%"),
@@ -426,7 +395,7 @@ TEST_F(Eval, RenderPrintsTheTopFiveLine) {
 TEST_F(Eval, RolloutAsTheSelectedView) {
   const json want = json::parse(slurp(kTop5 / "expected.json"));
   const fs::path js = dir / "r.json";
-  const BinRun r = run_bin("eval -q --masks " + q(kTop5 / "masks") + " " + q(kTop5 / "images") + " -w " +
+  const CliRun r = run_attnmap("eval -q --masks " + q(kTop5 / "masks") + " " + q(kTop5 / "images") + " -w " +
                            q(kTop5 / "weights.json") + " --rollout --layer 0 --json " + q(js));
   ASSERT_EQ(r.status, 0) << r.err;
   const json j = json::parse(slurp(js));
@@ -437,11 +406,11 @@ TEST_F(Eval, RolloutAsTheSelectedView) {
                 w["views"]["L0/mean"]["energy"].get<double>(), 2e-6);
     EXPECT_EQ(im["views"]["rollout L0-0/mean"]["hit"], w["views"]["L0/mean"]["hit"]);
   }
-  const BinRun full = run_bin("eval -q --masks " + q(kTop5 / "masks") + " " + q(kTop5 / "images") + " -w " +
+  const CliRun full = run_attnmap("eval -q --masks " + q(kTop5 / "masks") + " " + q(kTop5 / "images") + " -w " +
                               q(kTop5 / "weights.json") + " --rollout --json " + q(js));
   ASSERT_EQ(full.status, 0) << full.err;
   EXPECT_EQ(json::parse(slurp(js))["selected_view"], "rollout");  // all blocks, mean: the standard rollout
-  EXPECT_EQ(run_bin("eval -q --masks " + q(kTop5 / "masks") + " " + q(kTop5 / "images") + " -w " +
+  EXPECT_EQ(run_attnmap("eval -q --masks " + q(kTop5 / "masks") + " " + q(kTop5 / "images") + " -w " +
                     q(kTop5 / "weights.json") + " --discard 0.5")
                 .status,
             2);  // --discard without --rollout
@@ -449,8 +418,8 @@ TEST_F(Eval, RolloutAsTheSelectedView) {
 
 TEST_F(Eval, ManifestLineCarriesTopFive) {
   const fs::path man = dir / "m.jsonl";
-  const BinRun r =
-      run_bin("render -q " + q(kTop5 / "images" / "0000_coat.png") + " " + q(dir / "missing.png") + " -w " +
+  const CliRun r =
+      run_attnmap("render -q " + q(kTop5 / "images" / "0000_coat.png") + " " + q(dir / "missing.png") + " -w " +
               q(kTop5 / "weights.json") + " -o " + q(dir / "out") + " --manifest " + q(man));
   EXPECT_EQ(r.status, 1) << r.err;  // the missing file fails alone
   std::ifstream f(man);

@@ -190,17 +190,9 @@ TEST(Layouts, QvBiasMeansZeroKeyBias) {
 
 // ---- config resolution ------------------------------------------------------------------------------------
 
-class ConfigFiles : public ::testing::Test {
+class ConfigFiles : public TempDirTest {
  protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("attnmap_cfg_" + std::to_string(::getpid()) + "_" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
   void write(const std::string& name, const std::string& text) { std::ofstream(dir / name) << text; }
-  fs::path dir;
 };
 
 TEST_F(ConfigFiles, HuggingFaceConfigThenJsonConfigThenCommandLine) {
@@ -278,16 +270,11 @@ TEST(Config, HeadsFromTimmArchitectureNames) {
 
 // ---- inspect ----------------------------------------------------------------------------------------------
 
+// stdout and stderr of one run, as a user sees them on the terminal.
 std::string run_stdout(const std::string& args, int* status) {
-  const fs::path out = fs::temp_directory_path() / ("attnmap_inspect_" + std::to_string(::getpid()));
-  const std::string cmd = std::string("'") + ATTNMAP_BIN + "' " + args + " >'" + out.string() + "' 2>&1";
-  const int rc = std::system(cmd.c_str());
-  *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  std::ifstream f(out);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  fs::remove(out);
-  return ss.str();
+  const CliRun r = run_attnmap(args);
+  *status = r.status;
+  return r.out + r.err;
 }
 
 TEST(Inspect, PrintsLayoutTokensConfigAndProvenance) {

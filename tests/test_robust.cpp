@@ -7,10 +7,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "batch.hpp"
 #include "error.hpp"
 #include "image_io.hpp"
 #include "preprocess.hpp"
@@ -187,42 +189,10 @@ TEST(Jpeg, MarkerWalk) {
 // ---------------------------------------------------------------------------------------------------
 // The binary end to end on the corpus, on unwritable outputs, and killed mid-run.
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <set>
-
-#include "batch.hpp"
-
 namespace {
 
-struct CliRun {
-  int status;
-  std::string err;
-};
-
-// Runs `prefix 'attnmap' args` through the shell, capturing standard error.
-CliRun run_cli(const std::string& args, const std::string& prefix = "") {
-  const fs::path errf = fs::temp_directory_path() / ("attnmap_robust_err_" + std::to_string(::getpid()));
-  const std::string cmd = prefix + "'" + ATTNMAP_BIN + "' " + args + " >/dev/null 2>'" + errf.string() + "'";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream f(errf);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  fs::remove(errf);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ss.str()};
-}
-
-class Robust : public ::testing::Test {
+class Robust : public TempDirTest {
  protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("attnmap_robust_" + std::to_string(::getpid()) + "_" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
-  static std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
   // Every file under `root`, relative, sorted.
   static std::set<std::string> tree(const fs::path& root) {
     std::set<std::string> out;
@@ -230,7 +200,6 @@ class Robust : public ::testing::Test {
       if (!e.is_directory()) out.insert(fs::relative(e.path(), root).u8string());
     return out;
   }
-  fs::path dir;
 };
 
 const std::string kPhoto = std::string(ATTNMAP_DATA_DIR) + "/chelsea.png";
@@ -244,7 +213,7 @@ TEST_F(Robust, MixedFolderRendersGoodReportsBad) {
   fs::create_directories(dir / "in");
   for (const char* sub : {"good", "bad"})
     for (const auto& e : fs::directory_iterator(kCorpus / sub)) fs::copy_file(e.path(), dir / "in" / e.path().filename());
-  const CliRun r = run_cli("render " + q(dir / "in") + " -o " + q(dir / "out"));
+  const CliRun r = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "out"));
   EXPECT_EQ(r.status, 1) << r.err;
   std::set<std::string> want;
   for (const auto& [name, spec] : ex["good"].items()) {
@@ -276,8 +245,8 @@ TEST_F(Robust, MixedFolderRendersGoodReportsBad) {
 
 TEST_F(Robust, NoExifKeepsStoredOrientation) {
   const fs::path in = kCorpus / "good" / "exif_orient_6.jpg";
-  ASSERT_EQ(run_cli("render " + q(in) + " -o " + q(dir / "a")).status, 0);
-  ASSERT_EQ(run_cli("render " + q(in) + " --no-exif -o " + q(dir / "b")).status, 0);
+  ASSERT_EQ(run_attnmap("render " + q(in) + " -o " + q(dir / "a")).status, 0);
+  ASSERT_EQ(run_attnmap("render " + q(in) + " --no-exif -o " + q(dir / "b")).status, 0);
   const Image shown = load_image((dir / "a" / "exif_orient_6.png").string());
   const Image stored = load_image((dir / "b" / "exif_orient_6.png").string());
   EXPECT_EQ(shown.width, 48);  // turned upright, as viewers show it
@@ -289,7 +258,7 @@ TEST_F(Robust, NoExifKeepsStoredOrientation) {
 TEST_F(Robust, NonAsciiAndSpacesKeptInOutputName) {
   fs::create_directories(dir / "in dir");
   fs::copy_file(kCorpus / "good" / fs::u8path("café 猫.png"), dir / "in dir" / fs::u8path("café 猫.png"));
-  const CliRun r = run_cli("render " + q(dir / "in dir") + " -o " + q(dir / fs::u8path("out 出力")));
+  const CliRun r = run_attnmap("render " + q(dir / "in dir") + " -o " + q(dir / fs::u8path("out 出力")));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(fs::exists(dir / fs::u8path("out 出力") / fs::u8path("café 猫.png")));
 }
@@ -298,7 +267,7 @@ TEST_F(Robust, NonAsciiAndSpacesKeptInOutputName) {
 // chmod 0555) is a per-file error: every image fails with the reason, status 1, no crash.
 TEST_F(Robust, UnwritableOutputIsAPerFileError) {
   std::ofstream(dir / "file") << "x";
-  const CliRun r = run_cli("render " + q(kCorpus / "good" / "png_grey8.png") + " " + q(kCorpus / "good" / "bmp.bmp") +
+  const CliRun r = run_attnmap("render " + q(kCorpus / "good" / "png_grey8.png") + " " + q(kCorpus / "good" / "bmp.bmp") +
                         " -o " + q(dir / "file" / "out"));
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("png_grey8.png: "), std::string::npos) << r.err;
@@ -310,7 +279,7 @@ TEST_F(Robust, UnwritableOutputIsAPerFileError) {
 // A full disk mid-write (simulated with a file-size limit: write() fails with EFBIG once the limit is
 // reached, SIGXFSZ ignored): a per-file error, and neither the final name nor a temporary file is left.
 TEST_F(Robust, FullDiskMidWriteLeavesNothing) {
-  const CliRun r = run_cli("render " + q(kPhoto) + " " + q(kCorpus / "good" / "png_1x1.png") + " -o " + q(dir / "out"),
+  const CliRun r = run_attnmap("render " + q(kPhoto) + " " + q(kCorpus / "good" / "png_1x1.png") + " -o " + q(dir / "out"),
                         "trap '' XFSZ; ulimit -f 20; ");  // 20 KiB: the photo's overlay is larger
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("chelsea.png: write failed: File too large"), std::string::npos) << r.err;
@@ -508,7 +477,7 @@ TEST_F(Robust, HostileSafetensorsIsOneLineAndStatus2) {
   const std::vector<uint8_t> file =
       safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", f32({1, 2}), int64_t{2} << 30);
   std::ofstream(w, std::ios::binary).write(reinterpret_cast<const char*>(file.data()), static_cast<std::streamsize>(file.size()));
-  const CliRun r = run_cli("render " + q(kPhoto) + " -w " + q(w) + " -o " + q(dir / "out"));
+  const CliRun r = run_attnmap("render " + q(kPhoto) + " -w " + q(w) + " -o " + q(dir / "out"));
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.err, "attnmap: error: " + w.string() + ": safetensors header length 2147483648 does not fit in the file (" +
                        std::to_string(file.size()) + " bytes)\n");

@@ -5,8 +5,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 inline std::string fixture(const std::string& rel) { return std::string(ATTNMAP_TEST_DIR) + "/fixtures/" + rel; }
 
@@ -38,3 +45,50 @@ inline ::testing::AssertionResult all_close(const std::vector<float>& got, const
   return ::testing::AssertionFailure() << what << ": " << bad << " of " << got.size() << " values differ by more than "
                                        << tol << "; largest diff " << max_diff << " at [" << max_at << "]" << first;
 }
+
+/// A file's whole content ("" when it cannot be read).
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+/// A path single-quoted for the shell.
+inline std::string q(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
+
+/// Exit status and captured output of one run of the attnmap binary.
+struct CliRun {
+  int status;  ///< exit status, -1 when killed by a signal
+  std::string out, err;
+};
+
+/// Runs `env_prefix 'attnmap' args` through the shell (args already quoted), capturing stdout and stderr.
+inline CliRun run_attnmap(const std::string& args, const std::string& env_prefix = "") {
+  static int counter = 0;
+  const std::string base = (std::filesystem::temp_directory_path() /
+                            ("attnmap_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
+                               .string();
+  const std::string cmd =
+      env_prefix + "'" + ATTNMAP_BIN + "' " + args + " >'" + base + ".out' 2>'" + base + ".err'";
+  const int rc = std::system(cmd.c_str());
+  CliRun r{WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(base + ".out"), slurp(base + ".err")};
+  std::filesystem::remove(base + ".out");
+  std::filesystem::remove(base + ".err");
+  return r;
+}
+
+/// A test fixture with a fresh, empty folder `dir` per test (named after the test), removed afterwards.
+class TempDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = std::filesystem::temp_directory_path() /
+          ("attnmap_" + std::to_string(::getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name() + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir); }
+  std::filesystem::path dir;
+};

@@ -22,22 +22,6 @@ using namespace attnmap;
 
 namespace {
 
-struct CliResult {
-  int status;
-  std::string err;
-};
-
-CliResult run(const std::string& args) {
-  const fs::path errf = fs::temp_directory_path() / ("attnmap_views_err_" + std::to_string(::getpid()));
-  const std::string cmd =
-      std::string("'") + ATTNMAP_BIN + "' " + args + " >/dev/null 2>'" + errf.string() + "'";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream f(errf);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  fs::remove(errf);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ss.str()};
-}
 
 // A seed-layout model (the guide's single attention layer) built by hand: patch 4, no W_E (the token is the
 // 48-value pixel vector), one head with d_k = 1, input 48 x 16 pixels -> grid 4 rows x 12 columns.
@@ -96,25 +80,19 @@ Bright brightest(const Image& img) {
   return b;
 }
 
-class ViewsCli : public ::testing::Test {
+class ViewsCli : public TempDirTest {
  protected:
   void SetUp() override {
-    dir = fs::temp_directory_path() / ("attnmap_views_" + std::to_string(::getpid()) + "_" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
+    TempDirTest::SetUp();
     write_one_hot_model(dir / "bottom_left.json", 3, 0);
     write_one_hot_model(dir / "top_right.json", 0, 11);
     write_wide_photo(dir / "wide.png");
   }
-  void TearDown() override { fs::remove_all(dir); }
-  std::string q(const fs::path& p) const { return "'" + p.string() + "'"; }
   std::string render(const std::string& model, const std::string& extra, const std::string& out = "out",
                      const std::string& alpha = "1") const {
     return "render " + q(dir / "wide.png") + " -w " + q(dir / model) + " -o " + q(dir / out) +
            " --colormap gray --alpha " + alpha + " " + extra;
   }
-  fs::path dir;
 };
 
 const std::string kData = ATTNMAP_DATA_DIR;
@@ -124,7 +102,7 @@ const std::string kData = ATTNMAP_DATA_DIR;
 TEST_F(ViewsCli, HotSpotLandsInTheRightCornerOfANonSquarePhoto) {
   for (const char* model : {"bottom_left.json", "top_right.json"}) {
     const bool bl = std::string(model) == "bottom_left.json";
-    const CliResult r = run(render(model, "--save-raw --upsample nearest"));
+    const CliRun r = run_attnmap(render(model, "--save-raw --upsample nearest"));
     ASSERT_EQ(r.status, 0) << r.err;
     std::vector<int64_t> shape;
     const std::vector<float> map = read_npy((dir / "out" / "wide.npy").string(), &shape);
@@ -153,7 +131,7 @@ TEST_F(ViewsCli, HotSpotLandsInTheRightCornerOfANonSquarePhoto) {
 
 TEST_F(ViewsCli, SizeResamplesPositionsAndKeepsTheCorner) {
   // --size 96,32 (W,H): grid 8 rows x 24 columns; the resampled hot position stays bottom-left.
-  const CliResult r = run(render("bottom_left.json", "--size 96,32 --save-raw"));
+  const CliRun r = run_attnmap(render("bottom_left.json", "--size 96,32 --save-raw"));
   ASSERT_EQ(r.status, 0) << r.err;
   std::vector<int64_t> shape;
   const std::vector<float> map = read_npy((dir / "out" / "wide.npy").string(), &shape);
@@ -165,7 +143,7 @@ TEST_F(ViewsCli, SizeResamplesPositionsAndKeepsTheCorner) {
   EXPECT_LE(b.x1, 3);
   EXPECT_GE(b.y0, 28);
   // --size 64 (square) on the same photo: grid 16 x 16; still bottom-left of the (squashed) photo.
-  ASSERT_EQ(run(render("bottom_left.json", "--size 64 --save-raw", "sq")).status, 0);
+  ASSERT_EQ(run_attnmap(render("bottom_left.json", "--size 64 --save-raw", "sq")).status, 0);
   const std::vector<float> sq = read_npy((dir / "sq" / "wide.npy").string(), &shape);
   ASSERT_EQ(shape, (std::vector<int64_t>{16, 16}));
   EXPECT_EQ(std::max_element(sq.begin(), sq.end()) - sq.begin(), 15 * 16 + 0);
@@ -173,19 +151,19 @@ TEST_F(ViewsCli, SizeResamplesPositionsAndKeepsTheCorner) {
 
 TEST_F(ViewsCli, RolloutOfOneLayerIsHalfResidual) {
   // One layer: (A + I)/2 row-normalised; the class row is 0.5 on itself and ~0.5 on the hot patch.
-  const CliResult r = run(render("top_right.json", "--rollout --save-raw"));
+  const CliRun r = run_attnmap(render("top_right.json", "--rollout --save-raw"));
   ASSERT_EQ(r.status, 0) << r.err;
   std::vector<int64_t> shape;
   const std::vector<float> map = read_npy((dir / "out" / "wide.npy").string(), &shape);
   ASSERT_EQ(shape, (std::vector<int64_t>{4, 12}));
   EXPECT_NEAR(map[11], 0.5f, 1e-6);
   for (size_t i = 0; i < 11; ++i) EXPECT_LT(map[i], 1e-6f);
-  ASSERT_EQ(run(render("top_right.json", "--rollout --discard 0.9 --save-raw", "d")).status, 0);
+  ASSERT_EQ(run_attnmap(render("top_right.json", "--rollout --discard 0.9 --save-raw", "d")).status, 0);
   EXPECT_NEAR(read_npy((dir / "d" / "wide.npy").string(), &shape)[11], 0.5f, 1e-6);
 }
 
 TEST_F(ViewsCli, ThresholdFillsOnlyTheKeptPatch) {
-  const CliResult r = run(render("top_right.json", "--threshold 0.6 --upsample nearest", "out", "0.5"));
+  const CliRun r = run_attnmap(render("top_right.json", "--threshold 0.6 --upsample nearest", "out", "0.5"));
   ASSERT_EQ(r.status, 0) << r.err;
   const Image photo = load_image((dir / "wide.png").string());
   const Image out = load_image((dir / "out" / "wide.png").string());
@@ -208,7 +186,7 @@ TEST_F(ViewsCli, ThresholdFillsOnlyTheKeptPatch) {
 
 TEST_F(ViewsCli, HeadsGridSheetAndAllHeadsNpy) {
   // The bundled default model has 4 heads: 5 tiles -> 3 columns x 2 rows of 224 x 149 (chelsea is 451 x 300).
-  const CliResult r = run("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "g") +
+  const CliRun r = run_attnmap("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "g") +
                           " --heads-grid --save-raw --all-heads");
   ASSERT_EQ(r.status, 0) << r.err;
   const Image sheet = load_image((dir / "g" / "chelsea.heads.png").string());
@@ -220,19 +198,19 @@ TEST_F(ViewsCli, HeadsGridSheetAndAllHeadsNpy) {
   ASSERT_EQ(shape, (std::vector<int64_t>{4, 14, 14}));
   // Slice 2 is exactly what --head 2 writes.
   ASSERT_EQ(
-      run("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "h2") + " --head 2 --save-raw").status, 0);
+      run_attnmap("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "h2") + " --head 2 --save-raw").status, 0);
   const std::vector<float> h2 = read_npy((dir / "h2" / "chelsea.npy").string(), &shape);
   EXPECT_EQ(std::vector<float>(all.begin() + 2 * 196, all.begin() + 3 * 196), h2);
   // With --size 448 the sheet keeps its tiles and the .npy follows the 28 x 28 grid.
-  ASSERT_EQ(run("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "s") +
+  ASSERT_EQ(run_attnmap("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "s") +
                 " --size 448 --save-raw --all-heads")
                 .status,
             0);
   read_npy((dir / "s" / "chelsea.npy").string(), &shape);
   EXPECT_EQ(shape, (std::vector<int64_t>{4, 28, 28}));
   // A font that is not there is a clear usage error.
-  const CliResult nofont =
-      run("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "nf") + " --heads-grid");
+  const CliRun nofont =
+      run_attnmap("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "nf") + " --heads-grid");
   EXPECT_EQ(nofont.status, 0);
   const std::string env = "ATTNMAP_FONT=/nonexistent.ttf ";
   const std::string cmd = env + "'" + ATTNMAP_BIN + "' render " + q(kData + "/chelsea.png") + " -o " +
@@ -249,7 +227,7 @@ TEST_F(ViewsCli, BadViewValuesAreStatus2) {
         "--threshold 0", "--threshold 1.2", "--threshold -1", "--threshold x", "--size 100", "--size 0",
         "--size abc", "--size 64,32,16", "--size 224,", "--size 448,100", "--all-heads",
         "--rollout --save-raw --all-heads"}) {
-    const CliResult r = run(base + bad);
+    const CliRun r = run_attnmap(base + bad);
     EXPECT_EQ(r.status, 2) << bad << ": " << r.err;
     EXPECT_NE(r.err.find("error"), std::string::npos) << bad;
   }
@@ -258,7 +236,7 @@ TEST_F(ViewsCli, BadViewValuesAreStatus2) {
   for (const char* ok :
        {"--rollout", "--rollout --discard 0.9 --head max", "--threshold 0.6", "--threshold 1", "--size 448",
         "--size 320,224", "--heads-grid --threshold 0.5", "--layer 0 --head 1 --heads-grid"}) {
-    const CliResult r = run(base + ok);
+    const CliRun r = run_attnmap(base + ok);
     EXPECT_EQ(r.status, 0) << ok << ": " << r.err;
   }
 }
@@ -268,7 +246,7 @@ TEST_F(ViewsCli, HeadsSheetNeverReplacesAnotherInputsOverlay) {
   fs::create_directories(dir / "in");
   fs::copy_file(dir / "wide.png", dir / "in" / "x.png");
   fs::copy_file(dir / "wide.png", dir / "in" / "x.heads.png");
-  const CliResult r = run("render " + q(dir / "in") + " -w " + q(dir / "top_right.json") + " -o " +
+  const CliRun r = run_attnmap("render " + q(dir / "in") + " -w " + q(dir / "top_right.json") + " -o " +
                           q(dir / "o") + " --heads-grid");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("would overwrite the overlay of another input"), std::string::npos) << r.err;
@@ -286,7 +264,7 @@ TEST_F(ViewsCli, RolloutFileEqualsRolloutOfTheFullMatrices) {
     const std::string w = fixture(std::string(fx) + "/weights.json");
     for (const char* layer : {"0", "-1"}) {
       const std::string out = std::string(fx) + layer;
-      const CliResult r = run("render " + q(kData + "/chelsea.png") + " -w " + q(w) + " -o " + q(dir / out) +
+      const CliRun r = run_attnmap("render " + q(kData + "/chelsea.png") + " -w " + q(w) + " -o " + q(dir / out) +
                               " --rollout --discard 0.5 --head max --save-raw --layer " + layer);
       ASSERT_EQ(r.status, 0) << r.err;
       std::vector<int64_t> shape;
