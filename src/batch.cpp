@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -50,6 +51,31 @@ std::string canonical_or_empty(const fs::path& p) {
   std::error_code ec;
   const fs::path c = fs::weakly_canonical(p, ec);
   return ec ? std::string() : c.string();
+}
+
+/// Collects the files below `dir` whose extension is in `exts` (hidden entries skipped, symbolic links to
+/// folders not followed, the folder whose canonical path is `out_canon` not entered). A folder that cannot
+/// be read becomes one (path, "PATH: cannot read folder: REASON") entry of `unreadable` and the walk goes on.
+void walk_folder(const fs::path& dir, const std::string& out_canon, const std::set<std::string>& exts,
+                 std::vector<fs::path>* files, std::vector<std::pair<std::string, std::string>>* unreadable) {
+  std::error_code ec;
+  std::vector<fs::path> subdirs;
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    if (is_hidden(p)) continue;
+    std::error_code e2;
+    if (it->is_directory(e2)) {
+      if (it->is_symlink(e2)) continue;  // not followed: link loops cannot hang the walk
+      if (!out_canon.empty() && canonical_or_empty(p) == out_canon) continue;
+      subdirs.push_back(p);
+      continue;
+    }
+    if (it->is_regular_file(e2) && has_extension(p, exts)) files->push_back(p);
+  }
+  if (ec && unreadable) unreadable->push_back({dir.string(), dir.string() + ": cannot read folder: " + ec.message()});
+  std::sort(subdirs.begin(), subdirs.end());
+  for (const fs::path& d : subdirs) walk_folder(d, out_canon, exts, files, unreadable);
 }
 
 struct Candidate {
@@ -111,7 +137,8 @@ int usable_cores() {
 }
 
 std::vector<Job> plan_jobs(const std::vector<std::string>& inputs, const std::string& out_dir,
-                           std::vector<std::string>* missing, const std::vector<std::string>& ext) {
+                           std::vector<std::string>* missing, const std::vector<std::string>& ext,
+                           std::vector<std::pair<std::string, std::string>>* unreadable) {
   const std::vector<std::string>& ext_list = ext.empty() ? default_image_extensions() : ext;
   const std::set<std::string> exts(ext_list.begin(), ext_list.end());
   std::vector<Candidate> cands;
@@ -126,19 +153,7 @@ std::vector<Job> plan_jobs(const std::vector<std::string>& inputs, const std::st
     }
     if (fs::is_directory(st)) {
       std::vector<fs::path> files;
-      fs::recursive_directory_iterator it(in, fs::directory_options::skip_permission_denied, ec), end;
-      for (; !ec && it != end; it.increment(ec)) {
-        const fs::path& p = it->path();
-        if (is_hidden(p)) {
-          if (it->is_directory(ec)) it.disable_recursion_pending();
-          continue;
-        }
-        if (it->is_directory(ec)) {
-          if (!out_canon.empty() && canonical_or_empty(p) == out_canon) it.disable_recursion_pending();
-          continue;
-        }
-        if (it->is_regular_file(ec) && has_extension(p, exts)) files.push_back(p);
-      }
+      walk_folder(in, out_canon, exts, &files, unreadable);
       std::sort(files.begin(), files.end());
       for (const fs::path& f : files) {
         const std::string c = canonical_or_empty(f);
@@ -346,6 +361,13 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   if (bopt.jobs < 0) throw Error("--jobs must be >= 1 (or 0 for the number of cores), found " + std::to_string(bopt.jobs));
   if (bopt.shard_count < 1 || bopt.shard_index < 1 || bopt.shard_index > bopt.shard_count)
     throw Error("--shard expects K/N with 1 <= K <= N");
+  // -o naming an input folder: every run would render the previous run's overlays as new inputs.
+  const std::string out_canon = canonical_or_empty(opt.out_dir);
+  for (const std::string& in : opt.inputs) {
+    std::error_code ec;
+    if (!opt.out_dir.empty() && fs::is_directory(in, ec) && canonical_or_empty(in) == out_canon)
+      throw Error("the output folder is the input folder " + in + "; choose another --out");
+  }
   const std::string weights_path = opt.weights.empty() ? default_weights_path() : opt.weights;
   ViTWeights model = load_model(weights_path, opt.overrides);
   if (opt.size) resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1]);
@@ -355,8 +377,9 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   const RenderContext ctx = make_render_context(model, opt);
 
   std::vector<std::string> missing;
-  const std::vector<Job> all_jobs = plan_jobs(opt.inputs, opt.out_dir, &missing, bopt.ext);
-  if (all_jobs.empty() && missing.empty()) {
+  std::vector<std::pair<std::string, std::string>> unreadable;
+  const std::vector<Job> all_jobs = plan_jobs(opt.inputs, opt.out_dir, &missing, bopt.ext, &unreadable);
+  if (all_jobs.empty() && missing.empty() && unreadable.empty()) {
     std::cerr << "attnmap: error: no images found in the inputs\n";
     return 1;
   }
@@ -371,17 +394,46 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   for (size_t i = 0; i < all_jobs.size(); ++i)
     if (i % static_cast<size_t>(bopt.shard_count) == static_cast<size_t>(bopt.shard_index - 1)) jobs.push_back(all_jobs[i]);
 
-  const size_t n_missing = missing.size(), n = jobs.size();
-  Manifest manifest(bopt.manifest, n_missing + n);
+  // The manifest must not truncate an input, the weights or one of this run's outputs.
+  if (!bopt.manifest.empty()) {
+    const std::string m = canonical_or_empty(bopt.manifest);
+    std::string clash;
+    if (m == canonical_or_empty(weights_path)) clash = "the weights file";
+    for (const std::string& in : opt.inputs)
+      if (clash.empty() && m == canonical_or_empty(in)) clash = "an input";
+    if (clash.empty() && input_canon.count(m)) clash = "an input";
+    for (const Job& j : jobs) {
+      if (!clash.empty()) break;
+      if (m == canonical_or_empty(j.out_base + ".png") || (opt.save_raw && m == canonical_or_empty(j.out_base + ".npy")) ||
+          (opt.heads_grid && m == canonical_or_empty(j.out_base + ".heads.png")))
+        clash = "an output of this run";
+    }
+    if (!clash.empty()) throw Error("--manifest " + bopt.manifest + " is " + clash + "; choose another file");
+  }
+  // The output folder, once: a bad --out is one usage error, not one error per image.
+  {
+    if (opt.out_dir.empty()) throw Error("--out is empty; name an output folder");
+    std::error_code ec;
+    fs::create_directories(opt.out_dir, ec);
+    if (ec || !fs::is_directory(opt.out_dir))
+      throw Error(opt.out_dir + ": cannot create the output folder: " +
+                  (ec ? ec.message() : std::string("a file of that name exists")));
+  }
+
+  const size_t n_pre = missing.size() + unreadable.size(), n = jobs.size();
+  Manifest manifest(bopt.manifest, n_pre + n);
   std::mutex mu;  // guards the counters, the terminal and the manifest
   size_t done = 0, failed = 0, skipped = 0;
-  for (size_t i = 0; i < n_missing; ++i) {
-    std::cerr << "attnmap: error: " << missing[i] << ": no such file or folder\n";
+  std::vector<std::pair<std::string, std::string>> pre;  // (input, error): inputs that failed before rendering
+  for (const auto& m : missing) pre.push_back({m, m + ": no such file or folder"});
+  for (const auto& u : unreadable) pre.push_back(u);
+  for (size_t i = 0; i < n_pre; ++i) {
+    std::cerr << "attnmap: error: " << pre[i].second << "\n";
     ++failed;
     Outcome o;
-    o.input = missing[i];
+    o.input = pre[i].first;
     o.status = "failed";
-    o.error = missing[i] + ": no such file or folder";
+    o.error = pre[i].second;
     const std::string err = manifest.put(i, manifest_line(o));
     if (!err.empty()) std::cerr << "attnmap: error: " << err << "\n";
   }
@@ -390,7 +442,9 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   // several, each worker is one image at a time on a single-threaded OpenBLAS (measured in README.md).
   const int cores = usable_cores();
   const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(bopt.jobs > 0 ? bopt.jobs : cores), std::max<size_t>(n, 1)));
-  set_blas_threads(workers > 1 ? 1 : cores);
+  // OPENBLAS_NUM_THREADS / OMP_NUM_THREADS set by the user win (e.g. 1 on a busy shared machine).
+  const int blas = blas_threads_to_set(workers, cores, std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));
+  if (blas > 0) set_blas_threads(blas);
 
   Progress progress(n, !opt.quiet, bopt.progress_every);
   const bool print_each = !opt.quiet;
@@ -450,9 +504,9 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
         std::cout << std::flush;
       }
     }
-    const std::string err = manifest.put(n_missing + i, std::move(line));
+    const std::string err = manifest.put(n_pre + i, std::move(line));
     if (!err.empty()) std::cerr << "attnmap: error: " << err << "\n";
-    progress.tick(done + failed + skipped - n_missing, skipped);
+    progress.tick(done + failed + skipped - n_pre, skipped);
   };
   auto worker = [&]() {
     for (size_t i = next++; i < n; i = next++) process(i);

@@ -3,6 +3,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "render.hpp"
@@ -39,9 +40,11 @@ int usable_cores();
 /// in `ext`, lower-case without dot, empty meaning default_image_extensions()), its tree mirrored under
 /// out_dir; a file given directly lands at out_dir/NAME whatever its extension. Stems that collide keep
 /// their extension (name.jpg.png); any remaining clash gets "-2", "-3"... Inputs that do not exist are
-/// returned in `missing`.
+/// returned in `missing`. A folder that cannot be read (the input itself or one below it) is appended to
+/// `unreadable` (when given) as (path, "PATH: cannot read folder: REASON"); the rest of the walk goes on.
 std::vector<Job> plan_jobs(const std::vector<std::string>& inputs, const std::string& out_dir,
-                           std::vector<std::string>* missing, const std::vector<std::string>& ext = {});
+                           std::vector<std::string>* missing, const std::vector<std::string>& ext = {},
+                           std::vector<std::pair<std::string, std::string>>* unreadable = nullptr);
 
 /// The bundled default weights: next to the installed binary (../share/attnmap/default.json) or the
 /// source tree's weights/default.json. Throws attnmap::Error when neither exists.

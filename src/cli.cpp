@@ -1,7 +1,10 @@
 // cli.cpp - command-line options only; the work is done in batch.cpp.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <array>
+#include <cfloat>
+#include <cmath>
 #include <iostream>
 #include <sstream>
 
@@ -14,20 +17,34 @@
 
 namespace {
 
-std::array<float, 3> parse_rgb(const std::string& s, const char* opt) {
+// Three comma-separated finite numbers; with `positive` (for --std) each must be > 0 and its reciprocal
+// must fit in a float (the normalisation divides by it).
+std::array<float, 3> parse_rgb(const std::string& s, const char* opt, bool positive = false) {
   std::array<float, 3> v{};
   std::stringstream ss(s);
   std::string item;
   size_t i = 0;
   while (std::getline(ss, item, ',')) {
     if (i >= 3) break;
+    double d = 0;
+    size_t used = 0;
     try {
-      size_t used = 0;
-      v[i] = std::stof(item, &used);
-      if (used != item.size()) throw std::invalid_argument(item);
+      d = std::stod(item, &used);
+    } catch (const std::out_of_range&) {
+      throw attnmap::Error(std::string(opt) + " value '" + item + "' is out of range for a float");
     } catch (const std::exception&) {
-      throw attnmap::Error(std::string(opt) + " expects R,G,B numbers, found '" + s + "'");
+      used = 0;
     }
+    if (used == 0 || used != item.size())
+      throw attnmap::Error(std::string(opt) + " expects R,G,B numbers, found '" + s + "'");
+    if (!std::isfinite(d)) throw attnmap::Error(std::string(opt) + " values must be finite numbers, found '" + s + "'");
+    if (std::fabs(d) > static_cast<double>(FLT_MAX))
+      throw attnmap::Error(std::string(opt) + " value '" + item + "' is out of range for a float");
+    if (positive && !(d > 0.0))
+      throw attnmap::Error(std::string(opt) + " values must be positive (the image is divided by them), found '" + s + "'");
+    if (positive && 1.0 / d > static_cast<double>(FLT_MAX))
+      throw attnmap::Error(std::string(opt) + " value '" + item + "' is too small: dividing by it overflows a float");
+    v[i] = static_cast<float>(d);
     ++i;
   }
   if (i != 3 || std::count(s.begin(), s.end(), ',') != 2)
@@ -80,6 +97,7 @@ int main(int argc, char** argv) {
   std::string layer_s, head_s, upsample_s = "bilinear", resize_s = "squash", mean_s, std_s, size_s, discard_s,
       threshold_s;
   int heads = 0;
+  long long max_pixels = static_cast<long long>(ro.load.max_pixels);  // signed: "-1" must not wrap to "no limit"
   CLI::App* render = app.add_subcommand("render", "render class-token attention heatmaps over images");
   render->add_option("inputs", ro.inputs, "image files or folders (folders are walked recursively, sorted)")
       ->required();
@@ -115,14 +133,14 @@ int main(int argc, char** argv) {
   render->add_flag("--all-heads", ro.all_heads, "with --save-raw: write every head, shape (H, grid_h, grid_w)");
   render->add_flag("-q,--quiet", ro.quiet, "print only errors");
   render->add_option("-j,--jobs", bo.jobs, "images rendered at once (default: the number of cores)");
-  render->add_option("--ext", bo.ext, "extensions picked in folders, e.g. jpg,png (default: every format stb reads)")
-      ->delimiter(',');
+  // No CLI11 delimiter: it drops empty items ("png,,jpg"); parse_extensions splits and refuses them.
+  render->add_option("--ext", bo.ext, "extensions picked in folders, e.g. jpg,png (default: every format stb reads)");
   render->add_option("--manifest", bo.manifest, "write one JSON line per input (status, outputs, map statistics)");
   render->add_flag("--skip-existing", bo.skip_existing, "skip images whose outputs already exist (resume a run)");
   render->add_option("--shard", shard_s, "render only part K of N of the sorted inputs, e.g. 2/4 (Slurm arrays)");
   render->add_option("--progress-every", bo.progress_every,
                      "when standard error is not a terminal: a progress line per this many images (default: auto)");
-  render->add_option("--max-pixels", ro.load.max_pixels, "refuse images with more pixels than this, before decoding")
+  render->add_option("--max-pixels", max_pixels, "refuse images with more pixels than this, before decoding")
       ->capture_default_str();
   bool no_exif = false;
   render->add_flag("--no-exif", no_exif,
@@ -154,7 +172,7 @@ int main(int argc, char** argv) {
   eval->add_option("--std", std_s, "R,G,B normalisation std (overrides the weights' config)");
   eval->add_option("--json", eo.json_out, "also write the per-image and summary results as JSON here");
   eval->add_flag("-q,--quiet", ro.quiet, "print only errors and the summary");
-  eval->add_option("--max-pixels", ro.load.max_pixels, "refuse images with more pixels than this, before decoding")
+  eval->add_option("--max-pixels", max_pixels, "refuse images with more pixels than this, before decoding")
       ->capture_default_str();
   eval->add_flag("--no-exif", no_exif, "ignore the JPEG EXIF orientation of images and masks (as for render)");
 
@@ -206,6 +224,10 @@ int main(int argc, char** argv) {
     }
     if (ro.all_heads && !ro.save_raw) throw attnmap::Error("--all-heads is a --save-raw option: add --save-raw");
     ro.load.apply_exif = !no_exif;
+    if (max_pixels < 0) throw attnmap::Error("--max-pixels must be >= 0, found " + std::to_string(max_pixels));
+    ro.load.max_pixels = static_cast<uint64_t>(max_pixels);
+    if (bo.progress_every < 0)
+      throw attnmap::Error("--progress-every must be >= 0 (0: automatic), found " + std::to_string(bo.progress_every));
     ro.upsample = attnmap::parse_upsample(upsample_s);
     if (resize_s == "squash") {
       ro.resize = attnmap::ResizeMode::Squash;
@@ -216,7 +238,7 @@ int main(int argc, char** argv) {
     }
     if (render->count("--heads") || eval->count("--heads")) ro.overrides.num_heads = heads;
     if (!mean_s.empty()) ro.overrides.mean = parse_rgb(mean_s, "--mean");
-    if (!std_s.empty()) ro.overrides.std = parse_rgb(std_s, "--std");
+    if (!std_s.empty()) ro.overrides.std = parse_rgb(std_s, "--std", true);
     if (!(ro.alpha >= 0.0f && ro.alpha <= 1.0f)) throw attnmap::Error("--alpha must be in [0, 1]");
     bo.ext = attnmap::parse_extensions(bo.ext);
     if (!shard_s.empty()) attnmap::parse_shard(shard_s, &bo.shard_index, &bo.shard_count);

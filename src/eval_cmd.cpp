@@ -205,8 +205,27 @@ int run_eval(const EvalOptions& opt) {
   // Inputs: plan_jobs walks folders (sorted, hidden entries skipped) and skips the masks folder given as its
   // "output" folder; out_base relative to it is the image's path below its input folder, without extension.
   std::vector<std::string> missing;
-  const std::vector<Job> jobs = plan_jobs(ro.inputs, opt.masks_dir, &missing);
+  std::vector<std::pair<std::string, std::string>> unreadable;
+  const std::vector<Job> jobs = plan_jobs(ro.inputs, opt.masks_dir, &missing, {}, &unreadable);
   const MaskIndex masks(opt.masks_dir);
+  // --json must not truncate an input, the weights or a mask.
+  if (!opt.json_out.empty()) {
+    auto canon = [](const std::string& p) {
+      std::error_code e;
+      const fs::path c = fs::weakly_canonical(p, e);
+      return e ? std::string() : c.string();
+    };
+    const std::string jc = canon(opt.json_out);
+    std::string clash;
+    if (jc == canon(weights_path)) clash = "the weights file";
+    for (const std::string& in : ro.inputs)
+      if (clash.empty() && jc == canon(in)) clash = "an input";
+    for (const Job& j : jobs)
+      if (clash.empty() && jc == canon(j.input)) clash = "an input";
+    for (const auto& kv : masks.by_rel)
+      if (clash.empty() && jc == canon(kv.second)) clash = "a mask";
+    if (!clash.empty()) throw Error("--json " + opt.json_out + " is " + clash + "; choose another file");
+  }
 
   // Ground truth: labels.csv in the masks folder, else in the image's own folder; else the file name.
   std::map<std::string, std::optional<std::map<std::string, int>>> csv_cache;
@@ -244,7 +263,12 @@ int run_eval(const EvalOptions& opt) {
     errors.push_back({{"file", m}, {"error", "no such file or folder"}});
     ++failed;
   }
-  if (jobs.empty() && missing.empty()) {
+  for (const auto& u : unreadable) {
+    std::cerr << "attnmap: error: " << u.second << "\n";
+    errors.push_back({{"file", u.first}, {"error", u.second}});
+    ++failed;
+  }
+  if (jobs.empty() && missing.empty() && unreadable.empty()) {
     std::cerr << "attnmap: error: no images found in the inputs\n";
     return 1;
   }

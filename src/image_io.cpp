@@ -28,7 +28,9 @@ namespace fs = std::filesystem;
 
 std::vector<uint8_t> read_file(const std::string& path) {
   std::error_code ec;
-  if (fs::is_directory(path, ec)) throw Error(path + ": is a folder, not an image file");
+  // A FIFO, a device or a folder would hang or mislead (std::ifstream opens them): refused up front.
+  const fs::file_status st = fs::status(path, ec);
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st)) throw Error(path + ": not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
   in.seekg(0, std::ios::end);

@@ -16,4 +16,9 @@ void linear(float* Y, const float* X, const float* W, const float* b, int M, int
 /// Number of threads OpenBLAS may use (1 inside image-parallel batch runs).
 void set_blas_threads(int n);
 
+/// The OpenBLAS thread count a run should set: 0 when the user chose one in the environment
+/// (`openblas_env` = $OPENBLAS_NUM_THREADS or `omp_env` = $OMP_NUM_THREADS non-empty; OpenBLAS read it at
+/// start-up and it is left alone), else 1 with several image workers and `cores` with one worker.
+int blas_threads_to_set(int workers, int cores, const char* openblas_env, const char* omp_env);
+
 }  // namespace attnmap

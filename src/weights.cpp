@@ -1,5 +1,6 @@
 #include "weights.hpp"
 
+#include <filesystem>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -875,6 +876,9 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
   char first = 0;
   bool st = false, broken_st = false;
   {
+    std::error_code ec;  // a FIFO or device would hang the read below; a folder would mislead
+    const std::filesystem::file_status fst = std::filesystem::status(path, ec);
+    if (!ec && std::filesystem::exists(fst) && !std::filesystem::is_regular_file(fst)) throw Error(path + ": not a regular file");
     std::ifstream f(path, std::ios::binary | std::ios::ate);
     if (!f) throw Error(path + ": cannot open weights file");
     const auto size = static_cast<uint64_t>(f.tellg());

@@ -3,6 +3,7 @@
 
 #include <stb_image.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -101,13 +102,158 @@ TEST_F(Cli, CollidingStemsKeepTheirExtension) {
   fs::create_directories(dir / "in");
   fs::copy_file(kData + "/rocket.jpg", dir / "in" / "a.jpg");
   fs::copy_file(kData + "/camera.png", dir / "in" / "a.png");
-  const CliRun r = run_attnmap("render " + q(dir / "in") + " " + q(dir / "in" / "a.png") + " -o " + q(dir / "in"));
-  // Output folder == input folder: a.png would be overwritten by its own overlay; outputs get the extension.
+  const CliRun r = run_attnmap("render " + q(dir / "in") + " " + q(dir / "in" / "a.png") + " -o " + q(dir / "out"));
+  // a.jpg and a.png share the stem a: both outputs keep their extension.
   EXPECT_EQ(r.status, 0) << r.err;
-  EXPECT_TRUE(fs::exists(dir / "in" / "a.jpg.png"));
-  EXPECT_TRUE(fs::exists(dir / "in" / "a.png.png"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "a.jpg.png"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "a.png.png"));
+  EXPECT_FALSE(fs::exists(dir / "out" / "a.png"));
   const Image still = load_image((dir / "in" / "a.png").string());
   EXPECT_EQ(still.width, 512);  // camera.png untouched
+}
+
+TEST_F(Cli, OutputFolderEqualToAnInputFolderIsRefused) {
+  fs::create_directories(dir / "in");
+  fs::copy_file(kData + "/camera.png", dir / "in" / "a.png");
+  // Also through another spelling of the same folder.
+  for (const fs::path& out : {dir / "in", dir / "in" / "." }) {
+    const CliRun r = run_attnmap("render " + q(dir / "in") + " -o " + q(out));
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(r.err, "attnmap: error: the output folder is the input folder " + (dir / "in").string() +
+                         "; choose another --out\n");
+  }
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir / "in")) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"a.png"});
+}
+
+TEST_F(Cli, ManifestNeverTruncatesAnInputTheWeightsOrAnOutput) {
+  fs::create_directories(dir / "in");
+  fs::copy_file(kData + "/camera.png", dir / "in" / "a.png");
+  fs::copy_file(fixture("seed_embed/weights.json"), dir / "w.json");
+  fs::create_directories(dir / "out");
+  std::ofstream(dir / "out" / "a.png") << "previous overlay";
+  const auto photo = slurp(dir / "in" / "a.png"), weights = slurp(dir / "w.json");
+  const std::string base = "render " + q(dir / "in") + " -w " + q(dir / "w.json") + " -o " + q(dir / "out");
+  for (const fs::path& m : {dir / "in" / "a.png", dir / "in" / "sub" / ".." / "a.png", dir / "w.json", dir / "out" / "a.png"}) {
+    const CliRun r = run_attnmap(base + " --manifest " + q(m));
+    EXPECT_EQ(r.status, 2) << m << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("--manifest " + m.string() + " is "), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(slurp(dir / "in" / "a.png"), photo);
+  EXPECT_EQ(slurp(dir / "w.json"), weights);
+  EXPECT_EQ(slurp(dir / "out" / "a.png"), "previous overlay");
+  // A file given directly: the manifest may not be it either.
+  const CliRun r = run_attnmap("render " + q(dir / "in" / "a.png") + " -w " + q(dir / "w.json") + " -o " +
+                               q(dir / "out2") + " --manifest " + q(dir / "in" / "a.png"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(slurp(dir / "in" / "a.png"), photo);
+  EXPECT_FALSE(fs::exists(dir / "out2" / "a.png"));
+}
+
+TEST_F(Cli, EvalJsonNeverTruncatesAnInputTheWeightsOrAMask) {
+  const fs::path oh = fs::path(ATTNMAP_TEST_DIR) / "fixtures" / "eval_onehot";
+  fs::copy(oh, dir / "oh", fs::copy_options::recursive);
+  std::vector<fs::path> targets;
+  for (const auto& e : fs::directory_iterator(dir / "oh" / "images")) targets.push_back(e.path());
+  ASSERT_FALSE(targets.empty());
+  const fs::path img = targets.front();
+  const fs::path mask = dir / "oh" / "masks" / img.filename();
+  ASSERT_TRUE(fs::exists(mask)) << mask;
+  const fs::path w = dir / "oh" / "weights.json";
+  const auto img_b = slurp(img), mask_b = slurp(mask), w_b = slurp(w);
+  for (const fs::path& js : {img, mask, w}) {
+    const CliRun r = run_attnmap("eval -q --masks " + q(dir / "oh" / "masks") + " " + q(dir / "oh" / "images") +
+                                 " -w " + q(w) + " --json " + q(js));
+    EXPECT_EQ(r.status, 2) << js << r.err;
+    EXPECT_EQ(r.err, "attnmap: error: --json " + js.string() + " is " +
+                         (js == img ? "an input" : js == mask ? "a mask" : "the weights file") +
+                         "; choose another file\n");
+  }
+  EXPECT_EQ(slurp(img), img_b);
+  EXPECT_EQ(slurp(mask), mask_b);
+  EXPECT_EQ(slurp(w), w_b);
+}
+
+TEST_F(Cli, UnreadableFoldersFailAloneAndTheWalkGoesOn) {
+  if (std::system("command -v setpriv >/dev/null 2>&1") != 0) GTEST_SKIP() << "setpriv (util-linux) missing";
+  fs::create_directories(dir / "in" / "a_locked");
+  fs::create_directories(dir / "in" / "b");
+  fs::create_directories(dir / "locked2");
+  fs::copy_file(kData + "/camera.png", dir / "in" / "a_locked" / "x.png");
+  fs::copy_file(kData + "/camera.png", dir / "in" / "b" / "y.png");
+  fs::copy_file(kData + "/camera.png", dir / "in" / "z.png");
+  fs::create_directories(dir / "out");
+  const fs::path w = dir / "w.json";
+  fs::copy_file(fixture("seed_embed/weights.json"), w);
+  std::system(("chmod -R a+rwX " + q(dir)).c_str());
+  fs::permissions(dir / "in" / "a_locked", fs::perms::none);
+  fs::permissions(dir / "locked2", fs::perms::none);
+  const std::string as_nobody = "timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  const CliRun r = run_attnmap("render -q " + q(dir / "in") + " -w " + q(w) + " -o " + q(dir / "out"), as_nobody);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_EQ(r.err, "attnmap: error: " + (dir / "in" / "a_locked").string() + ": cannot read folder: Permission denied\n");
+  EXPECT_TRUE(fs::exists(dir / "out" / "b" / "y.png"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "z.png"));
+  // Named directly, the unreadable folder is a failure line too, not "no images found".
+  const CliRun r2 = run_attnmap("render -q " + q(dir / "locked2") + " -w " + q(w) + " -o " + q(dir / "out"), as_nobody);
+  EXPECT_EQ(r2.status, 1) << r2.err;
+  EXPECT_EQ(r2.err, "attnmap: error: " + (dir / "locked2").string() + ": cannot read folder: Permission denied\n");
+  fs::permissions(dir / "in" / "a_locked", fs::perms::owner_all);
+  fs::permissions(dir / "locked2", fs::perms::owner_all);
+}
+
+TEST_F(Cli, NonRegularFilesAreRefusedUpFront) {
+  const fs::path fifo = dir / "pipe.png";
+  ASSERT_EQ(std::system(("mkfifo " + q(fifo)).c_str()), 0);
+  const CliRun r = run_attnmap("render " + q(fifo) + " " + q(kData + "/chelsea.png") + " -o " + q(dir / "out"), "timeout 20 ");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("attnmap: error: " + fifo.string() + ": not a regular file\n"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "out" / "chelsea.png"));
+  const CliRun w = run_attnmap("render " + q(kData + "/chelsea.png") + " -w " + q(fifo) + " -o " + q(dir / "out2"), "timeout 20 ");
+  EXPECT_EQ(w.status, 2) << w.err;
+  EXPECT_EQ(w.err, "attnmap: error: " + fifo.string() + ": not a regular file\n");
+  const CliRun i = run_attnmap("inspect " + q(fifo), "timeout 20 ");
+  EXPECT_EQ(i.status, 2) << i.err;
+  EXPECT_EQ(i.err, "attnmap: error: " + fifo.string() + ": not a regular file\n");
+  const CliRun d = run_attnmap("inspect /dev/zero", "timeout 20 ");
+  EXPECT_EQ(d.status, 2) << d.err;
+  EXPECT_EQ(d.err, "attnmap: error: /dev/zero: not a regular file\n");
+}
+
+TEST_F(Cli, UnusableOutputFolderIsOneUsageError) {
+  std::ofstream(dir / "file") << "x";
+  for (const std::string& out : {std::string("''"), q(dir / "file" / "sub")}) {
+    const CliRun r = run_attnmap("render " + q(kData + "/chelsea.png") + " " + q(kData + "/coffee.png") + " -o " + out);
+    EXPECT_EQ(r.status, 2) << out << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+TEST_F(Cli, BadNumericOptionsAreStatus2) {
+  const std::string base = "render " + q(kData + "/chelsea.png") + " -o " + q(dir);
+  const std::pair<const char*, const char*> cases[] = {
+      {"--mean nan,0,0", "--mean values must be finite"},
+      {"--mean inf,0,0", "--mean values must be finite"},
+      {"--std 0,1,1", "--std values must be positive"},
+      {"--std -1,1,1", "--std values must be positive"},
+      {"--std nan,1,1", "--std values must be finite"},
+      {"--std 1e-50,1,1", "--std value '1e-50' is too small"}, {"--mean 1e39,0,0", "--mean value '1e39' is out of range"},
+      {"--max-pixels -1", "--max-pixels must be >= 0"},
+      {"--progress-every -5", "--progress-every must be >= 0"},
+      {"--ext png,,jpg", "--ext expects extensions"},
+  };
+  for (const auto& [opt, msg] : cases) {
+    const CliRun r = run_attnmap(base + " " + opt);
+    EXPECT_EQ(r.status, 2) << opt << r.err;
+    EXPECT_NE(r.err.find(msg), std::string::npos) << opt << ": " << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir / "chelsea.png"));
+  // A tiny but usable std (below FLT_MIN, 1/std still a float) is accepted, not "expects R,G,B numbers".
+  const CliRun ok = run_attnmap("render -q " + q(kData + "/chelsea.png") + " --std 1e-38,1,1 -o " + q(dir / "ok"));
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_TRUE(fs::exists(dir / "ok" / "chelsea.png"));
 }
 
 TEST_F(Cli, OutputNeverOverwritesAnInput) {
