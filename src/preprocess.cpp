@@ -46,23 +46,29 @@ ModelInput preprocess(const Image& img, int width, int height, ResizeMode mode, 
     in.box = {0, 0, static_cast<double>(img.width), static_cast<double>(img.height)};
   } else {
     if (!(crop_pct > 0 && crop_pct <= 1)) throw Error("preprocess: crop_pct must be in (0, 1]");
-    // timm: scale_size = floor(size / crop_pct); torchvision Resize(int) sets the shorter side to it.
-    const double sw = std::floor(width / crop_pct) / img.width;
-    const double sh = std::floor(height / crop_pct) / img.height;
-    const double s = std::max(sw, sh);
+    // timm transforms_factory: scale_size = floor(size / crop_pct). A square size resizes the shorter side to
+    // it (torchvision Resize(int): long side = int(scale * long / short)); a (H, W) size resizes to exactly
+    // (floor(H / crop_pct), floor(W / crop_pct)).
     int rw = 0, rh = 0;
-    if (img.width <= img.height) {
-      rw = static_cast<int>(std::floor(img.width * s + 0.5));
-      rh = static_cast<int>(static_cast<double>(rw) * img.height / img.width);
+    if (width == height) {
+      const int scale = static_cast<int>(std::floor(width / crop_pct));
+      if (img.width <= img.height) {
+        rw = scale;
+        rh = static_cast<int>(static_cast<double>(scale) * img.height / img.width);
+      } else {
+        rh = scale;
+        rw = static_cast<int>(static_cast<double>(scale) * img.width / img.height);
+      }
     } else {
-      rh = static_cast<int>(std::floor(img.height * s + 0.5));
-      rw = static_cast<int>(static_cast<double>(rh) * img.width / img.height);
+      rw = static_cast<int>(std::floor(width / crop_pct));
+      rh = static_cast<int>(std::floor(height / crop_pct));
     }
     rw = std::max(rw, width);
     rh = std::max(rh, height);
     const std::vector<uint8_t> full = resize_rgb(img, rw, rh);
-    const int left = static_cast<int>(std::lround((rw - width) / 2.0));
-    const int top = static_cast<int>(std::lround((rh - height) / 2.0));
+    // torchvision CenterCrop: int(round((size - crop) / 2)), Python's round: halves to even.
+    const int left = static_cast<int>(std::nearbyint((rw - width) / 2.0));
+    const int top = static_cast<int>(std::nearbyint((rh - height) / 2.0));
     px.resize(static_cast<size_t>(width) * height * 3);
     for (int y = 0; y < height; ++y) {
       std::copy_n(&full[(static_cast<size_t>(y + top) * rw + left) * 3], static_cast<size_t>(width) * 3,

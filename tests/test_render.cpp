@@ -76,6 +76,20 @@ TEST(Preprocess, CropBoxFollowsTimmEval) {
   EXPECT_NEAR(in.box.y0, 16 * 200.0 / 256, 1e-9);
   EXPECT_NEAR(in.box.y1, 240 * 200.0 / 256, 1e-9);
   EXPECT_NEAR(in.chw[0], 128.0f / 255.0f, 1e-6);
+  // A half-pixel border rounds half to even as torchvision's CenterCrop (Python round): 451x300 at 64 ->
+  // scale 73 -> 109x73; left = round(22.5) = 22, top = round(4.5) = 4.
+  img.width = 451;
+  img.height = 300;
+  img.rgb.assign(451 * 300 * 3, 128);
+  const ModelInput small = preprocess(img, 64, 64, ResizeMode::Crop, mean, sd);
+  EXPECT_NEAR(small.box.x0, 22 * 451.0 / 109, 1e-9);
+  EXPECT_NEAR(small.box.y0, 4 * 300.0 / 73, 1e-9);
+  // A non-square (H, W) size resizes to exactly (floor(H / 0.875), floor(W / 0.875)) as timm does: 64x32 ->
+  // 73x36, crop at (round(4.5), round(2)) = (4, 2).
+  const ModelInput wide = preprocess(img, 64, 32, ResizeMode::Crop, mean, sd);
+  EXPECT_NEAR(wide.box.x0, 4 * 451.0 / 73, 1e-9);
+  EXPECT_NEAR(wide.box.y0, 2 * 300.0 / 36, 1e-9);
+  EXPECT_NEAR(wide.box.x1, 68 * 451.0 / 73, 1e-9);
 }
 
 TEST(Overlay, ExactPixelsNearestGray) {

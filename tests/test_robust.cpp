@@ -114,7 +114,9 @@ TEST(Corpus, HugeHeadersAreRefusedBeforeAnyAllocation) {
   EXPECT_LT(secs, 5.0);
   const long after = vm_peak_kb();
   ASSERT_GT(before, 0);
-  EXPECT_LT(after - before, 64 * 1024) << "peak virtual memory grew by " << (after - before) << " kB";
+  // The decoders would need 1.2 to 2.7 GB; thread start-up (malloc arenas of 64 MB, OpenBLAS buffers) may
+  // add a few hundred MB of address space on its own, so the bound sits between the two.
+  EXPECT_LT(after - before, 512 * 1024) << "peak virtual memory grew by " << (after - before) << " kB";
 }
 
 // The EXIF orientation is applied: files 2..8 store the picture turned or mirrored and all display as
