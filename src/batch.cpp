@@ -404,7 +404,8 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
     if (clash.empty() && input_canon.count(m)) clash = "an input";
     for (const Job& j : jobs) {
       if (!clash.empty()) break;
-      if (m == canonical_or_empty(j.out_base + ".png") || (opt.save_raw && m == canonical_or_empty(j.out_base + ".npy")) ||
+      if (m == canonical_or_empty(j.out_base + ".png") ||
+          (opt.save_raw && m == canonical_or_empty(j.out_base + ".npy")) ||
           (opt.heads_grid && m == canonical_or_empty(j.out_base + ".heads.png")))
         clash = "an output of this run";
     }
@@ -443,7 +444,8 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   const int cores = usable_cores();
   const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(bopt.jobs > 0 ? bopt.jobs : cores), std::max<size_t>(n, 1)));
   // OPENBLAS_NUM_THREADS / OMP_NUM_THREADS set by the user win (e.g. 1 on a busy shared machine).
-  const int blas = blas_threads_to_set(workers, cores, std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));
+  const int blas =
+      blas_threads_to_set(workers, cores, std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));
   if (blas > 0) set_blas_threads(blas);
 
   Progress progress(n, !opt.quiet, bopt.progress_every);

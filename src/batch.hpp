@@ -54,7 +54,11 @@ std::string default_weights_path();
 /// (OpenBLAS single-threaded inside each worker when jobs > 1, all cores when jobs == 1), progress on
 /// standard error, one manifest line per input in sorted input order. Returns the exit status: 0 all
 /// images done or skipped, 1 some failed (each printed with its path and reason; the rest still written).
-/// Throws attnmap::Error for unusable weights, bad options or an unwritable manifest (status 2).
+/// Unreadable folders (input or below one) and missing inputs are per-input failures. Non-regular files
+/// (FIFOs, devices) fail alone ("not a regular file"). Throws attnmap::Error (status 2), before anything is
+/// written, for unusable weights, bad options, an --out that is an input folder or cannot be created, a
+/// --manifest naming an input, the weights or an output of the run, or an unwritable manifest. OpenBLAS
+/// threads follow blas_threads_to_set (the user's OPENBLAS_NUM_THREADS / OMP_NUM_THREADS win).
 int run_render(const RenderOptions& opt, const BatchOptions& bopt = {});
 
 }  // namespace attnmap

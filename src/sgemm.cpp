@@ -27,7 +27,8 @@ void linear(float* Y, const float* X, const float* W, const float* b, int M, int
 void set_blas_threads(int n) { openblas_set_num_threads(n); }
 
 int blas_threads_to_set(int workers, int cores, const char* openblas_env, const char* omp_env) {
-  const bool user_set = (openblas_env != nullptr && openblas_env[0] != '\0') || (omp_env != nullptr && omp_env[0] != '\0');
+  const bool user_set =
+      (openblas_env != nullptr && openblas_env[0] != '\0') || (omp_env != nullptr && omp_env[0] != '\0');
   if (user_set) return 0;
   return workers > 1 ? 1 : (cores > 0 ? cores : 1);
 }
