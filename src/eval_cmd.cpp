@@ -355,7 +355,7 @@ int run_eval(const EvalOptions& opt) {
     if (classify) {
       if (labelled)
         out << "top-1 accuracy " << fmt("%.4f", static_cast<double>(correct) / labelled) << " (" << correct
-            << " of " << labelled << " images with a known class)\n";
+            << " correct of " << labelled << " images with a known class)\n";
       else
         out << "top-1 accuracy: no image has a known class (labels.csv or a class name in the file name)\n";
     }

@@ -64,7 +64,7 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
     o << "positions:   none\n";
   }
   o << "depth:       " << hp.depth << (hp.depth == 1 ? " block\n" : " blocks\n");
-  o << "heads:       " << hp.num_heads << " of " << hp.head_dim << " (D = " << hp.dim << ")\n";
+  o << "heads:       " << hp.num_heads << " (head dim " << hp.head_dim << ", D = " << hp.dim << ")\n";
   o << "mlp:         " << (hp.mlp_dim ? std::to_string(hp.mlp_dim) : std::string("none")) << "\n";
   o << "layer scale: " << (hp.layer_scale ? "yes (ls1 / ls2)" : "no") << "\n";
   o << "classifier:  " << (w.head.present() ? std::to_string(w.head.out) + " classes" : std::string("none")) << "\n";

@@ -286,7 +286,7 @@ TEST(Inspect, PrintsLayoutTokensConfigAndProvenance) {
                            "tokens:      14 = 1 class + 0 distillation + 4 register + 9 patch",
                            "grid:        3 x 3 patches (rows x columns) of 14 px, input 42 x 42 px",
                            "positions:   10 rows: the class token and the patches", "depth:       2 blocks",
-                           "heads:       3 of 8 (D = 24)", "layer scale: yes", "parameters:  24,408",
+                           "heads:       3 (head dim 8, D = 24)", "layer scale: yes", "parameters:  24,408",
                            "num_heads       3                       config.json (", "inferred from pos_embed",
                            "layer_norm_eps  1e-06                   default (timm 1e-6)",
                            "ignored tensors not used for attention maps: mask_token"})
