@@ -506,3 +506,10 @@ def torchvision_reference(tv_sd, x, num_heads, image_size, eps=1e-6):
             h = layer(h)
         h = vt.encoder.ln(h)[0]
     return torch.stack(attns, 0), h
+
+
+def write_meta(folder, **meta):
+    """Writes folder/meta.json (indent 1, trailing newline): what a fixture holds and how it was made."""
+    with open(os.path.join(folder, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")

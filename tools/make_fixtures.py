@@ -26,12 +26,6 @@ import fixture_lib as fl  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def write_meta(folder, **meta):
-    with open(os.path.join(folder, "meta.json"), "w") as f:
-        json.dump(meta, f, indent=1)
-        f.write("\n")
-
-
 def random_input(gen, image_size):
     x = torch.randn((3, image_size, image_size), generator=gen, dtype=torch.float64)
     return x.numpy().astype(np.float32)
@@ -124,7 +118,7 @@ def make_timm(folder, name, seed, *, image_size, patch, dim, depth, heads, mlp, 
                                           "module": "torchvision.models.VisionTransformer "
                                                     "(nn.MultiheadAttention), float64"}
         assert ad < 1e-10 and td < 1e-10, (ad, td)
-    write_meta(folder, **info)
+    fl.write_meta(folder, **info)
     print("%-15s T=%d attn-row-max(mean)=%.3f (uniform %.4f)%s" % (
         name, T, info["stats"]["mean_row_max"], info["stats"]["uniform"],
         "  torchvision diff attn %.1e tokens %.1e" % (ad, td) if crosscheck else ""))
@@ -169,7 +163,7 @@ def make_seed(folder, name, seed, *, image_size, patch, dk, embed_dim, descripti
                       "tokens.npy": "(T,d_k) attention output = attn @ V"},
             "stats": row_stats(attn.numpy()),
             "description": description}
-    write_meta(folder, **info)
+    fl.write_meta(folder, **info)
     print("%-15s T=%d attn-row-max(mean)=%.3f (uniform %.4f)" % (
         name, T, info["stats"]["mean_row_max"], info["stats"]["uniform"]))
 
@@ -197,7 +191,7 @@ def make_worked(folder):
     with open(os.path.join(folder, "worked.json"), "w") as f:
         json.dump(res, f, indent=1)
         f.write("\n")
-    write_meta(folder, layout="worked", description="Not a model: see worked.json")
+    fl.write_meta(folder, layout="worked", description="Not a model: see worked.json")
     print("worked_example  weights=%s output=%s" % (
         [round(v, 4) for v in res["weights"]], [round(v, 4) for v in res["output"]]))
 
@@ -225,7 +219,7 @@ def make_e2e(folder, weights_folder, seed):
     g = meta["grid"]
     cls_map = attn[-1, :, 0, 1:].mean(0).reshape(g, g)
     fl.save_npy(os.path.join(folder, "map.npy"), cls_map.numpy().astype(np.float32))
-    write_meta(folder, layout="e2e", weights="../timm_224/weights.json", layer=-1, head="mean",
+    fl.write_meta(folder, layout="e2e", weights="../timm_224/weights.json", layer=-1, head="mean",
                description="224x224 PNG rendered with timm_224 weights; map.npy = (14,14) class-token "
                            "attention over patches, last block, mean over heads, float64 -> float32.")
     print("e2e_224         map max %.4f min %.4f" % (float(cls_map.max()), float(cls_map.min())))
@@ -283,7 +277,7 @@ def write_layout(folder, name, file_sd, x, reference, *, json_config, side_files
                            "tokens.npy": "(T,D) after the final LayerNorm (F32 values)",
                            "input.npy": "(3,H,W) normalised image"},
                  "side_files": sorted(side_files)})
-    write_meta(folder, **meta)
+    fl.write_meta(folder, **meta)
     print("%-22s T=%-3d L=%d H=%d drift F16 %.2e BF16 %.2e" % (name, meta["T"], meta["L"], meta["H"],
                                                               drift["F16"], drift["BF16"]))
 

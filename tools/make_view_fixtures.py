@@ -26,12 +26,6 @@ import fixture_lib as fl  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def write_meta(folder, **meta):
-    with open(os.path.join(folder, "meta.json"), "w") as f:
-        json.dump(meta, f, indent=1)
-        f.write("\n")
-
-
 # --------------------------------------------------------------------------
 # Attention rollout (Abnar & Zuidema 2020) with the discard rule attnmap uses
 # --------------------------------------------------------------------------
@@ -124,7 +118,7 @@ def make_rollout(folder):
     cls = attn[-1, :, 0, 1:].clone()  # (H, N)
     th = dino_threshold(cls.clone(), 0.6, gh, gw)
     fl.save_npy(os.path.join(folder, "dino_mask_t0.6.npy"), th.numpy())
-    write_meta(folder, layout="timm", L=depth, H=heads, T=1 + gh * gw, D=dim, patch=patch,
+    fl.write_meta(folder, layout="timm", L=depth, H=heads, T=1 + gh * gw, D=dim, patch=patch,
                image_h=img_h, image_w=img_w, grid_h=gh, grid_w=gw, eps=eps, seed=3031,
                compute_dtype="float64", storage_dtype="float32",
                files={"weights.json": "attnmap JSON v1, timm names, config image_size [h, w]",
@@ -169,7 +163,7 @@ def make_posembed(folder):
     g[0, 0, 1, 2] = 1
     aa = float((F.interpolate(g, size=(8, 8), mode="bicubic", align_corners=False, antialias=True)
                 - F.interpolate(g, size=(8, 8), mode="bicubic", align_corners=False)).abs().max())
-    write_meta(folder, D=D, cases=cases, compute_dtype="float64", storage_dtype="float32",
+    fl.write_meta(folder, D=D, cases=cases, compute_dtype="float64", storage_dtype="float32",
                antialias_true_vs_false_max_diff_4to8=aa,
                description="rows (prefix + gh*gw, D); patch rows row-major over the grid. Reference: "
                            "F.interpolate(grid (1,D,gh,gw), size=(new_h,new_w), mode='bicubic', "
