@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON or safetensors; timm, DINOv2, DeiT, Hugging Face or torchvision names); default: the bundled weights/default.json");
   render->add_option("-o,--out", ro.out_dir, "output folder, created if missing")->capture_default_str();
   render->add_option("--layer", layer_s, "encoder block, 0-based; negative counts from the end (default -1 = last)");
-  render->add_option("--head", head_s, "a head index, or mean | max | min over heads (default mean)");
+  render->add_option("--head", head_s, "a head index (negative counts from the end), or mean | max | min over heads (default mean)");
   std::string cmaps;
   for (const auto& n : attnmap::colormap_names()) cmaps += (cmaps.empty() ? "" : ", ") + n;
   render->add_option("--colormap", ro.colormap, "colour map: " + cmaps)->capture_default_str();
