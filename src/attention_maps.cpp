@@ -29,6 +29,19 @@ HeadSelect parse_head(const std::string& s) {
   return sel;
 }
 
+std::string fusion_name(const HeadSelect& sel, const std::string& index_prefix) {
+  switch (sel.fusion) {
+    case HeadSelect::Fusion::Max:
+      return "max";
+    case HeadSelect::Fusion::Min:
+      return "min";
+    case HeadSelect::Fusion::Index:
+      return index_prefix + std::to_string(sel.index);
+    default:
+      return "mean";
+  }
+}
+
 std::vector<float> fuse_heads(const float* rows, int H, int n, const HeadSelect& sel) {
   std::vector<float> out(static_cast<size_t>(n));
   if (sel.fusion == HeadSelect::Fusion::Index) {

@@ -17,6 +17,10 @@ struct HeadSelect {
 /// Parses "mean" | "max" | "min" | an integer head index. Throws attnmap::Error otherwise.
 HeadSelect parse_head(const std::string& s);
 
+/// A head selection's name: "mean" | "max" | "min", or `index_prefix` followed by the index
+/// (e.g. "head 3" for a tile label, "h3" in eval's view names).
+std::string fusion_name(const HeadSelect& sel, const std::string& index_prefix);
+
 /// Combines per-head rows (H, n) into one row (n) as `sel` says. Throws attnmap::Error for a head index
 /// outside [-H, H).
 std::vector<float> fuse_heads(const float* rows, int H, int n, const HeadSelect& sel);

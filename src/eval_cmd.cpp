@@ -21,18 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fusion_name(const HeadSelect& h) {
-  switch (h.fusion) {
-    case HeadSelect::Fusion::Mean:
-      return "mean";
-    case HeadSelect::Fusion::Max:
-      return "max";
-    case HeadSelect::Fusion::Min:
-      return "min";
-    default:
-      return "h" + std::to_string(h.index);
-  }
-}
 
 // A head index made non-negative (checked against H), so "L3/h-1" and "L3/h3" are the same view.
 HeadSelect resolve_head(HeadSelect h, int H) {
@@ -106,7 +94,7 @@ EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
   for (const std::string& f : opt.fusions) fusions.push_back(resolve_head(parse_head(f), H));
   for (int l = 0; l < hp.depth; ++l)
     for (const HeadSelect& h : fusions) {
-      const std::string name = "L" + std::to_string(l) + "/" + fusion_name(h);
+      const std::string name = "L" + std::to_string(l) + "/" + fusion_name(h, "h");
       bool dup = false;
       for (const auto& v : ctx.views) dup |= v.name == name;
       if (!dup) ctx.views.push_back({name, l, h, false});
@@ -115,7 +103,7 @@ EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
   const int sel_layer = resolve_layer(opt.view.layer.value_or(hp.default_layer.value_or(-1)), hp.depth);
   const HeadSelect sel_head =
       resolve_head(parse_head(opt.view.head.value_or(hp.default_head.value_or("mean"))), H);
-  EvalView sel{"L" + std::to_string(sel_layer) + "/" + fusion_name(sel_head), sel_layer, sel_head, false,
+  EvalView sel{"L" + std::to_string(sel_layer) + "/" + fusion_name(sel_head, "h"), sel_layer, sel_head, false,
                0.0};
   if (opt.view.rollout) {  // --rollout [--discard F]: rollout through layers 0..sel_layer
     if (!(opt.view.discard >= 0.0 && opt.view.discard <= 1.0)) throw Error("--discard must be in [0, 1]");
@@ -123,7 +111,7 @@ EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
     sel.discard = opt.view.discard;
     sel.name = sel_layer == hp.depth - 1 && sel_head.fusion == HeadSelect::Fusion::Mean && sel.discard == 0.0
                    ? standard_rollout.name
-                   : "rollout L0-" + std::to_string(sel_layer) + "/" + fusion_name(sel_head) +
+                   : "rollout L0-" + std::to_string(sel_layer) + "/" + fusion_name(sel_head, "h") +
                          (sel.discard > 0.0 ? fmt(" discard %g", sel.discard) : "");
   }
   ctx.selected = ctx.views.size();

@@ -60,18 +60,6 @@ Image draw_view(const Image& photo, int bx, int by, int bw, int bh, const std::v
   return blend_overlay(photo, up, bw, bh, bx, by, ctx.cmap, opt.alpha);
 }
 
-std::string fusion_name(const HeadSelect& s) {
-  switch (s.fusion) {
-    case HeadSelect::Fusion::Max:
-      return "max";
-    case HeadSelect::Fusion::Min:
-      return "min";
-    case HeadSelect::Fusion::Index:
-      return "head " + std::to_string(s.index);
-    default:
-      return "mean";
-  }
-}
 
 std::string tile_label(const std::string& name, const std::vector<float>& map,
                        const std::vector<uint8_t>& mask) {
@@ -152,8 +140,8 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
     }
     // The fused tile: what NAME.png shows; for a single --head without rollout, the mean over heads.
     std::vector<float> fused = res.map;
-    std::string name = opt.rollout ? "rollout 0-" + std::to_string(ctx.layer) + " " + fusion_name(ctx.head)
-                                   : fusion_name(ctx.head);
+    std::string name = opt.rollout ? "rollout 0-" + std::to_string(ctx.layer) + " " + fusion_name(ctx.head, "head ")
+                                   : fusion_name(ctx.head, "head ");
     if (!opt.rollout && ctx.head.fusion == HeadSelect::Fusion::Index) {
       fused = class_attention_map(r, hp, ctx.layer, HeadSelect{});
       name = "mean";
