@@ -21,7 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 // A head index made non-negative (checked against H), so "L3/h-1" and "L3/h3" are the same view.
 HeadSelect resolve_head(HeadSelect h, int H) {
   const std::vector<float> probe(static_cast<size_t>(H), 0.0f);

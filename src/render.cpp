@@ -60,7 +60,6 @@ Image draw_view(const Image& photo, int bx, int by, int bw, int bh, const std::v
   return blend_overlay(photo, up, bw, bh, bx, by, ctx.cmap, opt.alpha);
 }
 
-
 std::string tile_label(const std::string& name, const std::vector<float>& map,
                        const std::vector<uint8_t>& mask) {
   char buf[96];
