@@ -4,6 +4,7 @@
 #include <stb_image.h>
 #include <stb_image_write.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -83,6 +84,38 @@ JpegInfo inspect_jpeg(const uint8_t* data, size_t size) {
   return info;
 }
 
+PnmInfo inspect_pnm(const uint8_t* data, size_t size) {
+  PnmInfo info;
+  if (size < 2 || data[0] != 'P' || (data[1] != '5' && data[1] != '6')) return info;
+  info.is_pnm = true;
+  info.channels = data[1] == '6' ? 3 : 1;
+  size_t pos = 2;
+  auto is_space = [](uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; };
+  auto skip = [&] {
+    for (;;) {
+      while (pos < size && is_space(data[pos])) ++pos;
+      if (pos >= size || data[pos] != '#') return;
+      while (pos < size && data[pos] != '\n' && data[pos] != '\r') ++pos;
+    }
+  };
+  auto number = [&](uint64_t& v) {
+    skip();
+    size_t digits = 0;
+    v = 0;
+    while (pos < size && data[pos] >= '0' && data[pos] <= '9') {
+      if (++digits > 9) return false;  // stb_image's int would overflow
+      v = v * 10 + static_cast<uint64_t>(data[pos++] - '0');
+    }
+    return digits > 0 && v > 0;
+  };
+  if (!number(info.width) || !number(info.height) || !number(info.maxval) || info.maxval > 65535) return info;
+  if (pos >= size || !is_space(data[pos])) return info;  // one whitespace byte, then the pixels
+  info.data_offset = pos + 1;
+  info.data_bytes = info.width * info.height * static_cast<uint64_t>(info.channels) * (info.maxval > 255 ? 2u : 1u);
+  info.header_ok = true;
+  return info;
+}
+
 int exif_orientation(const uint8_t* data, size_t size) {
   if (size > static_cast<size_t>(UINT_MAX)) return 1;
   ExifData* ed = exif_data_new_from_data(data, static_cast<unsigned int>(size));
@@ -125,6 +158,30 @@ Image apply_orientation(const Image& img, int orientation) {
   return out;
 }
 
+namespace {
+
+// A 16-bit PGM/PPM whose header inspect_pnm accepted and whose pixels are all present, to 8-bit RGB.
+Image decode_pnm16(const PnmInfo& pnm, const uint8_t* data, const std::string& path) {
+  Image img;
+  img.width = static_cast<int>(pnm.width);
+  img.height = static_cast<int>(pnm.height);
+  const size_t npx = checked_mul(static_cast<size_t>(pnm.width), static_cast<size_t>(pnm.height), path.c_str());
+  img.rgb.resize(checked_mul(npx, 3, path.c_str()));
+  const uint8_t* src = data + pnm.data_offset;
+  const uint32_t maxval = static_cast<uint32_t>(pnm.maxval);
+  const size_t c = static_cast<size_t>(pnm.channels);
+  for (size_t i = 0; i < npx; ++i) {
+    for (size_t ch = 0; ch < 3; ++ch) {
+      const size_t at = 2 * (i * c + (c == 3 ? ch : 0));
+      const uint32_t v = std::min<uint32_t>((uint32_t(src[at]) << 8) | src[at + 1], maxval);
+      img.rgb[3 * i + ch] = static_cast<uint8_t>((v * 255 + maxval / 2) / maxval);
+    }
+  }
+  return img;
+}
+
+}  // namespace
+
 Image decode_image(const uint8_t* data, size_t size, const std::string& path, const LoadOptions& opt) {
   if (size == 0) throw Error(path + ": empty file (0 bytes)");
   if (size > static_cast<size_t>(INT_MAX)) throw Error(path + ": file larger than 2 GiB");
@@ -146,6 +203,22 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
     };
     check_limit(be32(16), be32(20));
   }
+  const PnmInfo pnm = inspect_pnm(data, size);
+  if (pnm.is_pnm) {
+    if (!pnm.header_ok)
+      throw Error(path + ": malformed PGM/PPM header (width, height and maxval 1..65535 expected)");
+    check_limit(pnm.width, pnm.height);
+    const uint64_t have = size - pnm.data_offset;
+    if (have < pnm.data_bytes) {
+      throw Error(path + ": truncated PGM/PPM: " + std::to_string(pnm.width) + "x" + std::to_string(pnm.height) +
+                  (pnm.maxval > 255 ? " 16-bit" : " 8-bit") + " needs " + std::to_string(pnm.data_bytes) +
+                  " bytes of pixels, the file has " + std::to_string(have));
+    }
+    // Debian's stb_image (2022) reads 16-bit PNM samples in the machine's byte order instead of the
+    // format's big-endian one, and overreads its buffer when converting their channel count; so 16-bit
+    // PGM/PPM pixels are taken here: each sample scaled from 0..maxval to 0..255, rounded.
+    if (pnm.maxval > 255) return decode_pnm16(pnm, data, path);
+  }
   int w = 0, h = 0, channels = 0;
   if (!stbi_info_from_memory(data, len, &w, &h, &channels)) {
     throw Error(path + ": not a readable image (" + stbi_failure_reason() + ")");
@@ -163,8 +236,8 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
       throw Error(path + ": truncated JPEG: no end-of-image marker (the file was cut short)");
   }
   int dw = 0, dh = 0, dc = 0;
-  std::unique_ptr<stbi_uc, void (*)(void*)> px(stbi_load_from_memory(data, len, &dw, &dh, &dc, 3),
-                                               stbi_image_free);
+  std::unique_ptr<stbi_uc, void (*)(void*)> px(
+      stbi_load_from_memory(data, len, &dw, &dh, &dc, 3), stbi_image_free);
   if (!px) throw Error(path + ": cannot decode image (" + stbi_failure_reason() + ")");
   if (dw != w || dh != h) {
     throw Error(path + ": decoded size " + std::to_string(dw) + "x" + std::to_string(dh) +

@@ -34,6 +34,22 @@ struct JpegInfo {
 /// Walks the JPEG marker segments of `data` (no decoding, no allocation). Not a JPEG: is_jpeg false.
 JpegInfo inspect_jpeg(const uint8_t* data, size_t size);
 
+/// What a binary PGM/PPM header (P5/P6, netpbm) says, tokenised as stb_image does (whitespace and
+/// `#` comments between fields, one whitespace byte after maxval). Not PNM: is_pnm false.
+struct PnmInfo {
+  bool is_pnm = false;    ///< starts with "P5" (grey) or "P6" (RGB)
+  bool header_ok = false; ///< width, height and maxval present, each 1..999999999, maxval <= 65535
+  int channels = 0;       ///< 1 (P5) or 3 (P6)
+  uint64_t width = 0, height = 0, maxval = 0;
+  size_t data_offset = 0; ///< first byte of the pixels
+  uint64_t data_bytes = 0;  ///< width * height * channels * (maxval > 255 ? 2 : 1)
+};
+
+/// Reads a PNM header without decoding. Used to refuse truncated or malformed PNMs before stb_image,
+/// whose 2022 loader does not check the pixel count against the file, and to decode 16-bit PNMs, which
+/// that loader reads in the wrong byte order (and past its buffer for greyscale forced to RGB).
+PnmInfo inspect_pnm(const uint8_t* data, size_t size);
+
 /// The EXIF orientation (1..8) of a JPEG, read with libexif; 1 when absent or unreadable.
 int exif_orientation(const uint8_t* data, size_t size);
 

@@ -235,6 +235,22 @@ def main():
     add_good("ppm.ppm", rgb)
     Image.fromarray(grey8, "L").save(os.path.join(good, "pgm.pgm"))
     add_good("pgm.pgm", np.repeat(grey8[..., None], 3, -1))
+    # 16-bit PNM (big-endian samples), scaled from 0..maxval to 0..255 and rounded. attnmap decodes these
+    # itself: Debian's stb_image (2022) takes the samples in little-endian order and overreads its buffer
+    # on 16-bit greyscale forced to RGB (a fuzz finding).
+    def scale16(v, maxval):
+        return ((np.minimum(v.astype(np.uint32), maxval) * 255 + maxval // 2) // maxval).astype(np.uint8)
+    with open(os.path.join(good, "pgm16.pgm"), "wb") as f:
+        f.write(b"P5\n# a comment line\n%d %d\n65535\n" % (W, H) + g16.astype(">u2").tobytes())
+    add_good("pgm16.pgm", np.repeat(scale16(g16, 65535)[..., None], 3, -1))
+    rgb16 = rgb.astype(np.uint16) * 257 + np.random.default_rng(16).integers(0, 256, size=rgb.shape).astype(np.uint16)
+    with open(os.path.join(good, "ppm16.ppm"), "wb") as f:
+        f.write(b"P6 %d %d 65535\n" % (W, H) + rgb16.astype(">u2").tobytes())
+    add_good("ppm16.ppm", scale16(rgb16, 65535))
+    g12 = (g16 >> 4).astype(np.uint16)  # a 12-bit scan: maxval 4095
+    with open(os.path.join(good, "pgm12.pgm"), "wb") as f:
+        f.write(b"P5 %d %d 4095\n" % (W, H) + g12.astype(">u2").tobytes())
+    add_good("pgm12.pgm", np.repeat(scale16(g12, 4095)[..., None], 3, -1))
     f1 = Image.fromarray(rgb).quantize(colors=8, dither=Image.Dither.NONE)
     f2 = Image.fromarray(255 - rgb).quantize(colors=8, dither=Image.Dither.NONE)
     f1.save(os.path.join(good, "gif_anim.gif"), save_all=True, append_images=[f2], duration=100, loop=0)
@@ -268,6 +284,11 @@ def main():
     seg = struct.unpack(">H", data[at + 2:at + 4])[0]
     del data[at:at + 2 + seg]
     add_bad("jpeg_cmyk_no_adobe.jpg", bytes(data), "unsupported colour space")
+    pgm = b"P5\n%d %d\n255\n" % (W, H) + grey8.tobytes()
+    add_bad("pgm_truncated_70.pgm", pgm[: len(pgm) * 7 // 10], "truncated PGM/PPM")
+    add_bad("pgm16_no_pixels.pgm", b"P5 5 5555 555\n", "truncated PGM/PPM")
+    add_bad("pgm_overflowing_width.pgm", b"P5 99999999999 2 255\n" + b"\0" * 64, "malformed PGM/PPM header")
+    add_bad("ppm_huge_30000.ppm", b"P6 30000 30000 255\n" + b"\0" * 64, "exceeds the limit")
     add_bad("huge_20000x20000.png", png_header_only(20000, 20000, 8, 0), "exceeds the limit")
     add_bad("huge_23169x23169_rgba.png", png_header_only(23169, 23169, 8, 6), "exceeds the limit")
     # A JPEG whose frame header declares 30000 x 30000 (SOF0 height/width patched).

@@ -25,9 +25,8 @@ Example (the default-model run):
 import argparse
 import math
 import os
-import queue
 import sys
-import threading
+import multiprocessing as mp
 import time
 
 import numpy as np
@@ -172,19 +171,79 @@ def lr_at(step, total, warmup, base):
 
 
 class Prefetcher:
-    def __init__(self, gen, batch, start_step, total, depth=3):
-        self.q = queue.Queue(maxsize=depth)
-        self.gen, self.batch = gen, batch
-        self.t = threading.Thread(target=self.run, args=(start_step, total), daemon=True)
-        self.t.start()
+    """Generates the batches in a separate process (composite generation is pure numpy/PIL
+    and would otherwise hold the GIL against the training loop), in step order, so the
+    data stream is the same whatever the speed of either side."""
+
+    def __init__(self, gen, batch, start_step, total, depth=4, offset=0):
+        ctx = mp.get_context('fork')
+        self.q = ctx.Queue(maxsize=depth)
+        self.gen, self.batch, self.offset = gen, batch, offset
+        self.p = ctx.Process(target=self.run, args=(start_step, total), daemon=True)
+        self.p.start()
 
     def run(self, s0, total):
+        torch.set_num_threads(1)
         for s in range(s0, total):
-            imgs, _, labels = self.gen.batch(s * self.batch, self.batch)
+            imgs, _, labels = self.gen.batch(self.offset + s * self.batch, self.batch)
             self.q.put((s, imgs, labels))
 
     def get(self):
         return self.q.get()
+
+
+_POOL_GEN = {}
+
+
+def _pool_chunk(args):
+    split, seed, lo, hi = args
+    g = _POOL_GEN.get((split, seed))
+    if g is None:
+        g = _POOL_GEN[(split, seed)] = CompositeGenerator(split, seed)
+    imgs, _, labels = g.batch(lo, hi - lo)
+    # 2x2 average pool in integers, rounded: (N,224,224,3) -> (N,112,112,3)
+    a = imgs.reshape(hi - lo, 112, 2, 112, 2, 3)
+    s = (a[:, :, 0, :, 0].astype(np.uint16) + a[:, :, 1, :, 0] + a[:, :, 0, :, 1]
+         + a[:, :, 1, :, 1])
+    return lo, ((s + 2) // 4).astype(np.uint8), labels
+
+
+def build_pool(n, seed, cache, workers=2, chunk=2000):
+    """Composites 0..n-1 of the train split at 112x112 (2x2-pooled), cached in `cache`."""
+    if cache and os.path.exists(cache + '_images.npy'):
+        imgs = np.load(cache + '_images.npy')
+        labels = np.load(cache + '_labels.npy')
+        if len(labels) == n:
+            print('pool: %d composites loaded from %s' % (n, cache), flush=True)
+            return imgs, labels
+    t0 = time.time()
+    imgs = np.empty((n, 112, 112, 3), np.uint8)
+    labels = np.empty((n,), np.int64)
+    jobs = [('train', seed, lo, min(n, lo + chunk)) for lo in range(0, n, chunk)]
+    with mp.get_context('fork').Pool(workers) as pool:
+        for lo, im, lb in pool.imap_unordered(_pool_chunk, jobs):
+            imgs[lo:lo + len(lb)] = im
+            labels[lo:lo + len(lb)] = lb
+    print('pool: %d composites generated in %.0f s' % (n, time.time() - t0), flush=True)
+    if cache:
+        np.save(cache + '_images.npy.tmp.npy', imgs)
+        np.save(cache + '_labels.npy', labels)
+        os.replace(cache + '_images.npy.tmp.npy', cache + '_images.npy')
+    return imgs, labels
+
+
+def pool_batch(pool_imgs, pool_labels, step, batch, seed):
+    """Batch `step` of the low-resolution phase: epoch-wise seeded permutations of the pool
+    and a seeded horizontal flip per image, so the stream depends on the step only."""
+    n = len(pool_labels)
+    per_epoch = n // batch
+    epoch, pos = divmod(step, per_epoch)
+    perm = np.random.default_rng([seed, 991, epoch]).permutation(n)
+    idx = np.sort(perm[pos * batch:(pos + 1) * batch])
+    imgs = pool_imgs[idx]
+    flip = np.random.default_rng([seed, 992, step]).random(batch) < 0.5
+    imgs[flip] = imgs[flip][:, :, ::-1]
+    return imgs, pool_labels[idx]
 
 
 @torch.no_grad()
@@ -224,6 +283,13 @@ def main():
     ap.add_argument('--schedule-log', default='/work/train/schedule.tsv')
     ap.add_argument('--replay', help='schedule.tsv of an earlier run: use its per-step lr '
                     'and resolution (and its number of steps) instead of computing them')
+    ap.add_argument('--pool', type=int, default=0,
+                    help='low-resolution phase trains on a fixed pool of this many train '
+                    'composites (generated once, 112x112, epochs with seeded shuffles and '
+                    'flips) instead of fresh ones; the 224 phase then streams fresh '
+                    'composites numbered from POOL on (default 0: always stream)')
+    ap.add_argument('--pool-cache', default='',
+                    help='PREFIX: keep the pool in PREFIX_images.npy / PREFIX_labels.npy')
     ap.add_argument('--threads', type=int, default=2)
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--data-seed', type=int, default=1)
@@ -284,7 +350,12 @@ def main():
             st, lr_s, res_s = ln.split()
             replay[int(st)] = (float(lr_s), int(res_s))
         a.steps = max(replay) + 1
-    pf = Prefetcher(gen, a.batch, start, a.steps)
+    pool_imgs = pool_labels = None
+    if a.pool:
+        pool_imgs, pool_labels = build_pool(a.pool, a.data_seed, a.pool_cache)
+        pf = None  # started at the first full-resolution step
+    else:
+        pf = Prefetcher(gen, a.batch, start, a.steps)
     sched = open(a.schedule_log, 'a') if (a.budget_min and not a.bench) else None
     budget = a.budget_min * 60
     model.train()
@@ -297,9 +368,6 @@ def main():
     img_log = 0
     step = start
     for step in range(start, a.steps):
-        s, imgs, labels = pf.get()
-        assert s == step
-        x = to_input(imgs)
         if replay is not None:
             lr, res = replay[step]
         elif a.budget_min:
@@ -314,8 +382,17 @@ def main():
         else:
             res = 112 if step < lowres_steps else 224
             lr = lr_at(step, a.steps, a.warmup, a.lr)
-        if res == 112:
-            x = F.avg_pool2d(x, 2)
+        if pool_imgs is not None and res == 112:
+            imgs, labels = pool_batch(pool_imgs, pool_labels, step, a.batch, a.seed)
+            x = to_input(imgs)
+        else:
+            if pf is None:
+                pf = Prefetcher(gen, a.batch, step, a.steps, offset=a.pool)
+            s, imgs, labels = pf.get()
+            assert s == step
+            x = to_input(imgs)
+            if res == 112:
+                x = F.avg_pool2d(x, 2)
         if sched:
             sched.write('%d %.8g %d\n' % (step, lr, res))
             sched.flush()
