@@ -182,6 +182,58 @@ Image decode_pnm16(const PnmInfo& pnm, const uint8_t* data, const std::string& p
 
 }  // namespace
 
+// Radiance HDR (stb_image's reading of it): does the file hold every scanline stb_image will read? Its 2022
+// loader loops forever when an RLE scanline runs past the end of the file (CVE-2021-42715: at EOF every
+// byte reads as a zero-length run) and takes uninitialised bytes for a cut flat scanline, so the scanlines
+// are walked here first, the way stb_image walks them. Returns false when the data stops short.
+bool hdr_data_complete(const uint8_t* data, size_t size, uint64_t w, uint64_t h) {
+  size_t pos = 0;
+  // Header: lines up to an empty one, then the resolution line ("-Y h +X w").
+  bool found = false;
+  for (size_t i = 0; i + 1 < size; ++i) {
+    if (data[i] == '\n' && data[i + 1] == '\n') {
+      pos = i + 2;
+      found = true;
+      break;
+    }
+  }
+  if (!found) return false;
+  while (pos < size && data[pos] != '\n') ++pos;
+  if (pos >= size) return false;
+  ++pos;
+  const uint64_t left = size - pos;
+  if (w < 8 || w >= 32768) return left >= w * h * 4;  // flat RGBE pixels
+  for (uint64_t j = 0; j < h; ++j) {
+    if (size - pos < 4) return false;
+    const uint8_t c1 = data[pos], c2 = data[pos + 1], hi = data[pos + 2];
+    if (c1 != 2 || c2 != 2 || (hi & 0x80)) {
+      // Not RLE: stb_image restarts and reads the whole picture as flat pixels from this scanline on.
+      return size - pos >= w * h * 4;
+    }
+    if (((uint64_t(hi) << 8) | data[pos + 3]) != w) return true;  // stb_image refuses it by itself
+    pos += 4;
+    for (int k = 0; k < 4; ++k) {
+      uint64_t i = 0;
+      while (i < w) {
+        if (pos >= size) return false;
+        uint64_t count = data[pos++];
+        if (count > 128) {
+          if (pos >= size) return false;
+          ++pos;
+          count -= 128;
+          if (count > w - i) return true;  // refused by stb_image ("bad RLE data")
+        } else {
+          if (count > w - i) return true;
+          if (size - pos < count) return false;
+          pos += count;
+        }
+        i += count;
+      }
+    }
+  }
+  return true;
+}
+
 Image decode_image(const uint8_t* data, size_t size, const std::string& path, const LoadOptions& opt) {
   if (size == 0) throw Error(path + ": empty file (0 bytes)");
   if (size > static_cast<size_t>(INT_MAX)) throw Error(path + ": file larger than 2 GiB");
@@ -235,6 +287,25 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
     if (!jpeg.complete)
       throw Error(path + ": truncated JPEG: no end-of-image marker (the file was cut short)");
   }
+  static const char kHdr1[] = "#?RADIANCE\n", kHdr2[] = "#?RGBE\n";
+  if ((size >= 11 && std::memcmp(data, kHdr1, 11) == 0) || (size >= 7 && std::memcmp(data, kHdr2, 7) == 0)) {
+    if (!hdr_data_complete(data, size, static_cast<uint64_t>(w), static_cast<uint64_t>(h)))
+      throw Error(path + ": truncated HDR: the pixel data stops before the " + std::to_string(w) + "x" +
+                  std::to_string(h) + " picture is complete");
+  }
+  // TGA has no signature: stb_image takes a file for TGA when every other format's test fails, and every
+  // other format's signature has a second byte that is not 0 or 1, TGA's colour-map type. Uncompressed
+  // true-colour and grey TGAs are read with one bulk copy per row that leaves a cut file's missing rows
+  // uninitialised (they would show whatever an earlier image left in memory): their size is checked here.
+  if (size >= 18 && data[1] == 0 && (data[2] == 2 || data[2] == 3) && !(data[2] == 2 && (data[16] == 15 || data[16] == 16))) {
+    const uint64_t tw = data[12] | (uint64_t(data[13]) << 8), th = data[14] | (uint64_t(data[15]) << 8);
+    const uint64_t need = 18 + uint64_t(data[0]) + tw * th * (data[16] / 8u);
+    if (size < need) {
+      throw Error(path + ": truncated TGA: " + std::to_string(tw) + "x" + std::to_string(th) + " at " +
+                  std::to_string(data[16]) + " bits per pixel needs " + std::to_string(need) +
+                  " bytes, the file has " + std::to_string(size));
+    }
+  }
   int dw = 0, dh = 0, dc = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> px(
       stbi_load_from_memory(data, len, &dw, &dh, &dc, 3), stbi_image_free);
@@ -249,6 +320,10 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
   img.rgb.assign(px.get(), px.get() + checked_mul(checked_mul(static_cast<size_t>(dw), static_cast<size_t>(dh),
                                                               "image"), 3, "image"));
   px.reset();
+  if (pnm.is_pnm && pnm.maxval < 255) {  // stb_image keeps 8-bit samples as stored: scale 0..maxval to 0..255
+    const uint32_t maxval = static_cast<uint32_t>(pnm.maxval);
+    for (uint8_t& v : img.rgb) v = static_cast<uint8_t>((std::min<uint32_t>(v, maxval) * 255 + maxval / 2) / maxval);
+  }
   if (jpeg.is_jpeg && opt.apply_exif) {
     const int orientation = exif_orientation(data, jpeg.end);
     if (orientation != 1) img = apply_orientation(img, orientation);

@@ -82,6 +82,22 @@ def hdr_rgbe(mant, exp):
     return head + px.tobytes()
 
 
+def hdr_rgbe_rle(mant, exp):
+    """The same picture with run-length-encoded scanlines (02 02 width, then each of R, G, B, E as
+    literal runs of at most 128 bytes), the form stb_image's RLE path reads."""
+    h, w, _ = mant.shape
+    out = bytearray(b"#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y %d +X %d\n" % (h, w))
+    px = np.concatenate([mant, exp[..., None]], -1).astype(np.uint8)
+    for row in px:
+        out += bytes([2, 2, w >> 8, w & 255])
+        for k in range(4):
+            comp = row[:, k].tobytes()
+            for at in range(0, w, 128):
+                part = comp[at:at + 128]
+                out += bytes([len(part)]) + part
+    return bytes(out)
+
+
 def save_jpeg(img, path, **kw):
     img.save(path, "JPEG", quality=95, **kw)
 
@@ -265,6 +281,15 @@ def main():
         f.write(hdr_rgbe(mant, expo))
     v = mant.astype(np.float64) / 256.0
     add_good("hdr.hdr", np.clip(np.floor(255 * v ** (1 / 2.2) + 0.5), 0, 255).astype(np.uint8), 0.01)
+    hdr_rle = hdr_rgbe_rle(mant, expo)
+    with open(os.path.join(good, "hdr_rle.hdr"), "wb") as f:
+        f.write(hdr_rle)
+    add_good("hdr_rle.hdr", np.clip(np.floor(255 * v ** (1 / 2.2) + 0.5), 0, 255).astype(np.uint8), 0.01)
+    # 8-bit PGM with maxval 15: scaled 0..15 -> 0..255 (stb_image alone would keep 0..15: nearly black).
+    g4 = (grey8 // 17).astype(np.uint8)
+    with open(os.path.join(good, "pgm_maxval15.pgm"), "wb") as f:
+        f.write(b"P5 %d %d 15\n" % (W, H) + g4.tobytes())
+    add_good("pgm_maxval15.pgm", np.repeat((g4.astype(np.uint32) * 255 // 15).astype(np.uint8)[..., None], 3, -1))
     # Names with spaces and non-ASCII characters.
     im.save(os.path.join(good, "café 猫.png"))
     add_good("café 猫.png", rgb)
@@ -289,6 +314,14 @@ def main():
     add_bad("pgm16_no_pixels.pgm", b"P5 5 5555 555\n", "truncated PGM/PPM")
     add_bad("pgm_overflowing_width.pgm", b"P5 99999999999 2 255\n" + b"\0" * 64, "malformed PGM/PPM header")
     add_bad("ppm_huge_30000.ppm", b"P6 30000 30000 255\n" + b"\0" * 64, "exceeds the limit")
+    # Cut HDR and TGA files: stb_image (2022) loops forever on a cut RLE HDR (CVE-2021-42715) and leaves
+    # the missing rows of an uncompressed TGA uninitialised; both are refused after a walk of the data.
+    add_bad("hdr_rle_truncated_70.hdr", hdr_rle[: len(hdr_rle) * 7 // 10], "truncated HDR")
+    flat = hdr_rgbe(mant, expo)
+    add_bad("hdr_flat_truncated_70.hdr", flat[: len(flat) * 7 // 10], "truncated HDR")
+    buf = io.BytesIO()
+    im.save(buf, "TGA")
+    add_bad("tga_truncated_70.tga", buf.getvalue()[: len(buf.getvalue()) * 7 // 10], "truncated TGA")
     add_bad("huge_20000x20000.png", png_header_only(20000, 20000, 8, 0), "exceeds the limit")
     add_bad("huge_23169x23169_rgba.png", png_header_only(23169, 23169, 8, 6), "exceeds the limit")
     # A JPEG whose frame header declares 30000 x 30000 (SOF0 height/width patched).
