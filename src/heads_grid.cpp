@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "error.hpp"
@@ -51,9 +52,32 @@ struct Font::Impl {
 
 Font::Font(const std::string& path) : impl_(std::make_unique<Impl>()) {
   impl_->data = read_file(path);
-  const int offset = stbtt_GetFontOffsetForIndex(impl_->data.data(), 0);
-  if (offset < 0 || !stbtt_InitFont(&impl_->info, impl_->data.data(), offset))
-    throw Error(path + ": not a TrueType font stb_truetype can read");
+  // stb_truetype trusts the file's offsets (it is documented as unsafe on untrusted fonts): an empty or cut
+  // file would make it read past the buffer. The header and the table directory are checked first: every
+  // table must lie inside the file.
+  const std::vector<uint8_t>& d = impl_->data;
+  auto be32 = [&](size_t at) {
+    return (uint32_t(d[at]) << 24) | (uint32_t(d[at + 1]) << 16) | (uint32_t(d[at + 2]) << 8) | d[at + 3];
+  };
+  const std::string bad = path + ": not a TrueType font stb_truetype can read";
+  if (d.size() < 12) throw Error(bad + " (" + std::to_string(d.size()) + " bytes)");
+  size_t offset = 0;
+  if (std::memcmp(d.data(), "ttcf", 4) == 0) {  // a collection: the first font's offset table
+    if (d.size() < 16) throw Error(bad + " (cut collection header)");
+    offset = be32(12);
+  }
+  if (offset > d.size() - 12) throw Error(bad + " (font offset past the end)");
+  const size_t tables = (size_t(d[offset + 4]) << 8) | d[offset + 5];
+  if (d.size() - offset - 12 < tables * 16) throw Error(bad + " (table directory cut short)");
+  for (size_t t = 0; t < tables; ++t) {
+    const size_t rec = offset + 12 + 16 * t;
+    const uint64_t at = be32(rec + 8), len = be32(rec + 12);
+    if (at + len > d.size()) {
+      throw Error(bad + " (table '" + std::string(reinterpret_cast<const char*>(&d[rec]), 4) + "' runs to byte " +
+                  std::to_string(at + len) + ", the file has " + std::to_string(d.size()) + ")");
+    }
+  }
+  if (!stbtt_InitFont(&impl_->info, d.data(), static_cast<int>(offset))) throw Error(bad);
 }
 
 Font::~Font() = default;

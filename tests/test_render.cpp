@@ -1,5 +1,7 @@
 // Pictures: preprocessing, patch order, colour maps, upsampling and blending - exact pixels on small images.
 #include <gtest/gtest.h>
+#include <tuple>
+#include <cmath>
 
 #include "colormap.hpp"
 #include "error.hpp"
@@ -90,6 +92,54 @@ TEST(Preprocess, CropBoxFollowsTimmEval) {
   EXPECT_NEAR(wide.box.x0, 4 * 451.0 / 73, 1e-9);
   EXPECT_NEAR(wide.box.y0, 2 * 300.0 / 36, 1e-9);
   EXPECT_NEAR(wide.box.x1, 68 * 451.0 / 73, 1e-9);
+}
+
+// --resize crop computes only the crop box of the resized picture; it must equal resizing the whole
+// picture and cutting the box out (what timm/torchvision do), byte for byte.
+TEST(Preprocess, CropBoxEqualsResizeThenCut) {
+  for (const auto& [w, h, out] : {std::tuple<int, int, int>{451, 300, 224}, {300, 451, 224}, {97, 61, 32},
+                                  {40, 40, 32}, {1000, 9, 64}}) {
+    Image img;
+    img.width = w;
+    img.height = h;
+    img.rgb.resize(static_cast<size_t>(w) * h * 3);
+    for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+    const float mean[3] = {0, 0, 0}, sd[3] = {1, 1, 1};
+    const ModelInput crop = preprocess(img, out, out, ResizeMode::Crop, mean, sd);
+    // The reference: squash to the whole resized size, then cut the box.
+    const int scale = static_cast<int>(std::floor(out / 0.875));
+    const int rw = w <= h ? scale : static_cast<int>(static_cast<double>(scale) * w / h);
+    const int rh = w <= h ? static_cast<int>(static_cast<double>(scale) * h / w) : scale;
+    const ModelInput full = preprocess(img, rw, rh, ResizeMode::Squash, mean, sd);
+    const int left = static_cast<int>(std::nearbyint((rw - out) / 2.0)), top = static_cast<int>(std::nearbyint((rh - out) / 2.0));
+    size_t diff = 0;
+    for (int c = 0; c < 3; ++c)
+      for (int y = 0; y < out; ++y)
+        for (int x = 0; x < out; ++x)
+          diff += crop.chw[(static_cast<size_t>(c) * out + y) * out + x] !=
+                  full.chw[(static_cast<size_t>(c) * rh + y + top) * rw + x + left];
+    EXPECT_EQ(diff, 0u) << w << "x" << h << " -> " << out;
+  }
+  // A 1x8000 strip: the resized picture would be 256x2048000 pixels; only the 224x224 box is made.
+  Image strip;
+  strip.width = 1;
+  strip.height = 8000;
+  strip.rgb.assign(8000 * 3, 77);
+  const float mean[3] = {0, 0, 0}, sd[3] = {1, 1, 1};
+  const ModelInput in = preprocess(strip, 224, 224, ResizeMode::Crop, mean, sd);
+  EXPECT_NEAR(in.chw[0], 77.0f / 255.0f, 1e-6);
+  EXPECT_NEAR(in.box.y0, std::nearbyint((2048000 - 224) / 2.0) * 8000.0 / 2048000, 1e-6);
+  // Squash of a tall strip (transposed inside the resize): a vertical ramp stays a vertical ramp.
+  strip.height = 20000;
+  strip.rgb.resize(20000 * 3);
+  for (int y = 0; y < 20000; ++y)
+    for (int c = 0; c < 3; ++c) strip.rgb[static_cast<size_t>(y) * 3 + static_cast<size_t>(c)] = static_cast<uint8_t>(y * 255 / 19999);
+  const ModelInput sq = preprocess(strip, 224, 224, ResizeMode::Squash, mean, sd);
+  for (int y = 0; y < 224; y += 37) {
+    const float want = ((static_cast<float>(y) + 0.5f) * 20000.0f / 224.0f) * 255.0f / 19999.0f / 255.0f;
+    EXPECT_NEAR(sq.chw[static_cast<size_t>(y) * 224 + 100], want, 2.0f / 255) << y;
+    EXPECT_EQ(sq.chw[static_cast<size_t>(y) * 224 + 100], sq.chw[static_cast<size_t>(y) * 224]);
+  }
 }
 
 TEST(Overlay, ExactPixelsNearestGray) {

@@ -218,6 +218,21 @@ TEST_F(ViewsCli, HeadsGridSheetAndAllHeadsNpy) {
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(WEXITSTATUS(rc), 2);
   EXPECT_FALSE(fs::exists(dir / "nf2" / "chelsea.png"));
+  // Broken fonts (stb_truetype trusts the file's offsets: these crashed it) are usage errors naming why.
+  const fs::path empty = dir / "empty.ttf", cut = dir / "cut.ttf";
+  std::ofstream(empty, std::ios::binary).flush();
+  const std::string dejavu = slurp("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf");
+  ASSERT_GT(dejavu.size(), 3000u);
+  std::ofstream(cut, std::ios::binary) << dejavu.substr(0, 3000);
+  for (const auto& [font, why] : {std::pair<fs::path, std::string>{empty, "(0 bytes)"}, {cut, "runs to byte"}}) {
+    const CliRun bad = run_attnmap("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "nf3") +
+                                       " --heads-grid",
+                                   "ATTNMAP_FONT=" + q(font) + " ");
+    EXPECT_EQ(bad.status, 2) << font << ": " << bad.err;
+    EXPECT_NE(bad.err.find("not a TrueType font"), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find(why), std::string::npos) << bad.err;
+  }
+  EXPECT_FALSE(fs::exists(dir / "nf3" / "chelsea.png"));
 }
 
 TEST_F(ViewsCli, BadViewValuesAreStatus2) {
