@@ -473,6 +473,13 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
         if (opt.heads_grid) o.outputs.push_back(sheet);
         if (opt.save_raw) o.outputs.push_back(npy);
       } else {
+        // A picture of the user's that merely has an output's name (photos/cat.png when rendering
+        // photos/cat.jpg into photos/) is never replaced; attnmap's own earlier outputs are.
+        for (const std::string& out : {png, sheet}) {
+          if ((out == png || opt.heads_grid) && file_exists(out) && !written_by_attnmap(out))
+            throw Error("output " + out + " already exists and was not written by attnmap; it is left alone: "
+                        "choose another --out or move it away");
+        }
         RenderResult res = render_image(ctx, job);
         o.status = "done";
         o.outputs = res.outputs;

@@ -372,6 +372,13 @@ std::vector<uint8_t> encode_png(const Image& img) {
   ihdr.bit_depth = 8;
   ihdr.color_type = SPNG_COLOR_TYPE_TRUECOLOR;
   if (!e) e = spng_set_ihdr(ctx.get(), &ihdr);
+  spng_text text{};
+  std::strcpy(text.keyword, "Software");
+  text.type = SPNG_TEXT;
+  char software[] = "attnmap";
+  text.text = software;
+  text.length = sizeof software - 1;
+  if (!e) e = spng_set_text(ctx.get(), &text, 1);
   if (!e)
     e = spng_encode_image(ctx.get(), img.rgb.data(), img.rgb.size(), SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE);
   if (e) throw fail(e);
@@ -424,6 +431,30 @@ void write_file_atomic(const std::string& path, const std::vector<uint8_t>& byte
     ::unlink(tmp.c_str());
     throw Error(path + ": cannot rename temporary file into place: " + std::strerror(err));
   }
+}
+
+bool written_by_attnmap(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::vector<char> buf(64 * 1024);
+  in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+  const size_t n = static_cast<size_t>(in.gcount());
+  const auto* d = reinterpret_cast<const uint8_t*>(buf.data());
+  static const uint8_t kSig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  if (n < 8 || std::memcmp(d, kSig, 8) != 0) return false;
+  static const char kMark[] = "Software\0attnmap";  // keyword, NUL separator, text
+  size_t pos = 8;
+  while (pos + 8 <= n) {
+    const size_t len = (size_t(d[pos]) << 24) | (size_t(d[pos + 1]) << 16) | (size_t(d[pos + 2]) << 8) | d[pos + 3];
+    const uint8_t* type = d + pos + 4;
+    if (std::memcmp(type, "IDAT", 4) == 0 || std::memcmp(type, "IEND", 4) == 0) return false;
+    if (std::memcmp(type, "tEXt", 4) == 0 && len >= sizeof kMark - 1 && pos + 8 + sizeof kMark - 1 <= n &&
+        std::memcmp(d + pos + 8, kMark, sizeof kMark - 1) == 0)
+      return true;
+    if (len > n) return false;
+    pos += 12 + len;
+  }
+  return false;
 }
 
 void write_png(const std::string& path, const Image& img) { write_file_atomic(path, encode_png(img)); }

@@ -78,12 +78,18 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
 void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes);
 
 /// Encodes `img` as an 8-bit RGB PNG into memory with libspng (zlib level 2, Sub/Up row filters: several
-/// times faster than stb_image_write's encoder, lossless, so the pixels are the same). Throws
+/// times faster than stb_image_write's encoder, lossless, so the pixels are the same), with a tEXt chunk
+/// `Software` = `attnmap` (PNG 1.2 §11.3.4) that marks the file as attnmap's output. Throws
 /// attnmap::Error on an empty or inconsistent image or an encoder failure.
 std::vector<uint8_t> encode_png(const Image& img);
 
 /// The same image encoded by stb_image_write (the previous encoder; kept for comparison in tests/bench).
 std::vector<uint8_t> encode_png_stb(const Image& img);
+
+/// True when `path` is a PNG whose chunks before the image data include encode_png's tEXt
+/// `Software` = `attnmap...` (reads at most the first 64 KiB). Used so that a run replaces its own
+/// earlier outputs but never a user's picture that happens to have an output's name.
+bool written_by_attnmap(const std::string& path);
 
 /// encode_png + write_file_atomic.
 void write_png(const std::string& path, const Image& img);

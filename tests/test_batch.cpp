@@ -122,13 +122,15 @@ TEST_F(Batch, ShardsTogetherMakeExactlyTheFullRun) {
 
 TEST_F(Batch, SkipExistingResumes) {
   ASSERT_EQ(run_attnmap("render " + q(dir / "in" / "a") + " -o " + q(dir / "out") + " -q").status, 0);
-  // Mark one output so that re-rendering it would be visible, and delete the other.
-  std::ofstream(dir / "out" / "t0.png", std::ios::trunc) << "kept";
+  // Mark one output so that re-rendering it would be visible (bytes after IEND: still attnmap's PNG), and
+  // delete the other.
+  std::ofstream(dir / "out" / "t0.png", std::ios::app) << "kept";
   fs::remove(dir / "out" / "t1.png");
   const CliRun r = run_attnmap("render " + q(dir / "in" / "a") + " -o " + q(dir / "out") + " --skip-existing --manifest " +
                     q(dir / "m.jsonl"));
   EXPECT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(slurp(dir / "out" / "t0.png"), "kept");
+  const std::string marked = slurp(dir / "out" / "t0.png");
+  EXPECT_EQ(marked.substr(marked.size() - 4), "kept");
   EXPECT_EQ(load_image((dir / "out" / "t1.png").string()).width, 224);
   EXPECT_NE(r.err.find("1 done, 0 failed, 1 skipped"), std::string::npos) << r.err;
   const auto m = read_manifest(dir / "m.jsonl");
@@ -137,7 +139,28 @@ TEST_F(Batch, SkipExistingResumes) {
   EXPECT_EQ(m[1]["status"], "done");
   // Without the flag the marked output is rendered again.
   ASSERT_EQ(run_attnmap("render " + q(dir / "in" / "a") + " -o " + q(dir / "out") + " -q").status, 0);
-  EXPECT_NE(slurp(dir / "out" / "t0.png"), "kept");
+  EXPECT_NE(slurp(dir / "out" / "t0.png"), marked);
+}
+
+// A user's picture that has an output's name is never replaced (photos/cat.jpg rendered into photos/
+// would write photos/cat.png); an output attnmap wrote itself is (the PNG's tEXt Software = attnmap).
+TEST_F(Batch, NeverReplacesAUsersFileWithAnOutputsName) {
+  fs::create_directories(dir / "photos");
+  fs::copy_file(dir / "in" / "a" / "t0.png", dir / "photos" / "cat.png");
+  fs::copy_file(dir / "in" / "a" / "t1.png", dir / "photos" / "dog.png");
+  const std::string user = slurp(dir / "photos" / "cat.png");
+  ASSERT_FALSE(written_by_attnmap((dir / "photos" / "cat.png").string()));
+  // cat.png as an input of the same run: its overlay would be cat.png too -> named cat.png.png; here the
+  // input is dog.png alone, rendered to photos/ under the name cat.png by a symlink.
+  fs::create_symlink(dir / "photos" / "dog.png", dir / "cat.jpg");
+  const CliRun r = run_attnmap("render " + q(dir / "cat.jpg") + " -o " + q(dir / "photos"));
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("already exists and was not written by attnmap"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(dir / "photos" / "cat.png"), user);
+  // Into a fresh folder it renders; a second run replaces its own output.
+  ASSERT_EQ(run_attnmap("render " + q(dir / "cat.jpg") + " -o " + q(dir / "o2") + " -q").status, 0);
+  EXPECT_TRUE(written_by_attnmap((dir / "o2" / "cat.png").string()));
+  EXPECT_EQ(run_attnmap("render " + q(dir / "cat.jpg") + " -o " + q(dir / "o2") + " -q").status, 0);
 }
 
 TEST_F(Batch, ManifestLinesMatchTheNpyMaps) {
