@@ -147,6 +147,10 @@ std::vector<Job> plan_jobs(const std::vector<std::string>& inputs, const std::st
   for (const std::string& in : inputs) {
     std::error_code ec;
     const fs::file_status st = fs::status(in, ec);
+    if (ec && unreadable && ec != std::errc::no_such_file_or_directory) {  // e.g. a symlink loop: the reason
+      unreadable->push_back({in, in + ": " + ec.message()});
+      continue;
+    }
     if (ec || !fs::exists(st)) {
       missing->push_back(in);
       continue;

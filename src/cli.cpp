@@ -224,7 +224,7 @@ int main(int argc, char** argv) {
     }
     if (ro.all_heads && !ro.save_raw) throw attnmap::Error("--all-heads is a --save-raw option: add --save-raw");
     ro.load.apply_exif = !no_exif;
-    if (max_pixels < 0) throw attnmap::Error("--max-pixels must be >= 0, found " + std::to_string(max_pixels));
+    if (max_pixels < 1) throw attnmap::Error("--max-pixels must be >= 1, found " + std::to_string(max_pixels));
     ro.load.max_pixels = static_cast<uint64_t>(max_pixels);
     if (bo.progress_every < 0)
       throw attnmap::Error("--progress-every must be >= 0 (0: automatic), found " + std::to_string(bo.progress_every));

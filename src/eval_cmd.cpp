@@ -90,7 +90,15 @@ EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
   ctx.opt = &opt;
   if (opt.tolerance_px < 0) throw Error("--tolerance must be >= 0 pixels");
   std::vector<HeadSelect> fusions;
-  for (const std::string& f : opt.fusions) fusions.push_back(resolve_head(parse_head(f), H));
+  for (const std::string& f : opt.fusions) {
+    try {
+      fusions.push_back(resolve_head(parse_head(f), H));
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      if (msg.rfind("--head", 0) == 0) msg = "--fusions: each" + msg.substr(6);
+      throw Error(msg);
+    }
+  }
   for (int l = 0; l < hp.depth; ++l)
     for (const HeadSelect& h : fusions) {
       const std::string name = "L" + std::to_string(l) + "/" + fusion_name(h, "h");

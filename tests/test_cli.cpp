@@ -243,7 +243,8 @@ TEST_F(Cli, BadNumericOptionsAreStatus2) {
       {"--std -1,1,1", "--std values must be positive"},
       {"--std nan,1,1", "--std values must be finite"},
       {"--std 1e-50,1,1", "--std value '1e-50' is too small"}, {"--mean 1e39,0,0", "--mean value '1e39' is out of range"},
-      {"--max-pixels -1", "--max-pixels must be >= 0"},
+      {"--max-pixels -1", "--max-pixels must be >= 1"},
+      {"--max-pixels 0", "--max-pixels must be >= 1"},
       {"--progress-every -5", "--progress-every must be >= 0"},
       {"--ext png,,jpg", "--ext expects extensions"},
   };
