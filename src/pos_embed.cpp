@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "error.hpp"
@@ -97,6 +98,13 @@ void resample_pos_embed(ViTWeights& w, int image_w, int image_h) {
     throw Error("--size " + size + " (width x height) is not a positive multiple of the patch size " +
                 std::to_string(hp.patch) + " in both directions");
   const int gw = image_w / hp.patch, gh = image_h / hp.patch;
+  // Attention memory grows with the square of the token count (T x T floats per head): beyond 96x96 patches
+  // (--size 1536 at patch 16) one image's attention would need gigabytes.
+  constexpr int64_t kMaxPatches = 96 * 96;
+  if (static_cast<int64_t>(gw) * gh > kMaxPatches)
+    throw Error("--size " + size + " gives " + std::to_string(static_cast<int64_t>(gw) * gh) +
+                " patch tokens; at most " + std::to_string(kMaxPatches) +
+                " are allowed (each head's attention matrix holds tokens x tokens floats)");
   if (gw == hp.grid_w && gh == hp.grid_h) {
     hp.image_w = image_w;
     hp.image_h = image_h;

@@ -240,7 +240,7 @@ TEST_F(ViewsCli, BadViewValuesAreStatus2) {
   for (const char* bad :
        {"--rollout --discard -0.1", "--rollout --discard 1.5", "--rollout --discard abc", "--discard 0.5",
         "--threshold 0", "--threshold 1.2", "--threshold -1", "--threshold x", "--size 100", "--size 0",
-        "--size abc", "--size 64,32,16", "--size 224,", "--size 448,100", "--all-heads",
+        "--size abc", "--size 64,32,16", "--size 224,", "--size 448,100", "--size 4096", "--size 65536", "--all-heads",
         "--rollout --save-raw --all-heads"}) {
     const CliRun r = run_attnmap(base + bad);
     EXPECT_EQ(r.status, 2) << bad << ": " << r.err;
