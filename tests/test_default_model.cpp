@@ -1,7 +1,8 @@
 // The bundled default model (weights/default.json) on the committed held-out composites (data/composites):
 // its attention must land on the garment and its head must classify. Issue 4's targets, on 1000 composites,
-// are pointing game 0.90, energy 4x the uniform baseline, top-1 75 %; the shipped model reaches 0.897, 7.3x
-// and 54 % there (README), so the classification bound below guards what it does, not the target.
+// are pointing game 0.90, energy 4x the uniform baseline, top-1 75 %; the shipped model reaches 0.930, 8.3x
+// and 68.9 % there (README); on these 24 it scores 0.958, 9.2x and 70.8 %. The bounds below keep a margin
+// under those figures; the classification bound guards what the model does, not the unmet 75 % target.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -42,7 +43,7 @@ TEST(DefaultModel, LocalisesAndClassifiesTheComposites) {
   const double top1 = s["top1"]["accuracy"].get<double>();
   std::printf("default model on data/composites: view %s, pointing %.3f, energy ratio %.2fx, top-1 %.3f\n",
               j["selected_view"].get<std::string>().c_str(), pointing, ratio, top1);
-  EXPECT_GE(pointing, 0.80);
-  EXPECT_GE(ratio, 4.0);
-  EXPECT_GE(top1, 0.40);
+  EXPECT_GE(pointing, 0.85);
+  EXPECT_GE(ratio, 6.0);
+  EXPECT_GE(top1, 0.60);
 }
