@@ -103,8 +103,8 @@ int main(int argc, char** argv) {
       ->required();
   render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON or safetensors; timm, DINOv2, DeiT, Hugging Face or torchvision names); default: the bundled weights/default.json");
   render->add_option("-o,--out", ro.out_dir, "output folder, created if missing")->capture_default_str();
-  render->add_option("--layer", layer_s, "encoder block, 0-based; negative counts from the end (default -1 = last)");
-  render->add_option("--head", head_s, "a head index (negative counts from the end), or mean | max | min over heads (default mean)");
+  render->add_option("--layer", layer_s, "encoder block, 0-based; negative counts from the end (default: the weights' config default_layer, else -1 = last; with --rollout -1)");
+  render->add_option("--head", head_s, "a head index (negative counts from the end), or mean | max | min over heads (default: the weights' config default_head, else mean; with --rollout mean)");
   std::string cmaps;
   for (const auto& n : attnmap::colormap_names()) cmaps += (cmaps.empty() ? "" : ", ") + n;
   render->add_option("--colormap", ro.colormap, "colour map: " + cmaps)->capture_default_str();
@@ -156,8 +156,8 @@ int main(int argc, char** argv) {
   eval->add_option("--masks", eo.masks_dir, "folder of masks named like the images (same stem); non-zero = object")
       ->required();
   eval->add_option("-w,--weights", ro.weights, "weights file, as for render; default: the bundled weights/default.json");
-  eval->add_option("--layer", layer_s, "selected view: encoder block, 0-based, negative from the end (default: config, else -1)");
-  eval->add_option("--head", head_s, "selected view: a head index, or mean | max | min (default: config, else mean)");
+  eval->add_option("--layer", layer_s, "selected view: encoder block, 0-based, negative from the end (default: config default_layer, else -1; with --rollout -1)");
+  eval->add_option("--head", head_s, "selected view: a head index, or mean | max | min (default: config default_head, else mean; with --rollout mean)");
   eval->add_flag("--rollout", ro.rollout, "selected view: attention rollout through layers 0..--layer, heads fused by --head");
   eval->add_option("--discard", discard_s, "with --rollout: as for render, 0..1");
   eval->add_option("--fusions", fusions_s, "head fusions scored at every layer, comma-separated: mean,max,min or head indices")

@@ -107,9 +107,12 @@ EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
       if (!dup) ctx.views.push_back({name, l, h, false});
     }
   const EvalView standard_rollout{"rollout", hp.depth - 1, HeadSelect{}, true, 0.0};
-  const int sel_layer = resolve_layer(opt.view.layer.value_or(hp.default_layer.value_or(-1)), hp.depth);
+  // As for render: the config's default view is for the plain view; --rollout defaults to every block, mean.
+  const bool ro = opt.view.rollout;
+  const int sel_layer =
+      resolve_layer(opt.view.layer.value_or(ro ? -1 : hp.default_layer.value_or(-1)), hp.depth);
   const HeadSelect sel_head =
-      resolve_head(parse_head(opt.view.head.value_or(hp.default_head.value_or("mean"))), H);
+      resolve_head(parse_head(opt.view.head.value_or(ro ? "mean" : hp.default_head.value_or("mean"))), H);
   EvalView sel{"L" + std::to_string(sel_layer) + "/" + fusion_name(sel_head, "h"), sel_layer, sel_head, false,
                0.0};
   if (opt.view.rollout) {  // --rollout [--discard F]: rollout through layers 0..sel_layer
@@ -188,6 +191,15 @@ int run_eval(const EvalOptions& opt) {
   if (opt.masks_dir.empty()) throw Error("--masks is required");
   std::error_code ec;
   if (!fs::is_directory(opt.masks_dir, ec)) throw Error("--masks " + opt.masks_dir + ": no such folder");
+  {  // Masks beside the images in the same folder would score every image against itself.
+    const fs::path masks_canon = fs::weakly_canonical(opt.masks_dir, ec);
+    for (const std::string& in : ro.inputs) {
+      std::error_code e2;
+      if (fs::is_directory(in, e2) && fs::weakly_canonical(in, e2) == masks_canon)
+        throw Error("--masks " + opt.masks_dir + " is also an input folder (" + in +
+                    "); keep the masks in a folder of their own, e.g. DIR/masks");
+    }
+  }
   const std::string weights_path = ro.weights.empty() ? default_weights_path() : ro.weights;
   const ViTWeights model = load_model(weights_path, ro.overrides);
   if (!ro.quiet)

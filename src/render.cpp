@@ -20,8 +20,10 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
   RenderContext ctx;
   ctx.model = &model;
   ctx.opt = &opt;
-  ctx.layer = resolve_layer(opt.layer.value_or(hp.default_layer.value_or(-1)), hp.depth);
-  ctx.head = parse_head(opt.head.value_or(hp.default_head.value_or("mean")));
+  // The config's default view (default_layer / default_head) is for the plain view; --rollout defaults to
+  // the paper's: every block, heads averaged (Abnar & Zuidema 2020).
+  ctx.layer = resolve_layer(opt.layer.value_or(opt.rollout ? -1 : hp.default_layer.value_or(-1)), hp.depth);
+  ctx.head = parse_head(opt.head.value_or(opt.rollout ? "mean" : hp.default_head.value_or("mean")));
   const std::vector<float> probe(static_cast<size_t>(hp.num_heads), 0.0f);
   fuse_heads(probe.data(), hp.num_heads, 1, ctx.head);  // throws for a head index out of range
   ctx.cmap = colormap_table(opt.colormap);
