@@ -107,12 +107,8 @@ EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
       if (!dup) ctx.views.push_back({name, l, h, false});
     }
   const EvalView standard_rollout{"rollout", hp.depth - 1, HeadSelect{}, true, 0.0};
-  // As for render: the config's default view is for the plain view; --rollout defaults to every block, mean.
-  const bool ro = opt.view.rollout;
-  const int sel_layer =
-      resolve_layer(opt.view.layer.value_or(ro ? -1 : hp.default_layer.value_or(-1)), hp.depth);
-  const HeadSelect sel_head =
-      resolve_head(parse_head(opt.view.head.value_or(ro ? "mean" : hp.default_head.value_or("mean"))), H);
+  const int sel_layer = resolve_layer(requested_layer(hp, opt.view), hp.depth);
+  const HeadSelect sel_head = resolve_head(parse_head(requested_head(hp, opt.view)), H);
   EvalView sel{"L" + std::to_string(sel_layer) + "/" + fusion_name(sel_head, "h"), sel_layer, sel_head, false,
                0.0};
   if (opt.view.rollout) {  // --rollout [--discard F]: rollout through layers 0..sel_layer

@@ -27,6 +27,14 @@ namespace attnmap {
 
 namespace fs = std::filesystem;
 
+namespace {
+const uint8_t kPngSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+
+uint32_t read_be32(const uint8_t* p) {
+  return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3];
+}
+}  // namespace
+
 std::vector<uint8_t> read_file(const std::string& path) {
   std::error_code ec;
   // A FIFO, a device or a folder would hang or mislead (std::ifstream opens them): refused up front.
@@ -248,13 +256,8 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
   };
   // A PNG's size is in its first chunk (IHDR); stb_image's header reader refuses sizes of 2^30 bytes or
   // more with a generic "unknown image type", so the limit is checked here first for a clear message.
-  static const uint8_t kPngSig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-  if (size >= 24 && std::memcmp(data, kPngSig, 8) == 0 && std::memcmp(data + 12, "IHDR", 4) == 0) {
-    auto be32 = [&](size_t at) {
-      return (uint64_t(data[at]) << 24) | (uint64_t(data[at + 1]) << 16) | (uint64_t(data[at + 2]) << 8) | data[at + 3];
-    };
-    check_limit(be32(16), be32(20));
-  }
+  if (size >= 24 && std::memcmp(data, kPngSignature, 8) == 0 && std::memcmp(data + 12, "IHDR", 4) == 0)
+    check_limit(read_be32(data + 16), read_be32(data + 20));
   const PnmInfo pnm = inspect_pnm(data, size);
   if (pnm.is_pnm) {
     if (!pnm.header_ok)
@@ -440,12 +443,11 @@ bool written_by_attnmap(const std::string& path) {
   in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
   const size_t n = static_cast<size_t>(in.gcount());
   const auto* d = reinterpret_cast<const uint8_t*>(buf.data());
-  static const uint8_t kSig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-  if (n < 8 || std::memcmp(d, kSig, 8) != 0) return false;
+  if (n < 8 || std::memcmp(d, kPngSignature, 8) != 0) return false;
   static const char kMark[] = "Software\0attnmap";  // keyword, NUL separator, text
   size_t pos = 8;
   while (pos + 8 <= n) {
-    const size_t len = (size_t(d[pos]) << 24) | (size_t(d[pos + 1]) << 16) | (size_t(d[pos + 2]) << 8) | d[pos + 3];
+    const size_t len = read_be32(d + pos);
     const uint8_t* type = d + pos + 4;
     if (std::memcmp(type, "IDAT", 4) == 0 || std::memcmp(type, "IEND", 4) == 0) return false;
     if (std::memcmp(type, "tEXt", 4) == 0 && len >= sizeof kMark - 1 && pos + 8 + sizeof kMark - 1 <= n &&

@@ -16,12 +16,7 @@ namespace {
 
 // Resizes 8-bit RGB with Catmull-Rom (PIL BICUBIC, a = -0.5), clamped edges, no sRGB linearisation.
 std::vector<uint8_t> resize_rgb(const Image& img, int w, int h) {
-  std::vector<uint8_t> out(checked_mul(checked_mul(static_cast<size_t>(w), static_cast<size_t>(h), "resize"),
-                                       3, "resize"));
-  if (w == img.width && h == img.height) {
-    out = img.rgb;
-    return out;
-  }
+  if (w == img.width && h == img.height) return img.rgb;
   // stb_image_resize filters every input row horizontally first: for a strip much taller than wide (say
   // 1x16000000) that is 16 million rows each widened to w pixels, minutes of work. Such strips are
   // transposed, resized (now one long row) and transposed back: the same separable filter, rows and
@@ -43,6 +38,8 @@ std::vector<uint8_t> resize_rgb(const Image& img, int w, int h) {
     const std::vector<uint8_t> r = resize_rgb(t, h, w);
     return transpose(r.data(), h, w);
   }
+  std::vector<uint8_t> out(checked_mul(checked_mul(static_cast<size_t>(w), static_cast<size_t>(h), "resize"),
+                                       3, "resize"));
   const int ok = stbir_resize_uint8_generic(img.rgb.data(), img.width, img.height, img.width * 3, out.data(), w,
                                             h, w * 3, 3, STBIR_ALPHA_CHANNEL_NONE, 0, STBIR_EDGE_CLAMP,
                                             STBIR_FILTER_CATMULLROM, STBIR_COLORSPACE_LINEAR, nullptr);

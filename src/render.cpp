@@ -15,15 +15,21 @@ namespace attnmap {
 
 namespace fs = std::filesystem;
 
+int requested_layer(const HParams& hp, const RenderOptions& opt) {
+  return opt.layer.value_or(opt.rollout ? -1 : hp.default_layer.value_or(-1));
+}
+
+std::string requested_head(const HParams& hp, const RenderOptions& opt) {
+  return opt.head.value_or(opt.rollout ? "mean" : hp.default_head.value_or("mean"));
+}
+
 RenderContext make_render_context(const ViTWeights& model, const RenderOptions& opt) {
   const HParams& hp = model.hp;
   RenderContext ctx;
   ctx.model = &model;
   ctx.opt = &opt;
-  // The config's default view (default_layer / default_head) is for the plain view; --rollout defaults to
-  // the paper's: every block, heads averaged (Abnar & Zuidema 2020).
-  ctx.layer = resolve_layer(opt.layer.value_or(opt.rollout ? -1 : hp.default_layer.value_or(-1)), hp.depth);
-  ctx.head = parse_head(opt.head.value_or(opt.rollout ? "mean" : hp.default_head.value_or("mean")));
+  ctx.layer = resolve_layer(requested_layer(hp, opt), hp.depth);
+  ctx.head = parse_head(requested_head(hp, opt));
   const std::vector<float> probe(static_cast<size_t>(hp.num_heads), 0.0f);
   fuse_heads(probe.data(), hp.num_heads, 1, ctx.head);  // throws for a head index out of range
   ctx.cmap = colormap_table(opt.colormap);

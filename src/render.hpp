@@ -22,8 +22,8 @@ struct RenderOptions {
   std::vector<std::string> inputs;  ///< files or folders
   std::string weights;              ///< weights file; empty: the bundled default
   std::string out_dir = "attnmap-out";
-  std::optional<int> layer;          ///< unset: the model's config default_layer, else -1 (last)
-  std::optional<std::string> head;   ///< unset: the model's config default_head, else "mean"
+  std::optional<int> layer;          ///< unset: see requested_layer
+  std::optional<std::string> head;   ///< unset: see requested_head
   std::string colormap = "viridis";
   float alpha = 0.5f;
   Upsample upsample = Upsample::Bilinear;
@@ -66,6 +66,12 @@ struct RenderResult {
   /// most probable first; empty without a head.
   std::vector<std::pair<std::string, float>> top5;
 };
+
+/// The block (before resolving negatives) and head fusion the options ask for. Unset --layer/--head take
+/// the model's config default view (default_layer / default_head, else -1 and "mean") for the plain view,
+/// and the paper's for --rollout: every block, heads averaged (Abnar & Zuidema 2020).
+int requested_layer(const HParams& hp, const RenderOptions& opt);
+std::string requested_head(const HParams& hp, const RenderOptions& opt);
 
 /// Resolves the view (layer, head, colour map; the model's config defaults where options are unset), checks
 /// it against the model and the options against each other, and loads the label font for heads_grid.
