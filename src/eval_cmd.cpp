@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#include <unistd.h>
 
 #include "batch.hpp"
 #include "classify.hpp"
@@ -228,6 +232,15 @@ int run_eval(const EvalOptions& opt) {
     for (const auto& kv : masks.by_rel)
       if (clash.empty() && jc == canon(kv.second)) clash = "a mask";
     if (!clash.empty()) throw Error("--json " + opt.json_out + " is " + clash + "; choose another file");
+    // Found now, not after the whole evaluation: a folder for the JSON that is missing or not writable.
+    fs::path dir = fs::path(opt.json_out).parent_path();
+    if (dir.empty()) dir = ".";
+    std::error_code e;
+    if (!fs::is_directory(dir, e))
+      throw Error("--json " + opt.json_out + ": folder " + dir.string() + " does not exist");
+    if (::access(dir.c_str(), W_OK) != 0)
+      throw Error("--json " + opt.json_out + ": folder " + dir.string() + " is not writable (" +
+                  std::strerror(errno) + ")");
   }
 
   // Ground truth: labels.csv in the masks folder, else in the image's own folder; else the file name.

@@ -81,7 +81,14 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
   if (!hp.interpolation.empty()) row("interpolation", hp.interpolation, src("interpolation"));
   if (!hp.architecture.empty()) row("architecture", hp.architecture, src("architecture"));
   if (hp.source.count("pos_prefix")) row("pos_prefix", std::to_string(hp.pos_prefix), src("pos_prefix"));
-  if (!hp.labels.empty()) row("labels", std::to_string(hp.labels.size()) + " names", src("labels"));
+  if (!hp.labels.empty()) {
+    // All names when there are few (the bundled model's 10); the first five of a long list (ImageNet's 1000).
+    std::string names;
+    const size_t shown = hp.labels.size() <= 12 ? hp.labels.size() : 5;
+    for (size_t i = 0; i < shown; ++i) names += (i ? ", " : "") + hp.labels[i];
+    if (shown < hp.labels.size()) names += ", ...";
+    row("labels", std::to_string(hp.labels.size()) + " names: " + names, src("labels"));
+  }
   if (hp.default_layer) row("default_layer", std::to_string(*hp.default_layer), "config");
   if (hp.default_head) row("default_head", *hp.default_head, "config");
   if (!w.notices.empty()) {

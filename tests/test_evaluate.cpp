@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "batch.hpp"
 #include "classify.hpp"
 #include "error.hpp"
 #include "eval_cmd.hpp"
@@ -422,12 +423,21 @@ TEST_F(Eval, RolloutAsTheSelectedView) {
     EXPECT_EQ(run.status, 0) << run.err;
     return run.status == 0 ? json::parse(slurp(js))["selected_view"].get<std::string>() : std::string();
   };
-  EXPECT_EQ(selected_view(""), "L1/h3");
+  const attnmap::HParams& dhp = attnmap::load_model(attnmap::default_weights_path()).hp;
+  ASSERT_TRUE(dhp.default_layer && dhp.default_head) << "weights/default.json names no default view";
+  const std::string& dh = *dhp.default_head;
+  const bool index = !dh.empty() && dh.find_first_not_of("0123456789") == std::string::npos;
+  EXPECT_EQ(selected_view(""), "L" + std::to_string(*dhp.default_layer) + "/" + (index ? "h" + dh : dh));
   EXPECT_EQ(selected_view(" --rollout"), "rollout");
   // Masks in the image folder itself would score every image against itself: refused.
   const CliRun same = run_attnmap("eval -q --masks " + q(comp) + " " + q(comp));
   EXPECT_EQ(same.status, 2);
   EXPECT_NE(same.err.find("is also an input folder"), std::string::npos) << same.err;
+  // A --json whose folder is missing is refused before the evaluation, not after it.
+  const CliRun nodir =
+      run_attnmap("eval -q --masks " + q(comp + "/masks") + " " + q(comp) + " --json " + q(dir / "no" / "e.json"));
+  EXPECT_EQ(nodir.status, 2);
+  EXPECT_NE(nodir.err.find("folder " + (dir / "no").string() + " does not exist"), std::string::npos) << nodir.err;
 }
 
 TEST_F(Eval, ManifestLineCarriesTopFive) {

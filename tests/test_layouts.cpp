@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "attention_maps.hpp"
+#include "batch.hpp"
 #include "error.hpp"
 #include "inspect.hpp"
 #include "npy.hpp"
@@ -297,6 +298,12 @@ TEST(Inspect, PrintsLayoutTokensConfigAndProvenance) {
   EXPECT_NE(deit.find("tokens:      18 = 1 class + 1 distillation + 0 register + 16 patch"), std::string::npos) << deit;
   EXPECT_NE(deit.find("num_heads       6                       command line"), std::string::npos) << deit;
   EXPECT_NE(deit.find("classifier:  5 classes"), std::string::npos) << deit;
+  // The bundled model's class names are listed (ten of them: all).
+  const std::string def = run_stdout("inspect '" + attnmap::default_weights_path() + "'", &status);
+  EXPECT_EQ(status, 0) << def;
+  EXPECT_NE(def.find("10 names: T-shirt/top, Trouser, Pullover, Dress, Coat, Sandal, Shirt, Sneaker, Bag, Ankle boot"),
+            std::string::npos)
+      << def;
 }
 
 TEST(Inspect, UnusableFileIsOneLineAndStatus2) {
