@@ -43,7 +43,7 @@ TEST(DefaultModel, LocalisesAndClassifiesTheComposites) {
   const double top1 = s["top1"]["accuracy"].get<double>();
   std::printf("default model on data/composites: view %s, pointing %.3f, energy ratio %.2fx, top-1 %.3f\n",
               j["selected_view"].get<std::string>().c_str(), pointing, ratio, top1);
-  EXPECT_GE(pointing, 0.85);
-  EXPECT_GE(ratio, 6.0);
-  EXPECT_GE(top1, 0.60);
+  EXPECT_GE(pointing, 0.80);  // shipped model: 0.875 (issue 4: "e.g. pointing >= 0.80")
+  EXPECT_GE(ratio, 6.0);      // shipped model: 7.56x
+  EXPECT_GE(top1, 0.70);      // shipped model: 0.750
 }
