@@ -199,6 +199,10 @@ int main(int argc, char** argv) {
       std::cout << attnmap::describe_model(w, inspect_weights);
       return 0;
     }
+    // An empty file name given on purpose (--json "") is a mistake, not "no file".
+    if (eval->count("--json") && eo.json_out.empty()) throw attnmap::Error("--json expects a file name, found ''");
+    if (render->count("--manifest") && bo.manifest.empty())
+      throw attnmap::Error("--manifest expects a file name, found ''");
     if (!layer_s.empty()) {
       size_t used = 0;
       int v = 0;

@@ -231,6 +231,12 @@ int run_eval(const EvalOptions& opt) {
       if (clash.empty() && jc == canon(j.input)) clash = "an input";
     for (const auto& kv : masks.by_rel)
       if (clash.empty() && jc == canon(kv.second)) clash = "a mask";
+    // The class truth (labels.csv beside the masks or the images) is an input too.
+    std::set<std::string> truth_files{canon((fs::path(opt.masks_dir) / "labels.csv").string())};
+    for (const Job& j : jobs) truth_files.insert(canon((fs::path(j.input).parent_path() / "labels.csv").string()));
+    if (clash.empty() && truth_files.count(jc)) clash = "a labels.csv that eval reads";
+    std::error_code de;
+    if (clash.empty() && fs::is_directory(opt.json_out, de)) clash = "a folder";
     if (!clash.empty()) throw Error("--json " + opt.json_out + " is " + clash + "; choose another file");
     // Found now, not after the whole evaluation: a folder for the JSON that is missing or not writable.
     fs::path dir = fs::path(opt.json_out).parent_path();

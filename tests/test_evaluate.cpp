@@ -438,6 +438,22 @@ TEST_F(Eval, RolloutAsTheSelectedView) {
       run_attnmap("eval -q --masks " + q(comp + "/masks") + " " + q(comp) + " --json " + q(dir / "no" / "e.json"));
   EXPECT_EQ(nodir.status, 2);
   EXPECT_NE(nodir.err.find("folder " + (dir / "no").string() + " does not exist"), std::string::npos) << nodir.err;
+  // The class truth, a folder and an empty name are refused up front too (on a copy: a regression must not
+  // overwrite the committed labels.csv).
+  const fs::path cp = dir / "comp";
+  fs::create_directories(cp / "masks");
+  for (const char* f : {"0000_trouser.png", "labels.csv", "masks/0000_trouser.png"}) fs::copy_file(comp + "/" + f, cp / f);
+  const std::string truth_before = slurp(cp / "labels.csv");
+  for (const fs::path& target : {cp / "labels.csv", cp / "masks"}) {
+    const CliRun rj = run_attnmap("eval -q --masks " + q(cp / "masks") + " " + q(cp) + " --json " + q(target));
+    EXPECT_EQ(rj.status, 2) << target;
+    EXPECT_NE(rj.err.find(target == cp / "masks" ? "is a folder" : "is a labels.csv that eval reads"), std::string::npos)
+        << rj.err;
+  }
+  EXPECT_EQ(slurp(cp / "labels.csv"), truth_before);
+  const CliRun empty = run_attnmap("eval -q --masks " + q(cp / "masks") + " " + q(cp) + " --json ''");
+  EXPECT_EQ(empty.status, 2);
+  EXPECT_NE(empty.err.find("--json expects a file name"), std::string::npos) << empty.err;
 }
 
 TEST_F(Eval, ManifestLineCarriesTopFive) {

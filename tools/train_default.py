@@ -373,7 +373,8 @@ def main():
     ap.add_argument('--steps', type=int, default=3000)
     ap.add_argument('--warmup', type=int, default=150)
     ap.add_argument('--lowres-frac', type=float, default=0.0,
-                    help='fraction of steps trained at 112x112 (default 0)')
+                    help='fraction of the steps (or of the --budget-min time) trained in the cheap '
+                    'first phase: 112x112 composites, or --window windows (default 0)')
     ap.add_argument('--budget-min', type=float, default=0,
                     help='time-budget mode: the cosine schedule and the 112->224 switch '
                     'follow training wall-clock (progress = elapsed/budget, switch at '
