@@ -30,6 +30,12 @@ namespace attnmap {
 
 namespace fs = std::filesystem;
 
+std::string canonical_or_empty(const fs::path& p) {
+  std::error_code ec;
+  const fs::path c = fs::weakly_canonical(p, ec);
+  return ec ? std::string() : c.string();
+}
+
 namespace {
 
 std::string lower(std::string s) {
@@ -45,12 +51,6 @@ bool has_extension(const fs::path& p, const std::set<std::string>& exts) {
 bool is_hidden(const fs::path& p) {
   const std::string n = p.filename().string();
   return !n.empty() && n[0] == '.';
-}
-
-std::string canonical_or_empty(const fs::path& p) {
-  std::error_code ec;
-  const fs::path c = fs::weakly_canonical(p, ec);
-  return ec ? std::string() : c.string();
 }
 
 /// Collects the files below `dir` whose extension is in `exts` (hidden entries skipped, symbolic links to

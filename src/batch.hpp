@@ -46,6 +46,10 @@ std::vector<Job> plan_jobs(const std::vector<std::string>& inputs, const std::st
                            std::vector<std::string>* missing, const std::vector<std::string>& ext = {},
                            std::vector<std::pair<std::string, std::string>>* unreadable = nullptr);
 
+/// `p` made absolute with symbolic links and `..` resolved (std::filesystem::weakly_canonical), for telling
+/// whether two names are the same file; "" when that fails.
+std::string canonical_or_empty(const std::filesystem::path& p);
+
 /// The bundled default weights: next to the installed binary (../share/attnmap/default.json) or the
 /// source tree's weights/default.json. Throws attnmap::Error when neither exists.
 std::string default_weights_path();

@@ -1,6 +1,7 @@
 #include "eval_cmd.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cerrno>
 #include <cstdio>
@@ -24,6 +25,15 @@ namespace attnmap {
 namespace fs = std::filesystem;
 
 namespace {
+
+const char kLabelsCsv[] = "labels.csv";
+
+/// Where an input's class truth is looked up, in order: labels.csv in the masks folder, then in the image's
+/// own folder.
+std::array<fs::path, 2> truth_folders(const std::string& masks_dir, const std::string& input) {
+  const fs::path parent = fs::path(input).parent_path();
+  return {fs::path(masks_dir), parent.empty() ? fs::path(".") : parent};
+}
 
 // A head index made non-negative (checked against H), so "L3/h-1" and "L3/h3" are the same view.
 HeadSelect resolve_head(HeadSelect h, int H) {
@@ -192,10 +202,9 @@ int run_eval(const EvalOptions& opt) {
   std::error_code ec;
   if (!fs::is_directory(opt.masks_dir, ec)) throw Error("--masks " + opt.masks_dir + ": no such folder");
   {  // Masks beside the images in the same folder would score every image against itself.
-    const fs::path masks_canon = fs::weakly_canonical(opt.masks_dir, ec);
+    const std::string masks_canon = canonical_or_empty(opt.masks_dir);
     for (const std::string& in : ro.inputs) {
-      std::error_code e2;
-      if (fs::is_directory(in, e2) && fs::weakly_canonical(in, e2) == masks_canon)
+      if (!masks_canon.empty() && fs::is_directory(in, ec) && canonical_or_empty(in) == masks_canon)
         throw Error("--masks " + opt.masks_dir + " is also an input folder (" + in +
                     "); keep the masks in a folder of their own, e.g. DIR/masks");
     }
@@ -215,34 +224,28 @@ int run_eval(const EvalOptions& opt) {
   std::vector<std::pair<std::string, std::string>> unreadable;
   const std::vector<Job> jobs = plan_jobs(ro.inputs, opt.masks_dir, &missing, {}, &unreadable);
   const MaskIndex masks(opt.masks_dir);
-  // --json must not truncate an input, the weights or a mask.
+  // --json must not truncate an input, the weights, a mask or a labels.csv, nor be a folder.
   if (!opt.json_out.empty()) {
-    auto canon = [](const std::string& p) {
-      std::error_code e;
-      const fs::path c = fs::weakly_canonical(p, e);
-      return e ? std::string() : c.string();
-    };
-    const std::string jc = canon(opt.json_out);
+    const std::string jc = canonical_or_empty(opt.json_out);
     std::string clash;
-    if (jc == canon(weights_path)) clash = "the weights file";
+    if (jc == canonical_or_empty(weights_path)) clash = "the weights file";
     for (const std::string& in : ro.inputs)
-      if (clash.empty() && jc == canon(in)) clash = "an input";
-    for (const Job& j : jobs)
-      if (clash.empty() && jc == canon(j.input)) clash = "an input";
+      if (clash.empty() && jc == canonical_or_empty(in)) clash = "an input";
+    std::set<fs::path> truth_dirs{fs::path(opt.masks_dir)};  // where a labels.csv would be read (the class truth)
+    for (const Job& j : jobs) {
+      if (clash.empty() && jc == canonical_or_empty(j.input)) clash = "an input";
+      truth_dirs.insert(truth_folders(opt.masks_dir, j.input)[1]);
+    }
     for (const auto& kv : masks.by_rel)
-      if (clash.empty() && jc == canon(kv.second)) clash = "a mask";
-    // The class truth (labels.csv beside the masks or the images) is an input too.
-    std::set<std::string> truth_files{canon((fs::path(opt.masks_dir) / "labels.csv").string())};
-    for (const Job& j : jobs) truth_files.insert(canon((fs::path(j.input).parent_path() / "labels.csv").string()));
-    if (clash.empty() && truth_files.count(jc)) clash = "a labels.csv that eval reads";
-    std::error_code de;
-    if (clash.empty() && fs::is_directory(opt.json_out, de)) clash = "a folder";
+      if (clash.empty() && jc == canonical_or_empty(kv.second)) clash = "a mask";
+    for (const fs::path& d : truth_dirs)
+      if (clash.empty() && jc == canonical_or_empty(d / kLabelsCsv)) clash = "a labels.csv that eval reads";
+    if (clash.empty() && fs::is_directory(opt.json_out, ec)) clash = "a folder";
     if (!clash.empty()) throw Error("--json " + opt.json_out + " is " + clash + "; choose another file");
     // Found now, not after the whole evaluation: a folder for the JSON that is missing or not writable.
     fs::path dir = fs::path(opt.json_out).parent_path();
     if (dir.empty()) dir = ".";
-    std::error_code e;
-    if (!fs::is_directory(dir, e))
+    if (!fs::is_directory(dir, ec))
       throw Error("--json " + opt.json_out + ": folder " + dir.string() + " does not exist");
     if (::access(dir.c_str(), W_OK) != 0)
       throw Error("--json " + opt.json_out + ": folder " + dir.string() + " is not writable (" +
@@ -256,7 +259,7 @@ int run_eval(const EvalOptions& opt) {
     auto it = csv_cache.find(key);
     if (it == csv_cache.end()) {
       std::optional<std::map<std::string, int>> m;
-      const fs::path p = folder / "labels.csv";
+      const fs::path p = folder / kLabelsCsv;
       std::error_code e;
       if (fs::is_regular_file(p, e)) m = read_labels_csv(p.string(), hp.labels, num_classes);
       it = csv_cache.emplace(key, std::move(m)).first;
@@ -266,8 +269,7 @@ int run_eval(const EvalOptions& opt) {
   auto truth_for = [&](const std::string& input) -> std::optional<int> {
     if (!classify) return std::nullopt;
     const fs::path p(input);
-    for (const fs::path& folder :
-         {fs::path(opt.masks_dir), p.parent_path().empty() ? fs::path(".") : p.parent_path()}) {
+    for (const fs::path& folder : truth_folders(opt.masks_dir, input)) {
       if (const auto* m = csv_for(folder)) {
         for (const std::string& k : {p.filename().string(), p.stem().string()}) {
           auto it = m->find(k);

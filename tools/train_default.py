@@ -230,12 +230,17 @@ def part_range(batch, rank, procs):
 _POOL_GEN = {}
 
 
-def _pool_chunk(args):
-    split, seed, lo, hi = args
+def _pool_generator(split, seed):
+    """One CompositeGenerator per pool worker process (it loads Fashion-MNIST and the photos)."""
     g = _POOL_GEN.get((split, seed))
     if g is None:
         g = _POOL_GEN[(split, seed)] = CompositeGenerator(split, seed)
-    imgs, _, labels = g.batch(lo, hi - lo)
+    return g
+
+
+def _pool_chunk(args):
+    split, seed, lo, hi = args
+    imgs, _, labels = _pool_generator(split, seed).batch(lo, hi - lo)
     # 2x2 average pool in integers, rounded: (N,224,224,3) -> (N,112,112,3)
     a = imgs.reshape(hi - lo, 112, 2, 112, 2, 3)
     s = (a[:, :, 0, :, 0].astype(np.uint16) + a[:, :, 1, :, 0] + a[:, :, 0, :, 1]
@@ -263,10 +268,7 @@ def window_offset(mask, w, rng):
 
 def _window_chunk(args):
     split, seed, lo, hi, w = args
-    g = _POOL_GEN.get((split, seed))
-    if g is None:
-        g = _POOL_GEN[(split, seed)] = CompositeGenerator(split, seed)
-    imgs, masks, labels = g.batch(lo, hi - lo)
+    imgs, masks, labels = _pool_generator(split, seed).batch(lo, hi - lo)
     out = np.empty((hi - lo, 16 * w, 16 * w, 3), np.uint8)
     offs = np.empty((hi - lo, 2), np.int8)
     for j in range(hi - lo):
@@ -280,16 +282,15 @@ def build_pool(n, seed, cache, workers=2, chunk=2000, window=0):
     """Composites 0..n-1 of the train split, cached in `cache`: at 112x112 (2x2-pooled),
     or with window=W the full-resolution W x W-patch window around the item and its
     top-left patch (row, col)."""
+    side = 16 * window if window else 112
     if cache and os.path.exists(cache + '_images.npy'):
         imgs = np.load(cache + '_images.npy', mmap_mode='r')  # shared by the processes
         labels = np.load(cache + '_labels.npy')
         offs = np.load(cache + '_offsets.npy') if window else None
-        side = 16 * window if window else 112
         if len(labels) == n and imgs.shape[1] == side:
             print('pool: %d composites loaded from %s' % (n, cache), flush=True)
             return imgs, labels, offs
     t0 = time.time()
-    side = 16 * window if window else 112
     imgs = np.empty((n, side, side, 3), np.uint8)
     labels = np.empty((n,), np.int64)
     offs = np.empty((n, 2), np.int8) if window else None
@@ -324,7 +325,7 @@ def pool_batch(pool_imgs, pool_labels, step, batch, seed, part=(0, 1), pool_offs
     flip = np.random.default_rng([seed, 992, step]).random(batch) < 0.5
     lo, cnt = part_range(batch, *part)
     idx, flip = idx[lo:lo + cnt], flip[lo:lo + cnt]
-    imgs = np.array(pool_imgs[idx])
+    imgs = np.asarray(pool_imgs[idx])  # fancy indexing copies (also from the memory-mapped cache)
     imgs[flip] = imgs[flip][:, :, ::-1]
     if pool_offs is None:
         return imgs, pool_labels[idx], None
@@ -506,7 +507,7 @@ def train(rank, a):
     acc_sum = 0
     img_log = 0
     step = start
-    params = [p for p in model.parameters()]
+    params = list(model.parameters())
     for step in range(start, a.steps):
         stop = False
         if replay is not None:
