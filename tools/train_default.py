@@ -345,7 +345,7 @@ def quick_eval(model, test_imgs, test_labels, bs=100, res=224, window=None):
         offs = None
         if window:
             w, masks = window
-            offs = [window_offset(m, w, np.random.default_rng([5, j]))
+            offs = [window_offset(m, w, np.random.default_rng([5, i + j]))
                     for j, m in enumerate(masks[i:i + bs])]
             crops = np.stack([im[16 * oy:16 * (oy + w), 16 * ox:16 * (ox + w)] for im, (oy, ox)
                               in zip(test_imgs[i:i + bs], offs)])
