@@ -33,7 +33,11 @@ gradient of 1/P of every batch; the gradients are averaged with an all-reduce (g
 before clipping and the AdamW step, so the update is that of the whole batch and the
 data stream is the same as with one process.
 
-Schedule: AdamW, linear warm-up then cosine decay to 0 over --steps.
+Schedule: AdamW, linear warm-up then cosine decay to 0 over --steps (or over --budget-min).
+Fine-tune (optional, --finetune-min, with --budget-min): after the budget, more minutes at
+224x224 with a warm-up and cosine of their own from --finetune-lr, the way ViT and DeiT
+fine-tune at a higher resolution after pre-training at a lower one; the 224 data keep
+streaming fresh composites.
 Checkpoints to --ckpt every --ckpt-minutes and at the end; restarting the same
 command resumes from the checkpoint.
 
@@ -382,6 +386,14 @@ def main():
                     '--lowres-frac of it) and training stops when the budget is used; '
                     '--steps is then only an upper bound. Every step\'s lr and resolution '
                     'are appended to --schedule-log so the run can be replayed.')
+    ap.add_argument('--finetune-min', type=float, default=0,
+                    help='with --budget-min: after the budget, fine-tune at 224x224 for this '
+                    'many more minutes with a schedule of its own (linear warm-up over '
+                    '--finetune-warmup of the time, then cosine to 0 from --finetune-lr), as ViT/DeiT '
+                    'fine-tune at a higher resolution after pre-training (default 0: none)')
+    ap.add_argument('--finetune-lr', type=float, default=1e-4)
+    ap.add_argument('--finetune-warmup', type=float, default=0.05,
+                    help='fraction of --finetune-min spent warming up (default 0.05)')
     ap.add_argument('--schedule-log', default='/work/train/schedule.tsv')
     ap.add_argument('--replay', help='schedule.tsv of an earlier run: use its per-step lr '
                     'and resolution (and its number of steps) instead of computing them')
@@ -498,6 +510,7 @@ def train(rank, a):
         pf = Prefetcher(gen, a.batch, start, a.steps, part=part)
     sched = open(a.schedule_log, 'a') if (a.budget_min and not a.bench and lead) else None
     budget = a.budget_min * 60
+    ft_budget = a.finetune_min * 60 if a.budget_min else 0.0
     model.train()
     t0 = time.time()
     t_ck = t0
@@ -513,13 +526,23 @@ def train(rank, a):
         if replay is not None:
             lr, res = replay[step]
         elif a.budget_min:
-            prog = (elapsed_prev + time.time() - t0) / budget
-            stop = prog >= 1.0
-            res = low if prog < a.lowres_frac else 224
-            if step < a.warmup:
-                lr = a.lr * (step + 1) / a.warmup
-            else:
-                lr = a.lr * 0.5 * (1 + math.cos(math.pi * prog))
+            elapsed = elapsed_prev + time.time() - t0
+            prog = elapsed / budget
+            if prog < 1.0:
+                res = low if prog < a.lowres_frac else 224
+                if step < a.warmup:
+                    lr = a.lr * (step + 1) / a.warmup
+                else:
+                    lr = a.lr * 0.5 * (1 + math.cos(math.pi * prog))
+            else:  # the fine-tune phase (if any): 224, its own warm-up and cosine
+                ft = (elapsed - budget) / ft_budget if ft_budget else 1.0
+                stop = ft >= 1.0
+                res = 224
+                w = a.finetune_warmup
+                if ft < w:
+                    lr = a.finetune_lr * max(ft, 1e-3) / w
+                else:
+                    lr = a.finetune_lr * 0.5 * (1 + math.cos(math.pi * (ft - w) / (1 - w)))
         else:
             res = low if step < lowres_steps else 224
             lr = lr_at(step, a.steps, a.warmup, a.lr)
@@ -585,7 +608,7 @@ def train(rank, a):
             rate = done / (now - t0)
             eta = (a.steps - step - 1) / rate
             if a.budget_min:
-                eta = budget - (elapsed_prev + now - t0)
+                eta = budget + ft_budget - (elapsed_prev + now - t0)
             print('step %d/%d res %d lr %.2e loss %.4f acc %.3f img/s %.1f elapsed %.1fmin '
                   'ETA %.1fmin' % (step + 1, a.steps, x.shape[-1], lr, loss_sum / img_log,
                                    acc_sum / img_log, ips, (elapsed_prev + now - t0) / 60,
