@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "batch.hpp"
@@ -242,14 +243,26 @@ int run_eval(const EvalOptions& opt) {
       if (clash.empty() && jc == canonical_or_empty(d / kLabelsCsv)) clash = "a labels.csv that eval reads";
     if (clash.empty() && fs::is_directory(opt.json_out, ec)) clash = "a folder";
     if (!clash.empty()) throw Error("--json " + opt.json_out + " is " + clash + "; choose another file");
-    // Found now, not after the whole evaluation: a folder for the JSON that is missing or not writable.
+    // Found now, not after the whole evaluation: a folder for the JSON that cannot be made or written.
+    // A missing folder is created, as render does for -o and --manifest.
     fs::path dir = fs::path(opt.json_out).parent_path();
     if (dir.empty()) dir = ".";
-    if (!fs::is_directory(dir, ec))
-      throw Error("--json " + opt.json_out + ": folder " + dir.string() + " does not exist");
-    if (::access(dir.c_str(), W_OK) != 0)
-      throw Error("--json " + opt.json_out + ": folder " + dir.string() + " is not writable (" +
+    if (!fs::is_directory(dir, ec)) {
+      fs::create_directories(dir, ec);
+      if (!fs::is_directory(dir))
+        throw Error("--json " + opt.json_out + ": cannot create folder " + dir.string() +
+                    (ec ? " (" + ec.message() + ")" : std::string()));
+    }
+    // Probe by creating (then removing) a file where the JSON's temporary file will go: unlike access(2)
+    // this also catches a read-only mount or a pseudo file system such as /proc, and holds for root.
+    const fs::path probe = dir / ("." + fs::path(opt.json_out).filename().string() + ".probe." +
+                                  std::to_string(::getpid()));
+    const int pfd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (pfd < 0)
+      throw Error("--json " + opt.json_out + ": cannot create a file in folder " + dir.string() + " (" +
                   std::strerror(errno) + ")");
+    ::close(pfd);
+    ::unlink(probe.c_str());
   }
 
   // Ground truth: labels.csv in the masks folder, else in the image's own folder; else the file name.

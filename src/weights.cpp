@@ -454,11 +454,12 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
   const int64_t D = dim(pe, 0);
   hp.dim = to_int(D, path + ": " + pe_name);
   hp.patch = to_int(dim(pe, 2), path + ": patch size");
-  hp.source["patch_size"] = "inferred from " + pe_name;
   if (fc.patch_size && *fc.patch_size != hp.patch) {
     throw Error(path + ": " + src_of(fc, "patch_size") + " patch_size " + std::to_string(*fc.patch_size) +
                 " does not match " + pe_name + " " + shape_str(pe.shape));
   }
+  // A config that states it (and agrees, checked above) is the source, as for the weight-less fields.
+  hp.source["patch_size"] = fc.patch_size ? src_of(fc, "patch_size") : "inferred from " + pe_name;
   w.patch_embed.weight = pe.data;  // (D, 3, P, P) == (D, 3*P*P) in (channel, row, column) order
   w.patch_embed.out = hp.dim;
   w.patch_embed.in = 3 * hp.patch * hp.patch;

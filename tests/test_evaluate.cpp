@@ -433,11 +433,23 @@ TEST_F(Eval, RolloutAsTheSelectedView) {
   const CliRun same = run_attnmap("eval -q --masks " + q(comp) + " " + q(comp));
   EXPECT_EQ(same.status, 2);
   EXPECT_NE(same.err.find("is also an input folder"), std::string::npos) << same.err;
-  // A --json whose folder is missing is refused before the evaluation, not after it.
-  const CliRun nodir =
-      run_attnmap("eval -q --masks " + q(comp + "/masks") + " " + q(comp) + " --json " + q(dir / "no" / "e.json"));
-  EXPECT_EQ(nodir.status, 2);
-  EXPECT_NE(nodir.err.find("folder " + (dir / "no").string() + " does not exist"), std::string::npos) << nodir.err;
+  // A --json whose folder is missing gets the folder made (as render's -o and --manifest do); one that
+  // cannot be made (below a file) is refused before the evaluation, not after it.
+  const CliRun nodir = run_attnmap("eval -q --masks " + q(comp + "/masks") + " " + q(comp) + " --json " +
+                                   q(dir / "no" / "deeper" / "e.json"));
+  EXPECT_EQ(nodir.status, 0) << nodir.err;
+  EXPECT_EQ(json::parse(slurp(dir / "no" / "deeper" / "e.json"))["images"].size(), 24u);
+  const CliRun underfile = run_attnmap("eval -q --masks " + q(comp + "/masks") + " " + q(comp) + " --json " +
+                                       q(fs::path(js) / "sub" / "e.json"));
+  EXPECT_EQ(underfile.status, 2);
+  EXPECT_NE(underfile.err.find("cannot create folder " + (fs::path(js) / "sub").string()), std::string::npos)
+      << underfile.err;
+  EXPECT_EQ(underfile.out, "");  // refused before any image was evaluated
+  // A folder where no file can be made (a pseudo file system; root may write anywhere else) is found up front.
+  const CliRun proc = run_attnmap("eval -q --masks " + q(comp + "/masks") + " " + q(comp) + " --json /proc/e.json");
+  EXPECT_EQ(proc.status, 2);
+  EXPECT_NE(proc.err.find("cannot create a file in folder /proc"), std::string::npos) << proc.err;
+  EXPECT_EQ(proc.out, "");
   // The class truth, a folder and an empty name are refused up front too (on a copy: a regression must not
   // overwrite the committed labels.csv).
   const fs::path cp = dir / "comp";

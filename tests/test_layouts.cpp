@@ -304,6 +304,8 @@ TEST(Inspect, PrintsLayoutTokensConfigAndProvenance) {
   EXPECT_NE(def.find("10 names: T-shirt/top, Trouser, Pullover, Dress, Coat, Sandal, Shirt, Sneaker, Bag, Ankle boot"),
             std::string::npos)
       << def;
+  // A patch size the config states (and the patch embedding agrees with) is reported as the config's.
+  EXPECT_NE(def.find("patch_size      16                      config ("), std::string::npos) << def;
 }
 
 TEST(Inspect, UnusableFileIsOneLineAndStatus2) {
