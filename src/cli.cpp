@@ -252,6 +252,8 @@ int main(int argc, char** argv) {
       eo.fusions.clear();
       std::stringstream fs(fusions_s);
       for (std::string f; std::getline(fs, f, ',');) eo.fusions.push_back(f);
+      if (fusions_s.empty() || fusions_s.back() == ',')  // getline drops an empty last item; ",," is caught later
+        throw attnmap::Error("--fusions expects a comma-separated list such as mean,max, found '" + fusions_s + "'");
       return attnmap::run_eval(eo);
     }
     return attnmap::run_render(ro, bo);

@@ -225,8 +225,15 @@ int run_eval(const EvalOptions& opt) {
   std::vector<std::pair<std::string, std::string>> unreadable;
   const std::vector<Job> jobs = plan_jobs(ro.inputs, opt.masks_dir, &missing, {}, &unreadable);
   const MaskIndex masks(opt.masks_dir);
-  // --json must not truncate an input, the weights, a mask or a labels.csv, nor be a folder.
+  // --json must not truncate an input, the weights, a mask or a labels.csv, nor be a folder, a device or a
+  // FIFO; a symbolic link is written through to its file. Everything is checked before any image is evaluated.
+  std::string json_path = opt.json_out;  // where the JSON goes: the link's target when --json is a link
   if (!opt.json_out.empty()) {
+    auto refuse = [&](const std::string& why) { return Error("--json " + opt.json_out + why); };
+    const fs::path jp(opt.json_out);
+    const std::string leaf = jp.filename().string();
+    if (leaf.empty() || leaf == "." || leaf == "..")
+      throw refuse(" names a folder; give a file name, e.g. DIR/eval.json");
     const std::string jc = canonical_or_empty(opt.json_out);
     std::string clash;
     if (jc == canonical_or_empty(weights_path)) clash = "the weights file";
@@ -241,26 +248,45 @@ int run_eval(const EvalOptions& opt) {
       if (clash.empty() && jc == canonical_or_empty(kv.second)) clash = "a mask";
     for (const fs::path& d : truth_dirs)
       if (clash.empty() && jc == canonical_or_empty(d / kLabelsCsv)) clash = "a labels.csv that eval reads";
-    if (clash.empty() && fs::is_directory(opt.json_out, ec)) clash = "a folder";
-    if (!clash.empty()) throw Error("--json " + opt.json_out + " is " + clash + "; choose another file");
-    // Found now, not after the whole evaluation: a folder for the JSON that cannot be made or written.
-    // A missing folder is created, as render does for -o and --manifest.
-    fs::path dir = fs::path(opt.json_out).parent_path();
-    if (dir.empty()) dir = ".";
-    if (!fs::is_directory(dir, ec)) {
-      fs::create_directories(dir, ec);
-      if (!fs::is_directory(dir))
-        throw Error("--json " + opt.json_out + ": cannot create folder " + dir.string() +
-                    (ec ? " (" + ec.message() + ")" : std::string()));
+    if (clash.empty() && fs::is_symlink(fs::symlink_status(jp, ec))) {
+      const fs::path target = fs::canonical(jp, ec);  // strict: the link must lead to something
+      if (ec) throw refuse(" is a symbolic link that leads to no file (" + ec.message() + "); choose another file");
+      json_path = target.string();
     }
-    // Probe by creating (then removing) a file where the JSON's temporary file will go: unlike access(2)
-    // this also catches a read-only mount or a pseudo file system such as /proc, and holds for root.
-    const fs::path probe = dir / ("." + fs::path(opt.json_out).filename().string() + ".probe." +
-                                  std::to_string(::getpid()));
+    const fs::file_status st = fs::status(json_path, ec);
+    if (clash.empty() && fs::is_directory(st)) clash = "a folder";
+    if (clash.empty() && fs::exists(st) && !fs::is_regular_file(st)) clash = "not a regular file (a device, FIFO or socket)";
+    if (!clash.empty()) throw refuse(" is " + clash + "; choose another file");
+    // Found now, not after the whole evaluation: a folder for the JSON that cannot be made or written.
+    // A missing folder is created, as render does for -o and --manifest, and removed again if refused.
+    fs::path dir = fs::path(json_path).parent_path();
+    if (dir.empty()) dir = ".";
+    std::vector<fs::path> made;  // the folders created here, deepest first
+    auto unmake = [&] {
+      std::error_code ignored;
+      for (const fs::path& m : made) fs::remove(m, ignored);  // only ever empty folders
+    };
+    if (!fs::is_directory(dir, ec)) {
+      for (fs::path a = dir; !a.empty() && !fs::exists(fs::symlink_status(a, ec)); a = a.parent_path()) {
+        made.push_back(a);
+        if (a == a.parent_path()) break;
+      }
+      fs::create_directories(dir, ec);
+      if (!fs::is_directory(dir, ec)) {
+        const std::string why = ec ? " (" + ec.message() + ")" : std::string();
+        unmake();
+        throw refuse(": cannot create folder " + dir.string() + why);
+      }
+    }
+    // Probe by creating (then removing) a file beside it, as the JSON's temporary file will be: unlike
+    // access(2) this also catches a read-only mount or a pseudo file system such as /proc, and holds for root.
+    const fs::path probe = dir / ("." + leaf.substr(0, 200) + ".probe." + std::to_string(::getpid()));
     const int pfd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (pfd < 0)
-      throw Error("--json " + opt.json_out + ": cannot create a file in folder " + dir.string() + " (" +
-                  std::strerror(errno) + ")");
+    if (pfd < 0) {
+      const int err = errno;
+      unmake();
+      throw refuse(": cannot create a file in folder " + dir.string() + " (" + std::strerror(err) + ")");
+    }
     ::close(pfd);
     ::unlink(probe.c_str());
   }
@@ -321,6 +347,8 @@ int run_eval(const EvalOptions& opt) {
       const auto mask_path = masks.find(rel.generic_string(), fs::path(job.input).stem().string());
       if (!mask_path)
         throw Error("no mask named '" + fs::path(job.input).stem().string() + ".*' in " + opt.masks_dir);
+      if (canonical_or_empty(*mask_path) == canonical_or_empty(job.input))
+        throw Error("is its own mask (an image named inside --masks " + opt.masks_dir + " would be scored against itself)");
       ImageEval ev = evaluate_image(ctx, job.input, *mask_path, truth_for(job.input));
       for (const auto& n : ev.notes) std::cerr << "attnmap: note: " << job.input << ": " << n << "\n";
       if (!ro.quiet) {
@@ -462,7 +490,7 @@ int run_eval(const EvalOptions& opt) {
     j["errors"] = errors;
     const std::string text = j.dump(1) + "\n";
     try {
-      write_file_atomic(opt.json_out, std::vector<uint8_t>(text.begin(), text.end()));
+      write_file_atomic(json_path, std::vector<uint8_t>(text.begin(), text.end()));
     } catch (const std::exception& e) {
       std::cerr << "attnmap: error: " << e.what() << "\n";
       return 1;

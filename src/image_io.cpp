@@ -407,7 +407,7 @@ void write_file_atomic(const std::string& path, const std::vector<uint8_t>& byte
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   const std::string tmp =
-      (dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
+      (dir / ("." + target.filename().string().substr(0, 200) + ".tmp." + std::to_string(::getpid()) + "." +
               std::to_string(counter++)))
           .string();
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

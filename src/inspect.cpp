@@ -89,8 +89,8 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
     if (shown < hp.labels.size()) names += ", ...";
     row("labels", std::to_string(hp.labels.size()) + " names: " + names, src("labels"));
   }
-  if (hp.default_layer) row("default_layer", std::to_string(*hp.default_layer), "config");
-  if (hp.default_head) row("default_head", *hp.default_head, "config");
+  if (hp.default_layer) row("default_layer", std::to_string(*hp.default_layer), src("default_layer"));
+  if (hp.default_head) row("default_head", *hp.default_head, src("default_head"));
   if (!w.notices.empty()) {
     o << "notes:\n";
     for (const auto& n : w.notices) o << "  " << n << "\n";

@@ -253,8 +253,11 @@ void apply_common(HParams& hp, const FileConfig& fc, const ModelOverrides& ov, c
     hp.source["architecture"] = src_of(fc, "architecture");
   }
   hp.labels = fc.labels;
+  if (!fc.labels.empty()) hp.source["labels"] = src_of(fc, "labels");
   hp.default_layer = fc.default_layer;
+  if (fc.default_layer) hp.source["default_layer"] = src_of(fc, "default_layer");
   hp.default_head = fc.default_head;
+  if (fc.default_head) hp.source["default_head"] = src_of(fc, "default_head");
 }
 
 // Image size and grid from the config, or from the number of patch positions (a square grid).

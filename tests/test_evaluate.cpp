@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <sys/stat.h>
 
 #include "batch.hpp"
 #include "classify.hpp"
@@ -301,6 +302,40 @@ TEST_F(Eval, UsageErrorsExitTwo) {
                     q(kOneHot / "weights.json") + " --fusions mean,bogus")
                 .status,
             2);
+}
+
+// --json is a file name: a name ending in a folder, an empty --fusions, a FIFO or a link to nothing are refused
+// (exit 2, nothing evaluated); a link to a file is written through; a mask named as an input fails alone.
+TEST_F(Eval, JsonTargetKindsAndOwnMask) {
+  const std::string base =
+      "eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images") + " -w " + q(kOneHot / "weights.json");
+  auto refused = [&](const std::string& extra, const std::string& why) {
+    const CliRun r = run_attnmap(base + extra);
+    EXPECT_EQ(r.status, 2) << extra << ": " << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << extra << ": " << r.err;
+    EXPECT_EQ(r.out, "") << extra;
+  };
+  refused(" --json " + q((dir / "newdir").string() + "/"), "names a folder");
+  EXPECT_FALSE(fs::exists(dir / "newdir"));  // not created for a refused name
+  refused(" --json " + q(dir / "x" / ".."), "names a folder");
+  refused(" --fusions ''", "--fusions expects a comma-separated list");
+  refused(" --fusions mean,", "--fusions expects a comma-separated list");
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);
+  refused(" --json " + q(dir / "fifo"), "is not a regular file");
+  EXPECT_TRUE(fs::is_fifo(dir / "fifo"));
+  fs::create_symlink("nowhere.json", dir / "dangling");
+  refused(" --json " + q(dir / "dangling"), "is a symbolic link that leads to no file");
+  std::ofstream(dir / "real.json") << "{}";
+  fs::create_symlink("real.json", dir / "link");
+  const CliRun lr = run_attnmap(base + " --json " + q(dir / "link"));
+  EXPECT_EQ(lr.status, 0) << lr.err;
+  EXPECT_TRUE(fs::is_symlink(dir / "link"));  // still a link; the file it names holds the results
+  EXPECT_EQ(json::parse(slurp(dir / "real.json"))["summary"]["images"], 3);
+  // An image named inside the masks folder is its own mask: that input fails, the others are scored.
+  const CliRun own = run_attnmap("eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "masks" / "a.png") +
+                                 " " + q(kOneHot / "images" / "b.png") + " -w " + q(kOneHot / "weights.json"));
+  EXPECT_EQ(own.status, 1) << own.err;
+  EXPECT_NE(own.err.find("a.png: is its own mask"), std::string::npos) << own.err;
 }
 
 // A random timm model with a 7-class head: the per-view scores and the class probabilities against the

@@ -306,6 +306,8 @@ TEST(Inspect, PrintsLayoutTokensConfigAndProvenance) {
       << def;
   // A patch size the config states (and the patch embedding agrees with) is reported as the config's.
   EXPECT_NE(def.find("patch_size      16                      config ("), std::string::npos) << def;
+  EXPECT_NE(def.find("Ankle boot  config ("), std::string::npos) << def;  // where the labels came from
+  EXPECT_NE(def.find("default_layer   2                       config ("), std::string::npos) << def;
 }
 
 TEST(Inspect, UnusableFileIsOneLineAndStatus2) {
