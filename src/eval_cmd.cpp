@@ -234,6 +234,8 @@ int run_eval(const EvalOptions& opt) {
     const std::string leaf = jp.filename().string();
     if (leaf.empty() || leaf == "." || leaf == "..")
       throw refuse(" names a folder; give a file name, e.g. DIR/eval.json");
+    if (leaf.size() > 255)  // NAME_MAX of Linux file systems; found now rather than at the final rename
+      throw refuse(": file name of " + std::to_string(leaf.size()) + " bytes is too long (at most 255)");
     const std::string jc = canonical_or_empty(opt.json_out);
     std::string clash;
     if (jc == canonical_or_empty(weights_path)) clash = "the weights file";
