@@ -25,6 +25,7 @@
 #include "error.hpp"
 #include "pos_embed.hpp"
 #include "sgemm.hpp"
+#include "weights.hpp"
 
 namespace attnmap {
 
@@ -32,7 +33,9 @@ namespace fs = std::filesystem;
 
 std::string canonical_or_empty(const fs::path& p) {
   std::error_code ec;
-  const fs::path c = fs::weakly_canonical(p, ec);
+  const fs::path a = fs::absolute(p, ec);  // weakly_canonical keeps a relative path relative when no prefix exists
+  if (ec) return {};
+  const fs::path c = fs::weakly_canonical(a, ec);
   return ec ? std::string() : c.string();
 }
 
@@ -398,11 +401,13 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   for (size_t i = 0; i < all_jobs.size(); ++i)
     if (i % static_cast<size_t>(bopt.shard_count) == static_cast<size_t>(bopt.shard_index - 1)) jobs.push_back(all_jobs[i]);
 
-  // The manifest must not truncate an input, the weights or one of this run's outputs.
+  // The manifest must not truncate an input, the weights (or their side configs) or one of this run's outputs.
   if (!bopt.manifest.empty()) {
     const std::string m = canonical_or_empty(bopt.manifest);
     std::string clash;
-    if (m == canonical_or_empty(weights_path)) clash = "the weights file";
+    for (const std::string& f : model_files(weights_path))
+      if (clash.empty() && m == canonical_or_empty(f))
+        clash = f == weights_path ? "the weights file" : "a config file read with the weights";
     for (const std::string& in : opt.inputs)
       if (clash.empty() && m == canonical_or_empty(in)) clash = "an input";
     if (clash.empty() && input_canon.count(m)) clash = "an input";

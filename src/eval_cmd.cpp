@@ -13,6 +13,7 @@
 #include <set>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "batch.hpp"
@@ -110,7 +111,10 @@ EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
       fusions.push_back(resolve_head(parse_head(f), H));
     } catch (const Error& e) {
       std::string msg = e.what();
-      if (msg.rfind("--head", 0) == 0) msg = "--fusions: each" + msg.substr(6);
+      if (msg.rfind("--head", 0) == 0)
+        msg = "--fusions: each" + msg.substr(6);
+      else
+        msg = "--fusions " + f + ": " + msg;
       throw Error(msg);
     }
   }
@@ -197,6 +201,14 @@ ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const
   return ev;
 }
 
+namespace {
+// Removes the folders an eval made for its --json (deepest first) when it ends without writing it; rmdir(2)
+// leaves anything that is not an empty folder alone.
+void remove_made_folders(const std::vector<std::string>& made) {
+  for (const std::string& d : made) ::rmdir(d.c_str());
+}
+}  // namespace
+
 int run_eval(const EvalOptions& opt) {
   const RenderOptions& ro = opt.view;
   if (opt.masks_dir.empty()) throw Error("--masks is required");
@@ -209,6 +221,14 @@ int run_eval(const EvalOptions& opt) {
         throw Error("--masks " + opt.masks_dir + " is also an input folder (" + in +
                     "); keep the masks in a folder of their own, e.g. DIR/masks");
     }
+  }
+  if (!opt.json_out.empty()) {  // refusals by the name alone, before the model is loaded
+    const std::string leaf = fs::path(opt.json_out).filename().string();
+    if (leaf.empty() || leaf == "." || leaf == "..")
+      throw Error("--json " + opt.json_out + " names a folder; give a file name, e.g. DIR/eval.json");
+    if (leaf.size() > 255)  // NAME_MAX of Linux file systems; found now rather than at the final rename
+      throw Error("--json " + opt.json_out + ": file name of " + std::to_string(leaf.size()) +
+                  " bytes is too long (at most 255)");
   }
   const std::string weights_path = ro.weights.empty() ? default_weights_path() : ro.weights;
   const ViTWeights model = load_model(weights_path, ro.overrides);
@@ -225,20 +245,31 @@ int run_eval(const EvalOptions& opt) {
   std::vector<std::pair<std::string, std::string>> unreadable;
   const std::vector<Job> jobs = plan_jobs(ro.inputs, opt.masks_dir, &missing, {}, &unreadable);
   const MaskIndex masks(opt.masks_dir);
-  // --json must not truncate an input, the weights, a mask or a labels.csv, nor be a folder, a device or a
-  // FIFO; a symbolic link is written through to its file. Everything is checked before any image is evaluated.
-  std::string json_path = opt.json_out;  // where the JSON goes: the link's target when --json is a link
+  // --json must not replace a file this run reads (an input, a mask, a labels.csv, the weights or their side
+  // configs), nor be a folder, a device or a FIFO; a symbolic link is written through to its file. All is
+  // checked, and a missing folder made, before any image is evaluated.
+  std::string json_path;              // where the JSON goes: --json resolved (links followed, ".." folded)
+  std::vector<std::string> json_made;  // folders made for it, deepest first: removed when no JSON is written
   if (!opt.json_out.empty()) {
     auto refuse = [&](const std::string& why) { return Error("--json " + opt.json_out + why); };
     const fs::path jp(opt.json_out);
-    const std::string leaf = jp.filename().string();
-    if (leaf.empty() || leaf == "." || leaf == "..")
-      throw refuse(" names a folder; give a file name, e.g. DIR/eval.json");
-    if (leaf.size() > 255)  // NAME_MAX of Linux file systems; found now rather than at the final rename
-      throw refuse(": file name of " + std::to_string(leaf.size()) + " bytes is too long (at most 255)");
-    const std::string jc = canonical_or_empty(opt.json_out);
+    std::error_code lec;
+    if (fs::is_symlink(fs::symlink_status(jp, lec))) {
+      (void)fs::canonical(jp, lec);  // strict: the link must lead to something
+      if (lec) throw refuse(" is a symbolic link that leads to no file (" + lec.message() + "); choose another file");
+    }
+    // Resolved once (existing prefix through its links, the rest folded lexically), and every check and the
+    // write use that one path: "new/../x" is x, whether or not new exists.
+    json_path = canonical_or_empty(jp);
+    if (json_path.empty()) {
+      (void)fs::weakly_canonical(jp, lec);
+      throw refuse(": cannot resolve the path (" + lec.message() + ")");
+    }
+    const std::string jc = json_path;
     std::string clash;
-    if (jc == canonical_or_empty(weights_path)) clash = "the weights file";
+    for (const std::string& f : model_files(weights_path))
+      if (clash.empty() && jc == canonical_or_empty(f))
+        clash = f == weights_path ? "the weights file" : "a config file read with the weights";
     for (const std::string& in : ro.inputs)
       if (clash.empty() && jc == canonical_or_empty(in)) clash = "an input";
     std::set<fs::path> truth_dirs{fs::path(opt.masks_dir)};  // where a labels.csv would be read (the class truth)
@@ -250,43 +281,35 @@ int run_eval(const EvalOptions& opt) {
       if (clash.empty() && jc == canonical_or_empty(kv.second)) clash = "a mask";
     for (const fs::path& d : truth_dirs)
       if (clash.empty() && jc == canonical_or_empty(d / kLabelsCsv)) clash = "a labels.csv that eval reads";
-    if (clash.empty() && fs::is_symlink(fs::symlink_status(jp, ec))) {
-      const fs::path target = fs::canonical(jp, ec);  // strict: the link must lead to something
-      if (ec) throw refuse(" is a symbolic link that leads to no file (" + ec.message() + "); choose another file");
-      json_path = target.string();
-    }
-    const fs::file_status st = fs::status(json_path, ec);
+    const fs::file_status st = fs::status(json_path, lec);
     if (clash.empty() && fs::is_directory(st)) clash = "a folder";
     if (clash.empty() && fs::exists(st) && !fs::is_regular_file(st)) clash = "not a regular file (a device, FIFO or socket)";
     if (!clash.empty()) throw refuse(" is " + clash + "; choose another file");
-    // Found now, not after the whole evaluation: a folder for the JSON that cannot be made or written.
-    // A missing folder is created, as render does for -o and --manifest, and removed again if refused.
-    fs::path dir = fs::path(json_path).parent_path();
-    if (dir.empty()) dir = ".";
-    std::vector<fs::path> made;  // the folders created here, deepest first
-    auto unmake = [&] {
-      std::error_code ignored;
-      for (const fs::path& m : made) fs::remove(m, ignored);  // only ever empty folders
-    };
-    if (!fs::is_directory(dir, ec)) {
-      for (fs::path a = dir; !a.empty() && !fs::exists(fs::symlink_status(a, ec)); a = a.parent_path()) {
-        made.push_back(a);
-        if (a == a.parent_path()) break;
-      }
-      fs::create_directories(dir, ec);
-      if (!fs::is_directory(dir, ec)) {
-        const std::string why = ec ? " (" + ec.message() + ")" : std::string();
-        unmake();
-        throw refuse(": cannot create folder " + dir.string() + why);
-      }
+    // Found now, not after the whole evaluation: a folder for the JSON that cannot be made or written. A
+    // missing folder is made one level at a time (as render makes -o and --manifest folders); only folders
+    // made here are ever removed again, with rmdir(2), which removes nothing but an empty folder.
+    const fs::path dir = fs::path(json_path).parent_path();
+    std::vector<fs::path> chain;  // dir and its missing ancestors, deepest first
+    for (fs::path a = dir; !a.empty() && !fs::exists(fs::symlink_status(a, lec)); a = a.parent_path()) {
+      chain.push_back(a);
+      if (a == a.parent_path()) break;
     }
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      if (::mkdir(it->c_str(), 0777) != 0) {
+        const int err = errno;
+        remove_made_folders(json_made);
+        throw refuse(": cannot create folder " + it->string() + " (" + std::strerror(err) + ")");
+      }
+      json_made.insert(json_made.begin(), it->string());
+    }
+    if (!fs::is_directory(dir, lec)) throw refuse(": " + dir.string() + " is not a folder");
     // Probe by creating (then removing) a file beside it, as the JSON's temporary file will be: unlike
     // access(2) this also catches a read-only mount or a pseudo file system such as /proc, and holds for root.
-    const fs::path probe = dir / ("." + leaf.substr(0, 200) + ".probe." + std::to_string(::getpid()));
+    const fs::path probe = dir / ("." + jp.filename().string().substr(0, 200) + ".probe." + std::to_string(::getpid()));
     const int pfd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (pfd < 0) {
       const int err = errno;
-      unmake();
+      remove_made_folders(json_made);
       throw refuse(": cannot create a file in folder " + dir.string() + " (" + std::strerror(err) + ")");
     }
     ::close(pfd);
@@ -335,22 +358,25 @@ int run_eval(const EvalOptions& opt) {
   }
   if (jobs.empty() && missing.empty() && unreadable.empty()) {
     std::cerr << "attnmap: error: no images found in the inputs\n";
+    remove_made_folders(json_made);
     return 1;
   }
   if (!ro.quiet && !masks.ambiguous_stems.empty())
     std::cerr << "attnmap: note: " << opt.masks_dir << ": several masks share the stem '"
               << *masks.ambiguous_stems.begin() << "'; the first in sorted order is used\n";
 
+  const std::string masks_canon = canonical_or_empty(opt.masks_dir);
+  const std::string masks_prefix = masks_canon.empty() ? std::string() : (fs::path(masks_canon) / "").string();
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<ImageEval> done;
   for (const Job& job : jobs) {
     try {
+      if (!masks_prefix.empty() && canonical_or_empty(job.input).rfind(masks_prefix, 0) == 0)
+        throw Error("is inside the masks folder " + opt.masks_dir + " (a mask would be scored as an image)");
       const fs::path rel = fs::path(job.out_base).lexically_relative(opt.masks_dir);
       const auto mask_path = masks.find(rel.generic_string(), fs::path(job.input).stem().string());
       if (!mask_path)
         throw Error("no mask named '" + fs::path(job.input).stem().string() + ".*' in " + opt.masks_dir);
-      if (canonical_or_empty(*mask_path) == canonical_or_empty(job.input))
-        throw Error("is its own mask (an image named inside --masks " + opt.masks_dir + " would be scored against itself)");
       ImageEval ev = evaluate_image(ctx, job.input, *mask_path, truth_for(job.input));
       for (const auto& n : ev.notes) std::cerr << "attnmap: note: " << job.input << ": " << n << "\n";
       if (!ro.quiet) {
@@ -495,6 +521,7 @@ int run_eval(const EvalOptions& opt) {
       write_file_atomic(json_path, std::vector<uint8_t>(text.begin(), text.end()));
     } catch (const std::exception& e) {
       std::cerr << "attnmap: error: " << e.what() << "\n";
+      remove_made_folders(json_made);
       return 1;
     }
   }

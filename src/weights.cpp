@@ -740,6 +740,19 @@ int heads_from_architecture(const std::string& arch) {
   return 0;
 }
 
+namespace {
+// The folder whose config.json / preprocessor_config.json go with the weights file `path`.
+std::string side_config_dir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+}  // namespace
+
+std::vector<std::string> model_files(const std::string& path) {
+  const std::string d = side_config_dir(path);
+  return {path, d + "/config.json", d + "/preprocessor_config.json"};
+}
+
 SideConfig read_side_config(const std::string& dir) {
   SideConfig sc;
   auto read_json = [](const std::string& file, json& out) {
@@ -918,8 +931,7 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
                   why + ")");
     }
   }
-  const size_t slash = path.find_last_of('/');
-  const SideConfig side = read_side_config(slash == std::string::npos ? "." : path.substr(0, slash));
+  const SideConfig side = read_side_config(side_config_dir(path));
   ViTWeights w = build_model(raw, side, ov);
   w.format = is_json ? "json" : "safetensors";
   return w;

@@ -120,6 +120,11 @@ struct SideConfig {
 /// Throws attnmap::Error naming the file for malformed JSON or a value of the wrong type.
 SideConfig read_side_config(const std::string& dir);
 
+/// The files load_model reads for the weights file `path`: `path` itself and the side configs beside it
+/// (config.json, preprocessor_config.json), whether or not they exist. An output (eval --json, render
+/// --manifest) must not replace any of them.
+std::vector<std::string> model_files(const std::string& path);
+
 /// Heads of a timm architecture name by its size word (vit_tiny 3, vit_small 6, vit_base 12, vit_large 16,
 /// vit_huge 16 of 80, ...; timm vision_transformer.py model defs); 0 when unknown.
 int heads_from_architecture(const std::string& arch);

@@ -332,11 +332,34 @@ TEST_F(Eval, JsonTargetKindsAndOwnMask) {
   EXPECT_EQ(lr.status, 0) << lr.err;
   EXPECT_TRUE(fs::is_symlink(dir / "link"));  // still a link; the file it names holds the results
   EXPECT_EQ(json::parse(slurp(dir / "real.json"))["summary"]["images"], 3);
+  // The side configs read with the weights are refused like the weights (not created either).
+  refused(" --json " + q(kOneHot / "config.json"), "is a config file read with the weights");
+  EXPECT_FALSE(fs::exists(kOneHot / "config.json"));
+  const CliRun man = run_attnmap("render -q " + q(kOneHot / "images") + " -w " + q(kOneHot / "weights.json") + " -o " +
+                                 q(dir / "out") + " --manifest " + q(kOneHot / "preprocessor_config.json"));
+  EXPECT_EQ(man.status, 2);
+  EXPECT_NE(man.err.find("is a config file read with the weights"), std::string::npos) << man.err;
+  EXPECT_FALSE(fs::exists(kOneHot / "preprocessor_config.json"));
+  // A path through a folder that does not exist yet is resolved once, so "new/.." cannot reach an input
+  // unnoticed, and a refusal removes nothing it did not make (here: a file where a folder is needed).
+  std::ofstream(dir / "notes.txt") << "keep";
+  fs::create_directories(dir / "img");
+  fs::copy_file(kOneHot / "images" / "a.png", dir / "img" / "a.png");
+  const std::string in_dir = "eval -q --masks " + q(kOneHot / "masks") + " " + q(dir / "img") + " -w " +
+                             q(kOneHot / "weights.json") + " --json ";
+  const CliRun up = run_attnmap(in_dir + q(dir / "new" / ".." / "img" / "a.png"));
+  EXPECT_EQ(up.status, 2);
+  EXPECT_NE(up.err.find("is an input"), std::string::npos) << up.err;
+  const CliRun through = run_attnmap(in_dir + q(dir / "new" / ".." / "notes.txt" / "e.json"));
+  EXPECT_EQ(through.status, 2);
+  EXPECT_NE(through.err.find("notes.txt is not a folder"), std::string::npos) << through.err;
+  EXPECT_EQ(slurp(dir / "notes.txt"), "keep");
+  EXPECT_FALSE(fs::exists(dir / "new"));
   // An image named inside the masks folder is its own mask: that input fails, the others are scored.
   const CliRun own = run_attnmap("eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "masks" / "a.png") +
                                  " " + q(kOneHot / "images" / "b.png") + " -w " + q(kOneHot / "weights.json"));
   EXPECT_EQ(own.status, 1) << own.err;
-  EXPECT_NE(own.err.find("a.png: is its own mask"), std::string::npos) << own.err;
+  EXPECT_NE(own.err.find("a.png: is inside the masks folder"), std::string::npos) << own.err;
 }
 
 // A random timm model with a 7-class head: the per-view scores and the class probabilities against the
