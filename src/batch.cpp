@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,11 +33,115 @@ namespace attnmap {
 namespace fs = std::filesystem;
 
 std::string canonical_or_empty(const fs::path& p) {
+  // As the kernel will see the path once its missing folders are made: component by component from the
+  // root, every existing link followed, ".." the physical parent of what was reached so far. (Plain
+  // weakly_canonical folds what follows a missing component without following the links in it, so that
+  // "new/../link/x" would not be seen to be the link's file.)
   std::error_code ec;
-  const fs::path a = fs::absolute(p, ec);  // weakly_canonical keeps a relative path relative when no prefix exists
+  const fs::path abs = fs::absolute(p, ec);
   if (ec) return {};
-  const fs::path c = fs::weakly_canonical(a, ec);
-  return ec ? std::string() : c.string();
+  fs::path cur = abs.root_path();
+  bool cur_missing = false;
+  for (const fs::path& c : abs.relative_path()) {
+    if (c.empty() || c == ".") continue;
+    if (!cur_missing) {  // something must be entered: an existing non-folder cannot be (the kernel: ENOTDIR)
+      const fs::file_status cs = fs::status(cur, ec);
+      if (ec || !fs::is_directory(cs)) return {};
+    }
+    if (c == "..") {
+      cur = cur.parent_path();
+      cur_missing = cur_missing && !fs::exists(fs::symlink_status(cur, ec));
+      continue;
+    }
+    fs::path next = cur / c;
+    if (cur_missing) {
+      cur = next;
+      continue;
+    }
+    const fs::file_status ls = fs::symlink_status(next, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory) return {};
+    if (!fs::exists(ls)) {
+      cur = next;
+      cur_missing = true;
+    } else if (fs::is_symlink(ls)) {
+      cur = fs::canonical(next, ec);  // the whole chain; a dangling link or a loop cannot be resolved
+      if (ec) return {};
+    } else {
+      cur = next;
+    }
+  }
+  return cur.string();
+}
+
+void check_output_name(const std::string& flag, const std::string& path) {
+  const fs::path p(path);
+  const std::string leaf = p.filename().string();
+  if (leaf.empty() || leaf == "." || leaf == "..")
+    throw Error(flag + " " + path + " names a folder; give a file name, e.g. DIR/out.json");
+  for (const fs::path& c : p)
+    if (c.string().size() > 255)  // NAME_MAX of Linux file systems; found now rather than when writing
+      throw Error(flag + " " + path + ": a name of " + std::to_string(c.string().size()) +
+                  " bytes is too long (at most 255)");
+}
+
+std::string check_output_file(const std::string& flag, const std::string& path, const std::vector<ReadFile>& reads) {
+  check_output_name(flag, path);
+  auto refuse = [&](const std::string& why) { return Error(flag + " " + path + why); };
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_symlink(fs::symlink_status(p, ec))) {
+    (void)fs::canonical(p, ec);  // strict: the link must lead to something
+    if (ec) throw refuse(" is a symbolic link that leads to no file (" + ec.message() + "); choose another file");
+  }
+  const std::string target = canonical_or_empty(p);
+  if (target.empty())
+    throw refuse(" cannot be resolved (a link loop, a dangling link or a file where a folder is needed)");
+  const fs::file_status st = fs::status(target, ec);
+  if (fs::is_directory(st)) throw refuse(" is a folder; choose a file name");
+  if (fs::exists(st) && !fs::is_regular_file(st))
+    throw refuse(" is not a regular file (a device, FIFO or socket); choose another file");
+  const bool linked = fs::exists(st) && fs::hard_link_count(target, ec) > 1;  // maybe another name of a read file
+  for (const ReadFile& r : reads) {
+    if (canonical_or_empty(r.path) == target || (linked && fs::equivalent(target, r.path, ec)))
+      throw refuse(" is " + r.what + "; choose another file");
+  }
+  return target;
+}
+
+std::vector<std::string> make_output_folder(const std::string& flag, const std::string& path, const std::string& target) {
+  std::error_code ec;
+  const fs::path dir = fs::path(target).parent_path();
+  std::vector<fs::path> chain;  // dir and its missing ancestors, deepest first
+  for (fs::path a = dir; !a.empty() && !fs::exists(fs::symlink_status(a, ec)); a = a.parent_path()) {
+    chain.push_back(a);
+    if (a == a.parent_path()) break;
+  }
+  std::vector<std::string> made;  // deepest first
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    if (::mkdir(it->c_str(), 0777) != 0) {
+      const int err = errno;
+      remove_made_folders(made);
+      throw Error(flag + " " + path + ": cannot create folder " + it->string() + " (" + std::strerror(err) + ")");
+    }
+    made.insert(made.begin(), it->string());
+  }
+  // Probe by creating (then removing) a file beside it, as a temporary file will be: unlike access(2) this
+  // also catches a read-only mount or a pseudo file system such as /proc, and holds for root.
+  const fs::path probe =
+      dir / ("." + fs::path(target).filename().string().substr(0, 200) + ".probe." + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    remove_made_folders(made);
+    throw Error(flag + " " + path + ": cannot create a file in folder " + dir.string() + " (" + std::strerror(err) + ")");
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return made;
+}
+
+void remove_made_folders(const std::vector<std::string>& made) {
+  for (const std::string& d : made) ::rmdir(d.c_str());  // rmdir(2) removes nothing but an empty folder
 }
 
 namespace {
@@ -375,6 +480,7 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
     if (!opt.out_dir.empty() && fs::is_directory(in, ec) && canonical_or_empty(in) == out_canon)
       throw Error("the output folder is the input folder " + in + "; choose another --out");
   }
+  if (!bopt.manifest.empty()) check_output_name("--manifest", bopt.manifest);  // before the model loads
   const std::string weights_path = opt.weights.empty() ? default_weights_path() : opt.weights;
   ViTWeights model = load_model(weights_path, opt.overrides);
   if (opt.size) resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1]);
@@ -402,23 +508,19 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
     if (i % static_cast<size_t>(bopt.shard_count) == static_cast<size_t>(bopt.shard_index - 1)) jobs.push_back(all_jobs[i]);
 
   // The manifest must not truncate an input, the weights (or their side configs) or one of this run's outputs.
+  std::string manifest_path;  // resolved: what is checked is what is opened
   if (!bopt.manifest.empty()) {
-    const std::string m = canonical_or_empty(bopt.manifest);
-    std::string clash;
+    std::vector<ReadFile> reads;
     for (const std::string& f : model_files(weights_path))
-      if (clash.empty() && m == canonical_or_empty(f))
-        clash = f == weights_path ? "the weights file" : "a config file read with the weights";
-    for (const std::string& in : opt.inputs)
-      if (clash.empty() && m == canonical_or_empty(in)) clash = "an input";
-    if (clash.empty() && input_canon.count(m)) clash = "an input";
+      reads.push_back({f, f == weights_path ? "the weights file" : "a config file read with the weights"});
+    for (const std::string& in : opt.inputs) reads.push_back({in, "an input"});
+    for (const Job& j : all_jobs) reads.push_back({j.input, "an input"});
     for (const Job& j : jobs) {
-      if (!clash.empty()) break;
-      if (m == canonical_or_empty(j.out_base + ".png") ||
-          (opt.save_raw && m == canonical_or_empty(j.out_base + ".npy")) ||
-          (opt.heads_grid && m == canonical_or_empty(j.out_base + ".heads.png")))
-        clash = "an output of this run";
+      reads.push_back({j.out_base + ".png", "an output of this run"});
+      if (opt.save_raw) reads.push_back({j.out_base + ".npy", "an output of this run"});
+      if (opt.heads_grid) reads.push_back({j.out_base + ".heads.png", "an output of this run"});
     }
-    if (!clash.empty()) throw Error("--manifest " + bopt.manifest + " is " + clash + "; choose another file");
+    manifest_path = check_output_file("--manifest", bopt.manifest, reads);
   }
   // The output folder, once: a bad --out is one usage error, not one error per image.
   {
@@ -431,7 +533,7 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   }
 
   const size_t n_pre = missing.size() + unreadable.size(), n = jobs.size();
-  Manifest manifest(bopt.manifest, n_pre + n);
+  Manifest manifest(manifest_path, n_pre + n);
   std::mutex mu;  // guards the counters, the terminal and the manifest
   size_t done = 0, failed = 0, skipped = 0;
   std::vector<std::pair<std::string, std::string>> pre;  // (input, error): inputs that failed before rendering

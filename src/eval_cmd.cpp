@@ -12,8 +12,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "batch.hpp"
@@ -201,14 +199,6 @@ ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const
   return ev;
 }
 
-namespace {
-// Removes the folders an eval made for its --json (deepest first) when it ends without writing it; rmdir(2)
-// leaves anything that is not an empty folder alone.
-void remove_made_folders(const std::vector<std::string>& made) {
-  for (const std::string& d : made) ::rmdir(d.c_str());
-}
-}  // namespace
-
 int run_eval(const EvalOptions& opt) {
   const RenderOptions& ro = opt.view;
   if (opt.masks_dir.empty()) throw Error("--masks is required");
@@ -222,14 +212,7 @@ int run_eval(const EvalOptions& opt) {
                     "); keep the masks in a folder of their own, e.g. DIR/masks");
     }
   }
-  if (!opt.json_out.empty()) {  // refusals by the name alone, before the model is loaded
-    const std::string leaf = fs::path(opt.json_out).filename().string();
-    if (leaf.empty() || leaf == "." || leaf == "..")
-      throw Error("--json " + opt.json_out + " names a folder; give a file name, e.g. DIR/eval.json");
-    if (leaf.size() > 255)  // NAME_MAX of Linux file systems; found now rather than at the final rename
-      throw Error("--json " + opt.json_out + ": file name of " + std::to_string(leaf.size()) +
-                  " bytes is too long (at most 255)");
-  }
+  if (!opt.json_out.empty()) check_output_name("--json", opt.json_out);  // before the model loads
   const std::string weights_path = ro.weights.empty() ? default_weights_path() : ro.weights;
   const ViTWeights model = load_model(weights_path, ro.overrides);
   if (!ro.quiet)
@@ -246,74 +229,23 @@ int run_eval(const EvalOptions& opt) {
   const std::vector<Job> jobs = plan_jobs(ro.inputs, opt.masks_dir, &missing, {}, &unreadable);
   const MaskIndex masks(opt.masks_dir);
   // --json must not replace a file this run reads (an input, a mask, a labels.csv, the weights or their side
-  // configs), nor be a folder, a device or a FIFO; a symbolic link is written through to its file. All is
-  // checked, and a missing folder made, before any image is evaluated.
-  std::string json_path;              // where the JSON goes: --json resolved (links followed, ".." folded)
+  // configs); checked, and a missing folder made, before any image is evaluated.
+  std::string json_path;               // resolved: what is checked is what is written
   std::vector<std::string> json_made;  // folders made for it, deepest first: removed when no JSON is written
   if (!opt.json_out.empty()) {
-    auto refuse = [&](const std::string& why) { return Error("--json " + opt.json_out + why); };
-    const fs::path jp(opt.json_out);
-    std::error_code lec;
-    if (fs::is_symlink(fs::symlink_status(jp, lec))) {
-      (void)fs::canonical(jp, lec);  // strict: the link must lead to something
-      if (lec) throw refuse(" is a symbolic link that leads to no file (" + lec.message() + "); choose another file");
-    }
-    // Resolved once (existing prefix through its links, the rest folded lexically), and every check and the
-    // write use that one path: "new/../x" is x, whether or not new exists.
-    json_path = canonical_or_empty(jp);
-    if (json_path.empty()) {
-      (void)fs::weakly_canonical(jp, lec);
-      throw refuse(": cannot resolve the path (" + lec.message() + ")");
-    }
-    const std::string jc = json_path;
-    std::string clash;
+    std::vector<ReadFile> reads;
     for (const std::string& f : model_files(weights_path))
-      if (clash.empty() && jc == canonical_or_empty(f))
-        clash = f == weights_path ? "the weights file" : "a config file read with the weights";
-    for (const std::string& in : ro.inputs)
-      if (clash.empty() && jc == canonical_or_empty(in)) clash = "an input";
+      reads.push_back({f, f == weights_path ? "the weights file" : "a config file read with the weights"});
+    for (const std::string& in : ro.inputs) reads.push_back({in, "an input"});
     std::set<fs::path> truth_dirs{fs::path(opt.masks_dir)};  // where a labels.csv would be read (the class truth)
     for (const Job& j : jobs) {
-      if (clash.empty() && jc == canonical_or_empty(j.input)) clash = "an input";
+      reads.push_back({j.input, "an input"});
       truth_dirs.insert(truth_folders(opt.masks_dir, j.input)[1]);
     }
-    for (const auto& kv : masks.by_rel)
-      if (clash.empty() && jc == canonical_or_empty(kv.second)) clash = "a mask";
-    for (const fs::path& d : truth_dirs)
-      if (clash.empty() && jc == canonical_or_empty(d / kLabelsCsv)) clash = "a labels.csv that eval reads";
-    const fs::file_status st = fs::status(json_path, lec);
-    if (clash.empty() && fs::is_directory(st)) clash = "a folder";
-    if (clash.empty() && fs::exists(st) && !fs::is_regular_file(st)) clash = "not a regular file (a device, FIFO or socket)";
-    if (!clash.empty()) throw refuse(" is " + clash + "; choose another file");
-    // Found now, not after the whole evaluation: a folder for the JSON that cannot be made or written. A
-    // missing folder is made one level at a time (as render makes -o and --manifest folders); only folders
-    // made here are ever removed again, with rmdir(2), which removes nothing but an empty folder.
-    const fs::path dir = fs::path(json_path).parent_path();
-    std::vector<fs::path> chain;  // dir and its missing ancestors, deepest first
-    for (fs::path a = dir; !a.empty() && !fs::exists(fs::symlink_status(a, lec)); a = a.parent_path()) {
-      chain.push_back(a);
-      if (a == a.parent_path()) break;
-    }
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-      if (::mkdir(it->c_str(), 0777) != 0) {
-        const int err = errno;
-        remove_made_folders(json_made);
-        throw refuse(": cannot create folder " + it->string() + " (" + std::strerror(err) + ")");
-      }
-      json_made.insert(json_made.begin(), it->string());
-    }
-    if (!fs::is_directory(dir, lec)) throw refuse(": " + dir.string() + " is not a folder");
-    // Probe by creating (then removing) a file beside it, as the JSON's temporary file will be: unlike
-    // access(2) this also catches a read-only mount or a pseudo file system such as /proc, and holds for root.
-    const fs::path probe = dir / ("." + jp.filename().string().substr(0, 200) + ".probe." + std::to_string(::getpid()));
-    const int pfd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (pfd < 0) {
-      const int err = errno;
-      remove_made_folders(json_made);
-      throw refuse(": cannot create a file in folder " + dir.string() + " (" + std::strerror(err) + ")");
-    }
-    ::close(pfd);
-    ::unlink(probe.c_str());
+    for (const auto& kv : masks.by_rel) reads.push_back({kv.second, "a mask"});
+    for (const fs::path& d : truth_dirs) reads.push_back({(d / kLabelsCsv).string(), "a labels.csv that eval reads"});
+    json_path = check_output_file("--json", opt.json_out, reads);
+    json_made = make_output_folder("--json", opt.json_out, json_path);
   }
 
   // Ground truth: labels.csv in the masks folder, else in the image's own folder; else the file name.
