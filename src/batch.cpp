@@ -24,6 +24,7 @@
 
 #include "classify.hpp"
 #include "error.hpp"
+#include "npy.hpp"
 #include "pos_embed.hpp"
 #include "sgemm.hpp"
 #include "weights.hpp"
@@ -100,9 +101,9 @@ std::string check_output_file(const std::string& flag, const std::string& path, 
   if (fs::is_directory(st)) throw refuse(" is a folder; choose a file name");
   if (fs::exists(st) && !fs::is_regular_file(st))
     throw refuse(" is not a regular file (a device, FIFO or socket); choose another file");
-  const bool linked = fs::exists(st) && fs::hard_link_count(target, ec) > 1;  // maybe another name of a read file
+  const bool exists = fs::exists(st);  // then also compared by device and inode (hard links, bind mounts)
   for (const ReadFile& r : reads) {
-    if (canonical_or_empty(r.path) == target || (linked && fs::equivalent(target, r.path, ec)))
+    if (canonical_or_empty(r.path) == target || (exists && fs::equivalent(target, r.path, ec)))
       throw refuse(" is " + r.what + "; choose another file");
   }
   return target;
@@ -515,11 +516,12 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
       reads.push_back({f, f == weights_path ? "the weights file" : "a config file read with the weights"});
     for (const std::string& in : opt.inputs) reads.push_back({in, "an input"});
     for (const Job& j : all_jobs) reads.push_back({j.input, "an input"});
-    for (const Job& j : jobs) {
+    for (const Job& j : all_jobs) {  // every shard's: the shards together write one full run's files
       reads.push_back({j.out_base + ".png", "an output of this run"});
       if (opt.save_raw) reads.push_back({j.out_base + ".npy", "an output of this run"});
       if (opt.heads_grid) reads.push_back({j.out_base + ".heads.png", "an output of this run"});
     }
+    if (ctx.font) reads.push_back({ctx.font->path(), "the label font"});
     manifest_path = check_output_file("--manifest", bopt.manifest, reads);
   }
   // The output folder, once: a bad --out is one usage error, not one error per image.
@@ -584,10 +586,18 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
         if (opt.heads_grid) o.outputs.push_back(sheet);
         if (opt.save_raw) o.outputs.push_back(npy);
       } else {
-        // A picture of the user's that merely has an output's name (photos/cat.png when rendering
-        // photos/cat.jpg into photos/) is never replaced; attnmap's own earlier outputs are.
-        for (const std::string& out : {png, sheet}) {
-          if ((out == png || opt.heads_grid) && file_exists(out) && !written_by_attnmap(out))
+        // A file of the user's that merely has an output's name (photos/cat.png when rendering
+        // photos/cat.jpg into photos/) is never replaced, nor is anything but a regular file (a link, FIFO,
+        // device or folder); attnmap's own earlier outputs are. All are checked before any is written.
+        for (const std::string& out : {png, sheet, npy}) {
+          if ((out == sheet && !opt.heads_grid) || (out == npy && !opt.save_raw)) continue;
+          std::error_code ec;
+          const fs::file_status st = fs::symlink_status(out, ec);
+          if (!fs::exists(st)) continue;
+          if (!fs::is_regular_file(st))
+            throw Error("output " + out + " exists and is not a regular file (a link, folder, FIFO or device); it is "
+                        "left alone: choose another --out or move it away");
+          if (out == npy ? !looks_written_by_attnmap_npy(out) : !written_by_attnmap(out))
             throw Error("output " + out + " already exists and was not written by attnmap; it is left alone: "
                         "choose another --out or move it away");
         }

@@ -448,8 +448,9 @@ int run_eval(const EvalOptions& opt) {
     }
     j["images"] = imgs;
     j["errors"] = errors;
-    const std::string text = j.dump(1) + "\n";
     try {
+      // File names are bytes; one that is not UTF-8 gets U+FFFD in the JSON (as in render's manifest).
+      const std::string text = j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
       write_file_atomic(json_path, std::vector<uint8_t>(text.begin(), text.end()));
     } catch (const std::exception& e) {
       std::cerr << "attnmap: error: " << e.what() << "\n";

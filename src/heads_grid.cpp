@@ -50,7 +50,7 @@ struct Font::Impl {
   stbtt_fontinfo info{};
 };
 
-Font::Font(const std::string& path) : impl_(std::make_unique<Impl>()) {
+Font::Font(const std::string& path) : impl_(std::make_unique<Impl>()), path_(path) {
   impl_->data = read_file(path);
   // stb_truetype trusts the file's offsets (it is documented as unsafe on untrusted fonts): an empty or cut
   // file would make it read past the buffer. The header and the table directory are checked first: every

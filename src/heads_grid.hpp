@@ -30,10 +30,13 @@ class Font {
   int text_width(const std::string& text, float px) const;
   /// Draws `text` with its top-left corner at (x, y) in colour `rgb`, clipped to the image.
   void draw(Image& img, int x, int y, const std::string& text, float px, const uint8_t rgb[3]) const;
+  /// The file it was read from.
+  const std::string& path() const { return path_; }
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  std::string path_;
 };
 
 /// Geometry of a tile sheet: n tiles of tile_w x tile_h pixels, each under a label strip of label_h pixels,

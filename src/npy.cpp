@@ -1,6 +1,7 @@
 #include "npy.hpp"
 
 #include <cstring>
+#include <fstream>
 
 #include "error.hpp"
 #include "image_io.hpp"
@@ -24,6 +25,15 @@ std::vector<uint8_t> npy_encode(const std::vector<float>& data, const std::vecto
   out.resize(off + data.size() * sizeof(float));
   if (!data.empty()) std::memcpy(out.data() + off, data.data(), data.size() * sizeof(float));  // x86-64: little-endian
   return out;
+}
+
+bool looks_written_by_attnmap_npy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char buf[64] = {};
+  if (!in.read(buf, sizeof buf)) return false;
+  static const char kStart[] = "\x93NUMPY\x01\x00";  // magic and version 1.0, then a 2-byte header length
+  static const char kDict[] = "{'descr': '<f4', 'fortran_order': False, 'shape': (";  // as npy_encode writes
+  return std::memcmp(buf, kStart, 8) == 0 && std::memcmp(buf + 10, kDict, sizeof kDict - 1) == 0;
 }
 
 void write_npy(const std::string& path, const std::vector<float>& data, const std::vector<int64_t>& shape) {

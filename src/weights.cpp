@@ -756,6 +756,10 @@ std::vector<std::string> model_files(const std::string& path) {
 SideConfig read_side_config(const std::string& dir) {
   SideConfig sc;
   auto read_json = [](const std::string& file, json& out) {
+    std::error_code ec;
+    const std::filesystem::file_status st = std::filesystem::status(file, ec);
+    if (!std::filesystem::exists(st)) return false;
+    if (!std::filesystem::is_regular_file(st)) throw Error(file + ": not a regular file (a folder, device or FIFO), read as a side config");
     std::ifstream f(file, std::ios::binary);
     if (!f) return false;
     std::stringstream ss;

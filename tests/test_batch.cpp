@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
@@ -161,6 +162,43 @@ TEST_F(Batch, NeverReplacesAUsersFileWithAnOutputsName) {
   ASSERT_EQ(run_attnmap("render " + q(dir / "cat.jpg") + " -o " + q(dir / "o2") + " -q").status, 0);
   EXPECT_TRUE(written_by_attnmap((dir / "o2" / "cat.png").string()));
   EXPECT_EQ(run_attnmap("render " + q(dir / "cat.jpg") + " -o " + q(dir / "o2") + " -q").status, 0);
+}
+
+// The same for --save-raw's NAME.npy (attnmap's own: a '<f4' .npy as it writes them), and nothing but a
+// regular file is replaced (a FIFO, link or folder under an output's name); nothing of the image is written.
+TEST_F(Batch, NeverReplacesAUsersNpyOrANonRegularFile) {
+  fs::create_directories(dir / "o");
+  std::ofstream(dir / "o" / "t0.npy") << "user data";
+  const CliRun r = run_attnmap("render " + q(dir / "in" / "a" / "t0.png") + " -o " + q(dir / "o") + " --save-raw -q");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("t0.npy already exists and was not written by attnmap"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(dir / "o" / "t0.npy"), "user data");
+  EXPECT_FALSE(fs::exists(dir / "o" / "t0.png"));  // checked before anything of the image is written
+  fs::remove(dir / "o" / "t0.npy");
+  ASSERT_EQ(run_attnmap("render " + q(dir / "in" / "a" / "t0.png") + " -o " + q(dir / "o") + " --save-raw -q").status, 0);
+  EXPECT_TRUE(looks_written_by_attnmap_npy((dir / "o" / "t0.npy").string()));
+  EXPECT_EQ(run_attnmap("render " + q(dir / "in" / "a" / "t0.png") + " -o " + q(dir / "o") + " --save-raw -q").status, 0);
+  ASSERT_EQ(::mkfifo((dir / "o" / "t1.png").c_str(), 0644), 0);
+  const CliRun f = run_attnmap("render " + q(dir / "in" / "a" / "t1.png") + " -o " + q(dir / "o") + " -q", "timeout 20 ");
+  EXPECT_EQ(f.status, 1) << f.err;
+  EXPECT_NE(f.err.find("t1.png exists and is not a regular file"), std::string::npos) << f.err;
+  EXPECT_TRUE(fs::is_fifo(dir / "o" / "t1.png"));
+  // A FIFO where a side config is read beside the weights is refused, not waited on.
+  fs::create_directories(dir / "w");
+  fs::copy_file(attnmap::default_weights_path(), dir / "w" / "m.json");
+  ASSERT_EQ(::mkfifo((dir / "w" / "config.json").c_str(), 0644), 0);
+  const CliRun c = run_attnmap("render " + q(dir / "in" / "a" / "t0.png") + " -w " + q(dir / "w" / "m.json") + " -o " +
+                               q(dir / "o3") + " -q", "timeout 20 ");
+  EXPECT_EQ(c.status, 2) << c.err;
+  EXPECT_NE(c.err.find("config.json: not a regular file"), std::string::npos) << c.err;
+}
+
+// Shards together write one full run's files: a shard's manifest may not be another shard's overlay.
+TEST_F(Batch, ShardManifestIsCheckedAgainstEveryShardsOutputs) {
+  const CliRun r = run_attnmap("render " + q(dir / "in" / "a") + " -o " + q(dir / "out") + " --shard 1/2 -q --manifest " +
+                               q(dir / "out" / "t1.png"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("is an output of this run"), std::string::npos) << r.err;
 }
 
 TEST_F(Batch, ManifestLinesMatchTheNpyMaps) {

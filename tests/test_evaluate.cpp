@@ -378,6 +378,15 @@ TEST_F(Eval, JsonTargetKindsAndOwnMask) {
   EXPECT_NE(fifo.err.find("is not a regular file"), std::string::npos) << fifo.err;
   EXPECT_FALSE(fs::exists(dir / "new"));
   EXPECT_EQ(fs::file_size(dir / "img" / "a.png"), fs::file_size(kOneHot / "images" / "a.png"));
+  // A file name that is not UTF-8 (names are bytes) is written with U+FFFD, not refused at the end.
+  fs::create_directories(dir / "u8" / "m");
+  fs::copy_file(kOneHot / "images" / "a.png", dir / "u8" / "a\xff.png");
+  fs::copy_file(kOneHot / "masks" / "a.png", dir / "u8" / "m" / "a\xff.png");
+  const CliRun u8 = run_attnmap("eval -q --masks " + q(dir / "u8" / "m") + " " + q(dir / "u8") + " -w " +
+                                q(kOneHot / "weights.json") + " --json " + q(dir / "u8j" / "e.json"));
+  EXPECT_EQ(u8.status, 0) << u8.err;
+  EXPECT_NE(json::parse(slurp(dir / "u8j" / "e.json"))["images"][0]["file"].get<std::string>().find("a\xef\xbf\xbd.png"),
+            std::string::npos);
   // An image named inside the masks folder is its own mask: that input fails, the others are scored.
   const CliRun own = run_attnmap("eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "masks" / "a.png") +
                                  " " + q(kOneHot / "images" / "b.png") + " -w " + q(kOneHot / "weights.json"));
