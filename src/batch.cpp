@@ -101,12 +101,24 @@ std::string check_output_file(const std::string& flag, const std::string& path, 
   if (fs::is_directory(st)) throw refuse(" is a folder; choose a file name");
   if (fs::exists(st) && !fs::is_regular_file(st))
     throw refuse(" is not a regular file (a device, FIFO or socket); choose another file");
-  const bool exists = fs::exists(st);  // then also compared by device and inode (hard links, bind mounts)
+  // An existing target is compared by device and inode (one stat per read file: also hard links and bind
+  // mounts); one still to be made, by its resolved path (a read file that does not exist yet, e.g. labels.csv).
+  struct ::stat ts {};
+  const bool exists = fs::exists(st) && ::stat(target.c_str(), &ts) == 0;
   for (const ReadFile& r : reads) {
-    if (canonical_or_empty(r.path) == target || (exists && fs::equivalent(target, r.path, ec)))
-      throw refuse(" is " + r.what + "; choose another file");
+    struct ::stat rs {};
+    const bool same = exists ? ::stat(r.path.c_str(), &rs) == 0 && rs.st_dev == ts.st_dev && rs.st_ino == ts.st_ino
+                             : canonical_or_empty(r.path) == target;
+    if (same) throw refuse(" is " + r.what + "; choose another file");
   }
   return target;
+}
+
+std::vector<ReadFile> model_reads(const std::string& weights_path) {
+  std::vector<ReadFile> reads;
+  for (const std::string& f : model_files(weights_path))
+    reads.push_back({f, f == weights_path ? "the weights file" : "a config file read with the weights"});
+  return reads;
 }
 
 std::vector<std::string> make_output_folder(const std::string& flag, const std::string& path, const std::string& target) {
@@ -511,9 +523,7 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   // The manifest must not truncate an input, the weights (or their side configs) or one of this run's outputs.
   std::string manifest_path;  // resolved: what is checked is what is opened
   if (!bopt.manifest.empty()) {
-    std::vector<ReadFile> reads;
-    for (const std::string& f : model_files(weights_path))
-      reads.push_back({f, f == weights_path ? "the weights file" : "a config file read with the weights"});
+    std::vector<ReadFile> reads = model_reads(weights_path);
     for (const std::string& in : opt.inputs) reads.push_back({in, "an input"});
     for (const Job& j : all_jobs) reads.push_back({j.input, "an input"});
     for (const Job& j : all_jobs) {  // every shard's: the shards together write one full run's files

@@ -57,6 +57,10 @@ struct ReadFile {
   std::string what;
 };
 
+/// The files load_model reads for `weights_path` (model_files: the weights and their side configs), as
+/// ReadFile entries for check_output_file.
+std::vector<ReadFile> model_reads(const std::string& weights_path);
+
 /// Refuses an output file name that cannot name a file: ending in a folder ("/", ".", ".."), or with a
 /// component over 255 bytes. `flag` ("--json") starts the message. Throws attnmap::Error.
 void check_output_name(const std::string& flag, const std::string& path);

@@ -233,9 +233,7 @@ int run_eval(const EvalOptions& opt) {
   std::string json_path;               // resolved: what is checked is what is written
   std::vector<std::string> json_made;  // folders made for it, deepest first: removed when no JSON is written
   if (!opt.json_out.empty()) {
-    std::vector<ReadFile> reads;
-    for (const std::string& f : model_files(weights_path))
-      reads.push_back({f, f == weights_path ? "the weights file" : "a config file read with the weights"});
+    std::vector<ReadFile> reads = model_reads(weights_path);
     for (const std::string& in : ro.inputs) reads.push_back({in, "an input"});
     std::set<fs::path> truth_dirs{fs::path(opt.masks_dir)};  // where a labels.csv would be read (the class truth)
     for (const Job& j : jobs) {
