@@ -156,7 +156,9 @@ ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const
   ev.mask = mask_path;
   ev.truth = truth;
   const Image photo = load_image(input, opt.view.load);
-  const Mask mask = mask_from_image(load_image(mask_path, opt.view.load), mask_path);
+  LoadOptions mask_load = opt.view.load;
+  mask_load.keep_nonzero = true;  // a 16-bit mask's object may be marked 1 (or any small value)
+  const Mask mask = mask_from_image(load_image(mask_path, mask_load), mask_path);
   if (mask.width != photo.width || mask.height != photo.height)
     throw Error("mask " + mask_path + " is " + std::to_string(mask.width) + "x" +
                 std::to_string(mask.height) + ", the image is " + std::to_string(photo.width) + "x" +

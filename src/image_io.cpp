@@ -168,8 +168,9 @@ Image apply_orientation(const Image& img, int orientation) {
 
 namespace {
 
-// A 16-bit PGM/PPM whose header inspect_pnm accepted and whose pixels are all present, to 8-bit RGB.
-Image decode_pnm16(const PnmInfo& pnm, const uint8_t* data, const std::string& path) {
+// A 16-bit PGM/PPM whose header inspect_pnm accepted and whose pixels are all present, to 8-bit RGB
+// (keep_nonzero: a non-zero sample becomes at least 1).
+Image decode_pnm16(const PnmInfo& pnm, const uint8_t* data, const std::string& path, bool keep_nonzero) {
   Image img;
   img.width = static_cast<int>(pnm.width);
   img.height = static_cast<int>(pnm.height);
@@ -182,7 +183,8 @@ Image decode_pnm16(const PnmInfo& pnm, const uint8_t* data, const std::string& p
     for (size_t ch = 0; ch < 3; ++ch) {
       const size_t at = 2 * (i * c + (c == 3 ? ch : 0));
       const uint32_t v = std::min<uint32_t>((uint32_t(src[at]) << 8) | src[at + 1], maxval);
-      img.rgb[3 * i + ch] = static_cast<uint8_t>((v * 255 + maxval / 2) / maxval);
+      const uint32_t b = (v * 255 + maxval / 2) / maxval;
+      img.rgb[3 * i + ch] = static_cast<uint8_t>(keep_nonzero && v != 0 && b == 0 ? 1 : b);
     }
   }
   return img;
@@ -272,7 +274,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
     // Debian's stb_image (2022) reads 16-bit PNM samples in the machine's byte order instead of the
     // format's big-endian one, and overreads its buffer when converting their channel count; so 16-bit
     // PGM/PPM pixels are taken here: each sample scaled from 0..maxval to 0..255, rounded.
-    if (pnm.maxval > 255) return decode_pnm16(pnm, data, path);
+    if (pnm.maxval > 255) return decode_pnm16(pnm, data, path, opt.keep_nonzero);
   }
   int w = 0, h = 0, channels = 0;
   if (!stbi_info_from_memory(data, len, &w, &h, &channels)) {
@@ -308,6 +310,27 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
                   std::to_string(data[16]) + " bits per pixel needs " + std::to_string(need) +
                   " bytes, the file has " + std::to_string(size));
     }
+  }
+  if (opt.keep_nonzero && stbi_is_16_bit_from_memory(data, len)) {  // a 16-bit PNG or PSD mask
+    int dw = 0, dh = 0, dc = 0;
+    std::unique_ptr<stbi_us, void (*)(void*)> px16(stbi_load_16_from_memory(data, len, &dw, &dh, &dc, 3),
+                                                   stbi_image_free);
+    if (!px16) throw Error(path + ": cannot decode image (" + stbi_failure_reason() + ")");
+    if (dw != w || dh != h) {
+      throw Error(path + ": decoded size " + std::to_string(dw) + "x" + std::to_string(dh) +
+                  " differs from the header's " + std::to_string(w) + "x" + std::to_string(h));
+    }
+    Image img;
+    img.width = dw;
+    img.height = dh;
+    const size_t npx = checked_mul(static_cast<size_t>(dw), static_cast<size_t>(dh), path.c_str());
+    img.rgb.resize(checked_mul(npx, 3, path.c_str()));
+    for (size_t i = 0; i < img.rgb.size(); ++i) {
+      const stbi_us v = px16.get()[i];
+      const uint8_t b = static_cast<uint8_t>(v >> 8);  // as stb_image's own 8-bit reading
+      img.rgb[i] = v != 0 && b == 0 ? uint8_t{1} : b;
+    }
+    return img;
   }
   int dw = 0, dh = 0, dc = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> px(

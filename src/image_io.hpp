@@ -20,6 +20,10 @@ struct LoadOptions {
   /// Apply a JPEG's EXIF orientation (tag 0x0112, values 2..8) so the picture stands as viewers show it
   /// (PIL's ImageOps.exif_transpose). Off: the stored pixel order (`--no-exif`).
   bool apply_exif = true;
+  /// For masks: a non-zero 16-bit sample never becomes 0 (it is scaled as below, then raised to at least 1),
+  /// so that a 16-bit mask whose object is marked with small values (1, 2, ... e.g. instance ids) keeps
+  /// its object. Off for photos, which keep the plain 8-bit scaling.
+  bool keep_nonzero = false;
 };
 
 /// What a JPEG's marker segments say, read without decoding (ITU T.81 B.1; Adobe APP14 for CMYK/YCCK).
@@ -64,8 +68,8 @@ Image apply_orientation(const Image& img, int orientation);
 /// loader do. JPEG: Adobe CMYK and YCCK are converted like PIL (R = (255-C)(255-K)/255), a 4-component
 /// JPEG without the Adobe marker is refused ("unsupported colour space"), a JPEG without its end marker is
 /// refused ("truncated JPEG"), bytes after the end marker are ignored, and the EXIF orientation is applied
-/// (opt.apply_exif). The declared width x height is checked against `opt.max_pixels` from the header
-/// alone, before any pixel buffer is allocated.
+/// (opt.apply_exif); opt.keep_nonzero keeps non-zero 16-bit samples non-zero. The declared width x height
+/// is checked against `opt.max_pixels` from the header alone, before any pixel buffer is allocated.
 /// Throws attnmap::Error naming `path` when the file cannot be read, is not a decodable image, or its
 /// declared size exceeds `opt.max_pixels`.
 Image load_image(const std::string& path, const LoadOptions& opt = {});

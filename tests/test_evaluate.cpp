@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <spng.h>
 #include <sys/stat.h>
 
 #include "batch.hpp"
@@ -286,6 +287,91 @@ TEST_F(Eval, BadImagesFailAloneAndTheRestIsStillScored) {
   EXPECT_EQ(j["summary"]["failed"], 4);
   EXPECT_EQ(j["errors"].size(), 4u);
   EXPECT_NEAR(j["images"][0]["views"]["L0/mean"]["energy"].get<double>(), 0.5625, 1e-6);
+}
+
+namespace {
+
+// A 16-bit greyscale PNG of `v` (row-major, w x h), encoded with libspng.
+std::vector<uint8_t> png16(int w, int h, const std::vector<uint16_t>& v) {
+  std::vector<uint16_t> px(v);  // libspng's SPNG_FMT_PNG takes 16-bit samples in host byte order
+  spng_ctx* ctx = spng_ctx_new(SPNG_CTX_ENCODER);
+  spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1);
+  spng_ihdr ihdr{};
+  ihdr.width = static_cast<uint32_t>(w);
+  ihdr.height = static_cast<uint32_t>(h);
+  ihdr.bit_depth = 16;
+  ihdr.color_type = SPNG_COLOR_TYPE_GRAYSCALE;
+  spng_set_ihdr(ctx, &ihdr);
+  int e = spng_encode_image(ctx, px.data(), px.size() * 2, SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE);
+  size_t len = 0;
+  void* buf = e ? nullptr : spng_get_png_buffer(ctx, &len, &e);
+  std::vector<uint8_t> out;
+  if (buf) out.assign(static_cast<uint8_t*>(buf), static_cast<uint8_t*>(buf) + len);
+  std::free(buf);
+  spng_ctx_free(ctx);
+  return out;
+}
+
+// A 16-bit binary PGM (P5, maxval 65535) of `v`.
+std::vector<uint8_t> pgm16(int w, int h, const std::vector<uint16_t>& v) {
+  const std::string head = "P5\n" + std::to_string(w) + " " + std::to_string(h) + "\n65535\n";
+  std::vector<uint8_t> out(head.begin(), head.end());
+  for (uint16_t x : v) {
+    out.push_back(static_cast<uint8_t>(x >> 8));
+    out.push_back(static_cast<uint8_t>(x & 0xff));
+  }
+  return out;
+}
+
+void spit(const fs::path& p, const std::vector<uint8_t>& b) {
+  std::ofstream f(p, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+
+}  // namespace
+
+// Photos keep stb_image's 8-bit reading of 16-bit samples (v >> 8; PGM: scaled to 0..255, rounded); a mask
+// read with keep_nonzero keeps every non-zero sample non-zero.
+TEST(Metrics, SixteenBitSamplesStayNonZeroForMasks) {
+  const std::vector<uint16_t> v = {0, 1, 255, 256, 65535};
+  LoadOptions keep;
+  keep.keep_nonzero = true;
+  auto red = [](const Image& im) {
+    std::vector<int> r;
+    for (size_t i = 0; i < im.rgb.size(); i += 3) r.push_back(im.rgb[i]);
+    return r;
+  };
+  const std::vector<uint8_t> png = png16(5, 1, v);
+  ASSERT_FALSE(png.empty());
+  EXPECT_EQ(red(decode_image(png.data(), png.size(), "m.png")), (std::vector<int>{0, 0, 0, 1, 255}));
+  EXPECT_EQ(red(decode_image(png.data(), png.size(), "m.png", keep)), (std::vector<int>{0, 1, 1, 1, 255}));
+  const std::vector<uint8_t> pgm = pgm16(5, 1, v);
+  EXPECT_EQ(red(decode_image(pgm.data(), pgm.size(), "m.pgm")), (std::vector<int>{0, 0, 1, 1, 255}));
+  EXPECT_EQ(red(decode_image(pgm.data(), pgm.size(), "m.pgm", keep)), (std::vector<int>{0, 1, 1, 1, 255}));
+}
+
+// The one-hot model's masks as 16-bit files whose object is 1 (PNG for a, PGM for b): scored as the 8-bit
+// masks are (nearest: energies 1 and 0.5), not refused as empty.
+TEST_F(Eval, SixteenBitMasksMarkedWithOneAreScored) {
+  fs::create_directories(dir / "img");
+  fs::create_directories(dir / "masks");
+  for (const char* n : {"a", "b"}) {
+    fs::copy_file(kOneHot / "images" / (std::string(n) + ".png"), dir / "img" / (std::string(n) + ".png"));
+    const Image m = load_image((kOneHot / "masks" / (std::string(n) + ".png")).string());
+    std::vector<uint16_t> v;
+    for (size_t i = 0; i < m.rgb.size(); i += 3) v.push_back(m.rgb[i] | m.rgb[i + 1] | m.rgb[i + 2] ? 1 : 0);
+    spit(dir / "masks" / (std::string(n) + (n[0] == 'a' ? ".png" : ".pgm")),
+         n[0] == 'a' ? png16(m.width, m.height, v) : pgm16(m.width, m.height, v));
+  }
+  const fs::path js = dir / "r.json";
+  const CliRun r = run_attnmap("eval -q --masks " + q(dir / "masks") + " " + q(dir / "img") + " -w " +
+                               q(kOneHot / "weights.json") + " --upsample nearest --json " + q(js));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(slurp(js));
+  ASSERT_EQ(j["images"].size(), 2u);
+  EXPECT_DOUBLE_EQ(j["images"][0]["views"]["L0/mean"]["energy"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(j["images"][1]["views"]["L0/mean"]["energy"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(j["images"][1]["mask_area_share"].get<double>(), 8.0 / 256);
 }
 
 TEST_F(Eval, UsageErrorsExitTwo) {
