@@ -244,6 +244,58 @@ bool hdr_data_complete(const uint8_t* data, size_t size, uint64_t w, uint64_t h)
   return true;
 }
 
+namespace {
+
+// stb_image reads a file held in memory as if zeros followed its end, so a BMP, GIF, PSD, PIC or RLE TGA cut
+// short decodes without complaint, its missing part black. Those formats are therefore decoded through
+// stb_image's callback interface from this reader, which notes when the decoder asks for bytes the file does
+// not have (read at the end, skip past it, or a bulk read cut short).
+struct EndWatch {
+  const uint8_t* data;
+  size_t size;
+  size_t pos = 0;
+  bool past_end = false;
+};
+
+int watch_read(void* user, char* out, int n) {
+  auto* w = static_cast<EndWatch*>(user);
+  const size_t want = n > 0 ? static_cast<size_t>(n) : 0;
+  const size_t left = w->size - w->pos;
+  // stb_image refills its 128-byte buffer with requests of exactly 128: a short answer to those is normal.
+  if (left == 0 || (want > left && want != 128)) w->past_end = true;
+  const size_t k = std::min(want, left);
+  std::memcpy(out, w->data + w->pos, k);
+  w->pos += k;
+  return static_cast<int>(k);
+}
+
+void watch_skip(void* user, int n) {
+  auto* w = static_cast<EndWatch*>(user);
+  const size_t step = n > 0 ? static_cast<size_t>(n) : 0;
+  // A BMP's last row may lack its (at most 3) padding bytes without any pixel missing.
+  if (step > w->size - w->pos + 3) w->past_end = true;
+  w->pos += std::min(step, w->size - w->pos);
+}
+
+int watch_eof(void* user) {
+  const auto* w = static_cast<const EndWatch*>(user);
+  return w->pos >= w->size ? 1 : 0;
+}
+
+const stbi_io_callbacks kWatchCallbacks = {watch_read, watch_skip, watch_eof};
+
+// The formats decoded through EndWatch, by signature; stb_image takes anything else it cannot place for TGA.
+const char* watched_format(const uint8_t* d, size_t n, bool jpeg, bool pnm, bool hdr) {
+  if (n >= 2 && d[0] == 'B' && d[1] == 'M') return "BMP";
+  if (n >= 4 && std::memcmp(d, "GIF8", 4) == 0) return "GIF";
+  if (n >= 4 && std::memcmp(d, "8BPS", 4) == 0) return "PSD";
+  if (n >= 4 && std::memcmp(d, "\x53\x80\xF6\x34", 4) == 0) return "PIC";
+  if (jpeg || pnm || hdr || (n >= 8 && std::memcmp(d, kPngSignature, 8) == 0)) return nullptr;
+  return "TGA";
+}
+
+}  // namespace
+
 Image decode_image(const uint8_t* data, size_t size, const std::string& path, const LoadOptions& opt) {
   if (size == 0) throw Error(path + ": empty file (0 bytes)");
   if (size > static_cast<size_t>(INT_MAX)) throw Error(path + ": file larger than 2 GiB");
@@ -293,7 +345,9 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
       throw Error(path + ": truncated JPEG: no end-of-image marker (the file was cut short)");
   }
   static const char kHdr1[] = "#?RADIANCE\n", kHdr2[] = "#?RGBE\n";
-  if ((size >= 11 && std::memcmp(data, kHdr1, 11) == 0) || (size >= 7 && std::memcmp(data, kHdr2, 7) == 0)) {
+  const bool is_hdr =
+      (size >= 11 && std::memcmp(data, kHdr1, 11) == 0) || (size >= 7 && std::memcmp(data, kHdr2, 7) == 0);
+  if (is_hdr) {
     if (!hdr_data_complete(data, size, static_cast<uint64_t>(w), static_cast<uint64_t>(h)))
       throw Error(path + ": truncated HDR: the pixel data stops before the " + std::to_string(w) + "x" +
                   std::to_string(h) + " picture is complete");
@@ -311,11 +365,21 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
                   " bytes, the file has " + std::to_string(size));
     }
   }
+  const char* watched = watched_format(data, size, jpeg.is_jpeg, pnm.is_pnm, is_hdr);
+  EndWatch watch{data, size};
+  auto check_complete = [&]() {
+    if (watched && watch.past_end)
+      throw Error(path + ": truncated " + watched + ": the file ends before the " + std::to_string(w) + "x" +
+                  std::to_string(h) + " picture is complete (stb_image would fill the rest with black)");
+  };
   if (opt.keep_nonzero && stbi_is_16_bit_from_memory(data, len)) {  // a 16-bit PNG or PSD mask
     int dw = 0, dh = 0, dc = 0;
-    std::unique_ptr<stbi_us, void (*)(void*)> px16(stbi_load_16_from_memory(data, len, &dw, &dh, &dc, 3),
-                                                   stbi_image_free);
+    std::unique_ptr<stbi_us, void (*)(void*)> px16(
+        watched ? stbi_load_16_from_callbacks(&kWatchCallbacks, &watch, &dw, &dh, &dc, 3)
+                : stbi_load_16_from_memory(data, len, &dw, &dh, &dc, 3),
+        stbi_image_free);
     if (!px16) throw Error(path + ": cannot decode image (" + stbi_failure_reason() + ")");
+    check_complete();
     if (dw != w || dh != h) {
       throw Error(path + ": decoded size " + std::to_string(dw) + "x" + std::to_string(dh) +
                   " differs from the header's " + std::to_string(w) + "x" + std::to_string(h));
@@ -334,8 +398,11 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
   }
   int dw = 0, dh = 0, dc = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> px(
-      stbi_load_from_memory(data, len, &dw, &dh, &dc, 3), stbi_image_free);
+      watched ? stbi_load_from_callbacks(&kWatchCallbacks, &watch, &dw, &dh, &dc, 3)
+              : stbi_load_from_memory(data, len, &dw, &dh, &dc, 3),
+      stbi_image_free);
   if (!px) throw Error(path + ": cannot decode image (" + stbi_failure_reason() + ")");
+  check_complete();
   if (dw != w || dh != h) {
     throw Error(path + ": decoded size " + std::to_string(dw) + "x" + std::to_string(dh) +
                 " differs from the header's " + std::to_string(w) + "x" + std::to_string(h));

@@ -271,6 +271,8 @@ def main():
     f2 = Image.fromarray(255 - rgb).quantize(colors=8, dither=Image.Dither.NONE)
     f1.save(os.path.join(good, "gif_anim.gif"), save_all=True, append_images=[f2], duration=100, loop=0)
     add_good("gif_anim.gif", np.array(f1.convert("RGB")))  # the first frame
+    f1.save(os.path.join(good, "gif_single.gif"))  # one frame: nothing after it but the trailer
+    add_good("gif_single.gif", np.array(f1.convert("RGB")))
     with open(os.path.join(good, "psd.psd"), "wb") as f:
         f.write(psd_rgb(rgb))
     add_good("psd.psd", rgb)
@@ -322,6 +324,18 @@ def main():
     buf = io.BytesIO()
     im.save(buf, "TGA")
     add_bad("tga_truncated_70.tga", buf.getvalue()[: len(buf.getvalue()) * 7 // 10], "truncated TGA")
+    # Cut BMP, GIF, PSD and RLE TGA files: stb_image reads zeros past a buffer's end and would draw the
+    # missing part black; attnmap decodes these formats through a reader that sees the decoder run out.
+    for name, fmt, kw in (("bmp_truncated_70.bmp", "BMP", {}),
+                          ("tga_rle_truncated_70.tga", "TGA", {"compression": "tga_rle"})):
+        buf = io.BytesIO()
+        im.save(buf, fmt, **kw)
+        add_bad(name, buf.getvalue()[: len(buf.getvalue()) * 7 // 10], "truncated " + fmt)
+    buf = io.BytesIO()
+    f1.save(buf, "GIF")
+    add_bad("gif_truncated_70.gif", buf.getvalue()[: len(buf.getvalue()) * 7 // 10], "truncated GIF")
+    psd = psd_rgb(rgb)
+    add_bad("psd_truncated_70.psd", psd[: len(psd) * 7 // 10], "truncated PSD")
     add_bad("huge_20000x20000.png", png_header_only(20000, 20000, 8, 0), "exceeds the limit")
     add_bad("huge_23169x23169_rgba.png", png_header_only(23169, 23169, 8, 6), "exceeds the limit")
     # A JPEG whose frame header declares 30000 x 30000 (SOF0 height/width patched).
