@@ -118,6 +118,7 @@ std::vector<ReadFile> model_reads(const std::string& weights_path) {
   std::vector<ReadFile> reads;
   for (const std::string& f : model_files(weights_path))
     reads.push_back({f, f == weights_path ? "the weights file" : "a config file read with the weights"});
+  reads.push_back({"/proc/self/exe", "the attnmap program itself"});
   return reads;
 }
 

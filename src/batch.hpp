@@ -57,8 +57,8 @@ struct ReadFile {
   std::string what;
 };
 
-/// The files load_model reads for `weights_path` (model_files: the weights and their side configs), as
-/// ReadFile entries for check_output_file.
+/// The files load_model reads for `weights_path` (model_files: the weights and their side configs) and the
+/// running attnmap program itself (/proc/self/exe), as ReadFile entries for check_output_file.
 std::vector<ReadFile> model_reads(const std::string& weights_path);
 
 /// Refuses an output file name that cannot name a file: ending in a folder ("/", ".", ".."), or with a

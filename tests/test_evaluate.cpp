@@ -426,6 +426,13 @@ TEST_F(Eval, JsonTargetKindsAndOwnMask) {
   EXPECT_EQ(man.status, 2);
   EXPECT_NE(man.err.find("is a config file read with the weights"), std::string::npos) << man.err;
   EXPECT_FALSE(fs::exists(kOneHot / "preprocessor_config.json"));
+  // Nor is the attnmap program itself, here named through a link to it.
+  fs::create_symlink(ATTNMAP_BIN, dir / "prog");
+  refused(" --json " + q(dir / "prog"), "is the attnmap program itself");
+  const CliRun prog = run_attnmap("render -q " + q(kOneHot / "images") + " -w " + q(kOneHot / "weights.json") +
+                                  " -o " + q(dir / "out") + " --manifest " + q(dir / "prog"));
+  EXPECT_EQ(prog.status, 2);
+  EXPECT_NE(prog.err.find("is the attnmap program itself"), std::string::npos) << prog.err;
   // A path through a folder that does not exist yet is resolved once, so "new/.." cannot reach an input
   // unnoticed, and a refusal removes nothing it did not make (here: a file where a folder is needed).
   std::ofstream(dir / "notes.txt") << "keep";
