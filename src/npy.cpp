@@ -9,18 +9,26 @@
 
 namespace attnmap {
 
-std::vector<uint8_t> npy_encode(const std::vector<float>& data, const std::vector<int64_t>& shape) {
-  if (checked_numel(shape, "npy") != data.size()) throw Error("npy: data size does not match shape " + shape_str(shape));
+namespace {
+
+// The magic, version 1.0, header length and header dict that npy_encode writes for `shape`.
+std::string npy_header(const std::vector<int64_t>& shape) {
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape_str(shape) + ", }";
   // magic(6) + version(2) + header_len(2) + header, padded with spaces and ended by '\n' to 64 bytes.
   const size_t total = (10 + header.size() + 1 + 63) / 64 * 64;
   header.append(total - 10 - header.size() - 1, ' ');
   header += '\n';
-  const uint8_t magic[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<uint8_t>(header.size() & 0xff),
-                             static_cast<uint8_t>(header.size() >> 8)};
-  std::vector<uint8_t> out(sizeof magic + header.size());
-  std::memcpy(out.data(), magic, sizeof magic);
-  std::memcpy(out.data() + sizeof magic, header.data(), header.size());
+  const char magic[10] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<char>(header.size() & 0xff),
+                          static_cast<char>(header.size() >> 8)};
+  return std::string(magic, sizeof magic) + header;
+}
+
+}  // namespace
+
+std::vector<uint8_t> npy_encode(const std::vector<float>& data, const std::vector<int64_t>& shape) {
+  if (checked_numel(shape, "npy") != data.size()) throw Error("npy: data size does not match shape " + shape_str(shape));
+  const std::string head = npy_header(shape);
+  std::vector<uint8_t> out(head.begin(), head.end());
   const size_t off = out.size();
   out.resize(off + data.size() * sizeof(float));
   if (!data.empty()) std::memcpy(out.data() + off, data.data(), data.size() * sizeof(float));  // x86-64: little-endian
@@ -29,11 +37,36 @@ std::vector<uint8_t> npy_encode(const std::vector<float>& data, const std::vecto
 
 bool looks_written_by_attnmap_npy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  char buf[64] = {};
-  if (!in.read(buf, sizeof buf)) return false;
-  static const char kStart[] = "\x93NUMPY\x01\x00";  // magic and version 1.0, then a 2-byte header length
-  static const char kDict[] = "{'descr': '<f4', 'fortran_order': False, 'shape': (";  // as npy_encode writes
-  return std::memcmp(buf, kStart, 8) == 0 && std::memcmp(buf + 10, kDict, sizeof kDict - 1) == 0;
+  char start[10] = {};
+  if (!in.read(start, sizeof start) || std::memcmp(start, "\x93NUMPY\x01\x00", 8) != 0) return false;
+  const size_t hlen =
+      static_cast<unsigned char>(start[8]) | (static_cast<size_t>(static_cast<unsigned char>(start[9])) << 8);
+  std::string header(hlen, '\0');
+  if (!in.read(header.data(), static_cast<std::streamsize>(hlen))) return false;
+  // The shape: "'shape': (" digits separated by ", " then ")"; rank 2 (one map) or 3 (per head).
+  static const std::string kShape = "'shape': (";
+  const size_t s0 = header.find(kShape), s1 = header.find(')', s0 == std::string::npos ? 0 : s0);
+  if (s0 == std::string::npos || s1 == std::string::npos) return false;
+  std::vector<int64_t> shape;
+  for (size_t p = s0 + kShape.size(); p < s1;) {
+    size_t q = p;
+    while (q < s1 && q - p < 12 && header[q] >= '0' && header[q] <= '9') ++q;
+    if (q == p) return false;
+    shape.push_back(std::stoll(header.substr(p, q - p)));
+    p = q;
+    if (p < s1 && header.compare(p, 2, ", ") != 0) return false;
+    if (p < s1) p += 2;
+  }
+  if (shape.size() != 2 && shape.size() != 3) return false;
+  try {
+    // Byte for byte the header npy_encode writes for that shape, then exactly its float32 data.
+    if (npy_header(shape) != std::string(start, sizeof start) + header) return false;
+    const size_t need = sizeof start + hlen + checked_numel(shape, "npy") * sizeof(float);
+    in.seekg(0, std::ios::end);
+    return in && static_cast<size_t>(in.tellg()) == need;
+  } catch (const Error&) {  // a shape whose size overflows
+    return false;
+  }
 }
 
 void write_npy(const std::string& path, const std::vector<float>& data, const std::vector<int64_t>& shape) {

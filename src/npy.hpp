@@ -13,8 +13,9 @@ std::vector<uint8_t> npy_encode(const std::vector<float>& data, const std::vecto
 /// npy_encode + atomic write (temporary file, then rename).
 void write_npy(const std::string& path, const std::vector<float>& data, const std::vector<int64_t>& shape);
 
-/// True when `path` is a .npy file of the kind write_npy makes (v1.0, '<f4', C order, rank 2 or 3), so
-/// that an earlier run's output may be replaced; a user's other file of that name is not.
+/// True when `path` is a .npy file of the kind write_npy makes, so that an earlier run's output may be
+/// replaced but a user's other file of that name is not: byte for byte the v1.0 header npy_encode writes
+/// ('<f4', C order, rank 2 or 3), then exactly the shape's float32 data, nothing after it.
 bool looks_written_by_attnmap_npy(const std::string& path);
 
 /// Reads a little-endian float32 C-order .npy file. Throws attnmap::Error naming the file on anything else.

@@ -286,6 +286,35 @@ TEST_F(Batch, ExtFilterPicksOnlyTheListedExtensions) {
   EXPECT_EQ(run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "x") + " --ext ,").status, 2);
 }
 
+// The check that lets a run replace its own .npy takes only what npy_encode writes: the exact header for a
+// rank-2 or rank-3 shape, then exactly that many float32 values.
+TEST(Npy, OwnFileCheckWantsTheExactHeaderAndDataSize) {
+  const fs::path p = fs::temp_directory_path() / ("attnmap_npy_check_" + std::to_string(::getpid()) + ".npy");
+  auto check = [&](const std::vector<uint8_t>& b) {
+    std::ofstream(p, std::ios::binary)
+        .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    return looks_written_by_attnmap_npy(p.string());
+  };
+  const std::vector<uint8_t> ok = npy_encode(std::vector<float>(6, 0.5f), {2, 3});
+  EXPECT_TRUE(check(ok));
+  EXPECT_TRUE(check(npy_encode(std::vector<float>(24, 0.f), {2, 3, 4})));
+  std::vector<uint8_t> b = ok;
+  b.push_back(0);  // a byte after the data
+  EXPECT_FALSE(check(b));
+  b = ok;
+  b.pop_back();  // data cut short
+  EXPECT_FALSE(check(b));
+  b = ok;
+  b[62] = 'x';  // text in the header's padding, after the dict
+  EXPECT_FALSE(check(b));
+  b = ok;
+  std::memcpy(b.data() + 10 + std::string("{'descr': '<f4', 'fortran_order': False, 'shape': (").size(), "9", 1);
+  EXPECT_FALSE(check(b));  // shape (9, 3): 27 values, the file holds 6
+  EXPECT_FALSE(check(npy_encode(std::vector<float>(6, 1.f), {6})));  // rank 1: not a map
+  EXPECT_FALSE(check({}));
+  fs::remove(p);
+}
+
 TEST(PngEncoder, LibspngPixelsEqualStbAndTheSource) {
   // A photo plus a noisy synthetic image with odd sizes (row filters see every edge case).
   std::vector<Image> imgs = {load_image(kData + "/chelsea.png")};
