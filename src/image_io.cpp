@@ -367,10 +367,16 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
   }
   const char* watched = watched_format(data, size, jpeg.is_jpeg, pnm.is_pnm, is_hdr);
   EndWatch watch{data, size};
-  auto check_complete = [&]() {
+  // After stb_image's decode: it succeeded, read nothing past the end, and gave the header's size.
+  auto check_decoded = [&](const void* pixels, int dw, int dh) {
+    if (!pixels) throw Error(path + ": cannot decode image (" + stbi_failure_reason() + ")");
     if (watched && watch.past_end)
       throw Error(path + ": truncated " + watched + ": the file ends before the " + std::to_string(w) + "x" +
                   std::to_string(h) + " picture is complete (stb_image would fill the rest with black)");
+    if (dw != w || dh != h) {
+      throw Error(path + ": decoded size " + std::to_string(dw) + "x" + std::to_string(dh) +
+                  " differs from the header's " + std::to_string(w) + "x" + std::to_string(h));
+    }
   };
   if (opt.keep_nonzero && stbi_is_16_bit_from_memory(data, len)) {  // a 16-bit PNG or PSD mask
     int dw = 0, dh = 0, dc = 0;
@@ -378,12 +384,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
         watched ? stbi_load_16_from_callbacks(&kWatchCallbacks, &watch, &dw, &dh, &dc, 3)
                 : stbi_load_16_from_memory(data, len, &dw, &dh, &dc, 3),
         stbi_image_free);
-    if (!px16) throw Error(path + ": cannot decode image (" + stbi_failure_reason() + ")");
-    check_complete();
-    if (dw != w || dh != h) {
-      throw Error(path + ": decoded size " + std::to_string(dw) + "x" + std::to_string(dh) +
-                  " differs from the header's " + std::to_string(w) + "x" + std::to_string(h));
-    }
+    check_decoded(px16.get(), dw, dh);
     Image img;
     img.width = dw;
     img.height = dh;
@@ -401,12 +402,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
       watched ? stbi_load_from_callbacks(&kWatchCallbacks, &watch, &dw, &dh, &dc, 3)
               : stbi_load_from_memory(data, len, &dw, &dh, &dc, 3),
       stbi_image_free);
-  if (!px) throw Error(path + ": cannot decode image (" + stbi_failure_reason() + ")");
-  check_complete();
-  if (dw != w || dh != h) {
-    throw Error(path + ": decoded size " + std::to_string(dw) + "x" + std::to_string(dh) +
-                " differs from the header's " + std::to_string(w) + "x" + std::to_string(h));
-  }
+  check_decoded(px.get(), dw, dh);
   Image img;
   img.width = dw;
   img.height = dh;
