@@ -114,11 +114,18 @@ std::string check_output_file(const std::string& flag, const std::string& path, 
   return target;
 }
 
+namespace {
+std::string g_program_path;  // main's argv[0]
+}  // namespace
+
+void set_program_path(const std::string& argv0) { g_program_path = argv0; }
+
 std::vector<ReadFile> model_reads(const std::string& weights_path) {
   std::vector<ReadFile> reads;
   for (const std::string& f : model_files(weights_path))
     reads.push_back({f, f == weights_path ? "the weights file" : "a config file read with the weights"});
   reads.push_back({"/proc/self/exe", "the attnmap program itself"});
+  if (g_program_path.find('/') != std::string::npos) reads.push_back({g_program_path, "the attnmap program itself"});
   return reads;
 }
 

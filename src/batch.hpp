@@ -58,8 +58,13 @@ struct ReadFile {
 };
 
 /// The files load_model reads for `weights_path` (model_files: the weights and their side configs) and the
-/// running attnmap program itself (/proc/self/exe), as ReadFile entries for check_output_file.
+/// running attnmap program itself (/proc/self/exe, and the path main was started as: see
+/// set_program_path), as ReadFile entries for check_output_file.
 std::vector<ReadFile> model_reads(const std::string& weights_path);
+
+/// Records main's argv[0]. When it names a file (has a '/'), model_reads protects it too: a program started
+/// through the dynamic loader (`ld.so ./attnmap`) has ld.so as its /proc/self/exe.
+void set_program_path(const std::string& argv0);
 
 /// Refuses an output file name that cannot name a file: ending in a folder ("/", ".", ".."), or with a
 /// component over 255 bytes. `flag` ("--json") starts the message. Throws attnmap::Error.

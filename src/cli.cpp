@@ -87,6 +87,7 @@ double parse_fraction(const std::string& s, const char* opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 0 && argv[0]) attnmap::set_program_path(argv[0]);  // --json/--manifest never replace the program
   CLI::App app{"attnmap - draws where a Vision Transformer's class token looks, as a heatmap over the photo"};
   app.set_version_flag("--version", std::string("attnmap ") + ATTNMAP_VERSION);
   app.require_subcommand(1);

@@ -168,7 +168,8 @@ ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const
   if (mask.grey_levels)
     ev.notes.push_back(
         "mask " + mask_path +
-        " has grey levels other than 0 and 255 (JPEG?); every non-zero pixel counts as object");
+        " has values other than 0 and 255 (JPEG noise, or labels such as instance ids); every non-zero pixel "
+        "counts as object");
 
   const ModelInput in =
       preprocess(photo, hp.image_w, hp.image_h, opt.view.resize, hp.mean.data(), hp.std.data());

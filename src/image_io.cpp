@@ -332,6 +332,8 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
   if (!stbi_info_from_memory(data, len, &w, &h, &channels)) {
     throw Error(path + ": not a readable image (" + stbi_failure_reason() + ")");
   }
+  // A top-down BMP stores a negative height; stb_image's info call passes it on, its loader flips it.
+  if (size >= 2 && data[0] == 'B' && data[1] == 'M' && h < 0 && h > INT_MIN) h = -h;
   if (w <= 0 || h <= 0) throw Error(path + ": image declares an empty size");
   check_limit(static_cast<uint64_t>(w), static_cast<uint64_t>(h));
   const JpegInfo jpeg = inspect_jpeg(data, size);
@@ -367,12 +369,13 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
   }
   const char* watched = watched_format(data, size, jpeg.is_jpeg, pnm.is_pnm, is_hdr);
   EndWatch watch{data, size};
-  // After stb_image's decode: it succeeded, read nothing past the end, and gave the header's size.
+  // After stb_image's decode: it read nothing past the end (whether or not it then failed: a cut file is
+  // named as such), succeeded, and gave the header's size.
   auto check_decoded = [&](const void* pixels, int dw, int dh) {
-    if (!pixels) throw Error(path + ": cannot decode image (" + stbi_failure_reason() + ")");
     if (watched && watch.past_end)
       throw Error(path + ": truncated " + watched + ": the file ends before the " + std::to_string(w) + "x" +
                   std::to_string(h) + " picture is complete (stb_image would fill the rest with black)");
+    if (!pixels) throw Error(path + ": cannot decode image (" + stbi_failure_reason() + ")");
     if (dw != w || dh != h) {
       throw Error(path + ": decoded size " + std::to_string(dw) + "x" + std::to_string(dh) +
                   " differs from the header's " + std::to_string(w) + "x" + std::to_string(h));
@@ -397,12 +400,21 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
     }
     return img;
   }
+  // Debian's stb_image (2022) converts a PIC it failed to decode (a cut file) from a null buffer and crashes,
+  // unless no conversion is asked for: PIC is decoded as the RGBA it is made of, and its alpha dropped below.
+  const bool pic = watched && std::strcmp(watched, "PIC") == 0;
+  const int want = pic ? 4 : 3;
   int dw = 0, dh = 0, dc = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> px(
-      watched ? stbi_load_from_callbacks(&kWatchCallbacks, &watch, &dw, &dh, &dc, 3)
-              : stbi_load_from_memory(data, len, &dw, &dh, &dc, 3),
+      watched ? stbi_load_from_callbacks(&kWatchCallbacks, &watch, &dw, &dh, &dc, want)
+              : stbi_load_from_memory(data, len, &dw, &dh, &dc, want),
       stbi_image_free);
   check_decoded(px.get(), dw, dh);
+  if (pic) {  // RGBA -> RGB in place, as stb_image's own 4 -> 3 conversion (alpha ignored)
+    const size_t npx = checked_mul(static_cast<size_t>(dw), static_cast<size_t>(dh), path.c_str());
+    for (size_t i = 0; i < npx; ++i)
+      for (size_t c = 0; c < 3; ++c) px.get()[3 * i + c] = px.get()[4 * i + c];
+  }
   Image img;
   img.width = dw;
   img.height = dh;

@@ -433,6 +433,12 @@ TEST_F(Eval, JsonTargetKindsAndOwnMask) {
                                   " -o " + q(dir / "out") + " --manifest " + q(dir / "prog"));
   EXPECT_EQ(prog.status, 2);
   EXPECT_NE(prog.err.find("is the attnmap program itself"), std::string::npos) << prog.err;
+  const char* loader = "/lib64/ld-linux-x86-64.so.2";  // started through it, /proc/self/exe is the loader
+  if (fs::exists(loader)) {
+    const CliRun ld = run_attnmap(base + " --json " + q(dir / "prog"), std::string(loader) + " ");
+    EXPECT_EQ(ld.status, 2) << ld.err;
+    EXPECT_NE(ld.err.find("is the attnmap program itself"), std::string::npos) << ld.err;
+  }
   // A path through a folder that does not exist yet is resolved once, so "new/.." cannot reach an input
   // unnoticed, and a refusal removes nothing it did not make (here: a file where a folder is needed).
   std::ofstream(dir / "notes.txt") << "keep";

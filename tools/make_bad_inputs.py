@@ -74,6 +74,28 @@ def psd_rgb(rgb):
     return head + body + planes
 
 
+def pic_rgb(rgb):
+    """A Softimage PIC of uncompressed 8-bit RGB (one channel packet R|G|B, size 8, type 0), as stb_image
+    reads it: 88-byte header (magic, version, comment), "PICT", width, height, ratio, fields, pad."""
+    h, w, _ = rgb.shape
+    head = struct.pack(">I", 0x5380F634) + struct.pack(">f", 3.71) + b"made by make_bad_inputs".ljust(80, b"\0")
+    head += b"PICT" + struct.pack(">HHfHH", w, h, 1.0, 3, 0)
+    packet = bytes([0, 8, 0, 0x80 | 0x40 | 0x20])  # last packet, 8 bits, uncompressed, R G B
+    return head + packet + rgb.astype(np.uint8).tobytes()
+
+
+def bmp_top_down(bottom_up):
+    """The same 24-bit BMP stored top-down: negative height, rows in display order."""
+    data = bytearray(bottom_up)
+    off = struct.unpack("<I", data[10:14])[0]
+    w, h = struct.unpack("<ii", data[18:26])
+    stride = (w * 3 + 3) // 4 * 4
+    rows = [data[off + r * stride: off + (r + 1) * stride] for r in range(h)]
+    data[22:26] = struct.pack("<i", -h)
+    data[off:off + h * stride] = b"".join(reversed(rows))
+    return bytes(data)
+
+
 def hdr_rgbe(mant, exp):
     """A flat (uncompressed) Radiance RGBE file; pixel value = mant * 2**(exp - 136)."""
     h, w, _ = mant.shape
@@ -243,6 +265,14 @@ def main():
     # --- Other formats stb_image reads.
     im.save(os.path.join(good, "bmp.bmp"))
     add_good("bmp.bmp", rgb)
+    with open(os.path.join(good, "bmp.bmp"), "rb") as f:
+        bmp = f.read()
+    with open(os.path.join(good, "bmp_top_down.bmp"), "wb") as f:
+        f.write(bmp_top_down(bmp))
+    add_good("bmp_top_down.bmp", rgb)
+    with open(os.path.join(good, "pic.pic"), "wb") as f:
+        f.write(pic_rgb(rgb))
+    add_good("pic.pic", rgb)
     im.save(os.path.join(good, "tga.tga"))
     add_good("tga.tga", rgb)
     im.save(os.path.join(good, "tga_rle.tga"), compression="tga_rle")
@@ -336,6 +366,10 @@ def main():
     add_bad("gif_truncated_70.gif", buf.getvalue()[: len(buf.getvalue()) * 7 // 10], "truncated GIF")
     psd = psd_rgb(rgb)
     add_bad("psd_truncated_70.psd", psd[: len(psd) * 7 // 10], "truncated PSD")
+    # stb_image sees a cut PIC itself ("bad file"), but then converted its null result to RGB and crashed
+    # (Debian's 2022 copy), until attnmap asked for the RGBA a PIC is made of.
+    pic = pic_rgb(rgb)
+    add_bad("pic_truncated_70.pic", pic[: len(pic) * 7 // 10], "cannot decode image (bad file)")
     add_bad("huge_20000x20000.png", png_header_only(20000, 20000, 8, 0), "exceeds the limit")
     add_bad("huge_23169x23169_rgba.png", png_header_only(23169, 23169, 8, 6), "exceeds the limit")
     # A JPEG whose frame header declares 30000 x 30000 (SOF0 height/width patched).
