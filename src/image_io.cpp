@@ -294,6 +294,37 @@ const char* watched_format(const uint8_t* d, size_t n, bool jpeg, bool pnm, bool
   return "TGA";
 }
 
+// stb_image's failure reason, which may quote bytes of the file (a PNG chunk type): anything but printable
+// ASCII becomes '?', so that an error stays one line and sends no control codes to the terminal.
+std::string stb_reason() {
+  std::string r = stbi_failure_reason() ? stbi_failure_reason() : "unknown reason";
+  for (char& c : r)
+    if (c < 0x20 || c > 0x7e) c = '?';
+  return r;
+}
+
+uint32_t read_le(const uint8_t* p, int n) {
+  uint32_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+// Variants that Debian's stb_image (2022) decodes wrongly without an error; refused by name instead.
+std::string unsupported_variant(const uint8_t* d, size_t n, const char* watched) {
+  if (!watched) return {};
+  if (std::strcmp(watched, "BMP") == 0 && n >= 26 && read_le(d + 14, 4) == 12 && read_le(d + 24, 2) <= 8)
+    return "OS/2 BMP (12-byte header) with a colour palette: stb_image misreads its palette (wrong colours); "
+           "convert it to PNG first";
+  if (std::strcmp(watched, "PSD") == 0 && n >= 30 && ((d[22] << 8) | d[23]) == 16) {
+    uint64_t pos = 26;  // colour mode data, image resources, layer and mask info: each a length, then bytes
+    for (int k = 0; k < 3 && pos + 4 <= n; ++k) pos += 4 + read_be32(d + pos);
+    if (pos + 2 <= n && ((d[pos] << 8) | d[pos + 1]) == 1)
+      return "16-bit PSD with RLE compression: stb_image decodes it as 8-bit (a wrong picture); save it "
+             "uncompressed or at 8 bits";
+  }
+  return {};
+}
+
 }  // namespace
 
 Image decode_image(const uint8_t* data, size_t size, const std::string& path, const LoadOptions& opt) {
@@ -330,7 +361,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
   }
   int w = 0, h = 0, channels = 0;
   if (!stbi_info_from_memory(data, len, &w, &h, &channels)) {
-    throw Error(path + ": not a readable image (" + stbi_failure_reason() + ")");
+    throw Error(path + ": not a readable image (" + stb_reason() + ")");
   }
   // A top-down BMP stores a negative height; stb_image's info call passes it on, its loader flips it.
   if (size >= 2 && data[0] == 'B' && data[1] == 'M' && h < 0 && h > INT_MIN) h = -h;
@@ -368,6 +399,8 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
     }
   }
   const char* watched = watched_format(data, size, jpeg.is_jpeg, pnm.is_pnm, is_hdr);
+  const std::string unsupported = unsupported_variant(data, size, watched);
+  if (!unsupported.empty()) throw Error(path + ": unsupported " + unsupported);
   EndWatch watch{data, size};
   // After stb_image's decode: it read nothing past the end (whether or not it then failed: a cut file is
   // named as such), succeeded, and gave the header's size.
@@ -375,7 +408,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
     if (watched && watch.past_end)
       throw Error(path + ": truncated " + watched + ": the file ends before the " + std::to_string(w) + "x" +
                   std::to_string(h) + " picture is complete (stb_image would fill the rest with black)");
-    if (!pixels) throw Error(path + ": cannot decode image (" + stbi_failure_reason() + ")");
+    if (!pixels) throw Error(path + ": cannot decode image (" + stb_reason() + ")");
     if (dw != w || dh != h) {
       throw Error(path + ": decoded size " + std::to_string(dw) + "x" + std::to_string(dh) +
                   " differs from the header's " + std::to_string(w) + "x" + std::to_string(h));
@@ -424,6 +457,14 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
   if (pnm.is_pnm && pnm.maxval < 255) {  // stb_image keeps 8-bit samples as stored: scale 0..maxval to 0..255
     const uint32_t maxval = static_cast<uint32_t>(pnm.maxval);
     for (uint8_t& v : img.rgb) v = static_cast<uint8_t>((std::min<uint32_t>(v, maxval) * 255 + maxval / 2) / maxval);
+  }
+  // A TGA whose image descriptor sets bit 4 stores each row right to left; stb_image ignores the bit (PIL
+  // and the TGA 2.0 spec honour it), so the rows are mirrored here.
+  if (watched && std::strcmp(watched, "TGA") == 0 && (data[17] & 0x10)) {
+    const size_t W = static_cast<size_t>(img.width);
+    for (size_t y = 0; y < static_cast<size_t>(img.height); ++y)
+      for (size_t a = 0, b = W - 1; a < b; ++a, --b)
+        for (size_t c = 0; c < 3; ++c) std::swap(img.rgb[(y * W + a) * 3 + c], img.rgb[(y * W + b) * 3 + c]);
   }
   if (jpeg.is_jpeg && opt.apply_exif) {
     const int orientation = exif_orientation(data, jpeg.end);

@@ -2,6 +2,7 @@
 // tools/make_bad_inputs.py, EXIF orientation, size limits, and the decoder's refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -91,6 +92,8 @@ TEST(Corpus, BadFilesAreRefusedWithTheirReason) {
     EXPECT_EQ(msg.rfind(p.string() + ": ", 0), 0u) << name << ": " << msg;
     EXPECT_NE(msg.find(reason.get<std::string>()), std::string::npos) << name << ": " << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+    EXPECT_TRUE(std::none_of(msg.begin(), msg.end(), [](char c) { return c >= 0 && c < 0x20; }))
+        << "no control codes: " << msg;
   }
 }
 

@@ -96,6 +96,32 @@ def bmp_top_down(bottom_up):
     return bytes(data)
 
 
+def tga_right_to_left(rgb):
+    """An uncompressed 24-bit TGA, top-down, with descriptor bit 4 set: each row stored right to left."""
+    h, w, _ = rgb.shape
+    head = struct.pack("<BBBHHBHHHHBB", 0, 0, 2, 0, 0, 0, 0, 0, w, h, 24, 0x20 | 0x10)
+    return head + rgb[:, ::-1, ::-1].astype(np.uint8).tobytes()  # columns reversed, BGR
+
+
+def bmp_os2_palette(idx, pal):
+    """An OS/2 BMP (12-byte BITMAPCOREHEADER) with an 8-bit palette of 3-byte BGR entries."""
+    h, w = idx.shape
+    stride = (w + 3) // 4 * 4
+    rows = b"".join(idx[r].astype(np.uint8).tobytes().ljust(stride, b"\0") for r in range(h - 1, -1, -1))
+    palb = b"".join(bytes([b, g, r]) for r, g, b in pal)
+    off = 14 + 12 + len(palb)
+    return (b"BM" + struct.pack("<IHHI", off + len(rows), 0, 0, off) + struct.pack("<IHHHH", 12, w, h, 1, 8) +
+            palb + rows)
+
+
+def psd16_rle(rgb16):
+    """A 16-bit RGB PSD with RLE (PackBits) compression: one literal run per row of big-endian bytes."""
+    h, w, _ = rgb16.shape
+    head = b"8BPS" + struct.pack(">H6sHIIHH", 1, b"\0" * 6, 3, h, w, 16, 3) + struct.pack(">III", 0, 0, 0)
+    rows = [bytes([w * 2 - 1]) + rgb16[y, :, c].astype(">u2").tobytes() for c in range(3) for y in range(h)]
+    return head + struct.pack(">H", 1) + b"".join(struct.pack(">H", len(r)) for r in rows) + b"".join(rows)
+
+
 def hdr_rgbe(mant, exp):
     """A flat (uncompressed) Radiance RGBE file; pixel value = mant * 2**(exp - 136)."""
     h, w, _ = mant.shape
@@ -270,6 +296,9 @@ def main():
     with open(os.path.join(good, "bmp_top_down.bmp"), "wb") as f:
         f.write(bmp_top_down(bmp))
     add_good("bmp_top_down.bmp", rgb)
+    with open(os.path.join(good, "tga_right_to_left.tga"), "wb") as f:
+        f.write(tga_right_to_left(rgb))
+    add_good("tga_right_to_left.tga", rgb)  # stb_image ignores descriptor bit 4; attnmap mirrors the rows
     with open(os.path.join(good, "pic.pic"), "wb") as f:
         f.write(pic_rgb(rgb))
     add_good("pic.pic", rgb)
@@ -366,6 +395,15 @@ def main():
     add_bad("gif_truncated_70.gif", buf.getvalue()[: len(buf.getvalue()) * 7 // 10], "truncated GIF")
     psd = psd_rgb(rgb)
     add_bad("psd_truncated_70.psd", psd[: len(psd) * 7 // 10], "truncated PSD")
+    # Variants stb_image decodes wrongly without an error: refused by name.
+    pal = [(i * 7 % 256, 255 - i, i * 13 % 256) for i in range(256)]
+    add_bad("bmp_os2_palette.bmp", bmp_os2_palette((rgb[..., 0] // 2 + rgb[..., 1] // 2), pal),
+            "unsupported OS/2 BMP (12-byte header) with a colour palette")
+    add_bad("psd16_rle.psd", psd16_rle(rgb.astype(np.uint16) * 257), "unsupported 16-bit PSD with RLE compression")
+    # stb_image quotes an unknown critical PNG chunk's type in its reason; a newline there stays out of the line.
+    crit = png_chunk(b"I\nXT", b"")
+    plain = png_grey_bits(np.zeros((2, 2), np.uint8), 8)
+    add_bad("png_chunk_newline.png", plain[:33] + crit + plain[33:], "cannot decode image (I?XT PNG chunk not known)")
     # stb_image sees a cut PIC itself ("bad file"), but then converted its null result to RGB and crashed
     # (Debian's 2022 copy), until attnmap asked for the RGBA a PIC is made of.
     pic = pic_rgb(rgb)
