@@ -1,7 +1,6 @@
 #include "npy.hpp"
 
 #include <cstring>
-#include <fstream>
 
 #include "error.hpp"
 #include "image_io.hpp"
@@ -35,46 +34,15 @@ std::vector<uint8_t> npy_encode(const std::vector<float>& data, const std::vecto
   return out;
 }
 
-bool looks_written_by_attnmap_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char start[10] = {};
-  if (!in.read(start, sizeof start) || std::memcmp(start, "\x93NUMPY\x01\x00", 8) != 0) return false;
-  const size_t hlen =
-      static_cast<unsigned char>(start[8]) | (static_cast<size_t>(static_cast<unsigned char>(start[9])) << 8);
-  std::string header(hlen, '\0');
-  if (!in.read(header.data(), static_cast<std::streamsize>(hlen))) return false;
-  // The shape: "'shape': (" digits separated by ", " then ")"; rank 2 (one map) or 3 (per head).
-  static const std::string kShape = "'shape': (";
-  const size_t s0 = header.find(kShape), s1 = header.find(')', s0 == std::string::npos ? 0 : s0);
-  if (s0 == std::string::npos || s1 == std::string::npos) return false;
-  std::vector<int64_t> shape;
-  for (size_t p = s0 + kShape.size(); p < s1;) {
-    size_t q = p;
-    while (q < s1 && q - p < 12 && header[q] >= '0' && header[q] <= '9') ++q;
-    if (q == p) return false;
-    shape.push_back(std::stoll(header.substr(p, q - p)));
-    p = q;
-    if (p < s1 && header.compare(p, 2, ", ") != 0) return false;
-    if (p < s1) p += 2;
-  }
-  if (shape.size() != 2 && shape.size() != 3) return false;
-  try {
-    // Byte for byte the header npy_encode writes for that shape, then exactly its float32 data.
-    if (npy_header(shape) != std::string(start, sizeof start) + header) return false;
-    const size_t need = sizeof start + hlen + checked_numel(shape, "npy") * sizeof(float);
-    in.seekg(0, std::ios::end);
-    return in && static_cast<size_t>(in.tellg()) == need;
-  } catch (const Error&) {  // a shape whose size overflows
-    return false;
-  }
-}
-
 void write_npy(const std::string& path, const std::vector<float>& data, const std::vector<int64_t>& shape) {
   write_file_atomic(path, npy_encode(data, shape));
 }
 
-std::vector<float> read_npy(const std::string& path, std::vector<int64_t>* shape) {
-  const std::vector<uint8_t> b = read_file(path);
+namespace {
+
+// Checks the .npy bytes `b` (little-endian float32, C order, data size = the shape's) and returns the offset
+// of the data; the shape goes to `shape`. Throws attnmap::Error naming `path`.
+size_t parse_npy(const std::vector<uint8_t>& b, const std::string& path, std::vector<int64_t>* shape) {
   if (b.size() < 10 || std::memcmp(b.data(), "\x93NUMPY", 6) != 0) throw Error(path + ": not a .npy file");
   size_t hlen = 0, hoff = 0;
   if (b[6] == 1) {
@@ -99,16 +67,39 @@ std::vector<float> read_npy(const std::string& path, std::vector<int64_t>* shape
     if (p >= dims.size()) break;
     size_t q = p;
     while (q < dims.size() && dims[q] >= '0' && dims[q] <= '9') ++q;
-    if (q == p) throw Error(path + ": bad .npy shape '" + dims + "'");
+    if (q == p || q - p > 18) throw Error(path + ": bad .npy shape '" + dims + "'");
     shape->push_back(std::stoll(dims.substr(p, q - p)));
     p = q;
   }
   const size_t n = checked_numel(*shape, "npy");
   const size_t off = hoff + hlen;
-  if (b.size() - off != n * sizeof(float)) throw Error(path + ": .npy data size does not match its shape");
-  std::vector<float> out(n);
-  if (n) std::memcpy(out.data(), b.data() + off, n * sizeof(float));
+  if ((b.size() - off) % sizeof(float) != 0 || (b.size() - off) / sizeof(float) != n)  // no overflow in n * 4
+    throw Error(path + ": .npy data size does not match its shape");
+  return off;
+}
+
+}  // namespace
+
+std::vector<float> read_npy(const std::string& path, std::vector<int64_t>* shape) {
+  const std::vector<uint8_t> b = read_file(path);
+  const size_t off = parse_npy(b, path, shape);
+  std::vector<float> out((b.size() - off) / sizeof(float));
+  if (!out.empty()) std::memcpy(out.data(), b.data() + off, out.size() * sizeof(float));
   return out;
+}
+
+bool looks_written_by_attnmap_npy(const std::string& path) {
+  try {
+    const std::vector<uint8_t> b = read_file(path);
+    std::vector<int64_t> shape;
+    const size_t off = parse_npy(b, path, &shape);  // float32, C order, exactly the shape's data
+    if (shape.size() != 2 && shape.size() != 3) return false;  // one map, or one per head
+    // and byte for byte the header npy_encode writes for that shape (no other key, text or version)
+    const std::string head = npy_header(shape);
+    return off == head.size() && std::memcmp(b.data(), head.data(), head.size()) == 0;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 }  // namespace attnmap
