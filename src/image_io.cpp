@@ -325,6 +325,59 @@ std::string unsupported_variant(const uint8_t* d, size_t n, const char* watched)
   return {};
 }
 
+// What a GIF's first frame looks like through PIL's Image.open(f).convert("RGB") (timm's loader), where
+// stb_image 2.27 (Debian) differs: it leaves transparent pixels, and screen pixels outside a first frame
+// smaller than the screen, black (alpha 0), or paints the latter in the background colour with red and blue
+// swapped (it copies its BGRA palette entry). PIL (9.4) starts frame 0 filled with the transparent index, else
+// index 0, and shows a transparent pixel as its palette colour: both are palette[F] of the frame's palette
+// (local, else global), F = the transparent index, else 0. `rgba` is stb_image's (w, h, 4) decode of the same
+// file; changed in place where it differs. Returns false (rgba untouched) when the blocks before the first
+// image cannot be walked, which a file stb_image decoded does not do.
+bool gif_first_frame_as_pil(const uint8_t* d, size_t n, uint8_t* rgba, int w, int h) {
+  if (n < 13) return false;
+  size_t pos = 13;
+  const uint8_t* global = nullptr;
+  size_t global_n = 0;
+  if (d[10] & 0x80) {
+    global_n = size_t{2} << (d[10] & 7);
+    if (pos + 3 * global_n > n) return false;
+    global = d + pos;
+    pos += 3 * global_n;
+  }
+  int transparent = -1;  // as stb_image: the last graphic control extension before the image decides
+  while (pos < n && d[pos] == 0x21) {  // extensions: label, then sub-blocks up to a zero length
+    if (pos + 2 > n) return false;
+    const uint8_t label = d[pos + 1];
+    pos += 2;
+    if (label == 0xF9 && pos + 5 <= n && d[pos] == 4) transparent = (d[pos + 1] & 1) ? d[pos + 4] : -1;
+    while (pos < n && d[pos] != 0) pos += size_t{1} + d[pos];
+    if (pos >= n) return false;
+    ++pos;
+  }
+  if (pos + 10 > n || d[pos] != 0x2C) return false;
+  const int x0 = static_cast<int>(read_le(d + pos + 1, 2)), y0 = static_cast<int>(read_le(d + pos + 3, 2));
+  const int fw = static_cast<int>(read_le(d + pos + 5, 2)), fh = static_cast<int>(read_le(d + pos + 7, 2));
+  const uint8_t* pal = global;
+  size_t pal_n = global_n;
+  if (d[pos + 9] & 0x80) {
+    pal_n = size_t{2} << (d[pos + 9] & 7);
+    if (pos + 10 + 3 * pal_n > n) return false;
+    pal = d + pos + 10;
+  }
+  if (!pal) return false;
+  const size_t f = transparent >= 0 ? static_cast<size_t>(transparent) : 0;
+  const uint8_t fill[3] = {f < pal_n ? pal[3 * f] : uint8_t{0}, f < pal_n ? pal[3 * f + 1] : uint8_t{0},
+                           f < pal_n ? pal[3 * f + 2] : uint8_t{0}};
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      uint8_t* px = rgba + 4 * (static_cast<size_t>(y) * static_cast<size_t>(w) + static_cast<size_t>(x));
+      const bool inside = x >= x0 && x - x0 < fw && y >= y0 && y - y0 < fh;
+      if (!inside || px[3] == 0) std::memcpy(px, fill, 3);  // inside, alpha 0: a transparent (or undrawn) pixel
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 Image decode_image(const uint8_t* data, size_t size, const std::string& path, const LoadOptions& opt) {
@@ -435,15 +488,18 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
   }
   // Debian's stb_image (2022) converts a PIC it failed to decode (a cut file) from a null buffer and crashes,
   // unless no conversion is asked for: PIC is decoded as the RGBA it is made of, and its alpha dropped below.
+  // A GIF is decoded as RGBA too, so that its transparent pixels can be given PIL's colours.
   const bool pic = watched && std::strcmp(watched, "PIC") == 0;
-  const int want = pic ? 4 : 3;
+  const bool gif = watched && std::strcmp(watched, "GIF") == 0;
+  const int want = pic || gif ? 4 : 3;
   int dw = 0, dh = 0, dc = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> px(
       watched ? stbi_load_from_callbacks(&kWatchCallbacks, &watch, &dw, &dh, &dc, want)
               : stbi_load_from_memory(data, len, &dw, &dh, &dc, want),
       stbi_image_free);
   check_decoded(px.get(), dw, dh);
-  if (pic) {  // RGBA -> RGB in place, as stb_image's own 4 -> 3 conversion (alpha ignored)
+  if (gif) gif_first_frame_as_pil(data, size, px.get(), dw, dh);
+  if (pic || gif) {  // RGBA -> RGB in place, as stb_image's own 4 -> 3 conversion (alpha ignored)
     const size_t npx = checked_mul(static_cast<size_t>(dw), static_cast<size_t>(dh), path.c_str());
     for (size_t i = 0; i < npx; ++i)
       for (size_t c = 0; c < 3; ++c) px.get()[3 * i + c] = px.get()[4 * i + c];

@@ -50,6 +50,40 @@ std::vector<float> upsample_map(const std::vector<float>& map, int gw, int gh, i
     }
     return out;
   }
+  if (mode == Upsample::Bilinear && (out_w < gw || out_h < gh)) {
+    // Debian's stb_image_resize (0.97) aborts on an assertion when its triangle filter shrinks by many ratios
+    // (14 -> 10, 7 -> 5, ...: a map drawn on an image smaller than the patch grid). Shrinking is done here
+    // instead, exactly as PyTorch's F.interpolate(mode="bilinear", align_corners=False) without antialias:
+    // source coordinate (i + 0.5) * in / out - 0.5, clamped at 0, linear between its two neighbours. For an
+    // axis that grows this is the same interpolation stb_image_resize's triangle filter gives.
+    struct Tap {
+      int i0, i1;
+      float t;
+    };
+    auto taps = [](int in, int n) {
+      std::vector<Tap> v(static_cast<size_t>(n));
+      const double scale = static_cast<double>(in) / n;
+      for (int i = 0; i < n; ++i) {
+        const double src = std::max(0.0, (i + 0.5) * scale - 0.5);
+        const int i0 = std::min(in - 1, static_cast<int>(src));
+        v[static_cast<size_t>(i)] = {i0, std::min(in - 1, i0 + 1), static_cast<float>(src - i0)};
+      }
+      return v;
+    };
+    const std::vector<Tap> tx = taps(gw, out_w), ty = taps(gh, out_h);
+    for (int y = 0; y < out_h; ++y) {
+      const Tap& a = ty[static_cast<size_t>(y)];
+      const float* r0 = map.data() + static_cast<size_t>(a.i0) * static_cast<size_t>(gw);
+      const float* r1 = map.data() + static_cast<size_t>(a.i1) * static_cast<size_t>(gw);
+      for (int x = 0; x < out_w; ++x) {
+        const Tap& b = tx[static_cast<size_t>(x)];
+        const float top = r0[b.i0] + b.t * (r0[b.i1] - r0[b.i0]);
+        const float bottom = r1[b.i0] + b.t * (r1[b.i1] - r1[b.i0]);
+        out[static_cast<size_t>(y) * static_cast<size_t>(out_w) + static_cast<size_t>(x)] = top + a.t * (bottom - top);
+      }
+    }
+    return out;
+  }
   const stbir_filter filter = mode == Upsample::Bilinear ? STBIR_FILTER_TRIANGLE : STBIR_FILTER_CATMULLROM;
   const int ok = stbir_resize_float_generic(map.data(), gw, gh, gw * 4, out.data(), out_w, out_h, out_w * 4, 1,
                                             STBIR_ALPHA_CHANNEL_NONE, 0, STBIR_EDGE_CLAMP, filter,

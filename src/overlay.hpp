@@ -19,7 +19,9 @@ std::vector<float> normalize_minmax(const std::vector<float>& map, bool* flat);
 
 /// Resamples a (gh, gw) map to (out_h, out_w) pixels with pixel-centre alignment (PyTorch
 /// F.interpolate(align_corners=False)): nearest; bilinear (triangle filter) and bicubic (Catmull-Rom) through
-/// stb_image_resize with clamped edges. Bicubic overshoot is clamped to the input's range.
+/// stb_image_resize with clamped edges. Bicubic overshoot is clamped to the input's range. A bilinear map
+/// shrunk on either axis (an image smaller than the patch grid) is interpolated here, as PyTorch's bilinear
+/// without antialias, since Debian's stb_image_resize aborts on many shrinking ratios of its triangle filter.
 std::vector<float> upsample_map(const std::vector<float>& map, int gw, int gh, int out_w, int out_h, Upsample mode);
 
 /// out = (1 - alpha) * photo + alpha * colour(map) inside `box` (original pixel units, rounded to whole

@@ -175,6 +175,33 @@ TEST(Overlay, BilinearIsPixelCentreAligned) {
   EXPECT_NEAR(cub[4], 1.0f, 1e-6);  // the centre pixel sits on the centre sample
 }
 
+TEST(Overlay, BilinearShrinkIsPyTorchsAndDoesNotAbort) {
+  // A map drawn on an image smaller than the patch grid. Debian's stb_image_resize aborts (assertion) for
+  // 14 -> 10 and many other shrinking ratios of its triangle filter; these values are PyTorch's
+  // F.interpolate(mode='bilinear', align_corners=False) for the same sizes.
+  EXPECT_TRUE(all_close(upsample_map({0, 1, 2, 3}, 4, 1, 2, 1, Upsample::Bilinear), {0.5f, 2.5f}, 1e-6, "4->2"));
+  EXPECT_TRUE(all_close(upsample_map({0, 1, 2}, 3, 1, 2, 1, Upsample::Bilinear), {0.25f, 1.75f}, 1e-6, "3->2"));
+  std::vector<float> m(196);
+  for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<float>(i);  // torch.arange(196.).view(14, 14)
+  const std::vector<float> o = upsample_map(m, 14, 14, 10, 3, Upsample::Bilinear);  // (3, 10)
+  ASSERT_EQ(o.size(), 30u);
+  EXPECT_TRUE(all_close({o[0], o[1], o[2], o[3]}, {25.8667f, 27.2667f, 28.6667f, 30.0667f}, 1e-3, "row 0"));
+  EXPECT_TRUE(all_close({o[20], o[21], o[22], o[23]}, {156.5333f, 157.9333f, 159.3333f, 160.7333f}, 1e-3, "row 2"));
+  EXPECT_TRUE(all_close(upsample_map(m, 14, 14, 1, 1, Upsample::Bilinear), {97.5f}, 1e-6, "1x1"));
+  // Every shrink of a 14 x 14 map to 1..13 on one axis (the other grown to 20) returns, in range.
+  for (int n = 1; n < 14; ++n) {
+    for (const auto& [w, h] : {std::pair{n, 20}, std::pair{20, n}}) {
+      const std::vector<float> r = upsample_map(m, 14, 14, w, h, Upsample::Bilinear);
+      ASSERT_EQ(r.size(), static_cast<size_t>(w) * static_cast<size_t>(h));
+      for (float v : r) ASSERT_TRUE(v >= 0.0f && v <= 195.0f) << w << "x" << h;
+    }
+  }
+  // Growing on both axes still goes through stb_image_resize, with the same interpolation.
+  const std::vector<float> g = upsample_map(m, 14, 14, 28, 28, Upsample::Bilinear);
+  EXPECT_NEAR(g[0], 0.0f, 1e-5);
+  EXPECT_NEAR(g[1], 0.25f, 1e-5);  // centre 1.5 / 2 - 0.5 = 0.25 of the way from m[0] to m[1]
+}
+
 TEST(Overlay, ConstantMapIsFlatNotNaN) {
   bool flat = false;
   const std::vector<float> n = normalize_minmax(std::vector<float>(196, 1.0f / 196), &flat);

@@ -114,6 +114,46 @@ def bmp_os2_palette(idx, pal):
             palb + rows)
 
 
+def gif_lzw(idx, min_code):
+    """GIF LZW data for palette indices: every index as a literal code, a clear code before the table would
+    grow (so the code width never changes), in 255-byte sub-blocks."""
+    clear, width, bits, run = 1 << min_code, min_code + 1, [], 0
+
+    def emit(c):
+        bits.extend((c >> i) & 1 for i in range(width))
+
+    emit(clear)
+    for v in idx.reshape(-1):
+        emit(int(v))
+        run += 1
+        if run == (1 << width) - clear - 3:
+            emit(clear)
+            run = 0
+    emit(clear + 1)
+    bits.extend([0] * (-len(bits) % 8))
+    data = bytes(sum(bits[i + j] << j for j in range(8)) for i in range(0, len(bits), 8))
+    return bytes([min_code]) + b"".join(bytes([len(data[i:i + 255])]) + data[i:i + 255]
+                                        for i in range(0, len(data), 255)) + b"\0"
+
+
+def gif_frame(screen, rect, idx, global_pal=None, local_pal=None, background=0, transparent=None):
+    """A one-frame GIF89a: a (w, h) screen, the frame's (x, y) offset, its indices (fh, fw); palettes are
+    (2**k, 3) uint8 arrays."""
+    flags = 0x70 | (0x80 | (len(global_pal).bit_length() - 2) if global_pal is not None else 0)
+    out = b"GIF89a" + struct.pack("<HHBBB", screen[0], screen[1], flags, background, 0)
+    if global_pal is not None:
+        out += global_pal.astype(np.uint8).tobytes()
+    if transparent is not None:
+        out += b"\x21\xF9\x04" + bytes([1, 0, 0, transparent, 0])
+    fh, fw = idx.shape
+    lflags = 0x80 | (len(local_pal).bit_length() - 2) if local_pal is not None else 0
+    out += b"\x2C" + struct.pack("<HHHHB", rect[0], rect[1], fw, fh, lflags)
+    if local_pal is not None:
+        out += local_pal.astype(np.uint8).tobytes()
+    n = len(local_pal if local_pal is not None else global_pal)
+    return out + gif_lzw(idx, max(2, n.bit_length() - 1)) + b"\x3B"
+
+
 def psd16_rle(rgb16):
     """A 16-bit RGB PSD with RLE (PackBits) compression: one literal run per row of big-endian bytes."""
     h, w, _ = rgb16.shape
@@ -351,6 +391,38 @@ def main():
     with open(os.path.join(good, "pgm_maxval15.pgm"), "wb") as f:
         f.write(b"P5 %d %d 15\n" % (W, H) + g4.tobytes())
     add_good("pgm_maxval15.pgm", np.repeat((g4.astype(np.uint32) * 255 // 15).astype(np.uint8)[..., None], 3, -1))
+    # GIFs where stb_image alone differs from PIL's convert("RGB"): transparent pixels (stb: black; PIL: the
+    # transparent index's palette colour), and a first frame smaller than the screen (stb: black, or the
+    # background colour with red and blue swapped; PIL: palette[transparent index, else 0]).
+    grng = np.random.default_rng(9)
+    gpal = grng.integers(0, 256, (16, 3)).astype(np.uint8)
+    lpal = grng.integers(0, 256, (8, 3)).astype(np.uint8)
+    gidx = grng.integers(0, 16, (H, W)).astype(np.uint8)
+    gidx[grng.random((H, W)) < 0.3] = 3
+    with open(os.path.join(good, "gif_transparent.gif"), "wb") as f:
+        f.write(gif_frame((W, H), (0, 0), gidx, gpal, transparent=3))
+    add_good("gif_transparent.gif", gpal[gidx])
+    fidx = grng.integers(0, 16, (20, 30)).astype(np.uint8)
+    with open(os.path.join(good, "gif_offset_frame.gif"), "wb") as f:
+        f.write(gif_frame((W, H), (9, 6), fidx, gpal, background=2))
+    want = np.repeat(np.repeat(gpal[0][None, None], H, 0), W, 1)
+    want[6:26, 9:39] = gpal[fidx]
+    add_good("gif_offset_frame.gif", want)
+    lidx = grng.integers(0, 8, (20, 30)).astype(np.uint8)
+    lidx[grng.random((20, 30)) < 0.3] = 5
+    with open(os.path.join(good, "gif_offset_local_transparent.gif"), "wb") as f:
+        f.write(gif_frame((W, H), (12, 3), lidx, gpal, local_pal=lpal, background=1, transparent=5))
+    want = np.repeat(np.repeat(lpal[5][None, None], H, 0), W, 1)
+    want[3:23, 12:42] = lpal[lidx]
+    add_good("gif_offset_local_transparent.gif", want)
+    for name in ("gif_transparent.gif", "gif_offset_frame.gif", "gif_offset_local_transparent.gif"):
+        got = np.array(Image.open(os.path.join(good, name)).convert("RGB"))
+        assert (got == np.array(Image.open(os.path.join(ref, name + ".png")))).all(), name + ": PIL disagrees"
+    # An image smaller than the 14 x 14 patch grid: its map is shrunk to 10 x 14 pixels, which aborted
+    # Debian's stb_image_resize (triangle filter) before attnmap shrank bilinear maps itself.
+    tiny = pattern(10, 14)
+    Image.fromarray(tiny).save(os.path.join(good, "png_10x14.png"))
+    add_good("png_10x14.png", tiny)
     # Names with spaces and non-ASCII characters.
     im.save(os.path.join(good, "café 猫.png"))
     add_good("café 猫.png", rgb)
