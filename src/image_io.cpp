@@ -298,6 +298,9 @@ const char* watched_format(const uint8_t* d, size_t n, bool jpeg, bool pnm, bool
 // ASCII becomes '?', so that an error stays one line and sends no control codes to the terminal.
 std::string stb_reason() {
   std::string r = stbi_failure_reason() ? stbi_failure_reason() : "unknown reason";
+  // stb_image's GIF reader clears the reason, then stops without one at a trailer (end marker) that comes
+  // before any image.
+  if (r.empty()) r = "no image before the GIF's end marker";
   for (char& c : r)
     if (c < 0x20 || c > 0x7e) c = '?';
   return r;
@@ -344,12 +347,15 @@ bool gif_first_frame_as_pil(const uint8_t* d, size_t n, uint8_t* rgba, int w, in
     global = d + pos;
     pos += 3 * global_n;
   }
-  int transparent = -1;  // as stb_image: the last graphic control extension before the image decides
+  // The transparent index as PIL keeps it: set by any graphic control extension before the image that marks
+  // one, not cleared by a later one that does not (stb_image clears it; then no pixel is transparent for it
+  // and the index only colours the screen outside the frame, as in PIL).
+  int transparent = -1;
   while (pos < n && d[pos] == 0x21) {  // extensions: label, then sub-blocks up to a zero length
     if (pos + 2 > n) return false;
     const uint8_t label = d[pos + 1];
     pos += 2;
-    if (label == 0xF9 && pos + 5 <= n && d[pos] == 4) transparent = (d[pos + 1] & 1) ? d[pos + 4] : -1;
+    if (label == 0xF9 && pos + 5 <= n && d[pos] == 4 && (d[pos + 1] & 1)) transparent = d[pos + 4];
     while (pos < n && d[pos] != 0) pos += size_t{1} + d[pos];
     if (pos >= n) return false;
     ++pos;
@@ -366,8 +372,10 @@ bool gif_first_frame_as_pil(const uint8_t* d, size_t n, uint8_t* rgba, int w, in
   }
   if (!pal) return false;
   const size_t f = transparent >= 0 ? static_cast<size_t>(transparent) : 0;
-  const uint8_t fill[3] = {f < pal_n ? pal[3 * f] : uint8_t{0}, f < pal_n ? pal[3 * f + 1] : uint8_t{0},
-                           f < pal_n ? pal[3 * f + 2] : uint8_t{0}};
+  // PIL shows an index past the end of a short palette as the grey (i, i, i).
+  const uint8_t grey = static_cast<uint8_t>(f);
+  const uint8_t fill[3] = {f < pal_n ? pal[3 * f] : grey, f < pal_n ? pal[3 * f + 1] : grey,
+                           f < pal_n ? pal[3 * f + 2] : grey};
   for (int y = 0; y < h; ++y) {
     for (int x = 0; x < w; ++x) {
       uint8_t* px = rgba + 4 * (static_cast<size_t>(y) * static_cast<size_t>(w) + static_cast<size_t>(x));

@@ -415,7 +415,25 @@ def main():
     want = np.repeat(np.repeat(lpal[5][None, None], H, 0), W, 1)
     want[3:23, 12:42] = lpal[lidx]
     add_good("gif_offset_local_transparent.gif", want)
-    for name in ("gif_transparent.gif", "gif_offset_frame.gif", "gif_offset_local_transparent.gif"):
+    # A transparent index past the end of a short (4-colour) palette: PIL fills with the grey (200, 200, 200).
+    sidx = grng.integers(0, 4, (20, 30)).astype(np.uint8)
+    with open(os.path.join(good, "gif_offset_transparent_past_palette.gif"), "wb") as f:
+        f.write(gif_frame((W, H), (4, 8), sidx, gpal[:4], transparent=200))
+    want = np.full((H, W, 3), 200, np.uint8)
+    want[8:28, 4:34] = gpal[:4][sidx]
+    add_good("gif_offset_transparent_past_palette.gif", want)
+    # Two graphic control extensions, only the first marking a transparent index: PIL keeps it for the fill.
+    two = gif_frame((W, H), (9, 6), fidx, gpal, transparent=7)
+    k = 13 + 3 * len(gpal) + 8  # after the screen descriptor, the global palette and the first extension
+    assert two[k - 8:k - 5] == b"\x21\xF9\x04" and two[k:k + 1] == b"\x2C"
+    two = two[:k] + b"\x21\xF9\x04\x00\x00\x00\x00\x00" + two[k:]
+    with open(os.path.join(good, "gif_two_control_blocks.gif"), "wb") as f:
+        f.write(two)
+    want = np.repeat(np.repeat(gpal[7][None, None], H, 0), W, 1)
+    want[6:26, 9:39] = gpal[fidx]
+    add_good("gif_two_control_blocks.gif", want)
+    for name in ("gif_transparent.gif", "gif_offset_frame.gif", "gif_offset_local_transparent.gif",
+                 "gif_offset_transparent_past_palette.gif", "gif_two_control_blocks.gif"):
         got = np.array(Image.open(os.path.join(good, name)).convert("RGB"))
         assert (got == np.array(Image.open(os.path.join(ref, name + ".png")))).all(), name + ": PIL disagrees"
     # An image smaller than the 14 x 14 patch grid: its map is shrunk to 10 x 14 pixels, which aborted
