@@ -7,6 +7,7 @@
 
 #include "colormap.hpp"
 #include "error.hpp"
+#include "pos_embed.hpp"  // bilinear_resize_planes
 #include "tensor.hpp"
 
 namespace attnmap {
@@ -39,6 +40,11 @@ std::vector<float> upsample_map(const std::vector<float>& map, int gw, int gh, i
     throw Error("upsample: map of " + std::to_string(map.size()) + " values is not " + std::to_string(gh) + "x" +
                 std::to_string(gw));
   if (out_w <= 0 || out_h <= 0) throw Error("upsample: empty output size");
+  // Debian's stb_image_resize (0.97) aborts on an assertion when its triangle filter shrinks by many ratios
+  // (14 -> 10, 7 -> 5, ...: a map drawn on an image smaller than the patch grid). A bilinear map shrunk on
+  // either axis is resampled as PyTorch does instead; on an axis that grows this is the same interpolation.
+  if (mode == Upsample::Bilinear && (out_w < gw || out_h < gh))
+    return bilinear_resize_planes(map, 1, gh, gw, out_h, out_w);
   std::vector<float> out(checked_mul(static_cast<size_t>(out_w), static_cast<size_t>(out_h), "upsample"));
   if (mode == Upsample::Nearest) {
     for (int y = 0; y < out_h; ++y) {
@@ -46,40 +52,6 @@ std::vector<float> upsample_map(const std::vector<float>& map, int gw, int gh, i
       for (int x = 0; x < out_w; ++x) {
         const int sx = std::min(gw - 1, static_cast<int>((static_cast<int64_t>(x) * gw) / out_w));
         out[static_cast<size_t>(y) * out_w + x] = map[static_cast<size_t>(sy) * gw + sx];
-      }
-    }
-    return out;
-  }
-  if (mode == Upsample::Bilinear && (out_w < gw || out_h < gh)) {
-    // Debian's stb_image_resize (0.97) aborts on an assertion when its triangle filter shrinks by many ratios
-    // (14 -> 10, 7 -> 5, ...: a map drawn on an image smaller than the patch grid). Shrinking is done here
-    // instead, exactly as PyTorch's F.interpolate(mode="bilinear", align_corners=False) without antialias:
-    // source coordinate (i + 0.5) * in / out - 0.5, clamped at 0, linear between its two neighbours. For an
-    // axis that grows this is the same interpolation stb_image_resize's triangle filter gives.
-    struct Tap {
-      int i0, i1;
-      float t;
-    };
-    auto taps = [](int in, int n) {
-      std::vector<Tap> v(static_cast<size_t>(n));
-      const double scale = static_cast<double>(in) / n;
-      for (int i = 0; i < n; ++i) {
-        const double src = std::max(0.0, (i + 0.5) * scale - 0.5);
-        const int i0 = std::min(in - 1, static_cast<int>(src));
-        v[static_cast<size_t>(i)] = {i0, std::min(in - 1, i0 + 1), static_cast<float>(src - i0)};
-      }
-      return v;
-    };
-    const std::vector<Tap> tx = taps(gw, out_w), ty = taps(gh, out_h);
-    for (int y = 0; y < out_h; ++y) {
-      const Tap& a = ty[static_cast<size_t>(y)];
-      const float* r0 = map.data() + static_cast<size_t>(a.i0) * static_cast<size_t>(gw);
-      const float* r1 = map.data() + static_cast<size_t>(a.i1) * static_cast<size_t>(gw);
-      for (int x = 0; x < out_w; ++x) {
-        const Tap& b = tx[static_cast<size_t>(x)];
-        const float top = r0[b.i0] + b.t * (r0[b.i1] - r0[b.i0]);
-        const float bottom = r1[b.i0] + b.t * (r1[b.i1] - r1[b.i0]);
-        out[static_cast<size_t>(y) * static_cast<size_t>(out_w) + static_cast<size_t>(x)] = top + a.t * (bottom - top);
       }
     }
     return out;

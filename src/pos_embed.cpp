@@ -30,16 +30,17 @@ struct Taps {
   std::vector<double> wt;  // (out, 4)
 };
 
-Taps make_taps(int in, int out) {
+Taps make_taps(int in, int out, bool cubic) {
   Taps t;
   t.idx.resize(static_cast<size_t>(out) * 4);
   t.wt.resize(static_cast<size_t>(out) * 4);
   const double scale = static_cast<double>(in) / out;  // PyTorch: in/out when a size is given
   for (int o = 0; o < out; ++o) {
-    const double src = scale * (o + 0.5) - 0.5;  // align_corners=False; cubic: no clamp at 0
+    double src = scale * (o + 0.5) - 0.5;  // align_corners=False
+    if (!cubic) src = std::max(0.0, src);  // PyTorch clamps the linear source coordinate at 0, not the cubic
     const double f = std::floor(src);
-    double w[4];
-    cubic_weights(src - f, w);
+    double w[4] = {0.0, 1.0 - (src - f), src - f, 0.0};  // linear: the taps at floor(x) and floor(x) + 1
+    if (cubic) cubic_weights(src - f, w);
     for (int k = 0; k < 4; ++k) {
       t.idx[static_cast<size_t>(o) * 4 + static_cast<size_t>(k)] =
           std::clamp(static_cast<int>(f) - 1 + k, 0, in - 1);
@@ -49,10 +50,8 @@ Taps make_taps(int in, int out) {
   return t;
 }
 
-}  // namespace
-
-std::vector<float> bicubic_resize_planes(const std::vector<float>& in, int C, int in_h, int in_w, int out_h,
-                                         int out_w) {
+std::vector<float> resize_planes(const std::vector<float>& in, int C, int in_h, int in_w, int out_h, int out_w,
+                                 bool cubic) {
   if (C <= 0 || in_h <= 0 || in_w <= 0 || out_h <= 0 || out_w <= 0)
     throw Error("bicubic resize: empty size " + std::to_string(in_h) + "x" + std::to_string(in_w) + " -> " +
                 std::to_string(out_h) + "x" + std::to_string(out_w));
@@ -63,7 +62,7 @@ std::vector<float> bicubic_resize_planes(const std::vector<float>& in, int C, in
     throw Error("bicubic resize: " + std::to_string(in.size()) + " values are not (" + std::to_string(C) +
                 ", " + std::to_string(in_h) + ", " + std::to_string(in_w) + ")");
   std::vector<float> out(checked_mul(out_plane, static_cast<size_t>(C), "bicubic resize"));
-  const Taps ty = make_taps(in_h, out_h), tx = make_taps(in_w, out_w);
+  const Taps ty = make_taps(in_h, out_h, cubic), tx = make_taps(in_w, out_w, cubic);
   std::vector<double> rows(static_cast<size_t>(in_h) *
                            static_cast<size_t>(out_w));  // (in_h, out_w) one plane
   for (int c = 0; c < C; ++c) {
@@ -89,6 +88,18 @@ std::vector<float> bicubic_resize_planes(const std::vector<float>& in, int C, in
       }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<float> bicubic_resize_planes(const std::vector<float>& in, int C, int in_h, int in_w, int out_h,
+                                         int out_w) {
+  return resize_planes(in, C, in_h, in_w, out_h, out_w, true);
+}
+
+std::vector<float> bilinear_resize_planes(const std::vector<float>& in, int C, int in_h, int in_w, int out_h,
+                                          int out_w) {
+  return resize_planes(in, C, in_h, in_w, out_h, out_w, false);
 }
 
 void resample_pos_embed(ViTWeights& w, int image_w, int image_h) {

@@ -14,6 +14,13 @@ namespace attnmap {
 std::vector<float> bicubic_resize_planes(const std::vector<float>& in, int C, int in_h, int in_w, int out_h,
                                          int out_w);
 
+/// Bilinear resampling of C channel planes, exactly as PyTorch's
+/// F.interpolate(x, size=(out_h, out_w), mode="bilinear", align_corners=False, antialias=False): source
+/// coordinate (dst + 0.5) * in/out - 0.5 clamped at 0, linear between its two neighbours (the upper one clamped
+/// to the border). Shrinking samples, it does not average. Same layout, errors and arithmetic as above.
+std::vector<float> bilinear_resize_planes(const std::vector<float>& in, int C, int in_h, int in_w, int out_h,
+                                          int out_w);
+
 /// Changes the model's input size to image_w x image_h pixels (each a positive multiple of the patch size):
 /// the patch rows of w.pos_embed, seen as a (1, D, grid_h, grid_w) grid, are resampled bicubically to the
 /// new grid as timm's resample_abs_pos_embed does (bicubic, align_corners=False, antialias=False - also
