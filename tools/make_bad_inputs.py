@@ -483,6 +483,9 @@ def main():
     buf = io.BytesIO()
     f1.save(buf, "GIF")
     add_bad("gif_truncated_70.gif", buf.getvalue()[: len(buf.getvalue()) * 7 // 10], "truncated GIF")
+    # A GIF whose trailer comes before any image: stb_image stops without a reason.
+    add_bad("gif_no_image.gif", b"GIF89a" + struct.pack("<HHBBB", 8, 8, 0x80, 0, 0) + bytes(6) + b"\x3B",
+            "no image before the GIF's end marker")
     psd = psd_rgb(rgb)
     add_bad("psd_truncated_70.psd", psd[: len(psd) * 7 // 10], "truncated PSD")
     # Variants stb_image decodes wrongly without an error: refused by name.
