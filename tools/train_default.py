@@ -413,6 +413,10 @@ def main():
     ap.add_argument('--procs', type=int, default=1,
                     help='data-parallel processes (gloo all-reduce of the gradients); '
                     'each computes --batch/PROCS images of every step')
+    ap.add_argument('--bf16', action='store_true',
+                    help='mixed precision: forward and backward under torch.autocast(cpu, bfloat16) '
+                    '(matrix products in bfloat16, weights, optimizer state and LayerNorm/softmax '
+                    'in float32), as timm/DeiT train with AMP; faster on CPUs with AVX512-BF16/AMX')
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--data-seed', type=int, default=1)
     ap.add_argument('--ckpt', default='/work/train/ckpt.pt')
@@ -579,8 +583,9 @@ def train(rank, a):
         y = torch.from_numpy(labels)
         for g in opt.param_groups:
             g['lr'] = lr
-        logits = model(x, offsets=offs)
-        loss = F.cross_entropy(logits, y)
+        with torch.autocast('cpu', dtype=torch.bfloat16, enabled=a.bf16):
+            logits = model(x, offsets=offs)
+            loss = F.cross_entropy(logits.float(), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         n_ok = (logits.argmax(1) == y).sum().item()
