@@ -605,7 +605,7 @@ TEST_F(Eval, RolloutAsTheSelectedView) {
                     q(kTop5 / "weights.json") + " --discard 0.5")
                 .status,
             2);  // --discard without --rollout
-  // A model whose config names a default view (the bundled one: block 2, head 3): that view is the plain
+  // A model whose config names a default view (the bundled one: block 1, head 3): that view is the plain
   // view's default only; --rollout still defaults to every block with heads averaged, as the paper.
   const std::string comp = std::string(ATTNMAP_DATA_DIR) + "/composites";
   auto selected_view = [&](const std::string& extra) {
