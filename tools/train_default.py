@@ -414,9 +414,10 @@ def main():
                     help='data-parallel processes (gloo all-reduce of the gradients); '
                     'each computes --batch/PROCS images of every step')
     ap.add_argument('--bf16', action='store_true',
-                    help='mixed precision: forward and backward under torch.autocast(cpu, bfloat16) '
-                    '(matrix products in bfloat16, weights, optimizer state and LayerNorm/softmax '
-                    'in float32), as timm/DeiT train with AMP; faster on CPUs with AVX512-BF16/AMX')
+                    help='mixed precision: forward and backward under torch.autocast(cpu, bfloat16), '
+                    'as timm/DeiT train with AMP: the linear layers, attention products, softmax and GELU '
+                    'run in bfloat16; the residual stream (so LayerNorm), the loss, the weights and the '
+                    'optimizer state stay float32. Faster only on CPUs with AVX512-BF16/AMX')
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--data-seed', type=int, default=1)
     ap.add_argument('--ckpt', default='/work/train/ckpt.pt')
