@@ -307,7 +307,12 @@ TEST(Inspect, PrintsLayoutTokensConfigAndProvenance) {
   // A patch size the config states (and the patch embedding agrees with) is reported as the config's.
   EXPECT_NE(def.find("patch_size      16                      config ("), std::string::npos) << def;
   EXPECT_NE(def.find("Ankle boot  config ("), std::string::npos) << def;  // where the labels came from
-  EXPECT_NE(def.find("default_layer   2                       config ("), std::string::npos) << def;
+  // Its default view is reported as the config's, with the config's value (whatever model is bundled).
+  const attnmap::HParams& dhp = attnmap::load_model(attnmap::default_weights_path()).hp;
+  ASSERT_TRUE(dhp.default_layer) << "weights/default.json names no default layer";
+  std::string layer_field = std::to_string(*dhp.default_layer);
+  layer_field.resize(24, ' ');  // inspect's value column
+  EXPECT_NE(def.find("default_layer   " + layer_field + "config ("), std::string::npos) << def;
 }
 
 TEST(Inspect, UnusableFileIsOneLineAndStatus2) {
