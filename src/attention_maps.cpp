@@ -47,7 +47,8 @@ std::vector<float> fuse_heads(const float* rows, int H, int n, const HeadSelect&
   if (sel.fusion == HeadSelect::Fusion::Index) {
     const int h = sel.index < 0 ? H + sel.index : sel.index;
     if (h < 0 || h >= H)
-      throw Error("head " + std::to_string(sel.index) + " out of range: the model has " + std::to_string(H) + " heads");
+      throw Error("head " + std::to_string(sel.index) + " out of range: the model has " + std::to_string(H) + " heads (0.." +
+                  std::to_string(H - 1) + ", or -1..-" + std::to_string(H) + ")");
     std::copy_n(rows + static_cast<size_t>(h) * n, n, out.begin());
     return out;
   }

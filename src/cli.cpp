@@ -204,6 +204,16 @@ int main(int argc, char** argv) {
     if (eval->count("--json") && eo.json_out.empty()) throw attnmap::Error("--json expects a file name, found ''");
     if (render->count("--manifest") && bo.manifest.empty())
       throw attnmap::Error("--manifest expects a file name, found ''");
+    // The options whose empty value would otherwise mean "not given" (the default view, size, ...).
+    CLI::App* used_app = render->parsed() ? render : eval;
+    const std::pair<const char*, const std::string*> valued[] = {
+        {"--layer", &layer_s},         {"--head", &head_s}, {"--size", &size_s},   {"--discard", &discard_s},
+        {"--threshold", &threshold_s}, {"--mean", &mean_s}, {"--std", &std_s},     {"--shard", &shard_s}};
+    for (const auto& [name, value] : valued) {
+      const CLI::Option* opt = used_app->get_option_no_throw(name);  // eval has no --size, --threshold, --shard
+      if (opt && opt->count() > 0 && value->empty())
+        throw attnmap::Error(std::string(name) + " expects a value, found ''");
+    }
     if (!layer_s.empty()) {
       size_t used = 0;
       int v = 0;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cctype>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -296,14 +297,44 @@ const char* watched_format(const uint8_t* d, size_t n, bool jpeg, bool pnm, bool
 
 // stb_image's failure reason, which may quote bytes of the file (a PNG chunk type): anything but printable
 // ASCII becomes '?', so that an error stays one line and sends no control codes to the terminal.
-std::string stb_reason() {
+std::string stb_reason(const uint8_t* d, size_t n) {
   std::string r = stbi_failure_reason() ? stbi_failure_reason() : "unknown reason";
   // stb_image's GIF reader clears the reason, then stops without one at a trailer (end marker) that comes
-  // before any image.
-  if (r.empty()) r = "no image before the GIF's end marker";
+  // before any image. Its PNG reader can also stop without one (a file cut inside an early chunk; the
+  // caller names that case first).
+  if (r.empty())
+    r = n >= 4 && std::memcmp(d, "GIF8", 4) == 0 ? "no image before the GIF's end marker" : "stb_image gave no reason";
   for (char& c : r)
     if (c < 0x20 || c > 0x7e) c = '?';
   return r;
+}
+
+// Where a PNG that stb_image could not decode was cut short: the chunk (type, as printable ASCII) that the
+// file ends inside, or the last whole chunk when it ends between chunks before IEND. Empty when the file is
+// not a PNG or holds its IEND chunk (then it is corrupt rather than cut). PNG spec, 5.3: length, type,
+// data, CRC.
+std::string png_cut_short(const uint8_t* d, size_t n) {
+  if (n < 8 || std::memcmp(d, kPngSignature, 8) != 0) return {};
+  auto type_of = [&](size_t at) {
+    std::string t(reinterpret_cast<const char*>(d + at), 4);
+    for (char& c : t)
+      if (!std::isalpha(static_cast<unsigned char>(c))) c = '?';
+    return t;
+  };
+  size_t pos = 8;
+  std::string last;
+  while (pos + 8 <= n) {
+    const uint64_t whole = uint64_t{12} + read_be32(d + pos);
+    const std::string type = type_of(pos + 4);
+    if (type == "IEND") return {};
+    if (whole > n - pos)
+      return "the file ends inside its " + type + " chunk (" + std::to_string(n - pos) + " of its " +
+             std::to_string(whole) + " bytes present)";
+    last = type;
+    pos += static_cast<size_t>(whole);
+  }
+  return last.empty() ? "the file ends inside its first chunk header"
+                      : "the file ends after its " + last + " chunk, before the IEND chunk";
 }
 
 uint32_t read_le(const uint8_t* p, int n) {
@@ -422,7 +453,8 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
   }
   int w = 0, h = 0, channels = 0;
   if (!stbi_info_from_memory(data, len, &w, &h, &channels)) {
-    throw Error(path + ": not a readable image (" + stb_reason() + ")");
+    if (const std::string cut = png_cut_short(data, size); !cut.empty()) throw Error(path + ": truncated PNG: " + cut);
+    throw Error(path + ": not a readable image (" + stb_reason(data, size) + ")");
   }
   // A top-down BMP stores a negative height; stb_image's info call passes it on, its loader flips it.
   if (size >= 2 && data[0] == 'B' && data[1] == 'M' && h < 0 && h > INT_MIN) h = -h;
@@ -469,7 +501,10 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
     if (watched && watch.past_end)
       throw Error(path + ": truncated " + watched + ": the file ends before the " + std::to_string(w) + "x" +
                   std::to_string(h) + " picture is complete (stb_image would fill the rest with black)");
-    if (!pixels) throw Error(path + ": cannot decode image (" + stb_reason() + ")");
+    if (!pixels) {
+      if (const std::string cut = png_cut_short(data, size); !cut.empty()) throw Error(path + ": truncated PNG: " + cut);
+      throw Error(path + ": cannot decode image (" + stb_reason(data, size) + ")");
+    }
     if (dw != w || dh != h) {
       throw Error(path + ": decoded size " + std::to_string(dw) + "x" + std::to_string(dh) +
                   " differs from the header's " + std::to_string(w) + "x" + std::to_string(h));

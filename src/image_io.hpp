@@ -68,7 +68,7 @@ Image apply_orientation(const Image& img, int orientation);
 /// loader do. JPEG: Adobe CMYK and YCCK are converted like PIL (R = (255-C)(255-K)/255), a 4-component
 /// JPEG without the Adobe marker is refused ("unsupported colour space"), a JPEG without its end marker is
 /// refused ("truncated JPEG"), bytes after the end marker are ignored, and the EXIF orientation is applied
-/// (opt.apply_exif). A PGM/PPM, HDR, TGA, BMP, GIF, PSD or PIC that ends before its picture is complete is
+/// (opt.apply_exif). A PNG, PGM/PPM, HDR, TGA, BMP, GIF, PSD or PIC that ends before its picture is complete is
 /// refused ("truncated FORMAT"); opt.keep_nonzero keeps non-zero 16-bit samples non-zero. The declared
 /// width x height is checked against `opt.max_pixels` from the header alone, before any pixel buffer is
 /// allocated.

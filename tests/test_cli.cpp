@@ -274,11 +274,24 @@ TEST_F(Cli, UsageErrorsAreStatus2) {
   EXPECT_EQ(run_attnmap("render").status, 2);
   EXPECT_EQ(run_attnmap("frobnicate x").status, 2);
   EXPECT_EQ(run_attnmap("render " + q(kData + "/chelsea.png") + " --layer 99 -o " + q(dir)).status, 2);
-  EXPECT_EQ(run_attnmap("render " + q(kData + "/chelsea.png") + " --head 17 -o " + q(dir)).status, 2);
+  const CliRun head17 = run_attnmap("render " + q(kData + "/chelsea.png") + " --head 17 -o " + q(dir));
+  EXPECT_EQ(head17.status, 2);
+  EXPECT_NE(head17.err.find("head 17 out of range: the model has 4 heads (0..3, or -1..-4)"), std::string::npos)
+      << head17.err;
   EXPECT_EQ(run_attnmap("render " + q(kData + "/chelsea.png") + " --colormap rainbow -o " + q(dir)).status, 2);
   EXPECT_EQ(run_attnmap("render " + q(kData + "/chelsea.png") + " --alpha 2 -o " + q(dir)).status, 2);
   EXPECT_EQ(run_attnmap("render " + q(kData + "/chelsea.png") + " --mean 1,2 -o " + q(dir)).status, 2);
   EXPECT_EQ(run_attnmap("render " + q(kData + "/chelsea.png") + " -w /nonexistent.json -o " + q(dir)).status, 2);
+  // An empty value is not "option not given" (which would silently use the default view or size).
+  for (const char* opt : {"--layer", "--head", "--size", "--discard", "--threshold", "--mean", "--std", "--shard"}) {
+    const CliRun r = run_attnmap("render " + q(kData + "/chelsea.png") + " " + opt + " '' -o " + q(dir));
+    EXPECT_EQ(r.status, 2) << opt;
+    EXPECT_NE(r.err.find(std::string(opt) + " expects a value, found ''"), std::string::npos) << r.err;
+  }
+  const CliRun eval_head = run_attnmap("eval --masks " + q(kData + "/composites/masks") + " " +
+                                       q(kData + "/composites/0000_trouser.png") + " --head ''");
+  EXPECT_EQ(eval_head.status, 2);
+  EXPECT_NE(eval_head.err.find("--head expects a value, found ''"), std::string::npos) << eval_head.err;
   EXPECT_EQ(run_attnmap("--version").status, 0);
   EXPECT_EQ(run_attnmap("render --help").status, 0);
   EXPECT_FALSE(fs::exists(dir / "chelsea.png"));

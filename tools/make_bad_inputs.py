@@ -451,7 +451,13 @@ def main():
     add_bad("jpeg_truncated_70.jpg", jpg[: len(jpg) * 7 // 10], "truncated JPEG")
     buf = io.BytesIO()
     Image.fromarray(rng.integers(0, 256, size=(H, W, 3), dtype=np.uint8)).save(buf, "PNG")
-    add_bad("png_truncated_70.png", buf.getvalue()[: len(buf.getvalue()) * 7 // 10], "cannot decode image")
+    add_bad("png_truncated_70.png", buf.getvalue()[: len(buf.getvalue()) * 7 // 10],
+            "truncated PNG: the file ends inside its IDAT chunk")
+    # Cut inside a text chunk before any image data: stb_image stops without a reason of its own.
+    png = buf.getvalue()
+    text = png_chunk(b"tEXt", b"Comment\0" + b"x" * 200)
+    add_bad("png_cut_in_text_chunk.png", (png[:33] + text + png[33:])[:33 + 100],
+            "truncated PNG: the file ends inside its tEXt chunk (100 of its 220 bytes present)")
     # Four components without an Adobe APP14 marker: CMYK or YCCK cannot be told apart -> refused.
     buf = io.BytesIO()
     save_jpeg(cmyk, buf)

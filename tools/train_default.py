@@ -559,8 +559,8 @@ def train(rank, a):
             lr, res, stop = float(ctl[0]), int(ctl[1]), bool(ctl[2])
             if bool(ctl[3]):
                 if lead:
-                    print('BENCH procs %d threads %d batch %d: %.1f img/s' % (
-                        procs, a.threads, a.batch,
+                    print('BENCH procs %d threads %d batch %d%s: %.1f img/s' % (
+                        procs, a.threads, a.batch, ' bf16' if a.bf16 else '',
                         (step - start) * a.batch / (time.time() - t0)), flush=True)
                 return
         if stop:
@@ -621,8 +621,9 @@ def train(rank, a):
                                    eta / 60), flush=True)
             t_log, n_log, loss_sum, acc_sum, img_log = now, 0, 0.0, 0, 0
         if a.bench and procs == 1 and now - t0 > a.bench:
-            print('BENCH threads %d batch %d: %.1f img/s' % (
-                a.threads, a.batch, (step + 1 - start) * a.batch / (now - t0)), flush=True)
+            print('BENCH threads %d batch %d%s: %.1f img/s' % (
+                a.threads, a.batch, ' bf16' if a.bf16 else '', (step + 1 - start) * a.batch / (now - t0)),
+                flush=True)
             return
         if test_imgs is not None and ((step + 1) % a.eval_every == 0 or step == a.steps - 1):
             acc = quick_eval(model, test_imgs, test_labels)
