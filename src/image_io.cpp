@@ -309,32 +309,34 @@ std::string stb_reason(const uint8_t* d, size_t n) {
   return r;
 }
 
-// Where a PNG that stb_image could not decode was cut short: the chunk (type, as printable ASCII) that the
-// file ends inside, or the last whole chunk when it ends between chunks before IEND. Empty when the file is
-// not a PNG or holds its IEND chunk (then it is corrupt rather than cut). PNG spec, 5.3: length, type,
-// data, CRC.
-std::string png_cut_short(const uint8_t* d, size_t n) {
+// Why a PNG that stb_image could not decode is damaged, from its chunk layout (PNG spec 5.3: length <= 2^31-1,
+// type of four ASCII letters, data, CRC): "corrupt PNG: ..." for the first chunk with an invalid length or
+// type, else "truncated PNG: ..." naming the chunk the file ends inside, or the last whole chunk when it ends
+// between chunks before IEND. Empty when the file is not a PNG or its chunks are intact up to IEND (then
+// stb_image's own reason is the one to give).
+std::string png_damage(const uint8_t* d, size_t n) {
   if (n < 8 || std::memcmp(d, kPngSignature, 8) != 0) return {};
-  auto type_of = [&](size_t at) {
-    std::string t(reinterpret_cast<const char*>(d + at), 4);
-    for (char& c : t)
-      if (!std::isalpha(static_cast<unsigned char>(c))) c = '?';
-    return t;
-  };
   size_t pos = 8;
   std::string last;
   while (pos + 8 <= n) {
-    const uint64_t whole = uint64_t{12} + read_be32(d + pos);
-    const std::string type = type_of(pos + 4);
+    const uint32_t length = read_be32(d + pos);
+    const uint64_t whole = uint64_t{12} + length;
+    const std::string type(reinterpret_cast<const char*>(d + pos + 4), 4);
+    for (const char c : type)
+      if (!std::isalpha(static_cast<unsigned char>(c)))
+        return "corrupt PNG: the chunk at byte " + std::to_string(pos) + " has an invalid type";
+    if (length > 0x7FFFFFFFu)
+      return "corrupt PNG: the " + type + " chunk at byte " + std::to_string(pos) + " declares " +
+             std::to_string(length) + " bytes (the limit is 2^31-1)";
     if (type == "IEND") return {};
     if (whole > n - pos)
-      return "the file ends inside its " + type + " chunk (" + std::to_string(n - pos) + " of its " +
-             std::to_string(whole) + " bytes present)";
+      return "truncated PNG: the file ends inside its " + type + " chunk (" + std::to_string(n - pos) +
+             " of its " + std::to_string(whole) + " bytes present)";
     last = type;
     pos += static_cast<size_t>(whole);
   }
-  return last.empty() ? "the file ends inside its first chunk header"
-                      : "the file ends after its " + last + " chunk, before the IEND chunk";
+  return last.empty() ? "truncated PNG: the file ends inside its first chunk header"
+                      : "truncated PNG: the file ends after its " + last + " chunk, before the IEND chunk";
 }
 
 uint32_t read_le(const uint8_t* p, int n) {
@@ -453,7 +455,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
   }
   int w = 0, h = 0, channels = 0;
   if (!stbi_info_from_memory(data, len, &w, &h, &channels)) {
-    if (const std::string cut = png_cut_short(data, size); !cut.empty()) throw Error(path + ": truncated PNG: " + cut);
+    if (const std::string damage = png_damage(data, size); !damage.empty()) throw Error(path + ": " + damage);
     throw Error(path + ": not a readable image (" + stb_reason(data, size) + ")");
   }
   // A top-down BMP stores a negative height; stb_image's info call passes it on, its loader flips it.
@@ -502,7 +504,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
       throw Error(path + ": truncated " + watched + ": the file ends before the " + std::to_string(w) + "x" +
                   std::to_string(h) + " picture is complete (stb_image would fill the rest with black)");
     if (!pixels) {
-      if (const std::string cut = png_cut_short(data, size); !cut.empty()) throw Error(path + ": truncated PNG: " + cut);
+      if (const std::string damage = png_damage(data, size); !damage.empty()) throw Error(path + ": " + damage);
       throw Error(path + ": cannot decode image (" + stb_reason(data, size) + ")");
     }
     if (dw != w || dh != h) {

@@ -458,6 +458,11 @@ def main():
     text = png_chunk(b"tEXt", b"Comment\0" + b"x" * 200)
     add_bad("png_cut_in_text_chunk.png", (png[:33] + text + png[33:])[:33 + 100],
             "truncated PNG: the file ends inside its tEXt chunk (100 of its 220 bytes present)")
+    # Full length, but the IDAT chunk's length field is past the spec's 2^31-1: corrupt, not cut short.
+    bad_len = bytearray(png)
+    bad_len[png.index(b"IDAT") - 4:png.index(b"IDAT")] = b"\xff\xff\xff\xff"
+    add_bad("png_idat_length_corrupt.png", bytes(bad_len),
+            "corrupt PNG: the IDAT chunk at byte 33 declares 4294967295 bytes (the limit is 2^31-1)")
     # Four components without an Adobe APP14 marker: CMYK or YCCK cannot be told apart -> refused.
     buf = io.BytesIO()
     save_jpeg(cmyk, buf)
@@ -502,7 +507,9 @@ def main():
     # stb_image quotes an unknown critical PNG chunk's type in its reason; a newline there stays out of the line.
     crit = png_chunk(b"I\nXT", b"")
     plain = png_grey_bits(np.zeros((2, 2), np.uint8), 8)
-    add_bad("png_chunk_newline.png", plain[:33] + crit + plain[33:], "cannot decode image (I?XT PNG chunk not known)")
+    # (stb_image would quote it in its reason; attnmap names the invalid chunk type first, without quoting it.)
+    add_bad("png_chunk_newline.png", plain[:33] + crit + plain[33:],
+            "corrupt PNG: the chunk at byte 33 has an invalid type")
     # stb_image sees a cut PIC itself ("bad file"), but then converted its null result to RGB and crashed
     # (Debian's 2022 copy), until attnmap asked for the RGBA a PIC is made of.
     pic = pic_rgb(rgb)
