@@ -200,19 +200,23 @@ int main(int argc, char** argv) {
       std::cout << attnmap::describe_model(w, inspect_weights);
       return 0;
     }
-    // An empty file name given on purpose (--json "") is a mistake, not "no file".
-    if (eval->count("--json") && eo.json_out.empty()) throw attnmap::Error("--json expects a file name, found ''");
-    if (render->count("--manifest") && bo.manifest.empty())
-      throw attnmap::Error("--manifest expects a file name, found ''");
-    // The options whose empty value would otherwise mean "not given" (the default view, size, ...).
+    // An empty value given on purpose (--json "", --head "") is a mistake, not "option not given" (no file,
+    // the default view, size, ...).
     CLI::App* used_app = render->parsed() ? render : eval;
-    const std::pair<const char*, const std::string*> valued[] = {
-        {"--layer", &layer_s},         {"--head", &head_s}, {"--size", &size_s},   {"--discard", &discard_s},
-        {"--threshold", &threshold_s}, {"--mean", &mean_s}, {"--std", &std_s},     {"--shard", &shard_s}};
-    for (const auto& [name, value] : valued) {
-      const CLI::Option* opt = used_app->get_option_no_throw(name);  // eval has no --size, --threshold, --shard
-      if (opt && opt->count() > 0 && value->empty())
-        throw attnmap::Error(std::string(name) + " expects a value, found ''");
+    struct Valued {
+      const char* name;
+      const std::string* value;
+      const char* expects;
+    };
+    const Valued valued[] = {{"--json", &eo.json_out, "a file name"}, {"--manifest", &bo.manifest, "a file name"},
+                             {"--layer", &layer_s, "a value"},        {"--head", &head_s, "a value"},
+                             {"--size", &size_s, "a value"},          {"--discard", &discard_s, "a value"},
+                             {"--threshold", &threshold_s, "a value"}, {"--mean", &mean_s, "a value"},
+                             {"--std", &std_s, "a value"},            {"--shard", &shard_s, "a value"}};
+    for (const Valued& v : valued) {
+      const CLI::Option* opt = used_app->get_option_no_throw(v.name);  // each subcommand has only some of them
+      if (opt && opt->count() > 0 && v.value->empty())
+        throw attnmap::Error(std::string(v.name) + " expects " + v.expects + ", found ''");
     }
     if (!layer_s.empty()) {
       size_t used = 0;

@@ -339,6 +339,13 @@ std::string png_damage(const uint8_t* d, size_t n) {
                       : "truncated PNG: the file ends after its " + last + " chunk, before the IEND chunk";
 }
 
+// Refuses a file stb_image could not read (`what`: "not a readable image" after its header probe, "cannot
+// decode image" after its decode): a damaged PNG is named as such, anything else gets stb_image's reason.
+[[noreturn]] void throw_stb_failure(const std::string& path, const uint8_t* d, size_t n, const char* what) {
+  if (const std::string damage = png_damage(d, n); !damage.empty()) throw Error(path + ": " + damage);
+  throw Error(path + ": " + what + " (" + stb_reason(d, n) + ")");
+}
+
 uint32_t read_le(const uint8_t* p, int n) {
   uint32_t v = 0;
   for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
@@ -455,8 +462,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
   }
   int w = 0, h = 0, channels = 0;
   if (!stbi_info_from_memory(data, len, &w, &h, &channels)) {
-    if (const std::string damage = png_damage(data, size); !damage.empty()) throw Error(path + ": " + damage);
-    throw Error(path + ": not a readable image (" + stb_reason(data, size) + ")");
+    throw_stb_failure(path, data, size, "not a readable image");
   }
   // A top-down BMP stores a negative height; stb_image's info call passes it on, its loader flips it.
   if (size >= 2 && data[0] == 'B' && data[1] == 'M' && h < 0 && h > INT_MIN) h = -h;
@@ -503,10 +509,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
     if (watched && watch.past_end)
       throw Error(path + ": truncated " + watched + ": the file ends before the " + std::to_string(w) + "x" +
                   std::to_string(h) + " picture is complete (stb_image would fill the rest with black)");
-    if (!pixels) {
-      if (const std::string damage = png_damage(data, size); !damage.empty()) throw Error(path + ": " + damage);
-      throw Error(path + ": cannot decode image (" + stb_reason(data, size) + ")");
-    }
+    if (!pixels) throw_stb_failure(path, data, size, "cannot decode image");
     if (dw != w || dh != h) {
       throw Error(path + ": decoded size " + std::to_string(dw) + "x" + std::to_string(dh) +
                   " differs from the header's " + std::to_string(w) + "x" + std::to_string(h));

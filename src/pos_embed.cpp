@@ -52,16 +52,17 @@ Taps make_taps(int in, int out, bool cubic) {
 
 std::vector<float> resize_planes(const std::vector<float>& in, int C, int in_h, int in_w, int out_h, int out_w,
                                  bool cubic) {
+  const std::string what = cubic ? "bicubic resize" : "bilinear resize";
   if (C <= 0 || in_h <= 0 || in_w <= 0 || out_h <= 0 || out_w <= 0)
-    throw Error("bicubic resize: empty size " + std::to_string(in_h) + "x" + std::to_string(in_w) + " -> " +
+    throw Error(what + ": empty size " + std::to_string(in_h) + "x" + std::to_string(in_w) + " -> " +
                 std::to_string(out_h) + "x" + std::to_string(out_w));
-  const size_t in_plane = checked_mul(static_cast<size_t>(in_h), static_cast<size_t>(in_w), "bicubic resize");
+  const size_t in_plane = checked_mul(static_cast<size_t>(in_h), static_cast<size_t>(in_w), what.c_str());
   const size_t out_plane =
-      checked_mul(static_cast<size_t>(out_h), static_cast<size_t>(out_w), "bicubic resize");
-  if (in.size() != checked_mul(in_plane, static_cast<size_t>(C), "bicubic resize"))
-    throw Error("bicubic resize: " + std::to_string(in.size()) + " values are not (" + std::to_string(C) +
+      checked_mul(static_cast<size_t>(out_h), static_cast<size_t>(out_w), what.c_str());
+  if (in.size() != checked_mul(in_plane, static_cast<size_t>(C), what.c_str()))
+    throw Error(what + ": " + std::to_string(in.size()) + " values are not (" + std::to_string(C) +
                 ", " + std::to_string(in_h) + ", " + std::to_string(in_w) + ")");
-  std::vector<float> out(checked_mul(out_plane, static_cast<size_t>(C), "bicubic resize"));
+  std::vector<float> out(checked_mul(out_plane, static_cast<size_t>(C), what.c_str()));
   const Taps ty = make_taps(in_h, out_h, cubic), tx = make_taps(in_w, out_w, cubic);
   std::vector<double> rows(static_cast<size_t>(in_h) *
                            static_cast<size_t>(out_w));  // (in_h, out_w) one plane
