@@ -506,7 +506,7 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   ViTWeights model = load_model(weights_path, opt.overrides);
   if (opt.size) resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1]);
   if (!opt.quiet)
-    for (const auto& n : model.notices) std::cerr << "attnmap: note: " << weights_path << ": " << n << "\n";
+    for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
 
   const RenderContext ctx = make_render_context(model, opt);
 
@@ -560,14 +560,14 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   for (const auto& m : missing) pre.push_back({m, m + ": no such file or folder"});
   for (const auto& u : unreadable) pre.push_back(u);
   for (size_t i = 0; i < n_pre; ++i) {
-    std::cerr << "attnmap: error: " << pre[i].second << "\n";
+    std::cerr << "attnmap: error: " << printable(pre[i].second) << "\n";
     ++failed;
     Outcome o;
     o.input = pre[i].first;
     o.status = "failed";
     o.error = pre[i].second;
     const std::string err = manifest.put(i, manifest_line(o));
-    if (!err.empty()) std::cerr << "attnmap: error: " << err << "\n";
+    if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
   }
 
   // Cores are shared so that threads never exceed them: with one worker OpenBLAS gets every core; with
@@ -638,22 +638,22 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
 
     std::lock_guard<std::mutex> lock(mu);
     progress.clear();
-    for (const auto& note : notes) std::cerr << "attnmap: note: " << job.input << ": " << note << "\n";
+    for (const auto& note : notes) std::cerr << "attnmap: note: " << printable(job.input + ": " + note) << "\n";
     if (o.status == "failed") {
       ++failed;
-      std::cerr << "attnmap: error: " << o.error << "\n";
+      std::cerr << "attnmap: error: " << printable(o.error) << "\n";
     } else if (o.status == "skipped") {
       ++skipped;
     } else {
       ++done;
       if (print_each) {
-        std::cout << job.input << " -> " << o.outputs.front() << "\n";
-        if (!o.top5.empty()) std::cout << "  top-5: " << format_top_k(o.top5) << "\n";
+        std::cout << printable(job.input + " -> " + o.outputs.front()) << "\n";
+        if (!o.top5.empty()) std::cout << "  top-5: " << printable(format_top_k(o.top5)) << "\n";
         std::cout << std::flush;
       }
     }
     const std::string err = manifest.put(n_pre + i, std::move(line));
-    if (!err.empty()) std::cerr << "attnmap: error: " << err << "\n";
+    if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
     progress.tick(done + failed + skipped - n_pre, skipped);
   };
   auto worker = [&]() {

@@ -185,6 +185,16 @@ int main(int argc, char** argv) {
   inspect->add_option("weights", inspect_weights, "weights file: attnmap JSON or safetensors")->required();
   inspect->add_option("--heads", inspect_heads, "number of attention heads, when the weights do not say");
 
+  // CLI11 reads "--layer=" (nothing after the '=') as the option given without a value and takes the next
+  // argument as its value ("--head= 2 IMG" meant head 2): an '=' with nothing after it is a usage error.
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i] ? argv[i] : "";
+    if (arg == "--") break;
+    if (arg.size() > 3 && arg.compare(0, 2, "--") == 0 && arg.find('=') == arg.size() - 1) {
+      std::cerr << "attnmap: error: " << attnmap::printable(arg.substr(0, arg.size() - 1)) << " expects a value, found ''\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -209,6 +219,7 @@ int main(int argc, char** argv) {
       const char* expects;
     };
     const Valued valued[] = {{"--json", &eo.json_out, "a file name"}, {"--manifest", &bo.manifest, "a file name"},
+                             {"--masks", &eo.masks_dir, "a folder"},
                              {"--layer", &layer_s, "a value"},        {"--head", &head_s, "a value"},
                              {"--size", &size_s, "a value"},          {"--discard", &discard_s, "a value"},
                              {"--threshold", &threshold_s, "a value"}, {"--mean", &mean_s, "a value"},
@@ -273,7 +284,7 @@ int main(int argc, char** argv) {
     }
     return attnmap::run_render(ro, bo);
   } catch (const std::exception& e) {
-    std::cerr << "attnmap: error: " << e.what() << "\n";
+    std::cerr << "attnmap: error: " << attnmap::printable(e.what()) << "\n";
     return 2;
   }
 }

@@ -219,7 +219,7 @@ int run_eval(const EvalOptions& opt) {
   const std::string weights_path = ro.weights.empty() ? default_weights_path() : ro.weights;
   const ViTWeights model = load_model(weights_path, ro.overrides);
   if (!ro.quiet)
-    for (const auto& n : model.notices) std::cerr << "attnmap: note: " << weights_path << ": " << n << "\n";
+    for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
   const EvalContext ctx = make_eval_context(model, opt);
   const HParams& hp = model.hp;
   const bool classify = model.head.present();
@@ -280,12 +280,12 @@ int run_eval(const EvalOptions& opt) {
   int failed = 0;
   nlohmann::ordered_json errors = nlohmann::ordered_json::array();
   for (const auto& m : missing) {
-    std::cerr << "attnmap: error: " << m << ": no such file or folder\n";
+    std::cerr << "attnmap: error: " << printable(m) << ": no such file or folder\n";
     errors.push_back({{"file", m}, {"error", "no such file or folder"}});
     ++failed;
   }
   for (const auto& u : unreadable) {
-    std::cerr << "attnmap: error: " << u.second << "\n";
+    std::cerr << "attnmap: error: " << printable(u.second) << "\n";
     errors.push_back({{"file", u.first}, {"error", u.second}});
     ++failed;
   }
@@ -295,8 +295,10 @@ int run_eval(const EvalOptions& opt) {
     return 1;
   }
   if (!ro.quiet && !masks.ambiguous_stems.empty())
-    std::cerr << "attnmap: note: " << opt.masks_dir << ": several masks share the stem '"
-              << *masks.ambiguous_stems.begin() << "'; the first in sorted order is used\n";
+    std::cerr << "attnmap: note: "
+              << printable(opt.masks_dir + ": several masks share the stem '" + *masks.ambiguous_stems.begin() +
+                           "'; the first in sorted order is used")
+              << "\n";
 
   const std::string masks_canon = canonical_or_empty(opt.masks_dir);
   const std::string masks_prefix = masks_canon.empty() ? std::string() : (fs::path(masks_canon) / "").string();
@@ -311,7 +313,7 @@ int run_eval(const EvalOptions& opt) {
       if (!mask_path)
         throw Error("no mask named '" + fs::path(job.input).stem().string() + ".*' in " + opt.masks_dir);
       ImageEval ev = evaluate_image(ctx, job.input, *mask_path, truth_for(job.input));
-      for (const auto& n : ev.notes) std::cerr << "attnmap: note: " << job.input << ": " << n << "\n";
+      for (const auto& n : ev.notes) std::cerr << "attnmap: note: " << printable(job.input + ": " + n) << "\n";
       if (!ro.quiet) {
         const ViewScore& s = ev.views[ctx.selected];
         std::string line = job.input + ": " + ctx.views[ctx.selected].name + (s.hit ? " hit" : " miss") +
@@ -326,12 +328,12 @@ int run_eval(const EvalOptions& opt) {
             line += std::string(" [truth ") + t + (ev.predicted == ev.truth ? ", correct]" : ", wrong]");
           }
         }
-        std::cout << line << "\n";
+        std::cout << printable(line) << "\n";
       }
       done.push_back(std::move(ev));
     } catch (const std::exception& e) {
       ++failed;
-      std::cerr << "attnmap: error: " << with_path(job.input, e.what()) << "\n";
+      std::cerr << "attnmap: error: " << printable(with_path(job.input, e.what())) << "\n";
       errors.push_back({{"file", job.input}, {"error", e.what()}});
     }
   }
@@ -454,7 +456,7 @@ int run_eval(const EvalOptions& opt) {
       const std::string text = j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
       write_file_atomic(json_path, std::vector<uint8_t>(text.begin(), text.end()));
     } catch (const std::exception& e) {
-      std::cerr << "attnmap: error: " << e.what() << "\n";
+      std::cerr << "attnmap: error: " << printable(e.what()) << "\n";
       remove_made_folders(json_made);
       return 1;
     }

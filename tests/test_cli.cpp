@@ -98,6 +98,22 @@ TEST_F(Cli, BadFileFailsAloneWithStatus1) {
   EXPECT_FALSE(fs::exists(dir / "out" / "readme.png"));
 }
 
+TEST_F(Cli, ControlCharactersInNamesAreEscapedOnTheTerminal) {
+  // A newline, an escape sequence or a carriage return in a file name must not split or repaint the terminal
+  // line: they are printed as \xNN; the output file keeps the real name.
+  fs::create_directories(dir / "in");
+  const std::string good = "good\n\x1b[31mname.png", bad = "bro\rken.png";
+  fs::copy_file(kData + "/chelsea.png", dir / "in" / good);
+  std::ofstream(dir / "in" / bad) << "not an image";
+  const CliRun r = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "out"));
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "out" / good));
+  EXPECT_NE(r.out.find("good\\x0a\\x1b[31mname.png -> "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("/bro\\x0dken.png: not a readable image"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, CollidingStemsKeepTheirExtension) {
   fs::create_directories(dir / "in");
   fs::copy_file(kData + "/rocket.jpg", dir / "in" / "a.jpg");
@@ -288,6 +304,16 @@ TEST_F(Cli, UsageErrorsAreStatus2) {
     EXPECT_EQ(r.status, 2) << opt;
     EXPECT_NE(r.err.find(std::string(opt) + " expects a value, found ''"), std::string::npos) << r.err;
   }
+  // "--head= 2": an '=' with nothing after it; CLI11 alone would take the next argument ("2") as the value.
+  for (const char* opt : {"--head=", "--layer=", "--out="}) {
+    const CliRun r = run_attnmap("render " + q(kData + "/chelsea.png") + " " + opt + " 2 -o " + q(dir));
+    EXPECT_EQ(r.status, 2) << opt;
+    const std::string name(opt, std::char_traits<char>::length(opt) - 1);
+    EXPECT_NE(r.err.find(name + " expects a value, found ''"), std::string::npos) << r.err;
+  }
+  const CliRun masks_empty = run_attnmap("eval --masks '' " + q(kData + "/composites/0000_trouser.png"));
+  EXPECT_EQ(masks_empty.status, 2);
+  EXPECT_NE(masks_empty.err.find("--masks expects a folder, found ''"), std::string::npos) << masks_empty.err;
   const CliRun eval_head = run_attnmap("eval --masks " + q(kData + "/composites/masks") + " " +
                                        q(kData + "/composites/0000_trouser.png") + " --head ''");
   EXPECT_EQ(eval_head.status, 2);
