@@ -24,6 +24,7 @@
 
 #include "classify.hpp"
 #include "error.hpp"
+#include "image_io.hpp"
 #include "npy.hpp"
 #include "pos_embed.hpp"
 #include "sgemm.hpp"
@@ -150,6 +151,7 @@ std::vector<std::string> make_output_folder(const std::string& flag, const std::
   // also catches a read-only mount or a pseudo file system such as /proc, and holds for root.
   const fs::path probe =
       dir / ("." + fs::path(target).filename().string().substr(0, 200) + ".probe." + std::to_string(::getpid()));
+  const TempFileGuard guard(probe.string());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
     const int err = errno;

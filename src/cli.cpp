@@ -12,6 +12,7 @@
 #include "colormap.hpp"
 #include "error.hpp"
 #include "eval_cmd.hpp"
+#include "image_io.hpp"
 #include "inspect.hpp"
 #include "weights.hpp"
 
@@ -88,6 +89,7 @@ double parse_fraction(const std::string& s, const char* opt) {
 
 int main(int argc, char** argv) {
   if (argc > 0 && argv[0]) attnmap::set_program_path(argv[0]);  // --json/--manifest never replace the program
+  attnmap::install_interrupt_cleanup();  // Ctrl-C or a kill leaves no temporary file beside the outputs
   CLI::App app{"attnmap - draws where a Vision Transformer's class token looks, as a heatmap over the photo"};
   app.set_version_flag("--version", std::string("attnmap ") + ATTNMAP_VERSION);
   app.require_subcommand(1);

@@ -80,8 +80,31 @@ Image load_image(const std::string& path, const LoadOptions& opt = {});
 Image decode_image(const uint8_t* data, size_t size, const std::string& path, const LoadOptions& opt = {});
 
 /// Writes `bytes` to `path` through a temporary file in the same folder, then renames it, so that no
-/// half-written file ever stands under the final name. Throws attnmap::Error naming `path` on failure.
+/// half-written file ever stands under the final name. While it exists, the temporary file is registered
+/// with TempFileGuard, so an interrupted run removes it (install_interrupt_cleanup). Throws attnmap::Error
+/// naming `path` on failure.
 void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes);
+
+/// Registers a temporary file for removal if the process is interrupted before the guard ends (a fixed
+/// table of 64 paths of up to 4095 bytes, filled without locks; a path that does not fit is not registered).
+class TempFileGuard {
+ public:
+  explicit TempFileGuard(const std::string& path);
+  ~TempFileGuard();
+  TempFileGuard(const TempFileGuard&) = delete;
+  TempFileGuard& operator=(const TempFileGuard&) = delete;
+
+ private:
+  int slot_;
+};
+
+/// Unlinks every temporary file registered by a live TempFileGuard. Async-signal-safe (only atomic loads
+/// and unlink(2)): called from the signal handler.
+void remove_registered_temp_files() noexcept;
+
+/// On SIGINT, SIGTERM and SIGHUP (unless ignored, as under nohup): remove_registered_temp_files, then the
+/// signal's default action, so Ctrl-C or a scheduler's kill leaves no `.NAME.tmp.*` beside the outputs.
+void install_interrupt_cleanup();
 
 /// Encodes `img` as an 8-bit RGB PNG into memory with libspng (zlib level 2, Sub/Up row filters: several
 /// times faster than stb_image_write's encoder, lossless, so the pixels are the same), with a tEXt chunk

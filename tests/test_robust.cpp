@@ -10,6 +10,11 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
+
+#include <csignal>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -498,4 +503,84 @@ TEST(BlasThreads, UserEnvironmentWinsOtherwiseCoresOrOne) {
   EXPECT_EQ(blas_threads_to_set(1, 8, "1", nullptr), 0);
   EXPECT_EQ(blas_threads_to_set(4, 8, nullptr, "2"), 0);
   EXPECT_EQ(blas_threads_to_set(1, 2, "2", "1"), 0);
+}
+
+TEST_F(Robust, RegisteredTemporaryFilesAreRemovedOnInterrupt) {
+  const fs::path tmp = dir / ".out.png.tmp.1.0", other = dir / "out.png";
+  std::ofstream(tmp) << "partial";
+  std::ofstream(other) << "finished";
+  {
+    const TempFileGuard guard(tmp.string());
+    remove_registered_temp_files();  // what the SIGINT/SIGTERM/SIGHUP handler does first
+    EXPECT_FALSE(fs::exists(tmp));
+    EXPECT_TRUE(fs::exists(other));
+    std::ofstream(tmp) << "partial";
+  }
+  remove_registered_temp_files();  // the guard has ended (renamed into place): the name is no longer touched
+  EXPECT_TRUE(fs::exists(tmp));
+}
+
+TEST_F(Robust, InterruptedRunEndsBySignalAndLeavesNoTemporaryFile) {
+  // Ctrl-C (SIGINT) or a scheduler's kill (SIGTERM) in the middle of a folder: the run ends by that signal,
+  // every output already written is complete, and no .NAME.tmp.* is left beside them.
+  fs::create_directories(dir / "in");
+  for (int i = 0; i < 400; ++i)
+    fs::create_hard_link(std::string(ATTNMAP_DATA_DIR) + "/chelsea.png", dir / "in" / ("p" + std::to_string(i) + ".png"));
+  for (const int sig : {SIGINT, SIGTERM}) {
+    const fs::path out = dir / ("out" + std::to_string(sig));
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const std::string in = (dir / "in").string(), o = out.string();
+      std::freopen("/dev/null", "w", stdout);
+      std::freopen("/dev/null", "w", stderr);
+      ::execl(ATTNMAP_BIN, "attnmap", "render", in.c_str(), "-o", o.c_str(), "--save-raw", "-q", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    auto count = [&]() {
+      std::error_code ec;
+      size_t n = 0;
+      for (fs::directory_iterator it(out, ec), end; !ec && it != end; it.increment(ec)) ++n;
+      return n;
+    };
+    while (count() < 20 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    // Stop the run at moments until one finds a temporary file in the folder, then interrupt it there.
+    int status = 0;
+    fs::path caught;
+    for (int tries = 0; tries < 3000 && caught.empty(); ++tries) {
+      ::kill(pid, SIGSTOP);
+      ASSERT_EQ(::waitpid(pid, &status, WUNTRACED), pid);
+      if (!WIFSTOPPED(status)) break;  // it has finished
+      std::error_code ec;
+      for (fs::directory_iterator it(out, ec), end; !ec && it != end; it.increment(ec))
+        if (it->path().filename().string().find(".tmp.") != std::string::npos) caught = it->path();
+      if (caught.empty()) {
+        ::kill(pid, SIGCONT);
+        std::this_thread::sleep_for(std::chrono::microseconds(300));
+      }
+    }
+    ::kill(pid, sig);
+    ::kill(pid, SIGCONT);
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_FALSE(caught.empty()) << "signal " << sig << ": no moment with a temporary file was found";
+    if (!caught.empty()) {
+      EXPECT_FALSE(fs::exists(caught)) << caught;
+    }
+    ASSERT_TRUE(WIFSIGNALED(status)) << "signal " << sig << ": the run finished before it was interrupted";
+    EXPECT_EQ(WTERMSIG(status), sig);
+    size_t overlays = 0;
+    for (const auto& e : fs::directory_iterator(out)) {
+      const std::string name = e.path().filename().string();
+      EXPECT_EQ(name.find(".tmp."), std::string::npos) << name;
+      EXPECT_NE(name[0], '.') << name;
+      if (e.path().extension() == ".png") {
+        ++overlays;
+        EXPECT_TRUE(written_by_attnmap(e.path().string())) << name;
+        EXPECT_NO_THROW(load_image(e.path().string())) << name;  // complete: decodes to its end
+      }
+    }
+    EXPECT_GE(overlays, 10u);
+  }
 }
