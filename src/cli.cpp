@@ -137,7 +137,10 @@ int main(int argc, char** argv) {
   render->add_flag("-q,--quiet", ro.quiet, "print only errors");
   render->add_option("-j,--jobs", bo.jobs, "images rendered at once (default: the number of cores)");
   // No CLI11 delimiter: it drops empty items ("png,,jpg"); parse_extensions splits and refuses them.
-  render->add_option("--ext", bo.ext, "extensions picked in folders, e.g. jpg,png (default: every format stb reads)");
+  render->add_option("--ext", bo.ext, "extensions picked in folders, e.g. jpg,png (default: every format stb reads)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // one value per --ext (it may be repeated); a list would swallow the inputs after it
   render->add_option("--manifest", bo.manifest, "write one JSON line per input (status, outputs, map statistics)");
   render->add_flag("--skip-existing", bo.skip_existing, "skip images whose outputs already exist (resume a run)");
   render->add_option("--shard", shard_s, "render only part K of N of the sorted inputs, e.g. 2/4 (Slurm arrays)");
@@ -200,8 +203,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::cerr << "attnmap: error: " << attnmap::printable(e.what()) << " (attnmap --help for the options)\n";
+    return 2;
   }
 
   try {
@@ -212,24 +216,18 @@ int main(int argc, char** argv) {
       std::cout << attnmap::describe_model(w, inspect_weights);
       return 0;
     }
-    // An empty value given on purpose (--json "", --head "") is a mistake, not "option not given" (no file,
-    // the default view, size, ...).
+    // An empty value given on purpose (--json "", --head "", -w "", --alpha "") is a mistake, not "option not
+    // given" (the default weights, view, size, ...) nor a number 0: checked for every option of the command.
     CLI::App* used_app = render->parsed() ? render : eval;
-    struct Valued {
-      const char* name;
-      const std::string* value;
-      const char* expects;
-    };
-    const Valued valued[] = {{"--json", &eo.json_out, "a file name"}, {"--manifest", &bo.manifest, "a file name"},
-                             {"--masks", &eo.masks_dir, "a folder"},
-                             {"--layer", &layer_s, "a value"},        {"--head", &head_s, "a value"},
-                             {"--size", &size_s, "a value"},          {"--discard", &discard_s, "a value"},
-                             {"--threshold", &threshold_s, "a value"}, {"--mean", &mean_s, "a value"},
-                             {"--std", &std_s, "a value"},            {"--shard", &shard_s, "a value"}};
-    for (const Valued& v : valued) {
-      const CLI::Option* opt = used_app->get_option_no_throw(v.name);  // each subcommand has only some of them
-      if (opt && opt->count() > 0 && v.value->empty())
-        throw attnmap::Error(std::string(v.name) + " expects " + v.expects + ", found ''");
+    for (const CLI::Option* opt : used_app->get_options()) {
+      if (opt->get_positional() || opt->get_expected_min() == 0 || opt->count() == 0) continue;  // flags: no value
+      const auto& res = opt->results();
+      if (std::none_of(res.begin(), res.end(), [](const std::string& r) { return r.empty(); })) continue;
+      const std::string name = opt->get_name();
+      const char* expects = (name == "--json" || name == "--manifest" || name == "--weights") ? "a file name"
+                            : (name == "--masks" || name == "--out")                        ? "a folder"
+                                                                                            : "a value";
+      throw attnmap::Error(name + " expects " + expects + ", found ''");
     }
     if (!layer_s.empty()) {
       size_t used = 0;

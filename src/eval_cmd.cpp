@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -18,6 +19,7 @@
 #include "classify.hpp"
 #include "error.hpp"
 #include "evaluate.hpp"
+#include "sgemm.hpp"
 #include "vit.hpp"
 
 namespace attnmap {
@@ -222,6 +224,9 @@ int run_eval(const EvalOptions& opt) {
     for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
   const EvalContext ctx = make_eval_context(model, opt);
   const HParams& hp = model.hp;
+  // One image at a time: every core for its products (the user's OPENBLAS_NUM_THREADS wins), as render -j 1.
+  const int blas = blas_threads_to_set(1, usable_cores(), std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));
+  if (blas > 0) set_blas_threads(blas);
   const bool classify = model.head.present();
   const int num_classes = classify ? model.head.out : 0;
 

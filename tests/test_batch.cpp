@@ -272,6 +272,17 @@ TEST_F(Batch, TwoJobsWriteTheSameBytesAsOne) {
   }
 }
 
+TEST_F(Batch, ExtTakesOneValueAndLeavesTheInputsAfterIt) {
+  // "--ext png DIR -o OUT FILE": DIR is an input, not a second extension (it was dropped, with exit 0).
+  const CliRun r = run_attnmap("render --ext jpg " + q(dir / "in") + " -o " + q(dir / "out") + " " +
+                               q(std::string(ATTNMAP_DATA_DIR) + "/chelsea.png") + " -q");
+  EXPECT_EQ(r.status, 0) << r.err;
+  const auto t = tree(dir / "out");
+  EXPECT_EQ(t.size(), 2u);
+  EXPECT_TRUE(t.count("rocket.png"));
+  EXPECT_TRUE(t.count("chelsea.png"));
+}
+
 TEST_F(Batch, ExtFilterPicksOnlyTheListedExtensions) {
   EXPECT_EQ(run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "jpg") + " -q --ext jpg").status, 0);
   EXPECT_EQ(tree(dir / "jpg").size(), 1u);

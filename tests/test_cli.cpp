@@ -304,6 +304,29 @@ TEST_F(Cli, UsageErrorsAreStatus2) {
     EXPECT_EQ(r.status, 2) << opt;
     EXPECT_NE(r.err.find(std::string(opt) + " expects a value, found ''"), std::string::npos) << r.err;
   }
+  // Every option that takes a value, including numbers (--alpha '' was 0) and the weights (-w '' was the default).
+  const std::pair<const char*, const char*> more[] = {
+      {"-w", "--weights expects a file name"}, {"-j", "--jobs expects a value"},
+      {"--alpha", "--alpha expects a value"},  {"--progress-every", "--progress-every expects a value"},
+      {"--heads", "--heads expects a value"},  {"--max-pixels", "--max-pixels expects a value"},
+      {"--ext", "--ext expects a value"},      {"--colormap", "--colormap expects a value"}};
+  for (const auto& [opt, msg] : more) {
+    const CliRun r = run_attnmap("render " + q(kData + "/chelsea.png") + " " + opt + " '' -o " + q(dir));
+    EXPECT_EQ(r.status, 2) << opt;
+    EXPECT_NE(r.err.find(std::string(msg) + ", found ''"), std::string::npos) << r.err;
+  }
+  const CliRun tol = run_attnmap("eval --masks " + q(kData + "/composites/masks") + " " +
+                                 q(kData + "/composites/0000_trouser.png") + " --tolerance ''");
+  EXPECT_EQ(tol.status, 2);
+  EXPECT_NE(tol.err.find("--tolerance expects a value, found ''"), std::string::npos) << tol.err;
+  // CLI11's own refusals are attnmap lines too, one per error, control characters escaped.
+  for (const std::string& bad : {std::string("-j abc"), std::string("--bogus"), std::string("-j 'a\033[31mb'")}) {
+    const CliRun r = run_attnmap("render " + q(kData + "/chelsea.png") + " " + bad + " -o " + q(dir));
+    EXPECT_EQ(r.status, 2) << bad;
+    EXPECT_EQ(r.err.rfind("attnmap: error: ", 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+  }
   // "--head= 2": an '=' with nothing after it; CLI11 alone would take the next argument ("2") as the value.
   for (const char* opt : {"--head=", "--layer=", "--out="}) {
     const CliRun r = run_attnmap("render " + q(kData + "/chelsea.png") + " " + opt + " 2 -o " + q(dir));

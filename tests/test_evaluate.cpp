@@ -405,7 +405,7 @@ TEST_F(Eval, JsonTargetKindsAndOwnMask) {
   EXPECT_FALSE(fs::exists(dir / "newdir"));  // not created for a refused name
   refused(" --json " + q(dir / "x" / ".."), "names a folder");
   refused(" --json " + q(dir / (std::string(300, 'n') + ".json")), "a name of 305 bytes is too long");
-  refused(" --fusions ''", "--fusions expects a comma-separated list");
+  refused(" --fusions ''", "--fusions expects a value, found ''");
   refused(" --fusions mean,", "--fusions expects a comma-separated list");
   ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);
   refused(" --json " + q(dir / "fifo"), "is not a regular file");
