@@ -336,11 +336,6 @@ std::string with_path(const std::string& input, const std::string& msg) {
   return msg.compare(0, input.size(), input) == 0 ? msg : input + ": " + msg;
 }
 
-bool file_exists(const std::string& p) {
-  std::error_code ec;
-  return fs::is_regular_file(p, ec);
-}
-
 /// What happened to one input; becomes one manifest line.
 struct Outcome {
   std::string input;
@@ -599,8 +594,15 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
         throw Error("output " + png + " would overwrite an input file; choose another --out");
       if (opt.heads_grid && overlay_paths.count(sheet))
         throw Error("output " + sheet + " would overwrite the overlay of another input of that name; rename it");
-      if (bopt.skip_existing && file_exists(png) && (!opt.save_raw || file_exists(npy)) &&
-          (!opt.heads_grid || file_exists(sheet))) {
+      // --skip-existing trusts only attnmap's own outputs: a user's file (or a 0-byte one) of that name is
+      // refused below, as in a plain run, rather than counted as done.
+      auto ours = [](const std::string& out, bool is_npy) {
+        std::error_code ec;
+        return fs::is_regular_file(fs::symlink_status(out, ec)) &&
+               (is_npy ? looks_written_by_attnmap_npy(out) : written_by_attnmap(out));
+      };
+      if (bopt.skip_existing && ours(png, false) && (!opt.save_raw || ours(npy, true)) &&
+          (!opt.heads_grid || ours(sheet, false))) {
         o.status = "skipped";
         o.outputs.push_back(png);
         if (opt.heads_grid) o.outputs.push_back(sheet);

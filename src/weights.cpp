@@ -524,11 +524,13 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
   resolve_grid(hp, fc, rows - pp, true, path, pos_name);
   w.pos_embed = pos.data;
 
+  // Depth = 1 + the highest block index present (probed up to 4096), so that a block missing in the middle
+  // is named by the block loop below as a missing tensor instead of silently ending the model there.
   int depth = 0;
-  while (ld.has("blocks." + std::to_string(depth) + ".norm1.weight") ||
-         ld.has("blocks." + std::to_string(depth) + ".attn.qkv.weight") ||
-         ld.has("blocks." + std::to_string(depth) + ".attn.q.weight"))
-    ++depth;
+  for (int i = 0; i < 4096; ++i) {
+    const std::string b = "blocks." + std::to_string(i) + ".";
+    if (ld.has(b + "norm1.weight") || ld.has(b + "attn.qkv.weight") || ld.has(b + "attn.q.weight")) depth = i + 1;
+  }
   if (depth == 0)
     throw Error(path + ": missing tensor '" + ld.file_name("blocks.0.norm1.weight") + "' (no encoder blocks found)");
   hp.depth = depth;

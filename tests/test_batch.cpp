@@ -141,6 +141,14 @@ TEST_F(Batch, SkipExistingResumes) {
   // Without the flag the marked output is rendered again.
   ASSERT_EQ(run_attnmap("render " + q(dir / "in" / "a") + " -o " + q(dir / "out") + " -q").status, 0);
   EXPECT_NE(slurp(dir / "out" / "t0.png"), marked);
+  // A file attnmap did not write (0 bytes, text) is not "already done": refused as in a plain run, left alone.
+  std::ofstream(dir / "out" / "t0.png", std::ios::trunc).flush();
+  std::ofstream(dir / "out" / "t1.png", std::ios::trunc) << "my notes";
+  const CliRun foreign = run_attnmap("render " + q(dir / "in" / "a") + " -o " + q(dir / "out") + " --skip-existing");
+  EXPECT_EQ(foreign.status, 1) << foreign.err;
+  EXPECT_NE(foreign.err.find("0 done, 2 failed, 0 skipped"), std::string::npos) << foreign.err;
+  EXPECT_NE(foreign.err.find("t0.png already exists and was not written by attnmap"), std::string::npos) << foreign.err;
+  EXPECT_EQ(slurp(dir / "out" / "t1.png"), "my notes");
 }
 
 // A user's picture that has an output's name is never replaced (photos/cat.jpg rendered into photos/

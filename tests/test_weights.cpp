@@ -122,6 +122,22 @@ TEST(WeightsLoader, TimmFixtureMissingTensorAndHeads) {
               std::string::npos)
         << e.what();
   }
+  // A block missing in the middle (blocks 0 and 2 present) is a missing tensor, not a model cut after block 0.
+  broken = load_weights_json(fixture("timm_small/weights.json"));
+  for (auto it = broken.tensors.begin(); it != broken.tensors.end();) {
+    if (it->first.rfind("blocks.1.", 0) == 0) {
+      broken.tensors.emplace("blocks.2." + it->first.substr(9), it->second);
+      it = broken.tensors.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  try {
+    build_model(broken);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing tensor 'blocks.1.norm1.weight'"), std::string::npos) << e.what();
+  }
   broken = load_weights_json(fixture("timm_small/weights.json"));
   broken.tensors.erase("blocks.0.mlp.fc2.bias");
   const ViTWeights no_bias = build_model(broken);  // biases are optional (zero), like bias=False Linear layers
