@@ -14,21 +14,42 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
-/// A message for a terminal line: ASCII control characters and DEL (a file name may hold a newline, an
-/// escape sequence or a carriage return) become "\xNN", so one message stays one visible line; other
-/// bytes, UTF-8 included, pass unchanged. Manifest and --json files keep the real names (JSON-escaped).
+/// A message for a terminal line. A file name may hold a newline, a carriage return, an escape sequence or
+/// bytes that are not UTF-8; so ASCII control characters, DEL, the C1 controls U+0080..U+009F (0x9b is an
+/// 8-bit CSI on some terminals) and every byte outside a well-formed UTF-8 sequence become "\xNN", and one
+/// message stays one visible line that cannot drive the terminal. Well-formed UTF-8 (café, 猫) passes
+/// unchanged. Manifest and --json files keep the real names (JSON-escaped).
 inline std::string printable(const std::string& s) {
   std::string out;
   out.reserve(s.size());
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      char buf[5];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    } else {
-      out += c;
+  auto byte = [&s](size_t i) { return static_cast<unsigned char>(s[i]); };
+  auto escape = [&out](unsigned char u) {
+    char buf[5];
+    std::snprintf(buf, sizeof buf, "\\x%02x", u);
+    out += buf;
+  };
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char u = byte(i);
+    if (u >= 0x20 && u < 0x7f) {
+      out += s[i++];
+      continue;
     }
+    // Length of a UTF-8 sequence from its lead byte (RFC 3629: no overlong forms, surrogates or > U+10FFFF).
+    size_t len = (u >= 0xc2 && u <= 0xdf) ? 2 : (u >= 0xe0 && u <= 0xef) ? 3 : (u >= 0xf0 && u <= 0xf4) ? 4 : 0;
+    bool ok = len > 0 && i + len <= s.size();
+    for (size_t k = 1; ok && k < len; ++k) ok = (byte(i + k) & 0xc0) == 0x80;
+    if (ok) {
+      const unsigned char b1 = byte(i + 1);
+      ok = !(u == 0xe0 && b1 < 0xa0) && !(u == 0xed && b1 >= 0xa0) && !(u == 0xf0 && b1 < 0x90) &&
+           !(u == 0xf4 && b1 >= 0x90) && !(u == 0xc2 && b1 < 0xa0);  // the last: C1 controls
+    }
+    if (!ok) {
+      escape(u);
+      ++i;
+      continue;
+    }
+    out.append(s, i, len);
+    i += len;
   }
   return out;
 }

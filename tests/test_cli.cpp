@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "error.hpp"
 #include "image_io.hpp"
 #include "npy.hpp"
 #include "test_util.hpp"
@@ -112,6 +113,18 @@ TEST_F(Cli, ControlCharactersInNamesAreEscapedOnTheTerminal) {
   EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("/bro\\x0dken.png: not a readable image"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+}
+
+TEST(Printable, EscapesControlsC1AndBytesThatAreNotUtf8) {
+  EXPECT_EQ(printable("plain name.png"), "plain name.png");
+  EXPECT_EQ(printable("caf\xc3\xa9 \xe7\x8c\xab \xf0\x9f\x90\x88.png"), "caf\xc3\xa9 \xe7\x8c\xab \xf0\x9f\x90\x88.png");
+  EXPECT_EQ(printable("a\tb\x7f"), "a\\x09b\\x7f");
+  EXPECT_EQ(printable("raw\x9b" "31m.png"), "raw\\x9b31m.png");        // a lone 8-bit CSI
+  EXPECT_EQ(printable("c1\xc2\x9b" "31m"), "c1\\xc2\\x9b31m");          // U+009B, well-formed but a control
+  EXPECT_EQ(printable("bad\xff\xfe"), "bad\\xff\\xfe");
+  EXPECT_EQ(printable("cut\xe7\x8c"), "cut\\xe7\\x8c");                // a sequence cut short
+  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");              // a UTF-16 surrogate
+  EXPECT_EQ(printable("\xc0\xaf"), "\\xc0\\xaf");                      // an overlong '/'
 }
 
 TEST_F(Cli, CollidingStemsKeepTheirExtension) {
