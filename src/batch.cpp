@@ -184,7 +184,7 @@ bool is_hidden(const fs::path& p) {
   return !n.empty() && n[0] == '.';
 }
 
-/// Collects the files below `dir` whose extension is in `exts` (hidden entries skipped, symbolic links to
+/// Collects the entries below `dir` whose extension is in `exts`, whatever their kind (hidden entries skipped, links to
 /// folders not followed, the folder whose canonical path is `out_canon` not entered). A folder that cannot
 /// be read becomes one (path, "PATH: cannot read folder: REASON") entry of `unreadable` and the walk goes on.
 void walk_folder(const fs::path& dir, const std::string& out_canon, const std::set<std::string>& exts,
@@ -202,7 +202,9 @@ void walk_folder(const fs::path& dir, const std::string& out_canon, const std::s
       subdirs.push_back(p);
       continue;
     }
-    if (it->is_regular_file(e2) && has_extension(p, exts)) files->push_back(p);
+    // A FIFO, device, dangling link or link loop with an image's name is kept too: it then fails with its
+    // own line (as when named directly) instead of vanishing from the run and the manifest.
+    if (has_extension(p, exts)) files->push_back(p);
   }
   if (ec && unreadable) unreadable->push_back({dir.string(), dir.string() + ": cannot read folder: " + ec.message()});
   std::sort(subdirs.begin(), subdirs.end());
@@ -292,7 +294,7 @@ std::vector<Job> plan_jobs(const std::vector<std::string>& inputs, const std::st
       std::sort(files.begin(), files.end());
       for (const fs::path& f : files) {
         const std::string c = canonical_or_empty(f);
-        if (!seen.insert(c).second) continue;
+        if (!seen.insert(c.empty() ? f.string() : c).second) continue;  // a dangling link has no canonical path
         cands.push_back({f.string(), f.lexically_relative(in)});
       }
     } else {

@@ -252,6 +252,23 @@ TEST_F(Cli, NonRegularFilesAreRefusedUpFront) {
   const CliRun d = run_attnmap("inspect /dev/zero", "timeout 20 ");
   EXPECT_EQ(d.status, 2) << d.err;
   EXPECT_EQ(d.err, "attnmap: error: /dev/zero: not a regular file\n");
+  // Found by a folder walk, a FIFO, a dangling link and a link loop with an image's name each fail with a line
+  // and a manifest entry (they were dropped without a word); a link to an image is that image, once.
+  fs::create_directories(dir / "walk");
+  fs::copy_file(kData + "/chelsea.png", dir / "walk" / "a.png");
+  fs::create_symlink("a.png", dir / "walk" / "b.png");
+  fs::create_symlink("/nonexistent/x.png", dir / "walk" / "dangling.png");
+  fs::create_symlink("loop.png", dir / "walk" / "loop.png");
+  ASSERT_EQ(std::system(("mkfifo " + q(dir / "walk" / "pipe.png")).c_str()), 0);
+  const CliRun f = run_attnmap("render " + q(dir / "walk") + " -o " + q(dir / "wout") + " --manifest " +
+                               q(dir / "m.jsonl"), "timeout 20 ");
+  EXPECT_EQ(f.status, 1) << f.err;
+  EXPECT_NE(f.err.find("1 done, 3 failed"), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("/walk/pipe.png: not a regular file"), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("/walk/dangling.png: cannot open"), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("/walk/loop.png: cannot open"), std::string::npos) << f.err;
+  const std::string m = slurp(dir / "m.jsonl");
+  EXPECT_EQ(std::count(m.begin(), m.end(), '\n'), 4) << m;
 }
 
 TEST_F(Cli, UnusableOutputFolderIsOneUsageError) {
