@@ -126,8 +126,9 @@ EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
       if (!dup) ctx.views.push_back({name, l, h, false});
     }
   const EvalView standard_rollout{"rollout", hp.depth - 1, HeadSelect{}, true, 0.0};
-  const int sel_layer = resolve_layer(requested_layer(hp, opt.view), hp.depth);
-  const HeadSelect sel_head = resolve_head(parse_head(requested_head(hp, opt.view)), H);
+  const SelectedView view = select_view(hp, opt.view);
+  const int sel_layer = view.layer;
+  const HeadSelect sel_head = resolve_head(view.head, H);
   EvalView sel{"L" + std::to_string(sel_layer) + "/" + fusion_name(sel_head, "h"), sel_layer, sel_head, false,
                0.0};
   if (opt.view.rollout) {  // --rollout [--discard F]: rollout through layers 0..sel_layer

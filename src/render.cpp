@@ -23,15 +23,39 @@ std::string requested_head(const HParams& hp, const RenderOptions& opt) {
   return opt.head.value_or(opt.rollout ? "mean" : hp.default_head.value_or("mean"));
 }
 
+SelectedView select_view(const HParams& hp, const RenderOptions& opt) {
+  // A bad value from the weights' config (not from the command line) says so, or the user looks for an option.
+  auto from_config = [&hp](const char* key, const Error& e) {
+    const auto it = hp.source.find(key);
+    return Error(std::string("the weights' config ") + key + (it == hp.source.end() ? "" : " (" + it->second + ")") +
+                 ": " + e.what());
+  };
+  SelectedView v;
+  try {
+    v.layer = resolve_layer(requested_layer(hp, opt), hp.depth);
+  } catch (const Error& e) {
+    if (opt.layer || opt.rollout || !hp.default_layer) throw;
+    throw from_config("default_layer", e);
+  }
+  try {
+    v.head = parse_head(requested_head(hp, opt));
+    const std::vector<float> probe(static_cast<size_t>(hp.num_heads), 0.0f);
+    fuse_heads(probe.data(), hp.num_heads, 1, v.head);  // throws for a head index out of range
+  } catch (const Error& e) {
+    if (opt.head || opt.rollout || !hp.default_head) throw;
+    throw from_config("default_head", e);
+  }
+  return v;
+}
+
 RenderContext make_render_context(const ViTWeights& model, const RenderOptions& opt) {
   const HParams& hp = model.hp;
   RenderContext ctx;
   ctx.model = &model;
   ctx.opt = &opt;
-  ctx.layer = resolve_layer(requested_layer(hp, opt), hp.depth);
-  ctx.head = parse_head(requested_head(hp, opt));
-  const std::vector<float> probe(static_cast<size_t>(hp.num_heads), 0.0f);
-  fuse_heads(probe.data(), hp.num_heads, 1, ctx.head);  // throws for a head index out of range
+  const SelectedView view = select_view(hp, opt);
+  ctx.layer = view.layer;
+  ctx.head = view.head;
   ctx.cmap = colormap_table(opt.colormap);
   if (!(opt.alpha >= 0.0f && opt.alpha <= 1.0f)) throw Error("--alpha must be in [0, 1]");
   if (!(opt.discard >= 0.0 && opt.discard <= 1.0))

@@ -73,6 +73,16 @@ struct RenderResult {
 int requested_layer(const HParams& hp, const RenderOptions& opt);
 std::string requested_head(const HParams& hp, const RenderOptions& opt);
 
+/// The requested view checked against the model: `layer` resolved to [0, depth), `head` parsed, its index
+/// checked against the model's heads (negative indices kept: they count from the end). Throws
+/// attnmap::Error for an out-of-range or malformed value; when the value is the weights' config default
+/// (no --layer/--head), the message names that config entry and where it was read.
+struct SelectedView {
+  int layer = 0;
+  HeadSelect head;
+};
+SelectedView select_view(const HParams& hp, const RenderOptions& opt);
+
 /// Resolves the view (layer, head, colour map; the model's config defaults where options are unset), checks
 /// it against the model and the options against each other, and loads the label font for heads_grid.
 /// Throws attnmap::Error for an out-of-range layer/head/discard/threshold, an unknown name, contradictory

@@ -175,6 +175,8 @@ class WeightsSax {
     // nlohmann's message starts with "[json.exception.parse_error.101] parse error at line L, column C: ...".
     const auto colon = what.find("]");
     if (colon != std::string::npos) what = what.substr(colon + 2);
+    // ... and "parse error at line L, column C: ": the position is given once, by line_col below.
+    if (what.rfind("parse error at ", 0) == 0 && what.find(": ") != std::string::npos) what = what.substr(what.find(": ") + 2);
     throw Error(out_.path + ": malformed JSON at " + line_col(text_, position > 0 ? position - 1 : 0) + ": " +
                 what);
   }

@@ -1,6 +1,7 @@
 // The attnmap binary end to end: exit statuses, output files, sizes and the .npy against PyTorch.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <stb_image.h>
 
 #include <algorithm>
@@ -269,6 +270,24 @@ TEST_F(Cli, NonRegularFilesAreRefusedUpFront) {
   EXPECT_NE(f.err.find("/walk/loop.png: cannot open"), std::string::npos) << f.err;
   const std::string m = slurp(dir / "m.jsonl");
   EXPECT_EQ(std::count(m.begin(), m.end(), '\n'), 4) << m;
+}
+
+TEST_F(Cli, BadDefaultViewInTheWeightsConfigSaysSo) {
+  // A default_head / default_layer the checkpoint's config got wrong is not reported as a bad --head/--layer.
+  std::ifstream in(fixture("timm_small/weights.json"));
+  nlohmann::json j = nlohmann::json::parse(in);
+  for (const auto& [key, value] : {std::pair<std::string, nlohmann::json>{"default_head", "avg"}, {"default_layer", 7}}) {
+    nlohmann::json bad = j;
+    bad["config"][key] = value;
+    const fs::path w = dir / (key + ".json");
+    std::ofstream(w) << bad.dump();
+    const CliRun r = run_attnmap("render " + q(kData + "/chelsea.png") + " -w " + q(w) + " -o " + q(dir / "out"));
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find("the weights' config " + key + " (config (" + w.string() + ")): "), std::string::npos) << r.err;
+    // Given on the command line, the option wins and the config's value is not looked at.
+    EXPECT_EQ(run_attnmap("render " + q(kData + "/chelsea.png") + " -w " + q(w) + " -q --layer 0 --head 0 -o " +
+                          q(dir / "out")).status, 0);
+  }
 }
 
 TEST_F(Cli, UnusableOutputFolderIsOneUsageError) {

@@ -58,6 +58,7 @@ TEST(WeightsJson, RefusesBrokenTensors) {
   EXPECT_NE(msg(R"({"a": [[[[[[[[[1]]]]]]]]]})").find("deeper than 8"), std::string::npos);
   EXPECT_NE(msg("{\"a\": [1, 2,\n  3,, 4]}").find("w.json: malformed JSON at line 2, column 5"), std::string::npos)
       << msg("{\"a\": [1, 2,\n  3,, 4]}");
+  EXPECT_EQ(msg("{\"a\": tru}").find("parse error at"), std::string::npos) << msg("{\"a\": tru}");  // position once
   EXPECT_NE(msg("[1, 2]").find("top level must be a JSON object"), std::string::npos);
   EXPECT_NE(msg("").find("empty"), std::string::npos);
   EXPECT_NE(msg(R"({"a": NaN})").find("malformed JSON"), std::string::npos);
