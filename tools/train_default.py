@@ -447,12 +447,13 @@ def main():
     if a.procs < 1 or a.batch % a.procs:
         ap.error('--procs must be >= 1 and divide --batch')
     if a.bf16 and not (a.bench or a.bf16_anyway) and not cpu_has_bf16():
-        ap.error('--bf16: this CPU has neither AVX512-BF16 nor AMX-BF16 (flags in /proc/cpuinfo), so '
-                 "autocast's bfloat16 runs on slow fallback kernels (measured on an AVX2 AMD EPYC: 5.3 "
-                 'img/s at 224x224 against 60 in float32) and a --budget-min run would get a tenth of '
-                 'its steps. Train in float32 (drop --bf16); to repeat the shipped run step for step '
-                 'whatever the speed, add --replay weights/default.schedule.tsv.gz (weights/README.md). '
-                 '--bench measures both; --bf16-anyway overrides this check')
+        print('train_default.py: error: --bf16: this CPU has neither AVX512-BF16 nor AMX-BF16 (flags in '
+              "/proc/cpuinfo), so autocast's bfloat16 runs on slow fallback kernels (measured on an AVX2 "
+              'AMD EPYC: 5.3 img/s at 224x224 against 60 in float32) and a --budget-min run would '
+              'get a tenth of its steps. Train in float32 (drop --bf16); to repeat the shipped run step for step '
+              'whatever the speed, add --replay weights/default.schedule.tsv.gz (weights/README.md). '
+              '--bench measures both; --bf16-anyway overrides this check', file=sys.stderr)
+        raise SystemExit(2)
     if a.procs == 1:
         train(0, a)
     else:
