@@ -137,10 +137,11 @@ int main(int argc, char** argv) {
   render->add_flag("-q,--quiet", ro.quiet, "print only errors");
   render->add_option("-j,--jobs", bo.jobs, "images rendered at once (default: the number of cores)");
   // No CLI11 delimiter: it drops empty items ("png,,jpg"); parse_extensions splits and refuses them.
+  // One value per --ext (it may be repeated): as a list it swallowed the inputs after it.
   render->add_option("--ext", bo.ext, "extensions picked in folders, e.g. jpg,png (default: every format stb reads)")
       ->expected(1)
       ->allow_extra_args(false)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // one value per --ext (it may be repeated); a list would swallow the inputs after it
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   render->add_option("--manifest", bo.manifest, "write one JSON line per input (status, outputs, map statistics)");
   render->add_flag("--skip-existing", bo.skip_existing, "skip images whose outputs already exist (resume a run)");
   render->add_option("--shard", shard_s, "render only part K of N of the sorted inputs, e.g. 2/4 (Slurm arrays)");

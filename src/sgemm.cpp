@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -34,7 +35,8 @@ void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
   // OpenBLAS starts with a thread per core; one thread of its own from the first product on, in every
   // program that links this (render, eval, tests, bench), unless the user's environment chose a count.
   static const bool own_threads_off = [] {
-    const bool user_set = blas_threads_to_set(1, 1, std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS")) == 0;
+    const bool user_set =
+        blas_threads_to_set(1, 1, std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS")) == 0;
     if (!user_set) openblas_set_num_threads(1);
     return true;
   }();
@@ -60,7 +62,13 @@ void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
   };
   std::vector<std::thread> helpers;
   helpers.reserve(static_cast<size_t>(threads - 1));
-  for (int t = 1; t < threads; ++t) helpers.emplace_back(work);
+  for (int t = 1; t < threads; ++t) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {  // no thread to be had: the blocks left run on this one
+      break;
+    }
+  }
   work();
   for (auto& h : helpers) h.join();
 }
