@@ -545,10 +545,15 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   {
     if (opt.out_dir.empty()) throw Error("--out is empty; name an output folder");
     std::error_code ec;
+    if (fs::exists(fs::symlink_status(opt.out_dir, ec)) && !fs::is_directory(opt.out_dir, ec))
+      throw Error(opt.out_dir + ": the output folder exists and is not a folder");
     fs::create_directories(opt.out_dir, ec);
     if (ec || !fs::is_directory(opt.out_dir))
       throw Error(opt.out_dir + ": cannot create the output folder: " +
                   (ec ? ec.message() : std::string("a file of that name exists")));
+    // Unwritable (permissions, read-only mount, immutable): one usage error, not one failure per image.
+    if (::access(opt.out_dir.c_str(), W_OK | X_OK) != 0)
+      throw Error(opt.out_dir + ": cannot write into the output folder: " + std::strerror(errno));
   }
 
   const size_t n_pre = missing.size() + unreadable.size(), n = jobs.size();

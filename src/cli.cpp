@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
       "eval", "measure how well attention maps localise the object: pointing game, energy-in-mask per layer "
               "and rollout, top-1 accuracy, against masks named like the images");
   eval->add_option("inputs", ro.inputs, "image files or folders (folders are walked recursively, sorted)")->required();
-  eval->add_option("--masks", eo.masks_dir, "folder of masks named like the images (same stem); non-zero = object")
+  eval->add_option("--masks", eo.masks_dir, "folder of masks named like the images (same stem); a non-zero colour channel = object (alpha ignored)")
       ->required();
   eval->add_option("-w,--weights", ro.weights, "weights file, as for render; default: the bundled weights/default.json");
   eval->add_option("--layer", layer_s, "selected view: encoder block, 0-based, negative from the end (default: config default_layer, else -1; with --rollout -1)");

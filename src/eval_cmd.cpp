@@ -167,11 +167,14 @@ ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const
                 std::to_string(mask.height) + ", the image is " + std::to_string(photo.width) + "x" +
                 std::to_string(photo.height) + " (a mask must have the image's size)");
   ev.area_share = mask_area_share(mask);
-  if (ev.area_share <= 0) throw Error("mask " + mask_path + " is empty (no non-zero pixel)");
+  if (ev.area_share <= 0)
+    throw Error("mask " + mask_path + " is empty (no non-zero pixel in its colour channels; alpha is ignored)");
+  if (ev.area_share >= 1)
+    ev.notes.push_back("mask " + mask_path + " covers the whole image: every map hits and scores 1.00x the baseline");
   if (mask.grey_levels)
     ev.notes.push_back(
         "mask " + mask_path +
-        " has values other than 0 and 255 (JPEG noise, or labels such as instance ids); every non-zero pixel "
+        " has more than one non-zero value (JPEG noise, or labels such as instance ids); every non-zero pixel "
         "counts as object");
 
   const ModelInput in =
@@ -209,7 +212,9 @@ int run_eval(const EvalOptions& opt) {
   const RenderOptions& ro = opt.view;
   if (opt.masks_dir.empty()) throw Error("--masks is required");
   std::error_code ec;
-  if (!fs::is_directory(opt.masks_dir, ec)) throw Error("--masks " + opt.masks_dir + ": no such folder");
+  if (!fs::is_directory(opt.masks_dir, ec))
+    throw Error("--masks " + opt.masks_dir +
+                (fs::exists(opt.masks_dir, ec) ? ": not a folder (name the folder that holds the masks)" : ": no such folder"));
   {  // Masks beside the images in the same folder would score every image against itself.
     const std::string masks_canon = canonical_or_empty(opt.masks_dir);
     for (const std::string& in : ro.inputs) {
@@ -264,7 +269,16 @@ int run_eval(const EvalOptions& opt) {
       std::optional<std::map<std::string, int>> m;
       const fs::path p = folder / kLabelsCsv;
       std::error_code e;
-      if (fs::is_regular_file(p, e)) m = read_labels_csv(p.string(), hp.labels, num_classes);
+      if (fs::is_regular_file(p, e)) {
+        std::vector<std::string> notes;
+        m = read_labels_csv(p.string(), hp.labels, num_classes, &notes);
+        if (!ro.quiet) {
+          for (size_t i = 0; i < notes.size() && i < 5; ++i) std::cerr << "attnmap: note: " << printable(notes[i]) << "\n";
+          if (notes.size() > 5)
+            std::cerr << "attnmap: note: " << printable(p.string()) << ": " << notes.size() - 5
+                      << " more rows with no known class\n";
+        }
+      }
       it = csv_cache.emplace(key, std::move(m)).first;
     }
     return it->second ? &*it->second : nullptr;
@@ -303,7 +317,11 @@ int run_eval(const EvalOptions& opt) {
   if (!ro.quiet && !masks.ambiguous_stems.empty())
     std::cerr << "attnmap: note: "
               << printable(opt.masks_dir + ": several masks share the stem '" + *masks.ambiguous_stems.begin() +
-                           "'; the first in sorted order is used")
+                           "'; using " + masks.by_stem.at(*masks.ambiguous_stems.begin()) +
+                           ", the first in sorted order" +
+                           (masks.ambiguous_stems.size() > 1
+                                ? " (and likewise for " + std::to_string(masks.ambiguous_stems.size() - 1) + " more stems)"
+                                : std::string()))
               << "\n";
 
   const std::string masks_canon = canonical_or_empty(opt.masks_dir);

@@ -32,11 +32,15 @@ Mask mask_from_image(const Image& img, const std::string& what) {
   m.height = img.height;
   const size_t n = static_cast<size_t>(img.width) * static_cast<size_t>(img.height);
   m.inside.resize(n);
+  uint8_t object_value = 0;  // the first non-zero sample: a binary mask has no other
   for (size_t i = 0; i < n; ++i) {
     const uint8_t* p = &img.rgb[3 * i];
     m.inside[i] = (p[0] | p[1] | p[2]) != 0;
-    for (int c = 0; c < 3; ++c)
-      if (p[c] != 0 && p[c] != 255) m.grey_levels = true;
+    for (int c = 0; c < 3; ++c) {
+      if (p[c] == 0) continue;
+      if (object_value == 0) object_value = p[c];
+      if (p[c] != object_value) m.grey_levels = true;
+    }
   }
   return m;
 }
@@ -189,7 +193,7 @@ std::string trim(const std::string& s) {
 }  // namespace
 
 std::map<std::string, int> read_labels_csv(const std::string& path, const std::vector<std::string>& labels,
-                                           int num_classes) {
+                                           int num_classes, std::vector<std::string>* notes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open");
   std::vector<std::string> f;
@@ -236,7 +240,18 @@ std::map<std::string, int> read_labels_csv(const std::string& path, const std::v
                     "' is not an integer");
       if (v >= 0 && v < num_classes) cls = static_cast<int>(v);
     }
-    if (cls) out[file] = *cls;
+    if (cls) {
+      out[file] = *cls;
+    } else if (notes) {
+      std::string what;
+      if (col_label >= 0 && !field(col_label).empty()) what = "label '" + field(col_label) + "' is not one of the model's labels";
+      if (col_index >= 0 && !field(col_index).empty())
+        what += (what.empty() ? "" : " and ") + std::string("label_index '") + field(col_index) + "' is not in 0.." +
+                std::to_string(num_classes - 1);
+      if (what.empty()) what = "no label";
+      notes->push_back(path + ": line " + std::to_string(line_no) + ": " + what + "; " + file +
+                       " falls back to its file name for the class");
+    }
   }
   return out;
 }

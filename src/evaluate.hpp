@@ -17,7 +17,7 @@ namespace attnmap {
 struct Mask {
   int width = 0, height = 0;
   std::vector<uint8_t> inside;  ///< (height, width), values 0 / 1
-  bool grey_levels = false;     ///< the file held values other than 0 and 255 (e.g. a JPEG): worth a note
+  bool grey_levels = false;     ///< the file held more than one non-zero value (e.g. a JPEG): worth a note
 };
 
 /// Makes a mask from a decoded image (load_image: grey, palette, RGBA... all become RGB): a pixel is inside
@@ -71,8 +71,9 @@ std::optional<int> label_from_filename(const std::string& path, const std::vecto
 /// "filename", "image"; else the first column) holding the image's file name, and a column "label" (class
 /// name, looked up with find_label) and/or "label_index" (0-based index into the head's outputs, used when
 /// the name is absent or unknown). Returns file name (as written) -> class index; rows naming no known class
-/// are left out. Throws attnmap::Error naming the file and line for a malformed file.
+/// are left out, each with a line in `notes` (when given) naming the file, line and value, so a typo shows.
+/// Throws attnmap::Error naming the file and line for a malformed file.
 std::map<std::string, int> read_labels_csv(const std::string& path, const std::vector<std::string>& labels,
-                                           int num_classes);
+                                           int num_classes, std::vector<std::string>* notes = nullptr);
 
 }  // namespace attnmap

@@ -654,6 +654,15 @@ char g_temp_path[kTempSlots][kTempPathMax];
 
 void remove_temps_and_die(int sig) {
   remove_registered_temp_files();
+  // One line so a log shows why the run stopped (write(2) is async-signal-safe; iostreams are not). Outputs
+  // already renamed into place are complete; an image's later outputs may be missing (--skip-existing redoes it).
+  const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
+  const char head[] = "\nattnmap: interrupted by ";
+  const char tail[] = "; unfinished temporary files removed\n";
+  ssize_t ignored = ::write(2, head, sizeof head - 1);
+  ignored = ::write(2, name, std::strlen(name));
+  ignored = ::write(2, tail, sizeof tail - 1);
+  (void)ignored;
   ::raise(sig);  // SA_RESETHAND restored the default action: the process ends by this signal
 }
 }  // namespace

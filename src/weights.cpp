@@ -43,7 +43,13 @@ class Loader {
 
   const Tensor& need(const std::string& canon, const std::string& expected) {
     const Tensor* t = find(canon);
-    if (!t) throw Error(raw_.path + ": missing tensor '" + file_name(canon) + "' (expected shape " + expected + ")");
+    if (!t) {
+      auto sk = raw_.skipped.find(file_name(canon));
+      if (sk != raw_.skipped.end())
+        throw Error(raw_.path + ": tensor '" + file_name(canon) + "' has dtype " + sk->second +
+                    ", which attnmap does not read (expected F32, F16, BF16 or F64 of shape " + expected + ")");
+      throw Error(raw_.path + ": missing tensor '" + file_name(canon) + "' (expected shape " + expected + ")");
+    }
     return *t;
   }
 
@@ -57,6 +63,11 @@ class Loader {
   std::vector<float> take_opt(const std::string& canon, const std::vector<int64_t>& shape) {
     if (!has(canon)) return {};
     return take(canon, shape);
+  }
+
+  /// Throws the missing-tensor error for `canon`, with `why` after the expected shape.
+  [[noreturn]] void missing(const std::string& canon, const std::string& expected, const std::string& why) const {
+    throw Error(raw_.path + ": missing tensor '" + file_name(canon) + "' (expected shape " + expected + "; " + why + ")");
   }
 
   Error shape_error(const std::string& canon, const std::string& expected, const std::vector<int64_t>& found) const {
@@ -416,6 +427,10 @@ LinearW take_qkv(Loader& ld, const std::string& b, int64_t D) {
       if (bb.empty()) bb.assign(static_cast<size_t>(D), 0.0f);
       bias.insert(bias.end(), bb.begin(), bb.end());
     }
+    if (with_bias > 0 && with_bias < 3) {  // HF ViTConfig.qkv_bias gives all three or none
+      for (const char* p : parts)
+        if (!ld.has(b + "attn." + p + ".bias")) ld.missing(b + "attn." + p + ".bias", shape_str({D}), "query, key and value biases come together");
+    }
     if (with_bias) l.bias = std::move(bias);
     return l;
   }
@@ -539,6 +554,10 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
   if (ov.num_heads) {
     hp.num_heads = *ov.num_heads;
     hp.source["num_heads"] = "command line";
+    const int said = fc.num_heads ? *fc.num_heads : fc.architecture ? heads_from_architecture(*fc.architecture) : 0;
+    if (said > 0 && said != hp.num_heads)
+      w.notices.push_back("--heads " + std::to_string(hp.num_heads) + " overrides num_heads " + std::to_string(said) +
+                          " from " + src_of(fc, fc.num_heads ? "num_heads" : "architecture"));
   } else if (fc.num_heads) {
     hp.num_heads = *fc.num_heads;
     hp.source["num_heads"] = src_of(fc, "num_heads");
@@ -578,7 +597,34 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
     hp.mlp_dim = static_cast<int>(M);
     w.blocks.push_back(std::move(blk));
   }
-  if (ld.has("norm.weight")) w.norm = take_norm(ld, "norm", D);
+  // A bias is a model-wide choice (timm qkv_bias / proj_bias / Mlp bias, nn.Linear(bias=False)): present in
+  // some blocks and not in others means a tensor was lost, and is refused by the name of the first missing one.
+  const struct {
+    const char* canon;          // canonical name after "blocks.{i}."
+    const LinearW BlockWeights::*lin;
+  } kinds[] = {{"attn.qkv.bias", &BlockWeights::qkv},
+               {"attn.proj.bias", &BlockWeights::proj},
+               {"mlp.fc1.bias", &BlockWeights::fc1},
+               {"mlp.fc2.bias", &BlockWeights::fc2}};
+  std::vector<std::string> no_bias;
+  for (const auto& bk : kinds) {
+    const std::string kind = bk.canon;
+    const std::string rest = sc.separate_qkv && kind == "attn.qkv.bias" ? "attn.q.bias" : kind;  // HF names
+    int with = 0;
+    for (const BlockWeights& blk : w.blocks) with += !(blk.*(bk.lin)).bias.empty();
+    if (with == 0) {
+      no_bias.push_back(ld.file_name("blocks.*." + rest));
+      continue;
+    }
+    for (int i = 0; i < depth && with < depth; ++i) {
+      if (!(w.blocks[static_cast<size_t>(i)].*(bk.lin)).bias.empty()) continue;
+      const std::string canon = "blocks." + std::to_string(i) + "." + rest;
+      const int64_t n = kind == "attn.qkv.bias" ? (sc.separate_qkv ? D : 3 * D) : kind == "mlp.fc1.bias" ? hp.mlp_dim : D;
+      ld.missing(canon, shape_str({n}), "the other blocks have it");
+    }
+  }
+  if (w.patch_embed.bias.empty()) no_bias.push_back(ld.file_name("patch_embed.proj.bias"));
+  if (ld.has("norm.weight") || ld.has("norm.bias")) w.norm = take_norm(ld, "norm", D);
   if (ld.has("head.weight") && !(sc.layout == "torchvision" && raw.tensors.count("heads.pre_logits.weight"))) {
     const Tensor& h = ld.need("head.weight", "(C, D)");
     if (h.rank() != 2 || dim(h, 1) != D) throw ld.shape_error("head.weight", "(C, " + std::to_string(D) + ")", h.shape);
@@ -591,6 +637,16 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
     w.head = LinearW{};
     w.head_dist = LinearW{};
     w.notices.push_back("fc_norm present (timm global average pooling): classifier head not used, no top-5");
+  }
+  // The classifier reads the class token after the final LayerNorm (timm forward_head, HF layernorm,
+  // torchvision encoder.ln): a head without it would give other probabilities than the model's.
+  if (w.head.present() && !w.norm.present()) ld.missing("norm.weight", shape_str({D}),
+                                                        "the classifier head reads the final LayerNorm");
+  if (w.head.present() && w.head.bias.empty()) no_bias.push_back(ld.file_name("head.bias"));
+  if (!no_bias.empty()) {
+    std::string s;
+    for (size_t i = 0; i < no_bias.size(); ++i) s += (i ? ", " : "") + no_bias[i];
+    w.notices.push_back("no bias tensors (computed as zero, as nn.Linear(bias=False)): " + s);
   }
   const auto unused = ld.unused();
   if (!unused.empty()) {
@@ -698,6 +754,8 @@ RawWeights strip_prefixes(const RawWeights& raw, std::string& stripped) {
   RawWeights out;
   out.path = raw.path;
   out.config = raw.config;
+  out.config_where = raw.config_where;
+  out.skipped = raw.skipped;
   out.notices = raw.notices;
   stripped.clear();
   bool first = true;
@@ -840,7 +898,8 @@ ViTWeights build_model(const RawWeights& raw_in, const SideConfig& side, const M
     return it == side.source.end() ? std::string("config.json") : it->second;
   });
   const FileConfig file_fc =
-      parse_config(raw_in.path, raw_in.config, [&](const std::string&) { return "config (" + raw_in.path + ")"; });
+      parse_config(raw_in.path, raw_in.config,
+                   [&](const std::string&) { return raw_in.config_where + " (" + raw_in.path + ")"; });
   const FileConfig fc = merge_config(side_fc, file_fc);
   if (ov.num_heads && *ov.num_heads <= 0) throw Error("--heads must be positive");
   std::string stripped;
@@ -876,6 +935,16 @@ ViTWeights build_model(const RawWeights& raw_in, const SideConfig& side, const M
                 "'W_Q' (seed)");
   }
   apply_common(w.hp, fc, ov, raw.path, eps, eps_src);
+  // The command line wins over the weights' own config, but a user should see that it did.
+  auto rgb = [](const std::array<float, 3>& v) {
+    std::ostringstream o;
+    o << v[0] << ", " << v[1] << ", " << v[2];
+    return o.str();
+  };
+  if (ov.mean && fc.mean && *ov.mean != *fc.mean)
+    w.notices.push_back("--mean " + rgb(*ov.mean) + " overrides mean " + rgb(*fc.mean) + " from " + src_of(fc, "mean"));
+  if (ov.std && fc.std && *ov.std != *fc.std)
+    w.notices.push_back("--std " + rgb(*ov.std) + " overrides std " + rgb(*fc.std) + " from " + src_of(fc, "std"));
   const size_t pos_rows = w.pos_embed.size() / static_cast<size_t>(w.hp.dim);
   const size_t want_rows = static_cast<size_t>(w.hp.layout == "seed" ? w.hp.tokens() : w.hp.pos_prefix + w.hp.grid_w * w.hp.grid_h);
   if (!w.pos_embed.empty() && pos_rows != want_rows)

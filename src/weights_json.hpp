@@ -1,5 +1,6 @@
 // weights_json.hpp - attnmap JSON v1 weights: {"name": nested arrays, ..., "config": {...}}.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,10 @@ struct RawWeights {
   std::string path;
   TensorMap tensors;
   nlohmann::json config = nlohmann::json::object();
+  /// Where `config` was read, for provenance: "config" (JSON weights) or "__metadata__ config" (safetensors).
+  std::string config_where = "config";
+  /// Tensors in the file that attnmap does not read (safetensors integer / bool / FP8 dtypes): name -> dtype.
+  std::map<std::string, std::string> skipped;
   std::vector<std::string> notices;
 };
 

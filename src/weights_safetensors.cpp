@@ -217,10 +217,32 @@ RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std
 
   RawWeights raw;
   raw.path = path;
+  // The config tools/export_weights.py (and anything following it) stores as a JSON string under
+  // __metadata__["config"]; the rest of __metadata__ (e.g. safetensors.torch's "format": "pt") is ignored.
+  if (header.contains("__metadata__")) {
+    const json& md = header["__metadata__"];
+    if (!md.is_object()) throw Error(path + ": safetensors __metadata__ is not a JSON object");
+    if (md.contains("config")) {
+      if (!md["config"].is_string())
+        throw Error(path + ": safetensors __metadata__ \"config\" must be a string holding a JSON object, found " +
+                    md["config"].dump().substr(0, 60));
+      json c;
+      try {
+        c = json::parse(md["config"].get<std::string>());
+      } catch (const json::exception& e) {
+        throw Error(path + ": safetensors __metadata__ \"config\" is not valid JSON: " + std::string(e.what()).substr(0, 120));
+      }
+      if (!c.is_object())
+        throw Error(path + ": safetensors __metadata__ \"config\" must hold a JSON object, found " + c.dump().substr(0, 60));
+      raw.config = std::move(c);
+      raw.config_where = "__metadata__ config";
+    }
+  }
   std::vector<std::string> skipped;
   for (const Entry& en : entries) {
     if (en.dtype->kind == Kind::Skip) {
       skipped.push_back(en.name + " (" + en.dtype->name + ")");
+      raw.skipped[en.name] = en.dtype->name;
       continue;
     }
     auto fail = [&](const std::string& why) { throw Error(path + ": tensor '" + en.name + "' " + why); };

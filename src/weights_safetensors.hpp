@@ -13,7 +13,9 @@ namespace attnmap {
 
 /// Parses a safetensors file already in memory (`data`, `size` bytes); `path` is used in messages only.
 /// F32, F16 and BF16 (and F64) tensors are converted to float32; integer and boolean tensors (buffers such as
-/// position ids) are validated and skipped with a notice; `__metadata__` is ignored. Every header field is
+/// position ids) are validated and skipped with a notice (and named by dtype if the model needs one);
+/// `__metadata__["config"]`, a JSON string holding an attnmap config object (what tools/export_weights.py
+/// writes), becomes RawWeights::config; other `__metadata__` keys are ignored. Every header field is
 /// checked before use, as the reference implementation does: header length inside the file, header a JSON
 /// object, each entry with a known dtype, a shape of non-negative integers and data_offsets [begin, end]
 /// with end - begin == product(shape) * dtype size (overflow-checked), tensors laid out in order without

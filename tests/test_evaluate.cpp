@@ -94,6 +94,10 @@ TEST(Metrics, MaskFromImageCountsAnyNonZeroChannel) {
   EXPECT_TRUE(m.grey_levels);
   img.rgb = {0, 0, 0, 255, 255, 255, 0, 0, 0, 255, 255, 255};
   EXPECT_FALSE(mask_from_image(img, "m.png").grey_levels);
+  img.rgb = {0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 1, 0};  // 0/1 masks (a 16-bit PNG marking 1, numpy uint8 saves)
+  EXPECT_FALSE(mask_from_image(img, "m.png").grey_levels);
+  img.rgb = {0, 0, 0, 1, 1, 1, 0, 0, 0, 2, 2, 2};  // two object values: instance ids, not one mask
+  EXPECT_TRUE(mask_from_image(img, "m.png").grey_levels);
   EXPECT_THROW(mask_from_image(Image{}, "m.png"), Error);
 }
 

@@ -284,6 +284,9 @@ TEST_F(Robust, UnwritableOutputFolderIsOneUsageError) {
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_EQ(r.err, "attnmap: error: " + (dir / "file" / "out").string() +
                        ": cannot create the output folder: Not a directory\n");
+  const CliRun f = run_attnmap("render " + q(kCorpus / "good" / "png_grey8.png") + " -o " + q(dir / "file"));
+  EXPECT_EQ(f.status, 2) << f.err;
+  EXPECT_EQ(f.err, "attnmap: error: " + (dir / "file").string() + ": the output folder exists and is not a folder\n");
 }
 
 // A full disk mid-write (simulated with a file-size limit: write() fails with EFBIG once the limit is
@@ -478,7 +481,7 @@ TEST(SafetensorsHostile, RefusedWithFileTensorAndReason) {
                 .find("tensor 'a' has"),
             std::string::npos);
   const std::vector<uint8_t> meta = safetensors(R"({"__metadata__":)" + deep + "}", {});
-  EXPECT_TRUE(parse_weights_safetensors(meta.data(), meta.size(), "w.safetensors").tensors.empty());  // ignored
+  EXPECT_NE(st_error(meta).find("w.safetensors: safetensors __metadata__ is not a JSON object"), std::string::npos);
 }
 
 // The same refusals end to end: one line, exit status 2, nothing rendered.

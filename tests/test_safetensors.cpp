@@ -80,6 +80,29 @@ TEST(Safetensors, IntegerBuffersAreSkippedWithANotice) {
   EXPECT_EQ(raw.tensors.at("w").data, (std::vector<float>{1, 2}));
   ASSERT_EQ(raw.notices.size(), 1u);
   EXPECT_NE(raw.notices[0].find("ids (I64)"), std::string::npos);
+  EXPECT_EQ(raw.skipped.at("ids"), "I64");  // so a model that needs it names the dtype, not "missing"
+}
+
+// tools/export_weights.py stores the attnmap config as a JSON string in __metadata__["config"] (safetensors
+// metadata is a string-to-string map); it is read like the JSON weights' "config" object.
+TEST(Safetensors, MetadataConfigIsReadAndCheckedOthersIgnored) {
+  const std::string t = R"("w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  auto bytes = file(R"({"__metadata__":{"format":"pt","config":"{\"num_heads\": 4, \"labels\": [\"a\", \"b\"]}"},)" + t + "}", k8);
+  RawWeights raw = parse_weights_safetensors(bytes.data(), bytes.size(), "m.safetensors");
+  EXPECT_EQ(raw.config.at("num_heads").get<int>(), 4);
+  EXPECT_EQ(raw.config.at("labels").size(), 2u);
+  EXPECT_EQ(raw.config_where, "__metadata__ config");
+  bytes = file(R"({"__metadata__":{"format":"pt"},)" + t + "}", k8);
+  raw = parse_weights_safetensors(bytes.data(), bytes.size(), "m.safetensors");
+  EXPECT_TRUE(raw.config.empty());
+  EXPECT_NE(error_of(file(R"({"__metadata__":{"config":"{\"num_heads\": "},)" + t + "}", k8))
+                .find("__metadata__ \"config\" is not valid JSON"),
+            std::string::npos);
+  EXPECT_NE(error_of(file(R"({"__metadata__":{"config":"[1, 2]"},)" + t + "}", k8)).find("must hold a JSON object, found [1,2]"),
+            std::string::npos);
+  EXPECT_NE(error_of(file(R"({"__metadata__":{"config":{"num_heads":4}},)" + t + "}", k8)).find("must be a string"),
+            std::string::npos);
+  EXPECT_NE(error_of(file(R"({"__metadata__":[1],)" + t + "}", k8)).find("__metadata__ is not a JSON object"), std::string::npos);
 }
 
 TEST(Safetensors, RefusesBadHeaders) {

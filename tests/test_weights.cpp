@@ -139,12 +139,67 @@ TEST(WeightsLoader, TimmFixtureMissingTensorAndHeads) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("missing tensor 'blocks.1.norm1.weight'"), std::string::npos) << e.what();
   }
+  // A bias missing in one block while the others have it is a lost tensor: refused by name.
+  auto error_of = [](const RawWeights& r) {
+    try {
+      build_model(r);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  for (const char* b : {"blocks.0.mlp.fc2.bias", "blocks.1.mlp.fc1.bias", "blocks.0.attn.proj.bias", "blocks.1.attn.qkv.bias"}) {
+    broken = load_weights_json(fixture("timm_small/weights.json"));
+    ASSERT_EQ(broken.tensors.erase(b), 1u) << b;
+    EXPECT_NE(error_of(broken).find(std::string("missing tensor '") + b + "' (expected shape ("), std::string::npos)
+        << error_of(broken);
+    EXPECT_NE(error_of(broken).find("the other blocks have it"), std::string::npos);
+  }
+  // Absent in every block (nn.Linear(bias=False), timm qkv_bias=False): zero, with a notice that says so.
   broken = load_weights_json(fixture("timm_small/weights.json"));
-  broken.tensors.erase("blocks.0.mlp.fc2.bias");
-  const ViTWeights no_bias = build_model(broken);  // biases are optional (zero), like bias=False Linear layers
+  for (int i = 0; i < 2; ++i) broken.tensors.erase("blocks." + std::to_string(i) + ".mlp.fc2.bias");
+  broken.tensors.erase("patch_embed.proj.bias");
+  const ViTWeights no_bias = build_model(broken);
   EXPECT_TRUE(no_bias.blocks[0].fc2.bias.empty());
+  std::string notes;
+  for (const auto& n : no_bias.notices) notes += n + "\n";
+  EXPECT_NE(notes.find("no bias tensors (computed as zero, as nn.Linear(bias=False)): blocks.*.mlp.fc2.bias, "
+                       "patch_embed.proj.bias"),
+            std::string::npos)
+      << notes;
   broken.tensors.erase("blocks.0.norm2.weight");
   EXPECT_THROW(build_model(broken), Error);
+  // The final LayerNorm: half of it, or none of it under a classifier head, is a missing tensor.
+  broken = load_weights_json(fixture("timm_small/weights.json"));
+  ASSERT_EQ(broken.tensors.count("head.weight"), 1u);
+  broken.tensors.erase("norm.weight");
+  EXPECT_NE(error_of(broken).find("missing tensor 'norm.weight'"), std::string::npos) << error_of(broken);
+  broken.tensors.erase("norm.bias");
+  EXPECT_NE(error_of(broken).find("missing tensor 'norm.weight' (expected shape (32,); the classifier head reads the final LayerNorm)"),
+            std::string::npos)
+      << error_of(broken);
+  broken.tensors.erase("head.weight");
+  broken.tensors.erase("head.bias");
+  EXPECT_EQ(error_of(broken), "accepted");  // no head: the final LayerNorm changes no attention map
+  // A tensor that is there in a dtype attnmap skips (safetensors I32, BOOL, FP8) is named with its dtype.
+  broken = load_weights_json(fixture("timm_small/weights.json"));
+  broken.tensors.erase("blocks.1.attn.qkv.weight");
+  broken.skipped["blocks.1.attn.qkv.weight"] = "I32";
+  EXPECT_NE(error_of(broken).find("tensor 'blocks.1.attn.qkv.weight' has dtype I32, which attnmap does not read "
+                                  "(expected F32, F16, BF16 or F64 of shape (96, 32))"),
+            std::string::npos)
+      << error_of(broken);
+  // The command line wins over the file's config, with a notice saying what it replaced.
+  ModelOverrides ov2;
+  ov2.num_heads = 2;
+  ov2.mean = std::array<float, 3>{0.5f, 0.5f, 0.5f};
+  const ViTWeights over = build_model(load_weights_json(fixture("timm_small/weights.json")), ov2);
+  EXPECT_EQ(over.hp.num_heads, 2);
+  std::string over_notes;
+  for (const auto& n : over.notices) over_notes += n + "\n";
+  EXPECT_NE(over_notes.find("--heads 2 overrides num_heads 4 from config ("), std::string::npos) << over_notes;
+  EXPECT_NE(over_notes.find("--mean 0.5, 0.5, 0.5 overrides mean 0.485, 0.456, 0.406 from config ("), std::string::npos)
+      << over_notes;
 }
 
 // Issue 6: hostile weight files beyond RefusesBrokenTensors - each refused with the file, the tensor or
