@@ -201,6 +201,14 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // A first word that is not an option nor a command: say so (CLI11 reports "A subcommand is required").
+  const auto commands = app.get_subcommands([](const CLI::App*) { return true; });
+  if (argc > 1 && argv[1] && argv[1][0] != '-' &&
+      std::none_of(commands.begin(), commands.end(), [&](const CLI::App* c) { return c->check_name(argv[1]); })) {
+    std::cerr << "attnmap: error: unknown command '" << attnmap::printable(argv[1])
+              << "' (commands: render, eval, inspect; attnmap --help)\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
