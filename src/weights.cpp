@@ -1,7 +1,9 @@
 #include "weights.hpp"
 
 #include <filesystem>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -971,8 +973,12 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
     std::error_code ec;  // a FIFO or device would hang the read below; a folder would mislead
     const std::filesystem::file_status fst = std::filesystem::status(path, ec);
     if (!ec && std::filesystem::exists(fst) && !std::filesystem::is_regular_file(fst)) throw Error(path + ": not a regular file");
+    errno = 0;
     std::ifstream f(path, std::ios::binary | std::ios::ate);
-    if (!f) throw Error(path + ": cannot open weights file");
+    if (!f) {
+      const int err = errno;  // ifstream over open(2): errno says why (No such file, Permission denied)
+      throw Error(path + ": cannot open weights file" + (err ? std::string(": ") + std::strerror(err) : std::string()));
+    }
     const auto size = static_cast<uint64_t>(f.tellg());
     f.seekg(0);
     unsigned char head[9] = {};
