@@ -178,7 +178,7 @@ int main(int argc, char** argv) {
   eval->add_option("--mean", mean_s, "R,G,B normalisation mean (overrides the weights' config)");
   eval->add_option("--std", std_s, "R,G,B normalisation std (overrides the weights' config)");
   eval->add_option("--json", eo.json_out, "also write the per-image and summary results as JSON here (a missing folder is created)");
-  eval->add_flag("-q,--quiet", ro.quiet, "print only errors and the summary");
+  eval->add_flag("-q,--quiet", ro.quiet, "print only errors, notes on masks and labels, and the summary");
   eval->add_option("--max-pixels", max_pixels, "refuse images with more pixels than this, before decoding")
       ->capture_default_str();
   eval->add_flag("--no-exif", no_exif, "ignore the JPEG EXIF orientation of images and masks (as for render)");

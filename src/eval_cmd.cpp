@@ -54,10 +54,10 @@ bool is_image_file(const fs::path& p) {
   return std::find(exts.begin(), exts.end(), e.substr(1)) != exts.end();
 }
 
-// Masks by relative path without extension ("sub/0003_coat") and by bare stem ("0003_coat").
+// Masks by relative path without extension ("sub/0003_coat") and by bare stem ("0003_coat"). Two masks for
+// one key (0003_coat.png and 0003_coat.bmp) are not guessed between: the image fails, naming both.
 struct MaskIndex {
-  std::map<std::string, std::string> by_rel, by_stem;
-  std::set<std::string> ambiguous_stems;
+  std::map<std::string, std::vector<std::string>> by_rel, by_stem;
 
   explicit MaskIndex(const std::string& dir) {
     std::error_code ec;
@@ -68,21 +68,31 @@ struct MaskIndex {
     std::sort(files.begin(), files.end());
     for (const fs::path& f : files) {
       const fs::path rel = f.lexically_relative(dir);
-      by_rel.emplace((rel.parent_path() / rel.stem()).generic_string(), f.string());
-      const std::string stem = f.stem().string();
-      if (!by_stem.emplace(stem, f.string()).second) ambiguous_stems.insert(stem);
+      by_rel[(rel.parent_path() / rel.stem()).generic_string()].push_back(f.string());
+      by_stem[f.stem().string()].push_back(f.string());
     }
   }
 
-  // rel_stem: the image's path below its input folder without extension.
+  // rel_stem: the image's path below its input folder without extension. Throws attnmap::Error when
+  // several masks match.
   std::optional<std::string> find(const std::string& rel_stem, const std::string& stem) const {
+    const std::vector<std::string>* hit = nullptr;
     if (!rel_stem.empty()) {
       auto it = by_rel.find(rel_stem);
-      if (it != by_rel.end()) return it->second;
+      if (it != by_rel.end()) hit = &it->second;
     }
-    auto it = by_stem.find(stem);
-    if (it != by_stem.end()) return it->second;
-    return std::nullopt;
+    if (!hit) {
+      auto it = by_stem.find(stem);
+      if (it != by_stem.end()) hit = &it->second;
+    }
+    if (!hit) return std::nullopt;
+    if (hit->size() > 1) {
+      std::string list;
+      for (size_t i = 0; i < hit->size() && i < 4; ++i) list += (i ? ", " : "") + (*hit)[i];
+      if (hit->size() > 4) list += ", ...";
+      throw Error("several masks share the stem '" + stem + "' (" + list + "); keep one");
+    }
+    return hit->front();
   }
 };
 
@@ -254,7 +264,8 @@ int run_eval(const EvalOptions& opt) {
       reads.push_back({j.input, "an input"});
       truth_dirs.insert(truth_folders(opt.masks_dir, j.input)[1]);
     }
-    for (const auto& kv : masks.by_rel) reads.push_back({kv.second, "a mask"});
+    for (const auto& kv : masks.by_rel)
+      for (const std::string& f : kv.second) reads.push_back({f, "a mask"});
     for (const fs::path& d : truth_dirs) reads.push_back({(d / kLabelsCsv).string(), "a labels.csv that eval reads"});
     json_path = check_output_file("--json", opt.json_out, reads);
     json_made = make_output_folder("--json", opt.json_out, json_path);
@@ -272,12 +283,10 @@ int run_eval(const EvalOptions& opt) {
       if (fs::is_regular_file(p, e)) {
         std::vector<std::string> notes;
         m = read_labels_csv(p.string(), hp.labels, num_classes, &notes);
-        if (!ro.quiet) {
-          for (size_t i = 0; i < notes.size() && i < 5; ++i) std::cerr << "attnmap: note: " << printable(notes[i]) << "\n";
-          if (notes.size() > 5)
-            std::cerr << "attnmap: note: " << printable(p.string()) << ": " << notes.size() - 5
-                      << " more rows with no known class\n";
-        }
+        // Printed under -q too, like the per-image mask notes: they bear on the figures.
+        for (size_t i = 0; i < notes.size() && i < 5; ++i) std::cerr << "attnmap: note: " << printable(notes[i]) << "\n";
+        if (notes.size() > 5)
+          std::cerr << "attnmap: note: " << printable(p.string()) << ": " << notes.size() - 5 << " more such rows\n";
       }
       it = csv_cache.emplace(key, std::move(m)).first;
     }
@@ -314,15 +323,6 @@ int run_eval(const EvalOptions& opt) {
     remove_made_folders(json_made);
     return 1;
   }
-  if (!ro.quiet && !masks.ambiguous_stems.empty())
-    std::cerr << "attnmap: note: "
-              << printable(opt.masks_dir + ": several masks share the stem '" + *masks.ambiguous_stems.begin() +
-                           "'; using " + masks.by_stem.at(*masks.ambiguous_stems.begin()) +
-                           ", the first in sorted order" +
-                           (masks.ambiguous_stems.size() > 1
-                                ? " (and likewise for " + std::to_string(masks.ambiguous_stems.size() - 1) + " more stems)"
-                                : std::string()))
-              << "\n";
 
   const std::string masks_canon = canonical_or_empty(opt.masks_dir);
   const std::string masks_prefix = masks_canon.empty() ? std::string() : (fs::path(masks_canon) / "").string();

@@ -226,7 +226,9 @@ std::map<std::string, int> read_labels_csv(const std::string& path, const std::v
     if (file.empty()) throw Error(path + ": line " + std::to_string(line_no) + ": no file name");
     std::optional<int> cls;
     if (col_label >= 0) cls = find_label(labels, field(col_label));
-    if (!cls && col_index >= 0 && !field(col_index).empty()) {
+    const bool name_unknown = col_label >= 0 && !field(col_label).empty() && !cls;
+    std::optional<int> by_index;
+    if (col_index >= 0 && !field(col_index).empty()) {
       const std::string s = field(col_index);
       size_t used = 0;
       long v = -1;
@@ -238,8 +240,16 @@ std::map<std::string, int> read_labels_csv(const std::string& path, const std::v
       if (used != s.size() || used == 0)
         throw Error(path + ": line " + std::to_string(line_no) + ": label_index '" + s +
                     "' is not an integer");
-      if (v >= 0 && v < num_classes) cls = static_cast<int>(v);
+      if (v >= 0 && v < num_classes) by_index = static_cast<int>(v);
     }
+    const std::string where = path + ": line " + std::to_string(line_no) + ": ";
+    if (notes && cls && by_index && *cls != *by_index)
+      notes->push_back(where + "label '" + field(col_label) + "' and label_index " + field(col_index) +
+                       " disagree; the label is used");
+    if (notes && name_unknown && by_index)
+      notes->push_back(where + "label '" + field(col_label) + "' is not one of the model's labels; label_index " +
+                       field(col_index) + " is used");
+    if (!cls) cls = by_index;
     if (cls) {
       out[file] = *cls;
     } else if (notes) {
@@ -249,8 +259,7 @@ std::map<std::string, int> read_labels_csv(const std::string& path, const std::v
         what += (what.empty() ? "" : " and ") + std::string("label_index '") + field(col_index) + "' is not in 0.." +
                 std::to_string(num_classes - 1);
       if (what.empty()) what = "no label";
-      notes->push_back(path + ": line " + std::to_string(line_no) + ": " + what + "; " + file +
-                       " falls back to its file name for the class");
+      notes->push_back(where + what + "; " + file + " falls back to its file name (if that names a class)");
     }
   }
   return out;

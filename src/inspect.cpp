@@ -3,6 +3,9 @@
 #include <cstdio>
 #include <sstream>
 
+#include "error.hpp"
+#include "render.hpp"
+
 namespace attnmap {
 
 namespace {
@@ -91,9 +94,15 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
   }
   if (hp.default_layer) row("default_layer", std::to_string(*hp.default_layer), src("default_layer"));
   if (hp.default_head) row("default_head", *hp.default_head, src("default_head"));
-  if (!w.notices.empty()) {
+  std::vector<std::string> notes = w.notices;
+  try {  // the default view render and eval would draw: a bad config default is shown here, not first there
+    select_view(w.hp, RenderOptions{});
+  } catch (const Error& e) {
+    notes.push_back(std::string("render/eval will refuse the default view: ") + e.what());
+  }
+  if (!notes.empty()) {
     o << "notes:\n";
-    for (const auto& n : w.notices) o << "  " << n << "\n";
+    for (const auto& n : notes) o << "  " << n << "\n";
   }
   return o.str();
 }

@@ -28,7 +28,7 @@ SelectedView select_view(const HParams& hp, const RenderOptions& opt) {
   auto from_config = [&hp](const char* key, const Error& e) {
     const auto it = hp.source.find(key);
     return Error(std::string("the weights' config ") + key + (it == hp.source.end() ? "" : " (" + it->second + ")") +
-                 ": " + e.what());
+                 ": " + e.what() + " (pass --layer / --head to choose another view)");
   };
   SelectedView v;
   try {

@@ -41,7 +41,11 @@ class Loader {
     used_.insert(it->first);
     return &it->second;
   }
-  bool has(const std::string& canon) const { return raw_.tensors.count(scheme_.name(canon)) != 0; }
+  /// True when the file has the tensor, also in a dtype attnmap skips (safetensors I32, BOOL, FP8): taking
+  /// it then names that dtype, so an optional tensor is never silently treated as absent.
+  bool has(const std::string& canon) const {
+    return raw_.tensors.count(scheme_.name(canon)) != 0 || raw_.skipped.count(file_name(canon)) != 0;
+  }
 
   const Tensor& need(const std::string& canon, const std::string& expected) {
     const Tensor* t = find(canon);
@@ -572,7 +576,9 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
     w.notices.push_back("number of heads not given; assuming D/64 = " + std::to_string(hp.num_heads) +
                         " (set config num_heads or --heads)");
   }
-  if (hp.num_heads <= 0 || hp.dim % hp.num_heads != 0) {
+  if (hp.num_heads <= 0)
+    throw Error(path + ": " + hp.source["num_heads"] + " num_heads " + std::to_string(hp.num_heads) + " must be positive");
+  if (hp.dim % hp.num_heads != 0) {
     throw Error(path + ": " + std::to_string(hp.num_heads) + " heads do not divide the token width D = " +
                 std::to_string(hp.dim));
   }
@@ -615,7 +621,11 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
     int with = 0;
     for (const BlockWeights& blk : w.blocks) with += !(blk.*(bk.lin)).bias.empty();
     if (with == 0) {
-      no_bias.push_back(ld.file_name("blocks.*." + rest));
+      if (rest == "attn.q.bias") {
+        for (const char* part : {"attn.q.bias", "attn.k.bias", "attn.v.bias"}) no_bias.push_back(ld.file_name(std::string("blocks.*.") + part));
+      } else {
+        no_bias.push_back(ld.file_name("blocks.*." + rest));
+      }
       continue;
     }
     for (int i = 0; i < depth && with < depth; ++i) {

@@ -67,6 +67,9 @@ class WeightsSax {
     if (in_config()) return config_value(json(v));
     if (skip_ > 0) return true;
     if (level_ > 0) fail("holds a string (\"" + v.substr(0, 20) + "\") where a number is expected");
+    if (depth_ == 1 && key_ == "config")
+      throw Error(out_.path + ": \"config\" must be an object, found a string (a config as a JSON string is the "
+                  "safetensors __metadata__ convention, not JSON weights')");
     out_.notices.push_back("ignored non-tensor key '" + key_ + "' (a string)");
     return true;
   }

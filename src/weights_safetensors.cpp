@@ -219,7 +219,7 @@ RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std
   raw.path = path;
   // The config tools/export_weights.py (and anything following it) stores as a JSON string under
   // __metadata__["config"]; the rest of __metadata__ (e.g. safetensors.torch's "format": "pt") is ignored.
-  if (header.contains("__metadata__")) {
+  if (header.contains("__metadata__") && !header["__metadata__"].is_null()) {  // null: none, as the Rust crate reads it
     const json& md = header["__metadata__"];
     if (!md.is_object()) throw Error(path + ": safetensors __metadata__ is not a JSON object");
     if (md.contains("config")) {

@@ -133,11 +133,25 @@ TEST(Labels, FromCsvByNameThenIndex) {
       << "b.png,,\"T-shirt/top\",z\n"
       << "c.png,42,nothing,z\n";  // index out of range, name unknown: left out
   }
-  const auto m = read_labels_csv(p.string(), kFashion, 10);
+  std::vector<std::string> notes;
+  const auto m = read_labels_csv(p.string(), kFashion, 10, &notes);
   EXPECT_EQ(m.size(), 3u);
   EXPECT_EQ(m.at("0000_trouser.png"), 1);
   EXPECT_EQ(m.at("a.png"), 7);
   EXPECT_EQ(m.at("b.png"), 0);
+  // Each row that did not use its name says so, by line (a labels.csv of another label set shows at once).
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_EQ(notes[0], p.string() + ": line 3: label 'a \"quoted\" name' is not one of the model's labels; label_index 7 is used");
+  EXPECT_EQ(notes[1], p.string() + ": line 6: label 'nothing' is not one of the model's labels and label_index '42' is not in "
+                                   "0..9; c.png falls back to its file name (if that names a class)");
+  {
+    std::ofstream f(p);
+    f << "file,label,label_index\nx.png,Coat,5\n";
+  }
+  notes.clear();
+  EXPECT_EQ(read_labels_csv(p.string(), kFashion, 10, &notes).at("x.png"), 4);  // the name wins
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("line 2: label 'Coat' and label_index 5 disagree; the label is used"), std::string::npos) << notes[0];
   {
     std::ofstream f(p);
     f << "file,label_index\nx.png,seven\n";
@@ -547,6 +561,25 @@ TEST_F(Eval, LabelsCsvInTheMasksFolderOverridesTheFileName) {
   EXPECT_EQ(j["images"][0]["truth"], 6);
   EXPECT_EQ(j["images"][1]["truth"], 5);
   EXPECT_EQ(j["images"][2]["truth"], 0);  // not in the CSV: from the file name
+}
+
+// Two masks for one image (0000_coat.png and 0000_coat.bmp) are not guessed between: that image fails,
+// naming both; the others are scored.
+TEST_F(Eval, TwoMasksWithOneStemFailThatImage) {
+  fs::create_directories(dir / "masks");
+  for (const auto& e : fs::directory_iterator(kTop5 / "masks"))
+    fs::copy_file(e.path(), dir / "masks" / e.path().filename());
+  const fs::path png = dir / "masks" / "0000_coat.png";
+  ASSERT_TRUE(fs::exists(png));
+  fs::copy_file(png, dir / "masks" / "0000_coat.bmp");  // content does not matter: the name clash does
+  const CliRun r = run_attnmap("eval -q --masks " + q(dir / "masks") + " " + q(kTop5 / "images") + " -w " +
+                               q(kTop5 / "weights.json"));
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("0000_coat.png: several masks share the stem '0000_coat' (" + (dir / "masks" / "0000_coat.bmp").string() +
+                       ", " + png.string() + "); keep one"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("3 images"), std::string::npos) << r.out;
 }
 
 // ---- top-5 in render -------------------------------------------------------------------------------------

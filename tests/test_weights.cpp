@@ -189,6 +189,15 @@ TEST(WeightsLoader, TimmFixtureMissingTensorAndHeads) {
                                   "(expected F32, F16, BF16 or F64 of shape (96, 32))"),
             std::string::npos)
       << error_of(broken);
+  // ... also when the tensor is optional (a bias, the classifier): never silently zero or absent.
+  for (const char* name : {"patch_embed.proj.bias", "head.weight", "blocks.0.mlp.fc1.bias"}) {
+    broken = load_weights_json(fixture("timm_small/weights.json"));
+    ASSERT_EQ(broken.tensors.erase(name), 1u) << name;
+    broken.skipped[name] = "F8_E4M3";
+    EXPECT_NE(error_of(broken).find(std::string("tensor '") + name + "' has dtype F8_E4M3, which attnmap does not read"),
+              std::string::npos)
+        << error_of(broken);
+  }
   // The command line wins over the file's config, with a notice saying what it replaced.
   ModelOverrides ov2;
   ov2.num_heads = 2;
@@ -227,6 +236,9 @@ TEST(WeightsJson, RefusesHostileFiles) {
   EXPECT_NE(msg(std::string("{\"a\": [1,\0 2]}", 14)).find("line 1, column 10: NUL byte"), std::string::npos);
   // Config values of the wrong type or absurd size are refused by name.
   EXPECT_EQ(msg(R"({"a": [1], "config": [1]})"), "w.json: tensor 'config' must be an object");
+  EXPECT_EQ(msg(R"({"a": [1], "config": "{\"num_heads\": 4}"})"),
+            "w.json: \"config\" must be an object, found a string (a config as a JSON string is the safetensors "
+            "__metadata__ convention, not JSON weights')");
   EXPECT_NE(msg(seed_json().replace(seed_json().find("\"patch_size\": 1"), 15, "\"patch_size\": 1e300"))
                 .find("config \"patch_size\" must be an integer"),
             std::string::npos);

@@ -118,8 +118,9 @@ def to_timm_state_dict(obj):
         sd = torchvision_to_timm(sd)
     # drop buffers / things attnmap does not use
     sd = {k: v for k, v in sd.items() if not k.endswith('num_batches_tracked')}
-    missing = [k for k in ('patch_embed.proj.weight', 'cls_token', 'pos_embed', 'norm.weight',
-                           'head.weight') if k not in sd]
+    missing = [k for k in ('patch_embed.proj.weight', 'cls_token', 'pos_embed') if k not in sd]
+    if 'head.weight' in sd and 'norm.weight' not in sd:
+        missing.append('norm.weight')  # the classifier reads the final LayerNorm; a backbone may lack both
     if missing:
         raise ValueError('not a ViT state_dict in timm/torchvision layout; missing %s' % missing)
     return sd, hints
@@ -151,28 +152,48 @@ def make_config(sd, hints, num_heads=None, layer_norm_eps=None, mean=None, std=N
     npos = int(sd['pos_embed'].shape[1]) - 1
     g = int(round(npos ** 0.5))
     isz = image_size or hints.get('image_size') or g * ps
+    if num_heads is not None and num_heads <= 0:
+        raise ValueError('--num-heads must be positive, found %d' % num_heads)
     nh = num_heads or hints.get('num_heads') or KNOWN_HEADS.get(D)
     if not nh:
         raise ValueError('cannot tell num_heads for width %d: pass --num-heads' % D)
     if D % nh:
         raise ValueError('width %d not divisible by num_heads %d' % (D, nh))
-    ncls = int(sd['head.weight'].shape[0])
-    labels = list(labels or hints.get('labels') or ['class_%d' % i for i in range(ncls)])
-    if len(labels) != ncls:
-        raise ValueError('%d labels for a head with %d outputs' % (len(labels), ncls))
+    labels = list(labels or hints.get('labels') or [])
+    if 'head.weight' in sd:
+        ncls = int(sd['head.weight'].shape[0])
+        if labels and len(labels) != ncls:
+            raise ValueError('%d labels for a head with %d outputs' % (len(labels), ncls))
+    elif labels:
+        raise ValueError('labels given but the state_dict has no classifier head (head.weight)')
+    depth = 1 + max([int(k.split('.')[1]) for k in sd if k.startswith('blocks.') and k.split('.')[1].isdigit()],
+                    default=-1)
+    if not -depth <= int(default_layer) < depth:
+        raise ValueError('--default-layer %d out of range for %d blocks (0..%d, or -1..-%d)'
+                         % (default_layer, depth, depth - 1, depth))
     if isinstance(default_head, str) and default_head not in ('mean', 'max', 'min'):
-        default_head = int(default_head)
-    return {
+        try:
+            default_head = int(default_head)
+        except ValueError:
+            raise ValueError("--default-head must be mean, max, min or a head index, found '%s'" % default_head)
+    if isinstance(default_head, int) and not 0 <= default_head < nh:
+        raise ValueError('--default-head %d out of range for %d heads (0..%d)' % (default_head, nh, nh - 1))
+    eps = layer_norm_eps if layer_norm_eps is not None else hints.get('layer_norm_eps', 1e-6)
+    if not eps >= 0:
+        raise ValueError('--layer-norm-eps must be >= 0, found %r' % eps)
+    cfg = {
         'num_heads': int(nh),
-        'layer_norm_eps': float(layer_norm_eps or hints.get('layer_norm_eps') or 1e-6),
+        'layer_norm_eps': float(eps),
         'mean': [float(v) for v in (mean or hints.get('mean') or IMAGENET_MEAN)],
         'std': [float(v) for v in (std or hints.get('std') or IMAGENET_STD)],
         'patch_size': int(ps),
         'image_size': int(isz),
-        'labels': labels,
         'default_layer': int(default_layer),
         'default_head': default_head,
     }
+    if labels:  # without them attnmap shows "class N"
+        cfg['labels'] = labels
+    return cfg
 
 
 def write_json(sd, config, path):
@@ -244,16 +265,25 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if not a.out and not a.safetensors:
         ap.error('give -o OUT.json and/or --safetensors OUT')
+    same = lambda x, y: os.path.realpath(x) == os.path.realpath(y)
+    for p in (a.out, a.safetensors):
+        if p and same(p, a.input):
+            ap.error('%s is the input checkpoint: choose another output name' % p)
+    if a.out and a.safetensors and same(a.out, a.safetensors):
+        ap.error('-o and --safetensors name the same file: %s' % a.out)
     labels = None
     if a.labels_file:
         with open(a.labels_file) as f:
             labels = [ln.strip() for ln in f if ln.strip()]
     elif a.labels:
-        labels = a.labels.split(',')
-    cfg = export(a.input, a.out, a.safetensors, num_heads=a.num_heads,
-                 layer_norm_eps=a.layer_norm_eps, mean=a.mean, std=a.std,
-                 patch_size=a.patch_size, image_size=a.image_size, labels=labels,
-                 default_layer=a.default_layer, default_head=a.default_head)
+        labels = [x.strip() for x in a.labels.split(',')]
+    try:
+        cfg = export(a.input, a.out, a.safetensors, num_heads=a.num_heads,
+                     layer_norm_eps=a.layer_norm_eps, mean=a.mean, std=a.std,
+                     patch_size=a.patch_size, image_size=a.image_size, labels=labels,
+                     default_layer=a.default_layer, default_head=a.default_head)
+    except ValueError as e:  # a bad option or checkpoint: one line, no traceback
+        ap.exit(2, '%s: error: %s\n' % (ap.prog, e))
     for p in (a.out, a.safetensors):
         if p:
             print('wrote %s (%d bytes)' % (p, os.path.getsize(p)))
