@@ -205,8 +205,10 @@ int main(int argc, char** argv) {
   const auto commands = app.get_subcommands([](const CLI::App*) { return true; });
   if (argc > 1 && argv[1] && argv[1][0] != '-' &&
       std::none_of(commands.begin(), commands.end(), [&](const CLI::App* c) { return c->check_name(argv[1]); })) {
-    std::cerr << "attnmap: error: unknown command '" << attnmap::printable(argv[1])
-              << "' (commands: render, eval, inspect; attnmap --help)\n";
+    std::string names;
+    for (const CLI::App* c : commands) names += (names.empty() ? "" : ", ") + c->get_name();
+    std::cerr << "attnmap: error: unknown command '" << attnmap::printable(argv[1]) << "' (commands: " << names
+              << "; attnmap --help)\n";
     return 2;
   }
   try {

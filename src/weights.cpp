@@ -1,5 +1,6 @@
 #include "weights.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <cerrno>
 #include <cmath>
@@ -54,7 +55,7 @@ class Loader {
       if (sk != raw_.skipped.end())
         throw Error(raw_.path + ": tensor '" + file_name(canon) + "' has dtype " + sk->second +
                     ", which attnmap does not read (expected F32, F16, BF16 or F64 of shape " + expected + ")");
-      throw Error(raw_.path + ": missing tensor '" + file_name(canon) + "' (expected shape " + expected + ")");
+      missing(canon, expected);
     }
     return *t;
   }
@@ -71,9 +72,10 @@ class Loader {
     return take(canon, shape);
   }
 
-  /// Throws the missing-tensor error for `canon`, with `why` after the expected shape.
-  [[noreturn]] void missing(const std::string& canon, const std::string& expected, const std::string& why) const {
-    throw Error(raw_.path + ": missing tensor '" + file_name(canon) + "' (expected shape " + expected + "; " + why + ")");
+  /// Throws the missing-tensor error for `canon`, with `why` (if any) after the expected shape.
+  [[noreturn]] void missing(const std::string& canon, const std::string& expected, const std::string& why = "") const {
+    throw Error(raw_.path + ": missing tensor '" + file_name(canon) + "' (expected shape " + expected +
+                (why.empty() ? "" : "; " + why) + ")");
   }
 
   Error shape_error(const std::string& canon, const std::string& expected, const std::vector<int64_t>& found) const {
@@ -628,12 +630,13 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
       }
       continue;
     }
-    for (int i = 0; i < depth && with < depth; ++i) {
-      if (!(w.blocks[static_cast<size_t>(i)].*(bk.lin)).bias.empty()) continue;
-      const std::string canon = "blocks." + std::to_string(i) + "." + rest;
-      const int64_t n = kind == "attn.qkv.bias" ? (sc.separate_qkv ? D : 3 * D) : kind == "mlp.fc1.bias" ? hp.mlp_dim : D;
-      ld.missing(canon, shape_str({n}), "the other blocks have it");
-    }
+    if (with == depth) continue;
+    const auto has_bias = [&](const BlockWeights& blk) { return !(blk.*(bk.lin)).bias.empty(); };
+    const auto first_missing = std::find_if_not(w.blocks.begin(), w.blocks.end(), has_bias);
+    const std::vector<float>& sibling = ((*std::find_if(w.blocks.begin(), w.blocks.end(), has_bias)).*(bk.lin)).bias;
+    const int64_t n = sc.separate_qkv && kind == "attn.qkv.bias" ? D : static_cast<int64_t>(sibling.size());
+    ld.missing("blocks." + std::to_string(first_missing - w.blocks.begin()) + "." + rest, shape_str({n}),
+               "the other blocks have it");
   }
   if (w.patch_embed.bias.empty()) no_bias.push_back(ld.file_name("patch_embed.proj.bias"));
   if (ld.has("norm.weight") || ld.has("norm.bias")) w.norm = take_norm(ld, "norm", D);

@@ -238,10 +238,8 @@ RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std
       raw.config_where = "__metadata__ config";
     }
   }
-  std::vector<std::string> skipped;
   for (const Entry& en : entries) {
     if (en.dtype->kind == Kind::Skip) {
-      skipped.push_back(en.name + " (" + en.dtype->name + ")");
       raw.skipped[en.name] = en.dtype->name;
       continue;
     }
@@ -251,10 +249,12 @@ RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std
     t.data = convert(base + en.begin, static_cast<size_t>(t.numel()), en.dtype->kind, fail);
     raw.tensors.emplace(en.name, std::move(t));
   }
-  if (!skipped.empty()) {
+  if (!raw.skipped.empty()) {
     std::string s;
-    for (size_t i = 0; i < skipped.size() && i < 4; ++i) s += (i ? ", " : "") + skipped[i];
-    if (skipped.size() > 4) s += ", ... (" + std::to_string(skipped.size()) + " in all)";
+    size_t i = 0;
+    for (auto it = raw.skipped.begin(); it != raw.skipped.end() && i < 4; ++it, ++i)
+      s += (i ? ", " : "") + it->first + " (" + it->second + ")";
+    if (raw.skipped.size() > 4) s += ", ... (" + std::to_string(raw.skipped.size()) + " in all)";
     raw.notices.push_back("skipped non-float tensors: " + s);
   }
   return raw;
