@@ -16,11 +16,11 @@
 
 #include <sys/resource.h>
 
-#include "attention_maps.hpp"
-#include "batch.hpp"
-#include "sgemm.hpp"
-#include "vit.hpp"
-#include "weights.hpp"
+#include "maps/attention_maps.hpp"
+#include "app/batch.hpp"
+#include "model/sgemm.hpp"
+#include "model/vit.hpp"
+#include "checkpoint/weights.hpp"
 
 using namespace attnmap;
 using Clock = std::chrono::steady_clock;

@@ -4,9 +4,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "error.hpp"
-#include "image_io.hpp"
-#include "preprocess.hpp"
+#include "core/error.hpp"
+#include "io/image_io.hpp"
+#include "model/preprocess.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   attnmap::LoadOptions opt;

@@ -3,9 +3,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "error.hpp"
-#include "weights.hpp"
-#include "weights_safetensors.hpp"
+#include "core/error.hpp"
+#include "checkpoint/weights.hpp"
+#include "checkpoint/weights_safetensors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "error.hpp"
-#include "weights.hpp"
+#include "core/error.hpp"
+#include "checkpoint/weights.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

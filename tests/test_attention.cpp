@@ -5,10 +5,10 @@
 
 #include <fstream>
 
-#include "attention_maps.hpp"
-#include "error.hpp"
+#include "maps/attention_maps.hpp"
+#include "core/error.hpp"
 #include "test_util.hpp"
-#include "vit.hpp"
+#include "model/vit.hpp"
 
 using namespace attnmap;
 

@@ -13,13 +13,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attention_maps.hpp"
-#include "batch.hpp"
-#include "error.hpp"
-#include "image_io.hpp"
-#include "npy.hpp"
+#include "maps/attention_maps.hpp"
+#include "app/batch.hpp"
+#include "core/error.hpp"
+#include "io/image_io.hpp"
+#include "io/npy.hpp"
 #include "test_util.hpp"
-#include "weights_json.hpp"
+#include "checkpoint/weights_json.hpp"
 
 namespace fs = std::filesystem;
 using namespace attnmap;

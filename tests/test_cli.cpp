@@ -10,9 +10,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "error.hpp"
-#include "image_io.hpp"
-#include "npy.hpp"
+#include "core/error.hpp"
+#include "io/image_io.hpp"
+#include "io/npy.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;

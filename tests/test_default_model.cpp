@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "batch.hpp"
+#include "app/batch.hpp"
 #include "test_util.hpp"
-#include "weights.hpp"
+#include "checkpoint/weights.hpp"
 
 namespace fs = std::filesystem;
 

@@ -12,16 +12,16 @@
 #include <spng.h>
 #include <sys/stat.h>
 
-#include "batch.hpp"
-#include "classify.hpp"
-#include "error.hpp"
-#include "eval_cmd.hpp"
-#include "evaluate.hpp"
-#include "image_io.hpp"
-#include "npy.hpp"
-#include "render.hpp"
+#include "app/batch.hpp"
+#include "model/classify.hpp"
+#include "core/error.hpp"
+#include "app/eval_cmd.hpp"
+#include "maps/evaluate.hpp"
+#include "io/image_io.hpp"
+#include "io/npy.hpp"
+#include "app/render.hpp"
 #include "test_util.hpp"
-#include "vit.hpp"
+#include "model/vit.hpp"
 
 namespace fs = std::filesystem;
 using namespace attnmap;

@@ -8,14 +8,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "attention_maps.hpp"
-#include "batch.hpp"
-#include "error.hpp"
-#include "inspect.hpp"
-#include "npy.hpp"
+#include "maps/attention_maps.hpp"
+#include "app/batch.hpp"
+#include "core/error.hpp"
+#include "app/inspect.hpp"
+#include "io/npy.hpp"
 #include "test_util.hpp"
-#include "vit.hpp"
-#include "weights.hpp"
+#include "model/vit.hpp"
+#include "checkpoint/weights.hpp"
 
 namespace fs = std::filesystem;
 using namespace attnmap;

@@ -4,11 +4,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "attention_maps.hpp"
-#include "npy.hpp"
+#include "maps/attention_maps.hpp"
+#include "io/npy.hpp"
 #include "test_util.hpp"
-#include "vit.hpp"
-#include "weights.hpp"
+#include "model/vit.hpp"
+#include "checkpoint/weights.hpp"
 
 using namespace attnmap;
 

@@ -3,11 +3,11 @@
 #include <tuple>
 #include <cmath>
 
-#include "colormap.hpp"
-#include "error.hpp"
-#include "npy.hpp"
-#include "overlay.hpp"
-#include "preprocess.hpp"
+#include "draw/colormap.hpp"
+#include "core/error.hpp"
+#include "io/npy.hpp"
+#include "draw/overlay.hpp"
+#include "model/preprocess.hpp"
 #include "test_util.hpp"
 
 using namespace attnmap;

@@ -18,14 +18,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "batch.hpp"
-#include "error.hpp"
-#include "image_io.hpp"
-#include "preprocess.hpp"
-#include "sgemm.hpp"
+#include "app/batch.hpp"
+#include "core/error.hpp"
+#include "io/image_io.hpp"
+#include "model/preprocess.hpp"
+#include "model/sgemm.hpp"
 #include "test_util.hpp"
-#include "weights.hpp"
-#include "weights_safetensors.hpp"
+#include "checkpoint/weights.hpp"
+#include "checkpoint/weights_safetensors.hpp"
 
 namespace fs = std::filesystem;
 using namespace attnmap;

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "error.hpp"
-#include "weights_safetensors.hpp"
+#include "core/error.hpp"
+#include "checkpoint/weights_safetensors.hpp"
 
 using namespace attnmap;
 

@@ -8,14 +8,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "attention_maps.hpp"
-#include "heads_grid.hpp"
-#include "image_io.hpp"
-#include "npy.hpp"
-#include "preprocess.hpp"
+#include "maps/attention_maps.hpp"
+#include "draw/heads_grid.hpp"
+#include "io/image_io.hpp"
+#include "io/npy.hpp"
+#include "model/preprocess.hpp"
 #include "test_util.hpp"
-#include "vit.hpp"
-#include "weights.hpp"
+#include "model/vit.hpp"
+#include "checkpoint/weights.hpp"
 
 namespace fs = std::filesystem;
 using namespace attnmap;

@@ -1,9 +1,9 @@
 // Weights loading: the JSON v1 SAX parser and the loader's messages for broken files.
 #include <gtest/gtest.h>
 
-#include "error.hpp"
+#include "core/error.hpp"
 #include "test_util.hpp"
-#include "weights.hpp"
+#include "checkpoint/weights.hpp"
 
 using namespace attnmap;
 

@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""Writes src/colormap_tables.inc: 256-entry 8-bit RGB lookup tables sampled from Debian's matplotlib.
+"""Writes src/draw/colormap_tables.inc: 256-entry 8-bit RGB lookup tables sampled from Debian's matplotlib.
 
 The tables are data, not code: cmap(i / 255, bytes=True) for i in 0..255, exactly as matplotlib maps a
 normalised value with 256 levels. Sources and terms: viridis, magma, inferno, plasma - Nathaniel J. Smith,
 Stefan van der Walt and Eric Firing, released CC0; turbo - Anton Mikhailov (Google LLC), Apache-2.0;
 jet and gray - matplotlib's segmented maps (matplotlib licence, BSD-compatible).
-Run: /usr/bin/python3 tools/gen_colormaps.py > src/colormap_tables.inc
+Run: /usr/bin/python3 tools/gen_colormaps.py > src/draw/colormap_tables.inc
 """
 import matplotlib
 

@@ -1,0 +1,691 @@
+#include "app/batch.hpp"
+
+#include <sched.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "model/classify.hpp"
+#include "core/error.hpp"
+#include "io/image_io.hpp"
+#include "io/npy.hpp"
+#include "model/pos_embed.hpp"
+#include "model/sgemm.hpp"
+#include "checkpoint/weights.hpp"
+
+namespace attnmap {
+
+namespace fs = std::filesystem;
+
+std::string canonical_or_empty(const fs::path& p) {
+  // As the kernel will see the path once its missing folders are made: component by component from the
+  // root, every existing link followed, ".." the physical parent of what was reached so far. (Plain
+  // weakly_canonical folds what follows a missing component without following the links in it, so that
+  // "new/../link/x" would not be seen to be the link's file.)
+  std::error_code ec;
+  const fs::path abs = fs::absolute(p, ec);
+  if (ec) return {};
+  fs::path cur = abs.root_path();
+  bool cur_missing = false;
+  for (const fs::path& c : abs.relative_path()) {
+    if (c.empty() || c == ".") continue;
+    if (!cur_missing) {  // something must be entered: an existing non-folder cannot be (the kernel: ENOTDIR)
+      const fs::file_status cs = fs::status(cur, ec);
+      if (ec || !fs::is_directory(cs)) return {};
+    }
+    if (c == "..") {
+      cur = cur.parent_path();
+      cur_missing = cur_missing && !fs::exists(fs::symlink_status(cur, ec));
+      continue;
+    }
+    fs::path next = cur / c;
+    if (cur_missing) {
+      cur = next;
+      continue;
+    }
+    const fs::file_status ls = fs::symlink_status(next, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory) return {};
+    if (!fs::exists(ls)) {
+      cur = next;
+      cur_missing = true;
+    } else if (fs::is_symlink(ls)) {
+      cur = fs::canonical(next, ec);  // the whole chain; a dangling link or a loop cannot be resolved
+      if (ec) return {};
+    } else {
+      cur = next;
+    }
+  }
+  return cur.string();
+}
+
+void check_output_name(const std::string& flag, const std::string& path) {
+  const fs::path p(path);
+  const std::string leaf = p.filename().string();
+  if (leaf.empty() || leaf == "." || leaf == "..")
+    throw Error(flag + " " + path + " names a folder; give a file name, e.g. DIR/out.json");
+  for (const fs::path& c : p)
+    if (c.string().size() > 255)  // NAME_MAX of Linux file systems; found now rather than when writing
+      throw Error(flag + " " + path + ": a name of " + std::to_string(c.string().size()) +
+                  " bytes is too long (at most 255)");
+}
+
+std::string check_output_file(const std::string& flag, const std::string& path, const std::vector<ReadFile>& reads) {
+  check_output_name(flag, path);
+  auto refuse = [&](const std::string& why) { return Error(flag + " " + path + why); };
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_symlink(fs::symlink_status(p, ec))) {
+    (void)fs::canonical(p, ec);  // strict: the link must lead to something
+    if (ec) throw refuse(" is a symbolic link that leads to no file (" + ec.message() + "); choose another file");
+  }
+  const std::string target = canonical_or_empty(p);
+  if (target.empty())
+    throw refuse(" cannot be resolved (a link loop, a dangling link or a file where a folder is needed)");
+  const fs::file_status st = fs::status(target, ec);
+  if (fs::is_directory(st)) throw refuse(" is a folder; choose a file name");
+  if (fs::exists(st) && !fs::is_regular_file(st))
+    throw refuse(" is not a regular file (a device, FIFO or socket); choose another file");
+  // An existing target is compared by device and inode (one stat per read file: also hard links and bind
+  // mounts); one still to be made, by its resolved path (a read file that does not exist yet, e.g. labels.csv).
+  struct ::stat ts {};
+  const bool exists = fs::exists(st) && ::stat(target.c_str(), &ts) == 0;
+  for (const ReadFile& r : reads) {
+    struct ::stat rs {};
+    const bool same = exists ? ::stat(r.path.c_str(), &rs) == 0 && rs.st_dev == ts.st_dev && rs.st_ino == ts.st_ino
+                             : canonical_or_empty(r.path) == target;
+    if (same) throw refuse(" is " + r.what + "; choose another file");
+  }
+  return target;
+}
+
+namespace {
+std::string g_program_path;  // main's argv[0]
+}  // namespace
+
+void set_program_path(const std::string& argv0) { g_program_path = argv0; }
+
+std::vector<ReadFile> model_reads(const std::string& weights_path) {
+  std::vector<ReadFile> reads;
+  for (const std::string& f : model_files(weights_path))
+    reads.push_back({f, f == weights_path ? "the weights file" : "a config file read with the weights"});
+  reads.push_back({"/proc/self/exe", "the attnmap program itself"});
+  if (g_program_path.find('/') != std::string::npos) reads.push_back({g_program_path, "the attnmap program itself"});
+  return reads;
+}
+
+std::vector<std::string> make_output_folder(const std::string& flag, const std::string& path, const std::string& target) {
+  std::error_code ec;
+  const fs::path dir = fs::path(target).parent_path();
+  std::vector<fs::path> chain;  // dir and its missing ancestors, deepest first
+  for (fs::path a = dir; !a.empty() && !fs::exists(fs::symlink_status(a, ec)); a = a.parent_path()) {
+    chain.push_back(a);
+    if (a == a.parent_path()) break;
+  }
+  std::vector<std::string> made;  // deepest first
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    if (::mkdir(it->c_str(), 0777) != 0) {
+      const int err = errno;
+      remove_made_folders(made);
+      throw Error(flag + " " + path + ": cannot create folder " + it->string() + " (" + std::strerror(err) + ")");
+    }
+    made.insert(made.begin(), it->string());
+  }
+  // Probe by creating (then removing) a file beside it, as a temporary file will be: unlike access(2) this
+  // also catches a read-only mount or a pseudo file system such as /proc, and holds for root.
+  const fs::path probe =
+      dir / ("." + fs::path(target).filename().string().substr(0, 200) + ".probe." + std::to_string(::getpid()));
+  const TempFileGuard guard(probe.string());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    remove_made_folders(made);
+    throw Error(flag + " " + path + ": cannot create a file in folder " + dir.string() + " (" + std::strerror(err) + ")");
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return made;
+}
+
+void remove_made_folders(const std::vector<std::string>& made) {
+  for (const std::string& d : made) ::rmdir(d.c_str());  // rmdir(2) removes nothing but an empty folder
+}
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool has_extension(const fs::path& p, const std::set<std::string>& exts) {
+  std::string e = lower(p.extension().string());
+  return !e.empty() && exts.count(e.substr(1)) != 0;
+}
+
+bool is_hidden(const fs::path& p) {
+  const std::string n = p.filename().string();
+  return !n.empty() && n[0] == '.';
+}
+
+/// Collects the entries below `dir` whose extension is in `exts`, whatever their kind (hidden entries skipped, links to
+/// folders not followed, the folder whose canonical path is `out_canon` not entered). A folder that cannot
+/// be read becomes one (path, "PATH: cannot read folder: REASON") entry of `unreadable` and the walk goes on.
+void walk_folder(const fs::path& dir, const std::string& out_canon, const std::set<std::string>& exts,
+                 std::vector<fs::path>* files, std::vector<std::pair<std::string, std::string>>* unreadable) {
+  std::error_code ec;
+  std::vector<fs::path> subdirs;
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    if (is_hidden(p)) continue;
+    std::error_code e2;
+    if (it->is_directory(e2)) {
+      if (it->is_symlink(e2)) continue;  // not followed: link loops cannot hang the walk
+      if (!out_canon.empty() && canonical_or_empty(p) == out_canon) continue;
+      subdirs.push_back(p);
+      continue;
+    }
+    // A FIFO, device, dangling link or link loop with an image's name is kept too: it then fails with its
+    // own line (as when named directly) instead of vanishing from the run and the manifest.
+    if (has_extension(p, exts)) files->push_back(p);
+  }
+  if (ec && unreadable) unreadable->push_back({dir.string(), dir.string() + ": cannot read folder: " + ec.message()});
+  std::sort(subdirs.begin(), subdirs.end());
+  for (const fs::path& d : subdirs) walk_folder(d, out_canon, exts, files, unreadable);
+}
+
+struct Candidate {
+  std::string input;
+  fs::path rel;  // path relative to the output folder, with the input's extension
+};
+
+}  // namespace
+
+const std::vector<std::string>& default_image_extensions() {
+  static const std::vector<std::string> kExt = {"jpg", "jpeg", "png", "bmp", "tga", "gif", "psd",
+                                                "hdr", "pic", "ppm", "pgm", "pnm"};
+  return kExt;
+}
+
+std::vector<std::string> parse_extensions(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const std::string& item : items) {
+    size_t pos = 0;
+    while (pos <= item.size()) {
+      const size_t comma = std::min(item.find(',', pos), item.size());
+      std::string e = item.substr(pos, comma - pos);
+      while (!e.empty() && e.front() == '.') e.erase(e.begin());
+      if (e.empty()) throw Error("--ext expects extensions such as jpg,png; found an empty item in '" + item + "'");
+      out.push_back(lower(e));
+      pos = comma + 1;
+    }
+  }
+  return out;
+}
+
+void parse_shard(const std::string& s, int* index, int* count) {
+  const size_t slash = s.find('/');
+  long k = 0, n = 0;
+  bool ok = slash != std::string::npos && slash > 0 && slash + 1 < s.size();
+  if (ok) {
+    char* end = nullptr;
+    const std::string ks = s.substr(0, slash), ns = s.substr(slash + 1);
+    k = std::strtol(ks.c_str(), &end, 10);
+    ok = *end == '\0' && std::isdigit(static_cast<unsigned char>(ks[0]));
+    n = std::strtol(ns.c_str(), &end, 10);
+    ok = ok && *end == '\0' && std::isdigit(static_cast<unsigned char>(ns[0]));
+  }
+  if (!ok || n < 1 || n > 1000000 || k < 1 || k > n)
+    throw Error("--shard expects K/N with 1 <= K <= N (e.g. 1/4), found '" + s + "'");
+  *index = static_cast<int>(k);
+  *count = static_cast<int>(n);
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  const unsigned h = std::thread::hardware_concurrency();
+  return h > 0 ? static_cast<int>(h) : 1;
+}
+
+std::vector<Job> plan_jobs(const std::vector<std::string>& inputs, const std::string& out_dir,
+                           std::vector<std::string>* missing, const std::vector<std::string>& ext,
+                           std::vector<std::pair<std::string, std::string>>* unreadable) {
+  const std::vector<std::string>& ext_list = ext.empty() ? default_image_extensions() : ext;
+  const std::set<std::string> exts(ext_list.begin(), ext_list.end());
+  std::vector<Candidate> cands;
+  std::set<std::string> seen;
+  const std::string out_canon = canonical_or_empty(out_dir);
+  for (const std::string& in : inputs) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(in, ec);
+    if (ec && unreadable && ec != std::errc::no_such_file_or_directory) {  // e.g. a symlink loop: the reason
+      unreadable->push_back({in, in + ": " + ec.message()});
+      continue;
+    }
+    if (ec || !fs::exists(st)) {
+      missing->push_back(in);
+      continue;
+    }
+    if (fs::is_directory(st)) {
+      std::vector<fs::path> files;
+      walk_folder(in, out_canon, exts, &files, unreadable);
+      std::sort(files.begin(), files.end());
+      for (const fs::path& f : files) {
+        const std::string c = canonical_or_empty(f);
+        if (!seen.insert(c.empty() ? f.string() : c).second) continue;  // a dangling link has no canonical path
+        cands.push_back({f.string(), f.lexically_relative(in)});
+      }
+    } else {
+      const std::string c = canonical_or_empty(in);
+      if (!seen.insert(c).second) continue;
+      cands.push_back({in, fs::path(in).filename()});
+    }
+  }
+  // Output stems; colliding ones keep their extension, then numbered.
+  std::map<std::string, int> stem_count;
+  auto stem_of = [](const fs::path& rel) { return (rel.parent_path() / rel.stem()).string(); };
+  for (const auto& c : cands) ++stem_count[stem_of(c.rel)];
+  std::vector<Job> jobs;
+  std::set<std::string> used;
+  for (const auto& c : cands) {
+    std::string base = stem_count[stem_of(c.rel)] > 1 ? c.rel.string() : stem_of(c.rel);
+    std::string unique = base;
+    for (int k = 2; used.count(unique); ++k) unique = base + "-" + std::to_string(k);
+    used.insert(unique);
+    jobs.push_back({c.input, (fs::path(out_dir) / unique).string()});
+  }
+  return jobs;
+}
+
+std::string default_weights_path() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "share" / "attnmap" / "default.json";
+    if (fs::exists(installed, ec)) return installed.string();
+  }
+  for (const char* p : {ATTNMAP_SOURCE_WEIGHTS, ATTNMAP_INSTALLED_WEIGHTS})
+    if (fs::exists(p, ec)) return p;
+  throw Error(std::string("no weights given and the bundled default is missing (looked for ") + ATTNMAP_SOURCE_WEIGHTS +
+              "); pass --weights");
+}
+
+namespace {
+
+std::string with_path(const std::string& input, const std::string& msg) {
+  return msg.compare(0, input.size(), input) == 0 ? msg : input + ": " + msg;
+}
+
+/// What happened to one input; becomes one manifest line.
+struct Outcome {
+  std::string input;
+  std::string status;  // "done" | "failed" | "skipped"
+  std::string error;
+  std::vector<std::string> outputs;
+  double milliseconds = 0;
+  std::optional<MapStats> stats;
+  std::vector<std::pair<std::string, float>> top5;  // with a classifier head
+};
+
+/// One manifest object. Fields are documented in README.md ("Manifest"); per-image results come from
+/// RenderResult, so a new field there (e.g. top-5 classes) is one more line here.
+std::string manifest_line(const Outcome& o) {
+  nlohmann::ordered_json j;
+  j["input"] = o.input;
+  j["outputs"] = o.outputs;
+  j["status"] = o.status;
+  j["error"] = o.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.error);
+  j["milliseconds"] = std::round(o.milliseconds * 1000.0) / 1000.0;
+  if (o.stats) {
+    j["map_max"] = o.stats->max;
+    j["argmax_row"] = o.stats->argmax_row;
+    j["argmax_col"] = o.stats->argmax_col;
+    j["entropy"] = o.stats->entropy_valid ? nlohmann::ordered_json(o.stats->entropy) : nlohmann::ordered_json(nullptr);
+  } else {
+    for (const char* k : {"map_max", "argmax_row", "argmax_col", "entropy"}) j[k] = nullptr;
+  }
+  if (!o.top5.empty()) {
+    nlohmann::ordered_json t = nlohmann::ordered_json::array();
+    for (const auto& [label, p] : o.top5) t.push_back({{"label", label}, {"probability", p}});
+    j["top5"] = t;
+  } else {
+    j["top5"] = nullptr;
+  }
+  // Invalid UTF-8 in a file name becomes U+FFFD rather than aborting the run.
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+/// The manifest: lines written in input order, each with one write(2) as soon as every earlier input has
+/// finished, so an interrupted run leaves a file of complete lines.
+class Manifest {
+ public:
+  Manifest(const std::string& path, size_t n) : path_(path), lines_(n), ready_(n, 0) {
+    if (path.empty()) return;
+    std::error_code ec;
+    const fs::path parent = fs::path(path).parent_path();
+    if (!parent.empty()) fs::create_directories(parent, ec);
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw Error(path + ": cannot create the manifest: " + std::strerror(errno));
+  }
+  ~Manifest() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Manifest(const Manifest&) = delete;
+  Manifest& operator=(const Manifest&) = delete;
+  /// Records input i's line; called with the run's lock held. Returns an error message when writing failed.
+  std::string put(size_t i, std::string line) {
+    if (fd_ < 0) return {};
+    lines_[i] = std::move(line);
+    ready_[i] = 1;
+    std::string err;
+    while (next_ < lines_.size() && ready_[next_]) {
+      const std::string& l = lines_[next_];
+      size_t off = 0;
+      while (off < l.size() && failed_.empty()) {
+        const ssize_t w = ::write(fd_, l.data() + off, l.size() - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) {
+          failed_ = path_ + ": manifest write failed: " + std::strerror(errno);
+          err = failed_;
+        } else {
+          off += static_cast<size_t>(w);
+        }
+      }
+      std::string().swap(lines_[next_]);
+      ++next_;
+    }
+    return err;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::vector<std::string> lines_;
+  std::vector<char> ready_;
+  size_t next_ = 0;
+  std::string failed_;
+};
+
+std::string fmt_duration(double s) {
+  if (!(s >= 0) || s > 359999) return "--:--";
+  const long t = std::lround(s);
+  char b[32];
+  if (t >= 3600)
+    std::snprintf(b, sizeof b, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+  else
+    std::snprintf(b, sizeof b, "%ld:%02ld", t / 60, t % 60);
+  return b;
+}
+
+/// Progress on standard error: a redrawn bar on a terminal, a plain line every `every` images otherwise.
+class Progress {
+ public:
+  Progress(size_t total, bool enabled, int every)
+      : total_(total), enabled_(enabled && total > 0), tty_(::isatty(2) == 1), t0_(std::chrono::steady_clock::now()) {
+    every_ = every > 0 ? static_cast<size_t>(every) : std::clamp<size_t>((total + 9) / 10, 1, 100);
+  }
+  /// Clears the bar so that a message can be printed on a clean line (lock held).
+  void clear() {
+    if (shown_) std::cerr << "\r\033[K" << std::flush;
+    shown_ = false;
+  }
+  /// One more image finished (lock held). `processed` counts skipped ones; `rendered` the others.
+  void tick(size_t processed, size_t skipped) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    const double el = std::chrono::duration<double>(now - t0_).count();
+    const size_t work = processed - skipped;  // images actually rendered (done or failed)
+    const double rate = el > 0 ? static_cast<double>(work) / el : 0.0;
+    const double eta = rate > 0 ? static_cast<double>(total_ - processed) / rate : -1.0;
+    char line[200];
+    if (tty_) {
+      if (processed < total_ && now - last_ < std::chrono::milliseconds(100) && shown_) return;
+      last_ = now;
+      const int width = 28;
+      const int fill = static_cast<int>(static_cast<double>(width) * static_cast<double>(processed) /
+                                        static_cast<double>(total_));
+      std::string bar(static_cast<size_t>(fill), '#');
+      bar.resize(static_cast<size_t>(width), '.');
+      std::snprintf(line, sizeof line, "\r\033[K[%s] %zu/%zu  %.1f images/s  ETA %s", bar.c_str(), processed, total_,
+                    rate, fmt_duration(eta).c_str());
+      std::cerr << line << std::flush;
+      shown_ = true;
+    } else if (processed % every_ == 0 || processed == total_) {
+      std::snprintf(line, sizeof line, "attnmap: %zu/%zu images, %.1f images/s, ETA %s\n", processed, total_, rate,
+                    fmt_duration(eta).c_str());
+      std::cerr << line << std::flush;
+    }
+  }
+
+ private:
+  size_t total_;
+  bool enabled_, tty_;
+  size_t every_ = 1;
+  bool shown_ = false;
+  std::chrono::steady_clock::time_point t0_, last_{};
+};
+
+}  // namespace
+
+int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
+  if (bopt.jobs < 0) throw Error("--jobs must be >= 1 (or 0 for the number of cores), found " + std::to_string(bopt.jobs));
+  if (bopt.shard_count < 1 || bopt.shard_index < 1 || bopt.shard_index > bopt.shard_count)
+    throw Error("--shard expects K/N with 1 <= K <= N");
+  // -o naming an input folder: every run would render the previous run's overlays as new inputs.
+  const std::string out_canon = canonical_or_empty(opt.out_dir);
+  for (const std::string& in : opt.inputs) {
+    std::error_code ec;
+    if (!opt.out_dir.empty() && fs::is_directory(in, ec) && canonical_or_empty(in) == out_canon)
+      throw Error("the output folder is the input folder " + in + "; choose another --out");
+  }
+  if (!bopt.manifest.empty()) check_output_name("--manifest", bopt.manifest);  // before the model loads
+  const std::string weights_path = opt.weights.empty() ? default_weights_path() : opt.weights;
+  ViTWeights model = load_model(weights_path, opt.overrides);
+  if (opt.size) resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1]);
+  if (!opt.quiet)
+    for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
+
+  const RenderContext ctx = make_render_context(model, opt);
+
+  std::vector<std::string> missing;
+  std::vector<std::pair<std::string, std::string>> unreadable;
+  const std::vector<Job> all_jobs = plan_jobs(opt.inputs, opt.out_dir, &missing, bopt.ext, &unreadable);
+  if (all_jobs.empty() && missing.empty() && unreadable.empty()) {
+    std::cerr << "attnmap: error: no images found in the inputs\n";
+    return 1;
+  }
+  std::set<std::string> input_canon;
+  for (const auto& j : all_jobs) input_canon.insert(canonical_or_empty(j.input));
+  // NAME.heads.png of one input must not be another input's overlay (inputs "x.png" and "x.heads.png").
+  std::set<std::string> overlay_paths;
+  for (const auto& j : all_jobs) overlay_paths.insert(j.out_base + ".png");
+  // This shard's jobs: sorted index i with i % N == K-1 (names were resolved over all inputs first, so
+  // every shard names a file exactly as the full run does).
+  std::vector<Job> jobs;
+  for (size_t i = 0; i < all_jobs.size(); ++i)
+    if (i % static_cast<size_t>(bopt.shard_count) == static_cast<size_t>(bopt.shard_index - 1)) jobs.push_back(all_jobs[i]);
+
+  // The manifest must not truncate an input, the weights (or their side configs) or one of this run's outputs.
+  std::string manifest_path;  // resolved: what is checked is what is opened
+  if (!bopt.manifest.empty()) {
+    std::vector<ReadFile> reads = model_reads(weights_path);
+    for (const std::string& in : opt.inputs) reads.push_back({in, "an input"});
+    for (const Job& j : all_jobs) reads.push_back({j.input, "an input"});
+    for (const Job& j : all_jobs) {  // every shard's: the shards together write one full run's files
+      reads.push_back({j.out_base + ".png", "an output of this run"});
+      if (opt.save_raw) reads.push_back({j.out_base + ".npy", "an output of this run"});
+      if (opt.heads_grid) reads.push_back({j.out_base + ".heads.png", "an output of this run"});
+    }
+    if (ctx.font) reads.push_back({ctx.font->path(), "the label font"});
+    manifest_path = check_output_file("--manifest", bopt.manifest, reads);
+  }
+  // The output folder, once: a bad --out is one usage error, not one error per image.
+  {
+    if (opt.out_dir.empty()) throw Error("--out is empty; name an output folder");
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(opt.out_dir, ec)) && !fs::is_directory(opt.out_dir, ec))
+      throw Error(opt.out_dir + ": the output folder exists and is not a folder");
+    fs::create_directories(opt.out_dir, ec);
+    if (ec || !fs::is_directory(opt.out_dir))
+      throw Error(opt.out_dir + ": cannot create the output folder: " +
+                  (ec ? ec.message() : std::string("a file of that name exists")));
+    // Unwritable (permissions, read-only mount, immutable): one usage error, not one failure per image.
+    if (::access(opt.out_dir.c_str(), W_OK | X_OK) != 0)
+      throw Error(opt.out_dir + ": cannot write into the output folder: " + std::strerror(errno));
+  }
+
+  const size_t n_pre = missing.size() + unreadable.size(), n = jobs.size();
+  Manifest manifest(manifest_path, n_pre + n);
+  std::mutex mu;  // guards the counters, the terminal and the manifest
+  size_t done = 0, failed = 0, skipped = 0;
+  std::vector<std::pair<std::string, std::string>> pre;  // (input, error): inputs that failed before rendering
+  for (const auto& m : missing) pre.push_back({m, m + ": no such file or folder"});
+  for (const auto& u : unreadable) pre.push_back(u);
+  for (size_t i = 0; i < n_pre; ++i) {
+    std::cerr << "attnmap: error: " << printable(pre[i].second) << "\n";
+    ++failed;
+    Outcome o;
+    o.input = pre[i].first;
+    o.status = "failed";
+    o.error = pre[i].second;
+    const std::string err = manifest.put(i, manifest_line(o));
+    if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
+  }
+
+  // Cores are shared so that threads never exceed them: with one worker OpenBLAS gets every core; with
+  // several, each worker is one image at a time on a single-threaded OpenBLAS (measured in README.md).
+  const int cores = usable_cores();
+  const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(bopt.jobs > 0 ? bopt.jobs : cores), std::max<size_t>(n, 1)));
+  // OPENBLAS_NUM_THREADS / OMP_NUM_THREADS set by the user win (e.g. 1 on a busy shared machine).
+  const int blas =
+      blas_threads_to_set(workers, cores, std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));
+  if (blas > 0) set_blas_threads(blas);
+
+  Progress progress(n, !opt.quiet, bopt.progress_every);
+  const bool print_each = !opt.quiet;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::atomic<size_t> next{0};
+
+  auto process = [&](size_t i) {
+    const Job& job = jobs[i];
+    const auto ti = std::chrono::steady_clock::now();
+    Outcome o;
+    o.input = job.input;
+    std::vector<std::string> notes;
+    const std::string png = job.out_base + ".png", npy = job.out_base + ".npy", sheet = job.out_base + ".heads.png";
+    try {
+      if (input_canon.count(canonical_or_empty(png)) || (opt.save_raw && input_canon.count(canonical_or_empty(npy))) ||
+          (opt.heads_grid && input_canon.count(canonical_or_empty(sheet))))
+        throw Error("output " + png + " would overwrite an input file; choose another --out");
+      if (opt.heads_grid && overlay_paths.count(sheet))
+        throw Error("output " + sheet + " would overwrite the overlay of another input of that name; rename it");
+      // --skip-existing trusts only attnmap's own outputs: a user's file (or a 0-byte one) of that name is
+      // refused below, as in a plain run, rather than counted as done.
+      auto ours = [](const std::string& out, bool is_npy) {
+        std::error_code ec;
+        return fs::is_regular_file(fs::symlink_status(out, ec)) &&
+               (is_npy ? looks_written_by_attnmap_npy(out) : written_by_attnmap(out));
+      };
+      if (bopt.skip_existing && ours(png, false) && (!opt.save_raw || ours(npy, true)) &&
+          (!opt.heads_grid || ours(sheet, false))) {
+        o.status = "skipped";
+        o.outputs.push_back(png);
+        if (opt.heads_grid) o.outputs.push_back(sheet);
+        if (opt.save_raw) o.outputs.push_back(npy);
+      } else {
+        // A file of the user's that merely has an output's name (photos/cat.png when rendering
+        // photos/cat.jpg into photos/) is never replaced, nor is anything but a regular file (a link, FIFO,
+        // device or folder); attnmap's own earlier outputs are. All are checked before any is written.
+        for (const std::string& out : {png, sheet, npy}) {
+          if ((out == sheet && !opt.heads_grid) || (out == npy && !opt.save_raw)) continue;
+          std::error_code ec;
+          const fs::file_status st = fs::symlink_status(out, ec);
+          if (!fs::exists(st)) continue;
+          if (!fs::is_regular_file(st))
+            throw Error("output " + out + " exists and is not a regular file (a link, folder, FIFO or device); it is "
+                        "left alone: choose another --out or move it away");
+          if (out == npy ? !looks_written_by_attnmap_npy(out) : !written_by_attnmap(out))
+            throw Error("output " + out + " already exists and was not written by attnmap; it is left alone: "
+                        "choose another --out or move it away");
+        }
+        RenderResult res = render_image(ctx, job);
+        o.status = "done";
+        o.outputs = res.outputs;
+        o.stats = map_statistics(res.map, model.hp.grid_h, model.hp.grid_w);
+        o.top5 = std::move(res.top5);
+        notes = std::move(res.notes);
+      }
+    } catch (const std::exception& e) {
+      o.status = "failed";
+      o.error = with_path(job.input, e.what());
+    } catch (...) {
+      o.status = "failed";
+      o.error = job.input + ": unknown error";
+    }
+    o.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ti).count();
+    std::string line = manifest_line(o);
+
+    std::lock_guard<std::mutex> lock(mu);
+    progress.clear();
+    for (const auto& note : notes) std::cerr << "attnmap: note: " << printable(job.input + ": " + note) << "\n";
+    if (o.status == "failed") {
+      ++failed;
+      std::cerr << "attnmap: error: " << printable(o.error) << "\n";
+    } else if (o.status == "skipped") {
+      ++skipped;
+    } else {
+      ++done;
+      if (print_each) {
+        std::cout << printable(job.input + " -> " + o.outputs.front()) << "\n";
+        if (!o.top5.empty()) std::cout << "  top-5: " << printable(format_top_k(o.top5)) << "\n";
+        std::cout << std::flush;
+      }
+    }
+    const std::string err = manifest.put(n_pre + i, std::move(line));
+    if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
+    progress.tick(done + failed + skipped - n_pre, skipped);
+  };
+  auto worker = [&]() {
+    for (size_t i = next++; i < n; i = next++) process(i);
+  };
+  if (workers <= 1) {
+    worker();
+  } else {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < workers; ++t) pool.emplace_back(worker);
+    for (auto& th : pool) th.join();
+  }
+
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!opt.quiet) {
+    progress.clear();
+    char line[200];
+    std::snprintf(line, sizeof line, "attnmap: %zu done, %zu failed, %zu skipped, %.2f s\n", done, failed, skipped, secs);
+    std::cerr << line;
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace attnmap

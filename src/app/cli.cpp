@@ -1,0 +1,301 @@
+// cli.cpp - command-line options only; the work is done in batch.cpp.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cfloat>
+#include <cmath>
+#include <iostream>
+#include <sstream>
+
+#include "app/batch.hpp"
+#include "draw/colormap.hpp"
+#include "core/error.hpp"
+#include "app/eval_cmd.hpp"
+#include "io/image_io.hpp"
+#include "app/inspect.hpp"
+#include "checkpoint/weights.hpp"
+
+namespace {
+
+// Three comma-separated finite numbers; with `positive` (for --std) each must be > 0 and its reciprocal
+// must fit in a float (the normalisation divides by it).
+std::array<float, 3> parse_rgb(const std::string& s, const char* opt, bool positive = false) {
+  std::array<float, 3> v{};
+  std::stringstream ss(s);
+  std::string item;
+  size_t i = 0;
+  while (std::getline(ss, item, ',')) {
+    if (i >= 3) break;
+    double d = 0;
+    size_t used = 0;
+    try {
+      d = std::stod(item, &used);
+    } catch (const std::out_of_range&) {
+      throw attnmap::Error(std::string(opt) + " value '" + item + "' is out of range for a float");
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size())
+      throw attnmap::Error(std::string(opt) + " expects R,G,B numbers, found '" + s + "'");
+    if (!std::isfinite(d)) throw attnmap::Error(std::string(opt) + " values must be finite numbers, found '" + s + "'");
+    if (std::fabs(d) > static_cast<double>(FLT_MAX))
+      throw attnmap::Error(std::string(opt) + " value '" + item + "' is out of range for a float");
+    if (positive && !(d > 0.0))
+      throw attnmap::Error(std::string(opt) + " values must be positive (the image is divided by them), found '" + s + "'");
+    if (positive && 1.0 / d > static_cast<double>(FLT_MAX))
+      throw attnmap::Error(std::string(opt) + " value '" + item + "' is too small: dividing by it overflows a float");
+    v[i] = static_cast<float>(d);
+    ++i;
+  }
+  if (i != 3 || std::count(s.begin(), s.end(), ',') != 2)
+    throw attnmap::Error(std::string(opt) + " expects three numbers R,G,B, found '" + s + "'");
+  return v;
+}
+
+// "S" -> (S, S); "W,H" -> (W, H). Divisibility by the patch size is checked once the model is known.
+std::array<int, 2> parse_size(const std::string& s) {
+  std::array<int, 2> v{};
+  const size_t comma = s.find(',');
+  const std::string parts[2] = {s.substr(0, comma), comma == std::string::npos ? s.substr(0, comma) : s.substr(comma + 1)};
+  for (int i = 0; i < 2; ++i) {
+    size_t used = 0;
+    long n = 0;
+    try {
+      n = std::stol(parts[i], &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != parts[i].size() || n <= 0 || n > 65536)
+      throw attnmap::Error("--size expects S or W,H in pixels (positive integers), found '" + s + "'");
+    v[static_cast<size_t>(i)] = static_cast<int>(n);
+  }
+  return v;
+}
+
+double parse_fraction(const std::string& s, const char* opt) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != s.size()) throw attnmap::Error(std::string(opt) + " expects a number, found '" + s + "'");
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 0 && argv[0]) attnmap::set_program_path(argv[0]);  // --json/--manifest never replace the program
+  attnmap::install_interrupt_cleanup();  // Ctrl-C or a kill leaves no temporary file beside the outputs
+  CLI::App app{"attnmap - draws where a Vision Transformer's class token looks, as a heatmap over the photo"};
+  app.set_version_flag("--version", std::string("attnmap ") + ATTNMAP_VERSION);
+  app.require_subcommand(1);
+
+  attnmap::RenderOptions ro;
+  attnmap::BatchOptions bo;
+  std::string shard_s;
+  std::string layer_s, head_s, upsample_s = "bilinear", resize_s = "squash", mean_s, std_s, size_s, discard_s,
+      threshold_s;
+  int heads = 0;
+  long long max_pixels = static_cast<long long>(ro.load.max_pixels);  // signed: "-1" must not wrap to "no limit"
+  CLI::App* render = app.add_subcommand("render", "render class-token attention heatmaps over images");
+  render->add_option("inputs", ro.inputs, "image files or folders (folders are walked recursively, sorted)")
+      ->required();
+  render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON or safetensors; timm, DINOv2, DeiT, Hugging Face or torchvision names); default: the bundled weights/default.json");
+  render->add_option("-o,--out", ro.out_dir, "output folder, created if missing")->capture_default_str();
+  render->add_option("--layer", layer_s, "encoder block, 0-based; negative counts from the end (default: the weights' config default_layer, else -1 = last; with --rollout -1)");
+  render->add_option("--head", head_s, "a head index (negative counts from the end), or mean | max | min over heads (default: the weights' config default_head, else mean; with --rollout mean)");
+  std::string cmaps;
+  for (const auto& n : attnmap::colormap_names()) cmaps += (cmaps.empty() ? "" : ", ") + n;
+  render->add_option("--colormap", ro.colormap, "colour map: " + cmaps)->capture_default_str();
+  render->add_option("--alpha", ro.alpha, "opacity of the heatmap over the photo, 0..1")->capture_default_str();
+  render->add_option("--upsample", upsample_s, "nearest | bilinear | bicubic")->capture_default_str();
+  render->add_option("--resize", resize_s,
+                     "squash (whole image to the model size) | crop (timm eval: shorter side to size/0.875, "
+                     "centre crop; the map is drawn inside the crop box only)")
+      ->capture_default_str();
+  render->add_option("--heads", heads, "number of attention heads, when the weights do not say");
+  render->add_option("--mean", mean_s, "R,G,B normalisation mean (overrides the weights' config)");
+  render->add_option("--std", std_s, "R,G,B normalisation std (overrides the weights' config)");
+  render->add_flag("--rollout", ro.rollout,
+                   "draw attention rollout (Abnar & Zuidema 2020) through layers 0..--layer, heads fused by --head");
+  render->add_option("--discard", discard_s,
+                     "with --rollout: zero this fraction of the smallest fused attentions per layer (never the class "
+                     "token's row/column or the diagonal), 0..1");
+  render->add_option("--threshold", threshold_s,
+                     "DINO mask: keep the largest attentions holding this fraction of the mass, (0, 1]; drawn as a "
+                     "filled, outlined region");
+  render->add_flag("--heads-grid", ro.heads_grid, "also write NAME.heads.png: one labelled tile per head + the fused map");
+  render->add_option("--size", size_s,
+                     "model input size S or W,H in pixels (multiples of the patch size, e.g. 448 or 518); the "
+                     "position embeddings are resampled bicubically");
+  render->add_flag("--save-raw", ro.save_raw, "also write the map as NumPy .npy (float32, (grid_h, grid_w))");
+  render->add_flag("--all-heads", ro.all_heads, "with --save-raw: write every head, shape (H, grid_h, grid_w)");
+  render->add_flag("-q,--quiet", ro.quiet, "print only errors");
+  render->add_option("-j,--jobs", bo.jobs, "images rendered at once (default: the number of cores)");
+  // No CLI11 delimiter: it drops empty items ("png,,jpg"); parse_extensions splits and refuses them.
+  // One value per --ext (it may be repeated): as a list it swallowed the inputs after it.
+  render->add_option("--ext", bo.ext, "extensions picked in folders, e.g. jpg,png (default: every format stb reads)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  render->add_option("--manifest", bo.manifest, "write one JSON line per input (status, outputs, map statistics)");
+  render->add_flag("--skip-existing", bo.skip_existing, "skip images whose outputs already exist (resume a run)");
+  render->add_option("--shard", shard_s, "render only part K of N of the sorted inputs, e.g. 2/4 (Slurm arrays)");
+  render->add_option("--progress-every", bo.progress_every,
+                     "when standard error is not a terminal: a progress line per this many images (default: auto)");
+  render->add_option("--max-pixels", max_pixels, "refuse images with more pixels than this, before decoding")
+      ->capture_default_str();
+  bool no_exif = false;
+  render->add_flag("--no-exif", no_exif,
+                   "ignore the JPEG EXIF orientation (default: the photo is turned as viewers show it)");
+
+  // attnmap eval: the render view options (bound to the same variables) plus masks, tolerance, fusions, JSON.
+  attnmap::EvalOptions eo;
+  std::string fusions_s = "mean";
+  CLI::App* eval = app.add_subcommand(
+      "eval", "measure how well attention maps localise the object: pointing game, energy-in-mask per layer "
+              "and rollout, top-1 accuracy, against masks named like the images");
+  eval->add_option("inputs", ro.inputs, "image files or folders (folders are walked recursively, sorted)")->required();
+  eval->add_option("--masks", eo.masks_dir, "folder of masks named like the images (same stem); a non-zero colour channel = object (alpha ignored)")
+      ->required();
+  eval->add_option("-w,--weights", ro.weights, "weights file, as for render; default: the bundled weights/default.json");
+  eval->add_option("--layer", layer_s, "selected view: encoder block, 0-based, negative from the end (default: config default_layer, else -1; with --rollout -1)");
+  eval->add_option("--head", head_s, "selected view: a head index, or mean | max | min (default: config default_head, else mean; with --rollout mean)");
+  eval->add_flag("--rollout", ro.rollout, "selected view: attention rollout through layers 0..--layer, heads fused by --head");
+  eval->add_option("--discard", discard_s, "with --rollout: as for render, 0..1");
+  eval->add_option("--fusions", fusions_s, "head fusions scored at every layer, comma-separated: mean,max,min or head indices")
+      ->capture_default_str();
+  eval->add_option("--tolerance", eo.tolerance_px, "pointing game: a hit within this many pixels of the mask")
+      ->capture_default_str();
+  eval->add_option("--upsample", upsample_s, "map to image pixels: nearest | bilinear | bicubic")->capture_default_str();
+  eval->add_option("--resize", resize_s, "squash | crop (as for render; outside the crop box the map is 0)")
+      ->capture_default_str();
+  eval->add_option("--heads", heads, "number of attention heads, when the weights do not say");
+  eval->add_option("--mean", mean_s, "R,G,B normalisation mean (overrides the weights' config)");
+  eval->add_option("--std", std_s, "R,G,B normalisation std (overrides the weights' config)");
+  eval->add_option("--json", eo.json_out, "also write the per-image and summary results as JSON here (a missing folder is created)");
+  eval->add_flag("-q,--quiet", ro.quiet, "print only errors, notes on masks and labels, and the summary");
+  eval->add_option("--max-pixels", max_pixels, "refuse images with more pixels than this, before decoding")
+      ->capture_default_str();
+  eval->add_flag("--no-exif", no_exif, "ignore the JPEG EXIF orientation of images and masks (as for render)");
+
+  std::string inspect_weights;
+  int inspect_heads = 0;
+  CLI::App* inspect = app.add_subcommand(
+      "inspect", "print what attnmap reads from a checkpoint: layout, token layout, grid, depth, heads, parameter "
+                 "count and every config value with where it came from");
+  inspect->add_option("weights", inspect_weights, "weights file: attnmap JSON or safetensors")->required();
+  inspect->add_option("--heads", inspect_heads, "number of attention heads, when the weights do not say");
+
+  // CLI11 reads "--layer=" (nothing after the '=') as the option given without a value and takes the next
+  // argument as its value ("--head= 2 IMG" meant head 2): an '=' with nothing after it is a usage error.
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i] ? argv[i] : "";
+    if (arg == "--") break;
+    if (arg.size() > 3 && arg.compare(0, 2, "--") == 0 && arg.find('=') == arg.size() - 1) {
+      std::cerr << "attnmap: error: " << attnmap::printable(arg.substr(0, arg.size() - 1)) << " expects a value, found ''\n";
+      return 2;
+    }
+  }
+  // A first word that is not an option nor a command: say so (CLI11 reports "A subcommand is required").
+  const auto commands = app.get_subcommands([](const CLI::App*) { return true; });
+  if (argc > 1 && argv[1] && argv[1][0] != '-' &&
+      std::none_of(commands.begin(), commands.end(), [&](const CLI::App* c) { return c->check_name(argv[1]); })) {
+    std::string names;
+    for (const CLI::App* c : commands) names += (names.empty() ? "" : ", ") + c->get_name();
+    std::cerr << "attnmap: error: unknown command '" << attnmap::printable(argv[1]) << "' (commands: " << names
+              << "; attnmap --help)\n";
+    return 2;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::cerr << "attnmap: error: " << attnmap::printable(e.what()) << " (attnmap --help for the options)\n";
+    return 2;
+  }
+
+  try {
+    if (inspect->parsed()) {
+      attnmap::ModelOverrides ov;
+      if (inspect->count("--heads")) ov.num_heads = inspect_heads;
+      const attnmap::ViTWeights w = attnmap::load_model(inspect_weights, ov);
+      std::cout << attnmap::describe_model(w, inspect_weights);
+      return 0;
+    }
+    // An empty value given on purpose (--json "", --head "", -w "", --alpha "") is a mistake, not "option not
+    // given" (the default weights, view, size, ...) nor a number 0: checked for every option of the command.
+    CLI::App* used_app = render->parsed() ? render : eval;
+    for (const CLI::Option* opt : used_app->get_options()) {
+      if (opt->get_positional() || opt->get_expected_min() == 0 || opt->count() == 0) continue;  // flags: no value
+      const auto& res = opt->results();
+      if (std::none_of(res.begin(), res.end(), [](const std::string& r) { return r.empty(); })) continue;
+      const std::string name = opt->get_name();
+      const char* expects = (name == "--json" || name == "--manifest" || name == "--weights") ? "a file name"
+                            : (name == "--masks" || name == "--out")                        ? "a folder"
+                                                                                            : "a value";
+      throw attnmap::Error(name + " expects " + expects + ", found ''");
+    }
+    if (!layer_s.empty()) {
+      size_t used = 0;
+      int v = 0;
+      try {
+        v = std::stoi(layer_s, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != layer_s.size()) throw attnmap::Error("--layer expects an integer, found '" + layer_s + "'");
+      ro.layer = v;
+    }
+    if (!head_s.empty()) ro.head = head_s;
+    if (!size_s.empty()) ro.size = parse_size(size_s);
+    if (!discard_s.empty()) {
+      ro.discard = parse_fraction(discard_s, "--discard");
+      if (!(ro.discard >= 0.0 && ro.discard <= 1.0)) throw attnmap::Error("--discard must be in [0, 1], found '" + discard_s + "'");
+      if (!ro.rollout) throw attnmap::Error("--discard applies to --rollout only");
+    }
+    if (!threshold_s.empty()) {
+      ro.threshold = static_cast<float>(parse_fraction(threshold_s, "--threshold"));
+      if (!(*ro.threshold > 0.0f && *ro.threshold <= 1.0f))
+        throw attnmap::Error("--threshold must be in (0, 1], found '" + threshold_s + "'");
+    }
+    if (ro.all_heads && !ro.save_raw) throw attnmap::Error("--all-heads is a --save-raw option: add --save-raw");
+    ro.load.apply_exif = !no_exif;
+    if (max_pixels < 1) throw attnmap::Error("--max-pixels must be >= 1, found " + std::to_string(max_pixels));
+    ro.load.max_pixels = static_cast<uint64_t>(max_pixels);
+    if (bo.progress_every < 0)
+      throw attnmap::Error("--progress-every must be >= 0 (0: automatic), found " + std::to_string(bo.progress_every));
+    ro.upsample = attnmap::parse_upsample(upsample_s);
+    if (resize_s == "squash") {
+      ro.resize = attnmap::ResizeMode::Squash;
+    } else if (resize_s == "crop") {
+      ro.resize = attnmap::ResizeMode::Crop;
+    } else {
+      throw attnmap::Error("--resize expects squash or crop, found '" + resize_s + "'");
+    }
+    if (render->count("--heads") || eval->count("--heads")) ro.overrides.num_heads = heads;
+    if (!mean_s.empty()) ro.overrides.mean = parse_rgb(mean_s, "--mean");
+    if (!std_s.empty()) ro.overrides.std = parse_rgb(std_s, "--std", true);
+    if (!(ro.alpha >= 0.0f && ro.alpha <= 1.0f)) throw attnmap::Error("--alpha must be in [0, 1]");
+    bo.ext = attnmap::parse_extensions(bo.ext);
+    if (!shard_s.empty()) attnmap::parse_shard(shard_s, &bo.shard_index, &bo.shard_count);
+
+    if (eval->parsed()) {
+      eo.view = ro;
+      eo.fusions.clear();
+      std::stringstream fs(fusions_s);
+      for (std::string f; std::getline(fs, f, ',');) eo.fusions.push_back(f);
+      if (fusions_s.empty() || fusions_s.back() == ',')  // getline drops an empty last item; ",," is caught later
+        throw attnmap::Error("--fusions expects a comma-separated list such as mean,max, found '" + fusions_s + "'");
+      return attnmap::run_eval(eo);
+    }
+    return attnmap::run_render(ro, bo);
+  } catch (const std::exception& e) {
+    std::cerr << "attnmap: error: " << attnmap::printable(e.what()) << "\n";
+    return 2;
+  }
+}

@@ -1,0 +1,496 @@
+#include "app/eval_cmd.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include <unistd.h>
+
+#include "app/batch.hpp"
+#include "model/classify.hpp"
+#include "core/error.hpp"
+#include "maps/evaluate.hpp"
+#include "model/sgemm.hpp"
+#include "model/vit.hpp"
+
+namespace attnmap {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char kLabelsCsv[] = "labels.csv";
+
+/// Where an input's class truth is looked up, in order: labels.csv in the masks folder, then in the image's
+/// own folder.
+std::array<fs::path, 2> truth_folders(const std::string& masks_dir, const std::string& input) {
+  const fs::path parent = fs::path(input).parent_path();
+  return {fs::path(masks_dir), parent.empty() ? fs::path(".") : parent};
+}
+
+// A head index made non-negative (checked against H), so "L3/h-1" and "L3/h3" are the same view.
+HeadSelect resolve_head(HeadSelect h, int H) {
+  const std::vector<float> probe(static_cast<size_t>(H), 0.0f);
+  fuse_heads(probe.data(), H, 1, h);  // throws for an index out of range
+  if (h.fusion == HeadSelect::Fusion::Index && h.index < 0) h.index += H;
+  return h;
+}
+
+bool is_image_file(const fs::path& p) {
+  std::string e = p.extension().string();
+  if (e.empty()) return false;
+  std::transform(e.begin(), e.end(), e.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const auto& exts = default_image_extensions();  // lower case, no dot
+  return std::find(exts.begin(), exts.end(), e.substr(1)) != exts.end();
+}
+
+// Masks by relative path without extension ("sub/0003_coat") and by bare stem ("0003_coat"). Two masks for
+// one key (0003_coat.png and 0003_coat.bmp) are not guessed between: the image fails, naming both.
+struct MaskIndex {
+  std::map<std::string, std::vector<std::string>> by_rel, by_stem;
+
+  explicit MaskIndex(const std::string& dir) {
+    std::error_code ec;
+    std::vector<fs::path> files;
+    for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+         !ec && it != end; it.increment(ec))
+      if (it->is_regular_file(ec) && is_image_file(it->path())) files.push_back(it->path());
+    std::sort(files.begin(), files.end());
+    for (const fs::path& f : files) {
+      const fs::path rel = f.lexically_relative(dir);
+      by_rel[(rel.parent_path() / rel.stem()).generic_string()].push_back(f.string());
+      by_stem[f.stem().string()].push_back(f.string());
+    }
+  }
+
+  // rel_stem: the image's path below its input folder without extension. Throws attnmap::Error when
+  // several masks match.
+  std::optional<std::string> find(const std::string& rel_stem, const std::string& stem) const {
+    const std::vector<std::string>* hit = nullptr;
+    if (!rel_stem.empty()) {
+      auto it = by_rel.find(rel_stem);
+      if (it != by_rel.end()) hit = &it->second;
+    }
+    if (!hit) {
+      auto it = by_stem.find(stem);
+      if (it != by_stem.end()) hit = &it->second;
+    }
+    if (!hit) return std::nullopt;
+    if (hit->size() > 1) {
+      std::string list;
+      for (size_t i = 0; i < hit->size() && i < 4; ++i) list += (i ? ", " : "") + (*hit)[i];
+      if (hit->size() > 4) list += ", ...";
+      throw Error("several masks share the stem '" + stem + "' (" + list + "); keep one");
+    }
+    return hit->front();
+  }
+};
+
+std::string with_path(const std::string& input, const std::string& msg) {
+  return msg.compare(0, input.size(), input) == 0 ? msg : input + ": " + msg;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+}  // namespace
+
+EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
+  const HParams& hp = model.hp;
+  const int H = hp.num_heads;
+  EvalContext ctx;
+  ctx.model = &model;
+  ctx.opt = &opt;
+  if (opt.tolerance_px < 0) throw Error("--tolerance must be >= 0 pixels");
+  std::vector<HeadSelect> fusions;
+  for (const std::string& f : opt.fusions) {
+    try {
+      fusions.push_back(resolve_head(parse_head(f), H));
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      if (msg.rfind("--head", 0) == 0)
+        msg = "--fusions: each" + msg.substr(6);
+      else
+        msg = "--fusions " + f + ": " + msg;
+      throw Error(msg);
+    }
+  }
+  for (int l = 0; l < hp.depth; ++l)
+    for (const HeadSelect& h : fusions) {
+      const std::string name = "L" + std::to_string(l) + "/" + fusion_name(h, "h");
+      bool dup = false;
+      for (const auto& v : ctx.views) dup |= v.name == name;
+      if (!dup) ctx.views.push_back({name, l, h, false});
+    }
+  const EvalView standard_rollout{"rollout", hp.depth - 1, HeadSelect{}, true, 0.0};
+  const SelectedView view = select_view(hp, opt.view);
+  const int sel_layer = view.layer;
+  const HeadSelect sel_head = resolve_head(view.head, H);
+  EvalView sel{"L" + std::to_string(sel_layer) + "/" + fusion_name(sel_head, "h"), sel_layer, sel_head, false,
+               0.0};
+  if (opt.view.rollout) {  // --rollout [--discard F]: rollout through layers 0..sel_layer
+    if (!(opt.view.discard >= 0.0 && opt.view.discard <= 1.0)) throw Error("--discard must be in [0, 1]");
+    sel.rollout = true;
+    sel.discard = opt.view.discard;
+    sel.name = sel_layer == hp.depth - 1 && sel_head.fusion == HeadSelect::Fusion::Mean && sel.discard == 0.0
+                   ? standard_rollout.name
+                   : "rollout L0-" + std::to_string(sel_layer) + "/" + fusion_name(sel_head, "h") +
+                         (sel.discard > 0.0 ? fmt(" discard %g", sel.discard) : "");
+  }
+  ctx.selected = ctx.views.size();
+  for (size_t i = 0; i < ctx.views.size(); ++i)
+    if (ctx.views[i].name == sel.name) ctx.selected = i;
+  if (ctx.selected == ctx.views.size() && sel.name != standard_rollout.name) ctx.views.push_back(sel);
+  ctx.views.push_back(standard_rollout);
+  if (sel.name == standard_rollout.name) ctx.selected = ctx.views.size() - 1;
+  return ctx;
+}
+
+ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const std::string& mask_path,
+                         std::optional<int> truth) {
+  const ViTWeights& model = *ctx.model;
+  const HParams& hp = model.hp;
+  const EvalOptions& opt = *ctx.opt;
+  ImageEval ev;
+  ev.input = input;
+  ev.mask = mask_path;
+  ev.truth = truth;
+  const Image photo = load_image(input, opt.view.load);
+  LoadOptions mask_load = opt.view.load;
+  mask_load.keep_nonzero = true;  // a 16-bit mask's object may be marked 1 (or any small value)
+  const Mask mask = mask_from_image(load_image(mask_path, mask_load), mask_path);
+  if (mask.width != photo.width || mask.height != photo.height)
+    throw Error("mask " + mask_path + " is " + std::to_string(mask.width) + "x" +
+                std::to_string(mask.height) + ", the image is " + std::to_string(photo.width) + "x" +
+                std::to_string(photo.height) + " (a mask must have the image's size)");
+  ev.area_share = mask_area_share(mask);
+  if (ev.area_share <= 0)
+    throw Error("mask " + mask_path + " is empty (no non-zero pixel in its colour channels; alpha is ignored)");
+  if (ev.area_share >= 1)
+    ev.notes.push_back("mask " + mask_path + " covers the whole image: every map hits and scores 1.00x the baseline");
+  if (mask.grey_levels)
+    ev.notes.push_back(
+        "mask " + mask_path +
+        " has more than one non-zero value (JPEG noise, or labels such as instance ids); every non-zero pixel "
+        "counts as object");
+
+  const ModelInput in =
+      preprocess(photo, hp.image_w, hp.image_h, opt.view.resize, hp.mean.data(), hp.std.data());
+  ForwardOptions fo;
+  fo.last_layer = hp.depth - 1;
+  fo.keep_full = true;  // rollout needs every layer's full matrices
+  fo.to_end = model.head.present();
+  const ForwardResult r = vit_forward(model, in.chw.data(), fo);
+  if (!r.logits.empty()) {
+    ev.top5 = top_k_classes(r.logits, hp.labels, 5);
+    ev.predicted = static_cast<int>(std::max_element(r.logits.begin(), r.logits.end()) - r.logits.begin());
+  }
+  for (size_t i = 0; i < ctx.views.size(); ++i) {
+    const EvalView& v = ctx.views[i];
+    std::vector<float> grid;  // (grid_h, grid_w)
+    if (v.rollout) {
+      grid = class_row_map(attention_rollout(r, v.layer, v.head, v.discard), hp, r.tokens);  // R: (T, T)
+    } else {
+      grid = class_attention_map(r, hp, v.layer, v.head);
+    }
+    if (i == ctx.selected) {
+      bool flat = false;
+      normalize_minmax(grid, &flat);
+      if (flat) ev.notes.push_back("the selected view's map is constant; its pointing-game hit is arbitrary");
+    }
+    const std::vector<float> on_photo = map_to_photo(grid, hp.grid_w, hp.grid_h, in.box, photo.width,
+                                                     photo.height, opt.view.upsample);  // (H, W)
+    ev.views.push_back({pointing_game(on_photo, mask, opt.tolerance_px), energy_in_mask(on_photo, mask)});
+  }
+  return ev;
+}
+
+int run_eval(const EvalOptions& opt) {
+  const RenderOptions& ro = opt.view;
+  if (opt.masks_dir.empty()) throw Error("--masks is required");
+  std::error_code ec;
+  if (!fs::is_directory(opt.masks_dir, ec))
+    throw Error("--masks " + opt.masks_dir +
+                (fs::exists(opt.masks_dir, ec) ? ": not a folder (name the folder that holds the masks)" : ": no such folder"));
+  {  // Masks beside the images in the same folder would score every image against itself.
+    const std::string masks_canon = canonical_or_empty(opt.masks_dir);
+    for (const std::string& in : ro.inputs) {
+      if (!masks_canon.empty() && fs::is_directory(in, ec) && canonical_or_empty(in) == masks_canon)
+        throw Error("--masks " + opt.masks_dir + " is also an input folder (" + in +
+                    "); keep the masks in a folder of their own, e.g. DIR/masks");
+    }
+  }
+  if (!opt.json_out.empty()) check_output_name("--json", opt.json_out);  // before the model loads
+  const std::string weights_path = ro.weights.empty() ? default_weights_path() : ro.weights;
+  const ViTWeights model = load_model(weights_path, ro.overrides);
+  if (!ro.quiet)
+    for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
+  const EvalContext ctx = make_eval_context(model, opt);
+  const HParams& hp = model.hp;
+  // One image at a time: every core for its products (the user's OPENBLAS_NUM_THREADS wins), as render -j 1.
+  const int blas = blas_threads_to_set(1, usable_cores(), std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));
+  if (blas > 0) set_blas_threads(blas);
+  const bool classify = model.head.present();
+  const int num_classes = classify ? model.head.out : 0;
+
+  // Inputs: plan_jobs walks folders (sorted, hidden entries skipped) and skips the masks folder given as its
+  // "output" folder; out_base relative to it is the image's path below its input folder, without extension.
+  std::vector<std::string> missing;
+  std::vector<std::pair<std::string, std::string>> unreadable;
+  const std::vector<Job> jobs = plan_jobs(ro.inputs, opt.masks_dir, &missing, {}, &unreadable);
+  const MaskIndex masks(opt.masks_dir);
+  // --json must not replace a file this run reads (an input, a mask, a labels.csv, the weights or their side
+  // configs); checked, and a missing folder made, before any image is evaluated.
+  std::string json_path;               // resolved: what is checked is what is written
+  std::vector<std::string> json_made;  // folders made for it, deepest first: removed when no JSON is written
+  if (!opt.json_out.empty()) {
+    std::vector<ReadFile> reads = model_reads(weights_path);
+    for (const std::string& in : ro.inputs) reads.push_back({in, "an input"});
+    std::set<fs::path> truth_dirs{fs::path(opt.masks_dir)};  // where a labels.csv would be read (the class truth)
+    for (const Job& j : jobs) {
+      reads.push_back({j.input, "an input"});
+      truth_dirs.insert(truth_folders(opt.masks_dir, j.input)[1]);
+    }
+    for (const auto& kv : masks.by_rel)
+      for (const std::string& f : kv.second) reads.push_back({f, "a mask"});
+    for (const fs::path& d : truth_dirs) reads.push_back({(d / kLabelsCsv).string(), "a labels.csv that eval reads"});
+    json_path = check_output_file("--json", opt.json_out, reads);
+    json_made = make_output_folder("--json", opt.json_out, json_path);
+  }
+
+  // Ground truth: labels.csv in the masks folder, else in the image's own folder; else the file name.
+  std::map<std::string, std::optional<std::map<std::string, int>>> csv_cache;
+  auto csv_for = [&](const fs::path& folder) -> const std::map<std::string, int>* {
+    const std::string key = folder.string();
+    auto it = csv_cache.find(key);
+    if (it == csv_cache.end()) {
+      std::optional<std::map<std::string, int>> m;
+      const fs::path p = folder / kLabelsCsv;
+      std::error_code e;
+      if (fs::is_regular_file(p, e)) {
+        std::vector<std::string> notes;
+        m = read_labels_csv(p.string(), hp.labels, num_classes, &notes);
+        // Printed under -q too, like the per-image mask notes: they bear on the figures.
+        for (size_t i = 0; i < notes.size() && i < 5; ++i) std::cerr << "attnmap: note: " << printable(notes[i]) << "\n";
+        if (notes.size() > 5)
+          std::cerr << "attnmap: note: " << printable(p.string()) << ": " << notes.size() - 5 << " more such rows\n";
+      }
+      it = csv_cache.emplace(key, std::move(m)).first;
+    }
+    return it->second ? &*it->second : nullptr;
+  };
+  auto truth_for = [&](const std::string& input) -> std::optional<int> {
+    if (!classify) return std::nullopt;
+    const fs::path p(input);
+    for (const fs::path& folder : truth_folders(opt.masks_dir, input)) {
+      if (const auto* m = csv_for(folder)) {
+        for (const std::string& k : {p.filename().string(), p.stem().string()}) {
+          auto it = m->find(k);
+          if (it != m->end()) return it->second;
+        }
+      }
+    }
+    return label_from_filename(input, hp.labels);
+  };
+
+  int failed = 0;
+  nlohmann::ordered_json errors = nlohmann::ordered_json::array();
+  for (const auto& m : missing) {
+    std::cerr << "attnmap: error: " << printable(m) << ": no such file or folder\n";
+    errors.push_back({{"file", m}, {"error", "no such file or folder"}});
+    ++failed;
+  }
+  for (const auto& u : unreadable) {
+    std::cerr << "attnmap: error: " << printable(u.second) << "\n";
+    errors.push_back({{"file", u.first}, {"error", u.second}});
+    ++failed;
+  }
+  if (jobs.empty() && missing.empty() && unreadable.empty()) {
+    std::cerr << "attnmap: error: no images found in the inputs\n";
+    remove_made_folders(json_made);
+    return 1;
+  }
+
+  const std::string masks_canon = canonical_or_empty(opt.masks_dir);
+  const std::string masks_prefix = masks_canon.empty() ? std::string() : (fs::path(masks_canon) / "").string();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<ImageEval> done;
+  for (const Job& job : jobs) {
+    try {
+      if (!masks_prefix.empty() && canonical_or_empty(job.input).rfind(masks_prefix, 0) == 0)
+        throw Error("is inside the masks folder " + opt.masks_dir + " (a mask would be scored as an image)");
+      const fs::path rel = fs::path(job.out_base).lexically_relative(opt.masks_dir);
+      const auto mask_path = masks.find(rel.generic_string(), fs::path(job.input).stem().string());
+      if (!mask_path)
+        throw Error("no mask named '" + fs::path(job.input).stem().string() + ".*' in " + opt.masks_dir);
+      ImageEval ev = evaluate_image(ctx, job.input, *mask_path, truth_for(job.input));
+      for (const auto& n : ev.notes) std::cerr << "attnmap: note: " << printable(job.input + ": " + n) << "\n";
+      if (!ro.quiet) {
+        const ViewScore& s = ev.views[ctx.selected];
+        std::string line = job.input + ": " + ctx.views[ctx.selected].name + (s.hit ? " hit" : " miss") +
+                           fmt(", energy %.3f", s.energy) + fmt(" (mask area %.3f,", ev.area_share) +
+                           fmt(" %.2fx)", s.energy / ev.area_share);
+        if (!ev.top5.empty()) {
+          line += "; top-5: " + format_top_k(ev.top5);
+          if (ev.truth) {
+            const std::string t = hp.labels.size() == static_cast<size_t>(num_classes)
+                                      ? hp.labels[static_cast<size_t>(*ev.truth)]
+                                      : "class " + std::to_string(*ev.truth);
+            line += std::string(" [truth ") + t + (ev.predicted == ev.truth ? ", correct]" : ", wrong]");
+          }
+        }
+        std::cout << printable(line) << "\n";
+      }
+      done.push_back(std::move(ev));
+    } catch (const std::exception& e) {
+      ++failed;
+      std::cerr << "attnmap: error: " << printable(with_path(job.input, e.what())) << "\n";
+      errors.push_back({{"file", job.input}, {"error", e.what()}});
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // Summary: pointing = hits / n; energy = mean per-image energy; ratio = energy / mean mask area share
+  // (ratio of means); ratio_per_image = mean of energy_i / area_i.
+  const size_t n = done.size();
+  double area = 0;
+  int labelled = 0, correct = 0;
+  for (const auto& ev : done) {
+    area += ev.area_share;
+    if (ev.truth && ev.predicted) {
+      ++labelled;
+      correct += *ev.truth == *ev.predicted;
+    }
+  }
+  if (n) area /= static_cast<double>(n);
+  nlohmann::ordered_json views = nlohmann::ordered_json::object();
+  struct Row {
+    double pointing = 0, energy = 0, ratio = 0, ratio_img = 0;
+  };
+  std::vector<Row> rows(ctx.views.size());
+  for (size_t v = 0; v < ctx.views.size() && n; ++v) {
+    Row& r = rows[v];
+    for (const auto& ev : done) {
+      r.pointing += ev.views[v].hit ? 1.0 : 0.0;
+      r.energy += ev.views[v].energy;
+      r.ratio_img += ev.views[v].energy / ev.area_share;
+    }
+    r.pointing /= static_cast<double>(n);
+    r.energy /= static_cast<double>(n);
+    r.ratio_img /= static_cast<double>(n);
+    r.ratio = r.energy / area;
+    views[ctx.views[v].name] = {{"pointing_game", r.pointing},
+                                {"energy_in_mask", r.energy},
+                                {"energy_ratio", r.ratio},
+                                {"energy_ratio_per_image", r.ratio_img}};
+  }
+
+  std::ostream& out = std::cout;
+  if (n && !ro.quiet) out << "\n";
+  if (n) {
+    out << "attnmap eval: " << n << " images"
+        << (failed ? ", " + std::to_string(failed) + " failed" : std::string())
+        << fmt("; uniform baseline (mean mask area share) %.4f", area) << "\n";
+    if (classify) {
+      if (labelled)
+        out << "top-1 accuracy " << fmt("%.4f", static_cast<double>(correct) / labelled) << " (" << correct
+            << " correct of " << labelled << " images with a known class)\n";
+      else
+        out << "top-1 accuracy: no image has a known class (labels.csv or a class name in the file name)\n";
+    }
+    size_t width = 13;  // name column: the longest view name plus " *"
+    for (const auto& v : ctx.views) width = std::max(width, v.name.size() + 2);
+    out << std::string("view") + std::string(width - 4, ' ') + "  pointing   energy    ratio\n";
+    size_t best_p = 0, best_e = 0;
+    for (size_t v = 0; v < ctx.views.size(); ++v) {
+      const Row& r = rows[v];
+      std::string name = ctx.views[v].name + (v == ctx.selected ? " *" : "");
+      name.resize(width, ' ');
+      char buf[128];
+      std::snprintf(buf, sizeof buf, "%s %9.3f %8.3f %7.2fx\n", name.c_str(), r.pointing, r.energy, r.ratio);
+      out << buf;
+      if (r.pointing > rows[best_p].pointing ||
+          (r.pointing == rows[best_p].pointing && r.energy > rows[best_p].energy))
+        best_p = v;
+      if (r.energy > rows[best_e].energy) best_e = v;
+    }
+    out << "* selected view (--layer/--head/--rollout or the model's default); pointing tolerance "
+        << opt.tolerance_px << " px; best pointing game: " << ctx.views[best_p].name
+        << ", best energy: " << ctx.views[best_e].name << "\n";
+  }
+
+  if (!opt.json_out.empty()) {
+    nlohmann::ordered_json j;
+    j["weights"] = weights_path;
+    j["masks"] = opt.masks_dir;
+    j["tolerance_px"] = opt.tolerance_px;
+    j["upsample"] = ro.upsample == Upsample::Nearest   ? "nearest"
+                    : ro.upsample == Upsample::Bicubic ? "bicubic"
+                                                       : "bilinear";
+    j["resize"] = ro.resize == ResizeMode::Crop ? "crop" : "squash";
+    j["selected_view"] = ctx.views[ctx.selected].name;
+    nlohmann::ordered_json s;
+    s["images"] = n;
+    s["failed"] = failed;
+    s["mask_area_share"] = area;
+    if (classify) {
+      s["top1"] = {{"correct", correct},
+                   {"labelled", labelled},
+                   {"accuracy", labelled ? nlohmann::ordered_json(static_cast<double>(correct) / labelled)
+                                         : nlohmann::ordered_json()}};
+    } else {
+      s["top1"] = nullptr;
+    }
+    s["views"] = views;
+    j["summary"] = s;
+    nlohmann::ordered_json imgs = nlohmann::ordered_json::array();
+    for (const auto& ev : done) {
+      nlohmann::ordered_json e;
+      e["file"] = ev.input;
+      e["mask"] = ev.mask;
+      e["mask_area_share"] = ev.area_share;
+      e["truth"] = ev.truth ? nlohmann::ordered_json(*ev.truth) : nlohmann::ordered_json();
+      e["predicted"] = ev.predicted ? nlohmann::ordered_json(*ev.predicted) : nlohmann::ordered_json();
+      nlohmann::ordered_json t = nlohmann::ordered_json::array();
+      for (const auto& [name, p] : ev.top5) t.push_back({{"label", name}, {"probability", p}});
+      e["top5"] = t;
+      nlohmann::ordered_json vs = nlohmann::ordered_json::object();
+      for (size_t v = 0; v < ctx.views.size(); ++v)
+        vs[ctx.views[v].name] = {{"hit", ev.views[v].hit}, {"energy", ev.views[v].energy}};
+      e["views"] = vs;
+      imgs.push_back(e);
+    }
+    j["images"] = imgs;
+    j["errors"] = errors;
+    try {
+      // File names are bytes; one that is not UTF-8 gets U+FFFD in the JSON (as in render's manifest).
+      const std::string text = j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+      write_file_atomic(json_path, std::vector<uint8_t>(text.begin(), text.end()));
+    } catch (const std::exception& e) {
+      std::cerr << "attnmap: error: " << printable(e.what()) << "\n";
+      remove_made_folders(json_made);
+      return 1;
+    }
+  }
+  if (!ro.quiet) {
+    char line[160];
+    std::snprintf(line, sizeof line, "attnmap: %zu evaluated, %d failed, %.2f s\n", n, failed, secs);
+    std::cerr << line;
+  }
+  return failed || n == 0 ? 1 : 0;
+}
+
+}  // namespace attnmap

@@ -1,0 +1,99 @@
+// render.hpp - rendering one image: decode, preprocess, forward, map, overlay, write its files.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "maps/attention_maps.hpp"
+#include "draw/heads_grid.hpp"
+#include "io/image_io.hpp"
+#include "draw/overlay.hpp"
+#include "model/preprocess.hpp"
+#include "checkpoint/weights.hpp"
+
+namespace attnmap {
+
+/// Everything `attnmap render` was asked to do (filled by the CLI; no maths here).
+struct RenderOptions {
+  std::vector<std::string> inputs;  ///< files or folders
+  std::string weights;              ///< weights file; empty: the bundled default
+  std::string out_dir = "attnmap-out";
+  std::optional<int> layer;          ///< unset: see requested_layer
+  std::optional<std::string> head;   ///< unset: see requested_head
+  std::string colormap = "viridis";
+  float alpha = 0.5f;
+  Upsample upsample = Upsample::Bilinear;
+  ResizeMode resize = ResizeMode::Squash;
+  ModelOverrides overrides;
+  bool save_raw = false;
+  bool all_heads = false;            ///< with save_raw: the .npy holds every head, (H, grid_h, grid_w)
+  bool rollout = false;              ///< draw attention rollout through layers 0..layer instead of one layer
+  double discard = 0.0;              ///< rollout: fraction of the smallest fused entries zeroed per layer
+  std::optional<float> threshold;    ///< DINO mask: keep the largest attentions holding this mass, in (0, 1]
+  bool heads_grid = false;           ///< also write NAME.heads.png: one labelled tile per head + the fused map
+  std::optional<std::array<int, 2>> size;  ///< (width, height): model input size; position embeddings resampled
+  bool quiet = false;
+  LoadOptions load;
+};
+
+/// One image to render: where it is read and the output path without extension (".png", ".npy" added).
+struct Job {
+  std::string input;
+  std::string out_base;
+};
+
+/// What is fixed for a whole run: the model and the resolved view.
+struct RenderContext {
+  const ViTWeights* model = nullptr;
+  const RenderOptions* opt = nullptr;
+  int layer = 0;                  ///< resolved, 0-based
+  HeadSelect head;                ///< resolved head / fusion
+  const uint8_t* cmap = nullptr;  ///< 256x3 colour table
+  std::shared_ptr<const Font> font;  ///< label font, loaded once when heads_grid
+};
+
+/// What rendering one image produced.
+struct RenderResult {
+  std::vector<std::string> outputs;  ///< files written, the overlay PNG first
+  std::vector<float> map;            ///< (grid_h, grid_w) class-token map (or its rollout) as computed
+  std::vector<uint8_t> mask;         ///< (grid_h, grid_w) with threshold: 1 where the DINO mask keeps the patch
+  std::vector<std::string> notes;    ///< per-image notes for the terminal (e.g. a flat map)
+  /// With a classifier head: the 5 most probable classes (config label or "class i", softmax probability),
+  /// most probable first; empty without a head.
+  std::vector<std::pair<std::string, float>> top5;
+};
+
+/// The block (before resolving negatives) and head fusion the options ask for. Unset --layer/--head take
+/// the model's config default view (default_layer / default_head, else -1 and "mean") for the plain view,
+/// and the paper's for --rollout: every block, heads averaged (Abnar & Zuidema 2020).
+int requested_layer(const HParams& hp, const RenderOptions& opt);
+std::string requested_head(const HParams& hp, const RenderOptions& opt);
+
+/// The requested view checked against the model: `layer` resolved to [0, depth), `head` parsed, its index
+/// checked against the model's heads (negative indices kept: they count from the end). Throws
+/// attnmap::Error for an out-of-range or malformed value; when the value is the weights' config default
+/// (no --layer/--head), the message names that config entry and where it was read.
+struct SelectedView {
+  int layer = 0;
+  HeadSelect head;
+};
+SelectedView select_view(const HParams& hp, const RenderOptions& opt);
+
+/// Resolves the view (layer, head, colour map; the model's config defaults where options are unset), checks
+/// it against the model and the options against each other, and loads the label font for heads_grid.
+/// Throws attnmap::Error for an out-of-range layer/head/discard/threshold, an unknown name, contradictory
+/// options or a missing font.
+RenderContext make_render_context(const ViTWeights& model, const RenderOptions& opt);
+
+/// Renders one image into job.out_base + ".png" (and ".heads.png" with heads_grid, ".npy" with save_raw),
+/// files written atomically. The map is the class token's attention over the patches at ctx.layer with
+/// ctx.head, or with rollout the class row of attention_rollout through layers 0..ctx.layer; drawn as a
+/// heatmap, or with threshold as the DINO mask (threshold_mask of the map) filled and outlined.
+/// Throws attnmap::Error (or std::exception from the file system) naming the problem; nothing is written then.
+RenderResult render_image(const RenderContext& ctx, const Job& job);
+
+}  // namespace attnmap

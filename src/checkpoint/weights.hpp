@@ -1,0 +1,140 @@
+// weights.hpp - the ViT's hyper-parameters and weights, and the one loader that fills them from a file.
+// Follows the ggml/llama.cpp clip convention: an hparams struct with defaults, a per-layer weights struct,
+// one loader that names any missing tensor.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/weights_json.hpp"
+
+namespace attnmap {
+
+/// Hyper-parameters; defaults are timm's vit_*_patch16_224 conventions.
+struct HParams {
+  /// Detected key-name layout: "timm" (timm / DINO / DeiT names), "dinov2" (facebookresearch DINOv2 with
+  /// register_tokens / mask_token), "hf-vit" (Hugging Face ViTModel / ViTForImageClassification),
+  /// "torchvision" (torchvision.models.VisionTransformer) or "seed" (the guide's single layer).
+  std::string layout = "timm";
+  int image_w = 224, image_h = 224;  ///< model input size in pixels
+  int patch = 16;                    ///< patch size P (pixels)
+  int grid_w = 14, grid_h = 14;      ///< patch grid: image / patch
+  int dim = 0;                       ///< token width D
+  int depth = 0;                     ///< number of encoder blocks
+  int num_heads = 1;                 ///< attention heads H
+  int head_dim = 0;                  ///< d_k per head
+  int mlp_dim = 0;                   ///< hidden width of the MLP (0: no MLP)
+  int num_prefix = 1;                ///< tokens before the patch tokens: class, [distillation], [registers]
+  int num_dist = 0;                  ///< distillation tokens (DeiT: 1), right after the class token
+  int num_registers = 0;             ///< register tokens (DINOv2 / timm reg), after class and distillation
+  /// Prefix tokens that have a position-embedding row: pos_embed is (pos_prefix + N, D); its first pos_prefix
+  /// rows go to the first pos_prefix prefix tokens, the rest to the patches. 1+dist for timm / DeiT / HF /
+  /// torchvision, 1 for facebookresearch DINOv2 registers, 0 for timm no_embed_class, 1+R for timm reg.
+  int pos_prefix = 1;
+  bool layer_scale = false;          ///< blocks carry LayerScale ls1 / ls2 (DINOv2, CaiT-style)
+  float eps = 1e-6f;                 ///< LayerNorm epsilon (timm default)
+  std::array<float, 3> mean{0.485f, 0.456f, 0.406f};  ///< ImageNet (timm IMAGENET_DEFAULT_MEAN)
+  std::array<float, 3> std{0.229f, 0.224f, 0.225f};   ///< ImageNet (timm IMAGENET_DEFAULT_STD)
+  bool residual_mlp = true;   ///< timm block (LN, attention, residual, LN, MLP, residual); false: seed
+  bool cls_is_mean = false;   ///< seed layout without cls_token: class token = mean of patch tokens
+  std::optional<int> default_layer;        ///< config "default_layer": the model's preferred view
+  std::optional<std::string> default_head; ///< config "default_head"
+  std::vector<std::string> labels;         ///< config "labels": class names of the classifier head
+  std::string architecture;                ///< timm hub config "architecture", when given
+  std::optional<float> crop_pct;           ///< timm pretrained_cfg crop_pct, when given
+  std::string interpolation;               ///< timm pretrained_cfg interpolation, when given
+  /// Where each value came from: name -> "config (file)", "inferred from ...", "default", "command line".
+  std::map<std::string, std::string> source;
+
+  int tokens() const { return num_prefix + grid_w * grid_h; }
+  int inner() const { return num_heads * head_dim; }
+};
+
+/// A LayerNorm's affine parameters, each (D); empty when the model has none.
+struct LayerNormW {
+  std::vector<float> weight, bias;
+  bool present() const { return !weight.empty(); }
+};
+
+/// An nn.Linear: weight (out, in) row-major, bias (out) or empty.
+struct LinearW {
+  std::vector<float> weight, bias;
+  int out = 0, in = 0;
+  bool present() const { return !weight.empty(); }
+};
+
+/// One encoder block's weights.
+struct BlockWeights {
+  LayerNormW norm1;  ///< (D)
+  LinearW qkv;       ///< (3*H*dk, D): rows [q; k; v], heads contiguous inside each
+  LinearW proj;      ///< (D, H*dk); absent in the seed layout
+  LayerNormW norm2;  ///< (D)
+  LinearW fc1;       ///< (M, D)
+  LinearW fc2;       ///< (D, M)
+  std::vector<float> ls1, ls2;  ///< LayerScale (D) on the attention / MLP branch; empty: none
+};
+
+/// Everything the forward pass needs.
+struct ViTWeights {
+  HParams hp;
+  LinearW patch_embed;            ///< (D, 3*P*P) in (channel, row, column) order; absent: token = pixels
+  std::vector<float> cls_token;   ///< (D); empty when hp.cls_is_mean
+  std::vector<float> extra_tokens;  ///< (num_prefix - 1, D): distillation token, then register tokens
+  std::vector<float> pos_embed;   ///< (pos_prefix + N, D); empty: zero
+  std::vector<BlockWeights> blocks;
+  LayerNormW norm;                ///< final LayerNorm (D), optional
+  LinearW head;                   ///< classifier (C, D), optional
+  LinearW head_dist;              ///< DeiT distilled: classifier on the distillation token (C, D), optional;
+                                  ///< logits = (head(class) + head_dist(distillation)) / 2 (timm, eval mode)
+  std::vector<std::string> notices;  ///< things worth telling the user (ignored keys, guessed heads)
+  int64_t param_count = 0;           ///< floating-point values in the file (every tensor, used or not)
+  std::string format;                ///< "json" or "safetensors"
+};
+
+/// Values given on the command line; they override the file's config.
+struct ModelOverrides {
+  std::optional<int> num_heads;
+  std::optional<std::array<float, 3>> mean, std;
+};
+
+/// Builds a ViT from parsed tensors: detects the layout by key names, reads the "config" object, infers
+/// what it leaves out (patch size from the patch-embedding weight, grid from pos_embed, depth from the
+/// block count, heads = D/64 with a notice), checks every tensor's shape.
+/// Throws attnmap::Error naming the file and the tensor with expected vs found shape, for a missing
+/// tensor, a wrong shape or an inconsistent config.
+ViTWeights build_model(const RawWeights& raw, const ModelOverrides& ov = {});
+
+/// A side config file's values as a JSON object, each field with the file it came from.
+struct SideConfig {
+  nlohmann::json values = nlohmann::json::object();  ///< attnmap config keys (num_heads, image_size, ...)
+  std::map<std::string, std::string> source;         ///< key -> "config.json (path)" etc.
+  std::vector<std::string> notices;
+};
+
+/// Reads `config.json` (Hugging Face: num_attention_heads, layer_norm_eps, image_size, patch_size; or timm's
+/// hub config: architecture -> heads, pretrained_cfg mean, std, input_size, crop_pct, interpolation) and
+/// `preprocessor_config.json` (image_mean, image_std) from `dir`, when present.
+/// Throws attnmap::Error naming the file for malformed JSON or a value of the wrong type.
+SideConfig read_side_config(const std::string& dir);
+
+/// The files load_model reads for the weights file `path`: `path` itself and the side configs beside it
+/// (config.json, preprocessor_config.json), whether or not they exist. An output (eval --json, render
+/// --manifest) must not replace any of them.
+std::vector<std::string> model_files(const std::string& path);
+
+/// Heads of a timm architecture name by its size word (vit_tiny 3, vit_small 6, vit_base 12, vit_large 16,
+/// vit_huge 16 of 80, ...; timm vision_transformer.py model defs); 0 when unknown.
+int heads_from_architecture(const std::string& arch);
+
+/// Builds a model from tensors and a side config (lowest precedence; the file's "config" object and the
+/// overrides win, in that order).
+ViTWeights build_model(const RawWeights& raw, const SideConfig& side, const ModelOverrides& ov);
+
+/// Reads a weights file - attnmap JSON v1 (first non-blank byte '{') or safetensors (anything else) - plus
+/// config.json / preprocessor_config.json beside it, and builds the model. Throws attnmap::Error.
+ViTWeights load_model(const std::string& path, const ModelOverrides& ov = {});
+
+}  // namespace attnmap

@@ -1,0 +1,289 @@
+#include "checkpoint/weights_safetensors.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+#include <cerrno>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <utility>
+
+#include "core/error.hpp"
+
+namespace attnmap {
+
+namespace {
+
+using nlohmann::json;
+
+enum class Kind { F32, F16, BF16, F64, Skip };
+
+struct DType {
+  const char* name;
+  size_t bytes;
+  Kind kind;
+};
+
+// The safetensors dtype names (safetensors/src/tensor.rs Dtype).
+const DType kDTypes[] = {
+    {"F32", 4, Kind::F32},      {"F16", 2, Kind::F16},       {"BF16", 2, Kind::BF16},    {"F64", 8, Kind::F64},
+    {"I64", 8, Kind::Skip},     {"I32", 4, Kind::Skip},      {"I16", 2, Kind::Skip},     {"I8", 1, Kind::Skip},
+    {"U64", 8, Kind::Skip},     {"U32", 4, Kind::Skip},      {"U16", 2, Kind::Skip},     {"U8", 1, Kind::Skip},
+    {"BOOL", 1, Kind::Skip},    {"F8_E4M3", 1, Kind::Skip},  {"F8_E5M2", 1, Kind::Skip},
+};
+
+const DType* find_dtype(const std::string& s) {
+  for (const DType& d : kDTypes)
+    if (s == d.name) return &d;
+  return nullptr;
+}
+
+// IEEE 754 binary16 -> binary32, exact (subnormals, infinities and NaN included).
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t man = h & 0x3ffu;
+  uint32_t bits = 0;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else {  // subnormal: man * 2^-24, exact in float32
+      const float v = std::ldexp(static_cast<float>(man), -24);
+      std::memcpy(&bits, &v, 4);
+      bits |= sign;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else {
+    bits = sign | ((exp + 112u) << 23) | (man << 13);
+  }
+  float f = 0;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint64_t read_u64_le(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+// Converts n little-endian elements at p to float32.
+std::vector<float> convert(const uint8_t* p, size_t n, Kind kind, const std::function<void(const std::string&)>& fail) {
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    float v = 0;
+    switch (kind) {
+      case Kind::F32: {
+        const uint32_t b = static_cast<uint32_t>(p[4 * i]) | static_cast<uint32_t>(p[4 * i + 1]) << 8 |
+                           static_cast<uint32_t>(p[4 * i + 2]) << 16 | static_cast<uint32_t>(p[4 * i + 3]) << 24;
+        std::memcpy(&v, &b, 4);
+        break;
+      }
+      case Kind::F16:
+        v = half_to_float(static_cast<uint16_t>(p[2 * i] | p[2 * i + 1] << 8));
+        break;
+      case Kind::BF16: {
+        const uint32_t b = (static_cast<uint32_t>(p[2 * i]) | static_cast<uint32_t>(p[2 * i + 1]) << 8) << 16;
+        std::memcpy(&v, &b, 4);
+        break;
+      }
+      case Kind::F64: {
+        const uint64_t b = read_u64_le(p + 8 * i);
+        double d = 0;
+        std::memcpy(&d, &b, 8);
+        if (std::isfinite(d) && std::fabs(d) > static_cast<double>(FLT_MAX))
+          fail("holds a value out of float32 range (" + std::to_string(d) + ")");
+        v = static_cast<float>(d);
+        break;
+      }
+      case Kind::Skip:
+        break;
+    }
+    if (!std::isfinite(v)) fail("holds a non-finite value (" + std::to_string(v) + ") at element " + std::to_string(i));
+    out[i] = v;
+  }
+  return out;
+}
+
+struct Entry {
+  std::string name;
+  const DType* dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin, end;
+};
+
+}  // namespace
+
+RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std::string& path) {
+  if (size < 8)
+    throw Error(path + ": not a safetensors file: " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
+  const uint64_t n = read_u64_le(data);
+  if (n < 2 || n > size - 8)
+    throw Error(path + ": safetensors header length " + std::to_string(n) + " does not fit in the file (" +
+                std::to_string(size) + " bytes)");
+  const char* hbeg = reinterpret_cast<const char*>(data + 8);
+  if (hbeg[0] != '{') throw Error(path + ": safetensors header does not start with '{'");
+  json header;
+  try {
+    header = json::parse(hbeg, hbeg + n);
+  } catch (const json::exception& e) {
+    throw Error(path + ": safetensors header is not valid JSON: " + std::string(e.what()).substr(0, 120));
+  }
+  if (!header.is_object()) throw Error(path + ": safetensors header is not a JSON object");
+  const uint64_t data_size = size - 8 - n;
+  const uint8_t* base = data + 8 + n;
+
+  // nlohmann keeps the last of duplicate keys silently; count the entries by scanning with the SAX parser.
+  {
+    struct DupCheck : json::json_sax_t {
+      int depth = 0;
+      std::set<std::string> seen;
+      std::string dup;
+      bool null() override { return true; }
+      bool boolean(bool) override { return true; }
+      bool number_integer(number_integer_t) override { return true; }
+      bool number_unsigned(number_unsigned_t) override { return true; }
+      bool number_float(number_float_t, const string_t&) override { return true; }
+      bool string(string_t&) override { return true; }
+      bool binary(binary_t&) override { return true; }
+      bool start_object(std::size_t) override { return ++depth, true; }
+      bool end_object() override { return --depth, true; }
+      bool start_array(std::size_t) override { return ++depth, true; }
+      bool end_array() override { return --depth, true; }
+      bool key(string_t& k) override {
+        if (depth == 1 && !seen.insert(k).second) {
+          dup = k;
+          return false;
+        }
+        return true;
+      }
+      bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+    } sax;
+    json::sax_parse(hbeg, hbeg + n, &sax);
+    if (!sax.dup.empty()) throw Error(path + ": tensor '" + sax.dup + "' appears twice in the safetensors header");
+  }
+
+  std::vector<Entry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    if (name == "__metadata__") continue;
+    auto fail = [&](const std::string& why) -> void { throw Error(path + ": tensor '" + name + "' " + why); };
+    const json& e = it.value();
+    if (!e.is_object()) fail("header entry is not an object");
+    if (!e.contains("dtype") || !e["dtype"].is_string()) fail("has no \"dtype\" string");
+    if (!e.contains("shape") || !e["shape"].is_array()) fail("has no \"shape\" array");
+    if (!e.contains("data_offsets") || !e["data_offsets"].is_array() || e["data_offsets"].size() != 2 ||
+        !e["data_offsets"][0].is_number_unsigned() || !e["data_offsets"][1].is_number_unsigned())
+      fail("has no \"data_offsets\" [begin, end] of non-negative integers");
+    Entry en{name, find_dtype(e["dtype"].get<std::string>()), {}, 0, 0};
+    if (!en.dtype) fail("has unknown dtype '" + e["dtype"].get<std::string>() + "'");
+    if (e["shape"].size() > 8) fail("has rank " + std::to_string(e["shape"].size()) + ", more than 8");
+    for (const json& d : e["shape"]) {
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 40)) fail("has a shape entry that is not a non-negative integer");
+      en.shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
+    }
+    en.begin = e["data_offsets"][0].get<uint64_t>();
+    en.end = e["data_offsets"][1].get<uint64_t>();
+    const std::string what = path + ": tensor '" + name + "'";
+    const size_t bytes = checked_mul(checked_numel(en.shape, what.c_str()), en.dtype->bytes, what.c_str());
+    if (en.end < en.begin || en.end > data_size)
+      fail("has data_offsets [" + std::to_string(en.begin) + ", " + std::to_string(en.end) +
+           "] outside the data area of " + std::to_string(data_size) + " bytes");
+    if (en.end - en.begin != bytes)
+      fail("has " + std::to_string(en.end - en.begin) + " bytes, expected " + shape_str(en.shape) + " x " +
+           en.dtype->name + " = " + std::to_string(bytes));
+    entries.push_back(std::move(en));
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t at = 0;
+  for (const Entry& en : entries) {
+    if (en.begin != at)
+      throw Error(path + ": tensor '" + en.name + "' starts at byte " + std::to_string(en.begin) + " of the data area, expected " +
+                  std::to_string(at) + (en.begin < at ? " (overlaps the previous tensor)" : " (gap after the previous tensor)"));
+    at = en.end;
+  }
+  if (at != data_size)
+    throw Error(path + ": " + std::to_string(data_size - at) + " trailing bytes after the last tensor (data area " +
+                std::to_string(data_size) + " bytes, tensors end at " + std::to_string(at) + ")");
+
+  RawWeights raw;
+  raw.path = path;
+  // The config tools/export_weights.py (and anything following it) stores as a JSON string under
+  // __metadata__["config"]; the rest of __metadata__ (e.g. safetensors.torch's "format": "pt") is ignored.
+  if (header.contains("__metadata__") && !header["__metadata__"].is_null()) {  // null: none, as the Rust crate reads it
+    const json& md = header["__metadata__"];
+    if (!md.is_object()) throw Error(path + ": safetensors __metadata__ is not a JSON object");
+    if (md.contains("config")) {
+      if (!md["config"].is_string())
+        throw Error(path + ": safetensors __metadata__ \"config\" must be a string holding a JSON object, found " +
+                    md["config"].dump().substr(0, 60));
+      json c;
+      try {
+        c = json::parse(md["config"].get<std::string>());
+      } catch (const json::exception& e) {
+        throw Error(path + ": safetensors __metadata__ \"config\" is not valid JSON: " + std::string(e.what()).substr(0, 120));
+      }
+      if (!c.is_object())
+        throw Error(path + ": safetensors __metadata__ \"config\" must hold a JSON object, found " + c.dump().substr(0, 60));
+      raw.config = std::move(c);
+      raw.config_where = "__metadata__ config";
+    }
+  }
+  for (const Entry& en : entries) {
+    if (en.dtype->kind == Kind::Skip) {
+      raw.skipped[en.name] = en.dtype->name;
+      continue;
+    }
+    auto fail = [&](const std::string& why) { throw Error(path + ": tensor '" + en.name + "' " + why); };
+    Tensor t;
+    t.shape = en.shape;
+    t.data = convert(base + en.begin, static_cast<size_t>(t.numel()), en.dtype->kind, fail);
+    raw.tensors.emplace(en.name, std::move(t));
+  }
+  if (!raw.skipped.empty()) {
+    std::string s;
+    size_t i = 0;
+    for (auto it = raw.skipped.begin(); it != raw.skipped.end() && i < 4; ++it, ++i)
+      s += (i ? ", " : "") + it->first + " (" + it->second + ")";
+    if (raw.skipped.size() > 4) s += ", ... (" + std::to_string(raw.skipped.size()) + " in all)";
+    raw.notices.push_back("skipped non-float tensors: " + s);
+  }
+  return raw;
+}
+
+RawWeights load_weights_safetensors(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw Error(path + ": cannot stat: " + std::strerror(err));
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size < 8) {
+    ::close(fd);
+    return parse_weights_safetensors(nullptr, size, path);  // throws: too short
+  }
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int err = errno;
+  ::close(fd);
+  if (map == MAP_FAILED) throw Error(path + ": cannot memory-map: " + std::strerror(err));
+  struct Unmap {
+    void* p;
+    size_t n;
+    ~Unmap() { ::munmap(p, n); }
+  } guard{map, size};
+  return parse_weights_safetensors(static_cast<const uint8_t*>(map), size, path);
+}
+
+}  // namespace attnmap

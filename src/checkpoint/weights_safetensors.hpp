@@ -1,0 +1,31 @@
+// weights_safetensors.hpp - Hugging Face safetensors weights (https://github.com/huggingface/safetensors):
+// an 8-byte little-endian header length N, N bytes of JSON header
+// {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ..., "__metadata__": {..}},
+// then the raw little-endian tensor bytes.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "checkpoint/weights_json.hpp"
+
+namespace attnmap {
+
+/// Parses a safetensors file already in memory (`data`, `size` bytes); `path` is used in messages only.
+/// F32, F16 and BF16 (and F64) tensors are converted to float32; integer and boolean tensors (buffers such as
+/// position ids) are validated and skipped with a notice (and named by dtype if the model needs one);
+/// `__metadata__["config"]`, a JSON string holding an attnmap config object (what tools/export_weights.py
+/// writes), becomes RawWeights::config; other `__metadata__` keys are ignored. Every header field is
+/// checked before use, as the reference implementation does: header length inside the file, header a JSON
+/// object, each entry with a known dtype, a shape of non-negative integers and data_offsets [begin, end]
+/// with end - begin == product(shape) * dtype size (overflow-checked), tensors laid out in order without
+/// gaps or overlap from the start of the data area to the end of the file (trailing bytes are refused),
+/// no duplicate names. Header padding (trailing spaces) is accepted.
+/// Throws attnmap::Error, one line naming `path` and the tensor, for any violation and for non-finite values.
+RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std::string& path);
+
+/// Memory-maps `path` (read-only, POSIX mmap) and parses it with parse_weights_safetensors.
+/// Throws attnmap::Error when the file cannot be opened or mapped, or is malformed.
+RawWeights load_weights_safetensors(const std::string& path);
+
+}  // namespace attnmap

@@ -1,0 +1,268 @@
+#include "maps/evaluate.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/tensor.hpp"
+
+namespace attnmap {
+
+namespace {
+
+void check_size(const std::vector<float>& map, const Mask& mask, const char* what) {
+  const size_t n = static_cast<size_t>(mask.width) * static_cast<size_t>(mask.height);
+  if (mask.width <= 0 || mask.height <= 0 || mask.inside.size() != n)
+    throw Error(std::string(what) + ": empty or inconsistent mask");
+  if (map.size() != n)
+    throw Error(std::string(what) + ": map has " + std::to_string(map.size()) + " pixels, mask is " +
+                std::to_string(mask.width) + "x" + std::to_string(mask.height) + " = " + std::to_string(n));
+}
+
+}  // namespace
+
+Mask mask_from_image(const Image& img, const std::string& what) {
+  if (img.width <= 0 || img.height <= 0) throw Error(what + ": empty mask image");
+  Mask m;
+  m.width = img.width;
+  m.height = img.height;
+  const size_t n = static_cast<size_t>(img.width) * static_cast<size_t>(img.height);
+  m.inside.resize(n);
+  uint8_t object_value = 0;  // the first non-zero sample: a binary mask has no other
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* p = &img.rgb[3 * i];
+    m.inside[i] = (p[0] | p[1] | p[2]) != 0;
+    for (int c = 0; c < 3; ++c) {
+      if (p[c] == 0) continue;
+      if (object_value == 0) object_value = p[c];
+      if (p[c] != object_value) m.grey_levels = true;
+    }
+  }
+  return m;
+}
+
+double mask_area_share(const Mask& mask) {
+  if (mask.inside.empty()) return 0.0;
+  size_t k = 0;
+  for (uint8_t v : mask.inside) k += v != 0;
+  return static_cast<double>(k) / static_cast<double>(mask.inside.size());
+}
+
+size_t argmax_pixel(const std::vector<float>& map) {
+  size_t best = map.size();
+  for (size_t i = 0; i < map.size(); ++i)
+    if (!std::isnan(map[i]) && (best == map.size() || map[i] > map[best])) best = i;
+  if (best == map.size()) throw Error("argmax of an empty map or a map of only NaN values");
+  return best;
+}
+
+bool pointing_game(const std::vector<float>& map, const Mask& mask, int tolerance_px) {
+  check_size(map, mask, "pointing game");
+  if (tolerance_px < 0)
+    throw Error("pointing game: tolerance must be >= 0 pixels, found " + std::to_string(tolerance_px));
+  const size_t at = argmax_pixel(map);
+  const int w = mask.width, h = mask.height;
+  const int px = static_cast<int>(at % static_cast<size_t>(w)),
+            py = static_cast<int>(at / static_cast<size_t>(w));
+  const long long r2 = static_cast<long long>(tolerance_px) * tolerance_px;
+  for (int y = std::max(0, py - tolerance_px); y <= std::min(h - 1, py + tolerance_px); ++y)
+    for (int x = std::max(0, px - tolerance_px); x <= std::min(w - 1, px + tolerance_px); ++x) {
+      const long long dx = x - px, dy = y - py;
+      if (dx * dx + dy * dy <= r2 &&
+          mask.inside[static_cast<size_t>(y) * static_cast<size_t>(w) + static_cast<size_t>(x)])
+        return true;
+    }
+  return false;
+}
+
+double energy_in_mask(const std::vector<float>& map, const Mask& mask) {
+  check_size(map, mask, "energy in mask");
+  double in = 0, all = 0;
+  for (size_t i = 0; i < map.size(); ++i) {
+    const float v = map[i];
+    if (!(v >= 0.0f) || !std::isfinite(v))
+      throw Error("energy in mask: the map must be finite and non-negative; found " + std::to_string(v) +
+                  " at pixel (" + std::to_string(i % static_cast<size_t>(mask.width)) + ", " +
+                  std::to_string(i / static_cast<size_t>(mask.width)) + ")");
+    all += v;
+    if (mask.inside[i]) in += v;
+  }
+  if (!(all > 0)) throw Error("energy in mask: the map sums to 0; its energy share is undefined");
+  return in / all;
+}
+
+std::vector<float> map_to_photo(const std::vector<float>& map, int gw, int gh, const Box& box, int photo_w,
+                                int photo_h, Upsample mode) {
+  int bx = 0, by = 0, bw = 0, bh = 0;
+  box_pixels(box, photo_w, photo_h, &bx, &by, &bw, &bh);
+  const std::vector<float> up = upsample_map(map, gw, gh, bw, bh, mode);  // (bh, bw)
+  std::vector<float> out(
+      checked_mul(static_cast<size_t>(photo_w), static_cast<size_t>(photo_h), "map on the photo"),
+      0.0f);  // (photo_h, photo_w)
+  for (int y = 0; y < bh; ++y)
+    for (int x = 0; x < bw; ++x)
+      out[static_cast<size_t>(by + y) * static_cast<size_t>(photo_w) + static_cast<size_t>(bx + x)] =
+          up[static_cast<size_t>(y) * static_cast<size_t>(bw) + static_cast<size_t>(x)];
+  return out;
+}
+
+std::string normalise_label(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 128 || std::isalnum(c)) out.push_back(static_cast<char>(c >= 128 ? c : std::tolower(c)));
+  }
+  return out;
+}
+
+std::optional<int> find_label(const std::vector<std::string>& labels, const std::string& name) {
+  const std::string n = normalise_label(name);
+  if (n.empty()) return std::nullopt;
+  for (size_t i = 0; i < labels.size(); ++i)
+    if (normalise_label(labels[i]) == n) return static_cast<int>(i);
+  return std::nullopt;
+}
+
+std::optional<int> label_from_filename(const std::string& path, const std::vector<std::string>& labels) {
+  std::string stem = std::filesystem::path(path).stem().string();
+  size_t i = 0;
+  while (i < stem.size() && std::isdigit(static_cast<unsigned char>(stem[i]))) ++i;
+  if (i > 0 && i < stem.size() && (stem[i] == '_' || stem[i] == '-' || stem[i] == ' ' || stem[i] == '.'))
+    stem = stem.substr(i + 1);
+  return find_label(labels, stem);
+}
+
+namespace {
+
+// Splits one CSV record (RFC 4180: quoted fields, "" inside quotes); reads more lines for quoted newlines.
+bool read_record(std::istream& in, std::vector<std::string>* fields, int* line_no, const std::string& path) {
+  fields->clear();
+  std::string line;
+  if (!std::getline(in, line)) return false;
+  ++*line_no;
+  std::string cur;
+  bool quoted = false;
+  for (size_t i = 0;; ++i) {
+    if (i >= line.size()) {
+      if (quoted) {
+        std::string more;
+        if (!std::getline(in, more))
+          throw Error(path + ": line " + std::to_string(*line_no) + ": unterminated quote");
+        ++*line_no;
+        cur.push_back('\n');
+        line = more;
+        i = static_cast<size_t>(-1);
+        continue;
+      }
+      break;
+    }
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"') {
+        if (i + 1 < line.size() && line[i + 1] == '"') {
+          cur.push_back('"');
+          ++i;
+        } else {
+          quoted = false;
+        }
+      } else {
+        cur.push_back(c);
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      fields->push_back(cur);
+      cur.clear();
+    } else if (c != '\r') {
+      cur.push_back(c);
+    }
+  }
+  fields->push_back(cur);
+  return true;
+}
+
+std::string trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t");
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(" \t") - a + 1);
+}
+
+}  // namespace
+
+std::map<std::string, int> read_labels_csv(const std::string& path, const std::vector<std::string>& labels,
+                                           int num_classes, std::vector<std::string>* notes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open");
+  std::vector<std::string> f;
+  int line_no = 0;
+  if (!read_record(in, &f, &line_no, path)) throw Error(path + ": empty file (expected a header row)");
+  int col_file = 0, col_label = -1, col_index = -1;
+  bool named_file = false;
+  for (size_t i = 0; i < f.size(); ++i) {
+    std::string h = trim(f[i]);
+    if (i == 0 && h.size() >= 3 && h.compare(0, 3, "\xEF\xBB\xBF") == 0) h = h.substr(3);  // UTF-8 BOM
+    for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!named_file && (h == "file" || h == "filename" || h == "image")) {
+      col_file = static_cast<int>(i);
+      named_file = true;
+    } else if (h == "label" || h == "class") {
+      col_label = static_cast<int>(i);
+    } else if (h == "label_index" || h == "class_index") {
+      col_index = static_cast<int>(i);
+    }
+  }
+  if (col_label < 0 && col_index < 0)
+    throw Error(path + ": header has no \"label\" or \"label_index\" column");
+  std::map<std::string, int> out;
+  while (read_record(in, &f, &line_no, path)) {
+    if (f.size() == 1 && trim(f[0]).empty()) continue;  // blank line
+    auto field = [&](int c) {
+      return c >= 0 && static_cast<size_t>(c) < f.size() ? trim(f[static_cast<size_t>(c)]) : std::string();
+    };
+    const std::string file = field(col_file);
+    if (file.empty()) throw Error(path + ": line " + std::to_string(line_no) + ": no file name");
+    std::optional<int> cls;
+    if (col_label >= 0) cls = find_label(labels, field(col_label));
+    const bool name_unknown = col_label >= 0 && !field(col_label).empty() && !cls;
+    std::optional<int> by_index;
+    if (col_index >= 0 && !field(col_index).empty()) {
+      const std::string s = field(col_index);
+      size_t used = 0;
+      long v = -1;
+      try {
+        v = std::stol(s, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != s.size() || used == 0)
+        throw Error(path + ": line " + std::to_string(line_no) + ": label_index '" + s +
+                    "' is not an integer");
+      if (v >= 0 && v < num_classes) by_index = static_cast<int>(v);
+    }
+    const std::string where = path + ": line " + std::to_string(line_no) + ": ";
+    if (notes && cls && by_index && *cls != *by_index)
+      notes->push_back(where + "label '" + field(col_label) + "' and label_index " + field(col_index) +
+                       " disagree; the label is used");
+    if (notes && name_unknown && by_index)
+      notes->push_back(where + "label '" + field(col_label) + "' is not one of the model's labels; label_index " +
+                       field(col_index) + " is used");
+    if (!cls) cls = by_index;
+    if (cls) {
+      out[file] = *cls;
+    } else if (notes) {
+      std::string what;
+      if (col_label >= 0 && !field(col_label).empty()) what = "label '" + field(col_label) + "' is not one of the model's labels";
+      if (col_index >= 0 && !field(col_index).empty())
+        what += (what.empty() ? "" : " and ") + std::string("label_index '") + field(col_index) + "' is not in 0.." +
+                std::to_string(num_classes - 1);
+      if (what.empty()) what = "no label";
+      notes->push_back(where + what + "; " + file + " falls back to its file name (if that names a class)");
+    }
+  }
+  return out;
+}
+
+}  // namespace attnmap

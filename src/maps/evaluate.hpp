@@ -1,0 +1,79 @@
+// evaluate.hpp - localisation metrics of an attention map against a ground-truth object mask, and the
+// ground-truth class of an image (labels.csv or its file name). Pure functions; no I/O except the readers.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/image_io.hpp"
+#include "maps/upsample.hpp"
+#include "model/preprocess.hpp"
+
+namespace attnmap {
+
+/// A binary object mask at image resolution: inside[y * width + x] is 1 on the object, else 0.
+struct Mask {
+  int width = 0, height = 0;
+  std::vector<uint8_t> inside;  ///< (height, width), values 0 / 1
+  bool grey_levels = false;     ///< the file held more than one non-zero value (e.g. a JPEG): worth a note
+};
+
+/// Makes a mask from a decoded image (load_image: grey, palette, RGBA... all become RGB): a pixel is inside
+/// when any of its R, G, B values is non-zero. Throws attnmap::Error naming `what` for an empty image.
+Mask mask_from_image(const Image& img, const std::string& what);
+
+/// Share of the mask's pixels that are inside: |mask| / (width * height), in [0, 1]. This is the expected
+/// energy-in-mask of a uniform map, the baseline energy_in_mask is compared against.
+double mask_area_share(const Mask& mask);
+
+/// The first maximum of a (h, w) map in row-major order (as numpy/torch argmax), returned as the flat index
+/// y * w + x. NaN values are never the maximum. Throws attnmap::Error for an empty map or one of only NaNs.
+size_t argmax_pixel(const std::vector<float>& map);
+
+/// Pointing game (Zhang et al. 2016, "Top-down Neural Attention by Excitation Backprop", ECCV): a hit when
+/// the map's maximum point (argmax_pixel; ties: the first in row-major order) lies on the object. With
+/// `tolerance_px` > 0 it is also a hit when a mask pixel lies within that Euclidean distance (pixels) of the
+/// maximum point, i.e. the mask is dilated by a disc, as the paper's 15-pixel tolerance margin (also
+/// TorchRay's `PointingGame(tolerance=15)`); 0 counts only the pixel itself.
+/// `map` is (mask.height, mask.width) at image resolution, values in any unit.
+/// Throws attnmap::Error when the sizes differ, tolerance_px < 0, or the map is empty / all NaN.
+bool pointing_game(const std::vector<float>& map, const Mask& mask, int tolerance_px = 0);
+
+/// Energy-in-mask: the share of the map's mass that falls on the object, sum(map * mask) / sum(map), in
+/// [0, 1] (the energy-based pointing game of Wang et al. 2020, "Score-CAM: Score-Weighted Visual
+/// Explanations for Convolutional Neural Networks", CVPR workshops, there with bounding boxes; here with
+/// the object's pixel mask). A uniform map scores mask_area_share(mask). `map` is (mask.height,
+/// mask.width), non-negative (e.g. attention probabilities upsampled without overshoot).
+/// Throws attnmap::Error when the sizes differ, a value is negative or not finite, or the map sums to 0.
+double energy_in_mask(const std::vector<float>& map, const Mask& mask);
+
+/// Places a (gh, gw) patch-grid map on the photo's pixels: upsampled with `mode` (upsample_map, no
+/// overshoot) to the pixel box the model saw (`box`, from preprocess; the whole photo with --resize squash)
+/// and zero outside that box. Returns (photo_h, photo_w).
+std::vector<float> map_to_photo(const std::vector<float>& map, int gw, int gh, const Box& box, int photo_w,
+                                int photo_h, Upsample mode);
+
+/// Lower-cases a class name and keeps only its letters and digits, so that "T-shirt/top", "t_shirt_top" and
+/// "TShirt Top" compare equal. (UTF-8 bytes above 127 are kept as they are.)
+std::string normalise_label(const std::string& s);
+
+/// The index of `name` in `labels` compared by normalise_label, or nothing.
+std::optional<int> find_label(const std::vector<std::string>& labels, const std::string& name);
+
+/// The class named by an image's file name: the file stem without a leading run of digits and one
+/// separator ("0003_coat.png" -> "coat", "0006_ankle_boot.png" -> "ankle_boot", "cat.jpg" -> "cat"),
+/// looked up in `labels` with find_label. Nothing when it names no class.
+std::optional<int> label_from_filename(const std::string& path, const std::vector<std::string>& labels);
+
+/// Ground-truth classes from a labels.csv (header row required; RFC 4180 quoting): a column "file" (or
+/// "filename", "image"; else the first column) holding the image's file name, and a column "label" (class
+/// name, looked up with find_label) and/or "label_index" (0-based index into the head's outputs, used when
+/// the name is absent or unknown). Returns file name (as written) -> class index; rows naming no known class
+/// are left out, each with a line in `notes` (when given) naming the file, line and value, so a typo shows.
+/// Throws attnmap::Error naming the file and line for a malformed file.
+std::map<std::string, int> read_labels_csv(const std::string& path, const std::vector<std::string>& labels,
+                                           int num_classes, std::vector<std::string>* notes = nullptr);
+
+}  // namespace attnmap

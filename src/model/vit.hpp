@@ -1,0 +1,59 @@
+// vit.hpp - the reference forward pass of a Vision Transformer (timm's VisionTransformer, pre-norm), and of
+// the guide's single attention layer, recording the attention probabilities the maps are drawn from.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "checkpoint/weights.hpp"
+
+namespace attnmap {
+
+struct ForwardOptions {
+  int last_layer = -1;     ///< compute blocks 0..last_layer (negative counts from the end); later blocks skipped
+  bool keep_full = false;  ///< keep every (H, T, T) probability matrix, not only the class token's rows
+  /// Called with each image's full probabilities (H, T, T) of every computed layer, in layer order, as
+  /// on_probs(image index b, layer l, probs); lets a caller consume them (e.g. rollout) without keep_full's
+  /// (L, H, T, T) storage. The pointer is valid during the call only.
+  std::function<void(int, int, const float*)> on_probs;
+  bool to_end = false;     ///< run every block and the final LayerNorm (tokens, classifier logits)
+};
+
+/// What one image's forward pass recorded. L = layers computed, H = heads, T = tokens (prefix + patches).
+struct ForwardResult {
+  int layers = 0, heads = 0, tokens = 0;
+  std::vector<float> cls_attn;    ///< (L, H, T): row 0 (class token) of softmax(QK^T/sqrt(d_k)) per layer
+  std::vector<float> attn;        ///< (L, H, T, T): all rows, only with keep_full
+  std::vector<float> tokens_out;  ///< (T, D) after the final LayerNorm (timm) / (T, d_k) = weights.V (seed); to_end
+  std::vector<float> logits;      ///< (C) classifier output on the class token (DeiT distilled: mean with
+                                  ///< head_dist on the distillation token); to_end and a head present
+};
+
+/// Runs B images through the model. `images[b]` is a normalised (3, H, W) tensor with H = hp.image_h,
+/// W = hp.image_w. Linear layers run on all B*T tokens in one sgemm each; attention runs per image and head.
+/// Throws attnmap::Error when last_layer is out of range.
+std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<const float*>& images,
+                                       const ForwardOptions& opt);
+
+/// One image; see the batched overload.
+ForwardResult vit_forward(const ViTWeights& w, const float* image, const ForwardOptions& opt);
+
+/// Resolves a possibly negative layer index against `depth`; throws attnmap::Error when out of range.
+int resolve_layer(int layer, int depth);
+
+// ---- layers (llm.c style: out, in, weights, dims) --------------------------------------------------------
+
+/// out(M, D) = LayerNorm(in(M, D)) * weight + bias, biased variance, eps inside the square root.
+void layernorm_forward(float* out, const float* in, const float* weight, const float* bias, int M, int D, float eps);
+
+/// In place: each of M rows of length n becomes its softmax, computed stably (row max subtracted).
+void softmax_rows(float* x, int M, int n);
+
+/// Multi-head self-attention on one image.  qkv (T, 3*H*dk) = [Q | K | V], heads contiguous in each;
+/// probs (H, T, T) receives softmax(Q_h K_h^T / sqrt(dk)); out (T, H*dk) receives probs_h V_h per head.
+/// (Vaswani et al. 2017, eq. 1.)
+void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk);
+
+/// In place exact GELU: x * 0.5 * (1 + erf(x / sqrt(2))) (PyTorch nn.GELU(), approximate='none').
+void gelu_forward(float* x, size_t n);
+
+}  // namespace attnmap
