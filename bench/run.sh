@@ -16,7 +16,7 @@ W="${ATTNMAP_BENCH_DIR:-/tmp/attnmap-bench}"
 PY=/usr/bin/python3
 ITERS="${ITERS:-4}"
 mkdir -p "$W"
-cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release -DATTNMAP_BUILD_BENCH=ON >/dev/null
 cmake --build "$ROOT/build" -j2 --target attnmap attnmap_bench >/dev/null
 B="$ROOT/build"
 # The PyTorch peers run with the machine's OpenBLAS tuning variables removed (this command only).

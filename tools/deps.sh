@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Installs the Debian packages attnmap needs to build and test (as root on Debian 12). Idempotent: does
-# nothing when every package is already installed.
+# Installs the Debian packages attnmap needs (as root on Debian 12). Idempotent: does nothing when every
+# package is already installed.
+#   bash tools/deps.sh        what building and running attnmap needs (tools/quickstart.sh)
+#   bash tools/deps.sh test   that plus the test suite's and the fuzz targets' tools (tools/test.sh)
 set -euo pipefail
-PACKAGES=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev libopenblas-dev libgtest-dev libspng-dev fonts-dejavu-core libexif-dev clang libclang-rt-14-dev libfast-float-dev util-linux)
+RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev libfast-float-dev libopenblas-dev
+         libspng-dev libexif-dev fonts-dejavu-core)
+TEST=(libgtest-dev util-linux clang libclang-rt-14-dev)
+PACKAGES=("${RUNTIME[@]}")
+if [ "${1:-}" = test ]; then PACKAGES+=("${TEST[@]}"); fi
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

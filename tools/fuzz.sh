@@ -12,8 +12,9 @@ secs="${1:-60}"
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_image fuzz_weights_json fuzz_safetensors)
+bash tools/deps.sh test  # clang and its fuzzer runtime
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNMAP_FUZZ=ON \
-  -DATTNMAP_BUILD_TESTS=OFF >/dev/null
+  -DATTNMAP_BUILD_TESTS=OFF -DATTNMAP_BUILD_BENCH=OFF >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}"
 seeds_for() {
   case "$1" in
