@@ -6,7 +6,7 @@
 set -euo pipefail
 RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev libfast-float-dev libopenblas-dev
          libspng-dev libexif-dev fonts-dejavu-core)
-TEST=(libgtest-dev util-linux clang libclang-rt-14-dev)
+TEST=(libgtest-dev util-linux clang libclang-rt-14-dev nodejs chromium)
 PACKAGES=("${RUNTIME[@]}")
 if [ "${1:-}" = test ]; then PACKAGES+=("${TEST[@]}"); fi
 missing=()
@@ -18,4 +18,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# The browser test's driver (test tooling only): puppeteer-core, pinned by tests/browser/package-lock.json;
+# it drives Debian's chromium and downloads no browser of its own.
+if [ "${1:-}" = test ] && [ ! -d tests/browser/node_modules/puppeteer-core ]; then
+  (cd "$(dirname "$0")/../tests/browser" && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 fi

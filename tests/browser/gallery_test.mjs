@@ -1,0 +1,86 @@
+// gallery_test.mjs - opens attnmap's static gallery in Debian's chromium (headless, driven by
+// puppeteer-core: it starts the installed browser, downloads nothing) straight from file://, and checks what
+// a reader relies on: every thumbnail loads (naturalWidth > 0) after scrolling through the lazy images,
+// sorting by a statistic reorders the rows (ascending, then descending), the filter narrows them, and no
+// request leaves ROOT (the run's output folder). Saves a screenshot.
+//   usage: node gallery_test.mjs INDEX_HTML ROOT SCREENSHOT_PNG
+import puppeteer from 'puppeteer-core';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const [indexHtml, root, shot] = process.argv.slice(2);
+if (!indexHtml || !root || !shot) {
+  console.error('usage: node gallery_test.mjs INDEX_HTML ROOT SCREENSHOT_PNG');
+  process.exit(2);
+}
+const rootUrl = pathToFileURL(path.resolve(root)).href + '/';
+let passed = 0, failed = 0;
+function check(ok, what) {
+  if (ok) { passed++; console.log('ok: ' + what); } else { failed++; console.log('FAILED: ' + what); }
+}
+
+const browser = await puppeteer.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--allow-file-access-from-files'],
+});
+try {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1200, height: 700 });
+  const requests = [];
+  page.on('request', (r) => requests.push(r.url()));
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.goto(pathToFileURL(path.resolve(indexHtml)).href, { waitUntil: 'load' });
+
+  // Scroll through the page so every lazy image is requested, then wait for each to finish.
+  const height = await page.evaluate(() => document.body.scrollHeight);
+  for (let y = 0; y <= height; y += 500) {
+    await page.evaluate((yy) => window.scrollTo(0, yy), y);
+    await new Promise((r) => setTimeout(r, 60));
+  }
+  await page.waitForFunction(() => Array.from(document.images).every((i) => i.complete), { timeout: 20000 });
+  const imgs = await page.evaluate(() => Array.from(document.images).map((i) => [i.getAttribute('src'), i.naturalWidth]));
+  check(imgs.length > 0, `the page has thumbnails (${imgs.length})`);
+  const broken = imgs.filter(([, w]) => !(w > 0));
+  check(broken.length === 0, 'every thumbnail loaded' + (broken.length ? ': broken ' + broken.map(([s]) => s).join(', ') : ''));
+
+  const rows = await page.evaluate(() => document.querySelectorAll('#t tbody tr').length);
+  check(rows >= 3, `rows: ${rows}`);
+
+  // Sort by "map max" (column 4): values ascending with unknown ones last, then descending.
+  const column = async (c) => page.evaluate((cc) => Array.from(document.querySelectorAll('#t tbody tr'))
+    .map((r) => r.cells[cc].getAttribute('data-v')), c);
+  const before = await column(4);
+  const headers = await page.$$('#t th');
+  await headers[4].click();
+  const asc = await column(4);
+  const known = (v) => v.filter((x) => x !== '').map(Number);
+  const ka = known(asc);
+  check(ka.length >= 2 && ka.every((v, i) => i === 0 || ka[i - 1] <= v), 'sorting by map max puts the rows in ascending order');
+  check(JSON.stringify(asc) !== JSON.stringify(before), 'sorting by map max reordered the rows');
+  check(asc.slice(ka.length).every((x) => x === ''), 'rows without statistics sort last');
+  await headers[4].click();
+  const kd = known(await column(4));
+  check(kd.every((v, i) => i === 0 || kd[i - 1] >= v), 'a second click sorts in descending order');
+
+  // Filter by the first row's file name: only rows containing it remain.
+  const name = await page.evaluate(() => document.querySelector('#t tbody tr .name').textContent);
+  await page.type('#q', name);
+  const shown = await page.evaluate(() => Array.from(document.querySelectorAll('#t tbody tr'))
+    .filter((r) => r.style.display !== 'none').length);
+  check(shown >= 1 && shown < rows, `filtering by "${name}" shows ${shown} of ${rows} rows`);
+  await page.$eval('#q', (e) => { e.value = ''; e.dispatchEvent(new Event('input')); });
+
+  const outside = requests.filter((u) => !u.startsWith(rootUrl));
+  check(outside.length === 0, 'no request left ' + rootUrl + (outside.length ? ': ' + outside.join(', ') : ''));
+  check(errors.length === 0, 'no script error' + (errors.length ? ': ' + errors.join('; ') : ''));
+
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: shot, fullPage: false });
+  console.log('screenshot: ' + shot);
+} finally {
+  await browser.close();
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed === 0 ? 0 : 1);
