@@ -85,15 +85,8 @@ double parse_fraction(const std::string& s, const char* opt) {
   return v;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc > 0 && argv[0]) attnmap::set_program_path(argv[0]);  // --json/--manifest never replace the program
-  attnmap::install_interrupt_cleanup();  // Ctrl-C or a kill leaves no temporary file beside the outputs
-  CLI::App app{"attnmap - draws where a Vision Transformer's class token looks, as a heatmap over the photo"};
-  app.set_version_flag("--version", std::string("attnmap ") + ATTNMAP_VERSION);
-  app.require_subcommand(1);
-
+// The command line as given, before it is checked: the option tables bind to these.
+struct CliArgs {
   attnmap::RenderOptions ro;
   attnmap::BatchOptions bo;
   std::string shard_s;
@@ -101,35 +94,52 @@ int main(int argc, char** argv) {
       threshold_s;
   int heads = 0;
   long long max_pixels = static_cast<long long>(ro.load.max_pixels);  // signed: "-1" must not wrap to "no limit"
+  bool no_exif = false;
+  attnmap::EvalOptions eo;
+  std::string fusions_s = "mean";
+  std::string inspect_weights;
+  int inspect_heads = 0;
+};
+
+struct Commands {
+  CLI::App* render;
+  CLI::App* eval;
+  CLI::App* inspect;
+};
+
+// attnmap render: its option table.
+CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
+  attnmap::RenderOptions& ro = a.ro;
+  attnmap::BatchOptions& bo = a.bo;
   CLI::App* render = app.add_subcommand("render", "render class-token attention heatmaps over images");
   render->add_option("inputs", ro.inputs, "image files or folders (folders are walked recursively, sorted)")
       ->required();
   render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON or safetensors; timm, DINOv2, DeiT, Hugging Face or torchvision names); default: the bundled weights/default.json");
   render->add_option("-o,--out", ro.out_dir, "output folder, created if missing")->capture_default_str();
-  render->add_option("--layer", layer_s, "encoder block, 0-based; negative counts from the end (default: the weights' config default_layer, else -1 = last; with --rollout -1)");
-  render->add_option("--head", head_s, "a head index (negative counts from the end), or mean | max | min over heads (default: the weights' config default_head, else mean; with --rollout mean)");
+  render->add_option("--layer", a.layer_s, "encoder block, 0-based; negative counts from the end (default: the weights' config default_layer, else -1 = last; with --rollout -1)");
+  render->add_option("--head", a.head_s, "a head index (negative counts from the end), or mean | max | min over heads (default: the weights' config default_head, else mean; with --rollout mean)");
   std::string cmaps;
   for (const auto& n : attnmap::colormap_names()) cmaps += (cmaps.empty() ? "" : ", ") + n;
   render->add_option("--colormap", ro.colormap, "colour map: " + cmaps)->capture_default_str();
   render->add_option("--alpha", ro.alpha, "opacity of the heatmap over the photo, 0..1")->capture_default_str();
-  render->add_option("--upsample", upsample_s, "nearest | bilinear | bicubic")->capture_default_str();
-  render->add_option("--resize", resize_s,
+  render->add_option("--upsample", a.upsample_s, "nearest | bilinear | bicubic")->capture_default_str();
+  render->add_option("--resize", a.resize_s,
                      "squash (whole image to the model size) | crop (timm eval: shorter side to size/0.875, "
                      "centre crop; the map is drawn inside the crop box only)")
       ->capture_default_str();
-  render->add_option("--heads", heads, "number of attention heads, when the weights do not say");
-  render->add_option("--mean", mean_s, "R,G,B normalisation mean (overrides the weights' config)");
-  render->add_option("--std", std_s, "R,G,B normalisation std (overrides the weights' config)");
+  render->add_option("--heads", a.heads, "number of attention heads, when the weights do not say");
+  render->add_option("--mean", a.mean_s, "R,G,B normalisation mean (overrides the weights' config)");
+  render->add_option("--std", a.std_s, "R,G,B normalisation std (overrides the weights' config)");
   render->add_flag("--rollout", ro.rollout,
                    "draw attention rollout (Abnar & Zuidema 2020) through layers 0..--layer, heads fused by --head");
-  render->add_option("--discard", discard_s,
+  render->add_option("--discard", a.discard_s,
                      "with --rollout: zero this fraction of the smallest fused attentions per layer (never the class "
                      "token's row/column or the diagonal), 0..1");
-  render->add_option("--threshold", threshold_s,
+  render->add_option("--threshold", a.threshold_s,
                      "DINO mask: keep the largest attentions holding this fraction of the mass, (0, 1]; drawn as a "
                      "filled, outlined region");
   render->add_flag("--heads-grid", ro.heads_grid, "also write NAME.heads.png: one labelled tile per head + the fused map");
-  render->add_option("--size", size_s,
+  render->add_option("--size", a.size_s,
                      "model input size S or W,H in pixels (multiples of the patch size, e.g. 448 or 518); the "
                      "position embeddings are resampled bicubically");
   render->add_flag("--save-raw", ro.save_raw, "also write the map as NumPy .npy (float32, (grid_h, grid_w))");
@@ -144,18 +154,20 @@ int main(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   render->add_option("--manifest", bo.manifest, "write one JSON line per input (status, outputs, map statistics)");
   render->add_flag("--skip-existing", bo.skip_existing, "skip images whose outputs already exist (resume a run)");
-  render->add_option("--shard", shard_s, "render only part K of N of the sorted inputs, e.g. 2/4 (Slurm arrays)");
+  render->add_option("--shard", a.shard_s, "render only part K of N of the sorted inputs, e.g. 2/4 (Slurm arrays)");
   render->add_option("--progress-every", bo.progress_every,
                      "when standard error is not a terminal: a progress line per this many images (default: auto)");
-  render->add_option("--max-pixels", max_pixels, "refuse images with more pixels than this, before decoding")
+  render->add_option("--max-pixels", a.max_pixels, "refuse images with more pixels than this, before decoding")
       ->capture_default_str();
-  bool no_exif = false;
-  render->add_flag("--no-exif", no_exif,
+  render->add_flag("--no-exif", a.no_exif,
                    "ignore the JPEG EXIF orientation (default: the photo is turned as viewers show it)");
+  return render;
+}
 
-  // attnmap eval: the render view options (bound to the same variables) plus masks, tolerance, fusions, JSON.
-  attnmap::EvalOptions eo;
-  std::string fusions_s = "mean";
+// attnmap eval: the render view options (bound to the same variables) plus masks, tolerance, fusions, JSON.
+CLI::App* add_eval_options(CLI::App& app, CliArgs& a) {
+  attnmap::RenderOptions& ro = a.ro;
+  attnmap::EvalOptions& eo = a.eo;
   CLI::App* eval = app.add_subcommand(
       "eval", "measure how well attention maps localise the object: pointing game, energy-in-mask per layer "
               "and rollout, top-1 accuracy, against masks named like the images");
@@ -163,45 +175,56 @@ int main(int argc, char** argv) {
   eval->add_option("--masks", eo.masks_dir, "folder of masks named like the images (same stem); a non-zero colour channel = object (alpha ignored)")
       ->required();
   eval->add_option("-w,--weights", ro.weights, "weights file, as for render; default: the bundled weights/default.json");
-  eval->add_option("--layer", layer_s, "selected view: encoder block, 0-based, negative from the end (default: config default_layer, else -1; with --rollout -1)");
-  eval->add_option("--head", head_s, "selected view: a head index, or mean | max | min (default: config default_head, else mean; with --rollout mean)");
+  eval->add_option("--layer", a.layer_s, "selected view: encoder block, 0-based, negative from the end (default: config default_layer, else -1; with --rollout -1)");
+  eval->add_option("--head", a.head_s, "selected view: a head index, or mean | max | min (default: config default_head, else mean; with --rollout mean)");
   eval->add_flag("--rollout", ro.rollout, "selected view: attention rollout through layers 0..--layer, heads fused by --head");
-  eval->add_option("--discard", discard_s, "with --rollout: as for render, 0..1");
-  eval->add_option("--fusions", fusions_s, "head fusions scored at every layer, comma-separated: mean,max,min or head indices")
+  eval->add_option("--discard", a.discard_s, "with --rollout: as for render, 0..1");
+  eval->add_option("--fusions", a.fusions_s, "head fusions scored at every layer, comma-separated: mean,max,min or head indices")
       ->capture_default_str();
   eval->add_option("--tolerance", eo.tolerance_px, "pointing game: a hit within this many pixels of the mask")
       ->capture_default_str();
-  eval->add_option("--upsample", upsample_s, "map to image pixels: nearest | bilinear | bicubic")->capture_default_str();
-  eval->add_option("--resize", resize_s, "squash | crop (as for render; outside the crop box the map is 0)")
+  eval->add_option("--upsample", a.upsample_s, "map to image pixels: nearest | bilinear | bicubic")->capture_default_str();
+  eval->add_option("--resize", a.resize_s, "squash | crop (as for render; outside the crop box the map is 0)")
       ->capture_default_str();
-  eval->add_option("--heads", heads, "number of attention heads, when the weights do not say");
-  eval->add_option("--mean", mean_s, "R,G,B normalisation mean (overrides the weights' config)");
-  eval->add_option("--std", std_s, "R,G,B normalisation std (overrides the weights' config)");
+  eval->add_option("--heads", a.heads, "number of attention heads, when the weights do not say");
+  eval->add_option("--mean", a.mean_s, "R,G,B normalisation mean (overrides the weights' config)");
+  eval->add_option("--std", a.std_s, "R,G,B normalisation std (overrides the weights' config)");
   eval->add_option("--json", eo.json_out, "also write the per-image and summary results as JSON here (a missing folder is created)");
   eval->add_flag("-q,--quiet", ro.quiet, "print only errors, notes on masks and labels, and the summary");
-  eval->add_option("--max-pixels", max_pixels, "refuse images with more pixels than this, before decoding")
+  eval->add_option("--max-pixels", a.max_pixels, "refuse images with more pixels than this, before decoding")
       ->capture_default_str();
-  eval->add_flag("--no-exif", no_exif, "ignore the JPEG EXIF orientation of images and masks (as for render)");
+  eval->add_flag("--no-exif", a.no_exif, "ignore the JPEG EXIF orientation of images and masks (as for render)");
+  return eval;
+}
 
-  std::string inspect_weights;
-  int inspect_heads = 0;
+// attnmap inspect: its option table.
+CLI::App* add_inspect_options(CLI::App& app, CliArgs& a) {
   CLI::App* inspect = app.add_subcommand(
       "inspect", "print what attnmap reads from a checkpoint: layout, token layout, grid, depth, heads, parameter "
                  "count and every config value with where it came from");
-  inspect->add_option("weights", inspect_weights, "weights file: attnmap JSON or safetensors")->required();
-  inspect->add_option("--heads", inspect_heads, "number of attention heads, when the weights do not say");
+  inspect->add_option("weights", a.inspect_weights, "weights file: attnmap JSON or safetensors")->required();
+  inspect->add_option("--heads", a.inspect_heads, "number of attention heads, when the weights do not say");
+  return inspect;
+}
 
-  // CLI11 reads "--layer=" (nothing after the '=') as the option given without a value and takes the next
-  // argument as its value ("--head= 2 IMG" meant head 2): an '=' with nothing after it is a usage error.
+// CLI11 reads "--layer=" (nothing after the '=') as the option given without a value and takes the next
+// argument as its value ("--head= 2 IMG" meant head 2): an '=' with nothing after it is a usage error.
+// False (the error printed) for such an argument.
+bool check_no_empty_equals(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i] ? argv[i] : "";
     if (arg == "--") break;
     if (arg.size() > 3 && arg.compare(0, 2, "--") == 0 && arg.find('=') == arg.size() - 1) {
       std::cerr << "attnmap: error: " << attnmap::printable(arg.substr(0, arg.size() - 1)) << " expects a value, found ''\n";
-      return 2;
+      return false;
     }
   }
-  // A first word that is not an option nor a command: say so (CLI11 reports "A subcommand is required").
+  return true;
+}
+
+// A first word that is not an option nor a command: say so (CLI11 reports "A subcommand is required").
+// False (the error printed) for such a word.
+bool check_command_word(CLI::App& app, int argc, char** argv) {
   const auto commands = app.get_subcommands([](const CLI::App*) { return true; });
   if (argc > 1 && argv[1] && argv[1][0] != '-' &&
       std::none_of(commands.begin(), commands.end(), [&](const CLI::App* c) { return c->check_name(argv[1]); })) {
@@ -209,8 +232,123 @@ int main(int argc, char** argv) {
     for (const CLI::App* c : commands) names += (names.empty() ? "" : ", ") + c->get_name();
     std::cerr << "attnmap: error: unknown command '" << attnmap::printable(argv[1]) << "' (commands: " << names
               << "; attnmap --help)\n";
-    return 2;
+    return false;
   }
+  return true;
+}
+
+int run_inspect(const CliArgs& a, const CLI::App& inspect) {
+  attnmap::ModelOverrides ov;
+  if (inspect.count("--heads")) ov.num_heads = a.inspect_heads;
+  const attnmap::ViTWeights w = attnmap::load_model(a.inspect_weights, ov);
+  std::cout << attnmap::describe_model(w, a.inspect_weights);
+  return 0;
+}
+
+// An empty value given on purpose (--json "", --head "", -w "", --alpha "") is a mistake, not "option not
+// given" (the default weights, view, size, ...) nor a number 0: checked for every option of the command.
+void refuse_empty_values(const CLI::App& used_app) {
+  for (const CLI::Option* opt : used_app.get_options()) {
+    if (opt->get_positional() || opt->get_expected_min() == 0 || opt->count() == 0) continue;  // flags: no value
+    const auto& res = opt->results();
+    if (std::none_of(res.begin(), res.end(), [](const std::string& r) { return r.empty(); })) continue;
+    const std::string name = opt->get_name();
+    const char* expects = (name == "--json" || name == "--manifest" || name == "--weights") ? "a file name"
+                          : (name == "--masks" || name == "--out")                        ? "a folder"
+                                                                                          : "a value";
+    throw attnmap::Error(name + " expects " + expects + ", found ''");
+  }
+}
+
+int parse_layer(const std::string& layer_s) {
+  size_t used = 0;
+  int v = 0;
+  try {
+    v = std::stoi(layer_s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != layer_s.size()) throw attnmap::Error("--layer expects an integer, found '" + layer_s + "'");
+  return v;
+}
+
+// The view options (--layer, --head, --size, --discard, --threshold, --all-heads) into a.ro.
+void apply_view_options(CliArgs& a) {
+  attnmap::RenderOptions& ro = a.ro;
+  if (!a.layer_s.empty()) ro.layer = parse_layer(a.layer_s);
+  if (!a.head_s.empty()) ro.head = a.head_s;
+  if (!a.size_s.empty()) ro.size = parse_size(a.size_s);
+  if (!a.discard_s.empty()) {
+    ro.discard = parse_fraction(a.discard_s, "--discard");
+    if (!(ro.discard >= 0.0 && ro.discard <= 1.0)) throw attnmap::Error("--discard must be in [0, 1], found '" + a.discard_s + "'");
+    if (!ro.rollout) throw attnmap::Error("--discard applies to --rollout only");
+  }
+  if (!a.threshold_s.empty()) {
+    ro.threshold = static_cast<float>(parse_fraction(a.threshold_s, "--threshold"));
+    if (!(*ro.threshold > 0.0f && *ro.threshold <= 1.0f))
+      throw attnmap::Error("--threshold must be in (0, 1], found '" + a.threshold_s + "'");
+  }
+  if (ro.all_heads && !ro.save_raw) throw attnmap::Error("--all-heads is a --save-raw option: add --save-raw");
+}
+
+// The loading, drawing, model and batch options into a.ro and a.bo, checked in this order.
+void apply_run_options(CliArgs& a, const Commands& c) {
+  attnmap::RenderOptions& ro = a.ro;
+  attnmap::BatchOptions& bo = a.bo;
+  ro.load.apply_exif = !a.no_exif;
+  if (a.max_pixels < 1) throw attnmap::Error("--max-pixels must be >= 1, found " + std::to_string(a.max_pixels));
+  ro.load.max_pixels = static_cast<uint64_t>(a.max_pixels);
+  if (bo.progress_every < 0)
+    throw attnmap::Error("--progress-every must be >= 0 (0: automatic), found " + std::to_string(bo.progress_every));
+  ro.upsample = attnmap::parse_upsample(a.upsample_s);
+  if (a.resize_s == "squash") {
+    ro.resize = attnmap::ResizeMode::Squash;
+  } else if (a.resize_s == "crop") {
+    ro.resize = attnmap::ResizeMode::Crop;
+  } else {
+    throw attnmap::Error("--resize expects squash or crop, found '" + a.resize_s + "'");
+  }
+  if (c.render->count("--heads") || c.eval->count("--heads")) ro.overrides.num_heads = a.heads;
+  if (!a.mean_s.empty()) ro.overrides.mean = parse_rgb(a.mean_s, "--mean");
+  if (!a.std_s.empty()) ro.overrides.std = parse_rgb(a.std_s, "--std", true);
+  if (!(ro.alpha >= 0.0f && ro.alpha <= 1.0f)) throw attnmap::Error("--alpha must be in [0, 1]");
+  bo.ext = attnmap::parse_extensions(bo.ext);
+  if (!a.shard_s.empty()) attnmap::parse_shard(a.shard_s, &bo.shard_index, &bo.shard_count);
+}
+
+int run_eval_command(CliArgs& a) {
+  attnmap::EvalOptions& eo = a.eo;
+  eo.view = a.ro;
+  eo.fusions.clear();
+  std::stringstream fs(a.fusions_s);
+  for (std::string f; std::getline(fs, f, ',');) eo.fusions.push_back(f);
+  if (a.fusions_s.empty() || a.fusions_s.back() == ',')  // getline drops an empty last item; ",," is caught later
+    throw attnmap::Error("--fusions expects a comma-separated list such as mean,max, found '" + a.fusions_s + "'");
+  return attnmap::run_eval(eo);
+}
+
+// Runs the parsed command; throws attnmap::Error for an option value it refuses.
+int run_command(CliArgs& a, const Commands& c) {
+  if (c.inspect->parsed()) return run_inspect(a, *c.inspect);
+  refuse_empty_values(c.render->parsed() ? *c.render : *c.eval);
+  apply_view_options(a);
+  apply_run_options(a, c);
+  if (c.eval->parsed()) return run_eval_command(a);
+  return attnmap::run_render(a.ro, a.bo);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 0 && argv[0]) attnmap::set_program_path(argv[0]);  // --json/--manifest never replace the program
+  attnmap::install_interrupt_cleanup();  // Ctrl-C or a kill leaves no temporary file beside the outputs
+  CLI::App app{"attnmap - draws where a Vision Transformer's class token looks, as a heatmap over the photo"};
+  app.set_version_flag("--version", std::string("attnmap ") + ATTNMAP_VERSION);
+  app.require_subcommand(1);
+  CliArgs args;
+  const Commands commands{add_render_options(app, args), add_eval_options(app, args), add_inspect_options(app, args)};
+
+  if (!check_no_empty_equals(argc, argv) || !check_command_word(app, argc, argv)) return 2;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -218,82 +356,8 @@ int main(int argc, char** argv) {
     std::cerr << "attnmap: error: " << attnmap::printable(e.what()) << " (attnmap --help for the options)\n";
     return 2;
   }
-
   try {
-    if (inspect->parsed()) {
-      attnmap::ModelOverrides ov;
-      if (inspect->count("--heads")) ov.num_heads = inspect_heads;
-      const attnmap::ViTWeights w = attnmap::load_model(inspect_weights, ov);
-      std::cout << attnmap::describe_model(w, inspect_weights);
-      return 0;
-    }
-    // An empty value given on purpose (--json "", --head "", -w "", --alpha "") is a mistake, not "option not
-    // given" (the default weights, view, size, ...) nor a number 0: checked for every option of the command.
-    CLI::App* used_app = render->parsed() ? render : eval;
-    for (const CLI::Option* opt : used_app->get_options()) {
-      if (opt->get_positional() || opt->get_expected_min() == 0 || opt->count() == 0) continue;  // flags: no value
-      const auto& res = opt->results();
-      if (std::none_of(res.begin(), res.end(), [](const std::string& r) { return r.empty(); })) continue;
-      const std::string name = opt->get_name();
-      const char* expects = (name == "--json" || name == "--manifest" || name == "--weights") ? "a file name"
-                            : (name == "--masks" || name == "--out")                        ? "a folder"
-                                                                                            : "a value";
-      throw attnmap::Error(name + " expects " + expects + ", found ''");
-    }
-    if (!layer_s.empty()) {
-      size_t used = 0;
-      int v = 0;
-      try {
-        v = std::stoi(layer_s, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == 0 || used != layer_s.size()) throw attnmap::Error("--layer expects an integer, found '" + layer_s + "'");
-      ro.layer = v;
-    }
-    if (!head_s.empty()) ro.head = head_s;
-    if (!size_s.empty()) ro.size = parse_size(size_s);
-    if (!discard_s.empty()) {
-      ro.discard = parse_fraction(discard_s, "--discard");
-      if (!(ro.discard >= 0.0 && ro.discard <= 1.0)) throw attnmap::Error("--discard must be in [0, 1], found '" + discard_s + "'");
-      if (!ro.rollout) throw attnmap::Error("--discard applies to --rollout only");
-    }
-    if (!threshold_s.empty()) {
-      ro.threshold = static_cast<float>(parse_fraction(threshold_s, "--threshold"));
-      if (!(*ro.threshold > 0.0f && *ro.threshold <= 1.0f))
-        throw attnmap::Error("--threshold must be in (0, 1], found '" + threshold_s + "'");
-    }
-    if (ro.all_heads && !ro.save_raw) throw attnmap::Error("--all-heads is a --save-raw option: add --save-raw");
-    ro.load.apply_exif = !no_exif;
-    if (max_pixels < 1) throw attnmap::Error("--max-pixels must be >= 1, found " + std::to_string(max_pixels));
-    ro.load.max_pixels = static_cast<uint64_t>(max_pixels);
-    if (bo.progress_every < 0)
-      throw attnmap::Error("--progress-every must be >= 0 (0: automatic), found " + std::to_string(bo.progress_every));
-    ro.upsample = attnmap::parse_upsample(upsample_s);
-    if (resize_s == "squash") {
-      ro.resize = attnmap::ResizeMode::Squash;
-    } else if (resize_s == "crop") {
-      ro.resize = attnmap::ResizeMode::Crop;
-    } else {
-      throw attnmap::Error("--resize expects squash or crop, found '" + resize_s + "'");
-    }
-    if (render->count("--heads") || eval->count("--heads")) ro.overrides.num_heads = heads;
-    if (!mean_s.empty()) ro.overrides.mean = parse_rgb(mean_s, "--mean");
-    if (!std_s.empty()) ro.overrides.std = parse_rgb(std_s, "--std", true);
-    if (!(ro.alpha >= 0.0f && ro.alpha <= 1.0f)) throw attnmap::Error("--alpha must be in [0, 1]");
-    bo.ext = attnmap::parse_extensions(bo.ext);
-    if (!shard_s.empty()) attnmap::parse_shard(shard_s, &bo.shard_index, &bo.shard_count);
-
-    if (eval->parsed()) {
-      eo.view = ro;
-      eo.fusions.clear();
-      std::stringstream fs(fusions_s);
-      for (std::string f; std::getline(fs, f, ',');) eo.fusions.push_back(f);
-      if (fusions_s.empty() || fusions_s.back() == ',')  // getline drops an empty last item; ",," is caught later
-        throw attnmap::Error("--fusions expects a comma-separated list such as mean,max, found '" + fusions_s + "'");
-      return attnmap::run_eval(eo);
-    }
-    return attnmap::run_render(ro, bo);
+    return run_command(args, commands);
   } catch (const std::exception& e) {
     std::cerr << "attnmap: error: " << attnmap::printable(e.what()) << "\n";
     return 2;

@@ -218,31 +218,356 @@ ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const
   return ev;
 }
 
-int run_eval(const EvalOptions& opt) {
+namespace {
+
+// --masks must name a folder, and not one of the input folders: masks beside the images in the same folder
+// would score every image against itself.
+void check_masks_folder(const EvalOptions& opt) {
   const RenderOptions& ro = opt.view;
   if (opt.masks_dir.empty()) throw Error("--masks is required");
   std::error_code ec;
   if (!fs::is_directory(opt.masks_dir, ec))
     throw Error("--masks " + opt.masks_dir +
                 (fs::exists(opt.masks_dir, ec) ? ": not a folder (name the folder that holds the masks)" : ": no such folder"));
-  {  // Masks beside the images in the same folder would score every image against itself.
-    const std::string masks_canon = canonical_or_empty(opt.masks_dir);
-    for (const std::string& in : ro.inputs) {
-      if (!masks_canon.empty() && fs::is_directory(in, ec) && canonical_or_empty(in) == masks_canon)
-        throw Error("--masks " + opt.masks_dir + " is also an input folder (" + in +
-                    "); keep the masks in a folder of their own, e.g. DIR/masks");
+  const std::string masks_canon = canonical_or_empty(opt.masks_dir);
+  for (const std::string& in : ro.inputs) {
+    if (!masks_canon.empty() && fs::is_directory(in, ec) && canonical_or_empty(in) == masks_canon)
+      throw Error("--masks " + opt.masks_dir + " is also an input folder (" + in +
+                  "); keep the masks in a folder of their own, e.g. DIR/masks");
+  }
+}
+
+// One image at a time: every core for its products (the user's OPENBLAS_NUM_THREADS wins), as render -j 1.
+void set_eval_blas_threads() {
+  const int blas = blas_threads_to_set(1, usable_cores(), std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));
+  if (blas > 0) set_blas_threads(blas);
+}
+
+// Where --json writes.
+struct JsonTarget {
+  std::string path;               // resolved: what is checked is what is written
+  std::vector<std::string> made;  // folders made for it, deepest first: removed when no JSON is written
+};
+
+// --json must not replace a file this run reads (an input, a mask, a labels.csv, the weights or their side
+// configs); checked, and a missing folder made, before any image is evaluated. Empty without --json.
+JsonTarget prepare_json(const EvalOptions& opt, const std::string& weights_path, const std::vector<Job>& jobs,
+                        const MaskIndex& masks) {
+  JsonTarget json;
+  if (opt.json_out.empty()) return json;
+  std::vector<ReadFile> reads = model_reads(weights_path);
+  for (const std::string& in : opt.view.inputs) reads.push_back({in, "an input"});
+  std::set<fs::path> truth_dirs{fs::path(opt.masks_dir)};  // where a labels.csv would be read (the class truth)
+  for (const Job& j : jobs) {
+    reads.push_back({j.input, "an input"});
+    truth_dirs.insert(truth_folders(opt.masks_dir, j.input)[1]);
+  }
+  for (const auto& kv : masks.by_rel)
+    for (const std::string& f : kv.second) reads.push_back({f, "a mask"});
+  for (const fs::path& d : truth_dirs) reads.push_back({(d / kLabelsCsv).string(), "a labels.csv that eval reads"});
+  json.path = check_output_file("--json", opt.json_out, reads);
+  json.made = make_output_folder("--json", opt.json_out, json.path);
+  return json;
+}
+
+// Ground truth: labels.csv in the masks folder, else in the image's own folder; else the file name. A
+// labels.csv is read when an image first needs it, and once.
+class TruthLookup {
+ public:
+  TruthLookup(const std::string& masks_dir, const HParams& hp, bool classify, int num_classes)
+      : masks_dir_(masks_dir), hp_(hp), classify_(classify), num_classes_(num_classes) {}
+
+  std::optional<int> truth_for(const std::string& input) {
+    if (!classify_) return std::nullopt;
+    const fs::path p(input);
+    for (const fs::path& folder : truth_folders(masks_dir_, input)) {
+      if (const auto* m = csv_for(folder)) {
+        for (const std::string& k : {p.filename().string(), p.stem().string()}) {
+          auto it = m->find(k);
+          if (it != m->end()) return it->second;
+        }
+      }
+    }
+    return label_from_filename(input, hp_.labels);
+  }
+
+ private:
+  // The folder's labels.csv, read on first use (its notes printed then); nullptr when it has none.
+  const std::map<std::string, int>* csv_for(const fs::path& folder) {
+    const std::string key = folder.string();
+    auto it = csv_cache_.find(key);
+    if (it == csv_cache_.end()) {
+      std::optional<std::map<std::string, int>> m;
+      const fs::path p = folder / kLabelsCsv;
+      std::error_code e;
+      if (fs::is_regular_file(p, e)) {
+        std::vector<std::string> notes;
+        m = read_labels_csv(p.string(), hp_.labels, num_classes_, &notes);
+        // Printed under -q too, like the per-image mask notes: they bear on the figures.
+        for (size_t i = 0; i < notes.size() && i < 5; ++i) std::cerr << "attnmap: note: " << printable(notes[i]) << "\n";
+        if (notes.size() > 5)
+          std::cerr << "attnmap: note: " << printable(p.string()) << ": " << notes.size() - 5 << " more such rows\n";
+      }
+      it = csv_cache_.emplace(key, std::move(m)).first;
+    }
+    return it->second ? &*it->second : nullptr;
+  }
+
+  const std::string& masks_dir_;
+  const HParams& hp_;
+  const bool classify_;
+  const int num_classes_;
+  std::map<std::string, std::optional<std::map<std::string, int>>> csv_cache_;
+};
+
+// What a run produced: the images evaluated, and the failures (counted, and as JSON error entries).
+struct EvalRun {
+  std::vector<ImageEval> done;
+  int failed = 0;
+  nlohmann::ordered_json errors = nlohmann::ordered_json::array();
+  double secs = 0;  // evaluating the images
+};
+
+// Inputs plan_jobs could not use: an error line and a JSON error entry each, counted as failed.
+void report_unusable_inputs(const std::vector<std::string>& missing,
+                            const std::vector<std::pair<std::string, std::string>>& unreadable, EvalRun& run) {
+  for (const auto& m : missing) {
+    std::cerr << "attnmap: error: " << printable(m) << ": no such file or folder\n";
+    run.errors.push_back({{"file", m}, {"error", "no such file or folder"}});
+    ++run.failed;
+  }
+  for (const auto& u : unreadable) {
+    std::cerr << "attnmap: error: " << printable(u.second) << "\n";
+    run.errors.push_back({{"file", u.first}, {"error", u.second}});
+    ++run.failed;
+  }
+}
+
+// The job's mask. Throws attnmap::Error for an image inside the masks folder (masks_prefix: the canonical
+// masks folder with a trailing '/', empty when unknown) or without a mask of its own.
+std::string mask_for_job(const Job& job, const std::string& masks_dir, const std::string& masks_prefix,
+                         const MaskIndex& masks) {
+  if (!masks_prefix.empty() && canonical_or_empty(job.input).rfind(masks_prefix, 0) == 0)
+    throw Error("is inside the masks folder " + masks_dir + " (a mask would be scored as an image)");
+  const fs::path rel = fs::path(job.out_base).lexically_relative(masks_dir);
+  const auto mask_path = masks.find(rel.generic_string(), fs::path(job.input).stem().string());
+  if (!mask_path)
+    throw Error("no mask named '" + fs::path(job.input).stem().string() + ".*' in " + masks_dir);
+  return *mask_path;
+}
+
+// The per-image line: the selected view's hit and energy, and with a classifier the top-5 and the truth.
+std::string image_line(const EvalContext& ctx, const ImageEval& ev, int num_classes) {
+  const HParams& hp = ctx.model->hp;
+  const ViewScore& s = ev.views[ctx.selected];
+  std::string line = ev.input + ": " + ctx.views[ctx.selected].name + (s.hit ? " hit" : " miss") +
+                     fmt(", energy %.3f", s.energy) + fmt(" (mask area %.3f,", ev.area_share) +
+                     fmt(" %.2fx)", s.energy / ev.area_share);
+  if (!ev.top5.empty()) {
+    line += "; top-5: " + format_top_k(ev.top5);
+    if (ev.truth) {
+      const std::string t = hp.labels.size() == static_cast<size_t>(num_classes)
+                                ? hp.labels[static_cast<size_t>(*ev.truth)]
+                                : "class " + std::to_string(*ev.truth);
+      line += std::string(" [truth ") + t + (ev.predicted == ev.truth ? ", correct]" : ", wrong]");
     }
   }
+  return line;
+}
+
+// Evaluates every job in order into run.done; an image that fails is reported and counted in run.
+void evaluate_jobs(const EvalContext& ctx, const std::vector<Job>& jobs, const MaskIndex& masks, TruthLookup& truth,
+                   int num_classes, EvalRun& run) {
+  const EvalOptions& opt = *ctx.opt;
+  const std::string masks_canon = canonical_or_empty(opt.masks_dir);
+  const std::string masks_prefix = masks_canon.empty() ? std::string() : (fs::path(masks_canon) / "").string();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const Job& job : jobs) {
+    try {
+      const std::string mask_path = mask_for_job(job, opt.masks_dir, masks_prefix, masks);
+      ImageEval ev = evaluate_image(ctx, job.input, mask_path, truth.truth_for(job.input));
+      for (const auto& n : ev.notes) std::cerr << "attnmap: note: " << printable(job.input + ": " + n) << "\n";
+      if (!opt.view.quiet) std::cout << printable(image_line(ctx, ev, num_classes)) << "\n";
+      run.done.push_back(std::move(ev));
+    } catch (const std::exception& e) {
+      ++run.failed;
+      std::cerr << "attnmap: error: " << printable(with_path(job.input, e.what())) << "\n";
+      run.errors.push_back({{"file", job.input}, {"error", e.what()}});
+    }
+  }
+  run.secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One view's summary: pointing = hits / n; energy = mean per-image energy; ratio = energy / mean mask area
+// share (ratio of means); ratio_img = mean of energy_i / area_i.
+struct Row {
+  double pointing = 0, energy = 0, ratio = 0, ratio_img = 0;
+};
+
+struct Summary {
+  size_t n = 0;      // images evaluated
+  double area = 0;   // mean mask area share: the uniform baseline
+  int labelled = 0, correct = 0;
+  std::vector<Row> rows;  // per view, in the order of ctx.views; zeros when n == 0
+};
+
+Summary summarise(const EvalContext& ctx, const std::vector<ImageEval>& done) {
+  Summary s;
+  s.n = done.size();
+  const size_t n = s.n;
+  for (const auto& ev : done) {
+    s.area += ev.area_share;
+    if (ev.truth && ev.predicted) {
+      ++s.labelled;
+      s.correct += *ev.truth == *ev.predicted;
+    }
+  }
+  if (n) s.area /= static_cast<double>(n);
+  s.rows.resize(ctx.views.size());
+  for (size_t v = 0; v < ctx.views.size() && n; ++v) {
+    Row& r = s.rows[v];
+    for (const auto& ev : done) {
+      r.pointing += ev.views[v].hit ? 1.0 : 0.0;
+      r.energy += ev.views[v].energy;
+      r.ratio_img += ev.views[v].energy / ev.area_share;
+    }
+    r.pointing /= static_cast<double>(n);
+    r.energy /= static_cast<double>(n);
+    r.ratio_img /= static_cast<double>(n);
+    r.ratio = r.energy / s.area;
+  }
+  return s;
+}
+
+// The table of views (pointing, energy, ratio; the selected one starred) and the line naming the best.
+void print_view_table(std::ostream& out, const EvalContext& ctx, const Summary& s) {
+  const std::vector<Row>& rows = s.rows;
+  size_t width = 13;  // name column: the longest view name plus " *"
+  for (const auto& v : ctx.views) width = std::max(width, v.name.size() + 2);
+  out << std::string("view") + std::string(width - 4, ' ') + "  pointing   energy    ratio\n";
+  size_t best_p = 0, best_e = 0;
+  for (size_t v = 0; v < ctx.views.size(); ++v) {
+    const Row& r = rows[v];
+    std::string name = ctx.views[v].name + (v == ctx.selected ? " *" : "");
+    name.resize(width, ' ');
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "%s %9.3f %8.3f %7.2fx\n", name.c_str(), r.pointing, r.energy, r.ratio);
+    out << buf;
+    if (r.pointing > rows[best_p].pointing ||
+        (r.pointing == rows[best_p].pointing && r.energy > rows[best_p].energy))
+      best_p = v;
+    if (r.energy > rows[best_e].energy) best_e = v;
+  }
+  out << "* selected view (--layer/--head/--rollout or the model's default); pointing tolerance "
+      << ctx.opt->tolerance_px << " px; best pointing game: " << ctx.views[best_p].name
+      << ", best energy: " << ctx.views[best_e].name << "\n";
+}
+
+// The summary on standard output (nothing when no image was evaluated).
+void print_summary(std::ostream& out, const EvalContext& ctx, const Summary& s, int failed, bool classify) {
+  const size_t n = s.n;
+  if (n && !ctx.opt->view.quiet) out << "\n";
+  if (!n) return;
+  out << "attnmap eval: " << n << " images"
+      << (failed ? ", " + std::to_string(failed) + " failed" : std::string())
+      << fmt("; uniform baseline (mean mask area share) %.4f", s.area) << "\n";
+  if (classify) {
+    if (s.labelled)
+      out << "top-1 accuracy " << fmt("%.4f", static_cast<double>(s.correct) / s.labelled) << " (" << s.correct
+          << " correct of " << s.labelled << " images with a known class)\n";
+    else
+      out << "top-1 accuracy: no image has a known class (labels.csv or a class name in the file name)\n";
+  }
+  print_view_table(out, ctx, s);
+}
+
+// One image's JSON entry.
+nlohmann::ordered_json image_json(const EvalContext& ctx, const ImageEval& ev) {
+  nlohmann::ordered_json e;
+  e["file"] = ev.input;
+  e["mask"] = ev.mask;
+  e["mask_area_share"] = ev.area_share;
+  e["truth"] = ev.truth ? nlohmann::ordered_json(*ev.truth) : nlohmann::ordered_json();
+  e["predicted"] = ev.predicted ? nlohmann::ordered_json(*ev.predicted) : nlohmann::ordered_json();
+  nlohmann::ordered_json t = nlohmann::ordered_json::array();
+  for (const auto& [name, p] : ev.top5) t.push_back({{"label", name}, {"probability", p}});
+  e["top5"] = t;
+  nlohmann::ordered_json vs = nlohmann::ordered_json::object();
+  for (size_t v = 0; v < ctx.views.size(); ++v)
+    vs[ctx.views[v].name] = {{"hit", ev.views[v].hit}, {"energy", ev.views[v].energy}};
+  e["views"] = vs;
+  return e;
+}
+
+// The --json document: the run's settings, the summary, every image, every error.
+nlohmann::ordered_json eval_json(const EvalContext& ctx, const std::string& weights_path, const Summary& sum,
+                                 const EvalRun& run, bool classify) {
+  const EvalOptions& opt = *ctx.opt;
+  const RenderOptions& ro = opt.view;
+  nlohmann::ordered_json views = nlohmann::ordered_json::object();
+  for (size_t v = 0; v < ctx.views.size() && sum.n; ++v) {
+    const Row& r = sum.rows[v];
+    views[ctx.views[v].name] = {{"pointing_game", r.pointing},
+                                {"energy_in_mask", r.energy},
+                                {"energy_ratio", r.ratio},
+                                {"energy_ratio_per_image", r.ratio_img}};
+  }
+  nlohmann::ordered_json j;
+  j["weights"] = weights_path;
+  j["masks"] = opt.masks_dir;
+  j["tolerance_px"] = opt.tolerance_px;
+  j["upsample"] = ro.upsample == Upsample::Nearest   ? "nearest"
+                  : ro.upsample == Upsample::Bicubic ? "bicubic"
+                                                     : "bilinear";
+  j["resize"] = ro.resize == ResizeMode::Crop ? "crop" : "squash";
+  j["selected_view"] = ctx.views[ctx.selected].name;
+  nlohmann::ordered_json s;
+  s["images"] = sum.n;
+  s["failed"] = run.failed;
+  s["mask_area_share"] = sum.area;
+  if (classify) {
+    s["top1"] = {{"correct", sum.correct},
+                 {"labelled", sum.labelled},
+                 {"accuracy", sum.labelled ? nlohmann::ordered_json(static_cast<double>(sum.correct) / sum.labelled)
+                                           : nlohmann::ordered_json()}};
+  } else {
+    s["top1"] = nullptr;
+  }
+  s["views"] = views;
+  j["summary"] = s;
+  nlohmann::ordered_json imgs = nlohmann::ordered_json::array();
+  for (const auto& ev : run.done) imgs.push_back(image_json(ctx, ev));
+  j["images"] = imgs;
+  j["errors"] = run.errors;
+  return j;
+}
+
+// Writes the --json document; false (the error printed, the folders made for it removed) when it fails.
+bool write_eval_json(const JsonTarget& json, const nlohmann::ordered_json& j) {
+  try {
+    // File names are bytes; one that is not UTF-8 gets U+FFFD in the JSON (as in render's manifest).
+    const std::string text = j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+    write_file_atomic(json.path, std::vector<uint8_t>(text.begin(), text.end()));
+  } catch (const std::exception& e) {
+    std::cerr << "attnmap: error: " << printable(e.what()) << "\n";
+    remove_made_folders(json.made);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int run_eval(const EvalOptions& opt) {
+  const RenderOptions& ro = opt.view;
+  check_masks_folder(opt);
   if (!opt.json_out.empty()) check_output_name("--json", opt.json_out);  // before the model loads
   const std::string weights_path = ro.weights.empty() ? default_weights_path() : ro.weights;
   const ViTWeights model = load_model(weights_path, ro.overrides);
   if (!ro.quiet)
     for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
   const EvalContext ctx = make_eval_context(model, opt);
-  const HParams& hp = model.hp;
-  // One image at a time: every core for its products (the user's OPENBLAS_NUM_THREADS wins), as render -j 1.
-  const int blas = blas_threads_to_set(1, usable_cores(), std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));
-  if (blas > 0) set_blas_threads(blas);
+  set_eval_blas_threads();
   const bool classify = model.head.present();
   const int num_classes = classify ? model.head.out : 0;
 
@@ -252,245 +577,26 @@ int run_eval(const EvalOptions& opt) {
   std::vector<std::pair<std::string, std::string>> unreadable;
   const std::vector<Job> jobs = plan_jobs(ro.inputs, opt.masks_dir, &missing, {}, &unreadable);
   const MaskIndex masks(opt.masks_dir);
-  // --json must not replace a file this run reads (an input, a mask, a labels.csv, the weights or their side
-  // configs); checked, and a missing folder made, before any image is evaluated.
-  std::string json_path;               // resolved: what is checked is what is written
-  std::vector<std::string> json_made;  // folders made for it, deepest first: removed when no JSON is written
-  if (!opt.json_out.empty()) {
-    std::vector<ReadFile> reads = model_reads(weights_path);
-    for (const std::string& in : ro.inputs) reads.push_back({in, "an input"});
-    std::set<fs::path> truth_dirs{fs::path(opt.masks_dir)};  // where a labels.csv would be read (the class truth)
-    for (const Job& j : jobs) {
-      reads.push_back({j.input, "an input"});
-      truth_dirs.insert(truth_folders(opt.masks_dir, j.input)[1]);
-    }
-    for (const auto& kv : masks.by_rel)
-      for (const std::string& f : kv.second) reads.push_back({f, "a mask"});
-    for (const fs::path& d : truth_dirs) reads.push_back({(d / kLabelsCsv).string(), "a labels.csv that eval reads"});
-    json_path = check_output_file("--json", opt.json_out, reads);
-    json_made = make_output_folder("--json", opt.json_out, json_path);
-  }
+  const JsonTarget json = prepare_json(opt, weights_path, jobs, masks);
+  TruthLookup truth(opt.masks_dir, model.hp, classify, num_classes);
 
-  // Ground truth: labels.csv in the masks folder, else in the image's own folder; else the file name.
-  std::map<std::string, std::optional<std::map<std::string, int>>> csv_cache;
-  auto csv_for = [&](const fs::path& folder) -> const std::map<std::string, int>* {
-    const std::string key = folder.string();
-    auto it = csv_cache.find(key);
-    if (it == csv_cache.end()) {
-      std::optional<std::map<std::string, int>> m;
-      const fs::path p = folder / kLabelsCsv;
-      std::error_code e;
-      if (fs::is_regular_file(p, e)) {
-        std::vector<std::string> notes;
-        m = read_labels_csv(p.string(), hp.labels, num_classes, &notes);
-        // Printed under -q too, like the per-image mask notes: they bear on the figures.
-        for (size_t i = 0; i < notes.size() && i < 5; ++i) std::cerr << "attnmap: note: " << printable(notes[i]) << "\n";
-        if (notes.size() > 5)
-          std::cerr << "attnmap: note: " << printable(p.string()) << ": " << notes.size() - 5 << " more such rows\n";
-      }
-      it = csv_cache.emplace(key, std::move(m)).first;
-    }
-    return it->second ? &*it->second : nullptr;
-  };
-  auto truth_for = [&](const std::string& input) -> std::optional<int> {
-    if (!classify) return std::nullopt;
-    const fs::path p(input);
-    for (const fs::path& folder : truth_folders(opt.masks_dir, input)) {
-      if (const auto* m = csv_for(folder)) {
-        for (const std::string& k : {p.filename().string(), p.stem().string()}) {
-          auto it = m->find(k);
-          if (it != m->end()) return it->second;
-        }
-      }
-    }
-    return label_from_filename(input, hp.labels);
-  };
-
-  int failed = 0;
-  nlohmann::ordered_json errors = nlohmann::ordered_json::array();
-  for (const auto& m : missing) {
-    std::cerr << "attnmap: error: " << printable(m) << ": no such file or folder\n";
-    errors.push_back({{"file", m}, {"error", "no such file or folder"}});
-    ++failed;
-  }
-  for (const auto& u : unreadable) {
-    std::cerr << "attnmap: error: " << printable(u.second) << "\n";
-    errors.push_back({{"file", u.first}, {"error", u.second}});
-    ++failed;
-  }
+  EvalRun run;
+  report_unusable_inputs(missing, unreadable, run);
   if (jobs.empty() && missing.empty() && unreadable.empty()) {
     std::cerr << "attnmap: error: no images found in the inputs\n";
-    remove_made_folders(json_made);
+    remove_made_folders(json.made);
     return 1;
   }
-
-  const std::string masks_canon = canonical_or_empty(opt.masks_dir);
-  const std::string masks_prefix = masks_canon.empty() ? std::string() : (fs::path(masks_canon) / "").string();
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<ImageEval> done;
-  for (const Job& job : jobs) {
-    try {
-      if (!masks_prefix.empty() && canonical_or_empty(job.input).rfind(masks_prefix, 0) == 0)
-        throw Error("is inside the masks folder " + opt.masks_dir + " (a mask would be scored as an image)");
-      const fs::path rel = fs::path(job.out_base).lexically_relative(opt.masks_dir);
-      const auto mask_path = masks.find(rel.generic_string(), fs::path(job.input).stem().string());
-      if (!mask_path)
-        throw Error("no mask named '" + fs::path(job.input).stem().string() + ".*' in " + opt.masks_dir);
-      ImageEval ev = evaluate_image(ctx, job.input, *mask_path, truth_for(job.input));
-      for (const auto& n : ev.notes) std::cerr << "attnmap: note: " << printable(job.input + ": " + n) << "\n";
-      if (!ro.quiet) {
-        const ViewScore& s = ev.views[ctx.selected];
-        std::string line = job.input + ": " + ctx.views[ctx.selected].name + (s.hit ? " hit" : " miss") +
-                           fmt(", energy %.3f", s.energy) + fmt(" (mask area %.3f,", ev.area_share) +
-                           fmt(" %.2fx)", s.energy / ev.area_share);
-        if (!ev.top5.empty()) {
-          line += "; top-5: " + format_top_k(ev.top5);
-          if (ev.truth) {
-            const std::string t = hp.labels.size() == static_cast<size_t>(num_classes)
-                                      ? hp.labels[static_cast<size_t>(*ev.truth)]
-                                      : "class " + std::to_string(*ev.truth);
-            line += std::string(" [truth ") + t + (ev.predicted == ev.truth ? ", correct]" : ", wrong]");
-          }
-        }
-        std::cout << printable(line) << "\n";
-      }
-      done.push_back(std::move(ev));
-    } catch (const std::exception& e) {
-      ++failed;
-      std::cerr << "attnmap: error: " << printable(with_path(job.input, e.what())) << "\n";
-      errors.push_back({{"file", job.input}, {"error", e.what()}});
-    }
-  }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-  // Summary: pointing = hits / n; energy = mean per-image energy; ratio = energy / mean mask area share
-  // (ratio of means); ratio_per_image = mean of energy_i / area_i.
-  const size_t n = done.size();
-  double area = 0;
-  int labelled = 0, correct = 0;
-  for (const auto& ev : done) {
-    area += ev.area_share;
-    if (ev.truth && ev.predicted) {
-      ++labelled;
-      correct += *ev.truth == *ev.predicted;
-    }
-  }
-  if (n) area /= static_cast<double>(n);
-  nlohmann::ordered_json views = nlohmann::ordered_json::object();
-  struct Row {
-    double pointing = 0, energy = 0, ratio = 0, ratio_img = 0;
-  };
-  std::vector<Row> rows(ctx.views.size());
-  for (size_t v = 0; v < ctx.views.size() && n; ++v) {
-    Row& r = rows[v];
-    for (const auto& ev : done) {
-      r.pointing += ev.views[v].hit ? 1.0 : 0.0;
-      r.energy += ev.views[v].energy;
-      r.ratio_img += ev.views[v].energy / ev.area_share;
-    }
-    r.pointing /= static_cast<double>(n);
-    r.energy /= static_cast<double>(n);
-    r.ratio_img /= static_cast<double>(n);
-    r.ratio = r.energy / area;
-    views[ctx.views[v].name] = {{"pointing_game", r.pointing},
-                                {"energy_in_mask", r.energy},
-                                {"energy_ratio", r.ratio},
-                                {"energy_ratio_per_image", r.ratio_img}};
-  }
-
-  std::ostream& out = std::cout;
-  if (n && !ro.quiet) out << "\n";
-  if (n) {
-    out << "attnmap eval: " << n << " images"
-        << (failed ? ", " + std::to_string(failed) + " failed" : std::string())
-        << fmt("; uniform baseline (mean mask area share) %.4f", area) << "\n";
-    if (classify) {
-      if (labelled)
-        out << "top-1 accuracy " << fmt("%.4f", static_cast<double>(correct) / labelled) << " (" << correct
-            << " correct of " << labelled << " images with a known class)\n";
-      else
-        out << "top-1 accuracy: no image has a known class (labels.csv or a class name in the file name)\n";
-    }
-    size_t width = 13;  // name column: the longest view name plus " *"
-    for (const auto& v : ctx.views) width = std::max(width, v.name.size() + 2);
-    out << std::string("view") + std::string(width - 4, ' ') + "  pointing   energy    ratio\n";
-    size_t best_p = 0, best_e = 0;
-    for (size_t v = 0; v < ctx.views.size(); ++v) {
-      const Row& r = rows[v];
-      std::string name = ctx.views[v].name + (v == ctx.selected ? " *" : "");
-      name.resize(width, ' ');
-      char buf[128];
-      std::snprintf(buf, sizeof buf, "%s %9.3f %8.3f %7.2fx\n", name.c_str(), r.pointing, r.energy, r.ratio);
-      out << buf;
-      if (r.pointing > rows[best_p].pointing ||
-          (r.pointing == rows[best_p].pointing && r.energy > rows[best_p].energy))
-        best_p = v;
-      if (r.energy > rows[best_e].energy) best_e = v;
-    }
-    out << "* selected view (--layer/--head/--rollout or the model's default); pointing tolerance "
-        << opt.tolerance_px << " px; best pointing game: " << ctx.views[best_p].name
-        << ", best energy: " << ctx.views[best_e].name << "\n";
-  }
-
-  if (!opt.json_out.empty()) {
-    nlohmann::ordered_json j;
-    j["weights"] = weights_path;
-    j["masks"] = opt.masks_dir;
-    j["tolerance_px"] = opt.tolerance_px;
-    j["upsample"] = ro.upsample == Upsample::Nearest   ? "nearest"
-                    : ro.upsample == Upsample::Bicubic ? "bicubic"
-                                                       : "bilinear";
-    j["resize"] = ro.resize == ResizeMode::Crop ? "crop" : "squash";
-    j["selected_view"] = ctx.views[ctx.selected].name;
-    nlohmann::ordered_json s;
-    s["images"] = n;
-    s["failed"] = failed;
-    s["mask_area_share"] = area;
-    if (classify) {
-      s["top1"] = {{"correct", correct},
-                   {"labelled", labelled},
-                   {"accuracy", labelled ? nlohmann::ordered_json(static_cast<double>(correct) / labelled)
-                                         : nlohmann::ordered_json()}};
-    } else {
-      s["top1"] = nullptr;
-    }
-    s["views"] = views;
-    j["summary"] = s;
-    nlohmann::ordered_json imgs = nlohmann::ordered_json::array();
-    for (const auto& ev : done) {
-      nlohmann::ordered_json e;
-      e["file"] = ev.input;
-      e["mask"] = ev.mask;
-      e["mask_area_share"] = ev.area_share;
-      e["truth"] = ev.truth ? nlohmann::ordered_json(*ev.truth) : nlohmann::ordered_json();
-      e["predicted"] = ev.predicted ? nlohmann::ordered_json(*ev.predicted) : nlohmann::ordered_json();
-      nlohmann::ordered_json t = nlohmann::ordered_json::array();
-      for (const auto& [name, p] : ev.top5) t.push_back({{"label", name}, {"probability", p}});
-      e["top5"] = t;
-      nlohmann::ordered_json vs = nlohmann::ordered_json::object();
-      for (size_t v = 0; v < ctx.views.size(); ++v)
-        vs[ctx.views[v].name] = {{"hit", ev.views[v].hit}, {"energy", ev.views[v].energy}};
-      e["views"] = vs;
-      imgs.push_back(e);
-    }
-    j["images"] = imgs;
-    j["errors"] = errors;
-    try {
-      // File names are bytes; one that is not UTF-8 gets U+FFFD in the JSON (as in render's manifest).
-      const std::string text = j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
-      write_file_atomic(json_path, std::vector<uint8_t>(text.begin(), text.end()));
-    } catch (const std::exception& e) {
-      std::cerr << "attnmap: error: " << printable(e.what()) << "\n";
-      remove_made_folders(json_made);
-      return 1;
-    }
-  }
+  evaluate_jobs(ctx, jobs, masks, truth, num_classes, run);
+  const Summary sum = summarise(ctx, run.done);
+  print_summary(std::cout, ctx, sum, run.failed, classify);
+  if (!opt.json_out.empty() && !write_eval_json(json, eval_json(ctx, weights_path, sum, run, classify))) return 1;
   if (!ro.quiet) {
     char line[160];
-    std::snprintf(line, sizeof line, "attnmap: %zu evaluated, %d failed, %.2f s\n", n, failed, secs);
+    std::snprintf(line, sizeof line, "attnmap: %zu evaluated, %d failed, %.2f s\n", sum.n, run.failed, run.secs);
     std::cerr << line;
   }
-  return failed || n == 0 ? 1 : 0;
+  return run.failed || sum.n == 0 ? 1 : 0;
 }
 
 }  // namespace attnmap

@@ -464,15 +464,11 @@ LinearW take_qkv(Loader& ld, const std::string& b, int64_t D) {
   return l;
 }
 
-// Every ViT layout but the seed one, through its naming scheme.
-ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string& stripped, const FileConfig& fc,
-                     const ModelOverrides& ov) {
-  Loader ld(raw, sc, stripped);
-  const std::string& path = raw.path;
-  ViTWeights w;
+// The patch embedding (D, 3, P, P) into w.patch_embed: sets hp.dim and hp.patch (checked against a config
+// patch_size) and returns D.
+int64_t take_patch_embed(Loader& ld, const FileConfig& fc, ViTWeights& w) {
+  const std::string& path = ld.path();
   HParams& hp = w.hp;
-  hp.layout = sc.layout;
-
   const std::string pe_name = ld.file_name("patch_embed.proj.weight");
   const Tensor& pe = ld.need("patch_embed.proj.weight", "(D, 3, P, P)");
   if (pe.rank() != 4 || dim(pe, 1) != 3 || dim(pe, 2) != dim(pe, 3))
@@ -490,7 +486,14 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
   w.patch_embed.out = hp.dim;
   w.patch_embed.in = 3 * hp.patch * hp.patch;
   w.patch_embed.bias = ld.take_opt("patch_embed.proj.bias", {D});
+  return D;
+}
 
+// The prefix tokens, each (1, K, D): the class token into w.cls_token, a distillation token (DeiT), then
+// registers (timm reg_token or facebookresearch DINOv2 register_tokens) into w.extra_tokens; sets
+// hp.num_dist, num_registers, num_prefix. Returns whether the registers are facebookresearch's.
+bool take_prefix_tokens(Loader& ld, int64_t D, ViTWeights& w) {
+  HParams& hp = w.hp;
   int64_t k = 0;
   w.cls_token = take_tokens(ld, "cls_token", D, k);
   if (k != 1) throw ld.shape_error("cls_token", shape_str({1, 1, D}), ld.need("cls_token", "").shape);
@@ -503,26 +506,25 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
   bool fb_registers = false;
   for (const char* reg : {"reg_token", "register_tokens"}) {
     if (!ld.has(reg)) continue;
-    if (hp.num_registers) throw Error(path + ": both reg_token and register_tokens present");
+    if (hp.num_registers) throw Error(ld.path() + ": both reg_token and register_tokens present");
     const std::vector<float> r = take_tokens(ld, reg, D, k);
     w.extra_tokens.insert(w.extra_tokens.end(), r.begin(), r.end());
     hp.num_registers = static_cast<int>(k);
     fb_registers = std::string(reg) == "register_tokens";
   }
   hp.num_prefix = 1 + hp.num_dist + hp.num_registers;
+  return fb_registers;
+}
 
-  const std::string pos_name = ld.file_name("pos_embed");
-  const Tensor& pos = ld.need("pos_embed", "(1, 1+N, D)");
-  if (!((pos.rank() == 3 && dim(pos, 0) == 1) || pos.rank() == 2) || pos.shape.back() != D || dim(pos, pos.rank() - 2) < 1)
-    throw ld.shape_error("pos_embed", "(1, 1+N, " + std::to_string(D) + ")", pos.shape);
-  const int64_t rows = dim(pos, pos.rank() - 2);
-  // Which prefix tokens have a position row: facebookresearch registers get none (pos_embed 1+N rows); timm
-  // reg_token models either embed every prefix token (1+R+N) or none (no_embed_class, N rows): the row count
-  // tells them apart, the config image size settles a tie.
+// How many prefix tokens have a position row, of a pos_embed with `rows` rows: facebookresearch registers
+// get none (pos_embed 1+N rows); timm reg_token models either embed every prefix token (1+R+N) or none
+// (no_embed_class, N rows): the row count tells them apart, the config image size settles a tie.
+int pos_prefix_rows(const HParams& hp, const std::string& layout, const FileConfig& fc, bool fb_registers,
+                    int64_t rows) {
   std::vector<int> candidates;
   if (fb_registers) {
     candidates = {1};
-  } else if (sc.layout != "timm" && sc.layout != "dinov2") {
+  } else if (layout != "timm" && layout != "dinov2") {
     candidates = {hp.num_prefix};  // Hugging Face and torchvision always embed the class token
   } else if (hp.num_registers) {
     candidates = {0, hp.num_prefix};
@@ -542,23 +544,41 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
     }
   }
   if (pp < 0) pp = candidates.front();  // resolve_grid reports the mismatch
+  return pp;
+}
+
+// The position embedding (1, pos_prefix+N, D) into w.pos_embed; sets hp.pos_prefix and the grid.
+void take_pos_embed(Loader& ld, const FileConfig& fc, bool fb_registers, int64_t D, ViTWeights& w) {
+  HParams& hp = w.hp;
+  const std::string pos_name = ld.file_name("pos_embed");
+  const Tensor& pos = ld.need("pos_embed", "(1, 1+N, D)");
+  if (!((pos.rank() == 3 && dim(pos, 0) == 1) || pos.rank() == 2) || pos.shape.back() != D || dim(pos, pos.rank() - 2) < 1)
+    throw ld.shape_error("pos_embed", "(1, 1+N, " + std::to_string(D) + ")", pos.shape);
+  const int64_t rows = dim(pos, pos.rank() - 2);
+  const int pp = pos_prefix_rows(hp, ld.scheme().layout, fc, fb_registers, rows);
   hp.pos_prefix = pp;
   hp.source["pos_prefix"] = "inferred from " + pos_name + " rows (" + std::to_string(rows) + ")";
-  resolve_grid(hp, fc, rows - pp, true, path, pos_name);
+  resolve_grid(hp, fc, rows - pp, true, ld.path(), pos_name);
   w.pos_embed = pos.data;
+}
 
-  // Depth = 1 + the highest block index present (probed up to 4096), so that a block missing in the middle
-  // is named by the block loop below as a missing tensor instead of silently ending the model there.
+// Depth = 1 + the highest block index present (probed up to 4096), so that a block missing in the middle
+// is named by the block loop as a missing tensor instead of silently ending the model there.
+int count_blocks(Loader& ld) {
   int depth = 0;
   for (int i = 0; i < 4096; ++i) {
     const std::string b = "blocks." + std::to_string(i) + ".";
     if (ld.has(b + "norm1.weight") || ld.has(b + "attn.qkv.weight") || ld.has(b + "attn.q.weight")) depth = i + 1;
   }
   if (depth == 0)
-    throw Error(path + ": missing tensor '" + ld.file_name("blocks.0.norm1.weight") + "' (no encoder blocks found)");
-  hp.depth = depth;
-  hp.source["depth"] = "inferred from the block count";
+    throw Error(ld.path() + ": missing tensor '" + ld.file_name("blocks.0.norm1.weight") + "' (no encoder blocks found)");
+  return depth;
+}
 
+// hp.num_heads (and head_dim) from --heads, else the config, else the architecture name, else D/64 (with a
+// notice). Throws attnmap::Error when it is not positive or does not divide D.
+void resolve_heads(const FileConfig& fc, const ModelOverrides& ov, const std::string& path, ViTWeights& w) {
+  HParams& hp = w.hp;
   if (ov.num_heads) {
     hp.num_heads = *ov.num_heads;
     hp.source["num_heads"] = "command line";
@@ -585,30 +605,40 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
                 std::to_string(hp.dim));
   }
   hp.head_dim = hp.dim / hp.num_heads;
+}
 
-  for (int i = 0; i < depth; ++i) {
-    const std::string b = "blocks." + std::to_string(i) + ".";
-    BlockWeights blk;
-    blk.norm1 = take_norm(ld, b + "norm1", D);
-    blk.qkv = take_qkv(ld, b, D);
-    blk.proj = take_linear(ld, b + "attn.proj", D, D);
-    blk.norm2 = take_norm(ld, b + "norm2", D);
-    if (!ld.has(b + "mlp.fc1.weight") && raw.tensors.count(b + "mlp.w12.weight"))
-      throw Error(path + ": tensor '" + stripped + b + "mlp.w12.weight': SwiGLU MLP (DINOv2 ViT-g/14) is not supported; "
-                  "attnmap runs the GELU MLP (mlp.fc1 / mlp.fc2)");
-    const Tensor& fc1 = ld.need(b + "mlp.fc1.weight", "(M, D)");
-    if (fc1.rank() != 2 || dim(fc1, 1) != D) throw ld.shape_error(b + "mlp.fc1.weight", "(M, " + std::to_string(D) + ")", fc1.shape);
-    const int64_t M = dim(fc1, 0);
-    blk.fc1 = take_linear(ld, b + "mlp.fc1", M, D);
-    blk.fc2 = take_linear(ld, b + "mlp.fc2", D, M);
-    blk.ls1 = ld.take_opt(b + "ls1.gamma", {D});
-    blk.ls2 = ld.take_opt(b + "ls2.gamma", {D});
-    if (!blk.ls1.empty() || !blk.ls2.empty()) hp.layer_scale = true;
-    hp.mlp_dim = static_cast<int>(M);
-    w.blocks.push_back(std::move(blk));
-  }
-  // A bias is a model-wide choice (timm qkv_bias / proj_bias / Mlp bias, nn.Linear(bias=False)): present in
-  // some blocks and not in others means a tensor was lost, and is refused by the name of the first missing one.
+// Encoder block i: LN1, fused qkv (3D, D), proj (D, D), LN2, MLP fc1 (M, D) / fc2 (D, M), LayerScale gammas
+// (D) if present; sets hp.mlp_dim and hp.layer_scale. Refuses a SwiGLU MLP.
+BlockWeights take_block(Loader& ld, const RawWeights& raw, const std::string& stripped, int i, int64_t D,
+                        HParams& hp) {
+  const std::string& path = raw.path;
+  const std::string b = "blocks." + std::to_string(i) + ".";
+  BlockWeights blk;
+  blk.norm1 = take_norm(ld, b + "norm1", D);
+  blk.qkv = take_qkv(ld, b, D);
+  blk.proj = take_linear(ld, b + "attn.proj", D, D);
+  blk.norm2 = take_norm(ld, b + "norm2", D);
+  if (!ld.has(b + "mlp.fc1.weight") && raw.tensors.count(b + "mlp.w12.weight"))
+    throw Error(path + ": tensor '" + stripped + b + "mlp.w12.weight': SwiGLU MLP (DINOv2 ViT-g/14) is not supported; "
+                "attnmap runs the GELU MLP (mlp.fc1 / mlp.fc2)");
+  const Tensor& fc1 = ld.need(b + "mlp.fc1.weight", "(M, D)");
+  if (fc1.rank() != 2 || dim(fc1, 1) != D) throw ld.shape_error(b + "mlp.fc1.weight", "(M, " + std::to_string(D) + ")", fc1.shape);
+  const int64_t M = dim(fc1, 0);
+  blk.fc1 = take_linear(ld, b + "mlp.fc1", M, D);
+  blk.fc2 = take_linear(ld, b + "mlp.fc2", D, M);
+  blk.ls1 = ld.take_opt(b + "ls1.gamma", {D});
+  blk.ls2 = ld.take_opt(b + "ls2.gamma", {D});
+  if (!blk.ls1.empty() || !blk.ls2.empty()) hp.layer_scale = true;
+  hp.mlp_dim = static_cast<int>(M);
+  return blk;
+}
+
+// A bias is a model-wide choice (timm qkv_bias / proj_bias / Mlp bias, nn.Linear(bias=False)): present in
+// some blocks and not in others means a tensor was lost, and is refused by the name of the first missing one.
+// Appends to no_bias the block biases no block has.
+void check_block_biases(Loader& ld, const ViTWeights& w, int64_t D, std::vector<std::string>& no_bias) {
+  const Scheme& sc = ld.scheme();
+  const int depth = w.hp.depth;
   const struct {
     const char* canon;          // canonical name after "blocks.{i}."
     const LinearW BlockWeights::*lin;
@@ -616,7 +646,6 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
                {"attn.proj.bias", &BlockWeights::proj},
                {"mlp.fc1.bias", &BlockWeights::fc1},
                {"mlp.fc2.bias", &BlockWeights::fc2}};
-  std::vector<std::string> no_bias;
   for (const auto& bk : kinds) {
     const std::string kind = bk.canon;
     const std::string rest = sc.separate_qkv && kind == "attn.qkv.bias" ? "attn.q.bias" : kind;  // HF names
@@ -638,7 +667,13 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
     ld.missing("blocks." + std::to_string(first_missing - w.blocks.begin()) + "." + rest, shape_str({n}),
                "the other blocks have it");
   }
-  if (w.patch_embed.bias.empty()) no_bias.push_back(ld.file_name("patch_embed.proj.bias"));
+}
+
+// The final LayerNorm (D) and the classifier head (C, D) with a DeiT head_dist, when present; a head with
+// fc_norm (global average pooling) is dropped with a notice. Appends a missing head bias to no_bias.
+void take_norm_and_head(Loader& ld, const RawWeights& raw, int64_t D, ViTWeights& w, std::vector<std::string>& no_bias) {
+  const Scheme& sc = ld.scheme();
+  const HParams& hp = w.hp;
   if (ld.has("norm.weight") || ld.has("norm.bias")) w.norm = take_norm(ld, "norm", D);
   if (ld.has("head.weight") && !(sc.layout == "torchvision" && raw.tensors.count("heads.pre_logits.weight"))) {
     const Tensor& h = ld.need("head.weight", "(C, D)");
@@ -658,6 +693,10 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
   if (w.head.present() && !w.norm.present()) ld.missing("norm.weight", shape_str({D}),
                                                         "the classifier head reads the final LayerNorm");
   if (w.head.present() && w.head.bias.empty()) no_bias.push_back(ld.file_name("head.bias"));
+}
+
+// The notices on bias tensors absent everywhere and on tensors the file has that were not used.
+void add_load_notices(const Loader& ld, const std::vector<std::string>& no_bias, ViTWeights& w) {
   if (!no_bias.empty()) {
     std::string s;
     for (size_t i = 0; i < no_bias.size(); ++i) s += (i ? ", " : "") + no_bias[i];
@@ -670,6 +709,27 @@ ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string&
     if (unused.size() > 8) s += ", ... (" + std::to_string(unused.size()) + " in all)";
     w.notices.push_back("ignored tensors not used for attention maps: " + s);
   }
+}
+
+// Every ViT layout but the seed one, through its naming scheme.
+ViTWeights build_vit(const RawWeights& raw, const Scheme& sc, const std::string& stripped, const FileConfig& fc,
+                     const ModelOverrides& ov) {
+  Loader ld(raw, sc, stripped);
+  ViTWeights w;
+  HParams& hp = w.hp;
+  hp.layout = sc.layout;
+  const int64_t D = take_patch_embed(ld, fc, w);
+  const bool fb_registers = take_prefix_tokens(ld, D, w);
+  take_pos_embed(ld, fc, fb_registers, D, w);
+  hp.depth = count_blocks(ld);
+  hp.source["depth"] = "inferred from the block count";
+  resolve_heads(fc, ov, raw.path, w);
+  for (int i = 0; i < hp.depth; ++i) w.blocks.push_back(take_block(ld, raw, stripped, i, D, hp));
+  std::vector<std::string> no_bias;
+  check_block_biases(ld, w, D, no_bias);
+  if (w.patch_embed.bias.empty()) no_bias.push_back(ld.file_name("patch_embed.proj.bias"));
+  take_norm_and_head(ld, raw, D, w, no_bias);
+  add_load_notices(ld, no_bias, w);
   return w;
 }
 

@@ -119,12 +119,11 @@ struct Entry {
   uint64_t begin, end;
 };
 
-}  // namespace
-
-RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std::string& path) {
+// The header length n and the header's JSON object, checked against the file size. Throws attnmap::Error.
+json parse_header(const uint8_t* data, size_t size, const std::string& path, uint64_t& n) {
   if (size < 8)
     throw Error(path + ": not a safetensors file: " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
-  const uint64_t n = read_u64_le(data);
+  n = read_u64_le(data);
   if (n < 2 || n > size - 8)
     throw Error(path + ": safetensors header length " + std::to_string(n) + " does not fit in the file (" +
                 std::to_string(size) + " bytes)");
@@ -137,73 +136,85 @@ RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std
     throw Error(path + ": safetensors header is not valid JSON: " + std::string(e.what()).substr(0, 120));
   }
   if (!header.is_object()) throw Error(path + ": safetensors header is not a JSON object");
-  const uint64_t data_size = size - 8 - n;
-  const uint8_t* base = data + 8 + n;
+  return header;
+}
 
-  // nlohmann keeps the last of duplicate keys silently; count the entries by scanning with the SAX parser.
-  {
-    struct DupCheck : json::json_sax_t {
-      int depth = 0;
-      std::set<std::string> seen;
-      std::string dup;
-      bool null() override { return true; }
-      bool boolean(bool) override { return true; }
-      bool number_integer(number_integer_t) override { return true; }
-      bool number_unsigned(number_unsigned_t) override { return true; }
-      bool number_float(number_float_t, const string_t&) override { return true; }
-      bool string(string_t&) override { return true; }
-      bool binary(binary_t&) override { return true; }
-      bool start_object(std::size_t) override { return ++depth, true; }
-      bool end_object() override { return --depth, true; }
-      bool start_array(std::size_t) override { return ++depth, true; }
-      bool end_array() override { return --depth, true; }
-      bool key(string_t& k) override {
-        if (depth == 1 && !seen.insert(k).second) {
-          dup = k;
-          return false;
-        }
-        return true;
+// nlohmann keeps the last of duplicate keys silently; count the entries by scanning with the SAX parser.
+void check_no_duplicate_keys(const char* hbeg, uint64_t n, const std::string& path) {
+  struct DupCheck : json::json_sax_t {
+    int depth = 0;
+    std::set<std::string> seen;
+    std::string dup;
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return ++depth, true; }
+    bool end_object() override { return --depth, true; }
+    bool start_array(std::size_t) override { return ++depth, true; }
+    bool end_array() override { return --depth, true; }
+    bool key(string_t& k) override {
+      if (depth == 1 && !seen.insert(k).second) {
+        dup = k;
+        return false;
       }
-      bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
-    } sax;
-    json::sax_parse(hbeg, hbeg + n, &sax);
-    if (!sax.dup.empty()) throw Error(path + ": tensor '" + sax.dup + "' appears twice in the safetensors header");
-  }
+      return true;
+    }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+  } sax;
+  json::sax_parse(hbeg, hbeg + n, &sax);
+  if (!sax.dup.empty()) throw Error(path + ": tensor '" + sax.dup + "' appears twice in the safetensors header");
+}
 
+// One header entry {"dtype", "shape", "data_offsets"}, checked: a known dtype, rank <= 8, offsets inside
+// the data area of data_size bytes spanning exactly shape x dtype bytes. Throws attnmap::Error.
+Entry parse_entry(const std::string& name, const json& e, const std::string& path, uint64_t data_size) {
+  auto fail = [&](const std::string& why) -> void { throw Error(path + ": tensor '" + name + "' " + why); };
+  if (!e.is_object()) fail("header entry is not an object");
+  if (!e.contains("dtype") || !e["dtype"].is_string()) fail("has no \"dtype\" string");
+  if (!e.contains("shape") || !e["shape"].is_array()) fail("has no \"shape\" array");
+  if (!e.contains("data_offsets") || !e["data_offsets"].is_array() || e["data_offsets"].size() != 2 ||
+      !e["data_offsets"][0].is_number_unsigned() || !e["data_offsets"][1].is_number_unsigned())
+    fail("has no \"data_offsets\" [begin, end] of non-negative integers");
+  Entry en{name, find_dtype(e["dtype"].get<std::string>()), {}, 0, 0};
+  if (!en.dtype) fail("has unknown dtype '" + e["dtype"].get<std::string>() + "'");
+  if (e["shape"].size() > 8) fail("has rank " + std::to_string(e["shape"].size()) + ", more than 8");
+  for (const json& d : e["shape"]) {
+    if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 40)) fail("has a shape entry that is not a non-negative integer");
+    en.shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
+  }
+  en.begin = e["data_offsets"][0].get<uint64_t>();
+  en.end = e["data_offsets"][1].get<uint64_t>();
+  const std::string what = path + ": tensor '" + name + "'";
+  const size_t bytes = checked_mul(checked_numel(en.shape, what.c_str()), en.dtype->bytes, what.c_str());
+  if (en.end < en.begin || en.end > data_size)
+    fail("has data_offsets [" + std::to_string(en.begin) + ", " + std::to_string(en.end) +
+         "] outside the data area of " + std::to_string(data_size) + " bytes");
+  if (en.end - en.begin != bytes)
+    fail("has " + std::to_string(en.end - en.begin) + " bytes, expected " + shape_str(en.shape) + " x " +
+         en.dtype->name + " = " + std::to_string(bytes));
+  return en;
+}
+
+// Every tensor entry of the header (not __metadata__), sorted by data offset.
+std::vector<Entry> parse_entries(const json& header, const std::string& path, uint64_t data_size) {
   std::vector<Entry> entries;
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
     if (name == "__metadata__") continue;
-    auto fail = [&](const std::string& why) -> void { throw Error(path + ": tensor '" + name + "' " + why); };
-    const json& e = it.value();
-    if (!e.is_object()) fail("header entry is not an object");
-    if (!e.contains("dtype") || !e["dtype"].is_string()) fail("has no \"dtype\" string");
-    if (!e.contains("shape") || !e["shape"].is_array()) fail("has no \"shape\" array");
-    if (!e.contains("data_offsets") || !e["data_offsets"].is_array() || e["data_offsets"].size() != 2 ||
-        !e["data_offsets"][0].is_number_unsigned() || !e["data_offsets"][1].is_number_unsigned())
-      fail("has no \"data_offsets\" [begin, end] of non-negative integers");
-    Entry en{name, find_dtype(e["dtype"].get<std::string>()), {}, 0, 0};
-    if (!en.dtype) fail("has unknown dtype '" + e["dtype"].get<std::string>() + "'");
-    if (e["shape"].size() > 8) fail("has rank " + std::to_string(e["shape"].size()) + ", more than 8");
-    for (const json& d : e["shape"]) {
-      if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 40)) fail("has a shape entry that is not a non-negative integer");
-      en.shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
-    }
-    en.begin = e["data_offsets"][0].get<uint64_t>();
-    en.end = e["data_offsets"][1].get<uint64_t>();
-    const std::string what = path + ": tensor '" + name + "'";
-    const size_t bytes = checked_mul(checked_numel(en.shape, what.c_str()), en.dtype->bytes, what.c_str());
-    if (en.end < en.begin || en.end > data_size)
-      fail("has data_offsets [" + std::to_string(en.begin) + ", " + std::to_string(en.end) +
-           "] outside the data area of " + std::to_string(data_size) + " bytes");
-    if (en.end - en.begin != bytes)
-      fail("has " + std::to_string(en.end - en.begin) + " bytes, expected " + shape_str(en.shape) + " x " +
-           en.dtype->name + " = " + std::to_string(bytes));
-    entries.push_back(std::move(en));
+    entries.push_back(parse_entry(name, it.value(), path, data_size));
   }
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
+  return entries;
+}
+
+// The sorted entries must tile the data area of data_size bytes: no gap, no overlap, nothing after.
+void check_entries_tile(const std::vector<Entry>& entries, uint64_t data_size, const std::string& path) {
   uint64_t at = 0;
   for (const Entry& en : entries) {
     if (en.begin != at)
@@ -214,30 +225,34 @@ RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std
   if (at != data_size)
     throw Error(path + ": " + std::to_string(data_size - at) + " trailing bytes after the last tensor (data area " +
                 std::to_string(data_size) + " bytes, tensors end at " + std::to_string(at) + ")");
+}
 
-  RawWeights raw;
-  raw.path = path;
-  // The config tools/export_weights.py (and anything following it) stores as a JSON string under
-  // __metadata__["config"]; the rest of __metadata__ (e.g. safetensors.torch's "format": "pt") is ignored.
-  if (header.contains("__metadata__") && !header["__metadata__"].is_null()) {  // null: none, as the Rust crate reads it
-    const json& md = header["__metadata__"];
-    if (!md.is_object()) throw Error(path + ": safetensors __metadata__ is not a JSON object");
-    if (md.contains("config")) {
-      if (!md["config"].is_string())
-        throw Error(path + ": safetensors __metadata__ \"config\" must be a string holding a JSON object, found " +
-                    md["config"].dump().substr(0, 60));
-      json c;
-      try {
-        c = json::parse(md["config"].get<std::string>());
-      } catch (const json::exception& e) {
-        throw Error(path + ": safetensors __metadata__ \"config\" is not valid JSON: " + std::string(e.what()).substr(0, 120));
-      }
-      if (!c.is_object())
-        throw Error(path + ": safetensors __metadata__ \"config\" must hold a JSON object, found " + c.dump().substr(0, 60));
-      raw.config = std::move(c);
-      raw.config_where = "__metadata__ config";
-    }
+// The config tools/export_weights.py (and anything following it) stores as a JSON string under
+// __metadata__["config"] into raw.config; the rest of __metadata__ (e.g. safetensors.torch's "format": "pt")
+// is ignored.
+void read_metadata_config(const json& header, const std::string& path, RawWeights& raw) {
+  if (!header.contains("__metadata__") || header["__metadata__"].is_null()) return;  // null: none, as the Rust crate reads it
+  const json& md = header["__metadata__"];
+  if (!md.is_object()) throw Error(path + ": safetensors __metadata__ is not a JSON object");
+  if (!md.contains("config")) return;
+  if (!md["config"].is_string())
+    throw Error(path + ": safetensors __metadata__ \"config\" must be a string holding a JSON object, found " +
+                md["config"].dump().substr(0, 60));
+  json c;
+  try {
+    c = json::parse(md["config"].get<std::string>());
+  } catch (const json::exception& e) {
+    throw Error(path + ": safetensors __metadata__ \"config\" is not valid JSON: " + std::string(e.what()).substr(0, 120));
   }
+  if (!c.is_object())
+    throw Error(path + ": safetensors __metadata__ \"config\" must hold a JSON object, found " + c.dump().substr(0, 60));
+  raw.config = std::move(c);
+  raw.config_where = "__metadata__ config";
+}
+
+// Each entry's data (at base, the start of the data area) converted to float32 into raw.tensors; entries
+// of a dtype attnmap does not read into raw.skipped, with a notice naming the first few.
+void read_tensors(const std::vector<Entry>& entries, const uint8_t* base, const std::string& path, RawWeights& raw) {
   for (const Entry& en : entries) {
     if (en.dtype->kind == Kind::Skip) {
       raw.skipped[en.name] = en.dtype->name;
@@ -257,6 +272,22 @@ RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std
     if (raw.skipped.size() > 4) s += ", ... (" + std::to_string(raw.skipped.size()) + " in all)";
     raw.notices.push_back("skipped non-float tensors: " + s);
   }
+}
+
+}  // namespace
+
+RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std::string& path) {
+  uint64_t n = 0;
+  const json header = parse_header(data, size, path, n);
+  const uint64_t data_size = size - 8 - n;
+  const uint8_t* base = data + 8 + n;
+  check_no_duplicate_keys(reinterpret_cast<const char*>(data + 8), n, path);
+  const std::vector<Entry> entries = parse_entries(header, path, data_size);
+  check_entries_tile(entries, data_size, path);
+  RawWeights raw;
+  raw.path = path;
+  read_metadata_config(header, path, raw);
+  read_tensors(entries, base, path, raw);
   return raw;
 }
 

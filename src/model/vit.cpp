@@ -116,109 +116,179 @@ void add_scaled(float* x, const float* y, const std::vector<float>& gamma, size_
     for (int j = 0; j < D; ++j) x[r * static_cast<size_t>(D) + static_cast<size_t>(j)] += gamma[static_cast<size_t>(j)] * y[r * static_cast<size_t>(D) + static_cast<size_t>(j)];
 }
 
-}  // namespace
+// The activations of one forward pass over B images of T tokens (BT = B*T rows).
+struct Activations {
+  std::vector<float> x;      // (B*T, D) residual stream
+  std::vector<float> xn;     // (B*T, D) normalised
+  std::vector<float> qkv;    // (B*T, 3*inner)
+  std::vector<float> att;    // (B*T, inner) attention output
+  std::vector<float> probs;  // (H, T, T) of one image
+  std::vector<float> hid;    // (B*T, M)
+};
 
-std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<const float*>& images,
-                                       const ForwardOptions& opt) {
-  const HParams& hp = w.hp;
-  const int B = static_cast<int>(images.size());
-  const int T = hp.tokens(), D = hp.dim, H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
-  const int last = opt.to_end ? hp.depth - 1 : resolve_layer(opt.last_layer, hp.depth);
-  const int L = last + 1;
-  const int BT = B * T;
+Activations make_activations(const HParams& hp, int BT, size_t TT) {
+  const int D = hp.dim, H = hp.num_heads, inner = hp.inner();
+  Activations a;
+  a.x.resize(static_cast<size_t>(BT) * D);
+  a.xn.resize(a.x.size());
+  a.qkv.resize(static_cast<size_t>(BT) * 3 * inner);
+  a.att.resize(static_cast<size_t>(BT) * inner);
+  a.probs.resize(static_cast<size_t>(H) * TT);
+  a.hid.resize(static_cast<size_t>(BT) * static_cast<size_t>(std::max(hp.mlp_dim, 1)));
+  return a;
+}
+
+// B results of L layers: cls_attn (L, H, T) and, with keep_full, attn (L, H, T, T), zero-filled.
+std::vector<ForwardResult> make_results(int B, int L, int H, int T, bool keep_full) {
   const size_t TT = static_cast<size_t>(T) * T;
-
   std::vector<ForwardResult> res(static_cast<size_t>(B));
   for (auto& r : res) {
     r.layers = L;
     r.heads = H;
     r.tokens = T;
     r.cls_attn.resize(static_cast<size_t>(L) * H * T);
-    if (opt.keep_full) r.attn.resize(static_cast<size_t>(L) * H * TT);
+    if (keep_full) r.attn.resize(static_cast<size_t>(L) * H * TT);
   }
-  std::vector<float> x(static_cast<size_t>(BT) * D);        // (B*T, D) residual stream
-  std::vector<float> xn(x.size());                          // (B*T, D) normalised
-  std::vector<float> qkv(static_cast<size_t>(BT) * 3 * inner);  // (B*T, 3*inner)
-  std::vector<float> att(static_cast<size_t>(BT) * inner);  // (B*T, inner) attention output
-  std::vector<float> probs(static_cast<size_t>(H) * TT);    // (H, T, T) of one image
-  std::vector<float> hid(static_cast<size_t>(BT) * static_cast<size_t>(std::max(hp.mlp_dim, 1)));  // (B*T, M)
+  return res;
+}
 
-  for (int b = 0; b < B; ++b) embed(&x[static_cast<size_t>(b) * T * D], w, images[static_cast<size_t>(b)]);
+// qkv (B*T, 3*inner) = LN1(x) (B*T, D) @ W_qkv^T + b_qkv; no LN1 in the seed layout.
+void qkv_forward(Activations& a, const BlockWeights& blk, const HParams& hp, int BT) {
+  const int D = hp.dim, inner = hp.inner();
+  const float* ln_in = a.x.data();
+  if (blk.norm1.present()) {
+    layernorm_forward(a.xn.data(), a.x.data(), blk.norm1.weight.data(), blk.norm1.bias.data(), BT, D, hp.eps);
+    ln_in = a.xn.data();
+  }
+  linear(a.qkv.data(), ln_in, blk.qkv.weight.data(), blk.qkv.bias.empty() ? nullptr : blk.qkv.bias.data(), BT,
+         3 * inner, D);
+}
+
+// The drawn layer l: only the class token's row of each head's probabilities is needed, (1, T) per
+// head instead of (T, T), and no attention output. Into each result's cls_attn[l] (H, T).
+void cls_row_attention(std::vector<ForwardResult>& res, const Activations& a, const HParams& hp, int l) {
+  const int B = static_cast<int>(res.size());
+  const int T = hp.tokens(), H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  for (int b = 0; b < B; ++b) {
+    ForwardResult& r = res[static_cast<size_t>(b)];
+    const float* q = &a.qkv[static_cast<size_t>(b) * T * 3 * inner];  // (T, 3*inner), row 0 = class token
+    for (int h = 0; h < H; ++h) {
+      float* row = &r.cls_attn[(static_cast<size_t>(l) * H + h) * T];  // (T)
+      sgemm(false, true, 1, T, dk, scale, q + h * dk, 3 * inner, q + inner + h * dk, 3 * inner, 0.0f, row, T);
+      softmax_rows(row, 1, T);
+    }
+  }
+}
+
+// Layer l's attention, image by image: att (T, inner) of each image from its qkv (T, 3*inner); its
+// probabilities (H, T, T) go to cls_attn[l] (class rows), attn[l] with keep_full, and opt.on_probs.
+void attention_layer(std::vector<ForwardResult>& res, Activations& a, const HParams& hp, int l,
+                     const ForwardOptions& opt) {
+  const int B = static_cast<int>(res.size());
+  const int T = hp.tokens(), H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
+  const size_t TT = static_cast<size_t>(T) * T;
+  std::vector<float>& probs = a.probs;
+  for (int b = 0; b < B; ++b) {
+    ForwardResult& r = res[static_cast<size_t>(b)];
+    attention_forward(&a.att[static_cast<size_t>(b) * T * inner], probs.data(), &a.qkv[static_cast<size_t>(b) * T * 3 * inner],
+                      T, H, dk);
+    for (int h = 0; h < H; ++h)
+      std::copy_n(&probs[static_cast<size_t>(h) * TT], T, &r.cls_attn[(static_cast<size_t>(l) * H + h) * T]);
+    if (opt.keep_full) std::copy(probs.begin(), probs.end(), &r.attn[static_cast<size_t>(l) * H * TT]);
+    if (opt.on_probs) opt.on_probs(b, l, probs.data());
+  }
+}
+
+// Seed layout: the output is weights.V, each image's att (T, inner) into its tokens_out.
+void seed_output(std::vector<ForwardResult>& res, const Activations& a, const HParams& hp) {
+  const int B = static_cast<int>(res.size());
+  const int T = hp.tokens(), inner = hp.inner();
+  for (int b = 0; b < B; ++b)
+    res[static_cast<size_t>(b)].tokens_out.assign(a.att.begin() + static_cast<long>(b) * T * inner,
+                                                  a.att.begin() + static_cast<long>(b + 1) * T * inner);
+}
+
+// x = x + ls1 * proj(attn); x = x + ls2 * fc2(gelu(fc1(LN2(x)))) (LayerScale, Touvron et al. 2021);
+// x (B*T, D), att (B*T, inner), hid (B*T, M).
+void residual_mlp_forward(Activations& a, const BlockWeights& blk, const HParams& hp, int BT) {
+  const int D = hp.dim, inner = hp.inner();
+  linear(a.xn.data(), a.att.data(), blk.proj.weight.data(), blk.proj.bias.empty() ? nullptr : blk.proj.bias.data(), BT, D,
+         inner);
+  add_scaled(a.x.data(), a.xn.data(), blk.ls1, static_cast<size_t>(BT), D);  // x += ls1 * proj(attn)
+  layernorm_forward(a.xn.data(), a.x.data(), blk.norm2.weight.data(), blk.norm2.bias.data(), BT, D, hp.eps);
+  const int M = blk.fc1.out;
+  linear(a.hid.data(), a.xn.data(), blk.fc1.weight.data(), blk.fc1.bias.empty() ? nullptr : blk.fc1.bias.data(), BT, M, D);
+  gelu_forward(a.hid.data(), static_cast<size_t>(BT) * M);
+  linear(a.xn.data(), a.hid.data(), blk.fc2.weight.data(), blk.fc2.bias.empty() ? nullptr : blk.fc2.bias.data(), BT, D, M);
+  add_scaled(a.x.data(), a.xn.data(), blk.ls2, static_cast<size_t>(BT), D);  // x += ls2 * mlp(LN2(x))
+}
+
+// logits (C) = head(class token); DeiT distilled: (head(class) + head_dist(distillation)) / 2. tokens: one
+// image's final tokens (T, D).
+void logits_forward(ForwardResult& r, const ViTWeights& w, const float* tokens) {
+  const int D = w.hp.dim;
+  r.logits.resize(static_cast<size_t>(w.head.out));
+  linear(r.logits.data(), tokens, w.head.weight.data(), w.head.bias.empty() ? nullptr : w.head.bias.data(), 1,
+         w.head.out, D);
+  if (w.head_dist.present()) {  // DeiT distilled: (head(class) + head_dist(distillation)) / 2
+    std::vector<float> ld(static_cast<size_t>(w.head_dist.out));  // (C)
+    linear(ld.data(), tokens + D, w.head_dist.weight.data(),
+           w.head_dist.bias.empty() ? nullptr : w.head_dist.bias.data(), 1, w.head_dist.out, D);
+    for (size_t c = 0; c < ld.size(); ++c) r.logits[c] = 0.5f * (r.logits[c] + ld[c]);
+  }
+}
+
+// After the last block: the final LayerNorm (if any) of x (B*T, D), each image's tokens (T, D) into
+// tokens_out, and with a head its logits.
+void final_forward(std::vector<ForwardResult>& res, Activations& a, const ViTWeights& w, int BT) {
+  const HParams& hp = w.hp;
+  const int B = static_cast<int>(res.size());
+  const int T = hp.tokens(), D = hp.dim;
+  const float* fin = a.x.data();
+  if (w.norm.present()) {
+    layernorm_forward(a.xn.data(), a.x.data(), w.norm.weight.data(), w.norm.bias.data(), BT, D, hp.eps);
+    fin = a.xn.data();
+  }
+  for (int b = 0; b < B; ++b) {
+    ForwardResult& r = res[static_cast<size_t>(b)];
+    r.tokens_out.assign(fin + static_cast<size_t>(b) * T * D, fin + static_cast<size_t>(b + 1) * T * D);
+    if (w.head.present()) logits_forward(r, w, fin + static_cast<size_t>(b) * T * D);
+  }
+}
+
+}  // namespace
+
+std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<const float*>& images,
+                                       const ForwardOptions& opt) {
+  const HParams& hp = w.hp;
+  const int B = static_cast<int>(images.size());
+  const int T = hp.tokens(), D = hp.dim, H = hp.num_heads;
+  const int last = opt.to_end ? hp.depth - 1 : resolve_layer(opt.last_layer, hp.depth);
+  const int L = last + 1;
+  const int BT = B * T;
+  const size_t TT = static_cast<size_t>(T) * T;
+
+  std::vector<ForwardResult> res = make_results(B, L, H, T, opt.keep_full);
+  Activations a = make_activations(hp, BT, TT);
+  for (int b = 0; b < B; ++b) embed(&a.x[static_cast<size_t>(b) * T * D], w, images[static_cast<size_t>(b)]);
 
   for (int l = 0; l < L; ++l) {
     const BlockWeights& blk = w.blocks[static_cast<size_t>(l)];
-    const float* ln_in = x.data();
-    if (blk.norm1.present()) {
-      layernorm_forward(xn.data(), x.data(), blk.norm1.weight.data(), blk.norm1.bias.data(), BT, D, hp.eps);
-      ln_in = xn.data();
-    }
-    linear(qkv.data(), ln_in, blk.qkv.weight.data(), blk.qkv.bias.empty() ? nullptr : blk.qkv.bias.data(), BT,
-           3 * inner, D);
+    qkv_forward(a, blk, hp, BT);
     if (l == L - 1 && !opt.keep_full && !opt.to_end && !opt.on_probs) {
-      // The drawn layer: only the class token's row of each head's probabilities is needed, (1, T) per
-      // head instead of (T, T), and no attention output.
-      const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
-      for (int b = 0; b < B; ++b) {
-        ForwardResult& r = res[static_cast<size_t>(b)];
-        const float* q = &qkv[static_cast<size_t>(b) * T * 3 * inner];  // (T, 3*inner), row 0 = class token
-        for (int h = 0; h < H; ++h) {
-          float* row = &r.cls_attn[(static_cast<size_t>(l) * H + h) * T];  // (T)
-          sgemm(false, true, 1, T, dk, scale, q + h * dk, 3 * inner, q + inner + h * dk, 3 * inner, 0.0f, row, T);
-          softmax_rows(row, 1, T);
-        }
-      }
+      cls_row_attention(res, a, hp, l);
       break;
     }
-    for (int b = 0; b < B; ++b) {
-      ForwardResult& r = res[static_cast<size_t>(b)];
-      attention_forward(&att[static_cast<size_t>(b) * T * inner], probs.data(), &qkv[static_cast<size_t>(b) * T * 3 * inner],
-                        T, H, dk);
-      for (int h = 0; h < H; ++h)
-        std::copy_n(&probs[static_cast<size_t>(h) * TT], T, &r.cls_attn[(static_cast<size_t>(l) * H + h) * T]);
-      if (opt.keep_full) std::copy(probs.begin(), probs.end(), &r.attn[static_cast<size_t>(l) * H * TT]);
-      if (opt.on_probs) opt.on_probs(b, l, probs.data());
-    }
+    attention_layer(res, a, hp, l, opt);
     if (!hp.residual_mlp) {  // seed layout: the output is weights.V
-      if (opt.to_end)
-        for (int b = 0; b < B; ++b)
-          res[static_cast<size_t>(b)].tokens_out.assign(att.begin() + static_cast<long>(b) * T * inner,
-                                                        att.begin() + static_cast<long>(b + 1) * T * inner);
+      if (opt.to_end) seed_output(res, a, hp);
       continue;
     }
     if (l == L - 1 && !opt.to_end) break;  // the maps need nothing past this block's attention
-    // x = x + ls1 * proj(attn); x = x + ls2 * fc2(gelu(fc1(LN2(x)))) (LayerScale, Touvron et al. 2021)
-    linear(xn.data(), att.data(), blk.proj.weight.data(), blk.proj.bias.empty() ? nullptr : blk.proj.bias.data(), BT, D,
-           inner);
-    add_scaled(x.data(), xn.data(), blk.ls1, static_cast<size_t>(BT), D);  // x += ls1 * proj(attn)
-    layernorm_forward(xn.data(), x.data(), blk.norm2.weight.data(), blk.norm2.bias.data(), BT, D, hp.eps);
-    const int M = blk.fc1.out;
-    linear(hid.data(), xn.data(), blk.fc1.weight.data(), blk.fc1.bias.empty() ? nullptr : blk.fc1.bias.data(), BT, M, D);
-    gelu_forward(hid.data(), static_cast<size_t>(BT) * M);
-    linear(xn.data(), hid.data(), blk.fc2.weight.data(), blk.fc2.bias.empty() ? nullptr : blk.fc2.bias.data(), BT, D, M);
-    add_scaled(x.data(), xn.data(), blk.ls2, static_cast<size_t>(BT), D);  // x += ls2 * mlp(LN2(x))
+    residual_mlp_forward(a, blk, hp, BT);
   }
-  if (opt.to_end && hp.residual_mlp) {
-    const float* fin = x.data();
-    if (w.norm.present()) {
-      layernorm_forward(xn.data(), x.data(), w.norm.weight.data(), w.norm.bias.data(), BT, D, hp.eps);
-      fin = xn.data();
-    }
-    for (int b = 0; b < B; ++b) {
-      ForwardResult& r = res[static_cast<size_t>(b)];
-      r.tokens_out.assign(fin + static_cast<size_t>(b) * T * D, fin + static_cast<size_t>(b + 1) * T * D);
-      if (w.head.present()) {
-        r.logits.resize(static_cast<size_t>(w.head.out));
-        linear(r.logits.data(), fin + static_cast<size_t>(b) * T * D, w.head.weight.data(),
-               w.head.bias.empty() ? nullptr : w.head.bias.data(), 1, w.head.out, D);
-        if (w.head_dist.present()) {  // DeiT distilled: (head(class) + head_dist(distillation)) / 2
-          std::vector<float> ld(static_cast<size_t>(w.head_dist.out));  // (C)
-          linear(ld.data(), fin + (static_cast<size_t>(b) * T + 1) * D, w.head_dist.weight.data(),
-                 w.head_dist.bias.empty() ? nullptr : w.head_dist.bias.data(), 1, w.head_dist.out, D);
-          for (size_t c = 0; c < ld.size(); ++c) r.logits[c] = 0.5f * (r.logits[c] + ld[c]);
-        }
-      }
-    }
-  }
+  if (opt.to_end && hp.residual_mlp) final_forward(res, a, w, BT);
   return res;
 }
 
