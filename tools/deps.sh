@@ -21,6 +21,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # The browser test's driver (test tooling only): puppeteer-core, pinned by tests/browser/package-lock.json;
 # it drives Debian's chromium and downloads no browser of its own.
-if [ "${1:-}" = test ] && [ ! -d tests/browser/node_modules/puppeteer-core ]; then
+if [ "${1:-}" = test ] && [ ! -d "$(dirname "$0")/../tests/browser/node_modules/puppeteer-core" ]; then
   (cd "$(dirname "$0")/../tests/browser" && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 fi
