@@ -208,3 +208,28 @@ TEST_F(PosInterpCli, UsageErrors) {
   EXPECT_EQ(ev.status, 2);
   EXPECT_NE(ev.err.find("--pos-interp applies with --size"), std::string::npos) << ev.err;
 }
+
+// eval takes --size and --pos-interp: its JSON records both (the default as the layout implies), and a run without
+// --size writes neither key (its JSON is as before).
+TEST_F(PosInterpCli, EvalTakesSizeAndRecordsTheRule) {
+  fs::create_directories(dir / "img");
+  fs::create_directories(dir / "masks");
+  fs::copy_file(fixture("posinterp/photo_322x224.png"), dir / "img" / "p.png");
+  fs::copy_file(fixture("posinterp/photo_322x224.png"), dir / "masks" / "p.png");  // every pixel non-zero
+  const std::string base = "eval " + q(dir / "img") + " --masks " + q(dir / "masks") + " -q -w " +
+                           q(fixture("layouts/dinov2_fb/weights.json")) + " ";
+  auto json_of = [&](const std::string& args, const std::string& name) {
+    const CliRun r = run_attnmap(base + args + " --json " + q(dir / name));
+    EXPECT_EQ(r.status, 0) << args << ": " << r.err;
+    std::ifstream f(dir / name);
+    return nlohmann::json::parse(f);
+  };
+  const nlohmann::json dino = json_of("--size 322,224 --pos-interp dino", "dino.json");
+  EXPECT_EQ(dino["size"], (nlohmann::json{322, 224}));
+  EXPECT_EQ(dino["pos_interp"], "dino");
+  const nlohmann::json dflt = json_of("--size 322,224", "default.json");
+  EXPECT_EQ(dflt["pos_interp"], "timm");  // DINOv2 with registers
+  const nlohmann::json none = json_of("", "none.json");
+  EXPECT_FALSE(none.contains("size"));
+  EXPECT_FALSE(none.contains("pos_interp"));
+}
