@@ -170,7 +170,10 @@ TEST(PosEmbed, BicubicMatchesTorchInterpolate) {
     w.hp.image_h = gh * 14;
     w.hp.num_prefix = prefix;
     w.pos_embed = src;
-    resample_pos_embed(w, nw * 14, nh * 14);
+    // The fixture is F.interpolate(size=, bicubic, align_corners=False, antialias=False): timm 0.6's and Hugging
+    // Face's call, --pos-interp timm-legacy / hf (the default of this timm-layout model is timm >= 0.9's
+    // antialiased call since issue 18; tests/fixtures/posinterp covers it).
+    resample_pos_embed(w, nw * 14, nh * 14, PosInterp::TimmLegacy);
     EXPECT_EQ(shape, (std::vector<int64_t>{prefix + nh * nw, D}));
     EXPECT_EQ(w.hp.grid_w, nw);
     EXPECT_EQ(w.hp.grid_h, nh);
@@ -189,11 +192,19 @@ TEST(PosEmbed, BicubicMatchesTorchInterpolate) {
   w.pos_embed.assign(2 * 197, 0.5f);
   EXPECT_THROW(resample_pos_embed(w, 440, 448), Error);  // 440 is not a multiple of 16
   EXPECT_THROW(resample_pos_embed(w, 0, 448), Error);
-  resample_pos_embed(w, 448, 224);  // a constant embedding stays constant (the taps sum to 1)
-  EXPECT_EQ(w.hp.grid_w, 28);
-  EXPECT_EQ(w.hp.grid_h, 14);
-  ASSERT_EQ(w.pos_embed.size(), 2u * (1 + 28 * 14));
-  for (float v : w.pos_embed) ASSERT_NEAR(v, 0.5f, 1e-6);
+  for (PosInterp m : {PosInterp::Timm, PosInterp::TimmLegacy, PosInterp::Dino, PosInterp::Hf, PosInterp::HfLegacy,
+                      PosInterp::Torchvision}) {  // a constant embedding stays constant (the taps sum to 1)
+    ViTWeights c = w;
+    resample_pos_embed(c, 448, 224, m);
+    EXPECT_EQ(c.hp.grid_w, 28);
+    EXPECT_EQ(c.hp.grid_h, 14);
+    ASSERT_EQ(c.pos_embed.size(), 2u * (1 + 28 * 14));
+    for (float v : c.pos_embed) ASSERT_NEAR(v, 0.5f, 1e-6) << pos_interp_name(m);
+    c = w;
+    resample_pos_embed(c, 112, 64, m);  // shrinking too
+    ASSERT_EQ(c.pos_embed.size(), 2u * (1 + 7 * 4));
+    for (float v : c.pos_embed) ASSERT_NEAR(v, 0.5f, 1e-6) << pos_interp_name(m);
+  }
 }
 
 TEST(PosEmbed, CubicKernelIsPyTorchs) {

@@ -503,7 +503,9 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   if (!bopt.manifest.empty()) check_output_name("--manifest", bopt.manifest);  // before the model loads
   const std::string weights_path = opt.weights.empty() ? default_weights_path() : opt.weights;
   ViTWeights model = load_model(weights_path, opt.overrides);
-  if (opt.size) resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1]);
+  if (opt.size)
+    resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1],
+                       opt.pos_interp ? *opt.pos_interp : default_pos_interp(model.hp).mode);
   if (!opt.quiet)
     for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
 

@@ -15,6 +15,7 @@
 #include "io/image_io.hpp"
 #include "app/inspect.hpp"
 #include "checkpoint/weights.hpp"
+#include "model/pos_embed.hpp"
 
 namespace {
 
@@ -91,7 +92,7 @@ struct CliArgs {
   attnmap::BatchOptions bo;
   std::string shard_s;
   std::string layer_s, head_s, upsample_s = "bilinear", resize_s = "squash", mean_s, std_s, size_s, discard_s,
-      threshold_s;
+      threshold_s, pos_interp_s;
   int heads = 0;
   long long max_pixels = static_cast<long long>(ro.load.max_pixels);  // signed: "-1" must not wrap to "no limit"
   bool no_exif = false;
@@ -100,6 +101,10 @@ struct CliArgs {
   std::string inspect_weights;
   int inspect_heads = 0;
 };
+
+const char* const kPosInterpHelp =
+    "with --size: resample the position embeddings as timm | timm-legacy | dino | hf | hf-legacy | torchvision "
+    "does (default: what the checkpoint's layout implies; attnmap inspect shows it)";
 
 struct Commands {
   CLI::App* render;
@@ -141,7 +146,8 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
   render->add_flag("--heads-grid", ro.heads_grid, "also write NAME.heads.png: one labelled tile per head + the fused map");
   render->add_option("--size", a.size_s,
                      "model input size S or W,H in pixels (multiples of the patch size, e.g. 448 or 518); the "
-                     "position embeddings are resampled bicubically");
+                     "position embeddings are resampled as --pos-interp says");
+  render->add_option("--pos-interp", a.pos_interp_s, kPosInterpHelp);
   render->add_flag("--save-raw", ro.save_raw, "also write the map as NumPy .npy (float32, (grid_h, grid_w))");
   render->add_flag("--all-heads", ro.all_heads, "with --save-raw: write every head, shape (H, grid_h, grid_w)");
   render->add_flag("-q,--quiet", ro.quiet, "print only errors");
@@ -187,6 +193,8 @@ CLI::App* add_eval_options(CLI::App& app, CliArgs& a) {
   eval->add_option("--resize", a.resize_s, "squash | crop (as for render; outside the crop box the map is 0)")
       ->capture_default_str();
   eval->add_option("--heads", a.heads, "number of attention heads, when the weights do not say");
+  eval->add_option("--size", a.size_s, "model input size S or W,H in pixels, as for render");
+  eval->add_option("--pos-interp", a.pos_interp_s, kPosInterpHelp);
   eval->add_option("--mean", a.mean_s, "R,G,B normalisation mean (overrides the weights' config)");
   eval->add_option("--std", a.std_s, "R,G,B normalisation std (overrides the weights' config)");
   eval->add_option("--json", eo.json_out, "also write the per-image and summary results as JSON here (a missing folder is created)");
@@ -278,6 +286,12 @@ void apply_view_options(CliArgs& a) {
   if (!a.layer_s.empty()) ro.layer = parse_layer(a.layer_s);
   if (!a.head_s.empty()) ro.head = a.head_s;
   if (!a.size_s.empty()) ro.size = parse_size(a.size_s);
+  if (!a.pos_interp_s.empty()) {
+    ro.pos_interp = attnmap::parse_pos_interp(a.pos_interp_s);
+    if (!ro.size)
+      throw attnmap::Error("--pos-interp applies with --size (it chooses how --size resamples the position "
+                           "embeddings)");
+  }
   if (!a.discard_s.empty()) {
     ro.discard = parse_fraction(a.discard_s, "--discard");
     if (!(ro.discard >= 0.0 && ro.discard <= 1.0)) throw attnmap::Error("--discard must be in [0, 1], found '" + a.discard_s + "'");

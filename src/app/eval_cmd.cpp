@@ -19,6 +19,7 @@
 #include "model/classify.hpp"
 #include "core/error.hpp"
 #include "maps/evaluate.hpp"
+#include "model/pos_embed.hpp"
 #include "model/sgemm.hpp"
 #include "model/vit.hpp"
 
@@ -520,6 +521,11 @@ nlohmann::ordered_json eval_json(const EvalContext& ctx, const std::string& weig
                   : ro.upsample == Upsample::Bicubic ? "bicubic"
                                                      : "bilinear";
   j["resize"] = ro.resize == ResizeMode::Crop ? "crop" : "squash";
+  if (ro.size) {  // only then: the JSON of a run without --size is as before
+    const HParams& hp = ctx.model->hp;
+    j["size"] = {hp.image_w, hp.image_h};
+    j["pos_interp"] = hp.source.at("pos_interp");
+  }
   j["selected_view"] = ctx.views[ctx.selected].name;
   nlohmann::ordered_json s;
   s["images"] = sum.n;
@@ -563,7 +569,12 @@ int run_eval(const EvalOptions& opt) {
   check_masks_folder(opt);
   if (!opt.json_out.empty()) check_output_name("--json", opt.json_out);  // before the model loads
   const std::string weights_path = ro.weights.empty() ? default_weights_path() : ro.weights;
-  const ViTWeights model = load_model(weights_path, ro.overrides);
+  const ViTWeights model = [&] {
+    ViTWeights m = load_model(weights_path, ro.overrides);
+    if (ro.size)
+      resample_pos_embed(m, (*ro.size)[0], (*ro.size)[1], ro.pos_interp ? *ro.pos_interp : default_pos_interp(m.hp).mode);
+    return m;
+  }();
   if (!ro.quiet)
     for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
   const EvalContext ctx = make_eval_context(model, opt);

@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "app/render.hpp"
+#include "model/pos_embed.hpp"
 
 namespace attnmap {
 
@@ -84,6 +85,10 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
   if (!hp.interpolation.empty()) row("interpolation", hp.interpolation, src("interpolation"));
   if (!hp.architecture.empty()) row("architecture", hp.architecture, src("architecture"));
   if (hp.source.count("pos_prefix")) row("pos_prefix", std::to_string(hp.pos_prefix), src("pos_prefix"));
+  if (!w.pos_embed.empty()) {  // what --size would do without --pos-interp
+    const PosInterpChoice pi = default_pos_interp(hp);
+    row("pos_interp", pos_interp_name(pi.mode), "default for --size: " + pi.why + "; " + pos_interp_call(pi.mode));
+  }
   if (!hp.labels.empty()) {
     // All names when there are few (the bundled model's 10); the first five of a long list (ImageNet's 1000).
     std::string names;

@@ -12,6 +12,7 @@
 #include "draw/heads_grid.hpp"
 #include "io/image_io.hpp"
 #include "draw/overlay.hpp"
+#include "model/pos_embed.hpp"
 #include "model/preprocess.hpp"
 #include "checkpoint/weights.hpp"
 
@@ -36,6 +37,7 @@ struct RenderOptions {
   std::optional<float> threshold;    ///< DINO mask: keep the largest attentions holding this mass, in (0, 1]
   bool heads_grid = false;           ///< also write NAME.heads.png: one labelled tile per head + the fused map
   std::optional<std::array<int, 2>> size;  ///< (width, height): model input size; position embeddings resampled
+  std::optional<PosInterp> pos_interp;     ///< with size: how they are resampled; unset: the layout's default
   bool quiet = false;
   LoadOptions load;
 };

@@ -1,5 +1,6 @@
 // pos_embed.hpp - resampling learned absolute position embeddings to another patch grid (--size).
 #pragma once
+#include <string>
 #include <vector>
 
 #include "checkpoint/weights.hpp"
@@ -21,15 +22,56 @@ std::vector<float> bicubic_resize_planes(const std::vector<float>& in, int C, in
 std::vector<float> bilinear_resize_planes(const std::vector<float>& in, int C, int in_h, int in_w, int out_h,
                                           int out_w);
 
+/// How --size resamples the position embeddings: each framework's own F.interpolate call (torch 1.13 semantics).
+///   Timm        timm >= 0.9 resample_abs_pos_embed: size=(gh, gw), bicubic, align_corners=False, antialias=True
+///               (also facebookresearch DINOv2's *_reg hub models: interpolate_offset=0, interpolate_antialias=True)
+///   TimmLegacy  timm 0.6 resize_pos_embed / DeiT's fine-tuning script: size=, bicubic, antialias=False
+///   Dino        facebookresearch DINO / DINOv2 interpolate_pos_encoding: scale_factor=((g+0.1)/M per axis),
+///               bicubic, align_corners=False, antialias=False; the samples follow the scale factor, not in/out
+///   Hf          Hugging Face ViTEmbeddings.interpolate_pos_encoding (2024 on): size=, bicubic, align_corners=False
+///   HfLegacy    the same before 2024: DINO's +0.1 scale_factor call (numerically Dino)
+///   Torchvision torchvision.models.vision_transformer.interpolate_embeddings: size=, bicubic, align_corners=True
+enum class PosInterp { Timm, TimmLegacy, Dino, Hf, HfLegacy, Torchvision };
+
+/// The mode a checkpoint implies and why (one sentence naming the framework code followed).
+struct PosInterpChoice {
+  PosInterp mode = PosInterp::Timm;
+  std::string why;
+};
+
+/// "timm", "timm-legacy", "dino", "hf", "hf-legacy", "torchvision".
+std::string pos_interp_name(PosInterp m);
+
+/// The inverse of pos_interp_name. Throws attnmap::Error listing the names for anything else.
+PosInterp parse_pos_interp(const std::string& s);
+
+/// The F.interpolate call of a mode, for messages and inspect, e.g. "size=(h, w), bicubic, antialias=True".
+std::string pos_interp_call(PosInterp m);
+
+/// The default for a checkpoint, by its layout: facebookresearch DINOv2 names -> Dino (Timm with register
+/// tokens: the hub's *_reg models), Hugging Face -> Hf, torchvision -> Torchvision, timm names (timm, DeiT,
+/// DINO v1 .pth files, which cannot be told apart from timm's) -> Timm, seed -> TimmLegacy (attnmap's rule
+/// before issue 18; the seed layout is no framework's).
+PosInterpChoice default_pos_interp(const HParams& hp);
+
+/// Bicubic resampling of C channel planes with `mode`'s F.interpolate call (see PosInterp); same layout and
+/// errors as bicubic_resize_planes (which is the Hf / TimmLegacy call). Computed in double.
+std::vector<float> interpolate_planes(const std::vector<float>& in, int C, int in_h, int in_w, int out_h,
+                                      int out_w, PosInterp mode);
+
 /// Changes the model's input size to image_w x image_h pixels (each a positive multiple of the patch size):
-/// the patch rows of w.pos_embed, seen as a (1, D, grid_h, grid_w) grid, are resampled bicubically to the
-/// new grid as timm's resample_abs_pos_embed does (bicubic, align_corners=False, antialias=False - also
-/// DINO's, DINOv2's and Hugging Face's interpolate_pos_encoding kernel); the prefix rows (class,
-/// distillation, register tokens: the rows before the grid_h * grid_w patch rows) are kept as they are.
-/// Updates hp.image_w/h, hp.grid_w/h and hp.source["image_size"]. Non-square sizes keep their orientation:
-/// width is the column count, height the row count. The same size leaves the weights untouched.
-/// Throws attnmap::Error when the size is not a positive multiple of the patch or pos_embed has fewer rows
-/// than the grid.
+/// the patch rows of w.pos_embed, seen as a (1, D, grid_h, grid_w) grid, are resampled to the new grid with
+/// `mode`'s F.interpolate call (see PosInterp); the prefix rows (class, distillation, register tokens: the
+/// rows before the grid_h * grid_w patch rows) are kept as they are. DINO, Hugging Face and torchvision assume
+/// a square source grid; on a non-square one attnmap applies their rule to each axis. Updates hp.image_w/h,
+/// hp.grid_w/h, hp.source["image_size"] and hp.source["pos_interp"]. Non-square sizes keep their orientation:
+/// width is the column count, height the row count. The same grid leaves the weights untouched (as every
+/// framework does: DINO's and Hugging Face's code return pos_embed as it is).
+/// Throws attnmap::Error when the size is not a positive multiple of the patch, gives more than 96x96
+/// patches, or pos_embed has fewer rows than the grid.
+void resample_pos_embed(ViTWeights& w, int image_w, int image_h, PosInterp mode);
+
+/// As above with default_pos_interp(w.hp).mode.
 void resample_pos_embed(ViTWeights& w, int image_w, int image_h);
 
 }  // namespace attnmap
