@@ -322,3 +322,26 @@ TEST_F(HfFolderTmp, ModelSafetensorsIsReadBeforeAnIndexBesideIt) {
   EXPECT_EQ(w.notices[0], (dir / "model.safetensors.index.json").string() +
                               " not read: the folder has model.safetensors, which transformers reads first too");
 }
+
+TEST_F(HfFolderTmp, OutputsNeverReplaceAShardOrAFoldersWeights) {
+  const fs::path sharded = dir / "sharded", folder = dir / "folder";
+  fs::create_directories(sharded);
+  fs::create_directories(folder);
+  for (const auto& e : fs::directory_iterator(kSharded)) fs::copy_file(e.path(), sharded / e.path().filename());
+  for (const auto& e : fs::directory_iterator(kFolder)) fs::copy_file(e.path(), folder / e.path().filename());
+  const std::string img = q(std::string(ATTNMAP_TEST_DIR) + "/images/basic/rgba.png");
+  const std::string shard = slurp(sharded / "model-00002-of-00003.safetensors");
+  CliRun r = run_attnmap("render " + img + " -q -w " + q(sharded) + " -o " + q(dir / "out") + " --manifest " +
+                         q(sharded / "model-00002-of-00003.safetensors"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("model-00002-of-00003.safetensors is a weights file read with -w; choose another file"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(slurp(sharded / "model-00002-of-00003.safetensors"), shard);
+  r = run_attnmap("render " + img + " -q -w " + q(folder) + " -o " + q(dir / "out") + " --manifest " +
+                  q(folder / "model.safetensors"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("model.safetensors is a weights file read with -w"), std::string::npos) << r.err;
+  r = run_attnmap("render " + img + " -q -w " + q(folder) + " -o " + q(dir / "out") + " --manifest " +
+                  q(folder / "config.json"));
+  EXPECT_NE(r.err.find("config.json is a config file read with the weights"), std::string::npos) << r.err;
+}
