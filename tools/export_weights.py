@@ -216,6 +216,7 @@ def to_timm_state_dict(obj):
         sd = torchvision_to_timm(sd)
     elif any(k.endswith('embeddings.patch_embeddings.projection.weight') for k in sd):
         sd = hf_to_timm(sd)
+        hints.setdefault('layer_norm_eps', 1e-12)  # Hugging Face ViTConfig's default, not timm's 1e-6
     # drop buffers / things attnmap does not use
     sd = {k: v for k, v in sd.items() if not k.endswith('num_batches_tracked')}
     missing = [k for k in ('patch_embed.proj.weight', 'cls_token', 'pos_embed') if k not in sd]

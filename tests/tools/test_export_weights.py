@@ -122,6 +122,10 @@ for k, v in sd.items():
 hf_mod = Module(hf, config=ns(num_attention_heads=6, layer_norm_eps=1e-12, image_size=G * P, patch_size=P))
 check(heads_of(hf_mod) == 6, 'Hugging Face module heads')
 check(ew.export(hf_mod)['layer_norm_eps'] == 1e-12, 'Hugging Face module eps')
+e = error_of(lambda: ew.export(dict(hf)))  # a bare HF state_dict: no heads either
+check(e is not None and 'cannot tell the number of heads' in e, repr(e))
+check(ew.export(dict(hf), num_heads=6)['layer_norm_eps'] == 1e-12, 'HF state_dict: eps default 1e-12 (ViTConfig)')
+check(ew.export(timm_sd(), num_heads=6)['layer_norm_eps'] == 1e-6, 'timm state_dict: eps default 1e-6')
 conv, _ = ew.to_timm_state_dict(hf_mod)
 check(np.array_equal(conv['blocks.1.attn.qkv.weight'], sd['blocks.1.attn.qkv.weight'].astype(np.float32)), 'HF q/k/v stacked as timm qkv')
 
