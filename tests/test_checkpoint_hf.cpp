@@ -157,6 +157,9 @@ TEST_F(HfShardRefuses, AShardPathThatEscapesTheFolder) {
     EXPECT_EQ(refusal(), idx + ": shard '" + up + "' (for tensor 'classifier.bias') has a '..' component: shards must "
                          "lie in the index's folder");
   }
+  make_index(dir, {{"classifier.bias", "pytorch_model-00003-of-00003.bin"}});
+  EXPECT_EQ(refusal(), idx + ": shard 'pytorch_model-00003-of-00003.bin' (for tensor 'classifier.bias') is a torch.save "
+                       "(.bin) shard: .bin weights come with the .pth (torch.save) reader, not in this build");
   // A subfolder is inside: allowed.
   fs::create_directories(dir / "sub");
   fs::copy_file(dir / "model-00003-of-00003.safetensors", dir / "sub" / "last.safetensors");
@@ -344,4 +347,18 @@ TEST_F(HfFolderTmp, OutputsNeverReplaceAShardOrAFoldersWeights) {
   r = run_attnmap("render " + img + " -q -w " + q(folder) + " -o " + q(dir / "out") + " --manifest " +
                   q(folder / "config.json"));
   EXPECT_NE(r.err.find("config.json is a config file read with the weights"), std::string::npos) << r.err;
+}
+
+TEST_F(HfFolderTmp, AHubCacheSnapshotOfSymbolicLinksLoads) {
+  // huggingface_hub's cache: snapshots/REV/NAME are links to ../../blobs/HASH; the names stay inside.
+  fs::create_directories(dir / "blobs");
+  fs::create_directories(dir / "snapshots" / "rev");
+  for (const auto& e : fs::directory_iterator(kSharded)) {
+    const std::string blob = "blob_" + e.path().filename().string();
+    fs::copy_file(e.path(), dir / "blobs" / blob);
+    fs::create_symlink(fs::path("../../blobs") / blob, dir / "snapshots" / "rev" / e.path().filename());
+  }
+  const ViTWeights w = load_model((dir / "snapshots" / "rev").string());
+  EXPECT_EQ(w.format, "safetensors, sharded (3 files listed by model.safetensors.index.json)");
+  EXPECT_EQ(w.blocks[1].fc2.weight, load_model(kSingle).blocks[1].fc2.weight);
 }

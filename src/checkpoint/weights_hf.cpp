@@ -92,6 +92,8 @@ void check_shard_name(const std::string& index_path, const std::string& shard, c
   std::stringstream parts(shard);
   for (std::string part; std::getline(parts, part, '/');)
     if (part == "..") refuse("has a '..' component: shards must lie in the index's folder");
+  if (ends_with(shard, ".bin"))  // pytorch_model.bin.index.json lists torch.save shards
+    refuse("is a torch.save (.bin) shard: .bin weights come with the .pth (torch.save) reader, not in this build");
 }
 
 std::string skipped_notice(const std::map<std::string, std::string>& skipped) {
