@@ -362,3 +362,38 @@ TEST_F(HfFolderTmp, AHubCacheSnapshotOfSymbolicLinksLoads) {
   EXPECT_EQ(w.format, "safetensors, sharded (3 files listed by model.safetensors.index.json)");
   EXPECT_EQ(w.blocks[1].fc2.weight, load_model(kSingle).blocks[1].fc2.weight);
 }
+
+namespace {
+// Rewrites the safetensors file `p` with __metadata__ {"config": config} (same tensors, same data bytes).
+void set_metadata_config(const fs::path& p, const std::string& config) {
+  const std::string bytes = slurp(p);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
+  nlohmann::json h = nlohmann::json::parse(bytes.substr(8, n));
+  h["__metadata__"] = {{"format", "pt"}, {"config", config}};
+  std::string hs = h.dump();
+  hs.append((8 - hs.size() % 8) % 8, ' ');
+  std::string len(8, '\0');
+  for (size_t i = 0; i < 8; ++i) len[i] = static_cast<char>((hs.size() >> (8 * i)) & 0xff);
+  write(p, len + hs + bytes.substr(8 + n));
+}
+}  // namespace
+
+TEST_F(HfShardRefuses, AShardsEmbeddedConfigWinsOverConfigJsonAndShardsMustAgree) {
+  make_index(dir, {});
+  fs::copy_file(kSharded + "/config.json", dir / "config.json");
+  set_metadata_config(dir / kShard1, "{\"num_heads\": 6, \"default_head\": \"max\"}");
+  const std::string idx = (dir / "model.safetensors.index.json").string();
+  const ViTWeights w = load_model(idx);
+  EXPECT_EQ(w.hp.num_heads, 6);  // config.json says 3: the weights' own config is above the side config
+  EXPECT_EQ(w.hp.source.at("num_heads"), std::string("__metadata__ config of shard ") + kShard1 + " (" + idx + ")");
+  EXPECT_EQ(w.hp.source.at("layer_norm_eps"), "config.json (" + (dir / "config.json").string() + ": layer_norm_eps)");
+  ASSERT_TRUE(w.hp.default_head);
+  EXPECT_EQ(*w.hp.default_head, "max");
+  // The same config in another shard is fine; a different one is refused.
+  set_metadata_config(dir / "model-00002-of-00003.safetensors", "{\"num_heads\": 6, \"default_head\": \"max\"}");
+  EXPECT_EQ(refusal(), "");
+  set_metadata_config(dir / "model-00003-of-00003.safetensors", "{\"num_heads\": 3}");
+  EXPECT_EQ(refusal(), (dir / "model-00003-of-00003.safetensors").string() +
+                           ": __metadata__ config differs from the one in shard " + kShard1);
+}
