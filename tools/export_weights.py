@@ -21,8 +21,8 @@ Examples:
   # the default model, from the training checkpoint
   python3 tools/export_weights.py /work/train/ckpt.pt -o weights/default.json \\
       --default-layer -1 --default-head mean
-  # a torchvision vit_b_16 state_dict (num_heads cannot be read from a state_dict)
-  python3 tools/export_weights.py vit_b_16.pth -o vit_b_16.json --num-heads 12 \\
+  # a torchvision vit_b_16 state_dict (num_heads cannot be read from a state_dict: --heads or --config)
+  python3 tools/export_weights.py vit_b_16.pth -o vit_b_16.json --heads 12 \\
       --labels-file imagenet_classes.txt --safetensors vit_b_16.safetensors
 
 Python:
@@ -40,8 +40,11 @@ import numpy as np
 
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
-# num_heads of the usual ViT widths, used only when nothing else says it
-KNOWN_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16, 1280: 16}
+# Heads of timm's architecture size words (timm vision_transformer.py / deit.py model defs), for a timm hub
+# config.json that names its architecture but has no model_args.num_heads.  A width alone never says the heads
+# (a 192-wide model may have 3 or 6 heads), so nothing here is keyed by width.
+TIMM_SIZE_HEADS = {'tiny': 3, 'small': 6, 'base': 12, 'large': 16, 'huge': 16, 'giant': 16, 'gigantic': 16,
+                   'medium': 8, 'mediumd': 8, 'so400m': 16, 'little': 5, 'betwixt': 4, 'wee': 4, 'pwee': 4}
 
 
 def _to_numpy(v):
@@ -80,21 +83,116 @@ def torchvision_to_timm(sd):
     return out
 
 
+def hf_to_timm(sd):
+    """Rename a Hugging Face ViTModel / ViTForImageClassification state_dict to timm's key names
+    (query/key/value stacked into one qkv, rows [q; k; v] as timm's fused projection)."""
+    pre = 'vit.' if any(k.startswith('vit.embeddings.') for k in sd) else ''
+    out, parts = {}, {}
+    for k, v in sd.items():
+        if pre and k.startswith(pre):
+            k = k[len(pre):]
+        if k.startswith('pooler.'):
+            continue  # ViTModel's pooler: not part of the attention maps
+        m = re.match(r'encoder\.layer\.(\d+)\.(.*)', k)
+        if m:
+            i, rest = m.group(1), m.group(2)
+            q = re.match(r'attention\.attention\.(query|key|value)\.(weight|bias)$', rest)
+            if q:
+                parts[(i, q.group(2), q.group(1))] = v
+                continue
+            for a, b in (('layernorm_before.', 'norm1.'), ('layernorm_after.', 'norm2.'),
+                         ('attention.output.dense.', 'attn.proj.'), ('intermediate.dense.', 'mlp.fc1.'),
+                         ('output.dense.', 'mlp.fc2.')):
+                if rest.startswith(a):
+                    rest = b + rest[len(a):]
+                    break
+            out['blocks.%s.%s' % (i, rest)] = v
+            continue
+        k = {'embeddings.cls_token': 'cls_token', 'embeddings.position_embeddings': 'pos_embed'}.get(k, k)
+        k = k.replace('embeddings.patch_embeddings.projection.', 'patch_embed.proj.')
+        if k.startswith('layernorm.'):
+            k = 'norm.' + k[len('layernorm.'):]
+        if k.startswith('classifier.'):
+            k = 'head.' + k[len('classifier.'):]
+        out[k] = v
+    for (i, kind) in sorted(set((i, kind) for (i, kind, _) in parts)):
+        qkv = [parts.get((i, kind, n)) for n in ('query', 'key', 'value')]
+        if any(t is None for t in qkv):
+            raise ValueError('block %s has only some of query/key/value %s' % (i, kind))
+        out['blocks.%s.attn.qkv.%s' % (i, kind)] = np.concatenate([_to_numpy(t) for t in qkv], axis=0)
+    return out
+
+
+def _module_heads(mod):
+    """The head count a model object records: timm / train_default (blocks[0].attn.num_heads), torchvision
+    (encoder.layers[0].self_attention.num_heads), Hugging Face (config.num_attention_heads); None if none."""
+    for name, get in (('timm blocks[0].attn.num_heads', lambda m: m.blocks[0].attn.num_heads),
+                      ('torchvision encoder.layers[0].self_attention.num_heads',
+                       lambda m: m.encoder.layers[0].self_attention.num_heads),
+                      ('Hugging Face config.num_attention_heads', lambda m: m.config.num_attention_heads)):
+        try:
+            h = get(mod)
+        except (AttributeError, IndexError, KeyError, TypeError):
+            continue
+        if isinstance(h, int) and not isinstance(h, bool):
+            return h, 'the model object (%s)' % name
+    return None, None
+
+
+def read_config_file(path):
+    """Hints from a Hugging Face config.json (num_attention_heads, layer_norm_eps, image_size, patch_size,
+    id2label) or a timm hub config.json (model_args.num_heads, else the architecture's size word;
+    pretrained_cfg mean, std, input_size)."""
+    with open(path) as f:
+        c = json.load(f)
+    if not isinstance(c, dict):
+        raise ValueError('%s: not a JSON object' % path)
+    hints, src = {}, {}
+    if 'architecture' in c or 'pretrained_cfg' in c:  # timm hub config
+        ma = c.get('model_args') or {}
+        pc = c.get('pretrained_cfg') or {}
+        if 'num_heads' in ma:
+            hints['num_heads'], src['num_heads'] = ma['num_heads'], '%s (model_args.num_heads)' % path
+        elif isinstance(c.get('architecture'), str):
+            m = re.match(r'(?:vit|deit3|deit|beit|beitv2)_([a-z0-9]+)', c['architecture'])
+            if m and m.group(1) in TIMM_SIZE_HEADS:
+                hints['num_heads'] = TIMM_SIZE_HEADS[m.group(1)]
+                src['num_heads'] = '%s (architecture %s)' % (path, c['architecture'])
+        for k in ('mean', 'std'):
+            if k in pc:
+                hints[k] = pc[k]
+        if isinstance(pc.get('input_size'), list) and len(pc['input_size']) == 3:
+            hints['image_size'] = pc['input_size'][1]
+    else:  # Hugging Face PretrainedConfig
+        if 'num_attention_heads' in c:
+            hints['num_heads'], src['num_heads'] = c['num_attention_heads'], '%s (num_attention_heads)' % path
+        for a, b in (('layer_norm_eps', 'layer_norm_eps'), ('image_size', 'image_size'), ('patch_size', 'patch_size')):
+            if a in c:
+                hints[b] = c[a]
+        if isinstance(c.get('id2label'), dict):
+            try:
+                hints['labels'] = [c['id2label'][str(i)] for i in range(len(c['id2label']))]
+            except KeyError:
+                pass
+    if 'num_heads' in hints and (not isinstance(hints['num_heads'], int) or hints['num_heads'] <= 0):
+        raise ValueError('%s: num_heads must be a positive integer, found %r' % (path, hints['num_heads']))
+    return hints, src
+
+
 def to_timm_state_dict(obj):
-    """Accept a module, a state_dict or a checkpoint dict; return (state_dict, hints)."""
+    """Accept a module, a state_dict or a checkpoint dict; return (state_dict, hints).
+    hints['num_heads_src'] says where hints['num_heads'] came from."""
     hints = {}
     if hasattr(obj, 'state_dict') and callable(obj.state_dict):
         mod = obj
         sd = mod.state_dict()
-        # num_heads from the module if available
-        try:  # torchvision
-            hints['num_heads'] = mod.encoder.layers[0].self_attention.num_heads
-        except Exception:
-            pass
-        try:  # timm / train_default
-            hints['num_heads'] = mod.blocks[0].attn.num_heads
-        except Exception:
-            pass
+        h, src = _module_heads(mod)
+        if h is not None:
+            hints['num_heads'], hints['num_heads_src'] = h, src
+        cfg = getattr(mod, 'config', None)  # Hugging Face: the rest of its config too
+        for a, b in (('layer_norm_eps', 'layer_norm_eps'), ('image_size', 'image_size'), ('patch_size', 'patch_size')):
+            if cfg is not None and isinstance(getattr(cfg, a, None), (int, float)):
+                hints[b] = getattr(cfg, a)
         for attr in ('image_size',):
             if isinstance(getattr(mod, attr, None), int):
                 hints['image_size'] = getattr(mod, attr)
@@ -110,12 +208,15 @@ def to_timm_state_dict(obj):
                                                     'image_size', 'layer_norm_eps')
                                   if k in c})
                     if 'heads' in c:
-                        hints['num_heads'] = c['heads']
+                        hints['num_heads'], hints['num_heads_src'] = c['heads'], "the checkpoint's cfg['heads']"
                 sd = sd[key]
                 break
     sd = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in sd.items()}
     if 'conv_proj.weight' in sd or 'class_token' in sd:
         sd = torchvision_to_timm(sd)
+    elif any(k.endswith('embeddings.patch_embeddings.projection.weight') for k in sd):
+        sd = hf_to_timm(sd)
+        hints.setdefault('layer_norm_eps', 1e-12)  # Hugging Face ViTConfig's default, not timm's 1e-6
     # drop buffers / things attnmap does not use
     sd = {k: v for k, v in sd.items() if not k.endswith('num_batches_tracked')}
     missing = [k for k in ('patch_embed.proj.weight', 'cls_token', 'pos_embed') if k not in sd]
@@ -153,10 +254,14 @@ def make_config(sd, hints, num_heads=None, layer_norm_eps=None, mean=None, std=N
     g = int(round(npos ** 0.5))
     isz = image_size or hints.get('image_size') or g * ps
     if num_heads is not None and num_heads <= 0:
-        raise ValueError('--num-heads must be positive, found %d' % num_heads)
-    nh = num_heads or hints.get('num_heads') or KNOWN_HEADS.get(D)
-    if not nh:
-        raise ValueError('cannot tell num_heads for width %d: pass --num-heads' % D)
+        raise ValueError('--heads must be positive, found %d' % num_heads)
+    said = hints.get('num_heads')
+    if num_heads is not None and said is not None and num_heads != said:
+        raise ValueError('--heads %d contradicts num_heads %d from %s' % (num_heads, said, hints.get('num_heads_src')))
+    nh = num_heads or said
+    if not nh:  # never guessed from the width: D = 192 is 3 heads in DeiT-Ti and 6 in other models
+        raise ValueError('cannot tell the number of heads of this %d-wide model: a state_dict does not record it; '
+                         'pass --heads N or --config config.json (Hugging Face or timm)' % D)
     if D % nh:
         raise ValueError('width %d not divisible by num_heads %d' % (D, nh))
     labels = list(labels or hints.get('labels') or [])
@@ -230,12 +335,25 @@ def write_safetensors(sd, path, config=None):
             f.write(a.tobytes())
 
 
-def export(obj, out_json=None, safetensors=None, **cfg):
-    """obj: module / state_dict / checkpoint dict / path. Returns the config written."""
+def export(obj, out_json=None, safetensors=None, config_file=None, **cfg):
+    """obj: module / state_dict / checkpoint dict / path; config_file: a Hugging Face or timm config.json.
+    Returns the config written. Raises ValueError (one line) when the heads cannot be told."""
     if isinstance(obj, (str, os.PathLike)):
         import torch
         obj = torch.load(obj, map_location='cpu')
     sd, hints = to_timm_state_dict(obj)
+    if config_file:
+        fh, fsrc = read_config_file(config_file)
+        if 'num_heads' in fh and 'num_heads' in hints and fh['num_heads'] != hints['num_heads']:
+            raise ValueError('num_heads %d from %s contradicts num_heads %d from %s'
+                             % (fh['num_heads'], fsrc['num_heads'], hints['num_heads'], hints['num_heads_src']))
+        labels = fh.pop('labels', None)  # names only for a head of that many classes (a backbone has none)
+        if labels and 'head.weight' in sd and len(labels) == int(sd['head.weight'].shape[0]):
+            hints.setdefault('labels', labels)
+        for k, v in fh.items():
+            hints.setdefault(k, v)
+        if 'num_heads' in fsrc:
+            hints.setdefault('num_heads_src', fsrc['num_heads'])
     config = make_config(sd, hints, **cfg)
     if out_json:
         write_json(sd, config, out_json)
@@ -250,7 +368,10 @@ def main(argv=None):
     ap.add_argument('input', help='.pt/.pth state_dict or checkpoint')
     ap.add_argument('-o', '--out', help='output attnmap JSON')
     ap.add_argument('--safetensors', metavar='OUT', help='also write a .safetensors file')
-    ap.add_argument('--num-heads', type=int)
+    ap.add_argument('--heads', '--num-heads', dest='num_heads', type=int,
+                    help='attention heads (needed for a bare state_dict unless --config gives them)')
+    ap.add_argument('--config', metavar='CONFIG_JSON',
+                    help="a Hugging Face or timm config.json: num_attention_heads / model_args.num_heads, ...")
     ap.add_argument('--layer-norm-eps', type=float)
     ap.add_argument('--mean', type=float, nargs=3)
     ap.add_argument('--std', type=float, nargs=3)
@@ -278,11 +399,11 @@ def main(argv=None):
     elif a.labels:
         labels = [x.strip() for x in a.labels.split(',')]
     try:
-        cfg = export(a.input, a.out, a.safetensors, num_heads=a.num_heads,
+        cfg = export(a.input, a.out, a.safetensors, config_file=a.config, num_heads=a.num_heads,
                      layer_norm_eps=a.layer_norm_eps, mean=a.mean, std=a.std,
                      patch_size=a.patch_size, image_size=a.image_size, labels=labels,
                      default_layer=a.default_layer, default_head=a.default_head)
-    except ValueError as e:  # a bad option or checkpoint: one line, no traceback
+    except (ValueError, OSError) as e:  # a bad option, checkpoint or config file: one line, no traceback
         ap.exit(2, '%s: error: %s\n' % (ap.prog, e))
     for p in (a.out, a.safetensors):
         if p:

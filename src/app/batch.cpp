@@ -124,7 +124,10 @@ void set_program_path(const std::string& argv0) { g_program_path = argv0; }
 std::vector<ReadFile> model_reads(const std::string& weights_path) {
   std::vector<ReadFile> reads;
   for (const std::string& f : model_files(weights_path))
-    reads.push_back({f, f == weights_path ? "the weights file" : "a config file read with the weights"});
+    reads.push_back({f, f == weights_path ? "the weights file"
+                        : f.size() >= 11 && f.compare(f.size() - 11, 11, "config.json") == 0
+                            ? "a config file read with the weights"
+                            : "a weights file read with -w"});  // a shard, an index, a folder's model.safetensors
   reads.push_back({"/proc/self/exe", "the attnmap program itself"});
   if (g_program_path.find('/') != std::string::npos) reads.push_back({g_program_path, "the attnmap program itself"});
   return reads;

@@ -119,7 +119,7 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
   CLI::App* render = app.add_subcommand("render", "render class-token attention heatmaps over images");
   render->add_option("inputs", ro.inputs, "image files or folders (folders are walked recursively, sorted)")
       ->required();
-  render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON or safetensors; timm, DINOv2, DeiT, Hugging Face or torchvision names); default: the bundled weights/default.json");
+  render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON or safetensors; timm, DINOv2, DeiT, Hugging Face or torchvision names), a sharded model.safetensors.index.json or a Hugging Face model folder; default: the bundled weights/default.json");
   render->add_option("-o,--out", ro.out_dir, "output folder, created if missing")->capture_default_str();
   render->add_option("--layer", a.layer_s, "encoder block, 0-based; negative counts from the end (default: the weights' config default_layer, else -1 = last; with --rollout -1)");
   render->add_option("--head", a.head_s, "a head index (negative counts from the end), or mean | max | min over heads (default: the weights' config default_head, else mean; with --rollout mean)");
@@ -210,7 +210,7 @@ CLI::App* add_inspect_options(CLI::App& app, CliArgs& a) {
   CLI::App* inspect = app.add_subcommand(
       "inspect", "print what attnmap reads from a checkpoint: layout, token layout, grid, depth, heads, parameter "
                  "count and every config value with where it came from");
-  inspect->add_option("weights", a.inspect_weights, "weights file: attnmap JSON or safetensors")->required();
+  inspect->add_option("weights", a.inspect_weights, "weights file (attnmap JSON or safetensors), model.safetensors.index.json or Hugging Face model folder")->required();
   inspect->add_option("--heads", a.inspect_heads, "number of attention heads, when the weights do not say");
   return inspect;
 }

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "checkpoint/weights_hf.hpp"
 #include "checkpoint/weights_safetensors.hpp"
 
 #include "core/error.hpp"
@@ -884,6 +885,7 @@ std::string side_config_dir(const std::string& path) {
 }  // namespace
 
 std::vector<std::string> model_files(const std::string& path) {
+  if (auto hf = model_files_hf(path)) return *hf;  // a Hugging Face folder or sharded index (weights_hf.cpp)
   const std::string d = side_config_dir(path);
   return {path, d + "/config.json", d + "/preprocessor_config.json"};
 }
@@ -964,6 +966,7 @@ SideConfig read_side_config(const std::string& dir) {
     if (p.contains("image_mean")) sc.values["mean"] = p["image_mean"], sc.source["mean"] = "preprocessor_config.json (" + pre + ")";
     if (p.contains("image_std")) sc.values["std"] = p["image_std"], sc.source["std"] = "preprocessor_config.json (" + pre + ")";
   }
+  add_hf_side_config(d, sc);  // the other Hugging Face keys (weights_hf.cpp)
   return sc;
 }
 
@@ -1030,6 +1033,7 @@ ViTWeights build_model(const RawWeights& raw_in, const SideConfig& side, const M
                         std::to_string(w.head.out) + " classes");
   for (auto& n : raw.notices) w.notices.push_back(n);
   add_side_notice(w, side.notices);
+  check_hf_side_config(w, side);  // config.json hidden_size / num_hidden_layers against the weights
   for (const auto& kv : raw_in.tensors) w.param_count += kv.second.numel();
   return w;
 }
@@ -1037,6 +1041,7 @@ ViTWeights build_model(const RawWeights& raw_in, const SideConfig& side, const M
 ViTWeights build_model(const RawWeights& raw, const ModelOverrides& ov) { return build_model(raw, SideConfig{}, ov); }
 
 ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
+  if (auto hf = load_model_hf(path, ov)) return std::move(*hf);  // a Hugging Face folder or sharded index
   // Dispatch by content: safetensors when the first 8 bytes are a little-endian length that fits in the file
   // and the header after them opens with '{'; otherwise JSON when the first non-blank byte is '{'; otherwise
   // safetensors when byte 8 is '{' (a broken length, reported as such); anything else is not a weights file.
