@@ -419,6 +419,15 @@ def webp_tiff_bad(add_bad, rgb):
     buf = io.BytesIO()
     Image.fromarray(rgb[..., 0].astype(np.float32) / 255, "F").save(buf, "TIFF")
     add_bad("tiff_float32.tif", buf.getvalue(), "unsupported TIFF")
+    # Formats attnmap does not decode, named by their signatures whatever the file is called (stb_image would
+    # say "unknown image type"); named .jpg/.png here, as renamed files are (a folder walk picks them).
+    ftyp = lambda brand: struct.pack(">I", 24) + b"ftyp" + brand + b"\0\0\0\0" + brand + b"mif1" + bytes(40)
+    add_bad("heic_named.jpg", ftyp(b"heic"), "unsupported image format HEIF/HEIC")
+    add_bad("avif_named.png", ftyp(b"avif"), "unsupported image format AVIF")
+    add_bad("jxl_named.jpg", b"\xff\x0a" + bytes(30), "unsupported image format JPEG XL")
+    add_bad("jp2_named.jpg", b"\0\0\0\x0cjP  \r\n\x87\n" + bytes(30), "unsupported image format JPEG 2000")
+    add_bad("svg_named.png", b'<?xml version="1.0"?>\n<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>\n',
+            "unsupported image format SVG")
 
 
 def fuzz_seeds(rgb):

@@ -428,6 +428,35 @@ bool gif_first_frame_as_pil(const uint8_t* d, size_t n, uint8_t* rgba, int w, in
   return true;
 }
 
+// Image formats attnmap does not decode, told by their signatures, so that such a file is refused by name
+// instead of with stb_image's "unknown image type": HEIF/HEIC and AVIF (an ISO BMFF "ftyp" box with their
+// brands), JPEG XL (codestream or container), JPEG 2000 (JP2 container or codestream), OpenEXR, and SVG
+// (text whose first kilobyte opens an <svg> element). Null for anything else.
+const char* unsupported_format(const uint8_t* d, size_t n) {
+  if (n >= 12 && std::memcmp(d + 4, "ftyp", 4) == 0) {
+    const std::string brand(reinterpret_cast<const char*>(d + 8), 4);
+    if (brand == "avif" || brand == "avis") return "AVIF";
+    for (const char* b : {"heic", "heix", "hevc", "hevx", "heim", "heis", "hevm", "hevs", "mif1", "msf1"})
+      if (brand == b) return "HEIF/HEIC";
+  }
+  if ((n >= 2 && d[0] == 0xFF && d[1] == 0x0A) || (n >= 12 && std::memcmp(d, "\0\0\0\x0CJXL \r\n\x87\n", 12) == 0))
+    return "JPEG XL";
+  if ((n >= 12 && std::memcmp(d, "\0\0\0\x0CjP  \r\n\x87\n", 12) == 0) ||
+      (n >= 4 && std::memcmp(d, "\xFF\x4F\xFF\x51", 4) == 0))
+    return "JPEG 2000";
+  if (n >= 4 && std::memcmp(d, "\x76\x2F\x31\x01", 4) == 0) return "OpenEXR";
+  size_t at = 0;
+  if (n >= 3 && std::memcmp(d, "\xEF\xBB\xBF", 3) == 0) at = 3;  // a UTF-8 byte-order mark
+  while (at < n && std::isspace(d[at])) ++at;
+  if (at < n && d[at] == '<') {
+    const std::string head(reinterpret_cast<const char*>(d + at), std::min<size_t>(n - at, 1024));
+    if (head.rfind("<svg", 0) == 0 || ((head.rfind("<?xml", 0) == 0 || head.rfind("<!DOCTYPE", 0) == 0) &&
+                                       head.find("<svg") != std::string::npos))
+      return "SVG";
+  }
+  return nullptr;
+}
+
 // decode_image's steps, in the order it runs them.
 
 // PGM/PPM before stb_image: a malformed header, the pixel limit, a file shorter than its pixels; 16-bit files
@@ -606,6 +635,9 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
   // By content, whatever the file's name: formats stb_image does not read go to their libraries.
   if (is_webp(data, size)) return decode_webp(data, size, path, opt);
   if (is_tiff(data, size)) return decode_tiff(data, size, path, opt);
+  if (const char* format = unsupported_format(data, size))
+    throw Error(path + ": unsupported image format " + format + " (attnmap reads JPEG, PNG, WebP, TIFF, BMP, GIF, TGA, "
+                "PSD, HDR, PIC and PGM/PPM); convert it first, e.g. to PNG");
   // A PNG's size is in its first chunk (IHDR); stb_image's header reader refuses sizes of 2^30 bytes or
   // more with a generic "unknown image type", so the limit is checked here first for a clear message.
   if (size >= 24 && std::memcmp(data, kPngSignature, 8) == 0 && std::memcmp(data + 12, "IHDR", 4) == 0)

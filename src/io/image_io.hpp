@@ -68,7 +68,9 @@ Image apply_orientation(const Image& img, int orientation);
 
 /// Reads and decodes an image file, forced to 8-bit RGB. The format is sniffed from the content (magic bytes),
 /// never from the file name: WebP ("RIFF....WEBP") goes to libwebp and TIFF/BigTIFF ("II*\0", "MM\0*") to
-/// libtiff (see decode_webp / decode_tiff in io/image_webp_tiff.hpp); everything else to stb_image.
+/// libtiff (see decode_webp / decode_tiff in io/image_webp_tiff.hpp); HEIF/HEIC, AVIF, JPEG XL, JPEG 2000,
+/// OpenEXR and SVG are refused by name ("unsupported image format HEIF/HEIC"); everything else goes to
+/// stb_image.
 /// Greyscale, grey+alpha, palette, RGBA and 16-bit files all become RGB; 1/2/4-bit grey is expanded to
 /// 0..255; 16-bit samples are scaled to 8 bits (stb: value >> 8, not clipped; WebP/TIFF the same); alpha is
 /// ignored, as PIL's Image.convert("RGB") and timm's loader do. JPEG: Adobe CMYK and YCCK are converted like
