@@ -159,6 +159,32 @@ TEST(ImgFmt, PixelLimitFromTheHeader) {
         << name;
 }
 
+// Peak virtual memory of this process in kB (VmPeak).
+long vm_peak_kb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmPeak:", 0) == 0) return std::stol(line.substr(7));
+  return -1;
+}
+
+// Huge declared sizes cost no memory: refused from the header under the limit; with the limit raised, a TIFF
+// whose strip lies past its end is refused as cut before its 2.7 GB picture buffer is allocated.
+TEST(ImgFmt, HugeHeadersAllocateNothing) {
+  const long before = vm_peak_kb();
+  for (const char* name : {"tiff_huge_30000.tif", "webp_huge_16384.webp", "webp_huge_anim_30000.webp"})
+    EXPECT_NE(error_of(kBad / name).find("exceeds the limit"), std::string::npos) << name;
+  LoadOptions unlimited;
+  unlimited.max_pixels = uint64_t{1} << 40;
+  // (libtiff reads one big uncompressed strip as strips of a row each: 30000 of them, 90000 bytes each.)
+  EXPECT_EQ(error_of(kBad / "tiff_huge_30000.tif", unlimited),
+            (kBad / "tiff_huge_30000.tif").string() +
+                ": truncated TIFF: strip 1 of 30000 (bytes 8..90008) lies past the end of the file (192 bytes)");
+  const long after = vm_peak_kb();
+  ASSERT_GT(before, 0);
+  EXPECT_LT(after - before, 512 * 1024) << "peak virtual memory grew by " << (after - before) << " kB";
+}
+
 // Damaged files: exact messages for the cut ones (the file named, one line).
 TEST(ImgFmt, TruncatedFilesNamedAsSuch) {
   const std::string tif = (kBad / "tiff_truncated_70.tif").string();

@@ -322,6 +322,11 @@ def webp_tiff_good(good, add_good, rgb, grey8, rgba, g16):
     bilevel = Image.fromarray(np.where(grey8 > 128, 255, 0).astype(np.uint8), "L").convert("1")
     bilevel.save(os.path.join(good, "tiff_bilevel_g4.tif"), compression="group4")
     add_good("tiff_bilevel_g4.tif", pil_rgb("tiff_bilevel_g4.tif"))
+    im.save(os.path.join(good, "tiff_jpeg_rgb.tif"), compression="jpeg", quality=90)  # JPEG-in-TIFF, RGB
+    add_good("tiff_jpeg_rgb.tif", pil_rgb("tiff_jpeg_rgb.tif"))  # PIL decodes through the same libtiff/libjpeg
+    im.convert("YCbCr").save(os.path.join(good, "tiff_jpeg_ycbcr.tif"), compression="jpeg", quality=90)
+    assert Image.open(os.path.join(good, "tiff_jpeg_ycbcr.tif")).tag_v2.get(262) == 6  # libtiff's RGBA reader
+    add_good("tiff_jpeg_ycbcr.tif", pil_rgb("tiff_jpeg_ycbcr.tif"))
     im.save(os.path.join(good, "tiff_multipage.tif"), save_all=True, append_images=[f2, Image.fromarray(grey8, "L")])
     assert Image.open(os.path.join(good, "tiff_multipage.tif")).n_frames == 3
     add_good("tiff_multipage.tif", rgb)  # page 1 (and a note naming the 3 pages)

@@ -320,11 +320,23 @@ struct TiffReader {
     }
   }
 
+  // Calls visit(plane, x0, y0, index) for every strip or tile the picture needs.
+  template <class Visit>
+  void each_unit(int planes, uint32_t count, Visit&& visit) const {
+    for (int p = 0; p < planes; ++p) {
+      for (uint64_t y0 = 0; y0 < L.h; y0 += L.unit_h) {
+        for (uint64_t x0 = 0; x0 < L.w; x0 += L.unit_w) {
+          const uint32_t x = static_cast<uint32_t>(x0), y = static_cast<uint32_t>(y0);
+          const uint32_t index = L.tiled ? TIFFComputeTile(t, x, y, 0, static_cast<uint16_t>(p))
+                                         : TIFFComputeStrip(t, y, static_cast<uint16_t>(p));
+          if (index >= count) fail("corrupt TIFF: it has too few " + std::string(L.tiled ? "tiles" : "strips"));
+          visit(p, x, y, index);
+        }
+      }
+    }
+  }
+
   Image read_direct(bool keep_nonzero) const {
-    Image img;
-    img.width = static_cast<int>(L.w);
-    img.height = static_cast<int>(L.h);
-    img.rgb.resize(rgb_bytes(L.w, L.h, path));
     if (L.unit_w == 0 || L.unit_h == 0) fail("corrupt TIFF: its " + std::string(L.tiled ? "tile" : "strip") + " size is 0");
     const bool planar = L.planar == PLANARCONFIG_SEPARATE;
     const int planes = planar ? (L.grey() ? 1 : 3) : 1;
@@ -335,27 +347,25 @@ struct TiffReader {
     if (unit <= 0 || stride <= 0 || static_cast<uint64_t>(unit) > std::max<uint64_t>(4 * plane_bytes, uint64_t{1} << 24))
       fail("corrupt TIFF: a " + std::to_string(L.unit_w) + "x" + std::to_string(L.unit_h) + (L.tiled ? " tile" : " strip") +
            " does not fit a " + std::to_string(L.w) + "x" + std::to_string(L.h) + " picture");
-    std::vector<uint8_t> buf(static_cast<size_t>(unit));
     const uint32_t count = L.tiled ? TIFFNumberOfTiles(t) : TIFFNumberOfStrips(t);
-    for (int p = 0; p < planes; ++p) {
-      for (uint32_t y0 = 0; y0 < L.h; y0 += L.unit_h) {
-        for (uint32_t x0 = 0; x0 < L.w; x0 += L.unit_w) {
-          const uint32_t index = L.tiled ? TIFFComputeTile(t, x0, y0, 0, static_cast<uint16_t>(p))
-                                         : TIFFComputeStrip(t, y0, static_cast<uint16_t>(p));
-          if (index >= count) fail("corrupt TIFF: it has too few " + std::string(L.tiled ? "tiles" : "strips"));
-          check_in_file(index, count);
-          const uint32_t rows = std::min(L.unit_h, L.h - y0), cols = std::min(L.unit_w, L.w - x0);
-          const tmsize_t got = L.tiled ? TIFFReadEncodedTile(t, index, buf.data(), unit)
-                                       : TIFFReadEncodedStrip(t, index, buf.data(), static_cast<tmsize_t>(rows) * stride);
-          const uint64_t need = uint64_t{rows - 1} * static_cast<uint64_t>(stride) +
-                                uint64_t{cols} * (planar ? 1u : L.spp) * (L.bits / 8u);
-          if (got < 0 || static_cast<uint64_t>(got) < need)
-            fail("corrupt TIFF: " + std::string(L.tiled ? "tile " : "strip ") + std::to_string(index + 1) + " of " +
-                 std::to_string(count) + " could not be decoded");
-          put(buf.data(), static_cast<size_t>(stride), x0, y0, rows, cols, planar ? p : -1, keep_nonzero, img);
-        }
-      }
-    }
+    // Every strip/tile inside the file before the picture's buffer is allocated: a cut file costs nothing.
+    each_unit(planes, count, [&](int, uint32_t, uint32_t, uint32_t index) { check_in_file(index, count); });
+    Image img;
+    img.width = static_cast<int>(L.w);
+    img.height = static_cast<int>(L.h);
+    img.rgb.resize(rgb_bytes(L.w, L.h, path));
+    std::vector<uint8_t> buf(static_cast<size_t>(unit));
+    each_unit(planes, count, [&](int p, uint32_t x0, uint32_t y0, uint32_t index) {
+      const uint32_t rows = std::min(L.unit_h, L.h - y0), cols = std::min(L.unit_w, L.w - x0);
+      const tmsize_t got = L.tiled ? TIFFReadEncodedTile(t, index, buf.data(), unit)
+                                   : TIFFReadEncodedStrip(t, index, buf.data(), static_cast<tmsize_t>(rows) * stride);
+      const uint64_t need =
+          uint64_t{rows - 1} * static_cast<uint64_t>(stride) + uint64_t{cols} * (planar ? 1u : L.spp) * (L.bits / 8u);
+      if (got < 0 || static_cast<uint64_t>(got) < need)
+        fail("corrupt TIFF: " + std::string(L.tiled ? "tile " : "strip ") + std::to_string(index + 1) + " of " +
+             std::to_string(count) + " could not be decoded");
+      put(buf.data(), static_cast<size_t>(stride), x0, y0, rows, cols, planar ? p : -1, keep_nonzero, img);
+    });
     return img;
   }
 
