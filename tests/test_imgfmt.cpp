@@ -134,14 +134,19 @@ TEST(ImgFmt, MultiPageTiffGivesPageOneWithANote) {
   EXPECT_TRUE(load_image((kGood / "tiff_rgb8_lzw.tif").string()).notes.empty());
 }
 
-// The TIFF Orientation tag is applied like a JPEG's EXIF orientation, and --no-exif keeps the stored order.
-TEST(ImgFmt, TiffOrientationTagFollowsApplyExif) {
+// The TIFF Orientation tag and a WebP's EXIF orientation are applied like a JPEG's, and --no-exif keeps the
+// stored order.
+TEST(ImgFmt, TiffAndWebpOrientationFollowApplyExif) {
   LoadOptions raw;
   raw.apply_exif = false;
-  const Image stored = load_image((kGood / "tiff_orientation_6.tif").string(), raw);
-  EXPECT_EQ(stored.width, 32);
-  EXPECT_EQ(stored.height, 48);
-  EXPECT_EQ(apply_orientation(stored, 6).rgb, source_pattern());
+  for (const char* name : {"tiff_orientation_6.tif", "webp_exif_orient_6.webp"}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(load_image((kGood / name).string()).rgb, source_pattern());
+    const Image stored = load_image((kGood / name).string(), raw);
+    EXPECT_EQ(stored.width, 32);
+    EXPECT_EQ(stored.height, 48);
+    EXPECT_EQ(apply_orientation(stored, 6).rgb, source_pattern());
+  }
 }
 
 // The limit is checked from the WebP/TIFF header, before decoding, with the message of the other formats.

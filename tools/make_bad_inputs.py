@@ -300,6 +300,11 @@ def webp_tiff_good(good, add_good, rgb, grey8, rgba, g16):
     assert getattr(Image.open(os.path.join(good, "webp_anim.webp")), "n_frames", 1) == 2
     assert np.array_equal(pil_rgb("webp_anim.webp"), rgb)
     add_good("webp_anim.webp", rgb)  # the first frame
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    orient_raw(rgb, 6).save(os.path.join(good, "webp_exif_orient_6.webp"), "WEBP", lossless=True, exif=exif.tobytes())
+    assert np.array_equal(np.array(ImageOps.exif_transpose(Image.open(os.path.join(good, "webp_exif_orient_6.webp")))), rgb)
+    add_good("webp_exif_orient_6.webp", rgb)  # displayed upright, as the JPEG EXIF files
     # --- TIFF through PIL: uncompressed, LZW, Deflate, PackBits; grey, 16-bit grey, RGBA, grey+alpha,
     # palette and bilevel (libtiff's RGBA reader), multi-page (page 1).
     grey3 = np.repeat(grey8[..., None], 3, -1)
@@ -437,7 +442,7 @@ def webp_tiff_bad(add_bad, rgb):
 
 def fuzz_seeds(rgb):
     """Small WebP and TIFF files (8 x 6) for fuzz/seeds/image/, one per decoder path, so that libFuzzer starts
-    from every layout: WebP lossy/lossless/alpha/animated; TIFF per compression, 16-bit big-endian, planar,
+    from every layout: WebP lossy/lossless/alpha/animated/EXIF orientation; TIFF per compression, 16-bit big-endian, planar,
     tiled, BigTIFF, palette, bilevel, JPEG-in-TIFF (YCbCr), float (refused), multi-page."""
     seeds = os.path.join(ROOT, "fuzz", "seeds", "image")
     shutil.rmtree(seeds, ignore_errors=True)
@@ -459,6 +464,9 @@ def fuzz_seeds(rgb):
     save("alpha_lossy.webp", rgba, "WEBP", quality=50)
     save("alpha_lossless.webp", rgba, "WEBP", lossless=True)
     save("anim.webp", im, "WEBP", save_all=True, append_images=[Image.fromarray(255 - small)], duration=50)
+    exif = Image.Exif()
+    exif[0x0112] = 5
+    save("exif_orient_5.webp", im, "WEBP", lossless=True, exif=exif.tobytes())
     for comp in ("raw", "tiff_lzw", "tiff_adobe_deflate", "packbits", "jpeg"):
         save("rgb_%s.tif" % comp, im, "TIFF", compression=comp)
     save("grey_lzw.tif", im.convert("L"), "TIFF", compression="tiff_lzw")

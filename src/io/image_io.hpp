@@ -21,8 +21,9 @@ struct Image {
 struct LoadOptions {
   /// Images whose header declares more pixels than this are refused before decoding (no allocation).
   uint64_t max_pixels = 100'000'000;
-  /// Apply a JPEG's EXIF orientation (tag 0x0112, values 2..8) so the picture stands as viewers show it
-  /// (PIL's ImageOps.exif_transpose). Off: the stored pixel order (`--no-exif`).
+  /// Apply a JPEG's or WebP's EXIF orientation (tag 0x0112, values 2..8), or a TIFF's Orientation tag (274),
+  /// so the picture stands as viewers show it (PIL's ImageOps.exif_transpose). Off: the stored pixel order
+  /// (`--no-exif`).
   bool apply_exif = true;
   /// For masks: a non-zero 16-bit sample never becomes 0 (it is scaled as below, then raised to at least 1),
   /// so that a 16-bit mask whose object is marked with small values (1, 2, ... e.g. instance ids) keeps
@@ -76,7 +77,8 @@ Image apply_orientation(const Image& img, int orientation);
 /// ignored, as PIL's Image.convert("RGB") and timm's loader do. JPEG: Adobe CMYK and YCCK are converted like
 /// PIL (R = (255-C)(255-K)/255), a 4-component JPEG without the Adobe marker is refused ("unsupported colour
 /// space"), a JPEG without its end marker is refused ("truncated JPEG"), bytes after the end marker are
-/// ignored, and the EXIF orientation is applied (opt.apply_exif; for TIFF its Orientation tag). A PNG,
+/// ignored, and the EXIF orientation is applied (opt.apply_exif; also a WebP's EXIF chunk and a TIFF's
+/// Orientation tag). A PNG,
 /// PGM/PPM, HDR, TGA, BMP, GIF, PSD, PIC, WebP or TIFF that ends before its picture is complete is refused
 /// ("truncated FORMAT"); opt.keep_nonzero keeps non-zero 16-bit samples non-zero. The declared width x height
 /// is checked against `opt.max_pixels` from the header alone, before any pixel buffer is allocated.

@@ -89,6 +89,46 @@ Image decode_webp_animation(const uint8_t* data, size_t size, const std::string&
   return img;
 }
 
+// The EXIF orientation of a WebP: its EXIF chunk (RIFF chunks after "WEBP": fourcc, little-endian size,
+// payload padded to even) holds TIFF-structured EXIF data, usually without JPEG's "Exif\0\0" header, which
+// libexif wants: added when missing. 1 when there is none.
+int webp_orientation(const uint8_t* d, size_t n) {
+  size_t pos = 12;
+  while (pos + 8 <= n) {
+    const uint64_t len = le32(d + pos + 4);
+    if (len > n - pos - 8) return 1;
+    if (std::memcmp(d + pos, "EXIF", 4) == 0) {
+      const uint8_t* p = d + pos + 8;
+      const size_t k = static_cast<size_t>(len);
+      if (k >= 6 && std::memcmp(p, "Exif\0\0", 6) == 0) return exif_orientation(p, k);
+      std::vector<uint8_t> with_header = {'E', 'x', 'i', 'f', 0, 0};
+      with_header.insert(with_header.end(), p, p + k);
+      return exif_orientation(with_header.data(), with_header.size());
+    }
+    pos += 8 + static_cast<size_t>(len) + (len & 1);
+  }
+  return 1;
+}
+
+Image decode_webp_still(const uint8_t* data, size_t len, const WebPBitstreamFeatures& f, const std::string& path) {
+  Image img;
+  img.width = f.width;
+  img.height = f.height;
+  img.rgb.resize(rgb_bytes(static_cast<uint64_t>(f.width), static_cast<uint64_t>(f.height), path));
+  WebPDecoderConfig cfg;
+  if (!WebPInitDecoderConfig(&cfg)) throw Error(path + ": libwebp: incompatible decoder library version");
+  cfg.options.use_threads = 0;
+  cfg.output.colorspace = MODE_RGB;  // alpha, when present, is dropped
+  cfg.output.is_external_memory = 1;
+  cfg.output.u.RGBA.rgba = img.rgb.data();
+  cfg.output.u.RGBA.stride = f.width * 3;
+  cfg.output.u.RGBA.size = img.rgb.size();
+  const VP8StatusCode s = WebPDecode(data, len, &cfg);
+  WebPFreeDecBuffer(&cfg.output);
+  if (s != VP8_STATUS_OK) throw_webp(path, s);
+  return img;
+}
+
 }  // namespace
 
 bool is_webp(const uint8_t* d, size_t n) {
@@ -107,24 +147,15 @@ Image decode_webp(const uint8_t* data, size_t size, const std::string& path, con
   if (s != VP8_STATUS_OK) throw_webp(path, s);
   if (f.width <= 0 || f.height <= 0) throw Error(path + ": image declares an empty size");
   check_pixel_limit(path, static_cast<uint64_t>(f.width), static_cast<uint64_t>(f.height), opt.max_pixels);
-  if (f.has_animation) return decode_webp_animation(data, len, path);
-  Image img;
-  img.width = f.width;
-  img.height = f.height;
-  img.rgb.resize(rgb_bytes(static_cast<uint64_t>(f.width), static_cast<uint64_t>(f.height), path));
-  WebPDecoderConfig cfg;
-  if (!WebPInitDecoderConfig(&cfg)) throw Error(path + ": libwebp: incompatible decoder library version");
-  cfg.options.use_threads = 0;
-  cfg.output.colorspace = MODE_RGB;  // alpha, when present, is dropped
-  cfg.output.is_external_memory = 1;
-  cfg.output.u.RGBA.rgba = img.rgb.data();
-  cfg.output.u.RGBA.stride = f.width * 3;
-  cfg.output.u.RGBA.size = img.rgb.size();
-  s = WebPDecode(data, len, &cfg);
-  WebPFreeDecBuffer(&cfg.output);
-  if (s != VP8_STATUS_OK) throw_webp(path, s);
+  Image img = f.has_animation ? decode_webp_animation(data, len, path) : decode_webp_still(data, len, f, path);
+  // The EXIF orientation, as for a JPEG (PIL's ImageOps.exif_transpose reads a WebP's EXIF chunk too).
+  if (opt.apply_exif) {
+    const int orientation = webp_orientation(data, len);
+    if (orientation != 1) img = apply_orientation(img, orientation);
+  }
   return img;
 }
+
 
 // ----------------------------------------------------------------------------------------------- TIFF
 

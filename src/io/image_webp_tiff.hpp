@@ -22,7 +22,8 @@ bool is_tiff(const uint8_t* data, size_t size);
 
 /// Decodes a WebP file (lossy, lossless, with alpha, or the first frame of an animation as libwebp's
 /// WebPAnimDecoder composes it, which is what PIL shows) to 8-bit RGB; alpha is dropped, as PIL's
-/// convert("RGB") does. Bytes after the RIFF chunk are ignored. Throws attnmap::Error naming `path`:
+/// convert("RGB") does. The orientation in its EXIF chunk is applied when opt.apply_exif (as for a JPEG;
+/// PIL's ImageOps.exif_transpose does the same). Bytes after the RIFF chunk are ignored. Throws attnmap::Error naming `path`:
 /// "truncated WebP: ..." when the file is shorter than its RIFF header declares, "corrupt WebP: ..." for
 /// libwebp's refusals, and the --max-pixels refusal (from the VP8/VP8L/VP8X header, before decoding).
 Image decode_webp(const uint8_t* data, size_t size, const std::string& path, const LoadOptions& opt);
