@@ -1,4 +1,5 @@
-// libFuzzer target: image decoding (stb_image + attnmap's JPEG marker walk, libexif orientation) and
+// libFuzzer target: image decoding (stb_image + attnmap's JPEG marker walk, libexif orientation; WebP through
+// libwebp, TIFF through libtiff over memory - seeds for both in fuzz/seeds/image, from tools/make_bad_inputs.py) and
 // preprocessing (resize, normalise) as `attnmap render` does them, and mask decoding as `attnmap eval`
 // does it. Any input must end in an image or an attnmap::Error, never a crash, a leak or undefined behaviour.
 #include <cstddef>

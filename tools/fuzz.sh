@@ -18,7 +18,7 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo 
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}"
 seeds_for() {
   case "$1" in
-    fuzz_image) echo tests/images/corpus/good tests/images/corpus/bad tests/images/basic fuzz/regressions/image ;;
+    fuzz_image) echo tests/images/corpus/good tests/images/corpus/bad tests/images/basic fuzz/seeds/image fuzz/regressions/image ;;
     fuzz_weights_json) echo fuzz/seeds/weights_json fuzz/regressions/weights_json ;;
     fuzz_safetensors) echo fuzz/seeds/safetensors fuzz/regressions/safetensors ;;
   esac

@@ -13,6 +13,10 @@ Layout (all committed, < 2 MB, so CI needs no Python):
 Deterministic (fixed seeds, PIL's encoders). References for PNG/BMP/TGA/GIF/PNM/PSD/HDR are computed in
 numpy from the pixel values written (16-bit scaled by >> 8 as stb_image does, not clipped as PIL's
 convert('L') would; alpha dropped as PIL's convert('RGB') does); JPEG references are PIL's (libjpeg) decode.
+WebP and TIFF (issue 18): lossless references are the arrays written (TIFF layouts PIL cannot write - 16-bit
+RGB, big-endian, planar, tiled, BigTIFF, associated alpha, Orientation - are written by hand, tiff_bytes);
+lossy WebP and libtiff's RGBA-reader layouts (palette, bilevel) are PIL's decode through the same libraries.
+Also writes fuzz/seeds/image/ (small WebP/TIFF seeds for fuzz_image, one per decoder path).
 """
 import io
 import json
@@ -186,6 +190,73 @@ def hdr_rgbe_rle(mant, exp):
     return bytes(out)
 
 
+def tiff_bytes(tags, chunks, endian="<", bigtiff=False, tiled=False):
+    """A one-page TIFF (or BigTIFF) written by hand, for layouts PIL cannot write (16-bit RGB, big-endian,
+    planar, tiled, associated alpha, an Orientation tag): header, the strips/tiles `chunks`, then the
+    directory. `tags` maps tag -> (type, values) with type 3 SHORT, 4 LONG, 16 LONG8; the strip or tile
+    offsets and byte counts (273/279 or 324/325) are added here."""
+    e = endian
+    pos = 16 if bigtiff else 8
+    offsets = []
+    body = b""
+    for c in chunks:
+        offsets.append(pos + len(body))
+        body += c
+    off_type = 16 if bigtiff else 4
+    tags = dict(tags)
+    tags[324 if tiled else 273] = (off_type, offsets)
+    tags[325 if tiled else 279] = (off_type, [len(c) for c in chunks])
+    ifd_at = pos + len(body)
+    sizes = {3: ("H", 2), 4: ("I", 4), 16: ("Q", 8)}
+    entry_len, inline = (20, 8) if bigtiff else (12, 4)
+    n = len(tags)
+    extra_at = ifd_at + (8 if bigtiff else 2) + n * entry_len + (8 if bigtiff else 4)
+    entries, extra = b"", b""
+    for tag in sorted(tags):
+        typ, vals = tags[tag]
+        code, size = sizes[typ]
+        data = struct.pack(e + code * len(vals), *vals)
+        if len(data) <= inline:
+            value = data.ljust(inline, b"\0")
+        else:
+            value = struct.pack(e + ("Q" if bigtiff else "I"), extra_at + len(extra))
+            extra += data
+        entries += struct.pack(e + ("HHQ" if bigtiff else "HHI"), tag, typ, len(vals)) + value
+    ifd = struct.pack(e + ("Q" if bigtiff else "H"), n) + entries + struct.pack(e + ("Q" if bigtiff else "I"), 0)
+    head = (b"II" if e == "<" else b"MM") + (struct.pack(e + "HHHQ", 43, 8, 0, ifd_at) if bigtiff
+                                             else struct.pack(e + "HI", 42, ifd_at))
+    return head + body + ifd + extra
+
+
+def tiff_tags(w, h, bps, spp, photometric, **more):
+    """The baseline tags of an uncompressed image; `more` adds or replaces tags by name."""
+    names = {"planar": 284, "extra": 338, "orientation": 274, "rows": 278, "tile_w": 322, "tile_h": 323,
+             "format": 339, "compression": 259}
+    tags = {256: (4, [w]), 257: (4, [h]), 258: (3, [bps] * spp), 259: (3, [1]), 262: (3, [photometric]),
+            277: (3, [spp]), 278: (4, [h])}
+    for k, v in more.items():
+        tags[names[k]] = (3, v if isinstance(v, list) else [v])
+    return tags
+
+
+def webp_lossless_header_patch(data, w, h):
+    """The same VP8L file with its header declaring w x h (14 bits each, minus one)."""
+    at = data.index(b"VP8L") + 8
+    assert data[at] == 0x2F
+    bits = struct.unpack("<I", data[at + 1:at + 5])[0]
+    bits = (bits & ~0xFFFFFFF) | ((w - 1) & 0x3FFF) | (((h - 1) & 0x3FFF) << 14)
+    return data[:at + 1] + struct.pack("<I", bits) + data[at + 5:]
+
+
+def webp_anim_header(w, h):
+    """A RIFF/WebP with a VP8X chunk (animation flag) declaring a w x h canvas and an ANIM chunk, no frames."""
+    vp8x = b"VP8X" + struct.pack("<I", 10) + bytes([0x02, 0, 0, 0]) + (w - 1).to_bytes(3, "little") + \
+        (h - 1).to_bytes(3, "little")
+    anim = b"ANIM" + struct.pack("<I", 6) + bytes(6)
+    body = b"WEBP" + vp8x + anim
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
 def save_jpeg(img, path, **kw):
     img.save(path, "JPEG", quality=95, **kw)
 
@@ -198,6 +269,223 @@ def orient_raw(disp, k):
     for op in inv.get(k, []):
         im = im.transpose(op)
     return im
+
+
+def webp_tiff_good(good, add_good, rgb, grey8, rgba, g16):
+    """WebP (libwebp) and TIFF (libtiff) files attnmap must decode. Lossless references are the arrays
+    written; lossy WebP and the layouts libtiff's RGBA reader converts are PIL's decode of the file."""
+    def write(name, data):
+        with open(os.path.join(good, name), "wb") as f:
+            f.write(data)
+
+    def pil_rgb(name):
+        return np.array(Image.open(os.path.join(good, name)).convert("RGB"))
+
+    im = Image.fromarray(rgb)
+    h, w, _ = rgb.shape
+    # --- WebP: lossless (exact pixels, also under transparent alpha with exact=True), lossy, animated.
+    im.save(os.path.join(good, "webp_lossless.webp"), "WEBP", lossless=True)
+    assert np.array_equal(pil_rgb("webp_lossless.webp"), rgb)
+    add_good("webp_lossless.webp", rgb)
+    Image.fromarray(rgba, "RGBA").save(os.path.join(good, "webp_lossless_alpha.webp"), "WEBP", lossless=True, exact=True)
+    assert np.array_equal(pil_rgb("webp_lossless_alpha.webp"), rgba[..., :3])
+    add_good("webp_lossless_alpha.webp", rgba[..., :3])  # alpha dropped, the colours under it kept
+    im.save(os.path.join(good, "webp_lossy.webp"), "WEBP", quality=90)
+    add_good("webp_lossy.webp", pil_rgb("webp_lossy.webp"))  # PIL decodes with the same libwebp
+    Image.fromarray(rgba, "RGBA").save(os.path.join(good, "webp_lossy_alpha.webp"), "WEBP", quality=90)
+    add_good("webp_lossy_alpha.webp", pil_rgb("webp_lossy_alpha.webp"))
+    f2 = Image.fromarray(255 - rgb)
+    im.save(os.path.join(good, "webp_anim.webp"), "WEBP", save_all=True, append_images=[f2], duration=100,
+            lossless=True)
+    assert getattr(Image.open(os.path.join(good, "webp_anim.webp")), "n_frames", 1) == 2
+    assert np.array_equal(pil_rgb("webp_anim.webp"), rgb)
+    add_good("webp_anim.webp", rgb)  # the first frame
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    orient_raw(rgb, 6).save(os.path.join(good, "webp_exif_orient_6.webp"), "WEBP", lossless=True, exif=exif.tobytes())
+    assert np.array_equal(np.array(ImageOps.exif_transpose(Image.open(os.path.join(good, "webp_exif_orient_6.webp")))), rgb)
+    add_good("webp_exif_orient_6.webp", rgb)  # displayed upright, as the JPEG EXIF files
+    # --- TIFF through PIL: uncompressed, LZW, Deflate, PackBits; grey, 16-bit grey, RGBA, grey+alpha,
+    # palette and bilevel (libtiff's RGBA reader), multi-page (page 1).
+    grey3 = np.repeat(grey8[..., None], 3, -1)
+    for comp in ("raw", "tiff_lzw", "tiff_adobe_deflate", "packbits"):
+        name = "tiff_rgb8_%s.tif" % comp.replace("tiff_", "").replace("adobe_", "")
+        im.save(os.path.join(good, name), compression=comp)
+        add_good(name, rgb)
+    Image.fromarray(grey8, "L").save(os.path.join(good, "tiff_grey8.tif"), compression="tiff_lzw")
+    add_good("tiff_grey8.tif", grey3)
+    Image.fromarray(g16.astype(np.int32), "I").convert("I;16").save(os.path.join(good, "tiff_grey16.tif"))
+    assert np.array_equal(np.array(Image.open(os.path.join(good, "tiff_grey16.tif"))), g16)
+    add_good("tiff_grey16.tif", np.repeat((g16 >> 8).astype(np.uint8)[..., None], 3, -1))
+    Image.fromarray(rgba, "RGBA").save(os.path.join(good, "tiff_rgba8.tif"), compression="tiff_adobe_deflate")
+    add_good("tiff_rgba8.tif", rgba[..., :3])  # unassociated alpha: dropped, as PIL's convert("RGB")
+    Image.fromarray(np.stack([grey8, 255 - grey8], -1), "LA").save(os.path.join(good, "tiff_grey_alpha.tif"))
+    add_good("tiff_grey_alpha.tif", grey3)
+    pal = im.quantize(colors=12, dither=Image.Dither.NONE)
+    pal.save(os.path.join(good, "tiff_palette.tif"))
+    add_good("tiff_palette.tif", np.array(pal.convert("RGB")))
+    bilevel = Image.fromarray(np.where(grey8 > 128, 255, 0).astype(np.uint8), "L").convert("1")
+    bilevel.save(os.path.join(good, "tiff_bilevel_g4.tif"), compression="group4")
+    add_good("tiff_bilevel_g4.tif", pil_rgb("tiff_bilevel_g4.tif"))
+    im.save(os.path.join(good, "tiff_jpeg_rgb.tif"), compression="jpeg", quality=90)  # JPEG-in-TIFF, RGB
+    add_good("tiff_jpeg_rgb.tif", pil_rgb("tiff_jpeg_rgb.tif"))  # PIL decodes through the same libtiff/libjpeg
+    im.convert("YCbCr").save(os.path.join(good, "tiff_jpeg_ycbcr.tif"), compression="jpeg", quality=90)
+    assert Image.open(os.path.join(good, "tiff_jpeg_ycbcr.tif")).tag_v2.get(262) == 6  # libtiff's RGBA reader
+    add_good("tiff_jpeg_ycbcr.tif", pil_rgb("tiff_jpeg_ycbcr.tif"))
+    im.save(os.path.join(good, "tiff_multipage.tif"), save_all=True, append_images=[f2, Image.fromarray(grey8, "L")])
+    assert Image.open(os.path.join(good, "tiff_multipage.tif")).n_frames == 3
+    add_good("tiff_multipage.tif", rgb)  # page 1 (and a note naming the 3 pages)
+    # --- TIFF by hand: 16-bit RGB big-endian, 16-bit RGBA, MinIsWhite, planar, tiled, BigTIFF, associated
+    # alpha, an Orientation tag.
+    rgb16 = rgb.astype(np.uint16) * 257 + np.random.default_rng(17).integers(0, 256, size=rgb.shape).astype(np.uint16)
+    write("tiff_rgb16_be.tif", tiff_bytes(tiff_tags(w, h, 16, 3, 2), [rgb16.astype(">u2").tobytes()], ">"))
+    add_good("tiff_rgb16_be.tif", (rgb16 >> 8).astype(np.uint8))
+    a16 = np.where(np.mgrid[0:h, 0:w][1] < w // 2, 0, 65535).astype(np.uint16)
+    rgba16 = np.concatenate([rgb16, a16[..., None]], -1)
+    write("tiff_rgba16.tif", tiff_bytes(tiff_tags(w, h, 16, 4, 2, extra=2), [rgba16.astype("<u2").tobytes()]))
+    add_good("tiff_rgba16.tif", (rgb16 >> 8).astype(np.uint8))
+    write("tiff_miniswhite8.tif", tiff_bytes(tiff_tags(w, h, 8, 1, 0), [(255 - grey8).tobytes()]))
+    add_good("tiff_miniswhite8.tif", grey3)
+    planes = b"".join(rgb[..., c].tobytes() for c in range(3))
+    write("tiff_planar.tif", tiff_bytes(tiff_tags(w, h, 8, 3, 2, planar=2),
+                                        [rgb[..., c].tobytes() for c in range(3)]))
+    assert len(planes) == 3 * w * h
+    add_good("tiff_planar.tif", rgb)
+    tiles = []
+    for ty in range(0, h, 16):
+        for tx in range(0, w, 32):  # 2 x 2 tiles of 32 x 16, the right ones padded past the 48 columns
+            t = np.zeros((16, 32, 3), np.uint8)
+            part = rgb[ty:ty + 16, tx:tx + 32]
+            t[:part.shape[0], :part.shape[1]] = part
+            tiles.append(t.tobytes())
+    write("tiff_tiled.tif", tiff_bytes({k: v for k, v in tiff_tags(w, h, 8, 3, 2, tile_w=32, tile_h=16).items()
+                                        if k != 278}, tiles, tiled=True))
+    add_good("tiff_tiled.tif", rgb)
+    write("tiff_bigtiff.tif", tiff_bytes(tiff_tags(w, h, 8, 3, 2), [rgb.tobytes()], bigtiff=True))
+    add_good("tiff_bigtiff.tif", rgb)
+    alpha = np.where(np.mgrid[0:h, 0:w][1] < w // 3, 0, np.where(np.mgrid[0:h, 0:w][1] < 2 * w // 3, 128, 255))
+    alpha = alpha.astype(np.uint32)
+    pre = (rgb.astype(np.uint32) * alpha[..., None] // 255).astype(np.uint8)
+    write("tiff_assoc_alpha.tif", tiff_bytes(tiff_tags(w, h, 8, 4, 2, extra=1),
+                                             [np.concatenate([pre, alpha.astype(np.uint8)[..., None]], -1).tobytes()]))
+    # PIL's RGBa unpacking: a = 0 -> 0, else min(255, c * 255 // a)
+    a = alpha[..., None]
+    un = np.where(a == 0, 0, np.minimum(255, pre.astype(np.uint32) * 255 // np.maximum(a, 1))).astype(np.uint8)
+    assert np.array_equal(pil_rgb("tiff_assoc_alpha.tif"), un)
+    add_good("tiff_assoc_alpha.tif", un)
+    stored = np.array(orient_raw(rgb, 6))
+    sh, sw, _ = stored.shape
+    write("tiff_orientation_6.tif", tiff_bytes(tiff_tags(sw, sh, 8, 3, 2, orientation=6), [stored.tobytes()]))
+    add_good("tiff_orientation_6.tif", rgb)  # displayed upright, as the JPEG EXIF files
+    # A private tag libtiff does not know (it warns; attnmap prints nothing) and 16 rows per strip.
+    tags = tiff_tags(w, h, 8, 3, 2, rows=16)
+    tags[65000] = (4, [12345])
+    write("tiff_unknown_tag.tif", tiff_bytes(tags, [rgb[:16].tobytes(), rgb[16:].tobytes()]))
+    add_good("tiff_unknown_tag.tif", rgb)
+
+
+def webp_tiff_bad(add_bad, rgb):
+    """WebP and TIFF files that must be refused: cut short, corrupt headers and data, huge declared sizes,
+    sample formats attnmap does not read."""
+    im = Image.fromarray(rgb)
+    h, w, _ = rgb.shape
+    buf = io.BytesIO()
+    im.save(buf, "WEBP", quality=90)
+    lossy = buf.getvalue()
+    add_bad("webp_truncated_70.webp", lossy[: len(lossy) * 7 // 10], "truncated WebP: its RIFF header declares")
+    buf = io.BytesIO()
+    im.save(buf, "WEBP", lossless=True)
+    lossless = buf.getvalue()
+    add_bad("webp_lossless_truncated_70.webp", lossless[: len(lossless) * 7 // 10], "truncated WebP")
+    # The RIFF size patched to match the cut: libwebp itself finds the image data short.
+    cut = bytearray(lossy[: len(lossy) * 7 // 10])
+    cut[4:8] = struct.pack("<I", len(cut) - 8)
+    cut[16:20] = struct.pack("<I", len(cut) - 20)  # the VP8 chunk's size too
+    add_bad("webp_truncated_patched_size.webp", bytes(cut), "truncated WebP")
+    bad_sig = bytearray(lossless)
+    bad_sig[lossless.index(b"VP8L") + 8] = 0x00  # the VP8L signature byte (0x2f)
+    add_bad("webp_corrupt_header.webp", bytes(bad_sig), "corrupt WebP")
+    add_bad("webp_huge_16384.webp", webp_lossless_header_patch(lossless, 16384, 16384), "exceeds the limit")
+    add_bad("webp_huge_anim_30000.webp", webp_anim_header(30000, 30000), "exceeds the limit")
+    # TIFF: PIL writes an uncompressed file's directory before its strip (cut: the strip runs past the end),
+    # libtiff a compressed one's after its data (cut: the directory is missing).
+    buf = io.BytesIO()
+    im.save(buf, "TIFF")
+    raw = buf.getvalue()
+    add_bad("tiff_truncated_70.tif", raw[: len(raw) * 7 // 10], "truncated TIFF: strip 1 of 1")
+    buf = io.BytesIO()
+    im.save(buf, "TIFF", compression="tiff_lzw")
+    lzw = buf.getvalue()
+    add_bad("tiff_lzw_truncated_70.tif", lzw[: len(lzw) * 7 // 10], "truncated TIFF: its first directory is at byte")
+    add_bad("tiff_header_only.tif", b"II*\0", "truncated TIFF: the file ends inside its 8-byte header")
+    # A directory without ImageLength; an LZW strip of junk.
+    tags = tiff_tags(w, h, 8, 3, 2)
+    del tags[257]
+    add_bad("tiff_no_height.tif", tiff_bytes(tags, [rgb.tobytes()]), "corrupt TIFF")
+    junk = bytes(np.random.default_rng(18).integers(0, 256, 600, dtype=np.uint8))
+    add_bad("tiff_lzw_junk.tif", tiff_bytes(tiff_tags(w, h, 8, 3, 2, compression=5), [junk]),
+            "corrupt TIFF: strip 1 of 1 could not be decoded")
+    add_bad("tiff_huge_30000.tif", tiff_bytes(tiff_tags(30000, 30000, 8, 3, 2), [bytes(64)]), "exceeds the limit")
+    buf = io.BytesIO()
+    Image.fromarray(rgb[..., 0].astype(np.float32) / 255, "F").save(buf, "TIFF")
+    add_bad("tiff_float32.tif", buf.getvalue(), "unsupported TIFF")
+    # Formats attnmap does not decode, named by their signatures whatever the file is called (stb_image would
+    # say "unknown image type"); named .jpg/.png here, as renamed files are (a folder walk picks them).
+    ftyp = lambda brand: struct.pack(">I", 24) + b"ftyp" + brand + b"\0\0\0\0" + brand + b"mif1" + bytes(40)
+    add_bad("heic_named.jpg", ftyp(b"heic"), "unsupported image format HEIF/HEIC")
+    add_bad("avif_named.png", ftyp(b"avif"), "unsupported image format AVIF")
+    add_bad("jxl_named.jpg", b"\xff\x0a" + bytes(30), "unsupported image format JPEG XL")
+    add_bad("jp2_named.jpg", b"\0\0\0\x0cjP  \r\n\x87\n" + bytes(30), "unsupported image format JPEG 2000")
+    add_bad("svg_named.png", b'<?xml version="1.0"?>\n<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>\n',
+            "unsupported image format SVG")
+
+
+def fuzz_seeds(rgb):
+    """Small WebP and TIFF files (8 x 6) for fuzz/seeds/image/, one per decoder path, so that libFuzzer starts
+    from every layout: WebP lossy/lossless/alpha/animated/EXIF orientation; TIFF per compression, 16-bit big-endian, planar,
+    tiled, BigTIFF, palette, bilevel, JPEG-in-TIFF (YCbCr), float (refused), multi-page."""
+    seeds = os.path.join(ROOT, "fuzz", "seeds", "image")
+    shutil.rmtree(seeds, ignore_errors=True)
+    os.makedirs(seeds)
+    small = np.ascontiguousarray(rgb[::5, ::6][:6, :8])
+    h, w, _ = small.shape
+    im = Image.fromarray(small)
+    rgba = Image.fromarray(np.concatenate([small, (small[..., :1] // 2 + 100)], -1), "RGBA")
+
+    def save(name, img, fmt, **kw):
+        img.save(os.path.join(seeds, name), fmt, **kw)
+
+    def write(name, data):
+        with open(os.path.join(seeds, name), "wb") as f:
+            f.write(data)
+
+    save("lossy.webp", im, "WEBP", quality=50)
+    save("lossless.webp", im, "WEBP", lossless=True)
+    save("alpha_lossy.webp", rgba, "WEBP", quality=50)
+    save("alpha_lossless.webp", rgba, "WEBP", lossless=True)
+    save("anim.webp", im, "WEBP", save_all=True, append_images=[Image.fromarray(255 - small)], duration=50)
+    exif = Image.Exif()
+    exif[0x0112] = 5
+    save("exif_orient_5.webp", im, "WEBP", lossless=True, exif=exif.tobytes())
+    for comp in ("raw", "tiff_lzw", "tiff_adobe_deflate", "packbits", "jpeg"):
+        save("rgb_%s.tif" % comp, im, "TIFF", compression=comp)
+    save("grey_lzw.tif", im.convert("L"), "TIFF", compression="tiff_lzw")
+    save("rgba_deflate.tif", rgba, "TIFF", compression="tiff_adobe_deflate")
+    save("palette.tif", im.quantize(colors=4), "TIFF")
+    save("bilevel_g4.tif", im.convert("1"), "TIFF", compression="group4")
+    save("float.tif", im.convert("F"), "TIFF")
+    save("multipage.tif", im, "TIFF", save_all=True, append_images=[im.convert("L")])
+    rgb16 = small.astype(np.uint16) * 257
+    write("rgb16_be.tif", tiff_bytes(tiff_tags(w, h, 16, 3, 2), [rgb16.astype(">u2").tobytes()], ">"))
+    write("planar.tif", tiff_bytes(tiff_tags(w, h, 8, 3, 2, planar=2), [small[..., c].tobytes() for c in range(3)]))
+    tile = np.zeros((16, 16, 3), np.uint8)
+    tile[:h, :w] = small
+    write("tiled.tif", tiff_bytes({k: v for k, v in tiff_tags(w, h, 8, 3, 2, tile_w=16, tile_h=16).items()
+                                   if k != 278}, [tile.tobytes()], tiled=True))
+    write("bigtiff.tif", tiff_bytes(tiff_tags(w, h, 8, 3, 2), [small.tobytes()], bigtiff=True))
+    write("orientation_8.tif", tiff_bytes(tiff_tags(w, h, 8, 3, 2, orientation=8), [small.tobytes()]))
+    total = sum(os.path.getsize(os.path.join(seeds, n)) for n in os.listdir(seeds))
+    print("fuzz seeds: %d files, %d bytes" % (len(os.listdir(seeds)), total))
 
 
 def main():
@@ -445,6 +733,8 @@ def main():
     im.save(os.path.join(good, "café 猫.png"))
     add_good("café 猫.png", rgb)
 
+    webp_tiff_good(good, add_good, rgb, grey8, rgba, g16)
+
     # --- Files that must be refused, each with the reason the error line must contain.
     add_bad("empty.png", b"", "empty file (0 bytes)")
     add_bad("text.png", b"This is a text file with a .png name.\n", "not a readable image")
@@ -521,6 +811,7 @@ def main():
     at = data.find(b"\xff\xc0")
     data[at + 5:at + 9] = struct.pack(">HH", 30000, 30000)
     add_bad("huge_jpeg_30000.jpg", bytes(data[: at + 200]), "exceeds the limit")
+    webp_tiff_bad(add_bad, rgb)
 
     with open(os.path.join(OUT, "expect.json"), "w", encoding="utf-8") as f:
         json.dump(expect, f, indent=1, ensure_ascii=False, sort_keys=True)
@@ -528,6 +819,7 @@ def main():
     total = sum(os.path.getsize(os.path.join(dp, n)) for dp, _, ns in os.walk(OUT) for n in ns)
     print("corpus: %d good, %d bad, %d bytes" % (len(expect["good"]), len(expect["bad"]), total))
     assert total < 2_000_000
+    fuzz_seeds(rgb)
 
 
 if __name__ == "__main__":

@@ -182,6 +182,17 @@ bool has_extension(const fs::path& p, const std::set<std::string>& exts) {
   return !e.empty() && exts.count(e.substr(1)) != 0;
 }
 
+/// Extensions of image formats attnmap does not decode (HEIF/AVIF, SVG, JPEG XL and 2000, OpenEXR, camera raw,
+/// layered editor files, icons...): files that a user would expect to see rendered, so a walk that passes over
+/// them says so. Other files (.txt, .json, .npy, .csv, ...) are not images and pass silently.
+const std::set<std::string>& unsupported_image_extensions() {
+  static const std::set<std::string> k = {
+      "heic", "heif", "hif", "avif", "svg", "svgz", "jxl", "jp2", "j2k", "jpx", "jpf", "exr", "ico", "cur", "dds",
+      "qoi", "xcf", "kra", "eps", "raw", "dng", "cr2", "cr3", "crw", "nef", "nrw", "arw", "srf", "sr2", "orf",
+      "rw2", "raf", "pef", "srw", "x3f", "3fr", "iiq", "erf", "mrw", "dcr", "kdc", "mos", "rwl"};
+  return k;
+}
+
 bool is_hidden(const fs::path& p) {
   const std::string n = p.filename().string();
   return !n.empty() && n[0] == '.';
@@ -190,8 +201,11 @@ bool is_hidden(const fs::path& p) {
 /// Collects the entries below `dir` whose extension is in `exts`, whatever their kind (hidden entries skipped, links to
 /// folders not followed, the folder whose canonical path is `out_canon` not entered). A folder that cannot
 /// be read becomes one (path, "PATH: cannot read folder: REASON") entry of `unreadable` and the walk goes on.
+/// Files not picked whose extension names an image format attnmap cannot decode are counted in `passed_over`
+/// (by lower-case extension), when given.
 void walk_folder(const fs::path& dir, const std::string& out_canon, const std::set<std::string>& exts,
-                 std::vector<fs::path>* files, std::vector<std::pair<std::string, std::string>>* unreadable) {
+                 std::vector<fs::path>* files, std::vector<std::pair<std::string, std::string>>* unreadable,
+                 std::map<std::string, size_t>* passed_over) {
   std::error_code ec;
   std::vector<fs::path> subdirs;
   fs::directory_iterator it(dir, ec), end;
@@ -207,11 +221,15 @@ void walk_folder(const fs::path& dir, const std::string& out_canon, const std::s
     }
     // A FIFO, device, dangling link or link loop with an image's name is kept too: it then fails with its
     // own line (as when named directly) instead of vanishing from the run and the manifest.
-    if (has_extension(p, exts)) files->push_back(p);
+    if (has_extension(p, exts)) {
+      files->push_back(p);
+    } else if (passed_over && has_extension(p, unsupported_image_extensions())) {
+      ++(*passed_over)[lower(p.extension().string())];
+    }
   }
   if (ec && unreadable) unreadable->push_back({dir.string(), dir.string() + ": cannot read folder: " + ec.message()});
   std::sort(subdirs.begin(), subdirs.end());
-  for (const fs::path& d : subdirs) walk_folder(d, out_canon, exts, files, unreadable);
+  for (const fs::path& d : subdirs) walk_folder(d, out_canon, exts, files, unreadable, passed_over);
 }
 
 struct Candidate {
@@ -222,9 +240,21 @@ struct Candidate {
 }  // namespace
 
 const std::vector<std::string>& default_image_extensions() {
-  static const std::vector<std::string> kExt = {"jpg", "jpeg", "png", "bmp", "tga", "gif", "psd",
-                                                "hdr", "pic", "ppm", "pgm", "pnm"};
+  static const std::vector<std::string> kExt = {"jpg", "jpeg", "jfif", "png", "bmp", "tga", "gif", "psd", "hdr",
+                                                "pic", "ppm", "pgm", "pnm", "webp", "tif", "tiff"};
   return kExt;
+}
+
+std::string passed_over_summary(const std::map<std::string, size_t>& passed_over) {
+  size_t total = 0;
+  std::string list;
+  for (const auto& [ext, count] : passed_over) {
+    total += count;
+    list += (list.empty() ? "" : ", ") + ext + " " + std::to_string(count);
+  }
+  if (total == 0) return {};
+  return "skipped " + std::to_string(total) + (total == 1 ? " file of an unsupported type: " : " files of unsupported types: ") +
+         list + " (not rendered; attnmap reads JPEG, PNG, WebP, TIFF, BMP, GIF, TGA, PSD, HDR, PIC and PGM/PPM)";
 }
 
 std::vector<std::string> parse_extensions(const std::vector<std::string>& items) {
@@ -274,7 +304,8 @@ int usable_cores() {
 
 std::vector<Job> plan_jobs(const std::vector<std::string>& inputs, const std::string& out_dir,
                            std::vector<std::string>* missing, const std::vector<std::string>& ext,
-                           std::vector<std::pair<std::string, std::string>>* unreadable) {
+                           std::vector<std::pair<std::string, std::string>>* unreadable,
+                           std::map<std::string, size_t>* passed_over) {
   const std::vector<std::string>& ext_list = ext.empty() ? default_image_extensions() : ext;
   const std::set<std::string> exts(ext_list.begin(), ext_list.end());
   std::vector<Candidate> cands;
@@ -293,7 +324,7 @@ std::vector<Job> plan_jobs(const std::vector<std::string>& inputs, const std::st
     }
     if (fs::is_directory(st)) {
       std::vector<fs::path> files;
-      walk_folder(in, out_canon, exts, &files, unreadable);
+      walk_folder(in, out_canon, exts, &files, unreadable, passed_over);
       std::sort(files.begin(), files.end());
       for (const fs::path& f : files) {
         const std::string c = canonical_or_empty(f);
@@ -516,8 +547,12 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
 
   std::vector<std::string> missing;
   std::vector<std::pair<std::string, std::string>> unreadable;
-  const std::vector<Job> all_jobs = plan_jobs(opt.inputs, opt.out_dir, &missing, bopt.ext, &unreadable);
+  std::map<std::string, size_t> passed_over;  // image files of types attnmap cannot decode, by extension
+  const std::vector<Job> all_jobs = plan_jobs(opt.inputs, opt.out_dir, &missing, bopt.ext, &unreadable, &passed_over);
+  // Printed under -q too, and not in the manifest (they are not inputs of the run): see passed_over_summary.
+  const std::string passed_note = passed_over_summary(passed_over);
   if (all_jobs.empty() && missing.empty() && unreadable.empty()) {
+    if (!passed_note.empty()) std::cerr << "attnmap: note: " << passed_note << "\n";
     std::cerr << "attnmap: error: no images found in the inputs\n";
     return 1;
   }
@@ -684,8 +719,9 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   }
 
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  progress.clear();
+  if (!passed_note.empty()) std::cerr << "attnmap: note: " << passed_note << "\n";
   if (!opt.quiet) {
-    progress.clear();
     char line[200];
     std::snprintf(line, sizeof line, "attnmap: %zu done, %zu failed, %zu skipped, %.2f s\n", done, failed, skipped, secs);
     std::cerr << line;

@@ -1,6 +1,7 @@
 // batch.hpp - walking inputs, naming outputs, and rendering every image (concurrently) with per-image error
 // handling, progress, a JSON-lines manifest, resuming and sharding.
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14,7 +15,7 @@ namespace attnmap {
 struct BatchOptions {
   int jobs = 0;                    ///< images rendered concurrently; 0: the number of usable cores
   std::vector<std::string> ext;    ///< folder walks pick these extensions (case-insensitive, dot optional,
-                                   ///< items may be comma lists); empty: every format stb_image reads
+                                   ///< items may be comma lists); empty: default_image_extensions()
   std::string manifest;            ///< JSON-lines file, one object per input; empty: none
   bool skip_existing = false;      ///< images whose outputs all exist already are skipped (resume)
   int shard_index = 1;             ///< this run renders the inputs whose 0-based sorted index i has
@@ -22,8 +23,14 @@ struct BatchOptions {
   int progress_every = 0;          ///< non-terminal progress: a line per this many images; 0: automatic
 };
 
-/// The extensions a folder walk picks by default: every format stb_image decodes.
+/// The extensions a folder walk picks by default: every format attnmap decodes (stb_image's, and WebP and
+/// TIFF), plus .jfif (a JPEG). The format itself is sniffed from the content, not from this extension.
 const std::vector<std::string>& default_image_extensions();
+
+/// The summary line for the image files a folder walk passed over (plan_jobs' `passed_over`: lower-case
+/// extension with dot -> count), e.g. "skipped 2 files of unsupported types: .heic 1, .svg 1 (not rendered;
+/// ...)"; empty when there are none. Files of readable types left out by --ext are not counted.
+std::string passed_over_summary(const std::map<std::string, size_t>& passed_over);
 
 /// Normalises an --ext list: items split at commas, leading dots removed, lower-cased. Throws
 /// attnmap::Error for an empty item.
@@ -42,9 +49,14 @@ int usable_cores();
 /// their extension (name.jpg.png); any remaining clash gets "-2", "-3"... Inputs that do not exist are
 /// returned in `missing`. A folder that cannot be read (the input itself or one below it) is appended to
 /// `unreadable` (when given) as (path, "PATH: cannot read folder: REASON"); the rest of the walk goes on.
+/// Files in walked folders that are not picked but whose extension names an image format attnmap cannot
+/// decode (.heic .heif .avif .svg .jxl .jp2 .exr .ico, camera raw such as .dng .cr2 .nef .arw, .xcf ...) are
+/// counted in `passed_over` (when given) by lower-case extension with its dot; other files (.txt, .json,
+/// .npy, .csv, no extension) are not. Files given directly are always jobs, whatever their extension.
 std::vector<Job> plan_jobs(const std::vector<std::string>& inputs, const std::string& out_dir,
                            std::vector<std::string>* missing, const std::vector<std::string>& ext = {},
-                           std::vector<std::pair<std::string, std::string>>* unreadable = nullptr);
+                           std::vector<std::pair<std::string, std::string>>* unreadable = nullptr,
+                           std::map<std::string, size_t>* passed_over = nullptr);
 
 /// `p` as the kernel will resolve it once its missing folders are made: absolute, every existing link
 /// followed, `..` the physical parent; for telling whether two names are the same file. "" when it cannot

@@ -154,7 +154,7 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
   render->add_option("-j,--jobs", bo.jobs, "images rendered at once (default: the number of cores)");
   // No CLI11 delimiter: it drops empty items ("png,,jpg"); parse_extensions splits and refuses them.
   // One value per --ext (it may be repeated): as a list it swallowed the inputs after it.
-  render->add_option("--ext", bo.ext, "extensions picked in folders, e.g. jpg,png (default: every format stb reads)")
+  render->add_option("--ext", bo.ext, "extensions picked in folders, e.g. jpg,png (default: every format attnmap reads)")
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

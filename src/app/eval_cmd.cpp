@@ -170,6 +170,7 @@ ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const
   ev.mask = mask_path;
   ev.truth = truth;
   const Image photo = load_image(input, opt.view.load);
+  ev.notes = photo.notes;  // the decoder's (a multi-page TIFF's page count)
   LoadOptions mask_load = opt.view.load;
   mask_load.keep_nonzero = true;  // a 16-bit mask's object may be marked 1 (or any small value)
   const Mask mask = mask_from_image(load_image(mask_path, mask_load), mask_path);

@@ -113,6 +113,7 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
   const RenderOptions& opt = *ctx.opt;
   RenderResult res;
   const Image photo = load_image(job.input, opt.load);
+  res.notes = photo.notes;  // the decoder's (a multi-page TIFF's page count)
   const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data(),
                                    hp.crop_pct.value_or(0.875f));  // timm pretrained_cfg crop_pct, when given
   ForwardOptions fo;

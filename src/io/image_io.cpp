@@ -24,6 +24,7 @@
 
 #include "core/error.hpp"
 #include "core/tensor.hpp"
+#include "io/image_webp_tiff.hpp"
 
 namespace attnmap {
 
@@ -427,49 +428,81 @@ bool gif_first_frame_as_pil(const uint8_t* d, size_t n, uint8_t* rgba, int w, in
   return true;
 }
 
-}  // namespace
-
-Image decode_image(const uint8_t* data, size_t size, const std::string& path, const LoadOptions& opt) {
-  if (size == 0) throw Error(path + ": empty file (0 bytes)");
-  if (size > static_cast<size_t>(INT_MAX)) throw Error(path + ": file larger than 2 GiB");
-  const int len = static_cast<int>(size);
-  auto check_limit = [&](uint64_t w, uint64_t h) {
-    const uint64_t pixels = w * h;  // each side < 2^32: no overflow
-    if (pixels > opt.max_pixels) {
-      throw Error(path + ": image of " + std::to_string(w) + "x" + std::to_string(h) + " = " +
-                  std::to_string(pixels) + " pixels exceeds the limit of " + std::to_string(opt.max_pixels) +
-                  " pixels (--max-pixels)");
-    }
-  };
-  // A PNG's size is in its first chunk (IHDR); stb_image's header reader refuses sizes of 2^30 bytes or
-  // more with a generic "unknown image type", so the limit is checked here first for a clear message.
-  if (size >= 24 && std::memcmp(data, kPngSignature, 8) == 0 && std::memcmp(data + 12, "IHDR", 4) == 0)
-    check_limit(read_be32(data + 16), read_be32(data + 20));
-  const PnmInfo pnm = inspect_pnm(data, size);
-  if (pnm.is_pnm) {
-    if (!pnm.header_ok)
-      throw Error(path + ": malformed PGM/PPM header (width, height and maxval 1..65535 expected)");
-    check_limit(pnm.width, pnm.height);
-    const uint64_t have = size - pnm.data_offset;
-    if (have < pnm.data_bytes) {
-      throw Error(path + ": truncated PGM/PPM: " + std::to_string(pnm.width) + "x" + std::to_string(pnm.height) +
-                  (pnm.maxval > 255 ? " 16-bit" : " 8-bit") + " needs " + std::to_string(pnm.data_bytes) +
-                  " bytes of pixels, the file has " + std::to_string(have));
-    }
-    // Debian's stb_image (2022) reads 16-bit PNM samples in the machine's byte order instead of the
-    // format's big-endian one, and overreads its buffer when converting their channel count; so 16-bit
-    // PGM/PPM pixels are taken here: each sample scaled from 0..maxval to 0..255, rounded.
-    if (pnm.maxval > 255) return decode_pnm16(pnm, data, path, opt.keep_nonzero);
+// Image formats attnmap does not decode, told by their signatures, so that such a file is refused by name
+// instead of with stb_image's "unknown image type": HEIF/HEIC and AVIF (an ISO BMFF "ftyp" box with their
+// brands), JPEG XL (codestream or container), JPEG 2000 (JP2 container or codestream), OpenEXR, and SVG
+// (text whose first kilobyte opens an <svg> element). Null for anything else.
+const char* unsupported_format(const uint8_t* d, size_t n) {
+  if (n >= 12 && std::memcmp(d + 4, "ftyp", 4) == 0) {
+    const std::string brand(reinterpret_cast<const char*>(d + 8), 4);
+    if (brand == "avif" || brand == "avis") return "AVIF";
+    for (const char* b : {"heic", "heix", "hevc", "hevx", "heim", "heis", "hevm", "hevs", "mif1", "msf1"})
+      if (brand == b) return "HEIF/HEIC";
   }
-  int w = 0, h = 0, channels = 0;
-  if (!stbi_info_from_memory(data, len, &w, &h, &channels)) {
+  if ((n >= 2 && d[0] == 0xFF && d[1] == 0x0A) || (n >= 12 && std::memcmp(d, "\0\0\0\x0CJXL \r\n\x87\n", 12) == 0))
+    return "JPEG XL";
+  if ((n >= 12 && std::memcmp(d, "\0\0\0\x0CjP  \r\n\x87\n", 12) == 0) ||
+      (n >= 4 && std::memcmp(d, "\xFF\x4F\xFF\x51", 4) == 0))
+    return "JPEG 2000";
+  if (n >= 4 && std::memcmp(d, "\x76\x2F\x31\x01", 4) == 0) return "OpenEXR";
+  size_t at = 0;
+  if (n >= 3 && std::memcmp(d, "\xEF\xBB\xBF", 3) == 0) at = 3;  // a UTF-8 byte-order mark
+  while (at < n && std::isspace(d[at])) ++at;
+  if (at < n && d[at] == '<') {
+    const std::string head(reinterpret_cast<const char*>(d + at), std::min<size_t>(n - at, 1024));
+    if (head.rfind("<svg", 0) == 0 || ((head.rfind("<?xml", 0) == 0 || head.rfind("<!DOCTYPE", 0) == 0) &&
+                                       head.find("<svg") != std::string::npos))
+      return "SVG";
+  }
+  return nullptr;
+}
+
+// decode_image's steps, in the order it runs them.
+
+// PGM/PPM before stb_image: a malformed header, the pixel limit, a file shorter than its pixels; 16-bit files
+// are decoded here. Returns true with `out` set when the file was decoded.
+bool decode_pnm_first(const PnmInfo& pnm, const uint8_t* data, size_t size, const std::string& path,
+                      const LoadOptions& opt, Image* out) {
+  if (!pnm.header_ok) throw Error(path + ": malformed PGM/PPM header (width, height and maxval 1..65535 expected)");
+  check_pixel_limit(path, pnm.width, pnm.height, opt.max_pixels);
+  const uint64_t have = size - pnm.data_offset;
+  if (have < pnm.data_bytes) {
+    throw Error(path + ": truncated PGM/PPM: " + std::to_string(pnm.width) + "x" + std::to_string(pnm.height) +
+                (pnm.maxval > 255 ? " 16-bit" : " 8-bit") + " needs " + std::to_string(pnm.data_bytes) +
+                " bytes of pixels, the file has " + std::to_string(have));
+  }
+  // Debian's stb_image (2022) reads 16-bit PNM samples in the machine's byte order instead of the
+  // format's big-endian one, and overreads its buffer when converting their channel count; so 16-bit
+  // PGM/PPM pixels are taken here: each sample scaled from 0..maxval to 0..255, rounded.
+  if (pnm.maxval <= 255) return false;
+  *out = decode_pnm16(pnm, data, path, opt.keep_nonzero);
+  return true;
+}
+
+// What stb_image's header probe and attnmap's checks of the file found, for the decode that follows.
+struct StbPlan {
+  int w = 0, h = 0;             // the declared size
+  JpegInfo jpeg;
+  bool is_hdr = false;
+  const char* watched = nullptr;  // decoded through EndWatch: its format name
+};
+
+// stb_image's header probe, the pixel limit, and the damaged or misread variants refused before decoding.
+StbPlan plan_stb_decode(const uint8_t* data, size_t size, const PnmInfo& pnm, const std::string& path,
+                        const LoadOptions& opt) {
+  StbPlan plan;
+  int channels = 0;
+  if (!stbi_info_from_memory(data, static_cast<int>(size), &plan.w, &plan.h, &channels)) {
     throw_stb_failure(path, data, size, "not a readable image");
   }
+  int& w = plan.w;
+  int& h = plan.h;
   // A top-down BMP stores a negative height; stb_image's info call passes it on, its loader flips it.
   if (size >= 2 && data[0] == 'B' && data[1] == 'M' && h < 0 && h > INT_MIN) h = -h;
   if (w <= 0 || h <= 0) throw Error(path + ": image declares an empty size");
-  check_limit(static_cast<uint64_t>(w), static_cast<uint64_t>(h));
-  const JpegInfo jpeg = inspect_jpeg(data, size);
+  check_pixel_limit(path, static_cast<uint64_t>(w), static_cast<uint64_t>(h), opt.max_pixels);
+  plan.jpeg = inspect_jpeg(data, size);
+  const JpegInfo& jpeg = plan.jpeg;
   if (jpeg.is_jpeg) {
     if (jpeg.components == 4 && jpeg.adobe_transform != 0 && jpeg.adobe_transform != 2) {
       throw Error(path + ": unsupported colour space: 4-component JPEG without an Adobe CMYK/YCCK marker "
@@ -480,9 +513,9 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
       throw Error(path + ": truncated JPEG: no end-of-image marker (the file was cut short)");
   }
   static const char kHdr1[] = "#?RADIANCE\n", kHdr2[] = "#?RGBE\n";
-  const bool is_hdr =
+  plan.is_hdr =
       (size >= 11 && std::memcmp(data, kHdr1, 11) == 0) || (size >= 7 && std::memcmp(data, kHdr2, 7) == 0);
-  if (is_hdr) {
+  if (plan.is_hdr) {
     if (!hdr_data_complete(data, size, static_cast<uint64_t>(w), static_cast<uint64_t>(h)))
       throw Error(path + ": truncated HDR: the pixel data stops before the " + std::to_string(w) + "x" +
                   std::to_string(h) + " picture is complete");
@@ -500,53 +533,65 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
                   " bytes, the file has " + std::to_string(size));
     }
   }
-  const char* watched = watched_format(data, size, jpeg.is_jpeg, pnm.is_pnm, is_hdr);
-  const std::string unsupported = unsupported_variant(data, size, watched);
+  plan.watched = watched_format(data, size, jpeg.is_jpeg, pnm.is_pnm, plan.is_hdr);
+  const std::string unsupported = unsupported_variant(data, size, plan.watched);
   if (!unsupported.empty()) throw Error(path + ": unsupported " + unsupported);
-  EndWatch watch{data, size};
-  // After stb_image's decode: it read nothing past the end (whether or not it then failed: a cut file is
-  // named as such), succeeded, and gave the header's size.
-  auto check_decoded = [&](const void* pixels, int dw, int dh) {
-    if (watched && watch.past_end)
-      throw Error(path + ": truncated " + watched + ": the file ends before the " + std::to_string(w) + "x" +
-                  std::to_string(h) + " picture is complete (stb_image would fill the rest with black)");
-    if (!pixels) throw_stb_failure(path, data, size, "cannot decode image");
-    if (dw != w || dh != h) {
-      throw Error(path + ": decoded size " + std::to_string(dw) + "x" + std::to_string(dh) +
-                  " differs from the header's " + std::to_string(w) + "x" + std::to_string(h));
-    }
-  };
-  if (opt.keep_nonzero && stbi_is_16_bit_from_memory(data, len)) {  // a 16-bit PNG or PSD mask
-    int dw = 0, dh = 0, dc = 0;
-    std::unique_ptr<stbi_us, void (*)(void*)> px16(
-        watched ? stbi_load_16_from_callbacks(&kWatchCallbacks, &watch, &dw, &dh, &dc, 3)
-                : stbi_load_16_from_memory(data, len, &dw, &dh, &dc, 3),
-        stbi_image_free);
-    check_decoded(px16.get(), dw, dh);
-    Image img;
-    img.width = dw;
-    img.height = dh;
-    const size_t npx = checked_mul(static_cast<size_t>(dw), static_cast<size_t>(dh), path.c_str());
-    img.rgb.resize(checked_mul(npx, 3, path.c_str()));
-    for (size_t i = 0; i < img.rgb.size(); ++i) {
-      const stbi_us v = px16.get()[i];
-      const uint8_t b = static_cast<uint8_t>(v >> 8);  // as stb_image's own 8-bit reading
-      img.rgb[i] = v != 0 && b == 0 ? uint8_t{1} : b;
-    }
-    return img;
+  return plan;
+}
+
+// After stb_image's decode: it read nothing past the end (whether or not it then failed: a cut file is
+// named as such), succeeded, and gave the header's size.
+void check_stb_decoded(const StbPlan& plan, const EndWatch& watch, const void* pixels, int dw, int dh,
+                       const uint8_t* data, size_t size, const std::string& path) {
+  const int w = plan.w, h = plan.h;
+  if (plan.watched && watch.past_end)
+    throw Error(path + ": truncated " + plan.watched + ": the file ends before the " + std::to_string(w) + "x" +
+                std::to_string(h) + " picture is complete (stb_image would fill the rest with black)");
+  if (!pixels) throw_stb_failure(path, data, size, "cannot decode image");
+  if (dw != w || dh != h) {
+    throw Error(path + ": decoded size " + std::to_string(dw) + "x" + std::to_string(dh) +
+                " differs from the header's " + std::to_string(w) + "x" + std::to_string(h));
   }
+}
+
+// A 16-bit PNG or PSD read as a mask (LoadOptions::keep_nonzero): stb_image's 16-bit loader, scaled to 8
+// bits as its own 8-bit reading does (>> 8), a non-zero sample kept non-zero.
+Image decode_stb16_mask(const StbPlan& plan, const uint8_t* data, size_t size, const std::string& path) {
+  EndWatch watch{data, size};
+  int dw = 0, dh = 0, dc = 0;
+  std::unique_ptr<stbi_us, void (*)(void*)> px16(
+      plan.watched ? stbi_load_16_from_callbacks(&kWatchCallbacks, &watch, &dw, &dh, &dc, 3)
+                   : stbi_load_16_from_memory(data, static_cast<int>(size), &dw, &dh, &dc, 3),
+      stbi_image_free);
+  check_stb_decoded(plan, watch, px16.get(), dw, dh, data, size, path);
+  Image img;
+  img.width = dw;
+  img.height = dh;
+  const size_t npx = checked_mul(static_cast<size_t>(dw), static_cast<size_t>(dh), path.c_str());
+  img.rgb.resize(checked_mul(npx, 3, path.c_str()));
+  for (size_t i = 0; i < img.rgb.size(); ++i) {
+    const stbi_us v = px16.get()[i];
+    const uint8_t b = static_cast<uint8_t>(v >> 8);  // as stb_image's own 8-bit reading
+    img.rgb[i] = v != 0 && b == 0 ? uint8_t{1} : b;
+  }
+  return img;
+}
+
+// stb_image's 8-bit decode to RGB, with a GIF's first frame made as PIL shows it.
+Image decode_stb8(const StbPlan& plan, const uint8_t* data, size_t size, const std::string& path) {
   // Debian's stb_image (2022) converts a PIC it failed to decode (a cut file) from a null buffer and crashes,
   // unless no conversion is asked for: PIC is decoded as the RGBA it is made of, and its alpha dropped below.
   // A GIF is decoded as RGBA too, so that its transparent pixels can be given PIL's colours.
-  const bool pic = watched && std::strcmp(watched, "PIC") == 0;
-  const bool gif = watched && std::strcmp(watched, "GIF") == 0;
+  const bool pic = plan.watched && std::strcmp(plan.watched, "PIC") == 0;
+  const bool gif = plan.watched && std::strcmp(plan.watched, "GIF") == 0;
   const int want = pic || gif ? 4 : 3;
+  EndWatch watch{data, size};
   int dw = 0, dh = 0, dc = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> px(
-      watched ? stbi_load_from_callbacks(&kWatchCallbacks, &watch, &dw, &dh, &dc, want)
-              : stbi_load_from_memory(data, len, &dw, &dh, &dc, want),
+      plan.watched ? stbi_load_from_callbacks(&kWatchCallbacks, &watch, &dw, &dh, &dc, want)
+                   : stbi_load_from_memory(data, static_cast<int>(size), &dw, &dh, &dc, want),
       stbi_image_free);
-  check_decoded(px.get(), dw, dh);
+  check_stb_decoded(plan, watch, px.get(), dw, dh, data, size, path);
   if (gif) gif_first_frame_as_pil(data, size, px.get(), dw, dh);
   if (pic || gif) {  // RGBA -> RGB in place, as stb_image's own 4 -> 3 conversion (alpha ignored)
     const size_t npx = checked_mul(static_cast<size_t>(dw), static_cast<size_t>(dh), path.c_str());
@@ -558,23 +603,53 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
   img.height = dh;
   img.rgb.assign(px.get(), px.get() + checked_mul(checked_mul(static_cast<size_t>(dw), static_cast<size_t>(dh),
                                                               "image"), 3, "image"));
-  px.reset();
+  return img;
+}
+
+// What stb_image leaves as stored and viewers (and PIL) show otherwise: a PNM's maxval, a TGA's right-to-left
+// rows, a JPEG's EXIF orientation.
+void finish_stb_image(Image& img, const StbPlan& plan, const PnmInfo& pnm, const uint8_t* data, const LoadOptions& opt) {
   if (pnm.is_pnm && pnm.maxval < 255) {  // stb_image keeps 8-bit samples as stored: scale 0..maxval to 0..255
     const uint32_t maxval = static_cast<uint32_t>(pnm.maxval);
     for (uint8_t& v : img.rgb) v = static_cast<uint8_t>((std::min<uint32_t>(v, maxval) * 255 + maxval / 2) / maxval);
   }
   // A TGA whose image descriptor sets bit 4 stores each row right to left; stb_image ignores the bit (PIL
   // and the TGA 2.0 spec honour it), so the rows are mirrored here.
-  if (watched && std::strcmp(watched, "TGA") == 0 && (data[17] & 0x10)) {
+  if (plan.watched && std::strcmp(plan.watched, "TGA") == 0 && (data[17] & 0x10)) {
     const size_t W = static_cast<size_t>(img.width);
     for (size_t y = 0; y < static_cast<size_t>(img.height); ++y)
       for (size_t a = 0, b = W - 1; a < b; ++a, --b)
         for (size_t c = 0; c < 3; ++c) std::swap(img.rgb[(y * W + a) * 3 + c], img.rgb[(y * W + b) * 3 + c]);
   }
-  if (jpeg.is_jpeg && opt.apply_exif) {
-    const int orientation = exif_orientation(data, jpeg.end);
+  if (plan.jpeg.is_jpeg && opt.apply_exif) {
+    const int orientation = exif_orientation(data, plan.jpeg.end);
     if (orientation != 1) img = apply_orientation(img, orientation);
   }
+}
+
+}  // namespace
+
+Image decode_image(const uint8_t* data, size_t size, const std::string& path, const LoadOptions& opt) {
+  if (size == 0) throw Error(path + ": empty file (0 bytes)");
+  if (size > static_cast<size_t>(INT_MAX)) throw Error(path + ": file larger than 2 GiB");
+  // By content, whatever the file's name: formats stb_image does not read go to their libraries.
+  if (is_webp(data, size)) return decode_webp(data, size, path, opt);
+  if (is_tiff(data, size)) return decode_tiff(data, size, path, opt);
+  if (const char* format = unsupported_format(data, size))
+    throw Error(path + ": unsupported image format " + format + " (attnmap reads JPEG, PNG, WebP, TIFF, BMP, GIF, TGA, "
+                "PSD, HDR, PIC and PGM/PPM); convert it first, e.g. to PNG");
+  // A PNG's size is in its first chunk (IHDR); stb_image's header reader refuses sizes of 2^30 bytes or
+  // more with a generic "unknown image type", so the limit is checked here first for a clear message.
+  if (size >= 24 && std::memcmp(data, kPngSignature, 8) == 0 && std::memcmp(data + 12, "IHDR", 4) == 0)
+    check_pixel_limit(path, read_be32(data + 16), read_be32(data + 20), opt.max_pixels);
+  const PnmInfo pnm = inspect_pnm(data, size);
+  Image img;
+  if (pnm.is_pnm && decode_pnm_first(pnm, data, size, path, opt, &img)) return img;
+  const StbPlan plan = plan_stb_decode(data, size, pnm, path, opt);
+  if (opt.keep_nonzero && stbi_is_16_bit_from_memory(data, static_cast<int>(size)))  // a 16-bit PNG or PSD mask
+    return decode_stb16_mask(plan, data, size, path);
+  img = decode_stb8(plan, data, size, path);
+  finish_stb_image(img, plan, pnm, data, opt);
   return img;
 }
 

@@ -1,4 +1,5 @@
-// image_io.hpp - decoding photos (stb_image) and writing PNG files atomically (stb_image_write).
+// image_io.hpp - decoding photos (stb_image; WebP through libwebp, TIFF through libtiff) and writing PNG files
+// atomically (libspng).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -12,13 +13,17 @@ struct Image {
   int width = 0;
   int height = 0;
   std::vector<uint8_t> rgb;
+  /// What the decoder chose that a user should hear about (e.g. "multi-page TIFF: page 1 of 3 rendered");
+  /// render prints them as notes. Empty for most files.
+  std::vector<std::string> notes;
 };
 
 struct LoadOptions {
   /// Images whose header declares more pixels than this are refused before decoding (no allocation).
   uint64_t max_pixels = 100'000'000;
-  /// Apply a JPEG's EXIF orientation (tag 0x0112, values 2..8) so the picture stands as viewers show it
-  /// (PIL's ImageOps.exif_transpose). Off: the stored pixel order (`--no-exif`).
+  /// Apply a JPEG's or WebP's EXIF orientation (tag 0x0112, values 2..8), or a TIFF's Orientation tag (274),
+  /// so the picture stands as viewers show it (PIL's ImageOps.exif_transpose). Off: the stored pixel order
+  /// (`--no-exif`).
   bool apply_exif = true;
   /// For masks: a non-zero 16-bit sample never becomes 0 (it is scaled as below, then raised to at least 1),
   /// so that a 16-bit mask whose object is marked with small values (1, 2, ... e.g. instance ids) keeps
@@ -62,16 +67,21 @@ int exif_orientation(const uint8_t* data, size_t size);
 /// 7 transverse, 8 rotate 90 counter-clockwise. 5..8 swap width and height.
 Image apply_orientation(const Image& img, int orientation);
 
-/// Reads and decodes an image file with stb_image, forced to 8-bit RGB: greyscale, grey+alpha, palette,
-/// RGBA and 16-bit files all become RGB; 1/2/4-bit grey is expanded to 0..255; 16-bit samples are scaled
-/// to 8 bits (stb: value >> 8, not clipped); alpha is ignored, as PIL's Image.convert("RGB") and timm's
-/// loader do. JPEG: Adobe CMYK and YCCK are converted like PIL (R = (255-C)(255-K)/255), a 4-component
-/// JPEG without the Adobe marker is refused ("unsupported colour space"), a JPEG without its end marker is
-/// refused ("truncated JPEG"), bytes after the end marker are ignored, and the EXIF orientation is applied
-/// (opt.apply_exif). A PNG, PGM/PPM, HDR, TGA, BMP, GIF, PSD or PIC that ends before its picture is complete is
-/// refused ("truncated FORMAT"); opt.keep_nonzero keeps non-zero 16-bit samples non-zero. The declared
-/// width x height is checked against `opt.max_pixels` from the header alone, before any pixel buffer is
-/// allocated.
+/// Reads and decodes an image file, forced to 8-bit RGB. The format is sniffed from the content (magic bytes),
+/// never from the file name: WebP ("RIFF....WEBP") goes to libwebp and TIFF/BigTIFF ("II*\0", "MM\0*") to
+/// libtiff (see decode_webp / decode_tiff in io/image_webp_tiff.hpp); HEIF/HEIC, AVIF, JPEG XL, JPEG 2000,
+/// OpenEXR and SVG are refused by name ("unsupported image format HEIF/HEIC"); everything else goes to
+/// stb_image.
+/// Greyscale, grey+alpha, palette, RGBA and 16-bit files all become RGB; 1/2/4-bit grey is expanded to
+/// 0..255; 16-bit samples are scaled to 8 bits (stb: value >> 8, not clipped; WebP/TIFF the same); alpha is
+/// ignored, as PIL's Image.convert("RGB") and timm's loader do. JPEG: Adobe CMYK and YCCK are converted like
+/// PIL (R = (255-C)(255-K)/255), a 4-component JPEG without the Adobe marker is refused ("unsupported colour
+/// space"), a JPEG without its end marker is refused ("truncated JPEG"), bytes after the end marker are
+/// ignored, and the EXIF orientation is applied (opt.apply_exif; also a WebP's EXIF chunk and a TIFF's
+/// Orientation tag). A PNG,
+/// PGM/PPM, HDR, TGA, BMP, GIF, PSD, PIC, WebP or TIFF that ends before its picture is complete is refused
+/// ("truncated FORMAT"); opt.keep_nonzero keeps non-zero 16-bit samples non-zero. The declared width x height
+/// is checked against `opt.max_pixels` from the header alone, before any pixel buffer is allocated.
 /// Throws attnmap::Error naming `path` when the file cannot be read, is not a decodable image, or its
 /// declared size exceeds `opt.max_pixels`.
 Image load_image(const std::string& path, const LoadOptions& opt = {});
