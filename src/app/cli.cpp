@@ -128,7 +128,26 @@ int main(int argc, char** argv) {
   render->add_option("--threshold", threshold_s,
                      "DINO mask: keep the largest attentions holding this fraction of the mass, (0, 1]; drawn as a "
                      "filled, outlined region");
-  render->add_flag("--heads-grid", ro.heads_grid, "also write NAME.heads.png: one labelled tile per head + the fused map");
+  render->add_flag("--heads-grid", ro.heads_grid, "the old name of --strip heads");
+  // Figures (docs/notes-figures.md).
+  std::vector<std::string> strip_v;
+  std::string scale_s, style_s = "overlay", dpi_s, formats_s = "png";
+  render->add_flag("--panel", ro.panel, "also write NAME.panel.*: photo | map alone | overlay, a title and a colour bar");
+  render->add_option("--strip", strip_v,
+                     "also write NAME.layers.* (layers: the map at every block) or NAME.heads.* (heads: every head "
+                     "of the block plus the fused map); one colour scale and bar; may be repeated")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  render->add_option("--scale", scale_s,
+                     "what the colours stand for: map (each map its own min-max; NAME.png's default), figure (one "
+                     "scale per figure; the default of panels and strips) or VMIN,VMAX");
+  render->add_option("--style", style_s, "overlay | mask (photo x map on black) | contour (iso-lines at the ticks)")
+      ->capture_default_str();
+  render->add_flag("--alpha-by-value", ro.alpha_by_value, "overlay opacity follows the value: --alpha x scaled value");
+  render->add_option("--dpi", dpi_s, "pixels per inch written into every PNG (pHYs) and the page size of PDF/SVG "
+                                     "figures (default: none in NAME.png, 300 in figures)");
+  render->add_option("--figure-format", formats_s, "formats of the figures: png, pdf, svg, comma-separated")
+      ->capture_default_str();
   render->add_option("--size", size_s,
                      "model input size S or W,H in pixels (multiples of the patch size, e.g. 448 or 518); the "
                      "position embeddings are resampled bicubically");
@@ -264,6 +283,15 @@ int main(int argc, char** argv) {
         throw attnmap::Error("--threshold must be in (0, 1], found '" + threshold_s + "'");
     }
     if (ro.all_heads && !ro.save_raw) throw attnmap::Error("--all-heads is a --save-raw option: add --save-raw");
+    for (const std::string& item : strip_v) {
+      if (item == "heads") ro.heads_grid = true;
+      else if (item == "layers") ro.strip_layers = true;
+      else throw attnmap::Error("--strip expects layers or heads, found '" + item + "'");
+    }
+    if (!scale_s.empty()) ro.scale = attnmap::parse_scale(scale_s);
+    ro.style = attnmap::parse_style(style_s);
+    if (!dpi_s.empty()) ro.dpi = parse_fraction(dpi_s, "--dpi");
+    ro.figure_formats = attnmap::parse_figure_formats(formats_s);
     ro.load.apply_exif = !no_exif;
     if (max_pixels < 1) throw attnmap::Error("--max-pixels must be >= 1, found " + std::to_string(max_pixels));
     ro.load.max_pixels = static_cast<uint64_t>(max_pixels);
