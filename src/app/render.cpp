@@ -162,6 +162,11 @@ std::string view_name(const RenderContext& ctx) {
   return "block " + std::to_string(ctx.layer) + ", " + head;
 }
 
+// "head 3" or "heads fused by mean".
+std::string heads_phrase(const HeadSelect& sel) {
+  return sel.fusion == HeadSelect::Fusion::Index ? fusion_name(sel, "head ") : "heads fused by " + fusion_name(sel, "head ");
+}
+
 FigureOptions figure_options(const RenderOptions& opt) {
   FigureOptions fo;
   fo.formats = opt.figure_formats;
@@ -230,8 +235,8 @@ std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, 
     labels.push_back(tile_label((opt.rollout ? "rollout 0\u2013" : "block ") + std::to_string(l), layer_maps[l], {}));
   }
   TileFigure fig;
-  fig.title = title + "\n" + (opt.rollout ? "attention rollout through each block, heads " : "every block, heads ") +
-              fusion_name(ctx.head, "head ");
+  fig.title = title + "\n" + (opt.rollout ? "attention rollout through blocks 0\u2026l for every block l, " : "every block, ") +
+              heads_phrase(ctx.head) + "; one colour scale";
   fig.note = "";
   fig.cols = static_cast<int>(tiles.size());
   fig.scale = &scale;

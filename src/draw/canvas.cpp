@@ -230,7 +230,9 @@ void Canvas::image(const Image& img, double x, double y, double w, double h, Fil
   cairo_set_source_surface(cr, s, 0, 0);
   cairo_pattern_t* pat = cairo_get_source(cr);
   cairo_pattern_set_filter(pat, filter == Filter::Nearest ? CAIRO_FILTER_NEAREST : CAIRO_FILTER_GOOD);
-  cairo_pattern_set_extend(pat, CAIRO_EXTEND_PAD);  // no fading to transparent at the edges
+  // PNG: no fading to transparent at the edges when resampled. PDF/SVG: the photo itself is embedded (PAD
+  // would make cairo embed a padded copy, shifted by the renderers).
+  if (format_ == FigureFormat::Png) cairo_pattern_set_extend(pat, CAIRO_EXTEND_PAD);
   cairo_paint(cr);
   cairo_restore(cr);
   cairo_surface_destroy(s);

@@ -494,7 +494,18 @@ std::vector<std::string> write_contact_sheet(const std::string& path, const std:
   detail.bold = false;
   detail.color = kGrey;
   const int line = static_cast<int>(std::ceil(probe.measure("Ag", name).h));
-  const int cell_h = t + f / 3 + 2 * line;
+  // Thumbnails: the longer side thumb_long; the picture row is as high as the highest of them.
+  std::vector<std::pair<int, int>> sizes;
+  int pic_h = 1;
+  for (const SheetItem& it : items) {
+    if (!it.overlay || it.overlay->width <= 0 || it.overlay->height <= 0)
+      throw Error("contact sheet: an item has no picture");
+    const double s = static_cast<double>(t) / std::max(it.overlay->width, it.overlay->height);
+    sizes.emplace_back(std::max(1, static_cast<int>(std::lround(it.overlay->width * s))),
+                       std::max(1, static_cast<int>(std::lround(it.overlay->height * s))));
+    pic_h = std::max(pic_h, sizes.back().second);
+  }
+  const int cell_h = pic_h + f / 3 + 2 * line;
   const int cols = std::min(opt.columns, static_cast<int>(items.size()));
   const int w = 2 * m + cols * t + (cols - 1) * g;
   TextStyle ts;
@@ -502,9 +513,11 @@ std::vector<std::string> write_contact_sheet(const std::string& path, const std:
   ts.bold = true;
   ts.color = kInk;
   ts.width = w - 2 * m;
-  const int title_h = static_cast<int>(std::ceil(probe.measure(title + " (page 10 of 10)", ts).h)) + g;
-  const int per_page_rows = std::max(1, (opt.max_page_height - 2 * m - title_h + g) / (cell_h + g));
-  const int per_page = per_page_rows * cols;
+  auto rows_per_page = [&](int title_h) { return std::max(1, (opt.max_page_height - 2 * m - title_h + g) / (cell_h + g)); };
+  int title_h = static_cast<int>(std::ceil(probe.measure(title, ts).h)) + g;
+  if (rows_per_page(title_h) * cols < static_cast<int>(items.size()))  // pages: the title says which
+    title_h = static_cast<int>(std::ceil(probe.measure(title + " (page 99 of 99)", ts).h)) + g;
+  const int per_page = rows_per_page(title_h) * cols;
   const int pages = (static_cast<int>(items.size()) + per_page - 1) / per_page;
   std::vector<std::string> out;
   const fs::path p(path);
@@ -522,15 +535,12 @@ std::vector<std::string> write_contact_sheet(const std::string& path, const std:
       c.text(head, m, m, ts);
       for (int i = 0; i < n; ++i) {
         const SheetItem& it = items[static_cast<size_t>(first + i)];
-        if (!it.overlay || it.overlay->width <= 0) throw Error("contact sheet: an item has no picture");
+        const auto [iw, ih] = sizes[static_cast<size_t>(first + i)];
         const int x = m + (i % cols) * (t + g), y = m + title_h + (i / cols) * (cell_h + g);
-        const double s = static_cast<double>(t) / std::max(it.overlay->width, it.overlay->height);
-        const int iw = std::max(1, static_cast<int>(std::lround(it.overlay->width * s)));
-        const int ih = std::max(1, static_cast<int>(std::lround(it.overlay->height * s)));
         const Image thumb = iw == it.overlay->width && ih == it.overlay->height ? *it.overlay : resize_photo(*it.overlay, iw, ih);
-        c.image(thumb, x + (t - iw) / 2, y + (t - ih), iw, ih, Filter::Nearest);
-        c.text(it.name, x, y + t + f / 3, name);
-        c.text(it.detail, x, y + t + f / 3 + line, detail);
+        c.image(thumb, x + (t - iw) / 2, y + (pic_h - ih), iw, ih, Filter::Nearest);
+        c.text(it.name, x, y + pic_h + f / 3, name);
+        c.text(it.detail, x, y + pic_h + f / 3 + line, detail);
       }
     });
     out.insert(out.end(), written.begin(), written.end());
