@@ -165,6 +165,16 @@ const Rgb kGrey{90, 90, 90};
 /// The text size of a figure whose pictures are about `cell` pixels on their shorter side.
 int text_px(int cell) { return std::clamp(static_cast<int>(std::lround(cell / 16.0)), 11, 48); }
 
+/// `text` one line in at most `width` pixels: the style's size, shrunk down to 70 % first, then ellipsized.
+TextStyle fit(Canvas& c, const std::string& text, TextStyle ts, double width) {
+  for (int i = 0; i < 3 && c.measure(text, ts).w > width; ++i) ts.px *= 0.9;
+  if (c.measure(text, ts).w > width) {
+    ts.width = width;
+    ts.ellipsize = true;
+  }
+  return ts;
+}
+
 /// The colour bar: a vertical gradient `f` wide (top = vmax), ticks with labels to its right, the common
 /// exponent above it and the units written upward beside the labels.
 struct ColorBar {
@@ -223,8 +233,12 @@ struct ColorBar {
       const double eh = c.measure(exponent, ts).h;
       c.text(exponent, x, y - eh - 0.5 * f, ts);
     }
-    if (units_h > 0)
-      c.text(scale.units, x + bar_w() + tick_len() + 0.7 * f + label_w + units_h / 2, y + h / 2, units_style());
+    if (units_h > 0) {  // written upward along the bar; shrunk or shortened when longer than the bar
+      TextStyle us = fit(c, scale.units, tick_style(), h);
+      us.vertical = true;
+      us.align = Align::Center;
+      c.text(scale.units, x + bar_w() + tick_len() + 0.7 * f + label_w + units_h / 2, y + h / 2, us);
+    }
   }
   /// Room the bar needs above its top (the exponent, half a label) and below its bottom (half a label).
   double above() const { return exponent.empty() ? 0.6 * f : 1.9 * f; }
@@ -259,16 +273,6 @@ std::string style_name(const StyleOptions& st) {
 }
 
 bool same_scale(const Scale& a, const Scale& b) { return a.vmin == b.vmin && a.vmax == b.vmax && a.units == b.units; }
-
-/// `text` one line in at most `width` pixels: the style's size, shrunk down to 70 % first, then ellipsized.
-TextStyle fit(Canvas& c, const std::string& text, TextStyle ts, double width) {
-  for (int i = 0; i < 3 && c.measure(text, ts).w > width; ++i) ts.px *= 0.9;
-  if (c.measure(text, ts).w > width) {
-    ts.width = width;
-    ts.ellipsize = true;
-  }
-  return ts;
-}
 
 }  // namespace
 
@@ -356,7 +360,7 @@ std::vector<std::string> write_tiles(const std::string& base, const TileFigure& 
   cols = std::min(cols, n);
   const int rows = (n + cols - 1) / cols;
   Canvas probe(1, 1, opt.dpi, FigureFormat::Png);
-  const int f = text_px(std::min(tw, th) * 3 / 2);
+  const int f = text_px(std::max(tw, th));
   const int m = f, g = f / 2;
   TextStyle label;
   label.px = 0.85 * f;
