@@ -9,6 +9,7 @@
 // across versions); the rest may differ by any amount, which only glyph edges do.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -584,4 +585,72 @@ TEST(FiguresCli, PanelStripsDpiAndRefusals) {
   EXPECT_EQ(own.status, 0) << own.err;
   EXPECT_TRUE(fs::exists(d / "of" / "chelsea.panel.png"));
   fs::remove_all(d);
+}
+
+// Not a test: the example comparison figure and contact sheet of docs/notes-figures.md, made from data/ with
+// the bundled model, until `attnmap figure` and `--contact-sheet` exist. Skipped unless asked for:
+//   ATTNMAP_DOC_EXAMPLES=docs/img ./build/tests/attnmap_tests --gtest_filter=Figures.DocExamples
+TEST(Figures, DocExamples) {
+  const char* out = std::getenv("ATTNMAP_DOC_EXAMPLES");
+  if (!out || !*out) GTEST_SKIP() << "set ATTNMAP_DOC_EXAMPLES=FOLDER to write the documentation's examples";
+  const ViTWeights model = load_model(std::string(ATTNMAP_TEST_DIR) + "/../weights/default.json");
+  const HParams& hp = model.hp;
+  const std::string dir = std::string(ATTNMAP_DATA_DIR) + "/composites/";
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".png") names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  struct One {
+    Image photo;
+    PhotoBox box;
+    std::vector<GridMap> maps;  // block 1 head 3, block 3 mean, rollout 0-3 mean
+    std::string top1;
+  };
+  std::vector<One> all;
+  for (const std::string& n : names) {
+    One o;
+    o.photo = load_image(dir + n);
+    const ModelInput in = preprocess(o.photo, hp.image_w, hp.image_h, ResizeMode::Squash, hp.mean.data(), hp.std.data());
+    box_pixels(in.box, o.photo.width, o.photo.height, &o.box.x0, &o.box.y0, &o.box.w, &o.box.h);
+    RolloutAccumulator acc(hp.tokens(), hp.num_heads, HeadSelect{});
+    ForwardOptions fo;
+    fo.last_layer = hp.depth - 1;
+    fo.to_end = true;
+    fo.on_probs = [&acc](int, int, const float* p) { acc.add_layer(p); };
+    const ForwardResult r = vit_forward(model, in.chw.data(), fo);
+    o.maps = {GridMap{class_attention_map(r, hp, 1, head(3)), hp.grid_w, hp.grid_h},
+              GridMap{class_attention_map(r, hp, 3, HeadSelect{}), hp.grid_w, hp.grid_h},
+              GridMap{class_row_map(acc.rollout(), hp, hp.tokens()), hp.grid_w, hp.grid_h}};
+    const auto top = top_k_classes(r.logits, hp.labels, 1);
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s %.0f%%", top[0].first.c_str(), 100.0 * static_cast<double>(top[0].second));
+    o.top1 = buf;
+    all.push_back(std::move(o));
+  }
+  // The figure: three images, the photo and two attention views on one scale (rollout has its own units).
+  std::vector<FigureRow> rows;
+  std::vector<const std::vector<float>*> vals;
+  for (size_t i : {size_t{2}, size_t{5}, size_t{16}}) {
+    rows.push_back(FigureRow{names[i], &all[i].photo, all[i].box, {all[i].maps[0], all[i].maps[1]}});
+    vals.push_back(&all[i].maps[0].values);
+    vals.push_back(&all[i].maps[1].values);
+  }
+  const Scale run = scale_over(vals, "attention probability");
+  write_comparison(std::string(out) + "/figure_composites.png", {"photo", "block 1, head 3", "block 3, mean"}, rows,
+                   run, viridis(), 6.5, 150);
+  // The contact sheet: every image's default view (block 1, head 3) on its own min-max, as NAME.png.
+  std::vector<Image> overlays;
+  for (const One& o : all) overlays.push_back(draw_styled(o.photo, o.box, o.maps[0], scale_over({&o.maps[0].values}, ""), viridis()));
+  std::vector<SheetItem> items;
+  for (size_t i = 0; i < all.size(); ++i) {
+    char peak[64];
+    std::snprintf(peak, sizeof peak, " \u00b7 peak %.3f",
+                  static_cast<double>(*std::max_element(all[i].maps[0].values.begin(), all[i].maps[0].values.end())));
+    items.push_back(SheetItem{&overlays[i], names[i], all[i].top1 + peak});
+  }
+  SheetOptions so;
+  so.columns = 6;
+  so.thumb_long = 160;
+  write_contact_sheet(std::string(out) + "/sheet_composites.png",
+                      "data/composites \u2014 block 1, head 3 (each map on its own min\u2013max)", items, so);
 }
