@@ -162,6 +162,10 @@ std::string view_name(const RenderContext& ctx) {
   return "block " + std::to_string(ctx.layer) + ", " + head;
 }
 
+// --scale map on a strip: each tile on its own min-max, so no colour bar can stand for them all.
+bool own_scales(const RenderOptions& opt) { return opt.scale && opt.scale->kind == ScaleKind::Map; }
+constexpr const char* kOwnScales = "; each tile on its own min\u2013max (--scale map): colours do not compare across tiles.";
+
 // "head 3" or "heads fused by mean".
 std::string heads_phrase(const HeadSelect& sel) {
   return sel.fusion == HeadSelect::Fusion::Index ? fusion_name(sel, "head ") : "heads fused by " + fusion_name(sel, "head ");
@@ -202,7 +206,8 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
     if (opt.threshold) {
       tiles.push_back(draw_view(tp.photo, tp.box.x0, tp.box.y0, tp.box.w, tp.box.h, *all[i], ctx, &flat, &mask));
     } else {
-      tiles.push_back(draw_styled(tp.photo, tp.box, GridMap{*all[i], hp.grid_w, hp.grid_h}, scale, style_of(ctx)));
+      tiles.push_back(draw_styled(tp.photo, tp.box, GridMap{*all[i], hp.grid_w, hp.grid_h},
+                                  own_scales(opt) ? single_scale(opt, *all[i]) : scale, style_of(ctx)));
     }
     labels.push_back(tile_label(i + 1 == all.size() ? name : "head " + std::to_string(i), *all[i], mask));
   }
@@ -213,8 +218,8 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
   fig.note = "Tiles: heads 0\u2013" + std::to_string(hp.num_heads - 1) + " of block " + std::to_string(ctx.layer) +
              ", then " + (mean_of_heads ? "their mean" : "the fused map shown in " + fs::path(job.out_base).filename().string() + ".png") +
              (opt.threshold ? "; each tile its own DINO mask (" + std::to_string(*opt.threshold) + " of the mass)."
-                            : "; one colour scale for all tiles.");
-  if (!opt.threshold) fig.scale = &scale;
+                            : own_scales(opt) ? kOwnScales : "; one colour scale for all tiles.");
+  if (!opt.threshold && !own_scales(opt)) fig.scale = &scale;
   fig.cmap = ctx.cmap;
   return write_tiles(job.out_base + ".heads", fig, tiles, labels, figure_options(opt));
 }
@@ -231,15 +236,16 @@ std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, 
   std::vector<Image> tiles;
   std::vector<std::string> labels;
   for (size_t l = 0; l < layer_maps.size(); ++l) {
-    tiles.push_back(draw_styled(tp.photo, tp.box, GridMap{layer_maps[l], hp.grid_w, hp.grid_h}, scale, style_of(ctx)));
+    tiles.push_back(draw_styled(tp.photo, tp.box, GridMap{layer_maps[l], hp.grid_w, hp.grid_h},
+                                own_scales(opt) ? single_scale(opt, layer_maps[l]) : scale, style_of(ctx)));
     labels.push_back(tile_label((opt.rollout ? "rollout 0\u2013" : "block ") + std::to_string(l), layer_maps[l], {}));
   }
   TileFigure fig;
   fig.title = title + "\n" + (opt.rollout ? "attention rollout through blocks 0\u2026l for every block l, " : "every block, ") +
-              heads_phrase(ctx.head) + "; one colour scale";
-  fig.note = "";
+              heads_phrase(ctx.head) + (own_scales(opt) ? "" : "; one colour scale");
+  fig.note = own_scales(opt) ? std::string(kOwnScales + 2) : "";
   fig.cols = static_cast<int>(tiles.size());
-  fig.scale = &scale;
+  if (!own_scales(opt)) fig.scale = &scale;
   fig.cmap = ctx.cmap;
   return write_tiles(job.out_base + ".layers", fig, tiles, labels, figure_options(opt));
 }
