@@ -241,8 +241,6 @@ void Canvas::image(const Image& img, double x, double y, double w, double h, Fil
 namespace {
 PangoLayout* make_layout(cairo_t* cr, const std::string& text, const TextStyle& ts) {
   const std::string family = figure_font();
-  if (!g_utf8_validate(text.c_str(), static_cast<gssize>(text.size()), nullptr))
-    throw Error("figure: a label is not valid UTF-8");
   PangoLayout* layout = pango_cairo_create_layout(cr);
   // No hinting: the same glyph positions in PNG, PDF and SVG, and stable golden images.
   cairo_font_options_t* fo = cairo_font_options_create();
@@ -266,7 +264,10 @@ PangoLayout* make_layout(cairo_t* cr, const std::string& text, const TextStyle& 
     if (ts.ellipsize) pango_layout_set_ellipsize(layout, PANGO_ELLIPSIZE_MIDDLE);
     else pango_layout_set_wrap(layout, PANGO_WRAP_WORD_CHAR);
   }
-  pango_layout_set_text(layout, text.c_str(), static_cast<int>(text.size()));
+  // A file name need not be UTF-8: invalid bytes are shown as U+FFFD rather than failing the figure.
+  gchar* valid = g_utf8_make_valid(text.c_str(), static_cast<gssize>(text.size()));
+  pango_layout_set_text(layout, valid, -1);
+  g_free(valid);
   return layout;
 }
 
