@@ -117,10 +117,20 @@ void check_figure_path(const std::string& path) {
     throw Error(path + ": cannot be written (no write permission in " + dir.string() + ")");
 }
 
+namespace {
+// At exit: the calling thread's pango font map (worker threads' are freed when they end) and fontconfig's
+// configuration, so that a leak checker sees only real leaks.
+void release_fonts() {
+  pango_cairo_font_map_set_default(nullptr);
+  FcFini();
+}
+}  // namespace
+
 std::string figure_font() {
   static std::once_flag once;
   static std::string family, error;
   std::call_once(once, [] {
+    std::atexit(release_fonts);
     try {
       family = resolve_font();
     } catch (const Error& e) {
