@@ -566,7 +566,7 @@ TEST(FiguresCli, PanelStripsDpiAndRefusals) {
   EXPECT_LT(*std::min_element(mask.rgb.begin(), mask.rgb.end()), 3);
   // Usage errors, before any image is rendered.
   for (const char* bad : {"--strip rows", "--scale run", "--scale 1,0", "--style heat", "--dpi 0", "--dpi x",
-                          "--figure-format gif", "--panel --threshold 0.5"}) {
+                          "--figure-format gif", "--panel --threshold 0.5", "--style mask --alpha-by-value"}) {
     const CliRun e = run_attnmap("render " + cat + " -o " + q(d / "bad") + " " + bad);
     EXPECT_EQ(e.status, 2) << bad << ": " << e.err;
     EXPECT_NE(e.err.find("error"), std::string::npos) << bad;

@@ -72,6 +72,8 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
   if (opt.threshold && (opt.panel || opt.strip_layers || opt.style != Style::Overlay || opt.alpha_by_value || opt.scale))
     throw Error("--threshold draws the DINO mask; --panel, --strip layers, --style, --alpha-by-value and --scale "
                 "apply to heatmaps");
+  if (opt.alpha_by_value && opt.style != Style::Overlay)
+    throw Error("--alpha-by-value applies to --style overlay (mask and contour have no opacity)");
   if (opt.dpi && !(*opt.dpi > 0.0 && *opt.dpi <= 100000.0))
     throw Error("--dpi must be in (0, 100000], found " + std::to_string(*opt.dpi));
   if (opt.figure_formats.empty()) throw Error("--figure-format needs at least one of png, pdf, svg");
