@@ -655,3 +655,42 @@ TEST(Figures, DocExamples) {
   write_contact_sheet(std::string(out) + "/sheet_composites.png",
                       "data/composites \u2014 block 1, head 3 (each map on its own min\u2013max)", items, so);
 }
+
+// --strip layers holds, tile for tile, every block's map (heads fused by --head) on one scale over them all,
+// and --strip heads every head of the block plus their mean: recomputed here from the model and found
+// pixel for pixel in the files render wrote.
+TEST(FiguresCli, StripTilesAreEveryBlocksAndHeadsMapOnOneScale) {
+  const fs::path d = tmpdir("strips");
+  const std::string photo_path = std::string(ATTNMAP_DATA_DIR) + "/composites/0005_sandal.png";
+  const CliRun r = run_attnmap("render " + q(photo_path) + " -o " + q(d) + " --strip layers --strip heads --head max");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const ViTWeights model = load_model(std::string(ATTNMAP_TEST_DIR) + "/../weights/default.json");
+  const HParams& hp = model.hp;
+  const Image photo = load_image(photo_path);
+  const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, ResizeMode::Squash, hp.mean.data(), hp.std.data());
+  PhotoBox box;
+  box_pixels(in.box, photo.width, photo.height, &box.x0, &box.y0, &box.w, &box.h);
+  ForwardOptions fo;
+  fo.last_layer = hp.depth - 1;
+  fo.to_end = model.head.present();  // as render: the last block's full rows (not the class row alone) then
+  const ForwardResult fr = vit_forward(model, in.chw.data(), fo);
+  const TilePhoto tp = tile_photo(photo, box);
+  auto check = [&](const std::vector<GridMap>& maps, const std::string& file) {
+    std::vector<const std::vector<float>*> all;
+    for (const auto& m : maps) all.push_back(&m.values);
+    const Scale s = scale_over(all, "");
+    const Image sheet = load_image((d / file).string());
+    for (size_t i = 0; i < maps.size(); ++i)
+      EXPECT_EQ(find_exact(sheet, draw_styled(tp.photo, tp.box, maps[i], s, viridis())).size(), 1u) << file << " " << i;
+  };
+  HeadSelect mx;
+  mx.fusion = HeadSelect::Fusion::Max;
+  std::vector<GridMap> layers, heads;
+  for (int l = 0; l < hp.depth; ++l) layers.push_back(GridMap{class_attention_map(fr, hp, l, mx), hp.grid_w, hp.grid_h});
+  const int block = hp.default_layer.value_or(-1) < 0 ? hp.depth + hp.default_layer.value_or(-1) : *hp.default_layer;
+  for (int h = 0; h < hp.num_heads; ++h) heads.push_back(GridMap{class_attention_map(fr, hp, block, head(h)), hp.grid_w, hp.grid_h});
+  heads.push_back(GridMap{class_attention_map(fr, hp, block, mx), hp.grid_w, hp.grid_h});  // the fused map: max
+  check(layers, "0005_sandal.layers.png");
+  check(heads, "0005_sandal.heads.png");
+  if (!::testing::Test::HasFailure()) fs::remove_all(d);
+}

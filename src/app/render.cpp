@@ -214,12 +214,14 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
     labels.push_back(tile_label(i + 1 == all.size() ? name : "head " + std::to_string(i), *all[i], mask));
   }
   TileFigure fig;
-  fig.title = title + "\n" + (opt.rollout ? "heads of the last rolled-out block " : "heads of block ") +
-              std::to_string(ctx.layer) + (opt.threshold ? ", DINO masks" : "");
+  fig.title = title + "\nheads of block " + std::to_string(ctx.layer) +
+              (opt.rollout ? " (the last block of the rollout)" : "") + (opt.threshold ? ", DINO masks" : "");
+  char mass[32] = "";
+  if (opt.threshold) std::snprintf(mass, sizeof mass, "%g", static_cast<double>(*opt.threshold));
   const bool mean_of_heads = !opt.rollout && ctx.head.fusion == HeadSelect::Fusion::Index;
   fig.note = "Tiles: heads 0\u2013" + std::to_string(hp.num_heads - 1) + " of block " + std::to_string(ctx.layer) +
              ", then " + (mean_of_heads ? "their mean" : "the fused map shown in " + fs::path(job.out_base).filename().string() + ".png") +
-             (opt.threshold ? "; each tile its own DINO mask (" + std::to_string(*opt.threshold) + " of the mass)."
+             (opt.threshold ? "; each tile its own DINO mask (" + std::string(mass) + " of the mass)."
                             : own_scales(opt) ? kOwnScales : "; one colour scale for all tiles.");
   if (!opt.threshold && !own_scales(opt)) fig.scale = &scale;
   fig.cmap = ctx.cmap;
