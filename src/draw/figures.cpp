@@ -377,10 +377,12 @@ std::vector<std::string> write_tiles(const std::string& base, const TileFigure& 
   ts.color = kInk;
   ts.width = w - 2 * m;
   const int title_h = static_cast<int>(std::ceil(probe.measure(fig.title, ts).h)) + g;
-  const bool full = n == rows * cols;
   TextStyle ns = label;
   ns.color = kGrey;
-  ns.width = full ? grid_w : (cols * rows - n) * (tw + g) - g;
+  ns.width = (cols * rows - n) * (tw + g) - g;
+  // The note goes into the empty cells of the last row when it fits there, else under the grid.
+  const bool full = n == rows * cols || probe.measure(fig.note, ns).h > th;
+  if (full) ns.width = grid_w;
   const int note_h = full && !fig.note.empty() ? static_cast<int>(std::ceil(probe.measure(fig.note, ns).h)) + g : 0;
   const int above = bar.empty() ? 0 : static_cast<int>(std::ceil(bar[0].above()));
   const int y0 = m + title_h + std::max(0, above - label_h);
