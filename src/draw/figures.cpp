@@ -365,7 +365,10 @@ std::vector<std::string> write_tiles(const std::string& base, const TileFigure& 
   TextStyle label;
   label.px = 0.85 * f;
   label.color = kInk;
-  const int label_h = static_cast<int>(std::ceil(probe.measure("Ag", label).h)) + g / 2;
+  label.width = tw;  // a label wider than its tile wraps (narrow tiles of tall photos)
+  double label_max = probe.measure("Ag", label).h;
+  for (const std::string& l : labels) label_max = std::max(label_max, probe.measure(l, label).h);
+  const int label_h = static_cast<int>(std::ceil(label_max)) + g / 2;
   std::vector<ColorBar> bar;
   if (fig.scale) bar.emplace_back(probe, *fig.scale, f);
   const int grid_w = cols * tw + (cols - 1) * g;
@@ -379,6 +382,7 @@ std::vector<std::string> write_tiles(const std::string& base, const TileFigure& 
   const int title_h = static_cast<int>(std::ceil(probe.measure(fig.title, ts).h)) + g;
   TextStyle ns = label;
   ns.color = kGrey;
+  ns.width = 0;
   ns.width = (cols * rows - n) * (tw + g) - g;
   // The note goes into the empty cells of the last row when it fits there, else under the grid.
   const bool full = n == rows * cols || probe.measure(fig.note, ns).h > th;
@@ -392,7 +396,7 @@ std::vector<std::string> write_tiles(const std::string& base, const TileFigure& 
     c.text(fig.title, m, m, ts);
     for (int i = 0; i < n; ++i) {
       const int x = m + (i % cols) * (tw + g), y = y0 + (i / cols) * (label_h + th + g);
-      c.text(labels[static_cast<size_t>(i)], x, y, fit(c, labels[static_cast<size_t>(i)], label, tw));
+      c.text(labels[static_cast<size_t>(i)], x, y, label);
       c.image(tiles[static_cast<size_t>(i)], x, y + label_h, tw, th, Filter::Nearest);
     }
     if (!fig.note.empty()) {

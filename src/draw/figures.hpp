@@ -101,7 +101,7 @@ struct TileFigure {
 };
 
 /// Lays out `tiles` (all the same size, drawn by the caller: draw_styled on tile_photo, or the DINO mask)
-/// row by row in fig.cols columns, each under its label (one line, shrunk or shortened to the tile's width),
+/// row by row in fig.cols columns, each under its label (wrapped when wider than the tile),
 /// `title` on top, the colour bar of fig.scale at the right, fig.note where the grid has room. Writes
 /// base + extension per opt.formats; returns the paths. Throws attnmap::Error for no tiles, tiles of
 /// different sizes or a label count that differs.
