@@ -638,7 +638,7 @@ TEST(Figures, DocExamples) {
   }
   const Scale run = scale_over(vals, "attention probability");
   write_comparison(std::string(out) + "/figure_composites.png", {"photo", "block 1, head 3", "block 3, mean"}, rows,
-                   run, viridis(), 6.5, 150);
+                   run, viridis(), 6.5, 110);
   // The contact sheet: every image's default view (block 1, head 3) on its own min-max, as NAME.png.
   std::vector<Image> overlays;
   for (const One& o : all) overlays.push_back(draw_styled(o.photo, o.box, o.maps[0], scale_over({&o.maps[0].values}, ""), viridis()));
@@ -651,7 +651,7 @@ TEST(Figures, DocExamples) {
   }
   SheetOptions so;
   so.columns = 6;
-  so.thumb_long = 160;
+  so.thumb_long = 128;
   write_contact_sheet(std::string(out) + "/sheet_composites.png",
                       "data/composites \u2014 block 1, head 3 (each map on its own min\u2013max)", items, so);
 }
