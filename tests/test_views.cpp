@@ -11,7 +11,7 @@
 
 #include "maps/attention_maps.hpp"
 #include "core/error.hpp"
-#include "draw/heads_grid.hpp"
+#include "draw/figures.hpp"
 #include "io/image_io.hpp"
 #include "io/npy.hpp"
 #include "model/pos_embed.hpp"
@@ -216,31 +216,29 @@ TEST(PosEmbed, CubicKernelIsPyTorchs) {
   EXPECT_TRUE(all_close(out, want, 1e-6, "bicubic 4 -> 8"));
 }
 
-TEST(HeadsGrid, LayoutAndFont) {
-  const GridLayout g = grid_layout(13, 451, 300);  // ViT-B: 12 heads + the fused map
-  EXPECT_EQ(g.cols, 4);
-  EXPECT_EQ(g.rows, 4);
-  EXPECT_EQ(g.tile_w, 224);
-  EXPECT_EQ(g.tile_h, 149);  // round(300 * 224 / 451)
-  EXPECT_EQ(g.width(), 4 * 224 + 5 * 6);
-  EXPECT_EQ(g.height(), 4 * (22 + 149) + 5 * 6);
-  const GridLayout tall = grid_layout(5, 32, 96);
-  EXPECT_EQ(tall.tile_w, 75);
-  EXPECT_EQ(tall.tile_h, 224);
-  EXPECT_THROW(grid_layout(0, 10, 10), Error);
-  // The label font is found and draws ink inside the label strip only.
-  const Font font(find_font());
-  Image img;
-  img.width = 120;
-  img.height = 24;
-  img.rgb.assign(120 * 24 * 3, 0);
-  const uint8_t white[3] = {255, 255, 255};
-  font.draw(img, 2, 2, "head 11", 15.0f, white);
-  size_t ink = 0;
-  for (uint8_t v : img.rgb) ink += v > 128;
-  EXPECT_GT(ink, 30u);
-  EXPECT_GT(font.text_width("head 11", 15.0f), font.text_width("head 1", 15.0f));
-  EXPECT_THROW(Font("/nonexistent.ttf"), Error);
+TEST(HeadsGrid, TilePhotoAndFont) {
+  // Tiles: the photo scaled to 224 px on its longer side, its map box scaled alike.
+  Image photo;
+  photo.width = 451;
+  photo.height = 300;
+  photo.rgb.assign(451 * 300 * 3, 100);
+  const TilePhoto t = tile_photo(photo, PhotoBox{0, 0, 451, 300});
+  EXPECT_EQ(t.photo.width, 224);
+  EXPECT_EQ(t.photo.height, 149);  // round(300 * 224 / 451)
+  EXPECT_EQ(t.box.w, 224);
+  EXPECT_EQ(t.box.h, 149);
+  const TilePhoto crop = tile_photo(photo, PhotoBox{75, 0, 300, 300});  // a centre crop box
+  EXPECT_EQ(crop.box.x0, 37);   // round(75 * 224/451) = round(37.25)
+  EXPECT_EQ(crop.box.w, 149);   // round(375 * 224/451) - 37 = 186 - 37
+  photo.width = 32;
+  photo.height = 96;
+  photo.rgb.assign(32 * 96 * 3, 100);
+  const TilePhoto tall = tile_photo(photo, PhotoBox{0, 0, 32, 96});
+  EXPECT_EQ(tall.photo.width, 75);
+  EXPECT_EQ(tall.photo.height, 224);
+  EXPECT_THROW(tile_photo(photo, PhotoBox{0, 0, 32, 96}, 8), Error);
+  // The labels are set in DejaVu Sans, found by fontconfig (fonts-dejavu-core).
+  EXPECT_EQ(figure_font(), "DejaVu Sans");
 }
 
 // Every layout fixture (tests/fixtures/layouts, made by tools/make_fixtures.py): the map is the class row's

@@ -578,7 +578,7 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
       if (opt.save_raw) reads.push_back({j.out_base + ".npy", "an output of this run"});
       if (opt.heads_grid) reads.push_back({j.out_base + ".heads.png", "an output of this run"});
     }
-    if (ctx.font) reads.push_back({ctx.font->path(), "the label font"});
+    if (!ctx.font_file.empty()) reads.push_back({ctx.font_file, "the label font"});
     manifest_path = check_output_file("--manifest", bopt.manifest, reads);
   }
   // The output folder, once: a bad --out is one usage error, not one error per image.

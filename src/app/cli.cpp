@@ -93,6 +93,8 @@ struct CliArgs {
   std::string shard_s;
   std::string layer_s, head_s, upsample_s = "bilinear", resize_s = "squash", mean_s, std_s, size_s, discard_s,
       threshold_s, pos_interp_s;
+  std::vector<std::string> strip_v;  // --strip, repeatable
+  std::string scale_s, style_s = "overlay", dpi_s, formats_s = "png";
   int heads = 0;
   long long max_pixels = static_cast<long long>(ro.load.max_pixels);  // signed: "-1" must not wrap to "no limit"
   bool no_exif = false;
@@ -143,7 +145,24 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
   render->add_option("--threshold", a.threshold_s,
                      "DINO mask: keep the largest attentions holding this fraction of the mass, (0, 1]; drawn as a "
                      "filled, outlined region");
-  render->add_flag("--heads-grid", ro.heads_grid, "also write NAME.heads.png: one labelled tile per head + the fused map");
+  render->add_flag("--heads-grid", ro.heads_grid, "the old name of --strip heads");
+  // Figures (docs/figures.md).
+  render->add_flag("--panel", ro.panel, "also write NAME.panel.*: photo | map alone | overlay, a title and a colour bar");
+  render->add_option("--strip", a.strip_v,
+                     "also write NAME.layers.* (layers: the map at every block) or NAME.heads.* (heads: every head "
+                     "of the block plus the fused map); one colour scale and bar; may be repeated")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  render->add_option("--scale", a.scale_s,
+                     "what the colours stand for: map (each map its own min-max; NAME.png's default), figure (one "
+                     "scale per figure; the default of panels and strips) or VMIN,VMAX");
+  render->add_option("--style", a.style_s, "overlay | mask (photo x map on black) | contour (iso-lines at the ticks)")
+      ->capture_default_str();
+  render->add_flag("--alpha-by-value", ro.alpha_by_value, "overlay opacity follows the value: --alpha x scaled value");
+  render->add_option("--dpi", a.dpi_s, "pixels per inch written into every PNG (pHYs) and the page size of PDF/SVG "
+                                       "figures (default: none in NAME.png, 300 in figures)");
+  render->add_option("--figure-format", a.formats_s, "formats of the figures: png, pdf, svg, comma-separated")
+      ->capture_default_str();
   render->add_option("--size", a.size_s,
                      "model input size S or W,H in pixels (multiples of the patch size, e.g. 448 or 518); the "
                      "position embeddings are resampled as --pos-interp says");
@@ -303,6 +322,15 @@ void apply_view_options(CliArgs& a) {
       throw attnmap::Error("--threshold must be in (0, 1], found '" + a.threshold_s + "'");
   }
   if (ro.all_heads && !ro.save_raw) throw attnmap::Error("--all-heads is a --save-raw option: add --save-raw");
+  for (const std::string& item : a.strip_v) {
+    if (item == "heads") ro.heads_grid = true;
+    else if (item == "layers") ro.strip_layers = true;
+    else throw attnmap::Error("--strip expects layers or heads, found '" + item + "'");
+  }
+  if (!a.scale_s.empty()) ro.scale = attnmap::parse_scale(a.scale_s);
+  ro.style = attnmap::parse_style(a.style_s);
+  if (!a.dpi_s.empty()) ro.dpi = parse_fraction(a.dpi_s, "--dpi");
+  ro.figure_formats = attnmap::parse_figure_formats(a.formats_s);
 }
 
 // The loading, drawing, model and batch options into a.ro and a.bo, checked in this order.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "model/classify.hpp"
@@ -66,11 +67,47 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
   if (opt.all_heads && !opt.save_raw) throw Error("--all-heads is a --save-raw option: add --save-raw");
   if (opt.all_heads && opt.rollout)
     throw Error("--all-heads cannot be combined with --rollout: rollout fuses the heads of every layer");
-  if (opt.heads_grid) ctx.font = std::make_shared<const Font>(find_font());
+  if (opt.scale && opt.scale->kind == ScaleKind::Run)
+    throw Error("--scale run (one scale over the whole run) is not available in render yet: use figure or VMIN,VMAX");
+  if (opt.threshold && (opt.panel || opt.strip_layers || opt.style != Style::Overlay || opt.alpha_by_value || opt.scale))
+    throw Error("--threshold draws the DINO mask; --panel, --strip layers, --style, --alpha-by-value and --scale "
+                "apply to heatmaps");
+  if (opt.alpha_by_value && opt.style != Style::Overlay)
+    throw Error("--alpha-by-value applies to --style overlay (mask and contour have no opacity)");
+  if (opt.dpi && !(*opt.dpi > 0.0 && *opt.dpi <= 100000.0))
+    throw Error("--dpi must be in (0, 100000], found " + std::to_string(*opt.dpi));
+  if (opt.figure_formats.empty()) throw Error("--figure-format needs at least one of png, pdf, svg");
+  if (opt.heads_grid || opt.panel || opt.strip_layers) {  // before any image: a missing font is one usage error
+    ctx.font_family = figure_font();
+    if (const char* env = std::getenv("ATTNMAP_FONT"); env && *env) ctx.font_file = env;
+  }
   return ctx;
 }
 
 namespace {
+
+std::string map_units(const RenderOptions& opt) { return opt.rollout ? "rollout mass" : "attention probability"; }
+
+// The scale of a figure that shows `maps`: --scale (default figure) over them, or fixed bounds.
+Scale figure_scale(const RenderOptions& opt, const std::vector<const std::vector<float>*>& maps) {
+  const ScaleSpec spec = opt.scale.value_or(ScaleSpec{ScaleKind::Figure, 0.0, 1.0});
+  Scale s = scale_over(maps, map_units(opt));
+  if (spec.kind == ScaleKind::Fixed) s = resolve_scale(spec, {}, s);
+  return s;
+}
+
+// One map alone (NAME.png, a panel of one view): map and figure both mean its own min-max.
+Scale single_scale(const RenderOptions& opt, const std::vector<float>& map) { return figure_scale(opt, {&map}); }
+
+StyleOptions style_of(const RenderContext& ctx) {
+  StyleOptions st;
+  st.style = ctx.opt->style;
+  st.alpha_by_value = ctx.opt->alpha_by_value;
+  st.alpha = ctx.opt->alpha;
+  st.cmap = ctx.cmap;
+  st.upsample = ctx.opt->upsample;
+  return st;
+}
 
 // One view of `map` (grid_h, grid_w) over `photo` inside the box (x, y, w, h): a heatmap, or with
 // --threshold the DINO mask, filled and outlined. Sets *flat for a constant heatmap; fills *mask.
@@ -87,9 +124,10 @@ Image draw_view(const Image& photo, int bx, int by, int bw, int bh, const std::v
     const int outline = std::max(1, static_cast<int>(std::lround(std::min(bw, bh) / 150.0)));
     return draw_mask_overlay(photo, up, bw, bh, bx, by, colormap_lookup(ctx.cmap, 1.0f), opt.alpha, outline);
   }
-  const std::vector<float> map01 = normalize_minmax(map, flat);
-  const std::vector<float> up = upsample_map(map01, hp.grid_w, hp.grid_h, bw, bh, opt.upsample);  // (bh, bw)
-  return blend_overlay(photo, up, bw, bh, bx, by, ctx.cmap, opt.alpha);
+  // One map is its own figure: --scale map and figure both mean its min-max (today's overlay, byte for byte).
+  const Scale scale = single_scale(opt, map);
+  *flat = scale.flat();
+  return draw_styled(photo, PhotoBox{bx, by, bw, bh}, GridMap{map, hp.grid_w, hp.grid_h}, scale, style_of(ctx));
 }
 
 std::string tile_label(const std::string& name, const std::vector<float>& map,
@@ -99,10 +137,121 @@ std::string tile_label(const std::string& name, const std::vector<float>& map,
     const auto kept = std::count(mask.begin(), mask.end(), uint8_t{1});
     std::snprintf(buf, sizeof buf, "%s  %ld/%zu patches", name.c_str(), static_cast<long>(kept), mask.size());
   } else {
-    std::snprintf(buf, sizeof buf, "%s  max %.3f", name.c_str(),
+    std::snprintf(buf, sizeof buf, "%s  max %.3g", name.c_str(),
                   static_cast<double>(*std::max_element(map.begin(), map.end())));
   }
   return buf;
+}
+
+// "chelsea.png - timm ViT, 4 blocks x 4 heads, 224x224 input (14x14 patches of 16 px) - top-1 Coat 63.2%"
+std::string figure_title(const Job& job, const HParams& hp, const std::vector<std::pair<std::string, float>>& top5) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s \u2014 %s ViT, %d blocks \u00d7 %d heads, %d\u00d7%d input (%d\u00d7%d patches of %d px)",
+                fs::path(job.input).filename().string().c_str(), hp.layout.c_str(), hp.depth, hp.num_heads,
+                hp.image_w, hp.image_h, hp.grid_w, hp.grid_h, hp.patch);
+  std::string t = buf;
+  if (!top5.empty()) {
+    std::snprintf(buf, sizeof buf, " \u2014 top-1: %s %.1f%%", top5[0].first.c_str(), 100.0 * static_cast<double>(top5[0].second));
+    t += buf;
+  }
+  return t;
+}
+
+// The view's name: "block 1, head 3", "rollout 0-3, mean".
+std::string view_name(const RenderContext& ctx) {
+  const std::string head = fusion_name(ctx.head, "head ");
+  if (ctx.opt->rollout) return "rollout 0\u2013" + std::to_string(ctx.layer) + ", " + head;
+  return "block " + std::to_string(ctx.layer) + ", " + head;
+}
+
+// --scale map on a strip: each tile on its own min-max, so no colour bar can stand for them all.
+bool own_scales(const RenderOptions& opt) { return opt.scale && opt.scale->kind == ScaleKind::Map; }
+constexpr const char* kOwnScales = "; each tile on its own min\u2013max (--scale map): colours do not compare across tiles.";
+
+// "head 3" or "heads fused by mean".
+std::string heads_phrase(const HeadSelect& sel) {
+  return sel.fusion == HeadSelect::Fusion::Index ? fusion_name(sel, "head ") : "heads fused by " + fusion_name(sel, "head ");
+}
+
+FigureOptions figure_options(const RenderOptions& opt) {
+  FigureOptions fo;
+  fo.formats = opt.figure_formats;
+  fo.dpi = opt.dpi.value_or(300.0);
+  return fo;
+}
+
+// NAME.heads.*: one tile per head of the drawn block plus the fused map, one scale (or each head's own DINO
+// mask with --threshold), a colour bar.
+std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, const Image& photo, const PhotoBox& box,
+                                     const ForwardResult& r, const std::vector<std::vector<float>>& head_maps,
+                                     const std::vector<float>& map, const std::string& title) {
+  const HParams& hp = ctx.model->hp;
+  const RenderOptions& opt = *ctx.opt;
+  // The fused tile: what NAME.png shows; for a single --head without rollout, the mean over heads.
+  std::vector<float> fused = map;
+  std::string name = opt.rollout ? "rollout 0\u2013" + std::to_string(ctx.layer) + " " + fusion_name(ctx.head, "head ")
+                                 : fusion_name(ctx.head, "head ");
+  if (!opt.rollout && ctx.head.fusion == HeadSelect::Fusion::Index) {
+    fused = class_attention_map(r, hp, ctx.layer, HeadSelect{});
+    name = "mean";
+  }
+  std::vector<const std::vector<float>*> all;
+  for (const auto& m : head_maps) all.push_back(&m);
+  all.push_back(&fused);
+  const TilePhoto tp = tile_photo(photo, box);
+  const Scale scale = figure_scale(opt, all);
+  std::vector<Image> tiles;
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < all.size(); ++i) {
+    std::vector<uint8_t> mask;
+    bool flat = false;
+    if (opt.threshold) {
+      tiles.push_back(draw_view(tp.photo, tp.box.x0, tp.box.y0, tp.box.w, tp.box.h, *all[i], ctx, &flat, &mask));
+    } else {
+      tiles.push_back(draw_styled(tp.photo, tp.box, GridMap{*all[i], hp.grid_w, hp.grid_h},
+                                  own_scales(opt) ? single_scale(opt, *all[i]) : scale, style_of(ctx)));
+    }
+    labels.push_back(tile_label(i + 1 == all.size() ? name : "head " + std::to_string(i), *all[i], mask));
+  }
+  TileFigure fig;
+  fig.title = title + "\nheads of block " + std::to_string(ctx.layer) +
+              (opt.rollout ? " (the last block of the rollout)" : "") + (opt.threshold ? ", DINO masks" : "");
+  char mass[32] = "";
+  if (opt.threshold) std::snprintf(mass, sizeof mass, "%g", static_cast<double>(*opt.threshold));
+  const bool mean_of_heads = !opt.rollout && ctx.head.fusion == HeadSelect::Fusion::Index;
+  fig.note = "Tiles: heads 0\u2013" + std::to_string(hp.num_heads - 1) + " of block " + std::to_string(ctx.layer) +
+             ", then " + (mean_of_heads ? "their mean" : "the fused map shown in " + fs::path(job.out_base).filename().string() + ".png") +
+             (opt.threshold ? "; each tile its own DINO mask (" + std::string(mass) + " of the mass)."
+                            : own_scales(opt) ? kOwnScales : "; one colour scale for all tiles.");
+  if (!opt.threshold && !own_scales(opt)) fig.scale = &scale;
+  fig.cmap = ctx.cmap;
+  return write_tiles(job.out_base + ".heads", fig, tiles, labels, figure_options(opt));
+}
+
+// NAME.layers.*: the map at every block (rollout 0..l for every l with --rollout), one row, one scale.
+std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, const Image& photo, const PhotoBox& box,
+                                      const std::vector<std::vector<float>>& layer_maps, const std::string& title) {
+  const HParams& hp = ctx.model->hp;
+  const RenderOptions& opt = *ctx.opt;
+  std::vector<const std::vector<float>*> all;
+  for (const auto& m : layer_maps) all.push_back(&m);
+  const Scale scale = figure_scale(opt, all);
+  const TilePhoto tp = tile_photo(photo, box);
+  std::vector<Image> tiles;
+  std::vector<std::string> labels;
+  for (size_t l = 0; l < layer_maps.size(); ++l) {
+    tiles.push_back(draw_styled(tp.photo, tp.box, GridMap{layer_maps[l], hp.grid_w, hp.grid_h},
+                                own_scales(opt) ? single_scale(opt, layer_maps[l]) : scale, style_of(ctx)));
+    labels.push_back(tile_label((opt.rollout ? "rollout 0\u2013" : "block ") + std::to_string(l), layer_maps[l], {}));
+  }
+  TileFigure fig;
+  fig.title = title + "\n" + (opt.rollout ? "attention rollout through blocks 0\u2026l for every block l, " : "every block, ") +
+              heads_phrase(ctx.head) + (own_scales(opt) ? "" : "; one colour scale");
+  fig.note = own_scales(opt) ? std::string(kOwnScales + 2) : "";
+  fig.cols = static_cast<int>(tiles.size());
+  if (!own_scales(opt)) fig.scale = &scale;
+  fig.cmap = ctx.cmap;
+  return write_tiles(job.out_base + ".layers", fig, tiles, labels, figure_options(opt));
 }
 
 }  // namespace
@@ -117,15 +266,19 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
   const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data(),
                                    hp.crop_pct.value_or(0.875f));  // timm pretrained_cfg crop_pct, when given
   ForwardOptions fo;
-  fo.last_layer = ctx.layer;
+  fo.last_layer = opt.strip_layers && !opt.rollout ? hp.depth - 1 : ctx.layer;  // the strip needs every block
   fo.to_end = model.head.present();  // the logits need every block; without a head stop at the drawn layer
   // Rollout needs every row of layers 0..layer: consumed layer by layer, so (T, T) is kept, not (L, H, T, T).
   std::optional<RolloutAccumulator> acc;
+  std::vector<std::vector<float>> layer_maps;  // --strip layers: (grid_h, grid_w) per block
   if (opt.rollout) {
     acc.emplace(hp.tokens(), hp.num_heads, ctx.head, opt.discard);
     const int last = ctx.layer;
-    fo.on_probs = [&acc, last](int, int l, const float* probs) {
-      if (l <= last) acc->add_layer(probs);  // with to_end the later blocks run too, for the logits
+    const bool strip = opt.strip_layers;
+    fo.on_probs = [&acc, &layer_maps, &hp, last, strip](int, int l, const float* probs) {
+      if (l > last) return;  // with to_end the later blocks run too, for the logits
+      acc->add_layer(probs);
+      if (strip) layer_maps.push_back(class_row_map(acc->rollout(), hp, hp.tokens()));
     };
   }
   const ForwardResult r = vit_forward(model, in.chw.data(), fo);
@@ -136,6 +289,8 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
     res.map = class_row_map(acc->rollout(), hp, r.tokens);  // (grid_h, grid_w)
   } else {
     res.map = class_attention_map(r, hp, ctx.layer, ctx.head);  // (grid_h, grid_w)
+    if (opt.strip_layers)
+      for (int l = 0; l < hp.depth; ++l) layer_maps.push_back(class_attention_map(r, hp, l, ctx.head));
   }
   std::vector<std::vector<float>> head_maps;  // H x (grid_h, grid_w)
   if (opt.heads_grid || opt.all_heads) {
@@ -152,37 +307,6 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
   const Image out = draw_view(photo, bx, by, bw, bh, res.map, ctx, &flat, &res.mask);
   if (flat) res.notes.push_back("the attention map is constant; drawn flat (no contrast)");
 
-  Image sheet;
-  if (opt.heads_grid) {
-    const GridLayout g = grid_layout(hp.num_heads + 1, photo.width, photo.height);
-    const Image small = resize_photo(photo, g.tile_w, g.tile_h);
-    const double sx = static_cast<double>(g.tile_w) / photo.width,
-                 sy = static_cast<double>(g.tile_h) / photo.height;
-    Box sbox{in.box.x0 * sx, in.box.y0 * sy, in.box.x1 * sx, in.box.y1 * sy};
-    int tx = 0, ty = 0, tw = 0, th = 0;
-    box_pixels(sbox, g.tile_w, g.tile_h, &tx, &ty, &tw, &th);
-    std::vector<Image> tiles;
-    std::vector<std::string> labels;
-    std::vector<uint8_t> mask;
-    bool tile_flat = false;
-    for (int h = 0; h < hp.num_heads; ++h) {
-      const std::vector<float>& m = head_maps[static_cast<size_t>(h)];
-      tiles.push_back(draw_view(small, tx, ty, tw, th, m, ctx, &tile_flat, &mask));
-      labels.push_back(tile_label("head " + std::to_string(h), m, mask));
-    }
-    // The fused tile: what NAME.png shows; for a single --head without rollout, the mean over heads.
-    std::vector<float> fused = res.map;
-    std::string name = opt.rollout ? "rollout 0-" + std::to_string(ctx.layer) + " " + fusion_name(ctx.head, "head ")
-                                   : fusion_name(ctx.head, "head ");
-    if (!opt.rollout && ctx.head.fusion == HeadSelect::Fusion::Index) {
-      fused = class_attention_map(r, hp, ctx.layer, HeadSelect{});
-      name = "mean";
-    }
-    tiles.push_back(draw_view(small, tx, ty, tw, th, fused, ctx, &tile_flat, &mask));
-    labels.push_back(tile_label(name, fused, mask));
-    sheet = compose_grid(g, tiles, labels, *ctx.font);
-  }
-
   const std::string png = job.out_base + ".png";
   fs::create_directories(fs::path(png).parent_path());
   if (opt.save_raw) {
@@ -195,11 +319,23 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
     }
     res.outputs.push_back(job.out_base + ".npy");
   }
-  if (opt.heads_grid) {
-    write_png(job.out_base + ".heads.png", sheet);
-    res.outputs.insert(res.outputs.begin(), job.out_base + ".heads.png");
+  const PhotoBox box{bx, by, bw, bh};
+  const std::string title = figure_title(job, hp, res.top5);
+  std::vector<std::string> figures;
+  if (opt.heads_grid) figures = write_heads(ctx, job, photo, box, r, head_maps, res.map, title);
+  if (opt.strip_layers) {
+    const auto w = write_layers(ctx, job, photo, box, layer_maps, title);
+    figures.insert(figures.end(), w.begin(), w.end());
   }
-  write_png(png, out);
+  if (opt.panel) {
+    const PanelRow row{view_name(ctx), GridMap{res.map, hp.grid_w, hp.grid_h}, single_scale(opt, res.map)};
+    const auto w = write_panel(job.out_base + ".panel", title, photo, box, {row}, style_of(ctx), figure_options(opt));
+    figures.insert(figures.end(), w.begin(), w.end());
+  }
+  res.outputs.insert(res.outputs.begin(), figures.begin(), figures.end());
+  PngOptions po;
+  po.dpi = opt.dpi.value_or(0.0);
+  write_png(png, out, po);
   res.outputs.insert(res.outputs.begin(), png);
   return res;
 }

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "maps/attention_maps.hpp"
-#include "draw/heads_grid.hpp"
+#include "draw/figures.hpp"
 #include "io/image_io.hpp"
 #include "draw/overlay.hpp"
 #include "model/pos_embed.hpp"
@@ -35,7 +35,16 @@ struct RenderOptions {
   bool rollout = false;              ///< draw attention rollout through layers 0..layer instead of one layer
   double discard = 0.0;              ///< rollout: fraction of the smallest fused entries zeroed per layer
   std::optional<float> threshold;    ///< DINO mask: keep the largest attentions holding this mass, in (0, 1]
-  bool heads_grid = false;           ///< also write NAME.heads.png: one labelled tile per head + the fused map
+  bool heads_grid = false;           ///< also write NAME.heads.*: one labelled tile per head + the fused map
+                                     ///< (--strip heads; --heads-grid is its old name)
+  // Figures (docs/notes-figures.md): written in figure_formats, at dpi.
+  bool panel = false;                ///< NAME.panel.*: photo | map alone | overlay, title, colour bar
+  bool strip_layers = false;         ///< NAME.layers.*: the map at every block (heads fused by --head)
+  std::optional<ScaleSpec> scale;    ///< --scale; unset: map for NAME.png, figure for panels and strips
+  Style style = Style::Overlay;      ///< --style
+  bool alpha_by_value = false;       ///< --alpha-by-value
+  std::optional<double> dpi;         ///< --dpi: pHYs of every PNG (none in NAME.png when unset), PDF/SVG page size
+  std::vector<FigureFormat> figure_formats = {FigureFormat::Png};  ///< --figure-format of the figures
   std::optional<std::array<int, 2>> size;  ///< (width, height): model input size; position embeddings resampled
   std::optional<PosInterp> pos_interp;     ///< with size: how they are resampled; unset: the layout's default
   bool quiet = false;
@@ -55,7 +64,8 @@ struct RenderContext {
   int layer = 0;                  ///< resolved, 0-based
   HeadSelect head;                ///< resolved head / fusion
   const uint8_t* cmap = nullptr;  ///< 256x3 colour table
-  std::shared_ptr<const Font> font;  ///< label font, loaded once when heads_grid
+  std::string font_family;        ///< the label font (figure_font), checked once when a figure is asked for
+  std::string font_file;          ///< $ATTNMAP_FONT when it chose the font (the manifest must not replace it)
 };
 
 /// What rendering one image produced.
@@ -86,13 +96,13 @@ struct SelectedView {
 SelectedView select_view(const HParams& hp, const RenderOptions& opt);
 
 /// Resolves the view (layer, head, colour map; the model's config defaults where options are unset), checks
-/// it against the model and the options against each other, and loads the label font for heads_grid.
-/// Throws attnmap::Error for an out-of-range layer/head/discard/threshold, an unknown name, contradictory
-/// options or a missing font.
+/// it against the model and the options against each other, and checks the label font when a figure
+/// (panel, strip, heads grid) is asked for. Throws attnmap::Error for an out-of-range
+/// layer/head/discard/threshold, an unknown name, contradictory options or a missing font.
 RenderContext make_render_context(const ViTWeights& model, const RenderOptions& opt);
 
-/// Renders one image into job.out_base + ".png" (and ".heads.png" with heads_grid, ".npy" with save_raw),
-/// files written atomically. The map is the class token's attention over the patches at ctx.layer with
+/// Renders one image into job.out_base + ".png" (and ".heads.*" with heads_grid, ".layers.*" with
+/// strip_layers, ".panel.*" with panel, ".npy" with save_raw), files written atomically. The map is the class token's attention over the patches at ctx.layer with
 /// ctx.head, or with rollout the class row of attention_rollout through layers 0..ctx.layer; drawn as a
 /// heatmap, or with threshold as the DINO mask (threshold_mask of the map) filled and outlined.
 /// Throws attnmap::Error (or std::exception from the file system) naming the problem; nothing is written then.

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cerrno>
 #include <cctype>
 #include <climits>
@@ -675,8 +676,10 @@ void check_png_input(const Image& img, const char* who) {
 }
 }  // namespace
 
-std::vector<uint8_t> encode_png(const Image& img) {
+std::vector<uint8_t> encode_png(const Image& img, const PngOptions& opt) {
   check_png_input(img, "encode_png");
+  if (!(opt.dpi >= 0.0 && opt.dpi <= 1e6))
+    throw Error("encode_png: dpi must be in [0, 1000000], found " + std::to_string(opt.dpi));
   std::unique_ptr<spng_ctx, void (*)(spng_ctx*)> ctx(spng_ctx_new(SPNG_CTX_ENCODER), spng_ctx_free);
   if (!ctx) throw Error("encode_png: out of memory");
   auto fail = [&](int e) {
@@ -701,6 +704,14 @@ std::vector<uint8_t> encode_png(const Image& img) {
   text.text = software;
   text.length = sizeof software - 1;
   if (!e) e = spng_set_text(ctx.get(), &text, 1);
+  if (!e && opt.dpi > 0.0) {
+    spng_phys phys{};
+    const auto ppm = static_cast<uint32_t>(std::lround(opt.dpi / 0.0254));
+    phys.ppu_x = ppm;
+    phys.ppu_y = ppm;
+    phys.unit_specifier = 1;  // metre
+    e = spng_set_phys(ctx.get(), &phys);
+  }
   if (!e)
     e = spng_encode_image(ctx.get(), img.rgb.data(), img.rgb.size(), SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE);
   if (e) throw fail(e);
@@ -834,6 +845,8 @@ bool written_by_attnmap(const std::string& path) {
   return false;
 }
 
-void write_png(const std::string& path, const Image& img) { write_file_atomic(path, encode_png(img)); }
+void write_png(const std::string& path, const Image& img, const PngOptions& opt) {
+  write_file_atomic(path, encode_png(img, opt));
+}
 
 }  // namespace attnmap

@@ -116,11 +116,20 @@ void remove_registered_temp_files() noexcept;
 /// signal's default action, so Ctrl-C or a scheduler's kill leaves no `.NAME.tmp.*` beside the outputs.
 void install_interrupt_cleanup();
 
+/// How a PNG is written beyond its pixels.
+struct PngOptions {
+  /// > 0: a pHYs chunk (PNG 1.2 §11.3.5.3) saying the pixels are printed at this many per inch, stored as
+  /// round(dpi / 0.0254) pixels per metre (PNG has no per-inch unit; 300 dpi reads back as 299.9994).
+  /// 0: no pHYs chunk (viewers assume their default, usually 72 or 96 dpi).
+  double dpi = 0.0;
+};
+
 /// Encodes `img` as an 8-bit RGB PNG into memory with libspng (zlib level 2, Sub/Up row filters: several
 /// times faster than stb_image_write's encoder, lossless, so the pixels are the same), with a tEXt chunk
-/// `Software` = `attnmap` (PNG 1.2 §11.3.4) that marks the file as attnmap's output. Throws
-/// attnmap::Error on an empty or inconsistent image or an encoder failure.
-std::vector<uint8_t> encode_png(const Image& img);
+/// `Software` = `attnmap` (PNG 1.2 §11.3.4) that marks the file as attnmap's output, and the pHYs chunk
+/// of `opt.dpi`. Throws attnmap::Error on an empty or inconsistent image, a dpi that is negative, not finite
+/// or over 1 000 000, or an encoder failure.
+std::vector<uint8_t> encode_png(const Image& img, const PngOptions& opt = {});
 
 /// The same image encoded by stb_image_write (the previous encoder; kept for comparison in tests/bench).
 std::vector<uint8_t> encode_png_stb(const Image& img);
@@ -131,7 +140,7 @@ std::vector<uint8_t> encode_png_stb(const Image& img);
 bool written_by_attnmap(const std::string& path);
 
 /// encode_png + write_file_atomic.
-void write_png(const std::string& path, const Image& img);
+void write_png(const std::string& path, const Image& img, const PngOptions& opt = {});
 
 /// Reads a whole file into memory; throws attnmap::Error naming `path`.
 std::vector<uint8_t> read_file(const std::string& path);

@@ -1,0 +1,361 @@
+#include "draw/canvas.hpp"
+
+#include <cairo-pdf.h>
+#include <cairo-svg.h>
+#include <cairo.h>
+#include <fontconfig/fontconfig.h>
+#include <pango/pangocairo.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "core/error.hpp"
+
+namespace attnmap {
+
+std::vector<FigureFormat> parse_figure_formats(const std::string& s) {
+  std::vector<FigureFormat> out;
+  std::stringstream in(s);
+  const std::string bad = "--figure-format expects a list of png, pdf, svg (e.g. png,pdf), found '" + s + "'";
+  if (s.empty() || s.back() == ',') throw Error(bad);
+  for (std::string item; std::getline(in, item, ',');) {
+    FigureFormat f;
+    if (item == "png") {
+      f = FigureFormat::Png;
+    } else if (item == "pdf") {
+      f = FigureFormat::Pdf;
+    } else if (item == "svg") {
+      f = FigureFormat::Svg;
+    } else {
+      throw Error(bad);
+    }
+    for (FigureFormat g : out)
+      if (g == f) throw Error("--figure-format names " + item + " twice ('" + s + "')");
+    out.push_back(f);
+  }
+  return out;
+}
+
+const char* figure_extension(FigureFormat f) {
+  switch (f) {
+    case FigureFormat::Pdf: return ".pdf";
+    case FigureFormat::Svg: return ".svg";
+    default: return ".png";
+  }
+}
+
+namespace {
+
+constexpr const char* kFamily = "DejaVu Sans";
+
+std::string fc_family(FcPattern* p) {
+  FcChar8* fam = nullptr;
+  if (FcPatternGetString(p, FC_FAMILY, 0, &fam) != FcResultMatch || !fam) return "";
+  return reinterpret_cast<const char*>(fam);
+}
+
+std::string resolve_font() {
+  if (!FcInit()) throw Error("fontconfig could not be initialised (the figure labels need it)");
+  if (const char* env = std::getenv("ATTNMAP_FONT"); env && *env) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(env, ec))
+      throw Error(std::string("ATTNMAP_FONT=") + env + ": no such font file (the figure labels need a .ttf or .otf)");
+    const auto size = std::filesystem::file_size(env, ec);
+    int count = 0;
+    FcPattern* p = FcFreeTypeQuery(reinterpret_cast<const FcChar8*>(env), 0, nullptr, &count);
+    if (!p)
+      throw Error(std::string("ATTNMAP_FONT=") + env + ": not a font FreeType can read (" + std::to_string(size) +
+                  " bytes)");
+    const std::string fam = fc_family(p);
+    FcPatternDestroy(p);
+    if (fam.empty() || !FcConfigAppFontAddFile(FcConfigGetCurrent(), reinterpret_cast<const FcChar8*>(env)))
+      throw Error(std::string("ATTNMAP_FONT=") + env + ": fontconfig cannot use this font");
+    return fam;
+  }
+  FcPattern* pat = FcNameParse(reinterpret_cast<const FcChar8*>(kFamily));
+  FcConfigSubstitute(nullptr, pat, FcMatchPattern);
+  FcDefaultSubstitute(pat);
+  FcResult res = FcResultNoMatch;
+  FcPattern* match = FcFontMatch(nullptr, pat, &res);
+  FcPatternDestroy(pat);
+  const std::string fam = match ? fc_family(match) : "";
+  if (match) FcPatternDestroy(match);
+  if (fam != kFamily)
+    throw Error(std::string("the figure labels are set in ") + kFamily + ", which fontconfig does not find (" +
+                (fam.empty() ? "no font at all" : "it offers '" + fam + "'") +
+                "): install fonts-dejavu-core (apt-get install fonts-dejavu-core) or set "
+                "ATTNMAP_FONT=/path/to/font.ttf");
+  return fam;
+}
+
+cairo_status_t append_stream(void* closure, const unsigned char* data, unsigned int length) {
+  auto* out = static_cast<std::vector<uint8_t>*>(closure);
+  out->insert(out->end(), data, data + length);
+  return CAIRO_STATUS_SUCCESS;
+}
+
+void set_rgb(cairo_t* cr, Rgb c) { cairo_set_source_rgb(cr, c.r / 255.0, c.g / 255.0, c.b / 255.0); }
+
+}  // namespace
+
+void check_figure_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_directory(p, ec)) throw Error(path + ": is a folder, not a figure file name");
+  fs::path dir = p.parent_path();
+  if (dir.empty()) dir = ".";
+  // The nearest existing ancestor must be a writable folder (the missing ones are created).
+  while (!fs::exists(dir, ec) && dir.has_parent_path() && dir.parent_path() != dir) dir = dir.parent_path();
+  if (!fs::is_directory(dir, ec)) throw Error(path + ": cannot be written (" + dir.string() + " is not a folder)");
+  if (access(dir.c_str(), W_OK | X_OK) != 0)
+    throw Error(path + ": cannot be written (no write permission in " + dir.string() + ")");
+}
+
+namespace {
+// At exit: the calling thread's pango font map (worker threads' are freed when they end) and fontconfig's
+// configuration, so that a leak checker sees only real leaks.
+void release_fonts() {
+  pango_cairo_font_map_set_default(nullptr);
+  FcFini();
+}
+}  // namespace
+
+std::string figure_font() {
+  static std::once_flag once;
+  static std::string family, error;
+  std::call_once(once, [] {
+    std::atexit(release_fonts);
+    try {
+      family = resolve_font();
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  if (!error.empty()) throw Error(error);
+  return family;
+}
+
+struct Canvas::Impl {
+  cairo_surface_t* surface = nullptr;
+  cairo_t* cr = nullptr;
+  std::vector<uint8_t> bytes;  // PDF/SVG stream
+  bool finished = false;
+  ~Impl() {
+    if (cr) cairo_destroy(cr);
+    if (surface) cairo_surface_destroy(surface);
+  }
+};
+
+Canvas::Canvas(int width, int height, double dpi, FigureFormat format)
+    : impl_(std::make_unique<Impl>()), width_(width), height_(height), dpi_(dpi), format_(format) {
+  if (width <= 0 || height <= 0 || width > 32767 || height > 32767)
+    throw Error("figure: a " + std::to_string(width) + "x" + std::to_string(height) +
+                " pixel canvas is outside 1..32767 (cairo's limit)");
+  if (!(dpi > 0.0 && dpi <= 1e6)) throw Error("--dpi must be in (0, 1000000], found " + std::to_string(dpi));
+  const double pt = 72.0 / dpi;
+  if (format == FigureFormat::Png) {
+    impl_->surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, width, height);
+  } else if (format == FigureFormat::Pdf) {
+    impl_->surface = cairo_pdf_surface_create_for_stream(append_stream, &impl_->bytes, width * pt, height * pt);
+    cairo_pdf_surface_set_metadata(impl_->surface, CAIRO_PDF_METADATA_CREATOR, "attnmap");
+  } else {
+    impl_->surface = cairo_svg_surface_create_for_stream(append_stream, &impl_->bytes, width * pt, height * pt);
+    cairo_svg_surface_set_document_unit(impl_->surface, CAIRO_SVG_UNIT_PT);
+  }
+  if (cairo_surface_status(impl_->surface) != CAIRO_STATUS_SUCCESS)
+    throw Error(std::string("figure: cairo cannot make the surface: ") +
+                cairo_status_to_string(cairo_surface_status(impl_->surface)));
+  impl_->cr = cairo_create(impl_->surface);
+  if (format != FigureFormat::Png) cairo_scale(impl_->cr, pt, pt);
+  fill_rect(0, 0, width, height, Rgb{255, 255, 255});
+}
+
+Canvas::~Canvas() = default;
+
+void Canvas::fill_rect(double x, double y, double w, double h, Rgb c) {
+  cairo_rectangle(impl_->cr, x, y, w, h);
+  set_rgb(impl_->cr, c);
+  cairo_fill(impl_->cr);
+}
+
+void Canvas::stroke_rect(double x, double y, double w, double h, Rgb c, double line_width) {
+  cairo_rectangle(impl_->cr, x, y, w, h);
+  set_rgb(impl_->cr, c);
+  cairo_set_line_width(impl_->cr, line_width);
+  cairo_stroke(impl_->cr);
+}
+
+void Canvas::line(double x0, double y0, double x1, double y1, Rgb c, double line_width) {
+  cairo_move_to(impl_->cr, x0, y0);
+  cairo_line_to(impl_->cr, x1, y1);
+  set_rgb(impl_->cr, c);
+  cairo_set_line_width(impl_->cr, line_width);
+  cairo_stroke(impl_->cr);
+}
+
+void Canvas::segments(const std::vector<float>& xy, Rgb c, double line_width) {
+  cairo_t* cr = impl_->cr;
+  for (size_t i = 0; i + 3 < xy.size(); i += 4) {
+    cairo_move_to(cr, xy[i], xy[i + 1]);
+    cairo_line_to(cr, xy[i + 2], xy[i + 3]);
+  }
+  set_rgb(cr, c);
+  cairo_set_line_width(cr, line_width);
+  cairo_set_line_cap(cr, CAIRO_LINE_CAP_ROUND);
+  cairo_stroke(cr);
+  cairo_set_line_cap(cr, CAIRO_LINE_CAP_BUTT);
+}
+
+void Canvas::image(const Image& img, double x, double y, double w, double h, Filter filter) {
+  if (img.width <= 0 || img.height <= 0 || img.rgb.size() != static_cast<size_t>(img.width) * img.height * 3)
+    throw Error("figure: image buffer does not match its size");
+  cairo_surface_t* s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, img.width, img.height);
+  if (cairo_surface_status(s) != CAIRO_STATUS_SUCCESS) {
+    cairo_surface_destroy(s);
+    throw Error("figure: cairo cannot hold a " + std::to_string(img.width) + "x" + std::to_string(img.height) +
+                " image");
+  }
+  cairo_surface_flush(s);
+  unsigned char* data = cairo_image_surface_get_data(s);
+  const int stride = cairo_image_surface_get_stride(s);
+  for (int yy = 0; yy < img.height; ++yy) {
+    auto* row = reinterpret_cast<uint32_t*>(data + static_cast<size_t>(yy) * static_cast<size_t>(stride));
+    const uint8_t* p = &img.rgb[static_cast<size_t>(yy) * static_cast<size_t>(img.width) * 3];
+    for (int xx = 0; xx < img.width; ++xx, p += 3)
+      row[xx] = 0xff000000u | (uint32_t(p[0]) << 16) | (uint32_t(p[1]) << 8) | uint32_t(p[2]);
+  }
+  cairo_surface_mark_dirty(s);
+  cairo_t* cr = impl_->cr;
+  cairo_save(cr);
+  cairo_rectangle(cr, x, y, w, h);
+  cairo_clip(cr);
+  cairo_translate(cr, x, y);
+  cairo_scale(cr, w / img.width, h / img.height);
+  cairo_set_source_surface(cr, s, 0, 0);
+  cairo_pattern_t* pat = cairo_get_source(cr);
+  cairo_pattern_set_filter(pat, filter == Filter::Nearest ? CAIRO_FILTER_NEAREST : CAIRO_FILTER_GOOD);
+  // PNG: no fading to transparent at the edges when resampled. PDF/SVG: the photo itself is embedded (PAD
+  // would make cairo embed a padded copy, shifted by the renderers).
+  if (format_ == FigureFormat::Png) cairo_pattern_set_extend(pat, CAIRO_EXTEND_PAD);
+  cairo_paint(cr);
+  cairo_restore(cr);
+  cairo_surface_destroy(s);
+}
+
+namespace {
+PangoLayout* make_layout(cairo_t* cr, const std::string& text, const TextStyle& ts) {
+  const std::string family = figure_font();
+  PangoLayout* layout = pango_cairo_create_layout(cr);
+  // No hinting: the same glyph positions in PNG, PDF and SVG, and stable golden images.
+  cairo_font_options_t* fo = cairo_font_options_create();
+  cairo_font_options_set_hint_style(fo, CAIRO_HINT_STYLE_NONE);
+  cairo_font_options_set_hint_metrics(fo, CAIRO_HINT_METRICS_OFF);
+  cairo_font_options_set_antialias(fo, CAIRO_ANTIALIAS_GRAY);
+  pango_cairo_context_set_font_options(pango_layout_get_context(layout), fo);
+  cairo_font_options_destroy(fo);
+  pango_layout_context_changed(layout);
+  PangoFontDescription* d = pango_font_description_new();
+  pango_font_description_set_family(d, family.c_str());
+  pango_font_description_set_absolute_size(d, ts.px * PANGO_SCALE);
+  if (ts.bold) pango_font_description_set_weight(d, PANGO_WEIGHT_BOLD);
+  pango_layout_set_font_description(layout, d);
+  pango_font_description_free(d);
+  if (ts.width > 0.0) {
+    pango_layout_set_width(layout, static_cast<int>(ts.width * PANGO_SCALE));
+    pango_layout_set_alignment(layout, ts.align == Align::Left     ? PANGO_ALIGN_LEFT
+                                       : ts.align == Align::Center ? PANGO_ALIGN_CENTER
+                                                                   : PANGO_ALIGN_RIGHT);
+    if (ts.ellipsize) pango_layout_set_ellipsize(layout, PANGO_ELLIPSIZE_MIDDLE);
+    else pango_layout_set_wrap(layout, PANGO_WRAP_WORD_CHAR);
+  }
+  // A file name need not be UTF-8: invalid bytes are shown as U+FFFD rather than failing the figure.
+  gchar* valid = g_utf8_make_valid(text.c_str(), static_cast<gssize>(text.size()));
+  pango_layout_set_text(layout, valid, -1);
+  g_free(valid);
+  return layout;
+}
+
+TextSize layout_size(PangoLayout* layout) {
+  PangoRectangle logical;
+  pango_layout_get_extents(layout, nullptr, &logical);
+  return TextSize{logical.width / static_cast<double>(PANGO_SCALE), logical.height / static_cast<double>(PANGO_SCALE)};
+}
+}  // namespace
+
+TextSize Canvas::measure(const std::string& text, const TextStyle& ts) {
+  PangoLayout* layout = make_layout(impl_->cr, text, ts);
+  const TextSize sz = layout_size(layout);
+  g_object_unref(layout);
+  return sz;
+}
+
+TextSize Canvas::text(const std::string& text, double x, double y, const TextStyle& ts) {
+  cairo_t* cr = impl_->cr;
+  PangoLayout* layout = make_layout(cr, text, ts);
+  const TextSize sz = layout_size(layout);
+  cairo_save(cr);
+  set_rgb(cr, ts.color);
+  if (ts.vertical) {
+    cairo_translate(cr, x, y);
+    cairo_rotate(cr, -M_PI / 2);
+    cairo_move_to(cr, -(ts.width > 0.0 ? ts.width : sz.w) / 2, -sz.h / 2);
+  } else if (ts.width > 0.0) {
+    cairo_move_to(cr, x, y);
+  } else {
+    const double dx = ts.align == Align::Left ? 0.0 : (ts.align == Align::Center ? -sz.w / 2 : -sz.w);
+    cairo_move_to(cr, x + dx, y);
+  }
+  pango_cairo_show_layout(cr, layout);
+  cairo_restore(cr);
+  g_object_unref(layout);
+  return sz;
+}
+
+Image Canvas::pixels() {
+  if (format_ != FigureFormat::Png || impl_->finished) throw Error("figure: pixels of a vector canvas");
+  cairo_surface_flush(impl_->surface);
+  const unsigned char* data = cairo_image_surface_get_data(impl_->surface);
+  const int stride = cairo_image_surface_get_stride(impl_->surface);
+  Image out;
+  out.width = width_;
+  out.height = height_;
+  out.rgb.resize(static_cast<size_t>(width_) * static_cast<size_t>(height_) * 3);
+  uint8_t* o = out.rgb.data();
+  for (int y = 0; y < height_; ++y) {
+    const auto* row = reinterpret_cast<const uint32_t*>(data + static_cast<size_t>(y) * static_cast<size_t>(stride));
+    for (int x = 0; x < width_; ++x) {
+      const uint32_t v = row[x];
+      const uint32_t white = 255u - (v >> 24);  // premultiplied: over white adds (255 - alpha)
+      *o++ = static_cast<uint8_t>(((v >> 16) & 0xffu) + white);
+      *o++ = static_cast<uint8_t>(((v >> 8) & 0xffu) + white);
+      *o++ = static_cast<uint8_t>((v & 0xffu) + white);
+    }
+  }
+  return out;
+}
+
+void Canvas::save(const std::string& path) {
+  if (impl_->finished) throw Error("figure: " + path + ": the canvas was already saved");
+  if (format_ == FigureFormat::Png) {
+    PngOptions po;
+    po.dpi = dpi_;
+    write_png(path, pixels(), po);
+    impl_->finished = true;
+    return;
+  }
+  cairo_destroy(impl_->cr);
+  impl_->cr = nullptr;
+  cairo_surface_finish(impl_->surface);
+  impl_->finished = true;
+  if (cairo_surface_status(impl_->surface) != CAIRO_STATUS_SUCCESS)
+    throw Error("figure: " + path + ": cairo failed: " + cairo_status_to_string(cairo_surface_status(impl_->surface)));
+  write_file_atomic(path, impl_->bytes);
+}
+
+}  // namespace attnmap

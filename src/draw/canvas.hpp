@@ -1,0 +1,106 @@
+// canvas.hpp - one drawing surface for every figure kind: cairo for shapes and photos, pango for text,
+// written as PNG (through io's PNG writer: pHYs and the attnmap tEXt chunk), PDF or SVG.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/image_io.hpp"
+
+namespace attnmap {
+
+enum class FigureFormat { Png, Pdf, Svg };
+
+/// Parses "png,pdf,svg" (any non-empty subset, in any order, no repeats). Throws attnmap::Error otherwise.
+std::vector<FigureFormat> parse_figure_formats(const std::string& s);
+
+/// ".png", ".pdf", ".svg".
+const char* figure_extension(FigureFormat f);
+
+/// The font family every label is set in: "DejaVu Sans", checked once with fontconfig (a fallback to another
+/// family is refused: "install fonts-dejavu-core"); or, with $ATTNMAP_FONT=/path/font.ttf, that file, added
+/// to fontconfig for this process, and its family. Throws attnmap::Error (one line) when the font cannot be
+/// found or read. Thread-safe; the answer (or the error) is computed once per process.
+std::string figure_font();
+
+/// Refuses, before anything is drawn, a figure path that cannot be written: a folder, or a file whose
+/// nearest existing ancestor folder is not a writable folder. Throws attnmap::Error naming `path` and why.
+void check_figure_path(const std::string& path);
+
+struct Rgb {
+  uint8_t r = 0, g = 0, b = 0;
+};
+
+enum class Align { Left, Center, Right };
+
+/// How a label is set: em size in pixels, weight, colour, alignment, an optional box width.
+struct TextStyle {
+  double px = 12.0;
+  bool bold = false;
+  Rgb color{0, 0, 0};
+  Align align = Align::Left;
+  double width = 0.0;     ///< > 0: wrap (or ellipsize) inside a box this wide
+  bool ellipsize = false; ///< with width: one line, shortened in the middle with "…"
+  bool vertical = false;  ///< rotated 90 degrees counter-clockwise (reads upward)
+};
+
+struct TextSize {
+  double w = 0.0, h = 0.0;
+};
+
+/// How a photo is resampled when drawn at another size: Nearest (pixels as blocks: colour bars), Good
+/// (cairo's CAIRO_FILTER_GOOD: a box/bilinear filter that is proper when shrinking). In PDF/SVG the photo is
+/// embedded at its full resolution either way; Nearest asks the viewer not to interpolate.
+enum class Filter { Nearest, Good };
+
+/// A drawing surface `width` x `height` in pixels, whatever the format: drawing coordinates are always
+/// pixels, y down. PNG: an ARGB32 image surface of that size. PDF/SVG: a page of width * 72 / dpi points
+/// (so the page measures width / dpi inches), scaled so one unit is one pixel; photos are embedded at full
+/// resolution and text stays vector. Not thread-safe; one Canvas per thread.
+class Canvas {
+ public:
+  /// Throws attnmap::Error for a size <= 0 or over 32767, a dpi outside (0, 1e6], or when cairo fails.
+  Canvas(int width, int height, double dpi, FigureFormat format);
+  ~Canvas();
+  Canvas(const Canvas&) = delete;
+  Canvas& operator=(const Canvas&) = delete;
+
+  int width() const { return width_; }
+  int height() const { return height_; }
+  double dpi() const { return dpi_; }
+
+  void fill_rect(double x, double y, double w, double h, Rgb c);
+  void stroke_rect(double x, double y, double w, double h, Rgb c, double line_width);
+  void line(double x0, double y0, double x1, double y1, Rgb c, double line_width);
+  /// Strokes line segments (x0, y0, x1, y1 quadruples in `xy`) in one colour, round caps.
+  void segments(const std::vector<float>& xy, Rgb c, double line_width);
+  /// Draws `img` scaled into the rectangle (x, y, w, h). At its own size and whole-pixel (x, y) a PNG gets
+  /// the photo's pixels unchanged.
+  void image(const Image& img, double x, double y, double w, double h, Filter filter);
+
+  /// Sets `text` (UTF-8) in figure_font() with style `ts`, its top at y. One line (ts.width = 0): x is the
+  /// anchor (left, centre or right edge per ts.align). ts.width > 0: x is the left edge of a box that wide,
+  /// the text wrapped at word boundaries (or, with ts.ellipsize, cut in the middle with "…") and aligned in
+  /// it. ts.vertical: rotated to read upward, (x, y) is then its centre. Returns its size in pixels (before
+  /// rotation). Bytes that are not UTF-8 are shown as U+FFFD. Throws attnmap::Error when the font cannot be
+  /// found (figure_font).
+  TextSize text(const std::string& text, double x, double y, const TextStyle& ts);
+  /// The size `text` would take.
+  TextSize measure(const std::string& text, const TextStyle& ts);
+
+  /// Finishes the drawing and writes it to `path` atomically (PNG with pHYs = dpi). Throws attnmap::Error
+  /// naming `path`. The canvas cannot be drawn on afterwards.
+  void save(const std::string& path);
+  /// PNG canvases only: the pixels drawn so far (RGB, alpha dropped over white).
+  Image pixels();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int width_, height_;
+  double dpi_;
+  FigureFormat format_;
+};
+
+}  // namespace attnmap

@@ -1,0 +1,151 @@
+// figures.hpp - figures a reader can interpret (issue 17): styles of drawing one map over its photo, and the
+// figure kinds built on draw/canvas (panel, strip, heads grid, comparison figure, contact sheet), each
+// taking maps already computed and writing files. No attention maths here.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "draw/canvas.hpp"
+#include "draw/scale.hpp"
+#include "io/image_io.hpp"
+#include "maps/upsample.hpp"
+
+namespace attnmap {
+
+/// --style: overlay (the heatmap blended over the photo), mask (the ViT paper's Fig. 6: photo x scaled map,
+/// on black), contour (iso-lines of the map at the colour bar's ticks over the untouched photo).
+enum class Style { Overlay, Mask, Contour };
+
+/// Parses "overlay" | "mask" | "contour"; throws attnmap::Error otherwise.
+Style parse_style(const std::string& s);
+
+/// How one map is drawn over its photo.
+struct StyleOptions {
+  Style style = Style::Overlay;
+  bool alpha_by_value = false;   ///< overlay: opacity = alpha x the scaled value (DINO/paper look)
+  float alpha = 0.5f;            ///< overlay opacity (its maximum with alpha_by_value), [0, 1]
+  const uint8_t* cmap = nullptr; ///< 256x3 colour table (colormap_table)
+  Upsample upsample = Upsample::Bilinear;
+};
+
+/// A patch-grid map: values (grid_h, grid_w) row-major, in the scale's units.
+struct GridMap {
+  std::vector<float> values;
+  int grid_w = 0, grid_h = 0;
+};
+
+/// Where a map lies on its photo, in whole photo pixels (maps/upsample box_pixels): the model's input box.
+struct PhotoBox {
+  int x0 = 0, y0 = 0, w = 0, h = 0;
+};
+
+/// `box` scaled from a photo of photo_w x photo_h pixels to one of to_w x to_h (rounded by box_pixels).
+PhotoBox scale_box(const PhotoBox& box, int photo_w, int photo_h, int to_w, int to_h);
+
+/// The map drawn over `photo` (same size as the photo): the map is put on `scale` (apply_scale, in [0,1]),
+/// upsampled to the box, then Overlay: (1 - a) photo + a colour, a = alpha (or alpha x value), inside the
+/// box - with scale = the map's min-max and no alpha_by_value this is blend_overlay's image byte for byte;
+/// Mask: photo x value inside the box, black outside; Contour: the photo with iso-lines at the ticks of
+/// `scale` strictly inside (vmin, vmax) (marching squares on the upsampled map, in the colour map's
+/// colour of their level). Throws attnmap::Error when the box does not fit or sizes disagree.
+Image draw_styled(const Image& photo, const PhotoBox& box, const GridMap& map, const Scale& scale,
+                  const StyleOptions& st);
+
+/// The map alone at the photo's size: colour(scaled map) inside the box, light grey outside.
+Image draw_map_alone(int photo_w, int photo_h, const PhotoBox& box, const GridMap& map, const Scale& scale,
+                     const StyleOptions& st);
+
+/// Line segments (x0, y0, x1, y1, ...) of the iso-line of `level` through `values` (h rows of w), sample
+/// (i, j) at pixel centre (i + 0.5, j + 0.5); marching squares with linear interpolation on the edges, the
+/// saddle cases split by the centre average. Pure geometry, for contour drawing and tests.
+std::vector<float> iso_segments(const std::vector<float>& values, int w, int h, float level);
+
+/// What every figure file shares.
+struct FigureOptions {
+  std::vector<FigureFormat> formats = {FigureFormat::Png};
+  double dpi = 300.0;  ///< pHYs of PNGs; PDF/SVG page = pixels / dpi inches
+};
+
+/// One labelled view of a panel: a row photo | map alone | overlay.
+struct PanelRow {
+  std::string label;  ///< e.g. "L3/mean", "rollout 0-11"
+  GridMap map;
+  Scale scale;  ///< the scale this row is drawn with (rows with equal scales share one colour bar)
+};
+
+/// --panel: `title` on top, then one row per view: the photo, the map alone, the styled map (the same pixels
+/// as draw_styled, drawn 1:1 in a PNG so they equal the plain overlay file), each at the photo's size; a
+/// vertical colour bar with nice ticks in the scale's units at the right (one for all rows when their
+/// scales are equal, else one per row). Writes base + ".png" / ".pdf" / ".svg" per opt.formats and returns
+/// the paths. Throws attnmap::Error (nothing written for the failing format) on bad sizes or I/O errors.
+std::vector<std::string> write_panel(const std::string& base, const std::string& title, const Image& photo,
+                                     const PhotoBox& box, const std::vector<PanelRow>& rows, const StyleOptions& st,
+                                     const FigureOptions& opt);
+
+/// The photo of a tile: scaled so that its longer side is `tile_long` pixels (aspect kept, at least 1 pixel;
+/// stb_image_resize), with its map box scaled alike. Throws attnmap::Error for tile_long < 16.
+struct TilePhoto {
+  Image photo;
+  PhotoBox box;
+};
+TilePhoto tile_photo(const Image& photo, const PhotoBox& box, int tile_long = 224);
+
+/// A strip or grid of tiles (--strip layers, --strip heads / --heads-grid).
+struct TileFigure {
+  std::string title;           ///< on top (wrapped to the figure's width)
+  std::string note;            ///< what the tiles are: in the first empty cell, or under a full grid
+  int cols = 0;                ///< 0: ceil(sqrt(n)) (the heads grid's rule); n: one row (a strip)
+  const Scale* scale = nullptr;  ///< the one scale of every tile: a colour bar at the right; null: none
+  const uint8_t* cmap = nullptr; ///< the bar's colour table
+};
+
+/// Lays out `tiles` (all the same size, drawn by the caller: draw_styled on tile_photo, or the DINO mask)
+/// row by row in fig.cols columns, each under its label (wrapped when wider than the tile),
+/// `title` on top, the colour bar of fig.scale at the right, fig.note where the grid has room. Writes
+/// base + extension per opt.formats; returns the paths. Throws attnmap::Error for no tiles, tiles of
+/// different sizes or a label count that differs.
+std::vector<std::string> write_tiles(const std::string& base, const TileFigure& fig, const std::vector<Image>& tiles,
+                                     const std::vector<std::string>& labels, const FigureOptions& opt);
+
+/// One image (row) of a comparison figure: the photo, its box, its label, and one map per map column
+/// (in the order of the figure's map columns).
+struct FigureRow {
+  std::string label;  ///< row label, e.g. the file name
+  const Image* photo = nullptr;
+  PhotoBox box;
+  std::vector<GridMap> maps;
+};
+
+/// `attnmap figure`: rows = images, columns = views (column_titles; the column titled exactly "photo"
+/// shows the photo alone and takes no map), one shared scale and colour bar, laid out `width_in` inches
+/// wide at opt.dpi (text 8 pt, so it reads the same size in print whatever the dpi); each cell is as wide
+/// as the columns allow and as high as its photo's aspect asks. Writes `path` (its extension picks the
+/// format: .png, .pdf, .svg) and returns it. Throws attnmap::Error for an unknown extension, a row whose
+/// map count does not match, or a width that gives cells under 16 pixels.
+std::string write_comparison(const std::string& path, const std::vector<std::string>& column_titles,
+                             const std::vector<FigureRow>& rows, const Scale& scale, const StyleOptions& st,
+                             double width_in, double dpi);
+
+/// One thumbnail of a contact sheet: an overlay already drawn, and two label lines under it.
+struct SheetItem {
+  const Image* overlay = nullptr;
+  std::string name;    ///< first line, e.g. the file name (shortened with "..." when too wide)
+  std::string detail;  ///< second line, e.g. "Coat 63% · peak 0.081"
+};
+
+struct SheetOptions {
+  int columns = 6;
+  int thumb_long = 256;        ///< thumbnail's longer side, pixels (stb_image_resize, Mitchell/Catmull-Rom)
+  int max_page_height = 8000;  ///< a page holds as many rows as fit in this many pixels (at least one)
+  double dpi = 300.0;
+};
+
+/// --contact-sheet: the items in a labelled grid, `title` on top of each page; split into pages when the
+/// rows exceed max_page_height: one page is written to `path`, several to STEM-1.png, STEM-2.png, ... (the
+/// title then says "page k of n"). PNG only. Returns the paths written. Throws attnmap::Error for no items,
+/// a non-.png path, columns < 1 or thumb_long < 16.
+std::vector<std::string> write_contact_sheet(const std::string& path, const std::string& title,
+                                             const std::vector<SheetItem>& items, const SheetOptions& opt);
+
+}  // namespace attnmap

@@ -1,0 +1,57 @@
+// scale.hpp - colour scales: the values a colour stands for (--scale), their "nice" ticks and tick labels.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace attnmap {
+
+/// The values the colours stand for: vmin is the colour map's first entry, vmax its last; values outside are
+/// clipped. `units` names what the values are (e.g. "attention probability", "rollout mass") and is written
+/// beside the colour bar. A scale with vmax - vmin <= 1e-12 * max(|vmin|, |vmax|) is flat: every value maps to
+/// the first colour (normalize_minmax's rule for a constant map).
+struct Scale {
+  double vmin = 0.0;
+  double vmax = 1.0;
+  std::string units;
+  bool flat() const;
+};
+
+/// --scale: map (each map its own min-max, today's overlays), figure (one scale over the maps of one
+/// figure), run (one over every map of the run), fixed (VMIN,VMAX given).
+enum class ScaleKind { Map, Figure, Run, Fixed };
+
+struct ScaleSpec {
+  ScaleKind kind = ScaleKind::Map;
+  double vmin = 0.0, vmax = 1.0;  ///< Fixed only
+};
+
+/// Parses "map" | "figure" | "run" | "VMIN,VMAX" (two finite numbers, VMIN < VMAX). Throws attnmap::Error
+/// quoting the value otherwise.
+ScaleSpec parse_scale(const std::string& s);
+
+/// min and max over every value of every map (NaN ignored); {0, 1} with units when there are no values.
+Scale scale_over(const std::vector<const std::vector<float>*>& maps, const std::string& units);
+
+/// The scale a map is drawn with under `spec`: Fixed -> its bounds; Map -> the map's own min-max; Figure
+/// and Run -> `shared` (the caller computed it with scale_over over the figure's or the run's maps).
+Scale resolve_scale(const ScaleSpec& spec, const std::vector<float>& map, const Scale& shared);
+
+/// The map's values on the scale, in [0,1]: (v - vmin) / (vmax - vmin) in double, clipped; all 0 for a flat
+/// scale. With vmin, vmax = the map's min-max this equals normalize_minmax bit for bit.
+std::vector<float> apply_scale(const std::vector<float>& map, const Scale& s);
+
+/// Tick values at "nice" steps (1, 2, 2.5, 5 times a power of ten, as matplotlib's MaxNLocator with
+/// steps [1, 2, 2.5, 5, 10]) inside [vmin, vmax]: the smallest such step giving 4..7 ticks, else the step
+/// whose tick count is nearest to that range. A flat scale gets one tick at vmin.
+std::vector<double> nice_ticks(const Scale& s);
+
+/// Labels for `ticks`, all with the same number of decimals, the fewest that write every tick exactly (as
+/// matplotlib's ScalarFormatter without offset: 0.00, 0.05, 0.10). When the largest |tick| is below 1e-2
+/// or at least 1e4 the ticks are written in units of 10^e (e = floor(log10 max|tick|)) and *exponent
+/// receives e (else 0), to be shown once as "×10^e" at the bar; "-0" is never written.
+std::vector<std::string> tick_labels(const std::vector<double>& ticks, int* exponent);
+
+/// "×10⁻³" for e = -3 (Unicode superscripts), "" for 0.
+std::string exponent_label(int e);
+
+}  // namespace attnmap
