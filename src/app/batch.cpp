@@ -487,9 +487,11 @@ class Progress {
   std::chrono::steady_clock::time_point t0_, last_{};
 };
 
-}  // namespace
+// run_render's steps, in the order it takes them: check the options, load the model, plan the jobs, check
+// the manifest and output folder, run the jobs, write the summary.
 
-int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
+/// Options that need no model: -j, --shard, an --out that is an input folder, the --manifest name.
+void check_batch_options(const RenderOptions& opt, const BatchOptions& bopt) {
   if (bopt.jobs < 0) throw Error("--jobs must be >= 1 (or 0 for the number of cores), found " + std::to_string(bopt.jobs));
   if (bopt.shard_count < 1 || bopt.shard_index < 1 || bopt.shard_index > bopt.shard_count)
     throw Error("--shard expects K/N with 1 <= K <= N");
@@ -501,141 +503,202 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
       throw Error("the output folder is the input folder " + in + "; choose another --out");
   }
   if (!bopt.manifest.empty()) check_output_name("--manifest", bopt.manifest);  // before the model loads
-  const std::string weights_path = opt.weights.empty() ? default_weights_path() : opt.weights;
+}
+
+/// The model, loaded once for the run (position embeddings resampled to --size); its notices printed.
+ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_path) {
   ViTWeights model = load_model(weights_path, opt.overrides);
   if (opt.size) resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1]);
   if (!opt.quiet)
     for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
+  return model;
+}
 
-  const RenderContext ctx = make_render_context(model, opt);
+/// Every input's job and this shard's, with what the per-image checks need.
+struct JobPlan {
+  std::vector<Job> all;   ///< every input, named over the whole sorted list
+  std::vector<Job> jobs;  ///< this shard's: sorted index i with i % N == K-1
+  std::vector<std::pair<std::string, std::string>> pre;  ///< (input, error): failed before rendering
+  std::set<std::string> input_canon;    ///< the inputs' resolved paths: no output may replace one
+  std::set<std::string> overlay_paths;  ///< every NAME.png: no NAME.heads.png may replace one
+};
 
+JobPlan plan_run(const RenderOptions& opt, const BatchOptions& bopt) {
+  JobPlan p;
   std::vector<std::string> missing;
   std::vector<std::pair<std::string, std::string>> unreadable;
-  const std::vector<Job> all_jobs = plan_jobs(opt.inputs, opt.out_dir, &missing, bopt.ext, &unreadable);
-  if (all_jobs.empty() && missing.empty() && unreadable.empty()) {
-    std::cerr << "attnmap: error: no images found in the inputs\n";
-    return 1;
-  }
-  std::set<std::string> input_canon;
-  for (const auto& j : all_jobs) input_canon.insert(canonical_or_empty(j.input));
+  p.all = plan_jobs(opt.inputs, opt.out_dir, &missing, bopt.ext, &unreadable);
+  for (const auto& m : missing) p.pre.push_back({m, m + ": no such file or folder"});
+  for (const auto& u : unreadable) p.pre.push_back(u);
+  for (const auto& j : p.all) p.input_canon.insert(canonical_or_empty(j.input));
   // NAME.heads.png of one input must not be another input's overlay (inputs "x.png" and "x.heads.png").
-  std::set<std::string> overlay_paths;
-  for (const auto& j : all_jobs) overlay_paths.insert(j.out_base + ".png");
-  // This shard's jobs: sorted index i with i % N == K-1 (names were resolved over all inputs first, so
-  // every shard names a file exactly as the full run does).
-  std::vector<Job> jobs;
-  for (size_t i = 0; i < all_jobs.size(); ++i)
-    if (i % static_cast<size_t>(bopt.shard_count) == static_cast<size_t>(bopt.shard_index - 1)) jobs.push_back(all_jobs[i]);
+  for (const auto& j : p.all) p.overlay_paths.insert(j.out_base + ".png");
+  // Names were resolved over all inputs first, so every shard names a file exactly as the full run does.
+  for (size_t i = 0; i < p.all.size(); ++i)
+    if (i % static_cast<size_t>(bopt.shard_count) == static_cast<size_t>(bopt.shard_index - 1)) p.jobs.push_back(p.all[i]);
+  return p;
+}
 
-  // The manifest must not truncate an input, the weights (or their side configs) or one of this run's outputs.
-  std::string manifest_path;  // resolved: what is checked is what is opened
-  if (!bopt.manifest.empty()) {
-    std::vector<ReadFile> reads = model_reads(weights_path);
-    for (const std::string& in : opt.inputs) reads.push_back({in, "an input"});
-    for (const Job& j : all_jobs) reads.push_back({j.input, "an input"});
-    for (const Job& j : all_jobs) {  // every shard's: the shards together write one full run's files
-      reads.push_back({j.out_base + ".png", "an output of this run"});
-      if (opt.save_raw) reads.push_back({j.out_base + ".npy", "an output of this run"});
-      if (opt.heads_grid) reads.push_back({j.out_base + ".heads.png", "an output of this run"});
-    }
-    if (ctx.font) reads.push_back({ctx.font->path(), "the label font"});
-    manifest_path = check_output_file("--manifest", bopt.manifest, reads);
+/// The manifest must not truncate an input, the weights (or their side configs) or one of this run's
+/// outputs. Returns the resolved path (what is checked is what is opened); "" without --manifest.
+std::string check_manifest_path(const RenderOptions& opt, const BatchOptions& bopt, const std::string& weights_path,
+                                const JobPlan& plan, const RenderContext& ctx) {
+  if (bopt.manifest.empty()) return {};
+  std::vector<ReadFile> reads = model_reads(weights_path);
+  for (const std::string& in : opt.inputs) reads.push_back({in, "an input"});
+  for (const Job& j : plan.all) reads.push_back({j.input, "an input"});
+  for (const Job& j : plan.all) {  // every shard's: the shards together write one full run's files
+    reads.push_back({j.out_base + ".png", "an output of this run"});
+    if (opt.save_raw) reads.push_back({j.out_base + ".npy", "an output of this run"});
+    if (opt.heads_grid) reads.push_back({j.out_base + ".heads.png", "an output of this run"});
   }
-  // The output folder, once: a bad --out is one usage error, not one error per image.
-  {
-    if (opt.out_dir.empty()) throw Error("--out is empty; name an output folder");
-    std::error_code ec;
-    if (fs::exists(fs::symlink_status(opt.out_dir, ec)) && !fs::is_directory(opt.out_dir, ec))
-      throw Error(opt.out_dir + ": the output folder exists and is not a folder");
-    fs::create_directories(opt.out_dir, ec);
-    if (ec || !fs::is_directory(opt.out_dir))
-      throw Error(opt.out_dir + ": cannot create the output folder: " +
-                  (ec ? ec.message() : std::string("a file of that name exists")));
-    // Unwritable (permissions, read-only mount, immutable): one usage error, not one failure per image.
-    if (::access(opt.out_dir.c_str(), W_OK | X_OK) != 0)
-      throw Error(opt.out_dir + ": cannot write into the output folder: " + std::strerror(errno));
-  }
+  if (ctx.font) reads.push_back({ctx.font->path(), "the label font"});
+  return check_output_file("--manifest", bopt.manifest, reads);
+}
 
-  const size_t n_pre = missing.size() + unreadable.size(), n = jobs.size();
-  Manifest manifest(manifest_path, n_pre + n);
-  std::mutex mu;  // guards the counters, the terminal and the manifest
-  size_t done = 0, failed = 0, skipped = 0;
-  std::vector<std::pair<std::string, std::string>> pre;  // (input, error): inputs that failed before rendering
-  for (const auto& m : missing) pre.push_back({m, m + ": no such file or folder"});
-  for (const auto& u : unreadable) pre.push_back(u);
-  for (size_t i = 0; i < n_pre; ++i) {
-    std::cerr << "attnmap: error: " << printable(pre[i].second) << "\n";
-    ++failed;
-    Outcome o;
-    o.input = pre[i].first;
-    o.status = "failed";
-    o.error = pre[i].second;
-    const std::string err = manifest.put(i, manifest_line(o));
-    if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
-  }
+/// The output folder, once: a bad --out is one usage error, not one error per image.
+void prepare_output_folder(const RenderOptions& opt) {
+  if (opt.out_dir.empty()) throw Error("--out is empty; name an output folder");
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(opt.out_dir, ec)) && !fs::is_directory(opt.out_dir, ec))
+    throw Error(opt.out_dir + ": the output folder exists and is not a folder");
+  fs::create_directories(opt.out_dir, ec);
+  if (ec || !fs::is_directory(opt.out_dir))
+    throw Error(opt.out_dir + ": cannot create the output folder: " +
+                (ec ? ec.message() : std::string("a file of that name exists")));
+  // Unwritable (permissions, read-only mount, immutable): one usage error, not one failure per image.
+  if (::access(opt.out_dir.c_str(), W_OK | X_OK) != 0)
+    throw Error(opt.out_dir + ": cannot write into the output folder: " + std::strerror(errno));
+}
 
-  // Cores are shared so that threads never exceed them: with one worker OpenBLAS gets every core; with
-  // several, each worker is one image at a time on a single-threaded OpenBLAS (measured in README.md).
+/// The worker threads for n images, and OpenBLAS's threads set to match. Cores are shared so that threads
+/// never exceed them: with one worker OpenBLAS gets every core; with several, each worker is one image at
+/// a time on a single-threaded OpenBLAS (measured in README.md). OPENBLAS_NUM_THREADS / OMP_NUM_THREADS set
+/// by the user win (e.g. 1 on a busy shared machine).
+int plan_threads(const BatchOptions& bopt, size_t n) {
   const int cores = usable_cores();
   const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(bopt.jobs > 0 ? bopt.jobs : cores), std::max<size_t>(n, 1)));
-  // OPENBLAS_NUM_THREADS / OMP_NUM_THREADS set by the user win (e.g. 1 on a busy shared machine).
   const int blas =
       blas_threads_to_set(workers, cores, std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));
   if (blas > 0) set_blas_threads(blas);
+  return workers;
+}
 
-  Progress progress(n, !opt.quiet, bopt.progress_every);
-  const bool print_each = !opt.quiet;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::atomic<size_t> next{0};
+/// Runs a planned batch: the failures found while planning, then every job on the worker threads, each
+/// image's outcome printed and put in the manifest in input order; then the summary line.
+class BatchRun {
+ public:
+  BatchRun(const RenderContext& ctx, const BatchOptions& bopt, const JobPlan& plan, const std::string& manifest_path)
+      : ctx_(ctx), opt_(*ctx.opt), bopt_(bopt), plan_(plan), n_pre_(plan.pre.size()),
+        manifest_(manifest_path, plan.pre.size() + plan.jobs.size()) {}
 
-  auto process = [&](size_t i) {
-    const Job& job = jobs[i];
-    const auto ti = std::chrono::steady_clock::now();
+  /// Inputs that failed before rendering (missing, unreadable folders): one error line and manifest entry each.
+  void report_planning_failures() {
+    for (size_t i = 0; i < n_pre_; ++i) {
+      std::cerr << "attnmap: error: " << printable(plan_.pre[i].second) << "\n";
+      ++failed_;
+      Outcome o;
+      o.input = plan_.pre[i].first;
+      o.status = "failed";
+      o.error = plan_.pre[i].second;
+      const std::string err = manifest_.put(i, manifest_line(o));
+      if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
+    }
+  }
+
+  /// Renders every job on `workers` threads (the calling thread alone for one).
+  void run_jobs(int workers) {
+    const size_t n = plan_.jobs.size();
+    Progress progress(n, !opt_.quiet, bopt_.progress_every);
+    progress_ = &progress;
+    t0_ = std::chrono::steady_clock::now();
+    std::atomic<size_t> next{0};
+    auto worker = [&]() {
+      for (size_t i = next++; i < n; i = next++) process(i);
+    };
+    if (workers <= 1) {
+      worker();
+    } else {
+      std::vector<std::thread> pool;
+      for (int t = 0; t < workers; ++t) pool.emplace_back(worker);
+      for (auto& th : pool) th.join();
+    }
+    progress.clear();
+    progress_ = nullptr;
+  }
+
+  /// The summary line (unless quiet) and the exit status: 1 when any input failed.
+  int finish() const {
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    if (!opt_.quiet) {
+      char line[200];
+      std::snprintf(line, sizeof line, "attnmap: %zu done, %zu failed, %zu skipped, %.2f s\n", done_, failed_, skipped_, secs);
+      std::cerr << line;
+    }
+    return failed_ ? 1 : 0;
+  }
+
+ private:
+  /// Refuses outputs that would replace an input or another input's overlay. Throws attnmap::Error.
+  void check_output_names(const std::string& png, const std::string& npy, const std::string& sheet) const {
+    if (plan_.input_canon.count(canonical_or_empty(png)) ||
+        (opt_.save_raw && plan_.input_canon.count(canonical_or_empty(npy))) ||
+        (opt_.heads_grid && plan_.input_canon.count(canonical_or_empty(sheet))))
+      throw Error("output " + png + " would overwrite an input file; choose another --out");
+    if (opt_.heads_grid && plan_.overlay_paths.count(sheet))
+      throw Error("output " + sheet + " would overwrite the overlay of another input of that name; rename it");
+  }
+
+  /// --skip-existing trusts only attnmap's own outputs: a user's file (or a 0-byte one) of that name is
+  /// refused by check_replaceable, as in a plain run, rather than counted as done.
+  bool already_done(const std::string& png, const std::string& npy, const std::string& sheet) const {
+    auto ours = [](const std::string& out, bool is_npy) {
+      std::error_code ec;
+      return fs::is_regular_file(fs::symlink_status(out, ec)) &&
+             (is_npy ? looks_written_by_attnmap_npy(out) : written_by_attnmap(out));
+    };
+    return bopt_.skip_existing && ours(png, false) && (!opt_.save_raw || ours(npy, true)) &&
+           (!opt_.heads_grid || ours(sheet, false));
+  }
+
+  /// A file of the user's that merely has an output's name (photos/cat.png when rendering photos/cat.jpg
+  /// into photos/) is never replaced, nor is anything but a regular file (a link, FIFO, device or folder);
+  /// attnmap's own earlier outputs are. All are checked before any is written. Throws attnmap::Error.
+  void check_replaceable(const std::string& png, const std::string& npy, const std::string& sheet) const {
+    for (const std::string& out : {png, sheet, npy}) {
+      if ((out == sheet && !opt_.heads_grid) || (out == npy && !opt_.save_raw)) continue;
+      std::error_code ec;
+      const fs::file_status st = fs::symlink_status(out, ec);
+      if (!fs::exists(st)) continue;
+      if (!fs::is_regular_file(st))
+        throw Error("output " + out + " exists and is not a regular file (a link, folder, FIFO or device); it is "
+                    "left alone: choose another --out or move it away");
+      if (out == npy ? !looks_written_by_attnmap_npy(out) : !written_by_attnmap(out))
+        throw Error("output " + out + " already exists and was not written by attnmap; it is left alone: "
+                    "choose another --out or move it away");
+    }
+  }
+
+  /// One image: skipped, rendered, or failed (the error caught here, with the input's path).
+  Outcome handle(const Job& job, std::vector<std::string>* notes) const {
     Outcome o;
     o.input = job.input;
-    std::vector<std::string> notes;
     const std::string png = job.out_base + ".png", npy = job.out_base + ".npy", sheet = job.out_base + ".heads.png";
     try {
-      if (input_canon.count(canonical_or_empty(png)) || (opt.save_raw && input_canon.count(canonical_or_empty(npy))) ||
-          (opt.heads_grid && input_canon.count(canonical_or_empty(sheet))))
-        throw Error("output " + png + " would overwrite an input file; choose another --out");
-      if (opt.heads_grid && overlay_paths.count(sheet))
-        throw Error("output " + sheet + " would overwrite the overlay of another input of that name; rename it");
-      // --skip-existing trusts only attnmap's own outputs: a user's file (or a 0-byte one) of that name is
-      // refused below, as in a plain run, rather than counted as done.
-      auto ours = [](const std::string& out, bool is_npy) {
-        std::error_code ec;
-        return fs::is_regular_file(fs::symlink_status(out, ec)) &&
-               (is_npy ? looks_written_by_attnmap_npy(out) : written_by_attnmap(out));
-      };
-      if (bopt.skip_existing && ours(png, false) && (!opt.save_raw || ours(npy, true)) &&
-          (!opt.heads_grid || ours(sheet, false))) {
+      check_output_names(png, npy, sheet);
+      if (already_done(png, npy, sheet)) {
         o.status = "skipped";
         o.outputs.push_back(png);
-        if (opt.heads_grid) o.outputs.push_back(sheet);
-        if (opt.save_raw) o.outputs.push_back(npy);
+        if (opt_.heads_grid) o.outputs.push_back(sheet);
+        if (opt_.save_raw) o.outputs.push_back(npy);
       } else {
-        // A file of the user's that merely has an output's name (photos/cat.png when rendering
-        // photos/cat.jpg into photos/) is never replaced, nor is anything but a regular file (a link, FIFO,
-        // device or folder); attnmap's own earlier outputs are. All are checked before any is written.
-        for (const std::string& out : {png, sheet, npy}) {
-          if ((out == sheet && !opt.heads_grid) || (out == npy && !opt.save_raw)) continue;
-          std::error_code ec;
-          const fs::file_status st = fs::symlink_status(out, ec);
-          if (!fs::exists(st)) continue;
-          if (!fs::is_regular_file(st))
-            throw Error("output " + out + " exists and is not a regular file (a link, folder, FIFO or device); it is "
-                        "left alone: choose another --out or move it away");
-          if (out == npy ? !looks_written_by_attnmap_npy(out) : !written_by_attnmap(out))
-            throw Error("output " + out + " already exists and was not written by attnmap; it is left alone: "
-                        "choose another --out or move it away");
-        }
-        RenderResult res = render_image(ctx, job);
+        check_replaceable(png, npy, sheet);
+        RenderResult res = render_image(ctx_, job);
         o.status = "done";
         o.outputs = res.outputs;
-        o.stats = map_statistics(res.map, model.hp.grid_h, model.hp.grid_w);
+        o.stats = map_statistics(res.map, ctx_.model->hp.grid_h, ctx_.model->hp.grid_w);
         o.top5 = std::move(res.top5);
-        notes = std::move(res.notes);
+        *notes = std::move(res.notes);
       }
     } catch (const std::exception& e) {
       o.status = "failed";
@@ -644,48 +707,70 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
       o.status = "failed";
       o.error = job.input + ": unknown error";
     }
+    return o;
+  }
+
+  /// Job i: handled, then its lines printed, counted and put in the manifest under the lock.
+  void process(size_t i) {
+    const Job& job = plan_.jobs[i];
+    const auto ti = std::chrono::steady_clock::now();
+    std::vector<std::string> notes;
+    Outcome o = handle(job, &notes);
     o.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ti).count();
     std::string line = manifest_line(o);
 
-    std::lock_guard<std::mutex> lock(mu);
-    progress.clear();
+    std::lock_guard<std::mutex> lock(mu_);
+    progress_->clear();
     for (const auto& note : notes) std::cerr << "attnmap: note: " << printable(job.input + ": " + note) << "\n";
     if (o.status == "failed") {
-      ++failed;
+      ++failed_;
       std::cerr << "attnmap: error: " << printable(o.error) << "\n";
     } else if (o.status == "skipped") {
-      ++skipped;
+      ++skipped_;
     } else {
-      ++done;
-      if (print_each) {
+      ++done_;
+      if (!opt_.quiet) {
         std::cout << printable(job.input + " -> " + o.outputs.front()) << "\n";
         if (!o.top5.empty()) std::cout << "  top-5: " << printable(format_top_k(o.top5)) << "\n";
         std::cout << std::flush;
       }
     }
-    const std::string err = manifest.put(n_pre + i, std::move(line));
+    const std::string err = manifest_.put(n_pre_ + i, std::move(line));
     if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
-    progress.tick(done + failed + skipped - n_pre, skipped);
-  };
-  auto worker = [&]() {
-    for (size_t i = next++; i < n; i = next++) process(i);
-  };
-  if (workers <= 1) {
-    worker();
-  } else {
-    std::vector<std::thread> pool;
-    for (int t = 0; t < workers; ++t) pool.emplace_back(worker);
-    for (auto& th : pool) th.join();
+    progress_->tick(done_ + failed_ + skipped_ - n_pre_, skipped_);
   }
 
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!opt.quiet) {
-    progress.clear();
-    char line[200];
-    std::snprintf(line, sizeof line, "attnmap: %zu done, %zu failed, %zu skipped, %.2f s\n", done, failed, skipped, secs);
-    std::cerr << line;
+  const RenderContext& ctx_;
+  const RenderOptions& opt_;
+  const BatchOptions& bopt_;
+  const JobPlan& plan_;
+  const size_t n_pre_;
+  Manifest manifest_;
+  std::mutex mu_;  // guards the counters, the terminal and the manifest
+  size_t done_ = 0, failed_ = 0, skipped_ = 0;
+  Progress* progress_ = nullptr;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace
+
+int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
+  check_batch_options(opt, bopt);
+  const std::string weights_path = opt.weights.empty() ? default_weights_path() : opt.weights;
+  const ViTWeights model = load_run_model(opt, weights_path);
+  const RenderContext ctx = make_render_context(model, opt);
+  const JobPlan plan = plan_run(opt, bopt);
+  if (plan.all.empty() && plan.pre.empty()) {
+    std::cerr << "attnmap: error: no images found in the inputs\n";
+    return 1;
   }
-  return failed ? 1 : 0;
+  const std::string manifest_path = check_manifest_path(opt, bopt, weights_path, plan, ctx);
+  prepare_output_folder(opt);
+
+  BatchRun run(ctx, bopt, plan, manifest_path);
+  run.report_planning_failures();
+  run.run_jobs(plan_threads(bopt, plan.jobs.size()));
+  return run.finish();
 }
 
 }  // namespace attnmap
