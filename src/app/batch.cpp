@@ -13,7 +13,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -22,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/provenance.hpp"
 #include "model/classify.hpp"
 #include "core/error.hpp"
 #include "io/image_io.hpp"
@@ -377,17 +380,26 @@ std::string manifest_line(const Outcome& o) {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
-/// The manifest: lines written in input order, each with one write(2) as soon as every earlier input has
-/// finished, so an interrupted run leaves a file of complete lines.
+/// The manifest: this run's header, then its lines in input order, each with one write(2) as soon as every
+/// earlier input has finished. The file is opened for appending, never truncated while the run goes on, so
+/// an interrupted run leaves every earlier run's rows and its own complete lines (a resume reads them back:
+/// read_previous_rows); compact() then rewrites it atomically with this run's block alone.
 class Manifest {
  public:
-  Manifest(const std::string& path, size_t n) : path_(path), lines_(n), ready_(n, 0) {
+  Manifest(const std::string& path, size_t n, const std::string& header) : path_(path), lines_(n), ready_(n, 0) {
     if (path.empty()) return;
     std::error_code ec;
     const fs::path parent = fs::path(path).parent_path();
     if (!parent.empty()) fs::create_directories(parent, ec);
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd_ < 0) throw Error(path + ": cannot create the manifest: " + std::strerror(errno));
+    struct ::stat st {};
+    if (::fstat(fd_, &st) == 0 && st.st_size > 0) {
+      char last = '\n';  // a line cut short (a full disk) must not swallow this run's header
+      if (::pread(fd_, &last, 1, st.st_size - 1) == 1 && last != '\n') write_all("\n");
+    }
+    start_ = ::lseek(fd_, 0, SEEK_END);
+    write_all(header);
   }
   ~Manifest() {
     if (fd_ >= 0) ::close(fd_);
@@ -401,32 +413,116 @@ class Manifest {
     ready_[i] = 1;
     std::string err;
     while (next_ < lines_.size() && ready_[next_]) {
-      const std::string& l = lines_[next_];
-      size_t off = 0;
-      while (off < l.size() && failed_.empty()) {
-        const ssize_t w = ::write(fd_, l.data() + off, l.size() - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) {
-          failed_ = path_ + ": manifest write failed: " + std::strerror(errno);
-          err = failed_;
-        } else {
-          off += static_cast<size_t>(w);
-        }
+      if (failed_.empty()) {
+        write_all(lines_[next_]);
+        if (!failed_.empty()) err = failed_;
       }
       std::string().swap(lines_[next_]);
       ++next_;
     }
     return err;
   }
+  /// At the end of a run that was not interrupted: the file becomes this run's header and rows alone,
+  /// written to a temporary file and renamed over it. Returns an error message, or "".
+  std::string compact() {
+    if (fd_ < 0 || start_ <= 0) return {};  // nothing before this run's header
+    if (!failed_.empty()) return path_ + ": not rewritten after a failed write; every row is kept, the last row of an input wins";
+    try {
+      const std::vector<uint8_t> all = read_file(path_);
+      const auto from = static_cast<size_t>(start_);
+      if (all.size() < from) return path_ + ": changed by another process during the run; left as it is";
+      write_file_atomic(path_, std::vector<uint8_t>(all.begin() + static_cast<long>(from), all.end()));
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return {};
+  }
 
  private:
+  void write_all(const std::string& l) {
+    size_t off = 0;
+    while (off < l.size() && failed_.empty()) {
+      const ssize_t w = ::write(fd_, l.data() + off, l.size() - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0)
+        failed_ = path_ + ": manifest write failed: " + std::strerror(errno);
+      else
+        off += static_cast<size_t>(w);
+    }
+  }
+
   std::string path_;
   int fd_ = -1;
+  off_t start_ = 0;  // where this run's header starts
   std::vector<std::string> lines_;
   std::vector<char> ready_;
   size_t next_ = 0;
   std::string failed_;
 };
+
+/// What an earlier run recorded for one input: the statistics and top-5 of a "done" or "skipped" row.
+struct PrevRow {
+  MapStats stats;
+  std::vector<std::pair<std::string, float>> top5;
+};
+
+/// The rows of an earlier manifest at `path` that were made with `settings` (the header above them has the
+/// same settings: same_settings), by input; the last row of an input wins. Rows without statistics, rows
+/// under another run's settings or under no header (a manifest of an attnmap that wrote none), and lines
+/// that are not JSON (a line cut short) are passed over. A missing or unreadable file: none.
+std::map<std::string, PrevRow> read_previous_rows(const std::string& path, const nlohmann::json& settings) {
+  std::map<std::string, PrevRow> rows;
+  if (path.empty()) return rows;
+  std::ifstream f(path, std::ios::binary);
+  bool trusted = false;
+  for (std::string line; std::getline(f, line);) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception&) {
+      continue;
+    }
+    if (!j.is_object()) continue;
+    if (j.contains("attnmap_manifest")) {
+      trusted = j.contains("settings") && same_settings(j["settings"], settings);
+      continue;
+    }
+    if (!trusted || !j.contains("input") || !j["input"].is_string() || !j.contains("map_max") || !j["map_max"].is_number())
+      continue;
+    try {
+      PrevRow r;
+      r.stats.max = j["map_max"].get<float>();
+      r.stats.argmax_row = j["argmax_row"].get<int>();
+      r.stats.argmax_col = j["argmax_col"].get<int>();
+      r.stats.entropy_valid = j["entropy"].is_number();
+      if (r.stats.entropy_valid) r.stats.entropy = j["entropy"].get<double>();
+      if (j.contains("top5") && j["top5"].is_array())
+        for (const auto& t : j["top5"]) r.top5.push_back({t.at("label").get<std::string>(), t.at("probability").get<float>()});
+      rows[j["input"].get<std::string>()] = std::move(r);
+    } catch (const nlohmann::json::exception&) {
+    }
+  }
+  return rows;
+}
+
+/// The manifest's first line for this run: {"attnmap_manifest": 1, "settings": {...}, "shard": "K/N",
+/// "out": DIR, "rows": n, "started": "YYYY-MM-DDTHH:MM:SSZ"}.
+std::string manifest_header(const nlohmann::ordered_json& settings, const RenderOptions& opt, const BatchOptions& bopt,
+                            size_t rows) {
+  nlohmann::ordered_json h;
+  h["attnmap_manifest"] = 1;
+  h["settings"] = settings;
+  h["shard"] = std::to_string(bopt.shard_index) + "/" + std::to_string(bopt.shard_count);
+  h["out"] = opt.out_dir;
+  h["rows"] = rows;
+  const std::time_t now = std::time(nullptr);
+  std::tm tm {};
+  gmtime_r(&now, &tm);
+  char started[32];
+  std::strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  h["started"] = started;
+  return h.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
 
 std::string fmt_duration(double s) {
   if (!(s >= 0) || s > 359999) return "--:--";
@@ -550,6 +646,7 @@ std::string check_manifest_path(const RenderOptions& opt, const BatchOptions& bo
   for (const Job& j : plan.all) {  // every shard's: the shards together write one full run's files
     reads.push_back({j.out_base + ".png", "an output of this run"});
     if (opt.save_raw) reads.push_back({j.out_base + ".npy", "an output of this run"});
+    if (opt.save_raw) reads.push_back({npy_sidecar_path(j.out_base + ".npy"), "an output of this run"});
     if (opt.heads_grid) reads.push_back({j.out_base + ".heads.png", "an output of this run"});
   }
   if (ctx.font) reads.push_back({ctx.font->path(), "the label font"});
@@ -588,9 +685,13 @@ int plan_threads(const BatchOptions& bopt, size_t n) {
 /// image's outcome printed and put in the manifest in input order; then the summary line.
 class BatchRun {
  public:
-  BatchRun(const RenderContext& ctx, const BatchOptions& bopt, const JobPlan& plan, const std::string& manifest_path)
+  /// `settings`: the run's record (make_provenance); `prev`: an earlier manifest's rows of these settings.
+  BatchRun(const RenderContext& ctx, const BatchOptions& bopt, const JobPlan& plan, const std::string& manifest_path,
+           const nlohmann::ordered_json& settings, std::map<std::string, PrevRow> prev)
       : ctx_(ctx), opt_(*ctx.opt), bopt_(bopt), plan_(plan), n_pre_(plan.pre.size()),
-        manifest_(manifest_path, plan.pre.size() + plan.jobs.size()) {}
+        settings_(nlohmann::json::parse(settings.dump())), prev_(std::move(prev)),
+        manifest_(manifest_path, plan.pre.size() + plan.jobs.size(),
+                  manifest_path.empty() ? "" : manifest_header(settings, *ctx.opt, bopt, plan.pre.size() + plan.jobs.size())) {}
 
   /// Inputs that failed before rendering (missing, unreadable folders): one error line and manifest entry each.
   void report_planning_failures() {
@@ -627,12 +728,21 @@ class BatchRun {
     progress_ = nullptr;
   }
 
-  /// The summary line (unless quiet) and the exit status: 1 when any input failed.
-  int finish() const {
+  /// The manifest rewritten with this run's rows alone, the summary line (unless quiet) and the exit
+  /// status: 1 when any input failed.
+  int finish() {
+    const std::string err = manifest_.compact();
+    if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
     if (!opt_.quiet) {
-      char line[200];
-      std::snprintf(line, sizeof line, "attnmap: %zu done, %zu failed, %zu skipped, %.2f s\n", done_, failed_, skipped_, secs);
+      if (no_stats_ > 0)
+        std::cerr << "attnmap: note: " << no_stats_ << " skipped image(s) have no statistics in the manifest: no row "
+                  << "of an earlier manifest made with these settings, and no .npy (--save-raw) to compute them from\n";
+      char redone[64] = "";
+      if (redone_ > 0) std::snprintf(redone, sizeof redone, " (%zu redone: settings changed)", redone_);
+      char line[256];
+      std::snprintf(line, sizeof line, "attnmap: %zu done%s, %zu failed, %zu skipped, %.2f s\n", done_, redone, failed_,
+                    skipped_, secs);
       std::cerr << line;
     }
     return failed_ ? 1 : 0;
@@ -642,55 +752,109 @@ class BatchRun {
   /// Refuses outputs that would replace an input or another input's overlay. Throws attnmap::Error.
   void check_output_names(const std::string& png, const std::string& npy, const std::string& sheet) const {
     if (plan_.input_canon.count(canonical_or_empty(png)) ||
-        (opt_.save_raw && plan_.input_canon.count(canonical_or_empty(npy))) ||
+        (opt_.save_raw && (plan_.input_canon.count(canonical_or_empty(npy)) ||
+                           plan_.input_canon.count(canonical_or_empty(npy_sidecar_path(npy))))) ||
         (opt_.heads_grid && plan_.input_canon.count(canonical_or_empty(sheet))))
       throw Error("output " + png + " would overwrite an input file; choose another --out");
     if (opt_.heads_grid && plan_.overlay_paths.count(sheet))
       throw Error("output " + sheet + " would overwrite the overlay of another input of that name; rename it");
   }
 
-  /// --skip-existing trusts only attnmap's own outputs: a user's file (or a 0-byte one) of that name is
-  /// refused by check_replaceable, as in a plain run, rather than counted as done.
-  bool already_done(const std::string& png, const std::string& npy, const std::string& sheet) const {
-    auto ours = [](const std::string& out, bool is_npy) {
+  /// What the outputs already there are worth (with --skip-existing): all attnmap's own and made with the
+  /// run's settings (their records, read back, are same_settings) -> Same, the image is skipped; one of them
+  /// made with other settings or with none recorded -> Changed (`*change` says what differs); else (one
+  /// missing, a sidecar missing after an interrupted write, a file of the user's, which check_replaceable
+  /// then refuses) -> Incomplete. Either way but Same, the image is rendered again.
+  enum class Existing { Incomplete, Same, Changed };
+  Existing existing_outputs(const std::string& png, const std::string& npy, const std::string& sheet,
+                            std::string* change) const {
+    bool complete = true, changed = false;
+    auto regular = [](const std::string& out) {
       std::error_code ec;
-      return fs::is_regular_file(fs::symlink_status(out, ec)) &&
-             (is_npy ? looks_written_by_attnmap_npy(out) : written_by_attnmap(out));
+      return fs::is_regular_file(fs::symlink_status(out, ec));
     };
-    return bopt_.skip_existing && ours(png, false) && (!opt_.save_raw || ours(npy, true)) &&
-           (!opt_.heads_grid || ours(sheet, false));
+    auto compare = [&](const std::optional<nlohmann::json>& r) {
+      if (r && same_settings(*r, settings_)) return;
+      if (!changed) *change = settings_change(r ? *r : nlohmann::json(), settings_);
+      changed = true;
+    };
+    for (const std::string& p : {png, sheet}) {
+      if (p == sheet && !opt_.heads_grid) continue;
+      if (!regular(p) || !written_by_attnmap(p))
+        complete = false;
+      else
+        compare(read_png_provenance(p));
+    }
+    if (opt_.save_raw) {
+      const std::optional<nlohmann::json> side = read_sidecar(npy_sidecar_path(npy));
+      if (!regular(npy) || !looks_written_by_attnmap_npy(npy) || !side)
+        complete = false;
+      else
+        compare(side);
+    }
+    return changed ? Existing::Changed : complete ? Existing::Same : Existing::Incomplete;
+  }
+
+  /// A skipped image's statistics (and top-5): from the earlier manifest's row of these settings, else
+  /// computed from its .npy when that exists with these settings (a rank-3 --all-heads file fused as the
+  /// view fuses heads: the same values as the map). Sets o->stats only when found.
+  void carry_statistics(const Job& job, const std::string& npy, Outcome* o) const {
+    const auto it = prev_.find(job.input);
+    if (it != prev_.end()) {
+      o->stats = it->second.stats;
+      o->top5 = it->second.top5;
+      return;
+    }
+    const std::optional<nlohmann::json> side = read_sidecar(npy_sidecar_path(npy));
+    std::error_code ec;
+    if (!side || !same_settings(*side, settings_) || !fs::is_regular_file(fs::symlink_status(npy, ec)) ||
+        !looks_written_by_attnmap_npy(npy))
+      return;
+    const HParams& hp = ctx_.model->hp;
+    std::vector<int64_t> shape;
+    std::vector<float> map = read_npy(npy, &shape);
+    const int N = hp.grid_h * hp.grid_w;
+    if (shape.size() == 3 && shape[0] == hp.num_heads && shape[1] == hp.grid_h && shape[2] == hp.grid_w)
+      map = fuse_heads(map.data(), hp.num_heads, N, ctx_.head);
+    else if (shape != std::vector<int64_t>{hp.grid_h, hp.grid_w})
+      return;
+    o->stats = map_statistics(map, hp.grid_h, hp.grid_w);
   }
 
   /// A file of the user's that merely has an output's name (photos/cat.png when rendering photos/cat.jpg
   /// into photos/) is never replaced, nor is anything but a regular file (a link, FIFO, device or folder);
   /// attnmap's own earlier outputs are. All are checked before any is written. Throws attnmap::Error.
   void check_replaceable(const std::string& png, const std::string& npy, const std::string& sheet) const {
-    for (const std::string& out : {png, sheet, npy}) {
-      if ((out == sheet && !opt_.heads_grid) || (out == npy && !opt_.save_raw)) continue;
+    const std::string side = npy_sidecar_path(npy);
+    for (const std::string& out : {png, sheet, npy, side}) {
+      if ((out == sheet && !opt_.heads_grid) || ((out == npy || out == side) && !opt_.save_raw)) continue;
       std::error_code ec;
       const fs::file_status st = fs::symlink_status(out, ec);
       if (!fs::exists(st)) continue;
       if (!fs::is_regular_file(st))
         throw Error("output " + out + " exists and is not a regular file (a link, folder, FIFO or device); it is "
                     "left alone: choose another --out or move it away");
-      if (out == npy ? !looks_written_by_attnmap_npy(out) : !written_by_attnmap(out))
+      if (out == side ? !read_sidecar(out) : out == npy ? !looks_written_by_attnmap_npy(out) : !written_by_attnmap(out))
         throw Error("output " + out + " already exists and was not written by attnmap; it is left alone: "
                     "choose another --out or move it away");
     }
   }
 
   /// One image: skipped, rendered, or failed (the error caught here, with the input's path).
-  Outcome handle(const Job& job, std::vector<std::string>* notes) const {
+  /// `*change`: with --skip-existing, what differed in outputs made with other settings ("" otherwise).
+  Outcome handle(const Job& job, std::vector<std::string>* notes, std::string* change) const {
     Outcome o;
     o.input = job.input;
     const std::string png = job.out_base + ".png", npy = job.out_base + ".npy", sheet = job.out_base + ".heads.png";
     try {
       check_output_names(png, npy, sheet);
-      if (already_done(png, npy, sheet)) {
+      const Existing ex = bopt_.skip_existing ? existing_outputs(png, npy, sheet, change) : Existing::Incomplete;
+      if (ex == Existing::Same) {
         o.status = "skipped";
         o.outputs.push_back(png);
         if (opt_.heads_grid) o.outputs.push_back(sheet);
         if (opt_.save_raw) o.outputs.push_back(npy);
+        carry_statistics(job, npy, &o);
       } else {
         check_replaceable(png, npy, sheet);
         RenderResult res = render_image(ctx_, job);
@@ -715,7 +879,8 @@ class BatchRun {
     const Job& job = plan_.jobs[i];
     const auto ti = std::chrono::steady_clock::now();
     std::vector<std::string> notes;
-    Outcome o = handle(job, &notes);
+    std::string change;
+    Outcome o = handle(job, &notes, &change);
     o.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ti).count();
     std::string line = manifest_line(o);
 
@@ -727,8 +892,12 @@ class BatchRun {
       std::cerr << "attnmap: error: " << printable(o.error) << "\n";
     } else if (o.status == "skipped") {
       ++skipped_;
+      if (!o.stats) ++no_stats_;
     } else {
       ++done_;
+      if (!change.empty() && redone_++ == 0 && !opt_.quiet)  // the first one says why; the summary counts them
+        std::cerr << "attnmap: note: " << printable(job.input + ": rendered again, its outputs were made with other settings (" +
+                                                    change + ")") << "\n";
       if (!opt_.quiet) {
         std::cout << printable(job.input + " -> " + o.outputs.front()) << "\n";
         if (!o.top5.empty()) std::cout << "  top-5: " << printable(format_top_k(o.top5)) << "\n";
@@ -745,9 +914,11 @@ class BatchRun {
   const BatchOptions& bopt_;
   const JobPlan& plan_;
   const size_t n_pre_;
+  const nlohmann::json settings_;          // the run's record, compared with the outputs' records
+  const std::map<std::string, PrevRow> prev_;  // an earlier manifest's rows of these settings, by input
   Manifest manifest_;
   std::mutex mu_;  // guards the counters, the terminal and the manifest
-  size_t done_ = 0, failed_ = 0, skipped_ = 0;
+  size_t done_ = 0, failed_ = 0, skipped_ = 0, redone_ = 0, no_stats_ = 0;
   Progress* progress_ = nullptr;
   std::chrono::steady_clock::time_point t0_;
 };
@@ -758,7 +929,9 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   check_batch_options(opt, bopt);
   const std::string weights_path = opt.weights.empty() ? default_weights_path() : opt.weights;
   const ViTWeights model = load_run_model(opt, weights_path);
-  const RenderContext ctx = make_render_context(model, opt);
+  RenderContext ctx = make_render_context(model, opt);
+  const nlohmann::ordered_json settings = make_provenance(ctx, weights_path);  // hashes the weights once
+  ctx.provenance = provenance_text(settings);
   const JobPlan plan = plan_run(opt, bopt);
   if (plan.all.empty() && plan.pre.empty()) {
     std::cerr << "attnmap: error: no images found in the inputs\n";
@@ -767,7 +940,10 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   const std::string manifest_path = check_manifest_path(opt, bopt, weights_path, plan, ctx);
   prepare_output_folder(opt);
 
-  BatchRun run(ctx, bopt, plan, manifest_path);
+  // Read before this run appends to it: skipped images keep the statistics an earlier run recorded.
+  BatchRun run(ctx, bopt, plan, manifest_path, settings,
+               bopt.skip_existing ? read_previous_rows(manifest_path, nlohmann::json::parse(settings.dump()))
+                                  : std::map<std::string, PrevRow>{});
   run.report_planning_failures();
   run.run_jobs(plan_threads(bopt, plan.jobs.size()));
   return run.finish();

@@ -14,6 +14,7 @@
 #include "app/eval_cmd.hpp"
 #include "io/image_io.hpp"
 #include "app/inspect.hpp"
+#include "app/provenance.hpp"
 #include "checkpoint/weights.hpp"
 
 namespace {
@@ -187,8 +188,10 @@ int main(int argc, char** argv) {
   int inspect_heads = 0;
   CLI::App* inspect = app.add_subcommand(
       "inspect", "print what attnmap reads from a checkpoint: layout, token layout, grid, depth, heads, parameter "
-                 "count and every config value with where it came from");
-  inspect->add_option("weights", inspect_weights, "weights file: attnmap JSON or safetensors")->required();
+                 "count and every config value with where it came from; given an output (PNG, .npy), the settings "
+                 "that made it");
+  inspect->add_option("weights", inspect_weights, "weights file: attnmap JSON or safetensors; or an output PNG / .npy")
+      ->required();
   inspect->add_option("--heads", inspect_heads, "number of attention heads, when the weights do not say");
 
   // CLI11 reads "--layer=" (nothing after the '=') as the option given without a value and takes the next
@@ -221,6 +224,10 @@ int main(int argc, char** argv) {
 
   try {
     if (inspect->parsed()) {
+      if (attnmap::looks_like_output(inspect_weights)) {  // a PNG or .npy render wrote: the settings that made it
+        std::cout << attnmap::describe_output(inspect_weights);
+        return 0;
+      }
       attnmap::ModelOverrides ov;
       if (inspect->count("--heads")) ov.num_heads = inspect_heads;
       const attnmap::ViTWeights w = attnmap::load_model(inspect_weights, ov);

@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <unistd.h>
+
+#include "app/provenance.hpp"
 #include "model/classify.hpp"
 #include "draw/colormap.hpp"
 #include "core/error.hpp"
@@ -184,21 +187,29 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
 
   const std::string png = job.out_base + ".png";
   fs::create_directories(fs::path(png).parent_path());
+  std::vector<PngText> text;
+  if (!ctx.provenance.empty()) text.push_back({kProvenanceKeyword, ctx.provenance});
   if (opt.save_raw) {
+    const std::string npy = job.out_base + ".npy", side = npy_sidecar_path(npy);
+    if (!ctx.provenance.empty()) ::unlink(side.c_str());  // an interrupted write leaves no record at all
     if (opt.all_heads) {
       std::vector<float> all;
       for (const auto& m : head_maps) all.insert(all.end(), m.begin(), m.end());
-      write_npy(job.out_base + ".npy", all, {hp.num_heads, hp.grid_h, hp.grid_w});
+      write_npy(npy, all, {hp.num_heads, hp.grid_h, hp.grid_w});
     } else {
-      write_npy(job.out_base + ".npy", res.map, {hp.grid_h, hp.grid_w});
+      write_npy(npy, res.map, {hp.grid_h, hp.grid_w});
     }
-    res.outputs.push_back(job.out_base + ".npy");
+    if (!ctx.provenance.empty()) {
+      const std::string line = ctx.provenance + "\n";
+      write_file_atomic(side, std::vector<uint8_t>(line.begin(), line.end()));
+    }
+    res.outputs.push_back(npy);
   }
   if (opt.heads_grid) {
-    write_png(job.out_base + ".heads.png", sheet);
+    write_png(job.out_base + ".heads.png", sheet, text);
     res.outputs.insert(res.outputs.begin(), job.out_base + ".heads.png");
   }
-  write_png(png, out);
+  write_png(png, out, text);
   res.outputs.insert(res.outputs.begin(), png);
   return res;
 }

@@ -54,6 +54,9 @@ struct RenderContext {
   HeadSelect head;                ///< resolved head / fusion
   const uint8_t* cmap = nullptr;  ///< 256x3 colour table
   std::shared_ptr<const Font> font;  ///< label font, loaded once when heads_grid
+  /// The run's settings record (provenance_text of make_provenance): stored in every PNG as tEXt `attnmap`
+  /// and beside every .npy as NAME.npy.json; empty: nothing recorded.
+  std::string provenance;
 };
 
 /// What rendering one image produced.
@@ -90,7 +93,9 @@ SelectedView select_view(const HParams& hp, const RenderOptions& opt);
 RenderContext make_render_context(const ViTWeights& model, const RenderOptions& opt);
 
 /// Renders one image into job.out_base + ".png" (and ".heads.png" with heads_grid, ".npy" with save_raw),
-/// files written atomically. The map is the class token's attention over the patches at ctx.layer with
+/// files written atomically; with ctx.provenance, the PNGs carry it as tEXt `attnmap` and the .npy gets the
+/// sidecar NAME.npy.json (removed before the .npy is replaced and written after it, so a sidecar never
+/// describes a .npy of other settings). The map is the class token's attention over the patches at ctx.layer with
 /// ctx.head, or with rollout the class row of attention_rollout through layers 0..ctx.layer; drawn as a
 /// heatmap, or with threshold as the DINO mask (threshold_mask of the map) filled and outlined.
 /// Throws attnmap::Error (or std::exception from the file system) naming the problem; nothing is written then.

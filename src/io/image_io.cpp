@@ -600,8 +600,11 @@ void check_png_input(const Image& img, const char* who) {
 }
 }  // namespace
 
-std::vector<uint8_t> encode_png(const Image& img) {
+std::vector<uint8_t> encode_png(const Image& img, const std::vector<PngText>& extra) {
   check_png_input(img, "encode_png");
+  for (const PngText& t : extra)
+    if (t.keyword.empty() || t.keyword.size() > 79)
+      throw Error("encode_png: a tEXt keyword has 1 to 79 characters, found '" + t.keyword + "'");
   std::unique_ptr<spng_ctx, void (*)(spng_ctx*)> ctx(spng_ctx_new(SPNG_CTX_ENCODER), spng_ctx_free);
   if (!ctx) throw Error("encode_png: out of memory");
   auto fail = [&](int e) {
@@ -619,13 +622,20 @@ std::vector<uint8_t> encode_png(const Image& img) {
   ihdr.bit_depth = 8;
   ihdr.color_type = SPNG_COLOR_TYPE_TRUECOLOR;
   if (!e) e = spng_set_ihdr(ctx.get(), &ihdr);
-  spng_text text{};
-  std::strcpy(text.keyword, "Software");
-  text.type = SPNG_TEXT;
-  char software[] = "attnmap";
-  text.text = software;
-  text.length = sizeof software - 1;
-  if (!e) e = spng_set_text(ctx.get(), &text, 1);
+  // libspng copies the chunks at spng_set_text; the text must stay alive until then.
+  std::vector<std::string> texts = {"attnmap"};
+  std::vector<spng_text> chunks(1 + extra.size());
+  std::strcpy(chunks[0].keyword, "Software");
+  for (size_t i = 0; i < extra.size(); ++i) {
+    std::memcpy(chunks[i + 1].keyword, extra[i].keyword.c_str(), extra[i].keyword.size() + 1);
+    texts.push_back(extra[i].text);
+  }
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    chunks[i].type = SPNG_TEXT;
+    chunks[i].text = texts[i].data();
+    chunks[i].length = texts[i].size();
+  }
+  if (!e) e = spng_set_text(ctx.get(), chunks.data(), static_cast<uint32_t>(chunks.size()));
   if (!e)
     e = spng_encode_image(ctx.get(), img.rgb.data(), img.rgb.size(), SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE);
   if (e) throw fail(e);
@@ -759,6 +769,32 @@ bool written_by_attnmap(const std::string& path) {
   return false;
 }
 
-void write_png(const std::string& path, const Image& img) { write_file_atomic(path, encode_png(img)); }
+std::vector<PngText> read_png_text(const std::string& path) {
+  std::vector<PngText> out;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return out;
+  std::vector<char> buf(1 << 20);
+  in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+  const size_t n = static_cast<size_t>(in.gcount());
+  const auto* d = reinterpret_cast<const uint8_t*>(buf.data());
+  if (n < 8 || std::memcmp(d, kPngSignature, 8) != 0) return out;
+  size_t pos = 8;
+  while (pos + 8 <= n) {
+    const size_t len = read_be32(d + pos);
+    const uint8_t* type = d + pos + 4;
+    if (std::memcmp(type, "IDAT", 4) == 0 || std::memcmp(type, "IEND", 4) == 0 || len > n - pos - 8) break;
+    if (std::memcmp(type, "tEXt", 4) == 0) {
+      const char* body = reinterpret_cast<const char*>(d + pos + 8);
+      const size_t nul = std::string(body, len).find('\0');
+      if (nul != std::string::npos && nul > 0) out.push_back({std::string(body, nul), std::string(body + nul + 1, len - nul - 1)});
+    }
+    pos += 12 + len;
+  }
+  return out;
+}
+
+void write_png(const std::string& path, const Image& img, const std::vector<PngText>& text) {
+  write_file_atomic(path, encode_png(img, text));
+}
 
 }  // namespace attnmap

@@ -106,11 +106,22 @@ void remove_registered_temp_files() noexcept;
 /// signal's default action, so Ctrl-C or a scheduler's kill leaves no `.NAME.tmp.*` beside the outputs.
 void install_interrupt_cleanup();
 
+/// One PNG tEXt chunk (PNG 1.2 §11.3.4.3): a keyword of 1..79 Latin-1 characters and Latin-1 text.
+struct PngText {
+  std::string keyword;
+  std::string text;
+};
+
 /// Encodes `img` as an 8-bit RGB PNG into memory with libspng (zlib level 2, Sub/Up row filters: several
 /// times faster than stb_image_write's encoder, lossless, so the pixels are the same), with a tEXt chunk
-/// `Software` = `attnmap` (PNG 1.2 §11.3.4) that marks the file as attnmap's output. Throws
-/// attnmap::Error on an empty or inconsistent image or an encoder failure.
-std::vector<uint8_t> encode_png(const Image& img);
+/// `Software` = `attnmap` (PNG 1.2 §11.3.4) that marks the file as attnmap's output, then the tEXt chunks
+/// `text` (all before the image data). Throws attnmap::Error on an empty or inconsistent image, a keyword
+/// that is empty or over 79 bytes, or an encoder failure.
+std::vector<uint8_t> encode_png(const Image& img, const std::vector<PngText>& text = {});
+
+/// The tEXt chunks before the image data of the PNG at `path` (reads at most its first 1 MiB), in file
+/// order; empty for a file that is not a PNG or cannot be read. Chunks are not CRC-checked.
+std::vector<PngText> read_png_text(const std::string& path);
 
 /// The same image encoded by stb_image_write (the previous encoder; kept for comparison in tests/bench).
 std::vector<uint8_t> encode_png_stb(const Image& img);
@@ -121,7 +132,7 @@ std::vector<uint8_t> encode_png_stb(const Image& img);
 bool written_by_attnmap(const std::string& path);
 
 /// encode_png + write_file_atomic.
-void write_png(const std::string& path, const Image& img);
+void write_png(const std::string& path, const Image& img, const std::vector<PngText>& text = {});
 
 /// Reads a whole file into memory; throws attnmap::Error naming `path`.
 std::vector<uint8_t> read_file(const std::string& path);
