@@ -361,21 +361,7 @@ std::string manifest_line(const Outcome& o) {
   j["status"] = o.status;
   j["error"] = o.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.error);
   j["milliseconds"] = std::round(o.milliseconds * 1000.0) / 1000.0;
-  if (o.stats) {
-    j["map_max"] = o.stats->max;
-    j["argmax_row"] = o.stats->argmax_row;
-    j["argmax_col"] = o.stats->argmax_col;
-    j["entropy"] = o.stats->entropy_valid ? nlohmann::ordered_json(o.stats->entropy) : nlohmann::ordered_json(nullptr);
-  } else {
-    for (const char* k : {"map_max", "argmax_row", "argmax_col", "entropy"}) j[k] = nullptr;
-  }
-  if (!o.top5.empty()) {
-    nlohmann::ordered_json t = nlohmann::ordered_json::array();
-    for (const auto& [label, p] : o.top5) t.push_back({{"label", label}, {"probability", p}});
-    j["top5"] = t;
-  } else {
-    j["top5"] = nullptr;
-  }
+  put_image_stats(j, o.stats, o.top5);
   // Invalid UTF-8 in a file name becomes U+FFFD rather than aborting the run.
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
@@ -461,10 +447,7 @@ class Manifest {
 };
 
 /// What an earlier run recorded for one input: the statistics and top-5 of a "done" or "skipped" row.
-struct PrevRow {
-  MapStats stats;
-  std::vector<std::pair<std::string, float>> top5;
-};
+using PrevRow = ImageStats;
 
 /// The rows of an earlier manifest at `path` that were made with `settings` (the header above them has the
 /// same settings: same_settings), by input; the last row of an input wins. Rows without statistics, rows
@@ -487,20 +470,8 @@ std::map<std::string, PrevRow> read_previous_rows(const std::string& path, const
       trusted = j.contains("settings") && same_settings(j["settings"], settings);
       continue;
     }
-    if (!trusted || !j.contains("input") || !j["input"].is_string() || !j.contains("map_max") || !j["map_max"].is_number())
-      continue;
-    try {
-      PrevRow r;
-      r.stats.max = j["map_max"].get<float>();
-      r.stats.argmax_row = j["argmax_row"].get<int>();
-      r.stats.argmax_col = j["argmax_col"].get<int>();
-      r.stats.entropy_valid = j["entropy"].is_number();
-      if (r.stats.entropy_valid) r.stats.entropy = j["entropy"].get<double>();
-      if (j.contains("top5") && j["top5"].is_array())
-        for (const auto& t : j["top5"]) r.top5.push_back({t.at("label").get<std::string>(), t.at("probability").get<float>()});
-      rows[j["input"].get<std::string>()] = std::move(r);
-    } catch (const nlohmann::json::exception&) {
-    }
+    if (!trusted || !j.contains("input") || !j["input"].is_string()) continue;
+    if (std::optional<ImageStats> st = get_image_stats(j)) rows[j["input"].get<std::string>()] = std::move(*st);
   }
   return rows;
 }
@@ -737,7 +708,7 @@ class BatchRun {
     if (!opt_.quiet) {
       if (no_stats_ > 0)
         std::cerr << "attnmap: note: " << no_stats_ << " skipped image(s) have no statistics in the manifest: no row "
-                  << "of an earlier manifest made with these settings, and no .npy (--save-raw) to compute them from\n";
+                  << "of an earlier manifest made with these settings, none in the PNG and no .npy to compute them from\n";
       char redone[64] = "";
       if (redone_ > 0) std::snprintf(redone, sizeof redone, " (%zu redone: settings changed)", redone_);
       char line[256];
@@ -795,14 +766,16 @@ class BatchRun {
     return changed ? Existing::Changed : complete ? Existing::Same : Existing::Incomplete;
   }
 
-  /// A skipped image's statistics (and top-5): from the earlier manifest's row of these settings, else
-  /// computed from its .npy when that exists with these settings (a rank-3 --all-heads file fused as the
-  /// view fuses heads: the same values as the map). Sets o->stats only when found.
-  void carry_statistics(const Job& job, const std::string& npy, Outcome* o) const {
+  /// A skipped image's statistics (and top-5): from the earlier manifest's row of these settings, else from
+  /// its PNG (tEXt `attnmap:stats`), else computed from its .npy when that exists with these settings (a
+  /// rank-3 --all-heads file fused as the view fuses heads: the same values as the map). Sets o->stats only
+  /// when found.
+  void carry_statistics(const Job& job, const std::string& png, const std::string& npy, Outcome* o) const {
     const auto it = prev_.find(job.input);
-    if (it != prev_.end()) {
-      o->stats = it->second.stats;
-      o->top5 = it->second.top5;
+    std::optional<ImageStats> st = it != prev_.end() ? std::optional<ImageStats>(it->second) : read_png_stats(png);
+    if (st) {
+      o->stats = st->stats;
+      o->top5 = st->top5;
       return;
     }
     const std::optional<nlohmann::json> side = read_sidecar(npy_sidecar_path(npy));
@@ -854,13 +827,13 @@ class BatchRun {
         o.outputs.push_back(png);
         if (opt_.heads_grid) o.outputs.push_back(sheet);
         if (opt_.save_raw) o.outputs.push_back(npy);
-        carry_statistics(job, npy, &o);
+        carry_statistics(job, png, npy, &o);
       } else {
         check_replaceable(png, npy, sheet);
         RenderResult res = render_image(ctx_, job);
         o.status = "done";
         o.outputs = res.outputs;
-        o.stats = map_statistics(res.map, ctx_.model->hp.grid_h, ctx_.model->hp.grid_w);
+        o.stats = res.stats;
         o.top5 = std::move(res.top5);
         *notes = std::move(res.notes);
       }

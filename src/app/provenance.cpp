@@ -148,6 +148,54 @@ std::optional<nlohmann::json> unordered(const std::optional<nlohmann::ordered_js
 
 std::optional<nlohmann::json> read_png_provenance(const std::string& png) { return unordered(png_record(png)); }
 
+void put_image_stats(nlohmann::ordered_json& j, const std::optional<MapStats>& stats,
+                     const std::vector<std::pair<std::string, float>>& top5) {
+  if (stats) {
+    j["map_max"] = stats->max;
+    j["argmax_row"] = stats->argmax_row;
+    j["argmax_col"] = stats->argmax_col;
+    j["entropy"] = stats->entropy_valid ? nlohmann::ordered_json(stats->entropy) : nlohmann::ordered_json(nullptr);
+  } else {
+    for (const char* k : {"map_max", "argmax_row", "argmax_col", "entropy"}) j[k] = nullptr;
+  }
+  if (!top5.empty()) {
+    nlohmann::ordered_json t = nlohmann::ordered_json::array();
+    for (const auto& [label, p] : top5) t.push_back({{"label", label}, {"probability", p}});
+    j["top5"] = t;
+  } else {
+    j["top5"] = nullptr;
+  }
+}
+
+std::optional<ImageStats> get_image_stats(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("map_max") || !j["map_max"].is_number()) return std::nullopt;
+  try {
+    ImageStats r;
+    r.stats.max = j["map_max"].get<float>();
+    r.stats.argmax_row = j.at("argmax_row").get<int>();
+    r.stats.argmax_col = j.at("argmax_col").get<int>();
+    r.stats.entropy_valid = j.contains("entropy") && j["entropy"].is_number();
+    if (r.stats.entropy_valid) r.stats.entropy = j["entropy"].get<double>();
+    if (j.contains("top5") && j["top5"].is_array())
+      for (const auto& t : j["top5"]) r.top5.push_back({t.at("label").get<std::string>(), t.at("probability").get<float>()});
+    return r;
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<ImageStats> read_png_stats(const std::string& png) {
+  for (const PngText& t : read_png_text(png)) {
+    if (t.keyword != kStatsKeyword) continue;
+    try {
+      return get_image_stats(nlohmann::json::parse(t.text));
+    } catch (const nlohmann::json::exception&) {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
 std::string npy_sidecar_path(const std::string& npy) { return npy + ".json"; }
 
 std::optional<nlohmann::json> read_sidecar(const std::string& sidecar) { return unordered(sidecar_record(sidecar)); }
@@ -177,6 +225,9 @@ std::string describe_output(const std::string& path) {
     k.resize(std::max<size_t>(k.size() + 1, 19), ' ');
     out += k + (it.value().is_string() ? it.value().get<std::string>() : it.value().dump()) + "\n";
   }
+  if (!npy && !side)
+    for (const PngText& t : read_png_text(path))
+      if (t.keyword == kStatsKeyword) out += "statistics of this image (tEXt '" + std::string(kStatsKeyword) + "'):\n  " + t.text + "\n";
   return out;
 }
 

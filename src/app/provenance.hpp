@@ -45,6 +45,27 @@ std::string npy_sidecar_path(const std::string& npy);
 /// object with "attnmap_version"): such a file was not written by attnmap.
 std::optional<nlohmann::json> read_sidecar(const std::string& sidecar);
 
+/// The PNG tEXt keyword of the image's own statistics (one JSON object: the manifest row's map_max,
+/// argmax_row, argmax_col, entropy and top5), so a resumed run's manifest row of a skipped image has them.
+inline constexpr const char* kStatsKeyword = "attnmap:stats";
+
+/// One image's map statistics and top-5 classes (empty without a classifier head).
+struct ImageStats {
+  MapStats stats;
+  std::vector<std::pair<std::string, float>> top5;
+};
+
+/// Puts the manifest's statistics fields into `j`: map_max, argmax_row, argmax_col, entropy (null when the
+/// entropy is undefined), all null without `stats`; top5 ([{"label", "probability"}...], null when empty).
+void put_image_stats(nlohmann::ordered_json& j, const std::optional<MapStats>& stats,
+                     const std::vector<std::pair<std::string, float>>& top5);
+
+/// Reads those fields back (doubles and floats exactly as written); nullopt when map_max is not a number.
+std::optional<ImageStats> get_image_stats(const nlohmann::json& j);
+
+/// The statistics a PNG carries (tEXt `attnmap:stats`), or nullopt.
+std::optional<ImageStats> read_png_stats(const std::string& png);
+
 /// `attnmap inspect` on an output: the record of a PNG, or of a .npy (its sidecar) or a sidecar itself,
 /// pretty-printed (several lines ending with a newline). Throws attnmap::Error when the file has none.
 std::string describe_output(const std::string& path);

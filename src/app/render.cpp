@@ -187,8 +187,14 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
 
   const std::string png = job.out_base + ".png";
   fs::create_directories(fs::path(png).parent_path());
+  res.stats = map_statistics(res.map, hp.grid_h, hp.grid_w);
   std::vector<PngText> text;
-  if (!ctx.provenance.empty()) text.push_back({kProvenanceKeyword, ctx.provenance});
+  if (!ctx.provenance.empty()) {
+    text.push_back({kProvenanceKeyword, ctx.provenance});
+    nlohmann::ordered_json st;
+    put_image_stats(st, res.stats, res.top5);
+    text.push_back({kStatsKeyword, st.dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace)});
+  }
   if (opt.save_raw) {
     const std::string npy = job.out_base + ".npy", side = npy_sidecar_path(npy);
     if (!ctx.provenance.empty()) ::unlink(side.c_str());  // an interrupted write leaves no record at all

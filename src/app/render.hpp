@@ -63,6 +63,7 @@ struct RenderContext {
 struct RenderResult {
   std::vector<std::string> outputs;  ///< files written, the overlay PNG first
   std::vector<float> map;            ///< (grid_h, grid_w) class-token map (or its rollout) as computed
+  MapStats stats;                    ///< map_statistics of `map`
   std::vector<uint8_t> mask;         ///< (grid_h, grid_w) with threshold: 1 where the DINO mask keeps the patch
   std::vector<std::string> notes;    ///< per-image notes for the terminal (e.g. a flat map)
   /// With a classifier head: the 5 most probable classes (config label or "class i", softmax probability),
@@ -93,7 +94,8 @@ SelectedView select_view(const HParams& hp, const RenderOptions& opt);
 RenderContext make_render_context(const ViTWeights& model, const RenderOptions& opt);
 
 /// Renders one image into job.out_base + ".png" (and ".heads.png" with heads_grid, ".npy" with save_raw),
-/// files written atomically; with ctx.provenance, the PNGs carry it as tEXt `attnmap` and the .npy gets the
+/// files written atomically; with ctx.provenance, the PNGs carry it as tEXt `attnmap` (and the image's
+/// statistics and top-5 as tEXt `attnmap:stats`) and the .npy gets the
 /// sidecar NAME.npy.json (removed before the .npy is replaced and written after it, so a sidecar never
 /// describes a .npy of other settings). The map is the class token's attention over the patches at ctx.layer with
 /// ctx.head, or with rollout the class row of attention_rollout through layers 0..ctx.layer; drawn as a
