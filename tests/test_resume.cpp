@@ -335,10 +335,14 @@ TEST_F(Resume, InterruptedRunResumedHasEveryRowWithStatistics) {
 // once, the same rows as one full run.
 TEST_F(Resume, ShardManifestsConcatenate) {
   fs::copy_file(kData + "/composites/0003_coat.png", dir / "in" / "coat.png");
-  ASSERT_EQ(render("-q --manifest " + q(dir / "full.jsonl")).status, 0);
-  for (const char* k : {"1", "2"})
-    ASSERT_EQ(run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "sh") + " -q --shard " + k + "/2 --manifest " +
-                          q(dir / (std::string("m-") + k + ".jsonl"))).status, 0);
+  ASSERT_EQ(run_attnmap("render " + q(dir / "in") + " " + q(dir / "gone.png") + " -o " + q(dir / "full") +
+                        " -q --manifest " + q(dir / "full.jsonl")).status, 1);
+  for (const char* k : {"1", "2"}) {  // a missing input fails in every shard, and is listed once
+    const CliRun r = run_attnmap("render " + q(dir / "in") + " " + q(dir / "gone.png") + " -o " + q(dir / "sh") +
+                                 " -q --shard " + k + "/2 --manifest " + q(dir / (std::string("m-") + k + ".jsonl")));
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_NE(r.err.find("gone.png: no such file or folder"), std::string::npos) << r.err;
+  }
   std::ofstream(dir / "all.jsonl") << slurp(dir / "m-1.jsonl") << slurp(dir / "m-2.jsonl");  // cat m-*.jsonl
   std::set<std::string> shards;
   std::map<std::string, json> rows;
@@ -354,7 +358,8 @@ TEST_F(Resume, ShardManifestsConcatenate) {
   ASSERT_EQ(rows.size(), full.size() - 1);
   for (size_t i = 1; i < full.size(); ++i) {
     const json& s = rows.at(full[i]["input"].get<std::string>());
-    for (const char* k : {"status", "map_max", "argmax_row", "argmax_col", "entropy", "top5"}) EXPECT_EQ(s[k], full[i][k]) << k;
+    for (const char* k : {"status", "error", "map_max", "argmax_row", "argmax_col", "entropy", "top5"})
+      EXPECT_EQ(s[k], full[i][k]) << k;
   }
 }
 

@@ -660,11 +660,13 @@ class BatchRun {
   BatchRun(const RenderContext& ctx, const BatchOptions& bopt, const JobPlan& plan, const std::string& manifest_path,
            const nlohmann::ordered_json& settings, std::map<std::string, PrevRow> prev)
       : ctx_(ctx), opt_(*ctx.opt), bopt_(bopt), plan_(plan), n_pre_(plan.pre.size()),
-        settings_(nlohmann::json::parse(settings.dump())), prev_(std::move(prev)),
-        manifest_(manifest_path, plan.pre.size() + plan.jobs.size(),
-                  manifest_path.empty() ? "" : manifest_header(settings, *ctx.opt, bopt, plan.pre.size() + plan.jobs.size())) {}
+        pre_rows_(bopt.shard_index == 1 ? n_pre_ : 0), settings_(nlohmann::json::parse(settings.dump())),
+        prev_(std::move(prev)),
+        manifest_(manifest_path, pre_rows_ + plan.jobs.size(),
+                  manifest_path.empty() ? "" : manifest_header(settings, *ctx.opt, bopt, pre_rows_ + plan.jobs.size())) {}
 
-  /// Inputs that failed before rendering (missing, unreadable folders): one error line and manifest entry each.
+  /// Inputs that failed before rendering (missing, unreadable folders): one error line each, in every shard,
+  /// and one manifest entry each, in shard 1's manifest only (concatenated shard manifests list every input once).
   void report_planning_failures() {
     for (size_t i = 0; i < n_pre_; ++i) {
       std::cerr << "attnmap: error: " << printable(plan_.pre[i].second) << "\n";
@@ -673,7 +675,7 @@ class BatchRun {
       o.input = plan_.pre[i].first;
       o.status = "failed";
       o.error = plan_.pre[i].second;
-      const std::string err = manifest_.put(i, manifest_line(o));
+      const std::string err = i < pre_rows_ ? manifest_.put(i, manifest_line(o)) : std::string();
       if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
     }
   }
@@ -877,7 +879,7 @@ class BatchRun {
         std::cout << std::flush;
       }
     }
-    const std::string err = manifest_.put(n_pre_ + i, std::move(line));
+    const std::string err = manifest_.put(pre_rows_ + i, std::move(line));
     if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
     progress_->tick(done_ + failed_ + skipped_ - n_pre_, skipped_);
   }
@@ -887,6 +889,7 @@ class BatchRun {
   const BatchOptions& bopt_;
   const JobPlan& plan_;
   const size_t n_pre_;
+  const size_t pre_rows_;  // of them, the ones this run's manifest lists: all in shard 1, none in the others
   const nlohmann::json settings_;          // the run's record, compared with the outputs' records
   const std::map<std::string, PrevRow> prev_;  // an earlier manifest's rows of these settings, by input
   Manifest manifest_;
