@@ -379,3 +379,66 @@ TEST_F(Resume, RowsOfOtherSettingsAreNotCarried) {
   ASSERT_EQ(m.size(), 3u);
   EXPECT_TRUE(m[1]["map_max"].is_null());  // the L0 rows' values would be wrong for L1 maps
 }
+
+// The manifest is appended to, never truncated while a run goes on: a resumed run killed half-way still
+// leaves the first run's rows, so the next resume has every image's statistics even where only the
+// manifest holds them (the PNGs' attnmap:stats chunks removed). A run that truncated its manifest at the
+// start lost the rows of the images it had not reached.
+TEST_F(Resume, KilledResumeLosesNoEarlierRow) {
+  fs::remove_all(dir / "in");
+  fs::create_directories(dir / "in");
+  const std::vector<std::string> sources = {"0000_trouser", "0001_sneaker", "0002_bag", "0003_coat", "0004_sneaker",
+                                            "0005_sandal", "0006_ankle_boot", "0007_trouser", "0008_ankle_boot"};
+  std::vector<std::string> names;
+  for (int copy = 0; copy < 5; ++copy)
+    for (const auto& s : sources) {
+      names.push_back(std::to_string(copy) + "_" + s);
+      fs::create_hard_link(kData + "/composites/" + s + ".png", dir / "in" / (names.back() + ".png"));
+    }
+  std::sort(names.begin(), names.end());
+  const fs::path man = dir / "m.jsonl";
+  ASSERT_EQ(render("-q -j 1 --manifest " + q(man)).status, 0);
+  const std::vector<json> ref = manifest_lines(man);
+  ASSERT_EQ(ref.size(), names.size() + 1);
+  for (const auto& n : names) {  // statistics only in the manifest from now on
+    const fs::path p = dir / "out" / (n + ".png");
+    write_png(p.string(), load_image(p.string()), {read_png_text(p.string())[1]});
+  }
+  // The first 30 images must be rendered again, the last 15 stay: the run is killed before it reaches them.
+  for (size_t i = 0; i < 30; ++i) fs::remove(dir / "out" / (names[i] + ".png"));
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::freopen("/dev/null", "w", stdout);
+    std::freopen("/dev/null", "w", stderr);
+    ::execl(ATTNMAP_BIN, "attnmap", "render", (dir / "in").c_str(), "-o", (dir / "out").c_str(), "-q", "-j", "1",
+            "--skip-existing", "--manifest", man.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const size_t first_run = names.size() + 1;
+  auto lines = [&]() {
+    const std::string m = slurp(man);
+    return static_cast<size_t>(std::count(m.begin(), m.end(), '\n'));
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  while (lines() < first_run + 1 + 3 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the resumed run finished before it was killed";
+  const std::vector<json> cut = manifest_lines(man);
+  ASSERT_GT(cut.size(), first_run + 1);
+  ASSERT_LT(cut.size(), first_run + 1 + 30);  // killed before the images that only the first run's rows describe
+  for (size_t i = 0; i < first_run; ++i) EXPECT_EQ(cut[i], ref[i]) << i;  // the first run's lines, untouched
+  EXPECT_TRUE(cut[first_run].contains("attnmap_manifest"));
+
+  const CliRun r = render("--skip-existing --manifest " + q(man));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("no statistics"), std::string::npos) << r.err;
+  const std::vector<json> m = manifest_lines(man);
+  ASSERT_EQ(m.size(), first_run);
+  for (size_t i = 1; i < m.size(); ++i)
+    for (const char* k : {"input", "map_max", "argmax_row", "argmax_col", "entropy", "top5"})
+      EXPECT_EQ(m[i][k], ref[i][k]) << m[i]["input"] << ": " << k;
+}
