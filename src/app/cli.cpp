@@ -143,8 +143,11 @@ int main(int argc, char** argv) {
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  render->add_option("--manifest", bo.manifest, "write one JSON line per input (status, outputs, map statistics)");
-  render->add_flag("--skip-existing", bo.skip_existing, "skip images whose outputs already exist (resume a run)");
+  render->add_option("--manifest", bo.manifest,
+                     "write a header line with the run's settings, then one JSON line per input (status, outputs, map "
+                     "statistics); an earlier manifest there is read back by --skip-existing");
+  render->add_flag("--skip-existing", bo.skip_existing,
+                   "skip images whose outputs already exist and were made with the same settings (resume a run)");
   render->add_option("--shard", shard_s, "render only part K of N of the sorted inputs, e.g. 2/4 (Slurm arrays)");
   render->add_option("--progress-every", bo.progress_every,
                      "when standard error is not a terminal: a progress line per this many images (default: auto)");

@@ -770,25 +770,26 @@ bool written_by_attnmap(const std::string& path) {
 }
 
 std::vector<PngText> read_png_text(const std::string& path) {
+  // Chunk by chunk up to the image data: only the few hundred bytes before IDAT are read, not the pixels.
   std::vector<PngText> out;
   std::ifstream in(path, std::ios::binary);
-  if (!in) return out;
-  std::vector<char> buf(1 << 20);
-  in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-  const size_t n = static_cast<size_t>(in.gcount());
-  const auto* d = reinterpret_cast<const uint8_t*>(buf.data());
-  if (n < 8 || std::memcmp(d, kPngSignature, 8) != 0) return out;
-  size_t pos = 8;
-  while (pos + 8 <= n) {
-    const size_t len = read_be32(d + pos);
-    const uint8_t* type = d + pos + 4;
-    if (std::memcmp(type, "IDAT", 4) == 0 || std::memcmp(type, "IEND", 4) == 0 || len > n - pos - 8) break;
-    if (std::memcmp(type, "tEXt", 4) == 0) {
-      const char* body = reinterpret_cast<const char*>(d + pos + 8);
-      const size_t nul = std::string(body, len).find('\0');
-      if (nul != std::string::npos && nul > 0) out.push_back({std::string(body, nul), std::string(body + nul + 1, len - nul - 1)});
+  uint8_t head[8];
+  if (!in.read(reinterpret_cast<char*>(head), 8) || std::memcmp(head, kPngSignature, 8) != 0) return out;
+  size_t seen = 8;
+  while (in.read(reinterpret_cast<char*>(head), 8)) {
+    const size_t len = read_be32(head);
+    if (std::memcmp(head + 4, "IDAT", 4) == 0 || std::memcmp(head + 4, "IEND", 4) == 0) break;
+    seen += 12 + len;
+    if (len > (1u << 20) || seen > (16u << 20)) break;  // not what encode_png writes before its image data
+    if (std::memcmp(head + 4, "tEXt", 4) == 0) {
+      std::string body(len, '\0');
+      if (!in.read(body.data(), static_cast<std::streamsize>(len))) break;
+      const size_t nul = body.find('\0');
+      if (nul != std::string::npos && nul > 0) out.push_back({body.substr(0, nul), body.substr(nul + 1)});
+      in.seekg(4, std::ios::cur);  // CRC
+    } else {
+      in.seekg(static_cast<std::streamoff>(len) + 4, std::ios::cur);
     }
-    pos += 12 + len;
   }
   return out;
 }

@@ -119,8 +119,9 @@ struct PngText {
 /// that is empty or over 79 bytes, or an encoder failure.
 std::vector<uint8_t> encode_png(const Image& img, const std::vector<PngText>& text = {});
 
-/// The tEXt chunks before the image data of the PNG at `path` (reads at most its first 1 MiB), in file
-/// order; empty for a file that is not a PNG or cannot be read. Chunks are not CRC-checked.
+/// The tEXt chunks before the image data of the PNG at `path`, in file order (reads the chunks before the
+/// first IDAT only; stops at a chunk over 1 MiB); empty for a file that is not a PNG or cannot be read.
+/// Chunks are not CRC-checked.
 std::vector<PngText> read_png_text(const std::string& path);
 
 /// The same image encoded by stb_image_write (the previous encoder; kept for comparison in tests/bench).
