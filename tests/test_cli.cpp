@@ -269,7 +269,7 @@ TEST_F(Cli, NonRegularFilesAreRefusedUpFront) {
   EXPECT_NE(f.err.find("/walk/dangling.png: cannot open"), std::string::npos) << f.err;
   EXPECT_NE(f.err.find("/walk/loop.png: cannot open"), std::string::npos) << f.err;
   const std::string m = slurp(dir / "m.jsonl");
-  EXPECT_EQ(std::count(m.begin(), m.end(), '\n'), 4) << m;
+  EXPECT_EQ(std::count(m.begin(), m.end(), '\n'), 5) << m;  // the run's header line, then one row per input
 }
 
 TEST_F(Cli, BadDefaultViewInTheWeightsConfigSaysSo) {

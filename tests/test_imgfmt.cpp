@@ -277,7 +277,8 @@ TEST_F(ImgFmtCli, SkippedTypesSummaryLine) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find(note + "attnmap: 1 done, 0 failed, 0 skipped"), std::string::npos) << r.err;
   const std::string manifest = slurp(dir / "m.jsonl");
-  EXPECT_EQ(std::count(manifest.begin(), manifest.end(), '\n'), 1) << manifest;
+  EXPECT_EQ(std::count(manifest.begin(), manifest.end(), '\n'), 2) << manifest;  // the header line, one row
+  EXPECT_EQ(manifest.find("{\"attnmap_manifest\":"), 0u) << manifest;
   EXPECT_NE(manifest.find("a.png"), std::string::npos);
   const CliRun quiet = run_attnmap("render " + q(dir / "in") + " -q -o " + q(dir / "out2"));
   EXPECT_EQ(quiet.status, 0);

@@ -13,7 +13,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -22,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/provenance.hpp"
 #include "model/classify.hpp"
 #include "core/error.hpp"
 #include "io/image_io.hpp"
@@ -392,36 +395,31 @@ std::string manifest_line(const Outcome& o) {
   j["status"] = o.status;
   j["error"] = o.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.error);
   j["milliseconds"] = std::round(o.milliseconds * 1000.0) / 1000.0;
-  if (o.stats) {
-    j["map_max"] = o.stats->max;
-    j["argmax_row"] = o.stats->argmax_row;
-    j["argmax_col"] = o.stats->argmax_col;
-    j["entropy"] = o.stats->entropy_valid ? nlohmann::ordered_json(o.stats->entropy) : nlohmann::ordered_json(nullptr);
-  } else {
-    for (const char* k : {"map_max", "argmax_row", "argmax_col", "entropy"}) j[k] = nullptr;
-  }
-  if (!o.top5.empty()) {
-    nlohmann::ordered_json t = nlohmann::ordered_json::array();
-    for (const auto& [label, p] : o.top5) t.push_back({{"label", label}, {"probability", p}});
-    j["top5"] = t;
-  } else {
-    j["top5"] = nullptr;
-  }
+  put_image_stats(j, o.stats, o.top5);
   // Invalid UTF-8 in a file name becomes U+FFFD rather than aborting the run.
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
-/// The manifest: lines written in input order, each with one write(2) as soon as every earlier input has
-/// finished, so an interrupted run leaves a file of complete lines.
+/// The manifest: this run's header, then its lines in input order, each with one write(2) as soon as every
+/// earlier input has finished. The file is opened for appending, never truncated while the run goes on, so
+/// an interrupted run leaves every earlier run's rows and its own complete lines (a resume reads them back:
+/// read_previous_rows); compact() then rewrites it atomically with this run's block alone.
 class Manifest {
  public:
-  Manifest(const std::string& path, size_t n) : path_(path), lines_(n), ready_(n, 0) {
+  Manifest(const std::string& path, size_t n, const std::string& header) : path_(path), lines_(n), ready_(n, 0) {
     if (path.empty()) return;
     std::error_code ec;
     const fs::path parent = fs::path(path).parent_path();
     if (!parent.empty()) fs::create_directories(parent, ec);
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd_ < 0) throw Error(path + ": cannot create the manifest: " + std::strerror(errno));
+    struct ::stat st {};
+    if (::fstat(fd_, &st) == 0 && st.st_size > 0) {
+      char last = '\n';  // a line cut short (a full disk) must not swallow this run's header
+      if (::pread(fd_, &last, 1, st.st_size - 1) == 1 && last != '\n') write_all("\n");
+    }
+    start_ = ::lseek(fd_, 0, SEEK_END);
+    write_all(header);
   }
   ~Manifest() {
     if (fd_ >= 0) ::close(fd_);
@@ -435,32 +433,101 @@ class Manifest {
     ready_[i] = 1;
     std::string err;
     while (next_ < lines_.size() && ready_[next_]) {
-      const std::string& l = lines_[next_];
-      size_t off = 0;
-      while (off < l.size() && failed_.empty()) {
-        const ssize_t w = ::write(fd_, l.data() + off, l.size() - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) {
-          failed_ = path_ + ": manifest write failed: " + std::strerror(errno);
-          err = failed_;
-        } else {
-          off += static_cast<size_t>(w);
-        }
+      if (failed_.empty()) {
+        write_all(lines_[next_]);
+        if (!failed_.empty()) err = failed_;
       }
       std::string().swap(lines_[next_]);
       ++next_;
     }
     return err;
   }
+  /// At the end of a run that was not interrupted: the file becomes this run's header and rows alone,
+  /// written to a temporary file and renamed over it. Returns an error message, or "".
+  std::string compact() {
+    if (fd_ < 0 || start_ <= 0) return {};  // nothing before this run's header
+    if (!failed_.empty()) return path_ + ": not rewritten after a failed write; every row is kept, the last row of an input wins";
+    try {
+      const std::vector<uint8_t> all = read_file(path_);
+      const auto from = static_cast<size_t>(start_);
+      if (all.size() < from) return path_ + ": changed by another process during the run; left as it is";
+      write_file_atomic(path_, std::vector<uint8_t>(all.begin() + static_cast<long>(from), all.end()));
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return {};
+  }
 
  private:
+  void write_all(const std::string& l) {
+    size_t off = 0;
+    while (off < l.size() && failed_.empty()) {
+      const ssize_t w = ::write(fd_, l.data() + off, l.size() - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0)
+        failed_ = path_ + ": manifest write failed: " + std::strerror(errno);
+      else
+        off += static_cast<size_t>(w);
+    }
+  }
+
   std::string path_;
   int fd_ = -1;
+  off_t start_ = 0;  // where this run's header starts
   std::vector<std::string> lines_;
   std::vector<char> ready_;
   size_t next_ = 0;
   std::string failed_;
 };
+
+/// What an earlier run recorded for one input: the statistics and top-5 of a "done" or "skipped" row.
+using PrevRow = ImageStats;
+
+/// The rows of an earlier manifest at `path` that were made with `settings` (the header above them has the
+/// same settings: same_settings), by input; the last row of an input wins. Rows without statistics, rows
+/// under another run's settings or under no header (a manifest of an attnmap that wrote none), and lines
+/// that are not JSON (a line cut short) are passed over. A missing or unreadable file: none.
+std::map<std::string, PrevRow> read_previous_rows(const std::string& path, const nlohmann::json& settings) {
+  std::map<std::string, PrevRow> rows;
+  if (path.empty()) return rows;
+  std::ifstream f(path, std::ios::binary);
+  bool trusted = false;
+  for (std::string line; std::getline(f, line);) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception&) {
+      continue;
+    }
+    if (!j.is_object()) continue;
+    if (j.contains("attnmap_manifest")) {
+      trusted = j.contains("settings") && same_settings(j["settings"], settings);
+      continue;
+    }
+    if (!trusted || !j.contains("input") || !j["input"].is_string()) continue;
+    if (std::optional<ImageStats> st = get_image_stats(j)) rows[j["input"].get<std::string>()] = std::move(*st);
+  }
+  return rows;
+}
+
+/// The manifest's first line for this run: {"attnmap_manifest": 1, "settings": {...}, "shard": "K/N",
+/// "out": DIR, "rows": n, "started": "YYYY-MM-DDTHH:MM:SSZ"}.
+std::string manifest_header(const nlohmann::ordered_json& settings, const RenderOptions& opt, const BatchOptions& bopt,
+                            size_t rows) {
+  nlohmann::ordered_json h;
+  h["attnmap_manifest"] = 1;
+  h["settings"] = settings;
+  h["shard"] = std::to_string(bopt.shard_index) + "/" + std::to_string(bopt.shard_count);
+  h["out"] = opt.out_dir;
+  h["rows"] = rows;
+  const std::time_t now = std::time(nullptr);
+  std::tm tm {};
+  gmtime_r(&now, &tm);
+  char started[32];
+  std::strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  h["started"] = started;
+  return h.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
 
 std::string fmt_duration(double s) {
   if (!(s >= 0) || s > 359999) return "--:--";
@@ -521,9 +588,11 @@ class Progress {
   std::chrono::steady_clock::time_point t0_, last_{};
 };
 
-}  // namespace
+// run_render's steps, in the order it takes them: check the options, load the model, plan the jobs, check
+// the manifest and output folder, run the jobs, write the summary.
 
-int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
+/// Options that need no model: -j, --shard, an --out that is an input folder, the --manifest name.
+void check_batch_options(const RenderOptions& opt, const BatchOptions& bopt) {
   if (bopt.jobs < 0) throw Error("--jobs must be >= 1 (or 0 for the number of cores), found " + std::to_string(bopt.jobs));
   if (bopt.shard_count < 1 || bopt.shard_index < 1 || bopt.shard_index > bopt.shard_count)
     throw Error("--shard expects K/N with 1 <= K <= N");
@@ -535,147 +604,282 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
       throw Error("the output folder is the input folder " + in + "; choose another --out");
   }
   if (!bopt.manifest.empty()) check_output_name("--manifest", bopt.manifest);  // before the model loads
-  const std::string weights_path = opt.weights.empty() ? default_weights_path() : opt.weights;
+}
+
+/// The model, loaded once for the run (position embeddings resampled to --size); its notices printed.
+ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_path) {
   ViTWeights model = load_model(weights_path, opt.overrides);
   if (opt.size)
     resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1],
                        opt.pos_interp ? *opt.pos_interp : default_pos_interp(model.hp).mode);
   if (!opt.quiet)
     for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
+  return model;
+}
 
-  const RenderContext ctx = make_render_context(model, opt);
+/// Every input's job and this shard's, with what the per-image checks need.
+struct JobPlan {
+  std::vector<Job> all;   ///< every input, named over the whole sorted list
+  std::vector<Job> jobs;  ///< this shard's: sorted index i with i % N == K-1
+  std::vector<std::pair<std::string, std::string>> pre;  ///< (input, error): failed before rendering
+  std::set<std::string> input_canon;    ///< the inputs' resolved paths: no output may replace one
+  std::set<std::string> overlay_paths;  ///< every NAME.png: no NAME.heads.png may replace one
+  /// passed_over_summary of the image files of types attnmap cannot decode ("" when none): printed under -q
+  /// too, and not in the manifest (they are not inputs of the run).
+  std::string passed_note;
+};
 
+JobPlan plan_run(const RenderOptions& opt, const BatchOptions& bopt) {
+  JobPlan p;
   std::vector<std::string> missing;
   std::vector<std::pair<std::string, std::string>> unreadable;
   std::map<std::string, size_t> passed_over;  // image files of types attnmap cannot decode, by extension
-  const std::vector<Job> all_jobs = plan_jobs(opt.inputs, opt.out_dir, &missing, bopt.ext, &unreadable, &passed_over);
-  // Printed under -q too, and not in the manifest (they are not inputs of the run): see passed_over_summary.
-  const std::string passed_note = passed_over_summary(passed_over);
-  if (all_jobs.empty() && missing.empty() && unreadable.empty()) {
-    if (!passed_note.empty()) std::cerr << "attnmap: note: " << passed_note << "\n";
-    std::cerr << "attnmap: error: no images found in the inputs\n";
-    return 1;
-  }
-  std::set<std::string> input_canon;
-  for (const auto& j : all_jobs) input_canon.insert(canonical_or_empty(j.input));
+  p.all = plan_jobs(opt.inputs, opt.out_dir, &missing, bopt.ext, &unreadable, &passed_over);
+  p.passed_note = passed_over_summary(passed_over);
+  for (const auto& m : missing) p.pre.push_back({m, m + ": no such file or folder"});
+  for (const auto& u : unreadable) p.pre.push_back(u);
+  for (const auto& j : p.all) p.input_canon.insert(canonical_or_empty(j.input));
   // NAME.heads.png of one input must not be another input's overlay (inputs "x.png" and "x.heads.png").
-  std::set<std::string> overlay_paths;
-  for (const auto& j : all_jobs) overlay_paths.insert(j.out_base + ".png");
-  // This shard's jobs: sorted index i with i % N == K-1 (names were resolved over all inputs first, so
-  // every shard names a file exactly as the full run does).
-  std::vector<Job> jobs;
-  for (size_t i = 0; i < all_jobs.size(); ++i)
-    if (i % static_cast<size_t>(bopt.shard_count) == static_cast<size_t>(bopt.shard_index - 1)) jobs.push_back(all_jobs[i]);
+  for (const auto& j : p.all) p.overlay_paths.insert(j.out_base + ".png");
+  // Names were resolved over all inputs first, so every shard names a file exactly as the full run does.
+  for (size_t i = 0; i < p.all.size(); ++i)
+    if (i % static_cast<size_t>(bopt.shard_count) == static_cast<size_t>(bopt.shard_index - 1)) p.jobs.push_back(p.all[i]);
+  return p;
+}
 
-  // The manifest must not truncate an input, the weights (or their side configs) or one of this run's outputs.
-  std::string manifest_path;  // resolved: what is checked is what is opened
-  if (!bopt.manifest.empty()) {
-    std::vector<ReadFile> reads = model_reads(weights_path);
-    for (const std::string& in : opt.inputs) reads.push_back({in, "an input"});
-    for (const Job& j : all_jobs) reads.push_back({j.input, "an input"});
-    for (const Job& j : all_jobs) {  // every shard's: the shards together write one full run's files
-      reads.push_back({j.out_base + ".png", "an output of this run"});
-      if (opt.save_raw) reads.push_back({j.out_base + ".npy", "an output of this run"});
-      if (opt.heads_grid) reads.push_back({j.out_base + ".heads.png", "an output of this run"});
-    }
-    if (!ctx.font_file.empty()) reads.push_back({ctx.font_file, "the label font"});
-    manifest_path = check_output_file("--manifest", bopt.manifest, reads);
+/// The manifest must not truncate an input, the weights (or their side configs) or one of this run's
+/// outputs. Returns the resolved path (what is checked is what is opened); "" without --manifest.
+std::string check_manifest_path(const RenderOptions& opt, const BatchOptions& bopt, const std::string& weights_path,
+                                const JobPlan& plan, const RenderContext& ctx) {
+  if (bopt.manifest.empty()) return {};
+  std::vector<ReadFile> reads = model_reads(weights_path);
+  for (const std::string& in : opt.inputs) reads.push_back({in, "an input"});
+  for (const Job& j : plan.all) reads.push_back({j.input, "an input"});
+  for (const Job& j : plan.all) {  // every shard's: the shards together write one full run's files
+    reads.push_back({j.out_base + ".png", "an output of this run"});
+    if (opt.save_raw) reads.push_back({j.out_base + ".npy", "an output of this run"});
+    if (opt.save_raw) reads.push_back({npy_sidecar_path(j.out_base + ".npy"), "an output of this run"});
+    if (opt.heads_grid) reads.push_back({j.out_base + ".heads.png", "an output of this run"});
   }
-  // The output folder, once: a bad --out is one usage error, not one error per image.
-  {
-    if (opt.out_dir.empty()) throw Error("--out is empty; name an output folder");
-    std::error_code ec;
-    if (fs::exists(fs::symlink_status(opt.out_dir, ec)) && !fs::is_directory(opt.out_dir, ec))
-      throw Error(opt.out_dir + ": the output folder exists and is not a folder");
-    fs::create_directories(opt.out_dir, ec);
-    if (ec || !fs::is_directory(opt.out_dir))
-      throw Error(opt.out_dir + ": cannot create the output folder: " +
-                  (ec ? ec.message() : std::string("a file of that name exists")));
-    // Unwritable (permissions, read-only mount, immutable): one usage error, not one failure per image.
-    if (::access(opt.out_dir.c_str(), W_OK | X_OK) != 0)
-      throw Error(opt.out_dir + ": cannot write into the output folder: " + std::strerror(errno));
-  }
+  if (!ctx.font_file.empty()) reads.push_back({ctx.font_file, "the label font"});
+  return check_output_file("--manifest", bopt.manifest, reads);
+}
 
-  const size_t n_pre = missing.size() + unreadable.size(), n = jobs.size();
-  Manifest manifest(manifest_path, n_pre + n);
-  std::mutex mu;  // guards the counters, the terminal and the manifest
-  size_t done = 0, failed = 0, skipped = 0;
-  std::vector<std::pair<std::string, std::string>> pre;  // (input, error): inputs that failed before rendering
-  for (const auto& m : missing) pre.push_back({m, m + ": no such file or folder"});
-  for (const auto& u : unreadable) pre.push_back(u);
-  for (size_t i = 0; i < n_pre; ++i) {
-    std::cerr << "attnmap: error: " << printable(pre[i].second) << "\n";
-    ++failed;
-    Outcome o;
-    o.input = pre[i].first;
-    o.status = "failed";
-    o.error = pre[i].second;
-    const std::string err = manifest.put(i, manifest_line(o));
-    if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
-  }
+/// The output folder, once: a bad --out is one usage error, not one error per image.
+void prepare_output_folder(const RenderOptions& opt) {
+  if (opt.out_dir.empty()) throw Error("--out is empty; name an output folder");
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(opt.out_dir, ec)) && !fs::is_directory(opt.out_dir, ec))
+    throw Error(opt.out_dir + ": the output folder exists and is not a folder");
+  fs::create_directories(opt.out_dir, ec);
+  if (ec || !fs::is_directory(opt.out_dir))
+    throw Error(opt.out_dir + ": cannot create the output folder: " +
+                (ec ? ec.message() : std::string("a file of that name exists")));
+  // Unwritable (permissions, read-only mount, immutable): one usage error, not one failure per image.
+  if (::access(opt.out_dir.c_str(), W_OK | X_OK) != 0)
+    throw Error(opt.out_dir + ": cannot write into the output folder: " + std::strerror(errno));
+}
 
-  // Cores are shared so that threads never exceed them: with one worker OpenBLAS gets every core; with
-  // several, each worker is one image at a time on a single-threaded OpenBLAS (measured in README.md).
+/// The worker threads for n images, and OpenBLAS's threads set to match. Cores are shared so that threads
+/// never exceed them: with one worker OpenBLAS gets every core; with several, each worker is one image at
+/// a time on a single-threaded OpenBLAS (measured in README.md). OPENBLAS_NUM_THREADS / OMP_NUM_THREADS set
+/// by the user win (e.g. 1 on a busy shared machine).
+int plan_threads(const BatchOptions& bopt, size_t n) {
   const int cores = usable_cores();
   const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(bopt.jobs > 0 ? bopt.jobs : cores), std::max<size_t>(n, 1)));
-  // OPENBLAS_NUM_THREADS / OMP_NUM_THREADS set by the user win (e.g. 1 on a busy shared machine).
   const int blas =
       blas_threads_to_set(workers, cores, std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));
   if (blas > 0) set_blas_threads(blas);
+  return workers;
+}
 
-  Progress progress(n, !opt.quiet, bopt.progress_every);
-  const bool print_each = !opt.quiet;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::atomic<size_t> next{0};
+/// Runs a planned batch: the failures found while planning, then every job on the worker threads, each
+/// image's outcome printed and put in the manifest in input order; then the summary line.
+class BatchRun {
+ public:
+  /// `settings`: the run's record (make_provenance); `prev`: an earlier manifest's rows of these settings.
+  BatchRun(const RenderContext& ctx, const BatchOptions& bopt, const JobPlan& plan, const std::string& manifest_path,
+           const nlohmann::ordered_json& settings, std::map<std::string, PrevRow> prev)
+      : ctx_(ctx), opt_(*ctx.opt), bopt_(bopt), plan_(plan), n_pre_(plan.pre.size()),
+        pre_rows_(bopt.shard_index == 1 ? n_pre_ : 0), settings_(nlohmann::json::parse(settings.dump())),
+        prev_(std::move(prev)),
+        manifest_(manifest_path, pre_rows_ + plan.jobs.size(),
+                  manifest_path.empty() ? "" : manifest_header(settings, *ctx.opt, bopt, pre_rows_ + plan.jobs.size())) {}
 
-  auto process = [&](size_t i) {
-    const Job& job = jobs[i];
-    const auto ti = std::chrono::steady_clock::now();
+  /// Inputs that failed before rendering (missing, unreadable folders): one error line each, in every shard,
+  /// and one manifest entry each, in shard 1's manifest only (concatenated shard manifests list every input once).
+  void report_planning_failures() {
+    for (size_t i = 0; i < n_pre_; ++i) {
+      std::cerr << "attnmap: error: " << printable(plan_.pre[i].second) << "\n";
+      ++failed_;
+      Outcome o;
+      o.input = plan_.pre[i].first;
+      o.status = "failed";
+      o.error = plan_.pre[i].second;
+      const std::string err = i < pre_rows_ ? manifest_.put(i, manifest_line(o)) : std::string();
+      if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
+    }
+  }
+
+  /// Renders every job on `workers` threads (the calling thread alone for one).
+  void run_jobs(int workers) {
+    const size_t n = plan_.jobs.size();
+    Progress progress(n, !opt_.quiet, bopt_.progress_every);
+    progress_ = &progress;
+    t0_ = std::chrono::steady_clock::now();
+    std::atomic<size_t> next{0};
+    auto worker = [&]() {
+      for (size_t i = next++; i < n; i = next++) process(i);
+    };
+    if (workers <= 1) {
+      worker();
+    } else {
+      std::vector<std::thread> pool;
+      for (int t = 0; t < workers; ++t) pool.emplace_back(worker);
+      for (auto& th : pool) th.join();
+    }
+    progress.clear();
+    progress_ = nullptr;
+  }
+
+  /// The manifest rewritten with this run's rows alone, the summary line (unless quiet) and the exit
+  /// status: 1 when any input failed.
+  int finish() {
+    const std::string err = manifest_.compact();
+    if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    if (!plan_.passed_note.empty()) std::cerr << "attnmap: note: " << plan_.passed_note << "\n";
+    if (!opt_.quiet) {
+      if (no_stats_ > 0)
+        std::cerr << "attnmap: note: " << no_stats_ << " skipped image(s) have no statistics in the manifest: no row "
+                  << "of an earlier manifest made with these settings, none in the PNG and no .npy to compute them from\n";
+      char redone[64] = "";
+      if (redone_ > 0) std::snprintf(redone, sizeof redone, " (%zu redone: settings changed)", redone_);
+      char line[256];
+      std::snprintf(line, sizeof line, "attnmap: %zu done%s, %zu failed, %zu skipped, %.2f s\n", done_, redone, failed_,
+                    skipped_, secs);
+      std::cerr << line;
+    }
+    return failed_ ? 1 : 0;
+  }
+
+ private:
+  /// Refuses outputs that would replace an input or another input's overlay. Throws attnmap::Error.
+  void check_output_names(const std::string& png, const std::string& npy, const std::string& sheet) const {
+    if (plan_.input_canon.count(canonical_or_empty(png)) ||
+        (opt_.save_raw && (plan_.input_canon.count(canonical_or_empty(npy)) ||
+                           plan_.input_canon.count(canonical_or_empty(npy_sidecar_path(npy))))) ||
+        (opt_.heads_grid && plan_.input_canon.count(canonical_or_empty(sheet))))
+      throw Error("output " + png + " would overwrite an input file; choose another --out");
+    if (opt_.heads_grid && plan_.overlay_paths.count(sheet))
+      throw Error("output " + sheet + " would overwrite the overlay of another input of that name; rename it");
+  }
+
+  /// What the outputs already there are worth (with --skip-existing): all attnmap's own and made with the
+  /// run's settings (their records, read back, are same_settings) -> Same, the image is skipped; one of them
+  /// made with other settings or with none recorded -> Changed (`*change` says what differs); else (one
+  /// missing, a sidecar missing after an interrupted write, a file of the user's, which check_replaceable
+  /// then refuses) -> Incomplete. Either way but Same, the image is rendered again.
+  enum class Existing { Incomplete, Same, Changed };
+  Existing existing_outputs(const std::string& png, const std::string& npy, const std::string& sheet,
+                            std::string* change) const {
+    bool complete = true, changed = false;
+    auto regular = [](const std::string& out) {
+      std::error_code ec;
+      return fs::is_regular_file(fs::symlink_status(out, ec));
+    };
+    auto compare = [&](const std::optional<nlohmann::json>& r) {
+      if (r && same_settings(*r, settings_)) return;
+      if (!changed) *change = settings_change(r ? *r : nlohmann::json(), settings_);
+      changed = true;
+    };
+    for (const std::string& p : {png, sheet}) {
+      if (p == sheet && !opt_.heads_grid) continue;
+      if (!regular(p) || !written_by_attnmap(p))
+        complete = false;
+      else
+        compare(read_png_provenance(p));
+    }
+    if (opt_.save_raw) {
+      const std::optional<nlohmann::json> side = read_sidecar(npy_sidecar_path(npy));
+      if (!regular(npy) || !looks_written_by_attnmap_npy(npy) || !side)
+        complete = false;
+      else
+        compare(side);
+    }
+    return changed ? Existing::Changed : complete ? Existing::Same : Existing::Incomplete;
+  }
+
+  /// A skipped image's statistics (and top-5): from the earlier manifest's row of these settings, else from
+  /// its PNG (tEXt `attnmap:stats`), else computed from its .npy when that exists with these settings (a
+  /// rank-3 --all-heads file fused as the view fuses heads: the same values as the map). Sets o->stats only
+  /// when found.
+  void carry_statistics(const Job& job, const std::string& png, const std::string& npy, Outcome* o) const {
+    const auto it = prev_.find(job.input);
+    std::optional<ImageStats> st = it != prev_.end() ? std::optional<ImageStats>(it->second) : read_png_stats(png);
+    if (st) {
+      o->stats = st->stats;
+      o->top5 = st->top5;
+      return;
+    }
+    const std::optional<nlohmann::json> side = read_sidecar(npy_sidecar_path(npy));
+    std::error_code ec;
+    if (!side || !same_settings(*side, settings_) || !fs::is_regular_file(fs::symlink_status(npy, ec)) ||
+        !looks_written_by_attnmap_npy(npy))
+      return;
+    const HParams& hp = ctx_.model->hp;
+    std::vector<int64_t> shape;
+    std::vector<float> map = read_npy(npy, &shape);
+    const int N = hp.grid_h * hp.grid_w;
+    if (shape.size() == 3 && shape[0] == hp.num_heads && shape[1] == hp.grid_h && shape[2] == hp.grid_w)
+      map = fuse_heads(map.data(), hp.num_heads, N, ctx_.head);
+    else if (shape != std::vector<int64_t>{hp.grid_h, hp.grid_w})
+      return;
+    o->stats = map_statistics(map, hp.grid_h, hp.grid_w);
+  }
+
+  /// A file of the user's that merely has an output's name (photos/cat.png when rendering photos/cat.jpg
+  /// into photos/) is never replaced, nor is anything but a regular file (a link, FIFO, device or folder);
+  /// attnmap's own earlier outputs are. All are checked before any is written. Throws attnmap::Error.
+  void check_replaceable(const std::string& png, const std::string& npy, const std::string& sheet) const {
+    const std::string side = npy_sidecar_path(npy);
+    for (const std::string& out : {png, sheet, npy, side}) {
+      if ((out == sheet && !opt_.heads_grid) || ((out == npy || out == side) && !opt_.save_raw)) continue;
+      std::error_code ec;
+      const fs::file_status st = fs::symlink_status(out, ec);
+      if (!fs::exists(st)) continue;
+      if (!fs::is_regular_file(st))
+        throw Error("output " + out + " exists and is not a regular file (a link, folder, FIFO or device); it is "
+                    "left alone: choose another --out or move it away");
+      if (out == side ? !read_sidecar(out) : out == npy ? !looks_written_by_attnmap_npy(out) : !written_by_attnmap(out))
+        throw Error("output " + out + " already exists and was not written by attnmap; it is left alone: "
+                    "choose another --out or move it away");
+    }
+  }
+
+  /// One image: skipped, rendered, or failed (the error caught here, with the input's path).
+  /// `*change`: with --skip-existing, what differed in outputs made with other settings ("" otherwise).
+  Outcome handle(const Job& job, std::vector<std::string>* notes, std::string* change) const {
     Outcome o;
     o.input = job.input;
-    std::vector<std::string> notes;
     const std::string png = job.out_base + ".png", npy = job.out_base + ".npy", sheet = job.out_base + ".heads.png";
     try {
-      if (input_canon.count(canonical_or_empty(png)) || (opt.save_raw && input_canon.count(canonical_or_empty(npy))) ||
-          (opt.heads_grid && input_canon.count(canonical_or_empty(sheet))))
-        throw Error("output " + png + " would overwrite an input file; choose another --out");
-      if (opt.heads_grid && overlay_paths.count(sheet))
-        throw Error("output " + sheet + " would overwrite the overlay of another input of that name; rename it");
-      // --skip-existing trusts only attnmap's own outputs: a user's file (or a 0-byte one) of that name is
-      // refused below, as in a plain run, rather than counted as done.
-      auto ours = [](const std::string& out, bool is_npy) {
-        std::error_code ec;
-        return fs::is_regular_file(fs::symlink_status(out, ec)) &&
-               (is_npy ? looks_written_by_attnmap_npy(out) : written_by_attnmap(out));
-      };
-      if (bopt.skip_existing && ours(png, false) && (!opt.save_raw || ours(npy, true)) &&
-          (!opt.heads_grid || ours(sheet, false))) {
+      check_output_names(png, npy, sheet);
+      const Existing ex = bopt_.skip_existing ? existing_outputs(png, npy, sheet, change) : Existing::Incomplete;
+      if (ex == Existing::Same) {
         o.status = "skipped";
         o.outputs.push_back(png);
-        if (opt.heads_grid) o.outputs.push_back(sheet);
-        if (opt.save_raw) o.outputs.push_back(npy);
+        if (opt_.heads_grid) o.outputs.push_back(sheet);
+        if (opt_.save_raw) o.outputs.push_back(npy);
+        carry_statistics(job, png, npy, &o);
       } else {
-        // A file of the user's that merely has an output's name (photos/cat.png when rendering
-        // photos/cat.jpg into photos/) is never replaced, nor is anything but a regular file (a link, FIFO,
-        // device or folder); attnmap's own earlier outputs are. All are checked before any is written.
-        for (const std::string& out : {png, sheet, npy}) {
-          if ((out == sheet && !opt.heads_grid) || (out == npy && !opt.save_raw)) continue;
-          std::error_code ec;
-          const fs::file_status st = fs::symlink_status(out, ec);
-          if (!fs::exists(st)) continue;
-          if (!fs::is_regular_file(st))
-            throw Error("output " + out + " exists and is not a regular file (a link, folder, FIFO or device); it is "
-                        "left alone: choose another --out or move it away");
-          if (out == npy ? !looks_written_by_attnmap_npy(out) : !written_by_attnmap(out))
-            throw Error("output " + out + " already exists and was not written by attnmap; it is left alone: "
-                        "choose another --out or move it away");
-        }
-        RenderResult res = render_image(ctx, job);
+        check_replaceable(png, npy, sheet);
+        RenderResult res = render_image(ctx_, job);
         o.status = "done";
         o.outputs = res.outputs;
-        o.stats = map_statistics(res.map, model.hp.grid_h, model.hp.grid_w);
+        o.stats = res.stats;
         o.top5 = std::move(res.top5);
-        notes = std::move(res.notes);
+        *notes = std::move(res.notes);
       }
     } catch (const std::exception& e) {
       o.status = "failed";
@@ -684,49 +888,84 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
       o.status = "failed";
       o.error = job.input + ": unknown error";
     }
+    return o;
+  }
+
+  /// Job i: handled, then its lines printed, counted and put in the manifest under the lock.
+  void process(size_t i) {
+    const Job& job = plan_.jobs[i];
+    const auto ti = std::chrono::steady_clock::now();
+    std::vector<std::string> notes;
+    std::string change;
+    Outcome o = handle(job, &notes, &change);
     o.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ti).count();
     std::string line = manifest_line(o);
 
-    std::lock_guard<std::mutex> lock(mu);
-    progress.clear();
+    std::lock_guard<std::mutex> lock(mu_);
+    progress_->clear();
     for (const auto& note : notes) std::cerr << "attnmap: note: " << printable(job.input + ": " + note) << "\n";
     if (o.status == "failed") {
-      ++failed;
+      ++failed_;
       std::cerr << "attnmap: error: " << printable(o.error) << "\n";
     } else if (o.status == "skipped") {
-      ++skipped;
+      ++skipped_;
+      if (!o.stats) ++no_stats_;
     } else {
-      ++done;
-      if (print_each) {
+      ++done_;
+      if (!change.empty() && redone_++ == 0 && !opt_.quiet)  // the first one says why; the summary counts them
+        std::cerr << "attnmap: note: " << printable(job.input + ": rendered again, its outputs were made with other settings (" +
+                                                    change + ")") << "\n";
+      if (!opt_.quiet) {
         std::cout << printable(job.input + " -> " + o.outputs.front()) << "\n";
         if (!o.top5.empty()) std::cout << "  top-5: " << printable(format_top_k(o.top5)) << "\n";
         std::cout << std::flush;
       }
     }
-    const std::string err = manifest.put(n_pre + i, std::move(line));
+    const std::string err = manifest_.put(pre_rows_ + i, std::move(line));
     if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
-    progress.tick(done + failed + skipped - n_pre, skipped);
-  };
-  auto worker = [&]() {
-    for (size_t i = next++; i < n; i = next++) process(i);
-  };
-  if (workers <= 1) {
-    worker();
-  } else {
-    std::vector<std::thread> pool;
-    for (int t = 0; t < workers; ++t) pool.emplace_back(worker);
-    for (auto& th : pool) th.join();
+    progress_->tick(done_ + failed_ + skipped_ - n_pre_, skipped_);
   }
 
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  progress.clear();
-  if (!passed_note.empty()) std::cerr << "attnmap: note: " << passed_note << "\n";
-  if (!opt.quiet) {
-    char line[200];
-    std::snprintf(line, sizeof line, "attnmap: %zu done, %zu failed, %zu skipped, %.2f s\n", done, failed, skipped, secs);
-    std::cerr << line;
+  const RenderContext& ctx_;
+  const RenderOptions& opt_;
+  const BatchOptions& bopt_;
+  const JobPlan& plan_;
+  const size_t n_pre_;
+  const size_t pre_rows_;  // of them, the ones this run's manifest lists: all in shard 1, none in the others
+  const nlohmann::json settings_;          // the run's record, compared with the outputs' records
+  const std::map<std::string, PrevRow> prev_;  // an earlier manifest's rows of these settings, by input
+  Manifest manifest_;
+  std::mutex mu_;  // guards the counters, the terminal and the manifest
+  size_t done_ = 0, failed_ = 0, skipped_ = 0, redone_ = 0, no_stats_ = 0;
+  Progress* progress_ = nullptr;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace
+
+int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
+  check_batch_options(opt, bopt);
+  const std::string weights_path = opt.weights.empty() ? default_weights_path() : opt.weights;
+  const ViTWeights model = load_run_model(opt, weights_path);
+  RenderContext ctx = make_render_context(model, opt);
+  const nlohmann::ordered_json settings = make_provenance(ctx, weights_path);  // hashes the weights once
+  ctx.provenance = provenance_text(settings);
+  const JobPlan plan = plan_run(opt, bopt);
+  if (plan.all.empty() && plan.pre.empty()) {
+    if (!plan.passed_note.empty()) std::cerr << "attnmap: note: " << plan.passed_note << "\n";
+    std::cerr << "attnmap: error: no images found in the inputs\n";
+    return 1;
   }
-  return failed ? 1 : 0;
+  const std::string manifest_path = check_manifest_path(opt, bopt, weights_path, plan, ctx);
+  prepare_output_folder(opt);
+
+  // Read before this run appends to it: skipped images keep the statistics an earlier run recorded.
+  BatchRun run(ctx, bopt, plan, manifest_path, settings,
+               bopt.skip_existing ? read_previous_rows(manifest_path, nlohmann::json::parse(settings.dump()))
+                                  : std::map<std::string, PrevRow>{});
+  run.report_planning_failures();
+  run.run_jobs(plan_threads(bopt, plan.jobs.size()));
+  return run.finish();
 }
 
 }  // namespace attnmap

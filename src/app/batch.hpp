@@ -16,8 +16,11 @@ struct BatchOptions {
   int jobs = 0;                    ///< images rendered concurrently; 0: the number of usable cores
   std::vector<std::string> ext;    ///< folder walks pick these extensions (case-insensitive, dot optional,
                                    ///< items may be comma lists); empty: default_image_extensions()
-  std::string manifest;            ///< JSON-lines file, one object per input; empty: none
-  bool skip_existing = false;      ///< images whose outputs all exist already are skipped (resume)
+  std::string manifest;            ///< JSON-lines file: a header line with the run's settings, then one
+                                   ///< object per input; appended to during the run, rewritten with this
+                                   ///< run's lines alone at its end; empty: none
+  bool skip_existing = false;      ///< images whose outputs all exist already, made with the run's settings
+                                   ///< (their provenance records), are skipped (resume)
   int shard_index = 1;             ///< this run renders the inputs whose 0-based sorted index i has
   int shard_count = 1;             ///< i % shard_count == shard_index - 1
   int progress_every = 0;          ///< non-terminal progress: a line per this many images; 0: automatic
@@ -101,9 +104,11 @@ void remove_made_folders(const std::vector<std::string>& made);
 /// source tree's weights/default.json. Throws attnmap::Error when neither exists.
 std::string default_weights_path();
 
-/// Runs `attnmap render`: weights loaded once, the shard's images rendered by `jobs` worker threads
-/// (OpenBLAS single-threaded inside each worker when jobs > 1, all cores when jobs == 1), progress on
-/// standard error, one manifest line per input in sorted input order. Returns the exit status: 0 all
+/// Runs `attnmap render`: weights loaded once (and hashed once for the settings record, make_provenance,
+/// that every output carries), the shard's images rendered by `jobs` worker threads (OpenBLAS
+/// single-threaded inside each worker when jobs > 1, all cores when jobs == 1), progress on standard error,
+/// one manifest line per input in sorted input order after the run's header line (docs/notes-provenance.md:
+/// with --skip-existing, skipped images keep the statistics of the earlier manifest, their PNG or .npy). Returns the exit status: 0 all
 /// images done or skipped, 1 some failed (each printed with its path and reason; the rest still written).
 /// Unreadable folders (input or below one) and missing inputs are per-input failures. Non-regular files
 /// (FIFOs, devices) fail alone ("not a regular file"). Throws attnmap::Error (status 2), before anything is

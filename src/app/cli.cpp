@@ -14,6 +14,7 @@
 #include "app/eval_cmd.hpp"
 #include "io/image_io.hpp"
 #include "app/inspect.hpp"
+#include "app/provenance.hpp"
 #include "checkpoint/weights.hpp"
 #include "model/pos_embed.hpp"
 
@@ -177,8 +178,11 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  render->add_option("--manifest", bo.manifest, "write one JSON line per input (status, outputs, map statistics)");
-  render->add_flag("--skip-existing", bo.skip_existing, "skip images whose outputs already exist (resume a run)");
+  render->add_option("--manifest", bo.manifest,
+                     "write a header line with the run's settings, then one JSON line per input (status, outputs, map "
+                     "statistics); an earlier manifest there is read back by --skip-existing");
+  render->add_flag("--skip-existing", bo.skip_existing,
+                   "skip images whose outputs already exist and were made with the same settings (resume a run)");
   render->add_option("--shard", a.shard_s, "render only part K of N of the sorted inputs, e.g. 2/4 (Slurm arrays)");
   render->add_option("--progress-every", bo.progress_every,
                      "when standard error is not a terminal: a progress line per this many images (default: auto)");
@@ -228,8 +232,9 @@ CLI::App* add_eval_options(CLI::App& app, CliArgs& a) {
 CLI::App* add_inspect_options(CLI::App& app, CliArgs& a) {
   CLI::App* inspect = app.add_subcommand(
       "inspect", "print what attnmap reads from a checkpoint: layout, token layout, grid, depth, heads, parameter "
-                 "count and every config value with where it came from");
-  inspect->add_option("weights", a.inspect_weights, "weights file (attnmap JSON or safetensors), model.safetensors.index.json or Hugging Face model folder")->required();
+                 "count and every config value with where it came from; given an output (PNG, .npy), the settings "
+                 "that made it");
+  inspect->add_option("weights", a.inspect_weights, "weights file (attnmap JSON or safetensors), model.safetensors.index.json or Hugging Face model folder; or an output PNG / .npy")->required();
   inspect->add_option("--heads", a.inspect_heads, "number of attention heads, when the weights do not say");
   return inspect;
 }
@@ -265,6 +270,10 @@ bool check_command_word(CLI::App& app, int argc, char** argv) {
 }
 
 int run_inspect(const CliArgs& a, const CLI::App& inspect) {
+  if (attnmap::looks_like_output(a.inspect_weights)) {  // a PNG or .npy render wrote: the settings that made it
+    std::cout << attnmap::describe_output(a.inspect_weights);
+    return 0;
+  }
   attnmap::ModelOverrides ov;
   if (inspect.count("--heads")) ov.num_heads = a.inspect_heads;
   const attnmap::ViTWeights w = attnmap::load_model(a.inspect_weights, ov);

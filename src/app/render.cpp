@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <unistd.h>
+
+#include "app/provenance.hpp"
 #include "model/classify.hpp"
 #include "draw/colormap.hpp"
 #include "core/error.hpp"
@@ -173,10 +176,12 @@ std::string heads_phrase(const HeadSelect& sel) {
   return sel.fusion == HeadSelect::Fusion::Index ? fusion_name(sel, "head ") : "heads fused by " + fusion_name(sel, "head ");
 }
 
-FigureOptions figure_options(const RenderOptions& opt) {
+FigureOptions figure_options(const RenderContext& ctx) {
+  const RenderOptions& opt = *ctx.opt;
   FigureOptions fo;
   fo.formats = opt.figure_formats;
   fo.dpi = opt.dpi.value_or(300.0);
+  fo.provenance = ctx.provenance;
   return fo;
 }
 
@@ -225,7 +230,7 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
                             : own_scales(opt) ? kOwnScales : "; one colour scale for all tiles.");
   if (!opt.threshold && !own_scales(opt)) fig.scale = &scale;
   fig.cmap = ctx.cmap;
-  return write_tiles(job.out_base + ".heads", fig, tiles, labels, figure_options(opt));
+  return write_tiles(job.out_base + ".heads", fig, tiles, labels, figure_options(ctx));
 }
 
 // NAME.layers.*: the map at every block (rollout 0..l for every l with --rollout), one row, one scale.
@@ -251,7 +256,7 @@ std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, 
   fig.cols = static_cast<int>(tiles.size());
   if (!own_scales(opt)) fig.scale = &scale;
   fig.cmap = ctx.cmap;
-  return write_tiles(job.out_base + ".layers", fig, tiles, labels, figure_options(opt));
+  return write_tiles(job.out_base + ".layers", fig, tiles, labels, figure_options(ctx));
 }
 
 }  // namespace
@@ -309,15 +314,29 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
 
   const std::string png = job.out_base + ".png";
   fs::create_directories(fs::path(png).parent_path());
+  res.stats = map_statistics(res.map, hp.grid_h, hp.grid_w);
+  std::vector<PngText> text;
+  if (!ctx.provenance.empty()) {
+    text.push_back({kProvenanceKeyword, ctx.provenance});
+    nlohmann::ordered_json st;
+    put_image_stats(st, res.stats, res.top5);
+    text.push_back({kStatsKeyword, st.dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace)});
+  }
   if (opt.save_raw) {
+    const std::string npy = job.out_base + ".npy", side = npy_sidecar_path(npy);
+    if (!ctx.provenance.empty()) ::unlink(side.c_str());  // an interrupted write leaves no record at all
     if (opt.all_heads) {
       std::vector<float> all;
       for (const auto& m : head_maps) all.insert(all.end(), m.begin(), m.end());
-      write_npy(job.out_base + ".npy", all, {hp.num_heads, hp.grid_h, hp.grid_w});
+      write_npy(npy, all, {hp.num_heads, hp.grid_h, hp.grid_w});
     } else {
-      write_npy(job.out_base + ".npy", res.map, {hp.grid_h, hp.grid_w});
+      write_npy(npy, res.map, {hp.grid_h, hp.grid_w});
     }
-    res.outputs.push_back(job.out_base + ".npy");
+    if (!ctx.provenance.empty()) {
+      const std::string line = ctx.provenance + "\n";
+      write_file_atomic(side, std::vector<uint8_t>(line.begin(), line.end()));
+    }
+    res.outputs.push_back(npy);
   }
   const PhotoBox box{bx, by, bw, bh};
   const std::string title = figure_title(job, hp, res.top5);
@@ -329,12 +348,13 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
   }
   if (opt.panel) {
     const PanelRow row{view_name(ctx), GridMap{res.map, hp.grid_w, hp.grid_h}, single_scale(opt, res.map)};
-    const auto w = write_panel(job.out_base + ".panel", title, photo, box, {row}, style_of(ctx), figure_options(opt));
+    const auto w = write_panel(job.out_base + ".panel", title, photo, box, {row}, style_of(ctx), figure_options(ctx));
     figures.insert(figures.end(), w.begin(), w.end());
   }
   res.outputs.insert(res.outputs.begin(), figures.begin(), figures.end());
   PngOptions po;
   po.dpi = opt.dpi.value_or(0.0);
+  po.text = text;
   write_png(png, out, po);
   res.outputs.insert(res.outputs.begin(), png);
   return res;

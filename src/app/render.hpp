@@ -66,12 +66,16 @@ struct RenderContext {
   const uint8_t* cmap = nullptr;  ///< 256x3 colour table
   std::string font_family;        ///< the label font (figure_font), checked once when a figure is asked for
   std::string font_file;          ///< $ATTNMAP_FONT when it chose the font (the manifest must not replace it)
+  /// The run's settings record (provenance_text of make_provenance): stored in every PNG as tEXt `attnmap`
+  /// and beside every .npy as NAME.npy.json; empty: nothing recorded.
+  std::string provenance;
 };
 
 /// What rendering one image produced.
 struct RenderResult {
   std::vector<std::string> outputs;  ///< files written, the overlay PNG first
   std::vector<float> map;            ///< (grid_h, grid_w) class-token map (or its rollout) as computed
+  MapStats stats;                    ///< map_statistics of `map`
   std::vector<uint8_t> mask;         ///< (grid_h, grid_w) with threshold: 1 where the DINO mask keeps the patch
   std::vector<std::string> notes;    ///< per-image notes for the terminal (e.g. a flat map)
   /// With a classifier head: the 5 most probable classes (config label or "class i", softmax probability),
@@ -102,7 +106,11 @@ SelectedView select_view(const HParams& hp, const RenderOptions& opt);
 RenderContext make_render_context(const ViTWeights& model, const RenderOptions& opt);
 
 /// Renders one image into job.out_base + ".png" (and ".heads.*" with heads_grid, ".layers.*" with
-/// strip_layers, ".panel.*" with panel, ".npy" with save_raw), files written atomically. The map is the class token's attention over the patches at ctx.layer with
+/// strip_layers, ".panel.*" with panel, ".npy" with save_raw), files written atomically; with ctx.provenance,
+/// the PNGs carry it as tEXt `attnmap` (and the image's statistics and top-5 as tEXt `attnmap:stats`), the
+/// figures' PDFs as their Subject and SVGs as <metadata>, and the .npy gets the sidecar NAME.npy.json
+/// (removed before the .npy is replaced and written after it, so a sidecar never describes a .npy of other
+/// settings). The map is the class token's attention over the patches at ctx.layer with
 /// ctx.head, or with rollout the class row of attention_rollout through layers 0..ctx.layer; drawn as a
 /// heatmap, or with threshold as the DINO mask (threshold_mask of the map) filled and outlined.
 /// Throws attnmap::Error (or std::exception from the file system) naming the problem; nothing is written then.

@@ -340,11 +340,34 @@ Image Canvas::pixels() {
   return out;
 }
 
+void Canvas::set_provenance(const std::string& text) {
+  provenance_ = text;
+  if (!text.empty() && format_ == FigureFormat::Pdf)
+    cairo_pdf_surface_set_metadata(impl_->surface, CAIRO_PDF_METADATA_SUBJECT, text.c_str());
+}
+
+namespace {
+
+/// `svg` with <metadata>TEXT</metadata> (escaped) inserted right after the opening <svg ...> tag.
+void insert_svg_metadata(std::vector<uint8_t>* svg, const std::string& text) {
+  const std::string doc(svg->begin(), svg->end());
+  const size_t open = doc.find("<svg");
+  const size_t end = open == std::string::npos ? open : doc.find('>', open);
+  if (end == std::string::npos) return;
+  std::string esc = "\n<metadata id=\"attnmap\">";
+  for (const char c : text) esc += c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : std::string(1, c);
+  esc += "</metadata>";
+  svg->insert(svg->begin() + static_cast<std::ptrdiff_t>(end + 1), esc.begin(), esc.end());
+}
+
+}  // namespace
+
 void Canvas::save(const std::string& path) {
   if (impl_->finished) throw Error("figure: " + path + ": the canvas was already saved");
   if (format_ == FigureFormat::Png) {
     PngOptions po;
     po.dpi = dpi_;
+    if (!provenance_.empty()) po.text.push_back({"attnmap", provenance_});
     write_png(path, pixels(), po);
     impl_->finished = true;
     return;
@@ -355,6 +378,7 @@ void Canvas::save(const std::string& path) {
   impl_->finished = true;
   if (cairo_surface_status(impl_->surface) != CAIRO_STATUS_SUCCESS)
     throw Error("figure: " + path + ": cairo failed: " + cairo_status_to_string(cairo_surface_status(impl_->surface)));
+  if (format_ == FigureFormat::Svg && !provenance_.empty()) insert_svg_metadata(&impl_->bytes, provenance_);
   write_file_atomic(path, impl_->bytes);
 }
 

@@ -92,12 +92,16 @@ class Canvas {
   /// Finishes the drawing and writes it to `path` atomically (PNG with pHYs = dpi). Throws attnmap::Error
   /// naming `path`. The canvas cannot be drawn on afterwards.
   void save(const std::string& path);
+  /// Records how the figure was made (JSON text): a PNG gets it as tEXt `attnmap` (PNG 1.2 §11.3.4), a PDF as
+  /// its Subject metadata, an SVG as a <metadata> element. Call before drawing; "" records nothing.
+  void set_provenance(const std::string& text);
   /// PNG canvases only: the pixels drawn so far (RGB, alpha dropped over white).
   Image pixels();
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  std::string provenance_;
   int width_, height_;
   double dpi_;
   FigureFormat format_;

@@ -252,6 +252,7 @@ std::vector<std::string> emit(const std::string& base, const FigureOptions& opt,
   std::vector<std::string> out;
   for (FigureFormat f : opt.formats) {
     Canvas c(w, h, opt.dpi, f);
+    c.set_provenance(opt.provenance);
     draw(c);
     const std::string path = base + figure_extension(f);
     c.save(path);

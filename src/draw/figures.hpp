@@ -65,6 +65,9 @@ std::vector<float> iso_segments(const std::vector<float>& values, int w, int h, 
 struct FigureOptions {
   std::vector<FigureFormat> formats = {FigureFormat::Png};
   double dpi = 300.0;  ///< pHYs of PNGs; PDF/SVG page = pixels / dpi inches
+  /// How the figure was made (the run's settings record, JSON): PNG tEXt `attnmap`, PDF Subject, SVG
+  /// <metadata>; empty: not recorded.
+  std::string provenance;
 };
 
 /// One labelled view of a panel: a row photo | map alone | overlay.

@@ -680,6 +680,10 @@ std::vector<uint8_t> encode_png(const Image& img, const PngOptions& opt) {
   check_png_input(img, "encode_png");
   if (!(opt.dpi >= 0.0 && opt.dpi <= 1e6))
     throw Error("encode_png: dpi must be in [0, 1000000], found " + std::to_string(opt.dpi));
+  const std::vector<PngText>& extra = opt.text;
+  for (const PngText& t : extra)
+    if (t.keyword.empty() || t.keyword.size() > 79)
+      throw Error("encode_png: a tEXt keyword has 1 to 79 characters, found '" + t.keyword + "'");
   std::unique_ptr<spng_ctx, void (*)(spng_ctx*)> ctx(spng_ctx_new(SPNG_CTX_ENCODER), spng_ctx_free);
   if (!ctx) throw Error("encode_png: out of memory");
   auto fail = [&](int e) {
@@ -697,13 +701,20 @@ std::vector<uint8_t> encode_png(const Image& img, const PngOptions& opt) {
   ihdr.bit_depth = 8;
   ihdr.color_type = SPNG_COLOR_TYPE_TRUECOLOR;
   if (!e) e = spng_set_ihdr(ctx.get(), &ihdr);
-  spng_text text{};
-  std::strcpy(text.keyword, "Software");
-  text.type = SPNG_TEXT;
-  char software[] = "attnmap";
-  text.text = software;
-  text.length = sizeof software - 1;
-  if (!e) e = spng_set_text(ctx.get(), &text, 1);
+  // libspng copies the chunks at spng_set_text; the text must stay alive until then.
+  std::vector<std::string> texts = {"attnmap"};
+  std::vector<spng_text> chunks(1 + extra.size());
+  std::strcpy(chunks[0].keyword, "Software");
+  for (size_t i = 0; i < extra.size(); ++i) {
+    std::memcpy(chunks[i + 1].keyword, extra[i].keyword.c_str(), extra[i].keyword.size() + 1);
+    texts.push_back(extra[i].text);
+  }
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    chunks[i].type = SPNG_TEXT;
+    chunks[i].text = texts[i].data();
+    chunks[i].length = texts[i].size();
+  }
+  if (!e) e = spng_set_text(ctx.get(), chunks.data(), static_cast<uint32_t>(chunks.size()));
   if (!e && opt.dpi > 0.0) {
     spng_phys phys{};
     const auto ppm = static_cast<uint32_t>(std::lround(opt.dpi / 0.0254));
@@ -843,6 +854,31 @@ bool written_by_attnmap(const std::string& path) {
     pos += 12 + len;
   }
   return false;
+}
+
+std::vector<PngText> read_png_text(const std::string& path) {
+  // Chunk by chunk up to the image data: only the few hundred bytes before IDAT are read, not the pixels.
+  std::vector<PngText> out;
+  std::ifstream in(path, std::ios::binary);
+  uint8_t head[8];
+  if (!in.read(reinterpret_cast<char*>(head), 8) || std::memcmp(head, kPngSignature, 8) != 0) return out;
+  size_t seen = 8;
+  while (in.read(reinterpret_cast<char*>(head), 8)) {
+    const size_t len = read_be32(head);
+    if (std::memcmp(head + 4, "IDAT", 4) == 0 || std::memcmp(head + 4, "IEND", 4) == 0) break;
+    seen += 12 + len;
+    if (len > (1u << 20) || seen > (16u << 20)) break;  // not what encode_png writes before its image data
+    if (std::memcmp(head + 4, "tEXt", 4) == 0) {
+      std::string body(len, '\0');
+      if (!in.read(body.data(), static_cast<std::streamsize>(len))) break;
+      const size_t nul = body.find('\0');
+      if (nul != std::string::npos && nul > 0) out.push_back({body.substr(0, nul), body.substr(nul + 1)});
+      in.seekg(4, std::ios::cur);  // CRC
+    } else {
+      in.seekg(static_cast<std::streamoff>(len) + 4, std::ios::cur);
+    }
+  }
+  return out;
 }
 
 void write_png(const std::string& path, const Image& img, const PngOptions& opt) {

@@ -116,20 +116,34 @@ void remove_registered_temp_files() noexcept;
 /// signal's default action, so Ctrl-C or a scheduler's kill leaves no `.NAME.tmp.*` beside the outputs.
 void install_interrupt_cleanup();
 
+/// One PNG tEXt chunk (PNG 1.2 §11.3.4.3): a keyword of 1..79 Latin-1 characters and Latin-1 text.
+struct PngText {
+  std::string keyword;
+  std::string text;
+};
+
 /// How a PNG is written beyond its pixels.
 struct PngOptions {
   /// > 0: a pHYs chunk (PNG 1.2 §11.3.5.3) saying the pixels are printed at this many per inch, stored as
   /// round(dpi / 0.0254) pixels per metre (PNG has no per-inch unit; 300 dpi reads back as 299.9994).
   /// 0: no pHYs chunk (viewers assume their default, usually 72 or 96 dpi).
   double dpi = 0.0;
+  /// tEXt chunks written after `Software` = `attnmap`, before the image data (the provenance record).
+  std::vector<PngText> text;
 };
 
 /// Encodes `img` as an 8-bit RGB PNG into memory with libspng (zlib level 2, Sub/Up row filters: several
 /// times faster than stb_image_write's encoder, lossless, so the pixels are the same), with a tEXt chunk
-/// `Software` = `attnmap` (PNG 1.2 §11.3.4) that marks the file as attnmap's output, and the pHYs chunk
-/// of `opt.dpi`. Throws attnmap::Error on an empty or inconsistent image, a dpi that is negative, not finite
+/// `Software` = `attnmap` (PNG 1.2 §11.3.4) that marks the file as attnmap's output, then the tEXt chunks
+/// `opt.text` (all before the image data), and the pHYs chunk of `opt.dpi`. Throws attnmap::Error on an
+/// empty or inconsistent image, a keyword that is empty or over 79 bytes, a dpi that is negative, not finite
 /// or over 1 000 000, or an encoder failure.
 std::vector<uint8_t> encode_png(const Image& img, const PngOptions& opt = {});
+
+/// The tEXt chunks before the image data of the PNG at `path`, in file order (reads the chunks before the
+/// first IDAT only; stops at a chunk over 1 MiB); empty for a file that is not a PNG or cannot be read.
+/// Chunks are not CRC-checked.
+std::vector<PngText> read_png_text(const std::string& path);
 
 /// The same image encoded by stb_image_write (the previous encoder; kept for comparison in tests/bench).
 std::vector<uint8_t> encode_png_stb(const Image& img);

@@ -1,0 +1,248 @@
+#include "app/provenance.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "io/hash.hpp"
+#include "io/image_io.hpp"
+
+namespace attnmap {
+
+namespace fs = std::filesystem;
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+// The shortest decimal that reads back as the same float, as a JSON number (0.6f -> 0.6, not 0.60000002).
+ojson float_json(float v) {
+  char buf[32];
+  for (int prec = 6; prec <= 9; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, static_cast<double>(v));
+    if (std::strtof(buf, nullptr) == v) break;
+  }
+  return std::strtod(buf, nullptr);
+}
+
+ojson rgb_json(const std::array<float, 3>& v) { return ojson::array({float_json(v[0]), float_json(v[1]), float_json(v[2])}); }
+
+// eval's view names (src/app/eval_cmd.cpp): "L<layer>/h<i>" | "L<layer>/<fusion>", the paper's rollout
+// through every layer with mean heads "rollout", another "rollout L0-<layer>/<fusion>[ discard F]".
+std::string view_name(const RenderContext& ctx) {
+  const HParams& hp = ctx.model->hp;
+  HeadSelect h = ctx.head;
+  if (h.fusion == HeadSelect::Fusion::Index && h.index < 0) h.index += hp.num_heads;  // "h-1" is "h3"
+  const std::string fusion = fusion_name(h, "h");
+  if (!ctx.opt->rollout) return "L" + std::to_string(ctx.layer) + "/" + fusion;
+  if (ctx.layer == hp.depth - 1 && h.fusion == HeadSelect::Fusion::Mean && ctx.opt->discard == 0.0) return "rollout";
+  char d[48] = "";
+  if (ctx.opt->discard > 0.0) std::snprintf(d, sizeof d, " discard %g", ctx.opt->discard);
+  return "rollout L0-" + std::to_string(ctx.layer) + "/" + fusion + d;
+}
+
+const char* upsample_name(Upsample u) {
+  return u == Upsample::Nearest ? "nearest" : u == Upsample::Bicubic ? "bicubic" : "bilinear";
+}
+
+/// One file: its SHA-256 (the configs beside it are hashed on their own). A folder or a sharded index: the SHA-256 of the listing
+/// `sha256sum` would print for every file the loader reads ("HASH  NAME\n" per file, in the loader's order).
+std::string weights_hash(const std::string& weights_path, const std::vector<std::string>& files) {
+  std::error_code ec;
+  const std::string idx = ".index.json";
+  const bool index = weights_path.size() >= idx.size() &&
+                     weights_path.compare(weights_path.size() - idx.size(), idx.size(), idx) == 0;
+  if (fs::is_regular_file(weights_path, ec) && !index) return sha256_file(weights_path);
+  std::string listing;
+  for (const std::string& f : files)
+    if (fs::is_regular_file(f, ec)) listing += sha256_file(f) + "  " + fs::path(f).filename().string() + "\n";
+  return sha256_text(listing);
+}
+
+}  // namespace
+
+ojson make_provenance(const RenderContext& ctx, const std::string& weights_path) {
+  const HParams& hp = ctx.model->hp;
+  const RenderOptions& opt = *ctx.opt;
+  ojson r;
+  r["attnmap_version"] = ATTNMAP_VERSION;
+  r["weights"] = fs::path(weights_path).filename().string();
+  const std::vector<std::string> files = model_files(weights_path);
+  r["weights_sha256"] = weights_hash(weights_path, files);
+  ojson configs = ojson::object();
+  for (size_t i = 1; i < files.size(); ++i) {
+    std::error_code ec;
+    if (fs::is_regular_file(files[i], ec)) configs[fs::path(files[i]).filename().string()] = sha256_file(files[i]);
+  }
+  r["weights_configs"] = configs;
+  r["layout"] = hp.layout;
+  r["view"] = view_name(ctx);
+  r["discard"] = opt.rollout ? ojson(opt.discard) : ojson(nullptr);
+  r["threshold"] = opt.threshold ? float_json(*opt.threshold) : ojson(nullptr);
+  r["size"] = {hp.image_w, hp.image_h};
+  r["resize"] = opt.resize == ResizeMode::Crop ? "crop" : "squash";
+  r["crop_pct"] = opt.resize == ResizeMode::Crop ? float_json(hp.crop_pct.value_or(0.875f)) : ojson(nullptr);
+  r["mean"] = rgb_json(hp.mean);
+  r["std"] = rgb_json(hp.std);
+  r["colormap"] = opt.colormap;
+  r["alpha"] = float_json(opt.alpha);
+  r["upsample"] = upsample_name(opt.upsample);
+  r["scale"] = "map";
+  r["exif"] = opt.load.apply_exif;
+  r["all_heads"] = opt.all_heads;
+  return r;
+}
+
+std::string provenance_text(const ojson& record) {
+  return record.dump(-1, ' ', true, ojson::error_handler_t::replace);
+}
+
+bool same_settings(const nlohmann::json& a, const nlohmann::json& b) {
+  if (!a.is_object() || !b.is_object()) return false;
+  nlohmann::json x = a, y = b;
+  x.erase("weights");
+  y.erase("weights");
+  return x == y;
+}
+
+std::string settings_change(const nlohmann::json& was, const nlohmann::json& now) {
+  if (!was.is_object() || !was.contains("attnmap_version")) return "no settings recorded";
+  std::string out;
+  auto show = [](const nlohmann::json& v) {
+    if (v.is_string()) return v.get<std::string>();
+    std::string s = v.dump();
+    return s.size() > 20 ? s.substr(0, 12) + "..." : s;
+  };
+  for (auto it = now.begin(); it != now.end(); ++it) {
+    if (it.key() == "weights") continue;
+    const nlohmann::json old = was.contains(it.key()) ? was[it.key()] : nlohmann::json();
+    if (old != it.value()) out += (out.empty() ? "" : ", ") + it.key() + " " + show(old) + " -> " + show(it.value());
+  }
+  for (auto it = was.begin(); it != was.end(); ++it)
+    if (!now.contains(it.key())) out += (out.empty() ? "" : ", ") + it.key() + " " + show(it.value()) + " -> none";
+  return out.empty() ? "same settings" : out;
+}
+
+namespace {
+bool is_record(const nlohmann::ordered_json& j) { return j.is_object() && j.contains("attnmap_version"); }
+
+std::optional<nlohmann::ordered_json> parse_record(const std::string& text) {
+  try {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
+    if (is_record(j)) return j;
+  } catch (const nlohmann::json::exception&) {
+  }
+  return std::nullopt;
+}
+
+std::optional<nlohmann::ordered_json> png_record(const std::string& png) {
+  for (const PngText& t : read_png_text(png))
+    if (t.keyword == kProvenanceKeyword) return parse_record(t.text);
+  return std::nullopt;
+}
+
+std::optional<nlohmann::ordered_json> sidecar_record(const std::string& sidecar) {
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::symlink_status(sidecar, ec)) || fs::file_size(sidecar, ec) > (1u << 20)) return std::nullopt;
+  std::ifstream f(sidecar, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_record(ss.str());
+}
+
+std::optional<nlohmann::json> unordered(const std::optional<nlohmann::ordered_json>& r) {
+  if (!r) return std::nullopt;
+  return nlohmann::json::parse(r->dump());
+}
+}  // namespace
+
+std::optional<nlohmann::json> read_png_provenance(const std::string& png) { return unordered(png_record(png)); }
+
+void put_image_stats(nlohmann::ordered_json& j, const std::optional<MapStats>& stats,
+                     const std::vector<std::pair<std::string, float>>& top5) {
+  if (stats) {
+    j["map_max"] = stats->max;
+    j["argmax_row"] = stats->argmax_row;
+    j["argmax_col"] = stats->argmax_col;
+    j["entropy"] = stats->entropy_valid ? nlohmann::ordered_json(stats->entropy) : nlohmann::ordered_json(nullptr);
+  } else {
+    for (const char* k : {"map_max", "argmax_row", "argmax_col", "entropy"}) j[k] = nullptr;
+  }
+  if (!top5.empty()) {
+    nlohmann::ordered_json t = nlohmann::ordered_json::array();
+    for (const auto& [label, p] : top5) t.push_back({{"label", label}, {"probability", p}});
+    j["top5"] = t;
+  } else {
+    j["top5"] = nullptr;
+  }
+}
+
+std::optional<ImageStats> get_image_stats(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("map_max") || !j["map_max"].is_number()) return std::nullopt;
+  try {
+    ImageStats r;
+    r.stats.max = j["map_max"].get<float>();
+    r.stats.argmax_row = j.at("argmax_row").get<int>();
+    r.stats.argmax_col = j.at("argmax_col").get<int>();
+    r.stats.entropy_valid = j.contains("entropy") && j["entropy"].is_number();
+    if (r.stats.entropy_valid) r.stats.entropy = j["entropy"].get<double>();
+    if (j.contains("top5") && j["top5"].is_array())
+      for (const auto& t : j["top5"]) r.top5.push_back({t.at("label").get<std::string>(), t.at("probability").get<float>()});
+    return r;
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<ImageStats> read_png_stats(const std::string& png) {
+  for (const PngText& t : read_png_text(png)) {
+    if (t.keyword != kStatsKeyword) continue;
+    try {
+      return get_image_stats(nlohmann::json::parse(t.text));
+    } catch (const nlohmann::json::exception&) {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string npy_sidecar_path(const std::string& npy) { return npy + ".json"; }
+
+std::optional<nlohmann::json> read_sidecar(const std::string& sidecar) { return unordered(sidecar_record(sidecar)); }
+
+bool looks_like_output(const std::string& path) {
+  auto ends = [&](const std::string& e) { return path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0; };
+  if (ends(".npy") || ends(".npy.json")) return true;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;  // a FIFO is not opened here (load_model refuses it)
+  std::ifstream f(path, std::ios::binary);
+  char sig[8] = {};
+  f.read(sig, 8);
+  return f.gcount() == 8 && std::string(sig, 8) == "\x89PNG\r\n\x1a\n";
+}
+
+std::string describe_output(const std::string& path) {
+  const bool npy = path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
+  const bool side = path.size() >= 9 && path.compare(path.size() - 9, 9, ".npy.json") == 0;
+  const std::optional<nlohmann::ordered_json> r =
+      npy ? sidecar_record(npy_sidecar_path(path)) : side ? sidecar_record(path) : png_record(path);
+  if (!r)
+    throw Error(path + (npy ? ": no settings recorded (its sidecar " + npy_sidecar_path(path) + " is missing or not attnmap's)"
+                            : ": no attnmap settings recorded in it (not attnmap's output, or written before outputs recorded them)"));
+  std::string out = "settings of " + path + " (tEXt '" + kProvenanceKeyword + "' / NAME.npy.json):\n";
+  for (auto it = r->begin(); it != r->end(); ++it) {
+    std::string k = "  " + it.key();
+    k.resize(std::max<size_t>(k.size() + 1, 19), ' ');
+    out += k + (it.value().is_string() ? it.value().get<std::string>() : it.value().dump()) + "\n";
+  }
+  if (!npy && !side)
+    for (const PngText& t : read_png_text(path))
+      if (t.keyword == kStatsKeyword) out += "statistics of this image (tEXt '" + std::string(kStatsKeyword) + "'):\n  " + t.text + "\n";
+  return out;
+}
+
+}  // namespace attnmap
