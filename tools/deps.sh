@@ -2,7 +2,7 @@
 # Installs the Debian packages attnmap needs to build and test (as root on Debian 12). Idempotent: does
 # nothing when every package is already installed.
 set -euo pipefail
-PACKAGES=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev libopenblas-dev libgtest-dev libspng-dev fonts-dejavu-core libexif-dev clang libclang-rt-14-dev libfast-float-dev util-linux)
+PACKAGES=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev libopenblas-dev libgtest-dev libspng-dev fonts-dejavu-core libexif-dev clang libclang-rt-14-dev libfast-float-dev util-linux libzip-dev zlib1g-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
   attnmap::RenderOptions ro;
   attnmap::BatchOptions bo;
   std::string shard_s;
+  std::string key_s;
   std::string layer_s, head_s, upsample_s = "bilinear", resize_s = "squash", mean_s, std_s, size_s, discard_s,
       threshold_s;
   int heads = 0;
@@ -104,7 +105,8 @@ int main(int argc, char** argv) {
   CLI::App* render = app.add_subcommand("render", "render class-token attention heatmaps over images");
   render->add_option("inputs", ro.inputs, "image files or folders (folders are walked recursively, sorted)")
       ->required();
-  render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON or safetensors; timm, DINOv2, DeiT, Hugging Face or torchvision names); default: the bundled weights/default.json");
+  render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON, safetensors or a torch.save .pth/.pt/.bin; timm, DINOv2, DeiT, Hugging Face or torchvision names); default: the bundled weights/default.json");
+  render->add_option("--key", key_s, "PyTorch checkpoint: the entry holding the state dict, e.g. teacher or state_dict/model (default: found by the usual keys)");
   render->add_option("-o,--out", ro.out_dir, "output folder, created if missing")->capture_default_str();
   render->add_option("--layer", layer_s, "encoder block, 0-based; negative counts from the end (default: the weights' config default_layer, else -1 = last; with --rollout -1)");
   render->add_option("--head", head_s, "a head index (negative counts from the end), or mean | max | min over heads (default: the weights' config default_head, else mean; with --rollout mean)");
@@ -163,6 +165,7 @@ int main(int argc, char** argv) {
   eval->add_option("--masks", eo.masks_dir, "folder of masks named like the images (same stem); a non-zero colour channel = object (alpha ignored)")
       ->required();
   eval->add_option("-w,--weights", ro.weights, "weights file, as for render; default: the bundled weights/default.json");
+  eval->add_option("--key", key_s, "PyTorch checkpoint: the entry holding the state dict, as for render");
   eval->add_option("--layer", layer_s, "selected view: encoder block, 0-based, negative from the end (default: config default_layer, else -1; with --rollout -1)");
   eval->add_option("--head", head_s, "selected view: a head index, or mean | max | min (default: config default_head, else mean; with --rollout mean)");
   eval->add_flag("--rollout", ro.rollout, "selected view: attention rollout through layers 0..--layer, heads fused by --head");
@@ -188,8 +191,9 @@ int main(int argc, char** argv) {
   CLI::App* inspect = app.add_subcommand(
       "inspect", "print what attnmap reads from a checkpoint: layout, token layout, grid, depth, heads, parameter "
                  "count and every config value with where it came from");
-  inspect->add_option("weights", inspect_weights, "weights file: attnmap JSON or safetensors")->required();
+  inspect->add_option("weights", inspect_weights, "weights file: attnmap JSON, safetensors or a torch.save .pth/.pt/.bin")->required();
   inspect->add_option("--heads", inspect_heads, "number of attention heads, when the weights do not say");
+  inspect->add_option("--key", key_s, "PyTorch checkpoint: the entry holding the state dict, as for render");
 
   // CLI11 reads "--layer=" (nothing after the '=') as the option given without a value and takes the next
   // argument as its value ("--head= 2 IMG" meant head 2): an '=' with nothing after it is a usage error.
@@ -223,6 +227,10 @@ int main(int argc, char** argv) {
     if (inspect->parsed()) {
       attnmap::ModelOverrides ov;
       if (inspect->count("--heads")) ov.num_heads = inspect_heads;
+      if (inspect->count("--key")) {
+        if (key_s.empty()) throw attnmap::Error("--key expects a value, found ''");
+        ov.key = key_s;
+      }
       const attnmap::ViTWeights w = attnmap::load_model(inspect_weights, ov);
       std::cout << attnmap::describe_model(w, inspect_weights);
       return 0;
@@ -278,6 +286,7 @@ int main(int argc, char** argv) {
       throw attnmap::Error("--resize expects squash or crop, found '" + resize_s + "'");
     }
     if (render->count("--heads") || eval->count("--heads")) ro.overrides.num_heads = heads;
+    if (render->count("--key") || eval->count("--key")) ro.overrides.key = key_s;
     if (!mean_s.empty()) ro.overrides.mean = parse_rgb(mean_s, "--mean");
     if (!std_s.empty()) ro.overrides.std = parse_rgb(std_s, "--std", true);
     if (!(ro.alpha >= 0.0f && ro.alpha <= 1.0f)) throw attnmap::Error("--alpha must be in [0, 1]");
