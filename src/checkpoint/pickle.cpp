@@ -279,8 +279,8 @@ void Unpickler::global(const std::string& module, const std::string& name) {
   if (!whitelisted(g)) {
     std::string hint;
     if (g == "argparse.Namespace" || module.rfind("numpy", 0) == 0)
-      hint = "; a training checkpoint? save its state dict alone, e.g. torch.save(torch.load(PATH)['model'], "
-             "'weights.pth'), or as safetensors";
+      hint = "; a training checkpoint? save its state dict alone: torch.save(torch.load(PATH, map_location='cpu')"
+             "[KEY], 'weights.pth') with KEY its state dict's entry ('model', 'teacher', ...), or as safetensors";
     throw Error("refused: the pickle in " + path_ + " calls " + printable(g) +
                 ", which is not a tensor or a container (attnmap reads state dicts only, like "
                 "torch.load(weights_only=True))" + hint);

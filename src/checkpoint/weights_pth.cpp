@@ -264,7 +264,8 @@ Choice find_state_dict(const PickleData& p, const PyValue& d, const std::string&
       throw Error(path + ": several state dicts" + at + ": " + s + "; choose one with --key");
     }
   }
-  throw Error(path + ": no state dict (a dict of tensors) found" + at + "; it holds: " + list_entries(p, d));
+  throw Error(path + ": no state dict (a dict of tensors) found" + at + "; it holds: " + list_entries(p, d) +
+              " (name the entry holding it with --key, e.g. --key ENTRY or --key ENTRY/INNER)");
 }
 
 // `--key a/b`: the entry named by each part in turn, then the state dict inside it.
