@@ -307,3 +307,24 @@ TEST(PthHostile, UnpicklerRefusesMalformedStreams) {
   const PickleData p = unpickle(reinterpret_cast<const uint8_t*>(cyc.data()), cyc.size(), "p.pkl");
   EXPECT_EQ(describe_value(p, p.values[p.root]), "dict of 1 entry");
 }
+
+TEST(Pth, TrainingPrefixesGoThroughTheLayoutDetection) {
+  // DDP's module. under 'state_dict', and a DINO checkpoint: teacher (used) and student, backbone. names
+  // beside a DINOHead; both give the maps of the F16 timm fixture they were made from.
+  const std::string dir = layout_dir("timm");
+  const std::vector<float> want = attention(load_model(dir + "weights.f16.safetensors"));
+  const ViTWeights ddp = load_model(dir + "weights.ddp.pth");
+  EXPECT_EQ(ddp.hp.layout, "timm");
+  EXPECT_EQ(ddp.pth_used, "'state_dict'");
+  EXPECT_EQ(attention(ddp), want);
+  const ViTWeights dino = load_model(dir + "weights.dino.pth");
+  EXPECT_EQ(dino.pth_used, "'teacher'");
+  EXPECT_FALSE(dino.head.present());  // DINOHead is not a classifier
+  EXPECT_EQ(attention(dino), want);
+  std::string notes;
+  for (const auto& n : dino.notices) notes += n + "\n";
+  EXPECT_NE(notes.find("also has 'student' (choose with --key)"), std::string::npos) << notes;
+  ModelOverrides ov;
+  ov.key = "student";  // the negated weights: a different model
+  EXPECT_NE(attention(load_model(dir + "weights.dino.pth", ov)), want);
+}

@@ -75,6 +75,18 @@ def make_layout_pths(out):
         with open(os.path.join(folder, "weights.wrapped.json"), "w") as f:
             json.dump({"key": key, "source": "weights%s.safetensors" % suffix}, f, indent=1)
             f.write("\n")
+    # Training-code prefixes, F16 timm weights: DDP's module. under 'state_dict'; a DINO-style checkpoint
+    # (teacher and student, backbone. names beside a DINOHead's head.mlp.* / head.last_layer.*).
+    folder = os.path.join(out, "layouts", "timm")
+    sd = read_safetensors(os.path.join(folder, "weights.f16.safetensors"))
+    ddp = collections.OrderedDict(("module." + k, v) for k, v in sd.items())
+    torch.save({"state_dict": ddp, "epoch": 7}, os.path.join(folder, "weights.ddp.pth"))
+    gen = torch.Generator().manual_seed(18)
+    teacher = collections.OrderedDict(("backbone." + k, v) for k, v in sd.items() if not k.startswith("head."))
+    teacher["head.mlp.0.weight"] = torch.randn((8, 24), generator=gen).half()
+    teacher["head.last_layer.weight_g"] = torch.ones((16, 1)).half()
+    student = collections.OrderedDict((k, -v) for k, v in teacher.items())
+    torch.save({"student": student, "teacher": teacher, "epoch": 100}, os.path.join(folder, "weights.dino.pth"))
 
 
 def make_misc(out):
