@@ -382,15 +382,9 @@ uint32_t Unpickler::rebuild_tensor(const std::vector<uint32_t>& a) {
     fail("_rebuild_tensor_v2 with " + std::to_string(t.sizes.size()) + " sizes and " + std::to_string(t.strides.size()) + " strides");
   // The last element the tensor reads: offset + sum((size_i - 1) * stride_i), overflow-checked.
   const PyValue& st = val(a[0]);
-  uint64_t last = static_cast<uint64_t>(t.offset);
-  bool empty = false, over = false;
-  for (size_t i = 0; i < t.sizes.size(); ++i) {
-    if (t.sizes[i] == 0) empty = true;
-    uint64_t step = 0;
-    over = over || __builtin_mul_overflow(static_cast<uint64_t>(t.sizes[i] ? t.sizes[i] - 1 : 0),
-                                          static_cast<uint64_t>(t.strides[i]), &step);
-    over = over || __builtin_add_overflow(last, step, &last);
-  }
+  uint64_t last = 0;
+  bool empty = false;
+  const bool over = !tensor_last_element(t, &last, &empty);
   if (!empty && (over || last >= static_cast<uint64_t>(st.i)))
     fail("a tensor of size " + shape_str(t.sizes) + ", stride " + shape_str(t.strides) + " at offset " +
          std::to_string(t.offset) + " runs past its storage '" + printable(st.s) + "' of " + std::to_string(st.i) + " elements");
@@ -418,6 +412,21 @@ uint32_t Unpickler::persistent_load(uint32_t pid) {
 }
 
 }  // namespace
+
+bool tensor_last_element(const PyValue& t, uint64_t* last, bool* empty) {
+  uint64_t at = static_cast<uint64_t>(t.offset);
+  bool over = false;
+  *empty = false;
+  for (size_t i = 0; i < t.sizes.size() && i < t.strides.size(); ++i) {
+    if (t.sizes[i] <= 0) *empty = true;
+    uint64_t step = 0;
+    over = over || __builtin_mul_overflow(static_cast<uint64_t>(t.sizes[i] > 0 ? t.sizes[i] - 1 : 0),
+                                          static_cast<uint64_t>(t.strides[i]), &step);
+    over = over || __builtin_add_overflow(at, step, &at);
+  }
+  *last = at;
+  return !over;
+}
 
 size_t storage_dtype_bytes(const std::string& dtype) {
   for (const StorageType& s : kStorages)

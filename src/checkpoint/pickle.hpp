@@ -33,6 +33,10 @@ struct PickleData {
   uint32_t root = 0;
 };
 
+/// The index of the last storage element a Tensor value reads, offset + sum((size_i - 1) * stride_i), into
+/// `last`; false when that overflows 64 bits. `*empty` is set when a size is 0 (nothing is read).
+bool tensor_last_element(const PyValue& t, uint64_t* last, bool* empty);
+
 /// Bytes of one element of a storage dtype named as in PyValue::dtype (0 for an unknown name).
 size_t storage_dtype_bytes(const std::string& dtype);
 

@@ -366,6 +366,10 @@ void add_tensor(RawWeights& raw, const PickleData& p, const std::string& name, c
                 " (overlapping strides, as from expand()): save t.contiguous() or t.clone()");
   auto it = cache.find(st.s);
   if (it == cache.end()) it = cache.emplace(st.s, ar.read(prefix + "data/" + st.s)).first;
+  uint64_t last = 0;  // checked when the pickle was read; again here against the bytes actually present
+  bool empty = false;
+  if (numel && (!tensor_last_element(t, &last, &empty) || last >= it->second.n / esize))
+    throw Error(what + " runs past its storage '" + printable(st.s) + "'");
   std::vector<uint8_t> copy;
   const uint8_t* bytes = numel ? tensor_bytes(t, it->second, esize, numel, copy) : nullptr;
   Tensor out;
