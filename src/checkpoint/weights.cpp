@@ -1017,7 +1017,7 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
   if (pth == PthSniff::LegacyPickle) refuse_legacy_pth(path);
   if (ov.key && pth != PthSniff::Zip)
     throw Error(path + ": --key picks an entry of a PyTorch checkpoint (torch.save); this file is " +
-                (is_json ? "attnmap JSON" : "not one"));
+                (is_json ? "attnmap JSON" : st ? "safetensors" : "not a PyTorch checkpoint"));
   RawWeights raw;
   PthInfo pth_info;
   if (pth == PthSniff::Zip) {
