@@ -99,8 +99,8 @@ struct ViTWeights {
 /// Values given on the command line; they override the file's config.
 struct ModelOverrides {
   std::optional<int> num_heads;
-  std::optional<std::string> key;  ///< --key: the entry of a PyTorch checkpoint holding the state dict
   std::optional<std::array<float, 3>> mean, std;
+  std::optional<std::string> key;  ///< --key: the entry of a PyTorch checkpoint holding the state dict
 };
 
 /// Builds a ViT from parsed tensors: detects the layout by key names, reads the "config" object, infers
