@@ -25,6 +25,7 @@
 #include "model/sgemm.hpp"
 #include "test_util.hpp"
 #include "checkpoint/weights.hpp"
+#include "checkpoint/weights_pth.hpp"
 #include "checkpoint/weights_safetensors.hpp"
 
 namespace fs = std::filesystem;
@@ -379,6 +380,8 @@ TEST(FuzzRegressions, ReplayedWithoutCrash) {
         build_model(parse_weights_json(std::string(bytes.begin(), bytes.end()), "fuzz.json"));
       } else if (target == "safetensors") {
         build_model(parse_weights_safetensors(bytes.data(), bytes.size(), "fuzz.safetensors"));
+      } else if (target == "pth") {  // fuzz/fuzz_pth.cpp: a zip archive (a bare data.pkl there is kept zipped here)
+        build_model(parse_weights_pth(bytes.data(), bytes.size(), "fuzz.pth", ""));
       }
     } catch (const Error& err) {
       EXPECT_NE(std::string(err.what()).find("fuzz"), std::string::npos) << err.what();

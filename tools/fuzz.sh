@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 secs="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_image fuzz_weights_json fuzz_safetensors)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_image fuzz_weights_json fuzz_safetensors fuzz_pth)
 bash tools/deps.sh test  # clang and its fuzzer runtime
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNMAP_FUZZ=ON \
   -DATTNMAP_BUILD_TESTS=OFF -DATTNMAP_BUILD_BENCH=OFF >/dev/null
@@ -21,6 +21,7 @@ seeds_for() {
     fuzz_image) echo tests/images/corpus/good tests/images/corpus/bad tests/images/basic fuzz/seeds/image fuzz/regressions/image ;;
     fuzz_weights_json) echo fuzz/seeds/weights_json fuzz/regressions/weights_json ;;
     fuzz_safetensors) echo fuzz/seeds/safetensors fuzz/regressions/safetensors ;;
+    fuzz_pth) echo fuzz/seeds/pth tests/fixtures/pth_hostile fuzz/regressions/pth ;;
   esac
 }
 for t in "${targets[@]}"; do

@@ -95,6 +95,7 @@ struct CliArgs {
   std::string layer_s, head_s, upsample_s = "bilinear", resize_s = "squash", mean_s, std_s, size_s, discard_s,
       threshold_s, pos_interp_s;
   std::vector<std::string> strip_v;  // --strip, repeatable
+  std::string key_s;                  // --key: the state dict inside a torch.save checkpoint
   std::string scale_s, style_s = "overlay", dpi_s, formats_s = "png";
   int heads = 0;
   long long max_pixels = static_cast<long long>(ro.load.max_pixels);  // signed: "-1" must not wrap to "no limit"
@@ -122,7 +123,8 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
   CLI::App* render = app.add_subcommand("render", "render class-token attention heatmaps over images");
   render->add_option("inputs", ro.inputs, "image files or folders (folders are walked recursively, sorted)")
       ->required();
-  render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON or safetensors; timm, DINOv2, DeiT, Hugging Face or torchvision names), a sharded model.safetensors.index.json or a Hugging Face model folder; default: the bundled weights/default.json");
+  render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON, safetensors or a torch.save .pth/.pt/.bin; timm, DINOv2, DeiT, Hugging Face or torchvision names), a sharded model.safetensors.index.json or a Hugging Face model folder; default: the bundled weights/default.json");
+  render->add_option("--key", a.key_s, "PyTorch checkpoint: the entry holding the state dict, e.g. teacher or state_dict/model (default: found by the usual keys)");
   render->add_option("-o,--out", ro.out_dir, "output folder, created if missing")->capture_default_str();
   render->add_option("--layer", a.layer_s, "encoder block, 0-based; negative counts from the end (default: the weights' config default_layer, else -1 = last; with --rollout -1)");
   render->add_option("--head", a.head_s, "a head index (negative counts from the end), or mean | max | min over heads (default: the weights' config default_head, else mean; with --rollout mean)");
@@ -204,6 +206,7 @@ CLI::App* add_eval_options(CLI::App& app, CliArgs& a) {
   eval->add_option("--masks", eo.masks_dir, "folder of masks named like the images (same stem); a non-zero colour channel = object (alpha ignored)")
       ->required();
   eval->add_option("-w,--weights", ro.weights, "weights file, as for render; default: the bundled weights/default.json");
+  eval->add_option("--key", a.key_s, "PyTorch checkpoint: the entry holding the state dict, as for render");
   eval->add_option("--layer", a.layer_s, "selected view: encoder block, 0-based, negative from the end (default: config default_layer, else -1; with --rollout -1)");
   eval->add_option("--head", a.head_s, "selected view: a head index, or mean | max | min (default: config default_head, else mean; with --rollout mean)");
   eval->add_flag("--rollout", ro.rollout, "selected view: attention rollout through layers 0..--layer, heads fused by --head");
@@ -234,7 +237,8 @@ CLI::App* add_inspect_options(CLI::App& app, CliArgs& a) {
       "inspect", "print what attnmap reads from a checkpoint: layout, token layout, grid, depth, heads, parameter "
                  "count and every config value with where it came from; given an output (PNG, .npy), the settings "
                  "that made it");
-  inspect->add_option("weights", a.inspect_weights, "weights file (attnmap JSON or safetensors), model.safetensors.index.json or Hugging Face model folder; or an output PNG / .npy")->required();
+  inspect->add_option("weights", a.inspect_weights, "weights file (attnmap JSON, safetensors or a torch.save .pth/.pt/.bin), model.safetensors.index.json or Hugging Face model folder; or an output PNG / .npy")->required();
+  inspect->add_option("--key", a.key_s, "PyTorch checkpoint: the entry holding the state dict, as for render");
   inspect->add_option("--heads", a.inspect_heads, "number of attention heads, when the weights do not say");
   return inspect;
 }
@@ -276,6 +280,10 @@ int run_inspect(const CliArgs& a, const CLI::App& inspect) {
   }
   attnmap::ModelOverrides ov;
   if (inspect.count("--heads")) ov.num_heads = a.inspect_heads;
+  if (inspect.count("--key")) {
+    if (a.key_s.empty()) throw attnmap::Error("--key expects a value, found ''");
+    ov.key = a.key_s;
+  }
   const attnmap::ViTWeights w = attnmap::load_model(a.inspect_weights, ov);
   std::cout << attnmap::describe_model(w, a.inspect_weights);
   return 0;
@@ -360,6 +368,7 @@ void apply_run_options(CliArgs& a, const Commands& c) {
     throw attnmap::Error("--resize expects squash or crop, found '" + a.resize_s + "'");
   }
   if (c.render->count("--heads") || c.eval->count("--heads")) ro.overrides.num_heads = a.heads;
+  if (c.render->count("--key") || c.eval->count("--key")) ro.overrides.key = a.key_s;
   if (!a.mean_s.empty()) ro.overrides.mean = parse_rgb(a.mean_s, "--mean");
   if (!a.std_s.empty()) ro.overrides.std = parse_rgb(a.std_s, "--std", true);
   if (!(ro.alpha >= 0.0f && ro.alpha <= 1.0f)) throw attnmap::Error("--alpha must be in [0, 1]");

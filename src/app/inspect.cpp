@@ -52,7 +52,11 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
   };
   const int N = hp.grid_w * hp.grid_h;
   o << "weights:     " << path << "\n";
-  o << "format:      " << (w.format.empty() ? "json" : w.format) << "\n";
+  o << "format:      " << (w.format.empty() ? "json" : w.format == "pth" ? "pth (torch.save zip archive)" : w.format) << "\n";
+  if (w.format == "pth") {
+    o << "holds:       " << w.pth_holds << "\n";
+    o << "state dict:  " << w.pth_used << "\n";
+  }
   o << "layout:      " << layout_name(hp.layout) << "\n";
   o << "tokens:      " << hp.tokens() << " = " << (hp.cls_is_mean ? "1 class (mean of patches)" : "1 class") << " + "
     << hp.num_dist << " distillation + " << hp.num_registers << " register + " << N << " patch\n";

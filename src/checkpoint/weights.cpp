@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "checkpoint/weights_hf.hpp"
+#include "checkpoint/weights_pth.hpp"
 #include "checkpoint/weights_safetensors.hpp"
 
 #include "core/error.hpp"
@@ -1047,6 +1048,7 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
   // safetensors when byte 8 is '{' (a broken length, reported as such); anything else is not a weights file.
   char first = 0;
   bool st = false, broken_st = false;
+  unsigned char head[9] = {};
   {
     std::error_code ec;  // a FIFO or device would hang the read below; a folder would mislead
     const std::filesystem::file_status fst = std::filesystem::status(path, ec);
@@ -1059,7 +1061,6 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
     }
     const auto size = static_cast<uint64_t>(f.tellg());
     f.seekg(0);
-    unsigned char head[9] = {};
     if (size >= 9 && f.read(reinterpret_cast<char*>(head), 9)) {
       uint64_t n = 0;
       for (int i = 7; i >= 0; --i) n = (n << 8) | head[i];
@@ -1077,8 +1078,16 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
     }
   }
   const bool is_json = !st && first == '{';
+  const PthSniff pth = st ? PthSniff::NotPth : sniff_pth(reinterpret_cast<const uint8_t*>(head), sizeof head);
+  if (pth == PthSniff::LegacyPickle) refuse_legacy_pth(path);
+  if (ov.key && pth != PthSniff::Zip)
+    throw Error(path + ": --key picks an entry of a PyTorch checkpoint (torch.save); this file is " +
+                (is_json ? "attnmap JSON" : st ? "safetensors" : "not a PyTorch checkpoint"));
   RawWeights raw;
-  if (is_json || st || (broken_st && first != '{')) {
+  PthInfo pth_info;
+  if (pth == PthSniff::Zip) {
+    raw = load_weights_pth(path, ov.key.value_or(""), &pth_info);
+  } else if (is_json || st || (broken_st && first != '{')) {
     raw = is_json ? load_weights_json(path) : load_weights_safetensors(path);
   } else {
     try {
@@ -1092,7 +1101,9 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
   }
   const SideConfig side = read_side_config(side_config_dir(path));
   ViTWeights w = build_model(raw, side, ov);
-  w.format = is_json ? "json" : "safetensors";
+  w.format = pth == PthSniff::Zip ? "pth" : is_json ? "json" : "safetensors";
+  w.pth_holds = pth_info.holds;
+  w.pth_used = pth_info.used;
   return w;
 }
 

@@ -91,13 +91,16 @@ struct ViTWeights {
                                   ///< logits = (head(class) + head_dist(distillation)) / 2 (timm, eval mode)
   std::vector<std::string> notices;  ///< things worth telling the user (ignored keys, guessed heads)
   int64_t param_count = 0;           ///< floating-point values in the file (every tensor, used or not)
-  std::string format;                ///< "json" or "safetensors"
+  std::string format;                ///< "json", "safetensors" or "pth" (torch.save zip archive)
+  std::string pth_holds;             ///< pth: what the pickled object is (top-level keys), for inspect
+  std::string pth_used;              ///< pth: where the state dict was found ("the top level", "'model'")
 };
 
 /// Values given on the command line; they override the file's config.
 struct ModelOverrides {
   std::optional<int> num_heads;
   std::optional<std::array<float, 3>> mean, std;
+  std::optional<std::string> key;  ///< --key: the entry of a PyTorch checkpoint holding the state dict
 };
 
 /// Builds a ViT from parsed tensors: detects the layout by key names, reads the "config" object, infers
@@ -133,8 +136,11 @@ int heads_from_architecture(const std::string& arch);
 /// overrides win, in that order).
 ViTWeights build_model(const RawWeights& raw, const SideConfig& side, const ModelOverrides& ov);
 
-/// Reads a weights file - attnmap JSON v1 (first non-blank byte '{') or safetensors (anything else) - plus
-/// config.json / preprocessor_config.json beside it, and builds the model. Throws attnmap::Error.
+/// Reads a weights file - a torch.save zip archive (first bytes "PK\x03\x04", weights_pth.hpp; ov.key picks
+/// the state dict), attnmap JSON v1 (first non-blank byte '{') or safetensors (anything else) - plus
+/// config.json / preprocessor_config.json beside it, and builds the model. A bare pickle (torch's legacy
+/// format) is refused with how to re-save it; ov.key with a file that is not a PyTorch checkpoint is
+/// refused. Throws attnmap::Error.
 ViTWeights load_model(const std::string& path, const ModelOverrides& ov = {});
 
 }  // namespace attnmap

@@ -318,3 +318,13 @@ RawWeights load_weights_safetensors(const std::string& path) {
 }
 
 }  // namespace attnmap
+
+namespace attnmap {
+
+std::vector<float> decode_float_tensor(const uint8_t* p, size_t n, const std::string& dtype, const std::string& what) {
+  const DType* d = find_dtype(dtype);
+  if (!d || d->kind == Kind::Skip) throw Error(what + " has dtype " + dtype + ", which attnmap does not convert");
+  return convert(p, n, d->kind, [&](const std::string& why) { throw Error(what + " " + why); });
+}
+
+}  // namespace attnmap

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "checkpoint/weights_json.hpp"
 
@@ -27,5 +28,15 @@ RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std
 /// Memory-maps `path` (read-only, POSIX mmap) and parses it with parse_weights_safetensors.
 /// Throws attnmap::Error when the file cannot be opened or mapped, or is malformed.
 RawWeights load_weights_safetensors(const std::string& path);
+
+}  // namespace attnmap
+
+namespace attnmap {
+
+/// Converts `n` little-endian elements of `dtype` ("F32", "F16", "BF16" or "F64", the safetensors names) at
+/// `p` to float32: F16 and BF16 exactly, F64 rounded (a finite value beyond float32 is refused). Used by the
+/// PyTorch reader too. Throws attnmap::Error(`what` + " holds a non-finite value (...) at element I"), or
+/// for another dtype.
+std::vector<float> decode_float_tensor(const uint8_t* p, size_t n, const std::string& dtype, const std::string& what);
 
 }  // namespace attnmap
