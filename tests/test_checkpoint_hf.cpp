@@ -306,14 +306,21 @@ TEST_F(HfFolderTmp, PytorchBinOnlyOrNoWeightsIsRefused) {
   EXPECT_EQ(refusal(), dir.string() + ": a folder without model.safetensors, model.safetensors.index.json or "
                                       "pytorch_model.bin (what a Hugging Face model folder holds); it has nothing");
   write(dir / "config.json", "{}");
-  write(dir / "pytorch_model.bin", "PK");
+  write(dir / "pytorch_model.bin.index.json", "{}");
   const std::string e = refusal();
-  EXPECT_EQ(e.rfind(dir.string() + ": holds pytorch_model.bin and no model.safetensors: .bin weights in folders come "
-                    "with the .pth (torch.save) reader", 0), 0u) << e;
+  EXPECT_EQ(e.rfind(dir.string() + ": holds pytorch_model.bin.index.json and no model.safetensors: sharded .bin", 0), 0u)
+      << e;
   EXPECT_EQ(e, one_line(e));
   const CliRun r = run_attnmap("inspect " + q(dir));
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  // A folder's pytorch_model.bin (a torch.save zip) is read by the .pth reader: the same tensors as model.safetensors.
+  fs::copy_file(fixture("layouts/hf/weights.pth"), dir / "pytorch_model.bin");
+  const ViTWeights bin = load_model(dir.string());
+  const ViTWeights st = load_model(fixture("layouts/hf/weights.safetensors"));
+  EXPECT_EQ(bin.blocks.size(), st.blocks.size());
+  EXPECT_EQ(bin.pos_embed, st.pos_embed);
+  EXPECT_EQ(bin.format, "pth");
 }
 
 TEST_F(HfFolderTmp, ModelSafetensorsIsReadBeforeAnIndexBesideIt) {

@@ -223,12 +223,11 @@ std::string hf_folder_weights(const std::string& dir, std::vector<std::string>& 
     return single;
   }
   if (is_regular(index)) return index;
-  for (const char* bin : {"pytorch_model.bin", "pytorch_model.bin.index.json"}) {
-    if (is_regular(join(dir, bin)))
-      throw Error(dir + ": holds " + bin + " and no model.safetensors: .bin weights in folders come with the .pth "
-                  "(torch.save) reader, not in this build; convert with safetensors.torch.save_file(model.state_dict(), "
-                  "\"model.safetensors\")");
-  }
+  // transformers' next choice: pytorch_model.bin, a torch.save zip (read by the .pth reader, told by content).
+  if (is_regular(join(dir, "pytorch_model.bin"))) return join(dir, "pytorch_model.bin");
+  if (is_regular(join(dir, "pytorch_model.bin.index.json")))
+    throw Error(dir + ": holds pytorch_model.bin.index.json and no model.safetensors: sharded .bin weights are not "
+                "read; convert with safetensors.torch.save_file(model.state_dict(), \"model.safetensors\")");
   std::vector<std::string> seen;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) seen.push_back(it->path().filename().string());
