@@ -12,9 +12,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "io/image_io.hpp"
 #include "io/npy.hpp"
 #include "maps/explain.hpp"
 #include "model/classify.hpp"
+#include "model/preprocess.hpp"
 #include "model/vit.hpp"
 #include "model/vit_backward.hpp"
 #include "test_util.hpp"
@@ -262,6 +264,68 @@ TEST(ExplainBackward, HeadlessModelIsRefused) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "the model has no classifier head: there is no class to explain");
   }
+}
+
+// ---- attnmap render --explain ---------------------------------------------------------------------------
+
+class ExplainCli : public TempDirTest {};
+
+TEST_F(ExplainCli, TopKWritesOneMapPerClassAsTheLibraryComputesIt) {
+  const std::string weights = fixture("explain/dinov2_fb/weights.json");
+  const std::string img = std::string(ATTNMAP_TEST_DIR) + "/images/basic/rgba.png";
+  const CliRun r = run_attnmap("render " + q(img) + " -q --save-raw --explain gradcam --gradcam-layer 0 --class top2 -w " +
+                               q(weights) + " -o " + q(dir));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const ViTWeights w = load_model(weights);
+  const Image photo = load_image(img, LoadOptions{});
+  const ModelInput in = preprocess(photo, w.hp.image_w, w.hp.image_h, ResizeMode::Squash, w.hp.mean.data(), w.hp.std.data());
+  const ForwardTape tape = vit_forward_tape(w, in.chw.data());
+  ExplainRequest req;
+  req.method = ExplainMethod::GradCam;
+  req.gradcam_layer = 0;
+  const std::vector<int> top = top_k_indices(tape.logits, 2);
+  for (const int c : top) {
+    const std::string base = (dir / ("rgba.class-" + class_file_label(c, w.hp.labels))).string();
+    EXPECT_TRUE(std::filesystem::exists(base + ".png")) << base;
+    std::vector<int64_t> shape;
+    const std::vector<float> got = npy(base + ".npy", &shape);
+    EXPECT_EQ(shape, (std::vector<int64_t>{3, 3}));
+    EXPECT_TRUE(all_close(got, explain_map(w, tape, c, req), 0, base));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "rgba.png"));  // topK names every map by its class
+  // One class: NAME.png / NAME.npy, the label's map.
+  const CliRun one = run_attnmap("render " + q(img) + " -q --save-raw --explain chefer --class T-shirt/top -w " + q(weights) +
+                                 " -o " + q(dir));
+  ASSERT_EQ(one.status, 0) << one.err;
+  req.method = ExplainMethod::Chefer;
+  EXPECT_TRUE(all_close(npy((dir / "rgba.npy").string()), explain_map(w, tape, 1, req), 0, "chefer T-shirt/top"));
+}
+
+TEST_F(ExplainCli, RefusalsAreOneLineAndStatus2) {
+  const std::string img = std::string(ATTNMAP_TEST_DIR) + "/images/basic/rgba.png";
+  const std::string dino = fixture("explain/dinov2_fb/weights.json");
+  struct R {
+    std::string args, want;
+  };
+  const R cases[] = {
+      {"--explain chefer -w " + q(fixture("layouts/hf_model/weights.json")),
+       "attnmap: error: --explain chefer: the model has no classifier head, so there is no class to explain"},
+      {"--explain chefer --class hat -w " + q(dino),
+       "attnmap: error: --class 'hat' is not one of the labels: coat, T-shirt/top, bag, sandal, dress"},
+      {"--explain gradcam --class top6 -w " + q(dino), "asks for more classes than there are (the classifier has 5"},
+      {"--explain gradcam --class 5 -w " + q(dino), "--class 5 out of range: 0..4"},
+      {"--explain attn-grad --gradcam-layer 0 -w " + q(dino), "--gradcam-layer applies to --explain gradcam only"},
+      {"--explain gradcam --gradcam-layer 2 -w " + q(dino), "layer 2 out of range"},
+      {"--explain chefer --rollout -w " + q(dino), "cannot be combined with --rollout"},
+      {"--class 1 -w " + q(dino), "--class chooses the class of --explain"},
+      {"--explain shap -w " + q(dino), "--explain expects chefer, gradcam or attn-grad, found 'shap'"}};
+  for (const R& c : cases) {
+    const CliRun r = run_attnmap("render " + q(img) + " -q " + c.args + " -o " + q(dir));
+    EXPECT_EQ(r.status, 2) << c.args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.want), std::string::npos) << c.args << ": " << r.err;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
 }
 
 }  // namespace

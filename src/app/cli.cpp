@@ -134,6 +134,16 @@ int main(int argc, char** argv) {
                      "position embeddings are resampled bicubically");
   render->add_flag("--save-raw", ro.save_raw, "also write the map as NumPy .npy (float32, (grid_h, grid_w))");
   render->add_flag("--all-heads", ro.all_heads, "with --save-raw: write every head, shape (H, grid_h, grid_w)");
+  // Class-specific explanations (issue 19): options only; app/explain_render.cpp checks and draws them.
+  std::string class_s, gradcam_layer_s;
+  render->add_option("--explain", ro.explain,
+                     "draw a class-specific explanation instead of attention: chefer (Chefer et al. 2021, every "
+                     "block) | gradcam (Grad-CAM on a block's norm1 tokens) | attn-grad (--layer's attention x "
+                     "gradient); needs a classifier head");
+  render->add_option("--class", class_s, "with --explain: class index, label, top1 or topK (one map per class, "
+                                         "NAME.class-LABEL.png); default top1");
+  render->add_option("--gradcam-layer", gradcam_layer_s, "with --explain gradcam: the block whose norm1 output is "
+                                                         "explained, negative from the end (default -1)");
   render->add_flag("-q,--quiet", ro.quiet, "print only errors");
   render->add_option("-j,--jobs", bo.jobs, "images rendered at once (default: the number of cores)");
   // No CLI11 delimiter: it drops empty items ("png,,jpg"); parse_extensions splits and refuses them.
@@ -252,6 +262,17 @@ int main(int argc, char** argv) {
       ro.layer = v;
     }
     if (!head_s.empty()) ro.head = head_s;
+    if (render->count("--class")) ro.class_spec = class_s;
+    if (!gradcam_layer_s.empty()) {
+      size_t used = 0;
+      try {
+        ro.gradcam_layer = std::stoi(gradcam_layer_s, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != gradcam_layer_s.size())
+        throw attnmap::Error("--gradcam-layer expects an integer, found '" + gradcam_layer_s + "'");
+    }
     if (!size_s.empty()) ro.size = parse_size(size_s);
     if (!discard_s.empty()) {
       ro.discard = parse_fraction(discard_s, "--discard");

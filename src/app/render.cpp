@@ -67,10 +67,9 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
   if (opt.all_heads && opt.rollout)
     throw Error("--all-heads cannot be combined with --rollout: rollout fuses the heads of every layer");
   if (opt.heads_grid) ctx.font = std::make_shared<const Font>(find_font());
+  make_explain_context(ctx, model, opt);
   return ctx;
 }
-
-namespace {
 
 // One view of `map` (grid_h, grid_w) over `photo` inside the box (x, y, w, h): a heatmap, or with
 // --threshold the DINO mask, filled and outlined. Sets *flat for a constant heatmap; fills *mask.
@@ -92,6 +91,8 @@ Image draw_view(const Image& photo, int bx, int by, int bw, int bh, const std::v
   return blend_overlay(photo, up, bw, bh, bx, by, ctx.cmap, opt.alpha);
 }
 
+namespace {
+
 std::string tile_label(const std::string& name, const std::vector<float>& map,
                        const std::vector<uint8_t>& mask) {
   char buf[96];
@@ -111,6 +112,7 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
   const ViTWeights& model = *ctx.model;
   const HParams& hp = model.hp;
   const RenderOptions& opt = *ctx.opt;
+  if (ctx.explain) return render_explained(ctx, job);
   RenderResult res;
   const Image photo = load_image(job.input, opt.load);
   const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data(),

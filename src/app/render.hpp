@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "maps/attention_maps.hpp"
+#include "maps/explain.hpp"
+#include "model/classify.hpp"
 #include "draw/heads_grid.hpp"
 #include "io/image_io.hpp"
 #include "draw/overlay.hpp"
@@ -38,6 +40,10 @@ struct RenderOptions {
   std::optional<std::array<int, 2>> size;  ///< (width, height): model input size; position embeddings resampled
   bool quiet = false;
   LoadOptions load;
+  // Class-specific explanation maps (issue 19; app/explain_render.cpp).
+  std::string explain;                     ///< "chefer" | "gradcam" | "attn-grad"; empty: the attention views
+  std::optional<std::string> class_spec;   ///< --class N | NAME | top1 | topK (unset: top1)
+  std::optional<int> gradcam_layer;        ///< --gradcam-layer, before resolving negatives (unset: -1)
 };
 
 /// One image to render: where it is read and the output path without extension (".png", ".npy" added).
@@ -54,6 +60,8 @@ struct RenderContext {
   HeadSelect head;                ///< resolved head / fusion
   const uint8_t* cmap = nullptr;  ///< 256x3 colour table
   std::shared_ptr<const Font> font;  ///< label font, loaded once when heads_grid
+  std::optional<ExplainRequest> explain;  ///< with --explain: the method and its resolved layers
+  ClassSpec classes;                       ///< with --explain: which class(es)
 };
 
 /// What rendering one image produced.
@@ -88,6 +96,20 @@ SelectedView select_view(const HParams& hp, const RenderOptions& opt);
 /// Throws attnmap::Error for an out-of-range layer/head/discard/threshold, an unknown name, contradictory
 /// options or a missing font.
 RenderContext make_render_context(const ViTWeights& model, const RenderOptions& opt);
+
+/// Checks the --explain / --class / --gradcam-layer options against the model and the other options and
+/// fills ctx.explain / ctx.classes (app/explain_render.cpp). Throws attnmap::Error (exit 2) for a model
+/// without a classifier head, a class the head does not have, or options that do not go with --explain.
+void make_explain_context(RenderContext& ctx, const ViTWeights& model, const RenderOptions& opt);
+
+/// Renders ctx.explain's map for the class(es) of ctx.classes: one class -> NAME.png (and NAME.npy), topK
+/// with K >= 2 -> NAME.class-<label>.png per class (label from class_file_label). Called by render_image.
+RenderResult render_explained(const RenderContext& ctx, const Job& job);
+
+/// One map (grid_h, grid_w) over `photo` inside the box (x, y, w, h): a heatmap (min-max scaled), or with
+/// --threshold the DINO mask. Sets *flat for a constant heatmap; fills *mask.
+Image draw_view(const Image& photo, int bx, int by, int bw, int bh, const std::vector<float>& map,
+                const RenderContext& ctx, bool* flat, std::vector<uint8_t>* mask);
 
 /// Renders one image into job.out_base + ".png" (and ".heads.png" with heads_grid, ".npy" with save_raw),
 /// files written atomically. The map is the class token's attention over the patches at ctx.layer with
