@@ -54,7 +54,10 @@ def forward_autograd(sd, x, heads, eps, *, pos_rows="all", reg_name="reg_token")
     W = {k: torch.as_tensor(np.asarray(v), dtype=torch.float64) for k, v in sd.items()}
     pw = W["patch_embed.proj.weight"]
     P, D = pw.shape[-1], pw.shape[0]
-    img = torch.as_tensor(np.asarray(x), dtype=torch.float64).unsqueeze(0).requires_grad_(True)
+    if isinstance(x, torch.Tensor):  # the caller's image, already requiring grad
+        img = x.unsqueeze(0)
+    else:
+        img = torch.as_tensor(np.asarray(x), dtype=torch.float64).unsqueeze(0).requires_grad_(True)
     tok = F.conv2d(img, pw, W["patch_embed.proj.bias"], stride=P).flatten(2).transpose(1, 2)[0]
     pos = W["pos_embed"].reshape(-1, D)
     cls = W["cls_token"].reshape(1, D)
@@ -122,6 +125,32 @@ def explain_refs(sd, x, heads, eps, classes, grid, **kw):
     return logits0, {k: torch.stack(v, 0) for k, v in out.items()}
 
 
+def torchvision_crosscheck(tv_sd, sd, x, heads, c):
+    """torchvision.models.VisionTransformer itself (float64, autograd) against forward_autograd on the same
+    weights: the logits, and dlogit_c / d(input image) -- the whole backward through nn.MultiheadAttention,
+    the encoder's LayerNorms and heads.head on the class token. Returns the two max abs diffs."""
+    from functools import partial
+    from torchvision.models.vision_transformer import VisionTransformer
+    W = {k: torch.as_tensor(np.asarray(v), dtype=torch.float64) for k, v in tv_sd.items()}
+    D, _, P, _ = W["conv_proj.weight"].shape
+    L = len({k.split(".")[2] for k in W if k.startswith("encoder.layers.")})
+    vt = VisionTransformer(image_size=x.shape[-1], patch_size=P, num_layers=L, num_heads=heads, hidden_dim=D,
+                           mlp_dim=W["encoder.layers.encoder_layer_0.mlp.0.weight"].shape[0],
+                           num_classes=W["heads.head.weight"].shape[0],
+                           norm_layer=partial(torch.nn.LayerNorm, eps=1e-6)).double().eval()
+    ref = vt.state_dict()
+    vt.load_state_dict({k: W[k].reshape(ref[k].shape) for k in ref})
+    img = torch.as_tensor(np.asarray(x), dtype=torch.float64).unsqueeze(0).requires_grad_(True)
+    lt = vt(img)[0]
+    lt[c].backward()
+    g_tv = img.grad.clone()
+    img2 = torch.as_tensor(np.asarray(x), dtype=torch.float64).unsqueeze(0).requires_grad_(True)
+    # forward_autograd from an image that requires grad: rebuild its first step with img2
+    lo, _, _, _ = forward_autograd(sd, img2[0], heads, 1e-6)
+    lo[c].backward()
+    return float((lt - lo).abs().max()), float((g_tv - img2.grad).abs().max())
+
+
 def write_case(folder, name, sd, x, heads, eps, grid, meta, **kw):
     os.makedirs(folder, exist_ok=True)
     logits, _ = explain_refs(sd, x, heads, eps, [0], grid, **kw)
@@ -178,8 +207,14 @@ def main():
         o, _ = read_json_weights(os.path.join(LAYOUTS, other, "weights.json"))
         for k, v in conv(sd).items():  # hf/ and torchvision/ hold exactly timm/'s values under their names
             assert np.array_equal(np.asarray(v).reshape(o[k].shape), o[k]), (other, k)
+    tv_sd, _ = read_json_weights(os.path.join(LAYOUTS, "torchvision", "weights.json"))
+    tv_logits, tv_grad = torchvision_crosscheck(tv_sd, sd, x, 3, 2)
+    assert tv_logits < 1e-12 and tv_grad < 1e-12, (tv_logits, tv_grad)
+    print("torchvision VisionTransformer vs the reference: logits %.1e, dlogit/dimage %.1e" % (tv_logits, tv_grad))
     write_case(os.path.join(out, "timm"), "timm", sd, x, 3, 1e-6, (4, 4),
                {"weights": "layouts/timm", "same_weights_as": ["layouts/hf", "layouts/torchvision"],
+                "torchvision_crosscheck": {"max_abs_diff_logits": tv_logits, "max_abs_diff_dlogit_dimage": tv_grad,
+                                           "module": "torchvision.models.VisionTransformer, float64 autograd"},
                 "description": "layouts/timm (head, 5 classes); hf/ and torchvision/ hold the same values, so "
                                "these references are theirs too (checked by this script)."})
 
