@@ -299,6 +299,13 @@ TEST_F(ExplainCli, TopKWritesOneMapPerClassAsTheLibraryComputesIt) {
   ASSERT_EQ(one.status, 0) << one.err;
   req.method = ExplainMethod::Chefer;
   EXPECT_TRUE(all_close(npy((dir / "rgba.npy").string()), explain_map(w, tape, 1, req), 0, "chefer T-shirt/top"));
+  // A per-class name that holds a user's file is left alone: that image fails (exit 1), nothing replaced.
+  const std::string users = (dir / ("rgba.class-" + class_file_label(top[1], w.hp.labels) + ".png")).string();
+  std::ofstream(users) << "mine";
+  const CliRun again = run_attnmap("render " + q(img) + " -q --explain chefer --class top2 -w " + q(weights) + " -o " + q(dir));
+  EXPECT_EQ(again.status, 1) << again.err;
+  EXPECT_NE(again.err.find("was not written by attnmap"), std::string::npos) << again.err;
+  EXPECT_EQ(slurp(users), "mine");
 }
 
 TEST_F(ExplainCli, RefusalsAreOneLineAndStatus2) {

@@ -62,9 +62,24 @@ RenderResult render_explained(const RenderContext& ctx, const Job& job) {
   box_pixels(in.box, photo.width, photo.height, &bx, &by, &bw, &bh);
   fs::create_directories(fs::path(job.out_base + ".png").parent_path());
   const bool per_class = ctx.classes.kind == ClassSpec::Kind::TopK && ctx.classes.k > 1;
+  auto base_of = [&](int c) { return per_class ? job.out_base + ".class-" + class_file_label(c, hp.labels) : job.out_base; };
+  // NAME.png / NAME.npy are checked by the batch (batch.cpp); the per-class names only here, as it does: a
+  // file attnmap did not write, or anything but a regular file, is never replaced. All before any is written.
+  if (per_class)
+    for (const int c : classes)
+      for (const std::string& out : {base_of(c) + ".png", base_of(c) + ".npy"}) {
+        const bool is_npy = out.size() > 4 && out.compare(out.size() - 4, 4, ".npy") == 0;
+        if (is_npy && !opt.save_raw) continue;
+        std::error_code ec;
+        const fs::file_status st = fs::symlink_status(out, ec);
+        if (!fs::exists(st)) continue;
+        if (!fs::is_regular_file(st) || !(is_npy ? looks_written_by_attnmap_npy(out) : written_by_attnmap(out)))
+          throw Error("output " + out + " already exists and was not written by attnmap (or is not a regular file); "
+                      "it is left alone: choose another --out or move it away");
+      }
   for (const int c : classes) {
     const std::vector<float> map = explain_map(model, tape, c, *ctx.explain);  // (grid_h, grid_w)
-    const std::string base = per_class ? job.out_base + ".class-" + class_file_label(c, hp.labels) : job.out_base;
+    const std::string base = base_of(c);
     bool flat = false;
     std::vector<uint8_t> mask;
     const Image out = draw_view(photo, bx, by, bw, bh, map, ctx, &flat, &mask);
