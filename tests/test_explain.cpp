@@ -49,6 +49,9 @@ const Format kFormats[] = {{"weights.json", ""},
                            {"weights.f16.safetensors", "_f16"},
                            {"weights.bf16.safetensors", "_bf16"}};
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const Format& f, std::ostream* os) { *os << f.file; }
+
 std::vector<float> npy(const std::string& path, std::vector<int64_t>* shape = nullptr) {
   std::vector<int64_t> s;
   std::vector<float> v = read_npy(path, &s);
