@@ -4,6 +4,9 @@
 //   attnmap_bench sgemm [SIZE]                     GFLOP/s of sgemm(SIZE^3) and of ViT-B/16 layer shapes
 //   attnmap_bench forward WEIGHTS ITERS B...       ms per image and GFLOP/s at each batch size B (one load)
 //   attnmap_bench load WEIGHTS                     seconds and MB/s of load_model
+//   attnmap_bench explain WEIGHTS ITERS            ms of the chefer / gradcam / attn-grad maps of one image vs
+//                                                  the forward to the last layer's class-token map (batch 1);
+//                                                  a model without a head gets a random 1000-class one
 // Prints "key value" lines that bench/run.sh parses.  OpenBLAS uses every usable core.
 #include <algorithm>
 #include <chrono>
@@ -17,8 +20,11 @@
 #include <sys/resource.h>
 
 #include "maps/attention_maps.hpp"
+#include "maps/explain.hpp"
 #include "app/batch.hpp"
+#include "model/classify.hpp"
 #include "model/sgemm.hpp"
+#include "model/vit_backward.hpp"
 #include "model/vit.hpp"
 #include "checkpoint/weights.hpp"
 
@@ -71,11 +77,58 @@ double forward_flops(const HParams& hp, const ViTWeights& w, int last) {
   return f;
 }
 
+// Best-of-`iters` seconds of f() after one warm-up call.
+template <class F>
+double best_seconds(int iters, F&& f) {
+  f();
+  double best = 1e30;
+  for (int i = 0; i < iters; ++i) {
+    const auto t = Clock::now();
+    f();
+    best = std::min(best, secs_since(t));
+  }
+  return best;
+}
+
+// The explanation maps against the forward pass that draws the class-token map (issue 19: chefer <= 3x).
+int bench_explain(ViTWeights w, int iters) {
+  const HParams& hp = w.hp;
+  std::mt19937 g(3);
+  std::normal_distribution<float> n01(0, 1);
+  if (!w.head.present()) {  // bench/make_vitb.py writes no head: a random one, std 0.02 (timm)
+    w.head.out = 1000;
+    w.head.in = hp.dim;
+    w.head.weight.resize(static_cast<size_t>(1000) * hp.dim);
+    for (auto& v : w.head.weight) v = 0.02f * n01(g);
+    w.head.bias.assign(1000, 0.0f);
+  }
+  std::vector<float> img(static_cast<size_t>(3) * hp.image_h * hp.image_w);
+  for (auto& v : img) v = n01(g);
+  double checksum = 0;
+  ForwardOptions fo;
+  fo.last_layer = -1;
+  const double fwd = best_seconds(iters, [&] { checksum += class_attention_map(vit_forward(w, img.data(), fo), hp, hp.depth - 1, HeadSelect{})[0]; });
+  std::printf("explain_forward_ms %.2f\n", fwd * 1e3);
+  for (const ExplainMethod m : {ExplainMethod::Chefer, ExplainMethod::GradCam, ExplainMethod::AttnGrad}) {
+    ExplainRequest req;
+    req.method = m;
+    req.layer = req.gradcam_layer = hp.depth - 1;
+    const double s = best_seconds(iters, [&] {
+      const ForwardTape tape = vit_forward_tape(w, img.data());
+      checksum += explain_map(w, tape, top_k_indices(tape.logits, 1)[0], req)[0];
+    });
+    const std::string name = m == ExplainMethod::Chefer ? "chefer" : m == ExplainMethod::GradCam ? "gradcam" : "attn_grad";
+    std::printf("explain_%s_ms %.2f\nexplain_%s_over_forward %.2f\n", name.c_str(), s * 1e3, name.c_str(), s / fwd);
+  }
+  std::printf("explain_checksum %.6g\n", checksum);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: attnmap_bench sgemm [SIZE] | forward WEIGHTS ITERS B... | load WEIGHTS\n");
+    std::fprintf(stderr, "usage: attnmap_bench sgemm [SIZE] | forward WEIGHTS ITERS B... | load WEIGHTS | explain WEIGHTS ITERS\n");
     return 2;
   }
   const std::string cmd = argv[1];
@@ -92,6 +145,7 @@ int main(int argc, char** argv) {
     std::printf("sgemm_vitb_shapes_gflops %.2f\n", best);
     return 0;
   }
+  if (cmd == "explain" && argc >= 4) return bench_explain(load_model(argv[2]), std::atoi(argv[3]));
   if ((cmd == "forward" && argc >= 5) || (cmd == "load" && argc >= 3)) {
     const double cpu0 = cpu_seconds();
     const std::string path = argv[2];

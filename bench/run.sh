@@ -9,6 +9,9 @@
 # 2. A folder of 240 photos of mixed sizes, default model, end to end (whole process, wall clock): attnmap
 #    render (default -j) vs the same job in Python (PIL + torch + matplotlib colormap + PIL save).
 # 3. JSON weight loading MB/s (ViT-B JSON) and peak RSS.
+# 4. Explanation maps (issue 19) on the same ViT-B with a random 1000-class head: chefer / gradcam / attn-grad
+#    per image vs attnmap's forward to the last block's map (target chefer <= 3x), and Chefer's notebook method
+#    in eager PyTorch autograd with hooks (bench/torch_explain.py).
 # Targets (2 cores): (1) >= 5x PyTorch batch 1 and >= 75 % of the sgemm peak; (2) >= 3x Python; (3) >= 200 MB/s.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -39,6 +42,10 @@ echo "== JSON weight loading: the same ViT-B as 0.7 GB of attnmap JSON" | tee -a
 echo "== ViT-B/16 PyTorch forward + map" | tee -a "$R"
 "${TORCH_ENV[@]}" "$PY" "$ROOT/bench/torch_vit.py" forward "$W/vitb.pt" 1 "$ITERS" | sed 's/image /image_b1 /' | tee -a "$R"
 "${TORCH_ENV[@]}" "$PY" "$ROOT/bench/torch_vit.py" forward "$W/vitb.pt" 8 "$ITERS" | sed 's/image /image_b8 /' | tee -a "$R"
+echo "== ViT-B/16 explanation maps (issue 19): attnmap chefer / gradcam / attn-grad vs its forward, and PyTorch" | tee -a "$R"
+"$B/attnmap_bench" explain "$W/vitb.safetensors" "$ITERS" | tee -a "$R"
+"${TORCH_ENV[@]}" "$PY" "$ROOT/bench/torch_explain.py" "$W/vitb.pt" "$ITERS" \
+  "$(awk '$1 == "explain_chefer_ms" {print $2}' "$R")" | tee -a "$R"
 echo "== sgemm peak again (after the forward runs)" | tee -a "$R"
 "$B/attnmap_bench" sgemm | sed 's/^sgemm_/sgemm2_/' | tee -a "$R"
 
@@ -79,6 +86,11 @@ line("(2) Python folder / attnmap folder (whole process)", v["python_process_sec
 print("    images/s: attnmap %.1f, Python %.1f (in its loop: %.1f)" % (
     v["python_folder_images"] / v["attnmap_folder_seconds"], v["python_folder_images"] / v["python_process_seconds"],
     v["python_folder_images"] / v["python_folder_seconds"]))
+print("    explanation maps (issue 19), ms per image: attnmap chefer %.1f, gradcam %.1f, attn-grad %.1f; PyTorch chefer %.1f" % (
+    v["explain_chefer_ms"], v["explain_gradcam_ms"], v["explain_attn_grad_ms"], v["torch_chefer_ms"]))
+ok = "MET" if v["explain_chefer_over_forward"] <= 3 else "NOT MET"
+print("%-52s %8.2fx   (target <= 3x: %s)" % ("    attnmap chefer / attnmap forward", v["explain_chefer_over_forward"], ok))
+line("    PyTorch chefer / attnmap chefer", v["attnmap_chefer_speedup_over_torch"], 1)
 line("(3) JSON load MB/s (wall clock)", v["load_mb_per_s"], 200, " MB/s")
 print("    JSON load MB/s per CPU-second: %.0f (the wall clock counts other jobs on shared cores)" % v["load_mb_per_cpu_s"])
 print("    peak RSS: ViT-B forward run %.0f MB, JSON load %.0f MB (weights %.0f MB as float32), folder run %.0f MB" % (

@@ -96,6 +96,7 @@ struct CliArgs {
       threshold_s, pos_interp_s;
   std::vector<std::string> strip_v;  // --strip, repeatable
   std::string key_s;                  // --key: the state dict inside a torch.save checkpoint
+  std::string class_s, gradcam_layer_s;  // --class, --gradcam-layer (with --explain)
   std::string scale_s, style_s = "overlay", dpi_s, formats_s = "png";
   int heads = 0;
   long long max_pixels = static_cast<long long>(ro.load.max_pixels);  // signed: "-1" must not wrap to "no limit"
@@ -166,6 +167,15 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
                                        "figures (default: none in NAME.png, 300 in figures)");
   render->add_option("--figure-format", a.formats_s, "formats of the figures: png, pdf, svg, comma-separated")
       ->capture_default_str();
+  // Class-specific explanations (issue 19): options only; app/explain_render.cpp checks and draws them.
+  render->add_option("--explain", ro.explain,
+                     "draw a class-specific explanation instead of attention: chefer (Chefer et al. 2021, every "
+                     "block) | gradcam (Grad-CAM on a block's norm1 tokens) | attn-grad (--layer's attention x "
+                     "gradient); needs a classifier head");
+  render->add_option("--class", a.class_s, "with --explain: class index, label, top1 or topK (one map per class, "
+                                           "NAME.class-LABEL.png); default top1");
+  render->add_option("--gradcam-layer", a.gradcam_layer_s, "with --explain gradcam: the block whose norm1 output is "
+                                                           "explained, negative from the end (default -1)");
   render->add_option("--size", a.size_s,
                      "model input size S or W,H in pixels (multiples of the patch size, e.g. 448 or 518); the "
                      "position embeddings are resampled as --pos-interp says");
@@ -369,6 +379,17 @@ void apply_run_options(CliArgs& a, const Commands& c) {
   }
   if (c.render->count("--heads") || c.eval->count("--heads")) ro.overrides.num_heads = a.heads;
   if (c.render->count("--key") || c.eval->count("--key")) ro.overrides.key = a.key_s;
+  if (c.render->count("--class")) ro.class_spec = a.class_s;
+  if (!a.gradcam_layer_s.empty()) {
+    size_t used = 0;
+    try {
+      ro.gradcam_layer = std::stoi(a.gradcam_layer_s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != a.gradcam_layer_s.size())
+      throw attnmap::Error("--gradcam-layer expects an integer, found '" + a.gradcam_layer_s + "'");
+  }
   if (!a.mean_s.empty()) ro.overrides.mean = parse_rgb(a.mean_s, "--mean");
   if (!a.std_s.empty()) ro.overrides.std = parse_rgb(a.std_s, "--std", true);
   if (!(ro.alpha >= 0.0f && ro.alpha <= 1.0f)) throw attnmap::Error("--alpha must be in [0, 1]");

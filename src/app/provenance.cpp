@@ -63,6 +63,17 @@ std::string weights_hash(const std::string& weights_path, const std::vector<std:
   return sha256_text(listing);
 }
 
+/// --scale as written: map (the default of NAME.png), figure, run or [VMIN, VMAX].
+ojson scale_json(const RenderOptions& opt) {
+  if (!opt.scale) return "map";
+  switch (opt.scale->kind) {
+    case ScaleKind::Figure: return "figure";
+    case ScaleKind::Run: return "run";
+    case ScaleKind::Fixed: return {opt.scale->vmin, opt.scale->vmax};
+    default: return "map";
+  }
+}
+
 }  // namespace
 
 ojson make_provenance(const RenderContext& ctx, const std::string& weights_path) {
@@ -91,9 +102,20 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
   r["colormap"] = opt.colormap;
   r["alpha"] = float_json(opt.alpha);
   r["upsample"] = upsample_name(opt.upsample);
-  r["scale"] = "map";
+  r["scale"] = scale_json(opt);
   r["exif"] = opt.load.apply_exif;
   r["all_heads"] = opt.all_heads;
+  // Only when set (a record of a run without them is as before): how --size resampled, the explanation
+  // method and class, the figures' style and resolution.
+  if (opt.size) r["pos_interp"] = pos_interp_name(opt.pos_interp ? *opt.pos_interp : default_pos_interp(hp).mode);
+  if (!opt.explain.empty()) {
+    r["explain"] = opt.explain;
+    r["class"] = opt.class_spec.value_or("top1");
+    if (opt.explain == "gradcam") r["gradcam_layer"] = opt.gradcam_layer.value_or(-1);
+  }
+  if (opt.style != Style::Overlay) r["style"] = opt.style == Style::Mask ? "mask" : "contour";
+  if (opt.alpha_by_value) r["alpha_by_value"] = true;
+  if (opt.dpi) r["dpi"] = *opt.dpi;
   return r;
 }
 

@@ -84,6 +84,7 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
     ctx.font_family = figure_font();
     if (const char* env = std::getenv("ATTNMAP_FONT"); env && *env) ctx.font_file = env;
   }
+  make_explain_context(ctx, model, opt);
   return ctx;
 }
 
@@ -112,6 +113,8 @@ StyleOptions style_of(const RenderContext& ctx) {
   return st;
 }
 
+}  // namespace
+
 // One view of `map` (grid_h, grid_w) over `photo` inside the box (x, y, w, h): a heatmap, or with
 // --threshold the DINO mask, filled and outlined. Sets *flat for a constant heatmap; fills *mask.
 Image draw_view(const Image& photo, int bx, int by, int bw, int bh, const std::vector<float>& map,
@@ -132,6 +135,8 @@ Image draw_view(const Image& photo, int bx, int by, int bw, int bh, const std::v
   *flat = scale.flat();
   return draw_styled(photo, PhotoBox{bx, by, bw, bh}, GridMap{map, hp.grid_w, hp.grid_h}, scale, style_of(ctx));
 }
+
+namespace {
 
 std::string tile_label(const std::string& name, const std::vector<float>& map,
                        const std::vector<uint8_t>& mask) {
@@ -265,6 +270,7 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
   const ViTWeights& model = *ctx.model;
   const HParams& hp = model.hp;
   const RenderOptions& opt = *ctx.opt;
+  if (ctx.explain) return render_explained(ctx, job);
   RenderResult res;
   const Image photo = load_image(job.input, opt.load);
   res.notes = photo.notes;  // the decoder's (a multi-page TIFF's page count)

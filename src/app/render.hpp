@@ -10,6 +10,8 @@
 
 #include "maps/attention_maps.hpp"
 #include "draw/figures.hpp"
+#include "maps/explain.hpp"
+#include "model/classify.hpp"
 #include "io/image_io.hpp"
 #include "draw/overlay.hpp"
 #include "model/pos_embed.hpp"
@@ -49,6 +51,10 @@ struct RenderOptions {
   std::optional<PosInterp> pos_interp;     ///< with size: how they are resampled; unset: the layout's default
   bool quiet = false;
   LoadOptions load;
+  // Class-specific explanation maps (issue 19; app/explain_render.cpp).
+  std::string explain;                     ///< "chefer" | "gradcam" | "attn-grad"; empty: the attention views
+  std::optional<std::string> class_spec;   ///< --class N | NAME | top1 | topK (unset: top1)
+  std::optional<int> gradcam_layer;        ///< --gradcam-layer, before resolving negatives (unset: -1)
 };
 
 /// One image to render: where it is read and the output path without extension (".png", ".npy" added).
@@ -69,6 +75,8 @@ struct RenderContext {
   /// The run's settings record (provenance_text of make_provenance): stored in every PNG as tEXt `attnmap`
   /// and beside every .npy as NAME.npy.json; empty: nothing recorded.
   std::string provenance;
+  std::optional<ExplainRequest> explain;  ///< with --explain: the method and its resolved layers
+  ClassSpec classes;                       ///< with --explain: which class(es)
 };
 
 /// What rendering one image produced.
@@ -104,6 +112,20 @@ SelectedView select_view(const HParams& hp, const RenderOptions& opt);
 /// (panel, strip, heads grid) is asked for. Throws attnmap::Error for an out-of-range
 /// layer/head/discard/threshold, an unknown name, contradictory options or a missing font.
 RenderContext make_render_context(const ViTWeights& model, const RenderOptions& opt);
+
+/// Checks the --explain / --class / --gradcam-layer options against the model and the other options and
+/// fills ctx.explain / ctx.classes (app/explain_render.cpp). Throws attnmap::Error (exit 2) for a model
+/// without a classifier head, a class the head does not have, or options that do not go with --explain.
+void make_explain_context(RenderContext& ctx, const ViTWeights& model, const RenderOptions& opt);
+
+/// Renders ctx.explain's map for the class(es) of ctx.classes: one class -> NAME.png (and NAME.npy), topK
+/// with K >= 2 -> NAME.class-<label>.png per class (label from class_file_label). Called by render_image.
+RenderResult render_explained(const RenderContext& ctx, const Job& job);
+
+/// One map (grid_h, grid_w) over `photo` inside the box (x, y, w, h): a heatmap (min-max scaled), or with
+/// --threshold the DINO mask. Sets *flat for a constant heatmap; fills *mask.
+Image draw_view(const Image& photo, int bx, int by, int bw, int bh, const std::vector<float>& map,
+                const RenderContext& ctx, bool* flat, std::vector<uint8_t>* mask);
 
 /// Renders one image into job.out_base + ".png" (and ".heads.*" with heads_grid, ".layers.*" with
 /// strip_layers, ".panel.*" with panel, ".npy" with save_raw), files written atomically; with ctx.provenance,

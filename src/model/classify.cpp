@@ -23,21 +23,97 @@ std::vector<double> class_probabilities(const std::vector<float>& logits) {
   return p;
 }
 
+std::vector<int> top_k_indices(const std::vector<float>& logits, int k) {
+  const std::vector<double> p = class_probabilities(logits);
+  std::vector<int> idx(p.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  const size_t n = std::min(idx.size(), static_cast<size_t>(std::max(k, 0)));
+  std::partial_sort(idx.begin(), idx.begin() + static_cast<long>(n), idx.end(), [&](int a, int b) {
+    return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)] || (p[static_cast<size_t>(a)] == p[static_cast<size_t>(b)] && a < b);
+  });
+  idx.resize(n);
+  return idx;
+}
+
 std::vector<std::pair<std::string, float>> top_k_classes(const std::vector<float>& logits,
                                                          const std::vector<std::string>& labels, int k) {
   const std::vector<double> p = class_probabilities(logits);
-  std::vector<size_t> idx(p.size());
-  std::iota(idx.begin(), idx.end(), size_t{0});
-  const size_t n = std::min(idx.size(), static_cast<size_t>(std::max(k, 0)));
-  std::partial_sort(idx.begin(), idx.begin() + static_cast<long>(n), idx.end(),
-                    [&](size_t a, size_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
   std::vector<std::pair<std::string, float>> out;
-  for (size_t j = 0; j < n; ++j) {
-    const size_t i = idx[j];
-    const std::string name = labels.size() == p.size() ? labels[i] : "class " + std::to_string(i);
-    out.emplace_back(name, static_cast<float>(p[i]));
+  for (const int i : top_k_indices(logits, k)) {
+    const size_t u = static_cast<size_t>(i);
+    const std::string name = labels.size() == p.size() ? labels[u] : "class " + std::to_string(i);
+    out.emplace_back(name, static_cast<float>(p[u]));
   }
   return out;
+}
+
+namespace {
+
+// A non-negative decimal integer (no sign, no spaces) below 10^9, or -1.
+long parse_count(const std::string& s) {
+  if (s.empty() || s.size() > 9 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return -1;
+  return std::stol(s);
+}
+
+}  // namespace
+
+ClassSpec parse_class_spec(const std::string& s) {
+  if (s.empty()) throw Error("--class expects an index, a label, top1 or topK, found ''");
+  ClassSpec spec;
+  if (const long n = parse_count(s); n >= 0) {
+    spec.kind = ClassSpec::Kind::Index;
+    spec.index = static_cast<int>(n);
+    return spec;
+  }
+  if (s.size() > 3 && s.compare(0, 3, "top") == 0) {
+    const long k = parse_count(s.substr(3));
+    if (k < 1) throw Error("--class " + s + ": topK needs a whole number K >= 1 (top1, top5)");
+    spec.kind = ClassSpec::Kind::TopK;
+    spec.k = static_cast<int>(k);
+    return spec;
+  }
+  spec.kind = ClassSpec::Kind::Name;
+  spec.name = s;
+  return spec;
+}
+
+void check_class_spec(const ClassSpec& spec, int C, const std::vector<std::string>& labels) {
+  const std::string range = " (the classifier has " + std::to_string(C) + " classes)";
+  if (spec.kind == ClassSpec::Kind::Index && spec.index >= C)
+    throw Error("--class " + std::to_string(spec.index) + " out of range: 0.." + std::to_string(C - 1) + range);
+  if (spec.kind == ClassSpec::Kind::TopK && spec.k > C)
+    throw Error("--class top" + std::to_string(spec.k) + " asks for more classes than there are" + range);
+  if (spec.kind != ClassSpec::Kind::Name) return;
+  if (labels.size() != static_cast<size_t>(C))
+    throw Error("--class '" + spec.name + "': the weights' config has no class labels; give an index 0.." +
+                std::to_string(C - 1) + ", top1 or topK");
+  if (std::find(labels.begin(), labels.end(), spec.name) != labels.end()) return;
+  std::string all;
+  for (const auto& l : labels) all += (all.empty() ? "" : ", ") + l;
+  throw Error("--class '" + spec.name + "' is not one of the labels: " + all);
+}
+
+std::vector<int> resolve_classes(const ClassSpec& spec, const std::vector<float>& logits,
+                                 const std::vector<std::string>& labels) {
+  check_class_spec(spec, static_cast<int>(logits.size()), labels);
+  if (spec.kind == ClassSpec::Kind::Index) return {spec.index};
+  if (spec.kind == ClassSpec::Kind::Name)
+    return {static_cast<int>(std::find(labels.begin(), labels.end(), spec.name) - labels.begin())};
+  return top_k_indices(logits, spec.k);
+}
+
+std::string class_file_label(int index, const std::vector<std::string>& labels) {
+  std::string s = static_cast<size_t>(index) < labels.size() && index >= 0 ? labels[static_cast<size_t>(index)]
+                                                                           : std::to_string(index);
+  if (s.empty()) s = std::to_string(index);
+  for (char& c : s) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == '-';
+    if (!ok) c = '_';
+  }
+  if (s[0] == '.') s[0] = '_';
+  return s;
 }
 
 std::string format_top_k(const std::vector<std::pair<std::string, float>>& top) {

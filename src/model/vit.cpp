@@ -71,13 +71,11 @@ void gelu_forward(float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
 }
 
-namespace {
-
 // tokens (T, D) of one image: [class token; distillation token; register tokens; patch embeddings], with the
 // position embeddings added to the first hp.pos_prefix prefix tokens and to the patches. Registers without a
 // position row are the DINOv2 convention (facebookresearch: inserted after the class token once the position
 // embedding is added; timm no_embed_class: the prefix tokens get none).
-void embed(float* x, const ViTWeights& w, const float* image) {
+void embed_tokens(float* x, const ViTWeights& w, const float* image) {
   const HParams& hp = w.hp;
   const int D = hp.dim, N = hp.grid_w * hp.grid_h, P = hp.patch;
   const std::vector<float> patches = patchify(image, hp.image_h, hp.image_w, P);  // (N, 3*P*P)
@@ -105,6 +103,8 @@ void embed(float* x, const ViTWeights& w, const float* image) {
     for (size_t i = 0; i < n; ++i) xp[i] += w.pos_embed[np + i];
   }
 }
+
+namespace {
 
 // x (M, D) += gamma (D) * y (M, D), or x += y without LayerScale (empty gamma).
 void add_scaled(float* x, const float* y, const std::vector<float>& gamma, size_t M, int D) {
@@ -271,7 +271,7 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
 
   std::vector<ForwardResult> res = make_results(B, L, H, T, opt.keep_full);
   Activations a = make_activations(hp, BT, TT);
-  for (int b = 0; b < B; ++b) embed(&a.x[static_cast<size_t>(b) * T * D], w, images[static_cast<size_t>(b)]);
+  for (int b = 0; b < B; ++b) embed_tokens(&a.x[static_cast<size_t>(b) * T * D], w, images[static_cast<size_t>(b)]);
 
   for (int l = 0; l < L; ++l) {
     const BlockWeights& blk = w.blocks[static_cast<size_t>(l)];

@@ -37,6 +37,11 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
 /// One image; see the batched overload.
 ForwardResult vit_forward(const ViTWeights& w, const float* image, const ForwardOptions& opt);
 
+/// The tokens one image enters the first block with, x (T, D): [class token; distillation token; register
+/// tokens; patch embeddings] plus the position embeddings (timm _pos_embed, DINOv2 prepare_tokens_with_masks
+/// for registers without a position row). `image` is a normalised (3, hp.image_h, hp.image_w) tensor.
+void embed_tokens(float* x, const ViTWeights& w, const float* image);
+
 /// Resolves a possibly negative layer index against `depth`; throws attnmap::Error when out of range.
 int resolve_layer(int layer, int depth);
 

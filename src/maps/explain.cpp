@@ -1,0 +1,103 @@
+#include "maps/explain.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace attnmap {
+
+ExplainMethod parse_explain_method(const std::string& s) {
+  if (s == "chefer") return ExplainMethod::Chefer;
+  if (s == "gradcam") return ExplainMethod::GradCam;
+  if (s == "attn-grad") return ExplainMethod::AttnGrad;
+  throw Error("--explain expects chefer, gradcam or attn-grad, found '" + s + "'");
+}
+
+std::string explain_method_name(ExplainMethod m) {
+  switch (m) {
+    case ExplainMethod::GradCam: return "gradcam";
+    case ExplainMethod::AttnGrad: return "attn-grad";
+    default: return "chefer";
+  }
+}
+
+std::vector<float> chefer_block_matrix(const float* probs, const float* dprobs, int H, int T) {
+  const size_t TT = static_cast<size_t>(T) * static_cast<size_t>(T);
+  std::vector<float> a(TT, 0.0f);
+  for (int h = 0; h < H; ++h)
+    for (size_t i = 0; i < TT; ++i) a[i] += std::max(probs[h * TT + i] * dprobs[h * TT + i], 0.0f);
+  for (float& v : a) v /= static_cast<float>(H);
+  return a;
+}
+
+namespace {
+
+std::vector<float> patch_part(const std::vector<float>& row, const HParams& hp) {
+  return std::vector<float>(row.begin() + hp.num_prefix, row.begin() + hp.num_prefix + hp.grid_w * hp.grid_h);
+}
+
+// Grad-CAM on the patch tokens of an activation act (T, D) with its gradient grad (T, D).
+std::vector<float> gradcam_map(const std::vector<float>& act, const std::vector<float>& grad, const HParams& hp) {
+  const int D = hp.dim, N = hp.grid_w * hp.grid_h, p0 = hp.num_prefix;
+  std::vector<double> wc(static_cast<size_t>(D), 0.0);
+  for (int i = 0; i < N; ++i)
+    for (int c = 0; c < D; ++c) wc[static_cast<size_t>(c)] += grad[static_cast<size_t>(p0 + i) * D + c];
+  for (double& v : wc) v /= N;
+  std::vector<float> map(static_cast<size_t>(N));
+  for (int i = 0; i < N; ++i) {
+    double s = 0;
+    for (int c = 0; c < D; ++c) s += wc[static_cast<size_t>(c)] * act[static_cast<size_t>(p0 + i) * D + c];
+    map[static_cast<size_t>(i)] = static_cast<float>(std::max(s, 0.0));
+  }
+  return map;
+}
+
+}  // namespace
+
+std::vector<float> explain_map(const ViTWeights& w, const ForwardTape& tape, int target_class,
+                               const ExplainRequest& req) {
+  const HParams& hp = w.hp;
+  const int T = tape.tokens, H = tape.heads, L = static_cast<int>(tape.blocks.size());
+  BackwardOptions bo;
+  if (req.method == ExplainMethod::GradCam) {
+    if (req.gradcam_layer < 0 || req.gradcam_layer >= L)
+      throw Error("--gradcam-layer " + std::to_string(req.gradcam_layer) + " out of range (0.." + std::to_string(L - 1) + ")");
+    bo.lowest_layer = req.gradcam_layer;
+    bo.ln1_layer = req.gradcam_layer;
+    const BackwardResult r = vit_backward(w, tape, target_class, bo);
+    return gradcam_map(tape.blocks[static_cast<size_t>(req.gradcam_layer)].ln1_out, r.ln1_grad, hp);
+  }
+  if (req.method == ExplainMethod::AttnGrad) {
+    if (req.layer < 0 || req.layer >= L)
+      throw Error("layer " + std::to_string(req.layer) + " out of range (0.." + std::to_string(L - 1) + ")");
+    std::vector<float> row(static_cast<size_t>(T), 0.0f);
+    bo.lowest_layer = req.layer;
+    bo.on_attn_grad = [&](int l, const float* probs, const float* dprobs) {
+      if (l != req.layer) return;
+      const size_t TT = static_cast<size_t>(T) * static_cast<size_t>(T);
+      for (int h = 0; h < H; ++h)  // row 0 of each head only
+        for (int j = 0; j < T; ++j)
+          row[static_cast<size_t>(j)] += std::max(probs[h * TT + static_cast<size_t>(j)] * dprobs[h * TT + static_cast<size_t>(j)], 0.0f);
+      for (float& v : row) v /= static_cast<float>(H);
+    };
+    vit_backward(w, tape, target_class, bo);
+    return patch_part(row, hp);
+  }
+  // Chefer rules 5-6. R_L = (I + Abar_L) ... (I + Abar_1); its row 0 is r = e_0^T (I + Abar_L) ... (I + Abar_1),
+  // accumulated as the backward reaches blocks L, L-1, ..., 1: r <- r + r Abar_b.
+  std::vector<float> r(static_cast<size_t>(T), 0.0f), next(static_cast<size_t>(T));
+  r[0] = 1.0f;
+  bo.on_attn_grad = [&](int, const float* probs, const float* dprobs) {
+    const std::vector<float> a = chefer_block_matrix(probs, dprobs, H, T);
+    for (int j = 0; j < T; ++j) {
+      double s = r[static_cast<size_t>(j)];
+      for (int i = 0; i < T; ++i) s += static_cast<double>(r[static_cast<size_t>(i)]) * a[static_cast<size_t>(i) * T + j];
+      next[static_cast<size_t>(j)] = static_cast<float>(s);
+    }
+    r.swap(next);
+  };
+  vit_backward(w, tape, target_class, bo);
+  return patch_part(r, hp);
+}
+
+}  // namespace attnmap

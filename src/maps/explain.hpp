@@ -1,0 +1,44 @@
+// explain.hpp - class-specific explanation maps from the backward pass (issue 19): Chefer et al.'s relevance,
+// Grad-CAM on ViT tokens, and one layer's attention x gradient.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "model/vit_backward.hpp"
+
+namespace attnmap {
+
+enum class ExplainMethod { Chefer, GradCam, AttnGrad };
+
+/// "chefer" | "gradcam" | "attn-grad"; throws attnmap::Error naming the three otherwise.
+ExplainMethod parse_explain_method(const std::string& s);
+std::string explain_method_name(ExplainMethod m);
+
+/// What to explain: the method and, resolved to 0-based blocks, the layer of attn-grad and of Grad-CAM.
+struct ExplainRequest {
+  ExplainMethod method = ExplainMethod::Chefer;
+  int layer = 0;          ///< attn-grad: the block whose attention x gradient is drawn
+  int gradcam_layer = 0;  ///< gradcam: the block whose norm1 output is the activation (timm blocks[L].norm1)
+};
+
+/// The map (grid_h, grid_w), row-major, over the patch tokens (columns num_prefix..T-1; the class,
+/// distillation and register tokens are left out), for the logit of `target_class`:
+///  - Chefer: Chefer, Gur & Wolf, "Generic Attention-model Explainability for Interpreting Bi-Modal and
+///    Encoder-Decoder Transformers", ICCV 2021, rules 5-6: R = I (T x T); for each block b, first to last,
+///    Abar_b = mean over heads of (dlogit/dA_b * A_b)^+ and R <- R + Abar_b R; the map is R's class-token row.
+///    Computed as that row only: r = e_0^T (I + Abar_L) ... (I + Abar_1), from the last block down (the same
+///    product, T^2 per block instead of T^3).
+///  - Grad-CAM (Selvaraju et al., ICCV 2017) as pytorch-grad-cam does for ViTs: activations = output of block
+///    gradcam_layer's norm1 over the patch tokens, weights w_c = mean over patch tokens of dlogit/dactivation_c,
+///    map = ReLU(sum_c w_c activation_c).
+///  - attn-grad: mean over heads of (dlogit/dA * A)^+ at block `layer`, class-token row.
+/// Values as computed, not rescaled (pytorch-grad-cam and Chefer's notebook min-max scale for display; the
+/// drawn overlay does too). Throws attnmap::Error for a class or layer out of range.
+std::vector<float> explain_map(const ViTWeights& w, const ForwardTape& tape, int target_class,
+                               const ExplainRequest& req);
+
+/// The rule-5 matrix of one block: Abar (T, T) = mean over H heads of max(dA * A, 0), from probs and dprobs
+/// (H, T, T).
+std::vector<float> chefer_block_matrix(const float* probs, const float* dprobs, int H, int T);
+
+}  // namespace attnmap

@@ -1,0 +1,90 @@
+// vit_backward.hpp - the gradient of one class logit through the ViT, for class-specific explanation maps.
+// A forward pass that keeps every activation the backward needs (one image at a time), and a native backward
+// in the style of llm.c's (layernorm, linear, GELU, softmax / attention, LayerScale, the classifier head and
+// the final norm). Only activation gradients are computed, never weight gradients: the maps need dlogit/dA
+// and dlogit/d(activations), and skipping dW halves the matrix products.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "checkpoint/weights.hpp"
+
+namespace attnmap {
+
+/// What the backward pass needs from one block's forward, for one image (T tokens, D width, H heads,
+/// inner = H*dk, M = MLP width).
+struct BlockTape {
+  std::vector<float> x_in;              ///< (T, D) block input (the residual stream), LN1's input
+  std::vector<float> ln1_mean, ln1_rstd;  ///< (T) LN1 statistics; empty without norm1
+  std::vector<float> ln1_out;           ///< (T, D) LN1 output = the qkv input (Grad-CAM's activation)
+  std::vector<float> qkv;               ///< (T, 3*inner) [Q | K | V]
+  std::vector<float> probs;             ///< (H, T, T) attention probabilities softmax(QK^T/sqrt(dk))
+  std::vector<float> x_mid;             ///< (T, D) after the attention residual, LN2's input
+  std::vector<float> ln2_mean, ln2_rstd;  ///< (T)
+  std::vector<float> pre_gelu;          ///< (T, M) fc1 output before the GELU
+};
+
+/// One image's forward pass through every block, the final norm and the classifier head, with the
+/// activations kept: per block 6*T*D + T*M + H*T*T floats (ViT-B/16 at 224: about 7.3 MB a block).
+struct ForwardTape {
+  int tokens = 0, dim = 0, heads = 0, head_dim = 0, mlp = 0;
+  std::vector<BlockTape> blocks;
+  std::vector<float> x_final;                 ///< (T, D) last block's output, the final norm's input
+  std::vector<float> fin_mean, fin_rstd;      ///< (T) final norm statistics; empty without a final norm
+  std::vector<float> logits;                  ///< (C) as vit_forward: DeiT distilled = mean of both heads
+};
+
+/// Options of vit_forward_tape. `edit_probs(layer, probs (H, T, T))` is called after each block's softmax and
+/// before probs multiply V, so a test can perturb a probability (finite differences); null in normal use.
+struct TapeOptions {
+  std::function<void(int, float*)> edit_probs;
+};
+
+/// Runs one image (normalised (3, H, W), as vit_forward) through the whole model, keeping the activations.
+/// The numbers are vit_forward's (same layer functions, same order). Throws attnmap::Error for a model the
+/// backward does not cover: the seed layout (no residual MLP blocks) or no classifier head.
+ForwardTape vit_forward_tape(const ViTWeights& w, const float* image, const TapeOptions& opt = {});
+
+/// The same from tokens x0 (T, D) as they enter block 0 (embed_tokens' output).
+ForwardTape vit_forward_tape_tokens(const ViTWeights& w, const float* x0, const TapeOptions& opt = {});
+
+/// What the backward reports.
+struct BackwardOptions {
+  int lowest_layer = 0;  ///< run the backward down to this block (0: all); later blocks are always done
+  /// Called for every block from the last down to lowest_layer with (layer, probs (H, T, T), dprobs (H, T, T)),
+  /// dprobs = dlogit/dA for that block's probabilities. Pointers valid during the call only.
+  std::function<void(int, const float*, const float*)> on_attn_grad;
+  int ln1_layer = -1;    ///< >= 0: keep that block's LN1 output gradient in BackwardResult::ln1_grad
+  bool input_grad = false;  ///< keep dlogit/dx0 (the tokens entering block 0) in BackwardResult::x0_grad
+};
+
+struct BackwardResult {
+  std::vector<float> ln1_grad;  ///< (T, D) dlogit/d(LN1 output) at ln1_layer (with norm1 absent: d(block input))
+  std::vector<float> x0_grad;   ///< (T, D) dlogit/dx0, with input_grad and lowest_layer 0
+};
+
+/// Backward of the logit of `target_class` (0-based index into the head's C outputs) from the tape: the
+/// target is one-hot on that logit, as Chefer et al.'s and pytorch-grad-cam's ClassifierOutputTarget. The
+/// logit is head(norm(x)[0]) (timm global_pool='token', HF ViTForImageClassification, torchvision heads on
+/// the class token), for DeiT distilled (head(norm(x)[0]) + head_dist(norm(x)[1])) / 2 (timm at inference).
+/// Throws attnmap::Error for a class out of range or a lowest_layer / ln1_layer outside the blocks.
+BackwardResult vit_backward(const ViTWeights& w, const ForwardTape& tape, int target_class,
+                            const BackwardOptions& opt);
+
+// ---- layer backwards (llm.c style: din, dout, saved inputs, weights, dims); each accumulates into din ----
+
+/// din (M, D) += dLayerNorm/dx^T dout for y = (x - mean) * rstd * weight + bias (llm.c layernorm_backward,
+/// without the weight / bias gradients). mean, rstd (M) from the forward.
+void layernorm_backward(float* din, const float* dout, const float* in, const float* weight, const float* mean,
+                        const float* rstd, int M, int D);
+
+/// In place: d (n) *= GELU'(x) for exact GELU x * Phi(x): GELU'(x) = Phi(x) + x * phi(x).
+void gelu_backward(float* d, const float* x, size_t n);
+
+/// Attention backward on one image: from dout (T, H*dk) and the forward's qkv (T, 3*H*dk) and probs (H, T, T),
+/// writes dprobs (H, T, T) = dlogit/dA and dqkv (T, 3*H*dk) = [dQ | dK | dV]. Softmax backward:
+/// dS = A * (dA - rowsum(dA * A)); S = scale * Q K^T gives dQ = scale dS K, dK = scale dS^T Q; dV = A^T dout.
+void attention_backward(float* dqkv, float* dprobs, const float* dout, const float* qkv, const float* probs,
+                        int T, int H, int dk);
+
+}  // namespace attnmap

@@ -1,0 +1,341 @@
+// Explanation maps (issue 19): the native backward pass against PyTorch autograd (tests/fixtures/explain/,
+// made by tools/make_explain_fixtures.py) for every layout with a classifier head, in JSON and safetensors
+// F32 / F16 / BF16; finite differences of the C++ forward as a check independent of the fixture script;
+// --class parsing and the refusals.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "io/image_io.hpp"
+#include "io/npy.hpp"
+#include "maps/explain.hpp"
+#include "model/classify.hpp"
+#include "model/preprocess.hpp"
+#include "model/vit.hpp"
+#include "model/vit_backward.hpp"
+#include "test_util.hpp"
+
+using namespace attnmap;
+
+namespace {
+
+struct Case {
+  const char* name;
+  const char* weights;  // folder under fixtures/ holding the weights files
+  const char* input;    // folder holding input.npy
+  const char* refs;     // folder holding the autograd references
+};
+// hf and torchvision hold timm's values under their own names (checked by the fixture script): timm's
+// references are theirs.
+const Case kCases[] = {{"timm", "layouts/timm", "layouts/timm", "explain/timm"},
+                       {"hf", "layouts/hf", "layouts/timm", "explain/timm"},
+                       {"torchvision", "layouts/torchvision", "layouts/timm", "explain/timm"},
+                       {"deit_distilled", "layouts/deit_distilled", "layouts/deit_distilled", "explain/deit_distilled"},
+                       {"dinov2_fb", "explain/dinov2_fb", "layouts/dinov2_fb", "explain/dinov2_fb"},
+                       {"timm_reg_full", "explain/timm_reg_full", "layouts/timm_reg_full", "explain/timm_reg_full"}};
+
+struct Format {
+  const char* file;
+  const char* suffix;  // of the reference computed from exactly the values in `file`
+};
+const Format kFormats[] = {{"weights.json", ""},
+                           {"weights.safetensors", ""},
+                           {"weights.f16.safetensors", "_f16"},
+                           {"weights.bf16.safetensors", "_bf16"}};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const Format& f, std::ostream* os) { *os << f.file; }
+
+std::vector<float> npy(const std::string& path, std::vector<int64_t>* shape = nullptr) {
+  std::vector<int64_t> s;
+  std::vector<float> v = read_npy(path, &s);
+  if (shape) *shape = s;
+  return v;
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, std::fabs(static_cast<double>(x)));
+  return m;
+}
+
+std::vector<float> slice(const std::vector<float>& v, size_t i, size_t n) {
+  return std::vector<float>(v.begin() + static_cast<long>(i * n), v.begin() + static_cast<long>((i + 1) * n));
+}
+
+double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+// The tolerance: 1e-5 absolute, relative to the reference's scale where it exceeds 1 (gradients can).
+double tol_for(const std::vector<float>& ref) { return 1e-5 * std::max(1.0, max_abs(ref)); }
+
+using ExplainCase = std::tuple<Case, Format>;
+class ExplainParity : public ::testing::TestWithParam<ExplainCase> {};
+
+TEST_P(ExplainParity, GradientsAndMapsMatchAutograd) {
+  const Case c = std::get<0>(GetParam());
+  const Format f = std::get<1>(GetParam());
+  const std::string refs = fixture(c.refs) + "/", sfx = f.suffix;
+  const ViTWeights w = load_model(fixture(c.weights) + "/" + f.file);
+  std::ifstream mf(refs + "meta.json");
+  const auto meta = nlohmann::json::parse(mf);
+  const std::vector<int> classes = meta["classes"].get<std::vector<int>>();
+  const std::vector<float> input = npy(fixture(c.input) + "/input.npy");
+  const ForwardTape tape = vit_forward_tape(w, input.data());
+
+  const std::vector<float> logits = npy(refs + "logits" + sfx + ".npy");
+  EXPECT_TRUE(all_close(tape.logits, logits, tol_for(logits), std::string(c.name) + " logits"));
+  // The tape's forward is vit_forward's: the same logits and probabilities.
+  ForwardOptions fo;
+  fo.to_end = true;
+  fo.keep_full = true;
+  const ForwardResult fr = vit_forward(w, input.data(), fo);
+  EXPECT_TRUE(all_close(tape.logits, fr.logits, 0, "tape vs vit_forward logits"));
+  const int L = w.hp.depth, H = w.hp.num_heads, T = w.hp.tokens(), N = w.hp.grid_w * w.hp.grid_h;
+  const size_t HTT = static_cast<size_t>(H) * T * T;
+  for (int l = 0; l < L; ++l)
+    EXPECT_TRUE(all_close(tape.blocks[static_cast<size_t>(l)].probs, slice(fr.attn, static_cast<size_t>(l), HTT), 0,
+                          "tape vs vit_forward probabilities"));
+
+  std::vector<int64_t> shape;
+  const std::vector<float> grad_attn = npy(refs + "grad_attn" + sfx + ".npy", &shape);
+  ASSERT_EQ(shape, (std::vector<int64_t>{2, L, H, T, T}));
+  const std::vector<float> chefer = npy(refs + "chefer" + sfx + ".npy");
+  const std::vector<float> gradcam = npy(refs + "gradcam" + sfx + ".npy");
+  const std::vector<float> attn_grad = npy(refs + "attn_grad" + sfx + ".npy");
+  double worst[4] = {0, 0, 0, 0};  // dA, chefer, gradcam, attn-grad: printed for the record
+  for (size_t k = 0; k < classes.size(); ++k) {
+    const std::string what = std::string(c.name) + "/" + f.file + " class " + std::to_string(classes[k]);
+    std::vector<float> got(static_cast<size_t>(L) * HTT);
+    BackwardOptions bo;
+    bo.on_attn_grad = [&](int l, const float*, const float* dp) {
+      std::copy(dp, dp + HTT, got.begin() + static_cast<long>(static_cast<size_t>(l) * HTT));
+    };
+    vit_backward(w, tape, classes[k], bo);
+    const std::vector<float> want = slice(grad_attn, k, static_cast<size_t>(L) * HTT);
+    EXPECT_TRUE(all_close(got, want, tol_for(want), what + " dlogit/dA"));
+    worst[0] = std::max(worst[0], max_diff(got, want));
+
+    ExplainRequest req;
+    req.method = ExplainMethod::Chefer;
+    const std::vector<float> ch = explain_map(w, tape, classes[k], req), ch_want = slice(chefer, k, static_cast<size_t>(N));
+    EXPECT_TRUE(all_close(ch, ch_want, 1e-5, what + " chefer"));
+    worst[1] = std::max(worst[1], max_diff(ch, ch_want));
+    for (int l = 0; l < L; ++l) {
+      const size_t at = k * static_cast<size_t>(L) + static_cast<size_t>(l);
+      req.method = ExplainMethod::GradCam;
+      req.gradcam_layer = l;
+      const std::vector<float> gc = explain_map(w, tape, classes[k], req), gc_want = slice(gradcam, at, static_cast<size_t>(N));
+      EXPECT_TRUE(all_close(gc, gc_want, 1e-5, what + " gradcam layer " + std::to_string(l)));
+      worst[2] = std::max(worst[2], max_diff(gc, gc_want));
+      req.method = ExplainMethod::AttnGrad;
+      req.layer = l;
+      const std::vector<float> ag = explain_map(w, tape, classes[k], req), ag_want = slice(attn_grad, at, static_cast<size_t>(N));
+      EXPECT_TRUE(all_close(ag, ag_want, 1e-5, what + " attn-grad layer " + std::to_string(l)));
+      worst[3] = std::max(worst[3], max_diff(ag, ag_want));
+    }
+  }
+  std::printf("%s/%s max |diff|: dA %.2e (scale %.2f), chefer %.2e, gradcam %.2e, attn-grad %.2e\n", c.name, f.file,
+              worst[0], max_abs(grad_attn), worst[1], worst[2], worst[3]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ExplainParity, ::testing::Combine(::testing::ValuesIn(kCases), ::testing::ValuesIn(kFormats)),
+                         [](const ::testing::TestParamInfo<ExplainCase>& p) {
+                           std::string f = std::get<1>(p.param).file;
+                           for (char& ch : f)
+                             if (ch == '.') ch = '_';
+                           return std::string(std::get<0>(p.param).name) + "_" + f;
+                         });
+
+// ---- finite differences: the backward against the C++ forward itself ------------------------------------
+
+double logit_of(const ViTWeights& w, const float* x0, int c, const TapeOptions& to) {
+  return vit_forward_tape_tokens(w, x0, to).logits[static_cast<size_t>(c)];
+}
+
+TEST(ExplainBackward, AttentionGradientsMatchFiniteDifferences) {
+  // LayerScale, registers, and a second block below the perturbed one: every backward step is crossed.
+  const ViTWeights w = load_model(fixture("explain/dinov2_fb/weights.json"));
+  const std::vector<float> input = npy(fixture("layouts/dinov2_fb/input.npy"));
+  const int T = w.hp.tokens(), H = w.hp.num_heads, D = w.hp.dim;
+  std::vector<float> x0(static_cast<size_t>(T) * D);
+  embed_tokens(x0.data(), w, input.data());
+  const ForwardTape tape = vit_forward_tape_tokens(w, x0.data());
+  const int c = 3;
+  std::vector<std::vector<float>> dp(static_cast<size_t>(w.hp.depth));
+  BackwardOptions bo;
+  bo.input_grad = true;
+  bo.on_attn_grad = [&](int l, const float*, const float* d) { dp[static_cast<size_t>(l)].assign(d, d + static_cast<size_t>(H) * T * T); };
+  const BackwardResult br = vit_backward(w, tape, c, bo);
+  const float eps = 1e-2f;
+  int checked = 0;
+  for (int l = 0; l < w.hp.depth; ++l)
+    for (const size_t at : {size_t{0}, size_t{5}, static_cast<size_t>(T) + 3, static_cast<size_t>(T) * T + 7,
+                            static_cast<size_t>(2) * T * T + static_cast<size_t>(T) * 4 + 9}) {
+      auto run = [&](float delta) {
+        TapeOptions to;
+        to.edit_probs = [&](int layer, float* p) {
+          if (layer == l) p[at] += delta;
+        };
+        return logit_of(w, x0.data(), c, to);
+      };
+      const double fd = (run(eps) - run(-eps)) / (2.0 * eps);
+      const double g = dp[static_cast<size_t>(l)][at];
+      EXPECT_NEAR(g, fd, 1e-3 + 1e-2 * std::fabs(fd)) << "layer " << l << " entry " << at;
+      ++checked;
+    }
+  EXPECT_EQ(checked, 10);
+  // dlogit/dx0 (through both blocks, LN1 and the qkv product included) against perturbed tokens.
+  for (const size_t at : {size_t{0}, static_cast<size_t>(D) + 1, static_cast<size_t>(7) * D + 13, static_cast<size_t>(T - 1) * D + 23}) {
+    std::vector<float> xp = x0, xm = x0;
+    xp[at] += eps;
+    xm[at] -= eps;
+    const double fd = (logit_of(w, xp.data(), c, {}) - logit_of(w, xm.data(), c, {})) / (2.0 * eps);
+    EXPECT_NEAR(br.x0_grad[at], fd, 1e-3 + 1e-2 * std::fabs(fd)) << "token entry " << at;
+  }
+}
+
+TEST(ExplainBackward, ChefersRowEqualsTheFullMatrixProduct) {
+  // explain_map keeps R's class row only; the paper's T x T recursion gives the same row.
+  const ViTWeights w = load_model(fixture("layouts/deit_distilled/weights.json"));
+  const std::vector<float> input = npy(fixture("layouts/deit_distilled/input.npy"));
+  const ForwardTape tape = vit_forward_tape(w, input.data());
+  const int T = w.hp.tokens(), H = w.hp.num_heads;
+  std::vector<std::vector<float>> abar(static_cast<size_t>(w.hp.depth));
+  BackwardOptions bo;
+  bo.on_attn_grad = [&](int l, const float* p, const float* d) { abar[static_cast<size_t>(l)] = chefer_block_matrix(p, d, H, T); };
+  vit_backward(w, tape, 1, bo);
+  std::vector<double> R(static_cast<size_t>(T) * T, 0.0), next(R.size());
+  for (int i = 0; i < T; ++i) R[static_cast<size_t>(i) * T + i] = 1.0;
+  for (const auto& a : abar) {  // R <- R + Abar R, first block to last
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j < T; ++j) {
+        double s = R[static_cast<size_t>(i) * T + j];
+        for (int k = 0; k < T; ++k) s += a[static_cast<size_t>(i) * T + k] * R[static_cast<size_t>(k) * T + j];
+        next[static_cast<size_t>(i) * T + j] = s;
+      }
+    R.swap(next);
+  }
+  std::vector<float> want(R.begin() + w.hp.num_prefix, R.begin() + T);
+  ExplainRequest req;
+  EXPECT_TRUE(all_close(explain_map(w, tape, 1, req), want, 1e-6, "row vs matrix"));
+}
+
+// ---- classes and refusals -------------------------------------------------------------------------------
+
+TEST(ExplainClasses, ParseResolveAndRefuse) {
+  const std::vector<std::string> labels = {"coat", "T-shirt/top", "bag"};
+  const std::vector<float> logits = {0.5f, 2.0f, 1.0f};
+  EXPECT_EQ(resolve_classes(parse_class_spec("top1"), logits, labels), std::vector<int>{1});
+  EXPECT_EQ(resolve_classes(parse_class_spec("top3"), logits, labels), (std::vector<int>{1, 2, 0}));
+  EXPECT_EQ(resolve_classes(parse_class_spec("2"), logits, labels), std::vector<int>{2});
+  EXPECT_EQ(resolve_classes(parse_class_spec("coat"), logits, labels), std::vector<int>{0});
+  EXPECT_EQ(class_file_label(1, labels), "T-shirt_top");
+  EXPECT_EQ(class_file_label(2, {}), "2");
+  auto err = [&](const std::string& spec, const std::vector<std::string>& l) {
+    try {
+      check_class_spec(parse_class_spec(spec), 3, l);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(err("hat", labels), "--class 'hat' is not one of the labels: coat, T-shirt/top, bag");
+  EXPECT_NE(err("hat", {}).find("no class labels"), std::string::npos);
+  EXPECT_NE(err("3", labels).find("out of range: 0..2"), std::string::npos);
+  EXPECT_NE(err("top4", labels).find("more classes than there are"), std::string::npos);
+  EXPECT_THROW(parse_class_spec("top0"), Error);
+  EXPECT_THROW(parse_class_spec("topx"), Error);
+  EXPECT_THROW(parse_class_spec(""), Error);
+}
+
+TEST(ExplainBackward, HeadlessModelIsRefused) {
+  const ViTWeights w = load_model(fixture("layouts/hf_model/weights.json"));
+  const std::vector<float> input = npy(fixture("layouts/hf_model/input.npy"));
+  try {
+    vit_forward_tape(w, input.data());
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "the model has no classifier head: there is no class to explain");
+  }
+}
+
+// ---- attnmap render --explain ---------------------------------------------------------------------------
+
+class ExplainCli : public TempDirTest {};
+
+TEST_F(ExplainCli, TopKWritesOneMapPerClassAsTheLibraryComputesIt) {
+  const std::string weights = fixture("explain/dinov2_fb/weights.json");
+  const std::string img = std::string(ATTNMAP_TEST_DIR) + "/images/basic/rgba.png";
+  const CliRun r = run_attnmap("render " + q(img) + " -q --save-raw --explain gradcam --gradcam-layer 0 --class top2 -w " +
+                               q(weights) + " -o " + q(dir));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const ViTWeights w = load_model(weights);
+  const Image photo = load_image(img, LoadOptions{});
+  const ModelInput in = preprocess(photo, w.hp.image_w, w.hp.image_h, ResizeMode::Squash, w.hp.mean.data(), w.hp.std.data());
+  const ForwardTape tape = vit_forward_tape(w, in.chw.data());
+  ExplainRequest req;
+  req.method = ExplainMethod::GradCam;
+  req.gradcam_layer = 0;
+  const std::vector<int> top = top_k_indices(tape.logits, 2);
+  for (const int c : top) {
+    const std::string base = (dir / ("rgba.class-" + class_file_label(c, w.hp.labels))).string();
+    EXPECT_TRUE(std::filesystem::exists(base + ".png")) << base;
+    std::vector<int64_t> shape;
+    const std::vector<float> got = npy(base + ".npy", &shape);
+    EXPECT_EQ(shape, (std::vector<int64_t>{3, 3}));
+    EXPECT_TRUE(all_close(got, explain_map(w, tape, c, req), 0, base));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "rgba.png"));  // topK names every map by its class
+  // One class: NAME.png / NAME.npy, the label's map.
+  const CliRun one = run_attnmap("render " + q(img) + " -q --save-raw --explain chefer --class T-shirt/top -w " + q(weights) +
+                                 " -o " + q(dir));
+  ASSERT_EQ(one.status, 0) << one.err;
+  req.method = ExplainMethod::Chefer;
+  EXPECT_TRUE(all_close(npy((dir / "rgba.npy").string()), explain_map(w, tape, 1, req), 0, "chefer T-shirt/top"));
+  // A per-class name that holds a user's file is left alone: that image fails (exit 1), nothing replaced.
+  const std::string users = (dir / ("rgba.class-" + class_file_label(top[1], w.hp.labels) + ".png")).string();
+  std::ofstream(users) << "mine";
+  const CliRun again = run_attnmap("render " + q(img) + " -q --explain chefer --class top2 -w " + q(weights) + " -o " + q(dir));
+  EXPECT_EQ(again.status, 1) << again.err;
+  EXPECT_NE(again.err.find("was not written by attnmap"), std::string::npos) << again.err;
+  EXPECT_EQ(slurp(users), "mine");
+}
+
+TEST_F(ExplainCli, RefusalsAreOneLineAndStatus2) {
+  const std::string img = std::string(ATTNMAP_TEST_DIR) + "/images/basic/rgba.png";
+  const std::string dino = fixture("explain/dinov2_fb/weights.json");
+  struct R {
+    std::string args, want;
+  };
+  const R cases[] = {
+      {"--explain chefer -w " + q(fixture("layouts/hf_model/weights.json")),
+       "attnmap: error: --explain chefer: the model has no classifier head, so there is no class to explain"},
+      {"--explain chefer --class hat -w " + q(dino),
+       "attnmap: error: --class 'hat' is not one of the labels: coat, T-shirt/top, bag, sandal, dress"},
+      {"--explain gradcam --class top6 -w " + q(dino), "asks for more classes than there are (the classifier has 5"},
+      {"--explain gradcam --class 5 -w " + q(dino), "--class 5 out of range: 0..4"},
+      {"--explain attn-grad --gradcam-layer 0 -w " + q(dino), "--gradcam-layer applies to --explain gradcam only"},
+      {"--explain gradcam --gradcam-layer 2 -w " + q(dino), "layer 2 out of range"},
+      {"--explain chefer --rollout -w " + q(dino), "cannot be combined with --rollout"},
+      {"--class 1 -w " + q(dino), "--class chooses the class of --explain"},
+      {"--explain shap -w " + q(dino), "--explain expects chefer, gradcam or attn-grad, found 'shap'"}};
+  for (const R& c : cases) {
+    const CliRun r = run_attnmap("render " + q(img) + " -q " + c.args + " -o " + q(dir));
+    EXPECT_EQ(r.status, 2) << c.args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.want), std::string::npos) << c.args << ": " << r.err;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+}
+
+}  // namespace
