@@ -8,6 +8,7 @@
 
 #include "checkpoint/weights.hpp"
 #include "core/error.hpp"
+#include "io/image_io.hpp"
 #include "io/npy.hpp"
 #include "maps/faithfulness.hpp"
 #include "model/classify.hpp"
@@ -188,4 +189,167 @@ TEST(Sanity, RandomisedBlocksKeepScaleAndTheRest) {
   EXPECT_NEAR(sd(b) / sd(a), 1.0, 0.1);  // 768 draws: the std within 10 %
   EXPECT_EQ(randomise_blocks(w, 1, 42).blocks[1].qkv.weight, b);  // fixed seed
   EXPECT_THROW(randomise_blocks(w, 3, 42), Error);
+}
+
+// ---- attnmap eval: baselines, class-specific pointing, perturbation, sanity ----------------------------
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+class Faithful : public TempDirTest {};
+
+const fs::path kOneHot = fs::path(ATTNMAP_TEST_DIR) / "fixtures" / "eval_onehot";
+const fs::path kTop5 = fs::path(ATTNMAP_TEST_DIR) / "fixtures" / "eval_top5";
+
+}  // namespace
+
+// The one-hot fixture's three 16x16 masks: a = patch (1, 1) (pixels 4..7), b = rows 8..11 x cols 4..5,
+// c = rows 12..15 x cols 0..3. The centre prior (sigma 4, centre (8, 8)) peaks on the four centre pixels;
+// the first, (7, 7), lies in a only. Its energies (numpy, float32 map): a 0.12821296826285708,
+// b 0.05625775173601565, c 0.020144583160902358.
+TEST_F(Faithful, BaselinesAndMarginsOnTheOneHotModel) {
+  const fs::path js = dir / "r.json";
+  const CliRun r = run_attnmap("eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images") + " -w " +
+                               q(kOneHot / "weights.json") + " --upsample nearest --json " + q(js));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(slurp(js));
+  const json& b = j["summary"]["baselines"];
+  EXPECT_NEAR(b["centre_prior"]["pointing_game"].get<double>(), 1.0 / 3, 1e-15);
+  EXPECT_NEAR(b["centre_prior"]["energy_in_mask"].get<double>(), 0.06820510105325837, 1e-7);
+  EXPECT_NEAR(b["random_pointing_game"].get<double>(), 40.0 / 768, 1e-15);
+  EXPECT_NEAR(b["uniform_energy"].get<double>(), 40.0 / 768, 1e-15);
+  EXPECT_NEAR(b["best_pointing"].get<double>(), 1.0 / 3, 1e-15);
+  EXPECT_NEAR(b["best_energy"].get<double>(), 0.06820510105325837, 1e-7);
+  // Views: pointing 2/3, energy 0.5 (test_evaluate's hand values): margins over the best baselines.
+  EXPECT_NEAR(j["summary"]["views"]["L0/mean"]["margin_pointing"].get<double>(), 1.0 / 3, 1e-15);
+  EXPECT_NEAR(j["summary"]["views"]["L0/mean"]["margin_energy"].get<double>(), 0.5 - 0.06820510105325837, 1e-7);
+  EXPECT_TRUE(j["images"][0]["centre_prior"]["hit"].get<bool>());
+  EXPECT_FALSE(j["images"][1]["centre_prior"]["hit"].get<bool>());
+  EXPECT_TRUE(j["summary"]["perturbation"].is_null());
+  EXPECT_TRUE(j["summary"]["sanity"].is_null());
+  EXPECT_TRUE(j["summary"]["class_pointing"].is_null());
+  EXPECT_NE(r.out.find("(centre prior)      0.333    0.068    1.31x"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("L0/mean *           0.667    0.500    9.60x         +0.333       +0.432"), std::string::npos) << r.out;
+}
+
+// No head: nothing to perturb against. One note line, the rest of eval as usual (exit 0). A bad mode is a
+// usage error.
+TEST_F(Faithful, PerturbRefusals) {
+  const std::string base = "eval -q --masks " + q(kOneHot / "masks") + " " + q(kOneHot / "images") + " -w " +
+                           q(kOneHot / "weights.json");
+  const CliRun r = run_attnmap(base + " --perturb drop");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("--perturb: the model has no classifier head"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("perturbation ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("L0/mean *"), std::string::npos) << r.out;
+  const CliRun bad = run_attnmap(base + " --perturb blur");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("--perturb expects drop or zero, found 'blur'"), std::string::npos) << bad.err;
+}
+
+namespace {
+
+// eval_top5's images with two item masks each: the image's mask as its own class (coat, dress, ...) and
+// the complement as "sandal" (no image there is a sandal), plus the union mask.
+void write_item_masks(const fs::path& masks) {
+  fs::create_directories(masks);
+  for (const auto& e : fs::directory_iterator(kTop5 / "masks")) {
+    const std::string stem = e.path().stem().string();
+    Image m = load_image(e.path().string());
+    Image c = m;
+    for (auto& v : c.rgb) v = v ? 0 : 255;
+    const std::string cls = stem.substr(5);
+    write_png((masks / (stem + "." + cls + ".png")).string(), m);
+    write_png((masks / (stem + ".sandal.png")).string(), c);
+    Image all = m;
+    for (auto& v : all.rgb) v = 255;
+    write_png((masks / (stem + ".png")).string(), all);
+  }
+}
+
+}  // namespace
+
+// Class-specific pointing with raw attention: the same map answers for both classes, so for each image the
+// item holding the map's maximum is "asked" for its own class and "other" for the other one: against the
+// PyTorch hits of tools/make_eval_fixtures.py (expected.json: the view's hit on the item's own mask).
+TEST_F(Faithful, ClassPointingOfAClassAgnosticViewFollowsItsMaximum) {
+  write_item_masks(dir / "masks");
+  const fs::path js = dir / "r.json";
+  const CliRun r = run_attnmap("eval -q --masks " + q(dir / "masks") + " " + q(kTop5 / "images") + " -w " +
+                               q(kTop5 / "weights.json") + " --json " + q(js));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(slurp(js));
+  const json want = json::parse(slurp(kTop5 / "expected.json"));
+  ASSERT_EQ(j["images"].size(), 4u);
+  int asked = 0;
+  for (const json& im : j["images"]) {
+    const std::string name = fs::path(im["file"].get<std::string>()).filename().string();
+    ASSERT_EQ(im["items"].size(), 2u) << name;
+    // file-name order: "<stem>.<class>.png" before "<stem>.sandal.png" for every class here but t_shirt_top
+    const bool own_first = name.substr(5) < std::string("sandal.png");
+    const json& own = im["items"][own_first ? 0 : 1];
+    const json& rest = im["items"][own_first ? 1 : 0];
+    EXPECT_EQ(rest["class"].get<int>(), 5);  // Sandal
+    for (const char* v : {"L0/mean", "L1/mean", "rollout"}) {
+      const bool hit = want["images"][name]["views"][v]["hit"].get<bool>();
+      EXPECT_EQ(own["views"][v]["asked"].get<bool>(), hit) << name << " " << v;
+      EXPECT_EQ(own["views"][v]["other"].get<bool>(), !hit) << name << " " << v;
+      EXPECT_EQ(rest["views"][v]["asked"].get<bool>(), !hit) << name << " " << v;
+      asked += hit;
+    }
+  }
+  const json& cp = j["summary"]["class_pointing"];
+  EXPECT_EQ(cp["images"].get<int>(), 4);
+  EXPECT_EQ(cp["items"].get<int>(), 8);
+  for (const char* v : {"L0/mean", "L1/mean", "rollout"}) {
+    EXPECT_DOUBLE_EQ(cp["views"][v]["asked"].get<double>(), 0.5) << v;  // one of the two items, always
+    EXPECT_DOUBLE_EQ(cp["views"][v]["all_items"].get<double>(), 0.0) << v;
+    EXPECT_FALSE(cp["views"][v]["class_specific"].get<bool>());
+  }
+  EXPECT_GT(asked, 0);
+  EXPECT_NE(r.out.find("class-specific pointing: 4 images, 8 items"), std::string::npos) << r.out;
+}
+
+// Perturbation through the CLI: 4 images x (3 views x 18 + 3 random orders x 9) forward passes; the
+// unperturbed point of every curve is the top-1's probability from expected.json (PyTorch).
+TEST_F(Faithful, PerturbationTableAndJson) {
+  const fs::path js = dir / "r.json";
+  for (const char* mode : {"drop", "zero"}) {
+    const CliRun r = run_attnmap("eval -q --masks " + q(kTop5 / "masks") + " " + q(kTop5 / "images") + " -w " +
+                                 q(kTop5 / "weights.json") + " --perturb " + mode + " --json " + q(js));
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json j = json::parse(slurp(js));
+    const json want = json::parse(slurp(kTop5 / "expected.json"));
+    const json& p = j["summary"]["perturbation"];
+    EXPECT_EQ(p["mode"], mode);
+    EXPECT_EQ(p["forward_passes"].get<long>(), 4 * (3 * 18 + 3 * 9));
+    double p0 = 0;
+    for (const auto& [name, im] : want["images"].items()) p0 += im["probs"][im["predicted"].get<size_t>()].get<double>() / 4;
+    for (const char* v : {"L0/mean", "L1/mean", "rollout"}) {
+      EXPECT_NEAR(p["views"][v]["positive_curve"][0].get<double>(), p0, 1e-6) << v;
+      EXPECT_NEAR(p["views"][v]["negative_curve"][0].get<double>(), p0, 1e-6) << v;
+    }
+    EXPECT_NEAR(p["random"]["curve"][0].get<double>(), p0, 1e-6);
+    EXPECT_NE(r.out.find("(random order)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("4 images, 324 forward passes"), std::string::npos) << r.out;
+  }
+}
+
+// Sanity: randomising the top block of two leaves block 0's attention as it was (Spearman exactly 1); with
+// both blocks randomised nothing stays.
+TEST_F(Faithful, SanityKeepsTheUntouchedBlocksMaps) {
+  const fs::path js = dir / "r.json";
+  const CliRun r = run_attnmap("eval -q --masks " + q(kTop5 / "masks") + " " + q(kTop5 / "images") + " -w " +
+                               q(kTop5 / "weights.json") + " --sanity --json " + q(js));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(slurp(js));
+  const json& s = j["summary"]["sanity"];
+  EXPECT_EQ(s["blocks_randomised_from_top"], json::array({1, 2}));
+  EXPECT_DOUBLE_EQ(s["views"]["L0/mean"]["spearman"][0].get<double>(), 1.0);
+  EXPECT_LT(s["views"]["L1/mean"]["spearman"][0].get<double>(), 1.0);
+  EXPECT_LT(s["views"]["L0/mean"]["spearman"][1].get<double>(), 1.0);
+  EXPECT_NE(r.out.find("sanity (model randomisation"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("    top 1    all 2"), std::string::npos) << r.out;
 }

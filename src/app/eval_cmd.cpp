@@ -745,7 +745,7 @@ void print_view_table(std::ostream& out, const EvalContext& ctx, const Summary& 
 // Class-specific pointing: each item's class asked in turn (printed when images have two or more items).
 void print_class_table(std::ostream& out, const EvalContext& ctx, const Summary& s) {
   if (!s.item_images) return;
-  const size_t width = name_width(ctx);
+  const size_t width = name_width(ctx) + 12;  // " (any class)"
   out << "\nclass-specific pointing: " << s.item_images << " images, " << s.items
       << " items of different classes; each item's class asked in turn\n";
   out << padded("view", width) + "     asked    other  all items\n";
@@ -801,7 +801,7 @@ void print_sanity_table(std::ostream& out, const EvalContext& ctx, const Summary
   out << "\nsanity (model randomisation, Adebayo et al. 2018): mean Spearman rank correlation with the trained "
          "model's maps, blocks re-initialised from the top\n";
   std::string head = padded("view", width);
-  for (int k = 1; k <= depth; ++k) head += fmt(k == depth ? "   all %-2.0f" : "  top %-3.0f", k);
+  for (int k = 1; k <= depth; ++k) head += (k == depth ? "    all " : "    top ") + std::to_string(k);
   out << head << "\n";
   std::vector<std::string> flagged;
   for (size_t v = 0; v < ctx.views.size(); ++v) {
