@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -364,7 +365,9 @@ ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const
   for (const ItemMask& it : items) classes.insert(it.cls);
   if (classes.size() >= 2 && target >= 0) ev.items = score_items(ctx, vi, grids, centre, photo.width, photo.height, items);
   auto t0 = std::chrono::steady_clock::now();
+  const std::clock_t c0 = std::clock();
   if (opt.perturb && target >= 0) ev.perturbation = perturb_image(ctx, vi, grids, input);
+  ev.perturb_cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
   auto t1 = std::chrono::steady_clock::now();
   if (opt.sanity) ev.sanity = sanity_image(ctx, in, fo, grids, target);
   ev.perturb_secs = std::chrono::duration<double>(t1 - t0).count();
@@ -582,7 +585,7 @@ struct Summary {
   // perturbation (mean curves over the images perturbed)
   size_t perturbed = 0;
   long forwards = 0;
-  double perturb_secs = 0;
+  double perturb_secs = 0, perturb_cpu = 0;
   std::vector<std::vector<double>> pos, neg;  // per view, (10)
   std::vector<double> random;                 // (10)
   // sanity: mean Spearman, [k - 1][view]
@@ -624,6 +627,7 @@ void summarise_faithfulness(const EvalContext& ctx, const std::vector<ImageEval>
       s.centre_class.all += centre_all;
     }
     s.perturb_secs += ev.perturb_secs;
+    s.perturb_cpu += ev.perturb_cpu;
     s.sanity_secs += ev.sanity_secs;
     if (ev.perturbation) {
       ++s.perturbed;
@@ -783,13 +787,13 @@ void print_perturbation_table(std::ostream& out, const EvalContext& ctx, const S
                   p, n, n - p);
     out << buf;
   }
-  char buf[200];
+  char buf[256];
   std::snprintf(buf, sizeof buf, "%s %9.3f %9.3f %+8.3f\n", padded("(random order)", width).c_str(), rnd, rnd, 0.0);
   out << buf;
   std::snprintf(buf, sizeof buf,
                 "positive: lower is better, negative: higher is better; random: mean of %d fixed-seed orders; "
-                "%zu images, %ld forward passes, %.2f s\n",
-                std::max(1, ctx.opt->perturb_seeds), s.perturbed, s.forwards, s.perturb_secs);
+                "%zu images, %ld forward passes, %.2f s (processor time %.2f s)\n",
+                std::max(1, ctx.opt->perturb_seeds), s.perturbed, s.forwards, s.perturb_secs, s.perturb_cpu);
   out << buf;
 }
 
@@ -912,7 +916,7 @@ void faithfulness_json(const EvalContext& ctx, const Summary& sum, nlohmann::ord
       views[ctx.views[v].name] = {{"positive_auc", trapezoid_auc(f, sum.pos[v])}, {"negative_auc", trapezoid_auc(f, sum.neg[v])},
                                   {"positive_curve", sum.pos[v]}, {"negative_curve", sum.neg[v]}};
     pt = {{"mode", *ctx.opt->perturb == PerturbMode::Drop ? "drop" : "zero"}, {"target", "top-1"},
-          {"fractions", f}, {"images", sum.perturbed}, {"forward_passes", sum.forwards}, {"seconds", sum.perturb_secs},
+          {"fractions", f}, {"images", sum.perturbed}, {"forward_passes", sum.forwards}, {"seconds", sum.perturb_secs}, {"cpu_seconds", sum.perturb_cpu},
           {"random_seeds", std::max(1, ctx.opt->perturb_seeds)},
           {"random", {{"auc", trapezoid_auc(f, sum.random)}, {"curve", sum.random}}}, {"views", views}};
   }

@@ -73,7 +73,8 @@ struct ImageEval {
   std::vector<ItemScore> items;   ///< class-specific pointing; empty unless >= 2 items of different classes
   std::optional<PerturbEval> perturbation;       ///< with --perturb and a head
   std::vector<std::vector<double>> sanity;       ///< with --sanity: [k - 1][view] Spearman, k top blocks
-  double perturb_secs = 0, sanity_secs = 0;      ///< time taken by each
+  double perturb_secs = 0, sanity_secs = 0;      ///< wall-clock time taken by each
+  double perturb_cpu = 0;                         ///< processor time of the perturbation (every thread)
 };
 
 /// What a view's map producer is given for one image. A class-specific method (gradients, relevance)
