@@ -169,6 +169,33 @@ TEST(Perturbation, CurvesMatchPyTorchInBothModes) {
   EXPECT_THROW(perturbation_curve(w, x.data(), e["orders"]["given"].get<std::vector<int>>(), PerturbMode::Drop, 9, p0), Error);
 }
 
+// The batched form (one forward pass per step over every order, eval's path) gives PyTorch's curves too.
+TEST(Perturbation, BatchedCurvesMatchPyTorch) {
+  const ViTWeights w = load_model(kDir + "weights.json");
+  const std::vector<float> x = fixture_input();
+  const nlohmann::json e = expected_json();
+  const int target = e["target"].get<int>();
+  const double p0 = e["p0"].get<double>();
+  std::vector<std::vector<int>> orders;
+  for (const char* order : {"positive", "negative", "given"}) orders.push_back(e["orders"][order].get<std::vector<int>>());
+  for (const auto& [mode_name, mode] : {std::pair{"drop", PerturbMode::Drop}, std::pair{"zero", PerturbMode::Zero}}) {
+    const std::vector<std::vector<double>> c = perturbation_curves(w, x.data(), orders, mode, target, p0);
+    ASSERT_EQ(c.size(), 3u);
+    size_t k = 0;
+    for (const char* order : {"positive", "negative", "given"}) {
+      const std::vector<double> want = e["curves"][order][mode_name].get<std::vector<double>>();
+      for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(c[k][i], want[i], 1e-5) << order << " " << mode_name << " " << i;
+      ++k;
+    }
+  }
+  ForwardOptions bad;
+  bad.to_end = true;
+  bad.keep_patches_each = {{0, 1}, {2}};
+  EXPECT_THROW(vit_forward(w, {x.data(), x.data()}, bad), Error);  // different lengths
+  bad.keep_patches_each = {{0, 1}};
+  EXPECT_THROW(vit_forward(w, {x.data(), x.data()}, bad), Error);  // one list for two images
+}
+
 TEST(Sanity, RandomisedBlocksKeepScaleAndTheRest) {
   const ViTWeights w = load_model(kDir + "weights.json");
   const ViTWeights r = randomise_blocks(w, 1, 42);

@@ -275,21 +275,24 @@ PerturbEval perturb_image(const EvalContext& ctx, const ViewInput& vi, const std
   PerturbEval pe;
   pe.target = vi.target;
   const double p0 = class_probabilities(vi.fwd.logits)[static_cast<size_t>(vi.target)];
-  const float* chw = vi.in.chw.data();
+  // Every order of the image in one batch per step: views' positive and negative, then the random ones.
+  std::vector<std::vector<int>> orders;
   for (size_t v = 0; v < ctx.views.size(); ++v) {
-    pe.positive.push_back(perturbation_curve(model, chw, removal_order(grids[v], true), mode, vi.target, p0));
-    pe.negative.push_back(perturbation_curve(model, chw, removal_order(grids[v], false), mode, vi.target, p0));
-    pe.forwards += 18;
+    orders.push_back(removal_order(grids[v], true));
+    orders.push_back(removal_order(grids[v], false));
   }
-  pe.random.assign(10, 0.0);
   const int seeds = std::max(1, ctx.opt->perturb_seeds);
   const int N = model.hp.grid_w * model.hp.grid_h;
-  for (int k = 0; k < seeds; ++k) {
-    const std::vector<double> c =
-        perturbation_curve(model, chw, random_order(N, name_seed(input) + static_cast<uint64_t>(k)), mode, vi.target, p0);
-    for (size_t i = 0; i < c.size(); ++i) pe.random[i] += c[i] / seeds;
-    pe.forwards += 9;
+  for (int k = 0; k < seeds; ++k) orders.push_back(random_order(N, name_seed(input) + static_cast<uint64_t>(k)));
+  const std::vector<std::vector<double>> c = perturbation_curves(model, vi.in.chw.data(), orders, mode, vi.target, p0);
+  for (size_t v = 0; v < ctx.views.size(); ++v) {
+    pe.positive.push_back(c[2 * v]);
+    pe.negative.push_back(c[2 * v + 1]);
   }
+  pe.random.assign(10, 0.0);
+  for (int k = 0; k < seeds; ++k)
+    for (size_t i = 0; i < 10; ++i) pe.random[i] += c[2 * ctx.views.size() + static_cast<size_t>(k)][i] / seeds;
+  pe.forwards = 9 * static_cast<long>(orders.size());
   return pe;
 }
 

@@ -121,46 +121,30 @@ int removed_at_step(int n, int step) { return n * step / 10; }
 
 namespace {
 
-// The probability of `target` after removing `removed` (a set of patch indices, as flags over the grid).
-double perturbed_probability(const ViTWeights& model, const float* chw, const std::vector<uint8_t>& removed,
-                             PerturbMode mode, int target) {
-  const HParams& hp = model.hp;
-  ForwardOptions fo;
-  fo.to_end = true;
-  std::vector<float> zeroed;
-  const float* input = chw;
+// The input of one perturbed image: for Drop the kept patch indices, for Zero the input with the removed
+// patches' pixels black (0 before normalisation: (0 - mean) / std).
+void perturbed_input(const HParams& hp, const float* chw, const std::vector<uint8_t>& removed, PerturbMode mode,
+                     std::vector<int>* keep, std::vector<float>* zeroed) {
   if (mode == PerturbMode::Drop) {
-    std::vector<int> keep;
+    keep->clear();
     for (size_t p = 0; p < removed.size(); ++p)
-      if (!removed[p]) keep.push_back(static_cast<int>(p));
-    fo.keep_patches = std::move(keep);
-  } else {
-    const size_t W = static_cast<size_t>(hp.image_w), H = static_cast<size_t>(hp.image_h);
-    const size_t P = static_cast<size_t>(hp.patch), gw = static_cast<size_t>(hp.grid_w);
-    zeroed.assign(chw, chw + 3 * W * H);
-    for (size_t p = 0; p < removed.size(); ++p) {
-      if (!removed[p]) continue;
-      const size_t y0 = (p / gw) * P, x0 = (p % gw) * P;
-      for (size_t c = 0; c < 3; ++c) {
-        const float black = (0.0f - hp.mean[c]) / hp.std[c];  // pixel 0 after (x - mean) / std
-        for (size_t y = y0; y < y0 + P; ++y) std::fill_n(&zeroed[(c * H + y) * W + x0], P, black);
-      }
-    }
-    input = zeroed.data();
+      if (!removed[p]) keep->push_back(static_cast<int>(p));
+    return;
   }
-  const ForwardResult r = vit_forward(model, input, fo);
-  return class_probabilities(r.logits)[static_cast<size_t>(target)];
+  const size_t W = static_cast<size_t>(hp.image_w), H = static_cast<size_t>(hp.image_h);
+  const size_t P = static_cast<size_t>(hp.patch), gw = static_cast<size_t>(hp.grid_w);
+  zeroed->assign(chw, chw + 3 * W * H);
+  for (size_t p = 0; p < removed.size(); ++p) {
+    if (!removed[p]) continue;
+    const size_t y0 = (p / gw) * P, x0 = (p % gw) * P;
+    for (size_t c = 0; c < 3; ++c) {
+      const float black = (0.0f - hp.mean[c]) / hp.std[c];
+      for (size_t y = y0; y < y0 + P; ++y) std::fill_n(&(*zeroed)[(c * H + y) * W + x0], P, black);
+    }
+  }
 }
 
-}  // namespace
-
-std::vector<double> perturbation_curve(const ViTWeights& model, const float* chw, const std::vector<int>& order,
-                                       PerturbMode mode, int target, double unperturbed) {
-  const HParams& hp = model.hp;
-  if (!model.head.present()) throw Error("perturbation: the model has no classifier head (nothing to perturb against)");
-  if (target < 0 || target >= model.head.out)
-    throw Error("perturbation: target class " + std::to_string(target) + " outside 0.." + std::to_string(model.head.out - 1));
-  const int N = hp.grid_w * hp.grid_h;
+void check_order(const std::vector<int>& order, int N) {
   std::vector<uint8_t> seen(static_cast<size_t>(N), 0);
   bool perm = order.size() == static_cast<size_t>(N);
   for (int p : order) {
@@ -168,14 +152,43 @@ std::vector<double> perturbation_curve(const ViTWeights& model, const float* chw
     if (perm) seen[static_cast<size_t>(p)] = 1;
   }
   if (!perm) throw Error("perturbation: the removal order must be a permutation of the " + std::to_string(N) + " patches");
-  std::vector<double> curve{unperturbed};
-  std::vector<uint8_t> removed(static_cast<size_t>(N), 0);
-  for (int step = 1; step < 10; ++step) {
-    for (int i = removed_at_step(N, step - 1); i < removed_at_step(N, step); ++i)
-      removed[static_cast<size_t>(order[static_cast<size_t>(i)])] = 1;
-    curve.push_back(perturbed_probability(model, chw, removed, mode, target));
+}
+
+}  // namespace
+
+std::vector<std::vector<double>> perturbation_curves(const ViTWeights& model, const float* chw,
+                                                     const std::vector<std::vector<int>>& orders, PerturbMode mode,
+                                                     int target, double unperturbed) {
+  const HParams& hp = model.hp;
+  if (!model.head.present()) throw Error("perturbation: the model has no classifier head (nothing to perturb against)");
+  if (target < 0 || target >= model.head.out)
+    throw Error("perturbation: target class " + std::to_string(target) + " outside 0.." + std::to_string(model.head.out - 1));
+  const int N = hp.grid_w * hp.grid_h;
+  for (const auto& o : orders) check_order(o, N);
+  const size_t B = orders.size();
+  std::vector<std::vector<double>> curves(B, std::vector<double>{unperturbed});
+  std::vector<std::vector<uint8_t>> removed(B, std::vector<uint8_t>(static_cast<size_t>(N), 0));
+  std::vector<std::vector<float>> zeroed(B);
+  for (int step = 1; step < 10 && B; ++step) {
+    ForwardOptions fo;
+    fo.to_end = true;
+    std::vector<const float*> inputs(B, chw);
+    if (mode == PerturbMode::Drop) fo.keep_patches_each.resize(B);
+    for (size_t b = 0; b < B; ++b) {
+      for (int i = removed_at_step(N, step - 1); i < removed_at_step(N, step); ++i)
+        removed[b][static_cast<size_t>(orders[b][static_cast<size_t>(i)])] = 1;
+      perturbed_input(hp, chw, removed[b], mode, mode == PerturbMode::Drop ? &fo.keep_patches_each[b] : nullptr, &zeroed[b]);
+      if (mode == PerturbMode::Zero) inputs[b] = zeroed[b].data();
+    }
+    const std::vector<ForwardResult> r = vit_forward(model, inputs, fo);
+    for (size_t b = 0; b < B; ++b) curves[b].push_back(class_probabilities(r[b].logits)[static_cast<size_t>(target)]);
   }
-  return curve;
+  return curves;
+}
+
+std::vector<double> perturbation_curve(const ViTWeights& model, const float* chw, const std::vector<int>& order,
+                                       PerturbMode mode, int target, double unperturbed) {
+  return perturbation_curves(model, chw, {order}, mode, target, unperturbed).front();
 }
 
 namespace {

@@ -62,6 +62,13 @@ int removed_at_step(int n, int step);
 std::vector<double> perturbation_curve(const ViTWeights& model, const float* chw, const std::vector<int>& order,
                                        PerturbMode mode, int target, double unperturbed);
 
+/// perturbation_curve for several removal orders of one image at once: each step runs one batched forward
+/// pass over all orders (the same token count for each). Returns one curve per order, identical to
+/// perturbation_curve's.
+std::vector<std::vector<double>> perturbation_curves(const ViTWeights& model, const float* chw,
+                                                     const std::vector<std::vector<int>>& orders, PerturbMode mode,
+                                                     int target, double unperturbed);
+
 /// A copy of `model` whose blocks from_block..depth-1 are re-initialised (Adebayo et al. 2018, "Sanity
 /// Checks for Saliency Maps", cascading randomisation from the top): every tensor of those blocks (weights,
 /// biases, LayerNorm and LayerScale parameters) is replaced by Gaussian values with that tensor's own mean

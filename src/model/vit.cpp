@@ -269,6 +269,20 @@ int kept_tokens(const HParams& hp, const std::vector<int>& keep) {
   return hp.num_prefix + static_cast<int>(keep.size());
 }
 
+// The token count of a forward pass: T, or T' with token dropping. Throws attnmap::Error for bad lists.
+int forward_tokens(const HParams& hp, const ForwardOptions& opt, int B) {
+  if (opt.keep_patches_each.empty()) return opt.keep_patches ? kept_tokens(hp, *opt.keep_patches) : hp.tokens();
+  if (opt.keep_patches_each.size() != static_cast<size_t>(B))
+    throw Error("keep_patches_each: " + std::to_string(opt.keep_patches_each.size()) + " lists for " +
+                std::to_string(B) + " images");
+  const int T = kept_tokens(hp, opt.keep_patches_each.front());
+  for (const std::vector<int>& k : opt.keep_patches_each)
+    if (kept_tokens(hp, k) != T)
+      throw Error("keep_patches_each: every image must keep the same number of patches (" +
+                  std::to_string(T - hp.num_prefix) + " and " + std::to_string(k.size()) + ")");
+  return T;
+}
+
 // One image's tokens (T', D) into x: embedded in full (embed), then the prefix rows and the kept patch rows.
 void embed_kept(float* x, const ViTWeights& w, const float* image, const std::vector<int>& keep) {
   const HParams& hp = w.hp;
@@ -286,7 +300,7 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
                                        const ForwardOptions& opt) {
   const HParams& hp = w.hp;
   const int B = static_cast<int>(images.size());
-  const int T = opt.keep_patches ? kept_tokens(hp, *opt.keep_patches) : hp.tokens();
+  const int T = forward_tokens(hp, opt, B);
   const int D = hp.dim, H = hp.num_heads;
   const int last = opt.to_end ? hp.depth - 1 : resolve_layer(opt.last_layer, hp.depth);
   const int L = last + 1;
@@ -297,8 +311,11 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
   Activations a = make_activations(hp, BT, TT);
   for (int b = 0; b < B; ++b) {
     float* xb = &a.x[static_cast<size_t>(b) * T * D];
-    if (opt.keep_patches)
-      embed_kept(xb, w, images[static_cast<size_t>(b)], *opt.keep_patches);
+    const std::vector<int>* keep = !opt.keep_patches_each.empty() ? &opt.keep_patches_each[static_cast<size_t>(b)]
+                                   : opt.keep_patches            ? &*opt.keep_patches
+                                                                 : nullptr;
+    if (keep)
+      embed_kept(xb, w, images[static_cast<size_t>(b)], *keep);
     else
       embed(xb, w, images[static_cast<size_t>(b)]);
   }

@@ -24,6 +24,10 @@ struct ForwardOptions {
   /// T' = num_prefix + keep_patches.size() tokens, and ForwardResult::tokens is T'. Unset: every patch (the
   /// usual pass, unchanged). Refused (attnmap::Error) for a class token that is the mean of the patches.
   std::optional<std::vector<int>> keep_patches;
+  /// Batched token dropping: one keep list per image (each as keep_patches; all of one length, since the
+  /// images share one token count). When non-empty it is used instead of keep_patches and must have one
+  /// entry per image (attnmap::Error otherwise).
+  std::vector<std::vector<int>> keep_patches_each;
 };
 
 /// What one image's forward pass recorded. L = layers computed, H = heads, T = tokens (prefix + patches).
