@@ -274,6 +274,16 @@ TEST_F(Faithful, PerturbRefusals) {
   const CliRun bad = run_attnmap(base + " --perturb blur");
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("--perturb expects drop or zero, found 'blur'"), std::string::npos) << bad.err;
+  // Item masks for a headless model: no class to ask for; one note, the rest scored.
+  fs::create_directories(dir / "masks");
+  for (const auto& e : fs::directory_iterator(kOneHot / "masks")) fs::copy_file(e.path(), dir / "masks" / e.path().filename());
+  fs::copy_file(kOneHot / "masks" / "a.png", dir / "masks" / "a.coat.png");
+  const CliRun items = run_attnmap("eval -q --masks " + q(dir / "masks") + " " + q(kOneHot / "images") + " -w " +
+                                   q(kOneHot / "weights.json"));
+  EXPECT_EQ(items.status, 0) << items.err;
+  EXPECT_NE(items.err.find("class-specific pointing: item masks such as a.<class>.* are present, but the model has no "
+                           "classifier head"), std::string::npos) << items.err;
+  EXPECT_EQ(items.out.find("class-specific pointing:"), std::string::npos) << items.out;
 }
 
 namespace {

@@ -99,6 +99,11 @@ struct MaskIndex {
     return out;
   }
 
+  // Some mask STEM.<anything> exists for the image (an item mask, whether or not <anything> is a class).
+  bool has_item_masks(const std::string& rel_stem, const std::string& stem) const {
+    return (!rel_stem.empty() && items_by_rel.count(rel_stem)) || items_by_stem.count(stem);
+  }
+
   std::map<std::string, std::vector<std::string>> items_by_rel, items_by_stem;
 
   // rel_stem: the image's path below its input folder without extension. Throws attnmap::Error when
@@ -542,12 +547,18 @@ void evaluate_jobs(const EvalContext& ctx, const std::vector<Job>& jobs, const M
   const std::string masks_canon = canonical_or_empty(opt.masks_dir);
   const std::string masks_prefix = masks_canon.empty() ? std::string() : (fs::path(masks_canon) / "").string();
   const auto t0 = std::chrono::steady_clock::now();
+  bool noted_headless_items = false;
   for (const Job& job : jobs) {
     try {
       const std::string mask_path = mask_for_job(job, opt.masks_dir, masks_prefix, masks);
       const fs::path rel = fs::path(job.out_base).lexically_relative(opt.masks_dir);
-      const std::vector<ItemMask> items =
-          masks.find_items(rel.generic_string(), fs::path(job.input).stem().string(), ctx.model->hp.labels);
+      const std::string stem = fs::path(job.input).stem().string();
+      const std::vector<ItemMask> items = masks.find_items(rel.generic_string(), stem, ctx.model->hp.labels);
+      if (!ctx.model->head.present() && !noted_headless_items && masks.has_item_masks(rel.generic_string(), stem)) {
+        std::cerr << "attnmap: note: class-specific pointing: item masks such as " << printable(stem)
+                  << ".<class>.* are present, but the model has no classifier head (no class to ask for); skipped\n";
+        noted_headless_items = true;
+      }
       ImageEval ev = evaluate_image(ctx, job.input, mask_path, items, truth.truth_for(job.input));
       for (const auto& n : ev.notes) std::cerr << "attnmap: note: " << printable(job.input + ": " + n) << "\n";
       if (!opt.view.quiet) std::cout << printable(image_line(ctx, ev, num_classes)) << "\n";

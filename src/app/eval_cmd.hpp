@@ -109,7 +109,8 @@ struct EvalContext {
 /// (a head index as "h<i>"), the selected view (--layer/--head, else config default_layer/default_head,
 /// else the last layer / mean; with --rollout [--discard] the rollout through that layer with that fusion)
 /// added when not already among them, and "rollout" (Abnar & Zuidema 2020,
-/// mean over heads, through every layer). Throws attnmap::Error for a layer or head out of range.
+/// mean over heads, through every layer), each as an EvalView map producer; with opt.sanity the randomised
+/// copies of the model. Throws attnmap::Error for a layer or head out of range.
 EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt);
 
 /// Evaluates one image against its mask file: one forward pass (full attention kept; to the end with a
