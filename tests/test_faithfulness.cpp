@@ -126,7 +126,8 @@ TEST(TokenDrop, KeepingEveryPatchIsBitIdentical) {
 TEST(TokenDrop, DroppedPatchesMatchPyTorch) {
   const ViTWeights w = load_model(kDir + "weights.json");
   const std::vector<float> x = fixture_input();
-  for (const auto& c : expected_json()["drop"]) {
+  const nlohmann::json e = expected_json();  // kept alive: a range-for over a temporary's member dangles
+  for (const auto& c : e["drop"]) {
     ForwardOptions fo;
     fo.to_end = true;
     fo.keep_patches = c["keep"].get<std::vector<int>>();
