@@ -21,6 +21,13 @@ Usage:
   make_composites.py npy OUT_PREFIX [--n 50000] [--seed 1] [--split train]
         writes OUT_PREFIX_images.npy (uint8 N,224,224,3 memmap), OUT_PREFIX_masks.npy
         (uint8 N,224,224 0/1), OUT_PREFIX_labels.npy (int64 N)
+  make_composites.py pairs SRC_DIR OUT_DIR [--n 24] [--seed 2027]
+        two items of different classes per composite, for class-specific pointing, made from a folder
+        that `folder` wrote (its images, masks/ and labels.csv; no Fashion-MNIST needed): composite i is
+        SRC composite i with the item of another SRC composite of a different class pasted where it does
+        not overlap the first (its pixels under its mask, scaled 0.5-1.0 to fit). Writes
+        OUT_DIR/NNNN_<class1>_<class2>.png, OUT_DIR/masks/NAME.<class>.png per item (0/255),
+        OUT_DIR/masks/NAME.png (both items, for the ordinary scores) and OUT_DIR/items.csv
   make_composites.py bench            time the generator
 
 Library use:  g = CompositeGenerator('train', seed=1); img, mask, label = g.make(i)
@@ -165,6 +172,76 @@ def write_folder(out, n, seed, split):
         f.write('\n'.join(rows) + '\n')
 
 
+def read_folder(src):
+    """(name, image uint8 HxWx3, mask 0/1 HxW, label) of a folder written by write_folder."""
+    import csv
+    out = []
+    with open(os.path.join(src, 'labels.csv')) as f:
+        for row in csv.DictReader(f):
+            img = np.asarray(Image.open(os.path.join(src, row['file'])).convert('RGB'))
+            mask = (np.asarray(Image.open(os.path.join(src, 'masks', row['file'])).convert('L')) > 0)
+            out.append((row['file'], img, mask.astype(np.uint8), int(row['label_index'])))
+    return out
+
+
+def bbox(mask):
+    ys, xs = np.nonzero(mask)
+    return ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+
+
+def paste_item(dst, dst_mask, src, src_mask, rng):
+    """Pastes src's item (its pixels under src_mask, cut to its bounding box, scaled by the largest of
+    1.0, 0.9, ..., 0.5 that fits) where its box does not overlap dst_mask's box. Returns the new
+    image and the pasted item's mask, or None when it cannot be placed."""
+    y0, y1, x0, x1 = bbox(src_mask)
+    dy0, dy1, dx0, dx1 = bbox(dst_mask)
+    cut = Image.fromarray(src[y0:y1, x0:x1])
+    cm = Image.fromarray(src_mask[y0:y1, x0:x1] * 255)
+    for scale in (1.0, 0.9, 0.8, 0.7, 0.6, 0.5):
+        h, w = max(8, round((y1 - y0) * scale)), max(8, round((x1 - x0) * scale))
+        spots = [(py, px) for py in range(0, SIZE - h + 1, 4) for px in range(0, SIZE - w + 1, 4)
+                 if py + h <= dy0 or dy1 <= py or px + w <= dx0 or dx1 <= px]
+        if not spots:
+            continue
+        py, px = spots[rng.integers(len(spots))]
+        ci = np.asarray(cut.resize((w, h), Image.BILINEAR))
+        mi = np.asarray(cm.resize((w, h), Image.NEAREST)) > 127
+        out = dst.copy()
+        region = out[py:py + h, px:px + w]
+        region[mi] = ci[mi]
+        m = np.zeros((SIZE, SIZE), np.uint8)
+        m[py:py + h, px:px + w] = mi
+        return out, m
+    return None
+
+
+def write_pairs(src, out, n, seed):
+    items = read_folder(src)
+    os.makedirs(os.path.join(out, 'masks'), exist_ok=True)
+    rows = ['file,item,mask,label_index,label,source']
+    for i in range(n):
+        rng = np.random.default_rng([seed, i])
+        a = items[i % len(items)]
+        while True:
+            b = items[rng.integers(len(items))]
+            if b[3] == a[3]:
+                continue
+            placed = paste_item(a[1], a[2], b[1], b[2], rng)
+            if placed is not None:
+                break
+        img, mb = placed
+        pair = [(a[2], a[3], a[0]), (mb, b[3], b[0])]
+        stem = '%04d_%s_%s' % (i, safe_name(a[3]), safe_name(b[3]))
+        Image.fromarray(img).save(os.path.join(out, stem + '.png'), optimize=True)
+        for j, (m, label, source) in enumerate(pair):
+            mname = '%s.%s.png' % (stem, safe_name(label))
+            Image.fromarray(m * 255).save(os.path.join(out, 'masks', mname), optimize=True)
+            rows.append('%s.png,%d,masks/%s,%d,"%s",%s' % (stem, j + 1, mname, label, LABELS[label], source))
+        Image.fromarray((a[2] | mb) * 255).save(os.path.join(out, 'masks', stem + '.png'), optimize=True)
+    with open(os.path.join(out, 'items.csv'), 'w') as f:
+        f.write('\n'.join(rows) + '\n')
+
+
 def write_npy(prefix, n, seed, split):
     g = CompositeGenerator(split, seed)
     imgs = np.lib.format.open_memmap(prefix + '_images.npy', 'w+', np.uint8, (n, SIZE, SIZE, 3))
@@ -183,8 +260,9 @@ def write_npy(prefix, n, seed, split):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('mode', choices=['folder', 'npy', 'bench'])
+    ap.add_argument('mode', choices=['folder', 'pairs', 'npy', 'bench'])
     ap.add_argument('out', nargs='?')
+    ap.add_argument('out2', nargs='?', help='pairs: OUT_DIR (the first argument is SRC_DIR)')
     ap.add_argument('--n', type=int, default=None)
     ap.add_argument('--seed', type=int, default=None)
     ap.add_argument('--split', choices=['train', 'test'], default=None)
@@ -197,7 +275,11 @@ def main():
         return
     if not a.out:
         ap.error('OUT required')
-    if a.mode == 'folder':
+    if a.mode == 'pairs':
+        if not a.out2:
+            ap.error('pairs: SRC_DIR OUT_DIR required')
+        write_pairs(a.out, a.out2, a.n or 24, 2027 if a.seed is None else a.seed)
+    elif a.mode == 'folder':
         write_folder(a.out, a.n or 24, 2026 if a.seed is None else a.seed, a.split or 'test')
     else:
         split = a.split or 'train'

@@ -103,6 +103,7 @@ struct CliArgs {
   bool no_exif = false;
   attnmap::EvalOptions eo;
   std::string fusions_s = "mean";
+  std::string perturb_s;  // eval --perturb drop|zero
   std::string inspect_weights;
   int inspect_heads = 0;
 };
@@ -235,6 +236,12 @@ CLI::App* add_eval_options(CLI::App& app, CliArgs& a) {
   eval->add_option("--std", a.std_s, "R,G,B normalisation std (overrides the weights' config)");
   eval->add_option("--json", eo.json_out, "also write the per-image and summary results as JSON here (a missing folder is created)");
   eval->add_flag("-q,--quiet", ro.quiet, "print only errors, notes on masks and labels, and the summary");
+  eval->add_option("--perturb", a.perturb_s,
+                   "perturbation test (Chefer et al. 2021): remove patches in order of each view's map, 10 % steps; "
+                   "drop (tokens leave the sequence) | zero (their pixels set to black); needs a classifier head");
+  eval->add_flag("--sanity", eo.sanity,
+                 "model randomisation (Adebayo et al. 2018): blocks re-initialised from the top, rank correlation of "
+                 "each view's maps with the trained model's");
   eval->add_option("--max-pixels", a.max_pixels, "refuse images with more pixels than this, before decoding")
       ->capture_default_str();
   eval->add_flag("--no-exif", a.no_exif, "ignore the JPEG EXIF orientation of images and masks (as for render)");
@@ -405,6 +412,14 @@ int run_eval_command(CliArgs& a) {
   for (std::string f; std::getline(fs, f, ',');) eo.fusions.push_back(f);
   if (a.fusions_s.empty() || a.fusions_s.back() == ',')  // getline drops an empty last item; ",," is caught later
     throw attnmap::Error("--fusions expects a comma-separated list such as mean,max, found '" + a.fusions_s + "'");
+  if (!a.perturb_s.empty()) {  // an empty value is refused earlier
+    if (a.perturb_s == "drop")
+      eo.perturb = attnmap::PerturbMode::Drop;
+    else if (a.perturb_s == "zero")
+      eo.perturb = attnmap::PerturbMode::Zero;
+    else
+      throw attnmap::Error("--perturb expects drop or zero, found '" + a.perturb_s + "'");
+  }
   return attnmap::run_eval(eo);
 }
 

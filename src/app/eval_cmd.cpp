@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -18,6 +19,7 @@
 #include "app/batch.hpp"
 #include "model/classify.hpp"
 #include "core/error.hpp"
+#include "maps/faithfulness.hpp"
 #include "maps/evaluate.hpp"
 #include "model/pos_embed.hpp"
 #include "model/sgemm.hpp"
@@ -71,8 +73,39 @@ struct MaskIndex {
       const fs::path rel = f.lexically_relative(dir);
       by_rel[(rel.parent_path() / rel.stem()).generic_string()].push_back(f.string());
       by_stem[f.stem().string()].push_back(f.string());
+      const std::string stem = f.stem().string();
+      const size_t dot = stem.rfind('.');
+      if (dot != std::string::npos && dot > 0) {  // STEM.<class>: an item mask of image STEM
+        items_by_rel[(rel.parent_path() / stem.substr(0, dot)).generic_string()].push_back(f.string());
+        items_by_stem[stem.substr(0, dot)].push_back(f.string());
+      }
     }
   }
+
+  // Item masks of an image: STEM.<class>.<ext> whose <class> names one of `labels` (find_label), found by
+  // relative path first, else by bare stem; in file-name order.
+  std::vector<ItemMask> find_items(const std::string& rel_stem, const std::string& stem,
+                                   const std::vector<std::string>& labels) const {
+    const std::vector<std::string>* hit = nullptr;
+    auto it = items_by_rel.find(rel_stem);
+    if (!rel_stem.empty() && it != items_by_rel.end()) hit = &it->second;
+    auto is = items_by_stem.find(stem);
+    if (!hit && is != items_by_stem.end()) hit = &is->second;
+    std::vector<ItemMask> out;
+    if (!hit) return out;
+    for (const std::string& f : *hit) {
+      const std::string st = fs::path(f).stem().string();
+      if (const auto cls = find_label(labels, st.substr(st.rfind('.') + 1))) out.push_back({*cls, f});
+    }
+    return out;
+  }
+
+  // Some mask STEM.<anything> exists for the image (an item mask, whether or not <anything> is a class).
+  bool has_item_masks(const std::string& rel_stem, const std::string& stem) const {
+    return (!rel_stem.empty() && items_by_rel.count(rel_stem)) || items_by_stem.count(stem);
+  }
+
+  std::map<std::string, std::vector<std::string>> items_by_rel, items_by_stem;
 
   // rel_stem: the image's path below its input folder without extension. Throws attnmap::Error when
   // several masks match.
@@ -107,6 +140,18 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
+// The class token's attention at `layer`, heads fused by `h`.
+EvalView attention_view(const std::string& name, int layer, HeadSelect h) {
+  return {name, false, [layer, h](const ViewInput& vi) { return class_attention_map(vi.fwd, vi.model.hp, layer, h); }};
+}
+
+// Attention rollout through blocks 0..layer (Abnar & Zuidema 2020): its class row over the patches.
+EvalView rollout_view(const std::string& name, int layer, HeadSelect h, double discard) {
+  return {name, false, [layer, h, discard](const ViewInput& vi) {
+            return class_row_map(attention_rollout(vi.fwd, layer, h, discard), vi.model.hp, vi.fwd.tokens);
+          }};
+}
+
 }  // namespace
 
 EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
@@ -134,34 +179,148 @@ EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
       const std::string name = "L" + std::to_string(l) + "/" + fusion_name(h, "h");
       bool dup = false;
       for (const auto& v : ctx.views) dup |= v.name == name;
-      if (!dup) ctx.views.push_back({name, l, h, false});
+      if (!dup) ctx.views.push_back(attention_view(name, l, h));
     }
-  const EvalView standard_rollout{"rollout", hp.depth - 1, HeadSelect{}, true, 0.0};
+  const std::string standard_rollout = "rollout";
   const SelectedView view = select_view(hp, opt.view);
   const int sel_layer = view.layer;
   const HeadSelect sel_head = resolve_head(view.head, H);
-  EvalView sel{"L" + std::to_string(sel_layer) + "/" + fusion_name(sel_head, "h"), sel_layer, sel_head, false,
-               0.0};
+  std::string sel_name = "L" + std::to_string(sel_layer) + "/" + fusion_name(sel_head, "h");
+  EvalView sel = attention_view(sel_name, sel_layer, sel_head);
   if (opt.view.rollout) {  // --rollout [--discard F]: rollout through layers 0..sel_layer
     if (!(opt.view.discard >= 0.0 && opt.view.discard <= 1.0)) throw Error("--discard must be in [0, 1]");
-    sel.rollout = true;
-    sel.discard = opt.view.discard;
-    sel.name = sel_layer == hp.depth - 1 && sel_head.fusion == HeadSelect::Fusion::Mean && sel.discard == 0.0
-                   ? standard_rollout.name
+    const double discard = opt.view.discard;
+    sel_name = sel_layer == hp.depth - 1 && sel_head.fusion == HeadSelect::Fusion::Mean && discard == 0.0
+                   ? standard_rollout
                    : "rollout L0-" + std::to_string(sel_layer) + "/" + fusion_name(sel_head, "h") +
-                         (sel.discard > 0.0 ? fmt(" discard %g", sel.discard) : "");
+                         (discard > 0.0 ? fmt(" discard %g", discard) : "");
+    sel = rollout_view(sel_name, sel_layer, sel_head, discard);
   }
   ctx.selected = ctx.views.size();
   for (size_t i = 0; i < ctx.views.size(); ++i)
     if (ctx.views[i].name == sel.name) ctx.selected = i;
-  if (ctx.selected == ctx.views.size() && sel.name != standard_rollout.name) ctx.views.push_back(sel);
-  ctx.views.push_back(standard_rollout);
-  if (sel.name == standard_rollout.name) ctx.selected = ctx.views.size() - 1;
+  if (ctx.selected == ctx.views.size() && sel.name != standard_rollout) ctx.views.push_back(sel);
+  ctx.views.push_back(rollout_view(standard_rollout, hp.depth - 1, HeadSelect{}, 0.0));
+  if (sel.name == standard_rollout) ctx.selected = ctx.views.size() - 1;
+  if (opt.sanity)  // cascading: the top k blocks re-initialised, k = 1..depth (fixed seed)
+    for (int k = 1; k <= hp.depth; ++k) ctx.randomised.push_back(randomise_blocks(model, hp.depth - k, 20181));
   return ctx;
 }
 
+namespace {
+
+// A view's (grid_h, grid_w) map on the photo's pixels (photo_h, photo_w).
+std::vector<float> on_photo(const EvalContext& ctx, const std::vector<float>& grid, const ModelInput& in, int w, int h) {
+  const HParams& hp = ctx.model->hp;
+  return map_to_photo(grid, hp.grid_w, hp.grid_h, in.box, w, h, ctx.opt->view.upsample);
+}
+
+Mask load_mask(const EvalOptions& opt, const std::string& path, int width, int height) {
+  LoadOptions mask_load = opt.view.load;
+  mask_load.keep_nonzero = true;  // a 16-bit mask's object may be marked 1 (or any small value)
+  Mask mask = mask_from_image(load_image(path, mask_load), path);
+  if (mask.width != width || mask.height != height)
+    throw Error("mask " + path + " is " + std::to_string(mask.width) + "x" + std::to_string(mask.height) +
+                ", the image is " + std::to_string(width) + "x" + std::to_string(height) +
+                " (a mask must have the image's size)");
+  return mask;
+}
+
+// Class-specific pointing: for each item, every view's map for the item's class (a class-agnostic view's
+// map is the same for every class) must peak on that item's mask; `other` when it peaks on another item.
+std::vector<ItemScore> score_items(const EvalContext& ctx, const ViewInput& vi, const std::vector<std::vector<float>>& grids,
+                                   const std::vector<float>& centre, int w, int h, const std::vector<ItemMask>& items) {
+  const int tol = ctx.opt->tolerance_px;
+  std::vector<Mask> masks;
+  for (const ItemMask& it : items) masks.push_back(load_mask(*ctx.opt, it.path, w, h));
+  std::vector<std::vector<float>> agnostic(ctx.views.size());  // on the photo, made once
+  auto score = [&](const std::vector<float>& m, size_t i, bool* asked, bool* other) {
+    *asked = pointing_game(m, masks[i], tol);
+    *other = false;
+    for (size_t j = 0; j < masks.size() && !*asked; ++j)
+      if (j != i && items[j].cls != items[i].cls) *other = *other || pointing_game(m, masks[j], tol);
+  };
+  std::vector<ItemScore> out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    ItemScore s;
+    s.cls = items[i].cls;
+    s.mask = items[i].path;
+    s.area_share = random_pointing_expectation(masks[i], tol);
+    for (size_t v = 0; v < ctx.views.size(); ++v) {
+      std::vector<float> m;
+      if (ctx.views[v].class_specific) {
+        ViewInput asked_for{vi.model, vi.in, vi.fwd, items[i].cls};
+        m = on_photo(ctx, ctx.views[v].map(asked_for), vi.in, w, h);
+      } else {
+        if (agnostic[v].empty()) agnostic[v] = on_photo(ctx, grids[v], vi.in, w, h);
+      }
+      bool asked = false, other = false;
+      score(ctx.views[v].class_specific ? m : agnostic[v], i, &asked, &other);
+      s.asked.push_back(asked);
+      s.other.push_back(other);
+    }
+    score(centre, i, &s.centre_asked, &s.centre_other);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// FNV-1a of the file name: a per-image seed for the random removal orders that does not depend on the path.
+uint64_t name_seed(const std::string& input) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : fs::path(input).filename().string()) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// The perturbation test: each view's map orders the patches (most relevant first for the positive curve,
+// least first for the negative); random orders are the baseline. Target: the model's top-1.
+PerturbEval perturb_image(const EvalContext& ctx, const ViewInput& vi, const std::vector<std::vector<float>>& grids,
+                          const std::string& input) {
+  const ViTWeights& model = *ctx.model;
+  const PerturbMode mode = *ctx.opt->perturb;
+  PerturbEval pe;
+  pe.target = vi.target;
+  const double p0 = class_probabilities(vi.fwd.logits)[static_cast<size_t>(vi.target)];
+  // Every order of the image in one batch per step: views' positive and negative, then the random ones.
+  std::vector<std::vector<int>> orders;
+  for (size_t v = 0; v < ctx.views.size(); ++v) {
+    orders.push_back(removal_order(grids[v], true));
+    orders.push_back(removal_order(grids[v], false));
+  }
+  const int seeds = std::max(1, ctx.opt->perturb_seeds);
+  const int N = model.hp.grid_w * model.hp.grid_h;
+  for (int k = 0; k < seeds; ++k) orders.push_back(random_order(N, name_seed(input) + static_cast<uint64_t>(k)));
+  const std::vector<std::vector<double>> c = perturbation_curves(model, vi.in.chw.data(), orders, mode, vi.target, p0);
+  for (size_t v = 0; v < ctx.views.size(); ++v) {
+    pe.positive.push_back(c[2 * v]);
+    pe.negative.push_back(c[2 * v + 1]);
+  }
+  pe.random.assign(10, 0.0);
+  for (int k = 0; k < seeds; ++k)
+    for (size_t i = 0; i < 10; ++i) pe.random[i] += c[2 * ctx.views.size() + static_cast<size_t>(k)][i] / seeds;
+  pe.forwards = 9 * static_cast<long>(orders.size());
+  return pe;
+}
+
+// Model randomisation: each view's map from the model with its top k blocks re-initialised, ranked against
+// the trained model's map. [k - 1][view].
+std::vector<std::vector<double>> sanity_image(const EvalContext& ctx, const ModelInput& in, const ForwardOptions& fo,
+                                              const std::vector<std::vector<float>>& grids, int target) {
+  std::vector<std::vector<double>> rho;
+  for (const ViTWeights& rnd : ctx.randomised) {
+    const ForwardResult r = vit_forward(rnd, in.chw.data(), fo);
+    const ViewInput vi{rnd, in, r, target};
+    std::vector<double> row;
+    for (size_t v = 0; v < ctx.views.size(); ++v) row.push_back(spearman(grids[v], ctx.views[v].map(vi)));
+    rho.push_back(std::move(row));
+  }
+  return rho;
+}
+
+}  // namespace
+
 ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const std::string& mask_path,
-                         std::optional<int> truth) {
+                         const std::vector<ItemMask>& items, std::optional<int> truth) {
   const ViTWeights& model = *ctx.model;
   const HParams& hp = model.hp;
   const EvalOptions& opt = *ctx.opt;
@@ -171,13 +330,7 @@ ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const
   ev.truth = truth;
   const Image photo = load_image(input, opt.view.load);
   ev.notes = photo.notes;  // the decoder's (a multi-page TIFF's page count)
-  LoadOptions mask_load = opt.view.load;
-  mask_load.keep_nonzero = true;  // a 16-bit mask's object may be marked 1 (or any small value)
-  const Mask mask = mask_from_image(load_image(mask_path, mask_load), mask_path);
-  if (mask.width != photo.width || mask.height != photo.height)
-    throw Error("mask " + mask_path + " is " + std::to_string(mask.width) + "x" +
-                std::to_string(mask.height) + ", the image is " + std::to_string(photo.width) + "x" +
-                std::to_string(photo.height) + " (a mask must have the image's size)");
+  const Mask mask = load_mask(opt, mask_path, photo.width, photo.height);
   ev.area_share = mask_area_share(mask);
   if (ev.area_share <= 0)
     throw Error("mask " + mask_path + " is empty (no non-zero pixel in its colour channels; alpha is ignored)");
@@ -196,27 +349,39 @@ ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const
   fo.keep_full = true;  // rollout needs every layer's full matrices
   fo.to_end = model.head.present();
   const ForwardResult r = vit_forward(model, in.chw.data(), fo);
+  int target = -1;
   if (!r.logits.empty()) {
     ev.top5 = top_k_classes(r.logits, hp.labels, 5);
     ev.predicted = static_cast<int>(std::max_element(r.logits.begin(), r.logits.end()) - r.logits.begin());
+    target = *ev.predicted;
   }
+  const ViewInput vi{model, in, r, target};
+  std::vector<std::vector<float>> grids;  // per view (grid_h, grid_w)
   for (size_t i = 0; i < ctx.views.size(); ++i) {
-    const EvalView& v = ctx.views[i];
-    std::vector<float> grid;  // (grid_h, grid_w)
-    if (v.rollout) {
-      grid = class_row_map(attention_rollout(r, v.layer, v.head, v.discard), hp, r.tokens);  // R: (T, T)
-    } else {
-      grid = class_attention_map(r, hp, v.layer, v.head);
-    }
+    std::vector<float> grid = ctx.views[i].map(vi);
     if (i == ctx.selected) {
       bool flat = false;
       normalize_minmax(grid, &flat);
       if (flat) ev.notes.push_back("the selected view's map is constant; its pointing-game hit is arbitrary");
     }
-    const std::vector<float> on_photo = map_to_photo(grid, hp.grid_w, hp.grid_h, in.box, photo.width,
-                                                     photo.height, opt.view.upsample);  // (H, W)
-    ev.views.push_back({pointing_game(on_photo, mask, opt.tolerance_px), energy_in_mask(on_photo, mask)});
+    const std::vector<float> m = on_photo(ctx, grid, in, photo.width, photo.height);  // (H, W)
+    ev.views.push_back({pointing_game(m, mask, opt.tolerance_px), energy_in_mask(m, mask)});
+    grids.push_back(std::move(grid));
   }
+  const std::vector<float> centre = centre_prior_map(photo.width, photo.height);
+  ev.centre = {pointing_game(centre, mask, opt.tolerance_px), energy_in_mask(centre, mask)};
+  ev.random_pointing = random_pointing_expectation(mask, opt.tolerance_px);
+  std::set<int> classes;
+  for (const ItemMask& it : items) classes.insert(it.cls);
+  if (classes.size() >= 2 && target >= 0) ev.items = score_items(ctx, vi, grids, centre, photo.width, photo.height, items);
+  auto t0 = std::chrono::steady_clock::now();
+  const std::clock_t c0 = std::clock();
+  if (opt.perturb && target >= 0) ev.perturbation = perturb_image(ctx, vi, grids, input);
+  ev.perturb_cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+  auto t1 = std::chrono::steady_clock::now();
+  if (opt.sanity) ev.sanity = sanity_image(ctx, in, fo, grids, target);
+  ev.perturb_secs = std::chrono::duration<double>(t1 - t0).count();
+  ev.sanity_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   return ev;
 }
 
@@ -384,10 +549,19 @@ void evaluate_jobs(const EvalContext& ctx, const std::vector<Job>& jobs, const M
   const std::string masks_canon = canonical_or_empty(opt.masks_dir);
   const std::string masks_prefix = masks_canon.empty() ? std::string() : (fs::path(masks_canon) / "").string();
   const auto t0 = std::chrono::steady_clock::now();
+  bool noted_headless_items = false;
   for (const Job& job : jobs) {
     try {
       const std::string mask_path = mask_for_job(job, opt.masks_dir, masks_prefix, masks);
-      ImageEval ev = evaluate_image(ctx, job.input, mask_path, truth.truth_for(job.input));
+      const fs::path rel = fs::path(job.out_base).lexically_relative(opt.masks_dir);
+      const std::string stem = fs::path(job.input).stem().string();
+      const std::vector<ItemMask> items = masks.find_items(rel.generic_string(), stem, ctx.model->hp.labels);
+      if (!ctx.model->head.present() && !noted_headless_items && masks.has_item_masks(rel.generic_string(), stem)) {
+        std::cerr << "attnmap: note: class-specific pointing: item masks such as " << printable(stem)
+                  << ".<class>.* are present, but the model has no classifier head (no class to ask for); skipped\n";
+        noted_headless_items = true;
+      }
+      ImageEval ev = evaluate_image(ctx, job.input, mask_path, items, truth.truth_for(job.input));
       for (const auto& n : ev.notes) std::cerr << "attnmap: note: " << printable(job.input + ": " + n) << "\n";
       if (!opt.view.quiet) std::cout << printable(image_line(ctx, ev, num_classes)) << "\n";
       run.done.push_back(std::move(ev));
@@ -406,12 +580,100 @@ struct Row {
   double pointing = 0, energy = 0, ratio = 0, ratio_img = 0;
 };
 
+// Class-specific pointing over the images with items: per view the share of items whose asked map peaks on
+// them (asked), on another item (other), and the share of images where every item is hit as asked (all).
+struct ClassRow {
+  double asked = 0, other = 0, all = 0;
+};
+
 struct Summary {
   size_t n = 0;      // images evaluated
   double area = 0;   // mean mask area share: the uniform baseline
   int labelled = 0, correct = 0;
   std::vector<Row> rows;  // per view, in the order of ctx.views; zeros when n == 0
+  Row centre;             // the centre prior's pointing and energy
+  double random_pointing = 0;  // a random map's expected pointing
+  // class-specific pointing
+  size_t item_images = 0, items = 0;
+  std::vector<ClassRow> class_rows;
+  ClassRow centre_class;
+  double random_asked = 0;  // mean asked-item area share
+  // perturbation (mean curves over the images perturbed)
+  size_t perturbed = 0;
+  long forwards = 0;
+  double perturb_secs = 0, perturb_cpu = 0;
+  std::vector<std::vector<double>> pos, neg;  // per view, (10)
+  std::vector<double> random;                 // (10)
+  // sanity: mean Spearman, [k - 1][view]
+  size_t sanity_n = 0;
+  std::vector<std::vector<double>> rho;
+  double sanity_secs = 0;
 };
+
+// The best baselines: pointing max(centre prior, random map), energy max(uniform map, centre prior).
+double best_pointing_baseline(const Summary& s) { return std::max(s.centre.pointing, s.random_pointing); }
+double best_energy_baseline(const Summary& s) { return std::max(s.area, s.centre.energy); }
+
+// Adds each image's class-specific pointing, perturbation curves and sanity correlations into s.
+void summarise_faithfulness(const EvalContext& ctx, const std::vector<ImageEval>& done, Summary& s) {
+  const size_t V = ctx.views.size();
+  s.class_rows.assign(V, {});
+  s.pos.assign(V, std::vector<double>(10, 0.0));
+  s.neg = s.pos;
+  s.random.assign(10, 0.0);
+  s.rho.assign(ctx.randomised.size(), std::vector<double>(V, 0.0));
+  for (const ImageEval& ev : done) {
+    if (!ev.items.empty()) {
+      ++s.item_images;
+      std::vector<bool> all(V, true);
+      bool centre_all = true;
+      for (const ItemScore& it : ev.items) {
+        ++s.items;
+        for (size_t v = 0; v < V; ++v) {
+          s.class_rows[v].asked += it.asked[v];
+          s.class_rows[v].other += it.other[v];
+          all[v] = all[v] && it.asked[v];
+        }
+        s.centre_class.asked += it.centre_asked;
+        s.centre_class.other += it.centre_other;
+        centre_all = centre_all && it.centre_asked;
+        s.random_asked += it.area_share;
+      }
+      for (size_t v = 0; v < V; ++v) s.class_rows[v].all += all[v];
+      s.centre_class.all += centre_all;
+    }
+    s.perturb_secs += ev.perturb_secs;
+    s.perturb_cpu += ev.perturb_cpu;
+    s.sanity_secs += ev.sanity_secs;
+    if (ev.perturbation) {
+      ++s.perturbed;
+      s.forwards += ev.perturbation->forwards;
+      for (size_t v = 0; v < V; ++v)
+        for (size_t i = 0; i < 10; ++i) {
+          s.pos[v][i] += ev.perturbation->positive[v][i];
+          s.neg[v][i] += ev.perturbation->negative[v][i];
+        }
+      for (size_t i = 0; i < 10; ++i) s.random[i] += ev.perturbation->random[i];
+    }
+    if (!ev.sanity.empty()) {
+      ++s.sanity_n;
+      for (size_t k = 0; k < s.rho.size(); ++k)
+        for (size_t v = 0; v < V; ++v) s.rho[k][v] += ev.sanity[k][v];
+    }
+  }
+  const double ni = static_cast<double>(std::max<size_t>(s.items, 1)), nm = static_cast<double>(std::max<size_t>(s.item_images, 1));
+  for (ClassRow* r : {&s.centre_class}) *r = {r->asked / ni, r->other / ni, r->all / nm};
+  for (ClassRow& r : s.class_rows) r = {r.asked / ni, r.other / ni, r.all / nm};
+  s.random_asked /= ni;
+  const double np = static_cast<double>(std::max<size_t>(s.perturbed, 1));
+  for (auto* c : {&s.pos, &s.neg})
+    for (auto& curve : *c)
+      for (double& x : curve) x /= np;
+  for (double& x : s.random) x /= np;
+  const double ns = static_cast<double>(std::max<size_t>(s.sanity_n, 1));
+  for (auto& row : s.rho)
+    for (double& x : row) x /= ns;
+}
 
 Summary summarise(const EvalContext& ctx, const std::vector<ImageEval>& done) {
   Summary s;
@@ -419,12 +681,21 @@ Summary summarise(const EvalContext& ctx, const std::vector<ImageEval>& done) {
   const size_t n = s.n;
   for (const auto& ev : done) {
     s.area += ev.area_share;
+    s.centre.pointing += ev.centre.hit ? 1.0 : 0.0;
+    s.centre.energy += ev.centre.energy;
+    s.random_pointing += ev.random_pointing;
     if (ev.truth && ev.predicted) {
       ++s.labelled;
       s.correct += *ev.truth == *ev.predicted;
     }
   }
-  if (n) s.area /= static_cast<double>(n);
+  if (n) {
+    s.area /= static_cast<double>(n);
+    s.centre.pointing /= static_cast<double>(n);
+    s.centre.energy /= static_cast<double>(n);
+    s.centre.ratio = s.centre.energy / s.area;
+    s.random_pointing /= static_cast<double>(n);
+  }
   s.rows.resize(ctx.views.size());
   for (size_t v = 0; v < ctx.views.size() && n; ++v) {
     Row& r = s.rows[v];
@@ -438,31 +709,133 @@ Summary summarise(const EvalContext& ctx, const std::vector<ImageEval>& done) {
     r.ratio_img /= static_cast<double>(n);
     r.ratio = r.energy / s.area;
   }
+  summarise_faithfulness(ctx, done, s);
   return s;
 }
 
-// The table of views (pointing, energy, ratio; the selected one starred) and the line naming the best.
+// Width of the view-name column: the longest view name plus " *", at least 15.
+size_t name_width(const EvalContext& ctx) {
+  size_t width = 15;
+  for (const auto& v : ctx.views) width = std::max(width, v.name.size() + 2);
+  return width;
+}
+
+std::string padded(std::string s, size_t width) {
+  s.resize(std::max(width, s.size()), ' ');
+  return s;
+}
+
+// The table of views (pointing, energy, ratio, the margins over the best baseline; the selected one
+// starred), the baselines' rows, and the line naming the best.
 void print_view_table(std::ostream& out, const EvalContext& ctx, const Summary& s) {
   const std::vector<Row>& rows = s.rows;
-  size_t width = 13;  // name column: the longest view name plus " *"
-  for (const auto& v : ctx.views) width = std::max(width, v.name.size() + 2);
-  out << std::string("view") + std::string(width - 4, ' ') + "  pointing   energy    ratio\n";
+  const size_t width = name_width(ctx);
+  const double bp = best_pointing_baseline(s), be = best_energy_baseline(s);
+  out << padded("view", width) + "  pointing   energy    ratio  pointing-base  energy-base\n";
   size_t best_p = 0, best_e = 0;
   for (size_t v = 0; v < ctx.views.size(); ++v) {
     const Row& r = rows[v];
-    std::string name = ctx.views[v].name + (v == ctx.selected ? " *" : "");
-    name.resize(width, ' ');
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "%s %9.3f %8.3f %7.2fx\n", name.c_str(), r.pointing, r.energy, r.ratio);
+    const std::string name = padded(ctx.views[v].name + (v == ctx.selected ? " *" : ""), width);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s %9.3f %8.3f %7.2fx %+14.3f %+12.3f\n", name.c_str(), r.pointing, r.energy,
+                  r.ratio, r.pointing - bp, r.energy - be);
     out << buf;
     if (r.pointing > rows[best_p].pointing ||
         (r.pointing == rows[best_p].pointing && r.energy > rows[best_p].energy))
       best_p = v;
     if (r.energy > rows[best_e].energy) best_e = v;
   }
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s %9.3f %8.3f %7.2fx\n", padded("(centre prior)", width).c_str(), s.centre.pointing,
+                s.centre.energy, s.centre.ratio);
+  out << buf;
+  std::snprintf(buf, sizeof buf, "%s %9s %8.3f %7.2fx\n", padded("(uniform map)", width).c_str(), "-", s.area, 1.0);
+  out << buf;
+  std::snprintf(buf, sizeof buf, "%s %9.3f %8s\n", padded("(random map)", width).c_str(), s.random_pointing, "-");
+  out << buf;
   out << "* selected view (--layer/--head/--rollout or the model's default); pointing tolerance "
       << ctx.opt->tolerance_px << " px; best pointing game: " << ctx.views[best_p].name
       << ", best energy: " << ctx.views[best_e].name << "\n";
+  out << "baselines (no model): centre prior = Gaussian at the image centre, sigma 0.25 x the shorter side; "
+         "uniform map: energy = mask area share; random map: expected pointing = mask area share; "
+         "pointing-base = pointing - "
+      << fmt("%.3f", bp) << ", energy-base = energy - " << fmt("%.3f", be) << " (the best baseline of each)\n";
+}
+
+// Class-specific pointing: each item's class asked in turn (printed when images have two or more items).
+void print_class_table(std::ostream& out, const EvalContext& ctx, const Summary& s) {
+  if (!s.item_images) return;
+  const size_t width = name_width(ctx) + 12;  // " (any class)"
+  out << "\nclass-specific pointing: " << s.item_images << " images, " << s.items
+      << " items of different classes; each item's class asked in turn\n";
+  out << padded("view", width) + "     asked    other  all items\n";
+  auto row = [&](const std::string& name, const ClassRow& r) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s %9.3f %8.3f %10.3f\n", padded(name, width).c_str(), r.asked, r.other, r.all);
+    out << buf;
+  };
+  for (size_t v = 0; v < ctx.views.size(); ++v)
+    row(ctx.views[v].name + (ctx.views[v].class_specific ? "" : " (any class)"), s.class_rows[v]);
+  row("(centre prior)", s.centre_class);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s %9.3f %8s %10s\n", padded("(random map)", width).c_str(), s.random_asked, "-", "-");
+  out << buf;
+  out << "asked: the map for an item's class peaks on that item; other: on another item instead; all items: every "
+         "item of the image hit as asked. A view marked (any class) gives one map whatever the class, so it "
+         "cannot score all items on images whose items do not overlap\n";
+}
+
+// Perturbation AUCs: per view, positive (most relevant patches removed first; lower is better) and negative
+// (least relevant first; higher is better), with random orders as the baseline.
+void print_perturbation_table(std::ostream& out, const EvalContext& ctx, const Summary& s) {
+  if (!s.perturbed) return;
+  const size_t width = name_width(ctx);
+  const std::vector<double> f = perturbation_fractions();
+  out << "\nperturbation (" << (*ctx.opt->perturb == PerturbMode::Drop ? "drop: patch tokens leave the sequence"
+                                                                   : "zero: patch pixels set to black")
+      << "; target = each image's top-1; AUC of its probability over 0-90 % of the patches removed)\n";
+  out << padded("view", width) + "  positive  negative  neg-pos\n";
+  const double rnd = trapezoid_auc(f, s.random);
+  for (size_t v = 0; v < ctx.views.size(); ++v) {
+    const double p = trapezoid_auc(f, s.pos[v]), n = trapezoid_auc(f, s.neg[v]);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s %9.3f %9.3f %+8.3f\n", padded(ctx.views[v].name + (v == ctx.selected ? " *" : ""), width).c_str(),
+                  p, n, n - p);
+    out << buf;
+  }
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s %9.3f %9.3f %+8.3f\n", padded("(random order)", width).c_str(), rnd, rnd, 0.0);
+  out << buf;
+  std::snprintf(buf, sizeof buf,
+                "positive: lower is better, negative: higher is better; random: mean of %d fixed-seed orders; "
+                "%zu images, %ld forward passes, %.2f s (processor time %.2f s)\n",
+                std::max(1, ctx.opt->perturb_seeds), s.perturbed, s.forwards, s.perturb_secs, s.perturb_cpu);
+  out << buf;
+}
+
+// Sanity: mean Spearman of each view's maps with the trained model's, top k blocks randomised.
+void print_sanity_table(std::ostream& out, const EvalContext& ctx, const Summary& s) {
+  if (!s.sanity_n) return;
+  const size_t width = name_width(ctx);
+  const int depth = static_cast<int>(ctx.randomised.size());
+  out << "\nsanity (model randomisation, Adebayo et al. 2018): mean Spearman rank correlation with the trained "
+         "model's maps, blocks re-initialised from the top\n";
+  std::string head = padded("view", width);
+  for (int k = 1; k <= depth; ++k) head += (k == depth ? "    all " : "    top ") + std::to_string(k);
+  out << head << "\n";
+  std::vector<std::string> flagged;
+  for (size_t v = 0; v < ctx.views.size(); ++v) {
+    std::string line = padded(ctx.views[v].name, width);
+    for (int k = 0; k < depth; ++k) line += fmt(" %8.3f", s.rho[static_cast<size_t>(k)][v]);
+    const bool flag = s.rho.back()[v] > ctx.opt->sanity_flag;
+    if (flag) flagged.push_back(ctx.views[v].name);
+    out << line << (flag ? "  <- unchanged" : "") << "\n";
+  }
+  std::string list;
+  for (const auto& f : flagged) list += (list.empty() ? "" : ", ") + f;
+  out << "flagged (correlation > " << fmt("%.2f", ctx.opt->sanity_flag)
+      << " with every block randomised: the map does not depend on the weights): "
+      << (list.empty() ? "none" : list) << fmt("; %.2f s\n", s.sanity_secs);
 }
 
 // The summary on standard output (nothing when no image was evaluated).
@@ -481,6 +854,9 @@ void print_summary(std::ostream& out, const EvalContext& ctx, const Summary& s, 
       out << "top-1 accuracy: no image has a known class (labels.csv or a class name in the file name)\n";
   }
   print_view_table(out, ctx, s);
+  print_class_table(out, ctx, s);
+  print_perturbation_table(out, ctx, s);
+  print_sanity_table(out, ctx, s);
 }
 
 // One image's JSON entry.
@@ -498,7 +874,82 @@ nlohmann::ordered_json image_json(const EvalContext& ctx, const ImageEval& ev) {
   for (size_t v = 0; v < ctx.views.size(); ++v)
     vs[ctx.views[v].name] = {{"hit", ev.views[v].hit}, {"energy", ev.views[v].energy}};
   e["views"] = vs;
+  e["centre_prior"] = {{"hit", ev.centre.hit}, {"energy", ev.centre.energy}};
+  e["random_pointing"] = ev.random_pointing;
+  if (!ev.items.empty()) {
+    nlohmann::ordered_json items = nlohmann::ordered_json::array();
+    for (const ItemScore& it : ev.items) {
+      nlohmann::ordered_json iv = nlohmann::ordered_json::object();
+      for (size_t v = 0; v < ctx.views.size(); ++v)
+        iv[ctx.views[v].name] = {{"asked", static_cast<bool>(it.asked[v])}, {"other", static_cast<bool>(it.other[v])}};
+      items.push_back({{"class", it.cls}, {"mask", it.mask}, {"area_share", it.area_share},
+                       {"centre_prior", {{"asked", it.centre_asked}, {"other", it.centre_other}}}, {"views", iv}});
+    }
+    e["items"] = items;
+  }
+  if (ev.perturbation) {
+    const std::vector<double> f = perturbation_fractions();
+    nlohmann::ordered_json pv = nlohmann::ordered_json::object();
+    for (size_t v = 0; v < ctx.views.size(); ++v)
+      pv[ctx.views[v].name] = {{"positive_auc", trapezoid_auc(f, ev.perturbation->positive[v])},
+                               {"negative_auc", trapezoid_auc(f, ev.perturbation->negative[v])}};
+    e["perturbation"] = {{"target", ev.perturbation->target},
+                         {"random_auc", trapezoid_auc(f, ev.perturbation->random)}, {"views", pv}};
+  }
   return e;
+}
+
+// The faithfulness figures of the summary: baselines, margins (into each view), class-specific pointing,
+// perturbation and sanity (null when not run).
+void faithfulness_json(const EvalContext& ctx, const Summary& sum, nlohmann::ordered_json& s) {
+  using J = nlohmann::ordered_json;
+  const double bp = best_pointing_baseline(sum), be = best_energy_baseline(sum);
+  s["baselines"] = {{"uniform_energy", sum.area},
+                    {"centre_prior", {{"pointing_game", sum.centre.pointing}, {"energy_in_mask", sum.centre.energy}}},
+                    {"random_pointing_game", sum.random_pointing},
+                    {"best_pointing", bp},
+                    {"best_energy", be}};
+  for (size_t v = 0; v < ctx.views.size() && sum.n; ++v) {
+    s["views"][ctx.views[v].name]["margin_pointing"] = sum.rows[v].pointing - bp;
+    s["views"][ctx.views[v].name]["margin_energy"] = sum.rows[v].energy - be;
+  }
+  J cp = nullptr;
+  if (sum.item_images) {
+    J views = J::object();
+    for (size_t v = 0; v < ctx.views.size(); ++v)
+      views[ctx.views[v].name] = {{"asked", sum.class_rows[v].asked}, {"other", sum.class_rows[v].other},
+                                  {"all_items", sum.class_rows[v].all}, {"class_specific", ctx.views[v].class_specific}};
+    cp = {{"images", sum.item_images}, {"items", sum.items}, {"views", views},
+          {"centre_prior", {{"asked", sum.centre_class.asked}, {"other", sum.centre_class.other}, {"all_items", sum.centre_class.all}}},
+          {"random_asked", sum.random_asked}};
+  }
+  s["class_pointing"] = cp;
+  J pt = nullptr;
+  if (sum.perturbed) {
+    const std::vector<double> f = perturbation_fractions();
+    J views = J::object();
+    for (size_t v = 0; v < ctx.views.size(); ++v)
+      views[ctx.views[v].name] = {{"positive_auc", trapezoid_auc(f, sum.pos[v])}, {"negative_auc", trapezoid_auc(f, sum.neg[v])},
+                                  {"positive_curve", sum.pos[v]}, {"negative_curve", sum.neg[v]}};
+    pt = {{"mode", *ctx.opt->perturb == PerturbMode::Drop ? "drop" : "zero"}, {"target", "top-1"},
+          {"fractions", f}, {"images", sum.perturbed}, {"forward_passes", sum.forwards}, {"seconds", sum.perturb_secs}, {"cpu_seconds", sum.perturb_cpu},
+          {"random_seeds", std::max(1, ctx.opt->perturb_seeds)},
+          {"random", {{"auc", trapezoid_auc(f, sum.random)}, {"curve", sum.random}}}, {"views", views}};
+  }
+  s["perturbation"] = pt;
+  J sn = nullptr;
+  if (sum.sanity_n) {
+    J views = J::object();
+    for (size_t v = 0; v < ctx.views.size(); ++v) {
+      std::vector<double> r;
+      for (const auto& row : sum.rho) r.push_back(row[v]);
+      views[ctx.views[v].name] = {{"spearman", r}, {"flagged", r.back() > ctx.opt->sanity_flag}};
+    }
+    sn = {{"images", sum.sanity_n}, {"blocks_randomised_from_top", J::array()}, {"flag_above", ctx.opt->sanity_flag},
+          {"seconds", sum.sanity_secs}, {"views", views}};
+    for (size_t k = 1; k <= sum.rho.size(); ++k) sn["blocks_randomised_from_top"].push_back(k);
+  }
+  s["sanity"] = sn;
 }
 
 // The --json document: the run's settings, the summary, every image, every error.
@@ -541,6 +992,7 @@ nlohmann::ordered_json eval_json(const EvalContext& ctx, const std::string& weig
     s["top1"] = nullptr;
   }
   s["views"] = views;
+  faithfulness_json(ctx, sum, s);
   j["summary"] = s;
   nlohmann::ordered_json imgs = nlohmann::ordered_json::array();
   for (const auto& ev : run.done) imgs.push_back(image_json(ctx, ev));
@@ -582,6 +1034,9 @@ int run_eval(const EvalOptions& opt) {
   set_eval_blas_threads();
   const bool classify = model.head.present();
   const int num_classes = classify ? model.head.out : 0;
+  if (opt.perturb && !classify)
+    std::cerr << "attnmap: note: --perturb: the model has no classifier head, so there is no class probability to "
+                 "perturb against; perturbation skipped\n";
 
   // Inputs: plan_jobs walks folders (sorted, hidden entries skipped) and skips the masks folder given as its
   // "output" folder; out_base relative to it is the image's path below its input folder, without extension.

@@ -166,9 +166,9 @@ void qkv_forward(Activations& a, const BlockWeights& blk, const HParams& hp, int
 
 // The drawn layer l: only the class token's row of each head's probabilities is needed, (1, T) per
 // head instead of (T, T), and no attention output. Into each result's cls_attn[l] (H, T).
-void cls_row_attention(std::vector<ForwardResult>& res, const Activations& a, const HParams& hp, int l) {
+void cls_row_attention(std::vector<ForwardResult>& res, const Activations& a, const HParams& hp, int l, int T) {
   const int B = static_cast<int>(res.size());
-  const int T = hp.tokens(), H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
+  const int H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
   for (int b = 0; b < B; ++b) {
     ForwardResult& r = res[static_cast<size_t>(b)];
@@ -184,9 +184,9 @@ void cls_row_attention(std::vector<ForwardResult>& res, const Activations& a, co
 // Layer l's attention, image by image: att (T, inner) of each image from its qkv (T, 3*inner); its
 // probabilities (H, T, T) go to cls_attn[l] (class rows), attn[l] with keep_full, and opt.on_probs.
 void attention_layer(std::vector<ForwardResult>& res, Activations& a, const HParams& hp, int l,
-                     const ForwardOptions& opt) {
+                     const ForwardOptions& opt, int T) {
   const int B = static_cast<int>(res.size());
-  const int T = hp.tokens(), H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
+  const int H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
   const size_t TT = static_cast<size_t>(T) * T;
   std::vector<float>& probs = a.probs;
   for (int b = 0; b < B; ++b) {
@@ -201,9 +201,9 @@ void attention_layer(std::vector<ForwardResult>& res, Activations& a, const HPar
 }
 
 // Seed layout: the output is weights.V, each image's att (T, inner) into its tokens_out.
-void seed_output(std::vector<ForwardResult>& res, const Activations& a, const HParams& hp) {
+void seed_output(std::vector<ForwardResult>& res, const Activations& a, const HParams& hp, int T) {
   const int B = static_cast<int>(res.size());
-  const int T = hp.tokens(), inner = hp.inner();
+  const int inner = hp.inner();
   for (int b = 0; b < B; ++b)
     res[static_cast<size_t>(b)].tokens_out.assign(a.att.begin() + static_cast<long>(b) * T * inner,
                                                   a.att.begin() + static_cast<long>(b + 1) * T * inner);
@@ -241,10 +241,10 @@ void logits_forward(ForwardResult& r, const ViTWeights& w, const float* tokens) 
 
 // After the last block: the final LayerNorm (if any) of x (B*T, D), each image's tokens (T, D) into
 // tokens_out, and with a head its logits.
-void final_forward(std::vector<ForwardResult>& res, Activations& a, const ViTWeights& w, int BT) {
+void final_forward(std::vector<ForwardResult>& res, Activations& a, const ViTWeights& w, int BT, int T) {
   const HParams& hp = w.hp;
   const int B = static_cast<int>(res.size());
-  const int T = hp.tokens(), D = hp.dim;
+  const int D = hp.dim;
   const float* fin = a.x.data();
   if (w.norm.present()) {
     layernorm_forward(a.xn.data(), a.x.data(), w.norm.weight.data(), w.norm.bias.data(), BT, D, hp.eps);
@@ -257,13 +257,51 @@ void final_forward(std::vector<ForwardResult>& res, Activations& a, const ViTWei
   }
 }
 
+// The tokens after token dropping: T' = num_prefix + |keep|. Throws attnmap::Error for a bad list.
+int kept_tokens(const HParams& hp, const std::vector<int>& keep) {
+  if (hp.cls_is_mean)
+    throw Error("keep_patches: this model's class token is the mean of the patch tokens; dropping patches is not defined for it");
+  const int N = hp.grid_w * hp.grid_h;
+  for (size_t i = 0; i < keep.size(); ++i)
+    if (keep[i] < 0 || keep[i] >= N || (i > 0 && keep[i] <= keep[i - 1]))
+      throw Error("keep_patches: patch indices must be strictly increasing in 0.." + std::to_string(N - 1) +
+                  ", found " + std::to_string(keep[i]) + " at position " + std::to_string(i));
+  return hp.num_prefix + static_cast<int>(keep.size());
+}
+
+// The token count of a forward pass: T, or T' with token dropping. Throws attnmap::Error for bad lists.
+int forward_tokens(const HParams& hp, const ForwardOptions& opt, int B) {
+  if (opt.keep_patches_each.empty()) return opt.keep_patches ? kept_tokens(hp, *opt.keep_patches) : hp.tokens();
+  if (opt.keep_patches_each.size() != static_cast<size_t>(B))
+    throw Error("keep_patches_each: " + std::to_string(opt.keep_patches_each.size()) + " lists for " +
+                std::to_string(B) + " images");
+  const int T = kept_tokens(hp, opt.keep_patches_each.front());
+  for (const std::vector<int>& k : opt.keep_patches_each)
+    if (kept_tokens(hp, k) != T)
+      throw Error("keep_patches_each: every image must keep the same number of patches (" +
+                  std::to_string(T - hp.num_prefix) + " and " + std::to_string(k.size()) + ")");
+  return T;
+}
+
+// One image's tokens (T', D) into x: embedded in full (embed_tokens), then the prefix rows and the kept patch rows.
+void embed_kept(float* x, const ViTWeights& w, const float* image, const std::vector<int>& keep) {
+  const HParams& hp = w.hp;
+  const size_t D = static_cast<size_t>(hp.dim), P = static_cast<size_t>(hp.num_prefix);
+  std::vector<float> full(static_cast<size_t>(hp.tokens()) * D);  // (T, D)
+  embed_tokens(full.data(), w, image);
+  std::copy_n(full.data(), P * D, x);
+  for (size_t i = 0; i < keep.size(); ++i)
+    std::copy_n(&full[(P + static_cast<size_t>(keep[i])) * D], D, x + (P + i) * D);
+}
+
 }  // namespace
 
 std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<const float*>& images,
                                        const ForwardOptions& opt) {
   const HParams& hp = w.hp;
   const int B = static_cast<int>(images.size());
-  const int T = hp.tokens(), D = hp.dim, H = hp.num_heads;
+  const int T = forward_tokens(hp, opt, B);
+  const int D = hp.dim, H = hp.num_heads;
   const int last = opt.to_end ? hp.depth - 1 : resolve_layer(opt.last_layer, hp.depth);
   const int L = last + 1;
   const int BT = B * T;
@@ -271,24 +309,33 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
 
   std::vector<ForwardResult> res = make_results(B, L, H, T, opt.keep_full);
   Activations a = make_activations(hp, BT, TT);
-  for (int b = 0; b < B; ++b) embed_tokens(&a.x[static_cast<size_t>(b) * T * D], w, images[static_cast<size_t>(b)]);
+  for (int b = 0; b < B; ++b) {
+    float* xb = &a.x[static_cast<size_t>(b) * T * D];
+    const std::vector<int>* keep = !opt.keep_patches_each.empty() ? &opt.keep_patches_each[static_cast<size_t>(b)]
+                                   : opt.keep_patches            ? &*opt.keep_patches
+                                                                 : nullptr;
+    if (keep)
+      embed_kept(xb, w, images[static_cast<size_t>(b)], *keep);
+    else
+      embed_tokens(xb, w, images[static_cast<size_t>(b)]);
+  }
 
   for (int l = 0; l < L; ++l) {
     const BlockWeights& blk = w.blocks[static_cast<size_t>(l)];
     qkv_forward(a, blk, hp, BT);
     if (l == L - 1 && !opt.keep_full && !opt.to_end && !opt.on_probs) {
-      cls_row_attention(res, a, hp, l);
+      cls_row_attention(res, a, hp, l, T);
       break;
     }
-    attention_layer(res, a, hp, l, opt);
+    attention_layer(res, a, hp, l, opt, T);
     if (!hp.residual_mlp) {  // seed layout: the output is weights.V
-      if (opt.to_end) seed_output(res, a, hp);
+      if (opt.to_end) seed_output(res, a, hp, T);
       continue;
     }
     if (l == L - 1 && !opt.to_end) break;  // the maps need nothing past this block's attention
     residual_mlp_forward(a, blk, hp, BT);
   }
-  if (opt.to_end && hp.residual_mlp) final_forward(res, a, w, BT);
+  if (opt.to_end && hp.residual_mlp) final_forward(res, a, w, BT, T);
   return res;
 }
 

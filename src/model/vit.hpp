@@ -2,6 +2,7 @@
 // the guide's single attention layer, recording the attention probabilities the maps are drawn from.
 #pragma once
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "checkpoint/weights.hpp"
@@ -16,6 +17,17 @@ struct ForwardOptions {
   /// (L, H, T, T) storage. The pointer is valid during the call only.
   std::function<void(int, int, const float*)> on_probs;
   bool to_end = false;     ///< run every block and the final LayerNorm (tokens, classifier logits)
+  /// Token dropping (Chefer et al. 2021's perturbation test): when set, only these patch tokens (0-based
+  /// row-major grid indices, strictly increasing, each < grid_w * grid_h; may be empty) stay in the
+  /// sequence. They are cut *after* the position embedding is added, so each kept patch keeps its own
+  /// position; the prefix tokens (class, distillation, registers) always stay. Attention then runs over
+  /// T' = num_prefix + keep_patches.size() tokens, and ForwardResult::tokens is T'. Unset: every patch (the
+  /// usual pass, unchanged). Refused (attnmap::Error) for a class token that is the mean of the patches.
+  std::optional<std::vector<int>> keep_patches;
+  /// Batched token dropping: one keep list per image (each as keep_patches; all of one length, since the
+  /// images share one token count). When non-empty it is used instead of keep_patches and must have one
+  /// entry per image (attnmap::Error otherwise).
+  std::vector<std::vector<int>> keep_patches_each;
 };
 
 /// What one image's forward pass recorded. L = layers computed, H = heads, T = tokens (prefix + patches).
