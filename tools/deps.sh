@@ -6,7 +6,9 @@
 set -euo pipefail
 RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev libfast-float-dev libopenblas-dev
          libspng-dev libexif-dev fonts-dejavu-core)
-TEST=(libgtest-dev util-linux clang libclang-rt-14-dev nodejs chromium)
+# slurm-wlm (slurmctld, slurmd, slurm-client) and munge: ctest Slurm.ArrayJobShardsEqualOneRun starts its own
+# daemons (no service is enabled or started by that test); python3 reads its manifests.
+TEST=(libgtest-dev util-linux clang libclang-rt-14-dev nodejs chromium slurm-wlm munge python3)
 PACKAGES=("${RUNTIME[@]}")
 if [ "${1:-}" = test ]; then PACKAGES+=("${TEST[@]}"); fi
 missing=()
