@@ -16,7 +16,8 @@
 #      written and before the rest; then the same array is resubmitted as the recipe says: OUT2 equals REF,
 #      every image written before the kill is "skipped" in the new manifests and the summary lines.
 # Not as root: exit 77 (skipped; slurmd launches jobs as root here). Every wait is bounded; the whole test
-# takes about a minute (docs/notes-slurm.md). ATTNMAP_SLURM_KEEP=1 keeps the temporary folder.
+# takes well under a minute (docs/notes-slurm.md). ATTNMAP_SLURM_KEEP=1 keeps the temporary folder;
+# ATTNMAP_SLURM_WATCHDOG=S moves the watchdog (below) from 200 s.
 #   usage: run_slurm_test.sh SOURCE_DIR ATTNMAP_BINARY
 set -euo pipefail
 src="$(cd "$1" && pwd)"
@@ -35,6 +36,16 @@ for c in munged munge slurmctld slurmd sbatch squeue sinfo scancel scontrol srun
   command -v "$c" >/dev/null || fail "$c not found (bash tools/deps.sh test installs slurm-wlm, munge, python3)"
 done
 
+# Settings inherited from outside must not steer this cluster's commands (a CI that itself runs inside a
+# Slurm job) nor the byte-for-byte comparison (OPENBLAS_NUM_THREADS hands the thread count to OpenBLAS,
+# whose rounding then depends on it: docs/batch.md).
+for v in $(compgen -e); do
+  case "$v" in
+    SLURM_* | SBATCH_* | SRUN_* | SALLOC_* | SQUEUE_* | SINFO_* | SCONTROL_* | SCANCEL_*) unset "$v" ;;
+    OPENBLAS_NUM_THREADS | OMP_NUM_THREADS | GOTO_NUM_THREADS) unset "$v" ;;
+  esac
+done
+
 # /tmp, not TMPDIR: munged and slurmd put unix sockets in it (108-byte path limit); munged wants the
 # folders above its socket not writable by others (sticky /tmp is fine).
 T="$(mktemp -d /tmp/attnmap-slurm.XXXXXX)"
@@ -43,7 +54,7 @@ mkdir -p "$T/munge" "$T/state" "$T/spool" "$T/log" "$T/jobs"
 cd "$T"  # the jobs' working folder too (sbatch's default)
 export SLURM_CONF="$T/slurm.conf"
 MARK="ATTNMAP_SLURM_TEST=$T"  # in the environment of every process started here, and of nothing else
-munged_pid="" ctld_pid="" slurmd_pid=""
+munged_pid="" ctld_pid="" slurmd_pid="" watchdog_pid=""
 
 # Ends a process started here: SIGTERM, up to $2 seconds, then SIGKILL.
 stop_pid() {
@@ -78,15 +89,14 @@ print_logs() {
 
 cleanup() {
   local rc=$?
-  trap - EXIT INT TERM HUP
+  trap - EXIT
+  trap ':' INT TERM HUP  # the cleanup is bounded; it is not cut short (':', not '': children keep SIGTERM)
   set +e
+  [ -z "$watchdog_pid" ] || { kill -TERM "$watchdog_pid" 2>/dev/null; wait "$watchdog_pid" 2>/dev/null; }
   if [ -n "$ctld_pid" ] && kill -0 "$ctld_pid" 2>/dev/null; then
     timeout 10 scancel --quiet --user=root 2>/dev/null
-    local i
-    for i in $(seq 1 100); do
-      [ -z "$(timeout 10 squeue -h -o %i 2>/dev/null)" ] && break
-      sleep 0.2
-    done
+    local end=$((SECONDS + 20))
+    while [ $SECONDS -lt $end ] && [ -n "$(timeout 5 squeue -h -o %i 2>/dev/null)" ]; do sleep 0.2; done
   fi
   [ "$rc" = 0 ] || print_logs
   stop_pid "$slurmd_pid" 10
@@ -102,6 +112,13 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 143' INT TERM HUP
+# The watchdog: SIGTERM to this script after 200 s, so that the cleanup above runs well within ctest's
+# TIMEOUT (290 s; a ctest timeout kills without a trap). It waits in bash's own `read -t` on a FIFO that
+# nobody writes, so killing it leaves no child behind.
+mkfifo "$T/watchdog"
+wd="${ATTNMAP_SLURM_WATCHDOG:-200}"
+( exec 3<>"$T/watchdog"; read -r -t "$wd" -u 3 || { echo "[slurm] watchdog: $wd s, stopping"; kill -TERM $$; } ) &
+watchdog_pid=$!
 
 # Two TCP ports no socket of this machine uses now (/proc/net/tcp*), below the ephemeral range.
 free_ports() {
