@@ -53,7 +53,7 @@ chmod 0755 "$T"
 mkdir -p "$T/munge" "$T/state" "$T/spool" "$T/log" "$T/jobs"
 cd "$T"  # the jobs' working folder too (sbatch's default)
 export SLURM_CONF="$T/slurm.conf"
-MARK="ATTNMAP_SLURM_TEST=$T"  # in the environment of every process started here, and of nothing else
+MARK="ATTNMAP_SLURM_TEST=$T"  # in the environment of the Slurm daemons and jobs started here, of nothing else
 munged_pid="" ctld_pid="" slurmd_pid="" watchdog_pid=""
 
 # Ends a process started here: SIGTERM, up to $2 seconds, then SIGKILL.
@@ -186,7 +186,7 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 ReturnToService=2
 SlurmdParameters=config_overrides
-MessageTimeout=10
+MessageTimeout=20
 KillWait=5
 MinJobAge=600
 NodeName=attnmap0 NodeAddr=127.0.0.1 NodeHostname=$host CPUs=4 State=UNKNOWN
