@@ -69,10 +69,10 @@ stop_pid() {
 # Pids of the processes whose environment holds $MARK (slurmstepd, job scripts, srun, attnmap): this run's.
 marked_pids() {
   local e
-  for e in /proc/[0-9]*/environ; do
-    grep -qszxF "$MARK" "$e" && { e="${e#/proc/}"; echo "${e%/environ}"; }
+  for e in $(grep -lszxF "$MARK" /proc/[0-9]*/environ); do
+    e="${e#/proc/}"
+    echo "${e%/environ}"
   done
-  return 0
 }
 
 print_logs() {
@@ -99,6 +99,7 @@ cleanup() {
     while [ $SECONDS -lt $end ] && [ -n "$(timeout 5 squeue -h -o %i 2>/dev/null)" ]; do sleep 0.2; done
   fi
   [ "$rc" = 0 ] || print_logs
+  say "stopping slurmd, slurmctld, munged"
   stop_pid "$slurmd_pid" 10
   stop_pid "$ctld_pid" 10
   local p left
