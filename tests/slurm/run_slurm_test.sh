@@ -28,6 +28,7 @@ t0=$SECONDS
 say() { printf '[slurm %3ds] %s\n' $((SECONDS - t0)) "$*"; }
 fail() { say "FAILED: $*"; exit 1; }
 
+export PATH="$PATH:/usr/sbin:/sbin"  # munged, slurmctld, slurmd
 if [ "$(id -u)" != 0 ]; then
   echo "skipped: this test starts slurmd, which runs the jobs' processes as root here; run it as root"
   exit 77
@@ -143,8 +144,8 @@ start_munge() {
       --pid-file="$T/munge/munged.pid" --log-file="$T/log/munged.log" --seed-file="$T/munge/munged.seed" \
       >"$T/log/munged.out" 2>&1 &
   munged_pid=$!
-  local i
-  for i in $(seq 1 100); do
+  local end=$((SECONDS + 20))
+  while [ $SECONDS -lt $end ]; do
     if munge -S "$T/munge/socket" -n 2>/dev/null | unmunge -S "$T/munge/socket" >/dev/null 2>&1; then return 0; fi
     kill -0 "$munged_pid" 2>/dev/null || break
     sleep 0.1
@@ -154,7 +155,8 @@ start_munge() {
 
 write_conf() {
   local host
-  host="$(hostname -s)"
+  host="$(uname -n)"
+  host="${host%%.*}"  # what slurmctld compares SlurmctldHost with
   cat >"$SLURM_CONF" <<EOF
 # attnmap test cluster (tests/slurm/run_slurm_test.sh); everything under $T
 ClusterName=attnmaptest
@@ -196,19 +198,20 @@ EOF
   : >"$T/plugstack.conf"
 }
 
-# slurmctld, then slurmd; returns 1 (daemons stopped again) when the node is not idle within 30 s.
+# slurmctld, then slurmd; returns 1 (daemons stopped again) when the controller does not answer within
+# 40 s or the node is not idle 40 s later (a daemon that cannot bind its port exits at once).
 start_slurm() {
-  local i
+  local end=$((SECONDS + 40))
   env "$MARK" slurmctld -D -f "$SLURM_CONF" >>"$T/log/slurmctld.out" 2>&1 &
   ctld_pid=$!
-  for i in $(seq 1 100); do
-    [[ "$(timeout 5 scontrol ping 2>/dev/null)" == *"is UP"* ]] && break
-    kill -0 "$ctld_pid" 2>/dev/null || break
+  until [[ "$(timeout 5 scontrol ping 2>/dev/null)" == *"is UP"* ]]; do
+    kill -0 "$ctld_pid" 2>/dev/null && [ $SECONDS -lt $end ] || break
     sleep 0.3
   done
   env "$MARK" slurmd -D -N attnmap0 -f "$SLURM_CONF" >>"$T/log/slurmd.out" 2>&1 &
   slurmd_pid=$!
-  for i in $(seq 1 100); do
+  end=$((SECONDS + 40))
+  while [ $SECONDS -lt $end ]; do
     [ "$(timeout 5 sinfo -h -N -n attnmap0 -o %T 2>/dev/null)" = idle ] && return 0
     kill -0 "$ctld_pid" 2>/dev/null && kill -0 "$slurmd_pid" 2>/dev/null || break
     sleep 0.3
