@@ -47,15 +47,7 @@ for v in $(compgen -e); do
   esac
 done
 
-# /tmp, not TMPDIR: munged and slurmd put unix sockets in it (108-byte path limit); munged wants the
-# folders above its socket not writable by others (sticky /tmp is fine).
-T="$(mktemp -d /tmp/attnmap-slurm.XXXXXX)"
-chmod 0755 "$T"
-mkdir -p "$T/munge" "$T/state" "$T/spool" "$T/log" "$T/jobs"
-cd "$T"  # the jobs' working folder too (sbatch's default)
-export SLURM_CONF="$T/slurm.conf"
-MARK="ATTNMAP_SLURM_TEST=$T"  # in the environment of the Slurm daemons and jobs started here, of nothing else
-munged_pid="" ctld_pid="" slurmd_pid="" watchdog_pid=""
+T="" MARK="" munged_pid="" ctld_pid="" slurmd_pid="" watchdog_pid=""
 
 # Ends a process started here: SIGTERM, up to $2 seconds, then SIGKILL.
 stop_pid() {
@@ -92,7 +84,7 @@ cleanup() {
   local rc=$?
   trap - EXIT
   trap ':' INT TERM HUP  # the cleanup is bounded; it is not cut short (':', not '': children keep SIGTERM)
-  set +e
+  set +eu
   [ -z "$watchdog_pid" ] || { kill -TERM "$watchdog_pid" 2>/dev/null; wait "$watchdog_pid" 2>/dev/null; }
   if [ -n "$ctld_pid" ] && kill -0 "$ctld_pid" 2>/dev/null; then
     timeout 10 scancel --quiet --user=root 2>/dev/null
@@ -104,16 +96,24 @@ cleanup() {
   stop_pid "$slurmd_pid" 10
   stop_pid "$ctld_pid" 10
   local p left
-  left="$(marked_pids)"
+  [ -z "$MARK" ] || left="$(marked_pids)"
   for p in $left; do kill -KILL "$p" 2>/dev/null; done
   [ -z "$left" ] || say "killed leftover processes of this run: $(echo $left)"
   stop_pid "$munged_pid" 5
-  if [ "${ATTNMAP_SLURM_KEEP:-0}" = 1 ]; then say "kept $T"; else rm -rf "$T"; fi
+  if [ "${ATTNMAP_SLURM_KEEP:-0}" = 1 ]; then say "kept $T"; elif [ -n "$T" ]; then rm -rf "$T"; fi
   say "exit $rc"
   exit "$rc"
 }
+# /tmp, not TMPDIR: munged and slurmd put unix sockets in it (108-byte path limit); munged wants the
+# folders above its socket not writable by others (sticky /tmp is fine).
+T="$(mktemp -d /tmp/attnmap-slurm.XXXXXX)"
 trap cleanup EXIT
 trap 'exit 143' INT TERM HUP
+chmod 0755 "$T"
+mkdir -p "$T/munge" "$T/state" "$T/spool" "$T/log" "$T/jobs"
+cd "$T"  # the jobs' working folder too (sbatch's default)
+export SLURM_CONF="$T/slurm.conf"
+MARK="ATTNMAP_SLURM_TEST=$T"  # in the environment of the Slurm daemons and jobs started here, of nothing else
 # The watchdog: SIGTERM to this script after 200 s, so that the cleanup above runs well within ctest's
 # TIMEOUT (290 s; a ctest timeout kills without a trap). It waits in bash's own `read -t` on a FIFO that
 # nobody writes, so killing it leaves no child behind.
