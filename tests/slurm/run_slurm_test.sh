@@ -68,6 +68,15 @@ marked_pids() {
   done
 }
 
+# The marked processes but the daemons (slurmctld, its slurmscriptd, slurmd): the jobs' ones.
+job_pids() {
+  local p c
+  for p in $(marked_pids); do
+    c="$(cat "/proc/$p/comm" 2>/dev/null)" || continue
+    case "$c" in slurmctld | slurmscriptd | slurmd) ;; *) echo "$p" ;; esac
+  done
+}
+
 print_logs() {
   say "cluster state and logs ($T)"
   timeout 10 squeue 2>&1 || true
@@ -81,15 +90,23 @@ print_logs() {
 }
 
 cleanup() {
-  local rc=$?
+  local rc=$? end
   trap - EXIT
   trap ':' INT TERM HUP  # the cleanup is bounded; it is not cut short (':', not '': children keep SIGTERM)
   set +eu
   [ -z "$watchdog_pid" ] || { kill -TERM "$watchdog_pid" 2>/dev/null; wait "$watchdog_pid" 2>/dev/null; }
   if [ -n "$ctld_pid" ] && kill -0 "$ctld_pid" 2>/dev/null; then
     timeout 10 scancel --quiet --user=root 2>/dev/null
-    local end=$((SECONDS + 20))
+    end=$((SECONDS + 20))
     while [ $SECONDS -lt $end ] && [ -n "$(timeout 5 squeue -h -o %i 2>/dev/null)" ]; do sleep 0.2; done
+  fi
+  # The jobs' slurmstepd processes end a little after their job leaves the queue, talking to slurmd: let
+  # them (at most 15 s) before slurmd stops.
+  if [ -n "$MARK" ]; then
+    end=$((SECONDS + 15))
+    while [ $SECONDS -lt $end ] && [ -n "$(job_pids)" ]; do
+      sleep 0.2
+    done
   fi
   [ "$rc" = 0 ] || print_logs
   say "stopping slurmd, slurmctld, munged"
