@@ -68,13 +68,15 @@ marked_pids() {
   done
 }
 
-# The marked processes but the daemons (slurmctld, its slurmscriptd, slurmd): the jobs' ones.
+# The marked processes but the daemons (slurmctld, its slurmscriptd, slurmd): the jobs' ones. They are
+# also added to $T/seen, so that the teardown can wait for them to be gone from the process table even
+# after they stopped showing the marker (a process that is exiting has no environment left).
 job_pids() {
   local p c
   for p in $(marked_pids); do
     c="$(cat "/proc/$p/comm" 2>/dev/null)" || continue
     case "$c" in slurmctld | slurmscriptd | slurmd) ;; *) echo "$p" ;; esac
-  done
+  done | tee -a "$T/seen"
 }
 
 print_logs() {
@@ -116,6 +118,12 @@ cleanup() {
   [ -z "$MARK" ] || left="$(marked_pids)"
   for p in $left; do kill -KILL "$p" 2>/dev/null; done
   [ -z "$left" ] || say "killed leftover processes of this run: $(echo $left)"
+  if [ -f "$T/seen" ]; then  # ended, but perhaps not yet reaped: at most 5 s
+    end=$((SECONDS + 5))
+    for p in $(sort -u "$T/seen"); do
+      while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.05; done
+    done
+  fi
   stop_pid "$munged_pid" 5
   if [ "${ATTNMAP_SLURM_KEEP:-0}" = 1 ]; then say "kept $T"; elif [ -n "$T" ]; then rm -rf "$T"; fi
   say "exit $rc"
@@ -252,8 +260,10 @@ wait_job() {
   local end=$((SECONDS + $2))
   while [ -n "$(timeout 10 squeue -h -j "$1" -o %i 2>/dev/null)" ] || ! timeout 10 squeue -h -j "$1" >/dev/null 2>&1; do
     [ $SECONDS -lt "$end" ] || fail "job $1 still queued or running after $2 s"
+    job_pids >/dev/null
     sleep 0.3
   done
+  job_pids >/dev/null
 }
 
 # "TASK STATE EXITCODE" lines of job $1, by task.
