@@ -7,7 +7,10 @@ set -euo pipefail
 RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev libfast-float-dev libopenblas-dev
          libspng-dev libexif-dev libwebp-dev libtiff-dev fonts-dejavu-core libcairo2-dev libpango1.0-dev
          libssl-dev libzip-dev zlib1g-dev)
-TEST=(libgtest-dev util-linux clang libclang-rt-14-dev nodejs chromium poppler-utils librsvg2-bin)
+# slurm-wlm (slurmctld, slurmd, slurm-client) and munge: ctest Slurm.ArrayJobShardsEqualOneRun starts its own
+# daemons (no service is enabled or started by that test); python3 reads its manifests.
+TEST=(libgtest-dev util-linux clang libclang-rt-14-dev nodejs chromium poppler-utils librsvg2-bin slurm-wlm munge
+      python3)
 PACKAGES=("${RUNTIME[@]}")
 if [ "${1:-}" = test ]; then PACKAGES+=("${TEST[@]}"); fi
 missing=()
@@ -18,7 +21,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # No package's service is started by the install (munge, slurmd, ...): the tests start what they need.
+  created_policy=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && created_policy=1
+  fi
+  status=0
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" || status=$?
+  if [ "$created_policy" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
+  if [ "$status" != 0 ]; then exit "$status"; fi
 fi
 # The browser test's driver (test tooling only): puppeteer-core, pinned by tests/browser/package-lock.json;
 # it drives Debian's chromium and downloads no browser of its own.
