@@ -46,7 +46,12 @@ class Pool {
     while (static_cast<int>(threads_.size()) + 1 < n) {
       try {
         const int id = static_cast<int>(threads_.size());
-        threads_.emplace_back([this, id] { loop(id); });
+        unsigned gen = 0;
+        {
+          std::lock_guard<std::mutex> lk(mu_);
+          gen = gen_.load();
+        }
+        threads_.emplace_back([this, id, gen] { loop(id, gen); });
       } catch (const std::system_error&) {
         break;  // no more threads to be had: the pool keeps what it has
       }
@@ -97,21 +102,18 @@ class Pool {
     t_in_task = false;
   }
 
-  void loop(int id) {
-    unsigned seen = 0;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      seen = gen_.load();
-    }
+  // `seen`: the generation when the thread was created (a thread that starts late still sees every job
+  // and the stop after it).
+  void loop(int id, unsigned seen) {
     for (;;) {
       // Spin for new work (some tens of microseconds), then sleep on the condition variable.
       for (int s = 0; s < 4000 && gen_.load(std::memory_order_acquire) == seen; ++s) cpu_relax();
       bool mine = false;
       {
         std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return gen_.load() != seen; });
-        seen = gen_.load();  // each generation seen once, with its own job
+        cv_.wait(lk, [&] { return stop_ || gen_.load() != seen; });
         if (stop_) return;
+        seen = gen_.load();  // each generation seen once, with its own job
         mine = id < helpers_;
       }
       if (mine) {
