@@ -24,10 +24,11 @@ PY=/usr/bin/python3
 QUICK="${QUICK:-0}"
 if [ "$QUICK" = 1 ]; then ITERS="${ITERS:-3}"; ROUNDS="${ROUNDS:-2}"; MODELS="${MODELS:-vitb}"
 else ITERS="${ITERS:-4}"; ROUNDS="${ROUNDS:-3}"; MODELS="${MODELS:-vitb vits vitb448}"; fi
+# BUILD: the build folder (default build/); GEMM=openblas|onednn: the sgemm wrapper's back-end for it.
+B="${BUILD:-$ROOT/build}"
 mkdir -p "$W"
-cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release -DATTNMAP_BUILD_BENCH=ON >/dev/null
-cmake --build "$ROOT/build" -j2 --target attnmap attnmap_bench >/dev/null
-B="$ROOT/build"
+cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=Release -DATTNMAP_BUILD_BENCH=ON ${GEMM:+-DATTNMAP_GEMM=$GEMM} >/dev/null
+cmake --build "$B" -j2 --target attnmap attnmap_bench >/dev/null
 # The PyTorch peers run with the machine's OpenBLAS tuning variables removed (this command only).
 TORCH_ENV=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
 # The ONNX Runtime peer (bench tooling only): onnxruntime-node pinned by bench/onnx/package-lock.json; its
@@ -52,7 +53,7 @@ ORT=(node "$ROOT/bench/onnx/ort_vit.js")
 
 R="$W/results.txt"
 : >"$R"
-echo "== machine: $(nproc) cores, ROUNDS=$ROUNDS ITERS=$ITERS models: $MODELS" | tee -a "$R"
+echo "== machine: $(nproc) cores, ROUNDS=$ROUNDS ITERS=$ITERS models: $MODELS, GEMM back-end: $(grep -o 'ATTNMAP_GEMM:STRING=.*' "$B/CMakeCache.txt" | cut -d= -f2)" | tee -a "$R"
 # Each line "key value" is kept as "r<round>.<model>.key value"; the summary takes best and median.
 tag() { sed "s/^/r$1.$2./" | tee -a "$R"; }
 for m in $MODELS; do  # the peer's map against attnmap's, on bench's exact input pattern, before any timing

@@ -5,7 +5,7 @@
 #   bash tools/deps.sh test   that plus the test suite's and the fuzz targets' tools (tools/test.sh)
 set -euo pipefail
 RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev libfast-float-dev libopenblas-dev
-         libspng-dev libexif-dev libsleef-dev fonts-dejavu-core)
+         libspng-dev libexif-dev libsleef-dev libdnnl-dev fonts-dejavu-core)
 TEST=(libgtest-dev util-linux clang libclang-rt-14-dev nodejs chromium)
 PACKAGES=("${RUNTIME[@]}")
 if [ "${1:-}" = test ]; then PACKAGES+=("${TEST[@]}"); fi

@@ -8,6 +8,11 @@
 
 #include "model/thread_pool.hpp"
 
+#if defined(ATTNMAP_GEMM_ONEDNN)
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+#endif
+
 namespace attnmap {
 
 namespace {
@@ -41,6 +46,22 @@ Tiling tiling(int M, int N) {
   return t;
 }
 
+// One tile: C(m, n) = alpha op(A) op(B) + beta C, row-major, on the calling thread. The back-end is chosen
+// at configure time (-DATTNMAP_GEMM=openblas|onednn); this is the only place that knows it.
+void gemm_tile(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* A, int lda,
+               const float* B, int ldb, float beta, float* C, int ldc) {
+#if defined(ATTNMAP_GEMM_ONEDNN)
+  // oneDNN's sgemm would start an OpenMP team of its own from every pool thread; one thread each, so the
+  // tile's rounding never depends on a thread count.
+  thread_local const bool one_thread = (omp_set_num_threads(1), true);
+  (void)one_thread;
+  dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+#else
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
+              alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
+}
+
 // OpenBLAS starts with a thread per core; one thread of its own from the first product on, in every program
 // that links this (render, eval, tests, bench), unless the user's environment chose a count.
 void own_threads_off() {
@@ -71,8 +92,7 @@ void tiled(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
     const float* Bj = trans_b ? B + sj * static_cast<size_t>(ldb) : B + sj;
     float* Cij = C + si * static_cast<size_t>(ldc) + sj;
     prepare(i0, mi, j0, nj);
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, mi, nj,
-                K, alpha, Ai, lda, Bj, ldb, beta, Cij, ldc);
+    gemm_tile(trans_a, trans_b, mi, nj, K, alpha, Ai, lda, Bj, ldb, beta, Cij, ldc);
   });
 }
 

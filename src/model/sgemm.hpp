@@ -1,5 +1,5 @@
-// sgemm.hpp - the one wrapper around OpenBLAS cblas_sgemm that every matrix product goes through; the only
-// file that knows which BLAS runs the products.
+// sgemm.hpp - the one wrapper around the GEMM library (oneDNN or OpenBLAS) that every matrix product goes through; the
+// only file that knows which library runs the products.
 #pragma once
 
 namespace attnmap {
@@ -7,7 +7,8 @@ namespace attnmap {
 /// C(M,N) = alpha * op(A) * op(B) + beta * C, row-major, where op(A) is (M,K) and op(B) is (K,N).
 /// trans_a / trans_b: the stored matrix is the transpose of op(X), i.e. A is stored (K,M) / B is (N,K).
 /// lda/ldb/ldc: row strides in floats of the stored matrices (allows column slices such as one head of
-/// a fused QKV buffer without copying). Calls cblas_sgemm (OpenBLAS) once per tile of C: columns cut into
+/// a fused QKV buffer without copying). Calls the back-end's sgemm (oneDNN dnnl_sgemm by default, or OpenBLAS
+/// cblas_sgemm: -DATTNMAP_GEMM) once per tile of C: columns cut into
 /// blocks of about 256, rows into blocks of about 192 (one more row block when that makes the tile count
 /// even), a rule of (M, N) alone; the tiles run on the thread pool (model/thread_pool.hpp, sized by
 /// set_blas_threads), inline when called from a pool task. OpenBLAS's own threads split a product by the
