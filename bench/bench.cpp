@@ -4,10 +4,12 @@
 //   attnmap_bench sgemm [SIZE]                     GFLOP/s of sgemm(SIZE^3) and of ViT-B/16 layer shapes
 //   attnmap_bench forward WEIGHTS ITERS B...       ms per image and GFLOP/s at each batch size B (one load)
 //   attnmap_bench load WEIGHTS                     seconds and MB/s of load_model
-//   attnmap_bench explain WEIGHTS ITERS            ms of the chefer / gradcam / attn-grad maps of one image vs
-//                                                  the forward to the last layer's class-token map (batch 1);
-//                                                  a model without a head gets a random 1000-class one
-// Prints "key value" lines that bench/run.sh parses.  OpenBLAS uses every usable core.
+//   attnmap_bench stages WEIGHTS PHOTO ITERS        ms per stage at batch 1: GEMM, attention, element-wise
+//                                                  (the forward's own calls replayed stage by stage), decode,
+//                                                  resize, overlay, PNG of PHOTO (best of ITERS)
+//   attnmap_bench check WEIGHTS B OUT.bin          the maps (B, N) float32 of bench/onnx/ort_vit.js's input
+// Prints "key value" lines that bench/run.sh parses.  The products use every usable core, or
+// $ATTNMAP_BENCH_THREADS threads (the 1 -> 2 core scaling).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,12 +21,15 @@
 
 #include <sys/resource.h>
 
+#include "draw/colormap.hpp"
+#include "draw/overlay.hpp"
+#include "io/image_io.hpp"
 #include "maps/attention_maps.hpp"
-#include "maps/explain.hpp"
+#include "maps/upsample.hpp"
+#include "model/kernels.hpp"
+#include "model/preprocess.hpp"
 #include "app/batch.hpp"
-#include "model/classify.hpp"
 #include "model/sgemm.hpp"
-#include "model/vit_backward.hpp"
 #include "model/vit.hpp"
 #include "checkpoint/weights.hpp"
 
@@ -77,50 +82,74 @@ double forward_flops(const HParams& hp, const ViTWeights& w, int last) {
   return f;
 }
 
-// Best-of-`iters` seconds of f() after one warm-up call.
+// Best-of-`iters` milliseconds of f().
 template <class F>
-double best_seconds(int iters, F&& f) {
-  f();
+double best_ms(int iters, F f) {
   double best = 1e30;
   for (int i = 0; i < iters; ++i) {
     const auto t = Clock::now();
     f();
     best = std::min(best, secs_since(t));
   }
-  return best;
+  return best * 1e3;
 }
 
-// The explanation maps against the forward pass that draws the class-token map (issue 19: chefer <= 3x).
-int bench_explain(ViTWeights w, int iters) {
+// The forward pass's stages at batch 1 with the model's shapes, each stage's calls timed together: GEMM
+// (patch embedding, qkv, proj, fc1, fc2 of every block), attention (every head's QK^T, softmax, PV), the
+// element-wise kernels (2 LayerNorms, GELU, 2 residual adds per block); and one photo's decode, resize to
+// the model input, map upsample + overlay, PNG encode.
+int stages(const std::string& weights, const std::string& photo, int iters) {
+  const ViTWeights w = load_model(weights);
   const HParams& hp = w.hp;
-  std::mt19937 g(3);
-  std::normal_distribution<float> n01(0, 1);
-  if (!w.head.present()) {  // bench/make_vitb.py writes no head: a random one, std 0.02 (timm)
-    w.head.out = 1000;
-    w.head.in = hp.dim;
-    w.head.weight.resize(static_cast<size_t>(1000) * hp.dim);
-    for (auto& v : w.head.weight) v = 0.02f * n01(g);
-    w.head.bias.assign(1000, 0.0f);
-  }
-  std::vector<float> img(static_cast<size_t>(3) * hp.image_h * hp.image_w);
-  for (auto& v : img) v = n01(g);
-  double checksum = 0;
-  ForwardOptions fo;
-  fo.last_layer = -1;
-  const double fwd = best_seconds(iters, [&] { checksum += class_attention_map(vit_forward(w, img.data(), fo), hp, hp.depth - 1, HeadSelect{})[0]; });
-  std::printf("explain_forward_ms %.2f\n", fwd * 1e3);
-  for (const ExplainMethod m : {ExplainMethod::Chefer, ExplainMethod::GradCam, ExplainMethod::AttnGrad}) {
-    ExplainRequest req;
-    req.method = m;
-    req.layer = req.gradcam_layer = hp.depth - 1;
-    const double s = best_seconds(iters, [&] {
-      const ForwardTape tape = vit_forward_tape(w, img.data());
-      checksum += explain_map(w, tape, top_k_indices(tape.logits, 1)[0], req)[0];
-    });
-    const std::string name = m == ExplainMethod::Chefer ? "chefer" : m == ExplainMethod::GradCam ? "gradcam" : "attn_grad";
-    std::printf("explain_%s_ms %.2f\nexplain_%s_over_forward %.2f\n", name.c_str(), s * 1e3, name.c_str(), s / fwd);
-  }
-  std::printf("explain_checksum %.6g\n", checksum);
+  const int T = hp.tokens(), D = hp.dim, inner = hp.inner(), H = hp.num_heads, L = hp.depth;
+  const int M = w.blocks[0].fc1.out, N = hp.grid_w * hp.grid_h, PK = w.patch_embed.in;
+  auto buf = [](size_t n) { std::vector<float> v(n); std::mt19937 g(3); std::normal_distribution<float> d(0, 1); for (auto& x : v) x = d(g); return v; };
+  std::vector<float> x = buf(static_cast<size_t>(T) * D), xn = x, qkv = buf(static_cast<size_t>(T) * 3 * inner),
+                     att = buf(static_cast<size_t>(T) * inner), hid = buf(static_cast<size_t>(T) * M),
+                     probs(static_cast<size_t>(H) * T * T), patches = buf(static_cast<size_t>(N) * PK);
+  auto gemm = [&] {
+    linear(x.data(), patches.data(), w.patch_embed.weight.data(), nullptr, N, D, PK);
+    for (int l = 0; l < L; ++l) {
+      const BlockWeights& b = w.blocks[static_cast<size_t>(l)];
+      linear(qkv.data(), xn.data(), b.qkv.weight.data(), b.qkv.bias.data(), T, 3 * inner, D);
+      linear(xn.data(), att.data(), b.proj.weight.data(), b.proj.bias.data(), T, D, inner);
+      linear(hid.data(), xn.data(), b.fc1.weight.data(), b.fc1.bias.data(), T, M, D);
+      linear(xn.data(), hid.data(), b.fc2.weight.data(), b.fc2.bias.data(), T, D, M);
+    }
+  };
+  auto attention = [&] {
+    for (int l = 0; l < L; ++l) attention_forward(att.data(), probs.data(), qkv.data(), T, H, hp.head_dim);
+  };
+  std::vector<float> hid0 = hid;
+  auto elementwise = [&] {
+    for (int l = 0; l < L; ++l) {
+      const BlockWeights& b = w.blocks[static_cast<size_t>(l)];
+      kernels::layernorm(xn.data(), x.data(), b.norm1.weight.data(), b.norm1.bias.data(), T, D, hp.eps);
+      kernels::residual_add(x.data(), xn.data(), nullptr, static_cast<size_t>(T), D);
+      kernels::layernorm(xn.data(), x.data(), b.norm2.weight.data(), b.norm2.bias.data(), T, D, hp.eps);
+      std::copy(hid0.begin(), hid0.end(), hid.begin());
+      kernels::gelu(hid.data(), hid.size());
+      kernels::residual_add(x.data(), xn.data(), nullptr, static_cast<size_t>(T), D);
+    }
+  };
+  gemm();
+  std::printf("stage_gemm_ms %.2f\n", best_ms(iters, gemm));
+  std::printf("stage_attention_ms %.2f\n", best_ms(iters, attention));
+  std::printf("stage_elementwise_ms %.2f\n", best_ms(iters, elementwise));
+  const std::vector<uint8_t> bytes = read_file(photo);
+  Image img;
+  std::printf("stage_decode_ms %.2f\n", best_ms(iters, [&] { img = decode_image(bytes.data(), bytes.size(), photo); }));
+  const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
+  std::printf("stage_resize_ms %.2f\n", best_ms(iters, [&] { (void)preprocess(img, hp.image_w, hp.image_h, ResizeMode::Squash, mean, sd); }));
+  std::vector<float> map(static_cast<size_t>(N));
+  for (size_t i = 0; i < map.size(); ++i) map[i] = static_cast<float>(i % 7) / 7.0f;
+  Image out;
+  std::printf("stage_overlay_ms %.2f\n", best_ms(iters, [&] {
+    const std::vector<float> up = upsample_map(map, hp.grid_w, hp.grid_h, img.width, img.height, Upsample::Bilinear);
+    out = blend_overlay(img, up, img.width, img.height, 0, 0, colormap_table("viridis"), 0.5f);
+  }));
+  std::printf("stage_png_ms %.2f\n", best_ms(iters, [&] { (void)encode_png(out); }));
+  std::printf("stage_photo_pixels %d\n", img.width * img.height);
   return 0;
 }
 
@@ -128,11 +157,12 @@ int bench_explain(ViTWeights w, int iters) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: attnmap_bench sgemm [SIZE] | forward WEIGHTS ITERS B... | load WEIGHTS | explain WEIGHTS ITERS\n");
+    std::fprintf(stderr, "usage: attnmap_bench sgemm [SIZE] | forward WEIGHTS ITERS B... | load WEIGHTS\n");
     return 2;
   }
   const std::string cmd = argv[1];
-  const int cores = usable_cores();
+  const char* th = std::getenv("ATTNMAP_BENCH_THREADS");
+  const int cores = th != nullptr && std::atoi(th) > 0 ? std::atoi(th) : usable_cores();
   set_blas_threads(cores);
   std::printf("cores %d\n", cores);
   if (cmd == "sgemm") {
@@ -145,7 +175,30 @@ int main(int argc, char** argv) {
     std::printf("sgemm_vitb_shapes_gflops %.2f\n", best);
     return 0;
   }
-  if (cmd == "explain" && argc >= 4) return bench_explain(load_model(argv[2]), std::atoi(argv[3]));
+  if (cmd == "stages" && argc >= 5) return stages(argv[2], argv[3], std::atoi(argv[4]));
+  if (cmd == "check" && argc >= 5) {  // the peer's input pattern, exact in float32 in both programs
+    const ViTWeights w = load_model(argv[2]);
+    const HParams& hp = w.hp;
+    const int B = std::atoi(argv[3]);
+    const size_t n = static_cast<size_t>(3) * hp.image_h * hp.image_w;
+    std::vector<std::vector<float>> imgs(static_cast<size_t>(B), std::vector<float>(n));
+    for (size_t b = 0; b < imgs.size(); ++b)
+      for (size_t i = 0; i < n; ++i)
+        imgs[b][i] = static_cast<float>(static_cast<double>(((b * n + i) * 7919) % 1000) / 500.0 - 1.0);
+    std::vector<const float*> ptrs;
+    for (auto& im : imgs) ptrs.push_back(im.data());
+    ForwardOptions fo;
+    std::vector<float> maps;
+    for (const auto& r : vit_forward(w, ptrs, fo)) {
+      const std::vector<float> m = class_attention_map(r, hp, hp.depth - 1, HeadSelect{});
+      maps.insert(maps.end(), m.begin(), m.end());
+    }
+    FILE* f = std::fopen(argv[4], "wb");
+    if (f == nullptr || std::fwrite(maps.data(), sizeof(float), maps.size(), f) != maps.size()) return 1;
+    std::fclose(f);
+    std::printf("check_floats %zu\n", maps.size());
+    return 0;
+  }
   if ((cmd == "forward" && argc >= 5) || (cmd == "load" && argc >= 3)) {
     const double cpu0 = cpu_seconds();
     const std::string path = argv[2];
@@ -181,14 +234,18 @@ int main(int argc, char** argv) {
       step();  // warm-up
       // Best of `iters` (as the sgemm peak is), and the mean: other jobs share the cores.
       double total = 0, best = 1e30;
+      std::vector<double> times;
       for (int i = 0; i < iters; ++i) {
         const auto t1 = Clock::now();
         step();
         const double s = secs_since(t1);
         total += s;
+        times.push_back(s);
         best = std::min(best, s);
       }
+      std::sort(times.begin(), times.end());
       std::printf("forward_ms_per_image_b%d %.2f\n", B, best / B * 1e3);
+      std::printf("forward_median_ms_per_image_b%d %.2f\n", B, times[times.size() / 2] / B * 1e3);
       std::printf("forward_mean_ms_per_image_b%d %.2f\n", B, total / iters / B * 1e3);
       std::printf("forward_gflops_b%d %.2f\n", B, forward_flops(hp, w, last) * B / best / 1e9);
       std::printf("checksum_b%d %.6g\n", B, checksum);

@@ -2,9 +2,10 @@
 """Random ViT-B/16 (D=768, 12 blocks, 12 heads, MLP 3072, 224 px) for bench/run.sh, written three times
 with identical values: safetensors (OUT.safetensors, F32; the forward benchmarks load it), attnmap JSON v1
 (OUT.json, values rounded to 5 decimals to keep the text ~0.7 GB; the JSON loading benchmark) and a
-PyTorch state dict (OUT.pt, the PyTorch peer). Heads: 12 = D/64, attnmap's default for safetensors.
+PyTorch state dict (OUT.pt, the PyTorch and ONNX Runtime peers). Heads: D/64, attnmap's default for
+safetensors. --dim 384 gives ViT-S/16 (6 heads, MLP 1536); --size 448 a 448-px model (785 tokens).
 
-    /usr/bin/python3 bench/make_vitb.py OUT_PREFIX [--seed 0]
+    /usr/bin/python3 bench/make_vitb.py OUT_PREFIX [--seed 0] [--dim 768] [--size 224] [--no-json]
 
 Init: normal std 0.02 (timm), q/k rows std 0.06 so the attention is not flat; zero biases; LayerNorm 1/0.
 """
@@ -15,11 +16,13 @@ import os
 import numpy as np
 import torch
 
-D, DEPTH, HEADS, MLP, P, S = 768, 12, 12, 3072, 16, 224
+DEPTH, P = 12, 16
+DIM, SIZE = [768], [224]  # set by --dim / --size
 
 
 def state(seed):
     g = np.random.default_rng(seed)
+    D, MLP, S = DIM[0], 4 * DIM[0], SIZE[0]
     n = (S // P) ** 2
 
     def r(*shape, std=0.02):
@@ -71,16 +74,23 @@ def main():
     ap.add_argument("prefix")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only-safetensors", action="store_true", help="the .json and .pt exist already")
+    ap.add_argument("--no-json", action="store_true", help="safetensors and .pt only")
+    ap.add_argument("--dim", type=int, default=768)
+    ap.add_argument("--size", type=int, default=224)
     args = ap.parse_args()
+    DIM[0], SIZE[0] = args.dim, args.size
     sd = state(args.seed)
     write_safetensors(args.prefix + ".safetensors", sd)
     if args.only_safetensors:
+        return
+    if args.no_json:
+        torch.save({k: torch.from_numpy(v) for k, v in sd.items()}, args.prefix + ".pt")
         return
     with open(args.prefix + ".json.tmp", "w") as f:
         f.write("{")
         for k, v in sd.items():
             f.write(json.dumps(k) + ":" + text(v) + ",")
-        f.write('"config":' + json.dumps({"num_heads": HEADS, "layer_norm_eps": 1e-6}) + "}\n")
+        f.write('"config":' + json.dumps({"num_heads": DIM[0] // 64, "layer_norm_eps": 1e-6}) + "}\n")
     os.replace(args.prefix + ".json.tmp", args.prefix + ".json")
     torch.save({k: torch.from_numpy(v) for k, v in sd.items()}, args.prefix + ".pt")
     print("wrote %s.json (%.0f MB) and %s.pt" % (args.prefix, os.path.getsize(args.prefix + ".json") / 1e6, args.prefix))

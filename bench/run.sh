@@ -2,53 +2,100 @@
 # attnmap benchmark (not a test): everything timed in one run on this machine, peers included, ratios printed.
 #
 #   bash bench/run.sh            # work files in /tmp/attnmap-bench (ViT-B weights ~0.7 GB JSON, 240 photos)
+#   QUICK=1 bash bench/run.sh    # ViT-B/16 at 224 only, 2 rounds, no folder / JSON / PyTorch parts: minutes
 #
-# 1. ViT-B/16 (random weights, 12 blocks, 12 heads, D=768): attnmap forward + class-token map per image at
-#    batch 1 and 8, vs PyTorch (torch.set_num_threads = cores) at batch 1 and 8, vs the sgemm peak of the
-#    project's sgemm wrapper measured in this run.
+# 1. Forward + class-token map per image, random weights (bench/make_vitb.py): ViT-B/16 (D=768, 12 heads),
+#    ViT-S/16 (D=384, 6 heads), ViT-B/16 at 448 px (785 tokens). ROUNDS rounds, interleaved: each round prints
+#    the load average, then runs the sgemm peak of the project's wrapper, attnmap at batch 1 and 8 on all
+#    cores and batch 1 on one core, ONNX Runtime (onnxruntime-node from bench/onnx, the model exported from
+#    the same weights by bench/onnx/export.py; its map checked against attnmap's to 1e-4 first) the same, and
+#    PyTorch at batch 1 and 8. Best and median over the rounds (each round's figure is best of ITERS).
+#    attnmap's per-stage breakdown (GEMM, attention, element-wise, decode, resize, overlay, PNG) at batch 1.
 # 2. A folder of 240 photos of mixed sizes, default model, end to end (whole process, wall clock): attnmap
 #    render (default -j) vs the same job in Python (PIL + torch + matplotlib colormap + PIL save).
 # 3. JSON weight loading MB/s (ViT-B JSON) and peak RSS.
-# 4. Explanation maps (issue 19) on the same ViT-B with a random 1000-class head: chefer / gradcam / attn-grad
-#    per image vs attnmap's forward to the last block's map (target chefer <= 3x), and Chefer's notebook method
-#    in eager PyTorch autograd with hooks (bench/torch_explain.py).
-# Targets (2 cores): (1) >= 5x PyTorch batch 1 and >= 75 % of the sgemm peak; (2) >= 3x Python; (3) >= 200 MB/s.
+# Targets (2 cores): (1) ViT-B: attnmap ms/image <= 1.05 x ONNX Runtime's at batch 1 and 8, >= 90 % of the
+# sgemm peak, 1 -> 2 cores >= 1.85x; ViT-S and ViT-B 448: <= 1.10 x ONNX Runtime; (2) >= 3x Python;
+# (3) >= 200 MB/s.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 W="${ATTNMAP_BENCH_DIR:-/tmp/attnmap-bench}"
 PY=/usr/bin/python3
-ITERS="${ITERS:-4}"
+QUICK="${QUICK:-0}"
+if [ "$QUICK" = 1 ]; then ITERS="${ITERS:-3}"; ROUNDS="${ROUNDS:-2}"; MODELS="${MODELS:-vitb}"
+else ITERS="${ITERS:-4}"; ROUNDS="${ROUNDS:-3}"; MODELS="${MODELS:-vitb vits vitb448}"; fi
+# BUILD: the build folder (default build/); GEMM=openblas|onednn: the sgemm wrapper's back-end for it.
+B="${BUILD:-$ROOT/build}"
 mkdir -p "$W"
-cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release -DATTNMAP_BUILD_BENCH=ON >/dev/null
-cmake --build "$ROOT/build" -j2 --target attnmap attnmap_bench >/dev/null
-B="$ROOT/build"
+cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=Release -DATTNMAP_BUILD_BENCH=ON ${GEMM:+-DATTNMAP_GEMM=$GEMM} >/dev/null
+cmake --build "$B" -j2 --target attnmap attnmap_bench attnmap_bench_explain >/dev/null
 # The PyTorch peers run with the machine's OpenBLAS tuning variables removed (this command only).
 TORCH_ENV=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
+# The ONNX Runtime peer (bench tooling only): onnxruntime-node pinned by bench/onnx/package-lock.json; its
+# postinstall would fetch CUDA libraries, which the CPU peer does not need.
+[ -d "$ROOT/bench/onnx/node_modules/onnxruntime-node" ] ||
+  (cd "$ROOT/bench/onnx" && ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund --loglevel=error)
 
-[ -f "$W/vitb.json" ] && [ -f "$W/vitb.pt" ] || "$PY" "$ROOT/bench/make_vitb.py" "$W/vitb"
-[ -f "$W/vitb.safetensors" ] || "$PY" "$ROOT/bench/make_vitb.py" "$W/vitb" --only-safetensors
-[ -d "$W/photos" ] || "$PY" "$ROOT/bench/make_photos.py" "$W/photos" 240
+if [ "$QUICK" = 1 ]; then
+  [ -f "$W/vitb.safetensors" ] && [ -f "$W/vitb.pt" ] || "$PY" "$ROOT/bench/make_vitb.py" "$W/vitb" --no-json
+else
+  [ -f "$W/vitb.json" ] && [ -f "$W/vitb.pt" ] || "$PY" "$ROOT/bench/make_vitb.py" "$W/vitb"
+  [ -f "$W/vitb.safetensors" ] || "$PY" "$ROOT/bench/make_vitb.py" "$W/vitb" --only-safetensors
+  [ -d "$W/photos" ] || "$PY" "$ROOT/bench/make_photos.py" "$W/photos" 240
+fi
+for m in $MODELS; do
+  case $m in vits) opt=(--dim 384);; vitb448) opt=(--size 448);; *) opt=();; esac
+  [ -f "$W/$m.safetensors" ] && [ -f "$W/$m.pt" ] || "$PY" "$ROOT/bench/make_vitb.py" "$W/$m" --no-json "${opt[@]}"
+  [ -f "$W/$m.onnx" ] || "$PY" "$ROOT/bench/onnx/export.py" "$W/$m.pt" "$W/$m.onnx"
+done
+size_of() { case $1 in vitb448) echo 448;; *) echo 224;; esac; }
+ORT=(node "$ROOT/bench/onnx/ort_vit.js")
 
 R="$W/results.txt"
 : >"$R"
-echo "== machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$R"
-echo "== sgemm peak (project wrapper, OpenBLAS, all cores)" | tee -a "$R"
-"$B/attnmap_bench" sgemm | tee -a "$R"
-echo "== ViT-B/16 attnmap forward + map (weights from safetensors)" | tee -a "$R"
-/usr/bin/time -f "peak_rss_kb_vitb %M" -a -o "$R" "$B/attnmap_bench" forward "$W/vitb.safetensors" "$ITERS" 1 8 |
-  sed 's/^load_/st_load_/' | tee -a "$R"
+echo "== machine: $(nproc) cores, ROUNDS=$ROUNDS ITERS=$ITERS models: $MODELS, GEMM back-end: $(grep -o 'ATTNMAP_GEMM:STRING=.*' "$B/CMakeCache.txt" | cut -d= -f2)" | tee -a "$R"
+# Each line "key value" is kept as "r<round>.<model>.key value"; the summary takes best and median.
+tag() { sed "s/^/r$1.$2./" | tee -a "$R"; }
+for m in $MODELS; do  # the peer's map against attnmap's, on bench's exact input pattern, before any timing
+  "$B/attnmap_bench" check "$W/$m.safetensors" 2 "$W/$m.map.bin" >/dev/null
+  ORT_SIZE=$(size_of "$m") "${ORT[@]}" "$W/$m.onnx" 2 1 2 "$W/$m.map.bin" | grep diff | tag 0 "$m"
+done
+for r in $(seq 1 "$ROUNDS"); do
+  echo "load_average_before_round $(cut -d' ' -f1 /proc/loadavg)" | tag "$r" all
+  "$B/attnmap_bench" sgemm | grep gflops | tag "$r" all
+  for m in $MODELS; do
+    s=$(size_of "$m")
+    echo "load_average $(cut -d' ' -f1 /proc/loadavg)" | tag "$r" "$m"
+    "$B/attnmap_bench" forward "$W/$m.safetensors" "$ITERS" 1 8 | grep -v "^load_\|^cores" | tag "$r" "$m"
+    ATTNMAP_BENCH_THREADS=1 "$B/attnmap_bench" forward "$W/$m.safetensors" "$ITERS" 1 |
+      grep forward_ms | sed 's/forward_ms/forward_1core_ms/' | tag "$r" "$m"
+    ORT_SIZE=$s "${ORT[@]}" "$W/$m.onnx" 1 "$ITERS" 2 | tag "$r" "$m"
+    ORT_SIZE=$s "${ORT[@]}" "$W/$m.onnx" 8 "$ITERS" 2 | tag "$r" "$m"
+    ORT_SIZE=$s "${ORT[@]}" "$W/$m.onnx" 1 "$ITERS" 1 | tag "$r" "$m"
+    if [ "$QUICK" != 1 ]; then
+      for b in 1 8; do
+        "${TORCH_ENV[@]}" "$PY" "$ROOT/bench/torch_vit.py" forward "$W/$m.pt" $b "$ITERS" |
+          sed "s/image /image_b$b /" | tag "$r" "$m"
+      done
+    fi
+  done
+done
+PHOTO="$ROOT/data/astronaut.png"
+[ -f "$PHOTO" ] || PHOTO=$(find "$ROOT/data" -name '*.png' | head -1)
+echo "== attnmap stages, ViT-B/16 batch 1, photo $(basename "$PHOTO")" | tee -a "$R"
+"$B/attnmap_bench" stages "$W/vitb.safetensors" "$PHOTO" "$ITERS" | grep stage_ | tag 0 vitb
+# Explanation maps (issue 19) on the same ViT-B with a random 1000-class head: chefer / gradcam / attn-grad per
+# image vs attnmap's forward to the last block's map (target chefer <= 3x), and the same in eager PyTorch autograd.
+if [ "$QUICK" != 1 ]; then
+  echo "== ViT-B/16 explanation maps: attnmap chefer / gradcam / attn-grad vs its forward, and PyTorch" | tee -a "$R"
+  "$B/attnmap_bench_explain" explain "$W/vitb.safetensors" "$ITERS" | tee -a "$R"
+  "${TORCH_ENV[@]}" "$PY" "$ROOT/bench/torch_explain.py" "$W/vitb.pt" "$ITERS" \
+    "$(awk '$1 == "explain_chefer_ms" {print $2}' "$R")" | tee -a "$R"
+fi
+if [ "$QUICK" != 1 ]; then
 echo "== JSON weight loading: the same ViT-B as 0.7 GB of attnmap JSON" | tee -a "$R"
 /usr/bin/time -f "peak_rss_kb_json_load %M" -a -o "$R" "$B/attnmap_bench" load "$W/vitb.json" | tee -a "$R"
-echo "== ViT-B/16 PyTorch forward + map" | tee -a "$R"
-"${TORCH_ENV[@]}" "$PY" "$ROOT/bench/torch_vit.py" forward "$W/vitb.pt" 1 "$ITERS" | sed 's/image /image_b1 /' | tee -a "$R"
-"${TORCH_ENV[@]}" "$PY" "$ROOT/bench/torch_vit.py" forward "$W/vitb.pt" 8 "$ITERS" | sed 's/image /image_b8 /' | tee -a "$R"
-echo "== ViT-B/16 explanation maps (issue 19): attnmap chefer / gradcam / attn-grad vs its forward, and PyTorch" | tee -a "$R"
-"$B/attnmap_bench" explain "$W/vitb.safetensors" "$ITERS" | tee -a "$R"
-"${TORCH_ENV[@]}" "$PY" "$ROOT/bench/torch_explain.py" "$W/vitb.pt" "$ITERS" \
-  "$(awk '$1 == "explain_chefer_ms" {print $2}' "$R")" | tee -a "$R"
-echo "== sgemm peak again (after the forward runs)" | tee -a "$R"
-"$B/attnmap_bench" sgemm | sed 's/^sgemm_/sgemm2_/' | tee -a "$R"
-
+/usr/bin/time -f "peak_rss_kb_vitb %M" -a -o "$R" "$B/attnmap_bench" forward "$W/vitb.safetensors" 1 8 >/dev/null
 echo "== folder of $(find "$W/photos" -type f | wc -l) photos, end to end, whole process" | tee -a "$R"
 rm -rf "$W/out_attnmap" "$W/out_python"
 t0=$(date +%s.%N)
@@ -60,37 +107,66 @@ t0=$(date +%s.%N)
 t1=$(date +%s.%N)
 echo "python_process_seconds $(echo "$t1 - $t0" | bc)" | tee -a "$R"
 
+fi
+
 "$PY" - "$R" <<'PYEOF'
+import statistics
 import sys
-v = {}
+v, rounds = {}, {}
 for line in open(sys.argv[1]):
     p = line.split()
-    if len(p) == 2:
-        try:
-            v[p[0]] = float(p[1])
-        except ValueError:
-            pass
-peak = max(v["sgemm_vitb_shapes_gflops"], v["sgemm_square_gflops"], v["sgemm2_vitb_shapes_gflops"], v["sgemm2_square_gflops"])
+    if len(p) != 2:
+        continue
+    try:
+        x = float(p[1])
+    except ValueError:
+        continue
+    v[p[0]] = x
+    k = p[0].split(".", 2)
+    if len(k) == 3 and k[0].startswith("r"):
+        rounds.setdefault((k[1], k[2]), []).append(x)
+def best(m, key, low=True):
+    xs = rounds.get((m, key), [])
+    return (min(xs) if low else max(xs)) if xs else float("nan")
+def med(m, key):
+    xs = rounds.get((m, key), [])
+    return statistics.median(xs) if xs else float("nan")
+def mark(ok):
+    return "MET" if ok else "NOT MET"
+print("\n== summary (%s)" % sys.argv[1])
+print("load average before each round: %s" % ", ".join("%.2f" % x for x in rounds.get(("all", "load_average_before_round"), [])))
+peak = max(best("all", "sgemm_square_gflops", False), best("all", "sgemm_vitb_shapes_gflops", False))
+print("sgemm peak (best over rounds): %.1f GFLOP/s" % peak)
+names = {"vitb": "ViT-B/16 224", "vits": "ViT-S/16 224", "vitb448": "ViT-B/16 448"}
+print("%-14s %-5s %21s %21s %8s %9s %9s" % ("model", "batch", "attnmap best/median", "ORT best/median",
+                                             "ratio", "% peak", "PyTorch"))
+for m in [x for x in ("vitb", "vits", "vitb448") if ("%s" % x, "forward_ms_per_image_b1") in rounds]:
+    lim = 1.05 if m == "vitb" else 1.10
+    for b in (1, 8):
+        a, am = best(m, "forward_ms_per_image_b%d" % b), med(m, "forward_ms_per_image_b%d" % b)
+        o, om = best(m, "ort_ms_per_image_b%d_t2" % b), med(m, "ort_median_ms_per_image_b%d_t2" % b)
+        g = 100 * best(m, "forward_gflops_b%d" % b, False) / peak
+        t = best(m, "torch_forward_ms_per_image_b%d" % b)
+        print("%-14s %-5d %10.1f / %-8.1f %10.1f / %-8.1f %7.2fx %8.0f%% %9.1f   <= %.2fx ORT: %s%s" % (
+            names[m], b, a, am, o, om, a / o, g, t, lim, mark(a <= lim * o),
+            ("; >= 90%% peak: %s" % mark(g >= 90)) if m == "vitb" else ""))
+    s1 = best(m, "forward_1core_ms_per_image_b1") / best(m, "forward_ms_per_image_b1")
+    so = best(m, "ort_ms_per_image_b1_t1") / best(m, "ort_ms_per_image_b1_t2")
+    print("%-14s 1 -> 2 cores (batch 1): attnmap %.2fx, ORT %.2fx   >= 1.85x: %s" % (names[m], s1, so, mark(s1 >= 1.85)))
+    print("%-14s map vs ORT max |diff| %.1e (checked <= 1e-4 before timing)" % (names[m], v.get("r0.%s.ort_map_max_abs_diff_b2" % m, float("nan"))))
+st = [(k, v["r0.vitb.stage_%s_ms" % k]) for k in ("gemm", "attention", "elementwise", "decode", "resize", "overlay", "png")
+      if "r0.vitb.stage_%s_ms" % k in v]
+if st:
+    print("attnmap stages (ViT-B batch 1, ms, best of ITERS): " + ", ".join("%s %.1f" % kv for kv in st))
+if "python_process_seconds" not in v:
+    sys.exit(0)
 def line(name, ratio, target, unit="x"):
     ok = "MET" if ratio >= target else "NOT MET"
     print("%-52s %8.2f%s   (target >= %g%s: %s)" % (name, ratio, unit, target, unit, ok))
-print("\n== summary (%s)" % sys.argv[1])
-print("ViT-B ms/image (best of ITERS): attnmap b1 %.1f  b8 %.1f   PyTorch: b1 %.1f  b8 %.1f" % (
-    v["forward_ms_per_image_b1"], v["forward_ms_per_image_b8"], v["torch_forward_ms_per_image_b1"], v["torch_forward_ms_per_image_b8"]))
-best = min(v["forward_ms_per_image_b1"], v["forward_ms_per_image_b8"])
-line("(1) PyTorch b1 / attnmap b1", v["torch_forward_ms_per_image_b1"] / v["forward_ms_per_image_b1"], 5)
-line("    PyTorch b8 / attnmap best batch", v["torch_forward_ms_per_image_b8"] / best, 1)
-line("(1) attnmap b1 GFLOP/s / sgemm peak", 100 * v["forward_gflops_b1"] / peak, 75, "%")
-line("    attnmap b8 GFLOP/s / sgemm peak", 100 * v["forward_gflops_b8"] / peak, 75, "%")
 line("(2) Python folder / attnmap folder (whole process)", v["python_process_seconds"] / v["attnmap_folder_seconds"], 3)
 print("    images/s: attnmap %.1f, Python %.1f (in its loop: %.1f)" % (
     v["python_folder_images"] / v["attnmap_folder_seconds"], v["python_folder_images"] / v["python_process_seconds"],
     v["python_folder_images"] / v["python_folder_seconds"]))
-print("    explanation maps (issue 19), ms per image: attnmap chefer %.1f, gradcam %.1f, attn-grad %.1f; PyTorch chefer %.1f" % (
-    v["explain_chefer_ms"], v["explain_gradcam_ms"], v["explain_attn_grad_ms"], v["torch_chefer_ms"]))
-ok = "MET" if v["explain_chefer_over_forward"] <= 3 else "NOT MET"
-print("%-52s %8.2fx   (target <= 3x: %s)" % ("    attnmap chefer / attnmap forward", v["explain_chefer_over_forward"], ok))
-line("    PyTorch chefer / attnmap chefer", v["attnmap_chefer_speedup_over_torch"], 1)
 line("(3) JSON load MB/s (wall clock)", v["load_mb_per_s"], 200, " MB/s")
 print("    JSON load MB/s per CPU-second: %.0f (the wall clock counts other jobs on shared cores)" % v["load_mb_per_cpu_s"])
 print("    peak RSS: ViT-B forward run %.0f MB, JSON load %.0f MB (weights %.0f MB as float32), folder run %.0f MB" % (

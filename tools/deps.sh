@@ -6,7 +6,7 @@
 set -euo pipefail
 RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev libfast-float-dev libopenblas-dev
          libspng-dev libexif-dev libwebp-dev libtiff-dev fonts-dejavu-core libcairo2-dev libpango1.0-dev
-         libssl-dev libzip-dev zlib1g-dev)
+         libssl-dev libzip-dev zlib1g-dev libsleef-dev)
 # slurm-wlm (slurmctld, slurmd, slurm-client) and munge: ctest Slurm.ArrayJobShardsEqualOneRun starts its own
 # daemons (no service is enabled or started by that test); python3 reads its manifests.
 TEST=(libgtest-dev util-linux clang libclang-rt-14-dev nodejs chromium poppler-utils librsvg2-bin slurm-wlm munge

@@ -3,91 +3,118 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdlib>
-#include <system_error>
-#include <thread>
-#include <vector>
+
+#include "model/thread_pool.hpp"
+
+#if defined(ATTNMAP_GEMM_ONEDNN)
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+#endif
 
 namespace attnmap {
 
 namespace {
 
-std::atomic<int> g_threads{1};  // threads one sgemm call may use (set_blas_threads); OpenBLAS itself runs 1
+// Tiles of one product: C (M, N) is cut into rb x cb tiles by a rule of the shape alone, so every call
+// computes each tile with the same cblas_sgemm call whether the tiles then run one after another or on
+// several threads. Columns: ceil(N / 256) blocks of equal width rounded up to 16; rows: ceil(M / 192)
+// blocks rounded up to 8, one more when the tile count is odd (so that 2 threads get equal shares).
+constexpr int kColTarget = 256;
+constexpr int kColAlign = 16;
+constexpr int kRowTarget = 192;
+constexpr int kRowAlign = 8;
 
-// Column blocks of one product: N is cut into ceil(N / 256) blocks of equal width (rounded up to 16
-// columns), a rule of the shape alone, so every call computes each block with the same cblas_sgemm call
-// whether the blocks then run one after another or on several threads.
-constexpr int kBlockTarget = 256;
-constexpr int kBlockAlign = 16;
+int cut(int n, int blocks, int align) {
+  const int w = (n + blocks - 1) / blocks;
+  return (w + align - 1) / align * align;
+}
 
-int block_width(int N) {
-  const int blocks = (N + kBlockTarget - 1) / kBlockTarget;
-  const int w = (N + blocks - 1) / blocks;
-  return (w + kBlockAlign - 1) / kBlockAlign * kBlockAlign;
+struct Tiling {
+  int width = 0, height = 0, cols = 0, rows = 0;
+};
+
+Tiling tiling(int M, int N) {
+  Tiling t;
+  t.width = cut(N, (N + kColTarget - 1) / kColTarget, kColAlign);
+  t.cols = (N + t.width - 1) / t.width;
+  int rb = (M + kRowTarget - 1) / kRowTarget;
+  if (rb * t.cols % 2 == 1 && M >= 2 * kRowAlign * (rb + 1)) ++rb;
+  t.height = cut(M, rb, kRowAlign);
+  t.rows = (M + t.height - 1) / t.height;
+  return t;
+}
+
+// One tile: C(m, n) = alpha op(A) op(B) + beta C, row-major, on the calling thread. The back-end is chosen
+// at configure time (-DATTNMAP_GEMM=openblas|onednn); this is the only place that knows it.
+void gemm_tile(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* A, int lda,
+               const float* B, int ldb, float beta, float* C, int ldc) {
+#if defined(ATTNMAP_GEMM_ONEDNN)
+  // oneDNN's sgemm would start an OpenMP team of its own from every pool thread; one thread each, so the
+  // tile's rounding never depends on a thread count.
+  thread_local const bool one_thread = (omp_set_num_threads(1), true);
+  (void)one_thread;
+  dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+#else
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
+              alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
+}
+
+// OpenBLAS starts with a thread per core; one thread of its own from the first product on, in every program
+// that links this (render, eval, tests, bench), unless the user's environment chose a count.
+void own_threads_off() {
+  static const bool done = [] {
+    const bool user_set =
+        blas_threads_to_set(1, 1, std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS")) == 0;
+    if (!user_set) openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)done;
+}
+
+// C = alpha op(A) op(B) + beta C tile by tile on the pool; before each tile's product, `prepare(i0, mi,
+// j0, nj)` may fill the tile of C (the bias of linear()).
+template <class Prepare>
+void tiled(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+           const float* B, int ldb, float beta, float* C, int ldc, Prepare prepare) {
+  own_threads_off();
+  if (M <= 0 || N <= 0) return;
+  const Tiling t = tiling(M, N);
+  parallel_for(t.rows * t.cols, [&](int k) {
+    const int i0 = (k / t.cols) * t.height, mi = std::min(t.height, M - i0);
+    const int j0 = (k % t.cols) * t.width, nj = std::min(t.width, N - j0);
+    // op(A)'s rows i0.. are A's columns when A is stored transposed (K, M), its rows when (M, K); op(B)'s
+    // columns j0.. are B's rows when B is stored transposed (N, K), its columns when (K, N).
+    const size_t si = static_cast<size_t>(i0), sj = static_cast<size_t>(j0);
+    const float* Ai = trans_a ? A + si : A + si * static_cast<size_t>(lda);
+    const float* Bj = trans_b ? B + sj * static_cast<size_t>(ldb) : B + sj;
+    float* Cij = C + si * static_cast<size_t>(ldc) + sj;
+    prepare(i0, mi, j0, nj);
+    gemm_tile(trans_a, trans_b, mi, nj, K, alpha, Ai, lda, Bj, ldb, beta, Cij, ldc);
+  });
 }
 
 }  // namespace
 
 void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc) {
-  // OpenBLAS starts with a thread per core; one thread of its own from the first product on, in every
-  // program that links this (render, eval, tests, bench), unless the user's environment chose a count.
-  static const bool own_threads_off = [] {
-    const bool user_set =
-        blas_threads_to_set(1, 1, std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS")) == 0;
-    if (!user_set) openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)own_threads_off;
-  if (M <= 0 || N <= 0) return;
-  const int width = block_width(N);
-  const int blocks = (N + width - 1) / width;
-  auto block = [&](int b) {
-    const int j0 = b * width, nj = std::min(width, N - j0);
-    // op(B)'s columns j0.. are B's rows j0.. when B is stored transposed (N, K), its columns when (K, N).
-    const float* Bj = trans_b ? B + static_cast<size_t>(j0) * static_cast<size_t>(ldb) : B + j0;
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, nj,
-                K, alpha, A, lda, Bj, ldb, beta, C + j0, ldc);
-  };
-  const int threads = std::min(g_threads.load(std::memory_order_relaxed), blocks);
-  if (threads <= 1) {
-    for (int b = 0; b < blocks; ++b) block(b);
-    return;
-  }
-  std::atomic<int> next{0};
-  auto work = [&]() {
-    for (int b = next++; b < blocks; b = next++) block(b);
-  };
-  std::vector<std::thread> helpers;
-  helpers.reserve(static_cast<size_t>(threads - 1));
-  for (int t = 1; t < threads; ++t) {
-    try {
-      helpers.emplace_back(work);
-    } catch (const std::system_error&) {  // no thread to be had: the blocks left run on this one
-      break;
-    }
-  }
-  work();
-  for (auto& h : helpers) h.join();
+  tiled(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, [](int, int, int, int) {});
 }
 
 void linear(float* Y, const float* X, const float* W, const float* b, int M, int N, int K) {
-  float beta = 0.0f;
-  if (b != nullptr) {
-    for (int i = 0; i < M; ++i) {
-      float* row = Y + static_cast<size_t>(i) * static_cast<size_t>(N);
-      for (int j = 0; j < N; ++j) row[j] = b[j];
-    }
-    beta = 1.0f;
-  }
-  sgemm(false, true, M, N, K, 1.0f, X, K, W, K, beta, Y, N);
+  const size_t n = static_cast<size_t>(N);
+  auto bias = [&](int i0, int mi, int j0, int nj) {
+    if (b == nullptr) return;
+    for (int i = i0; i < i0 + mi; ++i) std::copy_n(b + j0, nj, Y + static_cast<size_t>(i) * n + static_cast<size_t>(j0));
+  };
+  tiled(false, true, M, N, K, 1.0f, X, K, W, K, b != nullptr ? 1.0f : 0.0f, Y, N, bias);
 }
 
 void set_blas_threads(int n) {
   openblas_set_num_threads(1);
-  g_threads.store(std::max(1, n), std::memory_order_relaxed);
+  set_pool_threads(std::max(1, n));
 }
 
 int blas_threads_to_set(int workers, int cores, const char* openblas_env, const char* omp_env) {

@@ -1,4 +1,5 @@
-// sgemm.hpp - the one wrapper around OpenBLAS cblas_sgemm that every matrix product goes through.
+// sgemm.hpp - the one wrapper around the GEMM library (oneDNN or OpenBLAS) that every matrix product goes through; the
+// only file that knows which library runs the products.
 #pragma once
 
 namespace attnmap {
@@ -6,19 +7,23 @@ namespace attnmap {
 /// C(M,N) = alpha * op(A) * op(B) + beta * C, row-major, where op(A) is (M,K) and op(B) is (K,N).
 /// trans_a / trans_b: the stored matrix is the transpose of op(X), i.e. A is stored (K,M) / B is (N,K).
 /// lda/ldb/ldc: row strides in floats of the stored matrices (allows column slices such as one head of
-/// a fused QKV buffer without copying). Calls cblas_sgemm (OpenBLAS) once per block of about 256 columns
-/// of C, the blocks cut by N alone; with set_blas_threads(n > 1) the blocks run on n threads. OpenBLAS's
-/// own threads split a product by the thread count, and that split changes the rounding (seen on an AVX2
-/// AMD EPYC: maps from -j 1, OpenBLAS on 2 threads, and -j 2 differed by up to 3e-7), so cutting by shape
-/// keeps the bits the same whatever the thread count.
+/// a fused QKV buffer without copying). Calls the back-end's sgemm (oneDNN dnnl_sgemm by default, or OpenBLAS
+/// cblas_sgemm: -DATTNMAP_GEMM) once per tile of C: columns cut into
+/// blocks of about 256, rows into blocks of about 192 (one more row block when that makes the tile count
+/// even), a rule of (M, N) alone; the tiles run on the thread pool (model/thread_pool.hpp, sized by
+/// set_blas_threads), inline when called from a pool task. OpenBLAS's own threads split a product by the
+/// thread count, and that split changes the rounding (seen on an AVX2 AMD EPYC: maps from -j 1, OpenBLAS
+/// on 2 threads, and -j 2 differed by up to 3e-7), so cutting by shape keeps the bits the same whatever the
+/// thread count.
 void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc);
 
 /// Y(M,N) = X(M,K) * W(N,K)^T + b(N): a PyTorch nn.Linear on M rows. `b` may be null.
 void linear(float* Y, const float* X, const float* W, const float* b, int M, int N, int K);
 
-/// Number of threads one sgemm call may use (1 inside image-parallel batch runs); OpenBLAS is set to one
-/// thread of its own, so that the result never depends on n.
+/// Number of threads the forward pass may use: sizes the one thread pool (set_pool_threads) that sgemm's
+/// tiles, the attention heads and the element-wise kernels run on (1 inside image-parallel batch runs);
+/// OpenBLAS is set to one thread of its own, so that the result never depends on n.
 void set_blas_threads(int n);
 
 /// The OpenBLAS thread count a run should set: 0 when the user chose one in the environment

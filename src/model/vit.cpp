@@ -5,8 +5,10 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "model/kernels.hpp"
 #include "model/preprocess.hpp"
 #include "model/sgemm.hpp"
+#include "model/thread_pool.hpp"
 
 namespace attnmap {
 
@@ -19,44 +21,16 @@ int resolve_layer(int layer, int depth) {
 }
 
 void layernorm_forward(float* out, const float* in, const float* weight, const float* bias, int M, int D, float eps) {
-  for (int i = 0; i < M; ++i) {
-    const float* x = in + static_cast<size_t>(i) * D;
-    float* y = out + static_cast<size_t>(i) * D;
-    double mean = 0;
-    for (int j = 0; j < D; ++j) mean += x[j];
-    mean /= D;
-    double var = 0;
-    for (int j = 0; j < D; ++j) {
-      const double d = x[j] - mean;
-      var += d * d;
-    }
-    var /= D;
-    const double rstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
-    for (int j = 0; j < D; ++j)
-      y[j] = static_cast<float>((x[j] - mean) * rstd) * weight[j] + bias[j];
-  }
+  kernels::layernorm(out, in, weight, bias, M, D, eps);
 }
 
-void softmax_rows(float* x, int M, int n) {
-  for (int i = 0; i < M; ++i) {
-    float* row = x + static_cast<size_t>(i) * n;
-    float mx = row[0];
-    for (int j = 1; j < n; ++j) mx = std::max(mx, row[j]);
-    double sum = 0;
-    for (int j = 0; j < n; ++j) {
-      row[j] = std::exp(row[j] - mx);
-      sum += row[j];
-    }
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int j = 0; j < n; ++j) row[j] *= inv;
-  }
-}
+void softmax_rows(float* x, int M, int n) { kernels::softmax_rows(x, M, n); }
 
 void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk) {
   const int inner = H * dk;
   const int ld = 3 * inner;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  for (int h = 0; h < H; ++h) {
+  parallel_for(H, [&](int h) {  // heads spread over the pool; each head's products on its thread
     const float* q = qkv + h * dk;              // (T, dk), row stride 3*inner
     const float* k = qkv + inner + h * dk;      // (T, dk)
     const float* v = qkv + 2 * inner + h * dk;  // (T, dk)
@@ -64,12 +38,10 @@ void attention_forward(float* out, float* probs, const float* qkv, int T, int H,
     sgemm(false, true, T, T, dk, scale, q, ld, k, ld, 0.0f, p, T);
     softmax_rows(p, T, T);
     sgemm(false, false, T, dk, T, 1.0f, p, T, v, ld, 0.0f, out + h * dk, inner);  // (T, dk) into (T, inner)
-  }
+  });
 }
 
-void gelu_forward(float* x, size_t n) {
-  for (size_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
-}
+void gelu_forward(float* x, size_t n) { kernels::gelu(x, n); }
 
 // tokens (T, D) of one image: [class token; distillation token; register tokens; patch embeddings], with the
 // position embeddings added to the first hp.pos_prefix prefix tokens and to the patches. Registers without a
@@ -108,12 +80,7 @@ namespace {
 
 // x (M, D) += gamma (D) * y (M, D), or x += y without LayerScale (empty gamma).
 void add_scaled(float* x, const float* y, const std::vector<float>& gamma, size_t M, int D) {
-  if (gamma.empty()) {
-    for (size_t i = 0; i < M * static_cast<size_t>(D); ++i) x[i] += y[i];
-    return;
-  }
-  for (size_t r = 0; r < M; ++r)
-    for (int j = 0; j < D; ++j) x[r * static_cast<size_t>(D) + static_cast<size_t>(j)] += gamma[static_cast<size_t>(j)] * y[r * static_cast<size_t>(D) + static_cast<size_t>(j)];
+  kernels::residual_add(x, y, gamma.empty() ? nullptr : gamma.data(), M, D);
 }
 
 // The activations of one forward pass over B images of T tokens (BT = B*T rows).
@@ -170,15 +137,14 @@ void cls_row_attention(std::vector<ForwardResult>& res, const Activations& a, co
   const int B = static_cast<int>(res.size());
   const int H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  for (int b = 0; b < B; ++b) {
+  parallel_for(B * H, [&](int bh) {  // every image's heads spread over the pool
+    const int b = bh / H, h = bh % H;
     ForwardResult& r = res[static_cast<size_t>(b)];
     const float* q = &a.qkv[static_cast<size_t>(b) * T * 3 * inner];  // (T, 3*inner), row 0 = class token
-    for (int h = 0; h < H; ++h) {
-      float* row = &r.cls_attn[(static_cast<size_t>(l) * H + h) * T];  // (T)
-      sgemm(false, true, 1, T, dk, scale, q + h * dk, 3 * inner, q + inner + h * dk, 3 * inner, 0.0f, row, T);
-      softmax_rows(row, 1, T);
-    }
-  }
+    float* row = &r.cls_attn[(static_cast<size_t>(l) * H + h) * T];    // (T)
+    sgemm(false, true, 1, T, dk, scale, q + h * dk, 3 * inner, q + inner + h * dk, 3 * inner, 0.0f, row, T);
+    softmax_rows(row, 1, T);
+  });
 }
 
 // Layer l's attention, image by image: att (T, inner) of each image from its qkv (T, 3*inner); its

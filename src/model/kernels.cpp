@@ -1,0 +1,117 @@
+#include "model/kernels.hpp"
+
+#include <sleef.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/kernels_avx2.hpp"
+#include "model/thread_pool.hpp"
+
+namespace attnmap::kernels {
+
+namespace {
+
+bool have_avx2() {
+#if defined(__x86_64__)
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+// Work items of about `grain` floats each: rows are grouped into chunks by the shape alone.
+int rows_per_task(size_t row_len, size_t grain = 16384) {
+  return static_cast<int>(std::max<size_t>(1, grain / std::max<size_t>(row_len, 1)));
+}
+
+// Runs f(r0, r1) on row ranges [r0, r1) of M rows of length row_len, on the pool.
+template <class F>
+void for_rows(size_t M, size_t row_len, F f) {
+  const size_t per = static_cast<size_t>(rows_per_task(row_len));
+  const size_t tasks = (M + per - 1) / per;
+  parallel_for(static_cast<int>(tasks), [&](int t) {
+    const size_t r0 = static_cast<size_t>(t) * per;
+    f(r0, std::min(M, r0 + per));
+  });
+}
+
+void layernorm_row_scalar(float* y, const float* x, const float* w, const float* b, int D, float eps) {
+  double mean = 0;
+  for (int j = 0; j < D; ++j) mean += x[j];
+  mean /= D;
+  double var = 0;
+  for (int j = 0; j < D; ++j) {
+    const double d = x[j] - mean;
+    var += d * d;
+  }
+  var /= D;
+  const double rstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
+  for (int j = 0; j < D; ++j) y[j] = static_cast<float>((x[j] - mean) * rstd) * w[j] + b[j];
+}
+
+void softmax_row_scalar(float* row, int n) {
+  float mx = row[0];
+  for (int j = 1; j < n; ++j) mx = std::max(mx, row[j]);
+  double sum = 0;
+  for (int j = 0; j < n; ++j) {
+    row[j] = Sleef_expf_u10(row[j] - mx);
+    sum += row[j];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int j = 0; j < n; ++j) row[j] *= inv;
+}
+
+void gelu_scalar(float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + Sleef_erff_u10(x[i] * 0.70710678118654752f));
+}
+
+}  // namespace
+
+void layernorm(float* out, const float* in, const float* weight, const float* bias, int M, int D, float eps) {
+  const size_t d = static_cast<size_t>(D);
+  const bool v = have_avx2();
+  for_rows(static_cast<size_t>(M), d, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      if (v) avx2::layernorm_row(out + r * d, in + r * d, weight, bias, D, eps);
+      else layernorm_row_scalar(out + r * d, in + r * d, weight, bias, D, eps);
+    }
+  });
+}
+
+void gelu(float* x, size_t n) {
+  const size_t chunk = 16384;  // a multiple of 8: chunks cut no vector
+  const bool v = have_avx2();
+  for_rows((n + chunk - 1) / chunk, chunk, [&](size_t c0, size_t c1) {
+    const size_t i0 = c0 * chunk, i1 = std::min(n, c1 * chunk);
+    if (v) avx2::gelu(x + i0, i1 - i0);
+    else gelu_scalar(x + i0, i1 - i0);
+  });
+}
+
+void softmax_row(float* row, int n) {
+  if (have_avx2()) avx2::softmax_row(row, n);
+  else softmax_row_scalar(row, n);
+}
+
+void softmax_rows(float* x, int M, int n) {
+  const size_t len = static_cast<size_t>(n);
+  for_rows(static_cast<size_t>(M), len, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) softmax_row(x + r * len, n);
+  });
+}
+
+void residual_add(float* x, const float* y, const float* gamma, size_t M, int D) {
+  const size_t d = static_cast<size_t>(D);
+  for_rows(M, d, [&](size_t r0, size_t r1) {
+    if (gamma == nullptr) {
+      for (size_t i = r0 * d; i < r1 * d; ++i) x[i] += y[i];
+      return;
+    }
+    for (size_t r = r0; r < r1; ++r)
+      for (size_t j = 0; j < d; ++j) x[r * d + j] += gamma[j] * y[r * d + j];
+  });
+}
+
+}  // namespace attnmap::kernels

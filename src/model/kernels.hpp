@@ -1,0 +1,30 @@
+// kernels.hpp - the forward pass's element-wise stages (LayerNorm, GELU, softmax, residual add), each
+// parallel over rows on the thread pool (model/thread_pool.hpp) and vectorised (AVX2 + FMA when the CPU has
+// them, with SLEEF's exp/erf; otherwise scalar code with SLEEF's scalar functions). Every element is
+// computed the same way whatever the thread count and wherever its row or chunk is cut, so results never
+// depend on the number of threads. exp and erf are SLEEF's 1.0-ULP functions (Sleef_expf*_u10,
+// Sleef_erff*_u10): not bit-identical to glibc's std::exp / std::erf, both within 1 ULP of the true value.
+#pragma once
+#include <cstddef>
+
+namespace attnmap::kernels {
+
+/// out(M, D) = LayerNorm(in(M, D)) * weight(D) + bias(D): mean and biased variance accumulated in double,
+/// eps inside the square root (PyTorch nn.LayerNorm). out may not alias in. Rows in parallel.
+void layernorm(float* out, const float* in, const float* weight, const float* bias, int M, int D, float eps);
+
+/// In place, n floats: exact GELU x * 0.5 * (1 + erf(x / sqrt(2))) (PyTorch nn.GELU(), approximate='none').
+/// Chunks in parallel.
+void gelu(float* x, size_t n);
+
+/// In place: each of M rows of length n (n >= 1) becomes its softmax, computed stably (row max subtracted,
+/// exp summed in double). Rows in parallel.
+void softmax_rows(float* x, int M, int n);
+
+/// One row, on the calling thread (for callers that are already a pool task).
+void softmax_row(float* row, int n);
+
+/// x(M, D) += y(M, D), or x += gamma(D) * y with LayerScale (gamma non-null). Rows in parallel.
+void residual_add(float* x, const float* y, const float* gamma, size_t M, int D);
+
+}  // namespace attnmap::kernels

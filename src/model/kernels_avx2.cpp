@@ -1,0 +1,134 @@
+// Compiled with -mavx2 -mfma (CMakeLists.txt); see kernels_avx2.hpp.
+#include "model/kernels_avx2.hpp"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#include <sleef.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace attnmap::kernels::avx2 {
+
+namespace {
+
+// Sum of the 4 doubles of v in a fixed order: ((v0 + v2) + (v1 + v3)).
+double hsum(__m256d v) {
+  const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+// The 8 floats at p (n < 8 of them: the rest filled with `fill`).
+__m256 load_part(const float* p, int n, float fill) {
+  alignas(32) float t[8];
+  for (int i = 0; i < 8; ++i) t[i] = i < n ? p[i] : fill;
+  return _mm256_load_ps(t);
+}
+
+void store_part(float* p, __m256 v, int n) {
+  alignas(32) float t[8];
+  _mm256_store_ps(t, v);
+  for (int i = 0; i < n; ++i) p[i] = t[i];
+}
+
+// Adds the 8 floats of v, widened to double, to two accumulators of 4.
+inline void acc_double(__m256d& a, __m256d& b, __m256 v) {
+  a = _mm256_add_pd(a, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+  b = _mm256_add_pd(b, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+
+// exact GELU of 8 floats: 0.5 x (1 + erf(x / sqrt 2)), in the scalar formula's order.
+inline __m256 gelu8(__m256 x) {
+  const __m256 e = Sleef_erff8_u10avx2(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)));
+  return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+}  // namespace
+
+void layernorm_row(float* y, const float* x, const float* w, const float* b, int D, float eps) {
+  const int full = D / 8 * 8, rest = D - full;
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+  for (int j = 0; j < full; j += 8) acc_double(s0, s1, _mm256_loadu_ps(x + j));
+  if (rest) acc_double(s0, s1, load_part(x + full, rest, 0.0f));
+  const double mean = hsum(_mm256_add_pd(s0, s1)) / D;
+  const __m256d m = _mm256_set1_pd(mean);
+  __m256d v0 = _mm256_setzero_pd(), v1 = _mm256_setzero_pd();
+  auto var_acc = [&](__m256 xv, int n) {
+    __m256d d0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(xv)), m);
+    __m256d d1 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1)), m);
+    if (n < 8) {  // padded lanes contribute 0
+      alignas(32) double t[8];
+      _mm256_store_pd(t, d0);
+      _mm256_store_pd(t + 4, d1);
+      for (int i = n; i < 8; ++i) t[i] = 0.0;
+      d0 = _mm256_load_pd(t);
+      d1 = _mm256_load_pd(t + 4);
+    }
+    v0 = _mm256_add_pd(v0, _mm256_mul_pd(d0, d0));
+    v1 = _mm256_add_pd(v1, _mm256_mul_pd(d1, d1));
+  };
+  for (int j = 0; j < full; j += 8) var_acc(_mm256_loadu_ps(x + j), 8);
+  if (rest) var_acc(load_part(x + full, rest, 0.0f), rest);
+  const double var = hsum(_mm256_add_pd(v0, v1)) / D;
+  const __m256d r = _mm256_set1_pd(1.0 / std::sqrt(var + static_cast<double>(eps)));
+  auto norm8 = [&](__m256 xv, __m256 wv, __m256 bv) {
+    const __m128 lo = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(xv)), m), r));
+    const __m128 hi = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1)), m), r));
+    const __m256 z = _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
+    return _mm256_add_ps(_mm256_mul_ps(z, wv), bv);  // float(z) * w + b, not fused (as the scalar code)
+  };
+  for (int j = 0; j < full; j += 8)
+    _mm256_storeu_ps(y + j, norm8(_mm256_loadu_ps(x + j), _mm256_loadu_ps(w + j), _mm256_loadu_ps(b + j)));
+  if (rest)
+    store_part(y + full, norm8(load_part(x + full, rest, 0.0f), load_part(w + full, rest, 0.0f),
+                               load_part(b + full, rest, 0.0f)), rest);
+}
+
+void gelu(float* x, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, gelu8(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    const int rest = static_cast<int>(n - i);
+    store_part(x + i, gelu8(load_part(x + i, rest, 0.0f)), rest);
+  }
+}
+
+void softmax_row(float* row, int n) {
+  const int full = n / 8 * 8, rest = n - full;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  __m256 mx = _mm256_set1_ps(ninf);
+  for (int j = 0; j < full; j += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(row + j));
+  if (rest) mx = _mm256_max_ps(mx, load_part(row + full, rest, ninf));
+  alignas(32) float t[8];
+  _mm256_store_ps(t, mx);
+  float m = t[0];
+  for (int i = 1; i < 8; ++i) m = std::max(m, t[i]);
+  const __m256 mv = _mm256_set1_ps(m);
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+  for (int j = 0; j < full; j += 8) {
+    const __m256 e = Sleef_expf8_u10avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j), mv));
+    _mm256_storeu_ps(row + j, e);
+    acc_double(s0, s1, e);
+  }
+  if (rest) {
+    const __m256 e = Sleef_expf8_u10avx2(_mm256_sub_ps(load_part(row + full, rest, ninf), mv));  // exp(-inf) = 0
+    store_part(row + full, e, rest);
+    acc_double(s0, s1, e);
+  }
+  const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / hsum(_mm256_add_pd(s0, s1))));
+  for (int j = 0; j < full; j += 8) _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inv));
+  const float inv1 = _mm256_cvtss_f32(inv);
+  for (int j = full; j < n; ++j) row[j] *= inv1;
+}
+
+}  // namespace attnmap::kernels::avx2
+
+#else  // not an x86 build with AVX2: model/kernels.cpp never calls these
+#include <cstdlib>
+namespace attnmap::kernels::avx2 {
+void layernorm_row(float*, const float*, const float*, const float*, int, float) { std::abort(); }
+void gelu(float*, size_t) { std::abort(); }
+void softmax_row(float*, int) { std::abort(); }
+}  // namespace attnmap::kernels::avx2
+#endif

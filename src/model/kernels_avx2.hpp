@@ -1,0 +1,12 @@
+// kernels_avx2.hpp - the AVX2 + FMA bodies of model/kernels.hpp's stages, one row or chunk each; compiled
+// with -mavx2 -mfma (kernels_avx2.cpp alone) and called only when the CPU has both (kernels.cpp checks).
+#pragma once
+#include <cstddef>
+
+namespace attnmap::kernels::avx2 {
+
+void layernorm_row(float* y, const float* x, const float* w, const float* b, int D, float eps);
+void gelu(float* x, size_t n);
+void softmax_row(float* row, int n);
+
+}  // namespace attnmap::kernels::avx2
