@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ctest Readme.EveryCommandRuns: runs every attnmap command of README.md's ```sh blocks, as a user would
 # after the quick start (attnmap on the PATH), in a scratch folder where data/ is the project's and the
-# recipes' placeholders exist: photos/ (a few of data/'s photos) and vit.safetensors (a tiny timm-layout
-# fixture with its config.json). Each command must exit 0. The quick start's and the test command's own
+# recipes' placeholders exist: photos/ (a few of data/'s photos), vit.safetensors (a tiny timm-layout
+# fixture with its config.json) and model.pth (the same as a wrapped torch.save checkpoint). Each command must exit 0. The quick start's and the test command's own
 # lines (bash tools/...) are not run here: the second is what CI runs, the first is checked on a fresh clone.
 #   usage: readme_commands.sh SOURCE_DIR ATTNMAP_BINARY
 set -euo pipefail
@@ -16,6 +16,7 @@ ln -s "$src/data" "$work/data"
 cp "$src/data/chelsea.png" "$src/data/rocket.jpg" "$src/data/camera.png" "$work/photos/"
 cp "$src/tests/fixtures/layouts/timm/weights.safetensors" "$work/vit.safetensors"
 cp "$src/tests/fixtures/layouts/timm/config.json" "$work/config.json"
+cp "$src/tests/fixtures/layouts/timm/weights.wrapped.pth" "$work/model.pth"  # a training checkpoint {model, ...}
 export PATH="$work/bin:$PATH"
 cd "$work"
 # Lines of ```sh blocks, continuation lines joined, comments dropped; those whose first word is attnmap.

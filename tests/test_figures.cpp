@@ -588,7 +588,7 @@ TEST(FiguresCli, PanelStripsDpiAndRefusals) {
   fs::remove_all(d);
 }
 
-// Not a test: the example comparison figure and contact sheet of docs/notes-figures.md, made from data/ with
+// Not a test: the example comparison figure and contact sheet of docs/figures.md, made from data/ with
 // the bundled model, until `attnmap figure` and `--contact-sheet` exist. Skipped unless asked for:
 //   ATTNMAP_DOC_EXAMPLES=docs/img ./build/tests/attnmap_tests --gtest_filter=Figures.DocExamples
 TEST(Figures, DocExamples) {

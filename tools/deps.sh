@@ -9,7 +9,7 @@ RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev li
          libssl-dev libzip-dev zlib1g-dev libsleef-dev)
 # slurm-wlm (slurmctld, slurmd, slurm-client) and munge: ctest Slurm.ArrayJobShardsEqualOneRun starts its own
 # daemons (no service is enabled or started by that test); python3 reads its manifests.
-TEST=(libgtest-dev util-linux clang libclang-rt-14-dev nodejs chromium poppler-utils librsvg2-bin slurm-wlm munge
+TEST=(libgtest-dev util-linux clang libclang-rt-14-dev poppler-utils librsvg2-bin slurm-wlm munge
       python3)
 PACKAGES=("${RUNTIME[@]}")
 if [ "${1:-}" = test ]; then PACKAGES+=("${TEST[@]}"); fi
@@ -30,9 +30,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" || status=$?
   if [ "$created_policy" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
   if [ "$status" != 0 ]; then exit "$status"; fi
-fi
-# The browser test's driver (test tooling only): puppeteer-core, pinned by tests/browser/package-lock.json;
-# it drives Debian's chromium and downloads no browser of its own.
-if [ "${1:-}" = test ] && [ ! -d "$(dirname "$0")/../tests/browser/node_modules/puppeteer-core" ]; then
-  (cd "$(dirname "$0")/../tests/browser" && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 fi

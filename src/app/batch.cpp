@@ -196,6 +196,9 @@ const std::set<std::string>& unsupported_image_extensions() {
   return k;
 }
 
+constexpr const char* kIgnoreMarker = ".attnmap-ignore";
+constexpr const char* kIgnoredFolderKey = "\x01folder ";  // passed_over keys of folders not walked
+
 bool is_hidden(const fs::path& p) {
   const std::string n = p.filename().string();
   return !n.empty() && n[0] == '.';
@@ -205,11 +208,17 @@ bool is_hidden(const fs::path& p) {
 /// folders not followed, the folder whose canonical path is `out_canon` not entered). A folder that cannot
 /// be read becomes one (path, "PATH: cannot read folder: REASON") entry of `unreadable` and the walk goes on.
 /// Files not picked whose extension names an image format attnmap cannot decode are counted in `passed_over`
-/// (by lower-case extension), when given.
+/// (by lower-case extension), when given. A folder holding a file named `.attnmap-ignore` (e.g. a folder of
+/// eval masks beside the photos they annotate) is not walked; it is counted in `passed_over` under the key
+/// kIgnoredFolderKey + its path, so the run says so.
 void walk_folder(const fs::path& dir, const std::string& out_canon, const std::set<std::string>& exts,
                  std::vector<fs::path>* files, std::vector<std::pair<std::string, std::string>>* unreadable,
                  std::map<std::string, size_t>* passed_over) {
   std::error_code ec;
+  if (fs::exists(dir / kIgnoreMarker, ec)) {
+    if (passed_over) ++(*passed_over)[kIgnoredFolderKey + dir.string()];
+    return;
+  }
   std::vector<fs::path> subdirs;
   fs::directory_iterator it(dir, ec), end;
   for (; !ec && it != end; it.increment(ec)) {
@@ -249,14 +258,21 @@ const std::vector<std::string>& default_image_extensions() {
 }
 
 std::string passed_over_summary(const std::map<std::string, size_t>& passed_over) {
-  size_t total = 0;
-  std::string list;
+  size_t total = 0, folders = 0;
+  std::string list, ignored;
   for (const auto& [ext, count] : passed_over) {
+    if (ext.rfind(kIgnoredFolderKey, 0) == 0) {
+      ignored += (folders++ ? ", " : "") + ext.substr(std::string(kIgnoredFolderKey).size());
+      continue;
+    }
     total += count;
     list += (list.empty() ? "" : ", ") + ext + " " + std::to_string(count);
   }
-  if (total == 0) return {};
-  return "skipped " + std::to_string(total) + (total == 1 ? " file of an unsupported type: " : " files of unsupported types: ") +
+  const std::string folder_note =
+      folders == 0 ? ""
+                   : "not walked: " + ignored + (folders == 1 ? " (it holds " : " (they hold ") + kIgnoreMarker + ")";
+  if (total == 0) return folder_note;
+  return (folder_note.empty() ? "" : folder_note + "; ") + "skipped " + std::to_string(total) + (total == 1 ? " file of an unsupported type: " : " files of unsupported types: ") +
          list + " (not rendered; attnmap reads JPEG, PNG, WebP, TIFF, BMP, GIF, TGA, PSD, HDR, PIC and PGM/PPM)";
 }
 

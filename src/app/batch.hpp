@@ -107,7 +107,7 @@ std::string default_weights_path();
 /// Runs `attnmap render`: weights loaded once (and hashed once for the settings record, make_provenance,
 /// that every output carries), the shard's images rendered by `jobs` worker threads (OpenBLAS
 /// single-threaded inside each worker when jobs > 1, all cores when jobs == 1), progress on standard error,
-/// one manifest line per input in sorted input order after the run's header line (docs/notes-provenance.md:
+/// one manifest line per input in sorted input order after the run's header line (docs/provenance.md:
 /// with --skip-existing, skipped images keep the statistics of the earlier manifest, their PNG or .npy). Returns the exit status: 0 all
 /// images done or skipped, 1 some failed (each printed with its path and reason; the rest still written).
 /// Unreadable folders (input or below one) and missing inputs are per-input failures. Non-regular files

@@ -13,7 +13,7 @@ namespace attnmap {
 /// The PNG tEXt keyword under which the record is stored (one JSON object, ASCII).
 inline constexpr const char* kProvenanceKeyword = "attnmap";
 
-/// The record of what changes an output's pixels or .npy values, built once per run (docs/notes-provenance.md):
+/// The record of what changes an output's pixels or .npy values, built once per run (docs/provenance.md):
 /// attnmap_version; weights (the file's name, informative only) and weights_sha256 (SHA-256 of its bytes,
 /// as `sha256sum` prints it), weights_configs (config.json / preprocessor_config.json read beside the
 /// weights: name -> SHA-256), layout; view named as eval names views ("L1/h3", "L3/mean", "rollout",

@@ -39,7 +39,7 @@ struct RenderOptions {
   std::optional<float> threshold;    ///< DINO mask: keep the largest attentions holding this mass, in (0, 1]
   bool heads_grid = false;           ///< also write NAME.heads.*: one labelled tile per head + the fused map
                                      ///< (--strip heads; --heads-grid is its old name)
-  // Figures (docs/notes-figures.md): written in figure_formats, at dpi.
+  // Figures (docs/figures.md): written in figure_formats, at dpi.
   bool panel = false;                ///< NAME.panel.*: photo | map alone | overlay, title, colour bar
   bool strip_layers = false;         ///< NAME.layers.*: the map at every block (heads fused by --head)
   std::optional<ScaleSpec> scale;    ///< --scale; unset: map for NAME.png, figure for panels and strips

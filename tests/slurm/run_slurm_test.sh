@@ -16,7 +16,7 @@
 #      written and before the rest; then the same array is resubmitted as the recipe says: OUT2 equals REF,
 #      every image written before the kill is "skipped" in the new manifests and the summary lines.
 # Not as root: exit 77 (skipped; slurmd launches jobs as root here). Every wait is bounded; the whole test
-# takes well under a minute (docs/notes-slurm.md). ATTNMAP_SLURM_KEEP=1 keeps the temporary folder;
+# takes well under a minute (docs/slurm.md). ATTNMAP_SLURM_KEEP=1 keeps the temporary folder;
 # ATTNMAP_SLURM_WATCHDOG=S moves the watchdog (below) from 200 s.
 #   usage: run_slurm_test.sh SOURCE_DIR ATTNMAP_BINARY
 set -euo pipefail

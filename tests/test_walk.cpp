@@ -1,0 +1,30 @@
+// test_walk.cpp - folder walks: a folder holding .attnmap-ignore (eval masks beside their photos) is not walked,
+// and the run says so.
+#include <filesystem>
+#include <fstream>
+
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+
+TEST(Walk, FolderWithIgnoreMarkerIsNotWalkedAndTheRunSaysSo) {
+  const fs::path dir = fs::temp_directory_path() / ("attnmap_walk_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "in" / "masks");
+  fs::copy_file(std::string(ATTNMAP_DATA_DIR) + "/composites/0000_trouser.png", dir / "in" / "a.png");
+  fs::copy_file(std::string(ATTNMAP_DATA_DIR) + "/composites/masks/0000_trouser.png", dir / "in" / "masks" / "a.png");
+  std::ofstream(dir / "in" / "masks" / ".attnmap-ignore").put('\n');
+  const CliRun r = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "out"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("attnmap: note: not walked: " + (dir / "in" / "masks").string() + " (it holds .attnmap-ignore)"),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 done, 0 failed"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "out" / "a.png"));
+  EXPECT_FALSE(fs::exists(dir / "out" / "masks"));
+  // Without the marker the masks are images like any other.
+  fs::remove(dir / "in" / "masks" / ".attnmap-ignore");
+  const CliRun all = run_attnmap("render " + q(dir / "in") + " -q -o " + q(dir / "out2"));
+  ASSERT_EQ(all.status, 0) << all.err;
+  EXPECT_TRUE(fs::exists(dir / "out2" / "masks" / "a.png"));
+  fs::remove_all(dir);
+}
