@@ -28,3 +28,22 @@ TEST(Walk, FolderWithIgnoreMarkerIsNotWalkedAndTheRunSaysSo) {
   EXPECT_TRUE(fs::exists(dir / "out2" / "masks" / "a.png"));
   fs::remove_all(dir);
 }
+
+TEST(ResumeFigures, AFigureAskedForLaterIsWrittenNotSkippedAndTheDefaultModelIsNamed) {
+  const fs::path dir = fs::temp_directory_path() / ("attnmap_walk_fig_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string img = q(std::string(ATTNMAP_DATA_DIR) + "/composites/0002_bag.png");
+  const CliRun first = run_attnmap("render " + img + " -o " + q(dir / "o"));
+  ASSERT_EQ(first.status, 0) << first.err;
+  EXPECT_NE(first.err.find("attnmap: note: no -w given: the bundled default model, a small ViT trained on garment "
+                           "composites"), std::string::npos) << first.err;
+  const CliRun again = run_attnmap("render " + img + " -o " + q(dir / "o") + " --skip-existing --panel");
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_TRUE(fs::exists(dir / "o" / "0002_bag.panel.png")) << again.err;
+  EXPECT_NE(again.err.find("1 done"), std::string::npos) << again.err;
+  const CliRun third = run_attnmap("render " + img + " -o " + q(dir / "o") + " --skip-existing --panel -q");
+  EXPECT_EQ(third.status, 0);
+  EXPECT_EQ(third.err, "");  // all there now, made with these settings: skipped; -q prints nothing
+  fs::remove_all(dir);
+}

@@ -816,6 +816,15 @@ class BatchRun {
       else
         compare(read_png_provenance(p));
     }
+    // Figures asked for (--panel, --strip, PDF/SVG formats) must all be there too: a run that adds one redoes
+    // the image rather than skipping it without the new file.
+    const std::string base = png.substr(0, png.size() - 4);
+    for (const FigureFormat f : opt_.figure_formats) {
+      const std::string ext = figure_extension(f);
+      if ((opt_.panel && !regular(base + ".panel" + ext)) || (opt_.strip_layers && !regular(base + ".layers" + ext)) ||
+          (opt_.heads_grid && ext != ".png" && !regular(base + ".heads" + ext)))
+        complete = false;
+    }
     if (opt_.save_raw) {
       const std::optional<nlohmann::json> side = read_sidecar(npy_sidecar_path(npy));
       if (!regular(npy) || !looks_written_by_attnmap_npy(npy) || !side)
@@ -974,6 +983,11 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   }
   const std::string manifest_path = check_manifest_path(opt, bopt, weights_path, plan, ctx);
   prepare_output_folder(opt);
+  // Once every usage check has passed (a refusal stays one line).
+  if (opt.weights.empty() && !opt.quiet)  // the first run explains itself
+    std::cerr << "attnmap: note: no -w given: the bundled default model, a small ViT trained on garment composites "
+                 "(not an ImageNet model; on ordinary photos its maps show what it finds salient); -w brings your own "
+                 "checkpoint (docs/checkpoints.md)\n";
 
   // Read before this run appends to it: skipped images keep the statistics an earlier run recorded.
   BatchRun run(ctx, bopt, plan, manifest_path, settings,
