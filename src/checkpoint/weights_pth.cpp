@@ -1,5 +1,7 @@
 #include "checkpoint/weights_pth.hpp"
 
+#include "io/mapped_file.hpp"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -441,25 +443,9 @@ RawWeights parse_weights_pth(const uint8_t* data, size_t size, const std::string
 }
 
 RawWeights load_weights_pth(const std::string& path, const std::string& key, PthInfo* info) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_size <= 0) {
-    const int err = errno;
-    ::close(fd);
-    throw Error(path + ": cannot stat or empty: " + std::strerror(err));
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  if (map == MAP_FAILED) throw Error(path + ": cannot memory-map: " + std::strerror(err));
-  struct Unmap {
-    void* p;
-    size_t n;
-    ~Unmap() { ::munmap(p, n); }
-  } guard{map, size};
-  return parse_weights_pth(static_cast<const uint8_t*>(map), size, path, key, info);
+  const MappedFile file(path);  // storages are read in place from the mapping; it is released on return
+  if (file.size() == 0) throw Error(path + ": empty file (0 bytes)");
+  return parse_weights_pth(file.data(), file.size(), path, key, info);
 }
 
 }  // namespace attnmap

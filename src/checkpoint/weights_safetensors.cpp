@@ -1,5 +1,7 @@
 #include "checkpoint/weights_safetensors.hpp"
 
+#include "io/mapped_file.hpp"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -292,29 +294,8 @@ RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std
 }
 
 RawWeights load_weights_safetensors(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw Error(path + ": cannot stat: " + std::strerror(err));
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  if (size < 8) {
-    ::close(fd);
-    return parse_weights_safetensors(nullptr, size, path);  // throws: too short
-  }
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  if (map == MAP_FAILED) throw Error(path + ": cannot memory-map: " + std::strerror(err));
-  struct Unmap {
-    void* p;
-    size_t n;
-    ~Unmap() { ::munmap(p, n); }
-  } guard{map, size};
-  return parse_weights_safetensors(static_cast<const uint8_t*>(map), size, path);
+  const MappedFile file(path);  // tensors are converted from the mapping; it is released on return
+  return parse_weights_safetensors(file.data(), file.size(), path);  // a file under 8 bytes: "too short"
 }
 
 }  // namespace attnmap

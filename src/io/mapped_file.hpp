@@ -1,0 +1,27 @@
+// mapped_file.hpp - a whole file memory-mapped read-only, for readers that use tensors in place.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace attnmap {
+
+/// The file at `path` mapped read-only (MAP_PRIVATE) for the object's lifetime; an empty file maps to
+/// data() == nullptr, size() == 0. Throws attnmap::Error naming `path` with the system's reason when it
+/// cannot be opened, stat'ed or mapped.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace attnmap
