@@ -237,42 +237,27 @@ void apply_common(HParams& hp, const FileConfig& fc, const ModelOverrides& ov, c
                   float default_eps, const std::string& eps_default_src) {
   hp.eps = default_eps;
   hp.source["layer_norm_eps"] = eps_default_src;
-  if (fc.eps) {
-    hp.eps = *fc.eps;
-    hp.source["layer_norm_eps"] = src_of(fc, "layer_norm_eps");
-  }
+  // A value given replaces the default, and its source is recorded under `key` (inspect's source column).
+  auto take = [&hp](const auto& given, auto& value, const char* key, const std::string& source) {
+    if (!given) return;
+    value = *given;
+    hp.source[key] = source;
+  };
+  take(fc.eps, hp.eps, "layer_norm_eps", src_of(fc, "layer_norm_eps"));
   hp.source["mean"] = hp.source["std"] = "default (ImageNet)";
-  if (fc.mean) {
-    hp.mean = *fc.mean;
-    hp.source["mean"] = src_of(fc, "mean");
-  }
-  if (fc.std) {
-    hp.std = *fc.std;
-    hp.source["std"] = src_of(fc, "std");
-  }
-  if (ov.mean) {
-    hp.mean = *ov.mean;
-    hp.source["mean"] = "command line";
-  }
-  if (ov.std) {
-    hp.std = *ov.std;
-    hp.source["std"] = "command line";
-  }
+  take(fc.mean, hp.mean, "mean", src_of(fc, "mean"));
+  take(fc.std, hp.std, "std", src_of(fc, "std"));
+  take(ov.mean, hp.mean, "mean", "command line");
+  take(ov.std, hp.std, "std", "command line");
   for (float s : hp.std)
     if (!(s > 0)) throw Error(path + ": std must be positive in every channel");
+  if (fc.crop_pct && !(*fc.crop_pct > 0 && *fc.crop_pct <= 1)) throw Error(path + ": crop_pct must be in (0, 1]");
   if (fc.crop_pct) {
-    if (!(*fc.crop_pct > 0 && *fc.crop_pct <= 1)) throw Error(path + ": crop_pct must be in (0, 1]");
     hp.crop_pct = fc.crop_pct;
     hp.source["crop_pct"] = src_of(fc, "crop_pct");
   }
-  if (fc.interpolation) {
-    hp.interpolation = *fc.interpolation;
-    hp.source["interpolation"] = src_of(fc, "interpolation");
-  }
-  if (fc.architecture) {
-    hp.architecture = *fc.architecture;
-    hp.source["architecture"] = src_of(fc, "architecture");
-  }
+  take(fc.interpolation, hp.interpolation, "interpolation", src_of(fc, "interpolation"));
+  take(fc.architecture, hp.architecture, "architecture", src_of(fc, "architecture"));
   hp.labels = fc.labels;
   if (!fc.labels.empty()) hp.source["labels"] = src_of(fc, "labels");
   hp.default_layer = fc.default_layer;
