@@ -263,7 +263,7 @@ TEST_F(ViewsCli, HeadsSheetNeverReplacesAnotherInputsOverlay) {
   fs::copy_file(dir / "wide.png", dir / "in" / "x.heads.png");
   const CliRun r = run_attnmap("render " + q(dir / "in") + " -w " + q(dir / "top_right.json") + " -o " +
                           q(dir / "o") + " --heads-grid");
-  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("would overwrite the overlay of another input"), std::string::npos) << r.err;
   EXPECT_TRUE(fs::exists(dir / "o" / "x.heads.png"));
   EXPECT_TRUE(fs::exists(dir / "o" / "x.heads.heads.png"));
