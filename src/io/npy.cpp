@@ -82,7 +82,8 @@ size_t parse_npy(const std::vector<uint8_t>& b, const std::string& path, std::ve
 
 std::vector<float> read_npy(const std::string& path, std::vector<int64_t>* shape) {
   const std::vector<uint8_t> b = read_file(path);
-  const size_t off = parse_npy(b, path, shape);
+  std::vector<int64_t> ignored;
+  const size_t off = parse_npy(b, path, shape ? shape : &ignored);
   std::vector<float> out((b.size() - off) / sizeof(float));
   if (!out.empty()) std::memcpy(out.data(), b.data() + off, out.size() * sizeof(float));
   return out;

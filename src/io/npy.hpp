@@ -18,7 +18,8 @@ void write_npy(const std::string& path, const std::vector<float>& data, const st
 /// ('<f4', C order, rank 2 or 3), then exactly the shape's float32 data, nothing after it.
 bool looks_written_by_attnmap_npy(const std::string& path);
 
-/// Reads a little-endian float32 C-order .npy file. Throws attnmap::Error naming the file on anything else.
+/// Reads a little-endian float32 C-order .npy file; its shape goes to `shape` (may be null). Throws
+/// attnmap::Error naming the file on anything else.
 std::vector<float> read_npy(const std::string& path, std::vector<int64_t>* shape);
 
 }  // namespace attnmap

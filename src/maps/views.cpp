@@ -1,0 +1,312 @@
+// views.cpp - parsing, resolving and computing named views (see views.hpp).
+#include "maps/views.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <set>
+
+#include "core/error.hpp"
+#include "model/vit.hpp"
+#include "model/vit_backward.hpp"
+
+namespace attnmap {
+
+namespace {
+
+constexpr const char* kGrammar =
+    "a view is L<layer>/<fusion> (layer an index, negative from the end, or 'last'; fusion mean, max, min or "
+    "h<head>), rollout[/<fusion>], chefer, gradcam[@L<layer>], attn-grad[@L<layer>] or photo";
+
+Error bad_view(const std::string& item, const std::string& why) {
+  return Error("--views: '" + item + "': " + why + " (" + kGrammar + ")");
+}
+
+bool parse_int(const std::string& s, int* out) {
+  if (s.empty() || s.size() > 9) return false;
+  size_t i = (s[0] == '-') ? 1 : 0;
+  if (i == s.size()) return false;
+  for (size_t k = i; k < s.size(); ++k)
+    if (!std::isdigit(static_cast<unsigned char>(s[k]))) return false;
+  *out = std::stoi(s);
+  return true;
+}
+
+// "3", "-1", "last" -> a block as written.
+int parse_layer_text(const std::string& item, const std::string& s) {
+  if (s == "last") return -1;
+  int v = 0;
+  if (!parse_int(s, &v)) throw bad_view(item, "'" + s + "' is not a block index");
+  return v;
+}
+
+// "mean" | "max" | "min" | "h<index>"
+HeadSelect parse_fusion_text(const std::string& item, const std::string& s) {
+  HeadSelect h;
+  if (s == "mean") return h;
+  if (s == "max" || s == "min") {
+    h.fusion = s == "max" ? HeadSelect::Fusion::Max : HeadSelect::Fusion::Min;
+    return h;
+  }
+  int v = 0;
+  if (s.size() >= 2 && s[0] == 'h' && parse_int(s.substr(1), &v)) {
+    h.fusion = HeadSelect::Fusion::Index;
+    h.index = v;
+    return h;
+  }
+  throw bad_view(item, "'" + s + "' is not a head fusion");
+}
+
+// "chefer", "gradcam@L3", "attn-grad" -> the method view.
+std::optional<ViewSpec> parse_method_view(const std::string& item) {
+  const size_t at = item.find('@');
+  const std::string method = item.substr(0, at);
+  ViewSpec v;
+  v.written = item;
+  if (method == "chefer") v.kind = ViewKind::Chefer;
+  else if (method == "gradcam") v.kind = ViewKind::GradCam;
+  else if (method == "attn-grad") v.kind = ViewKind::AttnGrad;
+  else return std::nullopt;
+  v.layer_given = at != std::string::npos;
+  if (!v.layer_given) return v;
+  if (v.kind == ViewKind::Chefer) throw bad_view(item, "chefer runs through every block; it takes no @L<layer>");
+  const std::string rest = item.substr(at + 1);
+  if (rest.size() < 2 || rest[0] != 'L') throw bad_view(item, "after '@' comes L<layer>");
+  v.layer = parse_layer_text(item, rest.substr(1));
+  return v;
+}
+
+ViewSpec parse_one_view(const std::string& item) {
+  ViewSpec v;
+  v.written = item;
+  if (item == "photo") {
+    v.kind = ViewKind::Photo;
+    return v;
+  }
+  if (item == "rollout" || item.rfind("rollout/", 0) == 0) {
+    v.kind = ViewKind::Rollout;
+    if (item.size() > 7) v.head = parse_fusion_text(item, item.substr(8));
+    return v;
+  }
+  if (auto m = parse_method_view(item)) return *m;
+  const size_t slash = item.find('/');
+  if (item.size() < 2 || item[0] != 'L' || slash == std::string::npos)
+    throw bad_view(item, "unknown view");
+  v.kind = ViewKind::Attention;
+  v.layer = parse_layer_text(item, item.substr(1, slash - 1));
+  v.head = parse_fusion_text(item, item.substr(slash + 1));
+  return v;
+}
+
+int resolve_view_layer(const ViewSpec& v, int layer, int depth) {
+  try {
+    return resolve_layer(layer, depth);
+  } catch (const Error& e) {
+    throw Error("--views: '" + v.written + "': " + e.what());
+  }
+}
+
+}  // namespace
+
+std::vector<ViewSpec> parse_views(const std::string& list) {
+  std::vector<ViewSpec> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = list.find(',', start);
+    const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) throw Error("--views: an empty view in '" + list + "' (" + kGrammar + ")");
+    out.push_back(parse_one_view(item));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<ViewSpec> every_layer_views(int depth, const HeadSelect& fusion) {
+  std::vector<ViewSpec> out;
+  for (int l = 0; l < depth; ++l) {
+    ViewSpec v;
+    v.kind = ViewKind::Attention;
+    v.layer = l;
+    v.head = fusion;
+    v.written = "L" + std::to_string(l) + "/" + fusion_name(fusion, "h");
+    out.push_back(v);
+  }
+  return out;
+}
+
+namespace {
+
+// Name, tag, units and the resolved layer of one view.
+ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, const ViewSettings& settings) {
+  ResolvedView r;
+  r.spec = v;
+  const std::string fusion = fusion_name(v.head, "h");
+  if (v.head.fusion == HeadSelect::Fusion::Index && (v.head.index < -hp.num_heads || v.head.index >= hp.num_heads))
+    throw Error("--views: '" + v.written + "': head " + std::to_string(v.head.index) + " is out of range for " +
+                std::to_string(hp.num_heads) + " heads");
+  switch (v.kind) {
+    case ViewKind::Photo: r.name = r.tag = "photo"; return r;
+    case ViewKind::Attention:
+      r.spec.layer = resolve_view_layer(v, v.layer, hp.depth);
+      r.name = "L" + std::to_string(r.spec.layer) + "/" + fusion;
+      r.units = "attention probability";
+      break;
+    case ViewKind::Rollout:
+      r.spec.layer = hp.depth - 1;
+      r.name = v.head.fusion == HeadSelect::Fusion::Mean ? "rollout" : "rollout/" + fusion;
+      r.units = "rollout mass";
+      break;
+    case ViewKind::Chefer:
+      r.name = "chefer";
+      r.units = "Chefer relevance";
+      break;
+    case ViewKind::GradCam:
+      r.spec.layer = resolve_view_layer(v, v.layer_given ? v.layer : settings.gradcam_layer, hp.depth);
+      r.name = v.layer_given ? "gradcam@L" + std::to_string(r.spec.layer) : "gradcam";
+      r.units = "Grad-CAM activation";
+      break;
+    case ViewKind::AttnGrad:
+      r.spec.layer = resolve_view_layer(v, v.layer_given ? v.layer : -1, hp.depth);
+      r.name = v.layer_given ? "attn-grad@L" + std::to_string(r.spec.layer) : "attn-grad";
+      r.units = "attention \u00d7 gradient";
+      break;
+  }
+  r.class_specific = v.kind == ViewKind::Chefer || v.kind == ViewKind::GradCam || v.kind == ViewKind::AttnGrad;
+  if (r.class_specific && (!has_head || !hp.residual_mlp))
+    throw Error("--views: '" + v.written + "': the model has no classifier head, so there is no class to explain "
+                "(the attention views still work)");
+  r.tag = r.name;
+  for (char& c : r.tag)
+    if (c == '/' || c == '@') c = '-';
+  return r;
+}
+
+}  // namespace
+
+std::vector<ResolvedView> resolve_views(const std::vector<ViewSpec>& views, const HParams& hp, bool has_head,
+                                        const ViewSettings& settings) {
+  if (views.empty()) throw Error("--views: no view given");
+  std::vector<ResolvedView> out;
+  std::set<std::string> names;
+  for (const ViewSpec& v : views) {
+    ResolvedView r = resolve_one(v, hp, has_head, settings);
+    if (!names.insert(r.name).second)
+      throw Error("--views: '" + v.written + "' names the view " + r.name + " a second time");
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+namespace {
+
+bool needs_tape(const std::vector<ResolvedView>& views) {
+  for (const auto& v : views)
+    if (v.class_specific) return true;
+  return false;
+}
+
+// The class-token rows (L, H, T) of a taped forward, as vit_forward records them, so the attention views
+// read the same numbers from either pass.
+ForwardResult rows_of_tape(const ForwardTape& tape) {
+  ForwardResult r;
+  r.layers = static_cast<int>(tape.blocks.size());
+  r.heads = tape.heads;
+  r.tokens = tape.tokens;
+  const size_t T = static_cast<size_t>(tape.tokens);
+  r.cls_attn.reserve(static_cast<size_t>(r.layers) * static_cast<size_t>(r.heads) * T);
+  for (const BlockTape& b : tape.blocks)
+    for (int h = 0; h < tape.heads; ++h) {
+      const float* row = b.probs.data() + static_cast<size_t>(h) * T * T;  // row 0 of head h
+      r.cls_attn.insert(r.cls_attn.end(), row, row + T);
+    }
+  r.logits = tape.logits;
+  return r;
+}
+
+// The attention and rollout views of one pass whose class rows are `rows`; `rollout_maps[v]` holds the
+// rollouts computed as the layers went by.
+void agnostic_maps(const ViTWeights& model, const ForwardResult& rows, const std::vector<ResolvedView>& views,
+                   const std::vector<std::vector<float>>& rollout_maps, std::vector<ViewMap>* out) {
+  for (size_t i = 0; i < views.size(); ++i) {
+    const ResolvedView& v = views[i];
+    if (v.spec.kind == ViewKind::Attention)
+      out->push_back(ViewMap{i, -1, class_attention_map(rows, model.hp, v.spec.layer, v.spec.head)});
+    else if (v.spec.kind == ViewKind::Rollout)
+      out->push_back(ViewMap{i, -1, rollout_maps[i]});
+  }
+}
+
+ExplainRequest request_of(const ResolvedView& v) {
+  ExplainRequest req;
+  req.method = v.spec.kind == ViewKind::Chefer    ? ExplainMethod::Chefer
+               : v.spec.kind == ViewKind::GradCam ? ExplainMethod::GradCam
+                                                  : ExplainMethod::AttnGrad;
+  req.layer = v.spec.layer;
+  req.gradcam_layer = v.spec.layer;
+  return req;
+}
+
+// Puts the maps in view order (agnostic views were appended first).
+std::vector<ViewMap> in_view_order(std::vector<ViewMap> maps, size_t n_views) {
+  std::vector<ViewMap> out;
+  out.reserve(maps.size());
+  for (size_t v = 0; v < n_views; ++v)
+    for (ViewMap& m : maps)
+      if (m.view == v) out.push_back(std::move(m));
+  return out;
+}
+
+}  // namespace
+
+std::vector<ViewMap> compute_views(const ViTWeights& model, const float* image, const std::vector<ResolvedView>& views,
+                                   const ViewSettings& settings, const ClassSpec& classes,
+                                   std::vector<float>* logits) {
+  const HParams& hp = model.hp;
+  std::vector<std::vector<float>> rollout_maps(views.size());
+  std::vector<ViewMap> maps;
+  // Rollouts: one accumulator per rollout view, fed every block's probabilities in order.
+  std::vector<std::optional<RolloutAccumulator>> acc(views.size());
+  for (size_t i = 0; i < views.size(); ++i)
+    if (views[i].spec.kind == ViewKind::Rollout) acc[i].emplace(hp.tokens(), hp.num_heads, views[i].spec.head, settings.discard);
+  auto finish_rollouts = [&](int tokens) {
+    for (size_t i = 0; i < views.size(); ++i)
+      if (acc[i]) rollout_maps[i] = class_row_map(acc[i]->rollout(), hp, tokens);
+  };
+  if (needs_tape(views)) {
+    const ForwardTape tape = vit_forward_tape(model, image);
+    for (const BlockTape& b : tape.blocks)
+      for (auto& a : acc)
+        if (a) a->add_layer(b.probs.data());
+    finish_rollouts(tape.tokens);
+    agnostic_maps(model, rows_of_tape(tape), views, rollout_maps, &maps);
+    const std::vector<int> cls = resolve_classes(classes, tape.logits, hp.labels);
+    for (size_t i = 0; i < views.size(); ++i)
+      if (views[i].class_specific)
+        for (const int c : cls) maps.push_back(ViewMap{i, c, explain_map(model, tape, c, request_of(views[i]))});
+    *logits = tape.logits;
+    return in_view_order(std::move(maps), views.size());
+  }
+  ForwardOptions fo;
+  fo.last_layer = 0;
+  bool any_rollout = false;
+  for (const auto& v : views) {
+    if (v.spec.kind == ViewKind::Attention) fo.last_layer = std::max(fo.last_layer, v.spec.layer);
+    if (v.spec.kind == ViewKind::Rollout) any_rollout = true;
+  }
+  if (any_rollout) {
+    fo.last_layer = hp.depth - 1;
+    fo.on_probs = [&acc](int, int, const float* probs) {
+      for (auto& a : acc)
+        if (a) a->add_layer(probs);
+    };
+  }
+  fo.to_end = model.head.present();  // the logits (top-5) need every block
+  const ForwardResult r = vit_forward(model, image, fo);
+  finish_rollouts(r.tokens);
+  agnostic_maps(model, r, views, rollout_maps, &maps);
+  *logits = r.logits;
+  return in_view_order(std::move(maps), views.size());
+}
+
+}  // namespace attnmap
