@@ -565,7 +565,7 @@ TEST(FiguresCli, PanelStripsDpiAndRefusals) {
   const Image mask = load_image((d / "m" / "chelsea.png").string());
   EXPECT_LT(*std::min_element(mask.rgb.begin(), mask.rgb.end()), 3);
   // Usage errors, before any image is rendered.
-  for (const char* bad : {"--strip rows", "--scale run", "--scale 1,0", "--style heat", "--dpi 0", "--dpi x",
+  for (const char* bad : {"--strip rows", "--scale 1,0", "--style heat", "--dpi 0", "--dpi x",
                           "--figure-format gif", "--panel --threshold 0.5", "--style mask --alpha-by-value"}) {
     const CliRun e = run_attnmap("render " + cat + " -o " + q(d / "bad") + " " + bad);
     EXPECT_EQ(e.status, 2) << bad << ": " << e.err;

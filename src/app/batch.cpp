@@ -620,6 +620,55 @@ void check_batch_options(const RenderOptions& opt, const BatchOptions& bopt) {
       throw Error("the output folder is the input folder " + in + "; choose another --out");
   }
   if (!bopt.manifest.empty()) check_output_name("--manifest", bopt.manifest);  // before the model loads
+  if (opt.scale && opt.scale->kind == ScaleKind::Run) {  // one scale over every map of the run needs them all
+    if (bopt.skip_existing)
+      throw Error("--scale run cannot be combined with --skip-existing: the run's scale needs every image's maps "
+                  "(render them all again, or give the bounds: --scale VMIN,VMAX)");
+    if (bopt.shard_count > 1)
+      throw Error("--scale run cannot be combined with --shard: each shard would have a scale of its own (give the "
+                  "bounds instead: --scale VMIN,VMAX)");
+  }
+}
+
+/// --scale run, first pass: every job's maps computed (on `workers` threads) and kept (maps are small; the
+/// photos are not kept), then one scale per unit over them all, into ctx->run_scales. A job that fails here
+/// keeps its error for the second pass, which reports it as that image's failure.
+struct Precomputed {
+  std::vector<std::optional<ComputedViews>> views;
+  std::vector<std::string> errors;
+};
+Precomputed precompute_views(RenderContext* ctx, const std::vector<Job>& jobs, int workers) {
+  Precomputed p;
+  p.views.resize(jobs.size());
+  p.errors.resize(jobs.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&]() {
+    for (size_t i = next++; i < jobs.size(); i = next++) {
+      try {
+        p.views[i] = compute_job_views(*ctx, jobs[i]);
+      } catch (const std::exception& e) {
+        p.errors[i] = e.what();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < workers; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+  for (const auto& v : p.views)
+    if (v) add_to_run_scales(*ctx, *v, &ctx->run_scales);
+  return p;
+}
+
+/// "attention probability 0.0012 .. 0.31, rollout mass 0.0004 .. 0.045": the run's scales, for the terminal.
+std::string run_scales_text(const RenderContext& ctx) {
+  std::string out;
+  for (const auto& [units, s] : ctx.run_scales) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s%s %.4g .. %.4g", out.empty() ? "" : ", ", units.c_str(), s.vmin, s.vmax);
+    out += buf;
+  }
+  return out;
 }
 
 /// The model, loaded once for the run (position embeddings resampled to --size); its notices printed.
@@ -672,10 +721,13 @@ std::string check_manifest_path(const RenderOptions& opt, const BatchOptions& bo
   for (const std::string& in : opt.inputs) reads.push_back({in, "an input"});
   for (const Job& j : plan.all) reads.push_back({j.input, "an input"});
   for (const Job& j : plan.all) {  // every shard's: the shards together write one full run's files
-    reads.push_back({j.out_base + ".png", "an output of this run"});
-    if (opt.save_raw) reads.push_back({j.out_base + ".npy", "an output of this run"});
-    if (opt.save_raw) reads.push_back({npy_sidecar_path(j.out_base + ".npy"), "an output of this run"});
-    if (opt.heads_grid) reads.push_back({j.out_base + ".heads.png", "an output of this run"});
+    const JobFiles f = job_files(ctx, j);
+    for (const std::string& png : f.overlays) reads.push_back({png, "an output of this run"});
+    for (const std::string& npy : f.npys) {
+      reads.push_back({npy, "an output of this run"});
+      reads.push_back({npy_sidecar_path(npy), "an output of this run"});
+    }
+    if (!f.sheet.empty()) reads.push_back({f.sheet, "an output of this run"});
   }
   if (!ctx.font_file.empty()) reads.push_back({ctx.font_file, "the label font"});
   return check_output_file("--manifest", bopt.manifest, reads);
@@ -715,8 +767,9 @@ class BatchRun {
  public:
   /// `settings`: the run's record (make_provenance); `prev`: an earlier manifest's rows of these settings.
   BatchRun(const RenderContext& ctx, const BatchOptions& bopt, const JobPlan& plan, const std::string& manifest_path,
-           const nlohmann::ordered_json& settings, std::map<std::string, PrevRow> prev)
-      : ctx_(ctx), opt_(*ctx.opt), bopt_(bopt), plan_(plan), n_pre_(plan.pre.size()),
+           const nlohmann::ordered_json& settings, std::map<std::string, PrevRow> prev,
+           const Precomputed* pre = nullptr)
+      : ctx_(ctx), opt_(*ctx.opt), bopt_(bopt), plan_(plan), pre_(pre), n_pre_(plan.pre.size()),
         pre_rows_(bopt.shard_index == 1 ? n_pre_ : 0), settings_(nlohmann::json::parse(settings.dump())),
         prev_(std::move(prev)),
         manifest_(manifest_path, pre_rows_ + plan.jobs.size(),
@@ -781,14 +834,18 @@ class BatchRun {
 
  private:
   /// Refuses outputs that would replace an input or another input's overlay. Throws attnmap::Error.
-  void check_output_names(const std::string& png, const std::string& npy, const std::string& sheet) const {
-    if (plan_.input_canon.count(canonical_or_empty(png)) ||
-        (opt_.save_raw && (plan_.input_canon.count(canonical_or_empty(npy)) ||
-                           plan_.input_canon.count(canonical_or_empty(npy_sidecar_path(npy))))) ||
-        (opt_.heads_grid && plan_.input_canon.count(canonical_or_empty(sheet))))
-      throw Error("output " + png + " would overwrite an input file; choose another --out");
-    if (opt_.heads_grid && plan_.overlay_paths.count(sheet))
-      throw Error("output " + sheet + " would overwrite the overlay of another input of that name; rename it");
+  void check_output_names(const JobFiles& f) const {
+    std::vector<std::string> all = f.overlays;
+    for (const std::string& npy : f.npys) {
+      all.push_back(npy);
+      all.push_back(npy_sidecar_path(npy));
+    }
+    if (!f.sheet.empty()) all.push_back(f.sheet);
+    for (const std::string& out : all)
+      if (plan_.input_canon.count(canonical_or_empty(out)))
+        throw Error("output " + out + " would overwrite an input file; choose another --out");
+    if (!f.sheet.empty() && plan_.overlay_paths.count(f.sheet))
+      throw Error("output " + f.sheet + " would overwrite the overlay of another input of that name; rename it");
   }
 
   /// What the outputs already there are worth (with --skip-existing): all attnmap's own and made with the
@@ -797,9 +854,8 @@ class BatchRun {
   /// missing, a sidecar missing after an interrupted write, a file of the user's, which check_replaceable
   /// then refuses) -> Incomplete. Either way but Same, the image is rendered again.
   enum class Existing { Incomplete, Same, Changed };
-  Existing existing_outputs(const std::string& png, const std::string& npy, const std::string& sheet,
-                            std::string* change) const {
-    bool complete = true, changed = false;
+  Existing existing_outputs(const Job& job, const JobFiles& f, std::string* change) const {
+    bool complete = !f.names_unknown, changed = false;
     auto regular = [](const std::string& out) {
       std::error_code ec;
       return fs::is_regular_file(fs::symlink_status(out, ec));
@@ -809,8 +865,9 @@ class BatchRun {
       if (!changed) *change = settings_change(r ? *r : nlohmann::json(), settings_);
       changed = true;
     };
-    for (const std::string& p : {png, sheet}) {
-      if (p == sheet && !opt_.heads_grid) continue;
+    std::vector<std::string> pngs = f.overlays;
+    if (!f.sheet.empty()) pngs.push_back(f.sheet);
+    for (const std::string& p : pngs) {
       if (!regular(p) || !written_by_attnmap(p))
         complete = false;
       else
@@ -818,14 +875,14 @@ class BatchRun {
     }
     // Figures asked for (--panel, --strip, PDF/SVG formats) must all be there too: a run that adds one redoes
     // the image rather than skipping it without the new file.
-    const std::string base = png.substr(0, png.size() - 4);
-    for (const FigureFormat f : opt_.figure_formats) {
-      const std::string ext = figure_extension(f);
+    const std::string& base = job.out_base;
+    for (const FigureFormat ff : opt_.figure_formats) {
+      const std::string ext = figure_extension(ff);
       if ((opt_.panel && !regular(base + ".panel" + ext)) || (opt_.strip_layers && !regular(base + ".layers" + ext)) ||
           (opt_.heads_grid && ext != ".png" && !regular(base + ".heads" + ext)))
         complete = false;
     }
-    if (opt_.save_raw) {
+    for (const std::string& npy : f.npys) {
       const std::optional<nlohmann::json> side = read_sidecar(npy_sidecar_path(npy));
       if (!regular(npy) || !looks_written_by_attnmap_npy(npy) || !side)
         complete = false;
@@ -866,17 +923,25 @@ class BatchRun {
   /// A file of the user's that merely has an output's name (photos/cat.png when rendering photos/cat.jpg
   /// into photos/) is never replaced, nor is anything but a regular file (a link, FIFO, device or folder);
   /// attnmap's own earlier outputs are. All are checked before any is written. Throws attnmap::Error.
-  void check_replaceable(const std::string& png, const std::string& npy, const std::string& sheet) const {
-    const std::string side = npy_sidecar_path(npy);
-    for (const std::string& out : {png, sheet, npy, side}) {
-      if ((out == sheet && !opt_.heads_grid) || ((out == npy || out == side) && !opt_.save_raw)) continue;
+  void check_replaceable(const JobFiles& f) const {
+    std::vector<std::string> all = f.overlays;
+    if (!f.sheet.empty()) all.push_back(f.sheet);
+    std::set<std::string> npys, sides;
+    for (const std::string& npy : f.npys) {
+      all.push_back(npy);
+      all.push_back(npy_sidecar_path(npy));
+      npys.insert(npy);
+      sides.insert(npy_sidecar_path(npy));
+    }
+    for (const std::string& out : all) {
+      const bool is_side = sides.count(out) > 0, is_npy = npys.count(out) > 0;
       std::error_code ec;
       const fs::file_status st = fs::symlink_status(out, ec);
       if (!fs::exists(st)) continue;
       if (!fs::is_regular_file(st))
         throw Error("output " + out + " exists and is not a regular file (a link, folder, FIFO or device); it is "
                     "left alone: choose another --out or move it away");
-      if (out == side ? !read_sidecar(out) : out == npy ? !looks_written_by_attnmap_npy(out) : !written_by_attnmap(out))
+      if (is_side ? !read_sidecar(out) : is_npy ? !looks_written_by_attnmap_npy(out) : !written_by_attnmap(out))
         throw Error("output " + out + " already exists and was not written by attnmap; it is left alone: "
                     "choose another --out or move it away");
     }
@@ -884,22 +949,23 @@ class BatchRun {
 
   /// One image: skipped, rendered, or failed (the error caught here, with the input's path).
   /// `*change`: with --skip-existing, what differed in outputs made with other settings ("" otherwise).
-  Outcome handle(const Job& job, std::vector<std::string>* notes, std::string* change) const {
+  Outcome handle(size_t index, const Job& job, std::vector<std::string>* notes, std::string* change) const {
     Outcome o;
     o.input = job.input;
-    const std::string png = job.out_base + ".png", npy = job.out_base + ".npy", sheet = job.out_base + ".heads.png";
+    const JobFiles f = job_files(ctx_, job);
     try {
-      check_output_names(png, npy, sheet);
-      const Existing ex = bopt_.skip_existing ? existing_outputs(png, npy, sheet, change) : Existing::Incomplete;
+      check_output_names(f);
+      const Existing ex = bopt_.skip_existing ? existing_outputs(job, f, change) : Existing::Incomplete;
       if (ex == Existing::Same) {
         o.status = "skipped";
-        o.outputs.push_back(png);
-        if (opt_.heads_grid) o.outputs.push_back(sheet);
-        if (opt_.save_raw) o.outputs.push_back(npy);
-        carry_statistics(job, png, npy, &o);
+        o.outputs = f.overlays;
+        if (!f.sheet.empty()) o.outputs.push_back(f.sheet);
+        o.outputs.insert(o.outputs.end(), f.npys.begin(), f.npys.end());
+        carry_statistics(job, f.overlays.front(), f.npys.empty() ? job.out_base + ".npy" : f.npys.front(), &o);
       } else {
-        check_replaceable(png, npy, sheet);
-        RenderResult res = render_image(ctx_, job);
+        check_replaceable(f);
+        if (pre_ && !pre_->views[index]) throw Error(pre_->errors[index]);
+        RenderResult res = pre_ ? draw_job_views(ctx_, job, *pre_->views[index]) : render_image(ctx_, job);
         o.status = "done";
         o.outputs = res.outputs;
         o.stats = res.stats;
@@ -922,7 +988,7 @@ class BatchRun {
     const auto ti = std::chrono::steady_clock::now();
     std::vector<std::string> notes;
     std::string change;
-    Outcome o = handle(job, &notes, &change);
+    Outcome o = handle(i, job, &notes, &change);
     o.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ti).count();
     std::string line = manifest_line(o);
 
@@ -955,6 +1021,7 @@ class BatchRun {
   const RenderOptions& opt_;
   const BatchOptions& bopt_;
   const JobPlan& plan_;
+  const Precomputed* pre_;  // --scale run: the first pass's maps, by job index; null otherwise
   const size_t n_pre_;
   const size_t pre_rows_;  // of them, the ones this run's manifest lists: all in shard 1, none in the others
   const nlohmann::json settings_;          // the run's record, compared with the outputs' records
@@ -990,11 +1057,18 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
                  "checkpoint (docs/checkpoints.md)\n";
 
   // Read before this run appends to it: skipped images keep the statistics an earlier run recorded.
+  const int workers = plan_threads(bopt, plan.jobs.size());
+  std::optional<Precomputed> pre;
+  if (opt.scale && opt.scale->kind == ScaleKind::Run) {
+    pre = precompute_views(&ctx, plan.jobs, workers);
+    if (!opt.quiet) std::cerr << "attnmap: note: --scale run: " << printable(run_scales_text(ctx)) << "\n";
+  }
   BatchRun run(ctx, bopt, plan, manifest_path, settings,
                bopt.skip_existing ? read_previous_rows(manifest_path, nlohmann::json::parse(settings.dump()))
-                                  : std::map<std::string, PrevRow>{});
+                                  : std::map<std::string, PrevRow>{},
+               pre ? &*pre : nullptr);
   run.report_planning_failures();
-  run.run_jobs(plan_threads(bopt, plan.jobs.size()));
+  run.run_jobs(workers);
   return run.finish();
 }
 

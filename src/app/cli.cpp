@@ -95,6 +95,7 @@ struct CliArgs {
   std::string layer_s, head_s, upsample_s = "bilinear", resize_s = "squash", mean_s, std_s, size_s, discard_s,
       threshold_s, pos_interp_s;
   std::vector<std::string> strip_v;  // --strip, repeatable
+  std::string layers_s;               // --layers all
   std::string key_s;                  // --key: the state dict inside a torch.save checkpoint
   std::string class_s, gradcam_layer_s;  // --class, --gradcam-layer (with --explain)
   std::string scale_s, style_s = "overlay", dpi_s, formats_s = "png";
@@ -151,6 +152,12 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
                      "DINO mask: keep the largest attentions holding this fraction of the mass, (0, 1]; drawn as a "
                      "filled, outlined region");
   render->add_flag("--heads-grid", ro.heads_grid, "the old name of --strip heads");
+  render->add_option("--views", ro.views,
+                     "several views from one forward pass, comma-separated, named as eval prints them: "
+                     "L<layer>/<fusion> (fusion mean|max|min|h<i>; layer an index, negative from the end, or last), "
+                     "rollout[/<fusion>], chefer, gradcam[@L<layer>], attn-grad[@L<layer>]; each view's files are "
+                     "NAME.<view>.png (L3/mean -> NAME.L3-mean.png); one view keeps NAME.png");
+  render->add_option("--layers", a.layers_s, "all: the view L<l>/<--head> for every block l (with --views: added to them)");
   // Figures (docs/figures.md).
   render->add_flag("--panel", ro.panel, "also write NAME.panel.*: photo | map alone | overlay, a title and a colour bar");
   render->add_option("--strip", a.strip_v,
@@ -356,6 +363,10 @@ void apply_view_options(CliArgs& a) {
       throw attnmap::Error("--threshold must be in (0, 1], found '" + a.threshold_s + "'");
   }
   if (ro.all_heads && !ro.save_raw) throw attnmap::Error("--all-heads is a --save-raw option: add --save-raw");
+  if (!a.layers_s.empty()) {
+    if (a.layers_s != "all") throw attnmap::Error("--layers expects all, found '" + a.layers_s + "' (name single blocks in --views)");
+    ro.layers_all = true;
+  }
   for (const std::string& item : a.strip_v) {
     if (item == "heads") ro.heads_grid = true;
     else if (item == "layers") ro.strip_layers = true;

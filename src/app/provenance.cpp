@@ -113,6 +113,18 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
     r["class"] = opt.class_spec.value_or("top1");
     if (opt.explain == "gradcam") r["gradcam_layer"] = opt.gradcam_layer.value_or(-1);
   }
+  if (ctx.user_views > 0) {  // --views / --layers all: the views as canonical names, comma-separated
+    std::string names;
+    bool class_specific = false, rollout = false;
+    for (size_t i = 0; i < ctx.user_views; ++i) {
+      names += (i ? "," : "") + ctx.views[i].name;
+      class_specific = class_specific || ctx.views[i].class_specific;
+      rollout = rollout || ctx.views[i].spec.kind == ViewKind::Rollout;
+    }
+    r["view"] = names;
+    r["discard"] = rollout ? ojson(opt.discard) : ojson(nullptr);
+    if (class_specific) r["class"] = opt.class_spec.value_or("top1");
+  }
   if (opt.style != Style::Overlay) r["style"] = opt.style == Style::Mask ? "mask" : "contour";
   if (opt.alpha_by_value) r["alpha_by_value"] = true;
   if (opt.dpi) r["dpi"] = *opt.dpi;

@@ -70,8 +70,6 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
   if (opt.all_heads && !opt.save_raw) throw Error("--all-heads is a --save-raw option: add --save-raw");
   if (opt.all_heads && opt.rollout)
     throw Error("--all-heads cannot be combined with --rollout: rollout fuses the heads of every layer");
-  if (opt.scale && opt.scale->kind == ScaleKind::Run)
-    throw Error("--scale run (one scale over the whole run) is not available in render yet: use figure or VMIN,VMAX");
   if (opt.threshold && (opt.panel || opt.strip_layers || opt.style != Style::Overlay || opt.alpha_by_value || opt.scale))
     throw Error("--threshold draws the DINO mask; --panel, --strip layers, --style, --alpha-by-value and --scale "
                 "apply to heatmaps");
@@ -84,7 +82,8 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
     ctx.font_family = figure_font();
     if (const char* env = std::getenv("ATTNMAP_FONT"); env && *env) ctx.font_file = env;
   }
-  make_explain_context(ctx, model, opt);
+  make_views_context(ctx, model, opt);
+  if (ctx.views.empty()) make_explain_context(ctx, model, opt);
   return ctx;
 }
 
@@ -92,16 +91,23 @@ namespace {
 
 std::string map_units(const RenderOptions& opt) { return opt.rollout ? "rollout mass" : "attention probability"; }
 
-// The scale of a figure that shows `maps`: --scale (default figure) over them, or fixed bounds.
-Scale figure_scale(const RenderOptions& opt, const std::vector<const std::vector<float>*>& maps) {
-  const ScaleSpec spec = opt.scale.value_or(ScaleSpec{ScaleKind::Figure, 0.0, 1.0});
-  Scale s = scale_over(maps, map_units(opt));
+}  // namespace
+
+Scale figure_scale(const RenderContext& ctx, const std::vector<const std::vector<float>*>& maps,
+                   const std::string& units) {
+  const ScaleSpec spec = ctx.opt->scale.value_or(ScaleSpec{ScaleKind::Figure, 0.0, 1.0});
+  if (spec.kind == ScaleKind::Run) {
+    const auto it = ctx.run_scales.find(units);
+    if (it != ctx.run_scales.end()) return it->second;
+  }
+  Scale s = scale_over(maps, units);
   if (spec.kind == ScaleKind::Fixed) s = resolve_scale(spec, {}, s);
   return s;
 }
 
-// One map alone (NAME.png, a panel of one view): map and figure both mean its own min-max.
-Scale single_scale(const RenderOptions& opt, const std::vector<float>& map) { return figure_scale(opt, {&map}); }
+Scale single_scale(const RenderContext& ctx, const std::vector<float>& map, const std::string& units) {
+  return figure_scale(ctx, {&map}, units);
+}
 
 StyleOptions style_of(const RenderContext& ctx) {
   StyleOptions st;
@@ -113,12 +119,10 @@ StyleOptions style_of(const RenderContext& ctx) {
   return st;
 }
 
-}  // namespace
-
 // One view of `map` (grid_h, grid_w) over `photo` inside the box (x, y, w, h): a heatmap, or with
 // --threshold the DINO mask, filled and outlined. Sets *flat for a constant heatmap; fills *mask.
 Image draw_view(const Image& photo, int bx, int by, int bw, int bh, const std::vector<float>& map,
-                const RenderContext& ctx, bool* flat, std::vector<uint8_t>* mask) {
+                const RenderContext& ctx, bool* flat, std::vector<uint8_t>* mask, const std::string& units) {
   const HParams& hp = ctx.model->hp;
   const RenderOptions& opt = *ctx.opt;
   *flat = false;
@@ -131,7 +135,7 @@ Image draw_view(const Image& photo, int bx, int by, int bw, int bh, const std::v
     return draw_mask_overlay(photo, up, bw, bh, bx, by, colormap_lookup(ctx.cmap, 1.0f), opt.alpha, outline);
   }
   // One map is its own figure: --scale map and figure both mean its min-max (today's overlay, byte for byte).
-  const Scale scale = single_scale(opt, map);
+  const Scale scale = single_scale(ctx, map, units.empty() ? map_units(opt) : units);
   *flat = scale.flat();
   return draw_styled(photo, PhotoBox{bx, by, bw, bh}, GridMap{map, hp.grid_w, hp.grid_h}, scale, style_of(ctx));
 }
@@ -151,6 +155,8 @@ std::string tile_label(const std::string& name, const std::vector<float>& map,
   return buf;
 }
 
+}  // namespace
+
 // "chelsea.png - timm ViT, 4 blocks x 4 heads, 224x224 input (14x14 patches of 16 px) - top-1 Coat 63.2%"
 std::string figure_title(const Job& job, const HParams& hp, const std::vector<std::pair<std::string, float>>& top5) {
   char buf[256];
@@ -164,6 +170,8 @@ std::string figure_title(const Job& job, const HParams& hp, const std::vector<st
   }
   return t;
 }
+
+namespace {
 
 // The view's name: "block 1, head 3", "rollout 0-3, mean".
 std::string view_name(const RenderContext& ctx) {
@@ -181,6 +189,8 @@ std::string heads_phrase(const HeadSelect& sel) {
   return sel.fusion == HeadSelect::Fusion::Index ? fusion_name(sel, "head ") : "heads fused by " + fusion_name(sel, "head ");
 }
 
+}  // namespace
+
 FigureOptions figure_options(const RenderContext& ctx) {
   const RenderOptions& opt = *ctx.opt;
   FigureOptions fo;
@@ -193,7 +203,7 @@ FigureOptions figure_options(const RenderContext& ctx) {
 // NAME.heads.*: one tile per head of the drawn block plus the fused map, one scale (or each head's own DINO
 // mask with --threshold), a colour bar.
 std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, const Image& photo, const PhotoBox& box,
-                                     const ForwardResult& r, const std::vector<std::vector<float>>& head_maps,
+                                     const std::vector<float>& mean_map, const std::vector<std::vector<float>>& head_maps,
                                      const std::vector<float>& map, const std::string& title) {
   const HParams& hp = ctx.model->hp;
   const RenderOptions& opt = *ctx.opt;
@@ -202,14 +212,15 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
   std::string name = opt.rollout ? "rollout 0\u2013" + std::to_string(ctx.layer) + " " + fusion_name(ctx.head, "head ")
                                  : fusion_name(ctx.head, "head ");
   if (!opt.rollout && ctx.head.fusion == HeadSelect::Fusion::Index) {
-    fused = class_attention_map(r, hp, ctx.layer, HeadSelect{});
+    fused = mean_map;
     name = "mean";
   }
   std::vector<const std::vector<float>*> all;
   for (const auto& m : head_maps) all.push_back(&m);
   all.push_back(&fused);
   const TilePhoto tp = tile_photo(photo, box);
-  const Scale scale = figure_scale(opt, all);
+  const std::string units = map_units(opt);
+  const Scale scale = figure_scale(ctx, all, units);
   std::vector<Image> tiles;
   std::vector<std::string> labels;
   for (size_t i = 0; i < all.size(); ++i) {
@@ -219,7 +230,7 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
       tiles.push_back(draw_view(tp.photo, tp.box.x0, tp.box.y0, tp.box.w, tp.box.h, *all[i], ctx, &flat, &mask));
     } else {
       tiles.push_back(draw_styled(tp.photo, tp.box, GridMap{*all[i], hp.grid_w, hp.grid_h},
-                                  own_scales(opt) ? single_scale(opt, *all[i]) : scale, style_of(ctx)));
+                                  own_scales(opt) ? single_scale(ctx, *all[i], units) : scale, style_of(ctx)));
     }
     labels.push_back(tile_label(i + 1 == all.size() ? name : "head " + std::to_string(i), *all[i], mask));
   }
@@ -245,13 +256,14 @@ std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, 
   const RenderOptions& opt = *ctx.opt;
   std::vector<const std::vector<float>*> all;
   for (const auto& m : layer_maps) all.push_back(&m);
-  const Scale scale = figure_scale(opt, all);
+  const std::string units = map_units(opt);
+  const Scale scale = figure_scale(ctx, all, units);
   const TilePhoto tp = tile_photo(photo, box);
   std::vector<Image> tiles;
   std::vector<std::string> labels;
   for (size_t l = 0; l < layer_maps.size(); ++l) {
     tiles.push_back(draw_styled(tp.photo, tp.box, GridMap{layer_maps[l], hp.grid_w, hp.grid_h},
-                                own_scales(opt) ? single_scale(opt, layer_maps[l]) : scale, style_of(ctx)));
+                                own_scales(opt) ? single_scale(ctx, layer_maps[l], units) : scale, style_of(ctx)));
     labels.push_back(tile_label((opt.rollout ? "rollout 0\u2013" : "block ") + std::to_string(l), layer_maps[l], {}));
   }
   TileFigure fig;
@@ -264,12 +276,11 @@ std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, 
   return write_tiles(job.out_base + ".layers", fig, tiles, labels, figure_options(ctx));
 }
 
-}  // namespace
-
 RenderResult render_image(const RenderContext& ctx, const Job& job) {
   const ViTWeights& model = *ctx.model;
   const HParams& hp = model.hp;
   const RenderOptions& opt = *ctx.opt;
+  if (!ctx.views.empty()) return draw_job_views(ctx, job, compute_job_views(ctx, job));
   if (ctx.explain) return render_explained(ctx, job);
   RenderResult res;
   const Image photo = load_image(job.input, opt.load);
@@ -304,14 +315,8 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
       for (int l = 0; l < hp.depth; ++l) layer_maps.push_back(class_attention_map(r, hp, l, ctx.head));
   }
   std::vector<std::vector<float>> head_maps;  // H x (grid_h, grid_w)
-  if (opt.heads_grid || opt.all_heads) {
-    for (int h = 0; h < hp.num_heads; ++h) {
-      HeadSelect one;
-      one.fusion = HeadSelect::Fusion::Index;
-      one.index = h;
-      head_maps.push_back(class_attention_map(r, hp, ctx.layer, one));
-    }
-  }
+  for (int h = 0; (opt.heads_grid || opt.all_heads) && h < hp.num_heads; ++h)
+    head_maps.push_back(class_attention_map(r, hp, ctx.layer, HeadSelect{HeadSelect::Fusion::Index, h}));
   int bx = 0, by = 0, bw = 0, bh = 0;
   box_pixels(in.box, photo.width, photo.height, &bx, &by, &bw, &bh);
   bool flat = false;
@@ -347,13 +352,14 @@ RenderResult render_image(const RenderContext& ctx, const Job& job) {
   const PhotoBox box{bx, by, bw, bh};
   const std::string title = figure_title(job, hp, res.top5);
   std::vector<std::string> figures;
-  if (opt.heads_grid) figures = write_heads(ctx, job, photo, box, r, head_maps, res.map, title);
+  if (opt.heads_grid)
+    figures = write_heads(ctx, job, photo, box, class_attention_map(r, hp, ctx.layer, HeadSelect{}), head_maps, res.map, title);
   if (opt.strip_layers) {
     const auto w = write_layers(ctx, job, photo, box, layer_maps, title);
     figures.insert(figures.end(), w.begin(), w.end());
   }
   if (opt.panel) {
-    const PanelRow row{view_name(ctx), GridMap{res.map, hp.grid_w, hp.grid_h}, single_scale(opt, res.map)};
+    const PanelRow row{view_name(ctx), GridMap{res.map, hp.grid_w, hp.grid_h}, single_scale(ctx, res.map, map_units(opt))};
     const auto w = write_panel(job.out_base + ".panel", title, photo, box, {row}, style_of(ctx), figure_options(ctx));
     figures.insert(figures.end(), w.begin(), w.end());
   }

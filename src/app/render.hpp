@@ -2,6 +2,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 #include "maps/attention_maps.hpp"
 #include "draw/figures.hpp"
 #include "maps/explain.hpp"
+#include "maps/views.hpp"
 #include "model/classify.hpp"
 #include "io/image_io.hpp"
 #include "draw/overlay.hpp"
@@ -55,6 +57,9 @@ struct RenderOptions {
   std::string explain;                     ///< "chefer" | "gradcam" | "attn-grad"; empty: the attention views
   std::optional<std::string> class_spec;   ///< --class N | NAME | top1 | topK (unset: top1)
   std::optional<int> gradcam_layer;        ///< --gradcam-layer, before resolving negatives (unset: -1)
+  // Several views in one run (issue 17; app/views_render.cpp).
+  std::string views;                       ///< --views LIST (maps/views.hpp grammar); empty: the single view
+  bool layers_all = false;                 ///< --layers all: L0/F .. L<depth-1>/F, F = --head (or the default)
 };
 
 /// One image to render: where it is read and the output path without extension (".png", ".npy" added).
@@ -76,7 +81,15 @@ struct RenderContext {
   /// and beside every .npy as NAME.npy.json; empty: nothing recorded.
   std::string provenance;
   std::optional<ExplainRequest> explain;  ///< with --explain: the method and its resolved layers
-  ClassSpec classes;                       ///< with --explain: which class(es)
+  ClassSpec classes;                       ///< with --explain or a class-specific view: which class(es)
+  /// With --views / --layers all: the views the user asked for, then (not drawn as files of their own) the
+  /// ones the strips need; empty: the single view of layer/head/rollout/explain.
+  std::vector<ResolvedView> views;
+  size_t user_views = 0;      ///< views[0..user_views) are the user's
+  ViewSettings view_settings;
+  /// --scale run: one scale per unit ("attention probability", "rollout mass", ...) over every map of the run,
+  /// filled after the run's maps are computed and before any is drawn.
+  std::map<std::string, Scale> run_scales;
 };
 
 /// What rendering one image produced.
@@ -122,10 +135,11 @@ void make_explain_context(RenderContext& ctx, const ViTWeights& model, const Ren
 /// with K >= 2 -> NAME.class-<label>.png per class (label from class_file_label). Called by render_image.
 RenderResult render_explained(const RenderContext& ctx, const Job& job);
 
-/// One map (grid_h, grid_w) over `photo` inside the box (x, y, w, h): a heatmap (min-max scaled), or with
-/// --threshold the DINO mask. Sets *flat for a constant heatmap; fills *mask.
+/// One map (grid_h, grid_w) over `photo` inside the box (x, y, w, h): a heatmap (min-max scaled; --scale
+/// fixed bounds; --scale run the run's scale of `units`, default the single view's), or with --threshold
+/// the DINO mask. Sets *flat for a constant heatmap; fills *mask.
 Image draw_view(const Image& photo, int bx, int by, int bw, int bh, const std::vector<float>& map,
-                const RenderContext& ctx, bool* flat, std::vector<uint8_t>* mask);
+                const RenderContext& ctx, bool* flat, std::vector<uint8_t>* mask, const std::string& units = "");
 
 /// Renders one image into job.out_base + ".png" (and ".heads.*" with heads_grid, ".layers.*" with
 /// strip_layers, ".panel.*" with panel, ".npy" with save_raw), files written atomically; with ctx.provenance,
@@ -137,5 +151,58 @@ Image draw_view(const Image& photo, int bx, int by, int bw, int bh, const std::v
 /// heatmap, or with threshold as the DINO mask (threshold_mask of the map) filled and outlined.
 /// Throws attnmap::Error (or std::exception from the file system) naming the problem; nothing is written then.
 RenderResult render_image(const RenderContext& ctx, const Job& job);
+
+// ---- Parts shared by the render files (render.cpp, views_render.cpp, explain_render.cpp) ----
+
+/// The scale of a figure that shows `maps` in `units`: --scale (default figure) over them, fixed bounds, or
+/// with --scale run ctx.run_scales[units] (when filled).
+Scale figure_scale(const RenderContext& ctx, const std::vector<const std::vector<float>*>& maps, const std::string& units);
+/// One map alone (NAME.png, a panel row): map and figure both mean its own min-max.
+Scale single_scale(const RenderContext& ctx, const std::vector<float>& map, const std::string& units);
+StyleOptions style_of(const RenderContext& ctx);
+FigureOptions figure_options(const RenderContext& ctx);
+/// "chelsea.png - timm ViT, 4 blocks x 4 heads, 224x224 input (14x14 patches of 16 px) - top-1 Coat 63.2%"
+std::string figure_title(const Job& job, const HParams& hp, const std::vector<std::pair<std::string, float>>& top5);
+/// NAME.heads.*: one tile per head (head_maps, H x (grid_h, grid_w)) of block ctx.layer plus the fused `map`
+/// (or, for a single --head, `mean_map`), one scale, a colour bar. Returns the paths written.
+std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, const Image& photo, const PhotoBox& box,
+                                     const std::vector<float>& mean_map, const std::vector<std::vector<float>>& head_maps,
+                                     const std::vector<float>& map, const std::string& title);
+/// NAME.layers.*: the map at every block (layer_maps, depth x (grid_h, grid_w)), one row, one scale.
+std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, const Image& photo, const PhotoBox& box,
+                                      const std::vector<std::vector<float>>& layer_maps, const std::string& title);
+
+// ---- Several views in one run (app/views_render.cpp) ----
+
+/// Fills ctx.views from --views / --layers all (and the strips' views), checked against the model and the
+/// other options. Throws attnmap::Error (exit 2) for a bad view name, a class-specific view without a head,
+/// or options that do not go with --views (--rollout, --explain: name the view instead; --all-heads).
+void make_views_context(RenderContext& ctx, const ViTWeights& model, const RenderOptions& opt);
+
+/// The files a job writes that the batch checks before rendering: the overlays (NAME.png for one view,
+/// NAME.<tag>.png for each of several; per class NAME[.<tag>].class-<label>.png with --class topK, K >= 2,
+/// are checked by the renderer once the classes are known), the .npy files with --save-raw, and the heads sheet.
+struct JobFiles {
+  std::vector<std::string> overlays;
+  std::vector<std::string> npys;
+  std::string sheet;  ///< NAME.heads.png ("" unless --strip heads)
+  bool names_unknown = false;  ///< per-class files (--class topK) are not listed: --skip-existing redoes the image
+};
+JobFiles job_files(const RenderContext& ctx, const Job& job);
+
+/// One image's maps of every view (views mode), kept between computing and drawing (--scale run).
+struct ComputedViews {
+  std::vector<ViewMap> maps;
+  std::vector<std::pair<std::string, float>> top5;
+  std::vector<std::string> notes;   ///< the decoder's
+  std::optional<Image> photo;       ///< kept for drawing unless --scale run (then read again: photos are big)
+  Box box;                          ///< the model input's box on the photo (preprocess)
+};
+/// Loads and preprocesses job.input and computes every view's maps (maps/views.hpp compute_views).
+ComputedViews compute_job_views(const RenderContext& ctx, const Job& job);
+/// Adds the maps of the user's views to `scales` (min-max per unit).
+void add_to_run_scales(const RenderContext& ctx, const ComputedViews& cv, std::map<std::string, Scale>* scales);
+/// Draws and writes every file of one image from its computed maps (the photo read again).
+RenderResult draw_job_views(const RenderContext& ctx, const Job& job, const ComputedViews& cv);
 
 }  // namespace attnmap
