@@ -1092,12 +1092,6 @@ int run_eval(const EvalOptions& opt) {
   set_eval_blas_threads();
   const bool classify = model.head.present();
   const int num_classes = classify ? model.head.out : 0;
-  if (opt.perturb && !classify)
-    std::cerr << "attnmap: note: --perturb: the model has no classifier head, so there is no class probability to "
-                 "perturb against; perturbation skipped\n";
-  if (!ctx.explain)
-    std::cerr << "attnmap: note: chefer, gradcam, attn-grad: the model has no classifier head, so there is no class "
-                 "to explain; those views are left out\n";
 
   // Inputs: plan_jobs walks folders (sorted, hidden entries skipped) and skips the masks folder given as its
   // "output" folder; out_base relative to it is the image's path below its input folder, without extension.
@@ -1106,6 +1100,13 @@ int run_eval(const EvalOptions& opt) {
   const std::vector<Job> jobs = plan_jobs(ro.inputs, opt.masks_dir, &missing, {}, &unreadable);
   const MaskIndex masks(opt.masks_dir);
   const JsonTarget json = prepare_json(opt, weights_path, jobs, masks);
+  // After the usage checks (a usage error is the only line), before any image.
+  if (opt.perturb && !classify)
+    std::cerr << "attnmap: note: --perturb: the model has no classifier head, so there is no class probability to "
+                 "perturb against; perturbation skipped\n";
+  if (!ctx.explain)
+    std::cerr << "attnmap: note: chefer, gradcam, attn-grad: the model has no classifier head, so there is no class "
+                 "to explain; those views are left out\n";
   TruthLookup truth(opt.masks_dir, model.hp, classify, num_classes);
 
   EvalRun run;
