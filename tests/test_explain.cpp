@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "app/provenance.hpp"
 #include "core/error.hpp"
 #include "io/image_io.hpp"
 #include "io/npy.hpp"
@@ -309,6 +310,77 @@ TEST_F(ExplainCli, TopKWritesOneMapPerClassAsTheLibraryComputesIt) {
   EXPECT_EQ(again.status, 1) << again.err;
   EXPECT_NE(again.err.find("was not written by attnmap"), std::string::npos) << again.err;
   EXPECT_EQ(slurp(users), "mine");
+}
+
+// Explanation outputs carry the settings record as the other outputs do: PNG tEXt `attnmap` (inspect prints
+// it, with the view named as eval names it and the class asked), the image's statistics with the class each
+// map explains, the .npy's sidecar; the manifest row has the first map's statistics; the terminal names every
+// class and file; a second run with the same settings skips the image, another method redoes it.
+TEST_F(ExplainCli, OutputsCarryTheSettingsRecordAndTheLineNamesEveryMap) {
+  const std::string weights = fixture("explain/dinov2_fb/weights.json");
+  const std::string img = std::string(ATTNMAP_TEST_DIR) + "/images/basic/rgba.png";
+  const std::string man = (dir / "m.jsonl").string();
+  const CliRun r = run_attnmap("render " + q(img) + " --save-raw --explain gradcam --gradcam-layer 0 --class top2 -w " +
+                               q(weights) + " -o " + q(dir) + " --manifest " + q(man));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const ViTWeights w = load_model(weights);
+  const Image photo = load_image(img, LoadOptions{});
+  const ModelInput in = preprocess(photo, w.hp.image_w, w.hp.image_h, ResizeMode::Squash, w.hp.mean.data(), w.hp.std.data());
+  const ForwardTape tape = vit_forward_tape(w, in.chw.data());
+  const std::vector<int> top = top_k_indices(tape.logits, 2);
+  const std::vector<double> p = class_probabilities(tape.logits);
+  std::string want = img + " -> gradcam maps of the top 2 classes:\n";
+  for (const int c : top) {
+    char pc[16];
+    std::snprintf(pc, sizeof pc, " %.1f%%", 100.0 * p[static_cast<size_t>(c)]);
+    want += "  " + w.hp.labels[static_cast<size_t>(c)] + pc + " -> " +
+            (dir / ("rgba.class-" + class_file_label(c, w.hp.labels) + ".png")).string() + "\n";
+  }
+  EXPECT_NE(r.out.find(want), std::string::npos) << r.out << "\nwanted:\n" << want;
+  ExplainRequest req;
+  req.method = ExplainMethod::GradCam;
+  req.gradcam_layer = 0;
+  for (size_t i = 0; i < top.size(); ++i) {
+    const std::string base = (dir / ("rgba.class-" + class_file_label(top[i], w.hp.labels))).string();
+    const CliRun ins = run_attnmap("inspect " + q(base + ".png"));
+    ASSERT_EQ(ins.status, 0) << ins.err;
+    for (const char* line : {"\n  view             gradcam\n", "\n  explain          gradcam\n", "\n  class            top2\n",
+                             "\n  gradcam_layer    0\n", "\n  layout           dinov2\n"})
+      EXPECT_NE(ins.out.find(line), std::string::npos) << line << ins.out;
+    const std::string cls = "\"explained_class\":{\"index\":" + std::to_string(top[i]) + ",\"label\":\"" +
+                            w.hp.labels[static_cast<size_t>(top[i])] + "\"";
+    EXPECT_NE(ins.out.find(cls), std::string::npos) << cls << "\n" << ins.out;
+    const std::optional<ImageStats> st = read_png_stats(base + ".png");
+    ASSERT_TRUE(st);
+    const std::vector<float> map = explain_map(w, tape, top[i], req);
+    EXPECT_EQ(st->stats.max, *std::max_element(map.begin(), map.end()));
+    const CliRun npy_ins = run_attnmap("inspect " + q(base + ".npy"));
+    EXPECT_EQ(npy_ins.status, 0) << npy_ins.err;
+    EXPECT_NE(npy_ins.out.find("\n  view             gradcam\n"), std::string::npos) << npy_ins.out;
+    if (i == 0) {  // the manifest row: the most probable class's map
+      const std::string rows = slurp(man);
+      const nlohmann::json row = nlohmann::json::parse(rows.substr(rows.find('\n') + 1));
+      EXPECT_EQ(row["map_max"].get<float>(), *std::max_element(map.begin(), map.end())) << rows;
+      EXPECT_EQ(row["outputs"].size(), 4u) << rows;
+    }
+  }
+  // One class: NAME.png with the record; the same settings again: skipped; another method: redone.
+  const std::string one = "render " + q(img) + " --explain attn-grad --layer 0 --class 2 -w " + q(weights) + " -o " + q(dir);
+  const CliRun a = run_attnmap(one);
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_NE(a.out.find(img + " -> " + (dir / "rgba.png").string() + " (attn-grad, class " + w.hp.labels[2]), std::string::npos)
+      << a.out;
+  const std::optional<nlohmann::json> rec = read_png_provenance((dir / "rgba.png").string());
+  ASSERT_TRUE(rec);
+  EXPECT_EQ((*rec)["view"], "attn-grad");
+  EXPECT_EQ((*rec)["attn_grad_layer"], 0);
+  EXPECT_EQ((*rec)["class"], "2");
+  const CliRun skip = run_attnmap(one + " --skip-existing");
+  EXPECT_EQ(skip.status, 0) << skip.err;
+  EXPECT_NE(skip.err.find("0 done, 0 failed, 1 skipped"), std::string::npos) << skip.err;
+  const CliRun redo = run_attnmap("render " + q(img) + " --explain chefer --class 2 -w " + q(weights) + " -o " + q(dir) +
+                                  " --skip-existing");
+  EXPECT_NE(redo.err.find("1 done (1 redone: settings changed)"), std::string::npos) << redo.err;
 }
 
 TEST_F(ExplainCli, RefusalsAreOneLineAndStatus2) {

@@ -350,8 +350,9 @@ TEST_F(Faithful, ClassPointingOfAClassAgnosticViewFollowsItsMaximum) {
   EXPECT_NE(r.out.find("class-specific pointing: 4 images, 8 items"), std::string::npos) << r.out;
 }
 
-// Perturbation through the CLI: 4 images x (3 views x 18 + 3 random orders x 9) forward passes; the
-// unperturbed point of every curve is the top-1's probability from expected.json (PyTorch).
+// Perturbation through the CLI: 4 images x (6 views x 18 + 3 random orders x 9) forward passes (L0/mean,
+// L1/mean, rollout and the explanation views chefer, gradcam, attn-grad); the unperturbed point of every
+// curve is the top-1's probability from expected.json (PyTorch).
 TEST_F(Faithful, PerturbationTableAndJson) {
   const fs::path js = dir / "r.json";
   for (const char* mode : {"drop", "zero"}) {
@@ -362,16 +363,16 @@ TEST_F(Faithful, PerturbationTableAndJson) {
     const json want = json::parse(slurp(kTop5 / "expected.json"));
     const json& p = j["summary"]["perturbation"];
     EXPECT_EQ(p["mode"], mode);
-    EXPECT_EQ(p["forward_passes"].get<long>(), 4 * (3 * 18 + 3 * 9));
+    EXPECT_EQ(p["forward_passes"].get<long>(), 4 * (6 * 18 + 3 * 9));
     double p0 = 0;
     for (const auto& [name, im] : want["images"].items()) p0 += im["probs"][im["predicted"].get<size_t>()].get<double>() / 4;
-    for (const char* v : {"L0/mean", "L1/mean", "rollout"}) {
+    for (const char* v : {"L0/mean", "L1/mean", "rollout", "chefer", "gradcam", "attn-grad"}) {
       EXPECT_NEAR(p["views"][v]["positive_curve"][0].get<double>(), p0, 1e-6) << v;
       EXPECT_NEAR(p["views"][v]["negative_curve"][0].get<double>(), p0, 1e-6) << v;
     }
     EXPECT_NEAR(p["random"]["curve"][0].get<double>(), p0, 1e-6);
     EXPECT_NE(r.out.find("(random order)"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("4 images, 324 forward passes"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("4 images, 540 forward passes"), std::string::npos) << r.out;
   }
 }
 

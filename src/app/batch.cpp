@@ -400,6 +400,8 @@ struct Outcome {
   double milliseconds = 0;
   std::optional<MapStats> stats;
   std::vector<std::pair<std::string, float>> top5;  // with a classifier head
+  std::string shown;                    // the terminal line after "INPUT -> " (empty: outputs.front())
+  std::vector<std::string> shown_more;  // lines under it (--explain --class topK: one per class)
 };
 
 /// One manifest object. Fields are documented in README.md ("Manifest"); per-image results come from
@@ -970,6 +972,8 @@ class BatchRun {
         o.outputs = res.outputs;
         o.stats = res.stats;
         o.top5 = std::move(res.top5);
+        o.shown = std::move(res.shown);
+        o.shown_more = std::move(res.shown_more);
         *notes = std::move(res.notes);
       }
     } catch (const std::exception& e) {
@@ -1007,7 +1011,8 @@ class BatchRun {
         std::cerr << "attnmap: note: " << printable(job.input + ": rendered again, its outputs were made with other settings (" +
                                                     change + ")") << "\n";
       if (!opt_.quiet) {
-        std::cout << printable(job.input + " -> " + o.outputs.front()) << "\n";
+        std::cout << printable(job.input + " -> " + (o.shown.empty() ? o.outputs.front() : o.shown)) << "\n";
+        for (const std::string& l : o.shown_more) std::cout << "  " << printable(l) << "\n";
         if (!o.top5.empty()) std::cout << "  top-5: " << printable(format_top_k(o.top5)) << "\n";
         std::cout << std::flush;
       }

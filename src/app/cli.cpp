@@ -246,6 +246,8 @@ CLI::App* add_eval_options(CLI::App& app, CliArgs& a) {
   eval->add_option("--perturb", a.perturb_s,
                    "perturbation test (Chefer et al. 2021): remove patches in order of each view's map, 10 % steps; "
                    "drop (tokens leave the sequence) | zero (their pixels set to black); needs a classifier head");
+  eval->add_option("--gradcam-layer", a.gradcam_layer_s, "the gradcam view: the block whose norm1 output is explained, "
+                                                         "negative from the end (default -1)");
   eval->add_flag("--sanity", eo.sanity,
                  "model randomisation (Adebayo et al. 2018): blocks re-initialised from the top, rank correlation of "
                  "each view's maps with the trained model's");

@@ -24,6 +24,7 @@
 #include "model/pos_embed.hpp"
 #include "model/sgemm.hpp"
 #include "model/vit.hpp"
+#include "model/vit_backward.hpp"
 
 namespace attnmap {
 
@@ -152,6 +153,39 @@ EvalView rollout_view(const std::string& name, int layer, HeadSelect h, double d
           }};
 }
 
+// A class-specific explanation (maps/explain.hpp) of vi.target: from vi.tape when given, else from a tape of
+// its own (one forward pass with the activations kept).
+EvalView explain_view(const ExplainRequest& req) {
+  return {explain_method_name(req.method), true, [req](const ViewInput& vi) {
+            if (vi.tape) return explain_map(vi.model, *vi.tape, vi.target, req);
+            const ForwardTape tape = vit_forward_tape(vi.model, vi.in.chw.data());
+            return explain_map(vi.model, tape, vi.target, req);
+          }};
+}
+
+// The explanation views, appended to ctx.views when the model has a classifier head (and residual MLP
+// blocks: the seed layout has no backward): chefer, gradcam at --gradcam-layer (default -1), attn-grad at
+// the selected view's block. Throws attnmap::Error for a --gradcam-layer out of range.
+void add_explain_views(EvalContext& ctx, const ViTWeights& model, const EvalOptions& opt, int sel_layer) {
+  if (!model.head.present() || !model.hp.residual_mlp) {
+    if (opt.view.gradcam_layer)
+      throw Error("--gradcam-layer: the model has no classifier head, so eval scores no gradcam view");
+    return;
+  }
+  ExplainRequest req;
+  req.layer = sel_layer;
+  try {
+    req.gradcam_layer = resolve_layer(opt.view.gradcam_layer.value_or(-1), model.hp.depth);
+  } catch (const Error& e) {
+    throw Error(std::string("--gradcam-layer: ") + e.what());
+  }
+  ctx.explain = req;
+  for (const ExplainMethod m : {ExplainMethod::Chefer, ExplainMethod::GradCam, ExplainMethod::AttnGrad}) {
+    req.method = m;
+    ctx.views.push_back(explain_view(req));
+  }
+}
+
 }  // namespace
 
 EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
@@ -202,6 +236,7 @@ EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
   if (ctx.selected == ctx.views.size() && sel.name != standard_rollout) ctx.views.push_back(sel);
   ctx.views.push_back(rollout_view(standard_rollout, hp.depth - 1, HeadSelect{}, 0.0));
   if (sel.name == standard_rollout) ctx.selected = ctx.views.size() - 1;
+  add_explain_views(ctx, model, opt, sel_layer);
   if (opt.sanity)  // cascading: the top k blocks re-initialised, k = 1..depth (fixed seed)
     for (int k = 1; k <= hp.depth; ++k) ctx.randomised.push_back(randomise_blocks(model, hp.depth - k, 20181));
   return ctx;
@@ -249,7 +284,7 @@ std::vector<ItemScore> score_items(const EvalContext& ctx, const ViewInput& vi, 
     for (size_t v = 0; v < ctx.views.size(); ++v) {
       std::vector<float> m;
       if (ctx.views[v].class_specific) {
-        ViewInput asked_for{vi.model, vi.in, vi.fwd, items[i].cls};
+        ViewInput asked_for{vi.model, vi.in, vi.fwd, items[i].cls, vi.tape};
         m = on_photo(ctx, ctx.views[v].map(asked_for), vi.in, w, h);
       } else {
         if (agnostic[v].empty()) agnostic[v] = on_photo(ctx, grids[v], vi.in, w, h);
@@ -309,7 +344,9 @@ std::vector<std::vector<double>> sanity_image(const EvalContext& ctx, const Mode
   std::vector<std::vector<double>> rho;
   for (const ViTWeights& rnd : ctx.randomised) {
     const ForwardResult r = vit_forward(rnd, in.chw.data(), fo);
-    const ViewInput vi{rnd, in, r, target};
+    std::optional<ForwardTape> tape;  // the explanation views explain the trained model's target class
+    if (ctx.explain && target >= 0) tape = vit_forward_tape(rnd, in.chw.data());
+    const ViewInput vi{rnd, in, r, target, tape ? &*tape : nullptr};
     std::vector<double> row;
     for (size_t v = 0; v < ctx.views.size(); ++v) row.push_back(spearman(grids[v], ctx.views[v].map(vi)));
     rho.push_back(std::move(row));
@@ -342,8 +379,8 @@ ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const
         " has more than one non-zero value (JPEG noise, or labels such as instance ids); every non-zero pixel "
         "counts as object");
 
-  const ModelInput in =
-      preprocess(photo, hp.image_w, hp.image_h, opt.view.resize, hp.mean.data(), hp.std.data());
+  const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.view.resize, hp.mean.data(), hp.std.data(),
+                                   hp.crop_pct.value_or(0.875f));  // as render: the config's crop_pct, when given
   ForwardOptions fo;
   fo.last_layer = hp.depth - 1;
   fo.keep_full = true;  // rollout needs every layer's full matrices
@@ -355,7 +392,9 @@ ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const
     ev.predicted = static_cast<int>(std::max_element(r.logits.begin(), r.logits.end()) - r.logits.begin());
     target = *ev.predicted;
   }
-  const ViewInput vi{model, in, r, target};
+  std::optional<ForwardTape> tape;  // for the explanation views: one tape per image, every class
+  if (ctx.explain && target >= 0) tape = vit_forward_tape(model, in.chw.data());
+  const ViewInput vi{model, in, r, target, tape ? &*tape : nullptr};
   std::vector<std::vector<float>> grids;  // per view (grid_h, grid_w)
   for (size_t i = 0; i < ctx.views.size(); ++i) {
     std::vector<float> grid = ctx.views[i].map(vi);
@@ -613,6 +652,8 @@ struct Summary {
 // The best baselines: pointing max(centre prior, random map), energy max(uniform map, centre prior).
 double best_pointing_baseline(const Summary& s) { return std::max(s.centre.pointing, s.random_pointing); }
 double best_energy_baseline(const Summary& s) { return std::max(s.area, s.centre.energy); }
+// Class-specific pointing's best baseline: max(centre prior asked, random map asked).
+double best_asked_baseline(const Summary& s) { return std::max(s.centre_class.asked, s.random_asked); }
 
 // Adds each image's class-specific pointing, perturbation curves and sanity correlations into s.
 void summarise_faithfulness(const EvalContext& ctx, const std::vector<ImageEval>& done, Summary& s) {
@@ -756,6 +797,10 @@ void print_view_table(std::ostream& out, const EvalContext& ctx, const Summary& 
   out << "* selected view (--layer/--head/--rollout or the model's default); pointing tolerance "
       << ctx.opt->tolerance_px << " px; best pointing game: " << ctx.views[best_p].name
       << ", best energy: " << ctx.views[best_e].name << "\n";
+  if (ctx.explain)
+    out << "chefer, gradcam (block " << ctx.explain->gradcam_layer << " norm1), attn-grad (block "
+        << ctx.explain->layer << "): class-specific, here each image's top-1 class; the other views are "
+                                 "class-agnostic\n";
   out << "baselines (no model): centre prior = Gaussian at the image centre, sigma 0.25 x the shorter side; "
          "uniform map: energy = mask area share; random map: expected pointing = mask area share; "
          "pointing-base = pointing - "
@@ -768,21 +813,26 @@ void print_class_table(std::ostream& out, const EvalContext& ctx, const Summary&
   const size_t width = name_width(ctx) + 12;  // " (any class)"
   out << "\nclass-specific pointing: " << s.item_images << " images, " << s.items
       << " items of different classes; each item's class asked in turn\n";
-  out << padded("view", width) + "     asked    other  all items\n";
-  auto row = [&](const std::string& name, const ClassRow& r) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%s %9.3f %8.3f %10.3f\n", padded(name, width).c_str(), r.asked, r.other, r.all);
+  out << padded("view", width) + "     asked    other  all items  asked-base\n";
+  const double ba = best_asked_baseline(s);
+  auto row = [&](const std::string& name, const ClassRow& r, bool margin) {
+    char buf[192];
+    std::snprintf(buf, sizeof buf, "%s %9.3f %8.3f %10.3f", padded(name, width).c_str(), r.asked, r.other, r.all);
     out << buf;
+    if (margin) out << fmt(" %+11.3f", r.asked - ba);
+    out << "\n";
   };
   for (size_t v = 0; v < ctx.views.size(); ++v)
-    row(ctx.views[v].name + (ctx.views[v].class_specific ? "" : " (any class)"), s.class_rows[v]);
-  row("(centre prior)", s.centre_class);
+    row(ctx.views[v].name + (ctx.views[v].class_specific ? "" : " (any class)"), s.class_rows[v], true);
+  row("(centre prior)", s.centre_class, false);
   char buf[160];
   std::snprintf(buf, sizeof buf, "%s %9.3f %8s %10s\n", padded("(random map)", width).c_str(), s.random_asked, "-", "-");
   out << buf;
   out << "asked: the map for an item's class peaks on that item; other: on another item instead; all items: every "
-         "item of the image hit as asked. A view marked (any class) gives one map whatever the class, so it "
-         "cannot score all items on images whose items do not overlap\n";
+         "item of the image hit as asked; asked-base = asked - "
+      << fmt("%.3f", ba)
+      << " (the better of centre prior and random map). A view marked (any class) gives one map whatever the "
+         "class, so it cannot score all items on images whose items do not overlap\n";
 }
 
 // Perturbation AUCs: per view, positive (most relevant patches removed first; lower is better) and negative
@@ -794,20 +844,21 @@ void print_perturbation_table(std::ostream& out, const EvalContext& ctx, const S
   out << "\nperturbation (" << (*ctx.opt->perturb == PerturbMode::Drop ? "drop: patch tokens leave the sequence"
                                                                    : "zero: patch pixels set to black")
       << "; target = each image's top-1; AUC of its probability over 0-90 % of the patches removed)\n";
-  out << padded("view", width) + "  positive  negative  neg-pos\n";
+  out << padded("view", width) + "  positive  negative  neg-pos  positive-base  negative-base\n";
   const double rnd = trapezoid_auc(f, s.random);
   for (size_t v = 0; v < ctx.views.size(); ++v) {
     const double p = trapezoid_auc(f, s.pos[v]), n = trapezoid_auc(f, s.neg[v]);
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%s %9.3f %9.3f %+8.3f\n", padded(ctx.views[v].name + (v == ctx.selected ? " *" : ""), width).c_str(),
-                  p, n, n - p);
+    char buf[192];
+    std::snprintf(buf, sizeof buf, "%s %9.3f %9.3f %+8.3f %+14.3f %+14.3f\n",
+                  padded(ctx.views[v].name + (v == ctx.selected ? " *" : ""), width).c_str(), p, n, n - p, rnd - p, n - rnd);
     out << buf;
   }
-  char buf[256];
+  char buf[512];
   std::snprintf(buf, sizeof buf, "%s %9.3f %9.3f %+8.3f\n", padded("(random order)", width).c_str(), rnd, rnd, 0.0);
   out << buf;
   std::snprintf(buf, sizeof buf,
-                "positive: lower is better, negative: higher is better; random: mean of %d fixed-seed orders; "
+                "positive: lower is better, negative: higher is better; positive-base = random - positive, "
+                "negative-base = negative - random (> 0: better than the random order); random: mean of %d fixed-seed orders; "
                 "%zu images, %ld forward passes, %.2f s (processor time %.2f s)\n",
                 std::max(1, ctx.opt->perturb_seeds), s.perturbed, s.forwards, s.perturb_secs, s.perturb_cpu);
   out << buf;
@@ -918,10 +969,11 @@ void faithfulness_json(const EvalContext& ctx, const Summary& sum, nlohmann::ord
     J views = J::object();
     for (size_t v = 0; v < ctx.views.size(); ++v)
       views[ctx.views[v].name] = {{"asked", sum.class_rows[v].asked}, {"other", sum.class_rows[v].other},
-                                  {"all_items", sum.class_rows[v].all}, {"class_specific", ctx.views[v].class_specific}};
+                                  {"all_items", sum.class_rows[v].all}, {"class_specific", ctx.views[v].class_specific},
+                                  {"margin_asked", sum.class_rows[v].asked - best_asked_baseline(sum)}};
     cp = {{"images", sum.item_images}, {"items", sum.items}, {"views", views},
           {"centre_prior", {{"asked", sum.centre_class.asked}, {"other", sum.centre_class.other}, {"all_items", sum.centre_class.all}}},
-          {"random_asked", sum.random_asked}};
+          {"random_asked", sum.random_asked}, {"best_asked", best_asked_baseline(sum)}};
   }
   s["class_pointing"] = cp;
   J pt = nullptr;
@@ -930,6 +982,8 @@ void faithfulness_json(const EvalContext& ctx, const Summary& sum, nlohmann::ord
     J views = J::object();
     for (size_t v = 0; v < ctx.views.size(); ++v)
       views[ctx.views[v].name] = {{"positive_auc", trapezoid_auc(f, sum.pos[v])}, {"negative_auc", trapezoid_auc(f, sum.neg[v])},
+                                  {"margin_positive", trapezoid_auc(f, sum.random) - trapezoid_auc(f, sum.pos[v])},
+                                  {"margin_negative", trapezoid_auc(f, sum.neg[v]) - trapezoid_auc(f, sum.random)},
                                   {"positive_curve", sum.pos[v]}, {"negative_curve", sum.neg[v]}};
     pt = {{"mode", *ctx.opt->perturb == PerturbMode::Drop ? "drop" : "zero"}, {"target", "top-1"},
           {"fractions", f}, {"images", sum.perturbed}, {"forward_passes", sum.forwards}, {"seconds", sum.perturb_secs}, {"cpu_seconds", sum.perturb_cpu},
@@ -992,6 +1046,10 @@ nlohmann::ordered_json eval_json(const EvalContext& ctx, const std::string& weig
     s["top1"] = nullptr;
   }
   s["views"] = views;
+  s["explain"] = ctx.explain ? nlohmann::ordered_json{{"target", "top-1"},
+                                                      {"gradcam_layer", ctx.explain->gradcam_layer},
+                                                      {"attn_grad_layer", ctx.explain->layer}}
+                             : nlohmann::ordered_json(nullptr);
   faithfulness_json(ctx, sum, s);
   j["summary"] = s;
   nlohmann::ordered_json imgs = nlohmann::ordered_json::array();
@@ -1034,9 +1092,6 @@ int run_eval(const EvalOptions& opt) {
   set_eval_blas_threads();
   const bool classify = model.head.present();
   const int num_classes = classify ? model.head.out : 0;
-  if (opt.perturb && !classify)
-    std::cerr << "attnmap: note: --perturb: the model has no classifier head, so there is no class probability to "
-                 "perturb against; perturbation skipped\n";
 
   // Inputs: plan_jobs walks folders (sorted, hidden entries skipped) and skips the masks folder given as its
   // "output" folder; out_base relative to it is the image's path below its input folder, without extension.
@@ -1045,6 +1100,13 @@ int run_eval(const EvalOptions& opt) {
   const std::vector<Job> jobs = plan_jobs(ro.inputs, opt.masks_dir, &missing, {}, &unreadable);
   const MaskIndex masks(opt.masks_dir);
   const JsonTarget json = prepare_json(opt, weights_path, jobs, masks);
+  // After the usage checks (a usage error is the only line), before any image.
+  if (opt.perturb && !classify)
+    std::cerr << "attnmap: note: --perturb: the model has no classifier head, so there is no class probability to "
+                 "perturb against; perturbation skipped\n";
+  if (!ctx.explain)
+    std::cerr << "attnmap: note: chefer, gradcam, attn-grad: the model has no classifier head, so there is no class "
+                 "to explain; those views are left out\n";
   TruthLookup truth(opt.masks_dir, model.hp, classify, num_classes);
 
   EvalRun run;

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "maps/attention_maps.hpp"
+#include "maps/explain.hpp"
 #include "maps/faithfulness.hpp"
+#include "model/vit_backward.hpp"
 #include "app/render.hpp"
 
 namespace attnmap {
@@ -84,12 +86,15 @@ struct ViewInput {
   const ModelInput& in;       ///< the normalised input the model saw
   const ForwardResult& fwd;   ///< its forward pass: keep_full, to the logits when the model has a head
   int target = -1;            ///< the class asked for; -1 when the model has no head
+  /// The same forward pass with the activations the backward needs (vit_forward_tape), made once per image
+  /// and model when a class-specific view is scored; null: such a view makes its own.
+  const ForwardTape* tape = nullptr;
 };
 
 /// One scored view: a name and the function that makes its (grid_h, grid_w) non-negative map. Views are a
 /// list of these, so other explanation methods plug in as more entries.
 struct EvalView {
-  std::string name;             ///< "L3/mean", "L3/h1", "rollout"
+  std::string name;             ///< "L3/mean", "L3/h1", "rollout", "chefer", "gradcam", "attn-grad"
   bool class_specific = false;  ///< the map depends on ViewInput::target (scored per asked class)
   std::function<std::vector<float>(const ViewInput&)> map;
 };
@@ -99,8 +104,13 @@ struct EvalContext {
   const ViTWeights* model = nullptr;
   const EvalOptions* opt = nullptr;
   std::vector<EvalView>
-      views;            ///< every layer x fusion, the selected view, rollout (mean fusion, all layers)
+      views;            ///< every layer x fusion, the selected view, rollout (mean fusion, all layers), then
+                        ///< the explanation methods (with a classifier head)
   size_t selected = 0;  ///< index in `views` of the selected view (--layer/--head or config default)
+  /// The explanation views' settings (maps/explain.hpp): attn-grad at the selected view's block, gradcam
+  /// at --gradcam-layer (default the last block); unset when the model has no classifier head (or is the
+  /// seed layout), and the explanation views are then left out.
+  std::optional<ExplainRequest> explain;
   /// With --sanity: randomised[k - 1] has its top k blocks re-initialised (randomise_blocks), k = 1..depth.
   std::vector<ViTWeights> randomised;
 };
@@ -108,9 +118,11 @@ struct EvalContext {
 /// Resolves the views for `model`: for each layer 0..depth-1 and each fusion in opt.fusions "L<l>/<fusion>"
 /// (a head index as "h<i>"), the selected view (--layer/--head, else config default_layer/default_head,
 /// else the last layer / mean; with --rollout [--discard] the rollout through that layer with that fusion)
-/// added when not already among them, and "rollout" (Abnar & Zuidema 2020,
-/// mean over heads, through every layer), each as an EvalView map producer; with opt.sanity the randomised
-/// copies of the model. Throws attnmap::Error for a layer or head out of range.
+/// added when not already among them, "rollout" (Abnar & Zuidema 2020,
+/// mean over heads, through every layer), and with a classifier head the class-specific "chefer" (Chefer et
+/// al. 2021), "gradcam" (Selvaraju et al. 2017, block opt.view.gradcam_layer's norm1, default -1) and
+/// "attn-grad" (at the selected view's block), each as an EvalView map producer; with opt.sanity the
+/// randomised copies of the model. Throws attnmap::Error for a layer, head or --gradcam-layer out of range.
 EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt);
 
 /// Evaluates one image against its mask file: one forward pass (full attention kept; to the end with a

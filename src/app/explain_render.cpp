@@ -1,7 +1,11 @@
 // explain_render.cpp - `attnmap render --explain`: class-specific explanation maps (issue 19) drawn like the
 // attention views. The options are checked once per run (make_explain_context), the maps per image.
+#include <cstdio>
 #include <filesystem>
 
+#include <unistd.h>
+
+#include "app/provenance.hpp"
 #include "app/render.hpp"
 #include "core/error.hpp"
 #include "io/npy.hpp"
@@ -47,6 +51,51 @@ void make_explain_context(RenderContext& ctx, const ViTWeights& model, const Ren
   ctx.explain = req;
 }
 
+namespace {
+
+// "Bag 98.9%": the class's label (or "class N" without labels) and its softmax probability.
+std::string class_phrase(int c, const std::vector<std::string>& labels, const std::vector<double>& probs) {
+  char p[32];
+  std::snprintf(p, sizeof p, " %.1f%%", 100.0 * probs[static_cast<size_t>(c)]);
+  const bool named = labels.size() == probs.size();
+  return (named ? labels[static_cast<size_t>(c)] : "class " + std::to_string(c)) + p;
+}
+
+// An explanation PNG carries what render's PNGs carry: the run's record (tEXt `attnmap`) and the image's
+// statistics (tEXt `attnmap:stats`: this map's statistics, the top-5, and the class it explains), and the
+// --dpi pHYs.
+PngOptions explained_png_options(const RenderContext& ctx, const MapStats& stats,
+                                 const std::vector<std::pair<std::string, float>>& top5, int c,
+                                 const std::vector<double>& probs) {
+  PngOptions po;
+  po.dpi = ctx.opt->dpi.value_or(0.0);
+  if (ctx.provenance.empty()) return po;
+  const std::vector<std::string>& labels = ctx.model->hp.labels;
+  nlohmann::ordered_json st;
+  put_image_stats(st, stats, top5);
+  st["explained_class"] = {{"index", c},
+                           {"label", labels.size() == probs.size() ? nlohmann::ordered_json(labels[static_cast<size_t>(c)])
+                                                                   : nlohmann::ordered_json(nullptr)},
+                           {"probability", probs[static_cast<size_t>(c)]}};
+  po.text = {{kProvenanceKeyword, ctx.provenance},
+             {kStatsKeyword, st.dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace)}};
+  return po;
+}
+
+// NAME.npy and, with a record, its sidecar NAME.npy.json: removed before the .npy is replaced and written after
+// it, as render_image does, so a sidecar never describes a .npy of other settings.
+void write_explained_npy(const RenderContext& ctx, const std::string& npy, const std::vector<float>& map) {
+  const HParams& hp = ctx.model->hp;
+  const std::string side = npy_sidecar_path(npy);
+  if (!ctx.provenance.empty()) ::unlink(side.c_str());
+  write_npy(npy, map, {hp.grid_h, hp.grid_w});
+  if (ctx.provenance.empty()) return;
+  const std::string line = ctx.provenance + "\n";
+  write_file_atomic(side, std::vector<uint8_t>(line.begin(), line.end()));
+}
+
+}  // namespace
+
 RenderResult render_explained(const RenderContext& ctx, const Job& job) {
   const ViTWeights& model = *ctx.model;
   const HParams& hp = model.hp;
@@ -77,24 +126,32 @@ RenderResult render_explained(const RenderContext& ctx, const Job& job) {
           throw Error("output " + out + " already exists and was not written by attnmap (or is not a regular file); "
                       "it is left alone: choose another --out or move it away");
       }
+  const std::vector<double> probs = class_probabilities(tape.logits);
+  const std::string method = explain_method_name(ctx.explain->method);
   for (const int c : classes) {
     const std::vector<float> map = explain_map(model, tape, c, *ctx.explain);  // (grid_h, grid_w)
     const std::string base = base_of(c);
     bool flat = false;
     std::vector<uint8_t> mask;
     const Image out = draw_view(photo, bx, by, bw, bh, map, ctx, &flat, &mask);
-    if (flat)
-      res.notes.push_back("the " + explain_method_name(ctx.explain->method) + " map for class " + std::to_string(c) +
-                          " is constant; drawn flat (no contrast)");
-    if (opt.save_raw) write_npy(base + ".npy", map, {hp.grid_h, hp.grid_w});
-    write_png(base + ".png", out);
+    if (flat) res.notes.push_back("the " + method + " map for class " + std::to_string(c) + " is constant; drawn flat (no contrast)");
+    const MapStats stats = map_statistics(map, hp.grid_h, hp.grid_w);
+    if (opt.save_raw) write_explained_npy(ctx, base + ".npy", map);
+    write_png(base + ".png", out, explained_png_options(ctx, stats, res.top5, c, probs));
     res.outputs.push_back(base + ".png");
     if (opt.save_raw) res.outputs.push_back(base + ".npy");
+    const std::string what = class_phrase(c, hp.labels, probs);
+    if (per_class)
+      res.shown_more.push_back(what + " -> " + base + ".png");
+    else
+      res.shown = base + ".png (" + method + ", class " + what + ")";
     if (res.map.empty()) {  // the manifest's statistics: the first (most probable / chosen) class
       res.map = map;
       res.mask = mask;
+      res.stats = stats;
     }
   }
+  if (per_class) res.shown = method + " maps of the top " + std::to_string(classes.size()) + " classes:";
   return res;
 }
 

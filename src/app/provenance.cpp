@@ -35,6 +35,7 @@ ojson rgb_json(const std::array<float, 3>& v) { return ojson::array({float_json(
 // through every layer with mean heads "rollout", another "rollout L0-<layer>/<fusion>[ discard F]".
 std::string view_name(const RenderContext& ctx) {
   const HParams& hp = ctx.model->hp;
+  if (ctx.explain) return explain_method_name(ctx.explain->method);  // eval's names: chefer, gradcam, attn-grad
   HeadSelect h = ctx.head;
   if (h.fusion == HeadSelect::Fusion::Index && h.index < 0) h.index += hp.num_heads;  // "h-1" is "h3"
   const std::string fusion = fusion_name(h, "h");
@@ -112,6 +113,7 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
     r["explain"] = opt.explain;
     r["class"] = opt.class_spec.value_or("top1");
     if (opt.explain == "gradcam") r["gradcam_layer"] = opt.gradcam_layer.value_or(-1);
+    if (ctx.explain && ctx.explain->method == ExplainMethod::AttnGrad) r["attn_grad_layer"] = ctx.explain->layer;
   }
   if (ctx.user_views > 0) {  // --views / --layers all: the views as canonical names, comma-separated
     std::string names;

@@ -102,6 +102,11 @@ struct RenderResult {
   /// With a classifier head: the 5 most probable classes (config label or "class i", softmax probability),
   /// most probable first; empty without a head.
   std::vector<std::pair<std::string, float>> top5;
+  /// The terminal line after "INPUT -> " (empty: outputs.front()) and the lines under it: with --explain the
+  /// method and class of the map ("NAME.png (chefer, class Bag 98.9%)"), with topK one line per class
+  /// ("Bag 98.9% -> NAME.class-Bag.png").
+  std::string shown;
+  std::vector<std::string> shown_more;
 };
 
 /// The block (before resolving negatives) and head fusion the options ask for. Unset --layer/--head take
