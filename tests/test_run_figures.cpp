@@ -5,15 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "app/provenance.hpp"
+#include "core/error.hpp"
 #include "draw/figures.hpp"
 #include "draw/gallery.hpp"
 #include "draw/overlay.hpp"
@@ -319,4 +320,60 @@ TEST_F(RunFigures, UsageErrorsBeforeAnyImage) {
   }
   EXPECT_TRUE(written_by_attnmap((dir / "s.png").string()));
   EXPECT_TRUE(is_attnmap_gallery((dir / "g" / "index.html").string()));
+}
+
+// The library's lazy items: a picture given by its size and a load function draws the same sheet as the
+// picture itself, each load is called once (while its page is drawn, never before: the sizes come from the
+// item), and a load that throws becomes a grey tile instead of failing the sheet.
+TEST(ContactSheetLibrary, LazyPicturesEqualInMemoryOnesAndAThrowIsATile) {
+  const fs::path d = fs::temp_directory_path() / ("attnmap_sheetlib_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  std::vector<Image> photos = {load_image(kData + "/chelsea.png"), load_image(kData + "/composites/0002_bag.png"),
+                               load_image(kData + "/rocket.jpg")};
+  std::vector<SheetItem> eager, lazy;
+  std::atomic<int> loads{0};
+  for (size_t i = 0; i < photos.size(); ++i) {
+    SheetItem e;
+    e.overlay = &photos[i];
+    e.name = "item " + std::to_string(i);
+    e.detail = "peak 0.1";
+    eager.push_back(e);
+    SheetItem l = e;
+    l.overlay = nullptr;
+    l.width = photos[i].width;
+    l.height = photos[i].height;
+    const Image* p = &photos[i];
+    l.load = [p, &loads] {
+      ++loads;
+      return *p;
+    };
+    lazy.push_back(l);
+  }
+  SheetOptions so;
+  so.columns = 2;
+  const auto a = write_contact_sheet((d / "eager.png").string(), "t", eager, so);
+  EXPECT_EQ(loads.load(), 0);
+  const auto b = write_contact_sheet((d / "lazy.png").string(), "t", lazy, so);
+  EXPECT_EQ(loads.load(), 3);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_TRUE(same_pixels(a[0], b[0]));
+  // A load that throws: its tile is the placeholder with the message, the others unchanged. (The first
+  // item, chelsea, is not the tallest: the picture row keeps its height.)
+  lazy[0].load = []() -> Image { throw Error("gone.png: cannot open"); };
+  SheetItem ph = eager[0];
+  ph.overlay = nullptr;
+  ph.placeholder = "gone.png: cannot open";
+  std::vector<SheetItem> with_placeholder = {ph, eager[1], eager[2]};
+  const auto c = write_contact_sheet((d / "thrown.png").string(), "t", lazy, so);
+  const auto e = write_contact_sheet((d / "placeholder.png").string(), "t", with_placeholder, so);
+  EXPECT_TRUE(same_pixels(c[0], e[0]));
+  EXPECT_FALSE(same_pixels(c[0], a[0]));
+  EXPECT_EQ(count_exact(load_image(c[0]), thumb256(photos[0])), 0);
+  EXPECT_EQ(count_exact(load_image(c[0]), thumb256(photos[1])), 1);
+  // An item with no picture, no size and no placeholder is refused.
+  lazy[1].width = 0;
+  EXPECT_THROW(write_contact_sheet((d / "bad.png").string(), "t", lazy, so), Error);
+  fs::remove_all(d);
 }
