@@ -34,6 +34,14 @@ namespace {
 
 const std::string kGolden = std::string(ATTNMAP_TEST_DIR) + "/golden/";
 
+SheetItem sheet_item(const Image* overlay, const std::string& name, const std::string& detail) {
+  SheetItem it;
+  it.overlay = overlay;
+  it.name = name;
+  it.detail = detail;
+  return it;
+}
+
 Image uniform(int w, int h, uint8_t v) {
   Image img;
   img.width = w;
@@ -354,6 +362,10 @@ TEST(FigureCanvas, VectorPagesMeasureInchesAndPathsAreChecked) {
   EXPECT_THROW(Canvas(0, 10, 300, FigureFormat::Png), Error);
   EXPECT_THROW(Canvas(10, 10, 0, FigureFormat::Png), Error);
   EXPECT_NO_THROW(check_figure_path((d / "new" / "deeper" / "fig.pdf").string()));
+  // Relative, in folders still to be made under the current one (it was refused: "new is not a folder").
+  ASSERT_FALSE(fs::exists("attnmap-no-such-folder"));
+  EXPECT_NO_THROW(check_figure_path("attnmap-no-such-folder/deeper/fig.pdf"));
+  EXPECT_NO_THROW(check_figure_path("fig.pdf"));
   EXPECT_THROW(check_figure_path(d.string()), Error);  // a folder
   std::ofstream((d / "file").string()) << "x";
   EXPECT_THROW(check_figure_path((d / "file" / "fig.pdf").string()), Error);  // under a file
@@ -463,8 +475,8 @@ TEST(Figures, ContactSheetMatchesGoldenAndSplitsIntoPages) {
   for (int h = 0; h < 4; ++h) overlays.push_back(draw_styled(t.photo, t.box, t.map(1, head(h)), s, viridis()));
   std::vector<SheetItem> items;
   for (int h = 0; h < 4; ++h)
-    items.push_back(SheetItem{&overlays[static_cast<size_t>(h)], h == 3 ? "a_rather_long_file_name_3.png" : "cat_" + std::to_string(h) + ".png",
-                              "class " + std::to_string(h) + " 41% \u00b7 peak 0.21"});
+    items.push_back(sheet_item(&overlays[static_cast<size_t>(h)], h == 3 ? "a_rather_long_file_name_3.png" : "cat_" + std::to_string(h) + ".png",
+                               "class " + std::to_string(h) + " 41% \u00b7 peak 0.21"));
   SheetOptions so;
   so.columns = 3;
   so.thumb_long = 96;
@@ -647,7 +659,7 @@ TEST(Figures, DocExamples) {
     char peak[64];
     std::snprintf(peak, sizeof peak, " \u00b7 peak %.3f",
                   static_cast<double>(*std::max_element(all[i].maps[0].values.begin(), all[i].maps[0].values.end())));
-    items.push_back(SheetItem{&overlays[i], names[i], all[i].top1 + peak});
+    items.push_back(sheet_item(&overlays[i], names[i], all[i].top1 + peak));
   }
   SheetOptions so;
   so.columns = 6;

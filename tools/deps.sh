@@ -9,12 +9,16 @@ RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev li
          libssl-dev libzip-dev zlib1g-dev libsleef-dev)
 # slurm-wlm (slurmctld, slurmd, slurm-client) and munge: ctest Slurm.ArrayJobShardsEqualOneRun starts its own
 # daemons (no service is enabled or started by that test); python3 reads its manifests.
+# nodejs, npm and chromium: ctest Gallery.Browser drives Debian's chromium headless through puppeteer-core
+# (tools/test.sh runs npm ci in tests/browser).
 TEST=(libgtest-dev util-linux clang libclang-rt-14-dev poppler-utils librsvg2-bin slurm-wlm munge
-      python3)
+      python3 nodejs npm chromium)
 PACKAGES=("${RUNTIME[@]}")
 if [ "${1:-}" = test ]; then PACKAGES+=("${TEST[@]}"); fi
 missing=()
 for p in "${PACKAGES[@]}"; do
+  # A nodejs package that bundles npm (NodeSource's provides and conflicts with Debian's npm) is enough.
+  if [ "$p" = npm ] && command -v npm >/dev/null 2>&1; then continue; fi
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then

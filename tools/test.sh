@@ -6,6 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh test
+# puppeteer-core for ctest Gallery.Browser, exactly as tests/browser/package-lock.json pins it (it downloads
+# no browser: the test drives Debian's chromium).
+(cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
 jobs="$(nproc)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DATTNMAP_BUILD_TESTS=ON -DATTNMAP_BUILD_BENCH=ON
 cmake --build build -j"$jobs"

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/provenance.hpp"
+#include "app/run_figures.hpp"
 #include "model/classify.hpp"
 #include "core/error.hpp"
 #include "io/image_io.hpp"
@@ -622,6 +623,7 @@ void check_batch_options(const RenderOptions& opt, const BatchOptions& bopt) {
       throw Error("the output folder is the input folder " + in + "; choose another --out");
   }
   if (!bopt.manifest.empty()) check_output_name("--manifest", bopt.manifest);  // before the model loads
+  check_run_figure_options(bopt);
   if (opt.scale && opt.scale->kind == ScaleKind::Run) {  // one scale over every map of the run needs them all
     if (bopt.skip_existing)
       throw Error("--scale run cannot be combined with --skip-existing: the run's scale needs every image's maps "
@@ -714,11 +716,11 @@ JobPlan plan_run(const RenderOptions& opt, const BatchOptions& bopt) {
   return p;
 }
 
-/// The manifest must not truncate an input, the weights (or their side configs) or one of this run's
-/// outputs. Returns the resolved path (what is checked is what is opened); "" without --manifest.
-std::string check_manifest_path(const RenderOptions& opt, const BatchOptions& bopt, const std::string& weights_path,
-                                const JobPlan& plan, const RenderContext& ctx) {
-  if (bopt.manifest.empty()) return {};
+/// The files a file the run writes besides its images' outputs (the manifest, the contact sheet, the
+/// gallery) must not replace: the weights (and their side configs), the program, the inputs, every output
+/// of the run's images (of every shard: the shards together write one full run's files), the label font.
+std::vector<ReadFile> run_reads(const RenderOptions& opt, const std::string& weights_path, const JobPlan& plan,
+                                const RenderContext& ctx) {
   std::vector<ReadFile> reads = model_reads(weights_path);
   for (const std::string& in : opt.inputs) reads.push_back({in, "an input"});
   for (const Job& j : plan.all) reads.push_back({j.input, "an input"});
@@ -730,8 +732,21 @@ std::string check_manifest_path(const RenderOptions& opt, const BatchOptions& bo
       reads.push_back({npy_sidecar_path(npy), "an output of this run"});
     }
     if (!f.sheet.empty()) reads.push_back({f.sheet, "an output of this run"});
+    for (const FigureFormat ff : opt.figure_formats) {  // the figures of the image: NAME.panel.*, .layers.*, .heads.*
+      const std::string ext = figure_extension(ff);
+      if (opt.panel) reads.push_back({j.out_base + ".panel" + ext, "an output of this run"});
+      if (opt.strip_layers) reads.push_back({j.out_base + ".layers" + ext, "an output of this run"});
+      if (opt.heads_grid && ext != ".png") reads.push_back({j.out_base + ".heads" + ext, "an output of this run"});
+    }
   }
   if (!ctx.font_file.empty()) reads.push_back({ctx.font_file, "the label font"});
+  return reads;
+}
+
+/// The manifest must not truncate a file of run_reads. Returns the resolved path (what is checked is what
+/// is opened); "" without --manifest.
+std::string check_manifest_path(const BatchOptions& bopt, const std::vector<ReadFile>& reads) {
+  if (bopt.manifest.empty()) return {};
   return check_output_file("--manifest", bopt.manifest, reads);
 }
 
@@ -775,7 +790,12 @@ class BatchRun {
         pre_rows_(bopt.shard_index == 1 ? n_pre_ : 0), settings_(nlohmann::json::parse(settings.dump())),
         prev_(std::move(prev)),
         manifest_(manifest_path, pre_rows_ + plan.jobs.size(),
-                  manifest_path.empty() ? "" : manifest_header(settings, *ctx.opt, bopt, pre_rows_ + plan.jobs.size())) {}
+                  manifest_path.empty() ? "" : manifest_header(settings, *ctx.opt, bopt, pre_rows_ + plan.jobs.size())),
+        rows_(wants_run_figures(bopt) ? pre_rows_ + plan.jobs.size() : 0) {}
+
+  /// Every input's label and manifest line, in manifest order, for --contact-sheet and --gallery (empty
+  /// without them).
+  const std::vector<RunRow>& rows() const { return rows_; }
 
   /// Inputs that failed before rendering (missing, unreadable folders): one error line each, in every shard,
   /// and one manifest entry each, in shard 1's manifest only (concatenated shard manifests list every input once).
@@ -787,6 +807,7 @@ class BatchRun {
       o.input = plan_.pre[i].first;
       o.status = "failed";
       o.error = plan_.pre[i].second;
+      if (i < rows_.size()) rows_[i] = RunRow{o.input, manifest_line(o)};
       const std::string err = i < pre_rows_ ? manifest_.put(i, manifest_line(o)) : std::string();
       if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
     }
@@ -1017,6 +1038,7 @@ class BatchRun {
         std::cout << std::flush;
       }
     }
+    if (!rows_.empty()) rows_[pre_rows_ + i] = RunRow{run_row_label(job.input, job.out_base, opt_.out_dir), line};
     const std::string err = manifest_.put(pre_rows_ + i, std::move(line));
     if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
     progress_->tick(done_ + failed_ + skipped_ - n_pre_, skipped_);
@@ -1032,6 +1054,7 @@ class BatchRun {
   const nlohmann::json settings_;          // the run's record, compared with the outputs' records
   const std::map<std::string, PrevRow> prev_;  // an earlier manifest's rows of these settings, by input
   Manifest manifest_;
+  std::vector<RunRow> rows_;  // with --contact-sheet / --gallery: every input's row, for the run's figures
   std::mutex mu_;  // guards the counters, the terminal and the manifest
   size_t done_ = 0, failed_ = 0, skipped_ = 0, redone_ = 0, no_stats_ = 0;
   Progress* progress_ = nullptr;
@@ -1053,7 +1076,12 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
     std::cerr << "attnmap: error: no images found in the inputs\n";
     return 1;
   }
-  const std::string manifest_path = check_manifest_path(opt, bopt, weights_path, plan, ctx);
+  std::vector<ReadFile> reads = run_reads(opt, weights_path, plan, ctx);
+  const std::string manifest_path = check_manifest_path(bopt, reads);
+  if (wants_run_figures(bopt)) {
+    if (!manifest_path.empty()) reads.push_back({manifest_path, "the --manifest file"});
+    check_run_figure_paths(opt, bopt, std::move(reads));
+  }
   prepare_output_folder(opt);
   // Once every usage check has passed (a refusal stays one line).
   if (opt.weights.empty() && !opt.quiet)  // the first run explains itself
@@ -1074,7 +1102,8 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
                pre ? &*pre : nullptr);
   run.report_planning_failures();
   run.run_jobs(workers);
-  return run.finish();
+  const int figures = write_run_figures(opt, bopt, run.rows(), nlohmann::json::parse(settings.dump()), ctx.provenance);
+  return std::max(run.finish(), figures);
 }
 
 }  // namespace attnmap

@@ -204,6 +204,13 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
   render->add_flag("--skip-existing", bo.skip_existing,
                    "skip images whose outputs already exist and were made with the same settings (resume a run)");
   render->add_option("--shard", a.shard_s, "render only part K of N of the sorted inputs, e.g. 2/4 (Slurm arrays)");
+  render->add_option("--contact-sheet", bo.contact_sheet,
+                     "after the run: every input's overlay in a labelled grid (file name, top-1 class, peak value) in "
+                     "FILE.png; pages FILE-1.png, FILE-2.png ... past 8000 pixels; failed inputs as grey tiles");
+  render->add_option("--sheet-columns", bo.sheet_columns, "thumbnails per row of the contact sheet")->capture_default_str();
+  render->add_option("--gallery", bo.gallery,
+                     "after the run: DIR/index.html, a static page of every input (thumbnail linked to its outputs, "
+                     "status or error, the manifest's statistics; sortable, filterable) and DIR/thumbs/");
   render->add_option("--progress-every", bo.progress_every,
                      "when standard error is not a terminal: a progress line per this many images (default: auto)");
   render->add_option("--max-pixels", a.max_pixels, "refuse images with more pixels than this, before decoding")
@@ -323,9 +330,10 @@ void refuse_empty_values(const CLI::App& used_app) {
     const auto& res = opt->results();
     if (std::none_of(res.begin(), res.end(), [](const std::string& r) { return r.empty(); })) continue;
     const std::string name = opt->get_name();
-    const char* expects = (name == "--json" || name == "--manifest" || name == "--weights") ? "a file name"
-                          : (name == "--masks" || name == "--out")                        ? "a folder"
-                                                                                          : "a value";
+    const char* expects =
+        (name == "--json" || name == "--manifest" || name == "--weights" || name == "--contact-sheet") ? "a file name"
+        : (name == "--masks" || name == "--out" || name == "--gallery")                                ? "a folder"
+                                                                                                       : "a value";
     throw attnmap::Error(name + " expects " + expects + ", found ''");
   }
 }
@@ -415,6 +423,7 @@ void apply_run_options(CliArgs& a, const Commands& c) {
   if (!(ro.alpha >= 0.0f && ro.alpha <= 1.0f)) throw attnmap::Error("--alpha must be in [0, 1]");
   bo.ext = attnmap::parse_extensions(bo.ext);
   if (!a.shard_s.empty()) attnmap::parse_shard(a.shard_s, &bo.shard_index, &bo.shard_count);
+  bo.sheet_columns_given = c.render->count("--sheet-columns") > 0;
 }
 
 int run_eval_command(CliArgs& a) {

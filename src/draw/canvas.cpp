@@ -111,7 +111,13 @@ void check_figure_path(const std::string& path) {
   fs::path dir = p.parent_path();
   if (dir.empty()) dir = ".";
   // The nearest existing ancestor must be a writable folder (the missing ones are created).
-  while (!fs::exists(dir, ec) && dir.has_parent_path() && dir.parent_path() != dir) dir = dir.parent_path();
+  while (!fs::exists(dir, ec)) {
+    if (!dir.has_parent_path() || dir.parent_path() == dir) {  // "out" of "out/x.png": the current folder
+      dir = dir.has_root_path() ? dir.root_path() : fs::path(".");
+      break;
+    }
+    dir = dir.parent_path();
+  }
   if (!fs::is_directory(dir, ec)) throw Error(path + ": cannot be written (" + dir.string() + " is not a folder)");
   if (access(dir.c_str(), W_OK | X_OK) != 0)
     throw Error(path + ": cannot be written (no write permission in " + dir.string() + ")");

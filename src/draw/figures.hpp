@@ -3,6 +3,7 @@
 // taking maps already computed and writing files. No attention maths here.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -130,11 +131,20 @@ std::string write_comparison(const std::string& path, const std::vector<std::str
                              const std::vector<FigureRow>& rows, const Scale& scale, const StyleOptions& st,
                              double width_in, double dpi);
 
-/// One thumbnail of a contact sheet: an overlay already drawn, and two label lines under it.
+/// One thumbnail of a contact sheet: an overlay already drawn (or one read when its page is drawn, or none),
+/// and two label lines under it.
 struct SheetItem {
   const Image* overlay = nullptr;
   std::string name;    ///< first line, e.g. the file name (shortened with "..." when too wide)
   std::string detail;  ///< second line, e.g. "Coat 63% · peak 0.081"
+  /// Instead of `overlay`: the picture's width x height and a function that returns it, called only while
+  /// its page is drawn (possibly on several threads at once), so that a sheet of 10,000 overlays holds one
+  /// page of thumbnails at a time. A picture of another size is scaled to the thumbnail of the declared one.
+  /// When it throws, the tile becomes a placeholder with the exception's message.
+  int width = 0, height = 0;
+  std::function<Image()> load;
+  /// No overlay and no load: a grey placeholder tile showing this text (e.g. why the input failed).
+  std::string placeholder;
 };
 
 struct SheetOptions {
@@ -142,12 +152,16 @@ struct SheetOptions {
   int thumb_long = 256;        ///< thumbnail's longer side, pixels (stb_image_resize, Mitchell/Catmull-Rom)
   int max_page_height = 8000;  ///< a page holds as many rows as fit in this many pixels (at least one)
   double dpi = 300.0;
+  std::string provenance;      ///< recorded in every page (PNG tEXt `attnmap`); empty: none
 };
 
 /// --contact-sheet: the items in a labelled grid, `title` on top of each page; split into pages when the
 /// rows exceed max_page_height: one page is written to `path`, several to STEM-1.png, STEM-2.png, ... (the
-/// title then says "page k of n"). PNG only. Returns the paths written. Throws attnmap::Error for no items,
-/// a non-.png path, columns < 1 or thumb_long < 16.
+/// title then says "page k of n"). Pictures are shrunk (or enlarged) so that their longer side is
+/// thumb_long, the picture row as high as the highest thumbnail; a placeholder tile is thumb_long wide and
+/// that high. PNG only. Returns the paths written. Throws attnmap::Error for no items, a non-.png path,
+/// columns < 1, thumb_long < 16, or an item with neither a picture nor a placeholder (or a load without a
+/// positive size).
 std::vector<std::string> write_contact_sheet(const std::string& path, const std::string& title,
                                              const std::vector<SheetItem>& items, const SheetOptions& opt);
 

@@ -126,7 +126,8 @@ std::string row_html(const std::string& dir, const GalleryEntry& e, size_t i, bo
   r += cell("num", s ? fmt("%.9g", e.map_max) : "", s ? fmt("%.4f", e.map_max) : "");
   const std::string patch = s ? std::to_string(e.argmax_row) + ", " + std::to_string(e.argmax_col) : "";
   r += cell("num", s ? std::to_string(e.argmax_row * 100000 + e.argmax_col) : "", patch);
-  r += cell("num", s ? fmt("%.9g", e.entropy) : "", s ? fmt("%.3f", e.entropy) : "");
+  const bool en = s && e.entropy_valid;
+  r += cell("num", en ? fmt("%.9g", e.entropy) : "", en ? fmt("%.3f", e.entropy) : "");
   r += cell("top1", e.top1, html_escape(e.top1));
   const bool p = !e.top1.empty();
   r += cell("num", p ? fmt("%.9g", e.top1_probability) : "", p ? fmt("%.1f%%", 100 * e.top1_probability) : "");
@@ -135,9 +136,12 @@ std::string row_html(const std::string& dir, const GalleryEntry& e, size_t i, bo
   return r + "</tr>\n";
 }
 
+const char* const kGeneratorMark = "<meta name=\"generator\" content=\"attnmap\">";
+
 const char* kHead = R"HTML(<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="attnmap">
 <title>@TITLE@</title>
 <style>
 body{font-family:sans-serif;margin:1.2em;color:#222;background:#fafafa}
@@ -152,10 +156,11 @@ th.asc::after{content:" \25B2"}th.desc::after{content:" \25BC"}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.thumb{width:@THUMB@px;height:@THUMB@px;text-align:center}
 td.thumb img{max-width:@THUMB@px;max-height:@THUMB@px}
-.name{font-weight:bold;word-break:break-all}
+td.file{min-width:18em}
+.name{font-weight:bold;overflow-wrap:anywhere}
 a.out{font-size:.85em}
 .st.failed{color:#b00;font-weight:bold}.st.skipped{color:#777}
-.err{color:#b00;font-size:.85em;max-width:30em}
+.err{color:#b00;font-size:.85em;max-width:24em}
 .none{color:#999}
 </style></head>
 <body>
@@ -219,6 +224,15 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 }
 
 }  // namespace
+
+bool is_attnmap_gallery(const std::string& index_html) {
+  std::FILE* f = std::fopen(index_html.c_str(), "rb");
+  if (!f) return false;
+  char buf[1024];
+  const size_t n = std::fread(buf, 1, sizeof buf, f);
+  std::fclose(f);
+  return std::string(buf, n).find(kGeneratorMark) != std::string::npos;
+}
 
 int write_gallery(const std::string& dir, const std::vector<GalleryEntry>& entries, const GalleryOptions& opt) {
   std::error_code ec;

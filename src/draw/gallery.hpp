@@ -16,6 +16,7 @@ struct GalleryEntry {
   double map_max = 0;                ///< largest value of the class-token map (attention probability)
   int argmax_row = 0, argmax_col = 0;  ///< patch of map_max
   double entropy = 0;                ///< Shannon entropy of the renormalised map, nats
+  bool entropy_valid = true;         ///< false: the entropy is undefined (the manifest's null), shown empty
   double milliseconds = -1;          ///< time taken for this image (< 0: unknown)
   std::string top1;                  ///< the most probable class ("" without a classifier head)
   double top1_probability = 0;
@@ -36,6 +37,10 @@ struct GalleryOptions {
 /// fail the page. Throws attnmap::Error naming the path when `dir` or index.html cannot be written.
 /// Returns the number of thumbnails written.
 int write_gallery(const std::string& dir, const std::vector<GalleryEntry>& entries, const GalleryOptions& opt = {});
+
+/// True when `index_html` is a page write_gallery wrote (its head carries <meta name="generator"
+/// content="attnmap">, within the first kilobyte); false for any other file or one that cannot be read.
+bool is_attnmap_gallery(const std::string& index_html);
 
 /// `path` relative to the folder `from` (both as given, made absolute against the current folder and
 /// normalised lexically), percent-encoded per RFC 3986 for use in an href/src (unreserved characters and

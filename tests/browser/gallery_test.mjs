@@ -19,10 +19,12 @@ function check(ok, what) {
   if (ok) { passed++; console.log('ok: ' + what); } else { failed++; console.log('FAILED: ' + what); }
 }
 
+// Chromium refuses to start its sandbox as root (CI runs as root): --no-sandbox there, or when asked.
+const noSandbox = process.getuid() === 0 || process.env.CHROMIUM_NO_SANDBOX === '1';
 const browser = await puppeteer.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
   headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--allow-file-access-from-files'],
+  args: [...(noSandbox ? ['--no-sandbox'] : []), '--disable-gpu', '--allow-file-access-from-files'],
 });
 try {
   const page = await browser.newPage();

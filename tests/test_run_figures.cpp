@@ -1,0 +1,379 @@
+// test_run_figures.cpp - the figures of a whole run through the attnmap binary: render --contact-sheet
+// (labels, thumbnails, a failed input's tile, pages, skipped images from disk) and --gallery (one row per
+// input with the manifest's values, working links), and their usage errors. The gallery in a real browser:
+// ctest Gallery.Browser (tests/browser).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "app/provenance.hpp"
+#include "core/error.hpp"
+#include "draw/figures.hpp"
+#include "draw/gallery.hpp"
+#include "draw/overlay.hpp"
+#include "io/image_io.hpp"
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+using namespace attnmap;
+
+namespace {
+
+const std::string kData = ATTNMAP_DATA_DIR;
+
+/// The manifest's rows (its header line left out).
+std::vector<nlohmann::json> manifest_rows(const fs::path& path) {
+  std::vector<nlohmann::json> rows;
+  std::ifstream f(path);
+  for (std::string line; std::getline(f, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (!j.contains("attnmap_manifest")) rows.push_back(j);
+  }
+  return rows;
+}
+
+/// Positions where `small` lies in `big` pixel for pixel.
+int count_exact(const Image& big, const Image& small) {
+  int n = 0;
+  const size_t row = static_cast<size_t>(small.width) * 3;
+  for (int y = 0; y + small.height <= big.height; ++y)
+    for (int x = 0; x + small.width <= big.width; ++x) {
+      bool same = true;
+      for (int r = 0; r < small.height && same; ++r)
+        same = std::equal(small.rgb.begin() + static_cast<long>(r * row), small.rgb.begin() + static_cast<long>((r + 1) * row),
+                          big.rgb.begin() + static_cast<long>((static_cast<size_t>(y + r) * big.width + x) * 3));
+      n += same;
+    }
+  return n;
+}
+
+/// A thumbnail as the sheet makes it: the longer side 256 pixels, stb_image_resize.
+Image thumb256(const Image& overlay) {
+  const double s = 256.0 / std::max(overlay.width, overlay.height);
+  const int w = std::max(1, static_cast<int>(std::lround(overlay.width * s)));
+  const int h = std::max(1, static_cast<int>(std::lround(overlay.height * s)));
+  return w == overlay.width && h == overlay.height ? overlay : resize_photo(overlay, w, h);
+}
+
+/// The sheet's second line for a manifest row, as docs/figures.md states it: "Bag 99% · peak 0.301".
+std::string detail_of(const nlohmann::json& row) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s %.0f%% \u00b7 peak %.3g", row["top5"][0]["label"].get<std::string>().c_str(),
+                100.0 * row["top5"][0]["probability"].get<double>(), row["map_max"].get<double>());
+  return buf;
+}
+
+/// The contact sheet the library draws for these rows (labels: file names; failed rows: placeholders), for
+/// comparison with what render wrote.
+std::vector<std::string> library_sheet(const fs::path& path, const std::string& title, const std::vector<nlohmann::json>& rows,
+                                       int columns, std::vector<Image>* keep) {
+  keep->clear();
+  keep->reserve(rows.size());
+  std::vector<SheetItem> items;
+  for (const auto& r : rows) {
+    SheetItem it;
+    it.name = fs::path(r["input"].get<std::string>()).filename().string();
+    if (r["status"] == "failed") {
+      std::string e = r["error"].get<std::string>();
+      e.erase(0, r["input"].get<std::string>().size() + 2);
+      it.detail = "failed";
+      it.placeholder = "failed: " + e;
+    } else {
+      keep->push_back(load_image(r["outputs"][0].get<std::string>()));
+      it.overlay = &keep->back();
+      it.detail = detail_of(r);
+    }
+    items.push_back(it);
+  }
+  SheetOptions so;
+  so.columns = columns;
+  return write_contact_sheet(path.string(), title, items, so);
+}
+
+bool same_pixels(const std::string& a, const std::string& b) {
+  const Image x = load_image(a), y = load_image(b);
+  return x.width == y.width && x.height == y.height && x.rgb == y.rgb;
+}
+
+class RunFigures : public TempDirTest {
+ protected:
+  /// Copies `names` (under data/) into dir/in, plus broken.png (not an image) when asked.
+  void inputs(const std::vector<std::string>& names, bool broken) const {
+    fs::create_directories(dir / "in");
+    for (const auto& n : names) fs::copy_file(kData + "/" + n, dir / "in" / fs::path(n).filename());
+    if (broken) std::ofstream(dir / "in" / "broken.png") << "not an image";
+  }
+};
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+// Every input in a labelled grid in manifest order: each overlay's 256-pixel thumbnail found pixel for pixel,
+// the failed input a grey tile with its error, the sheet exactly what write_contact_sheet draws for the
+// manifest's rows, 2 columns wide, and it records the run's settings.
+TEST_F(RunFigures, ContactSheetShowsEveryInputAndTheFailedOne) {
+  inputs({"chelsea.png", "composites/0002_bag.png", "composites/0005_sandal.png"}, true);
+  const CliRun r = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "out") + " --manifest " + q(dir / "m.jsonl") +
+                               " --contact-sheet " + q(dir / "sheet.png") + " --sheet-columns 2");
+  ASSERT_EQ(r.status, 1) << r.err;  // broken.png fails; the sheet is still written
+  EXPECT_NE(r.out.find("contact sheet -> " + (dir / "sheet.png").string() + "\n"), std::string::npos) << r.out;
+  const std::vector<nlohmann::json> rows = manifest_rows(dir / "m.jsonl");
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[2]["status"], "failed");  // sorted: 0002_bag, 0005_sandal, broken, chelsea
+  EXPECT_EQ(detail_of(rows[0]), "Bag 99% \u00b7 peak 0.301");  // the bundled model on 0002_bag.png
+  const Image sheet = load_image((dir / "sheet.png").string());
+  EXPECT_EQ(sheet.width, 2 * 16 + 2 * 256 + 16);  // margins and gap of text_px(256) = 16 pixels, 2 thumbnails
+  for (const auto& row : rows) {
+    if (row["status"] == "failed") continue;
+    EXPECT_EQ(count_exact(sheet, thumb256(load_image(row["outputs"][0].get<std::string>()))), 1) << row["input"];
+  }
+  // The failed input: a light grey tile 256 wide and as high as the tallest thumbnail (256 here), less its text.
+  long tile = 0;
+  for (size_t i = 0; i + 2 < sheet.rgb.size(); i += 3)
+    tile += sheet.rgb[i] == 236 && sheet.rgb[i + 1] == 236 && sheet.rgb[i + 2] == 236;
+  EXPECT_GT(tile, 254L * 254 - 40L * 256);
+  EXPECT_LE(tile, 254L * 254);
+  std::vector<Image> keep;
+  const std::string title = (dir / "out").string() + " \u2014 4 inputs, view L1/h3, weights default.json \u2014 1 failed (grey tiles)";
+  const auto lib = library_sheet(dir / "lib.png", title, rows, 2, &keep);
+  ASSERT_EQ(lib.size(), 1u);
+  EXPECT_TRUE(same_pixels((dir / "sheet.png").string(), lib[0]));
+  const auto rec = read_png_provenance((dir / "sheet.png").string());
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ((*rec)["view"], "L1/h3");
+}
+
+// Past 8000 pixels the sheet is split into numbered pages: 29 inputs in one column make two pages,
+// sheet-1.png and sheet-2.png (no sheet.png), each what the library draws; a resumed run whose images are
+// all skipped draws the same pages from the overlays on disk - also after a run in two shards.
+TEST_F(RunFigures, ContactSheetPagesAndSkippedImagesFromDisk) {
+  std::vector<std::string> names = {"astronaut.png", "camera.png", "chelsea.png", "coffee.png", "rocket.jpg"};
+  for (int i = 0; i < 24; ++i)
+    for (const auto& e : fs::directory_iterator(kData + "/composites"))
+      if (e.path().filename().string().rfind((i < 10 ? "000" : "00") + std::to_string(i) + "_", 0) == 0)
+        names.push_back("composites/" + e.path().filename().string());
+  ASSERT_EQ(names.size(), 29u);
+  inputs(names, false);
+  const std::string base = "render " + q(dir / "in") + " -o " + q(dir / "out") + " -q";
+  // Two shards, then one run that skips every image and draws the sheet.
+  ASSERT_EQ(run_attnmap(base + " --shard 1/2").status, 0);
+  ASSERT_EQ(run_attnmap(base + " --shard 2/2").status, 0);
+  const CliRun skip = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "out") + " --skip-existing --manifest " +
+                                  q(dir / "m.jsonl") + " --contact-sheet " + q(dir / "sheet.png") + " --sheet-columns 1");
+  ASSERT_EQ(skip.status, 0) << skip.err;
+  EXPECT_NE(skip.err.find("0 done, 0 failed, 29 skipped"), std::string::npos) << skip.err;
+  EXPECT_EQ(skip.out, "contact sheet -> " + (dir / "sheet-1.png").string() + "\ncontact sheet -> " +
+                          (dir / "sheet-2.png").string() + "\n");
+  EXPECT_FALSE(fs::exists(dir / "sheet.png"));
+  const std::vector<nlohmann::json> rows = manifest_rows(dir / "m.jsonl");
+  ASSERT_EQ(rows.size(), 29u);
+  std::vector<Image> keep;
+  const auto lib = library_sheet(dir / "lib.png", (dir / "out").string() + " \u2014 29 inputs, view L1/h3, weights default.json",
+                                 rows, 1, &keep);
+  ASSERT_EQ(lib.size(), 2u);
+  EXPECT_TRUE(same_pixels((dir / "sheet-1.png").string(), lib[0]));
+  EXPECT_TRUE(same_pixels((dir / "sheet-2.png").string(), lib[1]));
+  const Image p1 = load_image((dir / "sheet-1.png").string()), p2 = load_image((dir / "sheet-2.png").string());
+  EXPECT_EQ(p1.width, 2 * 16 + 256);
+  EXPECT_EQ(p2.width, p1.width);
+  EXPECT_LE(p1.height, 8000);
+  EXPECT_GT(p1.height, 8000 - 350);  // as many rows as fit: less than one more row is left
+  EXPECT_LT(p2.height, p1.height);
+  // Every thumbnail on exactly one page, in manifest order: the first rows on page 1, the rest on page 2.
+  size_t on1 = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Image t = thumb256(load_image(rows[i]["outputs"][0].get<std::string>()));
+    const int a = count_exact(p1, t), b = count_exact(p2, t);
+    EXPECT_EQ(a + b, 1) << i;
+    if (a == 1) {
+      EXPECT_EQ(i, on1++) << "page 1 holds the first rows";
+    }
+  }
+  EXPECT_GT(on1, 20u);
+  EXPECT_LT(on1, 29u);
+}
+
+// One row per input in manifest order, with the manifest's values: status, error, statistics (data-v holds
+// them exactly), links relative to the gallery to files that exist, a thumbnail per overlay (192 pixels on
+// its longer side), the subtitle naming the weights and the view; nothing loaded from outside.
+TEST_F(RunFigures, GalleryRowsAreTheManifestsWithWorkingLinks) {
+  inputs({"chelsea.png", "composites/0002_bag.png", "rocket.jpg"}, true);
+  const CliRun r = run_attnmap("render " + q(dir / "in") + " " + q(dir / "nope.png") + " -o " + q(dir / "out") +
+                               " --save-raw --manifest " + q(dir / "m.jsonl") + " --gallery " + q(dir / "out" / "gallery"));
+  ASSERT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.out.find("gallery -> " + (dir / "out" / "gallery" / "index.html").string() + " (3 thumbnails)\n"),
+            std::string::npos) << r.out;
+  const std::string html = slurp(dir / "out" / "gallery" / "index.html");
+  const std::vector<nlohmann::json> rows = manifest_rows(dir / "m.jsonl");
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(count(html, "<tr data-status=\"done\">"), 3u);
+  EXPECT_EQ(count(html, "<tr data-status=\"failed\">"), 2u);
+  EXPECT_NE(html.find("weights default.json (sha256 "), std::string::npos);
+  EXPECT_NE(html.find("view L1/h3, 5 inputs"), std::string::npos);
+  EXPECT_EQ(html.find("http://"), std::string::npos);
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  size_t at = 0;
+  int thumbs = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& row = rows[i];
+    const size_t p = html.find("<div class=\"name\">" + html_escape(row["input"].get<std::string>()) + "</div>", at);
+    ASSERT_NE(p, std::string::npos) << row["input"];  // rows in manifest order
+    at = p;
+    const std::string tr = html.substr(html.rfind("<tr", p), html.find("</tr>", p) - html.rfind("<tr", p));
+    if (row["status"] == "failed") {
+      EXPECT_NE(tr.find(html_escape(row["error"].get<std::string>())), std::string::npos) << tr;
+      EXPECT_NE(tr.find("no image"), std::string::npos);
+      continue;
+    }
+    char v[64];
+    std::snprintf(v, sizeof v, "data-v=\"%.9g\"", row["map_max"].get<double>());
+    EXPECT_NE(tr.find(v), std::string::npos) << v << "\n" << tr;
+    std::snprintf(v, sizeof v, "data-v=\"%.9g\"", row["entropy"].get<double>());
+    EXPECT_NE(tr.find(v), std::string::npos) << v;
+    EXPECT_NE(tr.find(">" + row["top5"][0]["label"].get<std::string>() + "<"), std::string::npos);
+    // Every link resolves, from the gallery folder, to one of the row's outputs.
+    ASSERT_EQ(row["outputs"].size(), 2u);  // NAME.png, NAME.npy
+    for (const auto& o : row["outputs"]) {
+      const std::string href = "href=\"../" + fs::path(o.get<std::string>()).filename().string() + "\"";
+      EXPECT_NE(tr.find(href), std::string::npos) << href << "\n" << tr;
+      EXPECT_TRUE(fs::exists(dir / "out" / "gallery" / ".." / fs::path(o.get<std::string>()).filename()));
+    }
+    char t[48];
+    std::snprintf(t, sizeof t, "thumbs/%06zu.png", i);
+    EXPECT_NE(tr.find(std::string("src=\"") + t + "\""), std::string::npos) << tr;
+    const Image thumb = load_image((dir / "out" / "gallery" / t).string());
+    EXPECT_EQ(std::max(thumb.width, thumb.height), 192);
+    ++thumbs;
+  }
+  EXPECT_EQ(thumbs, 3);
+  EXPECT_TRUE(is_attnmap_gallery((dir / "out" / "gallery" / "index.html").string()));
+}
+
+// Refused before any image is rendered: exit 2, one line, no output folder made.
+TEST_F(RunFigures, UsageErrorsBeforeAnyImage) {
+  inputs({"chelsea.png", "coffee.png"}, false);
+  fs::copy_file(kData + "/camera.png", dir / "in" / "x-2.png");  // renders to out/x-2.png: a page of out/x.png
+  fs::create_directories(dir / "in" / "thumbs");
+  fs::copy_file(kData + "/rocket.jpg", dir / "in" / "thumbs" / "000001.jpg");  // out/thumbs/000001.png
+  std::ofstream(dir / "file") << "x";
+  std::ofstream(dir / "mine.png") << "a file of the user's";
+  fs::create_directories(dir / "theirs");
+  std::ofstream(dir / "theirs" / "index.html") << "<html>their page</html>";
+  fs::create_directories(dir / "folder.png");
+  std::ofstream((dir / "fonts.conf").string()) << "<?xml version=\"1.0\"?>\n<fontconfig></fontconfig>\n";
+  struct Case {
+    std::string args, says, env;
+  };
+  const std::string out = (dir / "out").string();
+  const std::vector<Case> cases = {
+      {"--contact-sheet " + q(dir / "sheet.jpg"), "a contact sheet is a PNG; name a .png file", ""},
+      {"--contact-sheet " + q(dir / "file" / "sheet.png"), "cannot be written (" + (dir / "file").string() + " is not a folder)", ""},
+      {"--contact-sheet " + q(dir / "folder.png"), "is a folder", ""},
+      {"--contact-sheet " + q(dir / "s.png") + " --sheet-columns 0", "--sheet-columns must be >= 1, found 0", ""},
+      {"--sheet-columns 3", "--sheet-columns applies to --contact-sheet", ""},
+      {"--contact-sheet ''", "--contact-sheet expects a file name", ""},
+      {"--gallery ''", "--gallery expects a folder", ""},
+      {"--gallery " + q(dir / "file"), "is an existing file; name a folder", ""},
+      {"--gallery " + q(dir / "file" / "g"), "cannot be written", ""},
+      {"--contact-sheet " + q(dir / "in" / "chelsea.png"), "is an input; choose another file", ""},
+      {"--contact-sheet " + q(dir / "out" / "coffee.png"), "is an output of this run; choose another file", ""},
+      {"--contact-sheet " + q(dir / "out" / "x.png"), "its page " + out + "/x-2.png would replace an output of this run", ""},
+      {"--manifest " + q(dir / "m.png") + " --contact-sheet " + q(dir / "m.png"), "is the --manifest file", ""},
+      {"--gallery " + q(dir / "out"), "its thumbs/ folder would replace " + out + "/thumbs/000001.png", ""},
+      {"--gallery " + q(dir / "in" / "g"), "is inside the input folder", ""},
+      {"--contact-sheet " + q(dir / "in" / "sheet.png"), "is inside the input folder", ""},
+      {"--contact-sheet " + q(dir / "g" / "thumbs" / "a.png") + " --gallery " + q(dir / "g"), "inside the gallery's thumbs/", ""},
+      {"--contact-sheet " + q(dir / "mine.png"), "already exists and was not written by attnmap", ""},
+      {"--gallery " + q(dir / "theirs"), "is not an attnmap gallery; it is left alone", ""},
+      {"--gallery " + q(dir / "g") + " --shard 1/2", "--shard 1/2 renders only part of it", ""},
+      {"--contact-sheet " + q(dir / "s.png") + " --shard 2/3", "without --shard and with --skip-existing", ""},
+      {"--contact-sheet " + q(dir / "s.png"), "install fonts-dejavu-core", "FONTCONFIG_FILE=" + q(dir / "fonts.conf") + " "},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "out") + " " + c.args, c.env);
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.err.rfind("attnmap: error: ", 0), 0u) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "out")) << c.args;  // nothing rendered
+    EXPECT_FALSE(fs::exists(dir / "s.png") || fs::exists(dir / "g")) << c.args;
+  }
+  EXPECT_EQ(slurp(dir / "mine.png"), "a file of the user's");
+  EXPECT_EQ(slurp(dir / "theirs" / "index.html"), "<html>their page</html>");
+  // The same paths, given sensibly, work: a sheet and a gallery of an earlier run are replaced.
+  for (int i = 0; i < 2; ++i) {
+    const CliRun ok = run_attnmap("render " + q(dir / "in" / "chelsea.png") + " -o " + q(dir / "out") + " -q --contact-sheet " +
+                                  q(dir / "s.png") + " --gallery " + q(dir / "g"));
+    EXPECT_EQ(ok.status, 0) << ok.err;
+  }
+  EXPECT_TRUE(written_by_attnmap((dir / "s.png").string()));
+  EXPECT_TRUE(is_attnmap_gallery((dir / "g" / "index.html").string()));
+}
+
+// The library's lazy items: a picture given by its size and a load function draws the same sheet as the
+// picture itself, each load is called once (while its page is drawn, never before: the sizes come from the
+// item), and a load that throws becomes a grey tile instead of failing the sheet.
+TEST(ContactSheetLibrary, LazyPicturesEqualInMemoryOnesAndAThrowIsATile) {
+  const fs::path d = fs::temp_directory_path() / ("attnmap_sheetlib_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  std::vector<Image> photos = {load_image(kData + "/chelsea.png"), load_image(kData + "/composites/0002_bag.png"),
+                               load_image(kData + "/rocket.jpg")};
+  std::vector<SheetItem> eager, lazy;
+  std::atomic<int> loads{0};
+  for (size_t i = 0; i < photos.size(); ++i) {
+    SheetItem e;
+    e.overlay = &photos[i];
+    e.name = "item " + std::to_string(i);
+    e.detail = "peak 0.1";
+    eager.push_back(e);
+    SheetItem l = e;
+    l.overlay = nullptr;
+    l.width = photos[i].width;
+    l.height = photos[i].height;
+    const Image* p = &photos[i];
+    l.load = [p, &loads] {
+      ++loads;
+      return *p;
+    };
+    lazy.push_back(l);
+  }
+  SheetOptions so;
+  so.columns = 2;
+  const auto a = write_contact_sheet((d / "eager.png").string(), "t", eager, so);
+  EXPECT_EQ(loads.load(), 0);
+  const auto b = write_contact_sheet((d / "lazy.png").string(), "t", lazy, so);
+  EXPECT_EQ(loads.load(), 3);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_TRUE(same_pixels(a[0], b[0]));
+  // A load that throws: its tile is the placeholder with the message, the others unchanged. (The first
+  // item, chelsea, is not the tallest: the picture row keeps its height.)
+  lazy[0].load = []() -> Image { throw Error("gone.png: cannot open"); };
+  SheetItem ph = eager[0];
+  ph.overlay = nullptr;
+  ph.placeholder = "gone.png: cannot open";
+  std::vector<SheetItem> with_placeholder = {ph, eager[1], eager[2]};
+  const auto c = write_contact_sheet((d / "thrown.png").string(), "t", lazy, so);
+  const auto e = write_contact_sheet((d / "placeholder.png").string(), "t", with_placeholder, so);
+  EXPECT_TRUE(same_pixels(c[0], e[0]));
+  EXPECT_FALSE(same_pixels(c[0], a[0]));
+  EXPECT_EQ(count_exact(load_image(c[0]), thumb256(photos[0])), 0);
+  EXPECT_EQ(count_exact(load_image(c[0]), thumb256(photos[1])), 1);
+  // An item with no picture, no size and no placeholder is refused.
+  lazy[1].width = 0;
+  EXPECT_THROW(write_contact_sheet((d / "bad.png").string(), "t", lazy, so), Error);
+  fs::remove_all(d);
+}
