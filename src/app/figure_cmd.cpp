@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -109,6 +110,15 @@ double parse_number(const std::string& s, const char* opt) {
   return v;
 }
 
+int parse_integer(const std::string& s, const char* opt) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = s.empty() ? 0 : std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno == ERANGE || v < -1000000 || v > 1000000)
+    throw Error(std::string(opt) + " expects an integer, found '" + s + "'");
+  return static_cast<int>(v);
+}
+
 std::string shown(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
@@ -125,7 +135,7 @@ void check_drawing_options(const FigureArgs& a, FigurePlan& p) {
   ro.upsample = parse_upsample(a.upsample);
   if (a.resize != "squash" && a.resize != "crop") throw Error("--resize expects squash or crop, found '" + a.resize + "'");
   ro.resize = a.resize == "crop" ? ResizeMode::Crop : ResizeMode::Squash;
-  if (a.heads != 0) ro.overrides.num_heads = a.heads;
+  if (!a.heads.empty()) ro.overrides.num_heads = parse_integer(a.heads, "--heads");  // load_model checks it
   if (!a.key.empty()) ro.overrides.key = a.key;
   if (!a.size.empty()) ro.size = parse_size_option(a.size);
   if (!a.pos_interp.empty()) {
@@ -174,10 +184,9 @@ void check_view_options(const FigureArgs& a, FigurePlan& p) {
     p.ro.discard = p.settings.discard;
   }
   if (!a.gradcam_layer.empty()) {
-    const double l = parse_number(a.gradcam_layer, "--gradcam-layer");
-    if (l != static_cast<double>(static_cast<int>(l))) throw Error("--gradcam-layer expects an integer, found '" + a.gradcam_layer + "'");
+    const int l = parse_integer(a.gradcam_layer, "--gradcam-layer");  // resolve_views checks it against the model
     if (!gradcam_default) throw Error("--gradcam-layer applies to a gradcam view without @L<layer>; --views has none");
-    p.settings.gradcam_layer = static_cast<int>(l);
+    p.settings.gradcam_layer = l;
     p.ro.gradcam_layer = p.settings.gradcam_layer;
   }
   if (!a.class_spec.empty()) {
@@ -216,11 +225,18 @@ struct FigureInputs {
 
 FigureInputs plan_inputs(const FigurePlan& p) {
   FigureInputs in;
-  std::vector<std::string> missing;
-  std::vector<std::pair<std::string, std::string>> unreadable;
-  for (const Job& j : plan_jobs(p.ro.inputs, "", &missing, {}, &unreadable)) in.files.push_back(j.input);
-  for (const auto& m : missing) in.failed.push_back(m + ": no such file or folder");
-  for (const auto& u : unreadable) in.failed.push_back(u.second);
+  for (const std::string& input : p.ro.inputs) {
+    std::error_code ec;
+    if (!fs::is_directory(input, ec)) {  // a file is a row as given (named twice: two rows), a missing one fails
+      if (fs::exists(fs::symlink_status(input, ec))) in.files.push_back(input);
+      else in.failed.push_back(input + ": no such file or folder");
+      continue;
+    }
+    std::vector<std::string> missing;
+    std::vector<std::pair<std::string, std::string>> unreadable;
+    for (const Job& j : plan_jobs({input}, "", &missing, {}, &unreadable)) in.files.push_back(j.input);
+    for (const auto& u : unreadable) in.failed.push_back(u.second);
+  }
   if (in.files.empty() && in.failed.empty()) throw Error("no images found in the inputs: a figure needs at least one");
   return in;
 }
@@ -390,6 +406,15 @@ std::string figure_record(const FigurePlan& p, const ViTWeights& model, const st
   return provenance_text(r);
 }
 
+/// The folders make_output_folder made for -o: removed again (when empty) unless the figure was written.
+struct MadeFolders {
+  std::vector<std::string> made;
+  bool keep = false;
+  ~MadeFolders() {
+    if (!keep) remove_made_folders(made);
+  }
+};
+
 }  // namespace
 
 int run_figure(const FigureArgs& a) {
@@ -399,7 +424,7 @@ int run_figure(const FigureArgs& a) {
   const std::string target = check_out_file(a.out, weights_path, in);
   const ViTWeights model = load_figure_model(p.ro, weights_path);
   const std::vector<ResolvedView> views = resolve_figure_views(p, model);
-  const std::vector<std::string> made = make_output_folder("-o", a.out, target);  // -o's folder, probed
+  MadeFolders made{make_output_folder("-o", a.out, target)};  // -o's folder, probed; removed unless written
   // Once every usage check has passed (a refusal stays one line), as render.
   if (a.weights.empty() && !a.quiet)
     std::cerr << "attnmap: note: no -w given: the bundled default model, a small ViT trained on garment composites "
@@ -408,10 +433,7 @@ int run_figure(const FigureArgs& a) {
   if (blas > 0) set_blas_threads(blas);  // one image at a time, every core on its matrix products
 
   std::vector<FigureImage> images;
-  if (!compute_rows(p, model, views, in, &images)) {
-    remove_made_folders(made);
-    return 1;
-  }
+  if (!compute_rows(p, model, views, in, &images)) return 1;
   const HParams& hp = model.hp;
   const ComparisonScales cs = figure_scales(p, views, images);
   const std::vector<std::string> titles = column_titles(p, views, hp, images);
@@ -429,8 +451,8 @@ int run_figure(const FigureArgs& a) {
     co.note = "Each map on its own min\u2013max (--scale map): colours do not compare across cells, so there is no colour bar.";
   try {
     write_comparison(target, titles, rows, cs, p.style, co);
+    made.keep = true;
   } catch (const std::exception& e) {
-    remove_made_folders(made);
     std::cerr << "attnmap: error: " << printable(e.what()) << "\n";
     return 1;
   }

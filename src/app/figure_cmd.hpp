@@ -16,7 +16,8 @@ namespace attnmap {
 
 /// `attnmap figure` as given on the command line, before it is checked (bound by add_figure_options).
 struct FigureArgs {
-  std::vector<std::string> inputs;  ///< image files, or folders walked as render walks them (sorted)
+  std::vector<std::string> inputs;  ///< image files (one row each, in this order), or folders walked as render
+                                    ///< walks them (sorted)
   std::string views;                ///< --views, as maps/views.hpp parses them
   std::string out;                  ///< -o: FIG.png | FIG.pdf | FIG.svg
   std::string weights, key;         ///< -w (empty: the bundled model), --key
@@ -30,7 +31,7 @@ struct FigureArgs {
   std::string discard;              ///< rollout views' --discard
   std::string class_spec;           ///< --class N | NAME | top1, for the class-specific views
   std::string gradcam_layer;        ///< gradcam without @L: its block
-  int heads = 0;                    ///< --heads, when the weights do not say (0: not given)
+  std::string heads;                ///< --heads, when the weights do not say
   long long max_pixels = static_cast<long long>(LoadOptions{}.max_pixels);
   bool no_exif = false;
   bool quiet = false;

@@ -427,15 +427,15 @@ std::vector<std::string> write_tiles(const std::string& base, const TileFigure& 
 namespace {
 
 /// A horizontal colour bar under a run of columns: the gradient from vmin (left) to vmax (right), a tick
-/// mark at every nice tick (the contour levels), labels under them (every k-th when they would touch in a
-/// narrow bar), the units - and the common exponent, "(×10⁻³)" - centred under the labels.
+/// mark at every nice tick (the contour levels), labels under them (only those at a coarser nice step when
+/// they would touch in a narrow bar), the units - and the common exponent, "(×10⁻³)" - centred under the labels.
 struct HBar {
   Scale scale;
   std::vector<double> ticks;
   std::vector<std::string> labels;
   std::string units;
   double f = 12, label_h = 0, units_h = 0;
-  size_t every = 1;
+  std::vector<bool> shown;  ///< which ticks are labelled
 
   HBar(Canvas& c, const Scale& s, double px, double width) : scale(s), f(px) {
     ticks = nice_ticks(s);
@@ -450,9 +450,28 @@ struct HBar {
       label_w = std::max(label_w, t.w);
       label_h = std::max(label_h, t.h);
     }
-    const double step = ticks.size() > 1 ? width * (ticks[1] - ticks[0]) / (s.vmax - s.vmin) : width;
-    while (every < ticks.size() && step * static_cast<double>(every) < label_w + 0.6 * f) ++every;
+    shown.assign(ticks.size(), true);
+    if (ticks.size() > 1) thin_labels(width * (ticks[1] - ticks[0]) / (s.vmax - s.vmin), label_w + 0.6 * f);
     if (!units.empty()) units_h = c.measure(units, tick_style()).h;
+  }
+  /// When labels `need` pixels and ticks are `gap` apart, labels only the ticks at multiples of a coarser
+  /// step (2, 5 or 10 steps: nice values still, at least two of them), as matplotlib picks fewer ticks on a
+  /// short axis; else the first and the last tick; else the first alone. Every tick keeps its mark.
+  void thin_labels(double gap, double need) {
+    const double step = ticks[1] - ticks[0];
+    for (const double mult : {1.0, 2.0, 5.0, 10.0}) {
+      if (gap * mult < need) continue;
+      size_t n = 0;
+      for (size_t i = 0; i < ticks.size(); ++i) {
+        const double q = ticks[i] / (step * mult);
+        shown[i] = std::fabs(q - std::round(q)) < 1e-6;
+        n += shown[i];
+      }
+      if (n >= 2) return;
+    }
+    shown.assign(ticks.size(), false);
+    shown.front() = true;
+    shown.back() = gap * static_cast<double>(ticks.size() - 1) >= need;
   }
   TextStyle tick_style() const {
     TextStyle t;
@@ -479,7 +498,7 @@ struct HBar {
     for (size_t i = 0; i < ticks.size(); ++i) {
       const double tx = x + w * (scale.flat() ? 0.0 : (ticks[i] - scale.vmin) / (scale.vmax - scale.vmin));
       c.line(tx, y + thick(), tx, ty, kInk, 1.0);
-      if (i % every == 0) c.text(labels[i], tx, ty + 0.1 * f, ts);
+      if (shown[i]) c.text(labels[i], tx, ty + 0.1 * f, ts);
     }
     if (units_h > 0) {
       TextStyle us = fit(c, units, tick_style(), w);
