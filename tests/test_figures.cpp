@@ -2,11 +2,8 @@
 // plain overlay, the PNG pHYs chunk, and golden images of a panel, a strip, a heads grid, a comparison figure
 // and a contact sheet made from the tiny committed model tests/fixtures/timm_small.
 //
-// Golden images live in tests/golden/. After a deliberate change of the design, regenerate them with
-//   ATTNMAP_UPDATE_GOLDEN=1 ctest --test-dir build -R Figures
-// then LOOK at every file in tests/golden/ before committing. Tolerance: same size, and at least 99.5 % of the
-// pixels within 2 levels in every channel (cairo/pango may rasterise glyph edges a level or more apart
-// across versions); the rest may differ by any amount, which only glyph edges do.
+// Golden images live in tests/golden/; the comparison, its tolerance and how to regenerate them:
+// tests/golden_util.hpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,14 +22,13 @@
 #include "model/preprocess.hpp"
 #include "model/vit.hpp"
 #include "checkpoint/weights.hpp"
+#include "golden_util.hpp"
 #include "test_util.hpp"
 
 using namespace attnmap;
 namespace fs = std::filesystem;
 
 namespace {
-
-const std::string kGolden = std::string(ATTNMAP_TEST_DIR) + "/golden/";
 
 SheetItem sheet_item(const Image* overlay, const std::string& name, const std::string& detail) {
   SheetItem it;
@@ -78,32 +74,6 @@ Image crop(const Image& img, int x0, int y0, int w, int h) {
     std::memcpy(&out.rgb[static_cast<size_t>(y) * w * 3], &img.rgb[(static_cast<size_t>(y + y0) * img.width + x0) * 3],
                 static_cast<size_t>(w) * 3);
   return out;
-}
-
-// The golden comparison (see the file comment), or the reference rewritten under ATTNMAP_UPDATE_GOLDEN=1.
-::testing::AssertionResult matches_golden(const std::string& made, const std::string& name) {
-  const std::string ref = kGolden + name;
-  if (const char* u = std::getenv("ATTNMAP_UPDATE_GOLDEN"); u && std::string(u) == "1") {
-    fs::create_directories(kGolden);
-    fs::copy_file(made, ref, fs::copy_options::overwrite_existing);
-    return ::testing::AssertionSuccess() << "updated " << ref;
-  }
-  if (!fs::exists(ref)) return ::testing::AssertionFailure() << ref << " is missing (ATTNMAP_UPDATE_GOLDEN=1 makes it)";
-  const Image a = load_image(made), b = load_image(ref);
-  if (a.width != b.width || a.height != b.height)
-    return ::testing::AssertionFailure() << name << ": " << a.width << "x" << a.height << ", golden " << b.width << "x"
-                                         << b.height;
-  size_t off = 0;
-  const size_t n = static_cast<size_t>(a.width) * static_cast<size_t>(a.height);
-  for (size_t i = 0; i < n; ++i) {
-    int d = 0;
-    for (int k = 0; k < 3; ++k) d = std::max(d, std::abs(int(a.rgb[i * 3 + k]) - int(b.rgb[i * 3 + k])));
-    off += d > 2;
-  }
-  if (off * 200 > n)
-    return ::testing::AssertionFailure() << name << ": " << off << " of " << n
-                                         << " pixels differ by more than 2 levels (limit 0.5 %); made: " << made;
-  return ::testing::AssertionSuccess();
 }
 
 // The tiny committed model (timm layout, 64x64 input, 4x4 grid, 2 blocks, 4 heads) run once on a small photo.

@@ -12,6 +12,7 @@
 #include "draw/colormap.hpp"
 #include "core/error.hpp"
 #include "app/eval_cmd.hpp"
+#include "app/figure_cmd.hpp"
 #include "io/image_io.hpp"
 #include "app/inspect.hpp"
 #include "app/provenance.hpp"
@@ -107,6 +108,7 @@ struct CliArgs {
   std::string perturb_s;  // eval --perturb drop|zero
   std::string inspect_weights;
   int inspect_heads = 0;
+  attnmap::FigureArgs figure;  // attnmap figure (app/figure_cmd.cpp)
 };
 
 const char* const kPosInterpHelp =
@@ -117,6 +119,7 @@ struct Commands {
   CLI::App* render;
   CLI::App* eval;
   CLI::App* inspect;
+  CLI::App* figure;
 };
 
 // attnmap render: its option table.
@@ -330,10 +333,12 @@ void refuse_empty_values(const CLI::App& used_app) {
     const auto& res = opt->results();
     if (std::none_of(res.begin(), res.end(), [](const std::string& r) { return r.empty(); })) continue;
     const std::string name = opt->get_name();
+    const bool figure_out = name == "--out" && used_app.get_name() == "figure";  // figure -o names a file
     const char* expects =
-        (name == "--json" || name == "--manifest" || name == "--weights" || name == "--contact-sheet") ? "a file name"
-        : (name == "--masks" || name == "--out" || name == "--gallery")                                ? "a folder"
-                                                                                                       : "a value";
+        (figure_out || name == "--json" || name == "--manifest" || name == "--weights" || name == "--contact-sheet")
+            ? "a file name"
+        : (name == "--masks" || name == "--out" || name == "--gallery") ? "a folder"
+                                                                        : "a value";
     throw attnmap::Error(name + " expects " + expects + ", found ''");
   }
 }
@@ -448,6 +453,10 @@ int run_eval_command(CliArgs& a) {
 // Runs the parsed command; throws attnmap::Error for an option value it refuses.
 int run_command(CliArgs& a, const Commands& c) {
   if (c.inspect->parsed()) return run_inspect(a, *c.inspect);
+  if (c.figure->parsed()) {
+    refuse_empty_values(*c.figure);
+    return attnmap::run_figure(a.figure);
+  }
   refuse_empty_values(c.render->parsed() ? *c.render : *c.eval);
   apply_view_options(a);
   apply_run_options(a, c);
@@ -464,7 +473,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("attnmap ") + ATTNMAP_VERSION);
   app.require_subcommand(1);
   CliArgs args;
-  const Commands commands{add_render_options(app, args), add_eval_options(app, args), add_inspect_options(app, args)};
+  const Commands commands{add_render_options(app, args), add_eval_options(app, args), add_inspect_options(app, args),
+                          attnmap::add_figure_options(app, args.figure)};
 
   if (!check_no_empty_equals(argc, argv) || !check_command_word(app, argc, argv)) return 2;
   try {

@@ -121,12 +121,40 @@ struct FigureRow {
   std::vector<GridMap> maps;
 };
 
+/// The colour scales of a comparison figure's map columns (the columns not titled "photo", in order).
+struct ComparisonScales {
+  std::vector<Scale> scales;      ///< the figure's distinct scales, e.g. one per unit
+  std::vector<int> column_scale;  ///< per map column: its index into `scales`, or -1: each map of that column
+                                  ///< on its own min-max (no colour bar can stand for them)
+};
+
+/// What else a comparison figure needs besides its cells.
+struct ComparisonOptions {
+  double width_in = 6.5;   ///< the figure's width in inches, (0, 100]
+  double dpi = 300.0;      ///< pixels per inch: the PNG's pHYs, the PDF/SVG page = pixels / dpi inches
+  std::string provenance;  ///< the settings record (JSON): PNG tEXt `attnmap`, PDF Subject, SVG <metadata>
+  std::string note;        ///< one grey line under the figure (e.g. why a column has no colour bar); "" none
+};
+
 /// `attnmap figure`: rows = images, columns = views (column_titles; the column titled exactly "photo"
-/// shows the photo alone and takes no map), one shared scale and colour bar, laid out `width_in` inches
-/// wide at opt.dpi (text 8 pt, so it reads the same size in print whatever the dpi); each cell is as wide
-/// as the columns allow and as high as its photo's aspect asks. Writes `path` (its extension picks the
-/// format: .png, .pdf, .svg) and returns it. Throws attnmap::Error for an unknown extension, a row whose
-/// map count does not match, or a width that gives cells under 16 pixels.
+/// shows the photo alone and takes no map), laid out opt.width_in inches wide at opt.dpi (text 8 pt, so
+/// it reads the same size in print whatever the dpi); each cell is as wide as the columns allow and as high
+/// as its photo's aspect asks. Colour bars: when every map column is on one scale, one vertical bar at the
+/// right for all of them; otherwise a horizontal bar under each run of adjacent map columns that share a
+/// scale (matplotlib's fig.colorbar(ax=axes[:, cols], location="bottom")), none under -1 columns. Writes
+/// `path` (its extension picks the format: .png, .pdf, .svg) and returns it. Throws attnmap::Error for an
+/// unknown extension, a row whose map count does not match, a column_scale that does not match the map
+/// columns or `scales`, or a width that gives cells under 16 pixels.
+std::string write_comparison(const std::string& path, const std::vector<std::string>& column_titles,
+                             const std::vector<FigureRow>& rows, const ComparisonScales& scales,
+                             const StyleOptions& st, const ComparisonOptions& opt);
+
+/// Refuses, before any map exists, a width that leaves a comparison figure of `ncols` columns cells under 16
+/// pixels (with one colour bar at the right, its narrowest layout). Throws attnmap::Error naming --width-in
+/// and --dpi.
+void check_comparison_width(int ncols, double width_in, double dpi);
+
+/// The same with one scale for every map column (one vertical colour bar) and nothing recorded.
 std::string write_comparison(const std::string& path, const std::vector<std::string>& column_titles,
                              const std::vector<FigureRow>& rows, const Scale& scale, const StyleOptions& st,
                              double width_in, double dpi);

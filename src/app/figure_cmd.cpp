@@ -1,0 +1,465 @@
+// figure_cmd.cpp - `attnmap figure`: its options and the sequence of steps (figure_cmd.hpp). The views are
+// maps/views.hpp's, the scales draw/scale.hpp's, the drawing draw/figures.hpp's; no maths here.
+#include "app/figure_cmd.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <optional>
+
+#include "app/batch.hpp"
+#include "app/provenance.hpp"
+#include "app/render.hpp"
+#include "core/error.hpp"
+#include "draw/canvas.hpp"
+#include "draw/colormap.hpp"
+#include "draw/figures.hpp"
+#include "draw/scale.hpp"
+#include "io/hash.hpp"
+#include "maps/views.hpp"
+#include "model/classify.hpp"
+#include "model/sgemm.hpp"
+
+namespace attnmap {
+
+namespace fs = std::filesystem;
+
+CLI::App* add_figure_options(CLI::App& app, FigureArgs& a) {
+  CLI::App* f = app.add_subcommand(
+      "figure", "draw one figure for a paper: rows = images, columns = views (--views photo,L3/mean,rollout), "
+                "column titles, row labels and colour bars in the maps' units, as PNG, PDF or SVG (-o's extension)");
+  f->add_option("inputs", a.inputs, "image files, one row each (folders are walked as render walks them, sorted)")
+      ->required();
+  f->add_option("--views", a.views, "the columns, comma-separated: photo, L<layer>/<fusion> (mean, max, min, h<head>), "
+                                    "rollout[/<fusion>], chefer, gradcam[@L<layer>], attn-grad[@L<layer>]")
+      ->required();
+  f->add_option("-o,--out", a.out, "the figure file: FIG.png, FIG.pdf or FIG.svg (replaced when it exists)")->required();
+  f->add_option("-w,--weights", a.weights, "weights, as for render; default: the bundled weights/default.json");
+  f->add_option("--key", a.key, "PyTorch checkpoint: the entry holding the state dict, as for render");
+  f->add_option("--scale", a.scale, "run or figure (one scale over every map of the figure; one per unit when the "
+                                    "views' units differ), map (each map its own min-max, no colour bar) or VMIN,VMAX")
+      ->capture_default_str();
+  f->add_option("--width-in", a.width_in, "the figure's width in inches (7 for a two-column paper's full width)")
+      ->capture_default_str();
+  f->add_option("--dpi", a.dpi, "pixels per inch: the PNG's size and pHYs, the PDF/SVG page's scale")->capture_default_str();
+  std::string cmaps;
+  for (const auto& n : colormap_names()) cmaps += (cmaps.empty() ? "" : ", ") + n;
+  f->add_option("--colormap", a.colormap, "colour map: " + cmaps)->capture_default_str();
+  f->add_option("--style", a.style, "overlay | mask (photo x map on black) | contour (iso-lines at the ticks)")
+      ->capture_default_str();
+  f->add_option("--alpha", a.alpha, "opacity of the heatmap over the photo, 0..1")->capture_default_str();
+  f->add_flag("--alpha-by-value", a.alpha_by_value, "overlay opacity follows the value: --alpha x scaled value");
+  f->add_option("--upsample", a.upsample, "nearest | bilinear | bicubic")->capture_default_str();
+  f->add_option("--resize", a.resize, "squash | crop (as for render)")->capture_default_str();
+  f->add_option("--size", a.size, "model input size S or W,H in pixels, as for render");
+  f->add_option("--pos-interp", a.pos_interp, "with --size: how the position embeddings are resampled, as for render");
+  f->add_option("--heads", a.heads, "number of attention heads, when the weights do not say");
+  f->add_option("--discard", a.discard, "rollout views: zero this fraction of the smallest fused attentions per layer, 0..1");
+  f->add_option("--class", a.class_spec, "class-specific views (chefer, gradcam, attn-grad): class index, label or "
+                                         "top1 (default top1; topK is refused: a cell holds one map)");
+  f->add_option("--gradcam-layer", a.gradcam_layer, "gradcam without @L: the block explained, negative from the end "
+                                                    "(default -1)");
+  f->add_option("--max-pixels", a.max_pixels, "refuse images with more pixels than this, before decoding")
+      ->capture_default_str();
+  f->add_flag("--no-exif", a.no_exif, "ignore the JPEG EXIF orientation");
+  f->add_flag("-q,--quiet", a.quiet, "print only errors");
+  return f;
+}
+
+namespace {
+
+// ---- step 1: the options, checked before the model is loaded ---------------------------------------------
+
+/// The options as the shared code reads them: loading and drawing through RenderOptions (as render), the
+/// figure's own beside it.
+struct FigurePlan {
+  RenderOptions ro;
+  std::vector<ViewSpec> views;
+  ScaleSpec scale;
+  ViewSettings settings;
+  ClassSpec classes;
+  StyleOptions style;
+  double width_in = 6.5;
+};
+
+// "S" -> (S, S); "W,H" -> (W, H), as render's --size.
+std::array<int, 2> parse_size_option(const std::string& s) {
+  const size_t comma = s.find(',');
+  const std::string parts[2] = {s.substr(0, comma), comma == std::string::npos ? s : s.substr(comma + 1)};
+  std::array<int, 2> v{};
+  for (size_t i = 0; i < 2; ++i) {
+    char* end = nullptr;
+    const long n = parts[i].empty() ? 0 : std::strtol(parts[i].c_str(), &end, 10);
+    if (parts[i].empty() || *end != '\0' || n <= 0 || n > 65536)
+      throw Error("--size expects S or W,H in pixels (positive integers), found '" + s + "'");
+    v[i] = static_cast<int>(n);
+  }
+  return v;
+}
+
+double parse_number(const std::string& s, const char* opt) {
+  char* end = nullptr;
+  const double v = s.empty() ? 0.0 : std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0') throw Error(std::string(opt) + " expects a number, found '" + s + "'");
+  return v;
+}
+
+int parse_integer(const std::string& s, const char* opt) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = s.empty() ? 0 : std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno == ERANGE || v < -1000000 || v > 1000000)
+    throw Error(std::string(opt) + " expects an integer, found '" + s + "'");
+  return static_cast<int>(v);
+}
+
+std::string shown(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// The loading and drawing options into plan.ro / plan.style, as render reads them.
+void check_drawing_options(const FigureArgs& a, FigurePlan& p) {
+  RenderOptions& ro = p.ro;
+  ro.inputs = a.inputs;
+  ro.weights = a.weights;
+  ro.colormap = a.colormap;
+  ro.alpha = a.alpha;
+  ro.upsample = parse_upsample(a.upsample);
+  if (a.resize != "squash" && a.resize != "crop") throw Error("--resize expects squash or crop, found '" + a.resize + "'");
+  ro.resize = a.resize == "crop" ? ResizeMode::Crop : ResizeMode::Squash;
+  if (!a.heads.empty()) ro.overrides.num_heads = parse_integer(a.heads, "--heads");  // load_model checks it
+  if (!a.key.empty()) ro.overrides.key = a.key;
+  if (!a.size.empty()) ro.size = parse_size_option(a.size);
+  if (!a.pos_interp.empty()) {
+    ro.pos_interp = parse_pos_interp(a.pos_interp);
+    if (!ro.size) throw Error("--pos-interp applies with --size (it chooses how --size resamples the position embeddings)");
+  }
+  if (a.max_pixels < 1) throw Error("--max-pixels must be >= 1, found " + std::to_string(a.max_pixels));
+  ro.load.max_pixels = static_cast<uint64_t>(a.max_pixels);
+  ro.load.apply_exif = !a.no_exif;
+  ro.quiet = a.quiet;
+  ro.style = parse_style(a.style);
+  ro.alpha_by_value = a.alpha_by_value;
+  if (!(a.alpha >= 0.0f && a.alpha <= 1.0f)) throw Error("--alpha must be in [0, 1], found " + shown(a.alpha));
+  if (ro.alpha_by_value && ro.style != Style::Overlay)
+    throw Error("--alpha-by-value applies to --style overlay (mask and contour have no opacity)");
+  if (!(a.dpi > 0.0 && a.dpi <= 100000.0)) throw Error("--dpi must be in (0, 100000], found " + shown(a.dpi));
+  if (!(a.width_in > 0.0 && a.width_in <= 100.0)) throw Error("--width-in must be in (0, 100] inches, found " + shown(a.width_in));
+  ro.dpi = a.dpi;
+  p.width_in = a.width_in;
+  p.style.style = ro.style;
+  p.style.alpha_by_value = ro.alpha_by_value;
+  p.style.alpha = ro.alpha;
+  p.style.cmap = colormap_table(ro.colormap);  // throws for an unknown name
+  p.style.upsample = ro.upsample;
+}
+
+// The views and what goes with them: --scale, --discard, --class, --gradcam-layer.
+void check_view_options(const FigureArgs& a, FigurePlan& p) {
+  p.views = parse_views(a.views);
+  bool maps = false, rollout = false, class_specific = false, gradcam_default = false;
+  for (const ViewSpec& v : p.views) {
+    maps = maps || v.kind != ViewKind::Photo;
+    rollout = rollout || v.kind == ViewKind::Rollout;
+    class_specific = class_specific || v.kind == ViewKind::Chefer || v.kind == ViewKind::GradCam ||
+                     v.kind == ViewKind::AttnGrad;
+    gradcam_default = gradcam_default || (v.kind == ViewKind::GradCam && !v.layer_given);
+  }
+  if (!maps) throw Error("--views '" + a.views + "' has no map to show (photo is the photo alone): add a view such as L3/mean");
+  p.scale = parse_scale(a.scale);
+  p.ro.scale = p.scale;
+  if (!a.discard.empty()) {
+    p.settings.discard = parse_number(a.discard, "--discard");
+    if (!(p.settings.discard >= 0.0 && p.settings.discard <= 1.0))
+      throw Error("--discard must be in [0, 1], found '" + a.discard + "'");
+    if (!rollout) throw Error("--discard applies to the rollout views; --views has none");
+    p.ro.discard = p.settings.discard;
+  }
+  if (!a.gradcam_layer.empty()) {
+    const int l = parse_integer(a.gradcam_layer, "--gradcam-layer");  // resolve_views checks it against the model
+    if (!gradcam_default) throw Error("--gradcam-layer applies to a gradcam view without @L<layer>; --views has none");
+    p.settings.gradcam_layer = l;
+    p.ro.gradcam_layer = p.settings.gradcam_layer;
+  }
+  if (!a.class_spec.empty()) {
+    if (!class_specific) throw Error("--class chooses the class of the class-specific views (chefer, gradcam, attn-grad); --views has none");
+    p.classes = parse_class_spec(a.class_spec);
+    if (p.classes.kind == ClassSpec::Kind::TopK && p.classes.k > 1)
+      throw Error("--class " + a.class_spec + ": a figure cell holds one map; use top1, a class index or a label "
+                  "(render --explain --class topK draws one file per class)");
+    p.ro.class_spec = a.class_spec;
+  }
+}
+
+/// Every check that needs no model and reads no image (status 2): the options, -o's extension and folder,
+/// the label font.
+FigurePlan check_options(const FigureArgs& a) {
+  FigurePlan p;
+  check_drawing_options(a, p);
+  check_view_options(a, p);
+  const std::string ext = fs::path(a.out).extension().string();
+  if (ext != ".png" && ext != ".pdf" && ext != ".svg")
+    throw Error("-o " + a.out + ": a figure is written as .png, .pdf or .svg (the extension picks the format), found '" +
+                ext + "'");
+  check_figure_path(a.out);
+  check_comparison_width(static_cast<int>(p.views.size()), a.width_in, a.dpi);
+  figure_font();  // a missing font is one usage error, not a failure after every image was computed
+  return p;
+}
+
+// ---- step 2: inputs, -o against them, the model and the views ---------------------------------------------
+
+/// The images, one row each, in the order given (folders walked and sorted as render walks them).
+struct FigureInputs {
+  std::vector<std::string> files;
+  std::vector<std::string> failed;  ///< "PATH: why" for inputs that do not exist or cannot be walked
+};
+
+FigureInputs plan_inputs(const FigurePlan& p) {
+  FigureInputs in;
+  for (const std::string& input : p.ro.inputs) {
+    std::error_code ec;
+    if (!fs::is_directory(input, ec)) {  // a file is a row as given (named twice: two rows), a missing one fails
+      if (fs::exists(fs::symlink_status(input, ec))) in.files.push_back(input);
+      else in.failed.push_back(input + ": no such file or folder");
+      continue;
+    }
+    std::vector<std::string> missing;
+    std::vector<std::pair<std::string, std::string>> unreadable;
+    for (const Job& j : plan_jobs({input}, "", &missing, {}, &unreadable)) in.files.push_back(j.input);
+    for (const auto& u : unreadable) in.failed.push_back(u.second);
+  }
+  if (in.files.empty() && in.failed.empty()) throw Error("no images found in the inputs: a figure needs at least one");
+  return in;
+}
+
+/// -o must not replace an input, the weights, their configs, the program or the label font.
+std::string check_out_file(const std::string& out, const std::string& weights_path, const FigureInputs& in) {
+  std::vector<ReadFile> reads = model_reads(weights_path);
+  for (const std::string& f : in.files) reads.push_back({f, "an input"});
+  if (const char* env = std::getenv("ATTNMAP_FONT"); env && *env) reads.push_back({env, "the label font"});
+  return check_output_file("-o", out, reads);
+}
+
+/// The model as render loads it (load_run_model): position embeddings resampled to --size, notices printed.
+ViTWeights load_figure_model(const RenderOptions& ro, const std::string& weights_path) {
+  ViTWeights model = load_model(weights_path, ro.overrides);
+  if (ro.size)
+    resample_pos_embed(model, (*ro.size)[0], (*ro.size)[1], ro.pos_interp ? *ro.pos_interp : default_pos_interp(model.hp).mode);
+  if (!ro.quiet)
+    for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
+  return model;
+}
+
+std::vector<ResolvedView> resolve_figure_views(const FigurePlan& p, const ViTWeights& model) {
+  std::vector<ResolvedView> views = resolve_views(p.views, model.hp, model.head.present(), p.settings);
+  for (const ResolvedView& v : views)
+    if (v.class_specific) {
+      check_class_spec(p.classes, model.head.out, model.hp.labels);
+      break;
+    }
+  return views;
+}
+
+// ---- step 3: every image read, then every image's maps ----------------------------------------------------
+
+/// One row: the photo, where its map lies, and its maps in map-column order.
+struct FigureImage {
+  std::string input;
+  Image photo;
+  PhotoBox box;
+  std::vector<ViewMap> maps;
+  int class_index = -1;  ///< the class the class-specific views explain (-1: none asked)
+};
+
+std::string class_name(int c, const HParams& hp) {
+  return c >= 0 && static_cast<size_t>(c) < hp.labels.size() ? hp.labels[static_cast<size_t>(c)] : "class " + std::to_string(c);
+}
+
+/// Reads every image first (a bad file is found before any forward pass), then computes each one's views.
+/// Returns false, the failure printed as one line naming the file, when an image fails.
+bool compute_rows(const FigurePlan& p, const ViTWeights& model, const std::vector<ResolvedView>& views,
+                  const FigureInputs& in, std::vector<FigureImage>* rows) {
+  for (const std::string& f : in.failed) {
+    std::cerr << "attnmap: error: " << printable(f) << "; no figure written\n";
+    return false;
+  }
+  const HParams& hp = model.hp;
+  std::string current;
+  try {
+    for (const std::string& f : in.files) {
+      current = f;
+      rows->push_back(FigureImage{f, load_image(f, p.ro.load), {}, {}, -1});
+    }
+    for (FigureImage& r : *rows) {
+      current = r.input;
+      const ModelInput mi = preprocess(r.photo, hp.image_w, hp.image_h, p.ro.resize, hp.mean.data(), hp.std.data(),
+                                       hp.crop_pct.value_or(0.875f));
+      box_pixels(mi.box, r.photo.width, r.photo.height, &r.box.x0, &r.box.y0, &r.box.w, &r.box.h);
+      std::vector<float> logits;
+      r.maps = compute_views(model, mi.chw.data(), views, p.settings, p.classes, &logits);
+      for (const ViewMap& m : r.maps)
+        if (m.class_index >= 0) r.class_index = m.class_index;
+    }
+  } catch (const std::exception& e) {
+    const std::string msg = e.what();
+    std::cerr << "attnmap: error: " << printable(msg.compare(0, current.size(), current) == 0 ? msg : current + ": " + msg)
+              << "; no figure written\n";
+    return false;
+  }
+  return true;
+}
+
+// ---- step 4: scales, labels, the record, the file ---------------------------------------------------------
+
+/// The scales of the map columns: --scale map -> each map its own (no bar); otherwise one scale per unit
+/// (views of one unit share it: run/figure over all their maps, or the fixed bounds).
+ComparisonScales figure_scales(const FigurePlan& p, const std::vector<ResolvedView>& views,
+                               const std::vector<FigureImage>& rows) {
+  ComparisonScales cs;
+  std::map<std::string, int> unit_index;
+  std::vector<std::vector<const std::vector<float>*>> unit_maps;
+  size_t k = 0;  // map column
+  for (const ResolvedView& v : views) {
+    if (v.spec.kind == ViewKind::Photo) continue;
+    if (p.scale.kind == ScaleKind::Map) {
+      cs.column_scale.push_back(-1);
+      ++k;
+      continue;
+    }
+    const auto it = unit_index.emplace(v.units, static_cast<int>(unit_index.size())).first;
+    if (static_cast<size_t>(it->second) == unit_maps.size()) unit_maps.emplace_back();
+    for (const FigureImage& r : rows) unit_maps[static_cast<size_t>(it->second)].push_back(&r.maps[k].map);
+    cs.column_scale.push_back(it->second);
+    ++k;
+  }
+  std::vector<std::string> units(unit_index.size());
+  for (const auto& [u, i] : unit_index) units[static_cast<size_t>(i)] = u;
+  for (size_t i = 0; i < units.size(); ++i) {
+    Scale s = scale_over(unit_maps[i], units[i]);
+    if (p.scale.kind == ScaleKind::Fixed) s = resolve_scale(p.scale, {}, s);
+    cs.scales.push_back(s);
+  }
+  return cs;
+}
+
+/// Column titles (the views' names; with one fixed class, the class after a class-specific view's name).
+std::vector<std::string> column_titles(const FigurePlan& p, const std::vector<ResolvedView>& views, const HParams& hp,
+                                       const std::vector<FigureImage>& rows) {
+  std::vector<std::string> t;
+  for (const ResolvedView& v : views) {
+    const bool fixed = p.classes.kind != ClassSpec::Kind::TopK;
+    t.push_back(v.class_specific && fixed ? v.name + " \u00b7 " + class_name(rows[0].class_index, hp) : v.name);
+  }
+  return t;
+}
+
+/// Row labels: the file name; with --class top1 and a class-specific view, the class each row explains.
+std::string row_label(const FigurePlan& p, const FigureImage& r, const HParams& hp) {
+  const std::string name = fs::path(r.input).filename().string();
+  if (r.class_index < 0 || p.classes.kind != ClassSpec::Kind::TopK) return name;
+  return name + " \u00b7 " + class_name(r.class_index, hp);
+}
+
+/// The settings record of the figure: render's (make_provenance), with the figure's views, its scales and
+/// their bounds, its size and the images' names and SHA-256.
+std::string figure_record(const FigurePlan& p, const ViTWeights& model, const std::string& weights_path,
+                          const std::vector<ResolvedView>& views, const std::vector<std::string>& titles,
+                          const ComparisonScales& cs, const std::vector<FigureImage>& rows) {
+  RenderContext ctx;
+  ctx.model = &model;
+  ctx.opt = &p.ro;
+  nlohmann::ordered_json r = make_provenance(ctx, weights_path);
+  r["command"] = "figure";
+  std::string names;
+  bool rollout = false;
+  for (const ResolvedView& v : views) {
+    names += (names.empty() ? "" : ",") + v.name;
+    rollout = rollout || v.spec.kind == ViewKind::Rollout;
+  }
+  r["view"] = names;
+  r["discard"] = rollout ? nlohmann::ordered_json(p.settings.discard) : nlohmann::ordered_json(nullptr);
+  nlohmann::ordered_json bounds = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < cs.scales.size(); ++i) {
+    nlohmann::ordered_json cols = nlohmann::ordered_json::array();
+    size_t k = 0;  // map column
+    for (size_t c = 0; c < views.size(); ++c) {
+      if (views[c].spec.kind == ViewKind::Photo) continue;
+      if (cs.column_scale[k++] == static_cast<int>(i)) cols.push_back(titles[c]);
+    }
+    bounds.push_back({{"units", cs.scales[i].units}, {"vmin", cs.scales[i].vmin}, {"vmax", cs.scales[i].vmax}, {"columns", cols}});
+  }
+  r["scale_bounds"] = bounds;
+  r["width_in"] = p.width_in;
+  nlohmann::ordered_json images = nlohmann::ordered_json::array();
+  for (const FigureImage& im : rows)
+    images.push_back({{"name", fs::path(im.input).filename().string()}, {"sha256", sha256_file(im.input)}});
+  r["images"] = images;
+  return provenance_text(r);
+}
+
+/// The folders make_output_folder made for -o: removed again (when empty) unless the figure was written.
+struct MadeFolders {
+  std::vector<std::string> made;
+  bool keep = false;
+  ~MadeFolders() {
+    if (!keep) remove_made_folders(made);
+  }
+};
+
+}  // namespace
+
+int run_figure(const FigureArgs& a) {
+  const FigurePlan p = check_options(a);
+  const std::string weights_path = a.weights.empty() ? default_weights_path() : a.weights;
+  const FigureInputs in = plan_inputs(p);
+  const std::string target = check_out_file(a.out, weights_path, in);
+  const ViTWeights model = load_figure_model(p.ro, weights_path);
+  const std::vector<ResolvedView> views = resolve_figure_views(p, model);
+  MadeFolders made{make_output_folder("-o", a.out, target)};  // -o's folder, probed; removed unless written
+  // Once every usage check has passed (a refusal stays one line), as render.
+  if (a.weights.empty() && !a.quiet)
+    std::cerr << "attnmap: note: no -w given: the bundled default model, a small ViT trained on garment composites "
+                 "(not an ImageNet model); -w brings your own checkpoint (docs/checkpoints.md)\n";
+  const int blas = blas_threads_to_set(1, usable_cores(), std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));
+  if (blas > 0) set_blas_threads(blas);  // one image at a time, every core on its matrix products
+
+  std::vector<FigureImage> images;
+  if (!compute_rows(p, model, views, in, &images)) return 1;
+  const HParams& hp = model.hp;
+  const ComparisonScales cs = figure_scales(p, views, images);
+  const std::vector<std::string> titles = column_titles(p, views, hp, images);
+  std::vector<FigureRow> rows;
+  for (const FigureImage& im : images) {
+    FigureRow r{row_label(p, im, hp), &im.photo, im.box, {}};
+    for (const ViewMap& m : im.maps) r.maps.push_back(GridMap{m.map, hp.grid_w, hp.grid_h});
+    rows.push_back(std::move(r));
+  }
+  ComparisonOptions co;
+  co.width_in = a.width_in;
+  co.dpi = a.dpi;
+  co.provenance = figure_record(p, model, weights_path, views, titles, cs, images);
+  if (p.scale.kind == ScaleKind::Map)
+    co.note = "Each map on its own min\u2013max (--scale map): colours do not compare across cells, so there is no colour bar.";
+  try {
+    write_comparison(target, titles, rows, cs, p.style, co);
+    made.keep = true;
+  } catch (const std::exception& e) {
+    std::cerr << "attnmap: error: " << printable(e.what()) << "\n";
+    return 1;
+  }
+  if (!a.quiet)
+    std::cerr << "attnmap: wrote " << printable(a.out) << " (" << rows.size() << (rows.size() == 1 ? " image" : " images")
+              << " \u00d7 " << titles.size() << (titles.size() == 1 ? " view" : " views") << ")\n";
+  return 0;
+}
+
+}  // namespace attnmap

@@ -1,0 +1,216 @@
+// test_figure_cmd.cpp - `attnmap figure` end to end with the tiny committed model tests/fixtures/timm_small:
+// a figure of 2 images x 3 views against a golden image (tolerance: tests/golden_util.hpp), the PDF rendered
+// back by pdftoppm and compared with the PNG, the scales it records recomputed from the model, the usage
+// errors (status 2 before any image is read) and a failing image (status 1, nothing written).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "app/provenance.hpp"
+#include "checkpoint/weights.hpp"
+#include "draw/overlay.hpp"
+#include "io/image_io.hpp"
+#include "maps/views.hpp"
+#include "model/preprocess.hpp"
+#include "golden_util.hpp"
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+using namespace attnmap;
+
+namespace {
+
+const std::string kModel = fixture("timm_small/weights.json");
+
+class FigureCmd : public TempDirTest {
+ protected:
+  void SetUp() override {
+    TempDirTest::SetUp();
+    // Two small photos of different aspect: rows of different heights.
+    write_png((dir / "cat.png").string(), resize_photo(load_image(std::string(ATTNMAP_DATA_DIR) + "/chelsea.png"), 120, 80));
+    write_png((dir / "cup.png").string(), resize_photo(load_image(std::string(ATTNMAP_DATA_DIR) + "/coffee.png"), 90, 90));
+  }
+  std::string images() const { return q(dir / "cat.png") + " " + q(dir / "cup.png"); }
+  CliRun figure(const std::string& views, const std::string& out, const std::string& extra = "") const {
+    return run_attnmap("figure " + images() + " -w " + q(kModel) + " --views " + views + " -o " + q(dir / out) +
+                       " --width-in 3.5 --dpi 100 " + extra);
+  }
+};
+
+// min and max over every map of each unit, recomputed from the model for the two photos (what --scale run is).
+std::map<std::string, std::pair<double, double>> run_bounds(const fs::path& dir, const std::string& views_list) {
+  const ViTWeights model = load_model(kModel);
+  const HParams& hp = model.hp;
+  const std::vector<ResolvedView> views = resolve_views(parse_views(views_list), hp, true, ViewSettings{});
+  std::map<std::string, std::pair<double, double>> out;
+  for (const char* name : {"cat.png", "cup.png"}) {
+    const Image photo = load_image((dir / name).string());
+    const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, ResizeMode::Squash, hp.mean.data(), hp.std.data());
+    std::vector<float> logits;
+    for (const ViewMap& m : compute_views(model, in.chw.data(), views, ViewSettings{}, ClassSpec{}, &logits)) {
+      auto [it, fresh] = out.emplace(views[m.view].units, std::make_pair(1e300, -1e300));
+      for (const float v : m.map) {
+        it->second.first = std::min(it->second.first, static_cast<double>(v));
+        it->second.second = std::max(it->second.second, static_cast<double>(v));
+      }
+    }
+  }
+  return out;
+}
+
+double mean_abs_diff(const Image& a, const Image& b) {
+  double sum = 0;
+  for (size_t i = 0; i < a.rgb.size(); ++i) sum += std::abs(int(a.rgb[i]) - int(b.rgb[i]));
+  return sum / static_cast<double>(a.rgb.size());
+}
+
+}  // namespace
+
+// 2 images x (photo, one head of block 1, rollout): attention probability and rollout mass are different
+// units, so each map column gets its own scale and a colour bar under it.
+TEST_F(FigureCmd, TwoImagesThreeViewsMatchGoldenAndThePdfRendersBackLikeThePng) {
+  const CliRun r = figure("photo,L1/h2,rollout", "fig.png");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string png = (dir / "fig.png").string();
+  EXPECT_TRUE(matches_golden(png, "figure_cmd.png"));
+  const Image img = load_image(png);
+  EXPECT_EQ(img.width, 350);  // 3.5 in at 100 dpi
+  EXPECT_NE(slurp(png).find(std::string("pHYs\0\0\x0f\x61", 8)), std::string::npos);  // 100 dpi = 3937 px/m
+  // The record: the views, one scale per unit whose bounds are the min-max over both images' maps.
+  const auto rec = read_png_provenance(png);
+  ASSERT_TRUE(rec);
+  EXPECT_EQ((*rec)["command"], "figure");
+  EXPECT_EQ((*rec)["view"], "photo,L1/h2,rollout");
+  EXPECT_EQ((*rec)["scale"], "run");
+  EXPECT_EQ((*rec)["width_in"], 3.5);
+  ASSERT_EQ((*rec)["images"].size(), 2u);
+  EXPECT_EQ((*rec)["images"][1]["name"], "cup.png");
+  const auto want = run_bounds(dir, "L1/h2,rollout");
+  const auto& bounds = (*rec)["scale_bounds"];
+  ASSERT_EQ(bounds.size(), 2u);
+  for (const auto& b : bounds) {
+    const auto& w = want.at(b["units"].get<std::string>());
+    EXPECT_NEAR(b["vmin"].get<double>(), w.first, 1e-7) << b.dump();
+    EXPECT_NEAR(b["vmax"].get<double>(), w.second, 1e-7) << b.dump();
+    EXPECT_EQ(b["columns"].size(), 1u);
+  }
+  EXPECT_EQ(bounds[0]["columns"][0], "L1/h2");
+  // The PDF of the same figure, rendered back by poppler at the PNG's size, looks like the PNG.
+  ASSERT_EQ(figure("photo,L1/h2,rollout", "fig.pdf").status, 0);
+  EXPECT_NE(slurp(dir / "fig.pdf").find("%PDF-"), std::string::npos);
+  for (const char* tool : {"pdftoppm", "pdftocairo"})
+    if (std::system((std::string("command -v ") + tool + " >/dev/null 2>&1").c_str()) != 0)
+      GTEST_SKIP() << tool << " is not installed (Debian poppler-utils: tools/deps.sh test)";
+  const std::string size = " -scale-to-x " + std::to_string(img.width) + " -scale-to-y " + std::to_string(img.height) + " ";
+  Image white = img;
+  std::fill(white.rgb.begin(), white.rgb.end(), uint8_t{255});
+  // Mean absolute difference over the page, in levels. pdftocairo draws with cairo again: the same figure
+  // (measured 0.53). pdftoppm's Splash renderer sets the 8 pt glyphs with its own rasteriser and resamples
+  // the embedded full-resolution photos with its own filter (measured 5.7, nearly all of it in the text
+  // lines): a looser bound, still far below a blank or shifted page (a blank page is 106 away).
+  const std::vector<std::pair<std::string, double>> tools = {{"pdftoppm", 8.0}, {"pdftocairo", 1.5}};
+  for (const auto& [tool, limit] : tools) {
+    const std::string cmd = tool + " -png -singlefile" + size + q(dir / "fig.pdf") + " " + q(dir / tool) + " 2>/dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const Image back = load_image((dir / (tool + ".png")).string());
+    ASSERT_EQ(back.width, img.width) << tool;
+    ASSERT_EQ(back.height, img.height) << tool;
+    EXPECT_LT(mean_abs_diff(back, img), limit) << tool;
+  }
+  EXPECT_GT(mean_abs_diff(white, img), 60.0);
+  // The PDF records the same settings as its Subject (pdfinfo shows it).
+  EXPECT_NE(slurp(dir / "fig.pdf").find("scale_bounds"), std::string::npos);
+}
+
+// One unit (two attention views): one scale over both columns, one vertical bar; fixed bounds and
+// --scale map are recorded as asked; `inspect` prints the record.
+TEST_F(FigureCmd, ScalesFollowScaleAndUnits) {
+  ASSERT_EQ(figure("photo,L0/mean,L1/mean", "one.png").status, 0);
+  auto rec = read_png_provenance((dir / "one.png").string());
+  ASSERT_TRUE(rec);
+  ASSERT_EQ((*rec)["scale_bounds"].size(), 1u);
+  EXPECT_EQ((*rec)["scale_bounds"][0]["columns"].size(), 2u);
+  const auto want = run_bounds(dir, "L0/mean,L1/mean").at("attention probability");
+  EXPECT_NEAR((*rec)["scale_bounds"][0]["vmax"].get<double>(), want.second, 1e-7);
+  ASSERT_EQ(figure("L0/mean,rollout", "fixed.svg", "--scale 0,0.5").status, 0);
+  const std::string svg = slurp(dir / "fixed.svg");
+  EXPECT_NE(svg.find("<metadata id=\"attnmap\">"), std::string::npos);
+  EXPECT_NE(svg.find("\"vmin\":0.0,\"vmax\":0.5"), std::string::npos);
+  ASSERT_EQ(figure("L0/mean,rollout", "own.png", "--scale map").status, 0);
+  rec = read_png_provenance((dir / "own.png").string());
+  EXPECT_EQ((*rec)["scale"], "map");
+  EXPECT_TRUE((*rec)["scale_bounds"].empty());
+  // A figure with bars under the columns is taller than one without any bar, at the same width.
+  ASSERT_EQ(figure("L0/mean,rollout", "run.png").status, 0);
+  EXPECT_LT(load_image((dir / "own.png").string()).height, load_image((dir / "run.png").string()).height);
+  const CliRun ins = run_attnmap("inspect " + q(dir / "own.png"));
+  EXPECT_EQ(ins.status, 0) << ins.err;
+  EXPECT_NE(ins.out.find("command"), std::string::npos);
+  EXPECT_NE(ins.out.find("L0/mean,rollout"), std::string::npos);
+}
+
+// Usage errors: one line, status 2, before any image is read (a garbage image among the inputs would
+// otherwise give status 1 naming it), nothing written.
+TEST_F(FigureCmd, UsageErrorsExit2BeforeAnyImage) {
+  std::ofstream((dir / "garbage.png").string()) << "not an image";
+  std::ofstream((dir / "a_file").string()) << "x";
+  const std::string in = images() + " " + q(dir / "garbage.png");
+  const std::string w = " -w " + q(kModel);
+  const std::string out = " -o " + q(dir / "out" / "f.png");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {in + w + out + " --views L1/avg", "not a head fusion"},           // unknown fusion
+      {in + w + out + " --views nope", "unknown view"},                 // unknown view
+      {in + w + out + " --views L7/mean", "out of range"},              // the tiny model has 2 blocks
+      {in + w + out, "--views"},                                        // no views
+      {in + w + out + " --views photo", "no map"},                      // photo alone: no map
+      {in + w + out + " --views ''", "--views"},                        // empty list
+      {w + out + " --views L1/mean", "inputs"},                         // no images
+      {in + w + out + " --views L1/mean --scale 0.5,0.1", "VMIN"},      // VMIN >= VMAX
+      {in + w + out + " --views L1/mean --scale 1,1", "VMIN"},
+      {in + w + " -o " + q(dir / "a_file" / "f.png") + " --views L1/mean", "a_file"},  // unwritable: under a file
+      {in + w + " -o " + q(dir / "f.jpg") + " --views L1/mean", ".jpg"},             // unknown extension
+      {in + w + " -o " + q(dir / "cat.png") + " --views L1/mean", "an input"},       // would replace an input
+      {in + w + out + " --views L1/mean,chefer --class top2", "one map"},            // topK
+      {in + w + out + " --views L1/mean --class 1", "class-specific"},               // --class without such a view
+      {in + w + out + " --views L1/mean --discard 0.5", "rollout"},                  // --discard without rollout
+      {in + w + out + " --views L1/mean,L1/mean", "second time"},                    // the same view twice
+      {in + w + out + " --views L0/mean,L1/mean,L0/max --width-in 0.2", "16 pixels"},// cells too small
+      {in + w + out + " --views L1/mean --dpi 0", "--dpi"},
+      {in + w + out + " --views L1/mean --style heat", "--style"},
+      {in + " -w " + q(dir / "a_file") + out + " --views L1/mean", "a_file"},        // unreadable weights
+  };
+  for (const auto& [args, says] : cases) {
+    const CliRun r = run_attnmap("figure " + args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(r.err.find("garbage.png"), std::string::npos) << args << "\n" << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  EXPECT_FALSE(fs::exists(dir / "f.jpg"));
+}
+
+// A figure with a missing row is not what was asked: an image that cannot be read is one line naming it,
+// status 1, and nothing is written (not even the folder -o would have needed).
+TEST_F(FigureCmd, AFailedImageWritesNothing) {
+  std::ofstream((dir / "garbage.png").string()) << "not an image";
+  const std::string out = (dir / "new" / "sub" / "f.pdf").string();
+  for (const std::string& bad : {q(dir / "garbage.png"), q(dir / "missing.png")}) {
+    const CliRun r = run_attnmap("figure " + images() + " " + bad + " -w " + q(kModel) + " --views photo,L1/mean -o " + q(out));
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(bad.substr(1, bad.size() - 2)), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("no figure written"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "new")) << r.err;
+  }
+  // The same without the bad image: written, the missing folders made.
+  const CliRun ok = run_attnmap("figure " + images() + " -w " + q(kModel) + " --views photo,L1/mean -q -o " + q(out));
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_TRUE(ok.err.empty()) << ok.err;
+  EXPECT_TRUE(fs::exists(out));
+}
