@@ -171,3 +171,46 @@ TEST_F(MultiView, ClassSpecificViewsPerClassAndPanelRowPerView) {
   EXPECT_NEAR(panel.width, one.width, 40);  // the colour bars' tick labels differ in width
   EXPECT_GT(panel.height, 2 * one.height);  // three rows (L1/mean and chefer for two classes) under one title
 }
+
+TEST_F(MultiView, DefaultsRecordsAndLinesFollowTheSingleViews) {
+  const std::string in = q(kData + "/chelsea.png");
+  // attn-grad without @L: the block --explain attn-grad uses (--layer, else the config's default view).
+  ASSERT_EQ(render(in, "ag", "--views attn-grad,L0/mean --layer 0 --save-raw").status, 0);
+  ASSERT_EQ(render(in, "ag1", "--explain attn-grad --layer 0 --save-raw").status, 0);
+  EXPECT_EQ(npy("ag/chelsea.attn-grad.npy"), npy("ag1/chelsea.npy"));
+  // The file's own view and class are in its statistics record; the run's in its settings record.
+  const CliRun ins = run_attnmap("inspect " + q(dir / "ag" / "chelsea.attn-grad.png"));
+  EXPECT_NE(ins.out.find("\"view\":\"attn-grad\",\"view_block\":0,\"explained_class\""), std::string::npos) << ins.out;
+  // One line per map under the input's line.
+  const CliRun lines = run_attnmap("render " + in + " -w " + q(model()) + " -o " + q(dir / "l") +
+                                   " --views L0/mean,rollout");
+  EXPECT_NE(lines.out.find("-> 2 maps:\n  L0/mean -> "), std::string::npos) << lines.out;
+  EXPECT_NE(lines.out.find("  rollout -> " + (dir / "l" / "chelsea.rollout.png").string()), std::string::npos) << lines.out;
+  // --layers all with a block --views names already: kept once.
+  ASSERT_EQ(render(in, "la", "--views L1/mean --layers all --head mean").status, 0);
+  EXPECT_TRUE(fs::exists(dir / "la" / "chelsea.L0-mean.png"));
+  EXPECT_TRUE(fs::exists(dir / "la" / "chelsea.L1-mean.png"));
+  // --scale run: the bounds are in every record and printed under -q too.
+  const CliRun run = render(in, "sr", "--views L0/mean,rollout --scale run");
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.err.find("--scale run: attention probability"), std::string::npos) << run.err;
+  const CliRun rec = run_attnmap("inspect " + q(dir / "sr" / "chelsea.rollout.png"));
+  EXPECT_NE(rec.out.find("scale_bounds"), std::string::npos) << rec.out;
+  EXPECT_NE(rec.out.find("\"rollout mass\":["), std::string::npos) << rec.out;
+  // Options that do not apply to the views asked.
+  EXPECT_EQ(render(in, "x", "--views L0/mean --discard 0.5").status, 2);
+  EXPECT_EQ(render(in, "x", "--views gradcam@L0 --gradcam-layer 1").status, 2);
+  EXPECT_EQ(render(in, "x", "--views rollout --discard 0.5").status, 0);
+}
+
+TEST_F(MultiView, FigureRefusesAPngInsideAnInputFolder) {
+  fs::create_directories(dir / "in");
+  fs::copy_file(kData + "/chelsea.png", dir / "in" / "a.png");
+  const CliRun r = run_attnmap("figure " + q(dir / "in") + " -w " + q(model()) + " --views photo,L0/mean -o " +
+                               q(dir / "in" / "fig.png"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("is inside the input folder"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "in" / "fig.png"));
+  EXPECT_EQ(run_attnmap("figure " + q(dir / "in") + " -w " + q(model()) + " --views photo,L0/mean -o " +
+                        q(dir / "in" / "fig.pdf")).status, 0);
+}

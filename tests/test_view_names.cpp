@@ -50,9 +50,9 @@ TEST(ViewNames, ParseAndResolveToEvalsNames) {
   EXPECT_EQ(names_of(v),
             "L1/h3=L1-h3,L3/mean=L3-mean,L3/max=L3-max,L0/min=L0-min,rollout=rollout,rollout/max=rollout-max,"
             "chefer=chefer,gradcam=gradcam,gradcam@L1=gradcam-L1,attn-grad=attn-grad,attn-grad@L2=attn-grad-L2,"
-            "photo=photo,L2/h-1=L2-h-1");
+            "photo=photo,L2/h3=L2-h3");
   EXPECT_EQ(v[7].spec.layer, 2);  // gradcam without @L: the run's --gradcam-layer
-  EXPECT_EQ(v[9].spec.layer, 3);  // attn-grad without @L: the last block
+  EXPECT_EQ(v[9].spec.layer, 3);  // attn-grad without @L: ViewSettings::attn_grad_layer (default the last block)
   EXPECT_TRUE(v[6].class_specific);
   EXPECT_FALSE(v[4].class_specific);
   EXPECT_EQ(v[0].units, "attention probability");
@@ -76,8 +76,14 @@ TEST(ViewNames, BadNamesAreRefusedNamingTheItem) {
   EXPECT_NE(error_of("chefer@L1").find("takes no @L"), std::string::npos);
   EXPECT_NE(error_of("gradcam@3").find("after '@' comes L<layer>"), std::string::npos);
   EXPECT_NE(error_of("L-1/mean,L3/mean").find("names the view L3/mean a second time"), std::string::npos);
+  EXPECT_NE(error_of("L1/h3,L1/h-1").find("'L1/h-1' names the view L1/h3 a second time"), std::string::npos);
+  EXPECT_NE(error_of("gradcam,gradcam@L3").find("names the view gradcam a second time"), std::string::npos);
+  EXPECT_NE(error_of("attn-grad@L-1,attn-grad").find("names the view attn-grad@L3 a second time"), std::string::npos);
+  EXPECT_EQ(error_of("gradcam,gradcam@L2"), "");
   EXPECT_NE(error_of("chefer", false).find("no classifier head"), std::string::npos);
   EXPECT_EQ(error_of("L3/mean,rollout", false), "");
+  EXPECT_EQ(error_of(" L3/mean , rollout "), "");  // spaces around an item are not part of its name
+  EXPECT_NE(error_of("L3/mean, ,rollout").find("an empty view"), std::string::npos);
 }
 
 namespace {

@@ -1068,7 +1068,7 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   const std::string weights_path = opt.weights.empty() ? default_weights_path() : opt.weights;
   const ViTWeights model = load_run_model(opt, weights_path);
   RenderContext ctx = make_render_context(model, opt);
-  const nlohmann::ordered_json settings = make_provenance(ctx, weights_path);  // hashes the weights once
+  nlohmann::ordered_json settings = make_provenance(ctx, weights_path);  // hashes the weights once
   ctx.provenance = provenance_text(settings);
   const JobPlan plan = plan_run(opt, bopt);
   if (plan.all.empty() && plan.pre.empty()) {
@@ -1094,7 +1094,13 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   std::optional<Precomputed> pre;
   if (opt.scale && opt.scale->kind == ScaleKind::Run) {
     pre = precompute_views(&ctx, plan.jobs, workers);
-    if (!opt.quiet) std::cerr << "attnmap: note: --scale run: " << printable(run_scales_text(ctx)) << "\n";
+    // The bounds are part of how every file was made: in each record and the manifest's header, and printed
+    // under -q too (they are what --scale VMIN,VMAX needs to draw more images the same way).
+    nlohmann::ordered_json bounds = nlohmann::ordered_json::object();
+    for (const auto& [units, sc] : ctx.run_scales) bounds[units] = {sc.vmin, sc.vmax};
+    settings["scale_bounds"] = bounds;
+    ctx.provenance = provenance_text(settings);
+    std::cerr << "attnmap: note: --scale run: " << printable(run_scales_text(ctx)) << "\n";
   }
   BatchRun run(ctx, bopt, plan, manifest_path, settings,
                bopt.skip_existing ? read_previous_rows(manifest_path, nlohmann::json::parse(settings.dump()))

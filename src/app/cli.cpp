@@ -370,7 +370,7 @@ void apply_view_options(CliArgs& a) {
   if (!a.discard_s.empty()) {
     ro.discard = parse_fraction(a.discard_s, "--discard");
     if (!(ro.discard >= 0.0 && ro.discard <= 1.0)) throw attnmap::Error("--discard must be in [0, 1], found '" + a.discard_s + "'");
-    if (!ro.rollout) throw attnmap::Error("--discard applies to --rollout only");
+    if (!ro.rollout && ro.views.empty()) throw attnmap::Error("--discard applies to --rollout only");  // --views: checked with the views
   }
   if (!a.threshold_s.empty()) {
     ro.threshold = static_cast<float>(parse_fraction(a.threshold_s, "--threshold"));

@@ -219,12 +219,14 @@ FigurePlan check_options(const FigureArgs& a) {
 
 /// The images, one row each, in the order given (folders walked and sorted as render walks them).
 struct FigureInputs {
+  std::vector<std::string> roots;  ///< the inputs as given (files and folders)
   std::vector<std::string> files;
   std::vector<std::string> failed;  ///< "PATH: why" for inputs that do not exist or cannot be walked
 };
 
 FigureInputs plan_inputs(const FigurePlan& p) {
   FigureInputs in;
+  in.roots = p.ro.inputs;
   for (const std::string& input : p.ro.inputs) {
     std::error_code ec;
     if (!fs::is_directory(input, ec)) {  // a file is a row as given (named twice: two rows), a missing one fails
@@ -246,6 +248,16 @@ std::string check_out_file(const std::string& out, const std::string& weights_pa
   std::vector<ReadFile> reads = model_reads(weights_path);
   for (const std::string& f : in.files) reads.push_back({f, "an input"});
   if (const char* env = std::getenv("ATTNMAP_FONT"); env && *env) reads.push_back({env, "the label font"});
+  // A PNG figure inside an input folder would be walked as a photo by the next run over that folder.
+  const std::string target = fs::absolute(out).lexically_normal().parent_path().string();
+  for (const std::string& input : in.roots) {
+    std::error_code ec;
+    if (!fs::is_directory(input, ec) || fs::path(out).extension() != ".png") continue;
+    const std::string dir = canonical_or_empty(input), parent = canonical_or_empty(target);
+    if (!dir.empty() && !parent.empty() && (parent == dir || parent.rfind(dir + "/", 0) == 0))
+      throw Error("-o " + out + " is inside the input folder " + input +
+                  ": the next run over that folder would take the figure for a photo; write it elsewhere (or as .pdf/.svg)");
+  }
   return check_output_file("-o", out, reads);
 }
 
@@ -260,7 +272,9 @@ ViTWeights load_figure_model(const RenderOptions& ro, const std::string& weights
 }
 
 std::vector<ResolvedView> resolve_figure_views(const FigurePlan& p, const ViTWeights& model) {
-  std::vector<ResolvedView> views = resolve_views(p.views, model.hp, model.head.present(), p.settings);
+  ViewSettings settings = p.settings;  // attn-grad without @L: the config's default view's block, as render
+  settings.attn_grad_layer = model.hp.default_layer.value_or(-1);
+  std::vector<ResolvedView> views = resolve_views(p.views, model.hp, model.head.present(), settings);
   for (const ResolvedView& v : views)
     if (v.class_specific) {
       check_class_spec(p.classes, model.head.out, model.hp.labels);

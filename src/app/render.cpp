@@ -64,7 +64,7 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
   if (!(opt.alpha >= 0.0f && opt.alpha <= 1.0f)) throw Error("--alpha must be in [0, 1]");
   if (!(opt.discard >= 0.0 && opt.discard <= 1.0))
     throw Error("--discard must be a fraction in [0, 1], found " + std::to_string(opt.discard));
-  if (opt.discard > 0.0 && !opt.rollout) throw Error("--discard applies to --rollout only");
+  if (opt.discard > 0.0 && !opt.rollout && opt.views.empty()) throw Error("--discard applies to --rollout only");
   if (opt.threshold && !(*opt.threshold > 0.0f && *opt.threshold <= 1.0f))
     throw Error("--threshold must be an attention mass in (0, 1], found " + std::to_string(*opt.threshold));
   if (opt.all_heads && !opt.save_raw) throw Error("--all-heads is a --save-raw option: add --save-raw");
@@ -241,7 +241,9 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
   if (opt.threshold) std::snprintf(mass, sizeof mass, "%g", static_cast<double>(*opt.threshold));
   const bool mean_of_heads = !opt.rollout && ctx.head.fusion == HeadSelect::Fusion::Index;
   fig.note = "Tiles: heads 0\u2013" + std::to_string(hp.num_heads - 1) + " of block " + std::to_string(ctx.layer) +
-             ", then " + (mean_of_heads ? "their mean" : "the fused map shown in " + fs::path(job.out_base).filename().string() + ".png") +
+             ", then " + (mean_of_heads ? "their mean"
+                          : !ctx.views.empty() ? "the heads fused by " + fusion_name(ctx.head, "head ")
+                                               : "the fused map shown in " + fs::path(job.out_base).filename().string() + ".png") +
              (opt.threshold ? "; each tile its own DINO mask (" + std::string(mass) + " of the mass)."
                             : own_scales(opt) ? kOwnScales : "; one colour scale for all tiles.");
   if (!opt.threshold && !own_scales(opt)) fig.scale = &scale;

@@ -95,27 +95,35 @@ void make_views_context(RenderContext& ctx, const ViTWeights& model, const Rende
     refuse_with_views(opt);
   }
   if (!opt.views.empty()) specs = parse_views(opt.views);
-  if (opt.layers_all) {
-    const auto every = every_layer_views(hp.depth, ctx.head);
-    specs.insert(specs.end(), every.begin(), every.end());
-  }
   for (const ViewSpec& v : specs)
     if (v.kind == ViewKind::Photo)
       throw Error("--views: 'photo' is a column of `attnmap figure`; a render panel shows the photo already");
   ctx.view_settings.discard = opt.discard;
   ctx.view_settings.gradcam_layer = opt.gradcam_layer.value_or(-1);
+  ctx.view_settings.attn_grad_layer = ctx.layer;  // as --explain attn-grad: --layer, else the config's default
   const bool has_head = model.head.present();
-  ctx.views = resolve_views(specs, hp, has_head, ctx.view_settings);
+  if (!specs.empty()) ctx.views = resolve_views(specs, hp, has_head, ctx.view_settings);
+  if (opt.layers_all)  // every block with the chosen fusion, after --views; a block --views names already is kept once
+    for (const ViewSpec& v : every_layer_views(hp.depth, ctx.head)) {
+      ResolvedView r = resolve_views({v}, hp, has_head, ctx.view_settings).front();
+      if (std::none_of(ctx.views.begin(), ctx.views.end(), [&r](const ResolvedView& u) { return u.name == r.name; }))
+        ctx.views.push_back(std::move(r));
+    }
   ctx.user_views = ctx.views.size();
+  if (opt.discard > 0.0 && std::none_of(ctx.views.begin(), ctx.views.end(), [](const ResolvedView& v) {
+        return v.spec.kind == ViewKind::Rollout;
+      }))
+    throw Error("--discard applies to the rollout views only: add rollout to --views");
   if (any_class_specific(ctx.views)) {
     ctx.classes = parse_class_spec(opt.class_spec.value_or("top1"));
     check_class_spec(ctx.classes, model.head.out, hp.labels);
   } else if (opt.class_spec) {
     throw Error("--class chooses the class of a class-specific view: add chefer, gradcam or attn-grad to --views");
   }
-  if (opt.gradcam_layer && std::none_of(ctx.views.begin(), ctx.views.end(),
-                                        [](const ResolvedView& v) { return v.spec.kind == ViewKind::GradCam; }))
-    throw Error("--gradcam-layer applies to the gradcam view only");
+  if (opt.gradcam_layer && std::none_of(ctx.views.begin(), ctx.views.end(), [](const ResolvedView& v) {
+        return v.spec.kind == ViewKind::GradCam && !v.spec.layer_given;
+      }))
+    throw Error("--gradcam-layer applies to the gradcam view without @L<layer> only: add gradcam to --views");
   for (const ViewSpec& v : strip_views(ctx, hp))  // one by one: they may repeat a view (not drawn twice as files)
     ctx.views.push_back(resolve_views({v}, hp, has_head, ctx.view_settings).front());
 }
@@ -177,10 +185,12 @@ namespace {
 std::string map_label(const RenderContext& ctx, const ViewMap& m) {
   const ResolvedView& v = ctx.views[m.view];
   if (m.class_index < 0) return v.name;
+  const bool default_block = (v.spec.kind == ViewKind::GradCam || v.spec.kind == ViewKind::AttnGrad) && !v.spec.layer_given;
+  const std::string name = default_block ? v.name + "@L" + std::to_string(v.spec.layer) : v.name;
   const auto& labels = ctx.model->hp.labels;
   const std::string cls = static_cast<size_t>(m.class_index) < labels.size() ? labels[static_cast<size_t>(m.class_index)]
                                                                            : std::to_string(m.class_index);
-  return v.name + ", class " + cls;
+  return name + ", class " + cls;
 }
 
 // Per-class files must not replace a file attnmap did not write (the batch checked the names it knew).
@@ -198,14 +208,25 @@ void check_per_class_outputs(const RenderContext& ctx, const Job& job, const Com
 }
 
 // Writes one map's overlay PNG (with the run's record) and, with --save-raw, its .npy and sidecar.
-void write_view_files(const RenderContext& ctx, const std::string& base, const Image& overlay,
-                      const std::vector<float>& map, RenderResult* res) {
+void write_view_files(const RenderContext& ctx, const std::string& base, const Image& overlay, const ViewMap& m,
+                      RenderResult* res) {
   const HParams& hp = ctx.model->hp;
+  const std::vector<float>& map = m.map;
   std::vector<PngText> text;
-  if (!ctx.provenance.empty()) {
+  if (!ctx.provenance.empty()) {  // the run's record; this file's view and class go with its statistics
     text.push_back({kProvenanceKeyword, ctx.provenance});
     nlohmann::ordered_json st;
     put_image_stats(st, map_statistics(map, hp.grid_h, hp.grid_w), res->top5);
+    const ResolvedView& v = ctx.views[m.view];
+    st["view"] = v.name;
+    if (v.spec.kind == ViewKind::GradCam || v.spec.kind == ViewKind::AttnGrad) st["view_block"] = v.spec.layer;
+    if (m.class_index >= 0) {
+      const auto& labels = hp.labels;
+      st["explained_class"] = {{"index", m.class_index},
+                               {"label", static_cast<size_t>(m.class_index) < labels.size()
+                                             ? nlohmann::ordered_json(labels[static_cast<size_t>(m.class_index)])
+                                             : nlohmann::ordered_json(nullptr)}};
+    }
     text.push_back({kStatsKeyword, st.dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace)});
   }
   if (ctx.opt->save_raw) {
@@ -285,13 +306,19 @@ RenderResult draw_job_views(const RenderContext& ctx, const Job& job, const Comp
     std::vector<uint8_t> mask;
     const Image out = draw_view(photo, bx, by, bw, bh, m.map, ctx, &flat, &mask, ctx.views[m.view].units);
     if (flat) res.notes.push_back("the " + map_label(ctx, m) + " map is constant; drawn flat (no contrast)");
-    write_view_files(ctx, map_base(ctx, job, m), out, m.map, &res);
+    write_view_files(ctx, map_base(ctx, job, m), out, m, &res);
+    res.shown_more.push_back(map_label(ctx, m) + " -> " + map_base(ctx, job, m) + ".png");
     if (res.map.empty()) {  // the manifest's statistics: the first view's (most probable class's) map
       res.map = m.map;
       res.mask = mask;
     }
   }
   res.stats = map_statistics(res.map, hp.grid_h, hp.grid_w);
+  if (res.shown_more.size() == 1) {
+    res.shown_more.clear();  // one map: the usual "INPUT -> NAME.png"
+  } else {
+    res.shown = std::to_string(res.shown_more.size()) + " maps:";
+  }
   const PhotoBox box{bx, by, bw, bh};
   const std::string title = figure_title(job, hp, res.top5);
   std::vector<std::string> figures = write_view_strips(ctx, job, photo, box, cv, title);

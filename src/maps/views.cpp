@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <optional>
-#include <set>
+#include <map>
 
 #include "core/error.hpp"
 #include "model/vit.hpp"
@@ -113,7 +113,9 @@ std::vector<ViewSpec> parse_views(const std::string& list) {
   size_t start = 0;
   while (true) {
     const size_t comma = list.find(',', start);
-    const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");  // "L1/h3, rollout"
+    item = a == std::string::npos ? std::string() : item.substr(a, b - a + 1);
     if (item.empty()) throw Error("--views: an empty view in '" + list + "' (" + kGrammar + ")");
     out.push_back(parse_one_view(item));
     if (comma == std::string::npos) break;
@@ -141,10 +143,11 @@ namespace {
 ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, const ViewSettings& settings) {
   ResolvedView r;
   r.spec = v;
-  const std::string fusion = fusion_name(v.head, "h");
   if (v.head.fusion == HeadSelect::Fusion::Index && (v.head.index < -hp.num_heads || v.head.index >= hp.num_heads))
     throw Error("--views: '" + v.written + "': head " + std::to_string(v.head.index) + " is out of range for " +
                 std::to_string(hp.num_heads) + " heads");
+  if (v.head.fusion == HeadSelect::Fusion::Index && v.head.index < 0) r.spec.head.index += hp.num_heads;  // h-1 is h3
+  const std::string fusion = fusion_name(r.spec.head, "h");
   switch (v.kind) {
     case ViewKind::Photo: r.name = r.tag = "photo"; return r;
     case ViewKind::Attention:
@@ -167,7 +170,7 @@ ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, co
       r.units = "Grad-CAM activation";
       break;
     case ViewKind::AttnGrad:
-      r.spec.layer = resolve_view_layer(v, v.layer_given ? v.layer : -1, hp.depth);
+      r.spec.layer = resolve_view_layer(v, v.layer_given ? v.layer : settings.attn_grad_layer, hp.depth);
       r.name = v.layer_given ? "attn-grad@L" + std::to_string(r.spec.layer) : "attn-grad";
       r.units = "attention \u00d7 gradient";
       break;
@@ -188,11 +191,17 @@ std::vector<ResolvedView> resolve_views(const std::vector<ViewSpec>& views, cons
                                         const ViewSettings& settings) {
   if (views.empty()) throw Error("--views: no view given");
   std::vector<ResolvedView> out;
-  std::set<std::string> names;
+  std::map<std::string, std::string> seen;  // what a view computes -> its name
   for (const ViewSpec& v : views) {
     ResolvedView r = resolve_one(v, hp, has_head, settings);
-    if (!names.insert(r.name).second)
-      throw Error("--views: '" + v.written + "' names the view " + r.name + " a second time");
+    // The same map under two names: kind, resolved block, fusion (gradcam and gradcam@L3 are one map when
+    // the default block is 3).
+    const std::string key = std::to_string(static_cast<int>(r.spec.kind)) + "/" +
+                            (r.spec.kind == ViewKind::Chefer ? "" : std::to_string(r.spec.layer)) + "/" +
+                            fusion_name(r.spec.head, "h");
+    const auto [it, fresh] = seen.emplace(key, r.name);
+    if (!fresh)
+      throw Error("--views: '" + v.written + "' names the view " + it->second + " a second time");
     out.push_back(std::move(r));
   }
   return out;

@@ -20,7 +20,7 @@ enum class ViewKind { Photo, Attention, Rollout, Chefer, GradCam, AttnGrad };
 ///                       unless given; the run's --discard applies
 ///   chefer              Chefer et al.'s relevance, class-specific (issue 19, maps/explain.hpp), for --class
 ///   gradcam[@L<layer>]  Grad-CAM on block <layer>'s norm1 (default: the run's --gradcam-layer, else the last)
-///   attn-grad[@L<layer>] one block's attention x gradient (default: the last block)
+///   attn-grad[@L<layer>] one block's attention x gradient (default: ViewSettings::attn_grad_layer)
 ///   photo               the photo alone (a column of `attnmap figure`; not a map)
 struct ViewSpec {
   ViewKind kind = ViewKind::Attention;
@@ -30,21 +30,22 @@ struct ViewSpec {
   std::string written;
 };
 
-/// Parses a comma-separated list (empty items refused). Throws attnmap::Error naming the item and the
+/// Parses a comma-separated list (spaces around an item ignored; empty items refused). Throws attnmap::Error naming the item and the
 /// grammar for anything else.
 std::vector<ViewSpec> parse_views(const std::string& list);
 
 /// What the views of a run need from the model, fixed for the run.
 struct ViewSettings {
   double discard = 0.0;    ///< rollout's --discard
-  int gradcam_layer = -1;  ///< Grad-CAM's block without @L (--gradcam-layer; negative from the end)
+  int gradcam_layer = -1;    ///< Grad-CAM's block without @L (--gradcam-layer; negative from the end)
+  int attn_grad_layer = -1;  ///< attn-grad's block without @L (render: --layer or the config's default view)
 };
 
 /// A view resolved against a model: layers 0-based, names canonical.
 struct ResolvedView {
   ViewSpec spec;      ///< layer resolved to 0..depth-1
-  std::string name;   ///< canonical, as eval prints it: "L3/mean", "L1/h3", "rollout", "rollout/max", "chefer",
-                      ///< "attn-grad@L2"
+  std::string name;   ///< canonical, as eval prints it: "L3/mean", "L1/h3" (h-1 of 4 heads is h3), "rollout",
+                      ///< "rollout/max", "chefer", "gradcam", "attn-grad@L2"
   std::string tag;    ///< the name in file names: '/' and '@' become '-' ("L3-mean", "attn-grad-L2")
   std::string units;  ///< what a value is: "attention probability", "rollout mass", "Chefer relevance", ...
   bool class_specific = false;  ///< chefer, gradcam, attn-grad: one map per explained class
@@ -54,7 +55,7 @@ struct ResolvedView {
 /// Resolves every view against hp (depth, heads), `has_head` (class-specific views need a classifier
 /// head and the residual-MLP layouts the backward covers) and the run's settings. Throws attnmap::Error naming the view for a layer
 /// or head out of range, a class-specific view without a head, or two views that name the same map
-/// ("L-1/mean" and "L3/mean" in a 4-block model).
+/// ("L-1/mean" and "L3/mean" in a 4-block model, "gradcam" and "gradcam@L3" when the default is block 3).
 std::vector<ResolvedView> resolve_views(const std::vector<ViewSpec>& views, const HParams& hp, bool has_head,
                                         const ViewSettings& settings);
 
