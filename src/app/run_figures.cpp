@@ -251,12 +251,21 @@ GalleryEntry gallery_entry(const nlohmann::json& j) {
   return e;
 }
 
+// "view L1/h3", or with several views "view L1/h3 (the first of --views L1/h3,L3/mean,rollout)": the sheet's
+// thumbnails and the gallery's statistics are the first view's.
+std::string shown_view(const nlohmann::json& settings) {
+  const std::string views = setting(settings, "view");
+  const size_t comma = views.find(',');
+  if (comma == std::string::npos) return "view " + views;
+  return "view " + views.substr(0, comma) + " (the first of --views " + views + ")";
+}
+
 void write_sheet(const RenderOptions& opt, const BatchOptions& bopt, const std::vector<RunRow>& rows,
                 const nlohmann::json& settings, const std::string& provenance) {
   size_t failed = 0;
   const std::vector<SheetItem> items = sheet_items(opt, rows, &failed);
   std::string title = opt.out_dir + " \u2014 " + std::to_string(rows.size()) + " input" + (rows.size() == 1 ? "" : "s") +
-                      ", view " + setting(settings, "view") + ", weights " + setting(settings, "weights");
+                      ", " + shown_view(settings) + ", weights " + setting(settings, "weights");
   if (failed > 0) title += " \u2014 " + std::to_string(failed) + " failed (grey tiles)";
   SheetOptions so;
   so.columns = bopt.sheet_columns;
@@ -278,7 +287,7 @@ void write_page(const RenderOptions& opt, const BatchOptions& bopt, const std::v
   GalleryOptions go;
   go.title = "attnmap gallery \u2014 " + opt.out_dir;
   go.subtitle = "weights " + setting(settings, "weights") + " (sha256 " + setting(settings, "weights_sha256").substr(0, 12) +
-                "\u2026), view " + setting(settings, "view") + ", " + std::to_string(rows.size()) + " inputs";
+                "\u2026), " + shown_view(settings) + ", " + std::to_string(rows.size()) + " inputs";
   const int thumbs = write_gallery(bopt.gallery, entries, go);
   if (!opt.quiet)
     std::cout << printable("gallery -> " + (fs::path(bopt.gallery) / "index.html").string() + " (" +
