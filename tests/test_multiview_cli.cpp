@@ -214,3 +214,20 @@ TEST_F(MultiView, FigureRefusesAPngInsideAnInputFolder) {
   EXPECT_EQ(run_attnmap("figure " + q(dir / "in") + " -w " + q(model()) + " --views photo,L0/mean -o " +
                         q(dir / "in" / "fig.pdf")).status, 0);
 }
+
+TEST_F(MultiView, InspectReadsTheRecordOfPdfAndSvgFigures) {
+  // The PDF's Subject (cairo writes non-ASCII text as UTF-16BE hex) and the SVG's <metadata>, read back.
+  const CliRun r = render(q(kData + "/chelsea.png"), "f",
+                          "--views L0/mean,attn-grad --panel --figure-format pdf,svg --scale run");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* ext : {".pdf", ".svg"}) {
+    const CliRun ins = run_attnmap("inspect " + q(dir / "f" / (std::string("chelsea.panel") + ext)));
+    EXPECT_EQ(ins.status, 0) << ext << ": " << ins.err;
+    EXPECT_NE(ins.out.find("view             L0/mean,attn-grad"), std::string::npos) << ext << ": " << ins.out;
+    EXPECT_NE(ins.out.find("\"attention \u00d7 gradient\":["), std::string::npos) << ext << ": " << ins.out;
+  }
+  std::ofstream(dir / "not_attnmaps.pdf") << "%PDF-1.4\n%%EOF\n";
+  const CliRun other = run_attnmap("inspect " + q(dir / "not_attnmaps.pdf"));
+  EXPECT_EQ(other.status, 2);
+  EXPECT_NE(other.err.find("no attnmap settings recorded in it"), std::string::npos) << other.err;
+}

@@ -1,5 +1,6 @@
 #include "app/provenance.hpp"
 
+#include <cctype>
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -181,6 +182,111 @@ std::optional<nlohmann::ordered_json> png_record(const std::string& png) {
   return std::nullopt;
 }
 
+namespace {
+
+// A figure file's bytes (at most 64 MB: figures are far smaller); "" when it cannot be read.
+std::string figure_bytes(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::symlink_status(path, ec)) || fs::file_size(path, ec) > (64u << 20)) return {};
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void put_utf8(std::string* out, uint32_t cp) {
+  if (cp < 0x80) {
+    *out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    *out += static_cast<char>(0xC0 | (cp >> 6));
+    *out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    *out += static_cast<char>(0xE0 | (cp >> 12));
+    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    *out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    *out += static_cast<char>(0xF0 | (cp >> 18));
+    *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    *out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// A PDF string after /Subject (PDF 1.7 sec. 7.3.4): a literal (...) with backslash escapes, or a hex <...>
+// string; UTF-16BE with its byte-order mark (how cairo writes non-ASCII text) becomes UTF-8.
+std::string pdf_string(const std::string& doc, size_t at) {
+  std::string bytes;
+  if (doc[at] == '(') {
+    int depth = 1;
+    for (size_t i = at + 1; i < doc.size() && depth > 0; ++i) {
+      char c = doc[i];
+      if (c == '\\' && i + 1 < doc.size()) {
+        const char e = doc[++i];
+        if (e >= '0' && e <= '7') {
+          int v = e - '0';
+          for (int k = 0; k < 2 && i + 1 < doc.size() && doc[i + 1] >= '0' && doc[i + 1] <= '7'; ++k) v = v * 8 + (doc[++i] - '0');
+          c = static_cast<char>(v);
+        } else {
+          c = e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e;
+        }
+      } else if (c == '(') {
+        ++depth;
+      } else if (c == ')' && --depth == 0) {
+        break;
+      }
+      bytes += c;
+    }
+  } else {
+    std::string hex;
+    for (size_t i = at + 1; i < doc.size() && doc[i] != '>'; ++i)
+      if (std::isxdigit(static_cast<unsigned char>(doc[i]))) hex += doc[i];
+    for (size_t i = 0; i + 1 < hex.size(); i += 2) bytes += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  }
+  if (bytes.size() < 2 || static_cast<unsigned char>(bytes[0]) != 0xFE || static_cast<unsigned char>(bytes[1]) != 0xFF)
+    return bytes;
+  std::string out;
+  for (size_t i = 2; i + 1 < bytes.size(); i += 2) {
+    uint32_t u = (static_cast<unsigned char>(bytes[i]) << 8) | static_cast<unsigned char>(bytes[i + 1]);
+    if (u >= 0xD800 && u < 0xDC00 && i + 3 < bytes.size()) {
+      const uint32_t lo = (static_cast<unsigned char>(bytes[i + 2]) << 8) | static_cast<unsigned char>(bytes[i + 3]);
+      u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+      i += 2;
+    }
+    put_utf8(&out, u);
+  }
+  return out;
+}
+
+// The record of a figure: the Subject of a PDF, the <metadata id="attnmap"> of an SVG (Canvas::save).
+std::optional<nlohmann::ordered_json> figure_record(const std::string& path, bool pdf) {
+  const std::string doc = figure_bytes(path);
+  if (pdf) {
+    const size_t at = doc.rfind("/Subject");
+    if (at == std::string::npos) return std::nullopt;
+    const size_t open = doc.find_first_of("(<", at + 8);
+    if (open == std::string::npos) return std::nullopt;
+    return parse_record(pdf_string(doc, open));
+  }
+  const std::string tag = "<metadata id=\"attnmap\">";
+  const size_t a = doc.find(tag), b = a == std::string::npos ? a : doc.find("</metadata>", a);
+  if (b == std::string::npos) return std::nullopt;
+  std::string text;
+  const std::string esc = doc.substr(a + tag.size(), b - a - tag.size());
+  for (size_t i = 0; i < esc.size(); ++i) {
+    if (esc.compare(i, 5, "&amp;") == 0) { text += '&'; i += 4; }
+    else if (esc.compare(i, 4, "&lt;") == 0) { text += '<'; i += 3; }
+    else if (esc.compare(i, 4, "&gt;") == 0) { text += '>'; i += 3; }
+    else text += esc[i];
+  }
+  return parse_record(text);
+}
+
+bool ends_with(const std::string& s, const std::string& e) {
+  return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
+}
+
+}  // namespace
+
 std::optional<nlohmann::ordered_json> sidecar_record(const std::string& sidecar) {
   std::error_code ec;
   if (!fs::is_regular_file(fs::symlink_status(sidecar, ec)) || fs::file_size(sidecar, ec) > (1u << 20)) return std::nullopt;
@@ -251,8 +357,8 @@ std::string npy_sidecar_path(const std::string& npy) { return npy + ".json"; }
 std::optional<nlohmann::json> read_sidecar(const std::string& sidecar) { return unordered(sidecar_record(sidecar)); }
 
 bool looks_like_output(const std::string& path) {
-  auto ends = [&](const std::string& e) { return path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0; };
-  if (ends(".npy") || ends(".npy.json")) return true;
+  auto ends = [&](const std::string& e) { return ends_with(path, e); };
+  if (ends(".npy") || ends(".npy.json") || ends(".pdf") || ends(".svg")) return true;
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return false;  // a FIFO is not opened here (load_model refuses it)
   std::ifstream f(path, std::ios::binary);
@@ -262,20 +368,24 @@ bool looks_like_output(const std::string& path) {
 }
 
 std::string describe_output(const std::string& path) {
-  const bool npy = path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
-  const bool side = path.size() >= 9 && path.compare(path.size() - 9, 9, ".npy.json") == 0;
-  const std::optional<nlohmann::ordered_json> r =
-      npy ? sidecar_record(npy_sidecar_path(path)) : side ? sidecar_record(path) : png_record(path);
+  const bool npy = ends_with(path, ".npy"), side = ends_with(path, ".npy.json");
+  const bool pdf = ends_with(path, ".pdf"), svg = ends_with(path, ".svg");
+  const std::optional<nlohmann::ordered_json> r = npy   ? sidecar_record(npy_sidecar_path(path))
+                                                  : side ? sidecar_record(path)
+                                                  : pdf || svg ? figure_record(path, pdf)
+                                                               : png_record(path);
   if (!r)
     throw Error(path + (npy ? ": no settings recorded (its sidecar " + npy_sidecar_path(path) + " is missing or not attnmap's)"
                             : ": no attnmap settings recorded in it (not attnmap's output, or written before outputs recorded them)"));
-  std::string out = "settings of " + path + " (tEXt '" + kProvenanceKeyword + "' / NAME.npy.json):\n";
+  std::string out = "settings of " + path +
+                    (pdf ? " (the PDF's Subject):\n" : svg ? " (<metadata id=\"attnmap\">):\n"
+                                                       : " (tEXt '" + std::string(kProvenanceKeyword) + "' / NAME.npy.json):\n");
   for (auto it = r->begin(); it != r->end(); ++it) {
     std::string k = "  " + it.key();
     k.resize(std::max<size_t>(k.size() + 1, 19), ' ');
     out += k + (it.value().is_string() ? it.value().get<std::string>() : it.value().dump()) + "\n";
   }
-  if (!npy && !side)
+  if (!npy && !side && !pdf && !svg)
     for (const PngText& t : read_png_text(path))
       if (t.keyword == kStatsKeyword) out += "statistics of this image (tEXt '" + std::string(kStatsKeyword) + "'):\n  " + t.text + "\n";
   return out;
