@@ -216,6 +216,12 @@ TEST(Pth, WrapperKeysKeyOptionAndItsErrors) {
   EXPECT_EQ(tensor(raw, "backbone.w").data, (std::vector<float>{1, 2}));
   ASSERT_FALSE(raw.notices.empty());
   EXPECT_NE(raw.notices[0].find("also has 'student' (choose with --key)"), std::string::npos) << raw.notices[0];
+  raw = load_weights_pth(misc("timm_ema.pth"), "", &info);  // timm train.py: state_dict used, the EMA named
+  EXPECT_EQ(info.used, "'state_dict'");
+  ASSERT_FALSE(raw.notices.empty());
+  EXPECT_NE(raw.notices[0].find("also has 'state_dict_ema' (choose with --key)"), std::string::npos) << raw.notices[0];
+  raw = load_weights_pth(misc("timm_ema.pth"), "state_dict_ema", &info);
+  EXPECT_EQ(tensor(raw, "backbone.w").data, (std::vector<float>{-1, -2}));
   raw = load_weights_pth(misc("teacher_student.pth"), "student", &info);
   EXPECT_EQ(tensor(raw, "backbone.w").data, (std::vector<float>{-1, -2}));
   raw = load_weights_pth(misc("nested.pth"), "checkpoint/ema", &info);

@@ -129,6 +129,10 @@ def make_misc(out):
     student = collections.OrderedDict([("backbone.w", torch.tensor([-1.0, -2.0])), ("head.w", torch.tensor([-3.0]))])
     torch.save({"student": student, "teacher": small, "epoch": 100}, os.path.join(folder, "teacher_student.pth"))
     torch.save({"checkpoint": {"ema": {"state_dict": small}}, "epoch": 1}, os.path.join(folder, "nested.pth"))
+    # timm's train.py checkpoint: 'state_dict' is used (as timm's load_checkpoint(use_ema=False)); the note names
+    # 'state_dict_ema' so that a user who wants the EMA weights knows --key.
+    torch.save({"epoch": 3, "arch": "vit_small", "state_dict": small, "state_dict_ema": student},
+               os.path.join(folder, "timm_ema.pth"))
     torch.save({"a": small, "b": student}, os.path.join(folder, "two_unnamed.pth"))
     torch.save({"epoch": 3, "lr": 0.1}, os.path.join(folder, "no_state_dict.pth"))
     torch.save({"teacher": small, "args": argparse.Namespace(arch="vit_small", lr=0.0005)},

@@ -76,7 +76,11 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
   if (opt.alpha_by_value && opt.style != Style::Overlay)
     throw Error("--alpha-by-value applies to --style overlay (mask and contour have no opacity)");
   if (opt.dpi && !(*opt.dpi > 0.0 && *opt.dpi <= 100000.0))
-    throw Error("--dpi must be in (0, 100000], found " + std::to_string(*opt.dpi));
+    throw Error("--dpi must be in (0, 100000], found " + [&] {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", *opt.dpi);
+      return std::string(buf);
+    }());
   if (opt.figure_formats.empty()) throw Error("--figure-format needs at least one of png, pdf, svg");
   if (opt.heads_grid || opt.panel || opt.strip_layers) {  // before any image: a missing font is one usage error
     ctx.font_family = figure_font();

@@ -2,6 +2,7 @@
 
 #include "io/mapped_file.hpp"
 
+#include <algorithm>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -243,9 +244,13 @@ Choice find_state_dict(const PickleData& p, const PyValue& d, const std::string&
     for (const std::string& k : found) {
       try {
         Choice c = find_state_dict(p, *lookup(p, d, k), where.empty() ? k : where + "/" + k, path, depth + 1);
-        std::vector<std::string> others;
-        for (const std::string& o : found)
-          if (o != k && holds_tensors(p, *lookup(p, d, o))) others.push_back(o);
+        std::vector<std::string> others;  // every other entry holding tensors (e.g. timm's 'state_dict_ema')
+        for (size_t i = 0; i + 1 < d.items.size(); i += 2) {
+          const PyValue& key = p.values[d.items[i]];
+          if (key.kind == K::Str && key.s != k && holds_tensors(p, p.values[d.items[i + 1]]) &&
+              std::find(others.begin(), others.end(), key.s) == others.end())
+            others.push_back(printable(key.s));
+        }
         if (!others.empty()) {
           std::string s;
           for (const std::string& o : others) s += (s.empty() ? "'" : ", '") + o + "'";
