@@ -1,5 +1,5 @@
-// render --views / --layers all / --scale run (issue 17): several views from one forward pass give exactly the
-// maps and overlays of one run per view; files named after the view; one scale over the run; refusals.
+// render --views / --layers all / --scale run (issue 17): several views from one forward pass give exactly
+// the maps and overlays of one run per view; files named after the view; one scale over the run; refusals.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,7 +42,8 @@ TEST_F(MultiView, EveryViewEqualsItsOwnSingleViewRun) {
     const CliRun s = render(in, out, std::string(one.options) + " --save-raw --colormap magma");
     ASSERT_EQ(s.status, 0) << s.err;
     EXPECT_EQ(npy("multi/chelsea." + std::string(one.tag) + ".npy"), npy(out + "/chelsea.npy")) << one.tag;
-    EXPECT_EQ(pixels("multi/chelsea." + std::string(one.tag) + ".png"), pixels(out + "/chelsea.png")) << one.tag;
+    EXPECT_EQ(pixels("multi/chelsea." + std::string(one.tag) + ".png"), pixels(out + "/chelsea.png"))
+        << one.tag;
   }
   EXPECT_FALSE(fs::exists(dir / "multi" / "chelsea.png"));  // several views: no unnamed overlay
   // One view keeps NAME.png.
@@ -58,10 +59,13 @@ TEST_F(MultiView, LayersAllIsEveryBlockWithTheChosenFusion) {
     const std::string tag = "L" + std::to_string(l) + "-max";
     ASSERT_TRUE(fs::exists(dir / "all" / ("chelsea." + tag + ".png"))) << tag;
     ASSERT_EQ(render(q(kData + "/chelsea.png"), "l" + std::to_string(l),
-                     "--layer " + std::to_string(l) + " --head max --save-raw").status, 0);
+                     "--layer " + std::to_string(l) + " --head max --save-raw")
+                  .status,
+              0);
     EXPECT_EQ(npy("all/chelsea." + tag + ".npy"), npy("l" + std::to_string(l) + "/chelsea.npy")) << tag;
   }
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir / "all"), fs::directory_iterator{}), 2 * 3);  // png, npy, json
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir / "all"), fs::directory_iterator{}),
+            2 * 3);  // png, npy, json
 }
 
 TEST_F(MultiView, ScaleRunDrawsEveryImageOnOneScale) {
@@ -72,8 +76,8 @@ TEST_F(MultiView, ScaleRunDrawsEveryImageOnOneScale) {
   fs::copy_file(kData + "/chelsea.png", dir / "in" / "a.png");
   fs::copy_file(kData + "/composites/0002_bag.png", dir / "in" / "b.png");
   const std::string common = "--views L0/mean --save-raw --colormap gray --alpha 1 --upsample nearest ";
-  const CliRun r = run_attnmap("render " + q(dir / "in") + " -w " + q(model()) + " -o " + q(dir / "run") + " " +
-                               common + "--scale run");
+  const CliRun r = run_attnmap("render " + q(dir / "in") + " -w " + q(model()) + " -o " + q(dir / "run") +
+                               " " + common + "--scale run");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("--scale run: attention probability"), std::string::npos) << r.err;
   const std::vector<float> a = npy("run/a.npy"), b = npy("run/b.npy");
@@ -89,8 +93,10 @@ TEST_F(MultiView, ScaleRunDrawsEveryImageOnOneScale) {
   }
   EXPECT_TRUE(a != b);
   // --scale map: each image reaches white.
-  ASSERT_EQ(run_attnmap("render " + q(dir / "in") + " -w " + q(model()) + " -o " + q(dir / "map") + " -q " + common +
-                        "--scale map").status, 0);
+  ASSERT_EQ(run_attnmap("render " + q(dir / "in") + " -w " + q(model()) + " -o " + q(dir / "map") + " -q " +
+                        common + "--scale map")
+                .status,
+            0);
   for (const char* name : {"a", "b"}) {
     const std::vector<uint8_t> px = pixels(std::string("map/") + name + ".png");
     EXPECT_EQ(*std::max_element(px.begin(), px.end()), 255) << name;
@@ -117,7 +123,8 @@ TEST_F(MultiView, SkipExistingKnowsEveryViewsFiles) {
   std::ofstream(dir / "u" / "chelsea.L0-mean.png") << "mine";
   const CliRun mine = render(in, "u", "--views L0/mean,rollout");
   EXPECT_EQ(mine.status, 1);
-  EXPECT_NE(mine.err.find("chelsea.L0-mean.png already exists and was not written by attnmap"), std::string::npos)
+  EXPECT_NE(mine.err.find("chelsea.L0-mean.png already exists and was not written by attnmap"),
+            std::string::npos)
       << mine.err;
   EXPECT_EQ(slurp(dir / "u" / "chelsea.L0-mean.png"), "mine");
 }
@@ -128,16 +135,17 @@ TEST_F(MultiView, BadViewsAndOptionsAreOneLineAndStatus2) {
     const char* options;
     const char* says;
   };
-  for (const Bad& b : {Bad{"--views L3/avg", "'avg' is not a head fusion"}, Bad{"--views L9/mean", "'L9/mean'"},
-                       Bad{"--views rolout", "unknown view"}, Bad{"--views L3/mean,,rollout", "an empty view"},
-                       Bad{"--views photo", "'photo' is a column of `attnmap figure`"},
-                       Bad{"--views L3/mean --rollout", "cannot be combined with --rollout"},
-                       Bad{"--views L3/mean --explain chefer", "cannot be combined with --explain"},
-                       Bad{"--views L1/mean --class 1", "--class chooses the class of a class-specific view"},
-                       Bad{"--views L-1/mean,L1/mean", "a second time"}, Bad{"--layers 3", "--layers expects all"},
-                       Bad{"--views L3/mean --scale run --skip-existing", "cannot be combined with --skip-existing"},
-                       Bad{"--views L3/mean --scale run --shard 1/2", "cannot be combined with --shard"},
-                       Bad{"--scale run --rollout --layer 0", "only the rollout through every block is a view"}}) {
+  for (const Bad& b :
+       {Bad{"--views L3/avg", "'avg' is not a head fusion"}, Bad{"--views L9/mean", "'L9/mean'"},
+        Bad{"--views rolout", "unknown view"}, Bad{"--views L3/mean,,rollout", "an empty view"},
+        Bad{"--views photo", "'photo' is a column of `attnmap figure`"},
+        Bad{"--views L3/mean --rollout", "cannot be combined with --rollout"},
+        Bad{"--views L3/mean --explain chefer", "cannot be combined with --explain"},
+        Bad{"--views L1/mean --class 1", "--class chooses the class of a class-specific view"},
+        Bad{"--views L-1/mean,L1/mean", "a second time"}, Bad{"--layers 3", "--layers expects all"},
+        Bad{"--views L3/mean --scale run --skip-existing", "cannot be combined with --skip-existing"},
+        Bad{"--views L3/mean --scale run --shard 1/2", "cannot be combined with --shard"},
+        Bad{"--scale run --rollout --layer 0", "only the rollout through every block is a view"}}) {
     const CliRun r = render(in, "bad", b.options);
     EXPECT_EQ(r.status, 2) << b.options << ": " << r.err;
     EXPECT_NE(r.err.find(b.says), std::string::npos) << b.options << ": " << r.err;
@@ -146,10 +154,14 @@ TEST_F(MultiView, BadViewsAndOptionsAreOneLineAndStatus2) {
   EXPECT_FALSE(fs::exists(dir / "bad"));
   // A model without a classifier head: the class-specific views are refused, the others work.
   const std::string headless = fixture("views_rollout/weights.json");
-  const CliRun nohead = run_attnmap("render " + in + " -w " + q(headless) + " -o " + q(dir / "nh") + " --views chefer");
+  const CliRun nohead =
+      run_attnmap("render " + in + " -w " + q(headless) + " -o " + q(dir / "nh") + " --views chefer");
   EXPECT_EQ(nohead.status, 2);
   EXPECT_NE(nohead.err.find("no classifier head"), std::string::npos) << nohead.err;
-  EXPECT_EQ(run_attnmap("render " + in + " -w " + q(headless) + " -o " + q(dir / "nh") + " --views L0/mean,rollout").status, 0);
+  EXPECT_EQ(
+      run_attnmap("render " + in + " -w " + q(headless) + " -o " + q(dir / "nh") + " --views L0/mean,rollout")
+          .status,
+      0);
 }
 
 TEST_F(MultiView, ClassSpecificViewsPerClassAndPanelRowPerView) {
@@ -180,12 +192,14 @@ TEST_F(MultiView, DefaultsRecordsAndLinesFollowTheSingleViews) {
   EXPECT_EQ(npy("ag/chelsea.attn-grad.npy"), npy("ag1/chelsea.npy"));
   // The file's own view and class are in its statistics record; the run's in its settings record.
   const CliRun ins = run_attnmap("inspect " + q(dir / "ag" / "chelsea.attn-grad.png"));
-  EXPECT_NE(ins.out.find("\"view\":\"attn-grad\",\"view_block\":0,\"explained_class\""), std::string::npos) << ins.out;
+  EXPECT_NE(ins.out.find("\"view\":\"attn-grad\",\"view_block\":0,\"explained_class\""), std::string::npos)
+      << ins.out;
   // One line per map under the input's line.
-  const CliRun lines = run_attnmap("render " + in + " -w " + q(model()) + " -o " + q(dir / "l") +
-                                   " --views L0/mean,rollout");
+  const CliRun lines =
+      run_attnmap("render " + in + " -w " + q(model()) + " -o " + q(dir / "l") + " --views L0/mean,rollout");
   EXPECT_NE(lines.out.find("-> 2 maps:\n  L0/mean -> "), std::string::npos) << lines.out;
-  EXPECT_NE(lines.out.find("  rollout -> " + (dir / "l" / "chelsea.rollout.png").string()), std::string::npos) << lines.out;
+  EXPECT_NE(lines.out.find("  rollout -> " + (dir / "l" / "chelsea.rollout.png").string()), std::string::npos)
+      << lines.out;
   // --layers all with a block --views names already: kept once.
   ASSERT_EQ(render(in, "la", "--views L1/mean --layers all --head mean").status, 0);
   EXPECT_TRUE(fs::exists(dir / "la" / "chelsea.L0-mean.png"));
@@ -206,13 +220,15 @@ TEST_F(MultiView, DefaultsRecordsAndLinesFollowTheSingleViews) {
 TEST_F(MultiView, FigureRefusesAPngInsideAnInputFolder) {
   fs::create_directories(dir / "in");
   fs::copy_file(kData + "/chelsea.png", dir / "in" / "a.png");
-  const CliRun r = run_attnmap("figure " + q(dir / "in") + " -w " + q(model()) + " --views photo,L0/mean -o " +
-                               q(dir / "in" / "fig.png"));
+  const CliRun r = run_attnmap("figure " + q(dir / "in") + " -w " + q(model()) +
+                               " --views photo,L0/mean -o " + q(dir / "in" / "fig.png"));
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("is inside the input folder"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir / "in" / "fig.png"));
   EXPECT_EQ(run_attnmap("figure " + q(dir / "in") + " -w " + q(model()) + " --views photo,L0/mean -o " +
-                        q(dir / "in" / "fig.pdf")).status, 0);
+                        q(dir / "in" / "fig.pdf"))
+                .status,
+            0);
 }
 
 TEST_F(MultiView, InspectReadsTheRecordOfPdfAndSvgFigures) {
@@ -223,7 +239,8 @@ TEST_F(MultiView, InspectReadsTheRecordOfPdfAndSvgFigures) {
   for (const char* ext : {".pdf", ".svg"}) {
     const CliRun ins = run_attnmap("inspect " + q(dir / "f" / (std::string("chelsea.panel") + ext)));
     EXPECT_EQ(ins.status, 0) << ext << ": " << ins.err;
-    EXPECT_NE(ins.out.find("view             L0/mean,attn-grad"), std::string::npos) << ext << ": " << ins.out;
+    EXPECT_NE(ins.out.find("view             L0/mean,attn-grad"), std::string::npos)
+        << ext << ": " << ins.out;
     EXPECT_NE(ins.out.find("\"attention \u00d7 gradient\":["), std::string::npos) << ext << ": " << ins.out;
   }
   std::ofstream(dir / "not_attnmaps.pdf") << "%PDF-1.4\n%%EOF\n";

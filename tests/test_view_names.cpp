@@ -44,15 +44,18 @@ TEST(ViewNames, ParseAndResolveToEvalsNames) {
   const HParams hp = four_by_four();
   ViewSettings st;
   st.gradcam_layer = 2;
-  const auto v = resolve_views(parse_views("L1/h3,L-1/mean,Llast/max,L0/min,rollout,rollout/max,chefer,gradcam,"
-                                           "gradcam@L1,attn-grad,attn-grad@L-2,photo,L2/h-1"),
-                               hp, true, st);
-  EXPECT_EQ(names_of(v),
-            "L1/h3=L1-h3,L3/mean=L3-mean,L3/max=L3-max,L0/min=L0-min,rollout=rollout,rollout/max=rollout-max,"
-            "chefer=chefer,gradcam=gradcam,gradcam@L1=gradcam-L1,attn-grad=attn-grad,attn-grad@L2=attn-grad-L2,"
-            "photo=photo,L2/h3=L2-h3");
+  const auto v =
+      resolve_views(parse_views("L1/h3,L-1/mean,Llast/max,L0/min,rollout,rollout/max,chefer,gradcam,"
+                                "gradcam@L1,attn-grad,attn-grad@L-2,photo,L2/h-1"),
+                    hp, true, st);
+  EXPECT_EQ(
+      names_of(v),
+      "L1/h3=L1-h3,L3/mean=L3-mean,L3/max=L3-max,L0/min=L0-min,rollout=rollout,rollout/max=rollout-max,"
+      "chefer=chefer,gradcam=gradcam,gradcam@L1=gradcam-L1,attn-grad=attn-grad,attn-grad@L2=attn-grad-L2,"
+      "photo=photo,L2/h3=L2-h3");
   EXPECT_EQ(v[7].spec.layer, 2);  // gradcam without @L: the run's --gradcam-layer
-  EXPECT_EQ(v[9].spec.layer, 3);  // attn-grad without @L: ViewSettings::attn_grad_layer (default the last block)
+  EXPECT_EQ(v[9].spec.layer,
+            3);  // attn-grad without @L: ViewSettings::attn_grad_layer (default the last block)
   EXPECT_TRUE(v[6].class_specific);
   EXPECT_FALSE(v[4].class_specific);
   EXPECT_EQ(v[0].units, "attention probability");
@@ -63,7 +66,8 @@ TEST(ViewNames, ParseAndResolveToEvalsNames) {
 }
 
 TEST(ViewNames, BadNamesAreRefusedNamingTheItem) {
-  EXPECT_NE(error_of("L3/avg").find("'L3/avg': 'avg' is not a head fusion"), std::string::npos) << error_of("L3/avg");
+  EXPECT_NE(error_of("L3/avg").find("'L3/avg': 'avg' is not a head fusion"), std::string::npos)
+      << error_of("L3/avg");
   EXPECT_NE(error_of("L9/mean").find("'L9/mean'"), std::string::npos);
   EXPECT_NE(error_of("L-5/mean").find("'L-5/mean'"), std::string::npos);
   EXPECT_NE(error_of("L1/h4").find("head 4 is out of range for 4 heads"), std::string::npos);
@@ -78,7 +82,8 @@ TEST(ViewNames, BadNamesAreRefusedNamingTheItem) {
   EXPECT_NE(error_of("L-1/mean,L3/mean").find("names the view L3/mean a second time"), std::string::npos);
   EXPECT_NE(error_of("L1/h3,L1/h-1").find("'L1/h-1' names the view L1/h3 a second time"), std::string::npos);
   EXPECT_NE(error_of("gradcam,gradcam@L3").find("names the view gradcam a second time"), std::string::npos);
-  EXPECT_NE(error_of("attn-grad@L-1,attn-grad").find("names the view attn-grad@L3 a second time"), std::string::npos);
+  EXPECT_NE(error_of("attn-grad@L-1,attn-grad").find("names the view attn-grad@L3 a second time"),
+            std::string::npos);
   EXPECT_EQ(error_of("gradcam,gradcam@L2"), "");
   EXPECT_NE(error_of("chefer", false).find("no classifier head"), std::string::npos);
   EXPECT_EQ(error_of("L3/mean,rollout", false), "");
@@ -94,7 +99,8 @@ struct Fixture {
 };
 
 Fixture timm_fixture() {
-  Fixture f{load_model(fixture("layouts/timm/weights.json")), read_npy(fixture("layouts/timm/input.npy"), nullptr)};
+  Fixture f{load_model(fixture("layouts/timm/weights.json")),
+            read_npy(fixture("layouts/timm/input.npy"), nullptr)};
   return f;
 }
 
@@ -116,8 +122,9 @@ TEST(ViewNames, AttentionAndRolloutMapsEqualTheirFunctionsFromOnePass) {
   EXPECT_EQ(maps[0].view, 0u);
   EXPECT_TRUE(all_close(maps[0].map, class_attention_map(r, hp, 0, parse_head("1")), 0, "L0/h1"));
   EXPECT_EQ(maps[1].view, 1u);
-  EXPECT_TRUE(all_close(maps[1].map, class_row_map(attention_rollout(r, hp.depth - 1, parse_head("max"), 0.3), hp, r.tokens),
-                        0, "rollout/max discard 0.3"));
+  EXPECT_TRUE(all_close(
+      maps[1].map, class_row_map(attention_rollout(r, hp.depth - 1, parse_head("max"), 0.3), hp, r.tokens), 0,
+      "rollout/max discard 0.3"));
   EXPECT_EQ(maps[2].view, 3u);
   EXPECT_TRUE(all_close(maps[2].map, class_attention_map(r, hp, hp.depth - 1, HeadSelect{}), 0, "L-1/mean"));
   EXPECT_TRUE(all_close(logits, r.logits, 0, "logits"));
@@ -142,9 +149,11 @@ TEST(ViewNames, ClassSpecificViewsGiveOneMapPerClassFromOneTape) {
   fo.keep_full = true;
   fo.to_end = true;
   const ForwardResult r = vit_forward(f.model, f.input.data(), fo);
-  EXPECT_TRUE(all_close(maps[0].map, class_attention_map(r, hp, 1, HeadSelect{}), 0, "L1/mean from the tape"));
-  EXPECT_TRUE(all_close(maps[7].map, class_row_map(attention_rollout(r, hp.depth - 1, HeadSelect{}, 0.0), hp, r.tokens),
-                        0, "rollout from the tape"));
+  EXPECT_TRUE(
+      all_close(maps[0].map, class_attention_map(r, hp, 1, HeadSelect{}), 0, "L1/mean from the tape"));
+  EXPECT_TRUE(all_close(maps[7].map,
+                        class_row_map(attention_rollout(r, hp.depth - 1, HeadSelect{}, 0.0), hp, r.tokens), 0,
+                        "rollout from the tape"));
   ExplainRequest req;
   for (size_t k = 0; k < 2; ++k) {
     req.method = ExplainMethod::Chefer;

@@ -1,11 +1,11 @@
-// views_render.cpp - `attnmap render --views LIST` / `--layers all` (issue 17): several views of each image from
-// one forward pass, each view's files named after it, panels with a row per view, strips from the same
+// views_render.cpp - `attnmap render --views LIST` / `--layers all` (issue 17): several views of each image
+// from one forward pass, each view's files named after it, panels with a row per view, strips from the same
 // pass, and --scale run (the maps computed first, drawn after the run's scale is known).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-
-#include <unistd.h>
 
 #include "app/provenance.hpp"
 #include "app/render.hpp"
@@ -21,7 +21,8 @@ namespace {
 
 void refuse_with_views(const RenderOptions& opt) {
   const char* what = opt.rollout ? "--rollout (name the view 'rollout' in --views)"
-                     : !opt.explain.empty() ? "--explain (name the method in --views: chefer, gradcam, attn-grad)"
+                     : !opt.explain.empty()
+                         ? "--explain (name the method in --views: chefer, gradcam, attn-grad)"
                      : opt.all_heads ? "--all-heads (--strip heads draws every head)"
                                      : nullptr;
   if (what) throw Error(std::string("--views / --layers cannot be combined with ") + what);
@@ -61,7 +62,8 @@ std::string view_base(const RenderContext& ctx, const Job& job, const ResolvedVi
 std::string map_base(const RenderContext& ctx, const Job& job, const ViewMap& m) {
   const ResolvedView& v = ctx.views[m.view];
   std::string base = view_base(ctx, job, v);
-  if (v.class_specific && per_class_files(ctx)) base += ".class-" + class_file_label(m.class_index, ctx.model->hp.labels);
+  if (v.class_specific && per_class_files(ctx))
+    base += ".class-" + class_file_label(m.class_index, ctx.model->hp.labels);
   return base;
 }
 
@@ -74,7 +76,8 @@ namespace {
 std::string single_view_name(const RenderContext& ctx, const HParams& hp, const RenderOptions& opt) {
   if (!opt.explain.empty()) return opt.explain;
   const std::string fusion = fusion_name(ctx.head, "h");
-  if (opt.rollout && ctx.layer == hp.depth - 1) return ctx.head.fusion == HeadSelect::Fusion::Mean ? "rollout" : "rollout/" + fusion;
+  if (opt.rollout && ctx.layer == hp.depth - 1)
+    return ctx.head.fusion == HeadSelect::Fusion::Mean ? "rollout" : "rollout/" + fusion;
   if (opt.rollout)
     throw Error("--scale run with --rollout through blocks 0.." + std::to_string(ctx.layer) +
                 ": only the rollout through every block is a view (drop --layer, or use --scale figure)");
@@ -100,13 +103,16 @@ void make_views_context(RenderContext& ctx, const ViTWeights& model, const Rende
       throw Error("--views: 'photo' is a column of `attnmap figure`; a render panel shows the photo already");
   ctx.view_settings.discard = opt.discard;
   ctx.view_settings.gradcam_layer = opt.gradcam_layer.value_or(-1);
-  ctx.view_settings.attn_grad_layer = ctx.layer;  // as --explain attn-grad: --layer, else the config's default
+  ctx.view_settings.attn_grad_layer =
+      ctx.layer;  // as --explain attn-grad: --layer, else the config's default
   const bool has_head = model.head.present();
   if (!specs.empty()) ctx.views = resolve_views(specs, hp, has_head, ctx.view_settings);
-  if (opt.layers_all)  // every block with the chosen fusion, after --views; a block --views names already is kept once
+  if (opt.layers_all)  // every block with the chosen fusion, after --views; a block --views names already is
+                       // kept once
     for (const ViewSpec& v : every_layer_views(hp.depth, ctx.head)) {
       ResolvedView r = resolve_views({v}, hp, has_head, ctx.view_settings).front();
-      if (std::none_of(ctx.views.begin(), ctx.views.end(), [&r](const ResolvedView& u) { return u.name == r.name; }))
+      if (std::none_of(ctx.views.begin(), ctx.views.end(),
+                       [&r](const ResolvedView& u) { return u.name == r.name; }))
         ctx.views.push_back(std::move(r));
     }
   ctx.user_views = ctx.views.size();
@@ -118,13 +124,15 @@ void make_views_context(RenderContext& ctx, const ViTWeights& model, const Rende
     ctx.classes = parse_class_spec(opt.class_spec.value_or("top1"));
     check_class_spec(ctx.classes, model.head.out, hp.labels);
   } else if (opt.class_spec) {
-    throw Error("--class chooses the class of a class-specific view: add chefer, gradcam or attn-grad to --views");
+    throw Error(
+        "--class chooses the class of a class-specific view: add chefer, gradcam or attn-grad to --views");
   }
   if (opt.gradcam_layer && std::none_of(ctx.views.begin(), ctx.views.end(), [](const ResolvedView& v) {
         return v.spec.kind == ViewKind::GradCam && !v.spec.layer_given;
       }))
     throw Error("--gradcam-layer applies to the gradcam view without @L<layer> only: add gradcam to --views");
-  for (const ViewSpec& v : strip_views(ctx, hp))  // one by one: they may repeat a view (not drawn twice as files)
+  for (const ViewSpec& v :
+       strip_views(ctx, hp))  // one by one: they may repeat a view (not drawn twice as files)
     ctx.views.push_back(resolve_views({v}, hp, has_head, ctx.view_settings).front());
 }
 
@@ -165,7 +173,8 @@ ComputedViews compute_job_views(const RenderContext& ctx, const Job& job) {
   return cv;
 }
 
-void add_to_run_scales(const RenderContext& ctx, const ComputedViews& cv, std::map<std::string, Scale>* scales) {
+void add_to_run_scales(const RenderContext& ctx, const ComputedViews& cv,
+                       std::map<std::string, Scale>* scales) {
   for (const ViewMap& m : cv.maps) {
     const std::string& units = ctx.views[m.view].units;
     const Scale s = scale_over({&m.map}, units);
@@ -185,11 +194,13 @@ namespace {
 std::string map_label(const RenderContext& ctx, const ViewMap& m) {
   const ResolvedView& v = ctx.views[m.view];
   if (m.class_index < 0) return v.name;
-  const bool default_block = (v.spec.kind == ViewKind::GradCam || v.spec.kind == ViewKind::AttnGrad) && !v.spec.layer_given;
+  const bool default_block =
+      (v.spec.kind == ViewKind::GradCam || v.spec.kind == ViewKind::AttnGrad) && !v.spec.layer_given;
   const std::string name = default_block ? v.name + "@L" + std::to_string(v.spec.layer) : v.name;
   const auto& labels = ctx.model->hp.labels;
-  const std::string cls = static_cast<size_t>(m.class_index) < labels.size() ? labels[static_cast<size_t>(m.class_index)]
-                                                                           : std::to_string(m.class_index);
+  const std::string cls = static_cast<size_t>(m.class_index) < labels.size()
+                              ? labels[static_cast<size_t>(m.class_index)]
+                              : std::to_string(m.class_index);
   return name + ", class " + cls;
 }
 
@@ -202,14 +213,15 @@ void check_per_class_outputs(const RenderContext& ctx, const Job& job, const Com
     std::error_code ec;
     const fs::file_status st = fs::symlink_status(png, ec);
     if (fs::exists(st) && (!fs::is_regular_file(st) || !written_by_attnmap(png)))
-      throw Error("output " + png + " already exists and was not written by attnmap (or is not a regular file); "
+      throw Error("output " + png +
+                  " already exists and was not written by attnmap (or is not a regular file); "
                   "it is left alone: choose another --out or move it away");
   }
 }
 
 // Writes one map's overlay PNG (with the run's record) and, with --save-raw, its .npy and sidecar.
-void write_view_files(const RenderContext& ctx, const std::string& base, const Image& overlay, const ViewMap& m,
-                      RenderResult* res) {
+void write_view_files(const RenderContext& ctx, const std::string& base, const Image& overlay,
+                      const ViewMap& m, RenderResult* res) {
   const HParams& hp = ctx.model->hp;
   const std::vector<float>& map = m.map;
   std::vector<PngText> text;
@@ -219,13 +231,15 @@ void write_view_files(const RenderContext& ctx, const std::string& base, const I
     put_image_stats(st, map_statistics(map, hp.grid_h, hp.grid_w), res->top5);
     const ResolvedView& v = ctx.views[m.view];
     st["view"] = v.name;
-    if (v.spec.kind == ViewKind::GradCam || v.spec.kind == ViewKind::AttnGrad) st["view_block"] = v.spec.layer;
+    if (v.spec.kind == ViewKind::GradCam || v.spec.kind == ViewKind::AttnGrad)
+      st["view_block"] = v.spec.layer;
     if (m.class_index >= 0) {
       const auto& labels = hp.labels;
-      st["explained_class"] = {{"index", m.class_index},
-                               {"label", static_cast<size_t>(m.class_index) < labels.size()
-                                             ? nlohmann::ordered_json(labels[static_cast<size_t>(m.class_index)])
-                                             : nlohmann::ordered_json(nullptr)}};
+      st["explained_class"] = {
+          {"index", m.class_index},
+          {"label", static_cast<size_t>(m.class_index) < labels.size()
+                        ? nlohmann::ordered_json(labels[static_cast<size_t>(m.class_index)])
+                        : nlohmann::ordered_json(nullptr)}};
     }
     text.push_back({kStatsKeyword, st.dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace)});
   }
@@ -262,7 +276,8 @@ std::vector<Scale> panel_scales(const RenderContext& ctx, const std::vector<cons
 
 // The strips from the strip views' maps (after the user's views in ctx.views).
 std::vector<std::string> write_view_strips(const RenderContext& ctx, const Job& job, const Image& photo,
-                                           const PhotoBox& box, const ComputedViews& cv, const std::string& title) {
+                                           const PhotoBox& box, const ComputedViews& cv,
+                                           const std::string& title) {
   const HParams& hp = ctx.model->hp;
   std::vector<const std::vector<float>*> extra;
   for (const ViewMap& m : cv.maps)
@@ -326,13 +341,16 @@ RenderResult draw_job_views(const RenderContext& ctx, const Job& job, const Comp
     const std::vector<Scale> scales = panel_scales(ctx, rows);
     std::vector<PanelRow> panel;
     for (size_t i = 0; i < rows.size(); ++i)
-      panel.push_back(PanelRow{map_label(ctx, *rows[i]), GridMap{rows[i]->map, hp.grid_w, hp.grid_h}, scales[i]});
-    const auto w = write_panel(job.out_base + ".panel", title, photo, box, panel, style_of(ctx), figure_options(ctx));
+      panel.push_back(
+          PanelRow{map_label(ctx, *rows[i]), GridMap{rows[i]->map, hp.grid_w, hp.grid_h}, scales[i]});
+    const auto w =
+        write_panel(job.out_base + ".panel", title, photo, box, panel, style_of(ctx), figure_options(ctx));
     figures.insert(figures.end(), w.begin(), w.end());
   }
   // The overlays first (the first is what the terminal line names), then the figures.
-  std::stable_partition(res.outputs.begin(), res.outputs.end(),
-                        [](const std::string& p) { return p.size() > 4 && p.compare(p.size() - 4, 4, ".png") == 0; });
+  std::stable_partition(res.outputs.begin(), res.outputs.end(), [](const std::string& p) {
+    return p.size() > 4 && p.compare(p.size() - 4, 4, ".png") == 0;
+  });
   res.outputs.insert(res.outputs.end(), figures.begin(), figures.end());
   return res;
 }

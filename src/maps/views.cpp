@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <optional>
 #include <map>
+#include <optional>
 
 #include "core/error.hpp"
 #include "model/vit.hpp"
@@ -63,13 +63,18 @@ std::optional<ViewSpec> parse_method_view(const std::string& item) {
   const std::string method = item.substr(0, at);
   ViewSpec v;
   v.written = item;
-  if (method == "chefer") v.kind = ViewKind::Chefer;
-  else if (method == "gradcam") v.kind = ViewKind::GradCam;
-  else if (method == "attn-grad") v.kind = ViewKind::AttnGrad;
-  else return std::nullopt;
+  if (method == "chefer")
+    v.kind = ViewKind::Chefer;
+  else if (method == "gradcam")
+    v.kind = ViewKind::GradCam;
+  else if (method == "attn-grad")
+    v.kind = ViewKind::AttnGrad;
+  else
+    return std::nullopt;
   v.layer_given = at != std::string::npos;
   if (!v.layer_given) return v;
-  if (v.kind == ViewKind::Chefer) throw bad_view(item, "chefer runs through every block; it takes no @L<layer>");
+  if (v.kind == ViewKind::Chefer)
+    throw bad_view(item, "chefer runs through every block; it takes no @L<layer>");
   const std::string rest = item.substr(at + 1);
   if (rest.size() < 2 || rest[0] != 'L') throw bad_view(item, "after '@' comes L<layer>");
   v.layer = parse_layer_text(item, rest.substr(1));
@@ -90,8 +95,7 @@ ViewSpec parse_one_view(const std::string& item) {
   }
   if (auto m = parse_method_view(item)) return *m;
   const size_t slash = item.find('/');
-  if (item.size() < 2 || item[0] != 'L' || slash == std::string::npos)
-    throw bad_view(item, "unknown view");
+  if (item.size() < 2 || item[0] != 'L' || slash == std::string::npos) throw bad_view(item, "unknown view");
   v.kind = ViewKind::Attention;
   v.layer = parse_layer_text(item, item.substr(1, slash - 1));
   v.head = parse_fusion_text(item, item.substr(slash + 1));
@@ -143,13 +147,17 @@ namespace {
 ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, const ViewSettings& settings) {
   ResolvedView r;
   r.spec = v;
-  if (v.head.fusion == HeadSelect::Fusion::Index && (v.head.index < -hp.num_heads || v.head.index >= hp.num_heads))
-    throw Error("--views: '" + v.written + "': head " + std::to_string(v.head.index) + " is out of range for " +
-                std::to_string(hp.num_heads) + " heads");
-  if (v.head.fusion == HeadSelect::Fusion::Index && v.head.index < 0) r.spec.head.index += hp.num_heads;  // h-1 is h3
+  if (v.head.fusion == HeadSelect::Fusion::Index &&
+      (v.head.index < -hp.num_heads || v.head.index >= hp.num_heads))
+    throw Error("--views: '" + v.written + "': head " + std::to_string(v.head.index) +
+                " is out of range for " + std::to_string(hp.num_heads) + " heads");
+  if (v.head.fusion == HeadSelect::Fusion::Index && v.head.index < 0)
+    r.spec.head.index += hp.num_heads;  // h-1 is h3
   const std::string fusion = fusion_name(r.spec.head, "h");
   switch (v.kind) {
-    case ViewKind::Photo: r.name = r.tag = "photo"; return r;
+    case ViewKind::Photo:
+      r.name = r.tag = "photo";
+      return r;
     case ViewKind::Attention:
       r.spec.layer = resolve_view_layer(v, v.layer, hp.depth);
       r.name = "L" + std::to_string(r.spec.layer) + "/" + fusion;
@@ -175,9 +183,11 @@ ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, co
       r.units = "attention \u00d7 gradient";
       break;
   }
-  r.class_specific = v.kind == ViewKind::Chefer || v.kind == ViewKind::GradCam || v.kind == ViewKind::AttnGrad;
+  r.class_specific =
+      v.kind == ViewKind::Chefer || v.kind == ViewKind::GradCam || v.kind == ViewKind::AttnGrad;
   if (r.class_specific && (!has_head || !hp.residual_mlp))
-    throw Error("--views: '" + v.written + "': the model has no classifier head, so there is no class to explain "
+    throw Error("--views: '" + v.written +
+                "': the model has no classifier head, so there is no class to explain "
                 "(the attention views still work)");
   r.tag = r.name;
   for (char& c : r.tag)
@@ -200,8 +210,7 @@ std::vector<ResolvedView> resolve_views(const std::vector<ViewSpec>& views, cons
                             (r.spec.kind == ViewKind::Chefer ? "" : std::to_string(r.spec.layer)) + "/" +
                             fusion_name(r.spec.head, "h");
     const auto [it, fresh] = seen.emplace(key, r.name);
-    if (!fresh)
-      throw Error("--views: '" + v.written + "' names the view " + it->second + " a second time");
+    if (!fresh) throw Error("--views: '" + v.written + "' names the view " + it->second + " a second time");
     out.push_back(std::move(r));
   }
   return out;
@@ -268,16 +277,17 @@ std::vector<ViewMap> in_view_order(std::vector<ViewMap> maps, size_t n_views) {
 
 }  // namespace
 
-std::vector<ViewMap> compute_views(const ViTWeights& model, const float* image, const std::vector<ResolvedView>& views,
-                                   const ViewSettings& settings, const ClassSpec& classes,
-                                   std::vector<float>* logits) {
+std::vector<ViewMap> compute_views(const ViTWeights& model, const float* image,
+                                   const std::vector<ResolvedView>& views, const ViewSettings& settings,
+                                   const ClassSpec& classes, std::vector<float>* logits) {
   const HParams& hp = model.hp;
   std::vector<std::vector<float>> rollout_maps(views.size());
   std::vector<ViewMap> maps;
   // Rollouts: one accumulator per rollout view, fed every block's probabilities in order.
   std::vector<std::optional<RolloutAccumulator>> acc(views.size());
   for (size_t i = 0; i < views.size(); ++i)
-    if (views[i].spec.kind == ViewKind::Rollout) acc[i].emplace(hp.tokens(), hp.num_heads, views[i].spec.head, settings.discard);
+    if (views[i].spec.kind == ViewKind::Rollout)
+      acc[i].emplace(hp.tokens(), hp.num_heads, views[i].spec.head, settings.discard);
   auto finish_rollouts = [&](int tokens) {
     for (size_t i = 0; i < views.size(); ++i)
       if (acc[i]) rollout_maps[i] = class_row_map(acc[i]->rollout(), hp, tokens);
@@ -292,7 +302,8 @@ std::vector<ViewMap> compute_views(const ViTWeights& model, const float* image, 
     const std::vector<int> cls = resolve_classes(classes, tape.logits, hp.labels);
     for (size_t i = 0; i < views.size(); ++i)
       if (views[i].class_specific)
-        for (const int c : cls) maps.push_back(ViewMap{i, c, explain_map(model, tape, c, request_of(views[i]))});
+        for (const int c : cls)
+          maps.push_back(ViewMap{i, c, explain_map(model, tape, c, request_of(views[i]))});
     *logits = tape.logits;
     return in_view_order(std::move(maps), views.size());
   }

@@ -19,24 +19,24 @@ enum class ViewKind { Photo, Attention, Rollout, Chefer, GradCam, AttnGrad };
 ///   rollout[/<fusion>]  attention rollout through every block (Abnar & Zuidema 2020), heads fused by mean
 ///                       unless given; the run's --discard applies
 ///   chefer              Chefer et al.'s relevance, class-specific (issue 19, maps/explain.hpp), for --class
-///   gradcam[@L<layer>]  Grad-CAM on block <layer>'s norm1 (default: the run's --gradcam-layer, else the last)
-///   attn-grad[@L<layer>] one block's attention x gradient (default: ViewSettings::attn_grad_layer)
+///   gradcam[@L<layer>]  Grad-CAM on block <layer>'s norm1 (default: the run's --gradcam-layer, else the
+///   last) attn-grad[@L<layer>] one block's attention x gradient (default: ViewSettings::attn_grad_layer)
 ///   photo               the photo alone (a column of `attnmap figure`; not a map)
 struct ViewSpec {
   ViewKind kind = ViewKind::Attention;
-  int layer = -1;   ///< Attention / AttnGrad / GradCam: the block as written (negative from the end)
+  int layer = -1;           ///< Attention / AttnGrad / GradCam: the block as written (negative from the end)
   bool layer_given = true;  ///< false for gradcam / attn-grad without @L: the run's default applies
-  HeadSelect head;  ///< Attention / Rollout: how the heads are fused
+  HeadSelect head;          ///< Attention / Rollout: how the heads are fused
   std::string written;
 };
 
-/// Parses a comma-separated list (spaces around an item ignored; empty items refused). Throws attnmap::Error naming the item and the
-/// grammar for anything else.
+/// Parses a comma-separated list (spaces around an item ignored; empty items refused). Throws attnmap::Error
+/// naming the item and the grammar for anything else.
 std::vector<ViewSpec> parse_views(const std::string& list);
 
 /// What the views of a run need from the model, fixed for the run.
 struct ViewSettings {
-  double discard = 0.0;    ///< rollout's --discard
+  double discard = 0.0;      ///< rollout's --discard
   int gradcam_layer = -1;    ///< Grad-CAM's block without @L (--gradcam-layer; negative from the end)
   int attn_grad_layer = -1;  ///< attn-grad's block without @L (render: --layer or the config's default view)
 };
@@ -51,10 +51,10 @@ struct ResolvedView {
   bool class_specific = false;  ///< chefer, gradcam, attn-grad: one map per explained class
 };
 
-
 /// Resolves every view against hp (depth, heads), `has_head` (class-specific views need a classifier
-/// head and the residual-MLP layouts the backward covers) and the run's settings. Throws attnmap::Error naming the view for a layer
-/// or head out of range, a class-specific view without a head, or two views that name the same map
+/// head and the residual-MLP layouts the backward covers) and the run's settings. Throws attnmap::Error
+/// naming the view for a layer or head out of range, a class-specific view without a head, or two views that
+/// name the same map
 /// ("L-1/mean" and "L3/mean" in a 4-block model, "gradcam" and "gradcam@L3" when the default is block 3).
 std::vector<ResolvedView> resolve_views(const std::vector<ViewSpec>& views, const HParams& hp, bool has_head,
                                         const ViewSettings& settings);
@@ -64,9 +64,9 @@ std::vector<ViewSpec> every_layer_views(int depth, const HeadSelect& fusion);
 
 /// One computed map of one view (and, for class-specific views, one class).
 struct ViewMap {
-  size_t view = 0;        ///< index into the resolved views
-  int class_index = -1;   ///< the explained class; -1 for a class-agnostic view
-  std::vector<float> map; ///< (grid_h, grid_w), row-major, as computed (not rescaled)
+  size_t view = 0;         ///< index into the resolved views
+  int class_index = -1;    ///< the explained class; -1 for a class-agnostic view
+  std::vector<float> map;  ///< (grid_h, grid_w), row-major, as computed (not rescaled)
 };
 
 /// All maps of one image. `image` is the normalised (3, H, W) input (preprocess). Runs vit_forward once
@@ -75,8 +75,8 @@ struct ViewMap {
 /// `classes` is the run's --class (checked by the caller with check_class_spec). Photo views get no map.
 /// Returns the maps in view order (a class-specific view: one per class, most probable first) and sets
 /// *logits (empty without a head). Throws attnmap::Error from the forward / backward passes.
-std::vector<ViewMap> compute_views(const ViTWeights& model, const float* image, const std::vector<ResolvedView>& views,
-                                   const ViewSettings& settings, const ClassSpec& classes,
-                                   std::vector<float>* logits);
+std::vector<ViewMap> compute_views(const ViTWeights& model, const float* image,
+                                   const std::vector<ResolvedView>& views, const ViewSettings& settings,
+                                   const ClassSpec& classes, std::vector<float>* logits);
 
 }  // namespace attnmap
