@@ -53,6 +53,13 @@ ORT=(node "$ROOT/bench/onnx/ort_vit.js")
 
 R="$W/results.txt"
 : >"$R"
+# OpenBLAS reads OPENBLAS_CORETYPE at start-up; a machine that pins it to Haswell (AVX2) on an AVX-512 CPU
+# gets half-width kernels (ONNX Runtime and oneDNN pick AVX-512 themselves). Then each round also times
+# attnmap with OPENBLAS_CORETYPE=SkylakeX, printed beside the default (the targets use the default).
+AVX512_CORE=""
+if grep -q avx512f /proc/cpuinfo && [ "${OPENBLAS_CORETYPE:-}" = Haswell ] &&
+   grep -q 'ATTNMAP_GEMM:STRING=openblas' "$B/CMakeCache.txt"; then AVX512_CORE=SkylakeX; fi
+echo "== OpenBLAS core type from the environment: ${OPENBLAS_CORETYPE:-<unset: detected>}${AVX512_CORE:+ on an AVX-512 CPU (also timed with $AVX512_CORE)}" | tee -a "$R"
 echo "== machine: $(nproc) cores, ROUNDS=$ROUNDS ITERS=$ITERS models: $MODELS, GEMM back-end: $(grep -o 'ATTNMAP_GEMM:STRING=.*' "$B/CMakeCache.txt" | cut -d= -f2)" | tee -a "$R"
 # Each line "key value" is kept as "r<round>.<model>.key value"; the summary takes best and median.
 tag() { sed "s/^/r$1.$2./" | tee -a "$R"; }
@@ -67,6 +74,10 @@ for r in $(seq 1 "$ROUNDS"); do
     s=$(size_of "$m")
     echo "load_average $(cut -d' ' -f1 /proc/loadavg)" | tag "$r" "$m"
     "$B/attnmap_bench" forward "$W/$m.safetensors" "$ITERS" 1 8 | grep -v "^load_\|^cores" | tag "$r" "$m"
+    if [ -n "$AVX512_CORE" ]; then  # the same forward with OpenBLAS's AVX-512 kernels (see the header line)
+      OPENBLAS_CORETYPE=$AVX512_CORE "$B/attnmap_bench" forward "$W/$m.safetensors" "$ITERS" 1 8 |
+        grep forward_ms | sed 's/forward_ms/forward_avx512_ms/' | tag "$r" "$m"
+    fi
     ATTNMAP_BENCH_THREADS=1 "$B/attnmap_bench" forward "$W/$m.safetensors" "$ITERS" 1 |
       grep forward_ms | sed 's/forward_ms/forward_1core_ms/' | tag "$r" "$m"
     ORT_SIZE=$s "${ORT[@]}" "$W/$m.onnx" 1 "$ITERS" 2 | tag "$r" "$m"
@@ -156,6 +167,12 @@ for m in [x for x in ("vitb", "vits", "vitb448") if ("%s" % x, "forward_ms_per_i
         print("%-14s %-5d %10.1f / %-8.1f %10.1f / %-8.1f %7.2fx %8.0f%% %9.1f   <= %.2fx ORT: %s%s" % (
             names[m], b, a, am, o, om, a / o, g, t, lim, mark(a <= lim * o),
             ("; >= 90%% peak: %s" % mark(g >= 90)) if m == "vitb" else ""))
+    if (m, "forward_avx512_ms_per_image_b1") in rounds:
+        print("%-14s OPENBLAS_CORETYPE=SkylakeX: batch 1 %.1f / %.1f ms (%.2fx ORT), batch 8 %.1f / %.1f ms (%.2fx ORT)" % (
+            names[m], best(m, "forward_avx512_ms_per_image_b1"), med(m, "forward_avx512_ms_per_image_b1"),
+            best(m, "forward_avx512_ms_per_image_b1") / best(m, "ort_ms_per_image_b1_t2"),
+            best(m, "forward_avx512_ms_per_image_b8"), med(m, "forward_avx512_ms_per_image_b8"),
+            best(m, "forward_avx512_ms_per_image_b8") / best(m, "ort_ms_per_image_b8_t2")))
     s1 = best(m, "forward_1core_ms_per_image_b1") / best(m, "forward_ms_per_image_b1")
     so = best(m, "ort_ms_per_image_b1_t1") / best(m, "ort_ms_per_image_b1_t2")
     print("%-14s 1 -> 2 cores (batch 1): attnmap %.2fx, ORT %.2fx   >= 1.85x: %s" % (names[m], s1, so, mark(s1 >= 1.85)))
