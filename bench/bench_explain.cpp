@@ -47,7 +47,7 @@ int bench_explain(ViTWeights w, int iters) {
     w.head.out = 1000;
     w.head.in = hp.dim;
     w.head.weight.resize(static_cast<size_t>(1000) * hp.dim);
-    for (auto& v : w.head.weight) v = 0.02f * n01(g);
+    for (auto& v : w.head.weight.owned()) v = 0.02f * n01(g);
     w.head.bias.assign(1000, 0.0f);
   }
   std::vector<float> img(static_cast<size_t>(3) * hp.image_h * hp.image_w);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -380,3 +381,31 @@ TEST(Render, PrefixTokenLayoutsWorkWithTheOtherViews) {
 }
 
 }  // namespace
+
+// Issue 20: load_model of an F32 safetensors file uses every weight in place from the file's mapping (the
+// mapping lives with the ViTWeights, also after a copy), an F16 file's are converted; the maps are the same
+// as from the JSON of the same weights, bit for bit.
+TEST(Layouts, SafetensorsF32WeightsAreUsedInPlaceAndGiveTheJsonMaps) {
+  const std::string dir = fixture("layouts/timm/");
+  std::optional<ViTWeights> st = load_model(dir + "weights.safetensors");
+  const ViTWeights js = load_model(dir + "weights.json");
+  const ViTWeights f16 = load_model(dir + "weights.f16.safetensors");
+  for (const BlockWeights& b : st->blocks)
+    for (const Floats* t : {&b.norm1.weight, &b.qkv.weight, &b.qkv.bias, &b.proj.weight, &b.fc1.weight, &b.fc2.weight})
+      EXPECT_TRUE(t->is_view());
+  EXPECT_TRUE(st->patch_embed.weight.is_view());
+  EXPECT_TRUE(st->pos_embed.is_view());
+  EXPECT_FALSE(f16.blocks[0].qkv.weight.is_view());
+  EXPECT_FALSE(js.blocks[0].qkv.weight.is_view());
+  const ViTWeights copy = *st;  // shares the mapping
+  st.reset();
+  std::vector<int64_t> shape;
+  const std::vector<float> img = read_npy(dir + "input.npy", &shape);
+  ForwardOptions opt;
+  opt.keep_full = true;
+  opt.to_end = true;
+  const ForwardResult a = vit_forward(copy, img.data(), opt), b = vit_forward(js, img.data(), opt);
+  ASSERT_EQ(a.attn.size(), b.attn.size());
+  EXPECT_EQ(a.attn, b.attn);
+  EXPECT_EQ(a.tokens_out, b.tokens_out);
+}

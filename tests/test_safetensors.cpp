@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -158,5 +159,54 @@ TEST(Safetensors, LoadFileMapsAndNamesAMissingFile) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/m.safetensors: cannot open"), std::string::npos);
+  }
+}
+
+// Issue 20: a safetensors F32 tensor is used in place from the memory that holds the file (its mapping, when
+// load_weights_safetensors reads a file): a view, no copy, which keeps that memory alive. Tensors that cannot
+// be viewed - F16, or an F32 one that is not 4-byte aligned after an odd-sized F16 one - are converted.
+TEST(Safetensors, F32TensorsAreViewsThatKeepTheFileMemoryAlive) {
+  std::vector<uint8_t> data = f32({1.5f, -3.25f});                               // a: F32 [0, 8)
+  for (int h : {0x3c00, 0xc000, 0x0001}) data.push_back(static_cast<uint8_t>(h)), data.push_back(static_cast<uint8_t>(h >> 8));
+  const std::vector<uint8_t> c = f32({7.0f, 8.0f});                               // h: F16 [8, 14), c: F32 [14, 22)
+  data.insert(data.end(), c.begin(), c.end());
+  std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"h":{"dtype":"F16","shape":[3],"data_offsets":[8,14]},)"
+                       R"("c":{"dtype":"F32","shape":[2],"data_offsets":[14,22]}})";
+  while ((8 + header.size()) % 8) header += ' ';  // the data area 8-aligned, as safetensors writes it
+  auto bytes = std::make_shared<std::vector<uint8_t>>(file(header, data));
+  const uint8_t* base = bytes->data() + 8 + header.size();
+  std::weak_ptr<std::vector<uint8_t>> alive = bytes;
+  RawWeights raw = parse_weights_safetensors(bytes->data(), bytes->size(), "m.safetensors", bytes);
+  bytes.reset();  // only the views hold the memory now
+  ASSERT_FALSE(alive.expired());
+  const Tensor& a = raw.tensors.at("a");
+  EXPECT_TRUE(a.data.is_view());
+  EXPECT_EQ(static_cast<const void*>(a.data.data()), static_cast<const void*>(base));  // the file's own bytes
+  EXPECT_EQ(a.data, (std::vector<float>{1.5f, -3.25f}));
+  EXPECT_FALSE(raw.tensors.at("h").data.is_view());
+  EXPECT_EQ(raw.tensors.at("h").data, (std::vector<float>{1.0f, -2.0f, 5.9604644775390625e-8f}));
+  EXPECT_FALSE(raw.tensors.at("c").data.is_view());  // byte 14 of an 8-aligned area: not float-aligned
+  EXPECT_EQ(raw.tensors.at("c").data, (std::vector<float>{7.0f, 8.0f}));
+  Floats copy = a.data;  // a copy of a view shares the memory; writing to it makes its own values
+  copy.mutable_data()[0] = 9.0f;
+  EXPECT_FALSE(copy.is_view());
+  EXPECT_EQ(a.data[0], 1.5f);
+  raw = RawWeights();
+  EXPECT_TRUE(alive.expired());  // released with the last view
+  // Without an owner every tensor is copied, as before.
+  const auto plain = file(header, data);
+  EXPECT_FALSE(parse_weights_safetensors(plain.data(), plain.size(), "m.safetensors").tensors.at("a").data.is_view());
+}
+
+TEST(Safetensors, InPlaceF32IsStillCheckedFinite) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::string header = R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,12]}})";
+  while ((8 + header.size()) % 8) header += ' ';
+  auto bytes = std::make_shared<std::vector<uint8_t>>(file(header, f32({1.0f, nan, 2.0f})));
+  try {
+    parse_weights_safetensors(bytes->data(), bytes->size(), "m.safetensors", bytes);
+    FAIL() << "accepted a NaN";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "m.safetensors: tensor 'w' holds a non-finite value (nan) at element 1");
   }
 }

@@ -62,14 +62,14 @@ class Loader {
     return *t;
   }
 
-  /// The tensor's data, which must have exactly `shape`.
-  std::vector<float> take(const std::string& canon, const std::vector<int64_t>& shape) {
+  /// The tensor's data, which must have exactly `shape` (a view of the file's mapping stays a view).
+  Floats take(const std::string& canon, const std::vector<int64_t>& shape) {
     const Tensor& t = need(canon, shape_str(shape));
     if (t.shape != shape) throw shape_error(canon, shape_str(shape), t.shape);
     return t.data;
   }
   /// Optional tensor of exactly `shape`; empty when absent.
-  std::vector<float> take_opt(const std::string& canon, const std::vector<int64_t>& shape) {
+  Floats take_opt(const std::string& canon, const std::vector<int64_t>& shape) {
     if (!has(canon)) return {};
     return take(canon, shape);
   }
@@ -394,7 +394,7 @@ LinearW take_linear(Loader& ld, const std::string& prefix, int64_t out, int64_t 
 }
 
 // A prefix token tensor (1, K, D) or (K, D) or, for K = 1, (D); returns its K rows.
-std::vector<float> take_tokens(Loader& ld, const std::string& canon, int64_t D, int64_t& K) {
+Floats take_tokens(Loader& ld, const std::string& canon, int64_t D, int64_t& K) {
   const Tensor& t = ld.need(canon, "(1, K, " + std::to_string(D) + ")");
   const bool ok = (t.rank() == 3 && dim(t, 0) == 1 && dim(t, 2) == D) || (t.rank() == 2 && dim(t, 1) == D) ||
                   (t.rank() == 1 && dim(t, 0) == D);
@@ -415,9 +415,9 @@ LinearW take_qkv(Loader& ld, const std::string& b, int64_t D) {
     std::vector<float> bias;
     int with_bias = 0;
     for (const char* p : parts) {
-      const std::vector<float> w = ld.take(b + "attn." + p + ".weight", {D, D});
-      l.weight.insert(l.weight.end(), w.begin(), w.end());
-      std::vector<float> bb = ld.take_opt(b + "attn." + p + ".bias", {D});
+      const Floats w = ld.take(b + "attn." + p + ".weight", {D, D});
+      l.weight.insert_back(w.begin(), w.end());
+      Floats bb = ld.take_opt(b + "attn." + p + ".bias", {D});
       if (!bb.empty()) ++with_bias;
       if (bb.empty()) bb.assign(static_cast<size_t>(D), 0.0f);
       bias.insert(bias.end(), bb.begin(), bb.end());
@@ -440,13 +440,13 @@ LinearW take_qkv(Loader& ld, const std::string& b, int64_t D) {
   l.weight = w.data;
   l.bias = ld.take_opt(qkv + ".bias", {3 * D});
   if (l.bias.empty() && ld.has(b + "attn.q_bias")) {
-    const std::vector<float> q = ld.take(b + "attn.q_bias", {D});
-    const std::vector<float> v = ld.take(b + "attn.v_bias", {D});
-    std::vector<float> k = ld.take_opt(b + "attn.k_bias", {D});
+    const Floats q = ld.take(b + "attn.q_bias", {D});
+    const Floats v = ld.take(b + "attn.v_bias", {D});
+    Floats k = ld.take_opt(b + "attn.k_bias", {D});
     if (k.empty()) k.assign(static_cast<size_t>(D), 0.0f);
     l.bias = q;
-    l.bias.insert(l.bias.end(), k.begin(), k.end());
-    l.bias.insert(l.bias.end(), v.begin(), v.end());
+    l.bias.insert_back(k.begin(), k.end());
+    l.bias.insert_back(v.begin(), v.end());
   }
   return l;
 }
@@ -494,8 +494,8 @@ bool take_prefix_tokens(Loader& ld, int64_t D, ViTWeights& w) {
   for (const char* reg : {"reg_token", "register_tokens"}) {
     if (!ld.has(reg)) continue;
     if (hp.num_registers) throw Error(ld.path() + ": both reg_token and register_tokens present");
-    const std::vector<float> r = take_tokens(ld, reg, D, k);
-    w.extra_tokens.insert(w.extra_tokens.end(), r.begin(), r.end());
+    const Floats r = take_tokens(ld, reg, D, k);
+    w.extra_tokens.insert_back(r.begin(), r.end());
     hp.num_registers = static_cast<int>(k);
     fb_registers = std::string(reg) == "register_tokens";
   }
@@ -649,7 +649,7 @@ void check_block_biases(Loader& ld, const ViTWeights& w, int64_t D, std::vector<
     if (with == depth) continue;
     const auto has_bias = [&](const BlockWeights& blk) { return !(blk.*(bk.lin)).bias.empty(); };
     const auto first_missing = std::find_if_not(w.blocks.begin(), w.blocks.end(), has_bias);
-    const std::vector<float>& sibling = ((*std::find_if(w.blocks.begin(), w.blocks.end(), has_bias)).*(bk.lin)).bias;
+    const Floats& sibling = ((*std::find_if(w.blocks.begin(), w.blocks.end(), has_bias)).*(bk.lin)).bias;
     const int64_t n = sc.separate_qkv && kind == "attn.qkv.bias" ? D : static_cast<int64_t>(sibling.size());
     ld.missing("blocks." + std::to_string(first_missing - w.blocks.begin()) + "." + rest, shape_str({n}),
                "the other blocks have it");
@@ -755,9 +755,9 @@ ViTWeights build_seed(const RawWeights& raw, const FileConfig& fc, const ModelOv
   const int64_t D = dim(wq, 0), dk = dim(wq, 1);
   hp.dim = to_int(D, path + ": W_Q");
   hp.head_dim = to_int(dk, path + ": W_Q");
-  const std::vector<float> q = wq.data;
-  const std::vector<float> k = ld.take("W_K", {D, dk});
-  const std::vector<float> v = ld.take("W_V", {D, dk});
+  const Floats q = wq.data;
+  const Floats k = ld.take("W_K", {D, dk});
+  const Floats v = ld.take("W_V", {D, dk});
 
   if (ld.has("W_E")) {
     const Tensor& we = ld.need("W_E", "(3*P*P, D)");
@@ -767,8 +767,9 @@ ViTWeights build_seed(const RawWeights& raw, const FileConfig& fc, const ModelOv
     w.patch_embed.out = hp.dim;
     w.patch_embed.in = static_cast<int>(in);
     w.patch_embed.weight.resize(static_cast<size_t>(in * D));
+    float* pe = w.patch_embed.weight.mutable_data();
     for (int64_t r = 0; r < in; ++r)
-      for (int64_t c = 0; c < D; ++c) w.patch_embed.weight[static_cast<size_t>(c * in + r)] = we.data[static_cast<size_t>(r * D + c)];
+      for (int64_t c = 0; c < D; ++c) pe[static_cast<size_t>(c * in + r)] = we.data[static_cast<size_t>(r * D + c)];
     w.patch_embed.bias = ld.take_opt("b_E", {D});
     hp.source["patch_size"] = fc.patch_size ? src_of(fc, "patch_size") : "inferred from W_E";
   } else {
@@ -799,11 +800,12 @@ ViTWeights build_seed(const RawWeights& raw, const FileConfig& fc, const ModelOv
   blk.qkv.out = static_cast<int>(3 * dk);
   blk.qkv.in = hp.dim;
   blk.qkv.weight.resize(static_cast<size_t>(3 * dk * D));
-  const std::vector<float>* mats[3] = {&q, &k, &v};
+  float* qkv = blk.qkv.weight.mutable_data();
+  const Floats* mats[3] = {&q, &k, &v};
   for (int m = 0; m < 3; ++m)
     for (int64_t r = 0; r < D; ++r)
       for (int64_t c = 0; c < dk; ++c)
-        blk.qkv.weight[static_cast<size_t>((m * dk + c) * D + r)] = (*mats[m])[static_cast<size_t>(r * dk + c)];
+        qkv[static_cast<size_t>((m * dk + c) * D + r)] = (*mats[m])[static_cast<size_t>(r * dk + c)];
   w.blocks.push_back(std::move(blk));
   const auto unused = ld.unused();
   if (!unused.empty()) w.notices.push_back("ignored tensors: " + unused.front() + (unused.size() > 1 ? ", ..." : ""));

@@ -55,13 +55,13 @@ struct HParams {
 
 /// A LayerNorm's affine parameters, each (D); empty when the model has none.
 struct LayerNormW {
-  std::vector<float> weight, bias;
+  Floats weight, bias;
   bool present() const { return !weight.empty(); }
 };
 
 /// An nn.Linear: weight (out, in) row-major, bias (out) or empty.
 struct LinearW {
-  std::vector<float> weight, bias;
+  Floats weight, bias;
   int out = 0, in = 0;
   bool present() const { return !weight.empty(); }
 };
@@ -74,16 +74,18 @@ struct BlockWeights {
   LayerNormW norm2;  ///< (D)
   LinearW fc1;       ///< (M, D)
   LinearW fc2;       ///< (D, M)
-  std::vector<float> ls1, ls2;  ///< LayerScale (D) on the attention / MLP branch; empty: none
+  Floats ls1, ls2;  ///< LayerScale (D) on the attention / MLP branch; empty: none
 };
 
-/// Everything the forward pass needs.
+/// Everything the forward pass needs. A safetensors F32 model's tensors are views into the file's read-only
+/// mapping (Floats::view), which each of them keeps alive: copies of a ViTWeights share it, and it is unmapped
+/// when the last tensor using it goes.
 struct ViTWeights {
   HParams hp;
   LinearW patch_embed;            ///< (D, 3*P*P) in (channel, row, column) order; absent: token = pixels
-  std::vector<float> cls_token;   ///< (D); empty when hp.cls_is_mean
-  std::vector<float> extra_tokens;  ///< (num_prefix - 1, D): distillation token, then register tokens
-  std::vector<float> pos_embed;   ///< (pos_prefix + N, D); empty: zero
+  Floats cls_token;   ///< (D); empty when hp.cls_is_mean
+  Floats extra_tokens;  ///< (num_prefix - 1, D): distillation token, then register tokens
+  Floats pos_embed;   ///< (pos_prefix + N, D); empty: zero
   std::vector<BlockWeights> blocks;
   LayerNormW norm;                ///< final LayerNorm (D), optional
   LinearW head;                   ///< classifier (C, D), optional

@@ -460,7 +460,7 @@ class FastScanner {
       ++count[level - 1];
       return have == k;
     };
-    std::vector<float>& data = t->data;
+    std::vector<float>& data = t->data.owned();
     int level = 0, rank = 0;
     bool expect_value = true;
     for (;;) {

@@ -13,6 +13,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <utility>
 
@@ -252,9 +253,39 @@ void read_metadata_config(const json& header, const std::string& path, RawWeight
   raw.config_where = "__metadata__ config";
 }
 
-// Each entry's data (at base, the start of the data area) converted to float32 into raw.tensors; entries
-// of a dtype attnmap does not read into raw.skipped, with a notice naming the first few.
-void read_tensors(const std::vector<Entry>& entries, const uint8_t* base, const std::string& path, RawWeights& raw) {
+// An F32 tensor of n values at p used in place: every value checked finite (the message convert() gives),
+// then a view kept alive by `keep`.
+Floats view_f32(const uint8_t* p, size_t n, const std::shared_ptr<const void>& keep,
+                const std::function<void(const std::string&)>& fail) {
+  const float* f = reinterpret_cast<const float*>(p);
+  uint32_t bad = 0;  // exponent all ones: infinity or NaN; one pass without branches, then find the first
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t b = 0;
+    std::memcpy(&b, f + i, 4);
+    bad |= static_cast<uint32_t>((b & 0x7f800000u) == 0x7f800000u);
+  }
+  if (bad)
+    for (size_t i = 0; i < n; ++i)
+      if (!std::isfinite(f[i])) fail("holds a non-finite value (" + std::to_string(f[i]) + ") at element " + std::to_string(i));
+  return Floats::view(f, n, keep);
+}
+
+// True when an F32 tensor at p can be read in place as floats: a little-endian host and 4-byte alignment
+// (safetensors pads its header to 8 bytes, so only a tensor after an odd-sized F16/BF16/I8 one can miss it).
+bool in_place(const uint8_t* p) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  return reinterpret_cast<uintptr_t>(p) % alignof(float) == 0;
+#else
+  (void)p;
+  return false;
+#endif
+}
+
+// Each entry's data (at base, the start of the data area) into raw.tensors: F32 in place when `keep` holds
+// the mapping (and the tensor is aligned), converted to float32 otherwise; entries of a dtype attnmap does
+// not read into raw.skipped, with a notice naming the first few.
+void read_tensors(const std::vector<Entry>& entries, const uint8_t* base, const std::string& path, RawWeights& raw,
+                  const std::shared_ptr<const void>& keep) {
   for (const Entry& en : entries) {
     if (en.dtype->kind == Kind::Skip) {
       raw.skipped[en.name] = en.dtype->name;
@@ -263,7 +294,12 @@ void read_tensors(const std::vector<Entry>& entries, const uint8_t* base, const 
     auto fail = [&](const std::string& why) { throw Error(path + ": tensor '" + en.name + "' " + why); };
     Tensor t;
     t.shape = en.shape;
-    t.data = convert(base + en.begin, static_cast<size_t>(t.numel()), en.dtype->kind, fail);
+    const uint8_t* p = base + en.begin;
+    const size_t n = static_cast<size_t>(t.numel());
+    if (keep && en.dtype->kind == Kind::F32 && n > 0 && in_place(p))
+      t.data = view_f32(p, n, keep, fail);
+    else
+      t.data = convert(p, n, en.dtype->kind, fail);
     raw.tensors.emplace(en.name, std::move(t));
   }
   if (!raw.skipped.empty()) {
@@ -278,7 +314,8 @@ void read_tensors(const std::vector<Entry>& entries, const uint8_t* base, const 
 
 }  // namespace
 
-RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std::string& path) {
+RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std::string& path,
+                                     const std::shared_ptr<const void>& keep) {
   uint64_t n = 0;
   const json header = parse_header(data, size, path, n);
   const uint64_t data_size = size - 8 - n;
@@ -289,13 +326,14 @@ RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std
   RawWeights raw;
   raw.path = path;
   read_metadata_config(header, path, raw);
-  read_tensors(entries, base, path, raw);
+  read_tensors(entries, base, path, raw, keep);
   return raw;
 }
 
 RawWeights load_weights_safetensors(const std::string& path) {
-  const MappedFile file(path);  // tensors are converted from the mapping; it is released on return
-  return parse_weights_safetensors(file.data(), file.size(), path);  // a file under 8 bytes: "too short"
+  // F32 tensors stay in the mapping (views that share `file`); it is unmapped with the last of them.
+  const std::shared_ptr<const MappedFile> file = std::make_shared<const MappedFile>(path);
+  return parse_weights_safetensors(file->data(), file->size(), path, file);  // a file under 8 bytes: "too short"
 }
 
 }  // namespace attnmap

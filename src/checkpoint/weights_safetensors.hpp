@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,9 +24,15 @@ namespace attnmap {
 /// gaps or overlap from the start of the data area to the end of the file (trailing bytes are refused),
 /// no duplicate names. Header padding (trailing spaces) is accepted.
 /// Throws attnmap::Error, one line naming `path` and the tensor, for any violation and for non-finite values.
-RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std::string& path);
+/// With `keep` (an owner of the memory at `data`, e.g. its mapping) F32 tensors that are 4-byte aligned on a
+/// little-endian host are not copied: their Tensor::data is a view into `data` (values checked finite) that
+/// holds `keep`. Without it every tensor is copied, and `data` may be released after the call.
+RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std::string& path,
+                                     const std::shared_ptr<const void>& keep = nullptr);
 
-/// Memory-maps `path` (read-only, POSIX mmap) and parses it with parse_weights_safetensors.
+/// Memory-maps `path` (read-only, POSIX mmap, MAP_PRIVATE) and parses it with parse_weights_safetensors,
+/// F32 tensors used in place: the mapping lives as long as any tensor (or ViTWeights built from them) viewing
+/// it, so a ViT-B F32 run's weights take no memory beyond the file's pages. F16 / BF16 / F64 are converted.
 /// Throws attnmap::Error when the file cannot be opened or mapped, or is malformed.
 RawWeights load_weights_safetensors(const std::string& path);
 

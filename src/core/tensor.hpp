@@ -1,18 +1,90 @@
 // tensor.hpp - a named float32 tensor as read from a weights file, and overflow-checked size helpers.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attnmap {
 
+/// A float32 buffer that either owns its values (a std::vector) or views values that live elsewhere - a
+/// tensor used in place from a memory-mapped safetensors file - and keeps that storage alive (`keep`,
+/// shared by every copy of the view). Reading never copies: data(), operator[], begin()/end() and size()
+/// are the same for both. Every mutating call (mutable_data, push_back, resize, reserve, assign, insert,
+/// clear) first makes the buffer own a copy of a viewed range, so a view's storage is never written.
+class Floats {
+ public:
+  using value_type = float;
+  using iterator = const float*;
+  using const_iterator = const float*;
+
+  Floats() = default;
+  Floats(std::vector<float> v) : own_(std::move(v)) {}  // NOLINT: implicit, as the vector it replaces
+  Floats(std::initializer_list<float> v) : own_(v) {}
+  Floats(size_t n, float value) : own_(n, value) {}
+  /// A view of n floats at p, valid while `keep` (the mapping that holds them) lives.
+  static Floats view(const float* p, size_t n, std::shared_ptr<const void> keep) {
+    Floats f;
+    f.view_ = p;
+    f.n_ = n;
+    f.keep_ = std::move(keep);
+    return f;
+  }
+  bool is_view() const { return view_ != nullptr; }
+
+  size_t size() const { return view_ ? n_ : own_.size(); }
+  bool empty() const { return size() == 0; }
+  const float* data() const { return view_ ? view_ : own_.data(); }
+  const float& operator[](size_t i) const { return data()[i]; }
+  const float* begin() const { return data(); }
+  const float* end() const { return data() + size(); }
+  /// The values as a std::vector (a copy), also implicitly where a vector is asked for.
+  std::vector<float> vec() const { return std::vector<float>(begin(), end()); }
+  operator std::vector<float>() const { return vec(); }  // NOLINT: implicit, as the vector it replaces
+
+  float* mutable_data() { return detach().data(); }
+  /// The owned vector itself (a view is copied into it first), for loops that fill it.
+  std::vector<float>& owned() { return detach(); }
+  void push_back(float v) { detach().push_back(v); }
+  void resize(size_t n, float v = 0.0f) { detach().resize(n, v); }
+  void reserve(size_t n) { detach().reserve(n); }
+  void assign(size_t n, float v) { detach().assign(n, v); }
+  template <class It>
+  void insert_back(It first, It last) { detach().insert(detach().end(), first, last); }
+  void clear() { *this = Floats(); }
+
+  friend bool operator==(const Floats& a, const Floats& b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
+  friend bool operator!=(const Floats& a, const Floats& b) { return !(a == b); }
+  friend bool operator==(const Floats& a, const std::vector<float>& b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
+  friend bool operator==(const std::vector<float>& a, const Floats& b) { return b == a; }
+
+ private:
+  std::vector<float>& detach() {
+    if (view_) {
+      own_.assign(view_, view_ + n_);
+      view_ = nullptr;
+      n_ = 0;
+      keep_.reset();
+    }
+    return own_;
+  }
+  std::vector<float> own_;
+  const float* view_ = nullptr;
+  size_t n_ = 0;
+  std::shared_ptr<const void> keep_;
+};
+
 /// A dense row-major (C order) float32 tensor. `shape` is the PyTorch shape; `data.size()` equals the
-/// product of `shape` (1 for a scalar, shape `()`).
+/// product of `shape` (1 for a scalar, shape `()`). `data` is a view into the file's mapping for a safetensors
+/// F32 tensor (load_weights_safetensors), its own copy otherwise.
 struct Tensor {
   std::vector<int64_t> shape;
-  std::vector<float> data;
+  Floats data;
 
   int64_t numel() const;
   int rank() const { return static_cast<int>(shape.size()); }

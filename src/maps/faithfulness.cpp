@@ -197,7 +197,9 @@ namespace {
 double unit(std::mt19937_64& g) { return (static_cast<double>(g() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
 // In place: values replaced by Gaussian ones with the tensor's own mean and standard deviation.
-void redraw(std::vector<float>& t, std::mt19937_64& g) {
+void redraw(Floats& w, std::mt19937_64& g) {
+  if (w.empty()) return;
+  std::vector<float>& t = w.owned();  // a view of a mapped file becomes a copy first
   if (t.empty()) return;
   double mean = 0, var = 0;
   for (float v : t) mean += v;
@@ -221,7 +223,7 @@ ViTWeights randomise_blocks(const ViTWeights& model, int from_block, uint64_t se
   for (int b = from_block; b < depth; ++b) {
     BlockWeights& blk = m.blocks[static_cast<size_t>(b)];
     std::mt19937_64 g(seed + static_cast<uint64_t>(b));
-    for (std::vector<float>* t : {&blk.norm1.weight, &blk.norm1.bias, &blk.qkv.weight, &blk.qkv.bias, &blk.proj.weight,
+    for (Floats* t : {&blk.norm1.weight, &blk.norm1.bias, &blk.qkv.weight, &blk.qkv.bias, &blk.proj.weight,
                                   &blk.proj.bias, &blk.norm2.weight, &blk.norm2.bias, &blk.fc1.weight, &blk.fc1.bias,
                                   &blk.fc2.weight, &blk.fc2.bias, &blk.ls1, &blk.ls2})
       redraw(*t, g);

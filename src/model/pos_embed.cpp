@@ -300,7 +300,7 @@ void resample_pos_embed(ViTWeights& w, int image_w, int image_h, PosInterp mode)
       for (int d = 0; d < D; ++d)
         pos[(prefix + n) * static_cast<size_t>(D) + static_cast<size_t>(d)] =
             res[static_cast<size_t>(d) * n_new + n];
-    w.pos_embed.swap(pos);
+    w.pos_embed = std::move(pos);
   }
   hp.image_w = image_w;
   hp.image_h = image_h;

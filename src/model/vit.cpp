@@ -79,7 +79,7 @@ void embed_tokens(float* x, const ViTWeights& w, const float* image) {
 namespace {
 
 // x (M, D) += gamma (D) * y (M, D), or x += y without LayerScale (empty gamma).
-void add_scaled(float* x, const float* y, const std::vector<float>& gamma, size_t M, int D) {
+void add_scaled(float* x, const float* y, const Floats& gamma, size_t M, int D) {
   kernels::residual_add(x, y, gamma.empty() ? nullptr : gamma.data(), M, D);
 }
 

@@ -37,7 +37,7 @@ void layernorm_taped(float* out, std::vector<float>* mean, std::vector<float>* r
 }
 
 // x (T, D) += gamma (D) * y (T, D), or x += y without LayerScale (empty gamma); vit_forward's order.
-void add_branch(float* x, const float* y, const std::vector<float>& gamma, int T, int D) {
+void add_branch(float* x, const float* y, const Floats& gamma, int T, int D) {
   const size_t n = static_cast<size_t>(T) * static_cast<size_t>(D);
   if (gamma.empty()) {
     for (size_t i = 0; i < n; ++i) x[i] += y[i];
@@ -47,7 +47,7 @@ void add_branch(float* x, const float* y, const std::vector<float>& gamma, int T
 }
 
 // d_branch (T, D) = gamma * d (the LayerScale backward to the branch); d itself without LayerScale.
-void scale_branch(float* out, const float* d, const std::vector<float>& gamma, int T, int D) {
+void scale_branch(float* out, const float* d, const Floats& gamma, int T, int D) {
   const size_t n = static_cast<size_t>(T) * static_cast<size_t>(D);
   for (size_t i = 0; i < n; ++i) out[i] = gamma.empty() ? d[i] : gamma[i % static_cast<size_t>(D)] * d[i];
 }
