@@ -143,6 +143,8 @@ TEST_F(MultiView, BadViewsAndOptionsAreOneLineAndStatus2) {
         Bad{"--views L3/mean --explain chefer", "cannot be combined with --explain"},
         Bad{"--views L1/mean --class 1", "--class chooses the class of a class-specific view"},
         Bad{"--views L-1/mean,L1/mean", "a second time"}, Bad{"--layers 3", "--layers expects all"},
+                       Bad{"--views rollout --layer 0", "--layer does not apply to --views"},
+                       Bad{"--views L1/mean --head max", "--head does not apply to --views"},
         Bad{"--views L3/mean --scale run --skip-existing", "cannot be combined with --skip-existing"},
         Bad{"--views L3/mean --scale run --shard 1/2", "cannot be combined with --shard"},
         Bad{"--scale run --rollout --layer 0", "only the rollout through every block is a view"}}) {

@@ -669,7 +669,7 @@ std::string run_scales_text(const RenderContext& ctx) {
   std::string out;
   for (const auto& [units, s] : ctx.run_scales) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "%s%s %.4g .. %.4g", out.empty() ? "" : ", ", units.c_str(), s.vmin, s.vmax);
+    std::snprintf(buf, sizeof buf, "%s%s %.9g .. %.9g", out.empty() ? "" : ", ", units.c_str(), s.vmin, s.vmax);
     out += buf;
   }
   return out;

@@ -170,7 +170,8 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   render->add_option("--scale", a.scale_s,
                      "what the colours stand for: map (each map its own min-max; NAME.png's default), figure (one "
-                     "scale per figure; the default of panels and strips) or VMIN,VMAX");
+                     "scale per figure; the default of panels and strips), run (one scale per unit over every map "
+                     "of the run) or VMIN,VMAX");
   render->add_option("--style", a.style_s, "overlay | mask (photo x map on black) | contour (iso-lines at the ticks)")
       ->capture_default_str();
   render->add_flag("--alpha-by-value", ro.alpha_by_value, "overlay opacity follows the value: --alpha x scaled value");

@@ -211,11 +211,11 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
                                      const std::vector<float>& map, const std::string& title) {
   const HParams& hp = ctx.model->hp;
   const RenderOptions& opt = *ctx.opt;
-  // The fused tile: what NAME.png shows; for a single --head without rollout, the mean over heads.
+  // The fused tile: what NAME.png shows; for a single --head, and with --rollout (whose rollout mass is another
+  // unit than the heads' attention probability, so it cannot share their scale), the mean over heads.
   std::vector<float> fused = map;
-  std::string name = opt.rollout ? "rollout 0\u2013" + std::to_string(ctx.layer) + " " + fusion_name(ctx.head, "head ")
-                                 : fusion_name(ctx.head, "head ");
-  if (!opt.rollout && ctx.head.fusion == HeadSelect::Fusion::Index) {
+  std::string name = fusion_name(ctx.head, "head ");
+  if (opt.rollout || ctx.head.fusion == HeadSelect::Fusion::Index) {
     fused = mean_map;
     name = "mean";
   }
@@ -223,7 +223,7 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
   for (const auto& m : head_maps) all.push_back(&m);
   all.push_back(&fused);
   const TilePhoto tp = tile_photo(photo, box);
-  const std::string units = map_units(opt);
+  const std::string units = "attention probability";  // every tile is one block's class-token attention
   const Scale scale = figure_scale(ctx, all, units);
   std::vector<Image> tiles;
   std::vector<std::string> labels;
@@ -243,7 +243,7 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
               (opt.rollout ? " (the last block of the rollout)" : "") + (opt.threshold ? ", DINO masks" : "");
   char mass[32] = "";
   if (opt.threshold) std::snprintf(mass, sizeof mass, "%g", static_cast<double>(*opt.threshold));
-  const bool mean_of_heads = !opt.rollout && ctx.head.fusion == HeadSelect::Fusion::Index;
+  const bool mean_of_heads = opt.rollout || ctx.head.fusion == HeadSelect::Fusion::Index;
   fig.note = "Tiles: heads 0\u2013" + std::to_string(hp.num_heads - 1) + " of block " + std::to_string(ctx.layer) +
              ", then " + (mean_of_heads ? "their mean"
                           : !ctx.views.empty() ? "the heads fused by " + fusion_name(ctx.head, "head ")

@@ -46,6 +46,22 @@ std::vector<ViewSpec> strip_views(const RenderContext& ctx, const HParams& hp) {
   return out;
 }
 
+// --layer / --head with --views only choose what a view name does not: attn-grad's block (no @L), --layers all's
+// fusion, the strips' block and fusion. Given for none of them, they would be ignored: refused instead.
+void check_layer_and_head_apply(const RenderContext& ctx, const RenderOptions& opt) {
+  if (opt.views.empty()) return;  // --layers all alone, or the single view run the views way
+  const bool strips = opt.heads_grid || opt.strip_layers;
+  const bool attn_grad_default = std::any_of(ctx.views.begin(), ctx.views.end(), [](const ResolvedView& v) {
+    return v.spec.kind == ViewKind::AttnGrad && !v.spec.layer_given;
+  });
+  if (opt.layer && !strips && !attn_grad_default)
+    throw Error("--layer does not apply to --views: name the block in the view (L2/mean, attn-grad@L2; rollout runs "
+                "through every block); --layer chooses only attn-grad's block and the strips'");
+  if (opt.head && !strips && !opt.layers_all)
+    throw Error("--head does not apply to --views: name the fusion in the view (L2/max, L2/h3, rollout/max); --head "
+                "chooses only --layers all's fusion and the strips'");
+}
+
 bool any_class_specific(const std::vector<ResolvedView>& views) {
   return std::any_of(views.begin(), views.end(), [](const ResolvedView& v) { return v.class_specific; });
 }
@@ -116,6 +132,7 @@ void make_views_context(RenderContext& ctx, const ViTWeights& model, const Rende
         ctx.views.push_back(std::move(r));
     }
   ctx.user_views = ctx.views.size();
+  check_layer_and_head_apply(ctx, opt);
   if (opt.discard > 0.0 && std::none_of(ctx.views.begin(), ctx.views.end(), [](const ResolvedView& v) {
         return v.spec.kind == ViewKind::Rollout;
       }))
