@@ -675,16 +675,6 @@ std::string run_scales_text(const RenderContext& ctx) {
   return out;
 }
 
-/// The model, loaded once for the run (position embeddings resampled to --size); its notices printed.
-ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_path) {
-  ViTWeights model = load_model(weights_path, opt.overrides);
-  if (opt.size)
-    resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1],
-                       opt.pos_interp ? *opt.pos_interp : default_pos_interp(model.hp).mode);
-  if (!opt.quiet)
-    for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
-  return model;
-}
 
 /// Every input's job and this shard's, with what the per-image checks need.
 struct JobPlan {
@@ -1062,6 +1052,16 @@ class BatchRun {
 };
 
 }  // namespace
+
+ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_path) {
+  ViTWeights model = load_model(weights_path, opt.overrides);
+  if (opt.size)
+    resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1],
+                       opt.pos_interp ? *opt.pos_interp : default_pos_interp(model.hp).mode);
+  if (!opt.quiet)
+    for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
+  return model;
+}
 
 int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   check_batch_options(opt, bopt);

@@ -109,6 +109,11 @@ void remove_made_folders(const std::vector<std::string>& made);
 /// source tree's weights/default.json. Throws attnmap::Error when neither exists.
 std::string default_weights_path();
 
+/// The model of a run (render, figure), loaded once: load_model with the command line's overrides, position
+/// embeddings resampled to --size (opt.pos_interp, else the layout's default); its notices printed unless
+/// quiet. Throws attnmap::Error from the loader (exit 2: unusable weights).
+ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_path);
+
 /// Runs `attnmap render`: weights loaded once (and hashed once for the settings record, make_provenance,
 /// that every output carries), the shard's images rendered by `jobs` worker threads (OpenBLAS
 /// single-threaded inside each worker when jobs > 1, all cores when jobs == 1), progress on standard error,

@@ -261,16 +261,6 @@ std::string check_out_file(const std::string& out, const std::string& weights_pa
   return check_output_file("-o", out, reads);
 }
 
-/// The model as render loads it (load_run_model): position embeddings resampled to --size, notices printed.
-ViTWeights load_figure_model(const RenderOptions& ro, const std::string& weights_path) {
-  ViTWeights model = load_model(weights_path, ro.overrides);
-  if (ro.size)
-    resample_pos_embed(model, (*ro.size)[0], (*ro.size)[1], ro.pos_interp ? *ro.pos_interp : default_pos_interp(model.hp).mode);
-  if (!ro.quiet)
-    for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
-  return model;
-}
-
 std::vector<ResolvedView> resolve_figure_views(const FigurePlan& p, const ViTWeights& model) {
   ViewSettings settings = p.settings;  // attn-grad without @L: the config's default view's block, as render
   settings.attn_grad_layer = model.hp.default_layer.value_or(-1);
@@ -436,7 +426,7 @@ int run_figure(const FigureArgs& a) {
   const std::string weights_path = a.weights.empty() ? default_weights_path() : a.weights;
   const FigureInputs in = plan_inputs(p);
   const std::string target = check_out_file(a.out, weights_path, in);
-  const ViTWeights model = load_figure_model(p.ro, weights_path);
+  const ViTWeights model = load_run_model(p.ro, weights_path);
   const std::vector<ResolvedView> views = resolve_figure_views(p, model);
   MadeFolders made{make_output_folder("-o", a.out, target)};  // -o's folder, probed; removed unless written
   // Once every usage check has passed (a refusal stays one line), as render.
