@@ -18,6 +18,7 @@ if [ "${ATTNMAP_QUICK:-0}" = 1 ]; then exit 0; fi
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNMAP_SANITIZE=ON -DATTNMAP_BUILD_TESTS=ON
 cmake --build build-asan -j"$jobs"
+LSAN_OPTIONS="suppressions=$(pwd)/tools/lsan.supp:print_suppressions=0" \
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900

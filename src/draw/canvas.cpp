@@ -127,7 +127,8 @@ namespace {
 // At exit: the calling thread's pango font map (worker threads' are freed when they end), so that a leak
 // checker sees only real leaks. fontconfig's own configuration is left to the process's end: FcFini() asserts
 // (fccache.c FcCacheFini, abort) when a font cache is still referenced, which pango's font-loading thread or a
-// worker thread's font map ending at that moment can do - one run in a hundred aborted at exit that way.
+// worker thread's font map ending at that moment can do - one run in a hundred aborted at exit that way. The
+// sanitizer stage suppresses fontconfig's allocations alone (tools/lsan.supp).
 void release_fonts() { pango_cairo_font_map_set_default(nullptr); }
 }  // namespace
 
