@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "app/provenance.hpp"
 #include "app/render.hpp"
@@ -325,7 +326,9 @@ RenderResult draw_job_views(const RenderContext& ctx, const Job& job, const Comp
   RenderResult res;
   res.notes = cv.notes;
   res.top5 = cv.top5;
-  const Image photo = cv.photo ? *cv.photo : load_image(job.input, opt.load);
+  std::optional<Image> reread;  // --scale run kept no photo: decoded again; otherwise the one computed from
+  if (!cv.photo) reread = load_image(job.input, opt.load);
+  const Image& photo = cv.photo ? *cv.photo : *reread;
   int bx = 0, by = 0, bw = 0, bh = 0;
   box_pixels(cv.box, photo.width, photo.height, &bx, &by, &bw, &bh);
   check_per_class_outputs(ctx, job, cv);
