@@ -80,6 +80,91 @@ TEST(Sgemm, TilesGiveTheSameBitsOnOneTwoAndThreeThreads) {
   }
 }
 
+// Y (M, N) = X W^T + b in double, for checking a float product.
+double linear_ref(const std::vector<float>& X, const std::vector<float>& W, const std::vector<float>& b, int K, int i,
+                  int j) {
+  double s = b[static_cast<size_t>(j)];
+  for (int k = 0; k < K; ++k)
+    s += static_cast<double>(X[static_cast<size_t>(i) * K + k]) * W[static_cast<size_t>(j) * K + k];
+  return s;
+}
+
+// linear(Y, X, LinearW, M): with oneDNN the weights are packed once and kept with them (Floats::derived); a
+// change to the weights drops the packed copy, so a product never uses stale weights; copies share it.
+TEST(Sgemm, LinearWeightsArePackedOnceAndNeverStale) {
+  PoolSize restore;
+  set_blas_threads(2);
+  const int M = 37, N = 70, K = 45;
+  LinearW lin;
+  lin.out = N;
+  lin.in = K;
+  lin.weight = randoms(static_cast<size_t>(N) * K, 11);
+  lin.bias = randoms(static_cast<size_t>(N), 12);
+  const std::vector<float> X = randoms(static_cast<size_t>(M) * K, 13);
+  std::vector<float> Y(static_cast<size_t>(M) * N);
+  auto check = [&](const char* when) {
+    const std::vector<float> W = lin.weight.vec(), b = lin.bias.vec();
+    double worst = 0;
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j)
+        worst = std::max(worst, std::fabs(Y[static_cast<size_t>(i) * N + j] - linear_ref(X, W, b, K, i, j)));
+    EXPECT_LT(worst, 1e-4) << when;
+  };
+  linear(Y.data(), X.data(), lin, M);
+  check("first product");
+  const bool onednn = std::string(gemm_backend()) == "onednn";
+  EXPECT_EQ(lin.weight.derived() != nullptr, onednn);
+  const std::shared_ptr<const void> packed = lin.weight.derived();
+  linear(Y.data(), X.data(), lin, M);
+  EXPECT_EQ(lin.weight.derived(), packed);  // reused, not packed again
+  const LinearW copy = lin;
+  EXPECT_EQ(copy.weight.derived(), packed);
+  lin.weight.mutable_data()[5] += 3.0f;  // row 0, column 5 of W: column 0 of Y changes
+  EXPECT_EQ(lin.weight.derived(), nullptr);
+  linear(Y.data(), X.data(), lin, M);
+  check("after a change to the weights");
+  std::vector<float> Yc(Y.size());
+  linear(Yc.data(), X.data(), copy, M);  // the unchanged copy still gives the old product
+  EXPECT_NE(Yc[0], Y[0]);
+  EXPECT_EQ(copy.weight.derived(), packed);
+}
+
+// With oneDNN's blocked kernels (AVX-512) each row of a linear() product is computed the same way whatever the
+// product's row count and wherever the row tiles cut it, so B images through one forward get exactly the bits
+// each gets alone. OpenBLAS, and oneDNN's fallback on older CPUs (ctest Sgemm.OneDnnAvx2Fallback runs these
+// tests with ONEDNN_MAX_CPU_ISA=AVX2), round a row by the tile it falls in: there, rounding only.
+TEST(Sgemm, PackedRowsDoNotDependOnTheTile) {
+  PoolSize restore;
+  set_blas_threads(2);
+  const int M = 1576, N = 768, K = 96;
+  LinearW lin;
+  lin.out = N;
+  lin.in = K;
+  lin.weight = randoms(static_cast<size_t>(N) * K, 21);
+  lin.bias = randoms(static_cast<size_t>(N), 22);
+  const std::vector<float> X = randoms(static_cast<size_t>(M) * K, 23);
+  std::vector<float> all(static_cast<size_t>(M) * N);
+  linear(all.data(), X.data(), lin, M);
+  const bool exact = linear_rows_independent();
+  std::printf("%s, rows independent of the tile: %d\n", gemm_backend(), int(exact));
+  double worst = 0;
+  for (int rows : {1, 5, 197, 1000}) {
+    for (int i0 : {0, 333, M - rows}) {
+      std::vector<float> part(static_cast<size_t>(rows) * N);
+      linear(part.data(), X.data() + static_cast<size_t>(i0) * K, lin, rows);
+      const std::vector<float> want(all.begin() + static_cast<long>(i0) * N, all.begin() + static_cast<long>(i0 + rows) * N);
+      if (exact) {
+        EXPECT_TRUE(same_bits(part, want)) << rows << " rows from row " << i0;
+      }
+      for (size_t k = 0; k < part.size(); ++k) worst = std::max(worst, std::fabs(double(part[k]) - want[k]));
+    }
+  }
+  EXPECT_LT(worst, 1e-4);
+  for (int i : {0, 700, M - 1})
+    for (int j : {0, 400, N - 1})
+      EXPECT_NEAR(all[static_cast<size_t>(i) * N + j], linear_ref(X, lin.weight.vec(), lin.bias.vec(), K, i, j), 1e-4);
+}
+
 TEST(Kernels, AgreeWithDoubleReferencesIncludingRowTails) {
   PoolSize restore;
   set_blas_threads(2);
@@ -151,11 +236,11 @@ TEST(Threads, ForwardGivesTheSameBitsOnOneAndTwoPoolThreads) {
   EXPECT_EQ(rows[0].size(), 3u * 197u);
 }
 
-// Several images through one forward (their B*T rows in one product per linear layer) are NOT bit-identical
-// to each image alone: the row tiles of a product depend on M = B*T (model/sgemm.cpp), and OpenBLAS's results
-// for a row depend on where its tile cuts it. They agree to rounding. Pinned here because a `render --batch N`
-// that must write the bytes of --batch 1 cannot simply pass N images to vit_forward (docs/performance.md).
-TEST(Threads, BatchOfImagesAgreesWithEachImageAloneToRoundingOnly) {
+// Several images through one forward (their B*T rows in one product per linear layer): with oneDNN's blocked
+// kernels each image gets exactly the bits it gets alone (Sgemm.PackedRowsDoNotDependOnTheTile);
+// with OpenBLAS the row tiles of a product depend on M = B*T and a row's rounding on where its tile cuts it,
+// so they agree to rounding only.
+TEST(Threads, BatchOfImagesGivesEachImageItsBitsAlone) {
   PoolSize restore;
   const std::string dir = fixture("timm_224") + "/";
   const ViTWeights w = load_model(dir + "weights.json");
@@ -174,8 +259,12 @@ TEST(Threads, BatchOfImagesAgreesWithEachImageAloneToRoundingOnly) {
     all_same = all_same && same_bits(batch[i].attn, one.attn);
     for (size_t k = 0; k < one.attn.size(); ++k) worst = std::max(worst, std::fabs(double(batch[i].attn[k]) - one.attn[k]));
   }
-  std::printf("batched vs alone: max |diff| of the probabilities %.3g, bit-identical: %d\n", worst, int(all_same));
-  EXPECT_LT(worst, 5e-6);  // measured 8.3e-7 (timm_224 fixture, OpenBLAS Haswell kernels); parity tolerance is 1e-5
+  std::printf("batched vs alone (%s): max |diff| of the probabilities %.3g, bit-identical: %d\n", gemm_backend(), worst,
+              int(all_same));
+  if (linear_rows_independent()) {
+    EXPECT_TRUE(all_same);
+  }
+  EXPECT_LT(worst, 5e-6);  // OpenBLAS: measured 8.3e-7 (timm_224 fixture, Haswell kernels); parity tolerance is 1e-5
 }
 
 }  // namespace

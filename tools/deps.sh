@@ -6,7 +6,7 @@
 set -euo pipefail
 RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev libfast-float-dev libopenblas-dev
          libspng-dev libexif-dev libwebp-dev libtiff-dev fonts-dejavu-core libcairo2-dev libpango1.0-dev
-         libssl-dev libzip-dev zlib1g-dev libsleef-dev)
+         libssl-dev libzip-dev zlib1g-dev libsleef-dev libdnnl-dev)
 # slurm-wlm (slurmctld, slurmd, slurm-client) and munge: ctest Slurm.ArrayJobShardsEqualOneRun starts its own
 # daemons (no service is enabled or started by that test); python3 reads its manifests.
 # nodejs, npm and chromium: ctest Gallery.Browser drives Debian's chromium headless through puppeteer-core

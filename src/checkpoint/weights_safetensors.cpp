@@ -255,7 +255,7 @@ void read_metadata_config(const json& header, const std::string& path, RawWeight
 
 // An F32 tensor of n values at p used in place: every value checked finite (the message convert() gives),
 // then a view kept alive by `keep`.
-Floats view_f32(const uint8_t* p, size_t n, const std::shared_ptr<const void>& keep,
+Floats view_f32(const uint8_t* p, size_t n, const std::shared_ptr<const void>& keep, bool file_mapped,
                 const std::function<void(const std::string&)>& fail) {
   const float* f = reinterpret_cast<const float*>(p);
   uint32_t bad = 0;  // exponent all ones: infinity or NaN; one pass without branches, then find the first
@@ -267,7 +267,7 @@ Floats view_f32(const uint8_t* p, size_t n, const std::shared_ptr<const void>& k
   if (bad)
     for (size_t i = 0; i < n; ++i)
       if (!std::isfinite(f[i])) fail("holds a non-finite value (" + std::to_string(f[i]) + ") at element " + std::to_string(i));
-  return Floats::view(f, n, keep);
+  return Floats::view(f, n, keep, file_mapped);
 }
 
 // True when an F32 tensor at p can be read in place as floats: a little-endian host and 4-byte alignment
@@ -285,7 +285,7 @@ bool in_place(const uint8_t* p) {
 // the mapping (and the tensor is aligned), converted to float32 otherwise; entries of a dtype attnmap does
 // not read into raw.skipped, with a notice naming the first few.
 void read_tensors(const std::vector<Entry>& entries, const uint8_t* base, const std::string& path, RawWeights& raw,
-                  const std::shared_ptr<const void>& keep) {
+                  const std::shared_ptr<const void>& keep, bool file_mapped) {
   for (const Entry& en : entries) {
     if (en.dtype->kind == Kind::Skip) {
       raw.skipped[en.name] = en.dtype->name;
@@ -297,7 +297,7 @@ void read_tensors(const std::vector<Entry>& entries, const uint8_t* base, const 
     const uint8_t* p = base + en.begin;
     const size_t n = static_cast<size_t>(t.numel());
     if (keep && en.dtype->kind == Kind::F32 && n > 0 && in_place(p))
-      t.data = view_f32(p, n, keep, fail);
+      t.data = view_f32(p, n, keep, file_mapped, fail);
     else
       t.data = convert(p, n, en.dtype->kind, fail);
     raw.tensors.emplace(en.name, std::move(t));
@@ -315,7 +315,7 @@ void read_tensors(const std::vector<Entry>& entries, const uint8_t* base, const 
 }  // namespace
 
 RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std::string& path,
-                                     const std::shared_ptr<const void>& keep) {
+                                     const std::shared_ptr<const void>& keep, bool keep_is_file_mapping) {
   uint64_t n = 0;
   const json header = parse_header(data, size, path, n);
   const uint64_t data_size = size - 8 - n;
@@ -326,14 +326,14 @@ RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std
   RawWeights raw;
   raw.path = path;
   read_metadata_config(header, path, raw);
-  read_tensors(entries, base, path, raw, keep);
+  read_tensors(entries, base, path, raw, keep, keep_is_file_mapping);
   return raw;
 }
 
 RawWeights load_weights_safetensors(const std::string& path) {
   // F32 tensors stay in the mapping (views that share `file`); it is unmapped with the last of them.
   const std::shared_ptr<const MappedFile> file = std::make_shared<const MappedFile>(path);
-  return parse_weights_safetensors(file->data(), file->size(), path, file);  // a file under 8 bytes: "too short"
+  return parse_weights_safetensors(file->data(), file->size(), path, file, /*keep_is_file_mapping=*/true);  // a file under 8 bytes: "too short"
 }
 
 }  // namespace attnmap

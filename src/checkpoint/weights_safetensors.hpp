@@ -27,8 +27,11 @@ namespace attnmap {
 /// With `keep` (an owner of the memory at `data`, e.g. its mapping) F32 tensors that are 4-byte aligned on a
 /// little-endian host are not copied: their Tensor::data is a view into `data` (values checked finite) that
 /// holds `keep`. Without it every tensor is copied, and `data` may be released after the call.
+/// `keep_is_file_mapping`: `data` is a read-only mapping of a file, so the views may hand their pages back to
+/// the system once the GEMM back-end holds a packed copy (Floats::drop_mapped_pages).
 RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std::string& path,
-                                     const std::shared_ptr<const void>& keep = nullptr);
+                                     const std::shared_ptr<const void>& keep = nullptr,
+                                     bool keep_is_file_mapping = false);
 
 /// Memory-maps `path` (read-only, POSIX mmap, MAP_PRIVATE) and parses it with parse_weights_safetensors,
 /// F32 tensors used in place: the mapping lives as long as any tensor (or ViTWeights built from them) viewing

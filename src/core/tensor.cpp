@@ -2,9 +2,20 @@
 
 #include <limits>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "core/error.hpp"
 
 namespace attnmap {
+
+void Floats::drop_mapped_pages() const {
+  if (!view_ || !file_mapped_ || n_ == 0) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(view_) + page - 1) / page * page;  // whole pages inside
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(view_ + n_)) / page * page;
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // advice: a failure costs memory only
+}
 
 int64_t Tensor::numel() const {
   int64_t n = 1;

@@ -1,6 +1,7 @@
 // tensor.hpp - a named float32 tensor as read from a weights file, and overflow-checked size helpers.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -27,15 +28,28 @@ class Floats {
   Floats(std::vector<float> v) : own_(std::move(v)) {}  // NOLINT: implicit, as the vector it replaces
   Floats(std::initializer_list<float> v) : own_(v) {}
   Floats(size_t n, float value) : own_(n, value) {}
-  /// A view of n floats at p, valid while `keep` (the mapping that holds them) lives.
-  static Floats view(const float* p, size_t n, std::shared_ptr<const void> keep) {
+  /// A view of n floats at p, valid while `keep` (the mapping that holds them) lives. `file_mapped`: p lies in
+  /// a read-only mapping of a file, whose pages drop_mapped_pages() may hand back to the system.
+  static Floats view(const float* p, size_t n, std::shared_ptr<const void> keep, bool file_mapped = false) {
     Floats f;
     f.view_ = p;
     f.n_ = n;
     f.keep_ = std::move(keep);
+    f.file_mapped_ = file_mapped;
     return f;
   }
   bool is_view() const { return view_ != nullptr; }
+
+  /// For a view of a read-only file mapping: tells the system that the whole pages inside the view are not
+  /// needed in memory now (madvise MADV_DONTNEED), so they stop counting in the process's resident size;
+  /// reading them again reads them from the file. Nothing happens for an owned buffer or another view.
+  void drop_mapped_pages() const;
+
+  /// A form of these values derived by a later stage and kept with them: the GEMM back-end's packed copy of
+  /// a weight matrix (model/sgemm.cpp). Dropped by every mutating call, so it never outlives the values it
+  /// was made from; copies share it (they hold the same values). Safe to read and set from several threads.
+  std::shared_ptr<const void> derived() const { return std::atomic_load(&derived_); }
+  void set_derived(std::shared_ptr<const void> d) const { std::atomic_store(&derived_, std::move(d)); }
 
   size_t size() const { return view_ ? n_ : own_.size(); }
   bool empty() const { return size() == 0; }
@@ -65,11 +79,13 @@ class Floats {
 
  private:
   std::vector<float>& detach() {
+    std::atomic_store(&derived_, std::shared_ptr<const void>());
     if (view_) {
       own_.assign(view_, view_ + n_);
       view_ = nullptr;
       n_ = 0;
       keep_.reset();
+      file_mapped_ = false;
     }
     return own_;
   }
@@ -77,6 +93,8 @@ class Floats {
   const float* view_ = nullptr;
   size_t n_ = 0;
   std::shared_ptr<const void> keep_;
+  bool file_mapped_ = false;
+  mutable std::shared_ptr<const void> derived_;
 };
 
 /// A dense row-major (C order) float32 tensor. `shape` is the PyTorch shape; `data.size()` equals the

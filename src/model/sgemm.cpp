@@ -4,13 +4,24 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
+#include <unordered_map>
 
+#include "core/error.hpp"
 #include "model/thread_pool.hpp"
 
 #if defined(ATTNMAP_GEMM_ONEDNN)
-#include <oneapi/dnnl/dnnl.h>
-#include <omp.h>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
+
+// Debian's libdnnl runs its parallel regions on OpenMP (libgomp, linked by the build).
+extern "C" void omp_set_num_threads(int);
 #endif
 
 namespace attnmap {
@@ -48,17 +59,23 @@ Tiling tiling(int M, int N) {
 
 // One tile: C(m, n) = alpha op(A) op(B) + beta C, row-major, on the calling thread. The back-end is chosen
 // at configure time (-DATTNMAP_GEMM=openblas|onednn); this is the only place that knows it.
+#if defined(ATTNMAP_GEMM_ONEDNN)
+// oneDNN would start an OpenMP team of its own from every pool thread; one thread each (the pool is the
+// parallelism), so a tile's rounding never depends on a thread count.
+void one_omp_thread() {
+  thread_local const bool once = (omp_set_num_threads(1), true);
+  (void)once;
+}
+#endif
+
 void gemm_tile(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* A, int lda,
                const float* B, int ldb, float beta, float* C, int ldc) {
 #if defined(ATTNMAP_GEMM_ONEDNN)
-  // oneDNN's sgemm would start an OpenMP team of its own from every pool thread; one thread each, so the
-  // tile's rounding never depends on a thread count.
-  thread_local const bool one_thread = (omp_set_num_threads(1), true);
-  (void)one_thread;
+  one_omp_thread();
   dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 #else
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
-              alpha, A, lda, B, ldb, beta, C, ldc);
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n,
+              k, alpha, A, lda, B, ldb, beta, C, ldc);
 #endif
 }
 
@@ -96,6 +113,161 @@ void tiled(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
   });
 }
 
+#if defined(ATTNMAP_GEMM_ONEDNN)
+// ---- oneDNN matmul on pre-packed weights (linear(Y, X, LinearW, M)) -------------------------------------
+using dnnl::memory;
+using Dims = memory::dims;
+constexpr memory::data_type kF32 = memory::data_type::f32;
+
+// One CPU engine for the whole run, never destroyed: the pool threads' streams may outlive static objects.
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *e;
+}
+
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream s(cpu_engine());
+  return s;
+}
+
+// (m, n) row-major with row stride ld.
+memory::desc rows_md(int m, int n, int ld) {
+  return memory::desc(Dims{m, n}, kF32, Dims{ld, 1});
+}
+
+// A block of n rows of W (N, K) row-major, as matmul's (K, n) weights: column-major, leading dimension k.
+memory::desc user_weights_md(int k, int n) {
+  return memory::desc(Dims{k, n}, kF32, Dims{1, k});
+}
+
+// Rows of one linear() product per tile: about kPackedRowTarget, an even number of tiles when there are
+// several (2 threads get equal shares), heights equal to within one row. oneDNN's matmul kernels take dense
+// rows only (no row stride), so a tile is whole rows of X and Y; each row of Y comes out the same whatever
+// the tile (checked by Sgemm.PackedRowsDoNotDependOnTheTile), so the bits depend on neither M nor threads.
+constexpr int kPackedRowTarget = 64;
+
+struct RowTiles {
+  int count = 0, height = 0;
+};
+
+RowTiles row_tiles(int M) {
+  RowTiles t;
+  t.count = (M + kPackedRowTarget - 1) / kPackedRowTarget;
+  if (t.count > 1 && t.count % 2 == 1) ++t.count;
+  t.height = (M + t.count - 1) / t.count;
+  t.count = (M + t.height - 1) / t.height;
+  return t;
+}
+
+// The layout oneDNN's matmul kernels want for (k, n) weights on this CPU (format "any", asked for a tile of
+// kPackedRowTarget rows); every tile's primitive is then made for this layout, whatever its row count.
+memory::desc packed_weights_md(int n, int k) {
+  const memory::desc any(Dims{k, n}, kF32, memory::format_tag::any);
+  const dnnl::matmul::primitive_desc pd(
+      dnnl::matmul::desc(rows_md(kPackedRowTarget, k, k), any,
+                         memory::desc(Dims{1, n}, kF32, memory::format_tag::ab),
+                         rows_md(kPackedRowTarget, n, n)),
+      cpu_engine());
+  return pd.weights_desc();
+}
+
+// lin.weight (N, K) packed for the matmul kernels.
+struct PackedLinear {
+  int N = 0, K = 0;
+  memory::desc md;
+  memory values;
+};
+
+std::shared_ptr<const PackedLinear> pack_linear(const LinearW& lin) {
+  one_omp_thread();
+  auto p = std::make_shared<PackedLinear>();
+  p->N = lin.out;
+  p->K = lin.in;
+  p->md = packed_weights_md(p->N, p->K);
+  p->values = memory(p->md, cpu_engine());
+  memory user(user_weights_md(p->K, p->N), cpu_engine(), const_cast<float*>(lin.weight.data()));
+  dnnl::reorder(user, p->values).execute(thread_stream(), user, p->values);
+  thread_stream().wait();
+  return p;
+}
+
+// The packed form of lin.weight: made once (under a lock, so that image workers starting together pack it
+// once), then kept with the weights; weights viewed in place from a file hand their pages back.
+std::shared_ptr<const PackedLinear> packed(const LinearW& lin) {
+  auto ok = [&](const std::shared_ptr<const PackedLinear>& p) {
+    return p && p->N == lin.out && p->K == lin.in;
+  };
+  std::shared_ptr<const PackedLinear> p = std::static_pointer_cast<const PackedLinear>(lin.weight.derived());
+  if (ok(p)) return p;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lk(mu);
+  p = std::static_pointer_cast<const PackedLinear>(lin.weight.derived());
+  if (ok(p)) return p;
+  try {
+    p = pack_linear(lin);
+  } catch (const dnnl::error& e) {
+    throw Error("oneDNN cannot pack a (" + std::to_string(lin.out) + ", " + std::to_string(lin.in) +
+                ") weight matrix: " + e.what());
+  }
+  lin.weight.set_derived(p);
+  lin.weight.drop_mapped_pages();
+  return p;
+}
+
+// The matmul primitive of one tile shape: dense (m, K) rows times the packed (K, N) weights, plus the bias
+// when `bias`, into dense (m, N) rows, and the scratch memory it needs (bytes). Made once per shape and kept
+// for the run (oneDNN generates its kernels when a primitive is made). The scratch memory is the caller's
+// (thread_scratch), not allocated by oneDNN on every call.
+struct TilePrimitive {
+  dnnl::matmul prim;
+  size_t scratch_bytes = 0;
+};
+
+TilePrimitive tile_primitive(int m, const PackedLinear& p, bool bias) {
+  using Key = std::tuple<int, int, int, bool>;
+  static std::mutex mu;
+  static auto* cache = new std::map<Key, TilePrimitive>;  // kept until exit, as the engine
+  const Key key{m, p.N, p.K, bias};
+  std::lock_guard<std::mutex> lk(mu);
+  auto it = cache->find(key);
+  if (it != cache->end()) return it->second;
+  try {
+    const memory::desc bias_md =
+        bias ? memory::desc(Dims{1, p.N}, kF32, memory::format_tag::ab) : memory::desc();
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::matmul::primitive_desc pd(
+        dnnl::matmul::desc(rows_md(m, p.K, p.K), p.md, bias_md, rows_md(m, p.N, p.N)), attr, cpu_engine());
+    return cache->emplace(key, TilePrimitive{dnnl::matmul(pd), pd.scratchpad_desc().get_size()})
+        .first->second;
+  } catch (const dnnl::error& e) {
+    throw Error("oneDNN has no matmul for a (" + std::to_string(m) + ", " + std::to_string(p.K) + ") x (" +
+                std::to_string(p.K) + ", " + std::to_string(p.N) + ") product: " + e.what());
+  }
+}
+
+// One tile of linear(): dense rows X (m, K) times the packed weights into dense Y (m, N), + bias (N).
+void packed_tile(const PackedLinear& p, int m, const float* X, const float* bias, float* Y) {
+  one_omp_thread();
+  const TilePrimitive tp = tile_primitive(m, p, bias != nullptr);
+  const dnnl::engine& eng = cpu_engine();
+  thread_local std::vector<uint8_t> scratch;  // this thread's scratch memory, grown to the largest asked
+  if (scratch.size() < tp.scratch_bytes) scratch.resize(tp.scratch_bytes);
+  memory src(rows_md(m, p.K, p.K), eng, const_cast<float*>(X));
+  memory dst(rows_md(m, p.N, p.N), eng, Y);
+  memory pad(memory::desc(Dims{static_cast<memory::dim>(std::max<size_t>(tp.scratch_bytes, 1))},
+                          memory::data_type::u8, memory::format_tag::a),
+             eng, scratch.empty() ? nullptr : scratch.data());
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, p.values}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad}};
+  if (bias != nullptr)
+    args.emplace(DNNL_ARG_BIAS, memory(memory::desc(Dims{1, p.N}, kF32, memory::format_tag::ab), eng,
+                                       const_cast<float*>(bias)));
+  tp.prim.execute(thread_stream(), args);
+  thread_stream().wait();
+}
+#endif
+
 }  // namespace
 
 void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
@@ -107,9 +279,51 @@ void linear(float* Y, const float* X, const float* W, const float* b, int M, int
   const size_t n = static_cast<size_t>(N);
   auto bias = [&](int i0, int mi, int j0, int nj) {
     if (b == nullptr) return;
-    for (int i = i0; i < i0 + mi; ++i) std::copy_n(b + j0, nj, Y + static_cast<size_t>(i) * n + static_cast<size_t>(j0));
+    for (int i = i0; i < i0 + mi; ++i)
+      std::copy_n(b + j0, nj, Y + static_cast<size_t>(i) * n + static_cast<size_t>(j0));
   };
   tiled(false, true, M, N, K, 1.0f, X, K, W, K, b != nullptr ? 1.0f : 0.0f, Y, N, bias);
+}
+
+void linear(float* Y, const float* X, const LinearW& lin, int M) {
+  const float* bias = lin.bias.empty() ? nullptr : lin.bias.data();
+#if defined(ATTNMAP_GEMM_ONEDNN)
+  own_threads_off();
+  const size_t N = static_cast<size_t>(lin.out), K = static_cast<size_t>(lin.in);
+  if (M <= 0 || N == 0) return;
+  const RowTiles t = row_tiles(M);
+  const std::shared_ptr<const PackedLinear> p = packed(lin);
+  parallel_for(t.count, [&](int k) {
+    const int i0 = k * t.height, mi = std::min(t.height, M - i0);
+    const size_t si = static_cast<size_t>(i0);
+    packed_tile(*p, mi, X + si * K, bias, Y + si * N);
+  });
+#else
+  linear(Y, X, lin.weight.data(), bias, M, lin.out, lin.in);
+#endif
+}
+
+bool linear_rows_independent() {
+#if defined(ATTNMAP_GEMM_ONEDNN)
+  static const bool brgemm = [] {
+    one_omp_thread();
+    const memory::desc any(Dims{64, 64}, kF32, memory::format_tag::any);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(rows_md(64, 64, 64), any, rows_md(64, 64, 64)),
+                                          cpu_engine());
+    return std::string(pd.impl_info_str()).rfind("brg", 0) == 0;
+  }();
+  return brgemm;
+#else
+  return false;
+#endif
+}
+
+const char* gemm_backend() {
+#if defined(ATTNMAP_GEMM_ONEDNN)
+  return "onednn";
+#else
+  return "openblas";
+#endif
 }
 
 void set_blas_threads(int n) {

@@ -1,6 +1,8 @@
-// sgemm.hpp - the one wrapper around the GEMM library (oneDNN or OpenBLAS) that every matrix product goes through; the
-// only file that knows which library runs the products.
+// sgemm.hpp - the one wrapper around the GEMM library (oneDNN or OpenBLAS) that every matrix product goes
+// through; the only file that knows which library runs the products.
 #pragma once
+
+#include "checkpoint/weights.hpp"
 
 namespace attnmap {
 
@@ -18,8 +20,28 @@ namespace attnmap {
 void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc);
 
-/// Y(M,N) = X(M,K) * W(N,K)^T + b(N): a PyTorch nn.Linear on M rows. `b` may be null.
+/// Y(M,N) = X(M,K) * W(N,K)^T + b(N): a PyTorch nn.Linear on M rows. `b` may be null. W is used as it is
+/// (no packed copy is kept): for weights that change, or products made once.
 void linear(float* Y, const float* X, const float* W, const float* b, int M, int N, int K);
+
+/// Y(M, lin.out) = X(M, lin.in) * lin.weight^T + lin.bias: a model's nn.Linear on M rows, the product the
+/// forward pass spends its time in. With the oneDNN back-end the weights are packed once into the layout of
+/// its matmul kernels, one block of output columns at a time (the tiles' column blocks), kept with
+/// lin.weight (Floats::derived; a change to the weights drops it) and reused by every later call, as ONNX
+/// Runtime pre-packs its initializers; a weight tensor viewed in place from a file mapping then hands its
+/// pages back to the system (the packed copy replaces them in memory). Each row of Y is computed the same
+/// way whatever M is, so a batch of images gives each image the bits it gets alone. OpenBLAS back-end: the
+/// same as linear(Y, X, W, b, M, N, K). Throws attnmap::Error when the back-end refuses the shape.
+void linear(float* Y, const float* X, const LinearW& lin, int M);
+
+/// The GEMM back-end this build runs linear() and sgemm() on: "onednn" or "openblas" (-DATTNMAP_GEMM).
+const char* gemm_backend();
+
+/// True when each row of a linear() product is computed the same way whatever the product's row count, so
+/// that B images through one forward pass get exactly the bits each gets alone: oneDNN's blocked (brgemm)
+/// kernels, chosen on CPUs with AVX-512. False with OpenBLAS, and with oneDNN's fallback on older CPUs
+/// (their rounding of a row depends on the tile it falls in; the results agree to rounding).
+bool linear_rows_independent();
 
 /// Number of threads the forward pass may use: sizes the one thread pool (set_pool_threads) that sgemm's
 /// tiles, the attention heads and the element-wise kernels run on (1 inside image-parallel batch runs);

@@ -53,8 +53,7 @@ void embed_tokens(float* x, const ViTWeights& w, const float* image) {
   const std::vector<float> patches = patchify(image, hp.image_h, hp.image_w, P);  // (N, 3*P*P)
   float* xp = x + static_cast<size_t>(hp.num_prefix) * D;                        // (N, D)
   if (w.patch_embed.present()) {
-    linear(xp, patches.data(), w.patch_embed.weight.data(),
-           w.patch_embed.bias.empty() ? nullptr : w.patch_embed.bias.data(), N, D, w.patch_embed.in);
+    linear(xp, patches.data(), w.patch_embed, N);
   } else {
     std::copy(patches.begin(), patches.end(), xp);  // seed layout: D == 3*P*P
   }
@@ -121,14 +120,13 @@ std::vector<ForwardResult> make_results(int B, int L, int H, int T, bool keep_fu
 
 // qkv (B*T, 3*inner) = LN1(x) (B*T, D) @ W_qkv^T + b_qkv; no LN1 in the seed layout.
 void qkv_forward(Activations& a, const BlockWeights& blk, const HParams& hp, int BT) {
-  const int D = hp.dim, inner = hp.inner();
+  const int D = hp.dim;
   const float* ln_in = a.x.data();
   if (blk.norm1.present()) {
     layernorm_forward(a.xn.data(), a.x.data(), blk.norm1.weight.data(), blk.norm1.bias.data(), BT, D, hp.eps);
     ln_in = a.xn.data();
   }
-  linear(a.qkv.data(), ln_in, blk.qkv.weight.data(), blk.qkv.bias.empty() ? nullptr : blk.qkv.bias.data(), BT,
-         3 * inner, D);
+  linear(a.qkv.data(), ln_in, blk.qkv, BT);  // (B*T, 3*inner)
 }
 
 // The drawn layer l: only the class token's row of each head's probabilities is needed, (1, T) per
@@ -178,15 +176,14 @@ void seed_output(std::vector<ForwardResult>& res, const Activations& a, const HP
 // x = x + ls1 * proj(attn); x = x + ls2 * fc2(gelu(fc1(LN2(x)))) (LayerScale, Touvron et al. 2021);
 // x (B*T, D), att (B*T, inner), hid (B*T, M).
 void residual_mlp_forward(Activations& a, const BlockWeights& blk, const HParams& hp, int BT) {
-  const int D = hp.dim, inner = hp.inner();
-  linear(a.xn.data(), a.att.data(), blk.proj.weight.data(), blk.proj.bias.empty() ? nullptr : blk.proj.bias.data(), BT, D,
-         inner);
+  const int D = hp.dim;
+  linear(a.xn.data(), a.att.data(), blk.proj, BT);  // (B*T, D)
   add_scaled(a.x.data(), a.xn.data(), blk.ls1, static_cast<size_t>(BT), D);  // x += ls1 * proj(attn)
   layernorm_forward(a.xn.data(), a.x.data(), blk.norm2.weight.data(), blk.norm2.bias.data(), BT, D, hp.eps);
   const int M = blk.fc1.out;
-  linear(a.hid.data(), a.xn.data(), blk.fc1.weight.data(), blk.fc1.bias.empty() ? nullptr : blk.fc1.bias.data(), BT, M, D);
+  linear(a.hid.data(), a.xn.data(), blk.fc1, BT);  // (B*T, M)
   gelu_forward(a.hid.data(), static_cast<size_t>(BT) * M);
-  linear(a.xn.data(), a.hid.data(), blk.fc2.weight.data(), blk.fc2.bias.empty() ? nullptr : blk.fc2.bias.data(), BT, D, M);
+  linear(a.xn.data(), a.hid.data(), blk.fc2, BT);  // (B*T, D)
   add_scaled(a.x.data(), a.xn.data(), blk.ls2, static_cast<size_t>(BT), D);  // x += ls2 * mlp(LN2(x))
 }
 
@@ -195,12 +192,10 @@ void residual_mlp_forward(Activations& a, const BlockWeights& blk, const HParams
 void logits_forward(ForwardResult& r, const ViTWeights& w, const float* tokens) {
   const int D = w.hp.dim;
   r.logits.resize(static_cast<size_t>(w.head.out));
-  linear(r.logits.data(), tokens, w.head.weight.data(), w.head.bias.empty() ? nullptr : w.head.bias.data(), 1,
-         w.head.out, D);
+  linear(r.logits.data(), tokens, w.head, 1);  // (C)
   if (w.head_dist.present()) {  // DeiT distilled: (head(class) + head_dist(distillation)) / 2
     std::vector<float> ld(static_cast<size_t>(w.head_dist.out));  // (C)
-    linear(ld.data(), tokens + D, w.head_dist.weight.data(),
-           w.head_dist.bias.empty() ? nullptr : w.head_dist.bias.data(), 1, w.head_dist.out, D);
+    linear(ld.data(), tokens + D, w.head_dist, 1);
     for (size_t c = 0; c < ld.size(); ++c) r.logits[c] = 0.5f * (r.logits[c] + ld[c]);
   }
 }

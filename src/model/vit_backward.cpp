@@ -52,7 +52,6 @@ void scale_branch(float* out, const float* d, const Floats& gamma, int T, int D)
   for (size_t i = 0; i < n; ++i) out[i] = gamma.empty() ? d[i] : gamma[i % static_cast<size_t>(D)] * d[i];
 }
 
-const float* bias_of(const LinearW& l) { return l.bias.empty() ? nullptr : l.bias.data(); }
 
 void check_model(const ViTWeights& w) {
   if (!w.hp.residual_mlp)
@@ -76,7 +75,7 @@ void block_forward(BlockTape& bt, float* x, const ViTWeights& w, int l, const Ta
     bt.ln1_out = bt.x_in;
   }
   bt.qkv.resize(static_cast<size_t>(T) * 3 * inner);
-  linear(bt.qkv.data(), bt.ln1_out.data(), blk.qkv.weight.data(), bias_of(blk.qkv), T, 3 * inner, D);
+  linear(bt.qkv.data(), bt.ln1_out.data(), blk.qkv, T);
   bt.probs.resize(static_cast<size_t>(H) * T * T);
   std::vector<float> att(static_cast<size_t>(T) * inner);
   attention_forward(att.data(), bt.probs.data(), bt.qkv.data(), T, H, dk);
@@ -87,16 +86,16 @@ void block_forward(BlockTape& bt, float* x, const ViTWeights& w, int l, const Ta
             bt.qkv.data() + 2 * inner + h * dk, 3 * inner, 0.0f, att.data() + h * dk, inner);
   }
   std::vector<float> y(TD);
-  linear(y.data(), att.data(), blk.proj.weight.data(), bias_of(blk.proj), T, D, inner);
+  linear(y.data(), att.data(), blk.proj, T);
   add_branch(x, y.data(), blk.ls1, T, D);
   bt.x_mid.assign(x, x + TD);
   std::vector<float> xn(TD);
   layernorm_taped(xn.data(), &bt.ln2_mean, &bt.ln2_rstd, x, blk.norm2, T, D, hp.eps);
   bt.pre_gelu.resize(static_cast<size_t>(T) * M);
-  linear(bt.pre_gelu.data(), xn.data(), blk.fc1.weight.data(), bias_of(blk.fc1), T, M, D);
+  linear(bt.pre_gelu.data(), xn.data(), blk.fc1, T);
   std::vector<float> hid = bt.pre_gelu;
   gelu_forward(hid.data(), hid.size());
-  linear(y.data(), hid.data(), blk.fc2.weight.data(), bias_of(blk.fc2), T, D, M);
+  linear(y.data(), hid.data(), blk.fc2, T);
   add_branch(x, y.data(), blk.ls2, T, D);
 }
 
@@ -120,10 +119,10 @@ ForwardTape vit_forward_tape_tokens(const ViTWeights& w, const float* x0, const 
   std::vector<float> fin = x;
   if (w.norm.present()) layernorm_taped(fin.data(), &tape.fin_mean, &tape.fin_rstd, x.data(), w.norm, T, D, hp.eps);
   tape.logits.resize(static_cast<size_t>(w.head.out));
-  linear(tape.logits.data(), fin.data(), w.head.weight.data(), bias_of(w.head), 1, w.head.out, D);
+  linear(tape.logits.data(), fin.data(), w.head, 1);
   if (w.head_dist.present()) {  // DeiT distilled: (head(class) + head_dist(distillation)) / 2, as vit_forward
     std::vector<float> ld(static_cast<size_t>(w.head_dist.out));
-    linear(ld.data(), fin.data() + D, w.head_dist.weight.data(), bias_of(w.head_dist), 1, w.head_dist.out, D);
+    linear(ld.data(), fin.data() + D, w.head_dist, 1);
     for (size_t c = 0; c < ld.size(); ++c) tape.logits[c] = 0.5f * (tape.logits[c] + ld[c]);
   }
   return tape;
