@@ -500,15 +500,18 @@ TEST_F(Robust, HostileSafetensorsIsOneLineAndStatus2) {
   EXPECT_FALSE(fs::exists(dir / "out" / "chelsea.png"));
 }
 
-// The OpenBLAS thread count: the user's OPENBLAS_NUM_THREADS / OMP_NUM_THREADS win (0: leave it alone);
-// otherwise one thread per worker with several workers, every core with one.
-TEST(BlasThreads, UserEnvironmentWinsOtherwiseCoresOrOne) {
+// The pool's thread count: one per worker with several workers; with one, every core, or fewer when the
+// user's OPENBLAS_NUM_THREADS (else OMP_NUM_THREADS) asks for fewer; values that are not a count ignored.
+TEST(BlasThreads, OneWithSeveralWorkersElseCoresCappedByTheEnvironment) {
   EXPECT_EQ(blas_threads_to_set(1, 8, nullptr, nullptr), 8);
   EXPECT_EQ(blas_threads_to_set(4, 8, nullptr, nullptr), 1);
   EXPECT_EQ(blas_threads_to_set(1, 8, "", ""), 8);
-  EXPECT_EQ(blas_threads_to_set(1, 8, "1", nullptr), 0);
-  EXPECT_EQ(blas_threads_to_set(4, 8, nullptr, "2"), 0);
-  EXPECT_EQ(blas_threads_to_set(1, 2, "2", "1"), 0);
+  EXPECT_EQ(blas_threads_to_set(1, 8, "1", nullptr), 1);
+  EXPECT_EQ(blas_threads_to_set(1, 8, nullptr, "3"), 3);
+  EXPECT_EQ(blas_threads_to_set(4, 8, nullptr, "2"), 1);
+  EXPECT_EQ(blas_threads_to_set(1, 2, "16", "1"), 2);  // OPENBLAS_NUM_THREADS first, capped at the cores
+  EXPECT_EQ(blas_threads_to_set(1, 8, "two", "0"), 8);
+  EXPECT_EQ(blas_threads_to_set(0, 0, nullptr, nullptr), 1);
 }
 
 TEST_F(Robust, RegisteredTemporaryFilesAreRemovedOnInterrupt) {

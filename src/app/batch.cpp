@@ -755,16 +755,16 @@ void prepare_output_folder(const RenderOptions& opt) {
     throw Error(opt.out_dir + ": cannot write into the output folder: " + std::strerror(errno));
 }
 
-/// The worker threads for n images, and OpenBLAS's threads set to match. Cores are shared so that threads
-/// never exceed them: with one worker OpenBLAS gets every core; with several, each worker is one image at
-/// a time on a single-threaded OpenBLAS (measured in README.md). OPENBLAS_NUM_THREADS / OMP_NUM_THREADS set
-/// by the user win (e.g. 1 on a busy shared machine).
+/// The worker threads for n images, and the forward pass's thread pool set to match. Cores are shared so that
+/// threads never exceed them: with one worker the pool gets every core (or the user's OPENBLAS_NUM_THREADS /
+/// OMP_NUM_THREADS, when fewer: e.g. 1 on a busy shared machine); with several, each worker is one image at
+/// a time on one thread (measured in docs/benchmarks.md).
 int plan_threads(const BatchOptions& bopt, size_t n) {
   const int cores = usable_cores();
   const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(bopt.jobs > 0 ? bopt.jobs : cores), std::max<size_t>(n, 1)));
   const int blas =
       blas_threads_to_set(workers, cores, std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));
-  if (blas > 0) set_blas_threads(blas);
+  set_blas_threads(blas);
   return workers;
 }
 

@@ -123,8 +123,8 @@ ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_p
 /// Unreadable folders (input or below one) and missing inputs are per-input failures. Non-regular files
 /// (FIFOs, devices) fail alone ("not a regular file"). Throws attnmap::Error (status 2), before anything is
 /// written, for unusable weights, bad options, an --out that is an input folder or cannot be created, a
-/// --manifest naming an input, the weights or an output of the run, or an unwritable manifest. OpenBLAS
-/// threads follow blas_threads_to_set (the user's OPENBLAS_NUM_THREADS / OMP_NUM_THREADS win).
+/// --manifest naming an input, the weights or an output of the run, or an unwritable manifest. The forward
+/// pass's threads follow blas_threads_to_set (the user's OPENBLAS_NUM_THREADS / OMP_NUM_THREADS cap them).
 int run_render(const RenderOptions& opt, const BatchOptions& bopt = {});
 
 }  // namespace attnmap

@@ -443,10 +443,10 @@ void check_masks_folder(const EvalOptions& opt) {
   }
 }
 
-// One image at a time: every core for its products (the user's OPENBLAS_NUM_THREADS wins), as render -j 1.
+// One image at a time: every core for its products (capped by the user's OPENBLAS_NUM_THREADS), as render -j 1.
 void set_eval_blas_threads() {
   const int blas = blas_threads_to_set(1, usable_cores(), std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));
-  if (blas > 0) set_blas_threads(blas);
+  set_blas_threads(blas);
 }
 
 // Where --json writes.

@@ -434,7 +434,7 @@ int run_figure(const FigureArgs& a) {
     std::cerr << "attnmap: note: no -w given: the bundled default model, a small ViT trained on garment composites "
                  "(not an ImageNet model); -w brings your own checkpoint (docs/checkpoints.md)\n";
   const int blas = blas_threads_to_set(1, usable_cores(), std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));
-  if (blas > 0) set_blas_threads(blas);  // one image at a time, every core on its matrix products
+  set_blas_threads(blas);  // one image at a time, every core on its matrix products
 
   std::vector<FigureImage> images;
   if (!compute_rows(p, model, views, in, &images)) return 1;

@@ -80,14 +80,10 @@ void gemm_tile(bool trans_a, bool trans_b, int m, int n, int k, float alpha, con
 }
 
 // OpenBLAS starts with a thread per core; one thread of its own from the first product on, in every program
-// that links this (render, eval, tests, bench), unless the user's environment chose a count.
+// that links this (render, eval, tests, bench): the pool is the parallelism, so the bits never depend on a
+// thread count.
 void own_threads_off() {
-  static const bool done = [] {
-    const bool user_set =
-        blas_threads_to_set(1, 1, std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS")) == 0;
-    if (!user_set) openblas_set_num_threads(1);
-    return true;
-  }();
+  static const bool done = (openblas_set_num_threads(1), true);
   (void)done;
 }
 
@@ -332,10 +328,15 @@ void set_blas_threads(int n) {
 }
 
 int blas_threads_to_set(int workers, int cores, const char* openblas_env, const char* omp_env) {
-  const bool user_set =
-      (openblas_env != nullptr && openblas_env[0] != '\0') || (omp_env != nullptr && omp_env[0] != '\0');
-  if (user_set) return 0;
-  return workers > 1 ? 1 : (cores > 0 ? cores : 1);
+  if (workers > 1) return 1;
+  const int all = cores > 0 ? cores : 1;
+  for (const char* env : {openblas_env, omp_env}) {  // the first one set to a whole number >= 1 caps the pool
+    if (env == nullptr || env[0] == '\0') continue;
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (*end == '\0' && n >= 1) return static_cast<int>(std::min<long>(n, all));
+  }
+  return all;
 }
 
 }  // namespace attnmap

@@ -48,9 +48,11 @@ bool linear_rows_independent();
 /// OpenBLAS is set to one thread of its own, so that the result never depends on n.
 void set_blas_threads(int n);
 
-/// The OpenBLAS thread count a run should set: 0 when the user chose one in the environment
-/// (`openblas_env` = $OPENBLAS_NUM_THREADS or `omp_env` = $OMP_NUM_THREADS non-empty; OpenBLAS read it at
-/// start-up and it is left alone), else 1 with several image workers and `cores` with one worker.
+/// The thread count a run should give set_blas_threads: 1 with several image workers (each image's products
+/// on its own thread); with one worker `cores`, or fewer when the user's environment asks for fewer
+/// (`openblas_env` = $OPENBLAS_NUM_THREADS, else `omp_env` = $OMP_NUM_THREADS, a whole number >= 1; other
+/// values are ignored), e.g. 1 on a busy shared machine. The back-ends' own threads stay at one either way, so
+/// the bits never depend on it. Never 0.
 int blas_threads_to_set(int workers, int cores, const char* openblas_env, const char* omp_env);
 
 }  // namespace attnmap
