@@ -19,8 +19,8 @@
 #    written the usual way with ONNX Runtime (bench/folder_ort.py: PIL, numpy, vitb.onnx in an onnxruntime-node
 #    co-process at full threads, batch 1, matplotlib, PIL save) and with PyTorch (torch_vit.py folder vitb.pt).
 # Targets (2 cores): (1) ViT-B: attnmap ms/image <= 1.05 x ONNX Runtime's at batch 1 and 8, >= 90 % of the
-# sgemm peak, 1 -> 2 cores >= 1.85x; ViT-S and ViT-B 448: <= 1.10 x ONNX Runtime; (2) >= 3x Python;
-# (3) >= 200 MB/s; a ViT-B safetensors F32 load + render: peak RSS <= file size + 120 MiB (every mode);
+# sgemm peak, 1 -> 2 cores >= 1.85x; ViT-S and ViT-B 448: <= 1.10 x ONNX Runtime; (2) >= 8x PyTorch (bundled model);
+# (3) >= 300 MB/s; a ViT-B safetensors F32 load + render: peak RSS <= file size + 120 MiB (every mode);
 # (4) attnmap >= 1.3x faster than the ONNX Runtime job and >= 3x faster than the PyTorch one.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -125,7 +125,8 @@ t0=$(date +%s.%N)
 t1=$(date +%s.%N)
 echo "attnmap_folder_seconds $(echo "$t1 - $t0" | bc)" | tee -a "$R"
 t0=$(date +%s.%N)
-"${TORCH_ENV[@]}" "$PY" "$ROOT/bench/torch_vit.py" folder "$ROOT/weights/default.json" "$W/photos" "$W/out_python" | tee -a "$R"
+"${TORCH_ENV[@]}" "$PY" "$ROOT/bench/torch_vit.py" folder "$ROOT/weights/default.json" "$W/photos" "$W/out_python" \
+  --layer 1 --head 3 | tee -a "$R"  # the bundled model's default view, as attnmap draws it
 t1=$(date +%s.%N)
 echo "python_process_seconds $(echo "$t1 - $t0" | bc)" | tee -a "$R"
 echo "== folder of $(find "$W/photos" -type f | wc -l) photos, ViT-B/16, end to end, whole process" | tee -a "$R"
@@ -211,11 +212,11 @@ if "python_process_seconds" not in v:
 def line(name, ratio, target, unit="x"):
     ok = "MET" if ratio >= target else "NOT MET"
     print("%-52s %8.2f%s   (target >= %g%s: %s)" % (name, ratio, unit, target, unit, ok))
-line("(2) Python folder / attnmap folder (whole process)", v["python_process_seconds"] / v["attnmap_folder_seconds"], 3)
+line("(2) bundled model: PyTorch folder / attnmap folder (whole process)", v["python_process_seconds"] / v["attnmap_folder_seconds"], 8)
 print("    images/s: attnmap %.1f, Python %.1f (in its loop: %.1f)" % (
     v["python_folder_images"] / v["attnmap_folder_seconds"], v["python_folder_images"] / v["python_process_seconds"],
     v["python_folder_images"] / v["python_folder_seconds"]))
-line("(3) JSON load MB/s (wall clock)", v["load_mb_per_s"], 200, " MB/s")
+line("(3) JSON load MB/s (wall clock)", v["load_mb_per_s"], 300, " MB/s")
 print("    JSON load MB/s per CPU-second: %.0f (the wall clock counts other jobs on shared cores)" % v["load_mb_per_cpu_s"])
 print("    peak RSS: ViT-B forward run %.0f MB, JSON load %.0f MB (weights %.0f MB as float32), folder run %.0f MB" % (
     v["peak_rss_kb_vitb"] / 1024, v["peak_rss_kb_json_load"] / 1024, 86.6e6 * 4 / 2**20, v["peak_rss_kb_folder"] / 1024))
