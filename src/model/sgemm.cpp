@@ -242,25 +242,56 @@ TilePrimitive tile_primitive(int m, const PackedLinear& p, bool bias) {
   }
 }
 
+// The matmul primitive of a dense product C (m, n) = alpha A (m, k) op(B) (B stored (k, n), or (n, k) with
+// trans_b), made once per shape, and its scratch memory in bytes.
+TilePrimitive dense_primitive(int m, int n, int k, bool trans_b, float alpha) {
+  using Key = std::tuple<int, int, int, bool, float>;
+  static std::mutex mu;
+  static auto* cache = new std::map<Key, TilePrimitive>;  // kept until exit, as the engine
+  const Key key{m, n, k, trans_b, alpha};
+  std::lock_guard<std::mutex> lk(mu);
+  auto it = cache->find(key);
+  if (it != cache->end()) return it->second;
+  try {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+    const memory::desc b_md = trans_b ? user_weights_md(k, n) : rows_md(k, n, n);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(rows_md(m, k, k), b_md, rows_md(m, n, n)), attr,
+                                          cpu_engine());
+    return cache->emplace(key, TilePrimitive{dnnl::matmul(pd), pd.scratchpad_desc().get_size()})
+        .first->second;
+  } catch (const dnnl::error& e) {
+    throw Error("oneDNN has no matmul for a (" + std::to_string(m) + ", " + std::to_string(k) + ") x (" +
+                std::to_string(k) + ", " + std::to_string(n) + ") product: " + e.what());
+  }
+}
+
+// Runs a matmul primitive with src, weights (and bias) on this thread's stream and scratch memory.
+void execute(const TilePrimitive& tp, std::unordered_map<int, memory> args) {
+  thread_local std::vector<uint8_t> scratch;  // this thread's scratch memory, grown to the largest asked
+  if (scratch.size() < tp.scratch_bytes) scratch.resize(tp.scratch_bytes);
+  const memory::dim bytes = static_cast<memory::dim>(std::max<size_t>(tp.scratch_bytes, 1));
+  args.emplace(DNNL_ARG_SCRATCHPAD,
+               memory(memory::desc(Dims{bytes}, memory::data_type::u8, memory::format_tag::a), cpu_engine(),
+                      scratch.empty() ? nullptr : scratch.data()));
+  tp.prim.execute(thread_stream(), args);
+  thread_stream().wait();
+}
+
 // One tile of linear(): dense rows X (m, K) times the packed weights into dense Y (m, N), + bias (N).
 void packed_tile(const PackedLinear& p, int m, const float* X, const float* bias, float* Y) {
   one_omp_thread();
   const TilePrimitive tp = tile_primitive(m, p, bias != nullptr);
   const dnnl::engine& eng = cpu_engine();
-  thread_local std::vector<uint8_t> scratch;  // this thread's scratch memory, grown to the largest asked
-  if (scratch.size() < tp.scratch_bytes) scratch.resize(tp.scratch_bytes);
-  memory src(rows_md(m, p.K, p.K), eng, const_cast<float*>(X));
-  memory dst(rows_md(m, p.N, p.N), eng, Y);
-  memory pad(memory::desc(Dims{static_cast<memory::dim>(std::max<size_t>(tp.scratch_bytes, 1))},
-                          memory::data_type::u8, memory::format_tag::a),
-             eng, scratch.empty() ? nullptr : scratch.data());
   std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, p.values}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad}};
+      {DNNL_ARG_SRC, memory(rows_md(m, p.K, p.K), eng, const_cast<float*>(X))},
+      {DNNL_ARG_WEIGHTS, p.values},
+      {DNNL_ARG_DST, memory(rows_md(m, p.N, p.N), eng, Y)}};
   if (bias != nullptr)
     args.emplace(DNNL_ARG_BIAS, memory(memory::desc(Dims{1, p.N}, kF32, memory::format_tag::ab), eng,
                                        const_cast<float*>(bias)));
-  tp.prim.execute(thread_stream(), args);
-  thread_stream().wait();
+  execute(tp, std::move(args));
 }
 #endif
 
@@ -296,6 +327,23 @@ void linear(float* Y, const float* X, const LinearW& lin, int M) {
   });
 #else
   linear(Y, X, lin.weight.data(), bias, M, lin.out, lin.in);
+#endif
+}
+
+void matmul_dense(float* C, const float* A, const float* B, int M, int N, int K, bool trans_b, float alpha) {
+  if (M <= 0 || N <= 0) return;
+#if defined(ATTNMAP_GEMM_ONEDNN)
+  one_omp_thread();
+  const TilePrimitive tp = dense_primitive(M, N, K, trans_b, alpha);
+  const dnnl::engine& eng = cpu_engine();
+  execute(tp, {{DNNL_ARG_SRC, memory(rows_md(M, K, K), eng, const_cast<float*>(A))},
+               {DNNL_ARG_WEIGHTS,
+                memory(trans_b ? user_weights_md(K, N) : rows_md(K, N, N), eng, const_cast<float*>(B))},
+               {DNNL_ARG_DST, memory(rows_md(M, N, N), eng, C)}});
+#else
+  own_threads_off();
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, K, B,
+              trans_b ? K : N, 0.0f, C, N);
 #endif
 }
 

@@ -34,6 +34,12 @@ void linear(float* Y, const float* X, const float* W, const float* b, int M, int
 /// same as linear(Y, X, W, b, M, N, K). Throws attnmap::Error when the back-end refuses the shape.
 void linear(float* Y, const float* X, const LinearW& lin, int M);
 
+/// C(M, N) = alpha * A(M, K) * op(B) on the calling thread, every matrix dense and row-major: op(B) = B
+/// stored (K, N), or with trans_b B stored (N, K). The attention products of one head (Q K^T / sqrt(d_k),
+/// then P V) on per-head copies. oneDNN: its matmul, one primitive per shape made once (alpha as an output
+/// scale); OpenBLAS: cblas_sgemm. Throws attnmap::Error when the back-end refuses the shape.
+void matmul_dense(float* C, const float* A, const float* B, int M, int N, int K, bool trans_b, float alpha);
+
 /// The GEMM back-end this build runs linear() and sgemm() on: "onednn" or "openblas" (-DATTNMAP_GEMM).
 const char* gemm_backend();
 
@@ -51,8 +57,8 @@ void set_blas_threads(int n);
 /// The thread count a run should give set_blas_threads: 1 with several image workers (each image's products
 /// on its own thread); with one worker `cores`, or fewer when the user's environment asks for fewer
 /// (`openblas_env` = $OPENBLAS_NUM_THREADS, else `omp_env` = $OMP_NUM_THREADS, a whole number >= 1; other
-/// values are ignored), e.g. 1 on a busy shared machine. The back-ends' own threads stay at one either way, so
-/// the bits never depend on it. Never 0.
+/// values are ignored), e.g. 1 on a busy shared machine. The back-ends' own threads stay at one either way,
+/// so the bits never depend on it. Never 0.
 int blas_threads_to_set(int workers, int cores, const char* openblas_env, const char* omp_env);
 
 }  // namespace attnmap

@@ -28,16 +28,21 @@ void softmax_rows(float* x, int M, int n) { kernels::softmax_rows(x, M, n); }
 
 void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk) {
   const int inner = H * dk;
-  const int ld = 3 * inner;
+  const size_t ld = static_cast<size_t>(3 * inner), Td = static_cast<size_t>(T) * dk;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
   parallel_for(H, [&](int h) {  // heads spread over the pool; each head's products on its thread
-    const float* q = qkv + h * dk;              // (T, dk), row stride 3*inner
-    const float* k = qkv + inner + h * dk;      // (T, dk)
-    const float* v = qkv + 2 * inner + h * dk;  // (T, dk)
+    thread_local std::vector<float> qkv_h, out_h;  // this head's Q, K, V (3, T, dk) and output (T, dk), dense
+    qkv_h.resize(3 * Td);
+    out_h.resize(Td);
+    for (size_t t = 0; t < static_cast<size_t>(T); ++t)
+      for (size_t j = 0; j < 3; ++j)
+        std::copy_n(qkv + t * ld + j * inner + static_cast<size_t>(h) * dk, dk, &qkv_h[j * Td + t * dk]);
     float* p = probs + static_cast<size_t>(h) * T * T;  // (T, T)
-    sgemm(false, true, T, T, dk, scale, q, ld, k, ld, 0.0f, p, T);
+    matmul_dense(p, &qkv_h[0], &qkv_h[Td], T, T, dk, /*trans_b=*/true, scale);  // Q K^T / sqrt(dk)
     softmax_rows(p, T, T);
-    sgemm(false, false, T, dk, T, 1.0f, p, T, v, ld, 0.0f, out + h * dk, inner);  // (T, dk) into (T, inner)
+    matmul_dense(out_h.data(), p, &qkv_h[2 * Td], T, dk, T, /*trans_b=*/false, 1.0f);  // P V (T, dk)
+    for (size_t t = 0; t < static_cast<size_t>(T); ++t)
+      std::copy_n(&out_h[t * dk], dk, out + t * inner + static_cast<size_t>(h) * dk);
   });
 }
 
