@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <stdexcept>
 
@@ -163,6 +164,55 @@ TEST(Sgemm, PackedRowsDoNotDependOnTheTile) {
   for (int i : {0, 700, M - 1})
     for (int j : {0, 400, N - 1})
       EXPECT_NEAR(all[static_cast<size_t>(i) * N + j], linear_ref(X, lin.weight.vec(), lin.bias.vec(), K, i, j), 1e-4);
+}
+
+// After prepare_weights the forward pass reads nothing from a safetensors file used in place: the file
+// rewritten with other values, then truncated, during a run changes no later result and cannot crash it
+// (SIGBUS on a page past the end). With `backward` every tensor is an owned copy.
+TEST(Threads, PreparedWeightsNoLongerReadTheFile) {
+  PoolSize restore;
+  set_blas_threads(2);
+  const std::string dir = ::testing::TempDir() + "attnmap_prepared/";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "weights.safetensors";
+  std::filesystem::copy_file(fixture("layouts/timm/weights.safetensors"), path,
+                             std::filesystem::copy_options::overwrite_existing);
+  ViTWeights w = load_model(path);
+  ASSERT_TRUE(w.blocks[0].qkv.weight.is_view());  // in place from the mapping
+  ASSERT_TRUE(w.blocks[0].qkv.bias.is_view());
+  prepare_weights(w, /*backward=*/false);
+  EXPECT_FALSE(w.blocks[0].qkv.bias.is_view());
+  EXPECT_FALSE(w.pos_embed.is_view());
+  EXPECT_EQ(w.blocks[0].qkv.weight.is_view(), linear_packs_weights());  // packed: the view's pages handed back
+  const std::vector<float> img = randoms(static_cast<size_t>(3) * w.hp.image_h * w.hp.image_w, 31);
+  ForwardOptions fo;
+  fo.to_end = true;
+  const ForwardResult before = vit_forward(w, img.data(), fo);
+  {
+    const auto size = std::filesystem::file_size(path);
+    std::FILE* f = std::fopen(path.c_str(), "r+b");  // every byte after the header rewritten in place
+    ASSERT_NE(f, nullptr);
+    const std::vector<char> junk(size - 4096, 0x3f);
+    std::fseek(f, 4096, SEEK_SET);
+    ASSERT_EQ(std::fwrite(junk.data(), 1, junk.size(), f), junk.size());
+    std::fclose(f);
+  }
+  const ForwardResult rewritten = vit_forward(w, img.data(), fo);
+  EXPECT_TRUE(same_bits(before.cls_attn, rewritten.cls_attn));
+  EXPECT_TRUE(same_bits(before.tokens_out, rewritten.tokens_out));
+  std::filesystem::resize_file(path, 0);
+  const ForwardResult truncated = vit_forward(w, img.data(), fo);
+  EXPECT_TRUE(same_bits(before.cls_attn, truncated.cls_attn));
+  EXPECT_TRUE(same_bits(before.logits, truncated.logits));
+
+  std::filesystem::copy_file(fixture("layouts/timm/weights.safetensors"), path,
+                             std::filesystem::copy_options::overwrite_existing);
+  ViTWeights wb = load_model(path);
+  prepare_weights(wb, /*backward=*/true);
+  for (const BlockWeights& b : wb.blocks)
+    for (const LinearW* l : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) EXPECT_FALSE(l->weight.is_view() || l->bias.is_view());
+  EXPECT_TRUE(same_bits(vit_forward(wb, img.data(), fo).cls_attn, before.cls_attn));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Kernels, AgreeWithDoubleReferencesIncludingRowTails) {

@@ -32,6 +32,7 @@
 #include "io/npy.hpp"
 #include "model/pos_embed.hpp"
 #include "model/sgemm.hpp"
+#include "model/vit.hpp"
 #include "checkpoint/weights.hpp"
 
 namespace attnmap {
@@ -1058,6 +1059,11 @@ ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_p
   if (opt.size)
     resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1],
                        opt.pos_interp ? *opt.pos_interp : default_pos_interp(model.hp).mode);
+  // From here on the run reads nothing from the weights file (a file rewritten during the run changes no
+  // image). The class-specific views and --explain run the backward pass, which needs the plain matrices.
+  const bool backward = !opt.explain.empty() || opt.views.find("chefer") != std::string::npos ||
+                        opt.views.find("gradcam") != std::string::npos || opt.views.find("attn-grad") != std::string::npos;
+  prepare_weights(model, backward);
   if (!opt.quiet)
     for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
   return model;

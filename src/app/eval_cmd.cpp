@@ -1084,6 +1084,7 @@ int run_eval(const EvalOptions& opt) {
     ViTWeights m = load_model(weights_path, ro.overrides);
     if (ro.size)
       resample_pos_embed(m, (*ro.size)[0], (*ro.size)[1], ro.pos_interp ? *ro.pos_interp : default_pos_interp(m.hp).mode);
+    prepare_weights(m, /*backward=*/true);  // eval scores the class-specific maps too
     return m;
   }();
   if (!ro.quiet)

@@ -347,6 +347,22 @@ void matmul_dense(float* C, const float* A, const float* B, int M, int N, int K,
 #endif
 }
 
+bool linear_packs_weights() {
+#if defined(ATTNMAP_GEMM_ONEDNN)
+  return true;
+#else
+  return false;
+#endif
+}
+
+void prepack_linear(const LinearW& lin) {
+#if defined(ATTNMAP_GEMM_ONEDNN)
+  if (lin.present()) (void)packed(lin);
+#else
+  (void)lin;
+#endif
+}
+
 bool linear_rows_independent() {
 #if defined(ATTNMAP_GEMM_ONEDNN)
   static const bool brgemm = [] {

@@ -34,6 +34,14 @@ void linear(float* Y, const float* X, const float* W, const float* b, int M, int
 /// same as linear(Y, X, W, b, M, N, K). Throws attnmap::Error when the back-end refuses the shape.
 void linear(float* Y, const float* X, const LinearW& lin, int M);
 
+/// True when the back-end keeps a packed copy of each layer's weights (oneDNN), false when it multiplies the
+/// weights as they are (OpenBLAS).
+bool linear_packs_weights();
+
+/// Packs lin's weights now, as linear() would on its first call (oneDNN; a file-mapped view then hands its
+/// pages back); nothing with OpenBLAS. Throws attnmap::Error when the back-end refuses the shape.
+void prepack_linear(const LinearW& lin);
+
 /// C(M, N) = alpha * A(M, K) * op(B) on the calling thread, every matrix dense and row-major: op(B) = B
 /// stored (K, N), or with trans_b B stored (N, K). The attention products of one head (Q K^T / sqrt(d_k),
 /// then P V) on per-head copies. oneDNN: its matmul, one primitive per shape made once (alpha as an output

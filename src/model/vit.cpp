@@ -305,6 +305,32 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
   return res;
 }
 
+namespace {
+
+// A view into a file's mapping becomes an owned copy (Floats::owned copies it); owned values stay as they are.
+void own(Floats& f) {
+  if (f.is_view()) (void)f.owned();
+}
+
+void prepare_linear(LinearW& lin, bool backward) {
+  own(lin.bias);
+  if (backward || !linear_packs_weights()) own(lin.weight);
+  prepack_linear(lin);
+}
+
+}  // namespace
+
+void prepare_weights(ViTWeights& w, bool backward) {
+  prepare_linear(w.patch_embed, backward);
+  for (Floats* f : {&w.cls_token, &w.extra_tokens, &w.pos_embed, &w.norm.weight, &w.norm.bias}) own(*f);
+  for (BlockWeights& b : w.blocks) {
+    for (Floats* f : {&b.norm1.weight, &b.norm1.bias, &b.norm2.weight, &b.norm2.bias, &b.ls1, &b.ls2}) own(*f);
+    for (LinearW* l : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) prepare_linear(*l, backward);
+  }
+  prepare_linear(w.head, backward);
+  prepare_linear(w.head_dist, backward);
+}
+
 ForwardResult vit_forward(const ViTWeights& w, const float* image, const ForwardOptions& opt) {
   return std::move(vit_forward(w, std::vector<const float*>{image}, opt).front());
 }

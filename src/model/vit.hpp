@@ -54,6 +54,15 @@ ForwardResult vit_forward(const ViTWeights& w, const float* image, const Forward
 /// for registers without a position row). `image` is a normalised (3, hp.image_h, hp.image_w) tensor.
 void embed_tokens(float* x, const ViTWeights& w, const float* image);
 
+/// Readies loaded weights for a run, so that the run reads nothing more from a weights file viewed in place
+/// (safetensors F32, Floats::view): every tensor but the linear layers' weight matrices is copied into memory
+/// (biases, LayerNorms, tokens, position embeddings, LayerScale: small); each weight matrix is packed now for
+/// the GEMM back-end (oneDNN: the packed copy replaces the file's pages), and copied into memory as well when
+/// the back-end keeps no packed copy (OpenBLAS) or when `backward` (the explanations' backward pass multiplies
+/// by the plain matrices). A weights file rewritten or truncated during a run then changes no later image and
+/// cannot crash it (SIGBUS). Throws attnmap::Error when the back-end refuses a shape.
+void prepare_weights(ViTWeights& w, bool backward);
+
 /// Resolves a possibly negative layer index against `depth`; throws attnmap::Error when out of range.
 int resolve_layer(int layer, int depth);
 
