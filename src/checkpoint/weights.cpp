@@ -583,6 +583,7 @@ void resolve_heads(const FileConfig& fc, const ModelOverrides& ov, const std::st
     hp.num_heads = hp.dim % 64 == 0 ? hp.dim / 64 : 1;
     hp.source["num_heads"] = "default (D/64)";
     w.notices.push_back("number of heads not given; assuming D/64 = " + std::to_string(hp.num_heads) +
+                        (hp.dim % 64 == 0 ? std::string() : " (D = " + std::to_string(hp.dim) + " is not a multiple of 64: one head)") +
                         " (set config num_heads or --heads)");
   }
   if (hp.num_heads <= 0)
