@@ -79,7 +79,9 @@ class Floats {
 
  private:
   std::vector<float>& detach() {
-    std::atomic_store(&derived_, std::shared_ptr<const void>());
+    // A mutating call must not race with readers (as for any container), so a plain test will do here;
+    // push_back and friends then cost no atomic operation.
+    if (derived_) derived_.reset();
     if (view_) {
       own_.assign(view_, view_ + n_);
       view_ = nullptr;
