@@ -90,17 +90,23 @@ double linear_ref(const std::vector<float>& X, const std::vector<float>& W, cons
   return s;
 }
 
+// A layer of random weights (N, K) and bias (N).
+LinearW random_linear(int N, int K, unsigned seed) {
+  LinearW lin;
+  lin.out = N;
+  lin.in = K;
+  lin.weight = randoms(static_cast<size_t>(N) * K, seed);
+  lin.bias = randoms(static_cast<size_t>(N), seed + 1);
+  return lin;
+}
+
 // linear(Y, X, LinearW, M): with oneDNN the weights are packed once and kept with them (Floats::derived); a
 // change to the weights drops the packed copy, so a product never uses stale weights; copies share it.
 TEST(Sgemm, LinearWeightsArePackedOnceAndNeverStale) {
   PoolSize restore;
   set_blas_threads(2);
   const int M = 37, N = 70, K = 45;
-  LinearW lin;
-  lin.out = N;
-  lin.in = K;
-  lin.weight = randoms(static_cast<size_t>(N) * K, 11);
-  lin.bias = randoms(static_cast<size_t>(N), 12);
+  LinearW lin = random_linear(N, K, 11);
   const std::vector<float> X = randoms(static_cast<size_t>(M) * K, 13);
   std::vector<float> Y(static_cast<size_t>(M) * N);
   auto check = [&](const char* when) {
@@ -138,11 +144,7 @@ TEST(Sgemm, PackedRowsDoNotDependOnTheTile) {
   PoolSize restore;
   set_blas_threads(2);
   const int M = 1576, N = 768, K = 96;
-  LinearW lin;
-  lin.out = N;
-  lin.in = K;
-  lin.weight = randoms(static_cast<size_t>(N) * K, 21);
-  lin.bias = randoms(static_cast<size_t>(N), 22);
+  const LinearW lin = random_linear(N, K, 21);
   const std::vector<float> X = randoms(static_cast<size_t>(M) * K, 23);
   std::vector<float> all(static_cast<size_t>(M) * N);
   linear(all.data(), X.data(), lin, M);
