@@ -12,6 +12,8 @@
 #include <random>
 #include <stdexcept>
 
+#include <unistd.h>
+
 #include "checkpoint/weights.hpp"
 #include "io/npy.hpp"
 #include "model/kernels.hpp"
@@ -174,7 +176,8 @@ TEST(Sgemm, PackedRowsDoNotDependOnTheTile) {
 TEST(Threads, PreparedWeightsNoLongerReadTheFile) {
   PoolSize restore;
   set_blas_threads(2);
-  const std::string dir = ::testing::TempDir() + "attnmap_prepared/";
+  // One folder per process: ctest runs this test twice at once (here and in Sgemm.OneDnnAvx2Fallback).
+  const std::string dir = ::testing::TempDir() + "attnmap_prepared_" + std::to_string(::getpid()) + "/";
   std::filesystem::create_directories(dir);
   const std::string path = dir + "weights.safetensors";
   std::filesystem::copy_file(fixture("layouts/timm/weights.safetensors"), path,
