@@ -16,7 +16,8 @@ int resolve_layer(int layer, int depth) {
   const int l = layer < 0 ? depth + layer : layer;
   if (l < 0 || l >= depth)
     throw Error("layer " + std::to_string(layer) + " out of range: the model has " + std::to_string(depth) +
-                " blocks (0.." + std::to_string(depth - 1) + ", or -1..-" + std::to_string(depth) + ")");
+                (depth == 1 ? " block" : " blocks") + " (0.." + std::to_string(depth - 1) + ", or -1..-" +
+                std::to_string(depth) + ")");
   return l;
 }
 
