@@ -38,6 +38,12 @@ std::vector<float> randoms(size_t n, unsigned seed, float scale = 1.0f) {
   return v;
 }
 
+// The timm_224 fixture's input image (3, 224, 224).
+std::vector<float> fixture_input() {
+  std::vector<int64_t> shape;
+  return read_npy(fixture("timm_224") + "/input.npy", &shape);
+}
+
 struct PoolSize {  // restores the single-threaded default after a test
   ~PoolSize() { set_blas_threads(1); }
 };
@@ -261,10 +267,8 @@ TEST(Kernels, AgreeWithDoubleReferencesIncludingRowTails) {
 
 TEST(Threads, ForwardGivesTheSameBitsOnOneAndTwoPoolThreads) {
   PoolSize restore;
-  const std::string dir = fixture("timm_224") + "/";
-  const ViTWeights w = load_model(dir + "weights.json");
-  std::vector<int64_t> shape;
-  const std::vector<float> a = read_npy(dir + "input.npy", &shape);
+  const ViTWeights w = load_model(fixture("timm_224") + "/weights.json");
+  const std::vector<float> a = fixture_input();
   const std::vector<float> b(a.rbegin(), a.rend()), c = randoms(a.size(), 4), d = randoms(a.size(), 5);
   ForwardOptions fo;
   fo.to_end = true;
@@ -297,10 +301,8 @@ TEST(Threads, ForwardGivesTheSameBitsOnOneAndTwoPoolThreads) {
 // so they agree to rounding only.
 TEST(Threads, BatchOfImagesGivesEachImageItsBitsAlone) {
   PoolSize restore;
-  const std::string dir = fixture("timm_224") + "/";
-  const ViTWeights w = load_model(dir + "weights.json");
-  std::vector<int64_t> shape;
-  const std::vector<float> a = read_npy(dir + "input.npy", &shape);
+  const ViTWeights w = load_model(fixture("timm_224") + "/weights.json");
+  const std::vector<float> a = fixture_input();
   const std::vector<float> b(a.rbegin(), a.rend()), c = randoms(a.size(), 6), d = randoms(a.size(), 7), e = randoms(a.size(), 8);
   const std::vector<const float*> imgs{a.data(), b.data(), c.data(), d.data(), e.data()};
   ForwardOptions fo;

@@ -1054,6 +1054,23 @@ class BatchRun {
 
 }  // namespace
 
+namespace {
+
+// True when a --views list names a class-specific view (chefer, gradcam, attn-grad: a backward pass), or
+// cannot be parsed (the run's own checks then refuse it with their message).
+bool views_need_backward(const std::string& views) {
+  if (views.empty()) return false;
+  try {
+    for (const ViewSpec& v : parse_views(views))
+      if (v.kind == ViewKind::Chefer || v.kind == ViewKind::GradCam || v.kind == ViewKind::AttnGrad) return true;
+    return false;
+  } catch (const std::exception&) {
+    return true;
+  }
+}
+
+}  // namespace
+
 ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_path) {
   ViTWeights model = load_model(weights_path, opt.overrides);
   if (opt.size)
@@ -1061,9 +1078,7 @@ ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_p
                        opt.pos_interp ? *opt.pos_interp : default_pos_interp(model.hp).mode);
   // From here on the run reads nothing from the weights file (a file rewritten during the run changes no
   // image). The class-specific views and --explain run the backward pass, which needs the plain matrices.
-  const bool backward = !opt.explain.empty() || opt.views.find("chefer") != std::string::npos ||
-                        opt.views.find("gradcam") != std::string::npos || opt.views.find("attn-grad") != std::string::npos;
-  prepare_weights(model, backward);
+  prepare_weights(model, !opt.explain.empty() || views_need_backward(opt.views));
   if (!opt.quiet)
     for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
   return model;
