@@ -52,6 +52,7 @@ void make_index(const fs::path& dir, const std::vector<std::pair<std::string, st
       idx["weight_map"][kv.first] = kv.second;
   }
   write(dir / "model.safetensors.index.json", idx.dump(2));
+  fs::copy_file(fs::path(kIndex).parent_path() / "config.json", dir / "config.json", fs::copy_options::overwrite_existing);
 }
 
 std::string one_line(const std::string& s) { return std::count(s.begin(), s.end(), '\n') == 0 ? s : "(several lines) " + s; }
@@ -200,7 +201,7 @@ TEST(HfFolder, LoadsWithConfigValuesAndTheirSourcesAsInspectPrintsThem) {
   for (const std::string& want :
        {"weights:     " + kFolder + "\n", std::string("format:      safetensors (model.safetensors)\n"),
         std::string("layout:      hf-vit (Hugging Face ViTModel / ViTForImageClassification)\n"),
-        std::string("heads:       3 (head dim 8, D = 24)\n"), std::string("classifier:  5 classes\n"),
+        std::string("heads:       3 (head dim 8, D = 24)\n"), std::string("classifier:  5 classes, reading the class token\n"),
         "  image_size      32x32                   " + cfg + "image_size)\n",
         "  patch_size      8                       " + cfg + "patch_size)\n",
         "  depth           2                       " + cfg + "num_hidden_layers)\n",
@@ -316,6 +317,7 @@ TEST_F(HfFolderTmp, PytorchBinOnlyOrNoWeightsIsRefused) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   // A folder's pytorch_model.bin (a torch.save zip) is read by the .pth reader: the same tensors as model.safetensors.
   fs::copy_file(fixture("layouts/hf/weights.pth"), dir / "pytorch_model.bin");
+  fs::copy_file(fixture("layouts/hf/config.json"), dir / "config.json", fs::copy_options::overwrite_existing);
   const ViTWeights bin = load_model(dir.string());
   const ViTWeights st = load_model(fixture("layouts/hf/weights.safetensors"));
   EXPECT_EQ(bin.blocks.size(), st.blocks.size());
@@ -388,7 +390,7 @@ void set_metadata_config(const fs::path& p, const std::string& config) {
 
 TEST_F(HfShardRefuses, AShardsEmbeddedConfigWinsOverConfigJsonAndShardsMustAgree) {
   make_index(dir, {});
-  fs::copy_file(kSharded + "/config.json", dir / "config.json");
+  // make_index copied config.json beside the index
   set_metadata_config(dir / kShard1, "{\"num_heads\": 6, \"default_head\": \"max\"}");
   const std::string idx = (dir / "model.safetensors.index.json").string();
   const ViTWeights w = load_model(idx);

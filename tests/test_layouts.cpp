@@ -56,7 +56,7 @@ TEST_P(Layouts, EveryLayerAndHeadMatchesPyTorch) {
   const auto meta = read_meta(dir);
   const ViTWeights w = load_model(dir + fmt.file);
   EXPECT_EQ(w.format, std::string(fmt.file) == "weights.json" ? "json" : "safetensors");
-  EXPECT_EQ(w.hp.layout, meta["layout"].get<std::string>());
+  EXPECT_EQ(layout_name(w.hp.layout), meta["layout"].get<std::string>());
   EXPECT_EQ(w.hp.depth, meta["L"].get<int>());
   EXPECT_EQ(w.hp.num_heads, meta["H"].get<int>());
   EXPECT_EQ(w.hp.tokens(), meta["T"].get<int>());
@@ -129,7 +129,9 @@ TEST(Layouts, SameWeightsInTimmHfTorchvisionGiveTheSameMaps) {
 
 std::string build_error(RawWeights raw) {
   try {
-    build_model(raw, SideConfig{}, ModelOverrides{});
+    ModelOverrides ov;
+    ov.num_heads = 3;  // every layout fixture has D = 24, 3 heads (the side config.json is not read here)
+    build_model(raw, SideConfig{}, ov);
   } catch (const Error& e) {
     return e.what();
   }
@@ -284,14 +286,14 @@ TEST(Inspect, PrintsLayoutTokensConfigAndProvenance) {
   const std::string path = layout_dir("dinov2_fb") + "weights.f16.safetensors";
   const std::string out = run_stdout("inspect '" + path + "'", &status);
   EXPECT_EQ(status, 0) << out;
-  for (const char* want : {"format:      safetensors", "layout:      dinov2 (facebookresearch DINOv2 names)",
+  for (const char* want : {"format:      safetensors", "layout:      dinov2 (facebookresearch DINOv2 DinoVisionTransformer names)",
                            "tokens:      14 = 1 class + 0 distillation + 4 register + 9 patch",
                            "grid:        3 x 3 patches (rows x columns) of 14 px, input 42 x 42 px",
                            "positions:   10 rows: the class token and the patches", "depth:       2 blocks",
                            "heads:       3 (head dim 8, D = 24)", "layer scale: yes", "parameters:  24,408",
                            "num_heads       3                       config.json (", "inferred from pos_embed",
-                           "layer_norm_eps  1e-06                   default (timm 1e-6)",
-                           "ignored tensors not used for attention maps: mask_token"})
+                           "layer_norm_eps  1e-06                   default (DINOv2 1e-6)",
+                           "  mask_token (1, 24): mask token: replaces masked patches in masked-image pre-training only"})
     EXPECT_NE(out.find(want), std::string::npos) << "missing '" << want << "' in\n" << out;
 
   const std::string deit = run_stdout("inspect '" + layout_dir("deit_distilled") + "weights.json' --heads 6", &status);

@@ -30,7 +30,7 @@ TEST_P(Parity, AttentionProbabilitiesAndTokens) {
   const ViTWeights w = load_model(dir + "weights.json");
   std::ifstream mf(dir + "meta.json");
   const auto meta = nlohmann::json::parse(mf);
-  EXPECT_EQ(w.hp.layout, meta["layout"].get<std::string>());
+  EXPECT_EQ(layout_name(w.hp.layout), meta["layout"].get<std::string>());
   EXPECT_EQ(w.hp.depth, meta["L"].get<int>());
   EXPECT_EQ(w.hp.num_heads, meta["H"].get<int>());
   EXPECT_EQ(w.hp.tokens(), meta["T"].get<int>());

@@ -242,9 +242,11 @@ TEST(Pth, LegacyTorchScriptAndTrainingArgsAreRefusedWithWhatToDo) {
   EXPECT_NE(load_error(misc("legacy.pth")).find("legacy format (a bare pickle: torch < 1.6, or _use_new_zipfile_serialization=False)"), std::string::npos);
   EXPECT_NE(load_error(misc("legacy.pth")).find("re-save it on torch >= 1.6"), std::string::npos);
   EXPECT_NE(load_error(misc("torchscript.pt")).find("a TorchScript archive (torch.jit.save), not a state dict: save the weights with torch.save(model.state_dict(), PATH)"), std::string::npos);
+  // A training checkpoint's argparse.Namespace is read as inert data (issue 24): the load goes on to the
+  // state dict ('teacher', here a toy that is no ViT).
   const std::string e = load_error(misc("dino_with_args.pth"));
-  EXPECT_NE(e.find("calls argparse.Namespace, which is not a tensor or a container"), std::string::npos) << e;
-  EXPECT_NE(e.find("save its state dict alone"), std::string::npos) << e;
+  EXPECT_EQ(e.find("argparse.Namespace"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown weights layout"), std::string::npos) << e;
 }
 
 // ---- hostile files ---------------------------------------------------------------------------------------
@@ -323,7 +325,7 @@ TEST(Pth, TrainingPrefixesGoThroughTheLayoutDetection) {
   const std::string dir = layout_dir("timm");
   const std::vector<float> want = attention(load_model(dir + "weights.f16.safetensors"));
   const ViTWeights ddp = load_model(dir + "weights.ddp.pth");
-  EXPECT_EQ(ddp.hp.layout, "timm");
+  EXPECT_EQ(layout_name(ddp.hp.layout), "timm");
   EXPECT_EQ(ddp.pth_used, "'state_dict'");
   EXPECT_EQ(attention(ddp), want);
   const ViTWeights dino = load_model(dir + "weights.dino.pth");

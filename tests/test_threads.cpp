@@ -188,6 +188,8 @@ TEST(Threads, PreparedWeightsNoLongerReadTheFile) {
   const std::string path = dir + "weights.safetensors";
   std::filesystem::copy_file(fixture("layouts/timm/weights.safetensors"), path,
                              std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(fixture("layouts/timm/config.json"), dir + "config.json",
+                             std::filesystem::copy_options::overwrite_existing);  // the head count
   ViTWeights w = load_model(path);
   ASSERT_TRUE(w.blocks[0].qkv.weight.is_view());  // in place from the mapping
   ASSERT_TRUE(w.blocks[0].qkv.bias.is_view());

@@ -68,7 +68,7 @@ TEST(WeightsJson, RefusesBrokenTensors) {
 
 TEST(WeightsLoader, SeedLayout) {
   const ViTWeights w = build_model(parse_weights_json(seed_json(), "w.json"));
-  EXPECT_EQ(w.hp.layout, "seed");
+  EXPECT_EQ(layout_name(w.hp.layout), "seed");
   EXPECT_EQ(w.hp.dim, 3);
   EXPECT_EQ(w.hp.head_dim, 2);
   EXPECT_EQ(w.hp.patch, 1);
@@ -95,7 +95,7 @@ TEST(WeightsLoader, NamesMissingAndMisshapenTensors) {
 TEST(WeightsLoader, TimmFixtureMissingTensorAndHeads) {
   RawWeights raw = load_weights_json(fixture("timm_small/weights.json"));
   const ViTWeights w = build_model(raw);
-  EXPECT_EQ(w.hp.layout, "timm");
+  EXPECT_EQ(layout_name(w.hp.layout), "timm");
   EXPECT_EQ(w.hp.depth, 2);
   EXPECT_EQ(w.hp.num_heads, 4);
   EXPECT_EQ(w.hp.grid_w, 4);
@@ -106,11 +106,17 @@ TEST(WeightsLoader, TimmFixtureMissingTensorAndHeads) {
   EXPECT_EQ(build_model(raw, ov).hp.num_heads, 2);
   ov.num_heads = 3;
   EXPECT_THROW(build_model(raw, ov), Error);
-  // Without num_heads in the config: D/64, or 1 head when D < 64, with a notice.
+  // Without num_heads in the config, a D that is no multiple of 64 is refused with what to give (issue 24:
+  // never a guessed head count).
   raw.config.erase("num_heads");
-  const ViTWeights guessed = build_model(raw);
-  EXPECT_EQ(guessed.hp.num_heads, 1);
-  EXPECT_NE(guessed.notices.front().find("assuming D/64"), std::string::npos);
+  try {
+    build_model(raw);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the number of heads is not in the file, and D = 32 is not a multiple of 64"),
+              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("give --heads H"), std::string::npos) << e.what();
+  }
   // A transposed qkv is refused by name with both shapes.
   RawWeights broken = load_weights_json(fixture("timm_small/weights.json"));
   Tensor& qkv = broken.tensors.at("blocks.1.attn.qkv.weight");

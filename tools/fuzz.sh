@@ -13,9 +13,14 @@ shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_image fuzz_weights_json fuzz_safetensors fuzz_pth)
 bash tools/deps.sh test  # clang and its fuzzer runtime
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNMAP_FUZZ=ON \
-  -DATTNMAP_BUILD_TESTS=OFF -DATTNMAP_BUILD_BENCH=OFF >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}"
+# FUZZ_BUILD_DIR: a build folder configured with -DATTNMAP_FUZZ=ON already (tools/test.sh passes its
+# sanitizer build, build-san/); by default build-fuzz/, configured here.
+bdir="${FUZZ_BUILD_DIR:-build-fuzz}"
+if [ "$bdir" = build-fuzz ]; then
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNMAP_FUZZ=ON \
+    -DATTNMAP_BUILD_TESTS=OFF -DATTNMAP_BUILD_BENCH=OFF >/dev/null
+fi
+cmake --build "$bdir" -j"$(nproc)" --target "${targets[@]}"
 seeds_for() {
   case "$1" in
     fuzz_image) echo tests/images/corpus/good tests/images/corpus/bad tests/images/basic fuzz/seeds/image fuzz/regressions/image ;;
@@ -25,14 +30,14 @@ seeds_for() {
   esac
 }
 for t in "${targets[@]}"; do
-  mkdir -p "build-fuzz/corpus/$t"
+  mkdir -p "$bdir/corpus/$t"
   echo "fuzz: $t for ${secs}s"
   # -rss_limit_mb: an input that makes attnmap allocate more than this is a finding (no huge allocations).
-  log="build-fuzz/$t.log"
+  log="$bdir/$t.log"
   status=0
   # Seed folders that git does not carry while empty (e.g. fuzz/regressions/image) are left out.
   # shellcheck disable=SC2046
-  (cd build-fuzz && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "./fuzz/$t" -max_total_time="$secs" \
+  (cd "$bdir" && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "./fuzz/$t" -max_total_time="$secs" \
      -timeout=20 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 "corpus/$t" \
      $(for d in $(seeds_for "$t"); do [ -d "$d" ] && echo "../$d"; done)) >"$log" 2>&1 || status=$?
   grep -E "^(INFO: seed corpus|#[0-9]+ +DONE|stat::number_of_executed_units|SUMMARY|==[0-9]+==ERROR)" "$log" || true

@@ -98,6 +98,7 @@ struct CliArgs {
   std::vector<std::string> strip_v;  // --strip, repeatable
   std::string layers_s;               // --layers all
   std::string key_s;                  // --key: the state dict inside a torch.save checkpoint
+  std::string act_s, pool_s;          // --act, --pool: settings a checkpoint cannot hold
   std::string class_s, gradcam_layer_s;  // --class, --gradcam-layer (with --explain)
   std::string scale_s, style_s = "overlay", dpi_s, formats_s = "png";
   int heads = 0;
@@ -122,6 +123,13 @@ struct Commands {
   CLI::App* figure;
 };
 
+// --key, and --act and --pool: the settings a checkpoint cannot hold (render, eval, inspect).
+void add_model_flags(CLI::App* cmd, CliArgs& a) {
+  cmd->add_option("--key", a.key_s, "PyTorch checkpoint: the entry holding the state dict, e.g. teacher or state_dict/model (default: found by the usual keys)");
+  cmd->add_option("--act", a.act_s, "the MLP activation gelu | gelu-tanh | quickgelu, for checkpoints that cannot say it (OpenAI CLIP / OpenCLIP, timm CLIP without its config.json)");
+  cmd->add_option("--pool", a.pool_s, "what the classifier reads: cls | mean | mean-all | map, for checkpoints that cannot say it (vit-pytorch before 2025-11)");
+}
+
 // attnmap render: its option table.
 CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
   attnmap::RenderOptions& ro = a.ro;
@@ -130,7 +138,6 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
   render->add_option("inputs", ro.inputs, "image files or folders (folders are walked recursively, sorted)")
       ->required();
   render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON, safetensors or a torch.save .pth/.pt/.bin; timm, DINOv2, DeiT, Hugging Face or torchvision names), a sharded model.safetensors.index.json or a Hugging Face model folder; default: the bundled weights/default.json");
-  render->add_option("--key", a.key_s, "PyTorch checkpoint: the entry holding the state dict, e.g. teacher or state_dict/model (default: found by the usual keys)");
   render->add_option("-o,--out", ro.out_dir, "output folder, created if missing")->capture_default_str();
   render->add_option("--layer", a.layer_s, "encoder block, 0-based; negative counts from the end (default: the weights' config default_layer, else -1 = last; with --rollout -1)");
   render->add_option("--head", a.head_s, "a head index (negative counts from the end), or mean | max | min over heads (default: the weights' config default_head, else mean; with --rollout mean)");
@@ -144,6 +151,7 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
                      "centre crop; the map is drawn inside the crop box only)")
       ->capture_default_str();
   render->add_option("--heads", a.heads, "number of attention heads, when the weights do not say");
+  add_model_flags(render, a);
   render->add_option("--mean", a.mean_s, "R,G,B normalisation mean (overrides the weights' config)");
   render->add_option("--std", a.std_s, "R,G,B normalisation std (overrides the weights' config)");
   render->add_flag("--rollout", ro.rollout,
@@ -235,7 +243,6 @@ CLI::App* add_eval_options(CLI::App& app, CliArgs& a) {
   eval->add_option("--masks", eo.masks_dir, "folder of masks named like the images (same stem); a non-zero colour channel = object (alpha ignored)")
       ->required();
   eval->add_option("-w,--weights", ro.weights, "weights file, as for render; default: the bundled weights/default.json");
-  eval->add_option("--key", a.key_s, "PyTorch checkpoint: the entry holding the state dict, as for render");
   eval->add_option("--layer", a.layer_s, "selected view: encoder block, 0-based, negative from the end (default: config default_layer, else -1; with --rollout -1)");
   eval->add_option("--head", a.head_s, "selected view: a head index, or mean | max | min (default: config default_head, else mean; with --rollout mean)");
   eval->add_flag("--rollout", ro.rollout, "selected view: attention rollout through layers 0..--layer, heads fused by --head");
@@ -248,6 +255,7 @@ CLI::App* add_eval_options(CLI::App& app, CliArgs& a) {
   eval->add_option("--resize", a.resize_s, "squash | crop (as for render; outside the crop box the map is 0)")
       ->capture_default_str();
   eval->add_option("--heads", a.heads, "number of attention heads, when the weights do not say");
+  add_model_flags(eval, a);
   eval->add_option("--size", a.size_s, "model input size S or W,H in pixels, as for render");
   eval->add_option("--pos-interp", a.pos_interp_s, kPosInterpHelp);
   eval->add_option("--mean", a.mean_s, "R,G,B normalisation mean (overrides the weights' config)");
@@ -275,8 +283,8 @@ CLI::App* add_inspect_options(CLI::App& app, CliArgs& a) {
                  "count and every config value with where it came from; given an output (PNG, .npy), the settings "
                  "that made it");
   inspect->add_option("weights", a.inspect_weights, "weights file (attnmap JSON, safetensors or a torch.save .pth/.pt/.bin), model.safetensors.index.json or Hugging Face model folder; or an output PNG / .npy")->required();
-  inspect->add_option("--key", a.key_s, "PyTorch checkpoint: the entry holding the state dict, as for render");
   inspect->add_option("--heads", a.inspect_heads, "number of attention heads, when the weights do not say");
+  add_model_flags(inspect, a);
   return inspect;
 }
 
@@ -317,6 +325,7 @@ int run_inspect(const CliArgs& a, const CLI::App& inspect) {
   }
   attnmap::ModelOverrides ov;
   if (inspect.count("--heads")) ov.num_heads = a.inspect_heads;
+  attnmap::apply_model_flags(a.act_s, a.pool_s, ov);
   if (inspect.count("--key")) {
     if (a.key_s.empty()) throw attnmap::Error("--key expects a value, found ''");
     ov.key = a.key_s;
@@ -413,6 +422,7 @@ void apply_run_options(CliArgs& a, const Commands& c) {
   }
   if (c.render->count("--heads") || c.eval->count("--heads")) ro.overrides.num_heads = a.heads;
   if (c.render->count("--key") || c.eval->count("--key")) ro.overrides.key = a.key_s;
+  attnmap::apply_model_flags(a.act_s, a.pool_s, ro.overrides);
   if (c.render->count("--class")) ro.class_spec = a.class_s;
   if (!a.gradcam_layer_s.empty()) {
     size_t used = 0;

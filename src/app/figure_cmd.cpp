@@ -60,6 +60,8 @@ CLI::App* add_figure_options(CLI::App& app, FigureArgs& a) {
   f->add_option("--size", a.size, "model input size S or W,H in pixels, as for render");
   f->add_option("--pos-interp", a.pos_interp, "with --size: how the position embeddings are resampled, as for render");
   f->add_option("--heads", a.heads, "number of attention heads, when the weights do not say");
+  f->add_option("--act", a.act, "the MLP activation gelu | gelu-tanh | quickgelu, as for render");
+  f->add_option("--pool", a.pool, "what the classifier reads: cls | mean | mean-all | map, as for render");
   f->add_option("--discard", a.discard, "rollout views: zero this fraction of the smallest fused attentions per layer, 0..1");
   f->add_option("--class", a.class_spec, "class-specific views (chefer, gradcam, attn-grad): class index, label or "
                                          "top1 (default top1; topK is refused: a cell holds one map)");
@@ -137,6 +139,7 @@ void check_drawing_options(const FigureArgs& a, FigurePlan& p) {
   ro.resize = a.resize == "crop" ? ResizeMode::Crop : ResizeMode::Squash;
   if (!a.heads.empty()) ro.overrides.num_heads = parse_integer(a.heads, "--heads");  // load_model checks it
   if (!a.key.empty()) ro.overrides.key = a.key;
+  apply_model_flags(a.act, a.pool, ro.overrides);
   if (!a.size.empty()) ro.size = parse_size_option(a.size);
   if (!a.pos_interp.empty()) {
     ro.pos_interp = parse_pos_interp(a.pos_interp);

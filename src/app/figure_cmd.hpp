@@ -32,6 +32,7 @@ struct FigureArgs {
   std::string class_spec;           ///< --class N | NAME | top1, for the class-specific views
   std::string gradcam_layer;        ///< gradcam without @L: its block
   std::string heads;                ///< --heads, when the weights do not say
+  std::string act, pool;            ///< --act, --pool, when the weights cannot say
   long long max_pixels = static_cast<long long>(LoadOptions{}.max_pixels);
   bool no_exif = false;
   bool quiet = false;

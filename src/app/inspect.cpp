@@ -1,6 +1,7 @@
 #include "app/inspect.hpp"
 
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -25,13 +26,34 @@ std::string with_commas(int64_t n) {
   return s;
 }
 
-std::string layout_name(const std::string& l) {
-  if (l == "timm") return "timm (timm / DINO / DeiT names)";
-  if (l == "dinov2") return "dinov2 (facebookresearch DINOv2 names)";
-  if (l == "hf-vit") return "hf-vit (Hugging Face ViTModel / ViTForImageClassification)";
-  if (l == "torchvision") return "torchvision (torchvision.models.VisionTransformer)";
-  if (l == "seed") return "seed (single attention layer W_Q / W_K / W_V)";
-  return l;
+// Every tensor of the file: how many were read, and those not read grouped by the reason they cannot change
+// the maps (a tensor neither read nor listed stops the load, so none is left unexplained).
+void describe_tensors(std::ostringstream& o, const ViTWeights& w) {
+  if (w.tensors.empty()) return;
+  std::vector<std::string> reasons;
+  std::map<std::string, std::vector<const ViTWeights::TensorUse*>> by_reason;
+  size_t read = 0;
+  for (const auto& t : w.tensors) {
+    if (t.reason.empty()) {
+      ++read;
+      continue;
+    }
+    if (!by_reason.count(t.reason)) reasons.push_back(t.reason);
+    by_reason[t.reason].push_back(&t);
+  }
+  o << "tensors:     " << w.tensors.size() << " in the file: " << read << " read";
+  if (reasons.empty()) {
+    o << ", every one\n";
+    return;
+  }
+  o << ", " << (w.tensors.size() - read) << " not read (they cannot change the maps):\n";
+  for (const std::string& r : reasons) {
+    const auto& ts = by_reason[r];
+    std::string names;
+    for (size_t i = 0; i < ts.size() && i < 4; ++i) names += (i ? ", " : "") + ts[i]->name + " " + ts[i]->shape;
+    if (ts.size() > 4) names += ", ... (" + std::to_string(ts.size()) + " tensors)";
+    o << "  " << names << ": " << r << "\n";
+  }
 }
 
 }  // namespace
@@ -57,8 +79,9 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
     o << "holds:       " << w.pth_holds << "\n";
     o << "state dict:  " << w.pth_used << "\n";
   }
-  o << "layout:      " << layout_name(hp.layout) << "\n";
-  o << "tokens:      " << hp.tokens() << " = " << (hp.cls_is_mean ? "1 class (mean of patches)" : "1 class") << " + "
+  o << "layout:      " << layout_info(hp.layout).family << "\n";
+  o << "tokens:      " << hp.tokens() << " = "
+    << (hp.cls_is_mean ? "1 class (mean of patches)" : hp.class_token ? "1 class" : "no class token") << " + "
     << hp.num_dist << " distillation + " << hp.num_registers << " register + " << N << " patch\n";
   o << "grid:        " << hp.grid_h << " x " << hp.grid_w << " patches (rows x columns) of " << hp.patch << " px, input "
     << hp.image_h << " x " << hp.image_w << " px (height x width)\n";
@@ -73,9 +96,18 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
   }
   o << "depth:       " << hp.depth << (hp.depth == 1 ? " block\n" : " blocks\n");
   o << "heads:       " << hp.num_heads << " (head dim " << hp.head_dim << ", D = " << hp.dim << ")\n";
-  o << "mlp:         " << (hp.mlp_dim ? std::to_string(hp.mlp_dim) : std::string("none")) << "\n";
-  o << "layer scale: " << (hp.layer_scale ? "yes (ls1 / ls2)" : "no") << "\n";
-  o << "classifier:  " << (w.head.present() ? std::to_string(w.head.out) + " classes" : std::string("none")) << "\n";
+  o << "mlp:         "
+    << (!hp.mlp_dim ? std::string("none")
+                    : std::to_string(hp.mlp_dim) + (hp.swiglu ? " (SwiGLU)" : " (" + activation_name(hp.act) + ")"))
+    << "\n";
+  o << "layer scale: " << (hp.layer_scale ? "yes" : "no") << "\n";
+  o << "qk norm:     " << (hp.qk_norm ? "yes (per-head LayerNorm of queries and keys)" : "no") << "\n";
+  if (w.norm_pre.present()) o << "pre-norm:    yes (LayerNorm of the tokens before the first block)\n";
+  o << "map row:     " << (hp.class_token ? "the class token's attention row"
+                                          : "no class token: the mean of the patch queries' rows (attention received)")
+    << "\n";
+  o << "classifier:  " << (w.head.present() ? std::to_string(w.head.out) + " classes, reading the " + pool_name(hp.pool)
+                                            : std::string("none")) << "\n";
   o << "parameters:  " << with_commas(w.param_count) << " (every floating-point tensor in the file)\n";
   o << "config:\n";
   row("image_size", std::to_string(hp.image_h) + "x" + std::to_string(hp.image_w), src("image_size"));
@@ -83,6 +115,8 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
   row("depth", std::to_string(hp.depth), src("depth"));
   row("num_heads", std::to_string(hp.num_heads), src("num_heads"));
   row("layer_norm_eps", fmt_float(hp.eps), src("layer_norm_eps"));
+  if (hp.source.count("act")) row("activation", activation_name(hp.act), src("act"));
+  if (hp.source.count("pool")) row("pool", pool_name(hp.pool), src("pool"));
   row("mean", rgb(hp.mean), src("mean"));
   row("std", rgb(hp.std), src("std"));
   if (hp.crop_pct) row("crop_pct", fmt_float(*hp.crop_pct), src("crop_pct"));
@@ -109,6 +143,7 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
   } catch (const Error& e) {
     notes.push_back(std::string("render/eval will refuse the default view: ") + e.what());
   }
+  describe_tensors(o, w);
   if (!notes.empty()) {
     o << "notes:\n";
     for (const auto& n : notes) o << "  " << n << "\n";

@@ -92,7 +92,8 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
     if (fs::is_regular_file(files[i], ec)) configs[fs::path(files[i]).filename().string()] = sha256_file(files[i]);
   }
   r["weights_configs"] = configs;
-  r["layout"] = hp.layout;
+  r["layout"] = layout_name(hp.layout);
+  r["query"] = hp.query_name();  // whose attention row the map is: "class token" or "mean over patch queries"
   r["view"] = view_name(ctx);
   r["discard"] = opt.rollout ? ojson(opt.discard) : ojson(nullptr);
   r["threshold"] = opt.threshold ? float_json(*opt.threshold) : ojson(nullptr);

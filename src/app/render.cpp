@@ -27,6 +27,19 @@ std::string requested_head(const HParams& hp, const RenderOptions& opt) {
   return opt.head.value_or(opt.rollout ? "mean" : hp.default_head.value_or("mean"));
 }
 
+void apply_model_flags(const std::string& act, const std::string& pool, ModelOverrides& ov) {
+  try {
+    if (!act.empty()) ov.act = parse_activation(act);
+  } catch (const Error& e) {
+    throw Error(std::string("--act: ") + e.what());
+  }
+  try {
+    if (!pool.empty()) ov.pool = parse_pool(pool);
+  } catch (const Error& e) {
+    throw Error(std::string("--pool: ") + e.what());
+  }
+}
+
 SelectedView select_view(const HParams& hp, const RenderOptions& opt) {
   // A bad value from the weights' config (not from the command line) says so, or the user looks for an option.
   auto from_config = [&hp](const char* key, const Error& e) {
@@ -165,9 +178,11 @@ std::string tile_label(const std::string& name, const std::vector<float>& map,
 std::string figure_title(const Job& job, const HParams& hp, const std::vector<std::pair<std::string, float>>& top5) {
   char buf[256];
   std::snprintf(buf, sizeof buf, "%s \u2014 %s ViT, %d blocks \u00d7 %d heads, %d\u00d7%d input (%d\u00d7%d patches of %d px)",
-                fs::path(job.input).filename().string().c_str(), hp.layout.c_str(), hp.depth, hp.num_heads,
+                fs::path(job.input).filename().string().c_str(), layout_name(hp.layout).c_str(), hp.depth, hp.num_heads,
                 hp.image_w, hp.image_h, hp.grid_w, hp.grid_h, hp.patch);
   std::string t = buf;
+  // A model without a class token: the map is not a class token's row, and the title says what it is.
+  if (!hp.class_token) t += " — no class token: mean of the patch queries' rows (attention received)";
   if (!top5.empty()) {
     std::snprintf(buf, sizeof buf, " \u2014 top-1: %s %.1f%%", top5[0].first.c_str(), 100.0 * static_cast<double>(top5[0].second));
     t += buf;

@@ -109,6 +109,9 @@ struct RenderResult {
   std::vector<std::string> shown_more;
 };
 
+/// --act and --pool (empty: not given) into `ov`; throws attnmap::Error naming the flag for a bad value.
+void apply_model_flags(const std::string& act, const std::string& pool, ModelOverrides& ov);
+
 /// The block (before resolving negatives) and head fusion the options ask for. Unset --layer/--head take
 /// the model's config default view (default_layer / default_head, else -1 and "mean") for the plain view,
 /// and the paper's for --rollout: every block, heads averaged (Abnar & Zuidema 2020).

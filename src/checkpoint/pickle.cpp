@@ -36,10 +36,20 @@ const StorageType* storage_type(const std::string& g) {
   return nullptr;
 }
 
+// Classes whose instances are plain data: built as a dict of their attributes (NEWOBJ, then BUILD with the
+// attribute dict), never with the class's own code. A training checkpoint's 'args' (DINO, DeiT, MAE).
+const char* const kInertClasses[] = {"argparse.Namespace"};
+
+bool inert_class(const std::string& g) {
+  for (const char* c : kInertClasses)
+    if (g == c) return true;
+  return false;
+}
+
 bool whitelisted(const std::string& g) {
   for (const char* c : kCallables)
     if (g == c) return true;
-  return storage_type(g) != nullptr;
+  return storage_type(g) != nullptr || inert_class(g);
 }
 
 constexpr size_t kMaxMarks = 100000;
@@ -278,7 +288,7 @@ void Unpickler::global(const std::string& module, const std::string& name) {
   const std::string g = module + "." + name;
   if (!whitelisted(g)) {
     std::string hint;
-    if (g == "argparse.Namespace" || module.rfind("numpy", 0) == 0)
+    if (module.rfind("numpy", 0) == 0)
       hint = "; a training checkpoint? save its state dict alone: torch.save(torch.load(PATH, map_location='cpu')"
              "[KEY], 'weights.pth') with KEY its state dict's entry ('model', 'teacher', ...), or as safetensors";
     throw Error("refused: the pickle in " + path_ + " calls " + printable(g) +
@@ -313,7 +323,16 @@ bool Unpickler::call_op(uint8_t op) {
       if (c.kind != K::Global)
         fail(std::string(op == 'R' ? "REDUCE" : "NEWOBJ") + " on a " + describe_value(out_, c) + ", not a callable, at byte " + std::to_string(op_at_));
       if (val(args).kind != K::Tuple) fail("REDUCE arguments are not a tuple at byte " + std::to_string(op_at_));
+      if (op == 0x81 && inert_class(c.s)) {  // an inert object: its attributes come with BUILD
+        if (!val(args).items.empty()) fail("NEWOBJ on " + c.s + " with arguments at byte " + std::to_string(op_at_));
+        PyValue v;
+        v.kind = K::Dict;
+        v.s = c.s;
+        push(add(std::move(v)));
+        return true;
+      }
       if (op == 0x81 && c.s != "collections.OrderedDict") fail("NEWOBJ on " + c.s + ", which attnmap does not build");
+      if (inert_class(c.s)) fail("REDUCE on " + c.s + " at byte " + std::to_string(op_at_) + " (attnmap builds it from NEWOBJ only)");
       const std::string callee_name = c.s;
       const std::vector<uint32_t> a = val(args).items;
       push(reduce(callee_name, a));
@@ -321,7 +340,12 @@ bool Unpickler::call_op(uint8_t op) {
     }
     case 'b': {  // BUILD: obj.__setstate__(state); only an OrderedDict's inert attribute dict (_metadata)
       const uint32_t state = pop();
-      const PyValue& obj = top();
+      PyValue& obj = top();
+      if (obj.kind == K::Dict && inert_class(obj.s) && obj.items.empty() && val(state).kind == K::Dict) {
+        const std::vector<uint32_t> kv = val(state).items;  // the attribute dict, kept as data
+        setitems(obj, kv);
+        return true;
+      }
       if (obj.kind != K::Dict || !obj.ordered || (val(state).kind != K::Dict && val(state).kind != K::None))
         fail("BUILD on a " + describe_value(out_, obj) + " at byte " + std::to_string(op_at_) +
              " (attnmap sets no attributes; only an OrderedDict's own attribute dict is accepted and ignored)");
@@ -455,7 +479,7 @@ std::string describe_value(const PickleData& p, const PyValue& v) {
     case K::Dict: {
       size_t tensors = 0;
       for (size_t i = 1; i < v.items.size(); i += 2) tensors += p.values[v.items[i]].kind == K::Tensor;
-      const std::string what = v.ordered ? "OrderedDict of " : "dict of ";
+      const std::string what = !v.s.empty() ? printable(v.s) + " of " : v.ordered ? "OrderedDict of " : "dict of ";
       return what + (tensors ? plural(tensors, "tensor", "tensors") + (tensors * 2 < v.items.size() ? " and other entries" : "")
                              : plural(v.items.size() / 2, "entry", "entries"));
     }

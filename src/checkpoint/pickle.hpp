@@ -2,7 +2,8 @@
 // data around it). It interprets the pickle opcodes a state dict needs and never calls anything: every
 // global is looked up in a whitelist (collections.OrderedDict, torch._utils._rebuild_tensor_v2 /
 // _rebuild_parameter / _rebuild_parameter_with_state and the torch.*Storage types), the same idea as
-// torch.load(weights_only=True); any other global is refused by name. Python objects become values in an
+// torch.load(weights_only=True); argparse.Namespace (a training checkpoint's 'args') is built as a plain
+// dict of its attributes, never by its class; any other global is refused by name. Python objects become values in an
 // arena (indices, no pointers), so cycles and deep nesting cannot overflow a destructor's stack.
 #pragma once
 #include <cstddef>

@@ -9,16 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/layouts.hpp"
 #include "checkpoint/weights_json.hpp"
 
 namespace attnmap {
 
 /// Hyper-parameters; defaults are timm's vit_*_patch16_224 conventions.
 struct HParams {
-  /// Detected key-name layout: "timm" (timm / DINO / DeiT names), "dinov2" (facebookresearch DINOv2 with
-  /// register_tokens / mask_token), "hf-vit" (Hugging Face ViTModel / ViTForImageClassification),
-  /// "torchvision" (torchvision.models.VisionTransformer) or "seed" (the guide's single layer).
-  std::string layout = "timm";
+  /// The detected layout (checkpoint/layouts.hpp: one row per family's naming).
+  Layout layout = Layout::Timm;
   int image_w = 224, image_h = 224;  ///< model input size in pixels
   int patch = 16;                    ///< patch size P (pixels)
   int grid_w = 14, grid_h = 14;      ///< patch grid: image / patch
@@ -27,7 +26,8 @@ struct HParams {
   int num_heads = 1;                 ///< attention heads H
   int head_dim = 0;                  ///< d_k per head
   int mlp_dim = 0;                   ///< hidden width of the MLP (0: no MLP)
-  int num_prefix = 1;                ///< tokens before the patch tokens: class, [distillation], [registers]
+  int num_prefix = 1;                ///< tokens before the patch tokens: [class], [distillation], [registers]
+  bool class_token = true;           ///< the first token is a class token (false: SimpleViT, timm GAP, SigLIP)
   int num_dist = 0;                  ///< distillation tokens (DeiT: 1), right after the class token
   int num_registers = 0;             ///< register tokens (DINOv2 / timm reg), after class and distillation
   /// Prefix tokens that have a position-embedding row: pos_embed is (pos_prefix + N, D); its first pos_prefix
@@ -35,6 +35,11 @@ struct HParams {
   /// torchvision, 1 for facebookresearch DINOv2 registers, 0 for timm no_embed_class, 1+R for timm reg.
   int pos_prefix = 1;
   bool layer_scale = false;          ///< blocks carry LayerScale ls1 / ls2 (DINOv2, CaiT-style)
+  bool qk_norm = false;              ///< blocks normalise each head's query and key (timm qk_norm=True)
+  bool swiglu = false;               ///< the MLP is SwiGLU: fc1 (2M, D) -> silu(x1) * x2 -> fc2 (D, M) (DINOv2)
+  Activation act = Activation::Gelu; ///< the MLP's activation (GELU MLPs)
+  Pool pool = Pool::ClassToken;      ///< what the classifier reads
+  bool pos_sincos = false;           ///< positions computed: SimpleViT's 2-D sin-cos table for the grid
   float eps = 1e-6f;                 ///< LayerNorm epsilon (timm default)
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};  ///< ImageNet (timm IMAGENET_DEFAULT_MEAN)
   std::array<float, 3> std{0.229f, 0.224f, 0.225f};   ///< ImageNet (timm IMAGENET_DEFAULT_STD)
@@ -51,6 +56,10 @@ struct HParams {
 
   int tokens() const { return num_prefix + grid_w * grid_h; }
   int inner() const { return num_heads * head_dim; }
+  /// What the attention row drawn as "the" map is: the class token's row, or, for a model without a class
+  /// token, the mean of the patch tokens' rows (the attention each token receives, averaged over the
+  /// patch queries).
+  std::string query_name() const { return class_token ? "class token" : "mean over patch queries"; }
 };
 
 /// A LayerNorm's affine parameters, each (D); empty when the model has none.
@@ -66,14 +75,26 @@ struct LinearW {
   bool present() const { return !weight.empty(); }
 };
 
+/// timm's AttentionPoolLatent (SigLIP's MAP head): a learned probe (1, D) attends over the final tokens with
+/// its own query (D, D) and key/value (2D, D) projections and H heads, then proj, and a residual MLP on
+/// norm(x); the classifier reads the probe's output.
+struct AttentionPoolW {
+  Floats latent;       ///< (D)
+  LinearW q, kv, proj; ///< (D, D), (2D, D), (D, D)
+  LayerNormW norm;     ///< (D)
+  LinearW fc1, fc2;    ///< (M, D), (D, M)
+  bool present() const { return !latent.empty(); }
+};
+
 /// One encoder block's weights.
 struct BlockWeights {
   LayerNormW norm1;  ///< (D)
   LinearW qkv;       ///< (3*H*dk, D): rows [q; k; v], heads contiguous inside each
-  LinearW proj;      ///< (D, H*dk); absent in the seed layout
+  LayerNormW q_norm, k_norm;  ///< (dk) each, applied to every head's query / key (timm qk_norm); optional
+  LinearW proj;      ///< (D, H*dk); absent in the seed layout and where H*dk == D needs none (vit-pytorch)
   LayerNormW norm2;  ///< (D)
-  LinearW fc1;       ///< (M, D)
-  LinearW fc2;       ///< (D, M)
+  LinearW fc1;       ///< (M, D); SwiGLU: (2M, D), rows [x1; x2] (DINOv2 w12)
+  LinearW fc2;       ///< (D, M); SwiGLU: DINOv2 w3
   Floats ls1, ls2;  ///< LayerScale (D) on the attention / MLP branch; empty: none
 };
 
@@ -83,15 +104,25 @@ struct BlockWeights {
 struct ViTWeights {
   HParams hp;
   LinearW patch_embed;            ///< (D, 3*P*P) in (channel, row, column) order; absent: token = pixels
-  Floats cls_token;   ///< (D); empty when hp.cls_is_mean
+  LayerNormW patch_norm_in;       ///< (3*P*P) LayerNorm of each patch's pixels before the embedding (vit-pytorch)
+  LayerNormW patch_norm_out;      ///< (D) LayerNorm after the embedding (vit-pytorch)
+  LayerNormW norm_pre;            ///< (D) LayerNorm of the tokens before the first block (CLIP ln_pre / norm_pre)
+  Floats cls_token;   ///< (D); empty when hp.cls_is_mean or !hp.class_token
   Floats extra_tokens;  ///< (num_prefix - 1, D): distillation token, then register tokens
   Floats pos_embed;   ///< (pos_prefix + N, D); empty: zero
   std::vector<BlockWeights> blocks;
   LayerNormW norm;                ///< final LayerNorm (D), optional
+  LayerNormW fc_norm;             ///< LayerNorm after pooling, before the head (timm fc_norm), optional
+  AttentionPoolW attn_pool;       ///< hp.pool == Pool::Map: the attention-pool head
   LinearW head;                   ///< classifier (C, D), optional
   LinearW head_dist;              ///< DeiT distilled: classifier on the distillation token (C, D), optional;
                                   ///< logits = (head(class) + head_dist(distillation)) / 2 (timm, eval mode)
-  std::vector<std::string> notices;  ///< things worth telling the user (ignored keys, guessed heads)
+  std::vector<std::string> notices;  ///< things worth telling the user (guessed settings, overrides)
+  /// Every tensor of the file: consumed, or not read with the reason it cannot change the maps.
+  struct TensorUse {
+    std::string name, shape, reason;  ///< reason empty: consumed
+  };
+  std::vector<TensorUse> tensors;
   int64_t param_count = 0;           ///< floating-point values in the file (every tensor, used or not)
   std::string format;                ///< "json", "safetensors" or "pth" (torch.save zip archive)
   std::string pth_holds;             ///< pth: what the pickled object is (top-level keys), for inspect
@@ -103,6 +134,8 @@ struct ModelOverrides {
   std::optional<int> num_heads;
   std::optional<std::array<float, 3>> mean, std;
   std::optional<std::string> key;  ///< --key: the entry of a PyTorch checkpoint holding the state dict
+  std::optional<Activation> act;   ///< --act: the MLP activation, for files that cannot say it
+  std::optional<Pool> pool;        ///< --pool: what the classifier reads, for files that cannot say it
 };
 
 /// Builds a ViT from parsed tensors: detects the layout by key names, reads the "config" object, infers

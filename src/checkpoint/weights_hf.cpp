@@ -394,16 +394,22 @@ void add_hf_side_config(const std::string& dir, SideConfig& sc) {
   const bool have_cfg = read_json_file(cfg, c, "a side config");
   const bool timm = have_cfg && (c.contains("architecture") || c.contains("pretrained_cfg"));
   if (have_cfg && !timm) {  // Hugging Face PretrainedConfig (ViTConfig)
+    const bool nested = c.contains("vision_config") && c["vision_config"].is_object();  // CLIPConfig
+    const json& v = nested ? c["vision_config"] : c;
     for (const char* key : {"hidden_size", "num_hidden_layers", "intermediate_size"}) {
-      if (!c.contains(key)) continue;
-      if (!c[key].is_number_integer() || c[key].get<int64_t>() <= 0 || c[key].get<int64_t>() > (1 << 24))
-        throw Error(cfg + ": \"" + key + "\" must be a positive integer, found " + c[key].dump().substr(0, 60));
-      sc.values[key] = c[key];
-      sc.source[key] = "config.json (" + cfg + ": " + key + ")";
+      if (!v.contains(key)) continue;
+      const std::string at = std::string(nested ? "vision_config." : "") + key;
+      if (!v[key].is_number_integer() || v[key].get<int64_t>() <= 0 || v[key].get<int64_t>() > (1 << 24))
+        throw Error(cfg + ": \"" + at + "\" must be a positive integer, found " + v[key].dump().substr(0, 60));
+      sc.values[key] = v[key];
+      sc.source[key] = "config.json (" + cfg + ": " + at + ")";
     }
-    if (c.contains("model_type") && c["model_type"] != "vit")
+    static const std::set<std::string> kTypes = {"vit", "deit", "dinov2", "dinov2_with_registers", "clip",
+                                                 "clip_vision_model"};
+    if (c.contains("model_type") && (!c["model_type"].is_string() || !kTypes.count(c["model_type"].get<std::string>())))
       sc.notices.push_back(cfg + ": model_type " + c["model_type"].dump() +
-                           " is not \"vit\": attnmap reads Hugging Face ViT (ViTModel) tensor names");
+                           " is not one attnmap knows (vit, deit, dinov2, dinov2_with_registers, clip, "
+                           "clip_vision_model): the tensor names decide the layout");
   }
   const bool cfg_has_image_size = sc.values.contains("image_size") &&
                                   sc.source.count("image_size") && sc.source["image_size"].rfind("config.json", 0) == 0;

@@ -407,6 +407,25 @@ void refuse_legacy_pth(const std::string& path) {
                      "with torch.save(torch.load(PATH, map_location='cpu'), 'weights.pth') (or as safetensors)");
 }
 
+// A training checkpoint's 'args' (an argparse.Namespace, read as data): its model name says the head count
+// that the state dict cannot (DINO args.arch "vit_small", DeiT / MAE args.model "deit_small_patch16_224"),
+// as a config "architecture" that a config.json, the weights' own config or --heads still override.
+void take_training_args(const PickleData& p, RawWeights& raw) {
+  const PyValue& root = p.values[p.root];
+  if (root.kind != K::Dict) return;
+  const PyValue* args = lookup(p, root, "args");
+  if (!args || args->kind != K::Dict || args->s != "argparse.Namespace") return;
+  for (const char* field : {"arch", "model"}) {
+    const PyValue* v = lookup(p, *args, field);
+    if (!v || v->kind != K::Str || v->s.empty() || v->s.size() > 200) continue;
+    if (!raw.config.is_object()) raw.config = nlohmann::json::object();
+    if (raw.config.contains("architecture")) return;
+    raw.config["architecture"] = v->s;
+    raw.config_where = std::string("the checkpoint's args.") + field;
+    return;
+  }
+}
+
 RawWeights parse_weights_pth(const uint8_t* data, size_t size, const std::string& path, const std::string& key, PthInfo* info) {
   Archive ar(data, size, path);
   const std::string prefix = find_prefix(ar, path);
@@ -436,6 +455,7 @@ RawWeights parse_weights_pth(const uint8_t* data, size_t size, const std::string
     }
   }
   if (!raw.skipped.empty()) raw.notices.push_back("skipped non-float tensors: " + joined(raw.skipped));
+  take_training_args(p, raw);
   if (!other.empty()) raw.notices.push_back("ignored non-tensor entries of the state dict: " + joined(other));
   if (info) {
     const PyValue& root = p.values[p.root];

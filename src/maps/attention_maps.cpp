@@ -152,8 +152,11 @@ std::vector<uint8_t> threshold_mask(const float* a, int n, float threshold) {
 
 std::vector<float> class_row_map(const std::vector<float>& m, const HParams& hp, int T) {
   const int N = hp.grid_w * hp.grid_h;
-  if (m.size() < static_cast<size_t>(T) || hp.num_prefix + N != T) throw Error("class_row_map: token count mismatch");
-  return std::vector<float>(m.begin() + hp.num_prefix, m.begin() + hp.num_prefix + N);
+  if (m.size() < static_cast<size_t>(T) * (hp.class_token ? 1 : T) || hp.num_prefix + N != T)
+    throw Error("class_row_map: token count mismatch");
+  std::vector<float> row(static_cast<size_t>(T));  // the class token's row, or the patch queries' mean row
+  query_row(row.data(), m.data(), T, hp.class_token, hp.num_prefix);
+  return std::vector<float>(row.begin() + hp.num_prefix, row.begin() + hp.num_prefix + N);
 }
 
 MapStats map_statistics(const std::vector<float>& map, int grid_h, int grid_w) {

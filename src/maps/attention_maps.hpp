@@ -73,7 +73,8 @@ void discard_smallest(float* m, int T, double frac);
 /// Throws attnmap::Error for T outside (0, 1], or when the values do not have a positive finite sum.
 std::vector<uint8_t> threshold_mask(const float* a, int n, float threshold);
 
-/// The class token's row of a (T, T) matrix (e.g. a rollout) over the patch tokens, as (grid_h, grid_w).
+/// The class token's row of a (T, T) matrix (e.g. a rollout) over the patch tokens, as (grid_h, grid_w); for
+/// a model without a class token the mean of the patch tokens' rows (query_row, model/vit.hpp).
 std::vector<float> class_row_map(const std::vector<float>& m, const HParams& hp, int T);
 
 /// Summary statistics of a map (grid_h, grid_w), for the batch manifest.

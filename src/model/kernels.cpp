@@ -67,7 +67,32 @@ void gelu_scalar(float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + Sleef_erff_u10(x[i] * 0.70710678118654752f));
 }
 
+void quick_gelu_scalar(float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + Sleef_expf_u10(x[i] * -1.702f));
+}
+
+void gelu_tanh_scalar(float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    x[i] = 0.5f * v * (1.0f + Sleef_tanhf_u10(0.7978845608028654f * (v + 0.044715f * (v * v * v))));
+  }
+}
+
+// In place over n floats in parallel chunks: the AVX2 body `vec` when the CPU has it, else `scalar`.
+void map_chunks(float* x, size_t n, void (*vec)(float*, size_t), void (*scalar)(float*, size_t)) {
+  const size_t chunk = 16384;  // a multiple of 8: chunks cut no vector
+  const bool v = have_avx2();
+  for_rows((n + chunk - 1) / chunk, chunk, [&](size_t c0, size_t c1) {
+    const size_t i0 = c0 * chunk, i1 = std::min(n, c1 * chunk);
+    (v ? vec : scalar)(x + i0, i1 - i0);
+  });
+}
+
 }  // namespace
+
+void quick_gelu(float* x, size_t n) { map_chunks(x, n, avx2::quick_gelu, quick_gelu_scalar); }
+
+void gelu_tanh(float* x, size_t n) { map_chunks(x, n, avx2::gelu_tanh, gelu_tanh_scalar); }
 
 void layernorm(float* out, const float* in, const float* weight, const float* bias, int M, int D, float eps) {
   const size_t d = static_cast<size_t>(D);
@@ -80,15 +105,7 @@ void layernorm(float* out, const float* in, const float* weight, const float* bi
   });
 }
 
-void gelu(float* x, size_t n) {
-  const size_t chunk = 16384;  // a multiple of 8: chunks cut no vector
-  const bool v = have_avx2();
-  for_rows((n + chunk - 1) / chunk, chunk, [&](size_t c0, size_t c1) {
-    const size_t i0 = c0 * chunk, i1 = std::min(n, c1 * chunk);
-    if (v) avx2::gelu(x + i0, i1 - i0);
-    else gelu_scalar(x + i0, i1 - i0);
-  });
-}
+void gelu(float* x, size_t n) { map_chunks(x, n, avx2::gelu, gelu_scalar); }
 
 void softmax_row(float* row, int n) {
   if (have_avx2()) avx2::softmax_row(row, n);

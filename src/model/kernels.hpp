@@ -17,6 +17,14 @@ void layernorm(float* out, const float* in, const float* weight, const float* bi
 /// Chunks in parallel.
 void gelu(float* x, size_t n);
 
+/// In place, n floats: QuickGELU x / (1 + exp(-1.702 x)) = x * sigmoid(1.702 x) (OpenAI CLIP clip/model.py).
+/// Chunks in parallel.
+void quick_gelu(float* x, size_t n);
+
+/// In place, n floats: GELU's tanh form 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) (PyTorch
+/// nn.GELU(approximate='tanh'), timm 'gelu_tanh'). Chunks in parallel.
+void gelu_tanh(float* x, size_t n);
+
 /// In place: each of M rows of length n (n >= 1) becomes its softmax, computed stably (row max subtracted,
 /// exp summed in double). Rows in parallel.
 void softmax_rows(float* x, int M, int n);

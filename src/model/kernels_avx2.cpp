@@ -44,7 +44,37 @@ inline __m256 gelu8(__m256 x) {
   return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
+// QuickGELU of 8 floats: x / (1 + exp(-1.702 x)), in the scalar formula's order.
+inline __m256 quick_gelu8(__m256 x) {
+  const __m256 e = Sleef_expf8_u10avx2(_mm256_mul_ps(x, _mm256_set1_ps(-1.702f)));
+  return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+// GELU's tanh form of 8 floats: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in the scalar order.
+inline __m256 gelu_tanh8(__m256 x) {
+  const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+  const __m256 in = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f),
+                                  _mm256_add_ps(x, _mm256_mul_ps(_mm256_set1_ps(0.044715f), x3)));
+  const __m256 t = Sleef_tanhf8_u10avx2(in);
+  return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.0f), t));
+}
+
+// In place, f8 on every 8 floats (the tail padded with zeros).
+template <class F>
+void map8(float* x, size_t n, F f8) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, f8(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    const int rest = static_cast<int>(n - i);
+    store_part(x + i, f8(load_part(x + i, rest, 0.0f)), rest);
+  }
+}
+
 }  // namespace
+
+void quick_gelu(float* x, size_t n) { map8(x, n, quick_gelu8); }
+
+void gelu_tanh(float* x, size_t n) { map8(x, n, gelu_tanh8); }
 
 void layernorm_row(float* y, const float* x, const float* w, const float* b, int D, float eps) {
   const int full = D / 8 * 8, rest = D - full;
@@ -129,6 +159,8 @@ void softmax_row(float* row, int n) {
 namespace attnmap::kernels::avx2 {
 void layernorm_row(float*, const float*, const float*, const float*, int, float) { std::abort(); }
 void gelu(float*, size_t) { std::abort(); }
+void quick_gelu(float*, size_t) { std::abort(); }
+void gelu_tanh(float*, size_t) { std::abort(); }
 void softmax_row(float*, int) { std::abort(); }
 }  // namespace attnmap::kernels::avx2
 #endif

@@ -236,24 +236,15 @@ PosInterp parse_pos_interp(const std::string& s) {
 }
 
 PosInterpChoice default_pos_interp(const HParams& hp) {
-  if (hp.layout == "dinov2") {
-    if (hp.num_registers > 0)
-      return {PosInterp::Timm,
-              "facebookresearch DINOv2 names with register tokens: its hub's *_reg models set interpolate_offset=0 "
-              "and interpolate_antialias=True, timm's call"};
-    return {PosInterp::Dino,
-            "facebookresearch DINOv2 names: DinoVisionTransformer.interpolate_pos_encoding with its default "
-            "interpolate_offset=0.1 (DINO's rule)"};
-  }
-  if (hp.layout == "hf-vit")
-    return {PosInterp::Hf, "Hugging Face names: ViTEmbeddings.interpolate_pos_encoding (transformers 2024 on)"};
-  if (hp.layout == "torchvision")
-    return {PosInterp::Torchvision, "torchvision names: torchvision.models.vision_transformer.interpolate_embeddings"};
-  if (hp.layout == "seed")
-    return {PosInterp::TimmLegacy, "seed layout (no framework): attnmap's earlier rule, size= without antialias"};
-  return {PosInterp::Timm,
-          "timm names (timm, DeiT; a DINO v1 .pth has the same names: use --pos-interp dino for DINO's "
-          "own numbers): timm >= 0.9 resample_abs_pos_embed"};
+  const LayoutInfo& info = layout_info(hp.layout);
+  if (hp.layout == Layout::Dinov2 && hp.num_registers > 0)
+    return {PosInterp::Timm,
+            "facebookresearch DINOv2 names with register tokens: its hub's *_reg models set interpolate_offset=0 "
+            "and interpolate_antialias=True, timm's call"};
+  if (hp.layout == Layout::HfDinov2 && hp.num_registers > 0)
+    return {PosInterp::Timm, "Hugging Face Dinov2WithRegistersEmbeddings.interpolate_pos_encoding: size=, bicubic, "
+                             "antialias=True (timm's call)"};
+  return {info.pos_interp, info.pos_why};
 }
 
 void resample_pos_embed(ViTWeights& w, int image_w, int image_h, PosInterp mode) {
@@ -306,8 +297,9 @@ void resample_pos_embed(ViTWeights& w, int image_w, int image_h, PosInterp mode)
   hp.image_h = image_h;
   hp.grid_w = gw;
   hp.grid_h = gh;
-  hp.source["image_size"] = "command line (--size; position embeddings resampled: --pos-interp " +
-                           pos_interp_name(mode) + ")";
+  hp.source["image_size"] = hp.pos_sincos ? std::string("command line (--size; SimpleViT's sin-cos positions computed for the grid)")
+                                          : "command line (--size; position embeddings resampled: --pos-interp " +
+                                                pos_interp_name(mode) + ")";
   hp.source["pos_interp"] = pos_interp_name(mode);
 }
 

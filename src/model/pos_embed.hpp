@@ -22,16 +22,8 @@ std::vector<float> bicubic_resize_planes(const std::vector<float>& in, int C, in
 std::vector<float> bilinear_resize_planes(const std::vector<float>& in, int C, int in_h, int in_w, int out_h,
                                           int out_w);
 
-/// How --size resamples the position embeddings: each framework's own F.interpolate call (torch 1.13 semantics).
-///   Timm        timm >= 0.9 resample_abs_pos_embed: size=(gh, gw), bicubic, align_corners=False, antialias=True
-///               (also facebookresearch DINOv2's *_reg hub models: interpolate_offset=0, interpolate_antialias=True)
-///   TimmLegacy  timm 0.6 resize_pos_embed / DeiT's fine-tuning script: size=, bicubic, antialias=False
-///   Dino        facebookresearch DINO / DINOv2 interpolate_pos_encoding: scale_factor=((g+0.1)/M per axis),
-///               bicubic, align_corners=False, antialias=False; the samples follow the scale factor, not in/out
-///   Hf          Hugging Face ViTEmbeddings.interpolate_pos_encoding (2024 on): size=, bicubic, align_corners=False
-///   HfLegacy    the same before 2024: DINO's +0.1 scale_factor call (numerically Dino)
-///   Torchvision torchvision.models.vision_transformer.interpolate_embeddings: size=, bicubic, align_corners=True
-enum class PosInterp { Timm, TimmLegacy, Dino, Hf, HfLegacy, Torchvision };
+// PosInterp (how --size resamples the position embeddings) is declared in checkpoint/layouts.hpp, with
+// the table of layouts that names each one's default.
 
 /// The mode a checkpoint implies and why (one sentence naming the framework code followed).
 struct PosInterpChoice {

@@ -49,6 +49,61 @@ void attention_forward(float* out, float* probs, const float* qkv, int T, int H,
 
 void gelu_forward(float* x, size_t n) { kernels::gelu(x, n); }
 
+void activation_forward(float* x, size_t n, Activation act) {
+  switch (act) {
+    case Activation::Gelu:
+      kernels::gelu(x, n);
+      return;
+    case Activation::GeluTanh:
+      kernels::gelu_tanh(x, n);
+      return;
+    case Activation::QuickGelu:
+      kernels::quick_gelu(x, n);
+      return;
+  }
+}
+
+void swiglu_forward(float* out, const float* in, int M, int hidden) {
+  for (int r = 0; r < M; ++r) {
+    const float* x1 = in + static_cast<size_t>(r) * 2 * hidden;  // (hidden)
+    const float* x2 = x1 + hidden;                                // (hidden)
+    float* o = out + static_cast<size_t>(r) * hidden;
+    for (int j = 0; j < hidden; ++j) o[j] = x1[j] / (1.0f + std::exp(-x1[j])) * x2[j];
+  }
+}
+
+void query_row(float* out, const float* p, int T, bool class_token, int first_patch) {
+  if (class_token) {
+    std::copy_n(p, T, out);
+    return;
+  }
+  std::vector<double> acc(static_cast<size_t>(T), 0.0);
+  for (int i = first_patch; i < T; ++i)
+    for (int j = 0; j < T; ++j) acc[static_cast<size_t>(j)] += p[static_cast<size_t>(i) * T + j];
+  const double n = std::max(T - first_patch, 1);
+  for (int j = 0; j < T; ++j) out[j] = static_cast<float>(acc[static_cast<size_t>(j)] / n);
+}
+
+void sincos_2d(float* out, int gh, int gw, int D) {
+  if (D % 4 != 0 || D < 8) throw Error("sin-cos positions need D a multiple of 4 and at least 8, found " + std::to_string(D));
+  const int q = D / 4;
+  std::vector<float> omega(static_cast<size_t>(q));  // float32 as torch computes it
+  for (int i = 0; i < q; ++i)
+    omega[static_cast<size_t>(i)] = 1.0f / std::pow(10000.0f, static_cast<float>(i) / static_cast<float>(q - 1));
+  for (int y = 0; y < gh; ++y)
+    for (int x = 0; x < gw; ++x) {
+      float* row = out + (static_cast<size_t>(y) * gw + x) * D;
+      for (int i = 0; i < q; ++i) {
+        const float ax = static_cast<float>(x) * omega[static_cast<size_t>(i)];
+        const float ay = static_cast<float>(y) * omega[static_cast<size_t>(i)];
+        row[i] = std::sin(ax);
+        row[q + i] = std::cos(ax);
+        row[2 * q + i] = std::sin(ay);
+        row[3 * q + i] = std::cos(ay);
+      }
+    }
+}
+
 // tokens (T, D) of one image: [class token; distillation token; register tokens; patch embeddings], with the
 // position embeddings added to the first hp.pos_prefix prefix tokens and to the patches. Registers without a
 // position row are the DINOv2 convention (facebookresearch: inserted after the class token once the position
@@ -56,28 +111,49 @@ void gelu_forward(float* x, size_t n) { kernels::gelu(x, n); }
 void embed_tokens(float* x, const ViTWeights& w, const float* image) {
   const HParams& hp = w.hp;
   const int D = hp.dim, N = hp.grid_w * hp.grid_h, P = hp.patch;
-  const std::vector<float> patches = patchify(image, hp.image_h, hp.image_w, P);  // (N, 3*P*P)
-  float* xp = x + static_cast<size_t>(hp.num_prefix) * D;                        // (N, D)
+  std::vector<float> patches = patchify(image, hp.image_h, hp.image_w, P);  // (N, 3*P*P)
+  float* xp = x + static_cast<size_t>(hp.num_prefix) * D;                  // (N, D)
+  if (w.patch_norm_in.present()) {  // vit-pytorch: LayerNorm of each patch's pixels first
+    const LayerNormW& n = w.patch_norm_in;
+    layernorm_forward(patches.data(), std::vector<float>(patches).data(), n.weight.data(), n.bias.data(), N,
+                      3 * P * P, hp.eps);
+  }
   if (w.patch_embed.present()) {
     linear(xp, patches.data(), w.patch_embed, N);
   } else {
     std::copy(patches.begin(), patches.end(), xp);  // seed layout: D == 3*P*P
   }
+  if (w.patch_norm_out.present()) {
+    const std::vector<float> e(xp, xp + static_cast<size_t>(N) * D);
+    layernorm_forward(xp, e.data(), w.patch_norm_out.weight.data(), w.patch_norm_out.bias.data(), N, D, hp.eps);
+  }
+  float* extra = x;  // (num_prefix - class token, D): distillation token, then registers
   if (hp.cls_is_mean) {
     for (int j = 0; j < D; ++j) {
       double s = 0;
       for (int i = 0; i < N; ++i) s += xp[static_cast<size_t>(i) * D + j];
       x[j] = static_cast<float>(s / N);
     }
-  } else {
+    extra += D;
+  } else if (hp.class_token) {
     std::copy(w.cls_token.begin(), w.cls_token.end(), x);
+    extra += D;
   }
-  std::copy(w.extra_tokens.begin(), w.extra_tokens.end(), x + D);  // (num_prefix - 1, D)
-  if (!w.pos_embed.empty()) {
+  std::copy(w.extra_tokens.begin(), w.extra_tokens.end(), extra);
+  if (hp.pos_sincos) {  // SimpleViT: the table for this grid, added to the patches
+    std::vector<float> pe(static_cast<size_t>(N) * D);
+    sincos_2d(pe.data(), hp.grid_h, hp.grid_w, D);
+    for (size_t i = 0; i < pe.size(); ++i) xp[i] += pe[i];
+  } else if (!w.pos_embed.empty()) {
     const size_t np = static_cast<size_t>(hp.pos_prefix) * D;  // prefix rows (pos_prefix, D)
     for (size_t i = 0; i < np; ++i) x[i] += w.pos_embed[i];
     const size_t n = static_cast<size_t>(N) * D;  // patch rows (N, D)
     for (size_t i = 0; i < n; ++i) xp[i] += w.pos_embed[np + i];
+  }
+  if (w.norm_pre.present()) {  // CLIP ln_pre / timm norm_pre, on every token
+    const size_t TD = static_cast<size_t>(hp.tokens()) * D;
+    const std::vector<float> t(x, x + TD);
+    layernorm_forward(x, t.data(), w.norm_pre.weight.data(), w.norm_pre.bias.data(), hp.tokens(), D, hp.eps);
   }
 }
 
@@ -106,7 +182,7 @@ Activations make_activations(const HParams& hp, int BT, size_t TT) {
   a.qkv.resize(static_cast<size_t>(BT) * 3 * inner);
   a.att.resize(static_cast<size_t>(BT) * inner);
   a.probs.resize(static_cast<size_t>(H) * TT);
-  a.hid.resize(static_cast<size_t>(BT) * static_cast<size_t>(std::max(hp.mlp_dim, 1)));
+  a.hid.resize(static_cast<size_t>(BT) * static_cast<size_t>(std::max(hp.mlp_dim, 1)) * (hp.swiglu ? 2 : 1));
   return a;
 }
 
@@ -124,6 +200,21 @@ std::vector<ForwardResult> make_results(int B, int L, int H, int T, bool keep_fu
   return res;
 }
 
+// timm qk_norm: each head's query (d_k) and key (d_k) through their LayerNorms, in place in qkv (BT, 3*inner).
+void qk_norm_forward(float* qkv, const BlockWeights& blk, const HParams& hp, int BT) {
+  const int H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
+  std::vector<float> tmp(static_cast<size_t>(dk));
+  for (int t = 0; t < BT; ++t)
+    for (int part = 0; part < 2; ++part) {  // 0: queries, 1: keys
+      const LayerNormW& n = part == 0 ? blk.q_norm : blk.k_norm;
+      for (int h = 0; h < H; ++h) {
+        float* v = qkv + static_cast<size_t>(t) * 3 * inner + static_cast<size_t>(part) * inner + static_cast<size_t>(h) * dk;
+        std::copy_n(v, dk, tmp.data());
+        layernorm_forward(v, tmp.data(), n.weight.data(), n.bias.data(), 1, dk, hp.eps);
+      }
+    }
+}
+
 // qkv (B*T, 3*inner) = LN1(x) (B*T, D) @ W_qkv^T + b_qkv; no LN1 in the seed layout.
 void qkv_forward(Activations& a, const BlockWeights& blk, const HParams& hp, int BT) {
   const int D = hp.dim;
@@ -133,6 +224,7 @@ void qkv_forward(Activations& a, const BlockWeights& blk, const HParams& hp, int
     ln_in = a.xn.data();
   }
   linear(a.qkv.data(), ln_in, blk.qkv, BT);  // (B*T, 3*inner)
+  if (blk.q_norm.present()) qk_norm_forward(a.qkv.data(), blk, hp, BT);
 }
 
 // The drawn layer l: only the class token's row of each head's probabilities is needed, (1, T) per
@@ -164,7 +256,8 @@ void attention_layer(std::vector<ForwardResult>& res, Activations& a, const HPar
     attention_forward(&a.att[static_cast<size_t>(b) * T * inner], probs.data(), &a.qkv[static_cast<size_t>(b) * T * 3 * inner],
                       T, H, dk);
     for (int h = 0; h < H; ++h)
-      std::copy_n(&probs[static_cast<size_t>(h) * TT], T, &r.cls_attn[(static_cast<size_t>(l) * H + h) * T]);
+      query_row(&r.cls_attn[(static_cast<size_t>(l) * H + h) * T], &probs[static_cast<size_t>(h) * TT], T,
+                hp.class_token, hp.num_prefix);
     if (opt.keep_full) std::copy(probs.begin(), probs.end(), &r.attn[static_cast<size_t>(l) * H * TT]);
     if (opt.on_probs) opt.on_probs(b, l, probs.data());
   }
@@ -179,26 +272,98 @@ void seed_output(std::vector<ForwardResult>& res, const Activations& a, const HP
                                                   a.att.begin() + static_cast<long>(b + 1) * T * inner);
 }
 
-// x = x + ls1 * proj(attn); x = x + ls2 * fc2(gelu(fc1(LN2(x)))) (LayerScale, Touvron et al. 2021);
-// x (B*T, D), att (B*T, inner), hid (B*T, M).
+// x = x + ls1 * proj(attn); x = x + ls2 * fc2(act(fc1(LN2(x)))) (LayerScale, Touvron et al. 2021), or with
+// SwiGLU fc2(silu(x1) * x2) for [x1 | x2] = fc1(LN2(x)); x (B*T, D), att (B*T, inner), hid (B*T, M or 2M).
+// Without proj (vit-pytorch, H * d_k == D), the attention output joins the residual as it is.
 void residual_mlp_forward(Activations& a, const BlockWeights& blk, const HParams& hp, int BT) {
   const int D = hp.dim;
-  linear(a.xn.data(), a.att.data(), blk.proj, BT);  // (B*T, D)
-  add_scaled(a.x.data(), a.xn.data(), blk.ls1, static_cast<size_t>(BT), D);  // x += ls1 * proj(attn)
+  if (blk.proj.present()) {
+    linear(a.xn.data(), a.att.data(), blk.proj, BT);  // (B*T, D)
+    add_scaled(a.x.data(), a.xn.data(), blk.ls1, static_cast<size_t>(BT), D);  // x += ls1 * proj(attn)
+  } else {
+    add_scaled(a.x.data(), a.att.data(), blk.ls1, static_cast<size_t>(BT), D);
+  }
   layernorm_forward(a.xn.data(), a.x.data(), blk.norm2.weight.data(), blk.norm2.bias.data(), BT, D, hp.eps);
-  const int M = blk.fc1.out;
-  linear(a.hid.data(), a.xn.data(), blk.fc1, BT);  // (B*T, M)
-  gelu_forward(a.hid.data(), static_cast<size_t>(BT) * M);
+  const int M = hp.mlp_dim;
+  linear(a.hid.data(), a.xn.data(), blk.fc1, BT);  // (B*T, M) or SwiGLU (B*T, 2M)
+  if (hp.swiglu) {
+    std::vector<float> h(static_cast<size_t>(BT) * M);  // (B*T, M)
+    swiglu_forward(h.data(), a.hid.data(), BT, M);
+    std::copy(h.begin(), h.end(), a.hid.begin());
+  } else {
+    activation_forward(a.hid.data(), static_cast<size_t>(BT) * M, hp.act);
+  }
   linear(a.xn.data(), a.hid.data(), blk.fc2, BT);  // (B*T, D)
   add_scaled(a.x.data(), a.xn.data(), blk.ls2, static_cast<size_t>(BT), D);  // x += ls2 * mlp(LN2(x))
 }
 
-// logits (C) = head(class token); DeiT distilled: (head(class) + head_dist(distillation)) / 2. tokens: one
+// timm AttentionPoolLatent (latent_len 1): the probe's query q = W_q latent + b_q (D), keys and values
+// [K | V] = tokens (T, D) W_kv^T + b_kv (T, 2D); per head h, a_h = softmax(q_h K_h^T / sqrt(d_k)) (T) into
+// probe_attn (H, T); y = proj([a_h V_h]_h) (D); y += mlp(norm(y)). out (D) = y.
+void attention_pool_forward(float* out, float* probe_attn, const AttentionPoolW& p, const float* tokens,
+                            const HParams& hp, int T) {
+  const int D = hp.dim, H = hp.num_heads, dk = hp.head_dim;
+  std::vector<float> q(static_cast<size_t>(D)), kv(static_cast<size_t>(T) * 2 * D), y(static_cast<size_t>(D));
+  linear(q.data(), p.latent.data(), p.q, 1);   // (D)
+  linear(kv.data(), tokens, p.kv, T);           // (T, 2D): [K | V], heads contiguous in each
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  for (int h = 0; h < H; ++h) {
+    float* a = probe_attn + static_cast<size_t>(h) * T;  // (T)
+    for (int t = 0; t < T; ++t) {
+      const float* k = &kv[static_cast<size_t>(t) * 2 * D + static_cast<size_t>(h) * dk];
+      double dot = 0;
+      for (int c = 0; c < dk; ++c) dot += static_cast<double>(q[static_cast<size_t>(h * dk + c)] * scale) * k[c];
+      a[t] = static_cast<float>(dot);
+    }
+    softmax_rows(a, 1, T);
+    for (int c = 0; c < dk; ++c) {
+      double acc = 0;
+      for (int t = 0; t < T; ++t) acc += static_cast<double>(a[t]) * kv[static_cast<size_t>(t) * 2 * D + D + static_cast<size_t>(h) * dk + c];
+      y[static_cast<size_t>(h * dk + c)] = static_cast<float>(acc);
+    }
+  }
+  linear(out, y.data(), p.proj, 1);  // (D)
+  std::vector<float> n(static_cast<size_t>(D)), hid(static_cast<size_t>(p.fc1.out)), m(static_cast<size_t>(D));
+  layernorm_forward(n.data(), out, p.norm.weight.data(), p.norm.bias.data(), 1, D, hp.eps);
+  linear(hid.data(), n.data(), p.fc1, 1);
+  activation_forward(hid.data(), hid.size(), hp.act);
+  linear(m.data(), hid.data(), p.fc2, 1);
+  for (int j = 0; j < D; ++j) out[j] += m[static_cast<size_t>(j)];
+}
+
+// The vector the classifier reads (D), from one image's final tokens (T, D): the class token, the mean of
+// the patch tokens (timm 'avg'), of every token (vit-pytorch 'mean'), or the attention pool's output; then
+// fc_norm when the model has one (timm forward_head).
+std::vector<float> pooled_forward(ForwardResult& r, const ViTWeights& w, const float* tokens, int T) {
+  const HParams& hp = w.hp;
+  const int D = hp.dim;
+  std::vector<float> v(static_cast<size_t>(D), 0.0f);
+  if (hp.pool == Pool::ClassToken) {
+    std::copy_n(tokens, D, v.begin());
+  } else if (hp.pool == Pool::Map) {
+    r.pool_attn.resize(static_cast<size_t>(hp.num_heads) * T);
+    attention_pool_forward(v.data(), r.pool_attn.data(), w.attn_pool, tokens, hp, T);
+  } else {
+    const int first = hp.pool == Pool::MeanPatches ? hp.num_prefix : 0;
+    std::vector<double> acc(static_cast<size_t>(D), 0.0);
+    for (int t = first; t < T; ++t)
+      for (int j = 0; j < D; ++j) acc[static_cast<size_t>(j)] += tokens[static_cast<size_t>(t) * D + j];
+    for (int j = 0; j < D; ++j) v[static_cast<size_t>(j)] = static_cast<float>(acc[static_cast<size_t>(j)] / std::max(T - first, 1));
+  }
+  if (w.fc_norm.present()) {
+    const std::vector<float> u = v;
+    layernorm_forward(v.data(), u.data(), w.fc_norm.weight.data(), w.fc_norm.bias.data(), 1, D, hp.eps);
+  }
+  return v;
+}
+
+// logits (C) = head(pooled); DeiT distilled: (head(class) + head_dist(distillation)) / 2. tokens: one
 // image's final tokens (T, D).
-void logits_forward(ForwardResult& r, const ViTWeights& w, const float* tokens) {
+void logits_forward(ForwardResult& r, const ViTWeights& w, const float* tokens, int T) {
   const int D = w.hp.dim;
+  const std::vector<float> pooled = pooled_forward(r, w, tokens, T);  // (D)
   r.logits.resize(static_cast<size_t>(w.head.out));
-  linear(r.logits.data(), tokens, w.head, 1);  // (C)
+  linear(r.logits.data(), pooled.data(), w.head, 1);  // (C)
   if (w.head_dist.present()) {  // DeiT distilled: (head(class) + head_dist(distillation)) / 2
     std::vector<float> ld(static_cast<size_t>(w.head_dist.out));  // (C)
     linear(ld.data(), tokens + D, w.head_dist, 1);
@@ -207,7 +372,7 @@ void logits_forward(ForwardResult& r, const ViTWeights& w, const float* tokens) 
 }
 
 // After the last block: the final LayerNorm (if any) of x (B*T, D), each image's tokens (T, D) into
-// tokens_out, and with a head its logits.
+// tokens_out, with a head its logits, with an attention pool its probe's attention.
 void final_forward(std::vector<ForwardResult>& res, Activations& a, const ViTWeights& w, int BT, int T) {
   const HParams& hp = w.hp;
   const int B = static_cast<int>(res.size());
@@ -219,8 +384,13 @@ void final_forward(std::vector<ForwardResult>& res, Activations& a, const ViTWei
   }
   for (int b = 0; b < B; ++b) {
     ForwardResult& r = res[static_cast<size_t>(b)];
-    r.tokens_out.assign(fin + static_cast<size_t>(b) * T * D, fin + static_cast<size_t>(b + 1) * T * D);
-    if (w.head.present()) logits_forward(r, w, fin + static_cast<size_t>(b) * T * D);
+    const float* tb = fin + static_cast<size_t>(b) * T * D;
+    r.tokens_out.assign(tb, tb + static_cast<size_t>(T) * D);
+    if (w.head.present()) {
+      logits_forward(r, w, tb, T);
+    } else if (hp.pool == Pool::Map) {
+      (void)pooled_forward(r, w, tb, T);  // the probe's attention, without a classifier
+    }
   }
 }
 
@@ -290,7 +460,7 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
   for (int l = 0; l < L; ++l) {
     const BlockWeights& blk = w.blocks[static_cast<size_t>(l)];
     qkv_forward(a, blk, hp, BT);
-    if (l == L - 1 && !opt.keep_full && !opt.to_end && !opt.on_probs) {
+    if (l == L - 1 && !opt.keep_full && !opt.to_end && !opt.on_probs && hp.class_token) {
       cls_row_attention(res, a, hp, l, T);
       break;
     }
@@ -323,9 +493,14 @@ void prepare_linear(LinearW& lin, bool backward) {
 
 void prepare_weights(ViTWeights& w, bool backward) {
   prepare_linear(w.patch_embed, backward);
-  for (Floats* f : {&w.cls_token, &w.extra_tokens, &w.pos_embed, &w.norm.weight, &w.norm.bias}) own(*f);
+  for (LayerNormW* n : {&w.patch_norm_in, &w.patch_norm_out, &w.norm_pre, &w.norm, &w.fc_norm, &w.attn_pool.norm})
+    own(n->weight), own(n->bias);
+  for (Floats* f : {&w.cls_token, &w.extra_tokens, &w.pos_embed, &w.attn_pool.latent}) own(*f);
+  for (LinearW* l : {&w.attn_pool.q, &w.attn_pool.kv, &w.attn_pool.proj, &w.attn_pool.fc1, &w.attn_pool.fc2})
+    prepare_linear(*l, backward);
   for (BlockWeights& b : w.blocks) {
-    for (Floats* f : {&b.norm1.weight, &b.norm1.bias, &b.norm2.weight, &b.norm2.bias, &b.ls1, &b.ls2}) own(*f);
+    for (LayerNormW* n : {&b.norm1, &b.norm2, &b.q_norm, &b.k_norm}) own(n->weight), own(n->bias);
+    for (Floats* f : {&b.ls1, &b.ls2}) own(*f);
     for (LinearW* l : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) prepare_linear(*l, backward);
   }
   prepare_linear(w.head, backward);

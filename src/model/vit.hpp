@@ -33,11 +33,15 @@ struct ForwardOptions {
 /// What one image's forward pass recorded. L = layers computed, H = heads, T = tokens (prefix + patches).
 struct ForwardResult {
   int layers = 0, heads = 0, tokens = 0;
-  std::vector<float> cls_attn;    ///< (L, H, T): row 0 (class token) of softmax(QK^T/sqrt(d_k)) per layer
+  /// (L, H, T): row 0 (the class token) of softmax(QK^T/sqrt(d_k)) per layer; for a model without a class
+  /// token (hp.class_token false), the mean of the patch tokens' rows (query_row).
+  std::vector<float> cls_attn;
   std::vector<float> attn;        ///< (L, H, T, T): all rows, only with keep_full
   std::vector<float> tokens_out;  ///< (T, D) after the final LayerNorm (timm) / (T, d_k) = weights.V (seed); to_end
-  std::vector<float> logits;      ///< (C) classifier output on the class token (DeiT distilled: mean with
-                                  ///< head_dist on the distillation token); to_end and a head present
+  std::vector<float> logits;      ///< (C) classifier output on the pooled token (hp.pool; DeiT distilled: mean
+                                  ///< with head_dist on the distillation token); to_end and a head present
+  std::vector<float> pool_attn;   ///< (H, T) an attention-pool head's probe attention over the final tokens
+                                  ///< (hp.pool == Pool::Map, timm AttentionPoolLatent); to_end
 };
 
 /// Runs B images through the model. `images[b]` is a normalised (3, H, W) tensor with H = hp.image_h,
@@ -81,5 +85,24 @@ void attention_forward(float* out, float* probs, const float* qkv, int T, int H,
 
 /// In place exact GELU: x * 0.5 * (1 + erf(x / sqrt(2))) (PyTorch nn.GELU(), approximate='none').
 void gelu_forward(float* x, size_t n);
+
+/// In place, the MLP's activation `act`: exact GELU, GELU's tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
+/// x^3))) (nn.GELU(approximate='tanh')), or QuickGELU x * sigmoid(1.702 x) (OpenAI CLIP clip/model.py).
+void activation_forward(float* x, size_t n, Activation act);
+
+/// SwiGLU (Shazeer 2020; DINOv2 SwiGLUFFN): out (M rows, hidden) = silu(x1) * x2 where each row of
+/// in (M, 2 * hidden) is [x1 | x2] (torch chunk(2, dim=-1)); silu(x) = x * sigmoid(x).
+void swiglu_forward(float* out, const float* in, int M, int hidden);
+
+/// The row drawn as "the" map from one head's probabilities p (T, T): row 0 (the class token's), or for a
+/// model without a class token the mean of the rows first_patch..T-1 (each patch query's row; a probability
+/// distribution again, the attention each token receives averaged over the patch queries). Into out (T).
+void query_row(float* out, const float* p, int T, bool class_token, int first_patch);
+
+/// SimpleViT's 2-D sin-cos position table (lucidrains/vit-pytorch simple_vit.py posemb_sincos_2d,
+/// temperature 10000), computed in float32 as its code does: for the patch at (row y, column x) and
+/// omega_i = 1 / 10000^(i / (D/4 - 1)), i < D/4: [sin(x omega), cos(x omega), sin(y omega), cos(y omega)].
+/// out (gh * gw, D) row-major over the grid. Throws attnmap::Error unless D is a multiple of 4 and >= 8.
+void sincos_2d(float* out, int gh, int gw, int D);
 
 }  // namespace attnmap

@@ -1,0 +1,42 @@
+// file_config.hpp - the configuration read with a weights file (its own "config" object, a side
+// config.json, the command line), as weights.cpp merges it and vit_loader.cpp applies it. Internal to
+// checkpoint/.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/layouts.hpp"
+#include "checkpoint/weights.hpp"
+
+namespace attnmap {
+
+/// Config values from one or more sources; `src` says where each came from.
+struct FileConfig {
+  std::optional<int> num_heads, patch_size, image_w, image_h, default_layer;
+  std::optional<float> eps, crop_pct;
+  std::optional<std::array<float, 3>> mean, std;
+  std::optional<std::string> default_head, interpolation, architecture;
+  std::optional<Activation> act;  ///< "act" (attnmap), "hidden_act" (Hugging Face), "quick_gelu" (OpenCLIP)
+  std::optional<Pool> pool;       ///< "pool": "cls" / "token", "mean" / "avg", "mean-all", "map"
+  std::vector<std::string> labels;
+  std::map<std::string, std::string> src;
+};
+
+/// Where `key` came from ("config (file)" when not recorded).
+std::string src_of(const FileConfig& fc, const std::string& key);
+
+/// hp.image_w / image_h and the grid from the config, or from `n_patches` patch positions (a square grid),
+/// or 224 (`default_why` says why that default is right for the layout). Throws attnmap::Error for a size
+/// that is not a multiple of the patch or does not match the positions.
+void resolve_grid(HParams& hp, const FileConfig& fc, int64_t n_patches, bool have_positions,
+                  const std::string& path, const std::string& pos_name,
+                  const std::string& default_why = "default (224)");
+
+/// The size `v` as an int; throws attnmap::Error(what: dimension out of range) outside 1..2^24.
+int to_int(int64_t v, const std::string& what);
+
+}  // namespace attnmap

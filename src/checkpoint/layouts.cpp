@@ -1,0 +1,164 @@
+#include "checkpoint/layouts.hpp"
+
+#include "core/error.hpp"
+
+namespace attnmap {
+
+namespace {
+
+// Reasons shared by several rows.
+const char* const kDinoHead =
+    "DINO projection head (MultiCropWrapper.head): computed from the backbone's output, changes no attention map";
+const char* const kHfPooler =
+    "pooler: tanh(dense(class token)) after the encoder; the classifier does not read it, no attention map uses it";
+const char* const kMaskToken =
+    "mask token: replaces masked patches in masked-image pre-training only; a forward without a mask never reads it";
+const char* const kClipProj =
+    "projection into CLIP's joint image-text space, after the last block: changes no attention map";
+const char* const kClipText = "CLIP text tower (the image's attention maps never read it)";
+
+// clang-format off
+const std::vector<LayoutInfo>& table() {
+  static const std::vector<LayoutInfo> rows = {
+      {Layout::Seed, "seed", "seed (single attention layer W_Q / W_K / W_V)", 1e-6f, "seed layout (no LayerNorm)",
+       PosInterp::TimmLegacy, "seed layout (no framework): attnmap's earlier rule, size= without antialias",
+       Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {}},
+      {Layout::Timm, "timm", "timm (timm VisionTransformer; DINO and DeiT .pth files have the same names)", 1e-6f,
+       "default (timm 1e-6)", PosInterp::Timm,
+       "timm names (timm, DeiT; a DINO v1 .pth has the same names: use --pos-interp dino for DINO's own "
+       "numbers): timm >= 0.9 resample_abs_pos_embed",
+       Stats::ImageNet, Activation::Gelu, HeadRule::Sizes,
+       {{"head.mlp.*", kDinoHead}, {"head.last_layer.*", kDinoHead}}},
+      {Layout::TimmClip, "timm-clip", "timm-clip (timm CLIP ViT, vit_*_clip_*: norm_pre before the blocks)", 1e-5f,
+       "default (timm CLIP ViTs: nn.LayerNorm, 1e-5)", PosInterp::Timm,
+       "timm names: timm >= 0.9 resample_abs_pos_embed", Stats::Clip, Activation::Gelu, HeadRule::Sizes, {}},
+      {Layout::TimmSiglip, "timm-siglip",
+       "timm-siglip (timm SigLIP ViT, vit_*_siglip_*: no class token, attention-pool head)", 1e-6f,
+       "default (timm 1e-6)", PosInterp::Timm, "timm names: timm >= 0.9 resample_abs_pos_embed", Stats::Half,
+       Activation::Gelu, HeadRule::Sizes, {}},
+      {Layout::Deit3, "deit3", "deit3 (facebookresearch/deit models_v2.py, DeiT-III: LayerScale gamma_1 / gamma_2)",
+       1e-6f, "default (DeiT-III 1e-6)", PosInterp::TimmLegacy,
+       "facebookresearch/deit: timm 0.6 resize_pos_embed (size=, bicubic, no antialias)", Stats::ImageNet,
+       Activation::Gelu, HeadRule::Sizes, {}},
+      {Layout::Mae, "mae", "mae (facebookresearch/mae models_mae.py: the encoder; the decoder is not read)", 1e-6f,
+       "default (MAE 1e-6)", PosInterp::TimmLegacy,
+       "facebookresearch/mae util/pos_embed.interpolate_pos_embed: size=, bicubic, no antialias", Stats::ImageNet,
+       Activation::Gelu, HeadRule::Sizes,
+       {{"decoder_*", "MAE decoder: reconstructs masked patches in pre-training; the encoder never reads it"},
+        {"mask_token", kMaskToken}}},
+      {Layout::Dinov2, "dinov2", "dinov2 (facebookresearch DINOv2 DinoVisionTransformer names)", 1e-6f,
+       "default (DINOv2 1e-6)", PosInterp::Dino,
+       "facebookresearch DINOv2 names: DinoVisionTransformer.interpolate_pos_encoding with its default "
+       "interpolate_offset=0.1 (DINO's rule)",
+       Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {{"mask_token", kMaskToken}}},
+      {Layout::HfVit, "hf-vit", "hf-vit (Hugging Face ViTModel / ViTForImageClassification)", 1e-12f,
+       "default (Hugging Face ViTConfig 1e-12)", PosInterp::Hf,
+       "Hugging Face names: ViTEmbeddings.interpolate_pos_encoding (transformers 2024 on)", Stats::ImageNet,
+       Activation::Gelu, HeadRule::Sizes,
+       {{"pooler.dense.*", kHfPooler}, {"vit.pooler.dense.*", kHfPooler}, {"embeddings.mask_token", kMaskToken},
+        {"vit.embeddings.mask_token", kMaskToken}}},
+      {Layout::HfDeit, "hf-deit", "hf-deit (Hugging Face DeiTModel / DeiTForImageClassification(WithTeacher))",
+       1e-12f, "default (Hugging Face DeiTConfig 1e-12)", PosInterp::Hf,
+       "Hugging Face names: DeiTEmbeddings.interpolate_pos_encoding", Stats::ImageNet, Activation::Gelu,
+       HeadRule::Sizes,
+       {{"pooler.dense.*", kHfPooler}, {"deit.pooler.dense.*", kHfPooler}, {"embeddings.mask_token", kMaskToken},
+        {"deit.embeddings.mask_token", kMaskToken}}},
+      {Layout::HfDinov2, "hf-dinov2", "hf-dinov2 (Hugging Face Dinov2Model / Dinov2WithRegistersModel)", 1e-6f,
+       "default (Hugging Face Dinov2Config 1e-6)", PosInterp::Hf,
+       "Hugging Face Dinov2Embeddings.interpolate_pos_encoding (transformers 4.48): size=, bicubic, no antialias",
+       Stats::ImageNet, Activation::Gelu, HeadRule::Sizes,
+       {{"embeddings.mask_token", kMaskToken}, {"dinov2.embeddings.mask_token", kMaskToken},
+        {"dinov2_with_registers.embeddings.mask_token", kMaskToken},
+        {"classifier.*", "Dinov2ForImageClassification's classifier reads [class token, mean patch token] (2D): "
+                         "attnmap computes no logits for it (the maps do not use it)"}}},
+      {Layout::HfClip, "hf-clip", "hf-clip (Hugging Face CLIPVisionModel / CLIPModel's vision tower)", 1e-5f,
+       "default (Hugging Face CLIPVisionConfig 1e-5)", PosInterp::Hf,
+       "Hugging Face names: CLIPVisionEmbeddings.interpolate_pos_encoding", Stats::Clip, Activation::QuickGelu,
+       HeadRule::D64,
+       {{"text_model.*", kClipText}, {"text_projection.*", kClipText}, {"logit_scale", kClipText},
+        {"logit_bias", kClipText}, {"visual_projection.*", kClipProj},
+        {"vision_model.embeddings.position_ids", "position indices 0..N (an arange buffer): the order attnmap uses"}}},
+      {Layout::Torchvision, "torchvision", "torchvision (torchvision.models.VisionTransformer)", 1e-6f,
+       "default (torchvision 1e-6)", PosInterp::Torchvision,
+       "torchvision names: torchvision.models.vision_transformer.interpolate_embeddings", Stats::ImageNet,
+       Activation::Gelu, HeadRule::Sizes, {}},
+      {Layout::Clip, "clip", "clip (OpenAI CLIP / OpenCLIP VisionTransformer)", 1e-5f,
+       "default (CLIP's LayerNorm 1e-5)", PosInterp::Timm,
+       "OpenCLIP resize_pos_embed: size=, bicubic, antialias (OpenAI CLIP itself never resamples)", Stats::Clip,
+       Activation::QuickGelu, HeadRule::D64,
+       {{"proj", kClipProj}, {"visual.proj", kClipProj}, {"transformer.*", kClipText},
+        {"token_embedding.*", kClipText}, {"positional_embedding", kClipText}, {"ln_final.*", kClipText},
+        {"text_projection", kClipText}, {"logit_scale", kClipText}, {"logit_bias", kClipText},
+        {"attn_mask", kClipText}, {"input_resolution", "OpenAI's record of the input size (an int)"},
+        {"context_length", kClipText}, {"vocab_size", kClipText}}},
+      {Layout::VitPytorch, "vit-pytorch", "vit-pytorch (lucidrains/vit-pytorch ViT)", 1e-5f,
+       "default (vit-pytorch nn.LayerNorm 1e-5)", PosInterp::Timm,
+       "vit-pytorch does not resample its positions; timm's call is used", Stats::ImageNet, Activation::Gelu,
+       HeadRule::Inner64, {}},
+      {Layout::SimpleVit, "vit-pytorch-simple",
+       "vit-pytorch-simple (lucidrains/vit-pytorch SimpleViT: no class token, 2-D sin-cos positions)", 1e-5f,
+       "default (vit-pytorch nn.LayerNorm 1e-5)", PosInterp::Timm,
+       "SimpleViT computes its sin-cos positions for any grid", Stats::ImageNet, Activation::Gelu,
+       HeadRule::Inner64, {}},
+  };
+  return rows;
+}
+// clang-format on
+
+bool matches(const char* pattern, const std::string& name) {
+  const std::string p = pattern;
+  if (!p.empty() && p.back() == '*') return name.compare(0, p.size() - 1, p, 0, p.size() - 1) == 0;
+  return name == p;
+}
+
+}  // namespace
+
+const LayoutInfo& layout_info(Layout l) {
+  for (const LayoutInfo& r : table())
+    if (r.layout == l) return r;
+  throw Error("layout_info: no row for layout " + std::to_string(static_cast<int>(l)));
+}
+
+std::string layout_name(Layout l) { return layout_info(l).name; }
+
+std::string activation_name(Activation a) {
+  switch (a) {
+    case Activation::Gelu: return "gelu";
+    case Activation::GeluTanh: return "gelu-tanh";
+    case Activation::QuickGelu: return "quickgelu";
+  }
+  return "?";
+}
+
+Activation parse_activation(const std::string& s) {
+  if (s == "gelu") return Activation::Gelu;
+  if (s == "gelu-tanh" || s == "gelu_tanh" || s == "gelu_pytorch_tanh" || s == "gelu_new") return Activation::GeluTanh;
+  if (s == "quickgelu" || s == "quick_gelu") return Activation::QuickGelu;
+  throw Error("activation must be gelu, gelu-tanh or quickgelu, found '" + s + "'");
+}
+
+std::string pool_name(Pool p) {
+  switch (p) {
+    case Pool::ClassToken: return "class token";
+    case Pool::MeanPatches: return "mean of the patch tokens";
+    case Pool::MeanAll: return "mean of every token";
+    case Pool::Map: return "attention-pool probe";
+  }
+  return "?";
+}
+
+Pool parse_pool(const std::string& s) {
+  if (s == "cls" || s == "token") return Pool::ClassToken;
+  if (s == "mean" || s == "avg") return Pool::MeanPatches;
+  if (s == "mean-all") return Pool::MeanAll;
+  if (s == "map") return Pool::Map;
+  throw Error("pool must be cls, mean, mean-all or map, found '" + s + "'");
+}
+
+std::string ignored_reason(Layout l, const std::string& name) {
+  for (const IgnoredTensors& g : layout_info(l).ignored)
+    if (matches(g.pattern, name)) return g.reason;
+  return "";
+}
+
+}  // namespace attnmap

@@ -1,0 +1,301 @@
+#include "checkpoint/schemes.hpp"
+
+#include <cctype>
+
+#include "core/error.hpp"
+
+namespace attnmap {
+
+namespace {
+
+bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
+
+// Replaces the leading `from` of `s` by `to`; true when it matched.
+bool swap_prefix(std::string& s, const std::string& from, const std::string& to) {
+  if (!starts_with(s, from)) return false;
+  s = to + s.substr(from.size());
+  return true;
+}
+
+// Splits "blocks.{i}.rest" into i and rest; false when `canon` is not a block tensor.
+bool split_block(const std::string& canon, std::string& idx, std::string& rest) {
+  if (!starts_with(canon, "blocks.")) return false;
+  const size_t dot = canon.find('.', 7);
+  if (dot == std::string::npos) return false;
+  idx = canon.substr(7, dot - 7);
+  rest = canon.substr(dot + 1);
+  return true;
+}
+
+bool all_digits(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+// The name without wrapper prefixes; `cut` receives what was removed.
+std::string strip_wrappers(const std::string& name, std::string& cut) {
+  std::string k = name;
+  cut.clear();
+  for (bool again = true; again;) {
+    again = false;
+    for (const char* p : {"module.", "backbone.", "model."}) {
+      const std::string ps = p;
+      if (starts_with(k, ps) && k.size() > ps.size()) {
+        cut += ps;
+        k = k.substr(ps.size());
+        again = true;
+      }
+    }
+  }
+  return k;
+}
+
+// facebookresearch DINOv2 BlockChunk: "blocks.C.I.rest" holds block I (a global index) -> "blocks.I.rest".
+std::string unchunk(const std::string& k) {
+  std::string idx, rest;
+  if (!split_block(k, idx, rest) || !all_digits(idx)) return k;
+  const size_t dot = rest.find('.');
+  if (dot == std::string::npos || !all_digits(rest.substr(0, dot))) return k;
+  return "blocks." + rest;
+}
+
+// ---- the schemes ----------------------------------------------------------------------------------------
+
+// torchvision.models.VisionTransformer (torchvision/models/vision_transformer.py).
+Scheme torchvision_scheme(const KeyIndex& idx) {
+  Scheme sc;
+  sc.layout = Layout::Torchvision;
+  const bool old_mlp = idx.has("encoder.layers.encoder_layer_0.mlp.linear_1.weight");
+  sc.name = [old_mlp](const std::string& c) {
+    std::string idx_s, rest, s = c;
+    if (split_block(c, idx_s, rest)) {
+      const std::string b = "encoder.layers.encoder_layer_" + idx_s + ".";
+      if (swap_prefix(rest, "norm1.", "ln_1.") || swap_prefix(rest, "norm2.", "ln_2.") ||
+          swap_prefix(rest, "attn.proj.", "self_attention.out_proj.") ||
+          swap_prefix(rest, "mlp.fc1.", old_mlp ? "mlp.linear_1." : "mlp.0.") ||
+          swap_prefix(rest, "mlp.fc2.", old_mlp ? "mlp.linear_2." : "mlp.3."))
+        return b + rest;
+      if (rest == "attn.qkv.weight") return b + "self_attention.in_proj_weight";
+      if (rest == "attn.qkv.bias") return b + "self_attention.in_proj_bias";
+      return b + "torchvision:" + rest;
+    }
+    if (c == "cls_token") return std::string("class_token");
+    if (c == "pos_embed") return std::string("encoder.pos_embedding");
+    if (swap_prefix(s, "patch_embed.proj.", "conv_proj.") || swap_prefix(s, "norm.", "encoder.ln.") ||
+        swap_prefix(s, "head.", "heads.head."))
+      return s;
+    return "torchvision:" + c;  // no such tensor in this layout
+  };
+  return sc;
+}
+
+// Hugging Face ViT / DeiT / Dinov2 (models/{vit,deit,dinov2,dinov2_with_registers}/modeling_*.py): `m` is
+// the base model's attribute ("vit.", "deit.", "dinov2.", ...) or "" for a bare base model.
+Scheme hf_scheme(Layout layout, const std::string& m) {
+  Scheme sc;
+  sc.layout = layout;
+  sc.separate_qkv = true;
+  const bool dinov2 = layout == Layout::HfDinov2;
+  sc.name = [m, dinov2, layout](const std::string& c) {
+    std::string idx, rest, s = c;
+    if (split_block(c, idx, rest)) {
+      const std::string b = m + "encoder.layer." + idx + ".";
+      if (swap_prefix(rest, "attn.q.", "attention.attention.query.") ||
+          swap_prefix(rest, "attn.k.", "attention.attention.key.") ||
+          swap_prefix(rest, "attn.v.", "attention.attention.value.") ||
+          swap_prefix(rest, "attn.proj.", "attention.output.dense."))
+        return b + rest;
+      if (dinov2) {
+        if (swap_prefix(rest, "norm1.", "norm1.") || swap_prefix(rest, "norm2.", "norm2.") ||
+            swap_prefix(rest, "mlp.fc1.", "mlp.fc1.") || swap_prefix(rest, "mlp.fc2.", "mlp.fc2.") ||
+            swap_prefix(rest, "mlp.w12.", "mlp.weights_in.") || swap_prefix(rest, "mlp.w3.", "mlp.weights_out."))
+          return b + rest;
+        if (rest == "ls1.gamma") return b + "layer_scale1.lambda1";
+        if (rest == "ls2.gamma") return b + "layer_scale2.lambda1";
+      } else if (swap_prefix(rest, "norm1.", "layernorm_before.") || swap_prefix(rest, "norm2.", "layernorm_after.") ||
+                 swap_prefix(rest, "mlp.fc1.", "intermediate.dense.") || swap_prefix(rest, "mlp.fc2.", "output.dense.")) {
+        return b + rest;
+      }
+      return b + "hf:" + rest;
+    }
+    if (c == "cls_token") return m + "embeddings.cls_token";
+    if (c == "dist_token") return m + "embeddings.distillation_token";
+    if (c == "register_tokens") return m + "embeddings.register_tokens";
+    if (c == "pos_embed") return m + "embeddings.position_embeddings";
+    if (swap_prefix(s, "patch_embed.proj.", "embeddings.patch_embeddings.projection.") || swap_prefix(s, "norm.", "layernorm."))
+      return m + s;
+    if (layout == Layout::HfDeit && (swap_prefix(s, "head.", "cls_classifier.") || swap_prefix(s, "head_dist.", "distillation_classifier.")))
+      return s;
+    if (layout == Layout::HfVit && swap_prefix(s, "head.", "classifier.")) return s;
+    return m + "hf:" + c;
+  };
+  return sc;
+}
+
+// Hugging Face CLIPVisionModel (models/clip/modeling_clip.py); `m` is "vision_model." (CLIPVisionModel,
+// CLIPModel) or "" (CLIPVisionTransformer).
+Scheme hf_clip_scheme(const std::string& m) {
+  Scheme sc;
+  sc.layout = Layout::HfClip;
+  sc.separate_qkv = true;
+  sc.name = [m](const std::string& c) {
+    std::string idx, rest, s = c;
+    if (split_block(c, idx, rest)) {
+      const std::string b = m + "encoder.layers." + idx + ".";
+      if (swap_prefix(rest, "norm1.", "layer_norm1.") || swap_prefix(rest, "norm2.", "layer_norm2.") ||
+          swap_prefix(rest, "attn.q.", "self_attn.q_proj.") || swap_prefix(rest, "attn.k.", "self_attn.k_proj.") ||
+          swap_prefix(rest, "attn.v.", "self_attn.v_proj.") || swap_prefix(rest, "attn.proj.", "self_attn.out_proj.") ||
+          swap_prefix(rest, "mlp.fc1.", "mlp.fc1.") || swap_prefix(rest, "mlp.fc2.", "mlp.fc2."))
+        return b + rest;
+      return b + "hf:" + rest;
+    }
+    if (c == "cls_token") return m + "embeddings.class_embedding";
+    if (c == "pos_embed") return m + "embeddings.position_embedding.weight";
+    if (swap_prefix(s, "patch_embed.proj.", "embeddings.patch_embedding.") || swap_prefix(s, "norm_pre.", "pre_layrnorm.") ||
+        swap_prefix(s, "norm.", "post_layernorm."))
+      return m + s;
+    return m + "hf:" + c;
+  };
+  return sc;
+}
+
+// OpenAI CLIP clip/model.py VisionTransformer and OpenCLIP open_clip/transformer.py VisionTransformer;
+// `v` is "visual." inside a whole CLIP model, "" for the visual tower alone.
+Scheme clip_scheme(const std::string& v) {
+  Scheme sc;
+  sc.layout = Layout::Clip;
+  sc.name = [v](const std::string& c) {
+    std::string idx, rest, s = c;
+    if (split_block(c, idx, rest)) {
+      const std::string b = v + "transformer.resblocks." + idx + ".";
+      if (swap_prefix(rest, "norm1.", "ln_1.") || swap_prefix(rest, "norm2.", "ln_2.") ||
+          swap_prefix(rest, "attn.proj.", "attn.out_proj.") || swap_prefix(rest, "mlp.fc1.", "mlp.c_fc.") ||
+          swap_prefix(rest, "mlp.fc2.", "mlp.c_proj."))
+        return b + rest;
+      if (rest == "attn.qkv.weight") return b + "attn.in_proj_weight";
+      if (rest == "attn.qkv.bias") return b + "attn.in_proj_bias";
+      if (rest == "ls1.gamma") return b + "ls_1.gamma";
+      if (rest == "ls2.gamma") return b + "ls_2.gamma";
+      return b + "clip:" + rest;
+    }
+    if (c == "cls_token") return v + "class_embedding";
+    if (c == "pos_embed") return v + "positional_embedding";
+    if (swap_prefix(s, "patch_embed.proj.", "conv1.") || swap_prefix(s, "norm_pre.", "ln_pre.") ||
+        swap_prefix(s, "norm.", "ln_post."))
+      return v + s;
+    return v + "clip:" + c;
+  };
+  return sc;
+}
+
+// lucidrains/vit-pytorch vit.py ViT / simple_vit.py SimpleViT: to_patch_embedding = (Rearrange, LayerNorm,
+// Linear, LayerNorm); transformer.layers.i = (Attention with its own norm, FeedForward whose net starts
+// with a LayerNorm); transformer.norm; mlp_head (ViT) / linear_head (SimpleViT).
+Scheme vit_pytorch_scheme(const KeyIndex& idx, Layout layout) {
+  Scheme sc;
+  sc.layout = layout;
+  // FeedForward.net: (LayerNorm, Linear, GELU, Dropout, Linear, Dropout) in ViT, without the Dropouts in SimpleViT.
+  const std::string fc2 = idx.has("transformer.layers.0.1.net.4.weight") ? "net.4." : "net.3.";
+  const std::string head = layout == Layout::SimpleVit ? "linear_head." : "mlp_head.";
+  // Attention.to_out: Sequential(Linear, Dropout) in ViT, a bare Linear (no bias) in SimpleViT.
+  const std::string to_out = idx.has("transformer.layers.0.0.to_out.weight") ? "0.to_out." : "0.to_out.0.";
+  sc.name = [fc2, head, to_out](const std::string& c) {
+    std::string idx_s, rest, s = c;
+    if (split_block(c, idx_s, rest)) {
+      const std::string b = "transformer.layers." + idx_s + ".";
+      if (swap_prefix(rest, "norm1.", "0.norm.") || swap_prefix(rest, "attn.proj.", to_out) ||
+          swap_prefix(rest, "norm2.", "1.net.0.") || swap_prefix(rest, "mlp.fc1.", "1.net.1.") ||
+          swap_prefix(rest, "mlp.fc2.", "1." + fc2))
+        return b + rest;
+      if (rest == "attn.qkv.weight") return b + "0.to_qkv.weight";
+      return b + "vit-pytorch:" + rest;
+    }
+    if (c == "cls_token") return std::string("cls_token");
+    if (c == "pos_embed") return std::string("pos_embedding");
+    if (swap_prefix(s, "patch_norm_in.", "to_patch_embedding.1.") || swap_prefix(s, "patch_embed.proj.", "to_patch_embedding.2.") ||
+        swap_prefix(s, "patch_norm_out.", "to_patch_embedding.3.") || swap_prefix(s, "norm.", "transformer.norm.") ||
+        swap_prefix(s, "head.", head))
+      return s;
+    return "vit-pytorch:" + c;
+  };
+  return sc;
+}
+
+// timm and the families that kept its names: DeiT-III's LayerScale is gamma_1 / gamma_2.
+Scheme timm_scheme(Layout layout) {
+  Scheme sc;
+  sc.layout = layout;
+  if (layout == Layout::Deit3) {
+    sc.name = [](const std::string& c) {
+      std::string idx, rest;
+      if (split_block(c, idx, rest)) {
+        if (rest == "ls1.gamma") return "blocks." + idx + ".gamma_1";
+        if (rest == "ls2.gamma") return "blocks." + idx + ".gamma_2";
+      }
+      return c;
+    };
+  }
+  return sc;
+}
+
+Layout timm_family(const KeyIndex& idx) {
+  if (idx.has("decoder_embed.weight") || idx.has("decoder_pred.weight")) return Layout::Mae;
+  if (idx.has("register_tokens") || idx.has("mask_token") || idx.has("blocks.0.mlp.w12.weight")) return Layout::Dinov2;
+  if (idx.has("blocks.0.gamma_1") || idx.has("blocks.0.gamma_2")) return Layout::Deit3;
+  if (idx.has("norm_pre.weight")) return Layout::TimmClip;
+  if (idx.has("attn_pool.latent") && !idx.has("cls_token")) return Layout::TimmSiglip;
+  return Layout::Timm;
+}
+
+}  // namespace
+
+KeyIndex index_keys(const RawWeights& raw) {
+  KeyIndex idx;
+  bool first = true;
+  auto add = [&](std::map<std::string, std::string>& into, const std::string& name) {
+    std::string cut;
+    const std::string k = unchunk(strip_wrappers(name, cut));
+    if (first) idx.stripped = cut, first = false;
+    auto ins = into.emplace(k, name);
+    if (!ins.second)
+      throw Error(raw.path + ": tensor '" + name + "' and tensor '" + ins.first->second + "' are both '" + k +
+                  "' once the wrapper prefixes (module. / backbone. / model.) are removed");
+  };
+  for (const auto& kv : raw.tensors) add(idx.names, kv.first);
+  for (const auto& kv : raw.skipped) add(idx.skipped, kv.first);
+  return idx;
+}
+
+Scheme detect_scheme(const KeyIndex& idx, const std::string& path) {
+  for (const char* m : {"vision_model.", ""})
+    if (idx.has(std::string(m) + "embeddings.patch_embedding.weight")) return hf_clip_scheme(m);
+  for (const char* m : {"", "vit.", "deit.", "dinov2.", "dinov2_with_registers."}) {
+    const std::string ms = m;
+    if (!idx.has(ms + "embeddings.patch_embeddings.projection.weight")) continue;
+    Layout l = Layout::HfVit;
+    if (ms == "deit." || idx.has(ms + "embeddings.distillation_token")) l = Layout::HfDeit;
+    if (starts_with(ms, "dinov2") || idx.has(ms + "encoder.layer.0.layer_scale1.lambda1") ||
+        idx.has(ms + "embeddings.register_tokens"))
+      l = Layout::HfDinov2;
+    return hf_scheme(l, ms);
+  }
+  if (idx.has("conv_proj.weight") || idx.has("class_token")) return torchvision_scheme(idx);
+  if (idx.has("visual.conv1.weight") || idx.has("visual.class_embedding")) return clip_scheme("visual.");
+  if (idx.has("conv1.weight") || idx.has("class_embedding")) return clip_scheme("");
+  if (idx.has("to_patch_embedding.2.weight") || idx.has("transformer.layers.0.0.to_qkv.weight"))
+    return vit_pytorch_scheme(idx, idx.has("cls_token") ? Layout::VitPytorch : Layout::SimpleVit);
+  if (idx.has("patch_embed.proj.weight") || idx.has("cls_token")) return timm_scheme(timm_family(idx));
+  if (idx.has("visual.trunk.patch_embed.proj.weight"))
+    throw Error(path + ": an OpenCLIP model with a timm image tower ('visual.trunk.*'): save the tower alone "
+                "(model.visual.trunk.state_dict()) and pass that file");
+  throw Error(path +
+              ": unknown weights layout: none of 'patch_embed.proj.weight' (timm / DINO / DeiT / DINOv2 / MAE), "
+              "'embeddings.patch_embeddings.projection.weight' (Hugging Face ViT / DeiT / Dinov2), "
+              "'vision_model.embeddings.patch_embedding.weight' (Hugging Face CLIP), 'conv1.weight' or "
+              "'visual.conv1.weight' (OpenAI CLIP / OpenCLIP), 'conv_proj.weight' (torchvision), "
+              "'to_patch_embedding.2.weight' (vit-pytorch), 'W_Q' (seed)");
+}
+
+}  // namespace attnmap

@@ -1,0 +1,37 @@
+// schemes.hpp - how each layout names the canonical (timm) tensors, and which layout a file is.
+// Internal to checkpoint/ (weights.cpp builds the model through these).
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+
+#include "checkpoint/layouts.hpp"
+#include "checkpoint/weights_json.hpp"
+
+namespace attnmap {
+
+/// A file's tensor names after the wrappers training code adds are removed: DataParallel "module.", DINO's
+/// "backbone.", Lightning / hub "model." (repeatedly), and facebookresearch DINOv2's chunked blocks
+/// ("blocks.C.I.rest" -> "blocks.I.rest"). Maps each such name to the name in the file; nothing is copied.
+struct KeyIndex {
+  std::map<std::string, std::string> names;    ///< normalised -> in the file (float tensors)
+  std::map<std::string, std::string> skipped;  ///< normalised -> in the file (tensors of a dtype not read)
+  std::string stripped;                        ///< the wrapper prefix of the first name, for messages
+  bool has(const std::string& n) const { return names.count(n) != 0 || skipped.count(n) != 0; }
+};
+
+/// Builds the index. Throws attnmap::Error naming both tensors when two names become one.
+KeyIndex index_keys(const RawWeights& raw);
+
+/// How a layout names the canonical tensors: canonical name -> normalised name in the file.
+struct Scheme {
+  Layout layout = Layout::Timm;
+  bool separate_qkv = false;  ///< query / key / value as three linears (Hugging Face) instead of one fused qkv
+  std::function<std::string(const std::string&)> name = [](const std::string& c) { return c; };
+};
+
+/// The layout of a file by the tensors it holds (the first family whose tell-tale tensors are present) and
+/// its scheme. Throws attnmap::Error naming the file and the tensors each known layout starts with.
+Scheme detect_scheme(const KeyIndex& idx, const std::string& path);
+
+}  // namespace attnmap

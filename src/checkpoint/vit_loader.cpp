@@ -1,0 +1,810 @@
+#include "checkpoint/vit_loader.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "core/error.hpp"
+
+namespace attnmap {
+
+namespace {
+
+int64_t dim(const Tensor& t, int i) { return t.shape[static_cast<size_t>(i)]; }
+
+bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+// What an unread tensor looks like, for the message that stops the load.
+std::string looks_like(const std::string& name) {
+  if (contains(name, "q_norm") || contains(name, "k_norm")) return "a query/key norm; this layout does not apply one";
+  if (contains(name, "gamma") || contains(name, "lambda") || contains(name, "layer_scale") || contains(name, ".ls"))
+    return "a LayerScale; this layout does not apply one";
+  if (contains(name, "rel_pos") || contains(name, "relative_position")) return "a relative position bias";
+  if (contains(name, "rope") || contains(name, "freqs")) return "a rotary position embedding";
+  if (contains(name, "norm") || contains(name, "ln")) return "a LayerNorm this layout does not apply";
+  if (contains(name, "token")) return "a token this layout does not insert";
+  if (contains(name, "pos")) return "a position embedding this layout does not add";
+  return "not part of this layout";
+}
+
+// Looks tensors up by canonical name through the layout's scheme and the file's key index, checks shapes,
+// remembers which tensors were used and why the others were not. Messages name tensors as in the file.
+class Loader {
+ public:
+  Loader(const RawWeights& raw, const KeyIndex& idx, const Scheme& scheme) : raw_(raw), idx_(idx), scheme_(scheme) {}
+
+  /// The tensor's name in the file (with its wrapper prefix); for an absent one, the name it would have.
+  std::string file_name(const std::string& canon) const {
+    const std::string n = scheme_.name(canon);
+    auto it = idx_.names.find(n);
+    if (it != idx_.names.end()) return it->second;
+    auto sk = idx_.skipped.find(n);
+    return sk != idx_.skipped.end() ? sk->second : idx_.stripped + n;
+  }
+
+  const Tensor* find(const std::string& canon) {
+    auto it = idx_.names.find(scheme_.name(canon));
+    if (it == idx_.names.end()) return nullptr;
+    used_.insert(it->first);
+    return &raw_.tensors.at(it->second);
+  }
+  /// True when the file has the tensor, also in a dtype attnmap skips (safetensors I32, BOOL, FP8): taking
+  /// it then names that dtype, so an optional tensor is never silently treated as absent.
+  bool has(const std::string& canon) const { return idx_.has(scheme_.name(canon)); }
+  /// True when the file has a tensor of this (normalised) name, whatever the layout calls it.
+  bool file_has(const std::string& name) const { return idx_.has(name); }
+
+  const Tensor& need(const std::string& canon, const std::string& expected) {
+    const Tensor* t = find(canon);
+    if (!t) {
+      auto sk = idx_.skipped.find(scheme_.name(canon));
+      if (sk != idx_.skipped.end())
+        throw Error(raw_.path + ": tensor '" + sk->second + "' has dtype " + raw_.skipped.at(sk->second) +
+                    ", which attnmap does not read (expected F32, F16, BF16 or F64 of shape " + expected + ")");
+      missing(canon, expected);
+    }
+    return *t;
+  }
+
+  /// The tensor's data, which must have exactly `shape` (a view of the file's mapping stays a view).
+  Floats take(const std::string& canon, const std::vector<int64_t>& shape) {
+    const Tensor& t = need(canon, shape_str(shape));
+    if (t.shape != shape) throw shape_error(canon, shape_str(shape), t.shape);
+    return t.data;
+  }
+  /// Optional tensor of exactly `shape`; empty when absent.
+  Floats take_opt(const std::string& canon, const std::vector<int64_t>& shape) {
+    if (!has(canon)) return {};
+    return take(canon, shape);
+  }
+
+  /// Throws the missing-tensor error for `canon`, with `why` (if any) after the expected shape.
+  [[noreturn]] void missing(const std::string& canon, const std::string& expected, const std::string& why = "") const {
+    throw Error(raw_.path + ": missing tensor '" + file_name(canon) + "' (expected shape " + expected +
+                (why.empty() ? "" : "; " + why) + ")");
+  }
+
+  Error shape_error(const std::string& canon, const std::string& expected, const std::vector<int64_t>& found) const {
+    return Error(raw_.path + ": tensor '" + file_name(canon) + "' has shape " + shape_str(found) + ", expected " + expected);
+  }
+
+  /// Marks the canonical tensor (if the file has it) as not read, for `reason`.
+  void skip(const std::string& canon, const std::string& reason) {
+    const std::string n = scheme_.name(canon);
+    if (idx_.has(n)) reasons_[n] = reason;
+  }
+
+  /// Every tensor of the file, consumed or not read with its reason. Throws attnmap::Error naming every
+  /// tensor that is neither (the layout does not know what it does, so a map without it could be wrong).
+  std::vector<ViTWeights::TensorUse> account() const {
+    std::vector<ViTWeights::TensorUse> out;
+    std::vector<std::string> unknown;
+    auto visit = [&](const std::string& norm, const std::string& orig, const std::string& shape) {
+      std::string reason;
+      if (!used_.count(norm)) {
+        auto r = reasons_.find(norm);
+        reason = r != reasons_.end() ? r->second : ignored_reason(scheme_.layout, norm);
+        if (reason.empty()) {
+          unknown.push_back(orig + " " + shape + ": " + looks_like(norm));
+          return;
+        }
+      }
+      out.push_back({orig, shape, reason});
+    };
+    for (const auto& kv : idx_.names) visit(kv.first, kv.second, shape_str(raw_.tensors.at(kv.second).shape));
+    for (const auto& kv : idx_.skipped) visit(kv.first, kv.second, "(" + raw_.skipped.at(kv.second) + ")");
+    if (!unknown.empty()) {
+      std::string s;
+      for (size_t i = 0; i < unknown.size() && i < 8; ++i) s += (i ? "; " : "") + unknown[i];
+      if (unknown.size() > 8) s += "; ... (" + std::to_string(unknown.size()) + " in all)";
+      throw Error(raw_.path + ": " + std::to_string(unknown.size()) + (unknown.size() == 1 ? " tensor" : " tensors") +
+                  " that the " + layout_name(scheme_.layout) +
+                  " layout does not read and that could change the maps: " + s +
+                  ". attnmap stops rather than draw a map without them (docs/checkpoints.md lists what each layout reads)");
+    }
+    return out;
+  }
+
+  const std::string& path() const { return raw_.path; }
+  const Scheme& scheme() const { return scheme_; }
+
+ private:
+  const RawWeights& raw_;
+  const KeyIndex& idx_;
+  const Scheme& scheme_;
+  std::set<std::string> used_;
+  std::map<std::string, std::string> reasons_;
+};
+
+bool timm_like(Layout l) {
+  return l == Layout::Timm || l == Layout::TimmClip || l == Layout::TimmSiglip || l == Layout::Deit3 ||
+         l == Layout::Mae || l == Layout::Dinov2;
+}
+bool vit_pytorch(Layout l) { return l == Layout::VitPytorch || l == Layout::SimpleVit; }
+
+LayerNormW take_norm(Loader& ld, const std::string& prefix, int64_t d) {
+  LayerNormW n;
+  n.weight = ld.take(prefix + ".weight", {d});
+  n.bias = ld.take(prefix + ".bias", {d});
+  return n;
+}
+
+LayerNormW take_norm_opt(Loader& ld, const std::string& prefix, int64_t d) {
+  if (!ld.has(prefix + ".weight") && !ld.has(prefix + ".bias")) return {};
+  return take_norm(ld, prefix, d);
+}
+
+LinearW take_linear(Loader& ld, const std::string& prefix, int64_t out, int64_t in, bool bias_required = false) {
+  LinearW l;
+  l.weight = ld.take(prefix + ".weight", {out, in});
+  l.bias = bias_required ? ld.take(prefix + ".bias", {out}) : ld.take_opt(prefix + ".bias", {out});
+  l.out = static_cast<int>(out);
+  l.in = static_cast<int>(in);
+  return l;
+}
+
+// A prefix token tensor (1, K, D) or (K, D) or, for K = 1, (D); returns its K rows.
+Floats take_tokens(Loader& ld, const std::string& canon, int64_t D, int64_t& K) {
+  const Tensor& t = ld.need(canon, "(1, K, " + std::to_string(D) + ")");
+  const bool ok = (t.rank() == 3 && dim(t, 0) == 1 && dim(t, 2) == D) || (t.rank() == 2 && dim(t, 1) == D) ||
+                  (t.rank() == 1 && dim(t, 0) == D);
+  if (!ok || t.numel() == 0) throw ld.shape_error(canon, "(1, K, " + std::to_string(D) + ")", t.shape);
+  K = t.numel() / D;
+  return t.data;
+}
+
+// The attention's fused (3 inner, D) input projection and its bias, from whichever form the layout stores:
+// a fused qkv (timm, torchvision / CLIP in_proj, vit-pytorch to_qkv), separate query/key/value (Hugging
+// Face), or a bias split into q_bias / v_bias with no key bias (BEiT-style; the key bias is zero).
+LinearW take_qkv(Loader& ld, const std::string& b, int64_t D, int64_t inner) {
+  LinearW l;
+  l.out = static_cast<int>(3 * inner);
+  l.in = static_cast<int>(D);
+  if (ld.scheme().separate_qkv) {
+    const char* parts[3] = {"q", "k", "v"};
+    std::vector<float> bias;
+    int with_bias = 0;
+    for (const char* p : parts) {
+      const Floats w = ld.take(b + "attn." + p + ".weight", {inner, D});
+      l.weight.insert_back(w.begin(), w.end());
+      Floats bb = ld.take_opt(b + "attn." + p + ".bias", {inner});
+      if (!bb.empty()) ++with_bias;
+      if (bb.empty()) bb.assign(static_cast<size_t>(inner), 0.0f);
+      bias.insert(bias.end(), bb.begin(), bb.end());
+    }
+    if (with_bias > 0 && with_bias < 3) {  // HF ViTConfig.qkv_bias gives all three or none
+      for (const char* p : parts)
+        if (!ld.has(b + "attn." + p + ".bias")) ld.missing(b + "attn." + p + ".bias", shape_str({inner}), "query, key and value biases come together");
+    }
+    if (with_bias) l.bias = std::move(bias);
+    return l;
+  }
+  const std::string qkv = b + "attn.qkv";
+  const std::string want = "(" + std::to_string(3 * inner) + ", " + std::to_string(D) + ")";
+  const Tensor& w = ld.need(qkv + ".weight", want);
+  if (w.shape != std::vector<int64_t>{3 * inner, D}) {
+    std::string why = want;
+    if (w.shape == std::vector<int64_t>{D, 3 * inner}) why += " (3D x D as nn.Linear stores it; this looks transposed, JAX/Flax style)";
+    throw ld.shape_error(qkv + ".weight", why, w.shape);
+  }
+  l.weight = w.data;
+  l.bias = ld.take_opt(qkv + ".bias", {3 * inner});
+  if (l.bias.empty() && ld.has(b + "attn.q_bias")) {
+    const Floats q = ld.take(b + "attn.q_bias", {inner});
+    const Floats v = ld.take(b + "attn.v_bias", {inner});
+    Floats k = ld.take_opt(b + "attn.k_bias", {inner});
+    if (k.empty()) k.assign(static_cast<size_t>(inner), 0.0f);
+    l.bias = q;
+    l.bias.insert_back(k.begin(), k.end());
+    l.bias.insert_back(v.begin(), v.end());
+  }
+  return l;
+}
+
+// A patch embedding conv (D, 3, P, P) into w.patch_embed: sets hp.dim and hp.patch (checked against a config
+// patch_size) and returns D.
+int64_t take_patch_conv(Loader& ld, const FileConfig& fc, ViTWeights& w) {
+  const std::string& path = ld.path();
+  HParams& hp = w.hp;
+  const std::string pe_name = ld.file_name("patch_embed.proj.weight");
+  const Tensor& pe = ld.need("patch_embed.proj.weight", "(D, 3, P, P)");
+  if (pe.rank() != 4 || dim(pe, 1) != 3 || dim(pe, 2) != dim(pe, 3))
+    throw ld.shape_error("patch_embed.proj.weight", "(D, 3, P, P)", pe.shape);
+  const int64_t D = dim(pe, 0);
+  hp.dim = to_int(D, path + ": " + pe_name);
+  hp.patch = to_int(dim(pe, 2), path + ": patch size");
+  if (fc.patch_size && *fc.patch_size != hp.patch) {
+    throw Error(path + ": " + src_of(fc, "patch_size") + " patch_size " + std::to_string(*fc.patch_size) +
+                " does not match " + pe_name + " " + shape_str(pe.shape));
+  }
+  // A config that states it (and agrees, checked above) is the source, as for the weight-less fields.
+  hp.source["patch_size"] = fc.patch_size ? src_of(fc, "patch_size") : "inferred from " + pe_name;
+  w.patch_embed.weight = pe.data;  // (D, 3, P, P) == (D, 3*P*P) in (channel, row, column) order
+  w.patch_embed.out = hp.dim;
+  w.patch_embed.in = 3 * hp.patch * hp.patch;
+  w.patch_embed.bias = ld.take_opt("patch_embed.proj.bias", {D});
+  return D;
+}
+
+// vit-pytorch: Rearrange('b c (h p1) (w p2) -> b (h w) (p1 p2 c)'), LayerNorm(3 P P), Linear(3 P P, D),
+// LayerNorm(D). The Linear's columns and the first LayerNorm are reordered from (row, column, channel) to
+// attnmap's (channel, row, column) patch vector; a LayerNorm of a permuted vector is the permuted LayerNorm.
+int64_t take_patch_linear(Loader& ld, const FileConfig& fc, ViTWeights& w) {
+  HParams& hp = w.hp;
+  const std::string pe_name = ld.file_name("patch_embed.proj.weight");
+  const Tensor& pe = ld.need("patch_embed.proj.weight", "(D, 3*P*P)");
+  if (pe.rank() != 2) throw ld.shape_error("patch_embed.proj.weight", "(D, 3*P*P)", pe.shape);
+  const int64_t D = dim(pe, 0), PD = dim(pe, 1);
+  const auto P = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(PD) / 3.0)));
+  if (P <= 0 || 3 * P * P != PD)
+    throw Error(ld.path() + ": tensor '" + pe_name + "' has " + std::to_string(PD) +
+                " input features, which is not 3*P*P for a square patch (non-square patches are not supported)");
+  hp.dim = to_int(D, ld.path() + ": " + pe_name);
+  hp.patch = static_cast<int>(P);
+  if (fc.patch_size && *fc.patch_size != hp.patch)
+    throw Error(ld.path() + ": " + src_of(fc, "patch_size") + " patch_size " + std::to_string(*fc.patch_size) +
+                " does not match " + pe_name + " " + shape_str(pe.shape));
+  hp.source["patch_size"] = fc.patch_size ? src_of(fc, "patch_size") : "inferred from " + pe_name;
+  auto reorder = [P](const float* src, float* dst, int64_t rows) {  // (rows, P*P*3) -> (rows, 3*P*P)
+    const int64_t PP = P * P;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < 3; ++c)
+        for (int64_t i = 0; i < PP; ++i) dst[r * 3 * PP + c * PP + i] = src[r * 3 * PP + i * 3 + c];
+  };
+  w.patch_embed.weight.resize(static_cast<size_t>(D * PD));
+  reorder(pe.data.data(), w.patch_embed.weight.mutable_data(), D);
+  w.patch_embed.out = hp.dim;
+  w.patch_embed.in = static_cast<int>(PD);
+  w.patch_embed.bias = ld.take_opt("patch_embed.proj.bias", {D});
+  const LayerNormW in = take_norm_opt(ld, "patch_norm_in", PD);
+  if (in.present()) {
+    w.patch_norm_in.weight.resize(static_cast<size_t>(PD));
+    w.patch_norm_in.bias.resize(static_cast<size_t>(PD));
+    reorder(in.weight.data(), w.patch_norm_in.weight.mutable_data(), 1);
+    reorder(in.bias.data(), w.patch_norm_in.bias.mutable_data(), 1);
+  }
+  w.patch_norm_out = take_norm_opt(ld, "patch_norm_out", D);
+  return D;
+}
+
+// The prefix tokens, each (1, K, D): the class token into w.cls_token (absent: no class token, where the
+// layout allows it), a distillation token (DeiT), then registers (timm reg_token or DINOv2's
+// register_tokens) into w.extra_tokens; sets hp.class_token, num_dist, num_registers, num_prefix. Returns
+// whether the registers are DINOv2's (inserted after the position embedding is added).
+bool take_prefix_tokens(Loader& ld, int64_t D, ViTWeights& w) {
+  HParams& hp = w.hp;
+  const Layout l = ld.scheme().layout;
+  int64_t k = 0;
+  const bool may_lack = l == Layout::Timm || l == Layout::TimmSiglip || l == Layout::SimpleVit;
+  if (l == Layout::SimpleVit || (may_lack && !ld.has("cls_token"))) {
+    hp.class_token = false;
+  } else if (l == Layout::VitPytorch && ld.need("cls_token", "(1, D)").numel() == 0) {
+    hp.class_token = false;  // vit-pytorch since 2025-11: pool='mean' stores a (0, D) class token
+  } else {
+    w.cls_token = take_tokens(ld, "cls_token", D, k);
+    if (k != 1) throw ld.shape_error("cls_token", shape_str({1, 1, D}), ld.need("cls_token", "").shape);
+  }
+  if (ld.has("dist_token")) {
+    w.extra_tokens = take_tokens(ld, "dist_token", D, k);
+    if (k != 1) throw ld.shape_error("dist_token", shape_str({1, 1, D}), ld.need("dist_token", "").shape);
+    hp.num_dist = 1;
+  }
+  bool fb_registers = false;
+  for (const char* reg : {"reg_token", "register_tokens"}) {
+    if (!ld.has(reg)) continue;
+    if (hp.num_registers) throw Error(ld.path() + ": both reg_token and register_tokens present");
+    const Floats r = take_tokens(ld, reg, D, k);
+    w.extra_tokens.insert_back(r.begin(), r.end());
+    hp.num_registers = static_cast<int>(k);
+    fb_registers = std::string(reg) == "register_tokens";
+  }
+  hp.num_prefix = (hp.class_token ? 1 : 0) + hp.num_dist + hp.num_registers;
+  return fb_registers;
+}
+
+// How many prefix tokens have a position row, of a pos_embed with `rows` rows: DINOv2 registers get none
+// (pos_embed 1+N rows); timm reg_token models either embed every prefix token (1+R+N) or none
+// (no_embed_class, N rows): the row count tells them apart, the config image size settles a tie.
+int pos_prefix_rows(const HParams& hp, Layout layout, const FileConfig& fc, bool fb_registers, int64_t rows) {
+  std::vector<int> candidates;
+  if (fb_registers) {
+    candidates = {1};
+  } else if (!timm_like(layout)) {
+    candidates = {hp.num_prefix};  // Hugging Face, torchvision, CLIP and vit-pytorch embed the class token
+  } else if (hp.num_registers) {
+    candidates = {0, hp.num_prefix};
+  } else {
+    candidates = {hp.num_prefix, 0};
+  }
+  int pp = -1;
+  if (fc.image_w && *fc.image_w > 0 && *fc.image_h > 0 && hp.patch > 0) {
+    const int64_t n = static_cast<int64_t>(*fc.image_w / hp.patch) * (*fc.image_h / hp.patch);
+    for (int c : candidates)
+      if (rows - c == n) pp = c;
+  } else {
+    for (int c : candidates) {
+      const int64_t n = rows - c;
+      const auto g = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(std::max<int64_t>(n, 0)))));
+      if (pp < 0 && n > 0 && g * g == n) pp = c;
+    }
+  }
+  if (pp < 0) pp = candidates.front();  // resolve_grid reports the mismatch
+  return pp;
+}
+
+// The position embedding (1, pos_prefix+N, D) into w.pos_embed; sets hp.pos_prefix and the grid. SimpleViT
+// has none in its file: its 2-D sin-cos table is computed for the grid (hp.pos_sincos).
+void take_pos_embed(Loader& ld, const FileConfig& fc, bool fb_registers, int64_t D, ViTWeights& w) {
+  HParams& hp = w.hp;
+  if (ld.scheme().layout == Layout::SimpleVit) {
+    if (D % 4 != 0) throw Error(ld.path() + ": SimpleViT's sin-cos position table needs D divisible by 4, found D = " + std::to_string(D));
+    hp.pos_sincos = true;
+    hp.pos_prefix = 0;
+    resolve_grid(hp, fc, 0, false, ld.path(), "",
+                 "default (224; SimpleViT computes its sin-cos positions for any grid: --size or config image_size)");
+    return;
+  }
+  const std::string pos_name = ld.file_name("pos_embed");
+  const Tensor& pos = ld.need("pos_embed", "(1, 1+N, D)");
+  if (!((pos.rank() == 3 && dim(pos, 0) == 1) || pos.rank() == 2) || pos.shape.back() != D || dim(pos, pos.rank() - 2) < 1)
+    throw ld.shape_error("pos_embed", "(1, 1+N, " + std::to_string(D) + ")", pos.shape);
+  const int64_t rows = dim(pos, pos.rank() - 2);
+  const int pp = pos_prefix_rows(hp, ld.scheme().layout, fc, fb_registers, rows);
+  hp.pos_prefix = pp;
+  hp.source["pos_prefix"] = "inferred from " + pos_name + " rows (" + std::to_string(rows) + ")";
+  resolve_grid(hp, fc, rows - pp, true, ld.path(), pos_name);
+  w.pos_embed = pos.data;
+}
+
+// Depth = 1 + the highest block index present (probed up to 4096), so that a block missing in the middle
+// is named by the block loop as a missing tensor instead of silently ending the model there.
+int count_blocks(Loader& ld) {
+  int depth = 0;
+  for (int i = 0; i < 4096; ++i) {
+    const std::string b = "blocks." + std::to_string(i) + ".";
+    if (ld.has(b + "norm1.weight") || ld.has(b + "attn.qkv.weight") || ld.has(b + "attn.q.weight")) depth = i + 1;
+  }
+  if (depth == 0)
+    throw Error(ld.path() + ": missing tensor '" + ld.file_name("blocks.0.norm1.weight") + "' (no encoder blocks found)");
+  return depth;
+}
+
+// The attention's inner width H * d_k: D, or for vit-pytorch (whose dim_head is free) a third of to_qkv's rows.
+int64_t attention_width(Loader& ld, int64_t D) {
+  if (!vit_pytorch(ld.scheme().layout)) return D;
+  const Tensor& t = ld.need("blocks.0.attn.qkv.weight", "(3 * heads * dim_head, D)");
+  if (t.rank() != 2 || dim(t, 1) != D || dim(t, 0) % 3 != 0)
+    throw ld.shape_error("blocks.0.attn.qkv.weight", "(3 * heads * dim_head, " + std::to_string(D) + ")", t.shape);
+  return dim(t, 0) / 3;
+}
+
+// Token widths whose timm / DINO / DeiT sizes have other than D/64 heads: refused without a head count.
+const char* ambiguous_heads(int D) {
+  switch (D) {
+    case 1280: return "timm's vit_huge_* has 16 heads (D/64 would be 20)";
+    case 1408: return "timm's vit_giant_* has 16 heads (D/64 would be 22)";
+    case 1664: return "timm's vit_gigantic_* has 16 heads (D/64 would be 26)";
+    case 1152: return "timm's vit_so400m_* (SigLIP) has 16 heads (D/64 would be 18)";
+    case 1536: return "DINOv2's vit_giant2 has 24 heads (D/64), timm's vit_giantopt 16";
+    case 1792: return "OpenCLIP's ViT-e-14 has 16 heads (head_width 112; D/64 would be 28)";
+    default: return nullptr;
+  }
+}
+
+// The head count when nothing says it: the layout's rule (layouts.hpp HeadRule). Throws attnmap::Error
+// with the choices where the rule does not fix it.
+int heads_by_rule(const ViTWeights& w, int64_t inner, const std::string& path, std::string& why) {
+  const HParams& hp = w.hp;
+  const HeadRule rule = layout_info(hp.layout).heads;
+  const std::string fix = "; give --heads H (or config num_heads)";
+  if (rule == HeadRule::D64 && ambiguous_heads(hp.dim))
+    throw Error(path + ": the number of heads is not in the file, and for width " + std::to_string(hp.dim) +
+                " OpenCLIP's ViT-H / g / bigG / e have 16 heads (head_width 80 / 88 / 104 / 112), OpenAI CLIP's rule "
+                "width // 64 gives " + std::to_string(hp.dim / 64) + fix + " or open_clip_config.json");
+  if (rule == HeadRule::D64 || rule == HeadRule::Inner64) {
+    if (inner % 64 != 0)
+      throw Error(path + ": the number of heads is not in the file and the attention width " + std::to_string(inner) +
+                  " is not a multiple of 64 (" + (rule == HeadRule::D64 ? "CLIP's width // 64" : "vit-pytorch's dim_head = 64") +
+                  ")" + fix);
+    why = rule == HeadRule::D64 ? "default (width // 64: CLIP's own rule)" : "default (vit-pytorch's dim_head = 64)";
+    return static_cast<int>(inner / 64);
+  }
+  if (const char* amb = ambiguous_heads(hp.dim))
+    throw Error(path + ": the number of heads is not in the file, and for D = " + std::to_string(hp.dim) + " " + amb + fix);
+  if (hp.dim % 64 != 0)
+    throw Error(path + ": the number of heads is not in the file, and D = " + std::to_string(hp.dim) +
+                " is not a multiple of 64 (every timm / DINO / DeiT size with D/64 heads is)" + fix);
+  why = "default (D/64: every timm / DINO / DeiT size with D = " + std::to_string(hp.dim) + " has it)";
+  return hp.dim / 64;
+}
+
+// hp.num_heads (and head_dim) from --heads, else the config, else the architecture name, else the layout's
+// rule. Throws attnmap::Error when it is not positive or does not divide the attention width.
+void resolve_heads(const FileConfig& fc, const ModelOverrides& ov, const std::string& path, int64_t inner, ViTWeights& w) {
+  HParams& hp = w.hp;
+  if (ov.num_heads) {
+    hp.num_heads = *ov.num_heads;
+    hp.source["num_heads"] = "command line";
+    const int said = fc.num_heads ? *fc.num_heads : fc.architecture ? heads_from_architecture(*fc.architecture) : 0;
+    if (said > 0 && said != hp.num_heads)
+      w.notices.push_back("--heads " + std::to_string(hp.num_heads) + " overrides num_heads " + std::to_string(said) +
+                          " from " + src_of(fc, fc.num_heads ? "num_heads" : "architecture"));
+  } else if (fc.num_heads) {
+    hp.num_heads = *fc.num_heads;
+    hp.source["num_heads"] = src_of(fc, "num_heads");
+  } else if (fc.architecture && heads_from_architecture(*fc.architecture) > 0) {
+    hp.num_heads = heads_from_architecture(*fc.architecture);
+    hp.source["num_heads"] = "inferred from architecture " + *fc.architecture + " (" + src_of(fc, "architecture") + ")";
+  } else {
+    std::string why;
+    hp.num_heads = heads_by_rule(w, inner, path, why);
+    hp.source["num_heads"] = why;
+  }
+  if (hp.num_heads <= 0)
+    throw Error(path + ": " + hp.source["num_heads"] + " num_heads " + std::to_string(hp.num_heads) + " must be positive");
+  if (inner % hp.num_heads != 0) {
+    throw Error(path + ": " + std::to_string(hp.num_heads) + " heads do not divide the attention width " +
+                std::to_string(inner) + (inner == hp.dim ? " (the token width D)" : ""));
+  }
+  hp.head_dim = static_cast<int>(inner / hp.num_heads);
+}
+
+// The MLP of block `b`: fc1 (M, D) / fc2 (D, M), or DINOv2's SwiGLU w12 (2M, D) / w3 (D, M). Sets hp.mlp_dim
+// (M) and hp.swiglu.
+void take_mlp(Loader& ld, const std::string& b, int64_t D, BlockWeights& blk, HParams& hp) {
+  const bool swiglu = ld.has(b + "mlp.w12.weight");
+  const std::string in = swiglu ? "mlp.w12" : "mlp.fc1", out = swiglu ? "mlp.w3" : "mlp.fc2";
+  const Tensor& fc1 = ld.need(b + in + ".weight", swiglu ? "(2M, D)" : "(M, D)");
+  if (fc1.rank() != 2 || dim(fc1, 1) != D || (swiglu && dim(fc1, 0) % 2 != 0))
+    throw ld.shape_error(b + in + ".weight", std::string(swiglu ? "(2M, " : "(M, ") + std::to_string(D) + ")", fc1.shape);
+  const int64_t M = swiglu ? dim(fc1, 0) / 2 : dim(fc1, 0);
+  blk.fc1 = take_linear(ld, b + in, dim(fc1, 0), D);
+  blk.fc2 = take_linear(ld, b + out, D, M);
+  if (!hp.swiglu && swiglu && b != "blocks.0.") ld.missing("blocks.0.mlp.w12.weight", "(2M, D)", "block " + b + " has a SwiGLU MLP");
+  hp.swiglu = swiglu;
+  hp.mlp_dim = static_cast<int>(M);
+}
+
+// Encoder block i: LN1, fused qkv (3 inner, D), optional per-head query/key norms (d_k), proj (D, inner), LN2,
+// the MLP, LayerScale gammas (D) if present; sets hp.mlp_dim, hp.layer_scale and hp.qk_norm.
+BlockWeights take_block(Loader& ld, int i, int64_t D, int64_t inner, HParams& hp) {
+  const std::string b = "blocks." + std::to_string(i) + ".";
+  BlockWeights blk;
+  blk.norm1 = take_norm(ld, b + "norm1", D);
+  blk.qkv = take_qkv(ld, b, D, inner);
+  blk.q_norm = take_norm_opt(ld, b + "attn.q_norm", hp.head_dim);
+  blk.k_norm = take_norm_opt(ld, b + "attn.k_norm", hp.head_dim);
+  if (blk.q_norm.present() != blk.k_norm.present())
+    ld.missing(b + (blk.q_norm.present() ? "attn.k_norm.weight" : "attn.q_norm.weight"), shape_str({hp.head_dim}),
+               "query and key norms come together");
+  if (i > 0 && blk.q_norm.present() != hp.qk_norm)
+    ld.missing(b + "attn.q_norm.weight", shape_str({hp.head_dim}), "the other blocks have it");
+  hp.qk_norm = blk.q_norm.present();
+  // vit-pytorch's to_out is nn.Identity when heads == 1 and dim_head == D: no projection.
+  if (!(vit_pytorch(ld.scheme().layout) && inner == D && !ld.has(b + "attn.proj.weight")))
+    blk.proj = take_linear(ld, b + "attn.proj", D, inner);
+  blk.norm2 = take_norm(ld, b + "norm2", D);
+  take_mlp(ld, b, D, blk, hp);
+  blk.ls1 = ld.take_opt(b + "ls1.gamma", {D});
+  blk.ls2 = ld.take_opt(b + "ls2.gamma", {D});
+  if (!blk.ls1.empty() || !blk.ls2.empty()) hp.layer_scale = true;
+  return blk;
+}
+
+// A bias is a model-wide choice (timm qkv_bias / proj_bias / Mlp bias, nn.Linear(bias=False)): present in
+// some blocks and not in others means a tensor was lost, and is refused by the name of the first missing one.
+// Appends to no_bias the block biases no block has.
+void check_block_biases(Loader& ld, const ViTWeights& w, std::vector<std::string>& no_bias) {
+  const Scheme& sc = ld.scheme();
+  const int depth = w.hp.depth;
+  const struct {
+    const char* canon;  // canonical name after "blocks.{i}."
+    const LinearW BlockWeights::*lin;
+  } kinds[] = {{"attn.qkv.bias", &BlockWeights::qkv},
+               {"attn.proj.bias", &BlockWeights::proj},
+               {w.hp.swiglu ? "mlp.w12.bias" : "mlp.fc1.bias", &BlockWeights::fc1},
+               {w.hp.swiglu ? "mlp.w3.bias" : "mlp.fc2.bias", &BlockWeights::fc2}};
+  for (const auto& bk : kinds) {
+    const std::string kind = bk.canon;
+    if (kind == "attn.proj.bias" && !w.blocks.front().proj.present()) continue;
+    const std::string rest = sc.separate_qkv && kind == "attn.qkv.bias" ? "attn.q.bias" : kind;  // HF names
+    int with = 0;
+    for (const BlockWeights& blk : w.blocks) with += !(blk.*(bk.lin)).bias.empty();
+    if (with == 0) {
+      if (rest == "attn.q.bias") {
+        for (const char* part : {"attn.q.bias", "attn.k.bias", "attn.v.bias"}) no_bias.push_back(ld.file_name(std::string("blocks.*.") + part));
+      } else {
+        no_bias.push_back(ld.file_name("blocks.*." + rest));
+      }
+      continue;
+    }
+    if (with == depth) continue;
+    const auto has_bias = [&](const BlockWeights& blk) { return !(blk.*(bk.lin)).bias.empty(); };
+    const auto first_missing = std::find_if_not(w.blocks.begin(), w.blocks.end(), has_bias);
+    const Floats& sibling = ((*std::find_if(w.blocks.begin(), w.blocks.end(), has_bias)).*(bk.lin)).bias;
+    const int64_t n = sc.separate_qkv && kind == "attn.qkv.bias" ? w.hp.inner() : static_cast<int64_t>(sibling.size());
+    ld.missing("blocks." + std::to_string(first_missing - w.blocks.begin()) + "." + rest, shape_str({n}),
+               "the other blocks have it");
+  }
+}
+
+// timm's AttentionPoolLatent (attn_pool.*): one latent probe, q (D, D), kv (2D, D), proj, norm, mlp.
+AttentionPoolW take_attn_pool(Loader& ld, int64_t D) {
+  AttentionPoolW p;
+  int64_t K = 0;
+  p.latent = take_tokens(ld, "attn_pool.latent", D, K);
+  if (K != 1)
+    throw Error(ld.path() + ": tensor '" + ld.file_name("attn_pool.latent") + "' holds " + std::to_string(K) +
+                " latent probes; attnmap reads an attention pool with one (latent_len = 1)");
+  p.q = take_linear(ld, "attn_pool.q", D, D);
+  p.kv = take_linear(ld, "attn_pool.kv", 2 * D, D);
+  p.proj = take_linear(ld, "attn_pool.proj", D, D);
+  p.norm = take_norm(ld, "attn_pool.norm", D);
+  const Tensor& fc1 = ld.need("attn_pool.mlp.fc1.weight", "(M, D)");
+  if (fc1.rank() != 2 || dim(fc1, 1) != D) throw ld.shape_error("attn_pool.mlp.fc1.weight", "(M, " + std::to_string(D) + ")", fc1.shape);
+  p.fc1 = take_linear(ld, "attn_pool.mlp.fc1", dim(fc1, 0), D);
+  p.fc2 = take_linear(ld, "attn_pool.mlp.fc2", D, dim(fc1, 0));
+  return p;
+}
+
+// What the classifier reads: the command line, the config, else what the file shows (an attention pool,
+// no class token, timm's fc_norm for global_pool='avg'), else the class token. Returns false when the
+// layout's file cannot say it and nothing else did (vit-pytorch's pool): the head is then not used.
+bool resolve_pool(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, ViTWeights& w) {
+  HParams& hp = w.hp;
+  const Layout l = ld.scheme().layout;
+  if (ov.pool || fc.pool) {
+    hp.pool = ov.pool ? *ov.pool : *fc.pool;
+    hp.source["pool"] = ov.pool ? "command line" : src_of(fc, "pool");
+  } else if (w.attn_pool.present()) {
+    hp.pool = Pool::Map;
+    hp.source["pool"] = "inferred from " + ld.file_name("attn_pool.latent");
+  } else if (l == Layout::SimpleVit) {
+    hp.pool = Pool::MeanAll;
+    hp.source["pool"] = "SimpleViT (x.mean(dim = 1))";
+  } else if (!hp.class_token) {
+    hp.pool = Pool::MeanPatches;
+    hp.source["pool"] = "no class token: timm global_pool='avg'";
+  } else if (l == Layout::VitPytorch) {
+    // vit-pytorch since 2025-11 stores its class token as (1, D) only with pool='cls'; before, always as
+    // (1, 1, D), where pool='mean' averaged every token, the class token included: the file cannot say.
+    if (ld.need("cls_token", "(1, D)").rank() != 2) return false;
+    hp.pool = Pool::ClassToken;
+    hp.source["pool"] = "vit-pytorch: a (1, D) class token is stored only with pool='cls'";
+  } else if (w.fc_norm.present()) {
+    hp.pool = Pool::MeanPatches;
+    hp.source["pool"] = "inferred from " + ld.file_name("fc_norm.weight") + " (timm global_pool='avg')";
+  } else {
+    hp.pool = Pool::ClassToken;
+    hp.source["pool"] = "default (the class token)";
+  }
+  if (hp.pool == Pool::Map && !w.attn_pool.present())
+    throw Error(ld.path() + ": pool 'map' (" + hp.source["pool"] + ") but the file has no attention pool (attn_pool.*)");
+  if (hp.pool == Pool::ClassToken && !hp.class_token)
+    throw Error(ld.path() + ": pool 'cls' (" + hp.source["pool"] + ") but the model has no class token");
+  return true;
+}
+
+// The final LayerNorm (D), fc_norm, an attention pool and the classifier head (C, D) with a DeiT head_dist,
+// when present. Appends a missing head bias to no_bias.
+void take_norm_and_head(Loader& ld, const RawWeights& raw, const FileConfig& fc, const ModelOverrides& ov,
+                        int64_t D, ViTWeights& w, std::vector<std::string>& no_bias) {
+  const Scheme& sc = ld.scheme();
+  w.norm = take_norm_opt(ld, "norm", D);
+  w.fc_norm = take_norm_opt(ld, "fc_norm", D);
+  if (ld.has("attn_pool.latent")) w.attn_pool = take_attn_pool(ld, D);
+  const bool pool_known = resolve_pool(ld, fc, ov, w);
+  const bool tv_pre_logits = sc.layout == Layout::Torchvision && raw.tensors.count("heads.pre_logits.weight");
+  if (tv_pre_logits) {
+    for (const char* t : {"heads.pre_logits.weight", "heads.pre_logits.bias", "heads.head.weight", "heads.head.bias"})
+      ld.skip(t == std::string("heads.head.weight") ? "head.weight" : t == std::string("heads.head.bias") ? "head.bias" : t,
+              "torchvision's representation layer (pre_logits) and the head after it: attnmap computes no logits "
+              "for such a head (the maps do not use it)");
+    return;
+  }
+  if (!pool_known) {
+    const std::string why = "vit-pytorch's classifier: the file does not say pool='cls' or 'mean' (give --pool cls|mean "
+                            "for top-5 and class-specific views; the maps do not use it)";
+    ld.skip("head.weight", why);
+    ld.skip("head.bias", why);
+    return;
+  }
+  if (!ld.has("head.weight")) return;
+  const Tensor& h = ld.need("head.weight", "(C, D)");
+  if (h.rank() != 2 || dim(h, 1) != D) throw ld.shape_error("head.weight", "(C, " + std::to_string(D) + ")", h.shape);
+  w.head = take_linear(ld, "head", dim(h, 0), D);
+  // timm VisionTransformerDistilled (DeiT): in eval mode the logits average both heads.
+  if (w.hp.num_dist == 1 && ld.has("head_dist.weight")) w.head_dist = take_linear(ld, "head_dist", dim(h, 0), D);
+  // The classifier reads the class token after the final LayerNorm (timm forward_head, HF layernorm,
+  // torchvision encoder.ln): a head without it would give other probabilities than the model's.
+  if (w.hp.pool == Pool::ClassToken && !w.norm.present())
+    ld.missing("norm.weight", shape_str({D}), "the classifier head reads the final LayerNorm");
+  if (w.head.bias.empty()) no_bias.push_back(ld.file_name("head.bias"));
+}
+
+// The MLP activation: the command line, the config, the architecture name (timm *_quickgelu_*), an OpenAI
+// CLIP file's own record, else the layout's default where its code fixes one. Throws attnmap::Error where
+// the family's files cannot say it (CLIP: QuickGELU for OpenAI, GELU for most OpenCLIP models; timm CLIP:
+// GELU, or QuickGELU for *_quickgelu_*).
+void resolve_activation(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, HParams& hp) {
+  const Layout l = hp.layout;
+  const LayoutInfo& info = layout_info(l);
+  if (ov.act) {
+    hp.act = *ov.act;
+    hp.source["act"] = "command line";
+  } else if (fc.act) {
+    hp.act = *fc.act;
+    hp.source["act"] = src_of(fc, "act");
+  } else if (l == Layout::TimmClip && fc.architecture) {
+    const bool quick = fc.architecture->find("quickgelu") != std::string::npos;
+    hp.act = quick ? Activation::QuickGelu : Activation::Gelu;
+    hp.source["act"] = "inferred from architecture " + *fc.architecture + " (" + src_of(fc, "architecture") + ")";
+  } else if (l == Layout::Clip && ld.file_has("input_resolution")) {
+    hp.act = Activation::QuickGelu;
+    hp.source["act"] = "OpenAI CLIP file (input_resolution present): QuickGELU";
+  } else if (l == Layout::Clip || l == Layout::TimmClip) {
+    throw Error(ld.path() + ": the MLP activation is not in the file: " +
+                (l == Layout::Clip ? std::string("OpenAI CLIP uses QuickGELU, OpenCLIP models GELU unless their config says quick_gelu")
+                                   : std::string("timm's vit_*_clip_* use GELU, vit_*_clip_quickgelu_* QuickGELU")) +
+                "; give --act quickgelu or --act gelu (or a config: " +
+                (l == Layout::Clip ? "open_clip_config.json" : "config.json with the timm architecture") + ")");
+  } else {
+    hp.act = info.act;
+    hp.source["act"] = std::string("default (") + info.name + ")";
+  }
+}
+
+}  // namespace
+
+ViTWeights build_vit(const RawWeights& raw, const KeyIndex& idx, const Scheme& sc, const FileConfig& fc,
+                     const ModelOverrides& ov) {
+  Loader ld(raw, idx, sc);
+  ViTWeights w;
+  HParams& hp = w.hp;
+  hp.layout = sc.layout;
+  const int64_t D = vit_pytorch(sc.layout) ? take_patch_linear(ld, fc, w) : take_patch_conv(ld, fc, w);
+  const bool fb_registers = take_prefix_tokens(ld, D, w);
+  take_pos_embed(ld, fc, fb_registers, D, w);
+  w.norm_pre = take_norm_opt(ld, "norm_pre", D);
+  hp.depth = count_blocks(ld);
+  hp.source["depth"] = "inferred from the block count";
+  const int64_t inner = attention_width(ld, D);
+  resolve_heads(fc, ov, raw.path, inner, w);
+  resolve_activation(ld, fc, ov, hp);
+  for (int i = 0; i < hp.depth; ++i) w.blocks.push_back(take_block(ld, i, D, inner, hp));
+  std::vector<std::string> no_bias;
+  check_block_biases(ld, w, no_bias);
+  if (w.patch_embed.bias.empty()) no_bias.push_back(ld.file_name("patch_embed.proj.bias"));
+  take_norm_and_head(ld, raw, fc, ov, D, w, no_bias);
+  if (!no_bias.empty()) {
+    std::string s;
+    for (size_t i = 0; i < no_bias.size(); ++i) s += (i ? ", " : "") + no_bias[i];
+    w.notices.push_back("no bias tensors (computed as zero, as nn.Linear(bias=False)): " + s);
+  }
+  w.tensors = ld.account();
+  return w;
+}
+
+// ---- seed layout (the guide's single attention layer) ---------------------------------------------------
+
+namespace {
+
+int patch_from(int64_t features, const std::optional<int>& cfg, const std::string& path, const std::string& what) {
+  if (cfg) {
+    if (static_cast<int64_t>(3) * *cfg * *cfg != features)
+      throw Error(path + ": " + what + " has " + std::to_string(features) + " input features, expected 3*P*P = " +
+                  std::to_string(3 * *cfg * *cfg) + " for config patch_size " + std::to_string(*cfg));
+    return *cfg;
+  }
+  const auto p = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(features) / 3.0)));
+  if (p <= 0 || 3 * p * p != features)
+    throw Error(path + ": " + what + " has " + std::to_string(features) +
+                " input features, which is not 3*P*P for any patch size P");
+  return static_cast<int>(p);
+}
+
+// W_E (3PP, D) as a patch embedding (D, 3PP) (its transpose), with b_E; sets hp.patch.
+void take_seed_embedding(Loader& ld, const FileConfig& fc, int64_t D, ViTWeights& w) {
+  HParams& hp = w.hp;
+  const Tensor& we = ld.need("W_E", "(3*P*P, D)");
+  if (we.rank() != 2 || dim(we, 1) != D) throw ld.shape_error("W_E", "(3*P*P, " + std::to_string(D) + ")", we.shape);
+  hp.patch = patch_from(dim(we, 0), fc.patch_size, ld.path(), "W_E");
+  const int64_t in = dim(we, 0);
+  w.patch_embed.out = hp.dim;
+  w.patch_embed.in = static_cast<int>(in);
+  w.patch_embed.weight.resize(static_cast<size_t>(in * D));
+  float* pe = w.patch_embed.weight.mutable_data();
+  for (int64_t r = 0; r < in; ++r)
+    for (int64_t c = 0; c < D; ++c) pe[static_cast<size_t>(c * in + r)] = we.data[static_cast<size_t>(r * D + c)];
+  w.patch_embed.bias = ld.take_opt("b_E", {D});
+  hp.source["patch_size"] = fc.patch_size ? src_of(fc, "patch_size") : "inferred from W_E";
+}
+
+}  // namespace
+
+ViTWeights build_seed(const RawWeights& raw, const KeyIndex& idx, const FileConfig& fc, const ModelOverrides& ov) {
+  Scheme sc;
+  sc.layout = Layout::Seed;
+  Loader ld(raw, idx, sc);
+  const std::string& path = raw.path;
+  ViTWeights w;
+  HParams& hp = w.hp;
+  hp.layout = Layout::Seed;
+  hp.residual_mlp = false;
+  hp.depth = 1;
+  hp.num_heads = 1;
+  hp.source["num_heads"] = "seed layout (one head)";
+  hp.source["depth"] = "seed layout (one layer)";
+  if (ov.num_heads && *ov.num_heads != 1) throw Error(path + ": the seed layout has exactly one head");
+
+  const Tensor& wq = ld.need("W_Q", "(D, d_k)");
+  if (wq.rank() != 2) throw ld.shape_error("W_Q", "(D, d_k)", wq.shape);
+  const int64_t D = dim(wq, 0), dk = dim(wq, 1);
+  hp.dim = to_int(D, path + ": W_Q");
+  hp.head_dim = to_int(dk, path + ": W_Q");
+  const Floats q = wq.data;
+  const Floats k = ld.take("W_K", {D, dk});
+  const Floats v = ld.take("W_V", {D, dk});
+
+  if (ld.has("W_E")) {
+    take_seed_embedding(ld, fc, D, w);
+  } else {
+    hp.patch = patch_from(D, fc.patch_size, path, "W_Q (no W_E: the token is the pixel vector)");
+    hp.source["patch_size"] = fc.patch_size ? src_of(fc, "patch_size") : "inferred from D = 3*P*P";
+  }
+
+  const Tensor* pos = ld.find("pos_embed");
+  int64_t n_pos = 0;
+  if (pos) {
+    if (pos->rank() < 2 || pos->shape.back() != D || (pos->rank() == 3 && dim(*pos, 0) != 1) || pos->rank() > 3)
+      throw ld.shape_error("pos_embed", "(1+N, " + std::to_string(D) + ")", pos->shape);
+    n_pos = dim(*pos, pos->rank() - 2);
+  }
+  resolve_grid(hp, fc, n_pos - 1, pos != nullptr, path, "pos_embed");
+  if (pos) w.pos_embed = pos->data;
+
+  if (const Tensor* cls = ld.find("cls_token")) {
+    if (cls->numel() != D) throw ld.shape_error("cls_token", "(" + std::to_string(D) + ",)", cls->shape);
+    w.cls_token = cls->data;
+  } else {
+    hp.cls_is_mean = true;
+    w.notices.push_back("no cls_token: the class token is the mean of the patch tokens");
+  }
+
+  // Q = X W_Q  <=>  nn.Linear with weight W_Q^T: stack [W_Q^T; W_K^T; W_V^T] as a fused (3 d_k, D) qkv.
+  BlockWeights blk;
+  blk.qkv.out = static_cast<int>(3 * dk);
+  blk.qkv.in = hp.dim;
+  blk.qkv.weight.resize(static_cast<size_t>(3 * dk * D));
+  float* qkv = blk.qkv.weight.mutable_data();
+  const Floats* mats[3] = {&q, &k, &v};
+  for (int m = 0; m < 3; ++m)
+    for (int64_t r = 0; r < D; ++r)
+      for (int64_t c = 0; c < dk; ++c)
+        qkv[static_cast<size_t>((m * dk + c) * D + r)] = (*mats[m])[static_cast<size_t>(r * dk + c)];
+  w.blocks.push_back(std::move(blk));
+  w.tensors = ld.account();
+  return w;
+}
+
+}  // namespace attnmap
