@@ -2,8 +2,8 @@
 # ctest Readme.EveryCommandRuns: runs every attnmap command of README.md's ```sh blocks, as a user would
 # after the quick start (attnmap on the PATH), in a scratch folder where data/ is the project's and the
 # recipes' placeholders exist: photos/ (a few of data/'s photos), vit.safetensors (a tiny timm-layout
-# fixture with its config.json), model.pth (the same as a wrapped torch.save checkpoint) and clip_visual.pth
-# (a tiny OpenAI CLIP visual tower, tests/fixtures/families/openai_clip_visual). Each command must exit 0. The quick start's and the test command's own
+# fixture with its config.json), model.pth (the same as a wrapped torch.save checkpoint) and
+# openai/clip_visual.pth (a tiny OpenAI CLIP visual tower, tests/fixtures/families/openai_clip_visual). Each command must exit 0. The quick start's and the test command's own
 # lines (bash tools/...) are not run here: the second is what CI runs, the first is checked on a fresh clone.
 #   usage: readme_commands.sh SOURCE_DIR ATTNMAP_BINARY
 set -euo pipefail
@@ -18,7 +18,8 @@ cp "$src/data/chelsea.png" "$src/data/rocket.jpg" "$src/data/camera.png" "$work/
 cp "$src/tests/fixtures/layouts/timm/weights.safetensors" "$work/vit.safetensors"
 cp "$src/tests/fixtures/layouts/timm/config.json" "$work/config.json"
 cp "$src/tests/fixtures/layouts/timm/weights.wrapped.pth" "$work/model.pth"  # a training checkpoint {model, ...}
-cp "$src/tests/fixtures/families/openai_clip_visual/model.pth" "$work/clip_visual.pth"  # OpenAI CLIP's visual tower
+mkdir -p "$work/openai"  # a folder of its own: the config.json above belongs to vit.safetensors
+cp "$src/tests/fixtures/families/openai_clip_visual/model.pth" "$work/openai/clip_visual.pth"  # CLIP's visual tower
 export PATH="$work/bin:$PATH"
 cd "$work"
 # Lines of ```sh blocks, continuation lines joined, comments dropped; those whose first word is attnmap.

@@ -266,7 +266,8 @@ TEST(ExplainBackward, HeadlessModelIsRefused) {
     vit_forward_tape(w, input.data());
     FAIL() << "accepted";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "the model has no classifier head: there is no class to explain");
+    EXPECT_EQ(std::string(e.what()), "class-specific views (chefer, gradcam, attn-grad) are not available: the model has "
+                                     "no classifier head, so there is no class to explain");
   }
 }
 

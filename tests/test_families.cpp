@@ -9,11 +9,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <unistd.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "app/inspect.hpp"
 #include "checkpoint/weights.hpp"
+#include "core/error.hpp"
 #include "io/npy.hpp"
 #include "model/pos_embed.hpp"
 #include "model/vit.hpp"
@@ -148,3 +150,118 @@ TEST_P(Families, MatchTheFamilysOwnCode) {
 INSTANTIATE_TEST_SUITE_P(All, Families, ::testing::ValuesIn(all_files()), file_label);
 
 }  // namespace
+
+// ---- what the loader refuses, and how it says it ----------------------------------------------------------
+
+namespace {
+
+std::string load_error(const std::string& path, const ModelOverrides& ov = {}) {
+  try {
+    load_model(path, ov);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string build_error(const RawWeights& raw, const ModelOverrides& ov = {}) {
+  try {
+    build_model(raw, ov);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// A tensor no layout reads stops the load with its name, shape and what it looks like, never a map without it.
+TEST(FamilyRefusals, AnUnknownTensorStopsTheLoadByName) {
+  RawWeights raw = load_weights_json(fixture("timm_small/weights.json"));
+  Tensor t;
+  t.shape = {4, 17, 17};
+  t.data.assign(static_cast<size_t>(4 * 17 * 17), 0.5f);
+  raw.tensors["blocks.1.attn.relative_position_bias_table"] = t;
+  const std::string e = build_error(raw);
+  EXPECT_NE(e.find("1 tensor that the timm layout does not read and that could change the maps: "
+                   "blocks.1.attn.relative_position_bias_table (4, 17, 17): a relative position bias"),
+            std::string::npos) << e;
+  // The CLI: exit 2, one line.
+  const fs::path dir = fs::temp_directory_path() / ("attnmap_unknown_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::string text = slurp(fixture("timm_small/weights.json"));
+  text.insert(1, "\"blocks.0.attn.q_norm.weight\":[1,1,1,1,1,1,1,1],\"blocks.0.attn.k_norm.weight\":[1,1,1,1,1,1,1,1],");
+  { std::ofstream(dir / "w.json") << text; }
+  const CliRun r = run_attnmap("inspect " + q(dir / "w.json"));
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("missing tensor 'blocks.0.attn.q_norm.bias'"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
+// The six that used to give a confident wrong map (issue 24): each now matches its family (Families.*) or
+// is refused by name when the file cannot say what its family's code fixes.
+TEST(FamilyRefusals, SettingsAFileCannotHoldAreAskedForNotGuessed) {
+  // OpenAI CLIP vs OpenCLIP: QuickGELU or GELU, not in a visual tower's state dict.
+  const std::string clip = load_error(family_dir("openai_clip_visual") + "model.pth");
+  EXPECT_NE(clip.find("the MLP activation is not in the file"), std::string::npos) << clip;
+  EXPECT_NE(clip.find("give --act quickgelu or --act gelu"), std::string::npos) << clip;
+  // timm's CLIP ViT without its config.json: GELU (vit_*_clip_*) or QuickGELU (*_clip_quickgelu_*).
+  const fs::path dir = fs::temp_directory_path() / ("attnmap_timmclip_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(family_dir("timm_clip") + "model.safetensors", dir / "model.safetensors", fs::copy_options::overwrite_existing);
+  ModelOverrides three;
+  three.num_heads = 3;
+  const std::string tc = load_error((dir / "model.safetensors").string(), three);
+  EXPECT_NE(tc.find("timm's vit_*_clip_* use GELU, vit_*_clip_quickgelu_* QuickGELU; give --act"), std::string::npos) << tc;
+  // The head count where D/64 is not what the family uses: ViT-H (D = 1280) has 16 heads, not 20.
+  RawWeights big;
+  big.path = "vit_huge.safetensors";
+  auto put = [&](const std::string& n, std::vector<int64_t> shape) {
+    Tensor t;
+    t.shape = shape;
+    size_t count = 1;
+    for (int64_t s : shape) count *= static_cast<size_t>(s);
+    t.data.assign(count, 0.01f);
+    big.tensors[n] = t;
+  };
+  put("patch_embed.proj.weight", {1280, 3, 1, 1});
+  put("cls_token", {1, 1, 1280});
+  put("pos_embed", {1, 2, 1280});
+  put("blocks.0.norm1.weight", {1280});
+  const std::string huge = build_error(big);
+  EXPECT_NE(huge.find("for D = 1280 timm's vit_huge_* has 16 heads (D/64 would be 20); give --heads H"), std::string::npos)
+      << huge;
+  fs::remove_all(dir);
+}
+
+// A model without a class token: the figure and the record say whose row the map is.
+TEST(FamilyRefusals, NoClassTokenIsNamedOnTheFigureAndInTheRecord) {
+  const fs::path out = fs::temp_directory_path() / ("attnmap_nocls_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  const CliRun r = run_attnmap("render " + q(std::string(ATTNMAP_DATA_DIR) + "/chelsea.png") + " -w " +
+                               q(family_dir("timm_siglip") + "model.safetensors") + " -o " + q(out) +
+                               " --panel --save-raw -q");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const CliRun rec = run_attnmap("inspect " + q(out / "chelsea.npy"));
+  EXPECT_NE(rec.out.find("mean over patch queries"), std::string::npos) << rec.out;
+  const CliRun fig = run_attnmap("inspect " + q(out / "chelsea.panel.png"));
+  EXPECT_EQ(fig.status, 0) << fig.err;
+  // Class-specific views are refused by name for a variant the backward pass does not differentiate.
+  const CliRun ex = run_attnmap("render " + q(std::string(ATTNMAP_DATA_DIR) + "/chelsea.png") + " -w " +
+                                q(family_dir("timm_siglip") + "model.safetensors") + " -o " + q(out) +
+                                " --explain chefer -q");
+  EXPECT_NE(ex.status, 0);
+  EXPECT_EQ(ex.status, 2);
+  EXPECT_NE(ex.err.find("--explain chefer: its classifier reads the attention-pool probe, which attnmap's backward "
+                        "pass does not differentiate yet (timm-siglip layout)"),
+            std::string::npos) << ex.err;
+  // eval leaves them out with a note instead of failing every image.
+  const CliRun ev = run_attnmap("eval -q --masks " + q(std::string(ATTNMAP_DATA_DIR) + "/composites/masks") + " " +
+                                q(std::string(ATTNMAP_DATA_DIR) + "/composites/0002_bag.png") + " -w " +
+                                q(family_dir("timm_siglip") + "model.safetensors"));
+  EXPECT_EQ(ev.status, 0) << ev.err;
+  EXPECT_NE(ev.err.find("note: chefer, gradcam, attn-grad: its classifier reads the attention-pool probe, which "
+                        "attnmap's backward pass does not differentiate yet (timm-siglip layout); those views are left out"),
+            std::string::npos) << ev.err;
+  fs::remove_all(out);
+}

@@ -25,7 +25,11 @@ cmake --build build-san -j"$jobs"
 LSAN_OPTIONS="suppressions=$(pwd)/tools/lsan.supp:print_suppressions=0" \
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-san --output-on-failure -j"$jobs" --timeout 900
+  ctest --test-dir build-san --output-on-failure -j"$jobs" --timeout 900 \
+    -E '^(Readme\.EveryCommandRuns|Slurm\.ArrayJobShardsEqualOneRun|Gallery\.Browser|Tools\.ExportWeightsHeads|Layout\..*)$'
+# (Left out above, run by the plain suite: the README's commands end to end (166 s under ASan, the longest
+# test), the Slurm cluster, the gallery in Chromium, the Python exporter and the include-layout checks -
+# end-to-end or build checks that run the same code paths the suite's own CLI tests run under ASan.)
 
 echo "== libFuzzer smoke runs"
 FUZZ_BUILD_DIR=build-san bash tools/fuzz.sh "${FUZZ_SECONDS:-45}"

@@ -167,10 +167,10 @@ EvalView explain_view(const ExplainRequest& req) {
 // blocks: the seed layout has no backward): chefer, gradcam at --gradcam-layer (default -1), attn-grad at
 // the selected view's block. Throws attnmap::Error for a --gradcam-layer out of range.
 void add_explain_views(EvalContext& ctx, const ViTWeights& model, const EvalOptions& opt, int sel_layer) {
-  if (!model.head.present() || !model.hp.residual_mlp) {
-    if (opt.view.gradcam_layer)
-      throw Error("--gradcam-layer: the model has no classifier head, so eval scores no gradcam view");
-    return;
+  const std::string unavailable = explanations_unavailable(model.hp, model.head.present());
+  if (!unavailable.empty()) {
+    if (opt.view.gradcam_layer) throw Error("--gradcam-layer: eval scores no gradcam view: " + unavailable);
+    return;  // the note saying so is printed before the first image
   }
   ExplainRequest req;
   req.layer = sel_layer;
@@ -1106,8 +1106,8 @@ int run_eval(const EvalOptions& opt) {
     std::cerr << "attnmap: note: --perturb: the model has no classifier head, so there is no class probability to "
                  "perturb against; perturbation skipped\n";
   if (!ctx.explain)
-    std::cerr << "attnmap: note: chefer, gradcam, attn-grad: the model has no classifier head, so there is no class "
-                 "to explain; those views are left out\n";
+    std::cerr << "attnmap: note: chefer, gradcam, attn-grad: "
+              << explanations_unavailable(ctx.model->hp, ctx.model->head.present()) << "; those views are left out\n";
   TruthLookup truth(opt.masks_dir, model.hp, classify, num_classes);
 
   EvalRun run;

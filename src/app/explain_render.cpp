@@ -26,9 +26,9 @@ void make_explain_context(RenderContext& ctx, const ViTWeights& model, const Ren
   ExplainRequest req;
   req.method = parse_explain_method(opt.explain);
   const std::string m = "--explain " + explain_method_name(req.method);
-  if (!model.head.present() || !hp.residual_mlp)
-    throw Error(m + ": the model has no classifier head, so there is no class to explain (the attention views, "
-                    "without --explain, still work)");
+  const std::string unavailable = explanations_unavailable(hp, model.head.present());
+  if (!unavailable.empty())
+    throw Error(m + ": " + unavailable + " (the attention views, without --explain, still work)");
   if (opt.rollout || opt.heads_grid || opt.all_heads)
     throw Error(m + " cannot be combined with " +
                 std::string(opt.rollout ? "--rollout" : opt.heads_grid ? "--heads-grid" : "--all-heads") +

@@ -8,7 +8,8 @@ namespace {
 
 // Reasons shared by several rows.
 const char* const kDinoHead =
-    "DINO projection head (MultiCropWrapper.head): computed from the backbone's output, changes no attention map";
+    "DINO / iBOT projection head (after the backbone, training only): computed from the backbone's output, "
+    "changes no attention map";
 const char* const kHfPooler =
     "pooler: tanh(dense(class token)) after the encoder; the classifier does not read it, no attention map uses it";
 const char* const kMaskToken =
@@ -50,7 +51,8 @@ const std::vector<LayoutInfo>& table() {
        "default (DINOv2 1e-6)", PosInterp::Dino,
        "facebookresearch DINOv2 names: DinoVisionTransformer.interpolate_pos_encoding with its default "
        "interpolate_offset=0.1 (DINO's rule)",
-       Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {{"mask_token", kMaskToken}}},
+       Stats::ImageNet, Activation::Gelu, HeadRule::Sizes,
+       {{"mask_token", kMaskToken}, {"dino_head.*", kDinoHead}, {"ibot_head.*", kDinoHead}}},
       {Layout::HfVit, "hf-vit", "hf-vit (Hugging Face ViTModel / ViTForImageClassification)", 1e-12f,
        "default (Hugging Face ViTConfig 1e-12)", PosInterp::Hf,
        "Hugging Face names: ViTEmbeddings.interpolate_pos_encoding (transformers 2024 on)", Stats::ImageNet,

@@ -503,6 +503,8 @@ BlockWeights take_block(Loader& ld, int i, int64_t D, int64_t inner, HParams& hp
   // vit-pytorch's to_out is nn.Identity when heads == 1 and dim_head == D: no projection.
   if (!(vit_pytorch(ld.scheme().layout) && inner == D && !ld.has(b + "attn.proj.weight")))
     blk.proj = take_linear(ld, b + "attn.proj", D, inner);
+  else
+    hp.attn_proj = false;
   blk.norm2 = take_norm(ld, b + "norm2", D);
   take_mlp(ld, b, D, blk, hp);
   blk.ls1 = ld.take_opt(b + "ls1.gamma", {D});

@@ -66,6 +66,16 @@ std::string config_string(const std::string& path, const json& c, const char* ke
   return v.get<std::string>();
 }
 
+// A string value parsed by `parse` (parse_activation, parse_pool); anything else is a config error naming `names`.
+template <class Parse>
+auto config_named(const std::string& path, const json& c, const char* key, Parse parse, const char* names) {
+  try {
+    return parse(config_string(path, c, key));
+  } catch (const Error&) {
+    config_error(path, key, std::string("one of ") + names, c.at(key));
+  }
+}
+
 // Parses attnmap config keys from `c`. `path` names the file in messages; `src(key)` is the provenance.
 FileConfig parse_config(const std::string& path, const json& c, const std::function<std::string(const std::string&)>& src) {
   FileConfig fc;
@@ -100,22 +110,8 @@ FileConfig parse_config(const std::string& path, const json& c, const std::funct
     }
     mark("labels");
   }
-  if (c.contains("act")) {
-    try {
-      fc.act = parse_activation(config_string(path, c, "act"));
-    } catch (const Error&) {
-      config_error(path, "act", "\"gelu\", \"gelu-tanh\" or \"quickgelu\"", c.at("act"));
-    }
-    mark("act");
-  }
-  if (c.contains("pool")) {
-    try {
-      fc.pool = parse_pool(config_string(path, c, "pool"));
-    } catch (const Error&) {
-      config_error(path, "pool", "\"cls\", \"mean\", \"mean-all\" or \"map\"", c.at("pool"));
-    }
-    mark("pool");
-  }
+  if (c.contains("act")) fc.act = config_named(path, c, "act", parse_activation, "gelu, gelu-tanh or quickgelu"), mark("act");
+  if (c.contains("pool")) fc.pool = config_named(path, c, "pool", parse_pool, "cls, mean, mean-all or map"), mark("pool");
   if (c.contains("default_layer")) fc.default_layer = config_int(path, c, "default_layer"), mark("default_layer");
   if (c.contains("default_head")) {
     const json& v = c.at("default_head");

@@ -40,6 +40,7 @@ struct HParams {
   Activation act = Activation::Gelu; ///< the MLP's activation (GELU MLPs)
   Pool pool = Pool::ClassToken;      ///< what the classifier reads
   bool pos_sincos = false;           ///< positions computed: SimpleViT's 2-D sin-cos table for the grid
+  bool attn_proj = true;             ///< the attention output goes through proj (vit-pytorch: none when H*dk == D)
   float eps = 1e-6f;                 ///< LayerNorm epsilon (timm default)
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};  ///< ImageNet (timm IMAGENET_DEFAULT_MEAN)
   std::array<float, 3> std{0.229f, 0.224f, 0.225f};   ///< ImageNet (timm IMAGENET_DEFAULT_STD)

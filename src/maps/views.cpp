@@ -185,10 +185,9 @@ ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, co
   }
   r.class_specific =
       v.kind == ViewKind::Chefer || v.kind == ViewKind::GradCam || v.kind == ViewKind::AttnGrad;
-  if (r.class_specific && (!has_head || !hp.residual_mlp))
-    throw Error("--views: '" + v.written +
-                "': the model has no classifier head, so there is no class to explain "
-                "(the attention views still work)");
+  const std::string unavailable = r.class_specific ? explanations_unavailable(hp, has_head) : "";
+  if (!unavailable.empty())
+    throw Error("--views: '" + v.written + "': " + unavailable + " (the attention views still work)");
   r.tag = r.name;
   for (char& c : r.tag)
     if (c == '/' || c == '@') c = '-';

@@ -200,19 +200,21 @@ std::vector<ForwardResult> make_results(int B, int L, int H, int T, bool keep_fu
   return res;
 }
 
-// timm qk_norm: each head's query (d_k) and key (d_k) through their LayerNorms, in place in qkv (BT, 3*inner).
+// timm qk_norm: each head's query (d_k) and key (d_k) through their LayerNorms, in place in qkv (BT, 3*inner):
+// the queries (or keys) of every token gathered as (BT * H, d_k) rows, normalised in one call, put back.
 void qk_norm_forward(float* qkv, const BlockWeights& blk, const HParams& hp, int BT) {
   const int H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
-  std::vector<float> tmp(static_cast<size_t>(dk));
-  for (int t = 0; t < BT; ++t)
-    for (int part = 0; part < 2; ++part) {  // 0: queries, 1: keys
-      const LayerNormW& n = part == 0 ? blk.q_norm : blk.k_norm;
-      for (int h = 0; h < H; ++h) {
-        float* v = qkv + static_cast<size_t>(t) * 3 * inner + static_cast<size_t>(part) * inner + static_cast<size_t>(h) * dk;
-        std::copy_n(v, dk, tmp.data());
-        layernorm_forward(v, tmp.data(), n.weight.data(), n.bias.data(), 1, dk, hp.eps);
-      }
-    }
+  std::vector<float> rows(static_cast<size_t>(BT) * inner), normed(rows.size());  // (BT * H, dk)
+  for (int part = 0; part < 2; ++part) {  // 0: queries, 1: keys
+    const LayerNormW& n = part == 0 ? blk.q_norm : blk.k_norm;
+    for (int t = 0; t < BT; ++t)
+      std::copy_n(qkv + static_cast<size_t>(t) * 3 * inner + static_cast<size_t>(part) * inner, inner,
+                  &rows[static_cast<size_t>(t) * inner]);
+    layernorm_forward(normed.data(), rows.data(), n.weight.data(), n.bias.data(), BT * H, dk, hp.eps);
+    for (int t = 0; t < BT; ++t)
+      std::copy_n(&normed[static_cast<size_t>(t) * inner], inner,
+                  qkv + static_cast<size_t>(t) * 3 * inner + static_cast<size_t>(part) * inner);
+  }
 }
 
 // qkv (B*T, 3*inner) = LN1(x) (B*T, D) @ W_qkv^T + b_qkv; no LN1 in the seed layout.

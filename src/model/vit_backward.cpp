@@ -54,28 +54,8 @@ void scale_branch(float* out, const float* d, const Floats& gamma, int T, int D)
 
 
 void check_model(const ViTWeights& w) {
-  if (!w.hp.residual_mlp)
-    throw Error("explanation maps need a ViT with MLP blocks; the one-layer seed layout has no classifier head");
-  if (!w.head.present())
-    throw Error("the model has no classifier head: there is no class to explain");
-  // The backward pass is written for the plain ViT block; a variant it does not differentiate is refused by
-  // name rather than explained with the wrong gradient.
-  const HParams& hp = w.hp;
-  std::string why;
-  if (hp.pool != Pool::ClassToken || w.fc_norm.present())
-    why = "its classifier reads the " + pool_name(hp.pool) + (w.fc_norm.present() ? " through fc_norm" : "");
-  else if (hp.qk_norm)
-    why = "its blocks normalise queries and keys (qk_norm)";
-  else if (hp.swiglu)
-    why = "its MLP is SwiGLU";
-  else if (hp.act != Activation::Gelu)
-    why = "its MLP activation is " + activation_name(hp.act);
-  else if (!w.blocks.empty() && !w.blocks.front().proj.present())
-    why = "its attention has no output projection";
-  if (!why.empty())
-    throw Error("class-specific views (chefer, gradcam, attn-grad) are not available for this model: " + why +
-                ", which attnmap's backward pass does not differentiate yet (" + layout_name(hp.layout) +
-                " layout); the attention views and rollout work");
+  const std::string why = explanations_unavailable(w.hp, w.head.present());
+  if (!why.empty()) throw Error("class-specific views (chefer, gradcam, attn-grad) are not available: " + why);
 }
 
 // One block's forward (vit_forward's steps on one image), keeping what the backward needs. x (T, D) in/out.
@@ -118,6 +98,20 @@ void block_forward(BlockTape& bt, float* x, const ViTWeights& w, int l, const Ta
 }
 
 }  // namespace
+
+std::string explanations_unavailable(const HParams& hp, bool has_head) {
+  if (!has_head || !hp.residual_mlp) return "the model has no classifier head, so there is no class to explain";
+  // The backward pass is written for the plain ViT block; a variant it does not differentiate is refused by
+  // name rather than explained with the wrong gradient.
+  std::string why;
+  if (hp.pool != Pool::ClassToken) why = "its classifier reads the " + pool_name(hp.pool);
+  else if (hp.qk_norm) why = "its blocks normalise queries and keys (qk_norm)";
+  else if (hp.swiglu) why = "its MLP is SwiGLU";
+  else if (hp.act != Activation::Gelu) why = "its MLP activation is " + activation_name(hp.act);
+  else if (!hp.attn_proj) why = "its attention has no output projection";
+  if (why.empty()) return "";
+  return why + ", which attnmap's backward pass does not differentiate yet (" + layout_name(hp.layout) + " layout)";
+}
 
 ForwardTape vit_forward_tape_tokens(const ViTWeights& w, const float* x0, const TapeOptions& opt) {
   check_model(w);

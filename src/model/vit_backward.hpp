@@ -45,6 +45,12 @@ struct TapeOptions {
 /// backward does not cover: the seed layout (no residual MLP blocks) or no classifier head.
 ForwardTape vit_forward_tape(const ViTWeights& w, const float* image, const TapeOptions& opt = {});
 
+/// Why the class-specific maps (Chefer relevance, Grad-CAM, attention x gradient) cannot be computed for a
+/// model with these hyper-parameters: "" when they can; otherwise the reason, e.g. "the model has no
+/// classifier head, so there is no class to explain", or a block variant the backward pass does not
+/// differentiate ("its classifier reads the mean of the patch tokens"). The callers add the view's name.
+std::string explanations_unavailable(const HParams& hp, bool has_head);
+
 /// The same from tokens x0 (T, D) as they enter block 0 (embed_tokens' output).
 ForwardTape vit_forward_tape_tokens(const ViTWeights& w, const float* x0, const TapeOptions& opt = {});
 
