@@ -15,8 +15,12 @@ PHOTOS="${PHOTOS:-24}"
 ROUNDS="${ROUNDS:-3}"
 FAMILIES=(timm timm-clip clip hf-clip timm-qknorm timm-ls timm-gap timm-siglip dinov2-swiglu vit-pytorch simple-vit)
 mkdir -p "$W"
-cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$B" -j2 --target attnmap >/dev/null
+# ATTNMAP_BIN: a binary to time instead of building $B/attnmap.
+BIN="${ATTNMAP_BIN:-$B/attnmap}"
+if [ -z "${ATTNMAP_BIN:-}" ]; then
+  cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$B" -j2 --target attnmap >/dev/null
+fi
 [ -f "$W/simple-vit.safetensors" ] || "$PY" "$ROOT/bench/make_families.py" "$W"
 [ -d "$W/photos" ] || "$PY" "$ROOT/bench/make_photos.py" "$W/photos" "$PHOTOS"
 n=$(find "$W/photos" -type f | wc -l)
@@ -26,7 +30,7 @@ for round in $(seq 1 "$ROUNDS"); do
   for f in "${FAMILIES[@]}"; do
     rm -rf "$W/out"
     t0=$(date +%s%N)
-    "$B/attnmap" render "$W/photos" -w "$W/$f.safetensors" -o "$W/out" -q
+    "$BIN" render "$W/photos" -w "$W/$f.safetensors" -o "$W/out" -q
     t1=$(date +%s%N)
     ms=$(( (t1 - t0) / 1000000 ))
     per=$(awk -v ms="$ms" -v n="$n" 'BEGIN { printf "%.1f", ms / n }')

@@ -15,6 +15,7 @@
 
 #include "app/inspect.hpp"
 #include "checkpoint/weights.hpp"
+#include "checkpoint/weights_safetensors.hpp"
 #include "core/error.hpp"
 #include "io/npy.hpp"
 #include "model/pos_embed.hpp"
@@ -264,4 +265,40 @@ TEST(FamilyRefusals, NoClassTokenIsNamedOnTheFigureAndInTheRecord) {
                         "attnmap's backward pass does not differentiate yet (timm-siglip layout); those views are left out"),
             std::string::npos) << ev.err;
   fs::remove_all(out);
+}
+
+// torchvision's representation layer: the head after it is not used, and both are listed with the reason.
+TEST(FamilyRefusals, TorchvisionPreLogitsHeadIsListedNotRead) {
+  RawWeights raw = load_weights_json(fixture("layouts/torchvision/weights.json"));
+  for (const char* n : {"heads.pre_logits.weight", "heads.pre_logits.bias"}) {
+    Tensor t;
+    t.shape = std::string(n).find("weight") != std::string::npos ? std::vector<int64_t>{24, 24} : std::vector<int64_t>{24};
+    t.data.assign(t.shape.size() == 2 ? 576 : 24, 0.1f);
+    raw.tensors[n] = t;
+  }
+  ModelOverrides ov;
+  ov.num_heads = 3;
+  const ViTWeights w = build_model(raw, ov);
+  EXPECT_FALSE(w.head.present());
+  int listed = 0;
+  for (const auto& t : w.tensors)
+    if (t.reason.find("representation layer (pre_logits)") != std::string::npos) ++listed;
+  EXPECT_EQ(listed, 4);
+}
+
+// Hugging Face DeiTForImageClassification (no teacher) names its head 'classifier': read as the head.
+TEST(FamilyRefusals, HfDeitWithoutTeacherReadsItsClassifier) {
+  RawWeights raw = load_weights_safetensors(family_dir("hf_deit_teacher") + "model.safetensors");
+  raw.tensors["classifier.weight"] = raw.tensors.at("cls_classifier.weight");
+  raw.tensors["classifier.bias"] = raw.tensors.at("cls_classifier.bias");
+  for (const char* n : {"cls_classifier.weight", "cls_classifier.bias", "distillation_classifier.weight",
+                        "distillation_classifier.bias"})
+    raw.tensors.erase(n);
+  ModelOverrides ov;
+  ov.num_heads = 3;
+  const ViTWeights w = build_model(raw, ov);
+  EXPECT_EQ(w.hp.layout, Layout::HfDeit);
+  EXPECT_TRUE(w.head.present());
+  EXPECT_FALSE(w.head_dist.present());
+  for (const auto& t : w.tensors) EXPECT_TRUE(t.reason.empty()) << t.name << ": " << t.reason;
 }

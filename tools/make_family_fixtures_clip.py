@@ -508,7 +508,7 @@ def case_openai_clip_visual(args, fam, commit):
                shims=CLIP_SHIMS, generator=GENERATOR,
                description="clip.model.VisionTransformer(input_resolution=32, patch_size=8, width=128, layers=3, "
                            "heads=2 (= width // 64, CLIP build_model's rule), output_dim=16); model.pth = "
-                           "torch.save(visual.state_dict()); model.safetensors the same tensors (F32). QuickGELU "
+                           "torch.save(visual.state_dict()); QuickGELU "
                            "MLP (not in the file: act_arg). Attention from each visual nn.MultiheadAttention "
                            "(need_weights=True, average_attn_weights=False). No classifier: no logits.npy.",
                peaky=peaky, capture_output_change=res["capture_change"], sanity=res["sanity"],
@@ -561,12 +561,12 @@ def case_openai_clip_full(args, fam, commit):
                **dims(32, 8, 128, 3, 2, res, num_prefix=1, class_token=True),
                mean=fam.mean, std=fam.std,
                source={"repo": "openai/CLIP", "commit": commit, "files": ["clip/model.py", "clip/clip.py"]},
-               shims=CLIP_SHIMS + ["OpenAI's clip.model.build_model run on both files as a check (it loads them)"],
+               shims=CLIP_SHIMS + ["OpenAI's clip.model.build_model run on the file and on the in-memory state dict as a check"],
                generator=GENERATOR,
                description="clip.model.CLIP(embed_dim=16, image_resolution=32, vision_layers=3, vision_width=128, "
                            "vision_patch_size=8, context_length=8, vocab_size=64, transformer_width=64, "
-                           "transformer_heads=1, transformer_layers=1): model.pth = torch.save(model.state_dict()) "
-                           "(visual.* + the text tower); model_openai.pth = the same dict plus the 0-d int64 entries "
+                           "transformer_heads=1, transformer_layers=1): model_openai.pth = torch.save(model.state_dict()) "
+                           "(visual.* + the text tower) plus the 0-d int64 entries "
                            "input_resolution=32, context_length=8, vocab_size=64 (after logit_scale, as OpenAI's "
                            "released dicts hold them; build_model deletes them). The attention is the visual "
                            "tower's (model.encode_image). logit_scale left at log(1/0.07).",

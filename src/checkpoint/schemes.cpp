@@ -93,12 +93,14 @@ Scheme torchvision_scheme(const KeyIndex& idx) {
 
 // Hugging Face ViT / DeiT / Dinov2 (models/{vit,deit,dinov2,dinov2_with_registers}/modeling_*.py): `m` is
 // the base model's attribute ("vit.", "deit.", "dinov2.", ...) or "" for a bare base model.
-Scheme hf_scheme(Layout layout, const std::string& m) {
+Scheme hf_scheme(Layout layout, const std::string& m, const KeyIndex& idx) {
   Scheme sc;
   sc.layout = layout;
   sc.separate_qkv = true;
   const bool dinov2 = layout == Layout::HfDinov2;
-  sc.name = [m, dinov2, layout](const std::string& c) {
+  // DeiTForImageClassificationWithTeacher: cls_classifier (+ distillation_classifier); without: classifier.
+  const std::string head = idx.has("cls_classifier.weight") ? "cls_classifier." : "classifier.";
+  sc.name = [m, dinov2, layout, head](const std::string& c) {
     std::string idx, rest, s = c;
     if (split_block(c, idx, rest)) {
       const std::string b = m + "encoder.layer." + idx + ".";
@@ -126,7 +128,7 @@ Scheme hf_scheme(Layout layout, const std::string& m) {
     if (c == "pos_embed") return m + "embeddings.position_embeddings";
     if (swap_prefix(s, "patch_embed.proj.", "embeddings.patch_embeddings.projection.") || swap_prefix(s, "norm.", "layernorm."))
       return m + s;
-    if (layout == Layout::HfDeit && (swap_prefix(s, "head.", "cls_classifier.") || swap_prefix(s, "head_dist.", "distillation_classifier.")))
+    if (layout == Layout::HfDeit && (swap_prefix(s, "head.", head) || swap_prefix(s, "head_dist.", "distillation_classifier.")))
       return s;
     if (layout == Layout::HfVit && swap_prefix(s, "head.", "classifier.")) return s;
     return m + "hf:" + c;
@@ -279,7 +281,7 @@ Scheme detect_scheme(const KeyIndex& idx, const std::string& path) {
     if (starts_with(ms, "dinov2") || idx.has(ms + "encoder.layer.0.layer_scale1.lambda1") ||
         idx.has(ms + "embeddings.register_tokens"))
       l = Layout::HfDinov2;
-    return hf_scheme(l, ms);
+    return hf_scheme(l, ms, idx);
   }
   if (idx.has("conv_proj.weight") || idx.has("class_token")) return torchvision_scheme(idx);
   if (idx.has("visual.conv1.weight") || idx.has("visual.class_embedding")) return clip_scheme("visual.");

@@ -89,9 +89,10 @@ class Loader {
   }
 
   /// Marks the canonical tensor (if the file has it) as not read, for `reason`.
-  void skip(const std::string& canon, const std::string& reason) {
-    const std::string n = scheme_.name(canon);
-    if (idx_.has(n)) reasons_[n] = reason;
+  void skip(const std::string& canon, const std::string& reason) { skip_name(scheme_.name(canon), reason); }
+  /// The same for a tensor named as in the file (wrapper prefixes removed).
+  void skip_name(const std::string& name, const std::string& reason) {
+    if (idx_.has(name)) reasons_[name] = reason;
   }
 
   /// Every tensor of the file, consumed or not read with its reason. Throws attnmap::Error naming every
@@ -619,9 +620,8 @@ void take_norm_and_head(Loader& ld, const RawWeights& raw, const FileConfig& fc,
   const bool tv_pre_logits = sc.layout == Layout::Torchvision && raw.tensors.count("heads.pre_logits.weight");
   if (tv_pre_logits) {
     for (const char* t : {"heads.pre_logits.weight", "heads.pre_logits.bias", "heads.head.weight", "heads.head.bias"})
-      ld.skip(t == std::string("heads.head.weight") ? "head.weight" : t == std::string("heads.head.bias") ? "head.bias" : t,
-              "torchvision's representation layer (pre_logits) and the head after it: attnmap computes no logits "
-              "for such a head (the maps do not use it)");
+      ld.skip_name(t, "torchvision's representation layer (pre_logits) and the head after it: attnmap computes no "
+                      "logits for such a head (the maps do not use it)");
     return;
   }
   if (!pool_known) {
