@@ -16,6 +16,7 @@
 #include "app/inspect.hpp"
 #include "checkpoint/weights.hpp"
 #include "checkpoint/weights_safetensors.hpp"
+#include "checkpoint/weights_pth.hpp"
 #include "core/error.hpp"
 #include "io/npy.hpp"
 #include "model/pos_embed.hpp"
@@ -301,4 +302,81 @@ TEST(FamilyRefusals, HfDeitWithoutTeacherReadsItsClassifier) {
   EXPECT_TRUE(w.head.present());
   EXPECT_FALSE(w.head_dist.present());
   for (const auto& t : w.tensors) EXPECT_TRUE(t.reason.empty()) << t.name << ": " << t.reason;
+}
+
+// Fresh-eyes findings (issue 24 review): each a map that was wrong or stale without a word.
+TEST(FamilyRefusals, ReviewFindingsAreRefusedOrNamed) {
+  // A Hugging Face CLIP safetensors without its config.json: QuickGELU (OpenAI) or GELU (LAION) is asked for.
+  const fs::path dir = fs::temp_directory_path() / ("attnmap_review_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(family_dir("hf_clip_vision") + "model.safetensors", dir / "model.safetensors");
+  ModelOverrides three;
+  three.num_heads = 3;
+  EXPECT_NE(load_error((dir / "model.safetensors").string(), three).find("no config.json is beside it"), std::string::npos);
+  // vit-pytorch keeps neither heads nor dim_head.
+  EXPECT_NE(load_error(family_dir("vit_pytorch_vit") + "model.pth").find("vit-pytorch's ViT(heads=..., dim_head=...) keeps neither"),
+            std::string::npos);
+  // LayerScale in one block only: a tensor was lost.
+  RawWeights raw = load_weights_json(fixture("timm_small/weights.json"));
+  Tensor g;
+  g.shape = {32};
+  g.data.assign(32, 0.5f);
+  raw.tensors["blocks.1.ls1.gamma"] = g;
+  raw.tensors["blocks.1.ls2.gamma"] = g;
+  EXPECT_NE(build_error(raw).find("missing tensor 'blocks.0.ls1.gamma' (expected shape (32,); LayerScale is in some blocks"),
+            std::string::npos) << build_error(raw);
+  // --act over what the file's family fixes is said.
+  ModelOverrides act;
+  act.act = Activation::QuickGelu;
+  const ViTWeights timm = load_model(fixture("timm_small/weights.json"), act);
+  bool said = false;
+  for (const auto& n : timm.notices) said = said || n.find("--act quickgelu replaces gelu") != std::string::npos;
+  EXPECT_TRUE(said);
+  fs::remove_all(dir);
+}
+
+// DINOv2's trainer saves both networks in one dict ("student.*", "teacher.*"): the teacher is read, the
+// student set aside with the reason; the maps are the teacher's own.
+TEST(FamilyRefusals, Dinov2TrainingStateDictReadsItsTeacher) {
+  const std::string dir = family_dir("dinov2_chunked");
+  const RawWeights plain = load_weights_pth(dir + "model.pth", "", nullptr);
+  RawWeights both;
+  both.path = "ssl_meta_arch.pth";
+  for (const auto& kv : plain.tensors) {
+    both.tensors["teacher.backbone." + kv.first] = kv.second;
+    Tensor other = kv.second;
+    for (size_t i = 0; i < other.data.size(); ++i) other.data.mutable_data()[i] *= 0.5f;
+    both.tensors["student.backbone." + kv.first] = other;
+  }
+  ModelOverrides three;
+  three.num_heads = 3;
+  const ViTWeights a = build_model(plain, three), b = build_model(both, three);
+  EXPECT_EQ(b.hp.layout, Layout::Dinov2);
+  std::vector<int64_t> shape;
+  const std::vector<float> input = read_npy(dir + "input.npy", &shape);
+  ForwardOptions fo;
+  fo.keep_full = true;
+  EXPECT_EQ(vit_forward(a, input.data(), fo).attn, vit_forward(b, input.data(), fo).attn);
+  size_t aside = 0;
+  for (const auto& t : b.tensors) aside += t.reason.find("the student of a DINO / DINOv2 training state dict") == 0;
+  EXPECT_EQ(aside, plain.tensors.size());
+}
+
+// --skip-existing redoes a map made with another --key, --act, --heads or --pool (they are in the record).
+TEST(FamilyRefusals, ResumeRedoesAMapMadeWithOtherModelFlags) {
+  const fs::path out = fs::temp_directory_path() / ("attnmap_resume_flags_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  const std::string img = q(std::string(ATTNMAP_DATA_DIR) + "/chelsea.png");
+  const std::string w = q(family_dir("dino_train") + "checkpoint.pth") + " --heads 3";
+  ASSERT_EQ(run_attnmap("render " + img + " -w " + w + " -o " + q(out) + " --save-raw -q").status, 0);
+  const CliRun same = run_attnmap("render " + img + " -w " + w + " -o " + q(out) + " --save-raw --skip-existing");
+  EXPECT_NE(same.err.find("1 skipped"), std::string::npos) << same.err;
+  const CliRun student = run_attnmap("render " + img + " -w " + w + " --key student -o " + q(out) + " --save-raw --skip-existing");
+  EXPECT_NE(student.err.find("1 done"), std::string::npos) << student.err;
+  const CliRun heads = run_attnmap("render " + img + " -w " + q(family_dir("dino_train") + "checkpoint.pth") +
+                                   " --key student --heads 6 -o " + q(out) +
+                                   " --save-raw --skip-existing");
+  EXPECT_NE(heads.err.find("1 done"), std::string::npos) << heads.err;
+  fs::remove_all(out);
 }

@@ -302,7 +302,7 @@ def make_layouts(out):
     write_layout(os.path.join(out, "timm"), "timm", sd, x,
                  lambda st: fl.vit_reference(st, x, heads, 1e-6),
                  json_config={"num_heads": heads},
-                 side_files={"config.json": timm_hub_config("vit_tiny_patch8_32.fixture", (S, S))},
+                 side_files={"config.json": timm_hub_config("vit_tiny_patch8_32.fixture", (S, S), num_heads=3)},
                  meta={"layout": "timm", "reference": "fixture_lib.vit_reference (explicit float64)",
                        "num_prefix": 1, "pos_prefix": 1, "eps": 1e-6, "same_weights_as": ["hf", "torchvision"],
                        "description": "timm names, head (5 classes); heads from the timm hub config.json "
@@ -357,7 +357,7 @@ def make_layouts(out):
     write_layout(os.path.join(out, "deit_distilled"), "deit_distilled", sd, x,
                  lambda st: fl.vit_reference(st, x, heads, 1e-6, pos_rows="all"),
                  json_config={"num_heads": heads},
-                 side_files={"config.json": timm_hub_config("deit_tiny_distilled_patch8_32.fixture", (S, S))},
+                 side_files={"config.json": timm_hub_config("deit_tiny_distilled_patch8_32.fixture", (S, S), num_heads=3)},
                  meta={"layout": "timm", "num_prefix": 2, "pos_prefix": 2, "eps": 1e-6,
                        "reference": "fixture_lib.vit_reference (explicit float64)",
                        "description": "DeiT distilled: class + distillation token, pos_embed (1, 2+N, D)."})
@@ -368,7 +368,7 @@ def make_layouts(out):
     write_layout(os.path.join(out, "qv_bias"), "qv_bias", {"backbone." + k: v for k, v in sd.items()}, x,
                  lambda st: fl.vit_reference({k[len("backbone."):]: v for k, v in st.items()}, x, heads, 1e-6),
                  json_config={"num_heads": heads},
-                 side_files={"config.json": timm_hub_config("vit_tiny_patch8_32.fixture", (S, S))},
+                 side_files={"config.json": timm_hub_config("vit_tiny_patch8_32.fixture", (S, S), num_heads=3)},
                  meta={"layout": "timm", "num_prefix": 1, "pos_prefix": 1, "eps": 1e-6,
                        "reference": "fixture_lib.vit_reference (explicit float64)",
                        "description": "attn.q_bias / attn.v_bias, no key bias (zero), backbone. prefix."})
@@ -398,7 +398,7 @@ def make_layouts(out):
                  lambda st: fl.vit_reference(st, x14, 6, 1e-6, pos_rows="none"),
                  json_config=None,
                  side_files={"config.json": timm_hub_config("vit_small_patch14_reg4_dinov2.fixture", (S14, S14),
-                                                            mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5))},
+                                                            mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), num_heads=6)},
                  meta={"layout": "timm", "num_prefix": 5, "pos_prefix": 0, "eps": 1e-6,
                        "reference": "fixture_lib.vit_reference, timm _pos_embed no_embed_class",
                        "description": "timm vit_small_patch14_reg4_dinov2 style: reg_token (1,4,D), pos_embed (1,N,D) "
@@ -413,7 +413,7 @@ def make_layouts(out):
     write_layout(os.path.join(out, "timm_reg_full"), "timm_reg_full", sd, xr,
                  lambda st: fl.vit_reference(st, xr, heads, 1e-6, pos_rows="all"),
                  json_config={"num_heads": heads, "image_size": list(HW)},
-                 side_files={"config.json": timm_hub_config("vit_tiny_reg2_patch8.fixture", HW)},
+                 side_files={"config.json": timm_hub_config("vit_tiny_reg2_patch8.fixture", HW, num_heads=3)},
                  meta={"layout": "timm", "num_prefix": 3, "pos_prefix": 3, "eps": 1e-6,
                        "image_hw": list(HW), "grid_hw": [HW[0] // P, HW[1] // P],
                        "reference": "fixture_lib.vit_reference, timm _pos_embed (class and registers embedded)",

@@ -794,6 +794,9 @@ void print_view_table(std::ostream& out, const EvalContext& ctx, const Summary& 
   out << buf;
   std::snprintf(buf, sizeof buf, "%s %9.3f %8s\n", padded("(random map)", width).c_str(), s.random_pointing, "-");
   out << buf;
+  if (!ctx.model->hp.class_token)
+    out << "maps: the model has no class token: each attention view is the mean of the patch queries' rows "
+           "(the attention each patch receives)\n";
   out << "* selected view (--layer/--head/--rollout or the model's default); pointing tolerance "
       << ctx.opt->tolerance_px << " px; best pointing game: " << ctx.views[best_p].name
       << ", best energy: " << ctx.views[best_e].name << "\n";
@@ -1033,6 +1036,7 @@ nlohmann::ordered_json eval_json(const EvalContext& ctx, const std::string& weig
     j["pos_interp"] = hp.source.at("pos_interp");
   }
   j["selected_view"] = ctx.views[ctx.selected].name;
+  j["query"] = ctx.model->hp.query_name();  // whose attention row the maps are: "class token" or "mean over patch queries"
   nlohmann::ordered_json s;
   s["images"] = sum.n;
   s["failed"] = run.failed;

@@ -364,7 +364,9 @@ std::vector<std::string> column_titles(const FigurePlan& p, const std::vector<Re
   std::vector<std::string> t;
   for (const ResolvedView& v : views) {
     const bool fixed = p.classes.kind != ClassSpec::Kind::TopK;
-    t.push_back(v.class_specific && fixed ? v.name + " \u00b7 " + class_name(rows[0].class_index, hp) : v.name);
+    std::string title = v.class_specific && fixed ? v.name + " \u00b7 " + class_name(rows[0].class_index, hp) : v.name;
+    if (!hp.class_token && !v.class_specific) title += " \u00b7 patch-query mean (no class token)";
+    t.push_back(title);
   }
   return t;
 }

@@ -94,6 +94,11 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
   r["weights_configs"] = configs;
   r["layout"] = layout_name(hp.layout);
   r["query"] = hp.query_name();  // whose attention row the map is: "class token" or "mean over patch queries"
+  // The settings a file may not hold (--heads, --act, --pool, --key): a map made with others is not this one.
+  r["num_heads"] = hp.num_heads;
+  r["act"] = activation_name(hp.act);
+  r["pool"] = pool_name(hp.pool);
+  if (!ctx.model->pth_used.empty()) r["state_dict"] = ctx.model->pth_used;
   r["view"] = view_name(ctx);
   r["discard"] = opt.rollout ? ojson(opt.discard) : ojson(nullptr);
   r["threshold"] = opt.threshold ? float_json(*opt.threshold) : ojson(nullptr);

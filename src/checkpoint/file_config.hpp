@@ -22,6 +22,7 @@ struct FileConfig {
   std::optional<std::string> default_head, interpolation, architecture;
   std::optional<Activation> act;  ///< "act" (attnmap), "hidden_act" (Hugging Face), "quick_gelu" (OpenCLIP)
   std::optional<Pool> pool;       ///< "pool": "cls" / "token", "mean" / "avg", "mean-all", "map"
+  bool hf_config = false;         ///< a Hugging Face config.json was read (its missing keys: the class defaults)
   std::vector<std::string> labels;
   std::map<std::string, std::string> src;
 };

@@ -93,13 +93,13 @@ Scheme torchvision_scheme(const KeyIndex& idx) {
 
 // Hugging Face ViT / DeiT / Dinov2 (models/{vit,deit,dinov2,dinov2_with_registers}/modeling_*.py): `m` is
 // the base model's attribute ("vit.", "deit.", "dinov2.", ...) or "" for a bare base model.
-Scheme hf_scheme(Layout layout, const std::string& m, const KeyIndex& idx) {
+Scheme hf_scheme(Layout layout, const std::string& m, const KeyIndex& keys) {
   Scheme sc;
   sc.layout = layout;
   sc.separate_qkv = true;
   const bool dinov2 = layout == Layout::HfDinov2;
   // DeiTForImageClassificationWithTeacher: cls_classifier (+ distillation_classifier); without: classifier.
-  const std::string head = idx.has("cls_classifier.weight") ? "cls_classifier." : "classifier.";
+  const std::string head = keys.has("cls_classifier.weight") ? "cls_classifier." : "classifier.";
   sc.name = [m, dinov2, layout, head](const std::string& c) {
     std::string idx, rest, s = c;
     if (split_block(c, idx, rest)) {
@@ -255,10 +255,29 @@ Layout timm_family(const KeyIndex& idx) {
 
 KeyIndex index_keys(const RawWeights& raw) {
   KeyIndex idx;
+  bool student = false, teacher = false;
+  for (const auto& kv : raw.tensors) {
+    std::string cut;
+    const std::string k = strip_wrappers(kv.first, cut);
+    student = student || starts_with(k, "student.");
+    teacher = teacher || starts_with(k, "teacher.");
+  }
+  const bool pick_teacher = student && teacher;
   bool first = true;
   auto add = [&](std::map<std::string, std::string>& into, const std::string& name) {
     std::string cut;
-    const std::string k = unchunk(strip_wrappers(name, cut));
+    std::string k = strip_wrappers(name, cut);
+    if (pick_teacher && starts_with(k, "student.")) {
+      idx.set_aside[name] = "the student of a DINO / DINOv2 training state dict: its teacher is drawn (as DINO's "
+                            "visualize_attention.py does)";
+      return;
+    }
+    if (pick_teacher && starts_with(k, "teacher.")) {
+      std::string inner;
+      k = strip_wrappers(k.substr(8), inner);
+      cut += "teacher." + inner;
+    }
+    k = unchunk(k);
     if (first) idx.stripped = cut, first = false;
     auto ins = into.emplace(k, name);
     if (!ins.second)

@@ -12,11 +12,15 @@ namespace attnmap {
 
 /// A file's tensor names after the wrappers training code adds are removed: DataParallel "module.", DINO's
 /// "backbone.", Lightning / hub "model." (repeatedly), and facebookresearch DINOv2's chunked blocks
-/// ("blocks.C.I.rest" -> "blocks.I.rest"). Maps each such name to the name in the file; nothing is copied.
+/// ("blocks.C.I.rest" -> "blocks.I.rest"); of a state dict holding "student.*" and "teacher.*" (DINOv2's
+/// SSLMetaArch), the teacher's. Maps each such name to the name in the file; nothing is copied.
 struct KeyIndex {
   std::map<std::string, std::string> names;    ///< normalised -> in the file (float tensors)
   std::map<std::string, std::string> skipped;  ///< normalised -> in the file (tensors of a dtype not read)
   std::string stripped;                        ///< the wrapper prefix of the first name, for messages
+  /// Tensors set aside before any layout is applied, in the file's names, with the reason: a DINO / DINOv2
+  /// training state dict holding both networks as "student.*" and "teacher.*" is read as its teacher.
+  std::map<std::string, std::string> set_aside;
   bool has(const std::string& n) const { return names.count(n) != 0 || skipped.count(n) != 0; }
 };
 

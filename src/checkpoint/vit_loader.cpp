@@ -114,6 +114,11 @@ class Loader {
     };
     for (const auto& kv : idx_.names) visit(kv.first, kv.second, shape_str(raw_.tensors.at(kv.second).shape));
     for (const auto& kv : idx_.skipped) visit(kv.first, kv.second, "(" + raw_.skipped.at(kv.second) + ")");
+    for (const auto& kv : idx_.set_aside) {
+      auto t = raw_.tensors.find(kv.first);
+      out.push_back({kv.first, t != raw_.tensors.end() ? shape_str(t->second.shape) : "(" + raw_.skipped.at(kv.first) + ")",
+                     kv.second});
+    }
     if (!unknown.empty()) {
       std::string s;
       for (size_t i = 0; i < unknown.size() && i < 8; ++i) s += (i ? "; " : "") + unknown[i];
@@ -422,12 +427,15 @@ int heads_by_rule(const ViTWeights& w, int64_t inner, const std::string& path, s
     throw Error(path + ": the number of heads is not in the file, and for width " + std::to_string(hp.dim) +
                 " OpenCLIP's ViT-H / g / bigG / e have 16 heads (head_width 80 / 88 / 104 / 112), OpenAI CLIP's rule "
                 "width // 64 gives " + std::to_string(hp.dim / 64) + fix + " or open_clip_config.json");
-  if (rule == HeadRule::D64 || rule == HeadRule::Inner64) {
+  if (rule == HeadRule::Inner64)  // vit-pytorch's constructors take heads with no default
+    throw Error(path + ": the number of heads is not in the file (vit-pytorch's ViT(heads=..., dim_head=...) keeps "
+                "neither; attention width " + std::to_string(inner) +
+                (inner % 64 == 0 ? " = " + std::to_string(inner / 64) + " x its default dim_head 64" : std::string()) + ")" + fix);
+  if (rule == HeadRule::D64) {
     if (inner % 64 != 0)
       throw Error(path + ": the number of heads is not in the file and the attention width " + std::to_string(inner) +
-                  " is not a multiple of 64 (" + (rule == HeadRule::D64 ? "CLIP's width // 64" : "vit-pytorch's dim_head = 64") +
-                  ")" + fix);
-    why = rule == HeadRule::D64 ? "default (width // 64: CLIP's own rule)" : "default (vit-pytorch's dim_head = 64)";
+                  " is not a multiple of 64 (CLIP's width // 64)" + fix);
+    why = "default (width // 64: CLIP's own rule)";
     return static_cast<int>(inner / 64);
   }
   if (const char* amb = ambiguous_heads(hp.dim))
@@ -446,18 +454,22 @@ void resolve_heads(const FileConfig& fc, const ModelOverrides& ov, const std::st
   if (ov.num_heads) {
     hp.num_heads = *ov.num_heads;
     hp.source["num_heads"] = "command line";
-    const int said = fc.num_heads ? *fc.num_heads : fc.architecture ? heads_from_architecture(*fc.architecture) : 0;
+    const int said = fc.num_heads ? *fc.num_heads : fc.architecture ? heads_from_architecture(*fc.architecture, hp.dim) : 0;
     if (said > 0 && said != hp.num_heads)
       w.notices.push_back("--heads " + std::to_string(hp.num_heads) + " overrides num_heads " + std::to_string(said) +
                           " from " + src_of(fc, fc.num_heads ? "num_heads" : "architecture"));
   } else if (fc.num_heads) {
     hp.num_heads = *fc.num_heads;
     hp.source["num_heads"] = src_of(fc, "num_heads");
-  } else if (fc.architecture && heads_from_architecture(*fc.architecture) > 0) {
-    hp.num_heads = heads_from_architecture(*fc.architecture);
+  } else if (fc.architecture && heads_from_architecture(*fc.architecture, hp.dim) > 0) {
+    hp.num_heads = heads_from_architecture(*fc.architecture, hp.dim);
     hp.source["num_heads"] = "inferred from architecture " + *fc.architecture + " (" + src_of(fc, "architecture") + ")";
   } else {
     std::string why;
+    if (fc.architecture && heads_from_architecture(*fc.architecture) > 0)  // a name whose size is not this D
+      w.notices.push_back("architecture " + *fc.architecture + " (" + src_of(fc, "architecture") +
+                          ") names a model of another width than D = " + std::to_string(hp.dim) +
+                          ": its head count is not used");
     hp.num_heads = heads_by_rule(w, inner, path, why);
     hp.source["num_heads"] = why;
   }
@@ -479,6 +491,14 @@ void take_mlp(Loader& ld, const std::string& b, int64_t D, BlockWeights& blk, HP
   if (fc1.rank() != 2 || dim(fc1, 1) != D || (swiglu && dim(fc1, 0) % 2 != 0))
     throw ld.shape_error(b + in + ".weight", std::string(swiglu ? "(2M, " : "(M, ") + std::to_string(D) + ")", fc1.shape);
   const int64_t M = swiglu ? dim(fc1, 0) / 2 : dim(fc1, 0);
+  if (!swiglu && ld.has(b + "mlp.fc2.weight")) {
+    const Tensor& fc2 = ld.need(b + "mlp.fc2.weight", "(D, M)");
+    if (fc2.rank() == 2 && dim(fc2, 1) * 2 == M)
+      throw Error(ld.path() + ": tensor '" + ld.file_name(b + "mlp.fc2.weight") + "' has shape " + shape_str(fc2.shape) +
+                  ", half the width of " + ld.file_name(b + "mlp.fc1.weight") + " " + shape_str(fc1.shape) +
+                  ": a packed gated MLP (timm SwiGLUPacked / GluMlp, e.g. vit_giant_patch14_dinov2), which attnmap "
+                  "does not run (DINOv2's own SwiGLU names, mlp.w12 / mlp.w3, are read)");
+  }
   blk.fc1 = take_linear(ld, b + in, dim(fc1, 0), D);
   blk.fc2 = take_linear(ld, b + out, D, M);
   if (!hp.swiglu && swiglu && b != "blocks.0.") ld.missing("blocks.0.mlp.w12.weight", "(2M, D)", "block " + b + " has a SwiGLU MLP");
@@ -510,7 +530,14 @@ BlockWeights take_block(Loader& ld, int i, int64_t D, int64_t inner, HParams& hp
   take_mlp(ld, b, D, blk, hp);
   blk.ls1 = ld.take_opt(b + "ls1.gamma", {D});
   blk.ls2 = ld.take_opt(b + "ls2.gamma", {D});
-  if (!blk.ls1.empty() || !blk.ls2.empty()) hp.layer_scale = true;
+  // LayerScale is model-wide (timm init_values, DINOv2 layerscale): a gamma missing where others have it was lost.
+  const bool ls = !blk.ls1.empty() || !blk.ls2.empty();
+  if (ls && (blk.ls1.empty() || blk.ls2.empty()))
+    ld.missing(b + (blk.ls1.empty() ? "ls1.gamma" : "ls2.gamma"), shape_str({D}), "LayerScale comes in pairs");
+  if (i > 0 && ls != hp.layer_scale)
+    ld.missing(b.substr(0, 7) + (ls ? "0" : std::to_string(i)) + ".ls1.gamma", shape_str({D}),
+               "LayerScale is in some blocks and not in others");
+  hp.layer_scale = ls;
   return blk;
 }
 
@@ -576,9 +603,10 @@ AttentionPoolW take_attn_pool(Loader& ld, int64_t D) {
 bool resolve_pool(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, ViTWeights& w) {
   HParams& hp = w.hp;
   const Layout l = ld.scheme().layout;
-  if (ov.pool || fc.pool) {
-    hp.pool = ov.pool ? *ov.pool : *fc.pool;
-    hp.source["pool"] = ov.pool ? "command line" : src_of(fc, "pool");
+  bool known = true;
+  if (fc.pool) {
+    hp.pool = *fc.pool;
+    hp.source["pool"] = src_of(fc, "pool");
   } else if (w.attn_pool.present()) {
     hp.pool = Pool::Map;
     hp.source["pool"] = "inferred from " + ld.file_name("attn_pool.latent");
@@ -588,10 +616,11 @@ bool resolve_pool(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, Vi
   } else if (!hp.class_token) {
     hp.pool = Pool::MeanPatches;
     hp.source["pool"] = "no class token: timm global_pool='avg'";
-  } else if (l == Layout::VitPytorch) {
+  } else if (l == Layout::VitPytorch && ld.need("cls_token", "(1, D)").rank() != 2) {
     // vit-pytorch since 2025-11 stores its class token as (1, D) only with pool='cls'; before, always as
     // (1, 1, D), where pool='mean' averaged every token, the class token included: the file cannot say.
-    if (ld.need("cls_token", "(1, D)").rank() != 2) return false;
+    known = false;
+  } else if (l == Layout::VitPytorch) {
     hp.pool = Pool::ClassToken;
     hp.source["pool"] = "vit-pytorch: a (1, D) class token is stored only with pool='cls'";
   } else if (w.fc_norm.present()) {
@@ -601,6 +630,14 @@ bool resolve_pool(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, Vi
     hp.pool = Pool::ClassToken;
     hp.source["pool"] = "default (the class token)";
   }
+  if (ov.pool) {  // the command line wins; a user should see what it replaced
+    if (known && *ov.pool != hp.pool)
+      w.notices.push_back("--pool replaces " + pool_name(hp.pool) + " (" + hp.source["pool"] + ") by " + pool_name(*ov.pool));
+    hp.pool = *ov.pool;
+    hp.source["pool"] = "command line";
+    known = true;
+  }
+  if (!known) return false;
   if (hp.pool == Pool::Map && !w.attn_pool.present())
     throw Error(ld.path() + ": pool 'map' (" + hp.source["pool"] + ") but the file has no attention pool (attn_pool.*)");
   if (hp.pool == Pool::ClassToken && !hp.class_token)
@@ -648,7 +685,8 @@ void take_norm_and_head(Loader& ld, const RawWeights& raw, const FileConfig& fc,
 // CLIP file's own record, else the layout's default where its code fixes one. Throws attnmap::Error where
 // the family's files cannot say it (CLIP: QuickGELU for OpenAI, GELU for most OpenCLIP models; timm CLIP:
 // GELU, or QuickGELU for *_quickgelu_*).
-void resolve_activation(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, HParams& hp) {
+void resolve_activation(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, ViTWeights& w) {
+  HParams& hp = w.hp;
   const Layout l = hp.layout;
   const LayoutInfo& info = layout_info(l);
   if (ov.act) {
@@ -664,6 +702,9 @@ void resolve_activation(Loader& ld, const FileConfig& fc, const ModelOverrides& 
   } else if (l == Layout::Clip && ld.file_has("input_resolution")) {
     hp.act = Activation::QuickGelu;
     hp.source["act"] = "OpenAI CLIP file (input_resolution present): QuickGELU";
+  } else if (l == Layout::HfClip && !fc.hf_config) {
+    throw Error(ld.path() + ": the MLP activation is not in the file and no config.json is beside it: OpenAI's "
+                "CLIP models converted to Hugging Face use quick_gelu, LAION's gelu; give --act quickgelu or --act gelu");
   } else if (l == Layout::Clip || l == Layout::TimmClip) {
     throw Error(ld.path() + ": the MLP activation is not in the file: " +
                 (l == Layout::Clip ? std::string("OpenAI CLIP uses QuickGELU, OpenCLIP models GELU unless their config says quick_gelu")
@@ -672,8 +713,13 @@ void resolve_activation(Loader& ld, const FileConfig& fc, const ModelOverrides& 
                 (l == Layout::Clip ? "open_clip_config.json" : "config.json with the timm architecture") + ")");
   } else {
     hp.act = info.act;
-    hp.source["act"] = std::string("default (") + info.name + ")";
+    hp.source["act"] = l == Layout::HfClip ? std::string("default (CLIPVisionConfig hidden_act quick_gelu: the config.json omits it)")
+                                           : std::string("default (") + info.name + ")";
   }
+  // The command line wins, but a user should see what it replaced.
+  if (ov.act && (fc.act || l != Layout::Clip) && *ov.act != (fc.act ? *fc.act : info.act))
+    w.notices.push_back("--act " + activation_name(*ov.act) + " replaces " + activation_name(fc.act ? *fc.act : info.act) +
+                       (fc.act ? " from " + src_of(fc, "act") : " (the " + std::string(info.name) + " layout's own)"));
 }
 
 }  // namespace
@@ -692,7 +738,7 @@ ViTWeights build_vit(const RawWeights& raw, const KeyIndex& idx, const Scheme& s
   hp.source["depth"] = "inferred from the block count";
   const int64_t inner = attention_width(ld, D);
   resolve_heads(fc, ov, raw.path, inner, w);
-  resolve_activation(ld, fc, ov, hp);
+  resolve_activation(ld, fc, ov, w);
   for (int i = 0; i < hp.depth; ++i) w.blocks.push_back(take_block(ld, i, D, inner, hp));
   std::vector<std::string> no_bias;
   check_block_biases(ld, w, no_bias);

@@ -112,6 +112,7 @@ FileConfig parse_config(const std::string& path, const json& c, const std::funct
   }
   if (c.contains("act")) fc.act = config_named(path, c, "act", parse_activation, "gelu, gelu-tanh or quickgelu"), mark("act");
   if (c.contains("pool")) fc.pool = config_named(path, c, "pool", parse_pool, "cls, mean, mean-all or map"), mark("pool");
+  if (c.contains("hf_config")) fc.hf_config = true;
   if (c.contains("default_layer")) fc.default_layer = config_int(path, c, "default_layer"), mark("default_layer");
   if (c.contains("default_head")) {
     const json& v = c.at("default_head");
@@ -146,6 +147,7 @@ FileConfig merge_config(FileConfig lo, const FileConfig& hi) {
   take(lo.act, hi.act);
   take(lo.pool, hi.pool);
   if (!hi.labels.empty()) lo.labels = hi.labels;
+  lo.hf_config = lo.hf_config || hi.hf_config;
   for (const auto& kv : hi.src) lo.src[kv.first] = kv.second;
   return lo;
 }
@@ -243,19 +245,26 @@ void resolve_grid(HParams& hp, const FileConfig& fc, int64_t n_patches, bool hav
 
 
 
-int heads_from_architecture(const std::string& arch) {
-  // Size words of timm's vision_transformer.py / deit.py model definitions and their head counts.
-  static const std::pair<const char*, int> kSizes[] = {
-      {"tiny", 3}, {"small", 6}, {"base", 12}, {"large", 16}, {"huge", 16}, {"giant", 16}, {"gigantic", 16},
-      {"medium", 8}, {"mediumd", 8}, {"so400m", 16}, {"little", 5}, {"betwixt", 10}, {"wee", 4}, {"pwee", 4},
+int heads_from_architecture(const std::string& arch, int dim) {
+  // Size words of timm's vision_transformer.py / deit.py model definitions: their token width and heads.
+  static const struct {
+    const char* word;
+    int dim, heads;
+  } kSizes[] = {
+      {"tiny", 192, 3},     {"small", 384, 6},     {"base", 768, 12},    {"large", 1024, 16}, {"huge", 1280, 16},
+      {"giant", 1408, 16},  {"gigantic", 1664, 16}, {"medium", 512, 8},  {"mediumd", 512, 8}, {"so400m", 1152, 16},
+      {"little", 320, 5},   {"betwixt", 640, 10},   {"wee", 256, 4},      {"pwee", 256, 4},
   };
   std::string a = arch.substr(0, arch.find('.'));  // drop a pretrained tag such as ".augreg_in21k"
+  // DINOv2's giant (vit_giant_patch14_dinov2 and its _reg4 form): D = 1536, 24 heads, unlike timm's giant.
+  if (a.find("giant") != std::string::npos && a.find("dinov2") != std::string::npos)
+    return dim == 0 || dim == 1536 ? 24 : 0;
   for (const char* fam : {"vit_", "deit3_", "deit_", "beit_", "beitv2_", "mae_vit_"}) {
     if (!starts_with(a, fam)) continue;
     const std::string rest = a.substr(std::string(fam).size());
     const std::string word = rest.substr(0, rest.find('_'));
     for (const auto& s : kSizes)
-      if (word == s.first) return s.second;
+      if (word == s.word) return dim == 0 || dim == s.dim ? s.heads : 0;
   }
   return 0;
 }
@@ -279,6 +288,11 @@ void read_open_clip_config(const std::string& file, ReadJson read_json, SideConf
   if (vc.is_object()) {
     if (vc.contains("image_size")) put("image_size", vc["image_size"], "model_cfg.vision_cfg.image_size");
     if (vc.contains("patch_size")) put("patch_size", vc["patch_size"], "model_cfg.vision_cfg.patch_size");
+    const json nk = vc.value("norm_kwargs", json::object());
+    if (nk.is_object() && nk.contains("eps")) put("layer_norm_eps", nk["eps"], "model_cfg.vision_cfg.norm_kwargs.eps");
+    if (vc.contains("act_kwargs") && !vc["act_kwargs"].empty())
+      throw Error(file + ": model_cfg.vision_cfg.act_kwargs " + vc["act_kwargs"].dump().substr(0, 60) +
+                  ": attnmap runs OpenCLIP's activations without arguments");
     if (vc.contains("width") && vc["width"].is_number_integer()) {
       const int64_t width = vc["width"].get<int64_t>();
       const int64_t hw = vc.contains("head_width") && vc["head_width"].is_number_integer() ? vc["head_width"].get<int64_t>() : 64;
@@ -356,6 +370,7 @@ SideConfig read_side_config(const std::string& dir) {
       const bool nested = c.contains("vision_config") && c["vision_config"].is_object();
       const json& v = nested ? c["vision_config"] : c;
       const std::string at = nested ? "vision_config." : "";
+      sc.values["hf_config"] = true;
       if (v.contains("num_attention_heads")) {
         put("num_heads", v["num_attention_heads"], at + "num_attention_heads");
       } else if (c.contains("model_type")) {  // save_pretrained drops values equal to the class default

@@ -165,8 +165,9 @@ SideConfig read_side_config(const std::string& dir);
 std::vector<std::string> model_files(const std::string& path);
 
 /// Heads of a timm architecture name by its size word (vit_tiny 3, vit_small 6, vit_base 12, vit_large 16,
-/// vit_huge 16 of 80, ...; timm vision_transformer.py model defs); 0 when unknown.
-int heads_from_architecture(const std::string& arch);
+/// vit_huge 16 of 80, ...; timm vision_transformer.py model defs; DINOv2's giant 24); 0 when unknown, or when
+/// `dim` (the weights' token width; 0: not checked) is not that size's width (the name describes another model).
+int heads_from_architecture(const std::string& arch, int dim = 0);
 
 /// Builds a model from tensors and a side config (lowest precedence; the file's "config" object and the
 /// overrides win, in that order).
