@@ -380,3 +380,22 @@ TEST(FamilyRefusals, ResumeRedoesAMapMadeWithOtherModelFlags) {
   EXPECT_NE(heads.err.find("1 done"), std::string::npos) << heads.err;
   fs::remove_all(out);
 }
+
+// Families attnmap knows but does not read are named, not reported as a missing tensor.
+TEST(FamilyRefusals, KnownUnreadFamiliesAreNamed) {
+  auto with = [](std::initializer_list<const char*> names) {
+    RawWeights raw;
+    raw.path = "x.safetensors";
+    for (const char* n : names) {
+      Tensor t;
+      t.shape = {4};
+      t.data.assign(4, 0.0f);
+      raw.tensors[n] = t;
+    }
+    return raw;
+  };
+  EXPECT_NE(build_error(with({"vision_model.head.probe", "vision_model.embeddings.patch_embedding.weight"}))
+                .find("a Hugging Face SigLIP vision tower"), std::string::npos);
+  EXPECT_NE(build_error(with({"visual.layer1.0.conv1.weight", "visual.attnpool.c_proj.weight"}))
+                .find("a ResNet (e.g. OpenAI CLIP RN50's visual tower), not a Vision Transformer"), std::string::npos);
+}

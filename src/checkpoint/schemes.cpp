@@ -290,6 +290,14 @@ KeyIndex index_keys(const RawWeights& raw) {
 }
 
 Scheme detect_scheme(const KeyIndex& idx, const std::string& path) {
+  // Families attnmap knows but does not read: said by name rather than as a missing tensor.
+  for (const char* m : {"vision_model.", ""})
+    if (idx.has(std::string(m) + "head.probe") && idx.has(std::string(m) + "embeddings.patch_embedding.weight"))
+      throw Error(path + ": a Hugging Face SigLIP vision tower (SiglipVisionModel names), which attnmap does not read "
+                  "yet; timm's vit_*_siglip_* checkpoints of the same models are read");
+  if (idx.has("visual.layer1.0.conv1.weight") || idx.has("layer1.0.conv1.weight") || idx.has("visual.attnpool.c_proj.weight"))
+    throw Error(path + ": a ResNet (e.g. OpenAI CLIP RN50's visual tower), not a Vision Transformer: attnmap draws "
+                "ViT attention");
   for (const char* m : {"vision_model.", ""})
     if (idx.has(std::string(m) + "embeddings.patch_embedding.weight")) return hf_clip_scheme(m);
   for (const char* m : {"", "vit.", "deit.", "dinov2.", "dinov2_with_registers."}) {
