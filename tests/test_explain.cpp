@@ -397,10 +397,10 @@ TEST_F(ExplainCli, RefusalsAreOneLineAndStatus2) {
        "attnmap: error: --class 'hat' is not one of the labels: coat, T-shirt/top, bag, sandal, dress"},
       {"--explain gradcam --class top6 -w " + q(dino), "asks for more classes than there are (the classifier has 5"},
       {"--explain gradcam --class 5 -w " + q(dino), "--class 5 out of range: 0..4"},
-      {"--explain attn-grad --gradcam-layer 0 -w " + q(dino), "--gradcam-layer applies to --explain gradcam only"},
+      {"--explain attn-grad --gradcam-layer 0 -w " + q(dino), "--gradcam-layer applies to the gradcam view without @L<layer> only"},
       {"--explain gradcam --gradcam-layer 2 -w " + q(dino), "layer 2 out of range"},
       {"--explain chefer --rollout -w " + q(dino), "cannot be combined with --rollout"},
-      {"--class 1 -w " + q(dino), "--class chooses the class of --explain"},
+      {"--class 1 -w " + q(dino), "--class chooses the class of a class-specific view: add --explain"},
       {"--explain shap -w " + q(dino), "--explain expects chefer, gradcam or attn-grad, found 'shap'"}};
   for (const R& c : cases) {
     const CliRun r = run_attnmap("render " + q(img) + " -q " + c.args + " -o " + q(dir));
@@ -412,3 +412,43 @@ TEST_F(ExplainCli, RefusalsAreOneLineAndStatus2) {
 }
 
 }  // namespace
+
+// Issue 25: --explain is a view like any other, so every figure option draws with it (it used to write the
+// overlay alone, exit 0, with --panel / --strip layers / PDF, and refuse --strip heads), with the same files
+// and layout as the attention view's, and the NAME.png beside them is the explanation's.
+TEST_F(ExplainCli, PanelStripsAndPdfDrawWithAnExplanation) {
+  const std::string weights = fixture("explain/dinov2_fb/weights.json");
+  const std::string img = std::string(ATTNMAP_TEST_DIR) + "/images/basic/rgba.png";
+  const std::string figs = " --panel --strip layers --strip heads --figure-format png,pdf";
+  for (const char* method : {"chefer", "gradcam", "attn-grad"}) {
+    const std::filesystem::path out = dir / method;
+    const CliRun r = run_attnmap("render " + q(img) + " -q --save-raw --explain " + method + figs + " -w " + q(weights) +
+                                 " -o " + q(out));
+    ASSERT_EQ(r.status, 0) << method << ": " << r.err;
+    for (const char* f : {"rgba.png", "rgba.npy", "rgba.panel.png", "rgba.panel.pdf", "rgba.layers.png",
+                          "rgba.layers.pdf", "rgba.heads.png", "rgba.heads.pdf"})
+      EXPECT_TRUE(std::filesystem::exists(out / f)) << method << ": " << f;
+  }
+  // The same figures of the attention view: one panel row each, so the same size; the strips are the same
+  // attention maps (the explanation changes NAME.png and the panel's row, not the strips).
+  const std::filesystem::path att = dir / "attention";
+  ASSERT_EQ(run_attnmap("render " + q(img) + " -q" + figs + " -w " + q(weights) + " -o " + q(att)).status, 0);
+  const Image a = load_image((att / "rgba.panel.png").string(), LoadOptions{});
+  const Image c = load_image((dir / "chefer" / "rgba.panel.png").string(), LoadOptions{});
+  EXPECT_EQ(a.height, c.height);
+  EXPECT_NEAR(a.width, c.width, 40);  // the colour bars' tick labels differ in width
+  const Image la = load_image((att / "rgba.layers.png").string(), LoadOptions{});
+  const Image lc = load_image((dir / "chefer" / "rgba.layers.png").string(), LoadOptions{});
+  ASSERT_EQ(la.width, lc.width);
+  ASSERT_EQ(la.height, lc.height);
+  // The explanation's NAME.npy is the library's map for the top-1 class.
+  const ViTWeights w = load_model(weights);
+  const Image photo = load_image(img, LoadOptions{});
+  const ModelInput in = preprocess(photo, w.hp.image_w, w.hp.image_h, ResizeMode::Squash, w.hp.mean.data(), w.hp.std.data());
+  const ForwardTape tape = vit_forward_tape(w, in.chw.data());
+  ExplainRequest req;
+  req.method = ExplainMethod::Chefer;
+  const std::vector<float> want = explain_map(w, tape, top_k_indices(tape.logits, 1)[0], req);
+  std::vector<int64_t> shape;
+  EXPECT_EQ(read_npy((dir / "chefer" / "rgba.npy").string(), &shape), want);
+}

@@ -52,7 +52,7 @@ std::map<std::string, std::pair<double, double>> run_bounds(const fs::path& dir,
     const Image photo = load_image((dir / name).string());
     const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, ResizeMode::Squash, hp.mean.data(), hp.std.data());
     std::vector<float> logits;
-    for (const ViewMap& m : compute_views(model, in.chw.data(), views, ViewSettings{}, ClassSpec{}, &logits)) {
+    for (const ViewMap& m : compute_views(model, in.chw.data(), views, ClassSpec{}, &logits)) {
       auto [it, fresh] = out.emplace(views[m.view].units, std::make_pair(1e300, -1e300));
       for (const float v : m.map) {
         it->second.first = std::min(it->second.first, static_cast<double>(v));

@@ -146,8 +146,7 @@ TEST_F(MultiView, BadViewsAndOptionsAreOneLineAndStatus2) {
                        Bad{"--views rollout --layer 0", "--layer does not apply to --views"},
                        Bad{"--views L1/mean --head max", "--head does not apply to --views"},
         Bad{"--views L3/mean --scale run --skip-existing", "cannot be combined with --skip-existing"},
-        Bad{"--views L3/mean --scale run --shard 1/2", "cannot be combined with --shard"},
-        Bad{"--scale run --rollout --layer 0", "only the rollout through every block is a view"}}) {
+        Bad{"--views L3/mean --scale run --shard 1/2", "cannot be combined with --shard"}}) {
     const CliRun r = render(in, "bad", b.options);
     EXPECT_EQ(r.status, 2) << b.options << ": " << r.err;
     EXPECT_NE(r.err.find(b.says), std::string::npos) << b.options << ": " << r.err;

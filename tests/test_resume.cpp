@@ -160,7 +160,7 @@ TEST_F(Resume, EachChangedSettingRerendersAndTheSameRunSkips) {
       {"--mean 0.5,0.5,0.5 --std 0.5,0.5,0.5", "mean [0.485,0.456,0.406] -> [0.5,0.5,0.5]"},
       {"--upsample nearest", "upsample bilinear -> nearest"},
       {"--rollout", "view L1/h3 -> rollout"},
-      {"--rollout --layer 0 --discard 0.5", "view rollout -> rollout L0-0/mean discard 0.5"},
+      {"--rollout --layer 0 --discard 0.5", "discard 0.0 -> 0.5, view rollout -> rollout@L0"},
       {"--threshold 0.6", "threshold null -> 0.6"},
       {"--no-exif", "exif true -> false"},
       {"--all-heads", "all_heads false -> true"},

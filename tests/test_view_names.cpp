@@ -113,7 +113,7 @@ TEST(ViewNames, AttentionAndRolloutMapsEqualTheirFunctionsFromOnePass) {
   st.discard = 0.3;
   const auto views = resolve_views(parse_views("L0/h1,rollout/max,photo,L-1/mean"), hp, true, st);
   std::vector<float> logits;
-  const auto maps = compute_views(f.model, f.input.data(), views, st, ClassSpec{}, &logits);
+  const auto maps = compute_views(f.model, f.input.data(), views, ClassSpec{}, &logits);
   ASSERT_EQ(maps.size(), 3u);  // the photo has no map
   ForwardOptions fo;
   fo.keep_full = true;
@@ -139,7 +139,7 @@ TEST(ViewNames, ClassSpecificViewsGiveOneMapPerClassFromOneTape) {
   ClassSpec top2;
   top2.k = 2;
   std::vector<float> logits;
-  const auto maps = compute_views(f.model, f.input.data(), views, st, top2, &logits);
+  const auto maps = compute_views(f.model, f.input.data(), views, top2, &logits);
   ASSERT_EQ(maps.size(), 1u + 2 + 2 + 2 + 1);
   const ForwardTape tape = vit_forward_tape(f.model, f.input.data());
   EXPECT_TRUE(all_close(logits, tape.logits, 0, "logits"));

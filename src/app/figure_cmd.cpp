@@ -312,7 +312,7 @@ bool compute_rows(const FigurePlan& p, const ViTWeights& model, const std::vecto
                                        hp.crop_pct.value_or(0.875f));
       box_pixels(mi.box, r.photo.width, r.photo.height, &r.box.x0, &r.box.y0, &r.box.w, &r.box.h);
       std::vector<float> logits;
-      r.maps = compute_views(model, mi.chw.data(), views, p.settings, p.classes, &logits);
+      r.maps = compute_views(model, mi.chw.data(), views, p.classes, &logits);
       for (const ViewMap& m : r.maps)
         if (m.class_index >= 0) r.class_index = m.class_index;
     }

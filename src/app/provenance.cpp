@@ -32,19 +32,16 @@ ojson float_json(float v) {
 
 ojson rgb_json(const std::array<float, 3>& v) { return ojson::array({float_json(v[0]), float_json(v[1]), float_json(v[2])}); }
 
-// eval's view names (src/app/eval_cmd.cpp): "L<layer>/h<i>" | "L<layer>/<fusion>", the paper's rollout
-// through every layer with mean heads "rollout", another "rollout L0-<layer>/<fusion>[ discard F]".
-std::string view_name(const RenderContext& ctx) {
-  const HParams& hp = ctx.model->hp;
-  if (ctx.explain) return explain_method_name(ctx.explain->method);  // eval's names: chefer, gradcam, attn-grad
-  HeadSelect h = ctx.head;
-  if (h.fusion == HeadSelect::Fusion::Index && h.index < 0) h.index += hp.num_heads;  // "h-1" is "h3"
-  const std::string fusion = fusion_name(h, "h");
-  if (!ctx.opt->rollout) return "L" + std::to_string(ctx.layer) + "/" + fusion;
-  if (ctx.layer == hp.depth - 1 && h.fusion == HeadSelect::Fusion::Mean && ctx.opt->discard == 0.0) return "rollout";
-  char d[48] = "";
-  if (ctx.opt->discard > 0.0) std::snprintf(d, sizeof d, " discard %g", ctx.opt->discard);
-  return "rollout L0-" + std::to_string(ctx.layer) + "/" + fusion + d;
+// The run's views as their canonical names (maps/views.hpp), comma-separated: "L3/mean", "rollout@L2",
+// "chefer", "L0/mean,rollout".
+std::string view_names(const RenderContext& ctx) {
+  std::string names;
+  for (size_t i = 0; i < ctx.user_views; ++i) names += (i ? "," : "") + ctx.views[i].name;
+  return names;
+}
+
+bool any_user_view(const RenderContext& ctx, bool (*pred)(const ResolvedView&)) {
+  return std::any_of(ctx.views.begin(), ctx.views.begin() + static_cast<long>(ctx.user_views), pred);
 }
 
 const char* upsample_name(Upsample u) {
@@ -99,8 +96,9 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
   r["act"] = activation_name(hp.act);
   r["pool"] = pool_name(hp.pool);
   if (!ctx.model->pth_used.empty()) r["state_dict"] = ctx.model->pth_used;
-  r["view"] = view_name(ctx);
-  r["discard"] = opt.rollout ? ojson(opt.discard) : ojson(nullptr);
+  r["view"] = view_names(ctx);
+  const bool rollout = any_user_view(ctx, [](const ResolvedView& v) { return v.spec.kind == ViewKind::Rollout; });
+  r["discard"] = rollout ? ojson(opt.discard) : ojson(nullptr);
   r["threshold"] = opt.threshold ? float_json(*opt.threshold) : ojson(nullptr);
   r["size"] = {hp.image_w, hp.image_h};
   r["resize"] = opt.resize == ResizeMode::Crop ? "crop" : "squash";
@@ -120,20 +118,10 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
     r["explain"] = opt.explain;
     r["class"] = opt.class_spec.value_or("top1");
     if (opt.explain == "gradcam") r["gradcam_layer"] = opt.gradcam_layer.value_or(-1);
-    if (ctx.explain && ctx.explain->method == ExplainMethod::AttnGrad) r["attn_grad_layer"] = ctx.explain->layer;
+    if (ctx.views.front().spec.kind == ViewKind::AttnGrad) r["attn_grad_layer"] = ctx.views.front().spec.layer;
   }
-  if (ctx.user_views > 0) {  // --views / --layers all: the views as canonical names, comma-separated
-    std::string names;
-    bool class_specific = false, rollout = false;
-    for (size_t i = 0; i < ctx.user_views; ++i) {
-      names += (i ? "," : "") + ctx.views[i].name;
-      class_specific = class_specific || ctx.views[i].class_specific;
-      rollout = rollout || ctx.views[i].spec.kind == ViewKind::Rollout;
-    }
-    r["view"] = names;
-    r["discard"] = rollout ? ojson(opt.discard) : ojson(nullptr);
-    if (class_specific) r["class"] = opt.class_spec.value_or("top1");
-  }
+  if (any_user_view(ctx, [](const ResolvedView& v) { return v.class_specific; }) && !r.contains("class"))
+    r["class"] = opt.class_spec.value_or("top1");
   if (opt.style != Style::Overlay) r["style"] = opt.style == Style::Mask ? "mask" : "contour";
   if (opt.alpha_by_value) r["alpha_by_value"] = true;
   if (opt.dpi) r["dpi"] = *opt.dpi;

@@ -77,7 +77,6 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
   if (!(opt.alpha >= 0.0f && opt.alpha <= 1.0f)) throw Error("--alpha must be in [0, 1]");
   if (!(opt.discard >= 0.0 && opt.discard <= 1.0))
     throw Error("--discard must be a fraction in [0, 1], found " + std::to_string(opt.discard));
-  if (opt.discard > 0.0 && !opt.rollout && opt.views.empty()) throw Error("--discard applies to --rollout only");
   if (opt.threshold && !(*opt.threshold > 0.0f && *opt.threshold <= 1.0f))
     throw Error("--threshold must be an attention mass in (0, 1], found " + std::to_string(*opt.threshold));
   if (opt.all_heads && !opt.save_raw) throw Error("--all-heads is a --save-raw option: add --save-raw");
@@ -100,7 +99,6 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
     if (const char* env = std::getenv("ATTNMAP_FONT"); env && *env) ctx.font_file = env;
   }
   make_views_context(ctx, model, opt);
-  if (ctx.views.empty()) make_explain_context(ctx, model, opt);
   return ctx;
 }
 
@@ -192,16 +190,14 @@ std::string figure_title(const Job& job, const HParams& hp, const std::vector<st
 
 namespace {
 
-// The view's name: "block 1, head 3", "rollout 0-3, mean".
-std::string view_name(const RenderContext& ctx) {
-  const std::string head = fusion_name(ctx.head, "head ");
-  if (ctx.opt->rollout) return "rollout 0\u2013" + std::to_string(ctx.layer) + ", " + head;
-  return "block " + std::to_string(ctx.layer) + ", " + head;
-}
-
 // --scale map on a strip: each tile on its own min-max, so no colour bar can stand for them all.
 bool own_scales(const RenderOptions& opt) { return opt.scale && opt.scale->kind == ScaleKind::Map; }
 constexpr const char* kOwnScales = "; each tile on its own min\u2013max (--scale map): colours do not compare across tiles.";
+
+// NAME.png is the heads' fusion that the heads sheet ends with: the single attention view of --layer / --head.
+bool shows_fused_map(const RenderContext& ctx) {
+  return !ctx.views_given && ctx.user_views == 1 && ctx.views[0].spec.kind == ViewKind::Attention;
+}
 
 // "head 3" or "heads fused by mean".
 std::string heads_phrase(const HeadSelect& sel) {
@@ -261,8 +257,8 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
   const bool mean_of_heads = opt.rollout || ctx.head.fusion == HeadSelect::Fusion::Index;
   fig.note = "Tiles: heads 0\u2013" + std::to_string(hp.num_heads - 1) + " of block " + std::to_string(ctx.layer) +
              ", then " + (mean_of_heads ? "their mean"
-                          : !ctx.views.empty() ? "the heads fused by " + fusion_name(ctx.head, "head ")
-                                               : "the fused map shown in " + fs::path(job.out_base).filename().string() + ".png") +
+                          : shows_fused_map(ctx) ? "the fused map shown in " + fs::path(job.out_base).filename().string() + ".png"
+                                                 : "the heads fused by " + fusion_name(ctx.head, "head ")) +
              (opt.threshold ? "; each tile its own DINO mask (" + std::string(mass) + " of the mass)."
                             : own_scales(opt) ? kOwnScales : "; one colour scale for all tiles.");
   if (!opt.threshold && !own_scales(opt)) fig.scale = &scale;
@@ -298,99 +294,7 @@ std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, 
 }
 
 RenderResult render_image(const RenderContext& ctx, const Job& job) {
-  const ViTWeights& model = *ctx.model;
-  const HParams& hp = model.hp;
-  const RenderOptions& opt = *ctx.opt;
-  if (!ctx.views.empty()) return draw_job_views(ctx, job, compute_job_views(ctx, job));
-  if (ctx.explain) return render_explained(ctx, job);
-  RenderResult res;
-  const Image photo = load_image(job.input, opt.load);
-  res.notes = photo.notes;  // the decoder's (a multi-page TIFF's page count)
-  const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data(),
-                                   hp.crop_pct.value_or(0.875f));  // timm pretrained_cfg crop_pct, when given
-  ForwardOptions fo;
-  fo.last_layer = opt.strip_layers && !opt.rollout ? hp.depth - 1 : ctx.layer;  // the strip needs every block
-  fo.to_end = model.head.present();  // the logits need every block; without a head stop at the drawn layer
-  // Rollout needs every row of layers 0..layer: consumed layer by layer, so (T, T) is kept, not (L, H, T, T).
-  std::optional<RolloutAccumulator> acc;
-  std::vector<std::vector<float>> layer_maps;  // --strip layers: (grid_h, grid_w) per block
-  if (opt.rollout) {
-    acc.emplace(hp.tokens(), hp.num_heads, ctx.head, opt.discard);
-    const int last = ctx.layer;
-    const bool strip = opt.strip_layers;
-    fo.on_probs = [&acc, &layer_maps, &hp, last, strip](int, int l, const float* probs) {
-      if (l > last) return;  // with to_end the later blocks run too, for the logits
-      acc->add_layer(probs);
-      if (strip) layer_maps.push_back(class_row_map(acc->rollout(), hp, hp.tokens()));
-    };
-  }
-  const ForwardResult r = vit_forward(model, in.chw.data(), fo);
-  if (!r.logits.empty()) res.top5 = top_k_classes(r.logits, hp.labels, 5);
-  if (opt.rollout) {
-    if (acc->layers() != ctx.layer + 1)
-      throw Error("rollout: the forward pass reported " + std::to_string(acc->layers()) + " layers");
-    res.map = class_row_map(acc->rollout(), hp, r.tokens);  // (grid_h, grid_w)
-  } else {
-    res.map = class_attention_map(r, hp, ctx.layer, ctx.head);  // (grid_h, grid_w)
-    if (opt.strip_layers)
-      for (int l = 0; l < hp.depth; ++l) layer_maps.push_back(class_attention_map(r, hp, l, ctx.head));
-  }
-  std::vector<std::vector<float>> head_maps;  // H x (grid_h, grid_w)
-  for (int h = 0; (opt.heads_grid || opt.all_heads) && h < hp.num_heads; ++h)
-    head_maps.push_back(class_attention_map(r, hp, ctx.layer, HeadSelect{HeadSelect::Fusion::Index, h}));
-  int bx = 0, by = 0, bw = 0, bh = 0;
-  box_pixels(in.box, photo.width, photo.height, &bx, &by, &bw, &bh);
-  bool flat = false;
-  const Image out = draw_view(photo, bx, by, bw, bh, res.map, ctx, &flat, &res.mask);
-  if (flat) res.notes.push_back("the attention map is constant; drawn flat (no contrast)");
-
-  const std::string png = job.out_base + ".png";
-  fs::create_directories(fs::path(png).parent_path());
-  res.stats = map_statistics(res.map, hp.grid_h, hp.grid_w);
-  std::vector<PngText> text;
-  if (!ctx.provenance.empty()) {
-    text.push_back({kProvenanceKeyword, ctx.provenance});
-    nlohmann::ordered_json st;
-    put_image_stats(st, res.stats, res.top5);
-    text.push_back({kStatsKeyword, st.dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace)});
-  }
-  if (opt.save_raw) {
-    const std::string npy = job.out_base + ".npy", side = npy_sidecar_path(npy);
-    if (!ctx.provenance.empty()) ::unlink(side.c_str());  // an interrupted write leaves no record at all
-    if (opt.all_heads) {
-      std::vector<float> all;
-      for (const auto& m : head_maps) all.insert(all.end(), m.begin(), m.end());
-      write_npy(npy, all, {hp.num_heads, hp.grid_h, hp.grid_w});
-    } else {
-      write_npy(npy, res.map, {hp.grid_h, hp.grid_w});
-    }
-    if (!ctx.provenance.empty()) {
-      const std::string line = ctx.provenance + "\n";
-      write_file_atomic(side, std::vector<uint8_t>(line.begin(), line.end()));
-    }
-    res.outputs.push_back(npy);
-  }
-  const PhotoBox box{bx, by, bw, bh};
-  const std::string title = figure_title(job, hp, res.top5);
-  std::vector<std::string> figures;
-  if (opt.heads_grid)
-    figures = write_heads(ctx, job, photo, box, class_attention_map(r, hp, ctx.layer, HeadSelect{}), head_maps, res.map, title);
-  if (opt.strip_layers) {
-    const auto w = write_layers(ctx, job, photo, box, layer_maps, title);
-    figures.insert(figures.end(), w.begin(), w.end());
-  }
-  if (opt.panel) {
-    const PanelRow row{view_name(ctx), GridMap{res.map, hp.grid_w, hp.grid_h}, single_scale(ctx, res.map, map_units(opt))};
-    const auto w = write_panel(job.out_base + ".panel", title, photo, box, {row}, style_of(ctx), figure_options(ctx));
-    figures.insert(figures.end(), w.begin(), w.end());
-  }
-  res.outputs.insert(res.outputs.begin(), figures.begin(), figures.end());
-  PngOptions po;
-  po.dpi = opt.dpi.value_or(0.0);
-  po.text = text;
-  write_png(png, out, po);
-  res.outputs.insert(res.outputs.begin(), png);
-  return res;
+  return draw_job_views(ctx, job, compute_job_views(ctx, job));
 }
 
 }  // namespace attnmap

@@ -68,24 +68,34 @@ struct Job {
   std::string out_base;
 };
 
-/// What is fixed for a whole run: the model and the resolved view.
+/// Where the auxiliary views (after the user's) start in RenderContext::views.
+struct AuxiliaryViews {
+  size_t layers = 0;    ///< --strip layers: layers_n views, one per block (with --rollout: rollout 0..l)
+  size_t layers_n = 0;
+  size_t heads = 0;     ///< --strip heads / --all-heads: every head of the strips' block, their mean, the fusion
+};
+
+/// What is fixed for a whole run: the model and its views.
 struct RenderContext {
   const ViTWeights* model = nullptr;
   const RenderOptions* opt = nullptr;
-  int layer = 0;                  ///< resolved, 0-based
-  HeadSelect head;                ///< resolved head / fusion
+  int layer = 0;                  ///< --layer resolved, 0-based (or the config's default): the single view's
+                                  ///< block, the strips' and attn-grad's
+  HeadSelect head;                ///< --head resolved (or the config's default): the single view's fusion, the strips'
   const uint8_t* cmap = nullptr;  ///< 256x3 colour table
   std::string font_family;        ///< the label font (figure_font), checked once when a figure is asked for
   std::string font_file;          ///< $ATTNMAP_FONT when it chose the font (the manifest must not replace it)
   /// The run's settings record (provenance_text of make_provenance): stored in every PNG as tEXt `attnmap`
   /// and beside every .npy as NAME.npy.json; empty: nothing recorded.
   std::string provenance;
-  std::optional<ExplainRequest> explain;  ///< with --explain: the method and its resolved layers
-  ClassSpec classes;                       ///< with --explain or a class-specific view: which class(es)
-  /// With --views / --layers all: the views the user asked for, then (not drawn as files of their own) the
-  /// ones the strips need; empty: the single view of layer/head/rollout/explain.
+  ClassSpec classes;              ///< with a class-specific view: which class(es)
+  /// The views of the run (maps/views.hpp): the user's (--views / --layers all, or the single view of
+  /// --layer / --head / --rollout / --explain), then, not drawn as files of their own, the strips' and
+  /// --all-heads' (aux).
   std::vector<ResolvedView> views;
   size_t user_views = 0;      ///< views[0..user_views) are the user's
+  bool views_given = false;   ///< the user named the views (--views, --layers all): files NAME.<view>.png
+  AuxiliaryViews aux;
   ViewSettings view_settings;
   /// --scale run: one scale per unit ("attention probability", "rollout mass", ...) over every map of the run,
   /// filled after the run's maps are computed and before any is drawn.
@@ -134,33 +144,24 @@ SelectedView select_view(const HParams& hp, const RenderOptions& opt);
 /// layer/head/discard/threshold, an unknown name, contradictory options or a missing font.
 RenderContext make_render_context(const ViTWeights& model, const RenderOptions& opt);
 
-/// Checks the --explain / --class / --gradcam-layer options against the model and the other options and
-/// fills ctx.explain / ctx.classes (app/explain_render.cpp). Throws attnmap::Error (exit 2) for a model
-/// without a classifier head, a class the head does not have, or options that do not go with --explain.
-void make_explain_context(RenderContext& ctx, const ViTWeights& model, const RenderOptions& opt);
-
-/// Renders ctx.explain's map for the class(es) of ctx.classes: one class -> NAME.png (and NAME.npy), topK
-/// with K >= 2 -> NAME.class-<label>.png per class (label from class_file_label). Called by render_image.
-RenderResult render_explained(const RenderContext& ctx, const Job& job);
-
 /// One map (grid_h, grid_w) over `photo` inside the box (x, y, w, h): a heatmap (min-max scaled; --scale
 /// fixed bounds; --scale run the run's scale of `units`, default the single view's), or with --threshold
 /// the DINO mask. Sets *flat for a constant heatmap; fills *mask.
 Image draw_view(const Image& photo, int bx, int by, int bw, int bh, const std::vector<float>& map,
                 const RenderContext& ctx, bool* flat, std::vector<uint8_t>* mask, const std::string& units = "");
 
-/// Renders one image into job.out_base + ".png" (and ".heads.*" with heads_grid, ".layers.*" with
-/// strip_layers, ".panel.*" with panel, ".npy" with save_raw), files written atomically; with ctx.provenance,
-/// the PNGs carry it as tEXt `attnmap` (and the image's statistics and top-5 as tEXt `attnmap:stats`), the
-/// figures' PDFs as their Subject and SVGs as <metadata>, and the .npy gets the sidecar NAME.npy.json
-/// (removed before the .npy is replaced and written after it, so a sidecar never describes a .npy of other
-/// settings). The map is the class token's attention over the patches at ctx.layer with
-/// ctx.head, or with rollout the class row of attention_rollout through layers 0..ctx.layer; drawn as a
+/// Renders one image: compute_job_views then draw_job_views. Its files: each of the user's views' maps as
+/// NAME.png (one view) or NAME.<tag>.png (per class NAME[.<tag>].class-<label>.png with --class topK, K >= 2),
+/// with save_raw its .npy, and the figures (".heads.*" with heads_grid, ".layers.*" with strip_layers,
+/// ".panel.*" with panel); files written atomically, the overlays last. With ctx.provenance the PNGs carry it
+/// as tEXt `attnmap` (and the map's statistics and top-5 as tEXt `attnmap:stats`), the figures' PDFs as their
+/// Subject and SVGs as <metadata>, and each .npy gets the sidecar NAME.npy.json (removed before the .npy is
+/// replaced and written after it, so a sidecar never describes a .npy of other settings). A map is drawn as a
 /// heatmap, or with threshold as the DINO mask (threshold_mask of the map) filled and outlined.
-/// Throws attnmap::Error (or std::exception from the file system) naming the problem; nothing is written then.
+/// Throws attnmap::Error (or std::exception from the file system) naming the problem.
 RenderResult render_image(const RenderContext& ctx, const Job& job);
 
-// ---- Parts shared by the render files (render.cpp, views_render.cpp, explain_render.cpp) ----
+// ---- Parts shared by the render files (render.cpp, views_render.cpp) ----
 
 /// The scale of a figure that shows `maps` in `units`: --scale (default figure) over them, fixed bounds, or
 /// with --scale run ctx.run_scales[units] (when filled).
@@ -180,11 +181,13 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
 std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, const Image& photo, const PhotoBox& box,
                                       const std::vector<std::vector<float>>& layer_maps, const std::string& title);
 
-// ---- Several views in one run (app/views_render.cpp) ----
+// ---- The views of a run (app/views_render.cpp) ----
 
-/// Fills ctx.views from --views / --layers all (and the strips' views), checked against the model and the
-/// other options. Throws attnmap::Error (exit 2) for a bad view name, a class-specific view without a head,
-/// or options that do not go with --views (--rollout, --explain: name the view instead; --all-heads).
+/// Fills ctx.views: --views / --layers all, or the single view of --layer / --head / --rollout / --explain,
+/// then the strips' and --all-heads' views; ctx.classes for a class-specific view. Checked against the model
+/// and the other options: throws attnmap::Error (exit 2) for a bad view name, a class-specific view without
+/// a head, or options that do not apply to the views (--discard without a rollout, --class without a
+/// class-specific view, --layer / --head beside named views when nothing uses them, ...).
 void make_views_context(RenderContext& ctx, const ViTWeights& model, const RenderOptions& opt);
 
 /// The files a job writes that the batch checks before rendering: the overlays (NAME.png for one view,
@@ -202,6 +205,7 @@ JobFiles job_files(const RenderContext& ctx, const Job& job);
 struct ComputedViews {
   std::vector<ViewMap> maps;
   std::vector<std::pair<std::string, float>> top5;
+  std::vector<double> probs;        ///< softmax of the logits (empty without a head)
   std::vector<std::string> notes;   ///< the decoder's
   std::optional<Image> photo;       ///< kept for drawing unless --scale run (then read again: photos are big)
   Box box;                          ///< the model input's box on the photo (preprocess)

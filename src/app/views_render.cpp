@@ -1,6 +1,8 @@
-// views_render.cpp - `attnmap render --views LIST` / `--layers all` (issue 17): several views of each image
-// from one forward pass, each view's files named after it, panels with a row per view, strips from the same
-// pass, and --scale run (the maps computed first, drawn after the run's scale is known).
+// views_render.cpp - how `attnmap render` draws views (issue 25: the one view engine). Every run is a list of
+// views (maps/views.hpp): the user's --views / --layers all, or the single view that --layer, --head,
+// --rollout or --explain name, then the auxiliary views the strips and --all-heads need. Each image: one pass
+// (compute_job_views), then its files (draw_job_views), with --scale run the maps computed first and drawn
+// once the run's scale is known.
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +15,8 @@
 #include "core/error.hpp"
 #include "io/npy.hpp"
 #include "model/vit.hpp"
+#include "model/classify.hpp"
+#include "maps/explain.hpp"
 
 namespace attnmap {
 
@@ -29,42 +33,102 @@ void refuse_with_views(const RenderOptions& opt) {
   if (what) throw Error(std::string("--views / --layers cannot be combined with ") + what);
 }
 
-// The strips' views, after the user's: every block fused by ctx.head (--strip layers), every head of
-// ctx.layer and their mean (--strip heads).
-std::vector<ViewSpec> strip_views(const RenderContext& ctx, const HParams& hp) {
-  std::vector<ViewSpec> out;
-  if (ctx.opt->strip_layers) out = every_layer_views(hp.depth, ctx.head);
-  if (ctx.opt->heads_grid) {
-    for (int h = 0; h < hp.num_heads; ++h) {
-      HeadSelect one;
-      one.fusion = HeadSelect::Fusion::Index;
-      one.index = h;
-      out.push_back(every_layer_views(ctx.layer + 1, one).back());
-    }
-    out.push_back(every_layer_views(ctx.layer + 1, HeadSelect{}).back());
-    out.push_back(every_layer_views(ctx.layer + 1, ctx.head).back());
+// The single view that --layer / --head / --rollout / --explain name, as a view: "L1/h3", "rollout@L2",
+// "gradcam". attn-grad's block and gradcam's come from the run's settings (--layer, --gradcam-layer).
+ViewSpec single_view(const RenderContext& ctx, const RenderOptions& opt) {
+  ViewSpec v;
+  if (!opt.explain.empty()) {
+    const ExplainMethod m = parse_explain_method(opt.explain);
+    const std::string flag = "--explain " + explain_method_name(m);
+    if (opt.rollout) throw Error(flag + " cannot be combined with --rollout: both name the map to draw");
+    if (opt.all_heads) throw Error(flag + " cannot be combined with --all-heads: it saves the heads of an attention view");
+    v.kind = m == ExplainMethod::Chefer ? ViewKind::Chefer : m == ExplainMethod::GradCam ? ViewKind::GradCam : ViewKind::AttnGrad;
+    v.layer_given = false;
+    v.written = explain_method_name(m);
+    return v;
   }
-  return out;
+  v.kind = opt.rollout ? ViewKind::Rollout : ViewKind::Attention;
+  v.layer = ctx.layer;
+  v.head = ctx.head;
+  v.written = (opt.rollout ? "rollout/" : "L" + std::to_string(ctx.layer) + "/") + fusion_name(ctx.head, "h") +
+              (opt.rollout ? "@L" + std::to_string(ctx.layer) : "");
+  return v;
 }
 
-// --layer / --head with --views only choose what a view name does not: attn-grad's block (no @L), --layers all's
-// fusion, the strips' block and fusion. Given for none of them, they would be ignored: refused instead.
+// The strips' and --all-heads' views, after the user's: every block fused by ctx.head (--strip layers; with
+// --rollout the rollouts through blocks 0..l for every l up to ctx.layer), every head of ctx.layer, their mean
+// and ctx.head's fusion (--strip heads, --all-heads).
+void add_auxiliary_views(RenderContext& ctx, const HParams& hp, bool has_head) {
+  const RenderOptions& opt = *ctx.opt;
+  auto add = [&](ViewSpec v) {  // one by one: they may repeat a user's view (not drawn twice as files)
+    ctx.views.push_back(resolve_views({v}, hp, has_head, ctx.view_settings).front());
+  };
+  if (opt.strip_layers) {
+    ctx.aux.layers = ctx.views.size();
+    const int n = opt.rollout ? ctx.layer + 1 : hp.depth;
+    for (ViewSpec v : every_layer_views(n, ctx.head)) {
+      if (opt.rollout) v.kind = ViewKind::Rollout;
+      add(v);
+    }
+    ctx.aux.layers_n = static_cast<size_t>(n);
+  }
+  if (opt.heads_grid || opt.all_heads) {
+    ctx.aux.heads = ctx.views.size();
+    for (int h = 0; h < hp.num_heads; ++h) add(every_layer_views(ctx.layer + 1, HeadSelect{HeadSelect::Fusion::Index, h}).back());
+    add(every_layer_views(ctx.layer + 1, HeadSelect{}).back());
+    add(every_layer_views(ctx.layer + 1, ctx.head).back());
+  }
+}
+
+bool any_view(const RenderContext& ctx, bool (*pred)(const ResolvedView&)) {
+  return std::any_of(ctx.views.begin(), ctx.views.begin() + static_cast<long>(ctx.user_views), pred);
+}
+
+// --layer / --head beside named views (--views, --explain) only choose what a view name does not:
+// attn-grad's block (no @L), --layers all's fusion, the strips' block and fusion. Given for none of them,
+// they would be ignored: refused instead (one rule for --views and --explain).
 void check_layer_and_head_apply(const RenderContext& ctx, const RenderOptions& opt) {
-  if (opt.views.empty()) return;  // --layers all alone, or the single view run the views way
+  const bool named = !opt.views.empty() || !opt.explain.empty();
+  if (!named) return;  // --layers all alone, or the single view of --layer / --head
+  const std::string what = opt.views.empty() ? "--explain " + opt.explain : std::string("--views");
   const bool strips = opt.heads_grid || opt.strip_layers;
-  const bool attn_grad_default = std::any_of(ctx.views.begin(), ctx.views.end(), [](const ResolvedView& v) {
-    return v.spec.kind == ViewKind::AttnGrad && !v.spec.layer_given;
-  });
+  const bool attn_grad_default =
+      any_view(ctx, [](const ResolvedView& v) { return v.spec.kind == ViewKind::AttnGrad && !v.spec.layer_given; });
   if (opt.layer && !strips && !attn_grad_default)
-    throw Error("--layer does not apply to --views: name the block in the view (L2/mean, attn-grad@L2; rollout runs "
-                "through every block); --layer chooses only attn-grad's block and the strips'");
+    throw Error("--layer does not apply to " + what + ": name the block in the view (L2/mean, attn-grad@L2, "
+                "rollout@L2; chefer runs through every block, gradcam takes --gradcam-layer); --layer chooses only "
+                "attn-grad's block and the strips'");
   if (opt.head && !strips && !opt.layers_all)
-    throw Error("--head does not apply to --views: name the fusion in the view (L2/max, L2/h3, rollout/max); --head "
-                "chooses only --layers all's fusion and the strips'");
+    throw Error("--head does not apply to " + what + ": name the fusion in the view (L2/max, L2/h3, rollout/max; "
+                "the class-specific methods average the heads); --head chooses only --layers all's fusion and the "
+                "strips'");
 }
 
-bool any_class_specific(const std::vector<ResolvedView>& views) {
-  return std::any_of(views.begin(), views.end(), [](const ResolvedView& v) { return v.class_specific; });
+// --discard, --class and --gradcam-layer each apply to one kind of view; without it they are refused.
+void check_view_settings_apply(RenderContext& ctx, const ViTWeights& model, const RenderOptions& opt) {
+  const bool named = ctx.views_given;
+  if (opt.discard > 0.0 && !any_view(ctx, [](const ResolvedView& v) { return v.spec.kind == ViewKind::Rollout; }))
+    throw Error(named ? "--discard applies to the rollout views only: add rollout to --views"
+                      : "--discard applies to --rollout only");
+  if (any_view(ctx, [](const ResolvedView& v) { return v.class_specific; })) {
+    ctx.classes = parse_class_spec(opt.class_spec.value_or("top1"));
+    check_class_spec(ctx.classes, model.head.out, model.hp.labels);
+  } else if (opt.class_spec) {
+    throw Error("--class chooses the class of a class-specific view: add --explain chefer|gradcam|attn-grad, or "
+                "chefer, gradcam or attn-grad to --views");
+  }
+  if (opt.gradcam_layer &&
+      !any_view(ctx, [](const ResolvedView& v) { return v.spec.kind == ViewKind::GradCam && !v.spec.layer_given; }))
+    throw Error("--gradcam-layer applies to the gradcam view without @L<layer> only: add --explain gradcam, or "
+                "gradcam to --views");
+}
+
+// "Bag 98.9%": the class's label (or "class N" without labels) and its softmax probability.
+std::string class_phrase(int c, const std::vector<std::string>& labels, const std::vector<double>& probs) {
+  const auto i = static_cast<size_t>(c);
+  char p[32] = "";
+  if (i < probs.size()) std::snprintf(p, sizeof p, " %.1f%%", 100.0 * probs[i]);
+  return (labels.size() == probs.size() && i < labels.size() ? labels[i] : "class " + std::to_string(c)) + p;
 }
 
 // A class-specific view's per-class file names: with --class topK, K >= 2.
@@ -79,90 +143,74 @@ std::string view_base(const RenderContext& ctx, const Job& job, const ResolvedVi
 std::string map_base(const RenderContext& ctx, const Job& job, const ViewMap& m) {
   const ResolvedView& v = ctx.views[m.view];
   std::string base = view_base(ctx, job, v);
-  if (v.class_specific && per_class_files(ctx))
-    base += ".class-" + class_file_label(m.class_index, ctx.model->hp.labels);
+  if (v.class_specific && per_class_files(ctx)) base += ".class-" + class_file_label(m.class_index, ctx.model->hp.labels);
   return base;
 }
 
-}  // namespace
+std::vector<ViewSpec> parse_view_list(const std::string& flag, const std::string& list) {
+  try {
+    return parse_views(list);
+  } catch (const Error& e) {
+    throw Error(flag + ": " + e.what());
+  }
+}
 
-namespace {
-
-// --scale run without --views: the single view as a view name, so that it runs the views way (computed
-// first, drawn after the run's scale is known); its files keep the single view's names.
-std::string single_view_name(const RenderContext& ctx, const HParams& hp, const RenderOptions& opt) {
-  if (!opt.explain.empty()) return opt.explain;
-  const std::string fusion = fusion_name(ctx.head, "h");
-  if (opt.rollout && ctx.layer == hp.depth - 1)
-    return ctx.head.fusion == HeadSelect::Fusion::Mean ? "rollout" : "rollout/" + fusion;
-  if (opt.rollout)
-    throw Error("--scale run with --rollout through blocks 0.." + std::to_string(ctx.layer) +
-                ": only the rollout through every block is a view (drop --layer, or use --scale figure)");
-  return "L" + std::to_string(ctx.layer) + "/" + fusion;
+// A view that cannot be computed for this model: its name (as the user wrote it) is in the message; the
+// option that asked for it is added here ("--views: 'chefer': ...", "--explain chefer: ...").
+std::vector<ResolvedView> resolve_for(const std::string& flag, const std::vector<ViewSpec>& specs, const HParams& hp,
+                                      bool has_head, const ViewSettings& settings) {
+  try {
+    return resolve_views(specs, hp, has_head, settings);
+  } catch (const Error& e) {
+    const std::string msg = e.what(), quoted = "'" + specs.front().written + "': ";
+    if (flag == "--explain" && msg.rfind(quoted, 0) == 0)
+      throw Error(flag + " " + specs.front().written + ": " + msg.substr(quoted.size()));
+    throw Error(flag + ": " + msg);
+  }
 }
 
 }  // namespace
 
 void make_views_context(RenderContext& ctx, const ViTWeights& model, const RenderOptions& opt) {
-  const bool run_scale = opt.scale && opt.scale->kind == ScaleKind::Run;
-  if (opt.views.empty() && !opt.layers_all && !run_scale) return;
   const HParams& hp = model.hp;
-  std::vector<ViewSpec> specs;
-  if (opt.views.empty() && !opt.layers_all) {
-    if (opt.all_heads) throw Error("--scale run cannot be combined with --all-heads");
-    specs = parse_views(single_view_name(ctx, hp, opt));
-  } else {
-    refuse_with_views(opt);
-  }
-  if (!opt.views.empty()) specs = parse_views(opt.views);
-  for (const ViewSpec& v : specs)
-    if (v.kind == ViewKind::Photo)
-      throw Error("--views: 'photo' is a column of `attnmap figure`; a render panel shows the photo already");
-  ctx.view_settings.discard = opt.discard;
-  ctx.view_settings.gradcam_layer = opt.gradcam_layer.value_or(-1);
-  ctx.view_settings.attn_grad_layer =
-      ctx.layer;  // as --explain attn-grad: --layer, else the config's default
   const bool has_head = model.head.present();
-  if (!specs.empty()) ctx.views = resolve_views(specs, hp, has_head, ctx.view_settings);
-  if (opt.layers_all)  // every block with the chosen fusion, after --views; a block --views names already is
-                       // kept once
+  ctx.views_given = !opt.views.empty() || opt.layers_all;
+  std::vector<ViewSpec> specs;
+  std::string flag = "--views";
+  if (ctx.views_given) {
+    refuse_with_views(opt);
+    if (!opt.views.empty()) specs = parse_view_list("--views", opt.views);
+    for (const ViewSpec& v : specs)
+      if (v.kind == ViewKind::Photo)
+        throw Error("--views: 'photo' is a column of `attnmap figure`; a render panel shows the photo already");
+  } else {
+    specs = {single_view(ctx, opt)};
+    flag = !opt.explain.empty() ? "--explain" : opt.rollout ? "--rollout" : "--layer / --head";
+  }
+  ctx.view_settings.discard = opt.discard;
+  try {
+    ctx.view_settings.gradcam_layer = resolve_layer(opt.gradcam_layer.value_or(-1), hp.depth);
+  } catch (const Error& e) {
+    throw Error(std::string("--gradcam-layer: ") + e.what());
+  }
+  ctx.view_settings.attn_grad_layer = ctx.layer;  // --layer, else the config's default, else the last block
+  if (!specs.empty()) ctx.views = resolve_for(flag, specs, hp, has_head, ctx.view_settings);
+  if (opt.layers_all)  // every block with the chosen fusion, after --views; a block --views names already is kept once
     for (const ViewSpec& v : every_layer_views(hp.depth, ctx.head)) {
       ResolvedView r = resolve_views({v}, hp, has_head, ctx.view_settings).front();
-      if (std::none_of(ctx.views.begin(), ctx.views.end(),
-                       [&r](const ResolvedView& u) { return u.name == r.name; }))
+      if (std::none_of(ctx.views.begin(), ctx.views.end(), [&r](const ResolvedView& u) { return u.name == r.name; }))
         ctx.views.push_back(std::move(r));
     }
   ctx.user_views = ctx.views.size();
   check_layer_and_head_apply(ctx, opt);
-  if (opt.discard > 0.0 && std::none_of(ctx.views.begin(), ctx.views.end(), [](const ResolvedView& v) {
-        return v.spec.kind == ViewKind::Rollout;
-      }))
-    throw Error("--discard applies to the rollout views only: add rollout to --views");
-  if (any_class_specific(ctx.views)) {
-    ctx.classes = parse_class_spec(opt.class_spec.value_or("top1"));
-    check_class_spec(ctx.classes, model.head.out, hp.labels);
-  } else if (opt.class_spec) {
-    throw Error(
-        "--class chooses the class of a class-specific view: add chefer, gradcam or attn-grad to --views");
-  }
-  if (opt.gradcam_layer && std::none_of(ctx.views.begin(), ctx.views.end(), [](const ResolvedView& v) {
-        return v.spec.kind == ViewKind::GradCam && !v.spec.layer_given;
-      }))
-    throw Error("--gradcam-layer applies to the gradcam view without @L<layer> only: add gradcam to --views");
-  for (const ViewSpec& v :
-       strip_views(ctx, hp))  // one by one: they may repeat a view (not drawn twice as files)
-    ctx.views.push_back(resolve_views({v}, hp, has_head, ctx.view_settings).front());
+  check_view_settings_apply(ctx, model, opt);
+  add_auxiliary_views(ctx, hp, has_head);
 }
 
 JobFiles job_files(const RenderContext& ctx, const Job& job) {
   JobFiles f;
   const RenderOptions& opt = *ctx.opt;
   if (opt.heads_grid) f.sheet = job.out_base + ".heads.png";
-  if (ctx.views.empty()) {
-    f.overlays.push_back(job.out_base + ".png");
-    if (opt.save_raw) f.npys.push_back(job.out_base + ".npy");
-    return f;
-  }
   for (size_t i = 0; i < ctx.user_views; ++i) {
     if (ctx.views[i].class_specific && per_class_files(ctx)) {  // named once the classes are known
       f.names_unknown = true;
@@ -185,8 +233,11 @@ ComputedViews compute_job_views(const RenderContext& ctx, const Job& job) {
                                    hp.crop_pct.value_or(0.875f));
   cv.box = in.box;
   std::vector<float> logits;
-  cv.maps = compute_views(model, in.chw.data(), ctx.views, ctx.view_settings, ctx.classes, &logits);
-  if (!logits.empty()) cv.top5 = top_k_classes(logits, hp.labels, 5);
+  cv.maps = compute_views(model, in.chw.data(), ctx.views, ctx.classes, &logits);
+  if (!logits.empty()) {
+    cv.top5 = top_k_classes(logits, hp.labels, 5);
+    cv.probs = class_probabilities(logits);
+  }
   if (!(opt.scale && opt.scale->kind == ScaleKind::Run)) cv.photo = std::move(photo);
   return cv;
 }
@@ -208,72 +259,88 @@ void add_to_run_scales(const RenderContext& ctx, const ComputedViews& cv,
 
 namespace {
 
-// A view's row label: "L3/mean", "chefer, class Coat".
-std::string map_label(const RenderContext& ctx, const ViewMap& m) {
+// A map's label in lines and figures: view_label ("L3/mean · block 3, mean of heads"); for a class-specific
+// view with its block and class: "gradcam@L3 · Grad-CAM at block 3, class Coat 63.2%".
+std::string map_label(const RenderContext& ctx, const ComputedViews& cv, const ViewMap& m) {
   const ResolvedView& v = ctx.views[m.view];
-  if (m.class_index < 0) return v.name;
-  const bool default_block =
-      (v.spec.kind == ViewKind::GradCam || v.spec.kind == ViewKind::AttnGrad) && !v.spec.layer_given;
+  if (m.class_index < 0) return view_label(v);
+  const bool default_block = (v.spec.kind == ViewKind::GradCam || v.spec.kind == ViewKind::AttnGrad) && !v.spec.layer_given;
   const std::string name = default_block ? v.name + "@L" + std::to_string(v.spec.layer) : v.name;
-  const auto& labels = ctx.model->hp.labels;
-  const std::string cls = static_cast<size_t>(m.class_index) < labels.size()
-                              ? labels[static_cast<size_t>(m.class_index)]
-                              : std::to_string(m.class_index);
-  return name + ", class " + cls;
+  return name + " \u00b7 " + describe_view(v) + ", class " + class_phrase(m.class_index, ctx.model->hp.labels, cv.probs);
 }
 
-// Per-class files must not replace a file attnmap did not write (the batch checked the names it knew).
+// Per-class files must not replace a file attnmap did not write (the batch checked the names it knew), nor
+// anything but a regular file. All are checked before any is written.
 void check_per_class_outputs(const RenderContext& ctx, const Job& job, const ComputedViews& cv) {
   if (!per_class_files(ctx)) return;
   for (const ViewMap& m : cv.maps) {
     if (m.view >= ctx.user_views || !ctx.views[m.view].class_specific) continue;
-    const std::string png = map_base(ctx, job, m) + ".png";
-    std::error_code ec;
-    const fs::file_status st = fs::symlink_status(png, ec);
-    if (fs::exists(st) && (!fs::is_regular_file(st) || !written_by_attnmap(png)))
-      throw Error("output " + png +
-                  " already exists and was not written by attnmap (or is not a regular file); "
-                  "it is left alone: choose another --out or move it away");
+    for (const bool npy : {false, true}) {
+      if (npy && !ctx.opt->save_raw) continue;
+      const std::string out = map_base(ctx, job, m) + (npy ? ".npy" : ".png");
+      std::error_code ec;
+      const fs::file_status st = fs::symlink_status(out, ec);
+      if (!fs::exists(st)) continue;
+      if (!fs::is_regular_file(st) || !(npy ? looks_written_by_attnmap_npy(out) : written_by_attnmap(out)))
+        throw Error("output " + out + " already exists and was not written by attnmap (or is not a regular file); "
+                    "it is left alone: choose another --out or move it away");
+    }
   }
 }
 
-// Writes one map's overlay PNG (with the run's record) and, with --save-raw, its .npy and sidecar.
-void write_view_files(const RenderContext& ctx, const std::string& base, const Image& overlay,
-                      const ViewMap& m, RenderResult* res) {
+// tEXt `attnmap:stats` of one map's PNG: its statistics, the image's top-5, with --views the file's view (and
+// block), and for a class-specific view the class it explains with its probability.
+std::string stats_text(const RenderContext& ctx, const ComputedViews& cv, const ViewMap& m) {
   const HParams& hp = ctx.model->hp;
-  const std::vector<float>& map = m.map;
-  std::vector<PngText> text;
-  if (!ctx.provenance.empty()) {  // the run's record; this file's view and class go with its statistics
-    text.push_back({kProvenanceKeyword, ctx.provenance});
-    nlohmann::ordered_json st;
-    put_image_stats(st, map_statistics(map, hp.grid_h, hp.grid_w), res->top5);
-    const ResolvedView& v = ctx.views[m.view];
+  nlohmann::ordered_json st;
+  put_image_stats(st, map_statistics(m.map, hp.grid_h, hp.grid_w), cv.top5);
+  const ResolvedView& v = ctx.views[m.view];
+  if (ctx.views_given) {
     st["view"] = v.name;
-    if (v.spec.kind == ViewKind::GradCam || v.spec.kind == ViewKind::AttnGrad)
-      st["view_block"] = v.spec.layer;
-    if (m.class_index >= 0) {
-      const auto& labels = hp.labels;
-      st["explained_class"] = {
-          {"index", m.class_index},
-          {"label", static_cast<size_t>(m.class_index) < labels.size()
-                        ? nlohmann::ordered_json(labels[static_cast<size_t>(m.class_index)])
-                        : nlohmann::ordered_json(nullptr)}};
-    }
-    text.push_back({kStatsKeyword, st.dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace)});
+    if (v.spec.kind == ViewKind::GradCam || v.spec.kind == ViewKind::AttnGrad) st["view_block"] = v.spec.layer;
   }
-  if (ctx.opt->save_raw) {
-    const std::string npy = base + ".npy", side = npy_sidecar_path(npy);
-    if (!ctx.provenance.empty()) ::unlink(side.c_str());
-    write_npy(npy, map, {hp.grid_h, hp.grid_w});
-    if (!ctx.provenance.empty()) {
-      const std::string line = ctx.provenance + "\n";
-      write_file_atomic(side, std::vector<uint8_t>(line.begin(), line.end()));
+  if (m.class_index >= 0) {
+    const auto c = static_cast<size_t>(m.class_index);
+    st["explained_class"] = {
+        {"index", m.class_index},
+        {"label", c < hp.labels.size() ? nlohmann::ordered_json(hp.labels[c]) : nlohmann::ordered_json(nullptr)},
+        {"probability", c < cv.probs.size() ? nlohmann::ordered_json(cv.probs[c]) : nlohmann::ordered_json(nullptr)}};
+  }
+  return st.dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+// NAME.npy: the map (grid_h, grid_w), or with --all-heads every head of the block (H, grid_h, grid_w); with a
+// record, the sidecar NAME.npy.json is removed before the .npy is replaced and written after it, so a sidecar
+// never describes a .npy of other settings.
+void write_map_npy(const RenderContext& ctx, const ComputedViews& cv, const std::string& npy, const ViewMap& m) {
+  const HParams& hp = ctx.model->hp;
+  const std::string side = npy_sidecar_path(npy);
+  if (!ctx.provenance.empty()) ::unlink(side.c_str());
+  if (ctx.opt->all_heads) {
+    std::vector<float> all;
+    for (int h = 0; h < hp.num_heads; ++h) {
+      const std::vector<float>& head = cv.maps[ctx.aux.heads + static_cast<size_t>(h)].map;
+      all.insert(all.end(), head.begin(), head.end());
     }
-    res->outputs.push_back(npy);
+    write_npy(npy, all, {hp.num_heads, hp.grid_h, hp.grid_w});
+  } else {
+    write_npy(npy, m.map, {hp.grid_h, hp.grid_w});
+  }
+  if (ctx.provenance.empty()) return;
+  const std::string line = ctx.provenance + "\n";
+  write_file_atomic(side, std::vector<uint8_t>(line.begin(), line.end()));
+}
+
+// Writes one map's overlay PNG (with the run's record) and, with --save-raw, its .npy and sidecar.
+void write_view_files(const RenderContext& ctx, const ComputedViews& cv, const std::string& base, const Image& overlay,
+                      const ViewMap& m, RenderResult* res) {
+  if (ctx.opt->save_raw) {
+    write_map_npy(ctx, cv, base + ".npy", m);
+    res->outputs.push_back(base + ".npy");
   }
   PngOptions po;
   po.dpi = ctx.opt->dpi.value_or(0.0);
-  po.text = text;
+  if (!ctx.provenance.empty()) po.text = {{kProvenanceKeyword, ctx.provenance}, {kStatsKeyword, stats_text(ctx, cv, m)}};
   write_png(base + ".png", overlay, po);
   res->outputs.push_back(base + ".png");
 }
@@ -292,30 +359,56 @@ std::vector<Scale> panel_scales(const RenderContext& ctx, const std::vector<cons
   return out;
 }
 
-// The strips from the strip views' maps (after the user's views in ctx.views).
-std::vector<std::string> write_view_strips(const RenderContext& ctx, const Job& job, const Image& photo,
-                                           const PhotoBox& box, const ComputedViews& cv,
-                                           const std::string& title) {
-  const HParams& hp = ctx.model->hp;
-  std::vector<const std::vector<float>*> extra;
+// The maps of views [at, at + n): the auxiliary views have one map each (they are class-agnostic).
+std::vector<std::vector<float>> maps_of(const ComputedViews& cv, size_t at, size_t n) {
+  std::vector<std::vector<float>> out;
   for (const ViewMap& m : cv.maps)
-    if (m.view >= ctx.user_views) extra.push_back(&m.map);
+    if (m.view >= at && m.view < at + n) out.push_back(m.map);
+  return out;
+}
+
+// The strips from the auxiliary views' maps.
+std::vector<std::string> write_view_strips(const RenderContext& ctx, const Job& job, const Image& photo,
+                                           const PhotoBox& box, const ComputedViews& cv, const std::string& title) {
+  const HParams& hp = ctx.model->hp;
   std::vector<std::string> out;
-  size_t at = 0;
-  if (ctx.opt->strip_layers) {
-    std::vector<std::vector<float>> layer_maps;
-    for (int l = 0; l < hp.depth; ++l) layer_maps.push_back(*extra[at++]);
-    out = write_layers(ctx, job, photo, box, layer_maps, title);
-  }
+  if (ctx.opt->strip_layers) out = write_layers(ctx, job, photo, box, maps_of(cv, ctx.aux.layers, ctx.aux.layers_n), title);
   if (ctx.opt->heads_grid) {
-    std::vector<std::vector<float>> head_maps;
-    for (int h = 0; h < hp.num_heads; ++h) head_maps.push_back(*extra[at++]);
-    const std::vector<float>& mean_map = *extra[at++];
-    const std::vector<float>& fused = *extra[at++];
-    const auto w = write_heads(ctx, job, photo, box, mean_map, head_maps, fused, title);
+    const auto H = static_cast<size_t>(hp.num_heads);
+    const std::vector<std::vector<float>> heads = maps_of(cv, ctx.aux.heads, H + 2);  // H heads, mean, fused
+    const std::vector<std::vector<float>> head_maps(heads.begin(), heads.begin() + static_cast<long>(H));
+    const auto w = write_heads(ctx, job, photo, box, heads[H], head_maps, heads[H + 1], title);
     out.insert(out.end(), w.begin(), w.end());
   }
   return out;
+}
+
+// The terminal lines of one image: one map -> "INPUT -> NAME.png" (a class-specific one with its class:
+// "NAME.png (chefer, class Bag 98.9%)"); one class-specific view's classes -> "gradcam maps of the top 2
+// classes:" and a line per class; else "3 maps:" and a line per map.
+void set_shown_lines(const RenderContext& ctx, const ComputedViews& cv, const std::vector<const ViewMap*>& rows,
+                     const std::vector<std::string>& pngs, RenderResult* res) {
+  const auto& labels = ctx.model->hp.labels;
+  if (rows.size() == 1) {
+    if (rows[0]->class_index >= 0)
+      res->shown = pngs[0] + " (" + ctx.views[rows[0]->view].name + ", class " +
+                   class_phrase(rows[0]->class_index, labels, cv.probs) + ")";
+    return;
+  }
+  const bool one_view = std::all_of(rows.begin(), rows.end(), [&](const ViewMap* m) { return m->view == rows[0]->view; });
+  if (one_view && rows[0]->class_index >= 0) {
+    res->shown = ctx.views[rows[0]->view].name + " maps of the top " + std::to_string(rows.size()) + " classes:";
+    for (size_t i = 0; i < rows.size(); ++i)
+      res->shown_more.push_back(class_phrase(rows[i]->class_index, labels, cv.probs) + " -> " + pngs[i]);
+    return;
+  }
+  res->shown = std::to_string(rows.size()) + " maps:";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const ResolvedView& v = ctx.views[rows[i]->view];
+    res->shown_more.push_back(
+        (rows[i]->class_index < 0 ? v.name : v.name + ", class " + class_phrase(rows[i]->class_index, labels, cv.probs)) +
+        " -> " + pngs[i]);
+  }
 }
 
 }  // namespace
@@ -333,40 +426,37 @@ RenderResult draw_job_views(const RenderContext& ctx, const Job& job, const Comp
   box_pixels(cv.box, photo.width, photo.height, &bx, &by, &bw, &bh);
   check_per_class_outputs(ctx, job, cv);
   fs::create_directories(fs::path(job.out_base + ".png").parent_path());
-  std::vector<const ViewMap*> rows;
-  for (const ViewMap& m : cv.maps) {
-    if (m.view >= ctx.user_views) continue;
-    rows.push_back(&m);
-    bool flat = false;
-    std::vector<uint8_t> mask;
-    const Image out = draw_view(photo, bx, by, bw, bh, m.map, ctx, &flat, &mask, ctx.views[m.view].units);
-    if (flat) res.notes.push_back("the " + map_label(ctx, m) + " map is constant; drawn flat (no contrast)");
-    write_view_files(ctx, map_base(ctx, job, m), out, m, &res);
-    res.shown_more.push_back(map_label(ctx, m) + " -> " + map_base(ctx, job, m) + ".png");
-    if (res.map.empty()) {  // the manifest's statistics: the first view's (most probable class's) map
-      res.map = m.map;
-      res.mask = mask;
-    }
-  }
-  res.stats = map_statistics(res.map, hp.grid_h, hp.grid_w);
-  if (res.shown_more.size() == 1) {
-    res.shown_more.clear();  // one map: the usual "INPUT -> NAME.png"
-  } else {
-    res.shown = std::to_string(res.shown_more.size()) + " maps:";
-  }
   const PhotoBox box{bx, by, bw, bh};
   const std::string title = figure_title(job, hp, res.top5);
+  // The figures first, the overlays last: a run interrupted in between leaves no NAME.png that --skip-existing
+  // would take for a finished image.
+  std::vector<const ViewMap*> rows;
+  for (const ViewMap& m : cv.maps)
+    if (m.view < ctx.user_views) rows.push_back(&m);
   std::vector<std::string> figures = write_view_strips(ctx, job, photo, box, cv, title);
   if (opt.panel) {
     const std::vector<Scale> scales = panel_scales(ctx, rows);
     std::vector<PanelRow> panel;
     for (size_t i = 0; i < rows.size(); ++i)
-      panel.push_back(
-          PanelRow{map_label(ctx, *rows[i]), GridMap{rows[i]->map, hp.grid_w, hp.grid_h}, scales[i]});
-    const auto w =
-        write_panel(job.out_base + ".panel", title, photo, box, panel, style_of(ctx), figure_options(ctx));
+      panel.push_back(PanelRow{map_label(ctx, cv, *rows[i]), GridMap{rows[i]->map, hp.grid_w, hp.grid_h}, scales[i]});
+    const auto w = write_panel(job.out_base + ".panel", title, photo, box, panel, style_of(ctx), figure_options(ctx));
     figures.insert(figures.end(), w.begin(), w.end());
   }
+  std::vector<std::string> pngs;
+  for (const ViewMap* m : rows) {
+    bool flat = false;
+    std::vector<uint8_t> mask;
+    const Image out = draw_view(photo, bx, by, bw, bh, m->map, ctx, &flat, &mask, ctx.views[m->view].units);
+    if (flat) res.notes.push_back("the " + map_label(ctx, cv, *m) + " map is constant; drawn flat (no contrast)");
+    write_view_files(ctx, cv, map_base(ctx, job, *m), out, *m, &res);
+    pngs.push_back(map_base(ctx, job, *m) + ".png");
+    if (res.map.empty()) {  // the manifest's statistics: the first view's (most probable class's) map
+      res.map = m->map;
+      res.mask = mask;
+    }
+  }
+  res.stats = map_statistics(res.map, hp.grid_h, hp.grid_w);
+  set_shown_lines(ctx, cv, rows, pngs, &res);
   // The overlays first (the first is what the terminal line names), then the figures.
   std::stable_partition(res.outputs.begin(), res.outputs.end(), [](const std::string& p) {
     return p.size() > 4 && p.compare(p.size() - 4, 4, ".png") == 0;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <map>
 #include <optional>
 
@@ -16,10 +17,17 @@ namespace {
 
 constexpr const char* kGrammar =
     "a view is L<layer>/<fusion> (layer an index, negative from the end, or 'last'; fusion mean, max, min or "
-    "h<head>), rollout[/<fusion>], chefer, gradcam[@L<layer>], attn-grad[@L<layer>] or photo";
+    "h<head>), rollout[/<fusion>][@L<layer>], chefer, gradcam[@L<layer>], attn-grad[@L<layer>] or photo";
 
 Error bad_view(const std::string& item, const std::string& why) {
-  return Error("--views: '" + item + "': " + why + " (" + kGrammar + ")");
+  return Error("'" + item + "': " + why + " (" + kGrammar + ")");
+}
+
+// 0.1 -> "0.1" (shortest %g form)
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 bool parse_int(const std::string& s, int* out) {
@@ -88,9 +96,20 @@ ViewSpec parse_one_view(const std::string& item) {
     v.kind = ViewKind::Photo;
     return v;
   }
-  if (item == "rollout" || item.rfind("rollout/", 0) == 0) {
+  if (item == "rollout" || item.rfind("rollout/", 0) == 0 || item.rfind("rollout@", 0) == 0) {
     v.kind = ViewKind::Rollout;
-    if (item.size() > 7) v.head = parse_fusion_text(item, item.substr(8));
+    const size_t at = item.find('@');
+    const std::string head = item.substr(0, at);
+    if (head.size() > 7) {
+      if (head[7] != '/') throw bad_view(item, "unknown view");
+      v.head = parse_fusion_text(item, head.substr(8));
+    }
+    v.layer_given = at != std::string::npos;
+    if (v.layer_given) {
+      const std::string rest = item.substr(at + 1);
+      if (rest.size() < 2 || rest[0] != 'L') throw bad_view(item, "after '@' comes L<layer>");
+      v.layer = parse_layer_text(item, rest.substr(1));
+    }
     return v;
   }
   if (auto m = parse_method_view(item)) return *m;
@@ -106,7 +125,7 @@ int resolve_view_layer(const ViewSpec& v, int layer, int depth) {
   try {
     return resolve_layer(layer, depth);
   } catch (const Error& e) {
-    throw Error("--views: '" + v.written + "': " + e.what());
+    throw Error("'" + v.written + "': " + e.what());
   }
 }
 
@@ -120,7 +139,7 @@ std::vector<ViewSpec> parse_views(const std::string& list) {
     std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");  // "L1/h3, rollout"
     item = a == std::string::npos ? std::string() : item.substr(a, b - a + 1);
-    if (item.empty()) throw Error("--views: an empty view in '" + list + "' (" + kGrammar + ")");
+    if (item.empty()) throw Error("an empty view in '" + list + "' (" + kGrammar + ")");
     out.push_back(parse_one_view(item));
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -141,6 +160,28 @@ std::vector<ViewSpec> every_layer_views(int depth, const HeadSelect& fusion) {
   return out;
 }
 
+bool is_class_specific(ViewKind kind) {
+  return kind == ViewKind::Chefer || kind == ViewKind::GradCam || kind == ViewKind::AttnGrad;
+}
+
+std::string describe_view(const ResolvedView& v) {
+  const std::string block = std::to_string(v.spec.layer);
+  const std::string heads = v.spec.head.fusion == HeadSelect::Fusion::Index
+                                ? fusion_name(v.spec.head, "head ")
+                                : fusion_name(v.spec.head, "") + " of heads";
+  switch (v.spec.kind) {
+    case ViewKind::Photo: return "photo";
+    case ViewKind::Attention: return "block " + block + ", " + heads;
+    case ViewKind::Rollout: return "rollout through blocks 0\u2013" + block + ", " + heads;
+    case ViewKind::Chefer: return "Chefer relevance";
+    case ViewKind::GradCam: return "Grad-CAM at block " + block;
+    case ViewKind::AttnGrad: return "attention \u00d7 gradient at block " + block;
+  }
+  return v.name;
+}
+
+std::string view_label(const ResolvedView& v) { return v.name + " \u00b7 " + describe_view(v); }
+
 namespace {
 
 // Name, tag, units and the resolved layer of one view.
@@ -149,7 +190,7 @@ ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, co
   r.spec = v;
   if (v.head.fusion == HeadSelect::Fusion::Index &&
       (v.head.index < -hp.num_heads || v.head.index >= hp.num_heads))
-    throw Error("--views: '" + v.written + "': head " + std::to_string(v.head.index) +
+    throw Error("'" + v.written + "': head " + std::to_string(v.head.index) +
                 " is out of range for " + std::to_string(hp.num_heads) + " heads");
   if (v.head.fusion == HeadSelect::Fusion::Index && v.head.index < 0)
     r.spec.head.index += hp.num_heads;  // h-1 is h3
@@ -164,8 +205,13 @@ ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, co
       r.units = "attention probability";
       break;
     case ViewKind::Rollout:
-      r.spec.layer = hp.depth - 1;
+      r.spec.layer = v.layer_given ? resolve_view_layer(v, v.layer, hp.depth) : hp.depth - 1;
       r.name = v.head.fusion == HeadSelect::Fusion::Mean ? "rollout" : "rollout/" + fusion;
+      if (r.spec.layer != hp.depth - 1) r.name += "@L" + std::to_string(r.spec.layer);
+      r.discard = v.discard.value_or(settings.discard);
+      if (!(r.discard >= 0.0 && r.discard <= 1.0))
+        throw Error("'" + v.written + "': the discard fraction must be in [0, 1], found " + number_text(r.discard));
+      if (v.discard && *v.discard > 0.0) r.name += " discard " + number_text(*v.discard);
       r.units = "rollout mass";
       break;
     case ViewKind::Chefer:
@@ -183,14 +229,13 @@ ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, co
       r.units = "attention \u00d7 gradient";
       break;
   }
-  r.class_specific =
-      v.kind == ViewKind::Chefer || v.kind == ViewKind::GradCam || v.kind == ViewKind::AttnGrad;
+  r.class_specific = is_class_specific(v.kind);
   const std::string unavailable = r.class_specific ? explanations_unavailable(hp, has_head) : "";
   if (!unavailable.empty())
-    throw Error("--views: '" + v.written + "': " + unavailable + " (the attention views still work)");
+    throw Error("'" + v.written + "': " + unavailable + " (the attention views still work)");
   r.tag = r.name;
   for (char& c : r.tag)
-    if (c == '/' || c == '@') c = '-';
+    if (c == '/' || c == '@' || c == ' ') c = '-';
   return r;
 }
 
@@ -198,7 +243,7 @@ ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, co
 
 std::vector<ResolvedView> resolve_views(const std::vector<ViewSpec>& views, const HParams& hp, bool has_head,
                                         const ViewSettings& settings) {
-  if (views.empty()) throw Error("--views: no view given");
+  if (views.empty()) throw Error("no view given");
   std::vector<ResolvedView> out;
   std::map<std::string, std::string> seen;  // what a view computes -> its name
   for (const ViewSpec& v : views) {
@@ -207,9 +252,9 @@ std::vector<ResolvedView> resolve_views(const std::vector<ViewSpec>& views, cons
     // the default block is 3).
     const std::string key = std::to_string(static_cast<int>(r.spec.kind)) + "/" +
                             (r.spec.kind == ViewKind::Chefer ? "" : std::to_string(r.spec.layer)) + "/" +
-                            fusion_name(r.spec.head, "h");
+                            fusion_name(r.spec.head, "h") + "/" + number_text(r.discard);
     const auto [it, fresh] = seen.emplace(key, r.name);
-    if (!fresh) throw Error("--views: '" + v.written + "' names the view " + it->second + " a second time");
+    if (!fresh) throw Error("'" + v.written + "' names the view " + it->second + " a second time");
     out.push_back(std::move(r));
   }
   return out;
@@ -241,16 +286,54 @@ ForwardResult rows_of_tape(const ForwardTape& tape) {
   return r;
 }
 
-// The attention and rollout views of one pass whose class rows are `rows`; `rollout_maps[v]` holds the
-// rollouts computed as the layers went by.
+// Rollouts block by block: one RolloutAccumulator per (fusion, discard) shared by the rollout views that
+// have them, each view's class row read once its last block is in.
+class Rollouts {
+ public:
+  Rollouts(const HParams& hp, const std::vector<ResolvedView>& views) : hp_(hp), views_(views), maps_(views.size()) {
+    for (size_t i = 0; i < views.size(); ++i) {
+      if (views[i].spec.kind != ViewKind::Rollout) continue;
+      const std::string key = fusion_name(views[i].spec.head, "h") + "/" + std::to_string(views[i].discard);
+      size_t g = 0;
+      while (g < keys_.size() && keys_[g] != key) ++g;
+      if (g == keys_.size()) {
+        keys_.push_back(key);
+        acc_.emplace_back(hp.tokens(), hp.num_heads, views[i].spec.head, views[i].discard);
+      }
+      group_.emplace_back(i, g);
+      last_ = std::max(last_, views[i].spec.layer);
+    }
+  }
+  bool any() const { return !group_.empty(); }
+  int last_block() const { return last_; }
+  /// Block `l`'s probabilities (H, T, T), blocks in order from 0.
+  void add(int l, const float* probs) {
+    if (l > last_) return;
+    for (auto& a : acc_) a.add_layer(probs);
+    for (const auto& [view, g] : group_)
+      if (views_[view].spec.layer == l) maps_[view] = class_row_map(acc_[g].rollout(), hp_, hp_.tokens());
+  }
+  const std::vector<float>& map(size_t view) const { return maps_[view]; }
+
+ private:
+  const HParams& hp_;
+  const std::vector<ResolvedView>& views_;
+  std::vector<std::string> keys_;
+  std::vector<RolloutAccumulator> acc_;
+  std::vector<std::pair<size_t, size_t>> group_;  // (view, accumulator)
+  std::vector<std::vector<float>> maps_;          // per view
+  int last_ = -1;
+};
+
+// The class-agnostic views of one pass: attention from the class rows `rows`, rollouts from `rollouts`.
 void agnostic_maps(const ViTWeights& model, const ForwardResult& rows, const std::vector<ResolvedView>& views,
-                   const std::vector<std::vector<float>>& rollout_maps, std::vector<ViewMap>* out) {
+                   const Rollouts& rollouts, std::vector<ViewMap>* out) {
   for (size_t i = 0; i < views.size(); ++i) {
     const ResolvedView& v = views[i];
     if (v.spec.kind == ViewKind::Attention)
       out->push_back(ViewMap{i, -1, class_attention_map(rows, model.hp, v.spec.layer, v.spec.head)});
     else if (v.spec.kind == ViewKind::Rollout)
-      out->push_back(ViewMap{i, -1, rollout_maps[i]});
+      out->push_back(ViewMap{i, -1, rollouts.map(i)});
   }
 }
 
@@ -276,54 +359,52 @@ std::vector<ViewMap> in_view_order(std::vector<ViewMap> maps, size_t n_views) {
 
 }  // namespace
 
+std::vector<float> view_map(const ViewPass& pass, const ResolvedView& v, int class_index) {
+  const HParams& hp = pass.model->hp;
+  switch (v.spec.kind) {
+    case ViewKind::Photo: throw Error("'" + v.name + "' is not a map");
+    case ViewKind::Attention:
+      if (pass.fwd) return class_attention_map(*pass.fwd, hp, v.spec.layer, v.spec.head);
+      if (pass.tape) return class_attention_map(rows_of_tape(*pass.tape), hp, v.spec.layer, v.spec.head);
+      break;
+    case ViewKind::Rollout:
+      if (pass.fwd) return class_row_map(attention_rollout(*pass.fwd, v.spec.layer, v.spec.head, v.discard), hp, pass.fwd->tokens);
+      break;
+    case ViewKind::Chefer:
+    case ViewKind::GradCam:
+    case ViewKind::AttnGrad:
+      if (pass.tape) return explain_map(*pass.model, *pass.tape, class_index, request_of(v));
+      break;
+  }
+  throw Error("'" + v.name + "': the forward pass did not keep what this view needs");
+}
+
 std::vector<ViewMap> compute_views(const ViTWeights& model, const float* image,
-                                   const std::vector<ResolvedView>& views, const ViewSettings& settings,
-                                   const ClassSpec& classes, std::vector<float>* logits) {
+                                   const std::vector<ResolvedView>& views, const ClassSpec& classes,
+                                   std::vector<float>* logits) {
   const HParams& hp = model.hp;
-  std::vector<std::vector<float>> rollout_maps(views.size());
   std::vector<ViewMap> maps;
-  // Rollouts: one accumulator per rollout view, fed every block's probabilities in order.
-  std::vector<std::optional<RolloutAccumulator>> acc(views.size());
-  for (size_t i = 0; i < views.size(); ++i)
-    if (views[i].spec.kind == ViewKind::Rollout)
-      acc[i].emplace(hp.tokens(), hp.num_heads, views[i].spec.head, settings.discard);
-  auto finish_rollouts = [&](int tokens) {
-    for (size_t i = 0; i < views.size(); ++i)
-      if (acc[i]) rollout_maps[i] = class_row_map(acc[i]->rollout(), hp, tokens);
-  };
+  Rollouts rollouts(hp, views);
   if (needs_tape(views)) {
     const ForwardTape tape = vit_forward_tape(model, image);
-    for (const BlockTape& b : tape.blocks)
-      for (auto& a : acc)
-        if (a) a->add_layer(b.probs.data());
-    finish_rollouts(tape.tokens);
-    agnostic_maps(model, rows_of_tape(tape), views, rollout_maps, &maps);
+    for (size_t l = 0; l < tape.blocks.size(); ++l) rollouts.add(static_cast<int>(l), tape.blocks[l].probs.data());
+    agnostic_maps(model, rows_of_tape(tape), views, rollouts, &maps);
     const std::vector<int> cls = resolve_classes(classes, tape.logits, hp.labels);
+    const ViewPass pass{&model, nullptr, &tape};
     for (size_t i = 0; i < views.size(); ++i)
       if (views[i].class_specific)
-        for (const int c : cls)
-          maps.push_back(ViewMap{i, c, explain_map(model, tape, c, request_of(views[i]))});
+        for (const int c : cls) maps.push_back(ViewMap{i, c, view_map(pass, views[i], c)});
     *logits = tape.logits;
     return in_view_order(std::move(maps), views.size());
   }
   ForwardOptions fo;
-  fo.last_layer = 0;
-  bool any_rollout = false;
-  for (const auto& v : views) {
+  fo.last_layer = std::max(0, rollouts.last_block());
+  for (const auto& v : views)
     if (v.spec.kind == ViewKind::Attention) fo.last_layer = std::max(fo.last_layer, v.spec.layer);
-    if (v.spec.kind == ViewKind::Rollout) any_rollout = true;
-  }
-  if (any_rollout) {
-    fo.last_layer = hp.depth - 1;
-    fo.on_probs = [&acc](int, int, const float* probs) {
-      for (auto& a : acc)
-        if (a) a->add_layer(probs);
-    };
-  }
+  if (rollouts.any()) fo.on_probs = [&rollouts](int, int l, const float* probs) { rollouts.add(l, probs); };
   fo.to_end = model.head.present();  // the logits (top-5) need every block
   const ForwardResult r = vit_forward(model, image, fo);
-  finish_rollouts(r.tokens);
-  agnostic_maps(model, r, views, rollout_maps, &maps);
+  agnostic_maps(model, r, views, rollouts, &maps);
   *logits = r.logits;
   return in_view_order(std::move(maps), views.size());
 }

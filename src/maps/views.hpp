@@ -1,7 +1,9 @@
-// views.hpp - named views of one image (issue 17's --views, `attnmap figure`; issue 19's methods as views):
-// the names `attnmap eval` prints ("L3/mean", "L1/h3", "rollout", "chefer", ...), parsed once per run and
-// computed together from one forward pass per image (one taped forward when a class-specific view is asked).
+// views.hpp - the one view engine (issue 25): every map attnmap draws, saves or scores is a named view
+// ("L3/mean", "L1/h3", "rollout", "rollout@L2", "chefer", "gradcam@L3", ...), parsed once per run, resolved
+// against the model, and computed by view_map / compute_views. render (its single view included: --layer,
+// --head, --rollout, --explain are translated into one view), figure and eval all call these.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,8 +18,8 @@ enum class ViewKind { Photo, Attention, Rollout, Chefer, GradCam, AttnGrad };
 /// One view as written, before the model is known. Grammar (case-sensitive, as `attnmap eval` prints):
 ///   L<layer>/<fusion>   the class token's attention at one block; layer an index, negative from the end, or
 ///                       `last`; fusion mean | max | min | h<index> (one head)
-///   rollout[/<fusion>]  attention rollout through every block (Abnar & Zuidema 2020), heads fused by mean
-///                       unless given; the run's --discard applies
+///   rollout[/<fusion>][@L<layer>]  attention rollout (Abnar & Zuidema 2020) through blocks 0..layer (default:
+///                       every block), heads fused by mean unless given; ViewSettings::discard applies
 ///   chefer              Chefer et al.'s relevance, class-specific (issue 19, maps/explain.hpp), for --class
 ///   gradcam[@L<layer>]  Grad-CAM on block <layer>'s norm1 (default: the run's --gradcam-layer, else the
 ///   last) attn-grad[@L<layer>] one block's attention x gradient (default: ViewSettings::attn_grad_layer)
@@ -27,16 +29,18 @@ struct ViewSpec {
   int layer = -1;           ///< Attention / AttnGrad / GradCam: the block as written (negative from the end)
   bool layer_given = true;  ///< false for gradcam / attn-grad without @L: the run's default applies
   HeadSelect head;          ///< Attention / Rollout: how the heads are fused
+  std::optional<double> discard;  ///< Rollout: this view's discard instead of ViewSettings::discard (eval's
+                                  ///< selected rollout beside the standard one); its name then says it
   std::string written;
 };
 
 /// Parses a comma-separated list (spaces around an item ignored; empty items refused). Throws attnmap::Error
-/// naming the item and the grammar for anything else.
+/// naming the item and the grammar for anything else (no option name: the options layer adds it).
 std::vector<ViewSpec> parse_views(const std::string& list);
 
 /// What the views of a run need from the model, fixed for the run.
 struct ViewSettings {
-  double discard = 0.0;      ///< rollout's --discard
+  double discard = 0.0;      ///< rollout's fraction of the smallest fused entries zeroed per block, [0, 1]
   int gradcam_layer = -1;    ///< Grad-CAM's block without @L (--gradcam-layer; negative from the end)
   int attn_grad_layer = -1;  ///< attn-grad's block without @L (render: --layer or the config's default view)
 };
@@ -49,13 +53,25 @@ struct ResolvedView {
   std::string tag;    ///< the name in file names: '/' and '@' become '-' ("L3-mean", "attn-grad-L2")
   std::string units;  ///< what a value is: "attention probability", "rollout mass", "Chefer relevance", ...
   bool class_specific = false;  ///< chefer, gradcam, attn-grad: one map per explained class
+  double discard = 0.0;         ///< Rollout: ViewSettings::discard (0 for the others)
 };
+
+/// Whether a kind of view explains a class (needs the backward pass and a classifier head). The one place
+/// this is decided.
+bool is_class_specific(ViewKind kind);
+
+/// What a view shows in words, for figure rows and titles: "block 1, head 3", "block 3, mean of heads",
+/// "rollout through blocks 0–3, mean of heads", "Chefer relevance", "Grad-CAM at block 11",
+/// "attention × gradient at block 2". Figures label a row "<name> · <this>" (view_label).
+std::string describe_view(const ResolvedView& v);
+/// "L1/h3 · block 1, head 3": a figure row's label, the same in every figure.
+std::string view_label(const ResolvedView& v);
 
 /// Resolves every view against hp (depth, heads), `has_head` (class-specific views need a classifier
 /// head and the residual-MLP layouts the backward covers) and the run's settings. Throws attnmap::Error
-/// naming the view for a layer or head out of range, a class-specific view without a head, or two views that
-/// name the same map
-/// ("L-1/mean" and "L3/mean" in a 4-block model, "gradcam" and "gradcam@L3" when the default is block 3).
+/// naming the view for a layer or head out of range, a class-specific view without a head, a discard
+/// outside [0, 1], or two views that name the same map ("L-1/mean" and "L3/mean" in a 4-block model,
+/// "gradcam" and "gradcam@L3" when the default is block 3, "rollout" and "rollout@L3").
 std::vector<ResolvedView> resolve_views(const std::vector<ViewSpec>& views, const HParams& hp, bool has_head,
                                         const ViewSettings& settings);
 
@@ -69,14 +85,32 @@ struct ViewMap {
   std::vector<float> map;  ///< (grid_h, grid_w), row-major, as computed (not rescaled)
 };
 
+/// What one view's map is computed from: one image's pass through `model`. `fwd` holds at least the class
+/// rows of the blocks the views need (ForwardResult::cls_attn); a Rollout view needs its full matrices
+/// (ForwardOptions::keep_full). `tape` is needed by the class-specific views (vit_forward_tape) and serves the
+/// attention views too when `fwd` is null.
+struct ViewPass {
+  const ViTWeights* model = nullptr;
+  const ForwardResult* fwd = nullptr;
+  const ForwardTape* tape = nullptr;
+};
+
+/// The map (grid_h, grid_w) of one resolved view from one pass; `class_index` is the explained class of a
+/// class-specific view (ignored by the others). Attention: class_attention_map; Rollout: class_row_map of
+/// attention_rollout through blocks 0..layer (v.discard); Chefer / GradCam / AttnGrad: explain_map.
+/// Values as computed. Throws attnmap::Error when the pass lacks what the view needs, or from the maps.
+std::vector<float> view_map(const ViewPass& pass, const ResolvedView& v, int class_index);
+
 /// All maps of one image. `image` is the normalised (3, H, W) input (preprocess). Runs vit_forward once
 /// (to the last block a view needs; to the end when the model has a head, for `logits`) or, when a
 /// class-specific view is asked, vit_forward_tape once and the backward once per explained class and method.
+/// Rollouts are accumulated block by block (RolloutAccumulator: (T, T) kept, not every block's (H, T, T);
+/// the same numbers as view_map's attention_rollout), one accumulator per fusion, read at each view's block.
 /// `classes` is the run's --class (checked by the caller with check_class_spec). Photo views get no map.
 /// Returns the maps in view order (a class-specific view: one per class, most probable first) and sets
 /// *logits (empty without a head). Throws attnmap::Error from the forward / backward passes.
 std::vector<ViewMap> compute_views(const ViTWeights& model, const float* image,
-                                   const std::vector<ResolvedView>& views, const ViewSettings& settings,
-                                   const ClassSpec& classes, std::vector<float>* logits);
+                                   const std::vector<ResolvedView>& views, const ClassSpec& classes,
+                                   std::vector<float>* logits);
 
 }  // namespace attnmap
