@@ -2,15 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
+#include "checkpoint/vit_loader_internal.hpp"
 #include "core/error.hpp"
 
 namespace attnmap {
 
-namespace {
+using namespace detail;
 
-int64_t dim(const Tensor& t, int i) { return t.shape[static_cast<size_t>(i)]; }
+namespace {
 
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
@@ -27,126 +27,45 @@ std::string looks_like(const std::string& name) {
   return "not part of this layout";
 }
 
-// Looks tensors up by canonical name through the layout's scheme and the file's key index, checks shapes,
-// remembers which tensors were used and why the others were not. Messages name tensors as in the file.
-class Loader {
- public:
-  Loader(const RawWeights& raw, const KeyIndex& idx, const Scheme& scheme) : raw_(raw), idx_(idx), scheme_(scheme) {}
-
-  /// The tensor's name in the file (with its wrapper prefix); for an absent one, the name it would have.
-  std::string file_name(const std::string& canon) const {
-    const std::string n = scheme_.name(canon);
-    auto it = idx_.names.find(n);
-    if (it != idx_.names.end()) return it->second;
-    auto sk = idx_.skipped.find(n);
-    return sk != idx_.skipped.end() ? sk->second : idx_.stripped + n;
-  }
-
-  const Tensor* find(const std::string& canon) {
-    auto it = idx_.names.find(scheme_.name(canon));
-    if (it == idx_.names.end()) return nullptr;
-    used_.insert(it->first);
-    return &raw_.tensors.at(it->second);
-  }
-  /// True when the file has the tensor, also in a dtype attnmap skips (safetensors I32, BOOL, FP8): taking
-  /// it then names that dtype, so an optional tensor is never silently treated as absent.
-  bool has(const std::string& canon) const { return idx_.has(scheme_.name(canon)); }
-  /// True when the file has a tensor of this (normalised) name, whatever the layout calls it.
-  bool file_has(const std::string& name) const { return idx_.has(name); }
-
-  const Tensor& need(const std::string& canon, const std::string& expected) {
-    const Tensor* t = find(canon);
-    if (!t) {
-      auto sk = idx_.skipped.find(scheme_.name(canon));
-      if (sk != idx_.skipped.end())
-        throw Error(raw_.path + ": tensor '" + sk->second + "' has dtype " + raw_.skipped.at(sk->second) +
-                    ", which attnmap does not read (expected F32, F16, BF16 or F64 of shape " + expected + ")");
-      missing(canon, expected);
-    }
-    return *t;
-  }
-
-  /// The tensor's data, which must have exactly `shape` (a view of the file's mapping stays a view).
-  Floats take(const std::string& canon, const std::vector<int64_t>& shape) {
-    const Tensor& t = need(canon, shape_str(shape));
-    if (t.shape != shape) throw shape_error(canon, shape_str(shape), t.shape);
-    return t.data;
-  }
-  /// Optional tensor of exactly `shape`; empty when absent.
-  Floats take_opt(const std::string& canon, const std::vector<int64_t>& shape) {
-    if (!has(canon)) return {};
-    return take(canon, shape);
-  }
-
-  /// Throws the missing-tensor error for `canon`, with `why` (if any) after the expected shape.
-  [[noreturn]] void missing(const std::string& canon, const std::string& expected, const std::string& why = "") const {
-    throw Error(raw_.path + ": missing tensor '" + file_name(canon) + "' (expected shape " + expected +
-                (why.empty() ? "" : "; " + why) + ")");
-  }
-
-  Error shape_error(const std::string& canon, const std::string& expected, const std::vector<int64_t>& found) const {
-    return Error(raw_.path + ": tensor '" + file_name(canon) + "' has shape " + shape_str(found) + ", expected " + expected);
-  }
-
-  /// Marks the canonical tensor (if the file has it) as not read, for `reason`.
-  void skip(const std::string& canon, const std::string& reason) { skip_name(scheme_.name(canon), reason); }
-  /// The same for a tensor named as in the file (wrapper prefixes removed).
-  void skip_name(const std::string& name, const std::string& reason) {
-    if (idx_.has(name)) reasons_[name] = reason;
-  }
-
-  /// Every tensor of the file, consumed or not read with its reason. Throws attnmap::Error naming every
-  /// tensor that is neither (the layout does not know what it does, so a map without it could be wrong).
-  std::vector<ViTWeights::TensorUse> account() const {
-    std::vector<ViTWeights::TensorUse> out;
-    std::vector<std::string> unknown;
-    auto visit = [&](const std::string& norm, const std::string& orig, const std::string& shape) {
-      std::string reason;
-      if (!used_.count(norm)) {
-        auto r = reasons_.find(norm);
-        reason = r != reasons_.end() ? r->second : ignored_reason(scheme_.layout, norm);
-        if (reason.empty()) {
-          unknown.push_back(orig + " " + shape + ": " + looks_like(norm));
-          return;
-        }
-      }
-      out.push_back({orig, shape, reason});
-    };
-    for (const auto& kv : idx_.names) visit(kv.first, kv.second, shape_str(raw_.tensors.at(kv.second).shape));
-    for (const auto& kv : idx_.skipped) visit(kv.first, kv.second, "(" + raw_.skipped.at(kv.second) + ")");
-    for (const auto& kv : idx_.set_aside) {
-      auto t = raw_.tensors.find(kv.first);
-      out.push_back({kv.first, t != raw_.tensors.end() ? shape_str(t->second.shape) : "(" + raw_.skipped.at(kv.first) + ")",
-                     kv.second});
-    }
-    if (!unknown.empty()) {
-      std::string s;
-      for (size_t i = 0; i < unknown.size() && i < 8; ++i) s += (i ? "; " : "") + unknown[i];
-      if (unknown.size() > 8) s += "; ... (" + std::to_string(unknown.size()) + " in all)";
-      throw Error(raw_.path + ": " + std::to_string(unknown.size()) + (unknown.size() == 1 ? " tensor" : " tensors") +
-                  " that the " + layout_name(scheme_.layout) +
-                  " layout does not read and that could change the maps: " + s +
-                  ". attnmap stops rather than draw a map without them (docs/checkpoints.md lists what each layout reads)");
-    }
-    return out;
-  }
-
-  const std::string& path() const { return raw_.path; }
-  const Scheme& scheme() const { return scheme_; }
-
- private:
-  const RawWeights& raw_;
-  const KeyIndex& idx_;
-  const Scheme& scheme_;
-  std::set<std::string> used_;
-  std::map<std::string, std::string> reasons_;
-};
-
-bool timm_like(Layout l) {
-  return l == Layout::Timm || l == Layout::TimmClip || l == Layout::TimmSiglip || l == Layout::Deit3 ||
-         l == Layout::Mae || l == Layout::Dinov2;
-}
 bool vit_pytorch(Layout l) { return l == Layout::VitPytorch || l == Layout::SimpleVit; }
+
+}  // namespace
+
+namespace detail {
+
+std::vector<ViTWeights::TensorUse> Loader::account() const {
+  std::vector<ViTWeights::TensorUse> out;
+  std::vector<std::string> unknown;
+  auto visit = [&](const std::string& norm, const std::string& orig, const std::string& shape) {
+    std::string reason;
+    if (!used_.count(norm)) {
+      auto r = reasons_.find(norm);
+      reason = r != reasons_.end() ? r->second : ignored_reason(scheme_.layout, norm);
+      if (reason.empty()) {
+        unknown.push_back(orig + " " + shape + ": " + looks_like(norm));
+        return;
+      }
+    }
+    out.push_back({orig, shape, reason});
+  };
+  for (const auto& kv : idx_.names) visit(kv.first, kv.second, shape_str(raw_.tensors.at(kv.second).shape));
+  for (const auto& kv : idx_.skipped) visit(kv.first, kv.second, "(" + raw_.skipped.at(kv.second) + ")");
+  for (const auto& kv : idx_.set_aside) {
+    auto t = raw_.tensors.find(kv.first);
+    out.push_back({kv.first, t != raw_.tensors.end() ? shape_str(t->second.shape) : "(" + raw_.skipped.at(kv.first) + ")",
+                   kv.second});
+  }
+  if (!unknown.empty()) {
+    std::string s;
+    for (size_t i = 0; i < unknown.size() && i < 8; ++i) s += (i ? "; " : "") + unknown[i];
+    if (unknown.size() > 8) s += "; ... (" + std::to_string(unknown.size()) + " in all)";
+    throw Error(raw_.path + ": " + std::to_string(unknown.size()) + (unknown.size() == 1 ? " tensor" : " tensors") +
+                " that the " + layout_name(scheme_.layout) +
+                " layout does not read and that could change the maps: " + s +
+                ". attnmap stops rather than draw a map without them (docs/checkpoints.md lists what each layout reads)");
+  }
+  return out;
+}
 
 LayerNormW take_norm(Loader& ld, const std::string& prefix, int64_t d) {
   LayerNormW n;
@@ -160,7 +79,7 @@ LayerNormW take_norm_opt(Loader& ld, const std::string& prefix, int64_t d) {
   return take_norm(ld, prefix, d);
 }
 
-LinearW take_linear(Loader& ld, const std::string& prefix, int64_t out, int64_t in, bool bias_required = false) {
+LinearW take_linear(Loader& ld, const std::string& prefix, int64_t out, int64_t in, bool bias_required) {
   LinearW l;
   l.weight = ld.take(prefix + ".weight", {out, in});
   l.bias = bias_required ? ld.take(prefix + ".bias", {out}) : ld.take_opt(prefix + ".bias", {out});
@@ -178,6 +97,10 @@ Floats take_tokens(Loader& ld, const std::string& canon, int64_t D, int64_t& K) 
   K = t.numel() / D;
   return t.data;
 }
+
+}  // namespace detail
+
+namespace {
 
 // The attention's fused (3 inner, D) input projection and its bias, from whichever form the layout stores:
 // a fused qkv (timm, torchvision / CLIP in_proj, vit-pytorch to_qkv), separate query/key/value (Hugging
@@ -227,161 +150,6 @@ LinearW take_qkv(Loader& ld, const std::string& b, int64_t D, int64_t inner) {
   return l;
 }
 
-// A patch embedding conv (D, 3, P, P) into w.patch_embed: sets hp.dim and hp.patch (checked against a config
-// patch_size) and returns D.
-int64_t take_patch_conv(Loader& ld, const FileConfig& fc, ViTWeights& w) {
-  const std::string& path = ld.path();
-  HParams& hp = w.hp;
-  const std::string pe_name = ld.file_name("patch_embed.proj.weight");
-  const Tensor& pe = ld.need("patch_embed.proj.weight", "(D, 3, P, P)");
-  if (pe.rank() != 4 || dim(pe, 1) != 3 || dim(pe, 2) != dim(pe, 3))
-    throw ld.shape_error("patch_embed.proj.weight", "(D, 3, P, P)", pe.shape);
-  const int64_t D = dim(pe, 0);
-  hp.dim = to_int(D, path + ": " + pe_name);
-  hp.patch = to_int(dim(pe, 2), path + ": patch size");
-  if (fc.patch_size && *fc.patch_size != hp.patch) {
-    throw Error(path + ": " + src_of(fc, "patch_size") + " patch_size " + std::to_string(*fc.patch_size) +
-                " does not match " + pe_name + " " + shape_str(pe.shape));
-  }
-  // A config that states it (and agrees, checked above) is the source, as for the weight-less fields.
-  hp.source["patch_size"] = fc.patch_size ? src_of(fc, "patch_size") : "inferred from " + pe_name;
-  w.patch_embed.weight = pe.data;  // (D, 3, P, P) == (D, 3*P*P) in (channel, row, column) order
-  w.patch_embed.out = hp.dim;
-  w.patch_embed.in = 3 * hp.patch * hp.patch;
-  w.patch_embed.bias = ld.take_opt("patch_embed.proj.bias", {D});
-  return D;
-}
-
-// vit-pytorch: Rearrange('b c (h p1) (w p2) -> b (h w) (p1 p2 c)'), LayerNorm(3 P P), Linear(3 P P, D),
-// LayerNorm(D). The Linear's columns and the first LayerNorm are reordered from (row, column, channel) to
-// attnmap's (channel, row, column) patch vector; a LayerNorm of a permuted vector is the permuted LayerNorm.
-int64_t take_patch_linear(Loader& ld, const FileConfig& fc, ViTWeights& w) {
-  HParams& hp = w.hp;
-  const std::string pe_name = ld.file_name("patch_embed.proj.weight");
-  const Tensor& pe = ld.need("patch_embed.proj.weight", "(D, 3*P*P)");
-  if (pe.rank() != 2) throw ld.shape_error("patch_embed.proj.weight", "(D, 3*P*P)", pe.shape);
-  const int64_t D = dim(pe, 0), PD = dim(pe, 1);
-  const auto P = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(PD) / 3.0)));
-  if (P <= 0 || 3 * P * P != PD)
-    throw Error(ld.path() + ": tensor '" + pe_name + "' has " + std::to_string(PD) +
-                " input features, which is not 3*P*P for a square patch (non-square patches are not supported)");
-  hp.dim = to_int(D, ld.path() + ": " + pe_name);
-  hp.patch = static_cast<int>(P);
-  if (fc.patch_size && *fc.patch_size != hp.patch)
-    throw Error(ld.path() + ": " + src_of(fc, "patch_size") + " patch_size " + std::to_string(*fc.patch_size) +
-                " does not match " + pe_name + " " + shape_str(pe.shape));
-  hp.source["patch_size"] = fc.patch_size ? src_of(fc, "patch_size") : "inferred from " + pe_name;
-  auto reorder = [P](const float* src, float* dst, int64_t rows) {  // (rows, P*P*3) -> (rows, 3*P*P)
-    const int64_t PP = P * P;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < 3; ++c)
-        for (int64_t i = 0; i < PP; ++i) dst[r * 3 * PP + c * PP + i] = src[r * 3 * PP + i * 3 + c];
-  };
-  w.patch_embed.weight.resize(static_cast<size_t>(D * PD));
-  reorder(pe.data.data(), w.patch_embed.weight.mutable_data(), D);
-  w.patch_embed.out = hp.dim;
-  w.patch_embed.in = static_cast<int>(PD);
-  w.patch_embed.bias = ld.take_opt("patch_embed.proj.bias", {D});
-  const LayerNormW in = take_norm_opt(ld, "patch_norm_in", PD);
-  if (in.present()) {
-    w.patch_norm_in.weight.resize(static_cast<size_t>(PD));
-    w.patch_norm_in.bias.resize(static_cast<size_t>(PD));
-    reorder(in.weight.data(), w.patch_norm_in.weight.mutable_data(), 1);
-    reorder(in.bias.data(), w.patch_norm_in.bias.mutable_data(), 1);
-  }
-  w.patch_norm_out = take_norm_opt(ld, "patch_norm_out", D);
-  return D;
-}
-
-// The prefix tokens, each (1, K, D): the class token into w.cls_token (absent: no class token, where the
-// layout allows it), a distillation token (DeiT), then registers (timm reg_token or DINOv2's
-// register_tokens) into w.extra_tokens; sets hp.class_token, num_dist, num_registers, num_prefix. Returns
-// whether the registers are DINOv2's (inserted after the position embedding is added).
-bool take_prefix_tokens(Loader& ld, int64_t D, ViTWeights& w) {
-  HParams& hp = w.hp;
-  const Layout l = ld.scheme().layout;
-  int64_t k = 0;
-  const bool may_lack = l == Layout::Timm || l == Layout::TimmSiglip || l == Layout::SimpleVit;
-  if (l == Layout::SimpleVit || (may_lack && !ld.has("cls_token"))) {
-    hp.class_token = false;
-  } else if (l == Layout::VitPytorch && ld.need("cls_token", "(1, D)").numel() == 0) {
-    hp.class_token = false;  // vit-pytorch since 2025-11: pool='mean' stores a (0, D) class token
-  } else {
-    w.cls_token = take_tokens(ld, "cls_token", D, k);
-    if (k != 1) throw ld.shape_error("cls_token", shape_str({1, 1, D}), ld.need("cls_token", "").shape);
-  }
-  if (ld.has("dist_token")) {
-    w.extra_tokens = take_tokens(ld, "dist_token", D, k);
-    if (k != 1) throw ld.shape_error("dist_token", shape_str({1, 1, D}), ld.need("dist_token", "").shape);
-    hp.num_dist = 1;
-  }
-  bool fb_registers = false;
-  for (const char* reg : {"reg_token", "register_tokens"}) {
-    if (!ld.has(reg)) continue;
-    if (hp.num_registers) throw Error(ld.path() + ": both reg_token and register_tokens present");
-    const Floats r = take_tokens(ld, reg, D, k);
-    w.extra_tokens.insert_back(r.begin(), r.end());
-    hp.num_registers = static_cast<int>(k);
-    fb_registers = std::string(reg) == "register_tokens";
-  }
-  hp.num_prefix = (hp.class_token ? 1 : 0) + hp.num_dist + hp.num_registers;
-  return fb_registers;
-}
-
-// How many prefix tokens have a position row, of a pos_embed with `rows` rows: DINOv2 registers get none
-// (pos_embed 1+N rows); timm reg_token models either embed every prefix token (1+R+N) or none
-// (no_embed_class, N rows): the row count tells them apart, the config image size settles a tie.
-int pos_prefix_rows(const HParams& hp, Layout layout, const FileConfig& fc, bool fb_registers, int64_t rows) {
-  std::vector<int> candidates;
-  if (fb_registers) {
-    candidates = {1};
-  } else if (!timm_like(layout)) {
-    candidates = {hp.num_prefix};  // Hugging Face, torchvision, CLIP and vit-pytorch embed the class token
-  } else if (hp.num_registers) {
-    candidates = {0, hp.num_prefix};
-  } else {
-    candidates = {hp.num_prefix, 0};
-  }
-  int pp = -1;
-  if (fc.image_w && *fc.image_w > 0 && *fc.image_h > 0 && hp.patch > 0) {
-    const int64_t n = static_cast<int64_t>(*fc.image_w / hp.patch) * (*fc.image_h / hp.patch);
-    for (int c : candidates)
-      if (rows - c == n) pp = c;
-  } else {
-    for (int c : candidates) {
-      const int64_t n = rows - c;
-      const auto g = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(std::max<int64_t>(n, 0)))));
-      if (pp < 0 && n > 0 && g * g == n) pp = c;
-    }
-  }
-  if (pp < 0) pp = candidates.front();  // resolve_grid reports the mismatch
-  return pp;
-}
-
-// The position embedding (1, pos_prefix+N, D) into w.pos_embed; sets hp.pos_prefix and the grid. SimpleViT
-// has none in its file: its 2-D sin-cos table is computed for the grid (hp.pos_sincos).
-void take_pos_embed(Loader& ld, const FileConfig& fc, bool fb_registers, int64_t D, ViTWeights& w) {
-  HParams& hp = w.hp;
-  if (ld.scheme().layout == Layout::SimpleVit) {
-    if (D % 4 != 0) throw Error(ld.path() + ": SimpleViT's sin-cos position table needs D divisible by 4, found D = " + std::to_string(D));
-    hp.pos_sincos = true;
-    hp.pos_prefix = 0;
-    resolve_grid(hp, fc, 0, false, ld.path(), "",
-                 "default (224; SimpleViT computes its sin-cos positions for any grid: --size or config image_size)");
-    return;
-  }
-  const std::string pos_name = ld.file_name("pos_embed");
-  const Tensor& pos = ld.need("pos_embed", "(1, 1+N, D)");
-  if (!((pos.rank() == 3 && dim(pos, 0) == 1) || pos.rank() == 2) || pos.shape.back() != D || dim(pos, pos.rank() - 2) < 1)
-    throw ld.shape_error("pos_embed", "(1, 1+N, " + std::to_string(D) + ")", pos.shape);
-  const int64_t rows = dim(pos, pos.rank() - 2);
-  const int pp = pos_prefix_rows(hp, ld.scheme().layout, fc, fb_registers, rows);
-  hp.pos_prefix = pp;
-  hp.source["pos_prefix"] = "inferred from " + pos_name + " rows (" + std::to_string(rows) + ")";
-  resolve_grid(hp, fc, rows - pp, true, ld.path(), pos_name);
-  w.pos_embed = pos.data;
-}
-
 // Depth = 1 + the highest block index present (probed up to 4096), so that a block missing in the middle
 // is named by the block loop as a missing tensor instead of silently ending the model there.
 int count_blocks(Loader& ld) {
@@ -402,84 +170,6 @@ int64_t attention_width(Loader& ld, int64_t D) {
   if (t.rank() != 2 || dim(t, 1) != D || dim(t, 0) % 3 != 0)
     throw ld.shape_error("blocks.0.attn.qkv.weight", "(3 * heads * dim_head, " + std::to_string(D) + ")", t.shape);
   return dim(t, 0) / 3;
-}
-
-// Token widths whose timm / DINO / DeiT sizes have other than D/64 heads: refused without a head count.
-const char* ambiguous_heads(int D) {
-  switch (D) {
-    case 1280: return "timm's vit_huge_* has 16 heads (D/64 would be 20)";
-    case 1408: return "timm's vit_giant_* has 16 heads (D/64 would be 22)";
-    case 1664: return "timm's vit_gigantic_* has 16 heads (D/64 would be 26)";
-    case 1152: return "timm's vit_so400m_* (SigLIP) has 16 heads (D/64 would be 18)";
-    case 1536: return "DINOv2's vit_giant2 has 24 heads (D/64), timm's vit_giantopt 16";
-    case 1792: return "OpenCLIP's ViT-e-14 has 16 heads (head_width 112; D/64 would be 28)";
-    default: return nullptr;
-  }
-}
-
-// The head count when nothing says it: the layout's rule (layouts.hpp HeadRule). Throws attnmap::Error
-// with the choices where the rule does not fix it.
-int heads_by_rule(const ViTWeights& w, int64_t inner, const std::string& path, std::string& why) {
-  const HParams& hp = w.hp;
-  const HeadRule rule = layout_info(hp.layout).heads;
-  const std::string fix = "; give --heads H (or config num_heads)";
-  if (rule == HeadRule::D64 && ambiguous_heads(hp.dim))
-    throw Error(path + ": the number of heads is not in the file, and for width " + std::to_string(hp.dim) +
-                " OpenCLIP's ViT-H / g / bigG / e have 16 heads (head_width 80 / 88 / 104 / 112), OpenAI CLIP's rule "
-                "width // 64 gives " + std::to_string(hp.dim / 64) + fix + " or open_clip_config.json");
-  if (rule == HeadRule::Inner64)  // vit-pytorch's constructors take heads with no default
-    throw Error(path + ": the number of heads is not in the file (vit-pytorch's ViT(heads=..., dim_head=...) keeps "
-                "neither; attention width " + std::to_string(inner) +
-                (inner % 64 == 0 ? " = " + std::to_string(inner / 64) + " x its default dim_head 64" : std::string()) + ")" + fix);
-  if (rule == HeadRule::D64) {
-    if (inner % 64 != 0)
-      throw Error(path + ": the number of heads is not in the file and the attention width " + std::to_string(inner) +
-                  " is not a multiple of 64 (CLIP's width // 64)" + fix);
-    why = "default (width // 64: CLIP's own rule)";
-    return static_cast<int>(inner / 64);
-  }
-  if (const char* amb = ambiguous_heads(hp.dim))
-    throw Error(path + ": the number of heads is not in the file, and for D = " + std::to_string(hp.dim) + " " + amb + fix);
-  if (hp.dim % 64 != 0)
-    throw Error(path + ": the number of heads is not in the file, and D = " + std::to_string(hp.dim) +
-                " is not a multiple of 64 (every timm / DINO / DeiT size with D/64 heads is)" + fix);
-  why = "default (D/64: every timm / DINO / DeiT size with D = " + std::to_string(hp.dim) + " has it)";
-  return hp.dim / 64;
-}
-
-// hp.num_heads (and head_dim) from --heads, else the config, else the architecture name, else the layout's
-// rule. Throws attnmap::Error when it is not positive or does not divide the attention width.
-void resolve_heads(const FileConfig& fc, const ModelOverrides& ov, const std::string& path, int64_t inner, ViTWeights& w) {
-  HParams& hp = w.hp;
-  if (ov.num_heads) {
-    hp.num_heads = *ov.num_heads;
-    hp.source["num_heads"] = "command line";
-    const int said = fc.num_heads ? *fc.num_heads : fc.architecture ? heads_from_architecture(*fc.architecture, hp.dim) : 0;
-    if (said > 0 && said != hp.num_heads)
-      w.notices.push_back("--heads " + std::to_string(hp.num_heads) + " overrides num_heads " + std::to_string(said) +
-                          " from " + src_of(fc, fc.num_heads ? "num_heads" : "architecture"));
-  } else if (fc.num_heads) {
-    hp.num_heads = *fc.num_heads;
-    hp.source["num_heads"] = src_of(fc, "num_heads");
-  } else if (fc.architecture && heads_from_architecture(*fc.architecture, hp.dim) > 0) {
-    hp.num_heads = heads_from_architecture(*fc.architecture, hp.dim);
-    hp.source["num_heads"] = "inferred from architecture " + *fc.architecture + " (" + src_of(fc, "architecture") + ")";
-  } else {
-    std::string why;
-    if (fc.architecture && heads_from_architecture(*fc.architecture) > 0)  // a name whose size is not this D
-      w.notices.push_back("architecture " + *fc.architecture + " (" + src_of(fc, "architecture") +
-                          ") names a model of another width than D = " + std::to_string(hp.dim) +
-                          ": its head count is not used");
-    hp.num_heads = heads_by_rule(w, inner, path, why);
-    hp.source["num_heads"] = why;
-  }
-  if (hp.num_heads <= 0)
-    throw Error(path + ": " + hp.source["num_heads"] + " num_heads " + std::to_string(hp.num_heads) + " must be positive");
-  if (inner % hp.num_heads != 0) {
-    throw Error(path + ": " + std::to_string(hp.num_heads) + " heads do not divide the attention width " +
-                std::to_string(inner) + (inner == hp.dim ? " (the token width D)" : ""));
-  }
-  hp.head_dim = static_cast<int>(inner / hp.num_heads);
 }
 
 // The MLP of block `b`: fc1 (M, D) / fc2 (D, M), or DINOv2's SwiGLU w12 (2M, D) / w3 (D, M). Sets hp.mlp_dim
@@ -597,54 +287,6 @@ AttentionPoolW take_attn_pool(Loader& ld, int64_t D) {
   return p;
 }
 
-// What the classifier reads: the command line, the config, else what the file shows (an attention pool,
-// no class token, timm's fc_norm for global_pool='avg'), else the class token. Returns false when the
-// layout's file cannot say it and nothing else did (vit-pytorch's pool): the head is then not used.
-bool resolve_pool(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, ViTWeights& w) {
-  HParams& hp = w.hp;
-  const Layout l = ld.scheme().layout;
-  bool known = true;
-  if (fc.pool) {
-    hp.pool = *fc.pool;
-    hp.source["pool"] = src_of(fc, "pool");
-  } else if (w.attn_pool.present()) {
-    hp.pool = Pool::Map;
-    hp.source["pool"] = "inferred from " + ld.file_name("attn_pool.latent");
-  } else if (l == Layout::SimpleVit) {
-    hp.pool = Pool::MeanAll;
-    hp.source["pool"] = "SimpleViT (x.mean(dim = 1))";
-  } else if (!hp.class_token) {
-    hp.pool = Pool::MeanPatches;
-    hp.source["pool"] = "no class token: timm global_pool='avg'";
-  } else if (l == Layout::VitPytorch && ld.need("cls_token", "(1, D)").rank() != 2) {
-    // vit-pytorch since 2025-11 stores its class token as (1, D) only with pool='cls'; before, always as
-    // (1, 1, D), where pool='mean' averaged every token, the class token included: the file cannot say.
-    known = false;
-  } else if (l == Layout::VitPytorch) {
-    hp.pool = Pool::ClassToken;
-    hp.source["pool"] = "vit-pytorch: a (1, D) class token is stored only with pool='cls'";
-  } else if (w.fc_norm.present()) {
-    hp.pool = Pool::MeanPatches;
-    hp.source["pool"] = "inferred from " + ld.file_name("fc_norm.weight") + " (timm global_pool='avg')";
-  } else {
-    hp.pool = Pool::ClassToken;
-    hp.source["pool"] = "default (the class token)";
-  }
-  if (ov.pool) {  // the command line wins; a user should see what it replaced
-    if (known && *ov.pool != hp.pool)
-      w.notices.push_back("--pool replaces " + pool_name(hp.pool) + " (" + hp.source["pool"] + ") by " + pool_name(*ov.pool));
-    hp.pool = *ov.pool;
-    hp.source["pool"] = "command line";
-    known = true;
-  }
-  if (!known) return false;
-  if (hp.pool == Pool::Map && !w.attn_pool.present())
-    throw Error(ld.path() + ": pool 'map' (" + hp.source["pool"] + ") but the file has no attention pool (attn_pool.*)");
-  if (hp.pool == Pool::ClassToken && !hp.class_token)
-    throw Error(ld.path() + ": pool 'cls' (" + hp.source["pool"] + ") but the model has no class token");
-  return true;
-}
-
 // The final LayerNorm (D), fc_norm, an attention pool and the classifier head (C, D) with a DeiT head_dist,
 // when present. Appends a missing head bias to no_bias.
 void take_norm_and_head(Loader& ld, const RawWeights& raw, const FileConfig& fc, const ModelOverrides& ov,
@@ -679,47 +321,6 @@ void take_norm_and_head(Loader& ld, const RawWeights& raw, const FileConfig& fc,
   if (w.hp.pool == Pool::ClassToken && !w.norm.present())
     ld.missing("norm.weight", shape_str({D}), "the classifier head reads the final LayerNorm");
   if (w.head.bias.empty()) no_bias.push_back(ld.file_name("head.bias"));
-}
-
-// The MLP activation: the command line, the config, the architecture name (timm *_quickgelu_*), an OpenAI
-// CLIP file's own record, else the layout's default where its code fixes one. Throws attnmap::Error where
-// the family's files cannot say it (CLIP: QuickGELU for OpenAI, GELU for most OpenCLIP models; timm CLIP:
-// GELU, or QuickGELU for *_quickgelu_*).
-void resolve_activation(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, ViTWeights& w) {
-  HParams& hp = w.hp;
-  const Layout l = hp.layout;
-  const LayoutInfo& info = layout_info(l);
-  if (ov.act) {
-    hp.act = *ov.act;
-    hp.source["act"] = "command line";
-  } else if (fc.act) {
-    hp.act = *fc.act;
-    hp.source["act"] = src_of(fc, "act");
-  } else if (l == Layout::TimmClip && fc.architecture) {
-    const bool quick = fc.architecture->find("quickgelu") != std::string::npos;
-    hp.act = quick ? Activation::QuickGelu : Activation::Gelu;
-    hp.source["act"] = "inferred from architecture " + *fc.architecture + " (" + src_of(fc, "architecture") + ")";
-  } else if (l == Layout::Clip && ld.file_has("input_resolution")) {
-    hp.act = Activation::QuickGelu;
-    hp.source["act"] = "OpenAI CLIP file (input_resolution present): QuickGELU";
-  } else if (l == Layout::HfClip && !fc.hf_config) {
-    throw Error(ld.path() + ": the MLP activation is not in the file and no config.json is beside it: OpenAI's "
-                "CLIP models converted to Hugging Face use quick_gelu, LAION's gelu; give --act quickgelu or --act gelu");
-  } else if (l == Layout::Clip || l == Layout::TimmClip) {
-    throw Error(ld.path() + ": the MLP activation is not in the file: " +
-                (l == Layout::Clip ? std::string("OpenAI CLIP uses QuickGELU, OpenCLIP models GELU unless their config says quick_gelu")
-                                   : std::string("timm's vit_*_clip_* use GELU, vit_*_clip_quickgelu_* QuickGELU")) +
-                "; give --act quickgelu or --act gelu (or a config: " +
-                (l == Layout::Clip ? "open_clip_config.json" : "config.json with the timm architecture") + ")");
-  } else {
-    hp.act = info.act;
-    hp.source["act"] = l == Layout::HfClip ? std::string("default (CLIPVisionConfig hidden_act quick_gelu: the config.json omits it)")
-                                           : std::string("default (") + info.name + ")";
-  }
-  // The command line wins, but a user should see what it replaced.
-  if (ov.act && (fc.act || l != Layout::Clip) && *ov.act != (fc.act ? *fc.act : info.act))
-    w.notices.push_back("--act " + activation_name(*ov.act) + " replaces " + activation_name(fc.act ? *fc.act : info.act) +
-                       (fc.act ? " from " + src_of(fc, "act") : " (the " + std::string(info.name) + " layout's own)"));
 }
 
 }  // namespace

@@ -1,0 +1,174 @@
+// figures_sheet.cpp - the contact sheet: thumbnails made on threads, placeholders, pages (see figures.hpp)
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <thread>
+
+#include "core/error.hpp"
+#include "draw/figures.hpp"
+#include "draw/figures_internal.hpp"
+#include "draw/overlay.hpp"
+
+namespace attnmap {
+
+using namespace detail;
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const Rgb kFailed{170, 20, 20};
+const Rgb kPlaceholder{236, 236, 236};
+
+/// `s` cut to at most `n` bytes at a UTF-8 character boundary, "…" added when cut.
+std::string cut_utf8(const std::string& s, size_t n) {
+  if (s.size() <= n) return s;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n) + "\u2026";
+}
+
+/// The thumbnails of items [first, first + n), each scaled to its size in `sizes` (stb_image_resize), made on
+/// up to 8 threads. A placeholder, or an item whose load threw, gets an empty Image and its text in *why.
+std::vector<Image> page_thumbnails(const std::vector<SheetItem>& items, const std::vector<std::pair<int, int>>& sizes,
+                                   int first, int n, std::vector<std::string>* why) {
+  std::vector<Image> thumbs(static_cast<size_t>(n));
+  why->assign(static_cast<size_t>(n), "");
+  std::atomic<int> next{0};
+  auto work = [&] {
+    for (int i = next++; i < n; i = next++) {
+      const SheetItem& it = items[static_cast<size_t>(first + i)];
+      const auto [iw, ih] = sizes[static_cast<size_t>(first + i)];
+      std::string& w = (*why)[static_cast<size_t>(i)];
+      try {
+        if (!it.overlay && !it.load) {
+          w = it.placeholder;
+          continue;
+        }
+        Image loaded;
+        if (!it.overlay) loaded = it.load();
+        const Image& pic = it.overlay ? *it.overlay : loaded;
+        thumbs[static_cast<size_t>(i)] = pic.width == iw && pic.height == ih ? pic : resize_photo(pic, iw, ih);
+      } catch (const std::exception& e) {
+        w = e.what();
+      } catch (...) {
+        w = "the picture could not be read";
+      }
+    }
+  };
+  const int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, std::min(8, n));
+  std::vector<std::thread> pool;
+  for (int k = 1; k < threads; ++k) pool.emplace_back(work);
+  work();
+  for (std::thread& th : pool) th.join();
+  return thumbs;
+}
+
+/// A placeholder tile (x, y, w, h): light grey, outlined, `text` wrapped and centred in dark red.
+void draw_placeholder(Canvas& c, int x, int y, int w, int h, const std::string& text, const TextStyle& base) {
+  c.fill_rect(x, y, w, h, kPlaceholder);
+  c.stroke_rect(x + 0.5, y + 0.5, w - 1, h - 1, kGrey, 1.0);
+  TextStyle ts = base;
+  ts.bold = false;
+  ts.ellipsize = false;
+  ts.color = kFailed;
+  ts.align = Align::Center;
+  ts.width = w - base.px;
+  const std::string shown = cut_utf8(text.empty() ? "no picture" : text, 240);
+  const TextSize sz = c.measure(shown, ts);
+  c.text(shown, x + base.px / 2, y + std::max(base.px / 2, (h - sz.h) / 2), ts);
+}
+
+/// Each item's thumbnail size (longer side t; {0, 0} for a placeholder). Throws attnmap::Error for an item
+/// with neither a picture nor a placeholder.
+std::vector<std::pair<int, int>> sheet_sizes(const std::vector<SheetItem>& items, int t) {
+  std::vector<std::pair<int, int>> sizes;
+  for (const SheetItem& it : items) {
+    const int w = it.overlay ? it.overlay->width : it.load ? it.width : 0;
+    const int h = it.overlay ? it.overlay->height : it.load ? it.height : 0;
+    if (!it.overlay && !it.load && !it.placeholder.empty()) {
+      sizes.emplace_back(0, 0);
+      continue;
+    }
+    if (w <= 0 || h <= 0) throw Error("contact sheet: an item has no picture");
+    const double s = static_cast<double>(t) / std::max(w, h);
+    sizes.emplace_back(std::max(1, static_cast<int>(std::lround(w * s))), std::max(1, static_cast<int>(std::lround(h * s))));
+  }
+  return sizes;
+}
+
+}  // namespace
+
+std::vector<std::string> write_contact_sheet(const std::string& path, const std::string& title,
+                                             const std::vector<SheetItem>& items, const SheetOptions& opt) {
+  if (items.empty()) throw Error("contact sheet: no image to show");
+  if (fs::path(path).extension() != ".png") throw Error(path + ": a contact sheet is written as .png");
+  if (opt.columns < 1) throw Error("--sheet-columns must be >= 1, found " + std::to_string(opt.columns));
+  if (opt.thumb_long < 16) throw Error("contact sheet: thumbnails under 16 pixels");
+  const int t = opt.thumb_long, f = text_px(t), m = f, g = f;
+  Canvas probe(1, 1, opt.dpi, FigureFormat::Png);
+  TextStyle name;
+  name.px = 0.85 * f;
+  name.bold = true;
+  name.color = kInk;
+  name.width = t;
+  name.ellipsize = true;
+  TextStyle detail = name;
+  detail.bold = false;
+  detail.color = kGrey;
+  const int line = static_cast<int>(std::ceil(probe.measure("Ag", name).h));
+  // Thumbnails: the longer side thumb_long; the picture row is as high as the highest of them.
+  const std::vector<std::pair<int, int>> sizes = sheet_sizes(items, t);
+  int pic_h = 0;
+  for (const auto& sz : sizes) pic_h = std::max(pic_h, sz.second);
+  if (pic_h == 0) pic_h = t;  // placeholders only
+  const int cell_h = pic_h + f / 3 + 2 * line;
+  const int cols = std::min(opt.columns, static_cast<int>(items.size()));
+  const int w = 2 * m + cols * t + (cols - 1) * g;
+  TextStyle ts;
+  ts.px = 1.05 * f;
+  ts.bold = true;
+  ts.color = kInk;
+  ts.width = w - 2 * m;
+  auto rows_per_page = [&](int title_h) { return std::max(1, (opt.max_page_height - 2 * m - title_h + g) / (cell_h + g)); };
+  int title_h = static_cast<int>(std::ceil(probe.measure(title, ts).h)) + g;
+  if (rows_per_page(title_h) * cols < static_cast<int>(items.size()))  // pages: the title says which
+    title_h = static_cast<int>(std::ceil(probe.measure(title + " (page 99 of 99)", ts).h)) + g;
+  const int per_page = rows_per_page(title_h) * cols;
+  const int pages = (static_cast<int>(items.size()) + per_page - 1) / per_page;
+  std::vector<std::string> out;
+  const fs::path p(path);
+  FigureOptions fo;
+  fo.dpi = opt.dpi;
+  fo.provenance = opt.provenance;
+  for (int page = 0; page < pages; ++page) {
+    const int first = page * per_page, n = std::min(per_page, static_cast<int>(items.size()) - first);
+    const int rows = (n + cols - 1) / cols;
+    const int h = m + title_h + rows * cell_h + (rows - 1) * g + m;
+    const std::string base = pages == 1 ? (p.parent_path() / p.stem()).string()
+                                        : (p.parent_path() / (p.stem().string() + "-" + std::to_string(page + 1))).string();
+    const std::string head = pages == 1 ? title
+                                        : title + " (page " + std::to_string(page + 1) + " of " + std::to_string(pages) + ")";
+    std::vector<std::string> why;
+    const std::vector<Image> thumbs = page_thumbnails(items, sizes, first, n, &why);
+    const auto written = emit(base, fo, w, h, [&](Canvas& c) {
+      c.text(head, m, m, ts);
+      for (int i = 0; i < n; ++i) {
+        const SheetItem& it = items[static_cast<size_t>(first + i)];
+        const auto [iw, ih] = sizes[static_cast<size_t>(first + i)];
+        const int x = m + (i % cols) * (t + g), y = m + title_h + (i / cols) * (cell_h + g);
+        const Image& thumb = thumbs[static_cast<size_t>(i)];
+        if (thumb.width > 0)
+          c.image(thumb, x + (t - iw) / 2, y + (pic_h - ih), iw, ih, Filter::Nearest);
+        else
+          draw_placeholder(c, x, y, t, pic_h, why[static_cast<size_t>(i)], name);
+        c.text(it.name, x, y + pic_h + f / 3, name);
+        c.text(it.detail, x, y + pic_h + f / 3 + line, detail);
+      }
+    });
+    out.insert(out.end(), written.begin(), written.end());
+  }
+  return out;
+}
+
+}  // namespace attnmap
