@@ -206,6 +206,7 @@ struct ComputedViews {
   std::vector<ViewMap> maps;
   std::vector<std::pair<std::string, float>> top5;
   std::vector<double> probs;        ///< softmax of the logits (empty without a head)
+  std::vector<int> classes;         ///< the classes the class-specific views explain, most probable first
   std::vector<std::string> notes;   ///< the decoder's
   std::optional<Image> photo;       ///< kept for drawing unless --scale run (then read again: photos are big)
   Box box;                          ///< the model input's box on the photo (preprocess)

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "app/provenance.hpp"
+#include "app/output_plan.hpp"
 #include "app/render.hpp"
 #include "core/error.hpp"
 #include "io/npy.hpp"
@@ -131,22 +132,6 @@ std::string class_phrase(int c, const std::vector<std::string>& labels, const st
   return (labels.size() == probs.size() && i < labels.size() ? labels[i] : "class " + std::to_string(c)) + p;
 }
 
-// A class-specific view's per-class file names: with --class topK, K >= 2.
-bool per_class_files(const RenderContext& ctx) {
-  return ctx.classes.kind == ClassSpec::Kind::TopK && ctx.classes.k > 1;
-}
-
-std::string view_base(const RenderContext& ctx, const Job& job, const ResolvedView& v) {
-  return ctx.user_views == 1 ? job.out_base : job.out_base + "." + v.tag;
-}
-
-std::string map_base(const RenderContext& ctx, const Job& job, const ViewMap& m) {
-  const ResolvedView& v = ctx.views[m.view];
-  std::string base = view_base(ctx, job, v);
-  if (v.class_specific && per_class_files(ctx)) base += ".class-" + class_file_label(m.class_index, ctx.model->hp.labels);
-  return base;
-}
-
 std::vector<ViewSpec> parse_view_list(const std::string& flag, const std::string& list) {
   try {
     return parse_views(list);
@@ -207,21 +192,6 @@ void make_views_context(RenderContext& ctx, const ViTWeights& model, const Rende
   add_auxiliary_views(ctx, hp, has_head);
 }
 
-JobFiles job_files(const RenderContext& ctx, const Job& job) {
-  JobFiles f;
-  const RenderOptions& opt = *ctx.opt;
-  if (opt.heads_grid) f.sheet = job.out_base + ".heads.png";
-  for (size_t i = 0; i < ctx.user_views; ++i) {
-    if (ctx.views[i].class_specific && per_class_files(ctx)) {  // named once the classes are known
-      f.names_unknown = true;
-      continue;
-    }
-    f.overlays.push_back(view_base(ctx, job, ctx.views[i]) + ".png");
-    if (opt.save_raw) f.npys.push_back(view_base(ctx, job, ctx.views[i]) + ".npy");
-  }
-  return f;
-}
-
 ComputedViews compute_job_views(const RenderContext& ctx, const Job& job) {
   const ViTWeights& model = *ctx.model;
   const HParams& hp = model.hp;
@@ -238,6 +208,9 @@ ComputedViews compute_job_views(const RenderContext& ctx, const Job& job) {
     cv.top5 = top_k_classes(logits, hp.labels, 5);
     cv.probs = class_probabilities(logits);
   }
+  const auto first = std::find_if(cv.maps.begin(), cv.maps.end(), [](const ViewMap& m) { return m.class_index >= 0; });
+  for (auto it = first; it != cv.maps.end() && it->view == first->view; ++it)  // the explained classes, in order
+    cv.classes.push_back(it->class_index);
   if (!(opt.scale && opt.scale->kind == ScaleKind::Run)) cv.photo = std::move(photo);
   return cv;
 }
@@ -259,32 +232,26 @@ void add_to_run_scales(const RenderContext& ctx, const ComputedViews& cv,
 
 namespace {
 
-// A map's label in lines and figures: view_label ("L3/mean · block 3, mean of heads"); for a class-specific
-// view with its block and class: "gradcam@L3 · Grad-CAM at block 3, class Coat 63.2%".
+// A map's label in figures and notes: view_label ("L3/mean · block 3, mean of heads"); for a class-specific
+// view with its class: "gradcam · Grad-CAM at block 3, class Coat 63.2%".
 std::string map_label(const RenderContext& ctx, const ComputedViews& cv, const ViewMap& m) {
   const ResolvedView& v = ctx.views[m.view];
   if (m.class_index < 0) return view_label(v);
-  const bool default_block = (v.spec.kind == ViewKind::GradCam || v.spec.kind == ViewKind::AttnGrad) && !v.spec.layer_given;
-  const std::string name = default_block ? v.name + "@L" + std::to_string(v.spec.layer) : v.name;
-  return name + " \u00b7 " + describe_view(v) + ", class " + class_phrase(m.class_index, ctx.model->hp.labels, cv.probs);
+  return view_label(v) + ", class " + class_phrase(m.class_index, ctx.model->hp.labels, cv.probs);
 }
 
-// Per-class files must not replace a file attnmap did not write (the batch checked the names it knew), nor
-// anything but a regular file. All are checked before any is written.
-void check_per_class_outputs(const RenderContext& ctx, const Job& job, const ComputedViews& cv) {
-  if (!per_class_files(ctx)) return;
-  for (const ViewMap& m : cv.maps) {
-    if (m.view >= ctx.user_views || !ctx.views[m.view].class_specific) continue;
-    for (const bool npy : {false, true}) {
-      if (npy && !ctx.opt->save_raw) continue;
-      const std::string out = map_base(ctx, job, m) + (npy ? ".npy" : ".png");
-      std::error_code ec;
-      const fs::file_status st = fs::symlink_status(out, ec);
-      if (!fs::exists(st)) continue;
-      if (!fs::is_regular_file(st) || !(npy ? looks_written_by_attnmap_npy(out) : written_by_attnmap(out)))
-        throw Error("output " + out + " already exists and was not written by attnmap (or is not a regular file); "
-                    "it is left alone: choose another --out or move it away");
-    }
+// Per-class files (named once the classes are known) must not replace a file attnmap did not write, nor
+// anything but a regular file; the batch checked the names it knew. All are checked before any is written.
+void check_per_class_outputs(const OutputPlan& plan) {
+  for (const PlannedFile& f : plan.files) {
+    if (f.class_index < 0 || (f.kind != OutputKind::MapPng && f.kind != OutputKind::MapNpy)) continue;
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(f.path, ec);
+    if (!fs::exists(st)) continue;
+    const bool npy = f.kind == OutputKind::MapNpy;
+    if (!fs::is_regular_file(st) || !(npy ? looks_written_by_attnmap_npy(f.path) : written_by_attnmap(f.path)))
+      throw Error("output " + f.path + " already exists and was not written by attnmap (or is not a regular file); "
+                  "it is left alone: choose another --out or move it away");
   }
 }
 
@@ -309,40 +276,37 @@ std::string stats_text(const RenderContext& ctx, const ComputedViews& cv, const 
   return st.dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-// NAME.npy: the map (grid_h, grid_w), or with --all-heads every head of the block (H, grid_h, grid_w); with a
-// record, the sidecar NAME.npy.json is removed before the .npy is replaced and written after it, so a sidecar
-// never describes a .npy of other settings.
-void write_map_npy(const RenderContext& ctx, const ComputedViews& cv, const std::string& npy, const ViewMap& m) {
-  const HParams& hp = ctx.model->hp;
-  const std::string side = npy_sidecar_path(npy);
-  if (!ctx.provenance.empty()) ::unlink(side.c_str());
-  if (ctx.opt->all_heads) {
-    std::vector<float> all;
-    for (int h = 0; h < hp.num_heads; ++h) {
-      const std::vector<float>& head = cv.maps[ctx.aux.heads + static_cast<size_t>(h)].map;
-      all.insert(all.end(), head.begin(), head.end());
-    }
-    write_npy(npy, all, {hp.num_heads, hp.grid_h, hp.grid_w});
-  } else {
-    write_npy(npy, m.map, {hp.grid_h, hp.grid_w});
-  }
-  if (ctx.provenance.empty()) return;
-  const std::string line = ctx.provenance + "\n";
-  write_file_atomic(side, std::vector<uint8_t>(line.begin(), line.end()));
+// The maps of views [at, at + n): the auxiliary views have one map each (they are class-agnostic).
+std::vector<std::vector<float>> maps_of(const ComputedViews& cv, size_t at, size_t n) {
+  std::vector<std::vector<float>> out;
+  for (const ViewMap& m : cv.maps)
+    if (m.view >= at && m.view < at + n) out.push_back(m.map);
+  return out;
 }
 
-// Writes one map's overlay PNG (with the run's record) and, with --save-raw, its .npy and sidecar.
-void write_view_files(const RenderContext& ctx, const ComputedViews& cv, const std::string& base, const Image& overlay,
+std::vector<float> concat(const std::vector<std::vector<float>>& maps) {
+  std::vector<float> out;
+  for (const auto& m : maps) out.insert(out.end(), m.begin(), m.end());
+  return out;
+}
+
+// One map's files from the plan: with --save-raw its .npy (with --all-heads every head of the block,
+// (H, grid_h, grid_w)) and sidecar, then its PNG.
+void write_view_files(const RenderContext& ctx, const ComputedViews& cv, const OutputPlan& plan, const Image& overlay,
                       const ViewMap& m, RenderResult* res) {
+  const HParams& hp = ctx.model->hp;
   if (ctx.opt->save_raw) {
-    write_map_npy(ctx, cv, base + ".npy", m);
-    res->outputs.push_back(base + ".npy");
+    const PlannedFile& npy = plan.map_file(OutputKind::MapNpy, m.view, m.class_index);
+    if (ctx.opt->all_heads)
+      write_map_npy(ctx, npy, concat(maps_of(cv, ctx.aux.heads, static_cast<size_t>(hp.num_heads))),
+                    {hp.num_heads, hp.grid_h, hp.grid_w});
+    else
+      write_map_npy(ctx, npy, m.map, {hp.grid_h, hp.grid_w});
+    res->outputs.push_back(npy.path);
   }
-  PngOptions po;
-  po.dpi = ctx.opt->dpi.value_or(0.0);
-  if (!ctx.provenance.empty()) po.text = {{kProvenanceKeyword, ctx.provenance}, {kStatsKeyword, stats_text(ctx, cv, m)}};
-  write_png(base + ".png", overlay, po);
-  res->outputs.push_back(base + ".png");
+  const PlannedFile& png = plan.map_file(OutputKind::MapPng, m.view, m.class_index);
+  write_map_png(ctx, png, overlay, stats_text(ctx, cv, m));
+  res->outputs.push_back(png.path);
 }
 
 // The panel's scale of each row: --scale map -> its own; figure (default) -> shared by the rows of one unit;
@@ -356,14 +320,6 @@ std::vector<Scale> panel_scales(const RenderContext& ctx, const std::vector<cons
     const std::string& units = ctx.views[m->view].units;
     out.push_back(own ? single_scale(ctx, m->map, units) : figure_scale(ctx, by_units[units], units));
   }
-  return out;
-}
-
-// The maps of views [at, at + n): the auxiliary views have one map each (they are class-agnostic).
-std::vector<std::vector<float>> maps_of(const ComputedViews& cv, size_t at, size_t n) {
-  std::vector<std::vector<float>> out;
-  for (const ViewMap& m : cv.maps)
-    if (m.view >= at && m.view < at + n) out.push_back(m.map);
   return out;
 }
 
@@ -424,7 +380,8 @@ RenderResult draw_job_views(const RenderContext& ctx, const Job& job, const Comp
   const Image& photo = cv.photo ? *cv.photo : *reread;
   int bx = 0, by = 0, bw = 0, bh = 0;
   box_pixels(cv.box, photo.width, photo.height, &bx, &by, &bw, &bh);
-  check_per_class_outputs(ctx, job, cv);
+  const OutputPlan plan = plan_outputs(ctx, job, &cv.classes);
+  check_per_class_outputs(plan);
   fs::create_directories(fs::path(job.out_base + ".png").parent_path());
   const PhotoBox box{bx, by, bw, bh};
   const std::string title = figure_title(job, hp, res.top5);
@@ -448,8 +405,8 @@ RenderResult draw_job_views(const RenderContext& ctx, const Job& job, const Comp
     std::vector<uint8_t> mask;
     const Image out = draw_view(photo, bx, by, bw, bh, m->map, ctx, &flat, &mask, ctx.views[m->view].units);
     if (flat) res.notes.push_back("the " + map_label(ctx, cv, *m) + " map is constant; drawn flat (no contrast)");
-    write_view_files(ctx, cv, map_base(ctx, job, *m), out, *m, &res);
-    pngs.push_back(map_base(ctx, job, *m) + ".png");
+    write_view_files(ctx, cv, plan, out, *m, &res);
+    pngs.push_back(res.outputs.back());
     if (res.map.empty()) {  // the manifest's statistics: the first view's (most probable class's) map
       res.map = m->map;
       res.mask = mask;

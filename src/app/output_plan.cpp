@@ -1,0 +1,96 @@
+// output_plan.cpp - the files one image writes, planned once, and the writers of the map files (see
+// output_plan.hpp).
+#include "app/output_plan.hpp"
+
+#include <unistd.h>
+
+#include "app/provenance.hpp"
+#include "core/error.hpp"
+#include "io/npy.hpp"
+
+namespace attnmap {
+
+namespace {
+
+bool per_class_files(const RenderContext& ctx) { return ctx.classes.kind == ClassSpec::Kind::TopK && ctx.classes.k > 1; }
+
+// NAME for one view, NAME.<tag> for each of several.
+std::string view_base(const RenderContext& ctx, const Job& job, const ResolvedView& v) {
+  return ctx.user_views == 1 ? job.out_base : job.out_base + "." + v.tag;
+}
+
+// One map's files: its PNG, and with --save-raw its .npy and sidecar (written before the PNG).
+void plan_map(const RenderContext& ctx, const std::string& base, size_t view, int cls, OutputPlan* plan) {
+  if (ctx.opt->save_raw) {
+    plan->files.push_back({base + ".npy", OutputKind::MapNpy, view, cls, true});
+    plan->files.push_back({npy_sidecar_path(base + ".npy"), OutputKind::Sidecar, view, cls, false});
+  }
+  plan->files.push_back({base + ".png", OutputKind::MapPng, view, cls, true});
+}
+
+}  // namespace
+
+std::vector<std::string> OutputPlan::paths(OutputKind kind) const {
+  std::vector<std::string> out;
+  for (const PlannedFile& f : files)
+    if (f.kind == kind) out.push_back(f.path);
+  return out;
+}
+
+const PlannedFile& OutputPlan::map_file(OutputKind kind, size_t view, int class_index) const {
+  for (const PlannedFile& f : files)
+    if (f.kind == kind && f.view == view && (f.class_index == class_index || f.class_index < 0)) return f;
+  throw Error("no planned output for view " + std::to_string(view) + ", class " + std::to_string(class_index));
+}
+
+OutputPlan plan_outputs(const RenderContext& ctx, const Job& job, const std::vector<int>* classes) {
+  const RenderOptions& opt = *ctx.opt;
+  OutputPlan plan;
+  for (const FigureFormat ff : opt.figure_formats) {  // the figures first: the map PNGs are the last written
+    const std::string ext = figure_extension(ff);
+    if (opt.panel) plan.files.push_back({job.out_base + ".panel" + ext, OutputKind::Figure, 0, -1, false});
+    if (opt.strip_layers) plan.files.push_back({job.out_base + ".layers" + ext, OutputKind::Figure, 0, -1, false});
+    if (opt.heads_grid) plan.files.push_back({job.out_base + ".heads" + ext, OutputKind::Figure, 0, -1, ext == ".png"});
+  }
+  for (size_t i = 0; i < ctx.user_views; ++i) {
+    const ResolvedView& v = ctx.views[i];
+    const std::string base = view_base(ctx, job, v);
+    if (!v.class_specific || !per_class_files(ctx)) {
+      plan_map(ctx, base, i, -1, &plan);
+    } else if (!classes) {
+      plan.names_unknown = true;  // named once the classes are known
+    } else {
+      for (const int c : *classes) plan_map(ctx, base + ".class-" + class_file_label(c, ctx.model->hp.labels), i, c, &plan);
+    }
+  }
+  return plan;
+}
+
+JobFiles job_files(const RenderContext& ctx, const Job& job) {
+  const OutputPlan plan = plan_outputs(ctx, job);
+  JobFiles f;
+  f.overlays = plan.paths(OutputKind::MapPng);
+  f.npys = plan.paths(OutputKind::MapNpy);
+  if (ctx.opt->heads_grid) f.sheet = job.out_base + ".heads.png";
+  f.names_unknown = plan.names_unknown;
+  return f;
+}
+
+void write_map_png(const RenderContext& ctx, const PlannedFile& file, const Image& overlay, const std::string& stats) {
+  PngOptions po;
+  po.dpi = ctx.opt->dpi.value_or(0.0);
+  if (!ctx.provenance.empty()) po.text = {{kProvenanceKeyword, ctx.provenance}, {kStatsKeyword, stats}};
+  write_png(file.path, overlay, po);
+}
+
+void write_map_npy(const RenderContext& ctx, const PlannedFile& file, const std::vector<float>& data,
+                   const std::vector<int64_t>& shape) {
+  const std::string side = npy_sidecar_path(file.path);
+  if (!ctx.provenance.empty()) ::unlink(side.c_str());  // an interrupted write leaves no record at all
+  write_npy(file.path, data, shape);
+  if (ctx.provenance.empty()) return;
+  const std::string line = ctx.provenance + "\n";
+  write_file_atomic(side, std::vector<uint8_t>(line.begin(), line.end()));
+}
+
+}  // namespace attnmap

@@ -1,0 +1,60 @@
+// output_plan.hpp - the files one image writes (issue 25: one output plan). plan_outputs lists them once,
+// as {path, kind, view, class}; the render writes from the plan (write_map_png, write_map_npy, the figures),
+// and the batch's checks (names, replaceability, --skip-existing, the files a manifest must not replace) and
+// the manifest's outputs read it. A new per-image output kind is a kind here, its line in plan_outputs and its
+// writer.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "app/render.hpp"
+
+namespace attnmap {
+
+enum class OutputKind {
+  MapPng,   ///< a view's map over the photo, NAME[.<tag>][.class-<label>].png, with the run's record
+  MapNpy,   ///< the same map as computed (--save-raw), NAME[...].npy
+  Sidecar,  ///< the .npy's record, NAME[...].npy.json
+  Figure,   ///< a figure of the image: NAME.panel.*, NAME.layers.*, NAME.heads.* in every --figure-format
+};
+
+/// One planned file.
+struct PlannedFile {
+  std::string path;
+  OutputKind kind = OutputKind::MapPng;
+  size_t view = 0;       ///< MapPng / MapNpy / Sidecar: index into RenderContext::views
+  int class_index = -1;  ///< a class-specific view's class; -1 otherwise (or not known yet)
+  /// Carries the run's record, which --skip-existing compares: the map PNGs, the heads sheet PNG, and each
+  /// .npy through its sidecar. The other figures are only required to exist.
+  bool recorded = false;
+};
+
+/// Every file of one image, in writing order (figures, then each map's .npy, sidecar and PNG).
+struct OutputPlan {
+  std::vector<PlannedFile> files;
+  /// Per-class files (--class topK, K >= 2) whose classes are not known before the forward pass: not listed
+  /// (plan_outputs without `classes`); --skip-existing then renders the image again.
+  bool names_unknown = false;
+  /// The paths of one kind, in plan order.
+  std::vector<std::string> paths(OutputKind kind) const;
+  /// The file of `kind` for view `view` and class `class_index`; throws attnmap::Error when not planned.
+  const PlannedFile& map_file(OutputKind kind, size_t view, int class_index) const;
+};
+
+/// Plans job's files for the run: the user's views' maps (NAME.png for one view, NAME.<tag>.png for several;
+/// a class-specific view's per class NAME[.<tag>].class-<label>.png with --class topK, K >= 2, listed when
+/// `classes` - the classes the pass explains, most probable first - is given), their .npy and sidecar with
+/// --save-raw, and the figures (panel, layers strip, heads sheet) in every figure format.
+OutputPlan plan_outputs(const RenderContext& ctx, const Job& job, const std::vector<int>* classes = nullptr);
+
+/// Writes a map PNG (atomically) with --dpi and, with a run record, tEXt `attnmap` (the record) and
+/// `attnmap:stats` (`stats`, the map's statistics).
+void write_map_png(const RenderContext& ctx, const PlannedFile& file, const Image& overlay, const std::string& stats);
+
+/// Writes a .npy (atomically): `data` of `shape`. With a run record its sidecar is removed first and written
+/// after, so a sidecar never describes a .npy of other settings.
+void write_map_npy(const RenderContext& ctx, const PlannedFile& file, const std::vector<float>& data,
+                   const std::vector<int64_t>& shape);
+
+}  // namespace attnmap
