@@ -225,16 +225,22 @@ TEST_F(Resume, ManifestHeaderNamesTheRunsSettings) {
 }
 
 // The friction: a resumed run with the same --manifest kept every statistic null for skipped rows.
-// Now they come from the earlier manifest, from the PNG, or from the .npy - each path checked exactly.
+// Now they come from the earlier manifest, from the PNG, or from the .npy - each path checked exactly. With
+// the earlier manifest, a skipped row also keeps the status and time of the run that made its outputs
+// ("carried": true); without one it says "skipped", with this run's time.
 TEST_F(Resume, SkippedRowsKeepTheirStatistics) {
   const std::string man = " --manifest " + q(dir / "m.jsonl");
   ASSERT_EQ(render("-q" + man).status, 0);
   const std::vector<json> first = manifest_lines(dir / "m.jsonl");
-  auto expect_same_stats = [&](const std::vector<json>& m, const std::string& how) {
+  auto expect_same_stats = [&](const std::vector<json>& m, const std::string& how, bool carried = false) {
     ASSERT_EQ(m.size(), first.size()) << how;
     EXPECT_TRUE(m[0].contains("attnmap_manifest")) << how;
     for (size_t i = 1; i < m.size(); ++i) {
-      EXPECT_EQ(m[i]["status"], "skipped") << how;
+      EXPECT_EQ(m[i]["status"], carried ? "done" : "skipped") << how;
+      EXPECT_EQ(m[i]["carried"], carried) << how;
+      if (carried) {
+        EXPECT_EQ(m[i]["milliseconds"], first[i]["milliseconds"]) << how;
+      }
       for (const char* k : {"input", "outputs", "map_max", "argmax_row", "argmax_col", "entropy", "top5"})
         EXPECT_EQ(m[i][k], first[i][k]) << how << ": " << k;
     }
@@ -246,7 +252,7 @@ TEST_F(Resume, SkippedRowsKeepTheirStatistics) {
     write_png(p.string(), load_image(p.string()), PngOptions{0.0, {t[1]}});  // Software + the settings record only
   }
   ASSERT_EQ(render("-q --skip-existing" + man).status, 0);
-  expect_same_stats(manifest_lines(dir / "m.jsonl"), "from the manifest");
+  expect_same_stats(manifest_lines(dir / "m.jsonl"), "from the manifest", true);
   // From the PNGs (a fresh manifest path).
   ASSERT_EQ(render("-q").status, 0);
   ASSERT_EQ(render("-q --skip-existing --manifest " + q(dir / "m2.jsonl")).status, 0);
@@ -318,11 +324,20 @@ TEST_F(Resume, InterruptedRunResumedHasEveryRowWithStatistics) {
   const std::vector<json> m = manifest_lines(man);
   ASSERT_EQ(m.size(), total + 1);  // rewritten: this run's header and rows alone
   EXPECT_TRUE(m[0].contains("attnmap_manifest"));
+  // Every row the interrupted run wrote is carried: its status and time, not "skipped".
+  std::map<std::string, json> cut_rows;
+  for (size_t i = 1; i < cut.size(); ++i) cut_rows[cut[i]["input"].get<std::string>()] = cut[i];
   size_t skipped = 0;
   for (size_t i = 1; i < m.size(); ++i) {
     EXPECT_EQ(m[i]["input"], ref[i]["input"]);
     EXPECT_FALSE(m[i].contains("attnmap_manifest"));
-    skipped += m[i]["status"] == "skipped";
+    skipped += m[i]["status"] == "skipped" || m[i]["carried"] == true;
+    const auto c = cut_rows.find(m[i]["input"].get<std::string>());
+    if (c != cut_rows.end()) {
+      EXPECT_EQ(m[i]["status"], "done") << m[i]["input"];
+      EXPECT_EQ(m[i]["carried"], true) << m[i]["input"];
+      EXPECT_EQ(m[i]["milliseconds"], c->second["milliseconds"]) << m[i]["input"];
+    }
     for (const char* k : {"map_max", "argmax_row", "argmax_col", "entropy", "top5"}) {
       EXPECT_FALSE(m[i][k].is_null()) << i << ": " << k;
       EXPECT_EQ(m[i][k], ref[i][k]) << m[i]["input"] << ": " << k;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -259,6 +260,83 @@ TEST_F(RunFigures, GalleryRowsAreTheManifestsWithWorkingLinks) {
   }
   EXPECT_EQ(thumbs, 3);
   EXPECT_TRUE(is_attnmap_gallery((dir / "out" / "gallery" / "index.html").string()));
+}
+
+// Issue 25: the step after a sharded run that draws the gallery and the sheet (every image skipped) showed
+// every image "skipped" with this run's 0.2 ms. Each manifest row now carries the status and time of the
+// run that made its outputs: the shards' (docs/batch.md's recipe: one manifest per shard in --out), read by
+// the last step with its own --manifest and without one; without the shards' manifests the rows say
+// "skipped" as before. The summary line and the exit status are those of a run that skipped every image.
+TEST_F(RunFigures, GalleryAfterShardsShowsTheShardsStatusAndTimes) {
+  inputs({"chelsea.png", "composites/0002_bag.png", "rocket.jpg", "coffee.png"}, false);
+  const std::string base = "render " + q(dir / "in") + " -o " + q(dir / "out");
+  std::map<std::string, nlohmann::json> shard_row;  // by input
+  for (const std::string k : {"1", "2"}) {
+    const fs::path m = dir / "out" / ("manifest-" + k + ".jsonl");
+    ASSERT_EQ(run_attnmap(base + " -q --skip-existing --shard " + k + "/2 --manifest " + q(m)).status, 0);
+    for (const nlohmann::json& r : manifest_rows(m)) {
+      EXPECT_EQ(r["status"], "done");
+      EXPECT_EQ(r["carried"], false);
+      shard_row[r["input"].get<std::string>()] = r;
+    }
+  }
+  ASSERT_EQ(shard_row.size(), 4u);
+  // The gallery's row of `input`: <tr ...>...</tr>.
+  auto gallery_row = [](const std::string& html, const std::string& input) {
+    const size_t p = html.find("<div class=\"name\">" + html_escape(input) + "</div>");
+    if (p == std::string::npos) return std::string();
+    const size_t tr = html.rfind("<tr", p);
+    return html.substr(tr, html.find("</tr>", p) - tr);
+  };
+  auto ms_cell = [](const nlohmann::json& row) {
+    char v[64];
+    std::snprintf(v, sizeof v, "data-v=\"%.9g\"", row["milliseconds"].get<double>());
+    return std::string(v);
+  };
+  // With its own manifest, and without one (the shards' manifests are found in --out).
+  for (const bool own : {true, false}) {
+    const std::string g = own ? "gallery" : "gallery-2";
+    const CliRun fin = run_attnmap(base + " --skip-existing --gallery " + q(dir / g) + " --contact-sheet " +
+                                   q(dir / (g + ".png")) + (own ? " --manifest " + q(dir / "all.jsonl") : ""));
+    ASSERT_EQ(fin.status, 0) << fin.err;
+    EXPECT_NE(fin.err.find("attnmap: 0 done, 0 failed, 4 skipped"), std::string::npos) << fin.err;
+    const std::string html = slurp(dir / g / "index.html");
+    EXPECT_EQ(count(html, "<tr data-status=\"done\">"), 4u) << g;
+    EXPECT_EQ(count(html, "<tr data-status=\"skipped\">"), 0u) << g;
+    for (const auto& [input, s] : shard_row) {
+      EXPECT_GT(s["milliseconds"].get<double>(), 1.0) << input;  // a rendered image, not a skipped one's 0.2 ms
+      const std::string tr = gallery_row(html, input);
+      EXPECT_NE(tr.find("data-status=\"done\""), std::string::npos) << tr;
+      EXPECT_NE(tr.find(ms_cell(s)), std::string::npos) << ms_cell(s) << "\n" << tr;
+    }
+    if (!own) continue;
+    const std::vector<nlohmann::json> rows = manifest_rows(dir / "all.jsonl");
+    ASSERT_EQ(rows.size(), 4u);
+    for (const nlohmann::json& r : rows) {
+      const nlohmann::json& s = shard_row.at(r["input"].get<std::string>());
+      EXPECT_EQ(r["status"], "done") << r.dump();
+      EXPECT_EQ(r["carried"], true) << r.dump();
+      EXPECT_TRUE(r["error"].is_null());
+      for (const char* k : {"outputs", "milliseconds", "map_max", "argmax_row", "argmax_col", "entropy", "top5"})
+        EXPECT_EQ(r[k], s[k]) << k << ": " << r.dump();
+    }
+  }
+  // The same step once more with its own manifest: the carried rows are carried again, unchanged.
+  const nlohmann::json before = manifest_rows(dir / "all.jsonl");
+  ASSERT_EQ(run_attnmap(base + " -q --skip-existing --manifest " + q(dir / "all.jsonl")).status, 0);
+  EXPECT_EQ(nlohmann::json(manifest_rows(dir / "all.jsonl")), before);
+  // Without any earlier manifest (the shards' moved away, a new --manifest): "skipped", this run's time.
+  for (const std::string k : {"1", "2"})
+    fs::rename(dir / "out" / ("manifest-" + k + ".jsonl"), dir / ("shard-" + k + ".jsonl.kept"));
+  const CliRun plain = run_attnmap(base + " -q --skip-existing --manifest " + q(dir / "fresh.jsonl") + " --gallery " +
+                                   q(dir / "gallery-3"));
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(count(slurp(dir / "gallery-3" / "index.html"), "<tr data-status=\"skipped\">"), 4u);
+  for (const nlohmann::json& r : manifest_rows(dir / "fresh.jsonl")) {
+    EXPECT_EQ(r["status"], "skipped") << r.dump();
+    EXPECT_EQ(r["carried"], false) << r.dump();
+    EXPECT_LT(r["milliseconds"].get<double>(), shard_row.at(r["input"].get<std::string>())["milliseconds"].get<double>());
+  }
 }
 
 // Refused before any image is rendered: exit 2, one line, no output folder made.

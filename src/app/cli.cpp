@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "app/batch.hpp"
+#include "app/paths.hpp"
+#include "app/walk.hpp"
 #include "draw/colormap.hpp"
 #include "core/error.hpp"
 #include "app/eval_cmd.hpp"

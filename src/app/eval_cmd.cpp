@@ -16,7 +16,9 @@
 
 #include <unistd.h>
 
-#include "app/batch.hpp"
+#include "app/paths.hpp"
+#include "app/session.hpp"
+#include "app/walk.hpp"
 #include "model/classify.hpp"
 #include "core/error.hpp"
 #include "maps/faithfulness.hpp"

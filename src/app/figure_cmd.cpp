@@ -13,7 +13,9 @@
 #include <map>
 #include <optional>
 
-#include "app/batch.hpp"
+#include "app/paths.hpp"
+#include "app/session.hpp"
+#include "app/walk.hpp"
 #include "app/provenance.hpp"
 #include "app/render.hpp"
 #include "core/error.hpp"

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <map>
 
+#include "app/paths.hpp"
 #include "app/provenance.hpp"
 #include "core/error.hpp"
 #include "draw/canvas.hpp"

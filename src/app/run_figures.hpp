@@ -7,7 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/batch.hpp"
+#include "app/batch_options.hpp"
+#include "app/paths.hpp"
+#include "app/render.hpp"
 
 namespace attnmap {
 

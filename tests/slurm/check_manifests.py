@@ -8,10 +8,12 @@
       every line of every manifest is one complete JSON object; objects without an "input" key (a header
       with the run's settings) are ignored; the rows of MANIFEST-K are exactly the sorted inputs with index
       i % N == K-1, in that order, so the N manifests concatenated hold every input of IN once; a row's
-      outputs are the single run's, relative to OUT instead of REF; its status is "skipped" when its first
-      output is listed in LIST (paths relative to OUT, one a line: the outputs present before a resumed
-      run), else "done"; a done row's statistics (map_max, argmax_row/col, entropy, top5) equal the single
-      run's exactly; a skipped row's are null or equal to them.
+      outputs are the single run's, relative to OUT instead of REF; when its first output is listed in LIST
+      (paths relative to OUT, one a line: the outputs present before a resumed run) it is either carried
+      (status "done" and "carried": true: the earlier manifest's row of the run that made it) or "skipped"
+      ("carried": false: no earlier row), else it is "done" with "carried": false; a done row's statistics
+      (map_max, argmax_row/col, entropy, top5) equal the single run's exactly; a skipped row's are null or
+      equal to them.
 Exit 0 when all holds, 1 with one line per violation.
 """
 import json
@@ -77,7 +79,7 @@ def check(argv):
     if opts.get("skipped"):
         with open(opts["skipped"], encoding="utf-8") as f:
             skipped = {line.strip() for line in f if line.strip()}
-    seen, counts = {}, {"done": 0, "skipped": 0}
+    seen, counts = {}, {"done": 0, "skipped": 0, "carried": 0}
     for k, path in enumerate(manifests, 1):
         rows = read_rows(path, problems)
         got = [r["input"] for r in rows]
@@ -96,11 +98,14 @@ def check(argv):
             outs, ref_outs = rel_outputs(r, opts["out"]), rel_outputs(rr, opts["ref-out"])
             if outs != ref_outs:
                 problems.append(f"{path}: {inp}: outputs {outs}, the single run wrote {ref_outs}")
-            status = "skipped" if outs and outs[0] in skipped else "done"
-            if r.get("status") != status or r.get("error") is not None:
-                problems.append(f"{path}: {inp}: status {r.get('status')!r} error {r.get('error')!r}, "
-                                f"expected {status!r} and no error")
+            present = bool(outs) and outs[0] in skipped
+            got_state = (r.get("status"), r.get("carried"))
+            allowed = [("done", True), ("skipped", False)] if present else [("done", False)]
+            if got_state not in allowed or r.get("error") is not None:
+                problems.append(f"{path}: {inp}: status {r.get('status')!r} carried {r.get('carried')!r} error "
+                                f"{r.get('error')!r}, expected one of {allowed} (status, carried) and no error")
                 continue
+            status = "carried" if r.get("carried") else r.get("status")
             counts[status] += 1
             for key in STATS:
                 if key not in rr:
@@ -115,7 +120,7 @@ def check(argv):
     for p in problems:
         print("check_manifests: " + p)
     print(f"check_manifests: {len(seen)} rows for {len(inputs)} inputs over {len(manifests)} manifests: "
-          f"{counts['done']} done, {counts['skipped']} skipped; {len(problems)} problems")
+          f"{counts['done']} done, {counts['carried']} carried, {counts['skipped']} skipped; {len(problems)} problems")
     return 1 if problems else 0
 
 

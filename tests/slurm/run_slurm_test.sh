@@ -14,7 +14,9 @@
 #   4. The array again over a fresh OUT2 with --jobs 1; the task holding the large image is cancelled
 #      (scancel: SIGTERM, then SIGKILL) while it renders that image, i.e. after some of its outputs were
 #      written and before the rest; then the same array is resubmitted as the recipe says: OUT2 equals REF,
-#      every image written before the kill is "skipped" in the new manifests and the summary lines.
+#      every image written before the kill is skipped (the summary lines), its row in the new manifests
+#      carried from the earlier one ("done", "carried": true) or, when the kill came before its row was
+#      written, "skipped".
 # Not as root: exit 77 (skipped; slurmd launches jobs as root here). Every wait is bounded; the whole test
 # takes well under a minute (docs/slurm.md). ATTNMAP_SLURM_KEEP=1 keeps the temporary folder;
 # ATTNMAP_SLURM_WATCHDOG=S moves the watchdog (below) from 200 s.

@@ -1,0 +1,27 @@
+// session.hpp - what a run sets up once before its images: the model, loaded with the command line's
+// overrides (load_run_model), and the threads (usable_cores, plan_threads).
+#pragma once
+#include <cstddef>
+#include <string>
+
+#include "app/batch_options.hpp"
+#include "app/render.hpp"
+#include "checkpoint/weights.hpp"
+
+namespace attnmap {
+
+/// Number of cores this process may run on (sched_getaffinity, so Slurm/cgroup CPU sets are honoured).
+int usable_cores();
+
+/// The model of a run (render, figure), loaded once: load_model with the command line's overrides, position
+/// embeddings resampled to --size (opt.pos_interp, else the layout's default); its notices printed unless
+/// quiet. Throws attnmap::Error from the loader (exit 2: unusable weights).
+ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_path);
+
+/// The worker threads for n images, and the forward pass's thread pool set to match. Cores are shared so that
+/// threads never exceed them: with one worker the pool gets every core (or the user's OPENBLAS_NUM_THREADS /
+/// OMP_NUM_THREADS, when fewer: e.g. 1 on a busy shared machine); with several, each worker is one image at
+/// a time on one thread (measured in docs/benchmarks.md).
+int plan_threads(const BatchOptions& bopt, size_t n);
+
+}  // namespace attnmap
