@@ -3,6 +3,8 @@
 // printed, counted and put in the manifest in input order, with progress; then the run's figures.
 #include "app/batch.hpp"
 
+#include "app/output_plan.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -206,21 +208,8 @@ std::vector<ReadFile> run_reads(const RenderOptions& opt, const std::string& wei
   std::vector<ReadFile> reads = model_reads(weights_path);
   for (const std::string& in : opt.inputs) reads.push_back({in, "an input"});
   for (const Job& j : plan.all) reads.push_back({j.input, "an input"});
-  for (const Job& j : plan.all) {  // every shard's: the shards together write one full run's files
-    const JobFiles f = job_files(ctx, j);
-    for (const std::string& png : f.overlays) reads.push_back({png, "an output of this run"});
-    for (const std::string& npy : f.npys) {
-      reads.push_back({npy, "an output of this run"});
-      reads.push_back({npy_sidecar_path(npy), "an output of this run"});
-    }
-    if (!f.sheet.empty()) reads.push_back({f.sheet, "an output of this run"});
-    for (const FigureFormat ff : opt.figure_formats) {  // the figures of the image: NAME.panel.*, .layers.*, .heads.*
-      const std::string ext = figure_extension(ff);
-      if (opt.panel) reads.push_back({j.out_base + ".panel" + ext, "an output of this run"});
-      if (opt.strip_layers) reads.push_back({j.out_base + ".layers" + ext, "an output of this run"});
-      if (opt.heads_grid && ext != ".png") reads.push_back({j.out_base + ".heads" + ext, "an output of this run"});
-    }
-  }
+  for (const Job& j : plan.all)  // every shard's: the shards together write one full run's files
+    for (const PlannedFile& f : plan_outputs(ctx, j).files) reads.push_back({f.path, "an output of this run"});
   if (!ctx.font_file.empty()) reads.push_back({ctx.font_file, "the label font"});
   return reads;
 }
@@ -326,18 +315,13 @@ class BatchRun {
 
  private:
   /// Refuses outputs that would replace an input or another input's overlay. Throws attnmap::Error.
-  void check_output_names(const JobFiles& f) const {
-    std::vector<std::string> all = f.overlays;
-    for (const std::string& npy : f.npys) {
-      all.push_back(npy);
-      all.push_back(npy_sidecar_path(npy));
+  void check_output_names(const OutputPlan& plan) const {
+    for (const PlannedFile& f : plan.files) {
+      if (plan_.input_canon.count(canonical_or_empty(f.path)))
+        throw Error("output " + f.path + " would overwrite an input file; choose another --out");
+      if (f.kind == OutputKind::Figure && plan_.overlay_paths.count(f.path))
+        throw Error("output " + f.path + " would overwrite the overlay of another input of that name; rename it");
     }
-    if (!f.sheet.empty()) all.push_back(f.sheet);
-    for (const std::string& out : all)
-      if (plan_.input_canon.count(canonical_or_empty(out)))
-        throw Error("output " + out + " would overwrite an input file; choose another --out");
-    if (!f.sheet.empty() && plan_.overlay_paths.count(f.sheet))
-      throw Error("output " + f.sheet + " would overwrite the overlay of another input of that name; rename it");
   }
 
   /// What the outputs already there are worth (with --skip-existing): all attnmap's own and made with the
@@ -346,8 +330,8 @@ class BatchRun {
   /// missing, a sidecar missing after an interrupted write, a file of the user's, which check_replaceable
   /// then refuses) -> Incomplete. Either way but Same, the image is rendered again.
   enum class Existing { Incomplete, Same, Changed };
-  Existing existing_outputs(const Job& job, const JobFiles& f, std::string* change) const {
-    bool complete = !f.names_unknown, changed = false;
+  Existing existing_outputs(const OutputPlan& plan, std::string* change) const {
+    bool complete = !plan.names_unknown, changed = false;
     auto regular = [](const std::string& out) {
       std::error_code ec;
       return fs::is_regular_file(fs::symlink_status(out, ec));
@@ -357,28 +341,19 @@ class BatchRun {
       if (!changed) *change = settings_change(r ? *r : nlohmann::json(), settings_);
       changed = true;
     };
-    std::vector<std::string> pngs = f.overlays;
-    if (!f.sheet.empty()) pngs.push_back(f.sheet);
-    for (const std::string& p : pngs) {
-      if (!regular(p) || !written_by_attnmap(p))
+    for (const PlannedFile& f : plan.files) {
+      if (f.kind == OutputKind::Sidecar) continue;  // read with its .npy
+      const bool png = f.kind == OutputKind::MapPng || (f.kind == OutputKind::Figure && f.recorded);
+      std::optional<nlohmann::json> side;
+      if (f.kind == OutputKind::MapNpy) side = read_sidecar(npy_sidecar_path(f.path));
+      // Figures asked for (--panel, --strip, PDF/SVG formats) must all be there too: a run that adds one redoes
+      // the image rather than skipping it without the new file.
+      if (!regular(f.path) || (png && !written_by_attnmap(f.path)) ||
+          (f.kind == OutputKind::MapNpy && (!looks_written_by_attnmap_npy(f.path) || !side)))
         complete = false;
-      else
-        compare(read_png_provenance(p));
-    }
-    // Figures asked for (--panel, --strip, PDF/SVG formats) must all be there too: a run that adds one redoes
-    // the image rather than skipping it without the new file.
-    const std::string& base = job.out_base;
-    for (const FigureFormat ff : opt_.figure_formats) {
-      const std::string ext = figure_extension(ff);
-      if ((opt_.panel && !regular(base + ".panel" + ext)) || (opt_.strip_layers && !regular(base + ".layers" + ext)) ||
-          (opt_.heads_grid && ext != ".png" && !regular(base + ".heads" + ext)))
-        complete = false;
-    }
-    for (const std::string& npy : f.npys) {
-      const std::optional<nlohmann::json> side = read_sidecar(npy_sidecar_path(npy));
-      if (!regular(npy) || !looks_written_by_attnmap_npy(npy) || !side)
-        complete = false;
-      else
+      else if (png)
+        compare(read_png_provenance(f.path));
+      else if (f.kind == OutputKind::MapNpy)
         compare(side);
     }
     return changed ? Existing::Changed : complete ? Existing::Same : Existing::Incomplete;
@@ -430,38 +405,35 @@ class BatchRun {
 
   /// An image whose outputs exist, made with the run's settings: skipped, its row listing them with the
   /// statistics and (when an earlier manifest has them) the status and time of the run that made them.
-  void skip(const Job& job, const JobFiles& f, Outcome* o) const {
+  void skip(const Job& job, const OutputPlan& plan, Outcome* o) const {
     o->status = "skipped";
-    o->outputs = f.overlays;
-    if (!f.sheet.empty()) o->outputs.push_back(f.sheet);
-    o->outputs.insert(o->outputs.end(), f.npys.begin(), f.npys.end());
-    carry_statistics(job, f.overlays.front(), f.npys.empty() ? job.out_base + ".npy" : f.npys.front(), o);
+    const std::vector<std::string> pngs = plan.paths(OutputKind::MapPng), npys = plan.paths(OutputKind::MapNpy);
+    o->outputs = pngs;
+    for (const PlannedFile& f : plan.files)
+      if (f.kind == OutputKind::Figure && f.recorded) o->outputs.push_back(f.path);
+    o->outputs.insert(o->outputs.end(), npys.begin(), npys.end());
+    carry_statistics(job, pngs.front(), npys.empty() ? job.out_base + ".npy" : npys.front(), o);
     carry_made_by(job, o);
   }
 
   /// A file of the user's that merely has an output's name (photos/cat.png when rendering photos/cat.jpg
   /// into photos/) is never replaced, nor is anything but a regular file (a link, FIFO, device or folder);
-  /// attnmap's own earlier outputs are. All are checked before any is written. Throws attnmap::Error.
-  void check_replaceable(const JobFiles& f) const {
-    std::vector<std::string> all = f.overlays;
-    if (!f.sheet.empty()) all.push_back(f.sheet);
-    std::set<std::string> npys, sides;
-    for (const std::string& npy : f.npys) {
-      all.push_back(npy);
-      all.push_back(npy_sidecar_path(npy));
-      npys.insert(npy);
-      sides.insert(npy_sidecar_path(npy));
-    }
-    for (const std::string& out : all) {
-      const bool is_side = sides.count(out) > 0, is_npy = npys.count(out) > 0;
+  /// attnmap's own earlier outputs (the files that carry a record, and sidecars) are. All are checked before
+  /// any is written. Throws attnmap::Error.
+  void check_replaceable(const OutputPlan& plan) const {
+    for (const PlannedFile& f : plan.files) {
+      if (f.kind == OutputKind::Figure && !f.recorded) continue;
       std::error_code ec;
-      const fs::file_status st = fs::symlink_status(out, ec);
+      const fs::file_status st = fs::symlink_status(f.path, ec);
       if (!fs::exists(st)) continue;
       if (!fs::is_regular_file(st))
-        throw Error("output " + out + " exists and is not a regular file (a link, folder, FIFO or device); it is "
+        throw Error("output " + f.path + " exists and is not a regular file (a link, folder, FIFO or device); it is "
                     "left alone: choose another --out or move it away");
-      if (is_side ? !read_sidecar(out) : is_npy ? !looks_written_by_attnmap_npy(out) : !written_by_attnmap(out))
-        throw Error("output " + out + " already exists and was not written by attnmap; it is left alone: "
+      const bool ours = f.kind == OutputKind::Sidecar  ? read_sidecar(f.path).has_value()
+                        : f.kind == OutputKind::MapNpy ? looks_written_by_attnmap_npy(f.path)
+                                                       : written_by_attnmap(f.path);
+      if (!ours)
+        throw Error("output " + f.path + " already exists and was not written by attnmap; it is left alone: "
                     "choose another --out or move it away");
     }
   }
@@ -471,14 +443,14 @@ class BatchRun {
   Outcome handle(size_t index, const Job& job, std::vector<std::string>* notes, std::string* change) const {
     Outcome o;
     o.input = job.input;
-    const JobFiles f = job_files(ctx_, job);
+    const OutputPlan plan = plan_outputs(ctx_, job);
     try {
-      check_output_names(f);
-      const Existing ex = bopt_.skip_existing ? existing_outputs(job, f, change) : Existing::Incomplete;
+      check_output_names(plan);
+      const Existing ex = bopt_.skip_existing ? existing_outputs(plan, change) : Existing::Incomplete;
       if (ex == Existing::Same) {
-        skip(job, f, &o);
+        skip(job, plan, &o);
       } else {
-        check_replaceable(f);
+        check_replaceable(plan);
         if (pre_ && !pre_->views[index]) throw Error(pre_->errors[index]);
         RenderResult res = pre_ ? draw_job_views(ctx_, job, *pre_->views[index]) : render_image(ctx_, job);
         o.status = "done";

@@ -66,16 +66,6 @@ OutputPlan plan_outputs(const RenderContext& ctx, const Job& job, const std::vec
   return plan;
 }
 
-JobFiles job_files(const RenderContext& ctx, const Job& job) {
-  const OutputPlan plan = plan_outputs(ctx, job);
-  JobFiles f;
-  f.overlays = plan.paths(OutputKind::MapPng);
-  f.npys = plan.paths(OutputKind::MapNpy);
-  if (ctx.opt->heads_grid) f.sheet = job.out_base + ".heads.png";
-  f.names_unknown = plan.names_unknown;
-  return f;
-}
-
 void write_map_png(const RenderContext& ctx, const PlannedFile& file, const Image& overlay, const std::string& stats) {
   PngOptions po;
   po.dpi = ctx.opt->dpi.value_or(0.0);

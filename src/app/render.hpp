@@ -190,17 +190,6 @@ std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, 
 /// class-specific view, --layer / --head beside named views when nothing uses them, ...).
 void make_views_context(RenderContext& ctx, const ViTWeights& model, const RenderOptions& opt);
 
-/// The files a job writes that the batch checks before rendering: the overlays (NAME.png for one view,
-/// NAME.<tag>.png for each of several; per class NAME[.<tag>].class-<label>.png with --class topK, K >= 2,
-/// are checked by the renderer once the classes are known), the .npy files with --save-raw, and the heads sheet.
-struct JobFiles {
-  std::vector<std::string> overlays;
-  std::vector<std::string> npys;
-  std::string sheet;  ///< NAME.heads.png ("" unless --strip heads)
-  bool names_unknown = false;  ///< per-class files (--class topK) are not listed: --skip-existing redoes the image
-};
-JobFiles job_files(const RenderContext& ctx, const Job& job);
-
 /// One image's maps of every view (views mode), kept between computing and drawing (--scale run).
 struct ComputedViews {
   std::vector<ViewMap> maps;
