@@ -104,7 +104,7 @@ TEST(PosInterp, NamesRoundTripAndUnknownNamesAreRefused) {
     parse_pos_interp("DINO");
     FAIL() << "accepted DINO";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--pos-interp expects one of timm, timm-legacy, dino, hf, hf-legacy, "
+    EXPECT_NE(std::string(e.what()).find("expects one of timm, timm-legacy, dino, hf, hf-legacy, "
                                          "torchvision, found 'DINO'"),
               std::string::npos)
         << e.what();

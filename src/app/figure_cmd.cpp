@@ -2,6 +2,8 @@
 // maps/views.hpp's, the scales draw/scale.hpp's, the drawing draw/figures.hpp's; no maths here.
 #include "app/figure_cmd.hpp"
 
+#include "app/options.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <array>
@@ -92,43 +94,6 @@ struct FigurePlan {
   double width_in = 6.5;
 };
 
-// "S" -> (S, S); "W,H" -> (W, H), as render's --size.
-std::array<int, 2> parse_size_option(const std::string& s) {
-  const size_t comma = s.find(',');
-  const std::string parts[2] = {s.substr(0, comma), comma == std::string::npos ? s : s.substr(comma + 1)};
-  std::array<int, 2> v{};
-  for (size_t i = 0; i < 2; ++i) {
-    char* end = nullptr;
-    const long n = parts[i].empty() ? 0 : std::strtol(parts[i].c_str(), &end, 10);
-    if (parts[i].empty() || *end != '\0' || n <= 0 || n > 65536)
-      throw Error("--size expects S or W,H in pixels (positive integers), found '" + s + "'");
-    v[i] = static_cast<int>(n);
-  }
-  return v;
-}
-
-double parse_number(const std::string& s, const char* opt) {
-  char* end = nullptr;
-  const double v = s.empty() ? 0.0 : std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0') throw Error(std::string(opt) + " expects a number, found '" + s + "'");
-  return v;
-}
-
-int parse_integer(const std::string& s, const char* opt) {
-  char* end = nullptr;
-  errno = 0;
-  const long v = s.empty() ? 0 : std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || errno == ERANGE || v < -1000000 || v > 1000000)
-    throw Error(std::string(opt) + " expects an integer, found '" + s + "'");
-  return static_cast<int>(v);
-}
-
-std::string shown(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
 // The loading and drawing options into plan.ro / plan.style, as render reads them.
 void check_drawing_options(const FigureArgs& a, FigurePlan& p) {
   RenderOptions& ro = p.ro;
@@ -136,29 +101,22 @@ void check_drawing_options(const FigureArgs& a, FigurePlan& p) {
   ro.weights = a.weights;
   ro.colormap = a.colormap;
   ro.alpha = a.alpha;
-  ro.upsample = parse_upsample(a.upsample);
-  if (a.resize != "squash" && a.resize != "crop") throw Error("--resize expects squash or crop, found '" + a.resize + "'");
-  ro.resize = a.resize == "crop" ? ResizeMode::Crop : ResizeMode::Squash;
-  if (!a.heads.empty()) ro.overrides.num_heads = parse_integer(a.heads, "--heads");  // load_model checks it
+  ro.upsample = with_flag("--upsample", [&] { return parse_upsample(a.upsample); });
+  ro.resize = parse_resize_option("--resize", a.resize);
+  if (!a.heads.empty()) ro.overrides.num_heads = parse_int_option("--heads", a.heads);  // load_model checks it
   if (!a.key.empty()) ro.overrides.key = a.key;
   apply_model_flags(a.act, a.pool, ro.overrides);
-  if (!a.size.empty()) ro.size = parse_size_option(a.size);
-  if (!a.pos_interp.empty()) {
-    ro.pos_interp = parse_pos_interp(a.pos_interp);
-    if (!ro.size) throw Error("--pos-interp applies with --size (it chooses how --size resamples the position embeddings)");
-  }
+  if (!a.size.empty()) ro.size = parse_size_option("--size", a.size);
+  if (!a.pos_interp.empty()) ro.pos_interp = with_flag("--pos-interp", [&] { return parse_pos_interp(a.pos_interp); });
   if (a.max_pixels < 1) throw Error("--max-pixels must be >= 1, found " + std::to_string(a.max_pixels));
   ro.load.max_pixels = static_cast<uint64_t>(a.max_pixels);
   ro.load.apply_exif = !a.no_exif;
   ro.quiet = a.quiet;
-  ro.style = parse_style(a.style);
+  ro.style = with_flag("--style", [&] { return parse_style(a.style); });
   ro.alpha_by_value = a.alpha_by_value;
-  if (!(a.alpha >= 0.0f && a.alpha <= 1.0f)) throw Error("--alpha must be in [0, 1], found " + shown(a.alpha));
-  if (ro.alpha_by_value && ro.style != Style::Overlay)
-    throw Error("--alpha-by-value applies to --style overlay (mask and contour have no opacity)");
-  if (!(a.dpi > 0.0 && a.dpi <= 100000.0)) throw Error("--dpi must be in (0, 100000], found " + shown(a.dpi));
-  if (!(a.width_in > 0.0 && a.width_in <= 100.0)) throw Error("--width-in must be in (0, 100] inches, found " + shown(a.width_in));
   ro.dpi = a.dpi;
+  check_drawing_options(ro);
+  if (!(a.width_in > 0.0 && a.width_in <= 100.0)) throw Error("--width-in must be in (0, 100] inches, found " + shown_number(a.width_in));
   p.width_in = a.width_in;
   p.style.style = ro.style;
   p.style.alpha_by_value = ro.alpha_by_value;
@@ -169,34 +127,33 @@ void check_drawing_options(const FigureArgs& a, FigurePlan& p) {
 
 // The views and what goes with them: --scale, --discard, --class, --gradcam-layer.
 void check_view_options(const FigureArgs& a, FigurePlan& p) {
-  p.views = parse_views(a.views);
+  p.views = with_flag("--views:", [&] { return parse_views(a.views); });
   bool maps = false, rollout = false, class_specific = false, gradcam_default = false;
   for (const ViewSpec& v : p.views) {
     maps = maps || v.kind != ViewKind::Photo;
     rollout = rollout || v.kind == ViewKind::Rollout;
-    class_specific = class_specific || v.kind == ViewKind::Chefer || v.kind == ViewKind::GradCam ||
-                     v.kind == ViewKind::AttnGrad;
+    class_specific = class_specific || is_class_specific(v.kind);
     gradcam_default = gradcam_default || (v.kind == ViewKind::GradCam && !v.layer_given);
   }
   if (!maps) throw Error("--views '" + a.views + "' has no map to show (photo is the photo alone): add a view such as L3/mean");
-  p.scale = parse_scale(a.scale);
+  p.scale = with_flag("--scale", [&] { return parse_scale(a.scale); });
   p.ro.scale = p.scale;
   if (!a.discard.empty()) {
-    p.settings.discard = parse_number(a.discard, "--discard");
-    if (!(p.settings.discard >= 0.0 && p.settings.discard <= 1.0))
-      throw Error("--discard must be in [0, 1], found '" + a.discard + "'");
+    p.settings.discard = parse_number_option("--discard", a.discard);
+    p.ro.discard = p.settings.discard;
+    check_drawing_options(p.ro);
     if (!rollout) throw Error("--discard applies to the rollout views; --views has none");
     p.ro.discard = p.settings.discard;
   }
   if (!a.gradcam_layer.empty()) {
-    const int l = parse_integer(a.gradcam_layer, "--gradcam-layer");  // resolve_views checks it against the model
+    const int l = parse_int_option("--gradcam-layer", a.gradcam_layer);  // resolve_views checks it against the model
     if (!gradcam_default) throw Error("--gradcam-layer applies to a gradcam view without @L<layer>; --views has none");
     p.settings.gradcam_layer = l;
     p.ro.gradcam_layer = p.settings.gradcam_layer;
   }
   if (!a.class_spec.empty()) {
     if (!class_specific) throw Error("--class chooses the class of the class-specific views (chefer, gradcam, attn-grad); --views has none");
-    p.classes = parse_class_spec(a.class_spec);
+    p.classes = with_flag("--class", [&] { return parse_class_spec(a.class_spec); });
     if (p.classes.kind == ClassSpec::Kind::TopK && p.classes.k > 1)
       throw Error("--class " + a.class_spec + ": a figure cell holds one map; use top1, a class index or a label "
                   "(render --explain --class topK draws one file per class)");
@@ -269,10 +226,10 @@ std::string check_out_file(const std::string& out, const std::string& weights_pa
 std::vector<ResolvedView> resolve_figure_views(const FigurePlan& p, const ViTWeights& model) {
   ViewSettings settings = p.settings;  // attn-grad without @L: the config's default view's block, as render
   settings.attn_grad_layer = model.hp.default_layer.value_or(-1);
-  std::vector<ResolvedView> views = resolve_views(p.views, model.hp, model.head.present(), settings);
+  std::vector<ResolvedView> views = with_flag("--views:", [&] { return resolve_views(p.views, model.hp, model.head.present(), settings); });
   for (const ResolvedView& v : views)
     if (v.class_specific) {
-      check_class_spec(p.classes, model.head.out, model.hp.labels);
+      with_flag("--class", [&] { check_class_spec(p.classes, model.head.out, model.hp.labels); });
       break;
     }
   return views;

@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "app/options.hpp"
 #include "app/provenance.hpp"
 #include "model/classify.hpp"
 #include "draw/colormap.hpp"
@@ -55,7 +56,7 @@ SelectedView select_view(const HParams& hp, const RenderOptions& opt) {
     throw from_config("default_layer", e);
   }
   try {
-    v.head = parse_head(requested_head(hp, opt));
+    v.head = opt.head ? with_flag("--head", [&] { return parse_head(*opt.head); }) : parse_head(requested_head(hp, opt));
     const std::vector<float> probe(static_cast<size_t>(hp.num_heads), 0.0f);
     fuse_heads(probe.data(), hp.num_heads, 1, v.head);  // throws for a head index out of range
   } catch (const Error& e) {
@@ -74,26 +75,7 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
   ctx.layer = view.layer;
   ctx.head = view.head;
   ctx.cmap = colormap_table(opt.colormap);
-  if (!(opt.alpha >= 0.0f && opt.alpha <= 1.0f)) throw Error("--alpha must be in [0, 1]");
-  if (!(opt.discard >= 0.0 && opt.discard <= 1.0))
-    throw Error("--discard must be a fraction in [0, 1], found " + std::to_string(opt.discard));
-  if (opt.threshold && !(*opt.threshold > 0.0f && *opt.threshold <= 1.0f))
-    throw Error("--threshold must be an attention mass in (0, 1], found " + std::to_string(*opt.threshold));
-  if (opt.all_heads && !opt.save_raw) throw Error("--all-heads is a --save-raw option: add --save-raw");
-  if (opt.all_heads && opt.rollout)
-    throw Error("--all-heads cannot be combined with --rollout: rollout fuses the heads of every layer");
-  if (opt.threshold && (opt.panel || opt.strip_layers || opt.style != Style::Overlay || opt.alpha_by_value || opt.scale))
-    throw Error("--threshold draws the DINO mask; --panel, --strip layers, --style, --alpha-by-value and --scale "
-                "apply to heatmaps");
-  if (opt.alpha_by_value && opt.style != Style::Overlay)
-    throw Error("--alpha-by-value applies to --style overlay (mask and contour have no opacity)");
-  if (opt.dpi && !(*opt.dpi > 0.0 && *opt.dpi <= 100000.0))
-    throw Error("--dpi must be in (0, 100000], found " + [&] {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%g", *opt.dpi);
-      return std::string(buf);
-    }());
-  if (opt.figure_formats.empty()) throw Error("--figure-format needs at least one of png, pdf, svg");
+  check_drawing_options(opt);  // the options layer checks them too: a caller of run_render may not have
   if (opt.heads_grid || opt.panel || opt.strip_layers) {  // before any image: a missing font is one usage error
     ctx.font_family = figure_font();
     if (const char* env = std::getenv("ATTNMAP_FONT"); env && *env) ctx.font_file = env;

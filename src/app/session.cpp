@@ -2,6 +2,8 @@
 // pass's matrices when a view needs them) and the run's threads (usable_cores, plan_threads).
 #include "app/session.hpp"
 
+#include "app/options.hpp"
+
 #include <sched.h>
 
 #include <algorithm>
@@ -48,8 +50,10 @@ bool views_need_backward(const std::string& views) {
 ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_path) {
   ViTWeights model = load_model(weights_path, opt.overrides);
   if (opt.size)
-    resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1],
-                       opt.pos_interp ? *opt.pos_interp : default_pos_interp(model.hp).mode);
+    with_flag("--size", [&] {
+      resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1],
+                         opt.pos_interp ? *opt.pos_interp : default_pos_interp(model.hp).mode);
+    });
   // From here on the run reads nothing from the weights file (a file rewritten during the run changes no
   // image). The class-specific views and --explain run the backward pass, which needs the plain matrices.
   prepare_weights(model, !opt.explain.empty() || views_need_backward(opt.views));

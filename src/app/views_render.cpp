@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "app/provenance.hpp"
+#include "app/options.hpp"
 #include "app/output_plan.hpp"
 #include "app/render.hpp"
 #include "core/error.hpp"
@@ -39,7 +40,7 @@ void refuse_with_views(const RenderOptions& opt) {
 ViewSpec single_view(const RenderContext& ctx, const RenderOptions& opt) {
   ViewSpec v;
   if (!opt.explain.empty()) {
-    const ExplainMethod m = parse_explain_method(opt.explain);
+    const ExplainMethod m = with_flag("--explain", [&] { return parse_explain_method(opt.explain); });
     const std::string flag = "--explain " + explain_method_name(m);
     if (opt.rollout) throw Error(flag + " cannot be combined with --rollout: both name the map to draw");
     if (opt.all_heads) throw Error(flag + " cannot be combined with --all-heads: it saves the heads of an attention view");
@@ -112,8 +113,8 @@ void check_view_settings_apply(RenderContext& ctx, const ViTWeights& model, cons
     throw Error(named ? "--discard applies to the rollout views only: add rollout to --views"
                       : "--discard applies to --rollout only");
   if (any_view(ctx, [](const ResolvedView& v) { return v.class_specific; })) {
-    ctx.classes = parse_class_spec(opt.class_spec.value_or("top1"));
-    check_class_spec(ctx.classes, model.head.out, model.hp.labels);
+    ctx.classes = with_flag("--class", [&] { return parse_class_spec(opt.class_spec.value_or("top1")); });
+    with_flag("--class", [&] { check_class_spec(ctx.classes, model.head.out, model.hp.labels); });
   } else if (opt.class_spec) {
     throw Error("--class chooses the class of a class-specific view: add --explain chefer|gradcam|attn-grad, or "
                 "chefer, gradcam or attn-grad to --views");

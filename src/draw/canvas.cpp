@@ -21,7 +21,7 @@ namespace attnmap {
 std::vector<FigureFormat> parse_figure_formats(const std::string& s) {
   std::vector<FigureFormat> out;
   std::stringstream in(s);
-  const std::string bad = "--figure-format expects a list of png, pdf, svg (e.g. png,pdf), found '" + s + "'";
+  const std::string bad = "expects a list of png, pdf, svg (e.g. png,pdf), found '" + s + "'";
   if (s.empty() || s.back() == ',') throw Error(bad);
   for (std::string item; std::getline(in, item, ',');) {
     FigureFormat f;
@@ -35,7 +35,7 @@ std::vector<FigureFormat> parse_figure_formats(const std::string& s) {
       throw Error(bad);
     }
     for (FigureFormat g : out)
-      if (g == f) throw Error("--figure-format names " + item + " twice ('" + s + "')");
+      if (g == f) throw Error("names " + item + " twice ('" + s + "')");
     out.push_back(f);
   }
   return out;
@@ -163,7 +163,7 @@ Canvas::Canvas(int width, int height, double dpi, FigureFormat format)
   if (width <= 0 || height <= 0 || width > 32767 || height > 32767)
     throw Error("figure: a " + std::to_string(width) + "x" + std::to_string(height) +
                 " pixel canvas is outside 1..32767 (cairo's limit)");
-  if (!(dpi > 0.0 && dpi <= 1e6)) throw Error("--dpi must be in (0, 1000000], found " + std::to_string(dpi));
+  if (!(dpi > 0.0 && dpi <= 1e6)) throw Error("the resolution must be in (0, 1000000] dots per inch, found " + std::to_string(dpi));
   const double pt = 72.0 / dpi;
   if (format == FigureFormat::Png) {
     impl_->surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, width, height);

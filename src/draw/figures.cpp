@@ -18,7 +18,7 @@ Style parse_style(const std::string& s) {
   if (s == "overlay") return Style::Overlay;
   if (s == "mask") return Style::Mask;
   if (s == "contour") return Style::Contour;
-  throw Error("--style expects overlay, mask or contour, found '" + s + "'");
+  throw Error("expects overlay, mask or contour, found '" + s + "'");
 }
 
 PhotoBox scale_box(const PhotoBox& box, int photo_w, int photo_h, int to_w, int to_h) {
@@ -95,7 +95,7 @@ Image draw_styled(const Image& photo, const PhotoBox& box, const GridMap& map, c
                   const StyleOptions& st) {
   check_fit(photo, box, map, "draw");
   if (!st.cmap) throw Error("draw: no colour map");
-  if (!(st.alpha >= 0.0f && st.alpha <= 1.0f)) throw Error("--alpha must be in [0, 1], found " + std::to_string(st.alpha));
+  if (!(st.alpha >= 0.0f && st.alpha <= 1.0f)) throw Error("the opacity must be in [0, 1], found " + std::to_string(st.alpha));
   const std::vector<float> v = scaled_pixels(box, map, scale, st.upsample);  // (box.h, box.w)
   if (st.style == Style::Overlay && !st.alpha_by_value)
     return blend_overlay(photo, v, box.w, box.h, box.x0, box.y0, st.cmap, st.alpha);

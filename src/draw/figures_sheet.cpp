@@ -103,7 +103,7 @@ std::vector<std::string> write_contact_sheet(const std::string& path, const std:
                                              const std::vector<SheetItem>& items, const SheetOptions& opt) {
   if (items.empty()) throw Error("contact sheet: no image to show");
   if (fs::path(path).extension() != ".png") throw Error(path + ": a contact sheet is written as .png");
-  if (opt.columns < 1) throw Error("--sheet-columns must be >= 1, found " + std::to_string(opt.columns));
+  if (opt.columns < 1) throw Error("the number of columns must be >= 1, found " + std::to_string(opt.columns));
   if (opt.thumb_long < 16) throw Error("contact sheet: thumbnails under 16 pixels");
   const int t = opt.thumb_long, f = text_px(t), m = f, g = f;
   Canvas probe(1, 1, opt.dpi, FigureFormat::Png);

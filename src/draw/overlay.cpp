@@ -29,7 +29,7 @@ std::vector<float> normalize_minmax(const std::vector<float>& map, bool* flat) {
 
 Image blend_overlay(const Image& photo, const std::vector<float>& map01, int map_w, int map_h, int x0, int y0,
                     const uint8_t* colormap, float alpha) {
-  if (!(alpha >= 0.0f && alpha <= 1.0f)) throw Error("--alpha must be in [0, 1], found " + std::to_string(alpha));
+  if (!(alpha >= 0.0f && alpha <= 1.0f)) throw Error("the opacity must be in [0, 1], found " + std::to_string(alpha));
   if (map01.size() != static_cast<size_t>(map_w) * static_cast<size_t>(map_h) || x0 < 0 || y0 < 0 ||
       x0 + map_w > photo.width || y0 + map_h > photo.height)
     throw Error("overlay: map box does not fit the photo");
@@ -47,7 +47,7 @@ Image blend_overlay(const Image& photo, const std::vector<float>& map01, int map
 
 Image draw_mask_overlay(const Image& photo, const std::vector<float>& mask01, int map_w, int map_h, int x0, int y0,
                         const uint8_t rgb[3], float alpha, int outline) {
-  if (!(alpha >= 0.0f && alpha <= 1.0f)) throw Error("--alpha must be in [0, 1], found " + std::to_string(alpha));
+  if (!(alpha >= 0.0f && alpha <= 1.0f)) throw Error("the opacity must be in [0, 1], found " + std::to_string(alpha));
   if (mask01.size() != static_cast<size_t>(map_w) * static_cast<size_t>(map_h) || x0 < 0 || y0 < 0 ||
       x0 + map_w > photo.width || y0 + map_h > photo.height)
     throw Error("overlay: mask box does not fit the photo");

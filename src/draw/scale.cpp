@@ -27,7 +27,7 @@ ScaleSpec parse_scale(const std::string& s) {
     return spec;
   }
   const auto comma = s.find(',');
-  const std::string bad = "--scale expects map, figure, run or VMIN,VMAX (e.g. 0,0.05), found '" + s + "'";
+  const std::string bad = "expects map, figure, run or VMIN,VMAX (e.g. 0,0.05), found '" + s + "'";
   if (comma == std::string::npos) throw Error(bad);
   auto number = [&](const std::string& t) {
     if (t.empty()) throw Error(bad);
@@ -39,7 +39,7 @@ ScaleSpec parse_scale(const std::string& s) {
   spec.kind = ScaleKind::Fixed;
   spec.vmin = number(s.substr(0, comma));
   spec.vmax = number(s.substr(comma + 1));
-  if (!(spec.vmin < spec.vmax)) throw Error("--scale " + s + ": VMIN must be below VMAX");
+  if (!(spec.vmin < spec.vmax)) throw Error(s + ": VMIN must be below VMAX");
   return spec;
 }
 

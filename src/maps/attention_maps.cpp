@@ -23,7 +23,7 @@ HeadSelect parse_head(const std::string& s) {
   char* end = nullptr;
   const long v = std::strtol(s.c_str(), &end, 10);
   if (s.empty() || *end != '\0' || v < -100000 || v > 100000)
-    throw Error("--head must be a head index or mean | max | min, found '" + s + "'");
+    throw Error("must be a head index or mean | max | min, found '" + s + "'");
   sel.fusion = HeadSelect::Fusion::Index;
   sel.index = static_cast<int>(v);
   return sel;
@@ -80,7 +80,7 @@ std::vector<float> class_attention_map(const ForwardResult& r, const HParams& hp
 }
 
 void discard_smallest(float* m, int T, double frac) {
-  if (!(frac >= 0.0 && frac <= 1.0)) throw Error("--discard must be in [0, 1], found " + std::to_string(frac));
+  if (!(frac >= 0.0 && frac <= 1.0)) throw Error("the discard fraction must be in [0, 1], found " + std::to_string(frac));
   std::vector<int> eligible;  // row-major indices outside row 0, column 0 and the diagonal
   eligible.reserve(T > 2 ? static_cast<size_t>(T - 1) * static_cast<size_t>(T - 2) : 0);
   for (int i = 1; i < T; ++i)
@@ -96,7 +96,7 @@ void discard_smallest(float* m, int T, double frac) {
 
 RolloutAccumulator::RolloutAccumulator(int T, int H, const HeadSelect& sel, double discard)
     : T_(T), H_(H), sel_(sel), discard_(discard) {
-  if (!(discard >= 0.0 && discard <= 1.0)) throw Error("--discard must be in [0, 1], found " + std::to_string(discard));
+  if (!(discard >= 0.0 && discard <= 1.0)) throw Error("the discard fraction must be in [0, 1], found " + std::to_string(discard));
   if (T <= 0 || H <= 0) throw Error("rollout: empty attention");
   const size_t TT = static_cast<size_t>(T) * static_cast<size_t>(T);
   R_.assign(TT, 0.0f);  // R (T, T) starts as the identity
@@ -134,7 +134,7 @@ std::vector<float> attention_rollout(const ForwardResult& r, int last_layer, con
 
 std::vector<uint8_t> threshold_mask(const float* a, int n, float threshold) {
   if (!(threshold > 0.0f && threshold <= 1.0f))
-    throw Error("--threshold must be in (0, 1], found " + std::to_string(threshold));
+    throw Error("the mask threshold must be in (0, 1], found " + std::to_string(threshold));
   std::vector<int> order(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
   std::stable_sort(order.begin(), order.end(), [a](int x, int y) { return a[x] < a[y]; });

@@ -10,7 +10,7 @@ ExplainMethod parse_explain_method(const std::string& s) {
   if (s == "chefer") return ExplainMethod::Chefer;
   if (s == "gradcam") return ExplainMethod::GradCam;
   if (s == "attn-grad") return ExplainMethod::AttnGrad;
-  throw Error("--explain expects chefer, gradcam or attn-grad, found '" + s + "'");
+  throw Error("expects chefer, gradcam or attn-grad, found '" + s + "'");
 }
 
 std::string explain_method_name(ExplainMethod m) {
@@ -61,7 +61,7 @@ std::vector<float> explain_map(const ViTWeights& w, const ForwardTape& tape, int
   BackwardOptions bo;
   if (req.method == ExplainMethod::GradCam) {
     if (req.gradcam_layer < 0 || req.gradcam_layer >= L)
-      throw Error("--gradcam-layer " + std::to_string(req.gradcam_layer) + " out of range (0.." + std::to_string(L - 1) + ")");
+      throw Error("Grad-CAM block " + std::to_string(req.gradcam_layer) + " out of range (0.." + std::to_string(L - 1) + ")");
     bo.lowest_layer = req.gradcam_layer;
     bo.ln1_layer = req.gradcam_layer;
     const BackwardResult r = vit_backward(w, tape, target_class, bo);

@@ -15,7 +15,7 @@ Upsample parse_upsample(const std::string& s) {
   if (s == "nearest") return Upsample::Nearest;
   if (s == "bilinear") return Upsample::Bilinear;
   if (s == "bicubic") return Upsample::Bicubic;
-  throw Error("unknown upsample mode '" + s + "' (expected nearest, bilinear or bicubic)");
+  throw Error("expects nearest, bilinear or bicubic, found '" + s + "'");
 }
 
 std::vector<float> upsample_map(const std::vector<float>& map, int gw, int gh, int out_w, int out_h, Upsample mode) {

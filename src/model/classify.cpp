@@ -59,7 +59,7 @@ long parse_count(const std::string& s) {
 }  // namespace
 
 ClassSpec parse_class_spec(const std::string& s) {
-  if (s.empty()) throw Error("--class expects an index, a label, top1 or topK, found ''");
+  if (s.empty()) throw Error("expects an index, a label, top1 or topK, found ''");
   ClassSpec spec;
   if (const long n = parse_count(s); n >= 0) {
     spec.kind = ClassSpec::Kind::Index;
@@ -68,7 +68,7 @@ ClassSpec parse_class_spec(const std::string& s) {
   }
   if (s.size() > 3 && s.compare(0, 3, "top") == 0) {
     const long k = parse_count(s.substr(3));
-    if (k < 1) throw Error("--class " + s + ": topK needs a whole number K >= 1 (top1, top5)");
+    if (k < 1) throw Error(s + ": topK needs a whole number K >= 1 (top1, top5)");
     spec.kind = ClassSpec::Kind::TopK;
     spec.k = static_cast<int>(k);
     return spec;
@@ -81,17 +81,17 @@ ClassSpec parse_class_spec(const std::string& s) {
 void check_class_spec(const ClassSpec& spec, int C, const std::vector<std::string>& labels) {
   const std::string range = " (the classifier has " + std::to_string(C) + " classes)";
   if (spec.kind == ClassSpec::Kind::Index && spec.index >= C)
-    throw Error("--class " + std::to_string(spec.index) + " out of range: 0.." + std::to_string(C - 1) + range);
+    throw Error(std::to_string(spec.index) + " out of range: 0.." + std::to_string(C - 1) + range);
   if (spec.kind == ClassSpec::Kind::TopK && spec.k > C)
-    throw Error("--class top" + std::to_string(spec.k) + " asks for more classes than there are" + range);
+    throw Error("top" + std::to_string(spec.k) + " asks for more classes than there are" + range);
   if (spec.kind != ClassSpec::Kind::Name) return;
   if (labels.size() != static_cast<size_t>(C))
-    throw Error("--class '" + spec.name + "': the weights' config has no class labels; give an index 0.." +
+    throw Error("'" + spec.name + "': the weights' config has no class labels; give an index 0.." +
                 std::to_string(C - 1) + ", top1 or topK");
   if (std::find(labels.begin(), labels.end(), spec.name) != labels.end()) return;
   std::string all;
   for (const auto& l : labels) all += (all.empty() ? "" : ", ") + l;
-  throw Error("--class '" + spec.name + "' is not one of the labels: " + all);
+  throw Error("'" + spec.name + "' is not one of the labels: " + all);
 }
 
 std::vector<int> resolve_classes(const ClassSpec& spec, const std::vector<float>& logits,

@@ -232,7 +232,7 @@ PosInterp parse_pos_interp(const std::string& s) {
     if (s == e.name) return e.mode;
     names += std::string(names.empty() ? "" : ", ") + e.name;
   }
-  throw Error("--pos-interp expects one of " + names + ", found '" + s + "'");
+  throw Error("expects one of " + names + ", found '" + s + "'");
 }
 
 PosInterpChoice default_pos_interp(const HParams& hp) {
@@ -251,14 +251,14 @@ void resample_pos_embed(ViTWeights& w, int image_w, int image_h, PosInterp mode)
   HParams& hp = w.hp;
   const std::string size = std::to_string(image_w) + "x" + std::to_string(image_h);
   if (image_w <= 0 || image_h <= 0 || image_w % hp.patch != 0 || image_h % hp.patch != 0)
-    throw Error("--size " + size + " (width x height) is not a positive multiple of the patch size " +
+    throw Error(size + " (width x height) is not a positive multiple of the patch size " +
                 std::to_string(hp.patch) + " in both directions");
   const int gw = image_w / hp.patch, gh = image_h / hp.patch;
   // Attention memory grows with the square of the token count (T x T floats per head): beyond 96x96 patches
   // (--size 1536 at patch 16) one image's attention would need gigabytes.
   constexpr int64_t kMaxPatches = 96 * 96;
   if (static_cast<int64_t>(gw) * gh > kMaxPatches)
-    throw Error("--size " + size + " gives " + std::to_string(static_cast<int64_t>(gw) * gh) +
+    throw Error(size + " gives " + std::to_string(static_cast<int64_t>(gw) * gh) +
                 " patch tokens; at most " + std::to_string(kMaxPatches) +
                 " are allowed (each head's attention matrix holds tokens x tokens floats)");
   if (gw == hp.grid_w && gh == hp.grid_h) {
