@@ -19,6 +19,8 @@
 #include "checkpoint/weights_pth.hpp"
 #include "core/error.hpp"
 #include "io/npy.hpp"
+#include "io/image_io.hpp"
+#include "model/preprocess.hpp"
 #include "model/pos_embed.hpp"
 #include "model/vit.hpp"
 #include "test_util.hpp"
@@ -398,4 +400,43 @@ TEST(FamilyRefusals, KnownUnreadFamiliesAreNamed) {
                 .find("a Hugging Face SigLIP vision tower"), std::string::npos);
   EXPECT_NE(build_error(with({"visual.layer1.0.conv1.weight", "visual.attnpool.c_proj.weight"}))
                 .find("a ResNet (e.g. OpenAI CLIP RN50's visual tower), not a Vision Transformer"), std::string::npos);
+}
+
+// Issue 24/25: a SigLIP-style attention-pool probe is a view: `--views probe` draws the probe's attention over
+// the patches (heads averaged), the numbers vit_forward computes (matched to timm's own AttentionPoolLatent by
+// Families.MatchTheFamilysOwnCode/timm_siglip); a model without such a head refuses it by name.
+TEST(FamilyViews, AttentionPoolProbeIsAView) {
+  const fs::path out = fs::temp_directory_path() / ("attnmap_probe_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  const std::string img = std::string(ATTNMAP_DATA_DIR) + "/chelsea.png";
+  const std::string weights = family_dir("timm_siglip") + "model.safetensors";
+  const CliRun r = run_attnmap("render " + q(img) + " -w " + q(weights) + " -o " + q(out) +
+                               " --views probe,probe/h1 --save-raw --panel -q");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const ViTWeights w = load_model(weights);
+  const Image photo = load_image(img, LoadOptions{});
+  const ModelInput in = preprocess(photo, w.hp.image_w, w.hp.image_h, ResizeMode::Squash, w.hp.mean.data(), w.hp.std.data());
+  ForwardOptions fo;
+  fo.to_end = true;
+  const ForwardResult fr = vit_forward(w, in.chw.data(), fo);
+  const int T = fr.tokens, H = w.hp.num_heads;
+  ASSERT_EQ(fr.pool_attn.size(), static_cast<size_t>(H * T));
+  std::vector<float> mean(static_cast<size_t>(T), 0.0f);
+  for (int t = 0; t < T; ++t) {
+    for (int h = 0; h < H; ++h) mean[static_cast<size_t>(t)] += fr.pool_attn[static_cast<size_t>(h * T + t)];
+    mean[static_cast<size_t>(t)] /= static_cast<float>(H);
+  }
+  std::vector<int64_t> shape;
+  const std::vector<float> got = read_npy((out / "chelsea.probe.npy").string(), &shape);
+  EXPECT_EQ(shape, (std::vector<int64_t>{w.hp.grid_h, w.hp.grid_w}));
+  EXPECT_TRUE(all_close(got, std::vector<float>(mean.begin() + w.hp.num_prefix, mean.end()), 1e-6, "probe mean"));
+  const std::vector<float> h1 = read_npy((out / "chelsea.probe-h1.npy").string(), &shape);
+  EXPECT_TRUE(all_close(h1, std::vector<float>(fr.pool_attn.begin() + T + w.hp.num_prefix, fr.pool_attn.begin() + 2 * T),
+                        1e-6, "probe head 1"));
+  EXPECT_TRUE(fs::exists(out / "chelsea.panel.png"));
+  const CliRun no = run_attnmap("render " + q(img) + " -w " + q(family_dir("timm_clip") + "model.safetensors") +
+                                " -o " + q(out) + " --views probe -q");
+  EXPECT_EQ(no.status, 2);
+  EXPECT_NE(no.err.find("--views: 'probe': the model has no attention-pool (MAP) head"), std::string::npos) << no.err;
+  fs::remove_all(out);
 }

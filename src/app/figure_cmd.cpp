@@ -40,8 +40,7 @@ CLI::App* add_figure_options(CLI::App& app, FigureArgs& a) {
                 "column titles, row labels and colour bars in the maps' units, as PNG, PDF or SVG (-o's extension)");
   f->add_option("inputs", a.inputs, "image files, one row each (folders are walked as render walks them, sorted)")
       ->required();
-  f->add_option("--views", a.views, "the columns, comma-separated: photo, L<layer>/<fusion> (mean, max, min, h<head>), "
-                                    "rollout[/<fusion>], chefer, gradcam[@L<layer>], attn-grad[@L<layer>]")
+  f->add_option("--views", a.views, "the columns, comma-separated; " + view_grammar())
       ->required();
   f->add_option("-o,--out", a.out, "the figure file: FIG.png, FIG.pdf or FIG.svg (replaced when it exists)")->required();
   f->add_option("-w,--weights", a.weights, "weights, as for render; default: the bundled weights/default.json");

@@ -61,10 +61,9 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
                      "filled, outlined region");
   render->add_flag("--heads-grid", ro.heads_grid, "the old name of --strip heads");
   render->add_option("--views", ro.views,
-                     "several views from one forward pass, comma-separated, named as eval prints them: "
-                     "L<layer>/<fusion> (fusion mean|max|min|h<i>; layer an index, negative from the end, or last), "
-                     "rollout[/<fusion>], chefer, gradcam[@L<layer>], attn-grad[@L<layer>]; each view's files are "
-                     "NAME.<view>.png (L3/mean -> NAME.L3-mean.png); one view keeps NAME.png");
+                     "several views from one forward pass, comma-separated, named as eval prints them; " +
+                         view_grammar() + "; each view's files are NAME.<view>.png (L3/mean -> NAME.L3-mean.png); "
+                         "one view keeps NAME.png");
   render->add_option("--layers", a.layers_s, "all: the view L<l>/<--head> for every block l (with --views: added to them)");
   // Figures (docs/figures.md).
   render->add_flag("--panel", ro.panel, "also write NAME.panel.*: photo | map alone | overlay, a title and a colour bar");

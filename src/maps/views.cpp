@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "checkpoint/layouts.hpp"
 #include "core/error.hpp"
 #include "model/vit.hpp"
 #include "model/vit_backward.hpp"
@@ -17,7 +18,7 @@ namespace {
 
 constexpr const char* kGrammar =
     "a view is L<layer>/<fusion> (layer an index, negative from the end, or 'last'; fusion mean, max, min or "
-    "h<head>), rollout[/<fusion>][@L<layer>], chefer, gradcam[@L<layer>], attn-grad[@L<layer>] or photo";
+    "h<head>), rollout[/<fusion>][@L<layer>], probe[/<fusion>], chefer, gradcam[@L<layer>], attn-grad[@L<layer>] or photo";
 
 Error bad_view(const std::string& item, const std::string& why) {
   return Error("'" + item + "': " + why + " (" + kGrammar + ")");
@@ -112,6 +113,11 @@ ViewSpec parse_one_view(const std::string& item) {
     }
     return v;
   }
+  if (item == "probe" || item.rfind("probe/", 0) == 0) {
+    v.kind = ViewKind::Probe;
+    if (item.size() > 5) v.head = parse_fusion_text(item, item.substr(6));
+    return v;
+  }
   if (auto m = parse_method_view(item)) return *m;
   const size_t slash = item.find('/');
   if (item.size() < 2 || item[0] != 'L' || slash == std::string::npos) throw bad_view(item, "unknown view");
@@ -130,6 +136,8 @@ int resolve_view_layer(const ViewSpec& v, int layer, int depth) {
 }
 
 }  // namespace
+
+std::string view_grammar() { return kGrammar; }
 
 std::vector<ViewSpec> parse_views(const std::string& list) {
   std::vector<ViewSpec> out;
@@ -173,6 +181,7 @@ std::string describe_view(const ResolvedView& v) {
     case ViewKind::Photo: return "photo";
     case ViewKind::Attention: return "block " + block + ", " + heads;
     case ViewKind::Rollout: return "rollout through blocks 0\u2013" + block + ", " + heads;
+    case ViewKind::Probe: return "attention-pool probe, " + heads;
     case ViewKind::Chefer: return "Chefer relevance";
     case ViewKind::GradCam: return "Grad-CAM at block " + block;
     case ViewKind::AttnGrad: return "attention \u00d7 gradient at block " + block;
@@ -213,6 +222,14 @@ ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, co
         throw Error("'" + v.written + "': the discard fraction must be in [0, 1], found " + number_text(r.discard));
       if (v.discard && *v.discard > 0.0) r.name += " discard " + number_text(*v.discard);
       r.units = "rollout mass";
+      break;
+    case ViewKind::Probe:
+      if (hp.pool != Pool::Map)
+        throw Error("'" + v.written + "': the model has no attention-pool (MAP) head whose probe could be drawn (" +
+                    layout_name(hp.layout) + " layout, pool " + pool_name(hp.pool) + ")");
+      r.spec.layer = hp.depth - 1;
+      r.name = v.head.fusion == HeadSelect::Fusion::Mean ? "probe" : "probe/" + fusion;
+      r.units = "attention probability";
       break;
     case ViewKind::Chefer:
       r.name = "chefer";
@@ -325,6 +342,13 @@ class Rollouts {
   int last_ = -1;
 };
 
+// The probe's attention (H, T) of a pass fused over heads, over the patch tokens: (grid_h, grid_w).
+std::vector<float> probe_map(const ForwardResult& r, const HParams& hp, const HeadSelect& sel) {
+  if (r.pool_attn.empty()) throw Error("probe: the forward pass did not run the attention pool");
+  const std::vector<float> row = fuse_heads(r.pool_attn.data(), hp.num_heads, r.tokens, sel);  // (T)
+  return std::vector<float>(row.begin() + hp.num_prefix, row.end());
+}
+
 // The class-agnostic views of one pass: attention from the class rows `rows`, rollouts from `rollouts`.
 void agnostic_maps(const ViTWeights& model, const ForwardResult& rows, const std::vector<ResolvedView>& views,
                    const Rollouts& rollouts, std::vector<ViewMap>* out) {
@@ -334,6 +358,8 @@ void agnostic_maps(const ViTWeights& model, const ForwardResult& rows, const std
       out->push_back(ViewMap{i, -1, class_attention_map(rows, model.hp, v.spec.layer, v.spec.head)});
     else if (v.spec.kind == ViewKind::Rollout)
       out->push_back(ViewMap{i, -1, rollouts.map(i)});
+    else if (v.spec.kind == ViewKind::Probe)
+      out->push_back(ViewMap{i, -1, probe_map(rows, model.hp, v.spec.head)});
   }
 }
 
@@ -370,6 +396,9 @@ std::vector<float> view_map(const ViewPass& pass, const ResolvedView& v, int cla
     case ViewKind::Rollout:
       if (pass.fwd) return class_row_map(attention_rollout(*pass.fwd, v.spec.layer, v.spec.head, v.discard), hp, pass.fwd->tokens);
       break;
+    case ViewKind::Probe:
+      if (pass.fwd) return probe_map(*pass.fwd, hp, v.spec.head);
+      break;
     case ViewKind::Chefer:
     case ViewKind::GradCam:
     case ViewKind::AttnGrad:
@@ -402,7 +431,8 @@ std::vector<ViewMap> compute_views(const ViTWeights& model, const float* image,
   for (const auto& v : views)
     if (v.spec.kind == ViewKind::Attention) fo.last_layer = std::max(fo.last_layer, v.spec.layer);
   if (rollouts.any()) fo.on_probs = [&rollouts](int, int l, const float* probs) { rollouts.add(l, probs); };
-  fo.to_end = model.head.present();  // the logits (top-5) need every block
+  fo.to_end = model.head.present() ||  // the logits (top-5) need every block, the probe the final tokens
+              std::any_of(views.begin(), views.end(), [](const ResolvedView& v) { return v.spec.kind == ViewKind::Probe; });
   const ForwardResult r = vit_forward(model, image, fo);
   agnostic_maps(model, r, views, rollouts, &maps);
   *logits = r.logits;

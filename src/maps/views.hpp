@@ -13,13 +13,15 @@
 
 namespace attnmap {
 
-enum class ViewKind { Photo, Attention, Rollout, Chefer, GradCam, AttnGrad };
+enum class ViewKind { Photo, Attention, Rollout, Probe, Chefer, GradCam, AttnGrad };
 
 /// One view as written, before the model is known. Grammar (case-sensitive, as `attnmap eval` prints):
 ///   L<layer>/<fusion>   the class token's attention at one block; layer an index, negative from the end, or
 ///                       `last`; fusion mean | max | min | h<index> (one head)
 ///   rollout[/<fusion>][@L<layer>]  attention rollout (Abnar & Zuidema 2020) through blocks 0..layer (default:
 ///                       every block), heads fused by mean unless given; ViewSettings::discard applies
+///   probe[/<fusion>]    an attention-pool (MAP) head's learned probe query over the final tokens (timm
+///                       AttentionPoolLatent: SigLIP), heads fused by mean unless given; models with such a head
 ///   chefer              Chefer et al.'s relevance, class-specific (issue 19, maps/explain.hpp), for --class
 ///   gradcam[@L<layer>]  Grad-CAM on block <layer>'s norm1 (default: the run's --gradcam-layer, else the
 ///   last) attn-grad[@L<layer>] one block's attention x gradient (default: ViewSettings::attn_grad_layer)
@@ -33,6 +35,9 @@ struct ViewSpec {
                                   ///< selected rollout beside the standard one); its name then says it
   std::string written;
 };
+
+/// The grammar in one sentence, for help texts and messages: "a view is L<layer>/<fusion> (...), rollout...".
+std::string view_grammar();
 
 /// Parses a comma-separated list (spaces around an item ignored; empty items refused). Throws attnmap::Error
 /// naming the item and the grammar for anything else (no option name: the options layer adds it).
@@ -97,7 +102,8 @@ struct ViewPass {
 
 /// The map (grid_h, grid_w) of one resolved view from one pass; `class_index` is the explained class of a
 /// class-specific view (ignored by the others). Attention: class_attention_map; Rollout: class_row_map of
-/// attention_rollout through blocks 0..layer (v.discard); Chefer / GradCam / AttnGrad: explain_map.
+/// attention_rollout through blocks 0..layer (v.discard); Probe: ForwardResult::pool_attn (H, T) fused over
+/// heads, its patch columns (ForwardOptions::to_end); Chefer / GradCam / AttnGrad: explain_map.
 /// Values as computed. Throws attnmap::Error when the pass lacks what the view needs, or from the maps.
 std::vector<float> view_map(const ViewPass& pass, const ResolvedView& v, int class_index);
 
