@@ -627,12 +627,12 @@ TEST_F(Eval, RolloutAsTheSelectedView) {
                            q(kTop5 / "weights.json") + " --rollout --layer 0 --json " + q(js));
   ASSERT_EQ(r.status, 0) << r.err;
   const json j = json::parse(slurp(js));
-  ASSERT_EQ(j["selected_view"], "rollout L0-0/mean");
+  ASSERT_EQ(j["selected_view"], "rollout@L0");
   for (const json& im : j["images"]) {
     const json& w = want["images"][fs::path(im["file"].get<std::string>()).filename().string()];
-    EXPECT_NEAR(im["views"]["rollout L0-0/mean"]["energy"].get<double>(),
+    EXPECT_NEAR(im["views"]["rollout@L0"]["energy"].get<double>(),
                 w["views"]["L0/mean"]["energy"].get<double>(), 2e-6);
-    EXPECT_EQ(im["views"]["rollout L0-0/mean"]["hit"], w["views"]["L0/mean"]["hit"]);
+    EXPECT_EQ(im["views"]["rollout@L0"]["hit"], w["views"]["L0/mean"]["hit"]);
   }
   const CliRun full = run_attnmap("eval -q --masks " + q(kTop5 / "masks") + " " + q(kTop5 / "images") + " -w " +
                               q(kTop5 / "weights.json") + " --rollout --json " + q(js));

@@ -37,7 +37,7 @@ struct CliArgs {
   long long max_pixels = static_cast<long long>(ro.load.max_pixels);  // signed: "-1" must not wrap to "no limit"
   bool no_exif = false;
   EvalOptions eo;
-  std::string fusions_s = "mean";
+  std::string fusions_s;   // eval --fusions (empty: not given, mean)
   std::string perturb_s;  // eval --perturb drop|zero
   std::string inspect_weights;
   int inspect_heads = 0;

@@ -143,8 +143,10 @@ CLI::App* add_eval_options(CLI::App& app, CliArgs& a) {
   eval->add_option("--head", a.head_s, "selected view: a head index, or mean | max | min (default: config default_head, else mean; with --rollout mean)");
   eval->add_flag("--rollout", ro.rollout, "selected view: attention rollout through layers 0..--layer, heads fused by --head");
   eval->add_option("--discard", a.discard_s, "with --rollout: as for render, 0..1");
-  eval->add_option("--fusions", a.fusions_s, "head fusions scored at every layer, comma-separated: mean,max,min or head indices")
-      ->capture_default_str();
+  eval->add_option("--fusions", a.fusions_s, "head fusions scored at every layer, comma-separated: mean,max,min or head indices (default: mean; not with --views)");
+  eval->add_option("--views", ro.views,
+                   "the views to score instead of the default list, comma-separated, as for render --views; " +
+                       view_grammar() + " (not photo); the first is the selected view");
   eval->add_option("--tolerance", eo.tolerance_px, "pointing game: a hit within this many pixels of the mask")
       ->capture_default_str();
   eval->add_option("--upsample", a.upsample_s, "map to image pixels: nearest | bilinear | bicubic")->capture_default_str();
@@ -267,13 +269,13 @@ void check_command(CliArgs& a, const Commands& c) {
   apply_run_options(a, c);
   check_drawing_options(a.ro);
   if (!c.eval->parsed()) return;
-  if (a.ro.discard > 0.0 && !a.ro.rollout) throw Error("--discard applies to --rollout only");
+  if (a.ro.discard > 0.0 && !a.ro.rollout && a.ro.views.empty()) throw Error("--discard applies to --rollout only");
   EvalOptions& eo = a.eo;
   eo.view = a.ro;
   eo.fusions.clear();
-  std::stringstream fs(a.fusions_s);
+  std::stringstream fs(a.fusions_s);  // empty: --fusions not given (an empty value is refused earlier)
   for (std::string f; std::getline(fs, f, ',');) eo.fusions.push_back(f);
-  if (a.fusions_s.empty() || a.fusions_s.back() == ',')  // getline drops an empty last item; ",," is caught later
+  if (!a.fusions_s.empty() && a.fusions_s.back() == ',')  // getline drops an empty last item; ",," is caught later
     throw Error("--fusions expects a comma-separated list such as mean,max, found '" + a.fusions_s + "'");
   if (!a.perturb_s.empty()) {  // an empty value is refused earlier
     if (a.perturb_s == "drop")

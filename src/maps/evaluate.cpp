@@ -95,6 +95,16 @@ double energy_in_mask(const std::vector<float>& map, const Mask& mask) {
   return in / all;
 }
 
+std::string map_score_undefined(const std::vector<float>& map) {
+  double all = 0;
+  for (const float v : map) {
+    if (!std::isfinite(v)) return "the map is not finite";
+    if (v < 0.0f) return "the map has a negative value";
+    all += v;
+  }
+  return all > 0 ? "" : "the map sums to 0";
+}
+
 std::vector<float> map_to_photo(const std::vector<float>& map, int gw, int gh, const Box& box, int photo_w,
                                 int photo_h, Upsample mode) {
   int bx = 0, by = 0, bw = 0, bh = 0;

@@ -49,6 +49,12 @@ bool pointing_game(const std::vector<float>& map, const Mask& mask, int toleranc
 /// Throws attnmap::Error when the sizes differ, a value is negative or not finite, or the map sums to 0.
 double energy_in_mask(const std::vector<float>& map, const Mask& mask);
 
+/// Why a map (any shape) has no localisation score, or "" when it has one: "the map is not finite" (a NaN or
+/// infinite value), "the map sums to 0" (e.g. a class-specific map when no gradient reaches the blocks: a
+/// classifier head whose weights are 0), "the map has a negative value". Pointing game and energy-in-mask
+/// of such a map are undefined (energy_in_mask throws for it).
+std::string map_score_undefined(const std::vector<float>& map);
+
 /// Places a (gh, gw) patch-grid map on the photo's pixels: upsampled with `mode` (upsample_map, no
 /// overshoot) to the pixel box the model saw (`box`, from preprocess; the whole photo with --resize squash)
 /// and zero outside that box. Returns (photo_h, photo_w).
