@@ -276,6 +276,13 @@ TEST(ExplainBackward, HeadlessModelIsRefused) {
 
 class ExplainCli : public TempDirTest {};
 
+// One image's taped pass, as render computes it (squash to the model's size).
+ForwardTape taped_pass(const ViTWeights& w, const std::string& img) {
+  const Image photo = load_image(img, LoadOptions{});
+  const ModelInput in = preprocess(photo, w.hp.image_w, w.hp.image_h, ResizeMode::Squash, w.hp.mean.data(), w.hp.std.data());
+  return vit_forward_tape(w, in.chw.data());
+}
+
 TEST_F(ExplainCli, TopKWritesOneMapPerClassAsTheLibraryComputesIt) {
   const std::string weights = fixture("explain/dinov2_fb/weights.json");
   const std::string img = std::string(ATTNMAP_TEST_DIR) + "/images/basic/rgba.png";
@@ -283,9 +290,7 @@ TEST_F(ExplainCli, TopKWritesOneMapPerClassAsTheLibraryComputesIt) {
                                q(weights) + " -o " + q(dir));
   ASSERT_EQ(r.status, 0) << r.err;
   const ViTWeights w = load_model(weights);
-  const Image photo = load_image(img, LoadOptions{});
-  const ModelInput in = preprocess(photo, w.hp.image_w, w.hp.image_h, ResizeMode::Squash, w.hp.mean.data(), w.hp.std.data());
-  const ForwardTape tape = vit_forward_tape(w, in.chw.data());
+  const ForwardTape tape = taped_pass(w, img);
   ExplainRequest req;
   req.method = ExplainMethod::GradCam;
   req.gradcam_layer = 0;
@@ -326,9 +331,7 @@ TEST_F(ExplainCli, OutputsCarryTheSettingsRecordAndTheLineNamesEveryMap) {
                                q(weights) + " -o " + q(dir) + " --manifest " + q(man));
   ASSERT_EQ(r.status, 0) << r.err;
   const ViTWeights w = load_model(weights);
-  const Image photo = load_image(img, LoadOptions{});
-  const ModelInput in = preprocess(photo, w.hp.image_w, w.hp.image_h, ResizeMode::Squash, w.hp.mean.data(), w.hp.std.data());
-  const ForwardTape tape = vit_forward_tape(w, in.chw.data());
+  const ForwardTape tape = taped_pass(w, img);
   const std::vector<int> top = top_k_indices(tape.logits, 2);
   const std::vector<double> p = class_probabilities(tape.logits);
   std::string want = img + " -> gradcam maps of the top 2 classes:\n";
@@ -444,9 +447,7 @@ TEST_F(ExplainCli, PanelStripsAndPdfDrawWithAnExplanation) {
   ASSERT_EQ(la.height, lc.height);
   // The explanation's NAME.npy is the library's map for the top-1 class.
   const ViTWeights w = load_model(weights);
-  const Image photo = load_image(img, LoadOptions{});
-  const ModelInput in = preprocess(photo, w.hp.image_w, w.hp.image_h, ResizeMode::Squash, w.hp.mean.data(), w.hp.std.data());
-  const ForwardTape tape = vit_forward_tape(w, in.chw.data());
+  const ForwardTape tape = taped_pass(w, img);
   ExplainRequest req;
   req.method = ExplainMethod::Chefer;
   const std::vector<float> want = explain_map(w, tape, top_k_indices(tape.logits, 1)[0], req);
