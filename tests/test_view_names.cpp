@@ -168,3 +168,17 @@ TEST(ViewNames, ClassSpecificViewsGiveOneMapPerClassFromOneTape) {
   }
   EXPECT_NE(maps[1].map, maps[2].map);  // two classes, two different relevance maps
 }
+
+// Issue 25: a view has one label in every figure - the plain panel of --layer 1 --head 3 and a --views L1/h3
+// panel both say "block 1, head 3" (the file and terminal names stay "L1/h3").
+TEST(ViewNames, OneLabelPerViewInEveryFigure) {
+  const auto views = resolve_views(parse_views("L1/h3,L-1/mean,rollout,rollout/max@L1,chefer,gradcam@L2,attn-grad"),
+                                   four_by_four(), true, ViewSettings{});
+  const std::vector<std::string> want = {"block 1, head 3", "block 3, mean", "rollout 0\u20133, mean",
+                                         "rollout 0\u20131, max", "Chefer relevance", "Grad-CAM, block 2",
+                                         "attn \u00d7 grad, block 3"};
+  ASSERT_EQ(views.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(view_label(views[i]), want[i]) << views[i].name;
+  EXPECT_EQ(views[3].name, "rollout/max@L1");
+  EXPECT_EQ(views[3].tag, "rollout-max-L1");
+}

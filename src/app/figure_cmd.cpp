@@ -316,13 +316,14 @@ ComparisonScales figure_scales(const FigurePlan& p, const std::vector<ResolvedVi
   return cs;
 }
 
-/// Column titles (the views' names; with one fixed class, the class after a class-specific view's name).
+/// Column titles (view_label: the words every figure uses for a view; with one fixed class, the class after a
+/// class-specific view's).
 std::vector<std::string> column_titles(const FigurePlan& p, const std::vector<ResolvedView>& views, const HParams& hp,
                                        const std::vector<FigureImage>& rows) {
   std::vector<std::string> t;
   for (const ResolvedView& v : views) {
     const bool fixed = p.classes.kind != ClassSpec::Kind::TopK;
-    std::string title = v.class_specific && fixed ? v.name + " \u00b7 " + class_name(rows[0].class_index, hp) : v.name;
+    std::string title = v.class_specific && fixed ? view_label(v) + ", " + class_name(rows[0].class_index, hp) : view_label(v);
     if (!hp.class_token && !v.class_specific) title += " \u00b7 patch-query mean (no class token)";
     t.push_back(title);
   }
@@ -339,8 +340,7 @@ std::string row_label(const FigurePlan& p, const FigureImage& r, const HParams& 
 /// The settings record of the figure: render's (make_provenance), with the figure's views, its scales and
 /// their bounds, its size and the images' names and SHA-256.
 std::string figure_record(const FigurePlan& p, const ViTWeights& model, const std::string& weights_path,
-                          const std::vector<ResolvedView>& views, const std::vector<std::string>& titles,
-                          const ComparisonScales& cs, const std::vector<FigureImage>& rows) {
+                          const std::vector<ResolvedView>& views, const ComparisonScales& cs, const std::vector<FigureImage>& rows) {
   RenderContext ctx;
   ctx.model = &model;
   ctx.opt = &p.ro;
@@ -360,7 +360,7 @@ std::string figure_record(const FigurePlan& p, const ViTWeights& model, const st
     size_t k = 0;  // map column
     for (size_t c = 0; c < views.size(); ++c) {
       if (views[c].spec.kind == ViewKind::Photo) continue;
-      if (cs.column_scale[k++] == static_cast<int>(i)) cols.push_back(titles[c]);
+      if (cs.column_scale[k++] == static_cast<int>(i)) cols.push_back(views[c].name);  // the record: names
     }
     bounds.push_back({{"units", cs.scales[i].units}, {"vmin", cs.scales[i].vmin}, {"vmax", cs.scales[i].vmax}, {"columns", cols}});
   }
@@ -413,7 +413,7 @@ int run_figure(const FigureArgs& a) {
   ComparisonOptions co;
   co.width_in = a.width_in;
   co.dpi = a.dpi;
-  co.provenance = figure_record(p, model, weights_path, views, titles, cs, images);
+  co.provenance = figure_record(p, model, weights_path, views, cs, images);
   if (p.scale.kind == ScaleKind::Map)
     co.note = "Each map on its own min\u2013max (--scale map): colours do not compare across cells, so there is no colour bar.";
   try {

@@ -233,8 +233,8 @@ void add_to_run_scales(const RenderContext& ctx, const ComputedViews& cv,
 
 namespace {
 
-// A map's label in figures and notes: view_label ("L3/mean · block 3, mean of heads"); for a class-specific
-// view with its class: "gradcam · Grad-CAM at block 3, class Coat 63.2%".
+// A map's label in figures and notes: view_label ("block 3, mean of heads"); for a class-specific view with
+// its class: "Grad-CAM, block 3, class Coat 63.2%".
 std::string map_label(const RenderContext& ctx, const ComputedViews& cv, const ViewMap& m) {
   const ResolvedView& v = ctx.views[m.view];
   if (m.class_index < 0) return view_label(v);

@@ -174,22 +174,20 @@ bool is_class_specific(ViewKind kind) {
 
 std::string describe_view(const ResolvedView& v) {
   const std::string block = std::to_string(v.spec.layer);
-  const std::string heads = v.spec.head.fusion == HeadSelect::Fusion::Index
-                                ? fusion_name(v.spec.head, "head ")
-                                : fusion_name(v.spec.head, "") + " of heads";
+  const std::string heads = fusion_name(v.spec.head, "head ");  // "head 3", or the fusion over heads: "mean"
   switch (v.spec.kind) {
     case ViewKind::Photo: return "photo";
     case ViewKind::Attention: return "block " + block + ", " + heads;
-    case ViewKind::Rollout: return "rollout through blocks 0\u2013" + block + ", " + heads;
-    case ViewKind::Probe: return "attention-pool probe, " + heads;
+    case ViewKind::Rollout: return "rollout 0\u2013" + block + ", " + heads;
+    case ViewKind::Probe: return "pool probe, " + heads;
     case ViewKind::Chefer: return "Chefer relevance";
-    case ViewKind::GradCam: return "Grad-CAM at block " + block;
-    case ViewKind::AttnGrad: return "attention \u00d7 gradient at block " + block;
+    case ViewKind::GradCam: return "Grad-CAM, block " + block;
+    case ViewKind::AttnGrad: return "attn \u00d7 grad, block " + block;
   }
   return v.name;
 }
 
-std::string view_label(const ResolvedView& v) { return v.name + " \u00b7 " + describe_view(v); }
+std::string view_label(const ResolvedView& v) { return describe_view(v); }
 
 namespace {
 

@@ -65,11 +65,12 @@ struct ResolvedView {
 /// this is decided.
 bool is_class_specific(ViewKind kind);
 
-/// What a view shows in words, for figure rows and titles: "block 1, head 3", "block 3, mean of heads",
-/// "rollout through blocks 0–3, mean of heads", "Chefer relevance", "Grad-CAM at block 11",
-/// "attention × gradient at block 2". Figures label a row "<name> · <this>" (view_label).
+/// What a view shows in words, short enough for a paper figure's column title: "block 1, head 3", "block 3,
+/// mean" (the heads' mean), "rollout 0–3, mean", "pool probe, max", "Chefer relevance", "Grad-CAM, block 11",
+/// "attn × grad, block 2".
 std::string describe_view(const ResolvedView& v);
-/// "L1/h3 · block 1, head 3": a figure row's label, the same in every figure.
+/// A figure row's label: describe_view, the same words for a view in every figure (a render panel of
+/// --layer 1 --head 3 and of --views L1/h3, attnmap figure's columns); files and terminal lines use the name.
 std::string view_label(const ResolvedView& v);
 
 /// Resolves every view against hp (depth, heads), `has_head` (class-specific views need a classifier
