@@ -37,12 +37,6 @@ std::vector<std::string> OutputPlan::paths(OutputKind kind) const {
   return out;
 }
 
-const PlannedFile& OutputPlan::map_file(OutputKind kind, size_t view, int class_index) const {
-  for (const PlannedFile& f : files)
-    if (f.kind == kind && f.view == view && (f.class_index == class_index || f.class_index < 0)) return f;
-  throw Error("no planned output for view " + std::to_string(view) + ", class " + std::to_string(class_index));
-}
-
 OutputPlan plan_outputs(const RenderContext& ctx, const Job& job, const std::vector<int>* classes) {
   const RenderOptions& opt = *ctx.opt;
   OutputPlan plan;
@@ -64,6 +58,28 @@ OutputPlan plan_outputs(const RenderContext& ctx, const Job& job, const std::vec
     }
   }
   return plan;
+}
+
+std::vector<std::string> write_map_files(const RenderContext& ctx, const OutputPlan& plan, size_t view, int class_index,
+                                         const MapOutputs& data) {
+  std::vector<std::string> written;
+  for (const PlannedFile& f : plan.files) {
+    // A class-specific view's one file (one class asked) is planned without its class.
+    if (f.kind == OutputKind::Figure || f.view != view || (f.class_index >= 0 && f.class_index != class_index)) continue;
+    switch (f.kind) {
+      case OutputKind::MapNpy:
+        write_map_npy(ctx, f, *data.raw, data.raw_shape);
+        break;
+      case OutputKind::MapPng:
+        write_map_png(ctx, f, *data.overlay, data.stats);
+        break;
+      case OutputKind::Sidecar:  // written with its .npy
+      case OutputKind::Figure:
+        continue;
+    }
+    written.push_back(f.path);
+  }
+  return written;
 }
 
 void write_map_png(const RenderContext& ctx, const PlannedFile& file, const Image& overlay, const std::string& stats) {

@@ -38,8 +38,6 @@ struct OutputPlan {
   bool names_unknown = false;
   /// The paths of one kind, in plan order.
   std::vector<std::string> paths(OutputKind kind) const;
-  /// The file of `kind` for view `view` and class `class_index`; throws attnmap::Error when not planned.
-  const PlannedFile& map_file(OutputKind kind, size_t view, int class_index) const;
 };
 
 /// Plans job's files for the run: the user's views' maps (NAME.png for one view, NAME.<tag>.png for several;
@@ -47,6 +45,20 @@ struct OutputPlan {
 /// `classes` - the classes the pass explains, most probable first - is given), their .npy and sidecar with
 /// --save-raw, and the figures (panel, layers strip, heads sheet) in every figure format.
 OutputPlan plan_outputs(const RenderContext& ctx, const Job& job, const std::vector<int>* classes = nullptr);
+
+/// What one map's files are written from.
+struct MapOutputs {
+  const std::vector<float>* raw = nullptr;  ///< the .npy's data (the map, or with --all-heads every head)
+  std::vector<int64_t> raw_shape;           ///< its shape: (grid_h, grid_w) or (H, grid_h, grid_w)
+  const Image* overlay = nullptr;           ///< the PNG's image
+  std::string stats;                        ///< the PNG's tEXt `attnmap:stats`
+};
+
+/// Writes every planned file of one map (view `view`, class `class_index`) in plan order, each by its kind's
+/// writer (a new per-image kind adds its case here); figures are drawn by the render. Returns the paths
+/// written (sidecars, written with their .npy, are not listed). Throws attnmap::Error from the writers.
+std::vector<std::string> write_map_files(const RenderContext& ctx, const OutputPlan& plan, size_t view, int class_index,
+                                         const MapOutputs& data);
 
 /// Writes a map PNG (atomically) with --dpi and, with a run record, tEXt `attnmap` (the record) and
 /// `attnmap:stats` (`stats`, the map's statistics).

@@ -296,18 +296,15 @@ std::vector<float> concat(const std::vector<std::vector<float>>& maps) {
 void write_view_files(const RenderContext& ctx, const ComputedViews& cv, const OutputPlan& plan, const Image& overlay,
                       const ViewMap& m, RenderResult* res) {
   const HParams& hp = ctx.model->hp;
-  if (ctx.opt->save_raw) {
-    const PlannedFile& npy = plan.map_file(OutputKind::MapNpy, m.view, m.class_index);
-    if (ctx.opt->all_heads)
-      write_map_npy(ctx, npy, concat(maps_of(cv, ctx.aux.heads, static_cast<size_t>(hp.num_heads))),
-                    {hp.num_heads, hp.grid_h, hp.grid_w});
-    else
-      write_map_npy(ctx, npy, m.map, {hp.grid_h, hp.grid_w});
-    res->outputs.push_back(npy.path);
+  MapOutputs data{&m.map, {hp.grid_h, hp.grid_w}, &overlay, stats_text(ctx, cv, m)};
+  std::vector<float> heads;
+  if (ctx.opt->all_heads) {
+    heads = concat(maps_of(cv, ctx.aux.heads, static_cast<size_t>(hp.num_heads)));
+    data.raw = &heads;
+    data.raw_shape = {hp.num_heads, hp.grid_h, hp.grid_w};
   }
-  const PlannedFile& png = plan.map_file(OutputKind::MapPng, m.view, m.class_index);
-  write_map_png(ctx, png, overlay, stats_text(ctx, cv, m));
-  res->outputs.push_back(png.path);
+  const std::vector<std::string> written = write_map_files(ctx, plan, m.view, m.class_index, data);
+  res->outputs.insert(res->outputs.end(), written.begin(), written.end());
 }
 
 // The panel's scale of each row: --scale map -> its own; figure (default) -> shared by the rows of one unit;
