@@ -102,7 +102,7 @@ void check_drawing_options(const FigureArgs& a, FigurePlan& p) {
   ro.alpha = a.alpha;
   ro.upsample = with_flag("--upsample", [&] { return parse_upsample(a.upsample); });
   ro.resize = parse_resize_option("--resize", a.resize);
-  if (!a.heads.empty()) ro.overrides.num_heads = parse_int_option("--heads", a.heads);  // load_model checks it
+  if (!a.heads.empty()) ro.overrides.num_heads = checked_heads(parse_int_option("--heads", a.heads));
   if (!a.key.empty()) ro.overrides.key = a.key;
   apply_model_flags(a.act, a.pool, ro.overrides);
   if (!a.size.empty()) ro.size = parse_size_option("--size", a.size);
@@ -171,7 +171,7 @@ FigurePlan check_options(const FigureArgs& a) {
     throw Error("-o " + a.out + ": a figure is written as .png, .pdf or .svg (the extension picks the format), found '" +
                 ext + "'");
   check_figure_path(a.out);
-  check_comparison_width(static_cast<int>(p.views.size()), a.width_in, a.dpi);
+  with_flag("--width-in / --dpi:", [&] { check_comparison_width(static_cast<int>(p.views.size()), a.width_in, a.dpi); });
   figure_font();  // a missing font is one usage error, not a failure after every image was computed
   return p;
 }

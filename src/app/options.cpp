@@ -71,6 +71,11 @@ std::array<int, 2> parse_size_option(const std::string& flag, const std::string&
   return v;
 }
 
+int checked_heads(int n) {
+  if (n <= 0) throw Error("--heads must be positive, found " + std::to_string(n));
+  return n;
+}
+
 ResizeMode parse_resize_option(const std::string& flag, const std::string& s) {
   if (s == "squash") return ResizeMode::Squash;
   if (s == "crop") return ResizeMode::Crop;

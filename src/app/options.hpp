@@ -88,6 +88,8 @@ double parse_number_option(const std::string& flag, const std::string& s);
 std::array<float, 3> parse_rgb_option(const std::string& flag, const std::string& s, bool positive = false);
 /// "S" -> (S, S); "W,H" -> (W, H): positive pixel counts up to 65536.
 std::array<int, 2> parse_size_option(const std::string& flag, const std::string& s);
+/// --heads N: a positive head count (returned); throws "--heads must be positive, found N".
+int checked_heads(int n);
 /// squash | crop.
 ResizeMode parse_resize_option(const std::string& flag, const std::string& s);
 

@@ -249,7 +249,7 @@ void apply_run_options(CliArgs& a, const Commands& c) {
     throw Error("--progress-every must be >= 0 (0: automatic), found " + std::to_string(bo.progress_every));
   ro.upsample = with_flag("--upsample", [&] { return parse_upsample(a.upsample_s); });
   ro.resize = parse_resize_option("--resize", a.resize_s);
-  if (c.render->count("--heads") || c.eval->count("--heads")) ro.overrides.num_heads = a.heads;
+  if (c.render->count("--heads") || c.eval->count("--heads")) ro.overrides.num_heads = checked_heads(a.heads);
   if (c.render->count("--key") || c.eval->count("--key")) ro.overrides.key = a.key_s;
   apply_model_flags(a.act_s, a.pool_s, ro.overrides);
   if (c.render->count("--class")) ro.class_spec = a.class_s;
@@ -289,7 +289,7 @@ void check_command(CliArgs& a, const Commands& c) {
 
 ModelOverrides inspect_overrides(const CliArgs& a, const CLI::App& inspect) {
   ModelOverrides ov;
-  if (inspect.count("--heads")) ov.num_heads = a.inspect_heads;
+  if (inspect.count("--heads")) ov.num_heads = checked_heads(a.inspect_heads);
   apply_model_flags(a.act_s, a.pool_s, ov);
   if (inspect.count("--key")) {
     if (a.key_s.empty()) throw Error("--key expects a value, found ''");

@@ -415,7 +415,7 @@ ViTWeights build_model(const RawWeights& raw_in, const SideConfig& side, const M
       parse_config(raw_in.path, raw_in.config,
                    [&](const std::string&) { return raw_in.config_where + " (" + raw_in.path + ")"; });
   const FileConfig fc = merge_config(side_fc, file_fc);
-  if (ov.num_heads && *ov.num_heads <= 0) throw Error("--heads must be positive");
+  if (ov.num_heads && *ov.num_heads <= 0) throw Error("the head count must be positive, found " + std::to_string(*ov.num_heads));
   const RawWeights& raw = raw_in;
   const KeyIndex idx = index_keys(raw);
   ViTWeights w = idx.has("W_Q") ? build_seed(raw, idx, fc, ov) : build_vit(raw, idx, detect_scheme(idx, raw.path), fc, ov);

@@ -141,7 +141,7 @@ void check_comparison(const std::vector<std::string>& titles, const std::vector<
                       const ComparisonScales& scales, const ComparisonOptions& opt) {
   if (rows.empty() || titles.empty()) throw Error("figure: no image or no view to show");
   if (!(opt.width_in > 0.0 && opt.width_in <= 100.0))
-    throw Error("--width-in must be in (0, 100], found " + std::to_string(opt.width_in));
+    throw Error("the figure width must be in (0, 100] inches, found " + std::to_string(opt.width_in));
   size_t nmaps = 0;
   for (const auto& t : titles) nmaps += t != "photo";
   for (const FigureRow& r : rows)
@@ -158,7 +158,7 @@ void check_comparison(const std::vector<std::string>& titles, const std::vector<
 Error too_narrow(double width_in, double dpi, int ncols) {
   char buf[160];
   std::snprintf(buf, sizeof buf, "%g inches at %g dpi leave cells under 16 pixels for %d columns", width_in, dpi, ncols);
-  return Error("figure: " + std::string(buf) + " (--width-in, --dpi)");
+  return Error("figure: " + std::string(buf) + " (a wider figure or more dots per inch)");
 }
 
 /// Where everything of a comparison figure goes, in pixels.
@@ -224,7 +224,7 @@ ComparisonLayout comparison_layout(Canvas& probe, const std::vector<std::string>
 }  // namespace
 
 void check_comparison_width(int ncols, double width_in, double dpi) {
-  if (!(width_in > 0.0 && width_in <= 100.0)) throw Error("--width-in must be in (0, 100], found " + std::to_string(width_in));
+  if (!(width_in > 0.0 && width_in <= 100.0)) throw Error("the figure width must be in (0, 100] inches, found " + std::to_string(width_in));
   if (ncols < 1) throw Error("figure: no view to show");
   // The figure of one image whose every column shares a scale: the layout with a vertical bar, the narrowest.
   Image photo;
