@@ -236,6 +236,11 @@ void prepare_output_folder(const RenderOptions& opt) {
     throw Error(opt.out_dir + ": cannot write into the output folder: " + std::strerror(errno));
 }
 
+/// A figure attnmap wrote: it carries a run's record (PNG tEXt, SVG <metadata>, PDF Subject).
+bool written_by_attnmap_figure(const PlannedFile& f) {
+  return fs::path(f.path).extension() == ".png" ? written_by_attnmap(f.path) : read_figure_record(f.path).has_value();
+}
+
 /// Runs a planned batch: the failures found while planning, then every job on the worker threads, each
 /// image's outcome printed and put in the manifest in input order; then the summary line.
 class BatchRun {
@@ -341,20 +346,28 @@ class BatchRun {
       if (!changed) *change = settings_change(r ? *r : nlohmann::json(), settings_);
       changed = true;
     };
+    // Every planned file must be there with the run's record: figures too (--panel, --strip, PDF/SVG formats),
+    // so a run that adds one, or changes a setting a figure shows, redoes the image.
     for (const PlannedFile& f : plan.files) {
       if (f.kind == OutputKind::Sidecar) continue;  // read with its .npy
-      const bool png = f.kind == OutputKind::MapPng || (f.kind == OutputKind::Figure && f.recorded);
-      std::optional<nlohmann::json> side;
-      if (f.kind == OutputKind::MapNpy) side = read_sidecar(npy_sidecar_path(f.path));
-      // Figures asked for (--panel, --strip, PDF/SVG formats) must all be there too: a run that adds one redoes
-      // the image rather than skipping it without the new file.
-      if (!regular(f.path) || (png && !written_by_attnmap(f.path)) ||
-          (f.kind == OutputKind::MapNpy && (!looks_written_by_attnmap_npy(f.path) || !side)))
+      if (!regular(f.path)) {
         complete = false;
-      else if (png)
-        compare(read_png_provenance(f.path));
-      else if (f.kind == OutputKind::MapNpy)
-        compare(side);
+        continue;
+      }
+      // attnmap's own file (else the image is incomplete; check_replaceable then refuses a file of the user's),
+      // and its record compared (a PNG of attnmap's without one: "no settings recorded", redone).
+      const bool png = f.kind == OutputKind::MapPng || (f.kind == OutputKind::Figure && fs::path(f.path).extension() == ".png");
+      std::optional<nlohmann::json> rec;
+      if (f.kind == OutputKind::MapNpy) {
+        if (looks_written_by_attnmap_npy(f.path)) rec = read_sidecar(npy_sidecar_path(f.path));
+      } else {
+        rec = png ? read_png_provenance(f.path) : read_figure_record(f.path);
+      }
+      if (!rec && !(png && written_by_attnmap(f.path))) {
+        complete = false;
+        continue;
+      }
+      compare(rec);
     }
     return changed ? Existing::Changed : complete ? Existing::Same : Existing::Incomplete;
   }
@@ -408,10 +421,9 @@ class BatchRun {
   void skip(const Job& job, const OutputPlan& plan, Outcome* o) const {
     o->status = "skipped";
     const std::vector<std::string> pngs = plan.paths(OutputKind::MapPng), npys = plan.paths(OutputKind::MapNpy);
-    o->outputs = pngs;
-    for (const PlannedFile& f : plan.files)
-      if (f.kind == OutputKind::Figure && f.recorded) o->outputs.push_back(f.path);
+    o->outputs = pngs;  // as a rendered image's row lists them: the map PNGs, the .npy files, the figures
     o->outputs.insert(o->outputs.end(), npys.begin(), npys.end());
+    for (const std::string& fig : plan.paths(OutputKind::Figure)) o->outputs.push_back(fig);
     carry_statistics(job, pngs.front(), npys.empty() ? job.out_base + ".npy" : npys.front(), o);
     carry_made_by(job, o);
   }
@@ -422,7 +434,6 @@ class BatchRun {
   /// any is written. Throws attnmap::Error.
   void check_replaceable(const OutputPlan& plan) const {
     for (const PlannedFile& f : plan.files) {
-      if (f.kind == OutputKind::Figure && !f.recorded) continue;
       std::error_code ec;
       const fs::file_status st = fs::symlink_status(f.path, ec);
       if (!fs::exists(st)) continue;
@@ -431,6 +442,7 @@ class BatchRun {
                     "left alone: choose another --out or move it away");
       const bool ours = f.kind == OutputKind::Sidecar  ? read_sidecar(f.path).has_value()
                         : f.kind == OutputKind::MapNpy ? looks_written_by_attnmap_npy(f.path)
+                        : f.kind == OutputKind::Figure ? written_by_attnmap_figure(f)
                                                        : written_by_attnmap(f.path);
       if (!ours)
         throw Error("output " + f.path + " already exists and was not written by attnmap; it is left alone: "

@@ -324,7 +324,7 @@ std::vector<std::string> column_titles(const FigurePlan& p, const std::vector<Re
   for (const ResolvedView& v : views) {
     const bool fixed = p.classes.kind != ClassSpec::Kind::TopK;
     std::string title = v.class_specific && fixed ? view_label(v) + ", " + class_name(rows[0].class_index, hp) : view_label(v);
-    if (!hp.class_token && !v.class_specific) title += " \u00b7 patch-query mean (no class token)";
+    if (!hp.class_token && reads_query_rows(v)) title += " \u00b7 patch-query mean (no class token)";
     t.push_back(title);
   }
   return t;

@@ -22,10 +22,10 @@ std::string view_base(const RenderContext& ctx, const Job& job, const ResolvedVi
 // One map's files: its PNG, and with --save-raw its .npy and sidecar (written before the PNG).
 void plan_map(const RenderContext& ctx, const std::string& base, size_t view, int cls, OutputPlan* plan) {
   if (ctx.opt->save_raw) {
-    plan->files.push_back({base + ".npy", OutputKind::MapNpy, view, cls, true});
-    plan->files.push_back({npy_sidecar_path(base + ".npy"), OutputKind::Sidecar, view, cls, false});
+    plan->files.push_back({base + ".npy", OutputKind::MapNpy, view, cls});
+    plan->files.push_back({npy_sidecar_path(base + ".npy"), OutputKind::Sidecar, view, cls});
   }
-  plan->files.push_back({base + ".png", OutputKind::MapPng, view, cls, true});
+  plan->files.push_back({base + ".png", OutputKind::MapPng, view, cls});
 }
 
 }  // namespace
@@ -42,9 +42,9 @@ OutputPlan plan_outputs(const RenderContext& ctx, const Job& job, const std::vec
   OutputPlan plan;
   for (const FigureFormat ff : opt.figure_formats) {  // the figures first: the map PNGs are the last written
     const std::string ext = figure_extension(ff);
-    if (opt.panel) plan.files.push_back({job.out_base + ".panel" + ext, OutputKind::Figure, 0, -1, false});
-    if (opt.strip_layers) plan.files.push_back({job.out_base + ".layers" + ext, OutputKind::Figure, 0, -1, false});
-    if (opt.heads_grid) plan.files.push_back({job.out_base + ".heads" + ext, OutputKind::Figure, 0, -1, ext == ".png"});
+    if (opt.panel) plan.files.push_back({job.out_base + ".panel" + ext, OutputKind::Figure, 0, -1});
+    if (opt.strip_layers) plan.files.push_back({job.out_base + ".layers" + ext, OutputKind::Figure, 0, -1});
+    if (opt.heads_grid) plan.files.push_back({job.out_base + ".heads" + ext, OutputKind::Figure, 0, -1});
   }
   for (size_t i = 0; i < ctx.user_views; ++i) {
     const ResolvedView& v = ctx.views[i];

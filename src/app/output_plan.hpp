@@ -25,9 +25,6 @@ struct PlannedFile {
   OutputKind kind = OutputKind::MapPng;
   size_t view = 0;       ///< MapPng / MapNpy / Sidecar: index into RenderContext::views
   int class_index = -1;  ///< a class-specific view's class; -1 otherwise (or not known yet)
-  /// Carries the run's record, which --skip-existing compares: the map PNGs, the heads sheet PNG, and each
-  /// .npy through its sidecar. The other figures are only required to exist.
-  bool recorded = false;
 };
 
 /// Every file of one image, in writing order (figures, then each map's .npy, sidecar and PNG).

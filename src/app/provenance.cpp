@@ -122,6 +122,12 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
   }
   if (any_user_view(ctx, [](const ResolvedView& v) { return v.class_specific; }) && !r.contains("class"))
     r["class"] = opt.class_spec.value_or("top1");
+  // The strips' block and fusion (--layer / --head) when the named views do not imply them: a strip made with
+  // others is not this one.
+  if ((opt.heads_grid || opt.strip_layers) && (ctx.views_given || !opt.explain.empty())) {
+    r["strip_block"] = ctx.layer;
+    r["strip_heads"] = fusion_name(ctx.head, "h");
+  }
   if (opt.style != Style::Overlay) r["style"] = opt.style == Style::Mask ? "mask" : "contour";
   if (opt.alpha_by_value) r["alpha_by_value"] = true;
   if (opt.dpi) r["dpi"] = *opt.dpi;
@@ -347,6 +353,69 @@ std::optional<ImageStats> read_png_stats(const std::string& png) {
 }
 
 std::string npy_sidecar_path(const std::string& npy) { return npy + ".json"; }
+
+namespace {
+
+// A record's JSON text parsed; nullopt unless it is an object with "attnmap_version".
+std::optional<nlohmann::json> record_of(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("attnmap_version")) return std::nullopt;
+  return j;
+}
+
+// The text of a PDF literal string starting after its '(' at `at` (escapes \( \) \\ \n \r \t \b \f and \ddd).
+std::string pdf_literal(const std::string& doc, size_t at) {
+  std::string out;
+  int depth = 0;
+  for (size_t i = at; i < doc.size(); ++i) {
+    const char c = doc[i];
+    if (c == '\\' && i + 1 < doc.size()) {
+      const char e = doc[++i];
+      if (e >= '0' && e <= '7') {
+        int v = 0, n = 0;
+        for (; n < 3 && i < doc.size() && doc[i] >= '0' && doc[i] <= '7'; ++n, ++i) v = v * 8 + (doc[i] - '0');
+        --i;
+        out += static_cast<char>(v);
+      } else {
+        out += e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e == 'b' ? '\b' : e == 'f' ? '\f' : e;
+      }
+    } else if (c == '(') {
+      ++depth;
+      out += c;
+    } else if (c == ')') {
+      if (depth-- == 0) return out;
+      out += c;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string xml_unescaped(std::string s) {
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"&lt;", "<"}, {"&gt;", ">"}, {"&amp;", "&"}})
+    for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+  return s;
+}
+
+}  // namespace
+
+std::optional<nlohmann::json> read_figure_record(const std::string& path) {
+  const std::string ext = fs::path(path).extension().string();
+  if (ext == ".png") return read_png_provenance(path);
+  std::ifstream f(path, std::ios::binary);
+  if (!f || (ext != ".pdf" && ext != ".svg")) return std::nullopt;
+  const std::string doc((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (ext == ".svg") {
+    const std::string open = "<metadata id=\"attnmap\">";
+    const size_t a = doc.find(open), b = a == std::string::npos ? a : doc.find("</metadata>", a);
+    if (b == std::string::npos) return std::nullopt;
+    return record_of(xml_unescaped(doc.substr(a + open.size(), b - a - open.size())));
+  }
+  const size_t a = doc.rfind("/Subject (");
+  if (a == std::string::npos) return std::nullopt;
+  return record_of(pdf_literal(doc, a + 10));
+}
 
 std::optional<nlohmann::json> read_sidecar(const std::string& sidecar) { return unordered(sidecar_record(sidecar)); }
 

@@ -38,6 +38,10 @@ std::string settings_change(const nlohmann::json& was, const nlohmann::json& now
 /// The record stored in a PNG (tEXt `attnmap`), or nullopt when there is none or it is not a JSON object.
 std::optional<nlohmann::json> read_png_provenance(const std::string& png);
 
+/// The record a figure carries: a PNG's tEXt `attnmap`, an SVG's <metadata id="attnmap">, a PDF's Subject;
+/// nullopt when the file has none (not attnmap's, or not a figure), cannot be read or is not a record.
+std::optional<nlohmann::json> read_figure_record(const std::string& path);
+
 /// NAME.npy -> NAME.npy.json, the .npy's record (numpy's np.load refuses extra keys in the .npy header).
 std::string npy_sidecar_path(const std::string& npy);
 

@@ -155,14 +155,15 @@ std::string tile_label(const std::string& name, const std::vector<float>& map,
 }  // namespace
 
 // "chelsea.png - timm ViT, 4 blocks x 4 heads, 224x224 input (14x14 patches of 16 px) - top-1 Coat 63.2%"
-std::string figure_title(const Job& job, const HParams& hp, const std::vector<std::pair<std::string, float>>& top5) {
+std::string figure_title(const Job& job, const HParams& hp, const std::vector<std::pair<std::string, float>>& top5,
+                         bool query_rows) {
   char buf[256];
   std::snprintf(buf, sizeof buf, "%s \u2014 %s ViT, %d blocks \u00d7 %d heads, %d\u00d7%d input (%d\u00d7%d patches of %d px)",
                 fs::path(job.input).filename().string().c_str(), layout_name(hp.layout).c_str(), hp.depth, hp.num_heads,
                 hp.image_w, hp.image_h, hp.grid_w, hp.grid_h, hp.patch);
   std::string t = buf;
   // A model without a class token: the map is not a class token's row, and the title says what it is.
-  if (!hp.class_token) t += " — no class token: mean of the patch queries' rows (attention received)";
+  if (!hp.class_token && query_rows) t += " — no class token: mean of the patch queries' rows (attention received)";
   if (!top5.empty()) {
     std::snprintf(buf, sizeof buf, " \u2014 top-1: %s %.1f%%", top5[0].first.c_str(), 100.0 * static_cast<double>(top5[0].second));
     t += buf;

@@ -171,7 +171,10 @@ Scale single_scale(const RenderContext& ctx, const std::vector<float>& map, cons
 StyleOptions style_of(const RenderContext& ctx);
 FigureOptions figure_options(const RenderContext& ctx);
 /// "chelsea.png - timm ViT, 4 blocks x 4 heads, 224x224 input (14x14 patches of 16 px) - top-1 Coat 63.2%"
-std::string figure_title(const Job& job, const HParams& hp, const std::vector<std::pair<std::string, float>>& top5);
+/// `query_rows`: some map of the figure is built from attention's query rows (reads_query_rows); without a
+/// class token the title then says whose rows they are.
+std::string figure_title(const Job& job, const HParams& hp, const std::vector<std::pair<std::string, float>>& top5,
+                         bool query_rows = true);
 /// NAME.heads.*: one tile per head (head_maps, H x (grid_h, grid_w)) of block ctx.layer plus the fused `map`
 /// (or, for a single --head, `mean_map`), one scale, a colour bar. Returns the paths written.
 std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, const Image& photo, const PhotoBox& box,

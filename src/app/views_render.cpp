@@ -382,7 +382,9 @@ RenderResult draw_job_views(const RenderContext& ctx, const Job& job, const Comp
   check_per_class_outputs(plan);
   fs::create_directories(fs::path(job.out_base + ".png").parent_path());
   const PhotoBox box{bx, by, bw, bh};
-  const std::string title = figure_title(job, hp, res.top5);
+  const bool query_rows = opt.heads_grid || opt.strip_layers ||
+                          any_view(ctx, [](const ResolvedView& v) { return reads_query_rows(v); });
+  const std::string title = figure_title(job, hp, res.top5, query_rows);
   // The figures first, the overlays last: a run interrupted in between leaves no NAME.png that --skip-existing
   // would take for a finished image.
   std::vector<const ViewMap*> rows;

@@ -172,6 +172,10 @@ bool is_class_specific(ViewKind kind) {
   return kind == ViewKind::Chefer || kind == ViewKind::GradCam || kind == ViewKind::AttnGrad;
 }
 
+bool reads_query_rows(const ResolvedView& v) {
+  return v.spec.kind == ViewKind::Attention || v.spec.kind == ViewKind::Rollout;
+}
+
 std::string describe_view(const ResolvedView& v) {
   const std::string block = std::to_string(v.spec.layer);
   const std::string heads = fusion_name(v.spec.head, "head ");  // "head 3", or the fusion over heads: "mean"

@@ -65,6 +65,10 @@ struct ResolvedView {
 /// this is decided.
 bool is_class_specific(ViewKind kind);
 
+/// Whether a view's map is built from the query rows of attention (the class token's row, or without a class
+/// token the mean of the patch queries' rows): attention and rollout views.
+bool reads_query_rows(const ResolvedView& v);
+
 /// What a view shows in words, short enough for a paper figure's column title: "block 1, head 3", "block 3,
 /// mean" (the heads' mean), "rollout 0–3, mean", "pool probe, max", "Chefer relevance", "Grad-CAM, block 11",
 /// "attn × grad, block 2".
