@@ -279,20 +279,6 @@ void evaluate_jobs(const EvalContext& ctx, const std::vector<Job>& jobs, const e
   run.secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The run's model: loaded, resampled to --size, prepared for the backward pass (eval scores the
-// class-specific maps too); its notices printed unless quiet.
-ViTWeights load_eval_model(const RenderOptions& ro, const std::string& weights_path) {
-  ViTWeights m = load_model(weights_path, ro.overrides);
-  if (ro.size)
-    with_flag("--size", [&] {
-      resample_pos_embed(m, (*ro.size)[0], (*ro.size)[1], ro.pos_interp ? *ro.pos_interp : default_pos_interp(m.hp).mode);
-    });
-  prepare_weights(m, /*backward=*/true);
-  if (!ro.quiet)
-    for (const auto& n : m.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
-  return m;
-}
-
 }  // namespace
 
 int run_eval(const EvalOptions& opt) {
@@ -300,7 +286,7 @@ int run_eval(const EvalOptions& opt) {
   check_masks_folder(opt);
   if (!opt.json_out.empty()) check_output_name("--json", opt.json_out);  // before the model loads
   const std::string weights_path = ro.weights.empty() ? default_weights_path() : ro.weights;
-  const ViTWeights model = load_eval_model(ro, weights_path);
+  const ViTWeights model = load_run_model(ro, weights_path, /*backward=*/true);  // eval scores the class-specific views
   const EvalContext ctx = make_eval_context(model, opt);
   set_eval_blas_threads();
   const bool classify = model.head.present();

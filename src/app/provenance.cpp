@@ -40,10 +40,6 @@ std::string view_names(const RenderContext& ctx) {
   return names;
 }
 
-bool any_user_view(const RenderContext& ctx, bool (*pred)(const ResolvedView&)) {
-  return std::any_of(ctx.views.begin(), ctx.views.begin() + static_cast<long>(ctx.user_views), pred);
-}
-
 const char* upsample_name(Upsample u) {
   return u == Upsample::Nearest ? "nearest" : u == Upsample::Bicubic ? "bicubic" : "bilinear";
 }

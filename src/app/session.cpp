@@ -47,7 +47,7 @@ bool views_need_backward(const std::string& views) {
 
 }  // namespace
 
-ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_path) {
+ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_path, bool backward) {
   ViTWeights model = load_model(weights_path, opt.overrides);
   if (opt.size)
     with_flag("--size", [&] {
@@ -56,7 +56,7 @@ ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_p
     });
   // From here on the run reads nothing from the weights file (a file rewritten during the run changes no
   // image). The class-specific views and --explain run the backward pass, which needs the plain matrices.
-  prepare_weights(model, !opt.explain.empty() || views_need_backward(opt.views));
+  prepare_weights(model, backward || !opt.explain.empty() || views_need_backward(opt.views));
   if (!opt.quiet)
     for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
   return model;

@@ -82,9 +82,6 @@ void add_auxiliary_views(RenderContext& ctx, const HParams& hp, bool has_head) {
   }
 }
 
-bool any_view(const RenderContext& ctx, bool (*pred)(const ResolvedView&)) {
-  return std::any_of(ctx.views.begin(), ctx.views.begin() + static_cast<long>(ctx.user_views), pred);
-}
 
 // --layer / --head beside named views (--views, --explain) only choose what a view name does not:
 // attn-grad's block (no @L), --layers all's fusion, the strips' block and fusion. Given for none of them,
@@ -95,7 +92,7 @@ void check_layer_and_head_apply(const RenderContext& ctx, const RenderOptions& o
   const std::string what = opt.views.empty() ? "--explain " + opt.explain : std::string("--views");
   const bool strips = opt.heads_grid || opt.strip_layers;
   const bool attn_grad_default =
-      any_view(ctx, [](const ResolvedView& v) { return v.spec.kind == ViewKind::AttnGrad && !v.spec.layer_given; });
+      any_user_view(ctx, [](const ResolvedView& v) { return v.spec.kind == ViewKind::AttnGrad && !v.spec.layer_given; });
   if (opt.layer && !strips && !attn_grad_default)
     throw Error("--layer does not apply to " + what + ": name the block in the view (L2/mean, attn-grad@L2, "
                 "rollout@L2; chefer runs through every block, gradcam takes --gradcam-layer); --layer chooses only "
@@ -109,10 +106,10 @@ void check_layer_and_head_apply(const RenderContext& ctx, const RenderOptions& o
 // --discard, --class and --gradcam-layer each apply to one kind of view; without it they are refused.
 void check_view_settings_apply(RenderContext& ctx, const ViTWeights& model, const RenderOptions& opt) {
   const bool named = ctx.views_given;
-  if (opt.discard > 0.0 && !any_view(ctx, [](const ResolvedView& v) { return v.spec.kind == ViewKind::Rollout; }))
+  if (opt.discard > 0.0 && !any_user_view(ctx, [](const ResolvedView& v) { return v.spec.kind == ViewKind::Rollout; }))
     throw Error(named ? "--discard applies to the rollout views only: add rollout to --views"
                       : "--discard applies to --rollout only");
-  if (any_view(ctx, [](const ResolvedView& v) { return v.class_specific; })) {
+  if (any_user_view(ctx, [](const ResolvedView& v) { return v.class_specific; })) {
     ctx.classes = with_flag("--class", [&] { return parse_class_spec(opt.class_spec.value_or("top1")); });
     with_flag("--class", [&] { check_class_spec(ctx.classes, model.head.out, model.hp.labels); });
   } else if (opt.class_spec) {
@@ -120,7 +117,7 @@ void check_view_settings_apply(RenderContext& ctx, const ViTWeights& model, cons
                 "chefer, gradcam or attn-grad to --views");
   }
   if (opt.gradcam_layer &&
-      !any_view(ctx, [](const ResolvedView& v) { return v.spec.kind == ViewKind::GradCam && !v.spec.layer_given; }))
+      !any_user_view(ctx, [](const ResolvedView& v) { return v.spec.kind == ViewKind::GradCam && !v.spec.layer_given; }))
     throw Error("--gradcam-layer applies to the gradcam view without @L<layer> only: add --explain gradcam, or "
                 "gradcam to --views");
 }
@@ -156,6 +153,10 @@ std::vector<ResolvedView> resolve_for(const std::string& flag, const std::vector
 }
 
 }  // namespace
+
+bool any_user_view(const RenderContext& ctx, bool (*pred)(const ResolvedView&)) {
+  return std::any_of(ctx.views.begin(), ctx.views.begin() + static_cast<long>(ctx.user_views), pred);
+}
 
 void make_views_context(RenderContext& ctx, const ViTWeights& model, const RenderOptions& opt) {
   const HParams& hp = model.hp;
@@ -383,7 +384,7 @@ RenderResult draw_job_views(const RenderContext& ctx, const Job& job, const Comp
   fs::create_directories(fs::path(job.out_base + ".png").parent_path());
   const PhotoBox box{bx, by, bw, bh};
   const bool query_rows = opt.heads_grid || opt.strip_layers ||
-                          any_view(ctx, [](const ResolvedView& v) { return reads_query_rows(v); });
+                          any_user_view(ctx, [](const ResolvedView& v) { return reads_query_rows(v); });
   const std::string title = figure_title(job, hp, res.top5, query_rows);
   // The figures first, the overlays last: a run interrupted in between leaves no NAME.png that --skip-existing
   // would take for a finished image.

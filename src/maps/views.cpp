@@ -354,14 +354,13 @@ std::vector<float> probe_map(const ForwardResult& r, const HParams& hp, const He
 // The class-agnostic views of one pass: attention from the class rows `rows`, rollouts from `rollouts`.
 void agnostic_maps(const ViTWeights& model, const ForwardResult& rows, const std::vector<ResolvedView>& views,
                    const Rollouts& rollouts, std::vector<ViewMap>* out) {
+  const ViewPass pass{&model, &rows, nullptr};
   for (size_t i = 0; i < views.size(); ++i) {
     const ResolvedView& v = views[i];
-    if (v.spec.kind == ViewKind::Attention)
-      out->push_back(ViewMap{i, -1, class_attention_map(rows, model.hp, v.spec.layer, v.spec.head)});
-    else if (v.spec.kind == ViewKind::Rollout)
-      out->push_back(ViewMap{i, -1, rollouts.map(i)});
-    else if (v.spec.kind == ViewKind::Probe)
-      out->push_back(ViewMap{i, -1, probe_map(rows, model.hp, v.spec.head)});
+    if (v.spec.kind == ViewKind::Rollout)
+      out->push_back(ViewMap{i, -1, rollouts.map(i)});  // accumulated block by block, not from full matrices
+    else if (v.spec.kind == ViewKind::Attention || v.spec.kind == ViewKind::Probe)
+      out->push_back(ViewMap{i, -1, view_map(pass, v, -1)});
   }
 }
 
