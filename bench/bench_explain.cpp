@@ -57,15 +57,15 @@ int bench_explain(ViTWeights w, int iters) {
   fo.last_layer = -1;
   const double fwd = best_seconds(iters, [&] { checksum += class_attention_map(vit_forward(w, img.data(), fo), hp, hp.depth - 1, HeadSelect{})[0]; });
   std::printf("explain_forward_ms %.2f\n", fwd * 1e3);
-  for (const ExplainMethod m : {ExplainMethod::Chefer, ExplainMethod::GradCam, ExplainMethod::AttnGrad}) {
+  for (const ViewKind m : {ViewKind::Chefer, ViewKind::GradCam, ViewKind::AttnGrad}) {
     ExplainRequest req;
     req.method = m;
-    req.layer = req.gradcam_layer = hp.depth - 1;
+    req.layer = hp.depth - 1;
     const double s = best_seconds(iters, [&] {
       const ForwardTape tape = vit_forward_tape(w, img.data());
       checksum += explain_map(w, tape, top_k_indices(tape.logits, 1)[0], req)[0];
     });
-    const std::string name = m == ExplainMethod::Chefer ? "chefer" : m == ExplainMethod::GradCam ? "gradcam" : "attn_grad";
+    const std::string name = m == ViewKind::Chefer ? "chefer" : m == ViewKind::GradCam ? "gradcam" : "attn_grad";
     std::printf("explain_%s_ms %.2f\nexplain_%s_over_forward %.2f\n", name.c_str(), s * 1e3, name.c_str(), s / fwd);
   }
   std::printf("explain_checksum %.6g\n", checksum);

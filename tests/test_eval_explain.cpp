@@ -13,6 +13,7 @@
 #include "io/image_io.hpp"
 #include "maps/evaluate.hpp"
 #include "maps/explain.hpp"
+#include "maps/views.hpp"
 #include "model/preprocess.hpp"
 #include "model/vit.hpp"
 #include "model/vit_backward.hpp"
@@ -81,9 +82,8 @@ const char* const kMethods[] = {"chefer", "gradcam", "attn-grad"};
 
 ExplainRequest request(const std::string& method, int layer, int gradcam_layer) {
   ExplainRequest r;
-  r.method = parse_explain_method(method);
-  r.layer = layer;
-  r.gradcam_layer = gradcam_layer;
+  r.method = parse_class_specific_view(method).kind;
+  r.layer = r.method == ViewKind::GradCam ? gradcam_layer : layer;
   return r;
 }
 

@@ -127,18 +127,18 @@ TEST_P(ExplainParity, GradientsAndMapsMatchAutograd) {
     worst[0] = std::max(worst[0], max_diff(got, want));
 
     ExplainRequest req;
-    req.method = ExplainMethod::Chefer;
+    req.method = ViewKind::Chefer;
     const std::vector<float> ch = explain_map(w, tape, classes[k], req), ch_want = slice(chefer, k, static_cast<size_t>(N));
     EXPECT_TRUE(all_close(ch, ch_want, 1e-5, what + " chefer"));
     worst[1] = std::max(worst[1], max_diff(ch, ch_want));
     for (int l = 0; l < L; ++l) {
       const size_t at = k * static_cast<size_t>(L) + static_cast<size_t>(l);
-      req.method = ExplainMethod::GradCam;
-      req.gradcam_layer = l;
+      req.method = ViewKind::GradCam;
+      req.layer = l;
       const std::vector<float> gc = explain_map(w, tape, classes[k], req), gc_want = slice(gradcam, at, static_cast<size_t>(N));
       EXPECT_TRUE(all_close(gc, gc_want, 1e-5, what + " gradcam layer " + std::to_string(l)));
       worst[2] = std::max(worst[2], max_diff(gc, gc_want));
-      req.method = ExplainMethod::AttnGrad;
+      req.method = ViewKind::AttnGrad;
       req.layer = l;
       const std::vector<float> ag = explain_map(w, tape, classes[k], req), ag_want = slice(attn_grad, at, static_cast<size_t>(N));
       EXPECT_TRUE(all_close(ag, ag_want, 1e-5, what + " attn-grad layer " + std::to_string(l)));
@@ -292,8 +292,8 @@ TEST_F(ExplainCli, TopKWritesOneMapPerClassAsTheLibraryComputesIt) {
   const ViTWeights w = load_model(weights);
   const ForwardTape tape = taped_pass(w, img);
   ExplainRequest req;
-  req.method = ExplainMethod::GradCam;
-  req.gradcam_layer = 0;
+  req.method = ViewKind::GradCam;
+  req.layer = 0;
   const std::vector<int> top = top_k_indices(tape.logits, 2);
   for (const int c : top) {
     const std::string base = (dir / ("rgba.class-" + class_file_label(c, w.hp.labels))).string();
@@ -308,7 +308,7 @@ TEST_F(ExplainCli, TopKWritesOneMapPerClassAsTheLibraryComputesIt) {
   const CliRun one = run_attnmap("render " + q(img) + " -q --save-raw --explain chefer --class T-shirt/top -w " + q(weights) +
                                  " -o " + q(dir));
   ASSERT_EQ(one.status, 0) << one.err;
-  req.method = ExplainMethod::Chefer;
+  req.method = ViewKind::Chefer;
   EXPECT_TRUE(all_close(npy((dir / "rgba.npy").string()), explain_map(w, tape, 1, req), 0, "chefer T-shirt/top"));
   // A per-class name that holds a user's file is left alone: that image fails (exit 1), nothing replaced.
   const std::string users = (dir / ("rgba.class-" + class_file_label(top[1], w.hp.labels) + ".png")).string();
@@ -343,8 +343,8 @@ TEST_F(ExplainCli, OutputsCarryTheSettingsRecordAndTheLineNamesEveryMap) {
   }
   EXPECT_NE(r.out.find(want), std::string::npos) << r.out << "\nwanted:\n" << want;
   ExplainRequest req;
-  req.method = ExplainMethod::GradCam;
-  req.gradcam_layer = 0;
+  req.method = ViewKind::GradCam;
+  req.layer = 0;
   for (size_t i = 0; i < top.size(); ++i) {
     const std::string base = (dir / ("rgba.class-" + class_file_label(top[i], w.hp.labels))).string();
     const CliRun ins = run_attnmap("inspect " + q(base + ".png"));
@@ -449,7 +449,7 @@ TEST_F(ExplainCli, PanelStripsAndPdfDrawWithAnExplanation) {
   const ViTWeights w = load_model(weights);
   const ForwardTape tape = taped_pass(w, img);
   ExplainRequest req;
-  req.method = ExplainMethod::Chefer;
+  req.method = ViewKind::Chefer;
   const std::vector<float> want = explain_map(w, tape, top_k_indices(tape.logits, 1)[0], req);
   std::vector<int64_t> shape;
   EXPECT_EQ(read_npy((dir / "chefer" / "rgba.npy").string(), &shape), want);

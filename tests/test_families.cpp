@@ -208,7 +208,7 @@ TEST(FamilyRefusals, SettingsAFileCannotHoldAreAskedForNotGuessed) {
   // OpenAI CLIP vs OpenCLIP: QuickGELU or GELU, not in a visual tower's state dict.
   const std::string clip = load_error(family_dir("openai_clip_visual") + "model.pth");
   EXPECT_NE(clip.find("the MLP activation is not in the file"), std::string::npos) << clip;
-  EXPECT_NE(clip.find("give --act quickgelu or --act gelu"), std::string::npos) << clip;
+  EXPECT_NE(clip.find("give {setting:act} quickgelu or {setting:act} gelu"), std::string::npos) << clip;
   // timm's CLIP ViT without its config.json: GELU (vit_*_clip_*) or QuickGELU (*_clip_quickgelu_*).
   const fs::path dir = fs::temp_directory_path() / ("attnmap_timmclip_" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -216,7 +216,7 @@ TEST(FamilyRefusals, SettingsAFileCannotHoldAreAskedForNotGuessed) {
   ModelOverrides three;
   three.num_heads = 3;
   const std::string tc = load_error((dir / "model.safetensors").string(), three);
-  EXPECT_NE(tc.find("timm's vit_*_clip_* use GELU, vit_*_clip_quickgelu_* QuickGELU; give --act"), std::string::npos) << tc;
+  EXPECT_NE(tc.find("timm's vit_*_clip_* use GELU, vit_*_clip_quickgelu_* QuickGELU; give {setting:act}"), std::string::npos) << tc;
   // The head count where D/64 is not what the family uses: ViT-H (D = 1280) has 16 heads, not 20.
   RawWeights big;
   big.path = "vit_huge.safetensors";
@@ -233,7 +233,7 @@ TEST(FamilyRefusals, SettingsAFileCannotHoldAreAskedForNotGuessed) {
   put("pos_embed", {1, 2, 1280});
   put("blocks.0.norm1.weight", {1280});
   const std::string huge = build_error(big);
-  EXPECT_NE(huge.find("for D = 1280 timm's vit_huge_* has 16 heads (D/64 would be 20); give --heads H"), std::string::npos)
+  EXPECT_NE(huge.find("for D = 1280 timm's vit_huge_* has 16 heads (D/64 would be 20); give {setting:heads} H"), std::string::npos)
       << huge;
   fs::remove_all(dir);
 }
@@ -333,7 +333,7 @@ TEST(FamilyRefusals, ReviewFindingsAreRefusedOrNamed) {
   act.act = Activation::QuickGelu;
   const ViTWeights timm = load_model(fixture("timm_small/weights.json"), act);
   bool said = false;
-  for (const auto& n : timm.notices) said = said || n.find("--act quickgelu replaces gelu") != std::string::npos;
+  for (const auto& n : timm.notices) said = said || n.find("{setting:act} quickgelu replaces gelu") != std::string::npos;
   EXPECT_TRUE(said);
   fs::remove_all(dir);
 }

@@ -153,7 +153,7 @@ TEST(ImgFmt, TiffAndWebpOrientationFollowApplyExif) {
 TEST(ImgFmt, PixelLimitFromTheHeader) {
   EXPECT_EQ(error_of(kBad / "tiff_huge_30000.tif"),
             (kBad / "tiff_huge_30000.tif").string() +
-                ": image of 30000x30000 = 900000000 pixels exceeds the limit of 100000000 pixels (--max-pixels)");
+                ": image of 30000x30000 = 900000000 pixels exceeds the limit of 100000000 pixels ({setting:max_pixels})");
   EXPECT_NE(error_of(kBad / "webp_huge_16384.webp").find("image of 16384x16384 = 268435456 pixels exceeds the limit"),
             std::string::npos);
   EXPECT_NE(error_of(kBad / "webp_huge_anim_30000.webp").find("30000x30000 = 900000000 pixels exceeds"), std::string::npos);

@@ -215,11 +215,11 @@ TEST(Pth, WrapperKeysKeyOptionAndItsErrors) {
   EXPECT_EQ(info.used, "'teacher'");  // DINO evaluates the teacher
   EXPECT_EQ(tensor(raw, "backbone.w").data, (std::vector<float>{1, 2}));
   ASSERT_FALSE(raw.notices.empty());
-  EXPECT_NE(raw.notices[0].find("also has 'student' (choose with --key)"), std::string::npos) << raw.notices[0];
+  EXPECT_NE(raw.notices[0].find("also has 'student' (choose with {setting:key})"), std::string::npos) << raw.notices[0];
   raw = load_weights_pth(misc("timm_ema.pth"), "", &info);  // timm train.py: state_dict used, the EMA named
   EXPECT_EQ(info.used, "'state_dict'");
   ASSERT_FALSE(raw.notices.empty());
-  EXPECT_NE(raw.notices[0].find("also has 'state_dict_ema' (choose with --key)"), std::string::npos) << raw.notices[0];
+  EXPECT_NE(raw.notices[0].find("also has 'state_dict_ema' (choose with {setting:key})"), std::string::npos) << raw.notices[0];
   raw = load_weights_pth(misc("timm_ema.pth"), "state_dict_ema", &info);
   EXPECT_EQ(tensor(raw, "backbone.w").data, (std::vector<float>{-1, -2}));
   raw = load_weights_pth(misc("teacher_student.pth"), "student", &info);
@@ -231,11 +231,11 @@ TEST(Pth, WrapperKeysKeyOptionAndItsErrors) {
   EXPECT_EQ(tensor(raw, "head.w").data, (std::vector<float>{-3}));
 
   EXPECT_NE(load_error(misc("nested.pth")).find("no state dict (a dict of tensors) found; it holds: 'checkpoint' (dict of 1 entry), 'epoch' (int 1)"), std::string::npos);
-  EXPECT_NE(load_error(misc("two_unnamed.pth")).find("several state dicts: 'a', 'b'; choose one with --key"), std::string::npos);
+  EXPECT_NE(load_error(misc("two_unnamed.pth")).find("several state dicts: 'a', 'b'; choose one with {setting:key}"), std::string::npos);
   EXPECT_NE(load_error(misc("no_state_dict.pth")).find("it holds: 'epoch' (int 3), 'lr' (float)"), std::string::npos);
-  EXPECT_NE(load_error(misc("teacher_student.pth"), "techer").find("--key 'techer': no entry 'techer'; the entries are: 'student' (OrderedDict of 2 tensors), 'teacher'"), std::string::npos);
+  EXPECT_NE(load_error(misc("teacher_student.pth"), "techer").find("{setting:key} 'techer': no entry 'techer'; the entries are: 'student' (OrderedDict of 2 tensors), 'teacher'"), std::string::npos);
   EXPECT_NE(load_error(misc("teacher_student.pth"), "teacher/backbone.w").find("names a tensor, not a state dict"), std::string::npos);
-  EXPECT_NE(load_error(layout_dir("timm") + "weights.safetensors", "model").find("--key picks an entry of a PyTorch checkpoint"), std::string::npos);
+  EXPECT_NE(load_error(layout_dir("timm") + "weights.safetensors", "model").find("{setting:key} picks an entry of a PyTorch checkpoint"), std::string::npos);
 }
 
 TEST(Pth, LegacyTorchScriptAndTrainingArgsAreRefusedWithWhatToDo) {
@@ -334,7 +334,7 @@ TEST(Pth, TrainingPrefixesGoThroughTheLayoutDetection) {
   EXPECT_EQ(attention(dino), want);
   std::string notes;
   for (const auto& n : dino.notices) notes += n + "\n";
-  EXPECT_NE(notes.find("also has 'student' (choose with --key)"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("also has 'student' (choose with {setting:key})"), std::string::npos) << notes;
   ModelOverrides ov;
   ov.key = "student";  // the negated weights: a different model
   EXPECT_NE(attention(load_model(dir + "weights.dino.pth", ov)), want);

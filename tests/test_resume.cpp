@@ -2,7 +2,9 @@
 // only outputs of the same settings, and the manifest survives interruption, resuming and sharding.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -177,6 +179,75 @@ TEST_F(Resume, EachChangedSettingRerendersAndTheSameRunSkips) {
   }
 }
 
+// Issue 26: another photo under the same name is rendered again (its outputs record the input's SHA-256);
+// the record holds the hash of the bytes decoded, and an unchanged input is still skipped.
+TEST_F(Resume, ChangedInputUnderTheSameNameIsRenderedAgain) {
+  const std::string base = "--save-raw --panel --figure-format png,svg --skip-existing";
+  ASSERT_EQ(render(base).status, 0);
+  const std::optional<json> rec = read_png_provenance((dir / "out" / "t0.png").string());
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->value("input_sha256", ""), coreutils_sha256(dir / "in" / "t0.png"));
+  const std::optional<json> side = read_sidecar((dir / "out" / "t0.npy.json").string());
+  ASSERT_TRUE(side.has_value());
+  EXPECT_EQ(side->value("input_sha256", ""), coreutils_sha256(dir / "in" / "t0.png"));
+  const std::vector<uint8_t> old_map = read_file((dir / "out" / "t0.npy").string());
+  fs::copy_file(kData + "/composites/0001_sneaker.png", dir / "in" / "t0.png", fs::copy_options::overwrite_existing);
+  const CliRun r = render(base);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("attnmap: 1 done (1 redone: settings changed), 0 failed, 1 skipped"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("t0.png: rendered again, its outputs were made with other settings (the input changed (sha256 "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(read_file((dir / "out" / "t0.npy").string()), old_map);  // the new photo's map
+  EXPECT_EQ(read_png_provenance((dir / "out" / "t0.png").string())->value("input_sha256", ""),
+            coreutils_sha256(dir / "in" / "t0.png"));
+  EXPECT_EQ(read_figure_record((dir / "out" / "t0.panel.svg").string())->value("input_sha256", ""),
+            coreutils_sha256(dir / "in" / "t0.png"));
+  const CliRun s = render(base);
+  EXPECT_NE(s.err.find("attnmap: 0 done, 0 failed, 2 skipped"), std::string::npos) << s.err;
+}
+
+namespace {
+// Takes flock `op` on `path` (a folder or a file, created), as a running attnmap does (run_lock.hpp).
+int hold_lock(const fs::path& path, int op, bool folder) {
+  if (folder) fs::create_directories(path);
+  const int fd = folder ? ::open(path.c_str(), O_RDONLY | O_DIRECTORY) : ::open(path.c_str(), O_RDONLY | O_CREAT, 0644);
+  EXPECT_EQ(::flock(fd, op | LOCK_NB), 0);
+  return fd;
+}
+}  // namespace
+
+// Issue 26: a second run into a folder in use is refused in one line naming the other process (exit 2, nothing
+// written); the shards of one split run side by side; one manifest has one writer; no file is added.
+TEST_F(Resume, AFolderInUseRefusesASecondRun) {
+  const std::string me = "(process " + std::to_string(::getpid()) + ")";
+  int fd = hold_lock(dir / "out", LOCK_EX, true);  // "another run" without shards
+  CliRun r = render("");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("out: another attnmap run " + me + " is writing images into this folder; wait for it to end or "
+                       "choose another output folder"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::is_empty(dir / "out"));
+  r = render("--shard 1/2");
+  EXPECT_EQ(r.status, 2) << r.err;
+  ::close(fd);
+  fd = hold_lock(dir / "out", LOCK_SH, true);  // "another run": a shard
+  r = render("--shard 2/2");
+  EXPECT_EQ(r.status, 0) << r.err;  // the other shard runs beside it
+  r = render("");
+  EXPECT_EQ(r.status, 2) << r.err;
+  ::close(fd);
+  r = render("--manifest " + q(dir / "m.jsonl"));
+  EXPECT_EQ(r.status, 0) << r.err;  // the lock is gone with its holder
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir / "out")) names.insert(e.path().filename().string());
+  EXPECT_EQ(names, (std::set<std::string>{"bag.png", "t0.png"}));
+  fd = hold_lock(dir / "m.jsonl", LOCK_EX, false);
+  r = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "out2") + " --manifest " + q(dir / "m.jsonl"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("m.jsonl: another attnmap run " + me + " is writing this manifest"), std::string::npos) << r.err;
+  ::close(fd);
+}
+
 // Only the colour map changed: the image is rendered again (PNG new), its .npy has the same bytes.
 TEST_F(Resume, ColormapChangeRewritesThePngAndKeepsTheNpyValues) {
   ASSERT_EQ(render("-q --save-raw").status, 0);
@@ -218,7 +289,10 @@ TEST_F(Resume, ManifestHeaderNamesTheRunsSettings) {
   EXPECT_EQ(m[0]["rows"], 2);
   EXPECT_EQ(m[0]["out"], (dir / "out").string());
   EXPECT_EQ(m[0]["started"].get<std::string>().size(), 20u);  // 2026-12-01T19:32:37Z
-  EXPECT_EQ(m[0]["settings"], *read_png_provenance((dir / "out" / "t0.png").string()));
+  json png_record = *read_png_provenance((dir / "out" / "t0.png").string());
+  EXPECT_EQ(png_record["input_sha256"], coreutils_sha256(dir / "in" / "t0.png"));  // per image, not in the header
+  png_record.erase("input_sha256");
+  EXPECT_EQ(m[0]["settings"], png_record);
   EXPECT_EQ(m[0]["settings"]["view"], "L0/h3");
   EXPECT_EQ(m[1]["input"], (dir / "in" / "bag.png").string());
   EXPECT_EQ(m[2]["input"], (dir / "in" / "t0.png").string());

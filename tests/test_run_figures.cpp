@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -454,4 +455,42 @@ TEST(ContactSheetLibrary, LazyPicturesEqualInMemoryOnesAndAThrowIsATile) {
   lazy[1].width = 0;
   EXPECT_THROW(write_contact_sheet((d / "bad.png").string(), "t", lazy, so), Error);
   fs::remove_all(d);
+}
+
+// Issue 26: file names that are not UTF-8. Two photos x\xff.png and x\xfe.png get two outputs, x%FF.png and
+// x%FE.png; the manifest's rows list files that exist and keep the names' bytes (input_bytes); the gallery
+// links to them; the contact sheet draws both overlays, no failure tile.
+TEST_F(RunFigures, NamesThatAreNotUtf8PointAtTheirRealFiles) {
+  fs::create_directories(dir / "in");
+  fs::copy_file(kData + "/composites/0000_trouser.png", dir / "in" / "x\xff.png");
+  fs::copy_file(kData + "/composites/0002_bag.png", dir / "in" / "x\xfe.png");
+  const CliRun r = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "out") + " --manifest " + q(dir / "m.jsonl") +
+                               " --gallery " + q(dir / "out" / "gallery") + " --contact-sheet " + q(dir / "sheet.png"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "out" / "x%FF.png"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "x%FE.png"));
+  std::set<std::string> bytes;
+  for (const nlohmann::json& row : manifest_rows(dir / "m.jsonl")) {
+    EXPECT_EQ(row["status"], "done") << row.dump();
+    for (const auto& o : row["outputs"]) EXPECT_TRUE(fs::exists(o.get<std::string>())) << o;
+    bytes.insert(row.value("input_bytes", ""));
+  }
+  const std::string in_hex = [&] {
+    std::string h;
+    for (const unsigned char c : (dir / "in").string()) {
+      char b[3];
+      std::snprintf(b, sizeof b, "%02x", c);
+      h += b;
+    }
+    return h;
+  }();
+  EXPECT_EQ(bytes, (std::set<std::string>{in_hex + "2f78ff2e706e67", in_hex + "2f78fe2e706e67"}));  // ".../x\xff.png"
+  std::ifstream html(dir / "out" / "gallery" / "index.html");
+  const std::string page((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page.find("href=\"../x%25FF.png\""), std::string::npos);
+  EXPECT_NE(page.find("href=\"../x%25FE.png\""), std::string::npos);
+  // The sheet: each overlay's thumbnail, exactly (a failure tile would be grey).
+  const Image sheet = load_image((dir / "sheet.png").string());
+  EXPECT_EQ(count_exact(sheet, thumb256(load_image((dir / "out" / "x%FF.png").string()))), 1);
+  EXPECT_EQ(count_exact(sheet, thumb256(load_image((dir / "out" / "x%FE.png").string()))), 1);
 }

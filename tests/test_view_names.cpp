@@ -156,13 +156,13 @@ TEST(ViewNames, ClassSpecificViewsGiveOneMapPerClassFromOneTape) {
                         "rollout from the tape"));
   ExplainRequest req;
   for (size_t k = 0; k < 2; ++k) {
-    req.method = ExplainMethod::Chefer;
+    req.method = ViewKind::Chefer;
     EXPECT_EQ(maps[1 + k].class_index, cls[k]);
     EXPECT_TRUE(all_close(maps[1 + k].map, explain_map(f.model, tape, cls[k], req), 0, "chefer"));
-    req.method = ExplainMethod::GradCam;
-    req.gradcam_layer = 0;
+    req.method = ViewKind::GradCam;
+    req.layer = 0;
     EXPECT_TRUE(all_close(maps[3 + k].map, explain_map(f.model, tape, cls[k], req), 0, "gradcam@L0"));
-    req.method = ExplainMethod::AttnGrad;
+    req.method = ViewKind::AttnGrad;
     req.layer = hp.depth - 1;
     EXPECT_TRUE(all_close(maps[5 + k].map, explain_map(f.model, tape, cls[k], req), 0, "attn-grad"));
   }

@@ -115,7 +115,7 @@ TEST(WeightsLoader, TimmFixtureMissingTensorAndHeads) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("the number of heads is not in the file, and D = 32 is not a multiple of 64"),
               std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("give --heads H"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("give {setting:heads} H"), std::string::npos) << e.what();
   }
   // A transposed qkv is refused by name with both shapes.
   RawWeights broken = load_weights_json(fixture("timm_small/weights.json"));
@@ -212,8 +212,8 @@ TEST(WeightsLoader, TimmFixtureMissingTensorAndHeads) {
   EXPECT_EQ(over.hp.num_heads, 2);
   std::string over_notes;
   for (const auto& n : over.notices) over_notes += n + "\n";
-  EXPECT_NE(over_notes.find("--heads 2 overrides num_heads 4 from config ("), std::string::npos) << over_notes;
-  EXPECT_NE(over_notes.find("--mean 0.5, 0.5, 0.5 overrides mean 0.485, 0.456, 0.406 from config ("), std::string::npos)
+  EXPECT_NE(over_notes.find("{setting:heads} 2 overrides num_heads 4 from config ("), std::string::npos) << over_notes;
+  EXPECT_NE(over_notes.find("{setting:mean} 0.5, 0.5, 0.5 overrides mean 0.485, 0.456, 0.406 from config ("), std::string::npos)
       << over_notes;
 }
 

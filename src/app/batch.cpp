@@ -25,10 +25,13 @@
 #include <nlohmann/json.hpp>
 
 #include "app/manifest.hpp"
+#include "app/options.hpp"
 #include "app/provenance.hpp"
 #include "app/run_figures.hpp"
+#include "app/run_lock.hpp"
 #include "model/classify.hpp"
 #include "core/error.hpp"
+#include "io/hash.hpp"
 #include "io/image_io.hpp"
 #include "io/npy.hpp"
 #include "model/vit.hpp"
@@ -146,7 +149,7 @@ Precomputed precompute_views(RenderContext* ctx, const std::vector<Job>& jobs, i
       try {
         p.views[i] = compute_job_views(*ctx, jobs[i]);
       } catch (const std::exception& e) {
-        p.errors[i] = e.what();
+        p.errors[i] = with_flags(e.what());
       }
     }
   };
@@ -234,11 +237,6 @@ void prepare_output_folder(const RenderOptions& opt) {
   // Unwritable (permissions, read-only mount, immutable): one usage error, not one failure per image.
   if (::access(opt.out_dir.c_str(), W_OK | X_OK) != 0)
     throw Error(opt.out_dir + ": cannot write into the output folder: " + std::strerror(errno));
-}
-
-/// A figure attnmap wrote: it carries a run's record (PNG tEXt, SVG <metadata>, PDF Subject).
-bool written_by_attnmap_figure(const PlannedFile& f) {
-  return fs::path(f.path).extension() == ".png" ? written_by_attnmap(f.path) : read_figure_record(f.path).has_value();
 }
 
 /// Runs a planned batch: the failures found while planning, then every job on the worker threads, each
@@ -335,15 +333,17 @@ class BatchRun {
   /// missing, a sidecar missing after an interrupted write, a file of the user's, which check_replaceable
   /// then refuses) -> Incomplete. Either way but Same, the image is rendered again.
   enum class Existing { Incomplete, Same, Changed };
-  Existing existing_outputs(const OutputPlan& plan, std::string* change) const {
+  Existing existing_outputs(const Job& job, const OutputPlan& plan, std::string* change) const {
     bool complete = !plan.names_unknown, changed = false;
+    const std::optional<nlohmann::json> want = image_settings(job);
+    if (!want) return Existing::Incomplete;  // the input cannot be read: rendering it says why
     auto regular = [](const std::string& out) {
       std::error_code ec;
       return fs::is_regular_file(fs::symlink_status(out, ec));
     };
     auto compare = [&](const std::optional<nlohmann::json>& r) {
-      if (r && same_settings(*r, settings_)) return;
-      if (!changed) *change = settings_change(r ? *r : nlohmann::json(), settings_);
+      if (r && same_settings(*r, *want)) return;
+      if (!changed) *change = settings_change(r ? *r : nlohmann::json(), *want);
       changed = true;
     };
     // Every planned file must be there with the run's record: figures too (--panel, --strip, PDF/SVG formats),
@@ -356,20 +356,26 @@ class BatchRun {
       }
       // attnmap's own file (else the image is incomplete; check_replaceable then refuses a file of the user's),
       // and its record compared (a PNG of attnmap's without one: "no settings recorded", redone).
-      const bool png = f.kind == OutputKind::MapPng || (f.kind == OutputKind::Figure && fs::path(f.path).extension() == ".png");
-      std::optional<nlohmann::json> rec;
-      if (f.kind == OutputKind::MapNpy) {
-        if (looks_written_by_attnmap_npy(f.path)) rec = read_sidecar(npy_sidecar_path(f.path));
-      } else {
-        rec = png ? read_png_provenance(f.path) : read_figure_record(f.path);
-      }
-      if (!rec && !(png && written_by_attnmap(f.path))) {
+      const FoundOutput found = find_output(f);
+      if (!found.complete) {
         complete = false;
         continue;
       }
-      compare(rec);
+      compare(found.record);
     }
     return changed ? Existing::Changed : complete ? Existing::Same : Existing::Incomplete;
+  }
+
+  /// The record an output of `job` must carry: the run's with the input file's SHA-256 as it is now
+  /// (image_provenance); nullopt when the input cannot be read.
+  std::optional<nlohmann::json> image_settings(const Job& job) const {
+    nlohmann::json want = settings_;
+    try {
+      want["input_sha256"] = sha256_file(job.input);
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+    return want;
   }
 
   /// A skipped image's statistics (and top-5): from the earlier manifests' row of these settings, else from
@@ -386,7 +392,8 @@ class BatchRun {
     }
     const std::optional<nlohmann::json> side = read_sidecar(npy_sidecar_path(npy));
     std::error_code ec;
-    if (!side || !same_settings(*side, settings_) || !fs::is_regular_file(fs::symlink_status(npy, ec)) ||
+    const std::optional<nlohmann::json> want = image_settings(job);
+    if (!side || !want || !same_settings(*side, *want) || !fs::is_regular_file(fs::symlink_status(npy, ec)) ||
         !looks_written_by_attnmap_npy(npy))
       return;
     const HParams& hp = ctx_.model->hp;
@@ -428,28 +435,6 @@ class BatchRun {
     carry_made_by(job, o);
   }
 
-  /// A file of the user's that merely has an output's name (photos/cat.png when rendering photos/cat.jpg
-  /// into photos/) is never replaced, nor is anything but a regular file (a link, FIFO, device or folder);
-  /// attnmap's own earlier outputs (the files that carry a record, and sidecars) are. All are checked before
-  /// any is written. Throws attnmap::Error.
-  void check_replaceable(const OutputPlan& plan) const {
-    for (const PlannedFile& f : plan.files) {
-      std::error_code ec;
-      const fs::file_status st = fs::symlink_status(f.path, ec);
-      if (!fs::exists(st)) continue;
-      if (!fs::is_regular_file(st))
-        throw Error("output " + f.path + " exists and is not a regular file (a link, folder, FIFO or device); it is "
-                    "left alone: choose another --out or move it away");
-      const bool ours = f.kind == OutputKind::Sidecar  ? read_sidecar(f.path).has_value()
-                        : f.kind == OutputKind::MapNpy ? looks_written_by_attnmap_npy(f.path)
-                        : f.kind == OutputKind::Figure ? written_by_attnmap_figure(f)
-                                                       : written_by_attnmap(f.path);
-      if (!ours)
-        throw Error("output " + f.path + " already exists and was not written by attnmap; it is left alone: "
-                    "choose another --out or move it away");
-    }
-  }
-
   /// One image: skipped, rendered, or failed (the error caught here, with the input's path).
   /// `*change`: with --skip-existing, what differed in outputs made with other settings ("" otherwise).
   Outcome handle(size_t index, const Job& job, std::vector<std::string>* notes, std::string* change) const {
@@ -458,7 +443,7 @@ class BatchRun {
     const OutputPlan plan = plan_outputs(ctx_, job);
     try {
       check_output_names(plan);
-      const Existing ex = bopt_.skip_existing ? existing_outputs(plan, change) : Existing::Incomplete;
+      const Existing ex = bopt_.skip_existing ? existing_outputs(job, plan, change) : Existing::Incomplete;
       if (ex == Existing::Same) {
         skip(job, plan, &o);
       } else {
@@ -475,7 +460,7 @@ class BatchRun {
       }
     } catch (const std::exception& e) {
       o.status = "failed";
-      o.error = with_path(job.input, e.what());
+      o.error = with_path(job.input, with_flags(e.what()));
     } catch (...) {
       o.status = "failed";
       o.error = job.input + ": unknown error";
@@ -559,6 +544,8 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
     check_run_figure_paths(opt, bopt, std::move(reads));
   }
   prepare_output_folder(opt);
+  RunLock lock;  // held to the end of the run: no second run writes these images or this manifest meanwhile
+  lock.claim(opt.out_dir, bopt.shard_count > 1, manifest_path);
   // Once every usage check has passed (a refusal stays one line).
   if (opt.weights.empty() && !opt.quiet)  // the first run explains itself
     std::cerr << "attnmap: note: no -w given: the bundled default model, a small ViT trained on garment composites "

@@ -84,13 +84,13 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    std::cerr << "attnmap: error: " << attnmap::printable(e.what()) << " (attnmap --help for the options)\n";
+    std::cerr << "attnmap: error: " << attnmap::printable(attnmap::with_flags(e.what())) << " (attnmap --help for the options)\n";
     return 2;
   }
   try {
     return run_command(args, commands);
   } catch (const std::exception& e) {
-    std::cerr << "attnmap: error: " << attnmap::printable(e.what()) << "\n";
+    std::cerr << "attnmap: error: " << attnmap::printable(attnmap::with_flags(e.what())) << "\n";
     return 2;
   }
 }

@@ -82,11 +82,7 @@ void default_views(EvalContext& ctx, const SelectedView& sel, bool explain) {
   v.written = "rollout";
   add_view(ctx.views, v, model, ctx.settings);
   if (!explain) return;  // the note saying why is printed before the first image
-  for (const ViewKind k : {ViewKind::Chefer, ViewKind::GradCam, ViewKind::AttnGrad}) {
-    v.kind = k;
-    v.written = k == ViewKind::Chefer ? "chefer" : k == ViewKind::GradCam ? "gradcam" : "attn-grad";
-    add_view(ctx.views, v, model, ctx.settings);
-  }
+  for (const ViewSpec& m : class_specific_views()) add_view(ctx.views, m, model, ctx.settings);
 }
 
 // --fusions, --rollout and --head name views themselves: beside --views they are refused, in one line.
@@ -221,7 +217,7 @@ bool write_eval_json(const JsonTarget& json, const nlohmann::ordered_json& j) {
     const std::string text = j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
     write_file_atomic(json.path, std::vector<uint8_t>(text.begin(), text.end()));
   } catch (const std::exception& e) {
-    std::cerr << "attnmap: error: " << printable(e.what()) << "\n";
+    std::cerr << "attnmap: error: " << printable(with_flags(e.what())) << "\n";
     remove_made_folders(json.made);
     return false;
   }
@@ -272,8 +268,8 @@ void evaluate_jobs(const EvalContext& ctx, const std::vector<Job>& jobs, const e
       run.done.push_back(std::move(ev));
     } catch (const std::exception& e) {
       ++run.failed;
-      std::cerr << "attnmap: error: " << printable(with_path(job.input, e.what())) << "\n";
-      run.errors.push_back({{"file", job.input}, {"error", e.what()}});
+      std::cerr << "attnmap: error: " << printable(with_path(job.input, with_flags(e.what()))) << "\n";
+      run.errors.push_back({{"file", job.input}, {"error", with_flags(e.what())}});
     }
   }
   run.secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

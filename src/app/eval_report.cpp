@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "app/eval_parts.hpp"
+#include "app/options.hpp"
 #include "model/classify.hpp"
 
 namespace attnmap {
@@ -432,7 +433,7 @@ J eval_json(const EvalContext& ctx, const std::string& weights_path, const Summa
   if (ro.size) {  // only then: the JSON of a run without --size is as before
     const HParams& hp = ctx.model->hp;
     j["size"] = {hp.image_w, hp.image_h};
-    j["pos_interp"] = hp.source.at("pos_interp");
+    j["pos_interp"] = with_flags(hp.source.at("pos_interp"));
   }
   j["selected_view"] = ctx.views[ctx.selected].name;
   j["query"] = ctx.model->hp.query_name();  // whose attention row the maps are: "class token" or "mean over patch queries"

@@ -275,7 +275,7 @@ bool compute_rows(const FigurePlan& p, const ViTWeights& model, const std::vecto
         if (m.class_index >= 0) r.class_index = m.class_index;
     }
   } catch (const std::exception& e) {
-    const std::string msg = e.what();
+    const std::string msg = with_flags(e.what());
     std::cerr << "attnmap: error: " << printable(msg.compare(0, current.size(), current) == 0 ? msg : current + ": " + msg)
               << "; no figure written\n";
     return false;
@@ -420,7 +420,7 @@ int run_figure(const FigureArgs& a) {
     write_comparison(target, titles, rows, cs, p.style, co);
     made.keep = true;
   } catch (const std::exception& e) {
-    std::cerr << "attnmap: error: " << printable(e.what()) << "\n";
+    std::cerr << "attnmap: error: " << printable(with_flags(e.what())) << "\n";
     return 1;
   }
   if (!a.quiet)

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "app/options.hpp"
 #include "app/render.hpp"
 #include "model/pos_embed.hpp"
 
@@ -148,7 +149,7 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
     o << "notes:\n";
     for (const auto& n : notes) o << "  " << n << "\n";
   }
-  return o.str();
+  return with_flags(o.str());
 }
 
 }  // namespace attnmap

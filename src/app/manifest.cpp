@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <cctype>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -24,9 +25,36 @@ namespace attnmap {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// A name's bytes as lower-case hex, and back ("" for text that is not hex).
+std::string hex_bytes(const std::string& s) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (const unsigned char c : s) {
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  return out;
+}
+
+std::string from_hex(const std::string& h) {
+  std::string out;
+  for (size_t i = 0; i + 1 < h.size(); i += 2) {
+    const int hi = std::isxdigit(static_cast<unsigned char>(h[i])) ? std::stoi(h.substr(i, 1), nullptr, 16) : -1;
+    const int lo = std::isxdigit(static_cast<unsigned char>(h[i + 1])) ? std::stoi(h.substr(i + 1, 1), nullptr, 16) : -1;
+    if (hi < 0 || lo < 0) return {};
+    out += static_cast<char>(hi * 16 + lo);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string manifest_line(const Outcome& o) {
   nlohmann::ordered_json j;
   j["input"] = o.input;
+  if (utf8_escaped_name(o.input) != o.input) j["input_bytes"] = hex_bytes(o.input);  // JSON cannot hold them
   j["outputs"] = o.outputs;
   j["status"] = o.made_by ? o.made_by->status : o.status;
   j["error"] = o.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.error);
@@ -165,7 +193,8 @@ void read_rows_of(const std::string& path, const nlohmann::json& settings, std::
     const bool done = j.contains("status") && j["status"] == "done" && j.contains("milliseconds") &&
                       j["milliseconds"].is_number();
     if (!st && !done) continue;
-    PrevRow& r = (*rows)[j["input"].get<std::string>()];
+    PrevRow& r = (*rows)[j.contains("input_bytes") && j["input_bytes"].is_string() ? from_hex(j["input_bytes"].get<std::string>())
+                                                                                 : j["input"].get<std::string>()];
     if (st) r.stats = std::move(st);
     if (!done) continue;
     r.made_by = MadeBy{"done", j["milliseconds"].get<double>()};

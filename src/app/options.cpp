@@ -1,6 +1,7 @@
 // options.cpp - the shared parsers and checks of the options layer (see options.hpp).
 #include "app/options.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cfloat>
 #include <cmath>
@@ -8,6 +9,13 @@
 #include <cstdlib>
 
 namespace attnmap {
+
+std::string with_flags(const std::string& text) {
+  return spell_settings(text, [](std::string name) {
+    std::replace(name.begin(), name.end(), '_', '-');
+    return "--" + name;
+  });
+}
 
 std::string shown_number(double v) {
   char buf[32];
@@ -93,7 +101,7 @@ void check_drawing_options(const RenderOptions& ro) {
   if (ro.threshold && (ro.panel || ro.strip_layers || ro.style != Style::Overlay || ro.alpha_by_value || ro.scale))
     throw Error("--threshold draws the DINO mask; --panel, --strip layers, --style, --alpha-by-value and --scale "
                 "apply to heatmaps");
-  if (ro.all_heads && !ro.save_raw) throw Error("--all-heads is a --save-raw option: add --save-raw");
+  if (ro.all_heads && !ro.writes(OutputKind::MapNpy)) throw Error("--all-heads is a --save-raw option: add --save-raw");
   if (ro.all_heads && ro.rollout)
     throw Error("--all-heads cannot be combined with --rollout: rollout fuses the heads of every layer");
   if (ro.pos_interp && !ro.size)

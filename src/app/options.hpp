@@ -13,6 +13,7 @@
 #include "app/figure_cmd.hpp"
 #include "app/render.hpp"
 #include "core/error.hpp"
+#include "core/setting_ref.hpp"
 
 namespace CLI {
 class App;
@@ -76,6 +77,11 @@ auto with_flag(const std::string& flag, F&& parse) -> decltype(parse()) {
     throw Error(flag + " " + e.what());
   }
 }
+
+/// A lower stage's message or notice as the command line says it: each setting it names
+/// (core/setting_ref.hpp, "{setting:max_pixels}") spelled as its flag ("--max-pixels"). Applied where such
+/// text reaches the terminal, a manifest row or a report.
+std::string with_flags(const std::string& text);
 
 /// A number as an option's message shows it: "%g" ("0.5", "1e+06").
 std::string shown_number(double v);

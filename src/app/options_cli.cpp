@@ -96,7 +96,8 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
                      "model input size S or W,H in pixels (multiples of the patch size, e.g. 448 or 518); the "
                      "position embeddings are resampled as --pos-interp says");
   render->add_option("--pos-interp", a.pos_interp_s, kPosInterpHelp);
-  render->add_flag("--save-raw", ro.save_raw, "also write the map as NumPy .npy (float32, (grid_h, grid_w))");
+  render->add_flag_callback("--save-raw", [&ro] { ro.map_files.push_back(OutputKind::MapNpy); },
+                            "also write the map as NumPy .npy (float32, (grid_h, grid_w))");
   render->add_flag("--all-heads", ro.all_heads, "with --save-raw: write every head, shape (H, grid_h, grid_w)");
   render->add_flag("-q,--quiet", ro.quiet, "print only errors");
   render->add_option("-j,--jobs", bo.jobs, "images rendered at once (default: the number of cores)");

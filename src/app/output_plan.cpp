@@ -4,8 +4,11 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "app/provenance.hpp"
 #include "core/error.hpp"
+#include "io/image_io.hpp"
 #include "io/npy.hpp"
 
 namespace attnmap {
@@ -21,7 +24,7 @@ std::string view_base(const RenderContext& ctx, const Job& job, const ResolvedVi
 
 // One map's files: its PNG, and with --save-raw its .npy and sidecar (written before the PNG).
 void plan_map(const RenderContext& ctx, const std::string& base, size_t view, int cls, OutputPlan* plan) {
-  if (ctx.opt->save_raw) {
+  if (ctx.opt->writes(OutputKind::MapNpy)) {
     plan->files.push_back({base + ".npy", OutputKind::MapNpy, view, cls});
     plan->files.push_back({npy_sidecar_path(base + ".npy"), OutputKind::Sidecar, view, cls});
   }
@@ -58,6 +61,45 @@ OutputPlan plan_outputs(const RenderContext& ctx, const Job& job, const std::vec
     }
   }
   return plan;
+}
+
+FoundOutput find_output(const PlannedFile& f) {
+  FoundOutput o;
+  const bool png = std::filesystem::path(f.path).extension() == ".png";
+  switch (f.kind) {
+    case OutputKind::Sidecar:
+      o.record = read_sidecar(f.path);
+      o.ours = o.complete = o.record.has_value();
+      break;
+    case OutputKind::MapNpy:
+      o.ours = looks_written_by_attnmap_npy(f.path);
+      if (o.ours) o.record = read_sidecar(npy_sidecar_path(f.path));
+      o.complete = o.record.has_value();  // a .npy without its sidecar: an interrupted write
+      break;
+    case OutputKind::MapPng:
+    case OutputKind::Figure:
+      o.record = png ? read_png_provenance(f.path) : read_figure_record(f.path);
+      o.ours = o.record.has_value() || (png && written_by_attnmap(f.path));
+      o.complete = o.ours;
+      break;
+  }
+  return o;
+}
+
+void check_replaceable(const OutputPlan& plan, bool per_class_only) {
+  namespace fs = std::filesystem;
+  for (const PlannedFile& f : plan.files) {
+    if (per_class_only && f.class_index < 0) continue;
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(f.path, ec);
+    if (!fs::exists(st)) continue;
+    if (!fs::is_regular_file(st))
+      throw Error("output " + f.path + " exists and is not a regular file (a link, folder, FIFO or device); it is "
+                  "left alone: choose another --out or move it away");
+    if (!find_output(f).ours)
+      throw Error("output " + f.path + " already exists and was not written by attnmap; it is left alone: "
+                  "choose another --out or move it away");
+  }
 }
 
 std::vector<std::string> write_map_files(const RenderContext& ctx, const OutputPlan& plan, size_t view, int class_index,

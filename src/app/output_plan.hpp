@@ -1,23 +1,18 @@
 // output_plan.hpp - the files one image writes (issue 25: one output plan). plan_outputs lists them once,
 // as {path, kind, view, class}; the render writes from the plan (write_map_png, write_map_npy, the figures),
 // and the batch's checks (names, replaceability, --skip-existing, the files a manifest must not replace) and
-// the manifest's outputs read it. A new per-image output kind is a kind here, its line in plan_outputs and its
-// writer.
+// the manifest's outputs read it. A new per-image output kind is its OutputKind (render.hpp), the flag asking
+// for it (options_cli.cpp) and, here in output_plan.cpp, its line in plan_map and its case in write_map_files.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "app/render.hpp"
 
 namespace attnmap {
-
-enum class OutputKind {
-  MapPng,   ///< a view's map over the photo, NAME[.<tag>][.class-<label>].png, with the run's record
-  MapNpy,   ///< the same map as computed (--save-raw), NAME[...].npy
-  Sidecar,  ///< the .npy's record, NAME[...].npy.json
-  Figure,   ///< a figure of the image: NAME.panel.*, NAME.layers.*, NAME.heads.* in every --figure-format
-};
 
 /// One planned file.
 struct PlannedFile {
@@ -42,6 +37,22 @@ struct OutputPlan {
 /// `classes` - the classes the pass explains, most probable first - is given), their .npy and sidecar with
 /// --save-raw, and the figures (panel, layers strip, heads sheet) in every figure format.
 OutputPlan plan_outputs(const RenderContext& ctx, const Job& job, const std::vector<int>* classes = nullptr);
+
+/// A planned file already on disk, as --skip-existing and the replace check see it (each kind's mark read by
+/// its kind: a PNG's record or signature, a .npy's header, a sidecar's JSON, a figure's record).
+struct FoundOutput {
+  bool ours = false;      ///< attnmap wrote it (else it is a file of the user's: never replaced)
+  bool complete = false;  ///< usable as an output: its record read, or an attnmap PNG without one (redone)
+  std::optional<nlohmann::json> record;  ///< the settings it was made with (a .npy's: its sidecar's)
+};
+/// Reads f.path, which exists, as its kind.
+FoundOutput find_output(const PlannedFile& f);
+
+/// A file of the user's that merely has an output's name (photos/cat.png when rendering photos/cat.jpg into
+/// photos/) is never replaced, nor is anything but a regular file (a link, FIFO, device or folder); attnmap's
+/// own earlier outputs are. Checks every planned file (with `per_class_only`, the per-class files named once
+/// the classes are known) before any is written. Throws attnmap::Error naming the file.
+void check_replaceable(const OutputPlan& plan, bool per_class_only = false);
 
 /// What one map's files are written from.
 struct MapOutputs {

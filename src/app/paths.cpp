@@ -167,4 +167,32 @@ std::string default_weights_path() {
               "); pass --weights");
 }
 
+// Each byte that is not part of well-formed UTF-8 (RFC 3629)
+// becomes "%XX", so every output's name can be written in the manifest, the gallery's links and the sheet's
+// labels and still name the real file; the input's own bytes are kept in Job::input. x\xff.jpg -> x%FF.
+std::string utf8_escaped_name(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char u = static_cast<unsigned char>(s[i]);
+    const size_t len = u < 0x80 ? 1 : (u >= 0xc2 && u <= 0xdf) ? 2 : (u >= 0xe0 && u <= 0xef) ? 3 : (u >= 0xf0 && u <= 0xf4) ? 4 : 0;
+    bool ok = len > 0 && i + len <= s.size();
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+    if (ok && len > 1) {
+      const unsigned char b1 = static_cast<unsigned char>(s[i + 1]);
+      ok = !(u == 0xe0 && b1 < 0xa0) && !(u == 0xed && b1 >= 0xa0) && !(u == 0xf0 && b1 < 0x90) && !(u == 0xf4 && b1 >= 0x90);
+    }
+    if (ok) {
+      out.append(s, i, len);
+      i += len;
+      continue;
+    }
+    static const char* hex = "0123456789ABCDEF";
+    out += '%';
+    out += hex[u >> 4];
+    out += hex[u & 15];
+    ++i;
+  }
+  return out;
+}
+
 }  // namespace attnmap

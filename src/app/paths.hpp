@@ -51,4 +51,9 @@ void remove_made_folders(const std::vector<std::string>& made);
 /// source tree's weights/default.json. Throws attnmap::Error when neither exists.
 std::string default_weights_path();
 
+/// `s` with each byte that is not part of well-formed UTF-8 (RFC 3629) as "%XX" (x\xff -> x%FF); well-formed
+/// text, '%' included, unchanged: equal to `s` exactly when `s` is UTF-8. Output names use it, so the
+/// manifest, the gallery's links and the sheet name the real file (issue 26).
+std::string utf8_escaped_name(const std::string& s);
+
 }  // namespace attnmap

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "draw/figure_metadata.hpp"
 #include "io/hash.hpp"
 #include "io/image_io.hpp"
 
@@ -153,7 +154,12 @@ std::string settings_change(const nlohmann::json& was, const nlohmann::json& now
   for (auto it = now.begin(); it != now.end(); ++it) {
     if (it.key() == "weights") continue;
     const nlohmann::json old = was.contains(it.key()) ? was[it.key()] : nlohmann::json();
-    if (old != it.value()) out += (out.empty() ? "" : ", ") + it.key() + " " + show(old) + " -> " + show(it.value());
+    if (old != it.value() && it.key() == "input_sha256")  // the photo under this name is another one
+      out += std::string(out.empty() ? "" : ", ") +
+             (old.is_string() ? "the input changed (sha256 " + old.get<std::string>().substr(0, 12) + " -> " +
+                                    show(it.value()).substr(0, 12) + ")"
+                              : "no input fingerprint recorded");
+    else if (old != it.value()) out += (out.empty() ? "" : ", ") + it.key() + " " + show(old) + " -> " + show(it.value());
   }
   for (auto it = was.begin(); it != was.end(); ++it)
     if (!now.contains(it.key())) out += (out.empty() ? "" : ", ") + it.key() + " " + show(it.value()) + " -> none";
@@ -178,110 +184,15 @@ std::optional<nlohmann::ordered_json> png_record(const std::string& png) {
   return std::nullopt;
 }
 
-namespace {
-
-// A figure file's bytes (at most 64 MB: figures are far smaller); "" when it cannot be read.
-std::string figure_bytes(const std::string& path) {
-  std::error_code ec;
-  if (!fs::is_regular_file(fs::symlink_status(path, ec)) || fs::file_size(path, ec) > (64u << 20)) return {};
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-void put_utf8(std::string* out, uint32_t cp) {
-  if (cp < 0x80) {
-    *out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    *out += static_cast<char>(0xC0 | (cp >> 6));
-    *out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    *out += static_cast<char>(0xE0 | (cp >> 12));
-    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    *out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    *out += static_cast<char>(0xF0 | (cp >> 18));
-    *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    *out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-// A PDF string after /Subject (PDF 1.7 sec. 7.3.4): a literal (...) with backslash escapes, or a hex <...>
-// string; UTF-16BE with its byte-order mark (how cairo writes non-ASCII text) becomes UTF-8.
-std::string pdf_string(const std::string& doc, size_t at) {
-  std::string bytes;
-  if (doc[at] == '(') {
-    int depth = 1;
-    for (size_t i = at + 1; i < doc.size() && depth > 0; ++i) {
-      char c = doc[i];
-      if (c == '\\' && i + 1 < doc.size()) {
-        const char e = doc[++i];
-        if (e >= '0' && e <= '7') {
-          int v = e - '0';
-          for (int k = 0; k < 2 && i + 1 < doc.size() && doc[i + 1] >= '0' && doc[i + 1] <= '7'; ++k) v = v * 8 + (doc[++i] - '0');
-          c = static_cast<char>(v);
-        } else {
-          c = e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e;
-        }
-      } else if (c == '(') {
-        ++depth;
-      } else if (c == ')' && --depth == 0) {
-        break;
-      }
-      bytes += c;
-    }
-  } else {
-    std::string hex;
-    for (size_t i = at + 1; i < doc.size() && doc[i] != '>'; ++i)
-      if (std::isxdigit(static_cast<unsigned char>(doc[i]))) hex += doc[i];
-    for (size_t i = 0; i + 1 < hex.size(); i += 2) bytes += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
-  }
-  if (bytes.size() < 2 || static_cast<unsigned char>(bytes[0]) != 0xFE || static_cast<unsigned char>(bytes[1]) != 0xFF)
-    return bytes;
-  std::string out;
-  for (size_t i = 2; i + 1 < bytes.size(); i += 2) {
-    uint32_t u = (static_cast<unsigned char>(bytes[i]) << 8) | static_cast<unsigned char>(bytes[i + 1]);
-    if (u >= 0xD800 && u < 0xDC00 && i + 3 < bytes.size()) {
-      const uint32_t lo = (static_cast<unsigned char>(bytes[i + 2]) << 8) | static_cast<unsigned char>(bytes[i + 3]);
-      u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-      i += 2;
-    }
-    put_utf8(&out, u);
-  }
-  return out;
-}
-
 // The record of a figure: the Subject of a PDF, the <metadata id="attnmap"> of an SVG (Canvas::save).
-std::optional<nlohmann::ordered_json> figure_record(const std::string& path, bool pdf) {
-  const std::string doc = figure_bytes(path);
-  if (pdf) {
-    const size_t at = doc.rfind("/Subject");
-    if (at == std::string::npos) return std::nullopt;
-    const size_t open = doc.find_first_of("(<", at + 8);
-    if (open == std::string::npos) return std::nullopt;
-    return parse_record(pdf_string(doc, open));
-  }
-  const std::string tag = "<metadata id=\"attnmap\">";
-  const size_t a = doc.find(tag), b = a == std::string::npos ? a : doc.find("</metadata>", a);
-  if (b == std::string::npos) return std::nullopt;
-  std::string text;
-  const std::string esc = doc.substr(a + tag.size(), b - a - tag.size());
-  for (size_t i = 0; i < esc.size(); ++i) {
-    if (esc.compare(i, 5, "&amp;") == 0) { text += '&'; i += 4; }
-    else if (esc.compare(i, 4, "&lt;") == 0) { text += '<'; i += 3; }
-    else if (esc.compare(i, 4, "&gt;") == 0) { text += '>'; i += 3; }
-    else text += esc[i];
-  }
-  return parse_record(text);
+std::optional<nlohmann::ordered_json> figure_record(const std::string& path) {
+  const std::optional<std::string> text = read_figure_metadata(path);
+  return text ? parse_record(*text) : std::nullopt;
 }
 
 bool ends_with(const std::string& s, const std::string& e) {
   return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
 }
-
-}  // namespace
 
 std::optional<nlohmann::ordered_json> sidecar_record(const std::string& sidecar) {
   std::error_code ec;
@@ -297,6 +208,13 @@ std::optional<nlohmann::json> unordered(const std::optional<nlohmann::ordered_js
   return nlohmann::json::parse(r->dump());
 }
 }  // namespace
+
+std::string image_provenance(const std::string& run_record, const std::string& input_sha256) {
+  if (run_record.empty()) return run_record;
+  nlohmann::ordered_json r = nlohmann::ordered_json::parse(run_record);
+  r["input_sha256"] = input_sha256;
+  return provenance_text(r);
+}
 
 std::optional<nlohmann::json> read_png_provenance(const std::string& png) { return unordered(png_record(png)); }
 
@@ -350,67 +268,8 @@ std::optional<ImageStats> read_png_stats(const std::string& png) {
 
 std::string npy_sidecar_path(const std::string& npy) { return npy + ".json"; }
 
-namespace {
-
-// A record's JSON text parsed; nullopt unless it is an object with "attnmap_version".
-std::optional<nlohmann::json> record_of(const std::string& text) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("attnmap_version")) return std::nullopt;
-  return j;
-}
-
-// The text of a PDF literal string starting after its '(' at `at` (escapes \( \) \\ \n \r \t \b \f and \ddd).
-std::string pdf_literal(const std::string& doc, size_t at) {
-  std::string out;
-  int depth = 0;
-  for (size_t i = at; i < doc.size(); ++i) {
-    const char c = doc[i];
-    if (c == '\\' && i + 1 < doc.size()) {
-      const char e = doc[++i];
-      if (e >= '0' && e <= '7') {
-        int v = 0, n = 0;
-        for (; n < 3 && i < doc.size() && doc[i] >= '0' && doc[i] <= '7'; ++n, ++i) v = v * 8 + (doc[i] - '0');
-        --i;
-        out += static_cast<char>(v);
-      } else {
-        out += e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e == 'b' ? '\b' : e == 'f' ? '\f' : e;
-      }
-    } else if (c == '(') {
-      ++depth;
-      out += c;
-    } else if (c == ')') {
-      if (depth-- == 0) return out;
-      out += c;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-std::string xml_unescaped(std::string s) {
-  for (const auto& [from, to] : {std::pair<std::string, std::string>{"&lt;", "<"}, {"&gt;", ">"}, {"&amp;", "&"}})
-    for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
-  return s;
-}
-
-}  // namespace
-
 std::optional<nlohmann::json> read_figure_record(const std::string& path) {
-  const std::string ext = fs::path(path).extension().string();
-  if (ext == ".png") return read_png_provenance(path);
-  std::ifstream f(path, std::ios::binary);
-  if (!f || (ext != ".pdf" && ext != ".svg")) return std::nullopt;
-  const std::string doc((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (ext == ".svg") {
-    const std::string open = "<metadata id=\"attnmap\">";
-    const size_t a = doc.find(open), b = a == std::string::npos ? a : doc.find("</metadata>", a);
-    if (b == std::string::npos) return std::nullopt;
-    return record_of(xml_unescaped(doc.substr(a + open.size(), b - a - open.size())));
-  }
-  const size_t a = doc.rfind("/Subject (");
-  if (a == std::string::npos) return std::nullopt;
-  return record_of(pdf_literal(doc, a + 10));
+  return unordered(ends_with(path, ".png") ? png_record(path) : figure_record(path));
 }
 
 std::optional<nlohmann::json> read_sidecar(const std::string& sidecar) { return unordered(sidecar_record(sidecar)); }
@@ -431,7 +290,7 @@ std::string describe_output(const std::string& path) {
   const bool pdf = ends_with(path, ".pdf"), svg = ends_with(path, ".svg");
   const std::optional<nlohmann::ordered_json> r = npy   ? sidecar_record(npy_sidecar_path(path))
                                                   : side ? sidecar_record(path)
-                                                  : pdf || svg ? figure_record(path, pdf)
+                                                  : pdf || svg ? figure_record(path)
                                                                : png_record(path);
   if (!r)
     throw Error(path + (npy ? ": no settings recorded (its sidecar " + npy_sidecar_path(path) + " is missing or not attnmap's)"

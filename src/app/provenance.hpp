@@ -27,6 +27,11 @@ nlohmann::ordered_json make_provenance(const RenderContext& ctx, const std::stri
 /// The record as stored: one line of ASCII JSON (non-ASCII characters as \uXXXX escapes).
 std::string provenance_text(const nlohmann::ordered_json& record);
 
+/// One image's record: the run's record text with its last key "input_sha256", the SHA-256 of the input
+/// file's bytes that were decoded (so --skip-existing redoes an image whose input changed under the same
+/// name). An empty run record (nothing recorded) stays empty.
+std::string image_provenance(const std::string& run_record, const std::string& input_sha256);
+
 /// Whether two records describe the same outputs: every key equal except "weights" (the file's name:
 /// the same content under another path makes the same outputs).
 bool same_settings(const nlohmann::json& a, const nlohmann::json& b);

@@ -1,5 +1,6 @@
 // render.hpp - rendering one image: decode, preprocess, forward, map, overlay, write its files.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -22,8 +23,20 @@
 
 namespace attnmap {
 
+/// The kinds of file one image writes (app/output_plan.hpp plans them and writes each). A new per-image kind
+/// is a line here, the flag that asks for it (options_cli.cpp, adding it to RenderOptions::map_files) and its
+/// plan line and writer (output_plan.cpp).
+enum class OutputKind {
+  MapPng,   ///< a view's map over the photo, NAME[.<tag>][.class-<label>].png, with the run's record (always)
+  MapNpy,   ///< the same map as computed (--save-raw), NAME[...].npy
+  Sidecar,  ///< the .npy's record, NAME[...].npy.json (with MapNpy)
+  Figure,   ///< a figure of the image: NAME.panel.*, NAME.layers.*, NAME.heads.* in every --figure-format
+};
+
 /// Everything `attnmap render` was asked to do (filled by the CLI; no maths here).
 struct RenderOptions {
+  /// Whether `kind` is asked for beside each map's PNG (map_files).
+  bool writes(OutputKind kind) const { return std::find(map_files.begin(), map_files.end(), kind) != map_files.end(); }
   std::vector<std::string> inputs;  ///< files or folders
   std::string weights;              ///< weights file; empty: the bundled default
   std::string out_dir = "attnmap-out";
@@ -34,8 +47,8 @@ struct RenderOptions {
   Upsample upsample = Upsample::Bilinear;
   ResizeMode resize = ResizeMode::Squash;
   ModelOverrides overrides;
-  bool save_raw = false;
-  bool all_heads = false;            ///< with save_raw: the .npy holds every head, (H, grid_h, grid_w)
+  std::vector<OutputKind> map_files;  ///< written per map beside its PNG, as asked: MapNpy (--save-raw)
+  bool all_heads = false;            ///< with MapNpy: the .npy holds every head, (H, grid_h, grid_w)
   bool rollout = false;              ///< draw attention rollout through layers 0..layer instead of one layer
   double discard = 0.0;              ///< rollout: fraction of the smallest fused entries zeroed per layer
   std::optional<float> threshold;    ///< DINO mask: keep the largest attentions holding this mass, in (0, 1]
@@ -152,7 +165,7 @@ Image draw_view(const Image& photo, int bx, int by, int bw, int bh, const std::v
 
 /// Renders one image: compute_job_views then draw_job_views. Its files: each of the user's views' maps as
 /// NAME.png (one view) or NAME.<tag>.png (per class NAME[.<tag>].class-<label>.png with --class topK, K >= 2),
-/// with save_raw its .npy, and the figures (".heads.*" with heads_grid, ".layers.*" with strip_layers,
+/// with --save-raw its .npy, and the figures (".heads.*" with heads_grid, ".layers.*" with strip_layers,
 /// ".panel.*" with panel); files written atomically, the overlays last. With ctx.provenance the PNGs carry it
 /// as tEXt `attnmap` (and the map's statistics and top-5 as tEXt `attnmap:stats`), the figures' PDFs as their
 /// Subject and SVGs as <metadata>, and each .npy gets the sidecar NAME.npy.json (removed before the .npy is
@@ -205,6 +218,7 @@ struct ComputedViews {
   std::vector<std::string> notes;   ///< the decoder's
   std::optional<Image> photo;       ///< kept for drawing unless --scale run (then read again: photos are big)
   Box box;                          ///< the model input's box on the photo (preprocess)
+  std::string input_sha256;         ///< SHA-256 of the input's bytes as decoded (the image's record: input_sha256)
 };
 /// Loads and preprocesses job.input and computes every view's maps (maps/views.hpp compute_views).
 ComputedViews compute_job_views(const RenderContext& ctx, const Job& job);

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <map>
 
+#include "app/options.hpp"
 #include "app/paths.hpp"
 #include "app/provenance.hpp"
 #include "core/error.hpp"
@@ -305,7 +306,7 @@ int write_run_figures(const RenderOptions& opt, const BatchOptions& bopt, const 
     try {
       write();
     } catch (const std::exception& e) {
-      std::cerr << "attnmap: error: " << printable(std::string(flag) + " " + path + ": " + e.what()) << "\n";
+      std::cerr << "attnmap: error: " << printable(std::string(flag) + " " + path + ": " + with_flags(e.what())) << "\n";
       status = 1;
     }
   };

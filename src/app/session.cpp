@@ -38,7 +38,7 @@ bool views_need_backward(const std::string& views) {
   if (views.empty()) return false;
   try {
     for (const ViewSpec& v : parse_views(views))
-      if (v.kind == ViewKind::Chefer || v.kind == ViewKind::GradCam || v.kind == ViewKind::AttnGrad) return true;
+      if (is_class_specific(v.kind)) return true;
     return false;
   } catch (const std::exception&) {
     return true;
@@ -58,7 +58,7 @@ ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_p
   // image). The class-specific views and --explain run the backward pass, which needs the plain matrices.
   prepare_weights(model, backward || !opt.explain.empty() || views_need_backward(opt.views));
   if (!opt.quiet)
-    for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + n) << "\n";
+    for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + with_flags(n)) << "\n";
   return model;
 }
 

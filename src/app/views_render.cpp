@@ -15,6 +15,8 @@
 #include "app/output_plan.hpp"
 #include "app/render.hpp"
 #include "core/error.hpp"
+#include "io/hash.hpp"
+#include "io/image_io.hpp"
 #include "io/npy.hpp"
 #include "model/vit.hpp"
 #include "model/classify.hpp"
@@ -40,13 +42,10 @@ void refuse_with_views(const RenderOptions& opt) {
 ViewSpec single_view(const RenderContext& ctx, const RenderOptions& opt) {
   ViewSpec v;
   if (!opt.explain.empty()) {
-    const ExplainMethod m = with_flag("--explain", [&] { return parse_explain_method(opt.explain); });
-    const std::string flag = "--explain " + explain_method_name(m);
+    v = with_flag("--explain", [&] { return parse_class_specific_view(opt.explain); });
+    const std::string flag = "--explain " + v.written;
     if (opt.rollout) throw Error(flag + " cannot be combined with --rollout: both name the map to draw");
     if (opt.all_heads) throw Error(flag + " cannot be combined with --all-heads: it saves the heads of an attention view");
-    v.kind = m == ExplainMethod::Chefer ? ViewKind::Chefer : m == ExplainMethod::GradCam ? ViewKind::GradCam : ViewKind::AttnGrad;
-    v.layer_given = false;
-    v.written = explain_method_name(m);
     return v;
   }
   v.kind = opt.rollout ? ViewKind::Rollout : ViewKind::Attention;
@@ -199,7 +198,9 @@ ComputedViews compute_job_views(const RenderContext& ctx, const Job& job) {
   const HParams& hp = model.hp;
   const RenderOptions& opt = *ctx.opt;
   ComputedViews cv;
-  Image photo = load_image(job.input, opt.load);
+  const std::vector<uint8_t> bytes = read_file(job.input);  // read once: hashed and decoded from the same bytes
+  cv.input_sha256 = sha256_text(std::string(bytes.begin(), bytes.end()));
+  Image photo = decode_image(bytes.data(), bytes.size(), job.input, opt.load);
   cv.notes = photo.notes;
   const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data(),
                                    hp.crop_pct.value_or(0.875f));
@@ -240,21 +241,6 @@ std::string map_label(const RenderContext& ctx, const ComputedViews& cv, const V
   const ResolvedView& v = ctx.views[m.view];
   if (m.class_index < 0) return view_label(v);
   return view_label(v) + ", class " + class_phrase(m.class_index, ctx.model->hp.labels, cv.probs);
-}
-
-// Per-class files (named once the classes are known) must not replace a file attnmap did not write, nor
-// anything but a regular file; the batch checked the names it knew. All are checked before any is written.
-void check_per_class_outputs(const OutputPlan& plan) {
-  for (const PlannedFile& f : plan.files) {
-    if (f.class_index < 0 || (f.kind != OutputKind::MapPng && f.kind != OutputKind::MapNpy)) continue;
-    std::error_code ec;
-    const fs::file_status st = fs::symlink_status(f.path, ec);
-    if (!fs::exists(st)) continue;
-    const bool npy = f.kind == OutputKind::MapNpy;
-    if (!fs::is_regular_file(st) || !(npy ? looks_written_by_attnmap_npy(f.path) : written_by_attnmap(f.path)))
-      throw Error("output " + f.path + " already exists and was not written by attnmap (or is not a regular file); "
-                  "it is left alone: choose another --out or move it away");
-  }
 }
 
 // tEXt `attnmap:stats` of one map's PNG: its statistics, the image's top-5, with --views the file's view (and
@@ -368,19 +354,26 @@ void set_shown_lines(const RenderContext& ctx, const ComputedViews& cv, const st
 
 }  // namespace
 
-RenderResult draw_job_views(const RenderContext& ctx, const Job& job, const ComputedViews& cv) {
+RenderResult draw_job_views(const RenderContext& run_ctx, const Job& job, const ComputedViews& cv) {
+  RenderContext ctx = run_ctx;  // this image's record: the run's with the input's fingerprint
+  ctx.provenance = image_provenance(run_ctx.provenance, cv.input_sha256);
   const HParams& hp = ctx.model->hp;
   const RenderOptions& opt = *ctx.opt;
   RenderResult res;
   res.notes = cv.notes;
   res.top5 = cv.top5;
   std::optional<Image> reread;  // --scale run kept no photo: decoded again; otherwise the one computed from
-  if (!cv.photo) reread = load_image(job.input, opt.load);
+  if (!cv.photo) {
+    const std::vector<uint8_t> bytes = read_file(job.input);
+    if (sha256_text(std::string(bytes.begin(), bytes.end())) != cv.input_sha256)
+      throw Error(job.input + ": the file changed while the run computed its maps; nothing written for it");
+    reread = decode_image(bytes.data(), bytes.size(), job.input, opt.load);
+  }
   const Image& photo = cv.photo ? *cv.photo : *reread;
   int bx = 0, by = 0, bw = 0, bh = 0;
   box_pixels(cv.box, photo.width, photo.height, &bx, &by, &bw, &bh);
   const OutputPlan plan = plan_outputs(ctx, job, &cv.classes);
-  check_per_class_outputs(plan);
+  check_replaceable(plan, true);  // the per-class names, known now (the batch checked the others)
   fs::create_directories(fs::path(job.out_base + ".png").parent_path());
   const PhotoBox box{bx, by, bw, bh};
   const bool query_rows = opt.heads_grid || opt.strip_layers ||

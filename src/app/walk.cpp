@@ -195,7 +195,7 @@ std::vector<Job> plan_jobs(const std::vector<std::string>& inputs, const std::st
   std::vector<Job> jobs;
   std::set<std::string> used;
   for (const auto& c : cands) {
-    std::string base = stem_count[stem_of(c.rel)] > 1 ? c.rel.string() : stem_of(c.rel);
+    std::string base = utf8_escaped_name(stem_count[stem_of(c.rel)] > 1 ? c.rel.string() : stem_of(c.rel));
     std::string unique = base;
     for (int k = 2; used.count(unique); ++k) unique = base + "-" + std::to_string(k);
     used.insert(unique);

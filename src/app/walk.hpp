@@ -29,8 +29,9 @@ void parse_shard(const std::string& s, int* index, int* count);
 /// Expands inputs into jobs: a folder is walked recursively in sorted order (hidden entries skipped,
 /// symbolic links to folders not followed, so link loops cannot hang it; only files whose extension is
 /// in `ext`, lower-case without dot, empty meaning default_image_extensions()), its tree mirrored under
-/// out_dir; a file given directly lands at out_dir/NAME whatever its extension. Stems that collide keep
-/// their extension (name.jpg.png); any remaining clash gets "-2", "-3"... Inputs that do not exist are
+/// out_dir; a file given directly lands at out_dir/NAME whatever its extension. A name's bytes that are not
+/// well-formed UTF-8 become "%XX" (x\xff.jpg -> x%FF.png: the manifest, gallery and sheet can name it). Stems
+/// that collide keep their extension (name.jpg.png); any remaining clash gets "-2", "-3"... Inputs that do not exist are
 /// returned in `missing`. A folder that cannot be read (the input itself or one below it) is appended to
 /// `unreadable` (when given) as (path, "PATH: cannot read folder: REASON"); the rest of the walk goes on.
 /// Files in walked folders that are not picked but whose extension names an image format attnmap cannot

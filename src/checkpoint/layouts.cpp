@@ -26,7 +26,7 @@ const std::vector<LayoutInfo>& table() {
        Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {}},
       {Layout::Timm, "timm", "timm (timm VisionTransformer; DINO and DeiT .pth files have the same names)", 1e-6f,
        "default (timm 1e-6)", PosInterp::Timm,
-       "timm names (timm, DeiT; a DINO v1 .pth has the same names: use --pos-interp dino for DINO's own "
+       "timm names (timm, DeiT; a DINO v1 .pth has the same names: use {setting:pos_interp} dino for DINO's own "
        "numbers): timm >= 0.9 resample_abs_pos_embed",
        Stats::ImageNet, Activation::Gelu, HeadRule::Sizes,
        {{"head.mlp.*", kDinoHead}, {"head.last_layer.*", kDinoHead}}},

@@ -5,6 +5,7 @@
 
 #include "checkpoint/vit_loader_internal.hpp"
 #include "core/error.hpp"
+#include "core/setting_ref.hpp"
 
 namespace attnmap {
 
@@ -304,8 +305,8 @@ void take_norm_and_head(Loader& ld, const RawWeights& raw, const FileConfig& fc,
     return;
   }
   if (!pool_known) {
-    const std::string why = "vit-pytorch's classifier: the file does not say pool='cls' or 'mean' (give --pool cls|mean "
-                            "for top-5 and class-specific views; the maps do not use it)";
+    const std::string why = "vit-pytorch's classifier: the file does not say pool='cls' or 'mean' (give " + setting_ref("pool") +
+                            " cls|mean for top-5 and class-specific views; the maps do not use it)";
     ld.skip("head.weight", why);
     ld.skip("head.bias", why);
     return;

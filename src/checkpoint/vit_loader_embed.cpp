@@ -4,6 +4,7 @@
 
 #include "checkpoint/vit_loader_internal.hpp"
 #include "core/error.hpp"
+#include "core/setting_ref.hpp"
 
 namespace attnmap {
 namespace detail {
@@ -161,7 +162,8 @@ void take_pos_embed(Loader& ld, const FileConfig& fc, bool fb_registers, int64_t
     hp.pos_sincos = true;
     hp.pos_prefix = 0;
     resolve_grid(hp, fc, 0, false, ld.path(), "",
-                 "default (224; SimpleViT computes its sin-cos positions for any grid: --size or config image_size)");
+                 "default (224; SimpleViT computes its sin-cos positions for any grid: " + setting_ref("size") +
+                     " or config image_size)");
     return;
   }
   const std::string pos_name = ld.file_name("pos_embed");

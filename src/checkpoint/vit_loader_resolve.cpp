@@ -3,6 +3,7 @@
 
 #include "checkpoint/vit_loader_internal.hpp"
 #include "core/error.hpp"
+#include "core/setting_ref.hpp"
 
 namespace attnmap {
 namespace detail {
@@ -27,7 +28,7 @@ const char* ambiguous_heads(int D) {
 int heads_by_rule(const ViTWeights& w, int64_t inner, const std::string& path, std::string& why) {
   const HParams& hp = w.hp;
   const HeadRule rule = layout_info(hp.layout).heads;
-  const std::string fix = "; give --heads H (or config num_heads)";
+  const std::string fix = "; give " + setting_ref("heads") + " H (or config num_heads)";
   if (rule == HeadRule::D64 && ambiguous_heads(hp.dim))
     throw Error(path + ": the number of heads is not in the file, and for width " + std::to_string(hp.dim) +
                 " OpenCLIP's ViT-H / g / bigG / e have 16 heads (head_width 80 / 88 / 104 / 112), OpenAI CLIP's rule "
@@ -63,7 +64,7 @@ void resolve_heads(const FileConfig& fc, const ModelOverrides& ov, const std::st
     hp.source["num_heads"] = "command line";
     const int said = fc.num_heads ? *fc.num_heads : fc.architecture ? heads_from_architecture(*fc.architecture, hp.dim) : 0;
     if (said > 0 && said != hp.num_heads)
-      w.notices.push_back("--heads " + std::to_string(hp.num_heads) + " overrides num_heads " + std::to_string(said) +
+      w.notices.push_back(setting_ref("heads") + " " + std::to_string(hp.num_heads) + " overrides num_heads " + std::to_string(said) +
                           " from " + src_of(fc, fc.num_heads ? "num_heads" : "architecture"));
   } else if (fc.num_heads) {
     hp.num_heads = *fc.num_heads;
@@ -124,7 +125,7 @@ bool resolve_pool(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, Vi
   }
   if (ov.pool) {  // the command line wins; a user should see what it replaced
     if (known && *ov.pool != hp.pool)
-      w.notices.push_back("--pool replaces " + pool_name(hp.pool) + " (" + hp.source["pool"] + ") by " + pool_name(*ov.pool));
+      w.notices.push_back(setting_ref("pool") + " replaces " + pool_name(hp.pool) + " (" + hp.source["pool"] + ") by " + pool_name(*ov.pool));
     hp.pool = *ov.pool;
     hp.source["pool"] = "command line";
     known = true;
@@ -160,12 +161,12 @@ void resolve_activation(Loader& ld, const FileConfig& fc, const ModelOverrides& 
     hp.source["act"] = "OpenAI CLIP file (input_resolution present): QuickGELU";
   } else if (l == Layout::HfClip && !fc.hf_config) {
     throw Error(ld.path() + ": the MLP activation is not in the file and no config.json is beside it: OpenAI's "
-                "CLIP models converted to Hugging Face use quick_gelu, LAION's gelu; give --act quickgelu or --act gelu");
+                "CLIP models converted to Hugging Face use quick_gelu, LAION's gelu; give " + setting_ref("act") + " quickgelu or " + setting_ref("act") + " gelu");
   } else if (l == Layout::Clip || l == Layout::TimmClip) {
     throw Error(ld.path() + ": the MLP activation is not in the file: " +
                 (l == Layout::Clip ? std::string("OpenAI CLIP uses QuickGELU, OpenCLIP models GELU unless their config says quick_gelu")
                                    : std::string("timm's vit_*_clip_* use GELU, vit_*_clip_quickgelu_* QuickGELU")) +
-                "; give --act quickgelu or --act gelu (or a config: " +
+                "; give " + setting_ref("act") + " quickgelu or " + setting_ref("act") + " gelu (or a config: " +
                 (l == Layout::Clip ? "open_clip_config.json" : "config.json with the timm architecture") + ")");
   } else {
     hp.act = info.act;
@@ -174,7 +175,7 @@ void resolve_activation(Loader& ld, const FileConfig& fc, const ModelOverrides& 
   }
   // The command line wins, but a user should see what it replaced.
   if (ov.act && (fc.act || l != Layout::Clip) && *ov.act != (fc.act ? *fc.act : info.act))
-    w.notices.push_back("--act " + activation_name(*ov.act) + " replaces " + activation_name(fc.act ? *fc.act : info.act) +
+    w.notices.push_back(setting_ref("act") + " " + activation_name(*ov.act) + " replaces " + activation_name(fc.act ? *fc.act : info.act) +
                        (fc.act ? " from " + src_of(fc, "act") : " (the " + std::string(info.name) + " layout's own)"));
 }
 

@@ -18,6 +18,7 @@
 #include "checkpoint/weights_safetensors.hpp"
 
 #include "core/error.hpp"
+#include "core/setting_ref.hpp"
 
 namespace attnmap {
 
@@ -427,9 +428,9 @@ ViTWeights build_model(const RawWeights& raw_in, const SideConfig& side, const M
     return o.str();
   };
   if (ov.mean && fc.mean && *ov.mean != *fc.mean)
-    w.notices.push_back("--mean " + rgb(*ov.mean) + " overrides mean " + rgb(*fc.mean) + " from " + src_of(fc, "mean"));
+    w.notices.push_back(setting_ref("mean") + " " + rgb(*ov.mean) + " overrides mean " + rgb(*fc.mean) + " from " + src_of(fc, "mean"));
   if (ov.std && fc.std && *ov.std != *fc.std)
-    w.notices.push_back("--std " + rgb(*ov.std) + " overrides std " + rgb(*fc.std) + " from " + src_of(fc, "std"));
+    w.notices.push_back(setting_ref("std") + " " + rgb(*ov.std) + " overrides std " + rgb(*fc.std) + " from " + src_of(fc, "std"));
   const size_t pos_rows = w.pos_embed.size() / static_cast<size_t>(w.hp.dim);
   const size_t want_rows = static_cast<size_t>(w.hp.layout == Layout::Seed ? w.hp.tokens() : w.hp.pos_prefix + w.hp.grid_w * w.hp.grid_h);
   if (!w.pos_embed.empty() && pos_rows != want_rows)
@@ -487,7 +488,7 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
   const PthSniff pth = st ? PthSniff::NotPth : sniff_pth(reinterpret_cast<const uint8_t*>(head), sizeof head);
   if (pth == PthSniff::LegacyPickle) refuse_legacy_pth(path);
   if (ov.key && pth != PthSniff::Zip)
-    throw Error(path + ": --key picks an entry of a PyTorch checkpoint (torch.save); this file is " +
+    throw Error(path + ": " + setting_ref("key") + " picks an entry of a PyTorch checkpoint (torch.save); this file is " +
                 (is_json ? "attnmap JSON" : st ? "safetensors" : "not a PyTorch checkpoint"));
   RawWeights raw;
   PthInfo pth_info;

@@ -19,6 +19,7 @@
 #include "checkpoint/pickle.hpp"
 #include "checkpoint/weights_safetensors.hpp"
 #include "core/error.hpp"
+#include "core/setting_ref.hpp"
 
 namespace attnmap {
 
@@ -254,7 +255,7 @@ Choice find_state_dict(const PickleData& p, const PyValue& d, const std::string&
         if (!others.empty()) {
           std::string s;
           for (const std::string& o : others) s += (s.empty() ? "'" : ", '") + o + "'";
-          c.notes.push_back("state dict " + c.used + " used; the checkpoint also has " + s + " (choose with --key)");
+          c.notes.push_back("state dict " + c.used + " used; the checkpoint also has " + s + " (choose with " + setting_ref("key") + ")");
         }
         return c;
       } catch (const Error&) {
@@ -268,11 +269,12 @@ Choice find_state_dict(const PickleData& p, const PyValue& d, const std::string&
     if (with.size() > 1) {
       std::string s;
       for (const std::string& w : with) s += (s.empty() ? "'" : ", '") + printable(w) + "'";
-      throw Error(path + ": several state dicts" + at + ": " + s + "; choose one with --key");
+      throw Error(path + ": several state dicts" + at + ": " + s + "; choose one with " + setting_ref("key"));
     }
   }
   throw Error(path + ": no state dict (a dict of tensors) found" + at + "; it holds: " + list_entries(p, d) +
-              " (name the entry holding it with --key, e.g. --key ENTRY or --key ENTRY/INNER)");
+              " (name the entry holding it with " + setting_ref("key") + ", e.g. " + setting_ref("key") + " ENTRY or " +
+              setting_ref("key") + " ENTRY/INNER)");
 }
 
 // `--key a/b`: the entry named by each part in turn, then the state dict inside it.
@@ -287,14 +289,14 @@ Choice choose(const PickleData& p, const std::string& key, const std::string& pa
     start = slash + 1;
     const PyValue* next = cur->kind == K::Dict ? lookup(p, *cur, part) : nullptr;
     if (!next)
-      throw Error(path + ": --key '" + printable(key) + "': no entry '" + printable(part) + "'" +
+      throw Error(path + ": " + setting_ref("key") + " '" + printable(key) + "': no entry '" + printable(part) + "'" +
                   (where.empty() ? "" : " in '" + where + "'") + "; " +
                   (cur->kind == K::Dict ? "the entries are: " + list_entries(p, *cur) : "that is a " + describe_value(p, *cur)));
     where += (where.empty() ? "" : "/") + part;
     cur = next;
   }
   if (cur->kind == K::Tensor)
-    throw Error(path + ": --key '" + printable(key) + "' names a tensor, not a state dict (a dict of tensors)");
+    throw Error(path + ": " + setting_ref("key") + " '" + printable(key) + "' names a tensor, not a state dict (a dict of tensors)");
   return find_state_dict(p, *cur, where, path, 0);
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/setting_ref.hpp"
 #include "core/tensor.hpp"
 
 namespace attnmap {
@@ -22,7 +23,7 @@ void check_pixel_limit(const std::string& path, uint64_t w, uint64_t h, uint64_t
   const uint64_t pixels = w * h;  // each side < 2^32: no overflow
   if (pixels > max_pixels) {
     throw Error(path + ": image of " + std::to_string(w) + "x" + std::to_string(h) + " = " + std::to_string(pixels) +
-                " pixels exceeds the limit of " + std::to_string(max_pixels) + " pixels (--max-pixels)");
+                " pixels exceeds the limit of " + std::to_string(max_pixels) + " pixels (" + setting_ref("max_pixels") + ")");
   }
 }
 

@@ -6,21 +6,6 @@
 
 namespace attnmap {
 
-ExplainMethod parse_explain_method(const std::string& s) {
-  if (s == "chefer") return ExplainMethod::Chefer;
-  if (s == "gradcam") return ExplainMethod::GradCam;
-  if (s == "attn-grad") return ExplainMethod::AttnGrad;
-  throw Error("expects chefer, gradcam or attn-grad, found '" + s + "'");
-}
-
-std::string explain_method_name(ExplainMethod m) {
-  switch (m) {
-    case ExplainMethod::GradCam: return "gradcam";
-    case ExplainMethod::AttnGrad: return "attn-grad";
-    default: return "chefer";
-  }
-}
-
 std::vector<float> chefer_block_matrix(const float* probs, const float* dprobs, int H, int T) {
   const size_t TT = static_cast<size_t>(T) * static_cast<size_t>(T);
   std::vector<float> a(TT, 0.0f);
@@ -59,15 +44,15 @@ std::vector<float> explain_map(const ViTWeights& w, const ForwardTape& tape, int
   const HParams& hp = w.hp;
   const int T = tape.tokens, H = tape.heads, L = static_cast<int>(tape.blocks.size());
   BackwardOptions bo;
-  if (req.method == ExplainMethod::GradCam) {
-    if (req.gradcam_layer < 0 || req.gradcam_layer >= L)
-      throw Error("Grad-CAM block " + std::to_string(req.gradcam_layer) + " out of range (0.." + std::to_string(L - 1) + ")");
-    bo.lowest_layer = req.gradcam_layer;
-    bo.ln1_layer = req.gradcam_layer;
+  if (req.method == ViewKind::GradCam) {
+    if (req.layer < 0 || req.layer >= L)
+      throw Error("Grad-CAM block " + std::to_string(req.layer) + " out of range (0.." + std::to_string(L - 1) + ")");
+    bo.lowest_layer = req.layer;
+    bo.ln1_layer = req.layer;
     const BackwardResult r = vit_backward(w, tape, target_class, bo);
-    return gradcam_map(tape.blocks[static_cast<size_t>(req.gradcam_layer)].ln1_out, r.ln1_grad, hp);
+    return gradcam_map(tape.blocks[static_cast<size_t>(req.layer)].ln1_out, r.ln1_grad, hp);
   }
-  if (req.method == ExplainMethod::AttnGrad) {
+  if (req.method == ViewKind::AttnGrad) {
     if (req.layer < 0 || req.layer >= L)
       throw Error("layer " + std::to_string(req.layer) + " out of range (0.." + std::to_string(L - 1) + ")");
     std::vector<float> row(static_cast<size_t>(T), 0.0f);
@@ -83,6 +68,7 @@ std::vector<float> explain_map(const ViTWeights& w, const ForwardTape& tape, int
     vit_backward(w, tape, target_class, bo);
     return patch_part(row, hp);
   }
+  if (req.method != ViewKind::Chefer) throw Error("explain_map: the view kind is not class-specific");
   // Chefer rules 5-6. R_L = (I + Abar_L) ... (I + Abar_1); its row 0 is r = e_0^T (I + Abar_L) ... (I + Abar_1),
   // accumulated as the backward reaches blocks L, L-1, ..., 1: r <- r + r Abar_b.
   std::vector<float> r(static_cast<size_t>(T), 0.0f), next(static_cast<size_t>(T));

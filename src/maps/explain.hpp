@@ -4,21 +4,17 @@
 #include <string>
 #include <vector>
 
+#include "maps/view_kind.hpp"
 #include "model/vit_backward.hpp"
 
 namespace attnmap {
 
-enum class ExplainMethod { Chefer, GradCam, AttnGrad };
-
-/// "chefer" | "gradcam" | "attn-grad"; throws attnmap::Error naming the three otherwise.
-ExplainMethod parse_explain_method(const std::string& s);
-std::string explain_method_name(ExplainMethod m);
-
-/// What to explain: the method and, resolved to 0-based blocks, the layer of attn-grad and of Grad-CAM.
+/// What to explain: the method (a class-specific ViewKind: its word, label and units are its row in
+/// maps/views.cpp's table; its maths is its case in explain_map) and, 0-based, its block.
 struct ExplainRequest {
-  ExplainMethod method = ExplainMethod::Chefer;
-  int layer = 0;          ///< attn-grad: the block whose attention x gradient is drawn
-  int gradcam_layer = 0;  ///< gradcam: the block whose norm1 output is the activation (timm blocks[L].norm1)
+  ViewKind method = ViewKind::Chefer;
+  int layer = 0;  ///< attn-grad: the block whose attention x gradient is drawn; gradcam: the block whose
+                  ///< norm1 output is the activation (timm blocks[L].norm1); chefer: unused (every block)
 };
 
 /// The map (grid_h, grid_w), row-major, over the patch tokens (columns num_prefix..T-1; the class,
@@ -33,7 +29,8 @@ struct ExplainRequest {
 ///    map = ReLU(sum_c w_c activation_c).
 ///  - attn-grad: mean over heads of (dlogit/dA * A)^+ at block `layer`, class-token row.
 /// Values as computed, not rescaled (pytorch-grad-cam and Chefer's notebook min-max scale for display; the
-/// drawn overlay does too). Throws attnmap::Error for a class or layer out of range.
+/// drawn overlay does too). Throws attnmap::Error for a class or layer out of range, or a kind that is not
+/// class-specific.
 std::vector<float> explain_map(const ViTWeights& w, const ForwardTape& tape, int target_class,
                                const ExplainRequest& req);
 

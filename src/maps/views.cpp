@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <optional>
 
@@ -16,12 +17,29 @@ namespace attnmap {
 
 namespace {
 
-constexpr const char* kGrammar =
-    "a view is L<layer>/<fusion> (layer an index, negative from the end, or 'last'; fusion mean, max, min or "
-    "h<head>), rollout[/<fusion>][@L<layer>], probe[/<fusion>], chefer, gradcam[@L<layer>], attn-grad[@L<layer>] or photo";
+// The class-specific kinds, one row each. A new one is its ViewKind (view_kind.hpp), its row here and its
+// case in explain_map (explain.cpp): the grammar, parsing, names, labels, units and is_class_specific follow.
+struct MethodRow {
+  ViewKind kind;
+  const char* word;   ///< in the grammar, names and file names
+  const char* label;  ///< describe_view; a kind with a block adds ", block N"
+  const char* units;  ///< what a value is
+  int ViewSettings::*default_layer;  ///< the block without @L; nullptr: the kind runs through every block
+};
+constexpr MethodRow kMethods[] = {
+    {ViewKind::Chefer, "chefer", "Chefer relevance", "Chefer relevance", nullptr},
+    {ViewKind::GradCam, "gradcam", "Grad-CAM", "Grad-CAM activation", &ViewSettings::gradcam_layer},
+    {ViewKind::AttnGrad, "attn-grad", "attn \u00d7 grad", "attention \u00d7 gradient", &ViewSettings::attn_grad_layer},
+};
+
+const MethodRow* method_row(ViewKind kind) {
+  for (const MethodRow& m : kMethods)
+    if (m.kind == kind) return &m;
+  return nullptr;
+}
 
 Error bad_view(const std::string& item, const std::string& why) {
-  return Error("'" + item + "': " + why + " (" + kGrammar + ")");
+  return Error("'" + item + "': " + why + " (" + view_grammar() + ")");
 }
 
 // 0.1 -> "0.1" (shortest %g form)
@@ -70,20 +88,16 @@ HeadSelect parse_fusion_text(const std::string& item, const std::string& s) {
 std::optional<ViewSpec> parse_method_view(const std::string& item) {
   const size_t at = item.find('@');
   const std::string method = item.substr(0, at);
+  const MethodRow* row = nullptr;
+  for (const MethodRow& m : kMethods)
+    if (method == m.word) row = &m;
+  if (!row) return std::nullopt;
   ViewSpec v;
   v.written = item;
-  if (method == "chefer")
-    v.kind = ViewKind::Chefer;
-  else if (method == "gradcam")
-    v.kind = ViewKind::GradCam;
-  else if (method == "attn-grad")
-    v.kind = ViewKind::AttnGrad;
-  else
-    return std::nullopt;
+  v.kind = row->kind;
   v.layer_given = at != std::string::npos;
   if (!v.layer_given) return v;
-  if (v.kind == ViewKind::Chefer)
-    throw bad_view(item, "chefer runs through every block; it takes no @L<layer>");
+  if (!row->default_layer) throw bad_view(item, method + " runs through every block; it takes no @L<layer>");
   const std::string rest = item.substr(at + 1);
   if (rest.size() < 2 || rest[0] != 'L') throw bad_view(item, "after '@' comes L<layer>");
   v.layer = parse_layer_text(item, rest.substr(1));
@@ -137,7 +151,31 @@ int resolve_view_layer(const ViewSpec& v, int layer, int depth) {
 
 }  // namespace
 
-std::string view_grammar() { return kGrammar; }
+std::string view_grammar() {
+  std::string methods;
+  for (const MethodRow& m : kMethods) methods += std::string(m.word) + (m.default_layer ? "[@L<layer>]" : "") + ", ";
+  return "a view is L<layer>/<fusion> (layer an index, negative from the end, or 'last'; fusion mean, max, min or "
+         "h<head>), rollout[/<fusion>][@L<layer>], probe[/<fusion>], " + methods + "or photo";
+}
+
+std::string class_specific_view_words() {
+  std::string s;
+  for (size_t i = 0; i < std::size(kMethods); ++i)
+    s += (i == 0 ? "" : i + 1 == std::size(kMethods) ? " or " : ", ") + std::string(kMethods[i].word);
+  return s;
+}
+
+std::vector<ViewSpec> class_specific_views() {
+  std::vector<ViewSpec> out;
+  for (const MethodRow& m : kMethods) out.push_back(parse_one_view(m.word));
+  return out;
+}
+
+ViewSpec parse_class_specific_view(const std::string& word) {
+  for (const MethodRow& m : kMethods)
+    if (word == m.word) return parse_one_view(word);
+  throw Error("expects " + class_specific_view_words() + ", found '" + word + "'");
+}
 
 std::vector<ViewSpec> parse_views(const std::string& list) {
   std::vector<ViewSpec> out;
@@ -147,7 +185,7 @@ std::vector<ViewSpec> parse_views(const std::string& list) {
     std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");  // "L1/h3, rollout"
     item = a == std::string::npos ? std::string() : item.substr(a, b - a + 1);
-    if (item.empty()) throw Error("an empty view in '" + list + "' (" + kGrammar + ")");
+    if (item.empty()) throw Error("an empty view in '" + list + "' (" + view_grammar() + ")");
     out.push_back(parse_one_view(item));
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -168,9 +206,7 @@ std::vector<ViewSpec> every_layer_views(int depth, const HeadSelect& fusion) {
   return out;
 }
 
-bool is_class_specific(ViewKind kind) {
-  return kind == ViewKind::Chefer || kind == ViewKind::GradCam || kind == ViewKind::AttnGrad;
-}
+bool is_class_specific(ViewKind kind) { return method_row(kind) != nullptr; }
 
 bool reads_query_rows(const ResolvedView& v) {
   return v.spec.kind == ViewKind::Attention || v.spec.kind == ViewKind::Rollout;
@@ -184,11 +220,10 @@ std::string describe_view(const ResolvedView& v) {
     case ViewKind::Attention: return "block " + block + ", " + heads;
     case ViewKind::Rollout: return "rollout 0\u2013" + block + ", " + heads;
     case ViewKind::Probe: return "pool probe, " + heads;
-    case ViewKind::Chefer: return "Chefer relevance";
-    case ViewKind::GradCam: return "Grad-CAM, block " + block;
-    case ViewKind::AttnGrad: return "attn \u00d7 grad, block " + block;
+    default: break;
   }
-  return v.name;
+  const MethodRow* m = method_row(v.spec.kind);
+  return m ? m->label + (m->default_layer ? ", block " + block : std::string()) : v.name;
 }
 
 std::string view_label(const ResolvedView& v) { return describe_view(v); }
@@ -233,20 +268,14 @@ ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, co
       r.name = v.head.fusion == HeadSelect::Fusion::Mean ? "probe" : "probe/" + fusion;
       r.units = "attention probability";
       break;
-    case ViewKind::Chefer:
-      r.name = "chefer";
-      r.units = "Chefer relevance";
-      break;
-    case ViewKind::GradCam:
-      r.spec.layer = resolve_view_layer(v, v.layer_given ? v.layer : settings.gradcam_layer, hp.depth);
-      r.name = v.layer_given ? "gradcam@L" + std::to_string(r.spec.layer) : "gradcam";
-      r.units = "Grad-CAM activation";
-      break;
-    case ViewKind::AttnGrad:
-      r.spec.layer = resolve_view_layer(v, v.layer_given ? v.layer : settings.attn_grad_layer, hp.depth);
-      r.name = v.layer_given ? "attn-grad@L" + std::to_string(r.spec.layer) : "attn-grad";
-      r.units = "attention \u00d7 gradient";
-      break;
+    default: {  // a class-specific kind: its row
+      const MethodRow& m = *method_row(v.kind);
+      r.name = m.word;
+      r.units = m.units;
+      if (!m.default_layer) break;
+      r.spec.layer = resolve_view_layer(v, v.layer_given ? v.layer : settings.*m.default_layer, hp.depth);
+      if (v.layer_given) r.name += "@L" + std::to_string(r.spec.layer);
+    }
   }
   r.class_specific = is_class_specific(v.kind);
   const std::string unavailable = r.class_specific ? explanations_unavailable(hp, has_head) : "";
@@ -270,7 +299,7 @@ std::vector<ResolvedView> resolve_views(const std::vector<ViewSpec>& views, cons
     // The same map under two names: kind, resolved block, fusion (gradcam and gradcam@L3 are one map when
     // the default block is 3).
     const std::string key = std::to_string(static_cast<int>(r.spec.kind)) + "/" +
-                            (r.spec.kind == ViewKind::Chefer ? "" : std::to_string(r.spec.layer)) + "/" +
+                            std::to_string(r.spec.layer) + "/" +
                             fusion_name(r.spec.head, "h") + "/" + number_text(r.discard);
     const auto [it, fresh] = seen.emplace(key, r.name);
     if (!fresh) throw Error("'" + v.written + "' names the view " + it->second + " a second time");
@@ -364,16 +393,6 @@ void agnostic_maps(const ViTWeights& model, const ForwardResult& rows, const std
   }
 }
 
-ExplainRequest request_of(const ResolvedView& v) {
-  ExplainRequest req;
-  req.method = v.spec.kind == ViewKind::Chefer    ? ExplainMethod::Chefer
-               : v.spec.kind == ViewKind::GradCam ? ExplainMethod::GradCam
-                                                  : ExplainMethod::AttnGrad;
-  req.layer = v.spec.layer;
-  req.gradcam_layer = v.spec.layer;
-  return req;
-}
-
 // Puts the maps in view order (agnostic views were appended first).
 std::vector<ViewMap> in_view_order(std::vector<ViewMap> maps, size_t n_views) {
   std::vector<ViewMap> out;
@@ -400,10 +419,8 @@ std::vector<float> view_map(const ViewPass& pass, const ResolvedView& v, int cla
     case ViewKind::Probe:
       if (pass.fwd) return probe_map(*pass.fwd, hp, v.spec.head);
       break;
-    case ViewKind::Chefer:
-    case ViewKind::GradCam:
-    case ViewKind::AttnGrad:
-      if (pass.tape) return explain_map(*pass.model, *pass.tape, class_index, request_of(v));
+    default:  // a class-specific kind
+      if (pass.tape) return explain_map(*pass.model, *pass.tape, class_index, ExplainRequest{v.spec.kind, v.spec.layer});
       break;
   }
   throw Error("'" + v.name + "': the forward pass did not keep what this view needs");

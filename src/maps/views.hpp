@@ -9,11 +9,10 @@
 
 #include "maps/attention_maps.hpp"
 #include "maps/explain.hpp"
+#include "maps/view_kind.hpp"
 #include "model/classify.hpp"
 
 namespace attnmap {
-
-enum class ViewKind { Photo, Attention, Rollout, Probe, Chefer, GradCam, AttnGrad };
 
 /// One view as written, before the model is known. Grammar (case-sensitive, as `attnmap eval` prints):
 ///   L<layer>/<fusion>   the class token's attention at one block; layer an index, negative from the end, or
@@ -60,6 +59,14 @@ struct ResolvedView {
   bool class_specific = false;  ///< chefer, gradcam, attn-grad: one map per explained class
   double discard = 0.0;         ///< Rollout: ViewSettings::discard (0 for the others)
 };
+
+/// The class-specific views' words, from the table: "chefer, gradcam or attn-grad".
+std::string class_specific_view_words();
+/// One view of each class-specific kind as written without @L ("chefer", "gradcam", "attn-grad"): eval's rows.
+std::vector<ViewSpec> class_specific_views();
+/// `word` as a class-specific view without @L (render's --explain); throws attnmap::Error "expects chefer,
+/// gradcam or attn-grad, found 'x'" otherwise.
+ViewSpec parse_class_specific_view(const std::string& word);
 
 /// Whether a kind of view explains a class (needs the backward pass and a classifier head). The one place
 /// this is decided.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/setting_ref.hpp"
 #include "core/tensor.hpp"
 
 namespace attnmap {
@@ -297,8 +298,8 @@ void resample_pos_embed(ViTWeights& w, int image_w, int image_h, PosInterp mode)
   hp.image_h = image_h;
   hp.grid_w = gw;
   hp.grid_h = gh;
-  hp.source["image_size"] = hp.pos_sincos ? std::string("command line (--size; SimpleViT's sin-cos positions computed for the grid)")
-                                          : "command line (--size; position embeddings resampled: --pos-interp " +
+  hp.source["image_size"] = hp.pos_sincos ? "command line (" + setting_ref("size") + "; SimpleViT's sin-cos positions computed for the grid)"
+                                          : "command line (" + setting_ref("size") + "; position embeddings resampled: " + setting_ref("pos_interp") + " " +
                                                 pos_interp_name(mode) + ")";
   hp.source["pos_interp"] = pos_interp_name(mode);
 }
