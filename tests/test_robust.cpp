@@ -300,6 +300,17 @@ TEST_F(Robust, FullDiskMidWriteLeavesNothing) {
   EXPECT_EQ(tree(dir / "out"), (std::set<std::string>{"png_1x1.png"}));
 }
 
+// Issue 26: the same with --save-raw: the photo's .npy and sidecar fit, its overlay does not; the failed image
+// leaves neither under its final name (the 1x1 image keeps all three of its files).
+TEST_F(Robust, FullDiskAfterTheNpyLeavesNoneOfTheImagesFiles) {
+  const CliRun r = run_attnmap("render " + q(kPhoto) + " " + q(kCorpus / "good" / "png_1x1.png") + " --save-raw -o " +
+                                   q(dir / "out"),
+                               "trap '' XFSZ; ulimit -f 20; ");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("chelsea.png: write failed: File too large"), std::string::npos) << r.err;
+  EXPECT_EQ(tree(dir / "out"), (std::set<std::string>{"png_1x1.npy", "png_1x1.npy.json", "png_1x1.png"}));
+}
+
 // kill -9 at several moments of a run: every PNG under its final name decodes completely (the only
 // leftovers of a killed run are hidden .NAME.tmp.* files in the output folder).
 TEST_F(Robust, KilledRunNeverLeavesATruncatedPng) {

@@ -47,3 +47,22 @@ TEST(ResumeFigures, AFigureAskedForLaterIsWrittenNotSkippedAndTheDefaultModelIsN
   EXPECT_EQ(third.err, "");  // all there now, made with these settings: skipped; -q prints nothing
   fs::remove_all(dir);
 }
+
+// Issue 26: an earlier run's overlays in the input folder (render X/a.png -o X) are not photos of a later run
+// into another folder; the run says it passed them over. Named directly, one is rendered.
+TEST(Walk, OverlaysOfAnEarlierRunAreNotInputs) {
+  const fs::path dir = fs::temp_directory_path() / ("attnmap_walk_outputs_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "x");
+  fs::copy_file(std::string(ATTNMAP_DATA_DIR) + "/chelsea.png", dir / "x" / "a.jpg");  // a photo (sniffed: PNG)
+  ASSERT_EQ(run_attnmap("render " + q(dir / "x" / "a.jpg") + " -o " + q(dir / "x")).status, 0);  // x/a.png, an overlay
+  const CliRun r = run_attnmap("render " + q(dir / "x") + " -o " + q(dir / "y"));
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("attnmap: 1 done, 0 failed, 0 skipped"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("passed over 1 PNG that attnmap wrote (overlays and figures of an earlier run; name one "
+                       "directly to render it)"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "y" / "a.png"));  // the photo's overlay, not "a.jpg.png" beside an "a.png.png"
+  EXPECT_FALSE(fs::exists(dir / "y" / "a.png.png"));
+  EXPECT_EQ(run_attnmap("render " + q(dir / "x" / "a.png") + " -o " + q(dir / "z")).status, 0);
+  fs::remove_all(dir);
+}

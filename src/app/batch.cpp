@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <new>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -441,6 +442,7 @@ class BatchRun {
     Outcome o;
     o.input = job.input;
     const OutputPlan plan = plan_outputs(ctx_, job);
+    const auto attempt = fs::file_time_type::clock::now();
     try {
       check_output_names(plan);
       const Existing ex = bopt_.skip_existing ? existing_outputs(job, plan, change) : Existing::Incomplete;
@@ -458,6 +460,9 @@ class BatchRun {
         o.shown_more = std::move(res.shown_more);
         *notes = std::move(res.notes);
       }
+    } catch (const std::bad_alloc&) {
+      o.status = "failed";
+      o.error = job.input + ": out of memory while rendering it (ulimit -v, the job's memory limit, or fewer -j)";
     } catch (const std::exception& e) {
       o.status = "failed";
       o.error = with_path(job.input, with_flags(e.what()));
@@ -465,6 +470,7 @@ class BatchRun {
       o.status = "failed";
       o.error = job.input + ": unknown error";
     }
+    if (o.status == "failed") remove_written_since(plan, attempt);  // a failed image leaves none of its files
     return o;
   }
 

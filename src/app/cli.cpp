@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <new>
 
 #include "app/batch.hpp"
 #include "app/inspect.hpp"
@@ -89,6 +90,10 @@ int main(int argc, char** argv) {
   }
   try {
     return run_command(args, commands);
+  } catch (const std::bad_alloc&) {  // the library's text ("std::bad_alloc") in the project's words
+    std::cerr << "attnmap: error: out of memory: the weights or an image need more memory than this process may "
+                 "use (ulimit -v, the job's memory limit)\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "attnmap: error: " << attnmap::printable(attnmap::with_flags(e.what())) << "\n";
     return 2;

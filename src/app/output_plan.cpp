@@ -102,6 +102,15 @@ void check_replaceable(const OutputPlan& plan, bool per_class_only) {
   }
 }
 
+void remove_written_since(const OutputPlan& plan, std::filesystem::file_time_type since) {
+  namespace fs = std::filesystem;
+  for (const PlannedFile& f : plan.files) {
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::symlink_status(f.path, ec)) || fs::last_write_time(f.path, ec) < since || ec) continue;
+    if (f.kind == OutputKind::Sidecar || find_output(f).ours) fs::remove(f.path, ec);
+  }
+}
+
 std::vector<std::string> write_map_files(const RenderContext& ctx, const OutputPlan& plan, size_t view, int class_index,
                                          const MapOutputs& data) {
   std::vector<std::string> written;

@@ -5,6 +5,7 @@
 // for it (options_cli.cpp) and, here in output_plan.cpp, its line in plan_map and its case in write_map_files.
 #pragma once
 #include <cstdint>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -53,6 +54,10 @@ FoundOutput find_output(const PlannedFile& f);
 /// own earlier outputs are. Checks every planned file (with `per_class_only`, the per-class files named once
 /// the classes are known) before any is written. Throws attnmap::Error naming the file.
 void check_replaceable(const OutputPlan& plan, bool per_class_only = false);
+
+/// Removes the planned files of attnmap's (find_output) written at or after `since`: after an image failed
+/// part-way (a full disk after its .npy and sidecar), none of its files is left under its final name.
+void remove_written_since(const OutputPlan& plan, std::filesystem::file_time_type since);
 
 /// What one map's files are written from.
 struct MapOutputs {

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "app/paths.hpp"
+#include "app/provenance.hpp"
 #include "core/error.hpp"
 
 namespace attnmap {
@@ -41,6 +42,7 @@ const std::set<std::string>& unsupported_image_extensions() {
 
 constexpr const char* kIgnoreMarker = ".attnmap-ignore";
 constexpr const char* kIgnoredFolderKey = "\x01folder ";  // passed_over keys of folders not walked
+constexpr const char* kOutputKey = "\x02attnmap";        // passed_over key of attnmap's own PNGs
 
 bool is_hidden(const fs::path& p) {
   const std::string n = p.filename().string();
@@ -76,7 +78,10 @@ void walk_folder(const fs::path& dir, const std::string& out_canon, const std::s
     }
     // A FIFO, device, dangling link or link loop with an image's name is kept too: it then fails with its
     // own line (as when named directly) instead of vanishing from the run and the manifest.
-    if (has_extension(p, exts)) {
+    if (has_extension(p, exts) && passed_over && lower(p.extension().string()) == ".png" && it->is_regular_file(e2) &&
+        read_png_provenance(p.string())) {
+      ++(*passed_over)[kOutputKey];  // an overlay or figure of an earlier run (any -o): not a photo
+    } else if (has_extension(p, exts)) {
       files->push_back(p);
     } else if (passed_over && has_extension(p, unsupported_image_extensions())) {
       ++(*passed_over)[lower(p.extension().string())];
@@ -103,7 +108,13 @@ const std::vector<std::string>& default_image_extensions() {
 std::string passed_over_summary(const std::map<std::string, size_t>& passed_over) {
   size_t total = 0, folders = 0;
   std::string list, ignored;
+  std::string outputs;
   for (const auto& [ext, count] : passed_over) {
+    if (ext == kOutputKey) {
+      outputs = "passed over " + std::to_string(count) + " PNG" + (count == 1 ? "" : "s") +
+                " that attnmap wrote (overlays and figures of an earlier run; name one directly to render it)";
+      continue;
+    }
     if (ext.rfind(kIgnoredFolderKey, 0) == 0) {
       ignored += (folders++ ? ", " : "") + ext.substr(std::string(kIgnoredFolderKey).size());
       continue;
@@ -114,8 +125,9 @@ std::string passed_over_summary(const std::map<std::string, size_t>& passed_over
   const std::string folder_note =
       folders == 0 ? ""
                    : "not walked: " + ignored + (folders == 1 ? " (it holds " : " (they hold ") + kIgnoreMarker + ")";
-  if (total == 0) return folder_note;
-  return (folder_note.empty() ? "" : folder_note + "; ") + "skipped " + std::to_string(total) + (total == 1 ? " file of an unsupported type: " : " files of unsupported types: ") +
+  const std::string before = folder_note + (!folder_note.empty() && !outputs.empty() ? "; " : "") + outputs;
+  if (total == 0) return before;
+  return (before.empty() ? "" : before + "; ") + "skipped " + std::to_string(total) + (total == 1 ? " file of an unsupported type: " : " files of unsupported types: ") +
          list + " (not rendered; attnmap reads JPEG, PNG, WebP, TIFF, BMP, GIF, TGA, PSD, HDR, PIC and PGM/PPM)";
 }
 

@@ -36,7 +36,9 @@ void parse_shard(const std::string& s, int* index, int* count);
 /// `unreadable` (when given) as (path, "PATH: cannot read folder: REASON"); the rest of the walk goes on.
 /// Files in walked folders that are not picked but whose extension names an image format attnmap cannot
 /// decode (.heic .heif .avif .svg .jxl .jp2 .exr .ico, camera raw such as .dng .cr2 .nef .arw, .xcf ...) are
-/// counted in `passed_over` (when given) by lower-case extension with its dot; other files (.txt, .json,
+/// counted in `passed_over` (when given) by lower-case extension with its dot; with `passed_over`, PNGs that
+/// carry a run's record (an earlier run's overlays and figures, whatever its -o) are passed over
+/// and counted too, so they never become photos of a later run; other files (.txt, .json,
 /// .npy, .csv, no extension) are not. Files given directly are always jobs, whatever their extension.
 std::vector<Job> plan_jobs(const std::vector<std::string>& inputs, const std::string& out_dir,
                            std::vector<std::string>* missing, const std::vector<std::string>& ext = {},
