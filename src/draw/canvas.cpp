@@ -6,11 +6,17 @@
 #include <fontconfig/fontconfig.h>
 #include <pango/pangocairo.h>
 
+#include <cctype>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include <unistd.h>
 
@@ -130,6 +136,84 @@ namespace {
 // worker thread's font map ending at that moment can do - one run in a hundred aborted at exit that way. The
 // sanitizer stage suppresses fontconfig's allocations alone (tools/lsan.supp).
 void release_fonts() { pango_cairo_font_map_set_default(nullptr); }
+
+// GLib ends the process (g_error: a breakpoint trap) when it cannot start a thread, and pango starts two for
+// each new font pattern it matches. Under a process limit too tight even for those (the runs leave room:
+// kLibraryThreadRoom), one line that says so and exit status 2, instead of a SIGTRAP.
+void glib_fatal(const gchar* /*domain*/, GLogLevelFlags /*level*/, const gchar* message, gpointer /*data*/) {
+  remove_registered_temp_files();
+  std::fprintf(stderr,
+               "attnmap: error: the text layout library (pango) could not start a thread (%s): the system's "
+               "process limit (ulimit -u, or a cgroup's pids.max) is too tight to draw figures; unfinished "
+               "temporary files removed\n",
+               printable(message ? message : "").c_str());
+  std::fflush(stderr);
+  std::_Exit(2);
+}
+
+// One text layout at a time (the labels cost little next to the pictures): under a process limit, pango's
+// threads for a new font size then never meet another layout's (TextSettle).
+std::mutex g_text_mu;
+
+// The ids of this process's threads now (/proc/self/task).
+std::set<std::string> thread_ids() {
+  std::set<std::string> ids;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec))
+    ids.insert(task.path().filename().string());
+  return ids;
+}
+
+// Pango 1.50 starts two detached threads (an FcFontSetMatch and an FcFontSetSort) for each font pattern a
+// thread's font map has not matched yet (a layout of a new size can make two patterns: four threads, the
+// sorts outliving the layout); several workers meeting new sizes at once would want several each. Waiting
+// (up to a second) after a layout for the threads that appeared during it to end keeps pango's threads to
+// one layout's at a time, which the runs leave room for under a process limit (kLibraryThreadRoom). A layout of a size already matched starts none and waits for nothing.
+class TextSettle {
+ public:
+  TextSettle() : before_(thread_ids()) {}
+  ~TextSettle() {
+    for (int ms = 0; ms < 1000; ++ms) {
+      bool newer = false;
+      for (const std::string& id : thread_ids()) newer = newer || before_.count(id) == 0;
+      if (!newer) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  TextSettle(const TextSettle&) = delete;
+  TextSettle& operator=(const TextSettle&) = delete;
+
+ private:
+  std::set<std::string> before_;
+};
+}  // namespace
+
+namespace {
+// Pango's first font map in the process starts fontconfig's initialisation in a thread of its own, which
+// the first layout's two would meet: done once here, each step's threads waited for, while the run has no
+// worker threads yet (figure_font is first asked for before they start), so that under a process limit a
+// layout needs two threads at most.
+void warm_up_pango(const std::string& family) {
+  {
+    const TextSettle settle;
+    (void)pango_cairo_font_map_get_default();  // starts fontconfig's initialisation thread
+  }
+  const TextSettle settle;  // then the first size's two threads
+  cairo_surface_t* s = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 1, 1);
+  cairo_t* cr = cairo_create(s);
+  PangoLayout* layout = pango_cairo_create_layout(cr);
+  PangoFontDescription* d = pango_font_description_new();
+  pango_font_description_set_family(d, family.c_str());
+  pango_font_description_set_absolute_size(d, 12 * PANGO_SCALE);
+  pango_layout_set_font_description(layout, d);
+  pango_font_description_free(d);
+  pango_layout_set_text(layout, "Ag", -1);
+  PangoRectangle logical;
+  pango_layout_get_extents(layout, nullptr, &logical);
+  g_object_unref(layout);
+  cairo_destroy(cr);
+  cairo_surface_destroy(s);
+}
 }  // namespace
 
 std::string figure_font() {
@@ -137,8 +221,10 @@ std::string figure_font() {
   static std::string family, error;
   std::call_once(once, [] {
     std::atexit(release_fonts);
+    g_log_set_handler("GLib", static_cast<GLogLevelFlags>(G_LOG_LEVEL_ERROR | G_LOG_FLAG_FATAL), glib_fatal, nullptr);
     try {
       family = resolve_font();
+      warm_up_pango(family);
     } catch (const Error& e) {
       error = e.what();
     }
@@ -295,6 +381,8 @@ TextSize layout_size(PangoLayout* layout) {
 }  // namespace
 
 TextSize Canvas::measure(const std::string& text, const TextStyle& ts) {
+  std::lock_guard<std::mutex> one_at_a_time(g_text_mu);
+  const TextSettle settle;
   PangoLayout* layout = make_layout(impl_->cr, text, ts);
   const TextSize sz = layout_size(layout);
   g_object_unref(layout);
@@ -302,6 +390,8 @@ TextSize Canvas::measure(const std::string& text, const TextStyle& ts) {
 }
 
 TextSize Canvas::text(const std::string& text, double x, double y, const TextStyle& ts) {
+  std::lock_guard<std::mutex> one_at_a_time(g_text_mu);
+  const TextSettle settle;
   cairo_t* cr = impl_->cr;
   PangoLayout* layout = make_layout(cr, text, ts);
   const TextSize sz = layout_size(layout);

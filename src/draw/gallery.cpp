@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/threads.hpp"
 #include "draw/overlay.hpp"
 #include "io/image_io.hpp"
 
@@ -86,10 +87,7 @@ std::vector<char> write_thumbnails(const std::string& dir, const std::vector<Gal
     }
   };
   const unsigned n = std::max(1u, std::min(std::thread::hardware_concurrency(), 8u));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < n; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
+  run_on_threads(static_cast<int>(n), work);  // fewer threads when the system refuses some
   return has_thumb;
 }
 
