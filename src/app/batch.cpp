@@ -155,6 +155,8 @@ Precomputed precompute_views(RenderContext* ctx, const std::vector<Job>& jobs, i
     for (size_t i = next++; i < jobs.size(); i = next++) {
       try {
         p.views[i] = compute_job_views(*ctx, jobs[i]);
+      } catch (const std::bad_alloc&) {
+        p.errors[i] = jobs[i].input + ": out of memory" + address_limit_note();
       } catch (const std::exception& e) {
         p.errors[i] = e.what();
       }
@@ -476,6 +478,9 @@ class BatchRun {
         o.shown_more = std::move(res.shown_more);
         *notes = std::move(res.notes);
       }
+    } catch (const std::bad_alloc&) {
+      o.status = "failed";
+      o.error = job.input + ": out of memory" + address_limit_note();
     } catch (const std::exception& e) {
       o.status = "failed";
       o.error = with_path(job.input, e.what());

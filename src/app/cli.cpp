@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <iostream>
+#include <new>
 
 #include "app/batch.hpp"
 #include "app/inspect.hpp"
 #include "app/options.hpp"
 #include "app/paths.hpp"
 #include "app/provenance.hpp"
+#include "app/session.hpp"
 #include "checkpoint/weights.hpp"
 #include "core/error.hpp"
 #include "io/image_io.hpp"
@@ -89,6 +91,9 @@ int main(int argc, char** argv) {
   }
   try {
     return run_command(args, commands);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "attnmap: error: out of memory before any image was rendered" << attnmap::address_limit_note() << "\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "attnmap: error: " << attnmap::printable(e.what()) << "\n";
     return 2;
