@@ -256,6 +256,10 @@ Canvas::Canvas(int width, int height, double dpi, FigureFormat format)
   } else if (format == FigureFormat::Pdf) {
     impl_->surface = cairo_pdf_surface_create_for_stream(append_stream, &impl_->bytes, width * pt, height * pt);
     cairo_pdf_surface_set_metadata(impl_->surface, CAIRO_PDF_METADATA_CREATOR, "attnmap");
+    // No wall-clock dates: cairo writes /CreationDate = now unless told otherwise, and an empty date makes
+    // it write none (cairo 1.16 and later), so the same figure is the same bytes on every run.
+    cairo_pdf_surface_set_metadata(impl_->surface, CAIRO_PDF_METADATA_CREATE_DATE, "");
+    cairo_pdf_surface_set_metadata(impl_->surface, CAIRO_PDF_METADATA_MOD_DATE, "");
   } else {
     impl_->surface = cairo_svg_surface_create_for_stream(append_stream, &impl_->bytes, width * pt, height * pt);
     cairo_svg_surface_set_document_unit(impl_->surface, CAIRO_SVG_UNIT_PT);
@@ -456,7 +460,50 @@ void insert_svg_metadata(std::vector<uint8_t>* svg, const std::string& text) {
   svg->insert(svg->begin() + static_cast<std::ptrdiff_t>(end + 1), esc.begin(), esc.end());
 }
 
+/// The name an SVG attribute holds from `at` up to its closing `end` character.
+std::string name_at(const std::string& doc, size_t at, char end) {
+  const size_t e = doc.find(end, at);
+  return e == std::string::npos ? std::string() : doc.substr(at, e - at);
+}
+
 }  // namespace
+
+std::string canonical_svg_ids(const std::string& doc) {
+  // Cairo names images and surfaces after counters of the process ("image203", "surface57"), so the same
+  // figure got other ids in another run. Every numbered id is renamed to its stem and its rank among the
+  // ids of that stem in the document (image1, image2, ...; glyph0-3 -> glyph1, ...), and every reference
+  // to it (href="#...", url(#...)) alike: the ids then depend on the document alone.
+  const std::string def = " id=\"", href = "href=\"#", url = "url(#";
+  std::map<std::string, std::string> renamed;
+  std::map<std::string, int> rank;
+  for (size_t at = doc.find(def); at != std::string::npos; at = doc.find(def, at + 1)) {
+    const std::string id = name_at(doc, at + def.size(), '"');
+    if (id.empty() || !std::isdigit(static_cast<unsigned char>(id.back())) || renamed.count(id)) continue;
+    const std::string stem = id.substr(0, id.find_last_not_of("0123456789-") + 1);
+    renamed[id] = stem + std::to_string(++rank[stem]);
+  }
+  std::string out;
+  out.reserve(doc.size());
+  size_t copied = 0;
+  for (size_t i = 0; i < doc.size(); ++i) {
+    const char c = doc[i];
+    if (c != '"' && c != '#') continue;
+    size_t start = std::string::npos;
+    char end = '"';
+    if (c == '"' && i + 1 >= def.size() && doc.compare(i + 1 - def.size(), def.size(), def) == 0) start = i + 1;
+    else if (c == '#' && i + 1 >= href.size() && doc.compare(i + 1 - href.size(), href.size(), href) == 0) start = i + 1;
+    else if (c == '#' && i + 1 >= url.size() && doc.compare(i + 1 - url.size(), url.size(), url) == 0) start = i + 1, end = ')';
+    if (start == std::string::npos) continue;
+    const auto it = renamed.find(name_at(doc, start, end));
+    if (it == renamed.end()) continue;
+    out.append(doc, copied, start - copied);
+    out += it->second;
+    copied = start + it->first.size();
+    i = copied - 1;
+  }
+  out.append(doc, copied, std::string::npos);
+  return out;
+}
 
 void Canvas::save(const std::string& path) {
   if (impl_->finished) throw Error("figure: " + path + ": the canvas was already saved");
@@ -474,7 +521,11 @@ void Canvas::save(const std::string& path) {
   impl_->finished = true;
   if (cairo_surface_status(impl_->surface) != CAIRO_STATUS_SUCCESS)
     throw Error("figure: " + path + ": cairo failed: " + cairo_status_to_string(cairo_surface_status(impl_->surface)));
-  if (format_ == FigureFormat::Svg && !provenance_.empty()) insert_svg_metadata(&impl_->bytes, provenance_);
+  if (format_ == FigureFormat::Svg) {
+    const std::string doc = canonical_svg_ids(std::string(impl_->bytes.begin(), impl_->bytes.end()));
+    impl_->bytes.assign(doc.begin(), doc.end());
+    if (!provenance_.empty()) insert_svg_metadata(&impl_->bytes, provenance_);
+  }
   write_file_atomic(path, impl_->bytes);
 }
 
