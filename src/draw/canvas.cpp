@@ -246,9 +246,9 @@ struct Canvas::Impl {
 
 Canvas::Canvas(int width, int height, double dpi, FigureFormat format)
     : impl_(std::make_unique<Impl>()), width_(width), height_(height), dpi_(dpi), format_(format) {
-  if (width <= 0 || height <= 0 || width > 32767 || height > 32767)
-    throw Error("figure: a " + std::to_string(width) + "x" + std::to_string(height) +
-                " pixel canvas is outside 1..32767 (cairo's limit)");
+  if (width <= 0 || height <= 0 || width > kMaxCanvas || height > kMaxCanvas)
+    throw Error("figure: a " + std::to_string(width) + "x" + std::to_string(height) + " pixel canvas is outside 1.." +
+                std::to_string(kMaxCanvas) + " (cairo's limit)");
   if (!(dpi > 0.0 && dpi <= 1e6)) throw Error("the resolution must be in (0, 1000000] dots per inch, found " + std::to_string(dpi));
   const double pt = 72.0 / dpi;
   if (format == FigureFormat::Png) {

@@ -68,7 +68,7 @@ std::string canonical_svg_ids(const std::string& doc);
 /// resolution and text stays vector. Not thread-safe; one Canvas per thread.
 class Canvas {
  public:
-  /// Throws attnmap::Error for a size <= 0 or over 32767, a dpi outside (0, 1e6], or when cairo fails.
+  /// Throws attnmap::Error for a size <= 0 or over kMaxCanvas, a dpi outside (0, 1e6], or when cairo fails.
   Canvas(int width, int height, double dpi, FigureFormat format);
   ~Canvas();
   Canvas(const Canvas&) = delete;
