@@ -91,7 +91,9 @@ class Canvas {
   /// anchor (left, centre or right edge per ts.align). ts.width > 0: x is the left edge of a box that wide,
   /// the text wrapped at word boundaries (or, with ts.ellipsize, cut in the middle with "…") and aligned in
   /// it. ts.vertical: rotated to read upward, (x, y) is then its centre. Returns its size in pixels (before
-  /// rotation). Bytes that are not UTF-8 are shown as U+FFFD. Throws attnmap::Error when the font cannot be
+  /// rotation). Bytes that are not UTF-8 are shown as U+FFFD; control characters and bidirectional
+  /// formatting characters as escapes ("\x0a", "\u202e": printable), so a name draws as one line in its
+  /// own order. Throws attnmap::Error when the font cannot be
   /// found (figure_font).
   TextSize text(const std::string& text, double x, double y, const TextStyle& ts);
   /// The size `text` would take.
