@@ -19,9 +19,8 @@ constexpr int kLibraryThreadRoom = 4;
 std::optional<std::thread> try_start_thread(std::function<void()> body);
 
 /// Starts up to `n` threads running body(0) .. body(n - 1) and returns them (the caller joins them). When
-/// the system refuses some of `n + room` threads, `room` of those that started are let go again before
-/// running anything (fewer threads, `room` slots left for libraries); a thread the system gave beyond `n`
-/// only tests that room exists and ends at once.
+/// the system refuses some of them, or refuses `room` more small-stacked threads beside them, as many of
+/// those that started are let go again before running anything as leave `room` slots free for libraries.
 std::vector<std::thread> start_threads(int n, int room, const std::function<void(int)>& body);
 
 /// Runs `work` on the calling thread and on up to `n - 1` threads started for it (start_threads, leaving
