@@ -20,8 +20,8 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <new>
 #include <set>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -32,6 +32,7 @@
 #include "app/run_lock.hpp"
 #include "model/classify.hpp"
 #include "core/error.hpp"
+#include "core/threads.hpp"
 #include "io/hash.hpp"
 #include "io/image_io.hpp"
 #include "io/npy.hpp"
@@ -133,6 +134,15 @@ void check_batch_options(const RenderOptions& opt, const BatchOptions& bopt) {
   }
 }
 
+/// One note when the system started fewer image workers than asked (a process limit: ulimit -u, a cgroup's
+/// pids.max): the run goes on with those it has.
+void note_fewer_workers(int got, int asked, bool quiet) {
+  if (got < asked && !quiet)
+    std::cerr << "attnmap: note: the system refused more threads (a process limit: ulimit -u, or the pids limit of "
+              << "a Slurm or Kubernetes cgroup): " << got << " of the " << asked << " image workers (-j) started; "
+              << "the run goes on with " << got << "\n";
+}
+
 /// --scale run, first pass: every job's maps computed (on `workers` threads) and kept (maps are small; the
 /// photos are not kept), then one scale per unit over them all, into ctx->run_scales. A job that fails here
 /// keeps its error for the second pass, which reports it as that image's failure.
@@ -149,15 +159,15 @@ Precomputed precompute_views(RenderContext* ctx, const std::vector<Job>& jobs, i
     for (size_t i = next++; i < jobs.size(); i = next++) {
       try {
         p.views[i] = compute_job_views(*ctx, jobs[i]);
+      } catch (const std::bad_alloc&) {
+        p.errors[i] = jobs[i].input + ": out of memory" + address_limit_note();
       } catch (const std::exception& e) {
         p.errors[i] = with_flags(e.what());
       }
     }
   };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < workers; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& th : pool) th.join();
+  run_on_threads(workers, worker, [&](int got) { note_fewer_workers(got, workers, ctx->opt->quiet); },
+                 kLibraryThreadRoom);
   for (const auto& v : p.views)
     if (v) add_to_run_scales(*ctx, *v, &ctx->run_scales);
   return p;
@@ -285,13 +295,8 @@ class BatchRun {
     auto worker = [&]() {
       for (size_t i = next++; i < n; i = next++) process(i);
     };
-    if (workers <= 1) {
-      worker();
-    } else {
-      std::vector<std::thread> pool;
-      for (int t = 0; t < workers; ++t) pool.emplace_back(worker);
-      for (auto& th : pool) th.join();
-    }
+    run_on_threads(workers, worker, [&](int got) { note_fewer_workers(got, workers, opt_.quiet); },
+                   kLibraryThreadRoom);
     progress.clear();
     progress_ = nullptr;
   }
@@ -462,7 +467,7 @@ class BatchRun {
       }
     } catch (const std::bad_alloc&) {
       o.status = "failed";
-      o.error = job.input + ": out of memory while rendering it (ulimit -v, the job's memory limit, or fewer -j)";
+      o.error = job.input + ": out of memory" + address_limit_note();
     } catch (const std::exception& e) {
       o.status = "failed";
       o.error = with_path(job.input, with_flags(e.what()));

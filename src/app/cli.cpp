@@ -11,6 +11,7 @@
 #include "app/options.hpp"
 #include "app/paths.hpp"
 #include "app/provenance.hpp"
+#include "app/session.hpp"
 #include "checkpoint/weights.hpp"
 #include "core/error.hpp"
 #include "io/image_io.hpp"
@@ -90,9 +91,8 @@ int main(int argc, char** argv) {
   }
   try {
     return run_command(args, commands);
-  } catch (const std::bad_alloc&) {  // the library's text ("std::bad_alloc") in the project's words
-    std::cerr << "attnmap: error: out of memory: the weights or an image need more memory than this process may "
-                 "use (ulimit -v, the job's memory limit)\n";
+  } catch (const std::bad_alloc&) {
+    std::cerr << "attnmap: error: out of memory before any image was rendered" << attnmap::address_limit_note() << "\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "attnmap: error: " << attnmap::printable(attnmap::with_flags(e.what())) << "\n";

@@ -15,10 +15,16 @@ int usable_cores();
 
 /// The model of a run (render, figure), loaded once: load_model with the command line's overrides, position
 /// embeddings resampled to --size (opt.pos_interp, else the layout's default); its notices printed unless
-/// quiet. Throws attnmap::Error from the loader (exit 2: unusable weights).
+/// quiet. Throws attnmap::Error from the loader (exit 2: unusable weights), or when an address-space limit
+/// (ulimit -v) leaves too little room beside the loaded model for a run (oneDNN would crash in the first
+/// image).
 /// `backward`: prepare the weights for the backward pass whatever the views (eval scores the class-specific
 /// views); else only when --explain or a class-specific view asks.
 ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_path, bool backward = false);
+
+/// " (the address-space limit, ulimit -v, is N MB)" when the process has one, else "": what an out-of-memory
+/// message adds.
+std::string address_limit_note();
 
 /// The worker threads for n images, and the forward pass's thread pool set to match. Cores are shared so that
 /// threads never exceed them: with one worker the pool gets every core (or the user's OPENBLAS_NUM_THREADS /

@@ -14,11 +14,14 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
-/// A message for a terminal line. A file name may hold a newline, a carriage return, an escape sequence or
-/// bytes that are not UTF-8; so ASCII control characters, DEL, the C1 controls U+0080..U+009F (0x9b is an
-/// 8-bit CSI on some terminals) and every byte outside a well-formed UTF-8 sequence become "\xNN", and one
-/// message stays one visible line that cannot drive the terminal. Well-formed UTF-8 (café, 猫) passes
-/// unchanged. Manifest and --json files keep the real names (JSON-escaped).
+/// A message for a terminal line (and a label drawn in a figure). A file name may hold a newline, a carriage
+/// return, an escape sequence, bidirectional formatting characters or bytes that are not UTF-8; so ASCII
+/// control characters, DEL, the C1 controls U+0080..U+009F (0x9b is an 8-bit CSI on some terminals) and
+/// every byte outside a well-formed UTF-8 sequence become "\xNN", the bidi formatting characters (U+061C,
+/// U+200E, U+200F, U+202A..U+202E, U+2066..U+2069: they reorder the text after them, "Trojan Source") become
+/// "\u202e", and one message stays one visible line, in its own order, that cannot drive the terminal.
+/// Other well-formed UTF-8 (café, 猫) passes unchanged. Manifest and --json files keep the real names
+/// (JSON-escaped).
 inline std::string printable(const std::string& s) {
   std::string out;
   out.reserve(s.size());
@@ -48,7 +51,17 @@ inline std::string printable(const std::string& s) {
       ++i;
       continue;
     }
-    out.append(s, i, len);
+    const unsigned long cp = len == 2 ? (u & 0x1fu) << 6 | (byte(i + 1) & 0x3fu)
+                             : len == 3 ? (u & 0x0fu) << 12 | (byte(i + 1) & 0x3fu) << 6 | (byte(i + 2) & 0x3fu)
+                                        : 0;
+    if (cp == 0x061c || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+        (cp >= 0x2066 && cp <= 0x2069)) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04lx", cp);
+      out += buf;
+    } else {
+      out.append(s, i, len);
+    }
     i += len;
   }
   return out;

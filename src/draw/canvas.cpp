@@ -6,11 +6,17 @@
 #include <fontconfig/fontconfig.h>
 #include <pango/pangocairo.h>
 
+#include <cctype>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include <unistd.h>
 
@@ -130,6 +136,84 @@ namespace {
 // worker thread's font map ending at that moment can do - one run in a hundred aborted at exit that way. The
 // sanitizer stage suppresses fontconfig's allocations alone (tools/lsan.supp).
 void release_fonts() { pango_cairo_font_map_set_default(nullptr); }
+
+// GLib ends the process (g_error: a breakpoint trap) when it cannot start a thread, and pango starts two for
+// each new font pattern it matches. Under a process limit too tight even for those (the runs leave room:
+// kLibraryThreadRoom), one line that says so and exit status 2, instead of a SIGTRAP.
+void glib_fatal(const gchar* /*domain*/, GLogLevelFlags /*level*/, const gchar* message, gpointer /*data*/) {
+  remove_registered_temp_files();
+  std::fprintf(stderr,
+               "attnmap: error: the text layout library (pango) could not start a thread (%s): the system's "
+               "process limit (ulimit -u, or a cgroup's pids.max) is too tight to draw figures; unfinished "
+               "temporary files removed\n",
+               printable(message ? message : "").c_str());
+  std::fflush(stderr);
+  std::_Exit(2);
+}
+
+// One text layout at a time (the labels cost little next to the pictures): under a process limit, pango's
+// threads for a new font size then never meet another layout's (TextSettle).
+std::mutex g_text_mu;
+
+// The ids of this process's threads now (/proc/self/task).
+std::set<std::string> thread_ids() {
+  std::set<std::string> ids;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec))
+    ids.insert(task.path().filename().string());
+  return ids;
+}
+
+// Pango 1.50 starts two detached threads (an FcFontSetMatch and an FcFontSetSort) for each font pattern a
+// thread's font map has not matched yet (a layout of a new size can make two patterns: four threads, the
+// sorts outliving the layout); several workers meeting new sizes at once would want several each. Waiting
+// (up to a second) after a layout for the threads that appeared during it to end keeps pango's threads to
+// one layout's at a time, which the runs leave room for under a process limit (kLibraryThreadRoom). A layout of a size already matched starts none and waits for nothing.
+class TextSettle {
+ public:
+  TextSettle() : before_(thread_ids()) {}
+  ~TextSettle() {
+    for (int ms = 0; ms < 1000; ++ms) {
+      bool newer = false;
+      for (const std::string& id : thread_ids()) newer = newer || before_.count(id) == 0;
+      if (!newer) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  TextSettle(const TextSettle&) = delete;
+  TextSettle& operator=(const TextSettle&) = delete;
+
+ private:
+  std::set<std::string> before_;
+};
+}  // namespace
+
+namespace {
+// Pango's first font map in the process starts fontconfig's initialisation in a thread of its own, which
+// the first layout's two would meet: done once here, each step's threads waited for, while the run has no
+// worker threads yet (figure_font is first asked for before they start), so that under a process limit a
+// layout needs two threads at most.
+void warm_up_pango(const std::string& family) {
+  {
+    const TextSettle settle;
+    (void)pango_cairo_font_map_get_default();  // starts fontconfig's initialisation thread
+  }
+  const TextSettle settle;  // then the first size's two threads
+  cairo_surface_t* s = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 1, 1);
+  cairo_t* cr = cairo_create(s);
+  PangoLayout* layout = pango_cairo_create_layout(cr);
+  PangoFontDescription* d = pango_font_description_new();
+  pango_font_description_set_family(d, family.c_str());
+  pango_font_description_set_absolute_size(d, 12 * PANGO_SCALE);
+  pango_layout_set_font_description(layout, d);
+  pango_font_description_free(d);
+  pango_layout_set_text(layout, "Ag", -1);
+  PangoRectangle logical;
+  pango_layout_get_extents(layout, nullptr, &logical);
+  g_object_unref(layout);
+  cairo_destroy(cr);
+  cairo_surface_destroy(s);
+}
 }  // namespace
 
 std::string figure_font() {
@@ -137,8 +221,10 @@ std::string figure_font() {
   static std::string family, error;
   std::call_once(once, [] {
     std::atexit(release_fonts);
+    g_log_set_handler("GLib", static_cast<GLogLevelFlags>(G_LOG_LEVEL_ERROR | G_LOG_FLAG_FATAL), glib_fatal, nullptr);
     try {
       family = resolve_font();
+      warm_up_pango(family);
     } catch (const Error& e) {
       error = e.what();
     }
@@ -160,9 +246,9 @@ struct Canvas::Impl {
 
 Canvas::Canvas(int width, int height, double dpi, FigureFormat format)
     : impl_(std::make_unique<Impl>()), width_(width), height_(height), dpi_(dpi), format_(format) {
-  if (width <= 0 || height <= 0 || width > 32767 || height > 32767)
-    throw Error("figure: a " + std::to_string(width) + "x" + std::to_string(height) +
-                " pixel canvas is outside 1..32767 (cairo's limit)");
+  if (width <= 0 || height <= 0 || width > kMaxCanvas || height > kMaxCanvas)
+    throw Error("figure: a " + std::to_string(width) + "x" + std::to_string(height) + " pixel canvas is outside 1.." +
+                std::to_string(kMaxCanvas) + " (cairo's limit)");
   if (!(dpi > 0.0 && dpi <= 1e6)) throw Error("the resolution must be in (0, 1000000] dots per inch, found " + std::to_string(dpi));
   const double pt = 72.0 / dpi;
   if (format == FigureFormat::Png) {
@@ -170,6 +256,10 @@ Canvas::Canvas(int width, int height, double dpi, FigureFormat format)
   } else if (format == FigureFormat::Pdf) {
     impl_->surface = cairo_pdf_surface_create_for_stream(append_stream, &impl_->bytes, width * pt, height * pt);
     cairo_pdf_surface_set_metadata(impl_->surface, CAIRO_PDF_METADATA_CREATOR, "attnmap");
+    // No wall-clock dates: cairo writes /CreationDate = now unless told otherwise, and an empty date makes
+    // it write none (cairo 1.16 and later), so the same figure is the same bytes on every run.
+    cairo_pdf_surface_set_metadata(impl_->surface, CAIRO_PDF_METADATA_CREATE_DATE, "");
+    cairo_pdf_surface_set_metadata(impl_->surface, CAIRO_PDF_METADATA_MOD_DATE, "");
   } else {
     impl_->surface = cairo_svg_surface_create_for_stream(append_stream, &impl_->bytes, width * pt, height * pt);
     cairo_svg_surface_set_document_unit(impl_->surface, CAIRO_SVG_UNIT_PT);
@@ -280,10 +370,13 @@ PangoLayout* make_layout(cairo_t* cr, const std::string& text, const TextStyle& 
     if (ts.ellipsize) pango_layout_set_ellipsize(layout, PANGO_ELLIPSIZE_MIDDLE);
     else pango_layout_set_wrap(layout, PANGO_WRAP_WORD_CHAR);
   }
-  // A file name need not be UTF-8: invalid bytes are shown as U+FFFD rather than failing the figure.
+  // A file name need not be UTF-8: invalid bytes are shown as U+FFFD rather than failing the figure. Control
+  // and bidirectional formatting characters are drawn as escapes (printable): a newline would overprint the
+  // next line, U+202E would draw the name backwards.
   gchar* valid = g_utf8_make_valid(text.c_str(), static_cast<gssize>(text.size()));
-  pango_layout_set_text(layout, valid, -1);
+  const std::string shown = printable(valid);
   g_free(valid);
+  pango_layout_set_text(layout, shown.c_str(), static_cast<int>(shown.size()));
   return layout;
 }
 
@@ -295,6 +388,8 @@ TextSize layout_size(PangoLayout* layout) {
 }  // namespace
 
 TextSize Canvas::measure(const std::string& text, const TextStyle& ts) {
+  std::lock_guard<std::mutex> one_at_a_time(g_text_mu);
+  const TextSettle settle;
   PangoLayout* layout = make_layout(impl_->cr, text, ts);
   const TextSize sz = layout_size(layout);
   g_object_unref(layout);
@@ -302,6 +397,8 @@ TextSize Canvas::measure(const std::string& text, const TextStyle& ts) {
 }
 
 TextSize Canvas::text(const std::string& text, double x, double y, const TextStyle& ts) {
+  std::lock_guard<std::mutex> one_at_a_time(g_text_mu);
+  const TextSettle settle;
   cairo_t* cr = impl_->cr;
   PangoLayout* layout = make_layout(cr, text, ts);
   const TextSize sz = layout_size(layout);
@@ -366,7 +463,50 @@ void insert_svg_metadata(std::vector<uint8_t>* svg, const std::string& text) {
   svg->insert(svg->begin() + static_cast<std::ptrdiff_t>(end + 1), esc.begin(), esc.end());
 }
 
+/// The name an SVG attribute holds from `at` up to its closing `end` character.
+std::string name_at(const std::string& doc, size_t at, char end) {
+  const size_t e = doc.find(end, at);
+  return e == std::string::npos ? std::string() : doc.substr(at, e - at);
+}
+
 }  // namespace
+
+std::string canonical_svg_ids(const std::string& doc) {
+  // Cairo names images and surfaces after counters of the process ("image203", "surface57"), so the same
+  // figure got other ids in another run. Every numbered id is renamed to its stem and its rank among the
+  // ids of that stem in the document (image1, image2, ...; glyph0-3 -> glyph1, ...), and every reference
+  // to it (href="#...", url(#...)) alike: the ids then depend on the document alone.
+  const std::string def = " id=\"", href = "href=\"#", url = "url(#";
+  std::map<std::string, std::string> renamed;
+  std::map<std::string, int> rank;
+  for (size_t at = doc.find(def); at != std::string::npos; at = doc.find(def, at + 1)) {
+    const std::string id = name_at(doc, at + def.size(), '"');
+    if (id.empty() || !std::isdigit(static_cast<unsigned char>(id.back())) || renamed.count(id)) continue;
+    const std::string stem = id.substr(0, id.find_last_not_of("0123456789-") + 1);
+    renamed[id] = stem + std::to_string(++rank[stem]);
+  }
+  std::string out;
+  out.reserve(doc.size());
+  size_t copied = 0;
+  for (size_t i = 0; i < doc.size(); ++i) {
+    const char c = doc[i];
+    if (c != '"' && c != '#') continue;
+    size_t start = std::string::npos;
+    char end = '"';
+    if (c == '"' && i + 1 >= def.size() && doc.compare(i + 1 - def.size(), def.size(), def) == 0) start = i + 1;
+    else if (c == '#' && i + 1 >= href.size() && doc.compare(i + 1 - href.size(), href.size(), href) == 0) start = i + 1;
+    else if (c == '#' && i + 1 >= url.size() && doc.compare(i + 1 - url.size(), url.size(), url) == 0) start = i + 1, end = ')';
+    if (start == std::string::npos) continue;
+    const auto it = renamed.find(name_at(doc, start, end));
+    if (it == renamed.end()) continue;
+    out.append(doc, copied, start - copied);
+    out += it->second;
+    copied = start + it->first.size();
+    i = copied - 1;
+  }
+  out.append(doc, copied, std::string::npos);
+  return out;
+}
 
 void Canvas::save(const std::string& path) {
   if (impl_->finished) throw Error("figure: " + path + ": the canvas was already saved");
@@ -384,7 +524,11 @@ void Canvas::save(const std::string& path) {
   impl_->finished = true;
   if (cairo_surface_status(impl_->surface) != CAIRO_STATUS_SUCCESS)
     throw Error("figure: " + path + ": cairo failed: " + cairo_status_to_string(cairo_surface_status(impl_->surface)));
-  if (format_ == FigureFormat::Svg && !provenance_.empty()) insert_svg_metadata(&impl_->bytes, provenance_);
+  if (format_ == FigureFormat::Svg) {
+    const std::string doc = canonical_svg_ids(std::string(impl_->bytes.begin(), impl_->bytes.end()));
+    impl_->bytes.assign(doc.begin(), doc.end());
+    if (!provenance_.empty()) insert_svg_metadata(&impl_->bytes, provenance_);
+  }
   write_file_atomic(path, impl_->bytes);
 }
 

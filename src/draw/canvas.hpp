@@ -54,13 +54,21 @@ struct TextSize {
 /// embedded at its full resolution either way; Nearest asks the viewer not to interpolate.
 enum class Filter { Nearest, Good };
 
+/// The largest canvas side in pixels: cairo's image surfaces stop at 32767 (and every format is held to it).
+constexpr int kMaxCanvas = 32767;
+
+/// `doc` (an SVG document) with every numbered id renamed to its stem and rank in the document (cairo's
+/// "image203", "surface57" from counters of the process become "image1", "surface1") and every href="#..."
+/// and url(#...) reference with it: the same drawing gives the same bytes in every process.
+std::string canonical_svg_ids(const std::string& doc);
+
 /// A drawing surface `width` x `height` in pixels, whatever the format: drawing coordinates are always
 /// pixels, y down. PNG: an ARGB32 image surface of that size. PDF/SVG: a page of width * 72 / dpi points
 /// (so the page measures width / dpi inches), scaled so one unit is one pixel; photos are embedded at full
 /// resolution and text stays vector. Not thread-safe; one Canvas per thread.
 class Canvas {
  public:
-  /// Throws attnmap::Error for a size <= 0 or over 32767, a dpi outside (0, 1e6], or when cairo fails.
+  /// Throws attnmap::Error for a size <= 0 or over kMaxCanvas, a dpi outside (0, 1e6], or when cairo fails.
   Canvas(int width, int height, double dpi, FigureFormat format);
   ~Canvas();
   Canvas(const Canvas&) = delete;
@@ -83,14 +91,17 @@ class Canvas {
   /// anchor (left, centre or right edge per ts.align). ts.width > 0: x is the left edge of a box that wide,
   /// the text wrapped at word boundaries (or, with ts.ellipsize, cut in the middle with "…") and aligned in
   /// it. ts.vertical: rotated to read upward, (x, y) is then its centre. Returns its size in pixels (before
-  /// rotation). Bytes that are not UTF-8 are shown as U+FFFD. Throws attnmap::Error when the font cannot be
+  /// rotation). Bytes that are not UTF-8 are shown as U+FFFD; control characters and bidirectional
+  /// formatting characters as escapes ("\x0a", "\u202e": printable), so a name draws as one line in its
+  /// own order. Throws attnmap::Error when the font cannot be
   /// found (figure_font).
   TextSize text(const std::string& text, double x, double y, const TextStyle& ts);
   /// The size `text` would take.
   TextSize measure(const std::string& text, const TextStyle& ts);
 
-  /// Finishes the drawing and writes it to `path` atomically (PNG with pHYs = dpi). Throws attnmap::Error
-  /// naming `path`. The canvas cannot be drawn on afterwards.
+  /// Finishes the drawing and writes it to `path` atomically (PNG with pHYs = dpi). The bytes depend on the
+  /// drawing alone: a PDF has no creation or modification date, an SVG's ids are canonical_svg_ids'. Throws
+  /// attnmap::Error naming `path`. The canvas cannot be drawn on afterwards.
   void save(const std::string& path);
   /// Records how the figure was made (JSON text): a PNG gets it as tEXt `attnmap` (PNG 1.2 §11.3.4), a PDF as
   /// its Subject metadata, an SVG as a <metadata> element. Call before drawing; "" records nothing.

@@ -215,60 +215,92 @@ bool same_scale(const Scale& a, const Scale& b) { return a.vmin == b.vmin && a.v
 
 // ---- panel ---------------------------------------------------------------------------------------------
 
-std::vector<std::string> write_panel(const std::string& base, const std::string& title, const Image& photo,
-                                     const PhotoBox& box, const std::vector<PanelRow>& rows, const StyleOptions& st,
+namespace {
+
+/// Where a panel's parts go for a photo of pw x ph: margins, the row labels' column, the colour bar(s) and
+/// the canvas size.
+struct PanelLayout {
+  int f = 0, m = 0, g = 0, label_w = 0, x0 = 0, bx = 0, w = 0, h = 0, y0 = 0, col_h = 0;
+  TextStyle label, title;
+  std::vector<ColorBar> bars;
+};
+
+PanelLayout panel_layout(Canvas& probe, int pw, int ph, const std::string& title, const std::vector<PanelRow>& rows,
+                         bool one_bar) {
+  PanelLayout l;
+  l.f = text_px(std::min(pw, ph));
+  l.m = l.f;
+  l.g = l.f / 2;
+  for (size_t i = 0; i < (one_bar ? 1 : rows.size()); ++i) l.bars.emplace_back(probe, rows[i].scale, l.f);
+  double bar_w = 0;
+  for (const auto& b : l.bars) bar_w = std::max(bar_w, b.width());
+  l.label.px = 0.9 * l.f;
+  l.label.color = kInk;
+  l.label_w = static_cast<int>(std::ceil(probe.measure("Ag", l.label).h)) + l.g;
+  l.x0 = l.m + l.label_w;
+  l.bx = l.x0 + 3 * pw + 2 * l.g + 2 * l.g;
+  l.w = l.bx + static_cast<int>(std::ceil(bar_w)) + l.m;
+  l.title.px = 1.05 * l.f;
+  l.title.bold = true;
+  l.title.color = kInk;
+  l.title.width = l.w - 2 * l.m;
+  const int title_h = static_cast<int>(std::ceil(probe.measure(title, l.title).h)) + l.g;
+  l.col_h = static_cast<int>(std::ceil(probe.measure("Ag", l.label).h)) + l.g / 2;
+  l.y0 = l.m + title_h + std::max(l.col_h, static_cast<int>(std::ceil(l.bars[0].above())));
+  const int nrows = static_cast<int>(rows.size());
+  l.h = l.y0 + nrows * ph + (nrows - 1) * l.g + l.m;
+  return l;
+}
+
+}  // namespace
+
+std::vector<std::string> write_panel(const std::string& base, const std::string& title, const Image& full,
+                                     const PhotoBox& full_box, const std::vector<PanelRow>& rows, const StyleOptions& st,
                                      const FigureOptions& opt) {
   if (rows.empty()) throw Error("panel: no view to show");
-  const int pw = photo.width, ph = photo.height;
-  std::vector<Image> maps, overlays;
-  for (const PanelRow& r : rows) {
-    overlays.push_back(draw_styled(photo, box, r.map, r.scale, st));
-    maps.push_back(draw_map_alone(pw, ph, box, r.map, r.scale, st));
-  }
   bool one_bar = true;
   for (const PanelRow& r : rows) one_bar = one_bar && same_scale(r.scale, rows[0].scale);
   Canvas probe(1, 1, opt.dpi, FigureFormat::Png);
-  const int f = text_px(std::min(pw, ph));
-  const int m = f, g = f / 2;
-  std::vector<ColorBar> bars;
-  for (size_t i = 0; i < (one_bar ? 1 : rows.size()); ++i) bars.emplace_back(probe, rows[i].scale, f);
-  double bar_w = 0;
-  for (const auto& b : bars) bar_w = std::max(bar_w, b.width());
-  TextStyle label;
-  label.px = 0.9 * f;
-  label.color = kInk;
-  const int label_w = static_cast<int>(std::ceil(probe.measure("Ag", label).h)) + g;
-  const int x0 = m + label_w, bx = x0 + 3 * pw + 2 * g + 2 * g;
-  const int w = bx + static_cast<int>(std::ceil(bar_w)) + m;
-  TextStyle ts;
-  ts.px = 1.05 * f;
-  ts.bold = true;
-  ts.color = kInk;
-  ts.width = w - 2 * m;
-  const int title_h = static_cast<int>(std::ceil(probe.measure(title, ts).h)) + g;
-  const int col_h = static_cast<int>(std::ceil(probe.measure("Ag", label).h)) + g / 2;
-  const int y0 = m + title_h + std::max(col_h, static_cast<int>(std::ceil(bars[0].above())));
+  // A cairo canvas is at most kMaxCanvas pixels a side: a photo too large for three columns of it (wider than
+  // about 10,900 pixels) is drawn scaled down until the panel fits, its map box alike.
+  Image scaled;
+  const Image* photo = &full;
+  PhotoBox box = full_box;
+  PanelLayout l = panel_layout(probe, full.width, full.height, title, rows, one_bar);
+  for (int tries = 0; (l.w > kMaxCanvas || l.h > kMaxCanvas) && tries < 8; ++tries) {
+    const double k = 0.995 * std::min(static_cast<double>(kMaxCanvas) / l.w, static_cast<double>(kMaxCanvas) / l.h);
+    const int sw = std::max(1, static_cast<int>(photo->width * k)), sh = std::max(1, static_cast<int>(photo->height * k));
+    box = scale_box(full_box, full.width, full.height, sw, sh);
+    scaled = resize_photo(full, sw, sh);
+    photo = &scaled;
+    l = panel_layout(probe, sw, sh, title, rows, one_bar);
+  }
+  const int pw = photo->width, ph = photo->height;
+  std::vector<Image> maps, overlays;
+  for (const PanelRow& r : rows) {
+    overlays.push_back(draw_styled(*photo, box, r.map, r.scale, st));
+    maps.push_back(draw_map_alone(pw, ph, box, r.map, r.scale, st));
+  }
   const int nrows = static_cast<int>(rows.size());
-  const int h = y0 + nrows * ph + (nrows - 1) * g + m;
-  return emit(base, opt, w, h, [&](Canvas& c) {
-    c.text(title, m, m, ts);
+  return emit(base, opt, l.w, l.h, [&](Canvas& c) {
+    c.text(title, l.m, l.m, l.title);
     const std::string cols[3] = {"photo", "map", style_name(st)};
     for (int k = 0; k < 3; ++k) {
-      TextStyle ct = fit(c, cols[k], label, pw);
+      TextStyle ct = fit(c, cols[k], l.label, pw);
       ct.align = Align::Center;
-      c.text(cols[k], ct.width > 0 ? x0 + k * (pw + g) : x0 + k * (pw + g) + pw / 2.0, y0 - col_h, ct);
+      c.text(cols[k], ct.width > 0 ? l.x0 + k * (pw + l.g) : l.x0 + k * (pw + l.g) + pw / 2.0, l.y0 - l.col_h, ct);
     }
     for (int r = 0; r < nrows; ++r) {
-      const int y = y0 + r * (ph + g);
-      TextStyle rl = fit(c, rows[static_cast<size_t>(r)].label, label, ph);
+      const int y = l.y0 + r * (ph + l.g);
+      TextStyle rl = fit(c, rows[static_cast<size_t>(r)].label, l.label, ph);
       rl.vertical = true;
-      c.text(rows[static_cast<size_t>(r)].label, m + label_w / 2.0 - g / 2.0, y + ph / 2.0, rl);
-      c.image(photo, x0, y, pw, ph, Filter::Nearest);
-      c.image(maps[static_cast<size_t>(r)], x0 + pw + g, y, pw, ph, Filter::Nearest);
-      c.image(overlays[static_cast<size_t>(r)], x0 + 2 * (pw + g), y, pw, ph, Filter::Nearest);
-      if (!one_bar) bars[static_cast<size_t>(r)].draw(c, st.cmap, bx, y, ph);
+      c.text(rows[static_cast<size_t>(r)].label, l.m + l.label_w / 2.0 - l.g / 2.0, y + ph / 2.0, rl);
+      c.image(*photo, l.x0, y, pw, ph, Filter::Nearest);
+      c.image(maps[static_cast<size_t>(r)], l.x0 + pw + l.g, y, pw, ph, Filter::Nearest);
+      c.image(overlays[static_cast<size_t>(r)], l.x0 + 2 * (pw + l.g), y, pw, ph, Filter::Nearest);
+      if (!one_bar) l.bars[static_cast<size_t>(r)].draw(c, st.cmap, l.bx, y, ph);
     }
-    if (one_bar) bars[0].draw(c, st.cmap, bx, y0, nrows * ph + (nrows - 1) * g);
+    if (one_bar) l.bars[0].draw(c, st.cmap, l.bx, l.y0, nrows * ph + (nrows - 1) * l.g);
   });
 }
 

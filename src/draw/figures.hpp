@@ -79,7 +79,9 @@ struct PanelRow {
 };
 
 /// --panel: `title` on top, then one row per view: the photo, the map alone, the styled map (the same pixels
-/// as draw_styled, drawn 1:1 in a PNG so they equal the plain overlay file), each at the photo's size; a
+/// as draw_styled, drawn 1:1 in a PNG so they equal the plain overlay file), each at the photo's size (a
+/// photo too large for the panel to fit a kMaxCanvas canvas - wider than about 10,900 pixels - is first
+/// scaled down, its box alike, so that it fits: its styled map is then drawn from the scaled photo); a
 /// vertical colour bar with nice ticks in the scale's units at the right (one for all rows when their
 /// scales are equal, else one per row). Writes base + ".png" / ".pdf" / ".svg" per opt.formats and returns
 /// the paths. Throws attnmap::Error (nothing written for the failing format) on bad sizes or I/O errors.

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/threads.hpp"
 #include "draw/figures.hpp"
 #include "draw/figures_internal.hpp"
 #include "draw/overlay.hpp"
@@ -57,10 +58,7 @@ std::vector<Image> page_thumbnails(const std::vector<SheetItem>& items, const st
     }
   };
   const int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, std::min(8, n));
-  std::vector<std::thread> pool;
-  for (int k = 1; k < threads; ++k) pool.emplace_back(work);
-  work();
-  for (std::thread& th : pool) th.join();
+  run_on_threads(threads, work);  // fewer threads when the system refuses some
   return thumbs;
 }
 

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/threads.hpp"
 #include "draw/overlay.hpp"
 #include "io/image_io.hpp"
 
@@ -53,6 +54,10 @@ std::string relative_url(const std::string& path, const std::string& from) {
 
 namespace {
 
+/// Text shown on the page: control and bidirectional formatting characters as escapes (printable: a name's
+/// U+202E would otherwise show it reversed), then HTML-escaped.
+std::string html_text(const std::string& text) { return html_escape(printable(text)); }
+
 std::string thumb_name(size_t index) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "thumbs/%06zu.png", index);
@@ -86,10 +91,7 @@ std::vector<char> write_thumbnails(const std::string& dir, const std::vector<Gal
     }
   };
   const unsigned n = std::max(1u, std::min(std::thread::hardware_concurrency(), 8u));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < n; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
+  run_on_threads(static_cast<int>(n), work);  // fewer threads when the system refuses some
   return has_thumb;
 }
 
@@ -101,7 +103,7 @@ std::string fmt(const char* f, double v) {
 
 /// A table cell whose sort key is `key` (numbers sort numerically, "" last).
 std::string cell(const std::string& cls, const std::string& key, const std::string& html) {
-  return "<td class=\"" + cls + "\" data-v=\"" + html_escape(key) + "\">" + html + "</td>";
+  return "<td class=\"" + cls + "\" data-v=\"" + html_text(key) + "\">" + html + "</td>";
 }
 
 std::string row_html(const std::string& dir, const GalleryEntry& e, size_t i, bool thumb) {
@@ -110,17 +112,17 @@ std::string row_html(const std::string& dir, const GalleryEntry& e, size_t i, bo
   std::string t = "<span class=\"none\">no image</span>";
   if (thumb) {
     const std::string href = relative_url(e.outputs.front(), dir);
-    t = "<a href=\"" + href + "\"><img loading=\"lazy\" src=\"" + thumb_name(i) + "\" alt=\"" + html_escape(e.input) +
+    t = "<a href=\"" + href + "\"><img loading=\"lazy\" src=\"" + thumb_name(i) + "\" alt=\"" + html_text(e.input) +
         "\"></a>";
   }
   r += "<td class=\"thumb\">" + t + "</td>";
-  std::string files = "<div class=\"name\">" + html_escape(e.input) + "</div>";
+  std::string files = "<div class=\"name\">" + html_text(e.input) + "</div>";
   for (const std::string& o : e.outputs)
-    files += "<a class=\"out\" href=\"" + relative_url(o, dir) + "\">" + html_escape(fs::path(o).filename().string()) +
+    files += "<a class=\"out\" href=\"" + relative_url(o, dir) + "\">" + html_text(fs::path(o).filename().string()) +
              "</a> ";
   r += cell("file", e.input, files);
   std::string st = "<span class=\"st " + html_escape(e.status) + "\">" + html_escape(e.status) + "</span>";
-  if (!e.error.empty()) st += "<div class=\"err\">" + html_escape(e.error) + "</div>";
+  if (!e.error.empty()) st += "<div class=\"err\">" + html_text(e.error) + "</div>";
   r += cell("status", e.status, st);
   const bool s = e.has_stats;
   r += cell("num", s ? fmt("%.9g", e.map_max) : "", s ? fmt("%.4f", e.map_max) : "");
@@ -128,7 +130,7 @@ std::string row_html(const std::string& dir, const GalleryEntry& e, size_t i, bo
   r += cell("num", s ? std::to_string(e.argmax_row * 100000 + e.argmax_col) : "", patch);
   const bool en = s && e.entropy_valid;
   r += cell("num", en ? fmt("%.9g", e.entropy) : "", en ? fmt("%.3f", e.entropy) : "");
-  r += cell("top1", e.top1, html_escape(e.top1));
+  r += cell("top1", e.top1, html_text(e.top1));
   const bool p = !e.top1.empty();
   r += cell("num", p ? fmt("%.9g", e.top1_probability) : "", p ? fmt("%.1f%%", 100 * e.top1_probability) : "");
   const bool ms = e.milliseconds >= 0;
@@ -239,8 +241,8 @@ int write_gallery(const std::string& dir, const std::vector<GalleryEntry>& entri
   fs::create_directories(fs::path(dir) / "thumbs", ec);
   if (ec) throw Error(dir + ": cannot create the gallery folder: " + ec.message());
   const std::vector<char> has_thumb = write_thumbnails(dir, entries, opt.thumb_size);
-  std::string html = replace_all(kHead, "@TITLE@", html_escape(opt.title));
-  html = replace_all(html, "@SUBTITLE@", html_escape(opt.subtitle));
+  std::string html = replace_all(kHead, "@TITLE@", html_text(opt.title));
+  html = replace_all(html, "@SUBTITLE@", html_text(opt.subtitle));
   html = replace_all(html, "@THUMB@", std::to_string(opt.thumb_size));
   for (size_t i = 0; i < entries.size(); ++i) html += row_html(dir, entries[i], i, has_thumb[i] != 0);
   html += kTail;

@@ -1,6 +1,8 @@
 #include "model/sgemm.hpp"
 
+#if !defined(ATTNMAP_GEMM_ONEDNN)
 #include <cblas.h>
+#endif
 
 #include <algorithm>
 #include <cstddef>
@@ -83,8 +85,10 @@ void gemm_tile(bool trans_a, bool trans_b, int m, int n, int k, float alpha, con
 // that links this (render, eval, tests, bench): the pool is the parallelism, so the bits never depend on a
 // thread count.
 void own_threads_off() {
+#if !defined(ATTNMAP_GEMM_ONEDNN)
   static const bool done = (openblas_set_num_threads(1), true);
   (void)done;
+#endif
 }
 
 // C = alpha op(A) op(B) + beta C tile by tile on the pool; before each tile's product, `prepare(i0, mi,
@@ -387,7 +391,9 @@ const char* gemm_backend() {
 }
 
 void set_blas_threads(int n) {
+#if !defined(ATTNMAP_GEMM_ONEDNN)
   openblas_set_num_threads(1);
+#endif
   set_pool_threads(std::max(1, n));
 }
 

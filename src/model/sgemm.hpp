@@ -59,7 +59,8 @@ bool linear_rows_independent();
 
 /// Number of threads the forward pass may use: sizes the one thread pool (set_pool_threads) that sgemm's
 /// tiles, the attention heads and the element-wise kernels run on (1 inside image-parallel batch runs);
-/// OpenBLAS is set to one thread of its own, so that the result never depends on n.
+/// with the OpenBLAS back-end, OpenBLAS is set to one thread of its own, so that the result never depends
+/// on n (the oneDNN build does not link OpenBLAS).
 void set_blas_threads(int n);
 
 /// The thread count a run should give set_blas_threads: 1 with several image workers (each image's products

@@ -5,9 +5,10 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
-#include <system_error>
 #include <thread>
 #include <vector>
+
+#include "core/threads.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -43,18 +44,16 @@ class Pool {
 
   void resize(int n) {
     std::lock_guard<std::mutex> busy(run_mu_);
-    while (static_cast<int>(threads_.size()) + 1 < n) {
-      try {
-        const int id = static_cast<int>(threads_.size());
-        unsigned gen = 0;
-        {
-          std::lock_guard<std::mutex> lk(mu_);
-          gen = gen_.load();
-        }
-        threads_.emplace_back([this, id, gen] { loop(id, gen); });
-      } catch (const std::system_error&) {
-        break;  // no more threads to be had: the pool keeps what it has
+    const int have = static_cast<int>(threads_.size());
+    if (have + 1 < n) {
+      unsigned gen = 0;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        gen = gen_.load();
       }
+      // Under a process limit the pool keeps what it gets, less room for the libraries' own threads.
+      auto body = [this, have, gen](int i) { loop(have + i, gen); };
+      for (std::thread& t : start_threads(n - 1 - have, kLibraryThreadRoom, body)) threads_.push_back(std::move(t));
     }
     active_.store(std::min(n - 1, static_cast<int>(threads_.size())));
   }
