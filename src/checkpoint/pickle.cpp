@@ -70,8 +70,12 @@ class Unpickler {
         fail("unsupported pickle opcode 0x" + hex(op) + " at byte " + std::to_string(op_at_) +
              " (attnmap reads torch.save's protocol-2 state dicts)");
     }
-    if (stack_.size() != 1 || !marks_.empty())
-      fail("the pickle stops with " + std::to_string(stack_.size()) + " values on its stack (expected 1)");
+    if (!marks_.empty())
+      fail("the pickle stops with " + std::to_string(marks_.size()) + " MARK" + (marks_.size() == 1 ? "" : "s") +
+           " not closed (a well-formed pickle closes each MARK before STOP)");
+    if (stack_.size() != 1)
+      fail("the pickle stops with " + std::to_string(stack_.size()) + " value" + (stack_.size() == 1 ? "" : "s") +
+           " on its stack, expected exactly one (the object pickled)");
     if (pos_ != n_) fail(std::to_string(n_ - pos_) + " bytes after the pickle's STOP");
     out_.root = stack_.back();
     return std::move(out_);

@@ -1,5 +1,6 @@
 #include "checkpoint/weights_pth.hpp"
 
+#include "io/hash.hpp"
 #include "io/mapped_file.hpp"
 
 #include <algorithm>
@@ -472,7 +473,10 @@ RawWeights parse_weights_pth(const uint8_t* data, size_t size, const std::string
 RawWeights load_weights_pth(const std::string& path, const std::string& key, PthInfo* info) {
   const MappedFile file(path);  // storages are read in place from the mapping; it is released on return
   if (file.size() == 0) throw Error(path + ": empty file (0 bytes)");
-  return parse_weights_pth(file.data(), file.size(), path, key, info);
+  const std::string sha = sha256_bytes(file.data(), file.size(), /*release_pages=*/true);  // the bytes parsed
+  RawWeights raw = parse_weights_pth(file.data(), file.size(), path, key, info);
+  raw.files = {{path, sha}};
+  return raw;
 }
 
 }  // namespace attnmap
