@@ -54,6 +54,10 @@ bool whitelisted(const std::string& g) {
 
 constexpr size_t kMaxMarks = 100000;
 constexpr size_t kMaxStack = 1000000;
+// Values and memo entries in all: each costs ~200 bytes for a byte or two of pickle ('N' POP, MEMOIZE), so
+// without a bound a 64 MiB data.pkl could take gigabytes. A ViT state dict has a few thousand values,
+// with its optimizer state some tens of thousands.
+constexpr size_t kMaxValues = 500000;
 constexpr size_t kMaxRank = 16;
 
 class Unpickler {
@@ -113,7 +117,8 @@ class Unpickler {
   }
 
   uint32_t add(PyValue v) {
-    if (out_.values.size() >= std::numeric_limits<uint32_t>::max()) fail("too many values");
+    if (out_.values.size() >= kMaxValues)
+      fail("more than " + std::to_string(kMaxValues) + " values (a state dict, even with its optimizer state, has far fewer): not read further");
     out_.values.push_back(std::move(v));
     return static_cast<uint32_t>(out_.values.size() - 1);
   }
@@ -274,6 +279,8 @@ bool Unpickler::memo_op(uint8_t op) {
     case 'q': case 'r': case 0x94: {  // BINPUT, LONG_BINPUT, MEMOIZE
       const uint64_t idx = op == 'q' ? le(1) : op == 'r' ? le(4) : memo_.size();
       if (stack_.size() <= floor()) fail("memo store with an empty stack at byte " + std::to_string(op_at_));
+      if (memo_.size() >= kMaxValues && !memo_.count(idx))
+        fail("more than " + std::to_string(kMaxValues) + " memo entries (a state dict, even with its optimizer state, has far fewer): not read further");
       memo_[idx] = stack_.back();
       return true;
     }

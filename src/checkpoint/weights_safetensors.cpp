@@ -131,6 +131,9 @@ json parse_header(const uint8_t* data, size_t size, const std::string& path, uin
   if (n < 2 || n > size - 8)
     throw Error(path + ": safetensors header length " + std::to_string(n) + " does not fit in the file (" +
                 std::to_string(size) + " bytes)");
+  if (n > kMaxSafetensorsHeader)  // checked before the header is parsed into memory
+    throw Error(path + ": safetensors header of " + std::to_string(n) + " bytes, over the limit of " +
+                std::to_string(kMaxSafetensorsHeader) + " bytes (the reference implementation's)");
   const char* hbeg = reinterpret_cast<const char*>(data + 8);
   if (hbeg[0] != '{') throw Error(path + ": safetensors header does not start with '{'");
   json header;
