@@ -327,3 +327,34 @@ TEST_F(ImgFmtCli, PlanJobsCountsPassedOverImageTypes) {
   EXPECT_EQ(passed, (std::map<std::string, size_t>{{".cr2", 1}, {".dng", 1}, {".jxl", 1}}));
   EXPECT_EQ(passed_over_summary({}), "");
 }
+
+// A valid PNG of 1 x 100 000 000 pixels (at the default pixel limit) is over the PNG decoder's side limit:
+// said so with the size and the limit, not stb_image's "unknown image type".
+TEST(ImgFmt, PngOverTheDecodersLimitsSaysSoWithTheSize) {
+  auto png_header = [](uint32_t w, uint32_t h, uint8_t color) {
+    std::vector<uint8_t> b = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
+    for (uint32_t v : {w, h})
+      for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(v >> s));
+    b.insert(b.end(), {8, color, 0, 0, 0, 0, 0, 0, 0});  // depth, colour type, methods, CRC (not reached)
+    return b;
+  };
+  auto err = [](const std::vector<uint8_t>& b, uint64_t max_pixels) {
+    LoadOptions opt;
+    opt.max_pixels = max_pixels;
+    try {
+      decode_image(b.data(), b.size(), "tall.png", opt);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(err(png_header(1, 100000000, 2), 100000000),
+            "tall.png: PNG of 1x100000000 pixels: a side over 16777216 pixels, the largest the PNG decoder reads; "
+            "scale or tile the image first");
+  EXPECT_EQ(err(png_header(20000, 20000, 6), 1000000000),
+            "tall.png: PNG of 20000x20000 pixels with 4 channels needs 1600000000 bytes decoded, over the PNG "
+            "decoder's limit of 1073741824 bytes; scale or tile the image first");
+  EXPECT_EQ(err(png_header(30000, 30000, 2), 100000000),
+            "tall.png: image of 30000x30000 = 900000000 pixels exceeds the limit of 100000000 pixels "
+            "({setting:max_pixels})");
+}

@@ -53,7 +53,7 @@ TEST(WeightsJson, RefusesBrokenTensors) {
   EXPECT_NE(msg(R"({"a": [1, [2]]})").find("tensor 'a' is ragged"), std::string::npos);
   EXPECT_NE(msg(R"({"a": [1, "2"]})").find("tensor 'a' holds a string"), std::string::npos);
   EXPECT_NE(msg(R"({"a": [1, null]})").find("tensor 'a' holds null"), std::string::npos);
-  EXPECT_NE(msg(R"({"a": [1e39]})").find("out-of-float32-range"), std::string::npos);
+  EXPECT_EQ(msg(R"({"a": [1e39]})"), "w.json: tensor 'a' holds 1e39, beyond float32's range (largest magnitude about 3.4e38)");
   EXPECT_NE(msg(R"({"a": [1], "a": [2]})").find("appears twice"), std::string::npos);
   EXPECT_NE(msg(R"({"a": [[[[[[[[[1]]]]]]]]]})").find("deeper than 8"), std::string::npos);
   EXPECT_NE(msg("{\"a\": [1, 2,\n  3,, 4]}").find("w.json: malformed JSON at line 2, column 5"), std::string::npos)
@@ -228,8 +228,7 @@ TEST(WeightsJson, RefusesHostileFiles) {
     }
     return std::string();
   };
-  EXPECT_NE(msg(R"({"a": [1e400]})").find("w.json: malformed JSON at line 1, column 12: number overflow"),
-            std::string::npos);
+  EXPECT_EQ(msg(R"({"a": [1e400]})"), "w.json: tensor 'a' holds 1e400, beyond float32's range (largest magnitude about 3.4e38)");
   EXPECT_NE(msg(R"({"a": [-Infinity]})").find("w.json: malformed JSON at line 1, column 9"), std::string::npos);
   EXPECT_NE(msg(R"({"a": [Infinity]})").find("w.json: malformed JSON"), std::string::npos);
   EXPECT_NE(msg(R"({"a": ["1.5"]})").find("tensor 'a' holds a string (\"1.5\") where a number is expected"),

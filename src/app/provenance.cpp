@@ -45,20 +45,6 @@ const char* upsample_name(Upsample u) {
   return u == Upsample::Nearest ? "nearest" : u == Upsample::Bicubic ? "bicubic" : "bilinear";
 }
 
-/// One file: its SHA-256 (the configs beside it are hashed on their own). A folder or a sharded index: the SHA-256 of the listing
-/// `sha256sum` would print for every file the loader reads ("HASH  NAME\n" per file, in the loader's order).
-std::string weights_hash(const std::string& weights_path, const std::vector<std::string>& files) {
-  std::error_code ec;
-  const std::string idx = ".index.json";
-  const bool index = weights_path.size() >= idx.size() &&
-                     weights_path.compare(weights_path.size() - idx.size(), idx.size(), idx) == 0;
-  if (fs::is_regular_file(weights_path, ec) && !index) return sha256_file(weights_path);
-  std::string listing;
-  for (const std::string& f : files)
-    if (fs::is_regular_file(f, ec)) listing += sha256_file(f) + "  " + fs::path(f).filename().string() + "\n";
-  return sha256_text(listing);
-}
-
 /// --scale as written: map (the default of NAME.png), figure, run or [VMIN, VMAX].
 ojson scale_json(const RenderOptions& opt) {
   if (!opt.scale) return "map";
@@ -79,12 +65,11 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
   r["attnmap_version"] = ATTNMAP_VERSION;
   r["weights"] = fs::path(weights_path).filename().string();
   const std::vector<std::string> files = model_files(weights_path);
-  r["weights_sha256"] = weights_hash(weights_path, files);
+  // Hashed by the loader from the very bytes it read (ViTWeights::weights_sha256): never by opening again.
+  r["weights_sha256"] = ctx.model->weights_sha256;
   ojson configs = ojson::object();
-  for (size_t i = 1; i < files.size(); ++i) {
-    std::error_code ec;
-    if (fs::is_regular_file(files[i], ec)) configs[fs::path(files[i]).filename().string()] = sha256_file(files[i]);
-  }
+  for (size_t i = 1; i < files.size(); ++i)
+    if (const std::string* h = ctx.model->file_sha256(files[i])) configs[fs::path(files[i]).filename().string()] = *h;
   r["weights_configs"] = configs;
   r["layout"] = layout_name(hp.layout);
   r["query"] = hp.query_name();  // whose attention row the map is: "class token" or "mean over patch queries"

@@ -54,6 +54,10 @@ bool whitelisted(const std::string& g) {
 
 constexpr size_t kMaxMarks = 100000;
 constexpr size_t kMaxStack = 1000000;
+// Values and memo entries in all: each costs ~200 bytes for a byte or two of pickle ('N' POP, MEMOIZE), so
+// without a bound a 64 MiB data.pkl could take gigabytes. A ViT state dict has a few thousand values,
+// with its optimizer state some tens of thousands.
+constexpr size_t kMaxValues = 500000;
 constexpr size_t kMaxRank = 16;
 
 class Unpickler {
@@ -70,8 +74,12 @@ class Unpickler {
         fail("unsupported pickle opcode 0x" + hex(op) + " at byte " + std::to_string(op_at_) +
              " (attnmap reads torch.save's protocol-2 state dicts)");
     }
-    if (stack_.size() != 1 || !marks_.empty())
-      fail("the pickle stops with " + std::to_string(stack_.size()) + " values on its stack (expected 1)");
+    if (!marks_.empty())
+      fail("the pickle stops with " + std::to_string(marks_.size()) + " MARK" + (marks_.size() == 1 ? "" : "s") +
+           " not closed (a well-formed pickle closes each MARK before STOP)");
+    if (stack_.size() != 1)
+      fail("the pickle stops with " + std::to_string(stack_.size()) + " value" + (stack_.size() == 1 ? "" : "s") +
+           " on its stack, expected exactly one (the object pickled)");
     if (pos_ != n_) fail(std::to_string(n_ - pos_) + " bytes after the pickle's STOP");
     out_.root = stack_.back();
     return std::move(out_);
@@ -109,7 +117,8 @@ class Unpickler {
   }
 
   uint32_t add(PyValue v) {
-    if (out_.values.size() >= std::numeric_limits<uint32_t>::max()) fail("too many values");
+    if (out_.values.size() >= kMaxValues)
+      fail("more than " + std::to_string(kMaxValues) + " values (a state dict, even with its optimizer state, has far fewer): not read further");
     out_.values.push_back(std::move(v));
     return static_cast<uint32_t>(out_.values.size() - 1);
   }
@@ -270,6 +279,8 @@ bool Unpickler::memo_op(uint8_t op) {
     case 'q': case 'r': case 0x94: {  // BINPUT, LONG_BINPUT, MEMOIZE
       const uint64_t idx = op == 'q' ? le(1) : op == 'r' ? le(4) : memo_.size();
       if (stack_.size() <= floor()) fail("memo store with an empty stack at byte " + std::to_string(op_at_));
+      if (memo_.size() >= kMaxValues && !memo_.count(idx))
+        fail("more than " + std::to_string(kMaxValues) + " memo entries (a state dict, even with its optimizer state, has far fewer): not read further");
       memo_[idx] = stack_.back();
       return true;
     }

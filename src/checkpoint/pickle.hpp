@@ -49,7 +49,8 @@ size_t storage_dtype_bytes(const std::string& dtype);
 /// names only), REDUCE / NEWOBJ (on whitelisted callables, with the arguments checked), BUILD (only the
 /// inert attribute dict torch puts on a state dict's OrderedDict), BINPERSID (torch's storage ids
 /// ('storage', torch.XStorage, key, location, numel)), STOP. A tensor's size, stride and offset are checked
-/// against its storage's numel (overflow-checked) when it is built. Limits: 100 000 nested MARKs, 1 000 000
+/// against its storage's numel (overflow-checked) when it is built. Limits: 100 000 nested MARKs, 500 000
+/// values and memo entries in all, 1 000 000
 /// values on the stack, memo indices are looked up, never used to size an allocation.
 /// Throws attnmap::Error starting with `path` for anything else: an unknown or text-protocol opcode, a
 /// refused global ("refused: the pickle in PATH calls os.system, which is not a tensor or a container ..."),

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <memory>
+#include <new>
 #include <set>
 #include <sstream>
 
@@ -19,6 +21,9 @@
 
 #include "core/error.hpp"
 #include "core/setting_ref.hpp"
+#include "io/hash.hpp"
+#include "io/image_io.hpp"
+#include "io/mapped_file.hpp"
 
 namespace attnmap {
 
@@ -37,8 +42,9 @@ bool starts_with(const std::string& s, const std::string& p) { return s.compare(
 
 int config_int(const std::string& path, const json& c, const char* key) {
   const json& v = c.at(key);
-  if (!v.is_number_integer() || v.get<int64_t>() < -(1 << 24) || v.get<int64_t>() > (1 << 24))
-    config_error(path, key, "an integer", v);
+  if (!v.is_number_integer()) config_error(path, key, "an integer", v);
+  if (v.is_number_unsigned() ? v.get<uint64_t>() > (1u << 24) : (v.get<int64_t>() < -(1 << 24) || v.get<int64_t>() > (1 << 24)))
+    config_error(path, key, "an integer from -16777216 to 16777216 (2^24)", v);
   return v.get<int>();
 }
 
@@ -320,25 +326,32 @@ std::vector<std::string> model_files(const std::string& path) {
   return {path, d + "/config.json", d + "/preprocessor_config.json", d + "/open_clip_config.json"};
 }
 
-SideConfig read_side_config(const std::string& dir) {
-  SideConfig sc;
-  auto read_json = [](const std::string& file, json& out) {
+bool read_side_json(SideConfig& sc, const std::string& file, json& out, const char* what) {
+  auto cached = sc.texts.find(file);
+  if (cached == sc.texts.end()) {
     std::error_code ec;
     const std::filesystem::file_status st = std::filesystem::status(file, ec);
     if (!std::filesystem::exists(st)) return false;
-    if (!std::filesystem::is_regular_file(st)) throw Error(file + ": not a regular file (a folder, device or FIFO), read as a side config");
-    std::ifstream f(file, std::ios::binary);
-    if (!f) return false;
-    std::stringstream ss;
-    ss << f.rdbuf();
-    try {
-      out = json::parse(ss.str());
-    } catch (const json::exception& e) {
-      throw Error(file + ": malformed JSON: " + std::string(e.what()).substr(0, 120));
-    }
-    if (!out.is_object()) throw Error(file + ": not a JSON object");
-    return true;
-  };
+    if (!std::filesystem::is_regular_file(st))
+      throw Error(file + ": not a regular file (a folder, device or FIFO), read as " + what);
+    const std::vector<uint8_t> bytes = read_file(file);  // one read: parsed and hashed from these bytes
+    cached = sc.texts.emplace(file, std::string(bytes.begin(), bytes.end())).first;
+    sc.files.push_back({file, sha256_text(cached->second)});
+  }
+  try {
+    out = json::parse(cached->second);
+  } catch (const json::parse_error& e) {
+    throw Error(file + ": " + json_syntax_error(cached->second, e.byte) + " (read as " + what + ")");
+  } catch (const json::exception&) {  // out_of_range 406: a number beyond a double
+    throw Error(file + ": malformed JSON: a number beyond the range of a double (read as " + std::string(what) + ")");
+  }
+  if (!out.is_object()) throw Error(file + ": not a JSON object (read as " + std::string(what) + ")");
+  return true;
+}
+
+SideConfig read_side_config(const std::string& dir) {
+  SideConfig sc;
+  auto read_json = [&sc](const std::string& file, json& out) { return read_side_json(sc, file, out); };
   const std::string d = dir.empty() ? std::string(".") : dir;
   json c;
   const std::string cfg = d + "/config.json";
@@ -440,6 +453,8 @@ ViTWeights build_model(const RawWeights& raw_in, const SideConfig& side, const M
     w.notices.push_back("config has " + std::to_string(w.hp.labels.size()) + " labels but the classifier head has " +
                         std::to_string(w.head.out) + " classes");
   for (auto& n : raw.notices) w.notices.push_back(n);
+  w.files = raw.files;  // what was read, with the hashes of the bytes read (provenance)
+  w.files.insert(w.files.end(), side.files.begin(), side.files.end());
   w.notices.insert(w.notices.end(), side.notices.begin(), side.notices.end());
   check_hf_side_config(w, side);  // config.json hidden_size / num_hidden_layers against the weights
   for (const auto& kv : raw_in.tensors) w.param_count += kv.second.numel();
@@ -448,69 +463,86 @@ ViTWeights build_model(const RawWeights& raw_in, const SideConfig& side, const M
 
 ViTWeights build_model(const RawWeights& raw, const ModelOverrides& ov) { return build_model(raw, SideConfig{}, ov); }
 
-ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
-  if (auto hf = load_model_hf(path, ov)) return std::move(*hf);  // a Hugging Face folder or sharded index
-  // Dispatch by content: safetensors when the first 8 bytes are a little-endian length that fits in the file
-  // and the header after them opens with '{'; otherwise JSON when the first non-blank byte is '{'; otherwise
-  // safetensors when byte 8 is '{' (a broken length, reported as such); anything else is not a weights file.
-  char first = 0;
-  bool st = false, broken_st = false;
-  unsigned char head[9] = {};
-  {
-    std::error_code ec;  // a FIFO or device would hang the read below; a folder would mislead
-    const std::filesystem::file_status fst = std::filesystem::status(path, ec);
-    if (!ec && std::filesystem::exists(fst) && !std::filesystem::is_regular_file(fst)) throw Error(path + ": not a regular file");
-    errno = 0;
-    std::ifstream f(path, std::ios::binary | std::ios::ate);
-    if (!f) {
-      const int err = errno;  // ifstream over open(2): errno says why (No such file, Permission denied)
-      throw Error(path + ": cannot open weights file" + (err ? std::string(": ") + std::strerror(err) : std::string()));
-    }
-    const auto size = static_cast<uint64_t>(f.tellg());
-    f.seekg(0);
-    if (size >= 9 && f.read(reinterpret_cast<char*>(head), 9)) {
-      uint64_t n = 0;
-      for (int i = 7; i >= 0; --i) n = (n << 8) | head[i];
-      st = head[8] == '{' && n <= size - 8;
-      broken_st = head[8] == '{' && !st;  // a safetensors header whose length is wrong: say so
-    }
-    f.clear();
-    f.seekg(0);
-    char c = 0;
-    while (!st && f.get(c)) {  // first non-blank byte
-      if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
-        first = c;
-        break;
-      }
-    }
+namespace {
+
+// The weights file mapped once: everything load_model reads of it (its first bytes to tell the format, the
+// parse, the SHA-256) comes from this one mapping, so a file replaced by rename meanwhile changes nothing.
+std::shared_ptr<const MappedFile> map_weights(const std::string& path) {
+  std::error_code ec;  // a FIFO or device would hang the open; a folder would mislead
+  const std::filesystem::file_status fst = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(fst) && !std::filesystem::is_regular_file(fst)) throw Error(path + ": not a regular file");
+  try {
+    return std::make_shared<const MappedFile>(path);
+  } catch (const Error& e) {
+    const std::string what = e.what(), head = path + ": cannot open: ";
+    if (what.rfind(head, 0) == 0) throw Error(path + ": cannot open weights file: " + what.substr(head.size()));
+    throw;
   }
+}
+
+// Reads the mapped weights file by its content: safetensors when the first 8 bytes are a little-endian
+// length that fits in the file and the header after them opens with '{'; otherwise JSON when the first
+// non-blank byte is '{'; otherwise safetensors when byte 8 is '{' (a broken length, reported as such);
+// a torch.save zip or a legacy pickle by their first bytes; anything else is not a weights file.
+RawWeights parse_mapped(const std::shared_ptr<const MappedFile>& file, const std::string& path, const ModelOverrides& ov,
+                        PthInfo& pth_info, std::string& format) {
+  const uint8_t* d = file->data();
+  const size_t size = file->size();
+  bool st = false, broken_st = false;
+  if (size >= 9) {
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | d[i];
+    st = d[8] == '{' && n <= size - 8;
+    broken_st = d[8] == '{' && !st;  // a safetensors header whose length is wrong: say so
+  }
+  char first = 0;
+  for (size_t i = 0; !st && i < size; ++i)  // first non-blank byte
+    if (d[i] != ' ' && d[i] != '\n' && d[i] != '\r' && d[i] != '\t') {
+      first = static_cast<char>(d[i]);
+      break;
+    }
   const bool is_json = !st && first == '{';
-  const PthSniff pth = st ? PthSniff::NotPth : sniff_pth(reinterpret_cast<const uint8_t*>(head), sizeof head);
+  const PthSniff pth = st ? PthSniff::NotPth : sniff_pth(d, std::min<size_t>(size, 9));
   if (pth == PthSniff::LegacyPickle) refuse_legacy_pth(path);
   if (ov.key && pth != PthSniff::Zip)
     throw Error(path + ": " + setting_ref("key") + " picks an entry of a PyTorch checkpoint (torch.save); this file is " +
                 (is_json ? "attnmap JSON" : st ? "safetensors" : "not a PyTorch checkpoint"));
-  RawWeights raw;
-  PthInfo pth_info;
-  if (pth == PthSniff::Zip) {
-    raw = load_weights_pth(path, ov.key.value_or(""), &pth_info);
-  } else if (is_json || st || (broken_st && first != '{')) {
-    raw = is_json ? load_weights_json(path) : load_weights_safetensors(path);
-  } else {
-    try {
-      raw = load_weights_safetensors(path);
-    } catch (const Error& e) {
-      std::string why = e.what();
-      if (why.rfind(path + ": ", 0) == 0) why = why.substr(path.size() + 2);
-      throw Error(path + ": not a weights file: not attnmap JSON (does not start with '{') and not safetensors (" +
-                  why + ")");
-    }
+  format = pth == PthSniff::Zip ? "pth" : is_json ? "json" : "safetensors";
+  if (pth == PthSniff::Zip) return parse_weights_pth(d, size, path, ov.key.value_or(""), &pth_info);
+  if (is_json) return parse_weights_json_mapped(d, size, path);
+  if (st || broken_st) return parse_weights_safetensors(d, size, path, file, /*keep_is_file_mapping=*/true);
+  try {
+    return parse_weights_safetensors(d, size, path, file, /*keep_is_file_mapping=*/true);
+  } catch (const Error& e) {
+    std::string why = e.what();
+    if (why.rfind(path + ": ", 0) == 0) why = why.substr(path.size() + 2);
+    throw Error(path + ": not a weights file: not attnmap JSON (does not start with '{') and not safetensors (" +
+                why + ")");
   }
+}
+
+}  // namespace
+
+ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
+  if (auto hf = load_model_hf(path, ov)) return std::move(*hf);  // a Hugging Face folder or sharded index
+  const std::shared_ptr<const MappedFile> file = map_weights(path);
+  // Hashed first, from the mapping the parse reads (pages handed back as hashed: no resident memory added).
+  const std::string sha = sha256_bytes(file->data(), file->size(), /*release_pages=*/true);
+  PthInfo pth_info;
+  std::string format;
+  RawWeights raw;
+  try {
+    raw = parse_mapped(file, path, ov, pth_info, format);
+  } catch (const std::bad_alloc&) {  // a safety net: the readers check declared sizes before allocating
+    throw Error(path + ": not enough memory to read the weights (" + std::to_string(file->size()) + " bytes on disk)");
+  }
+  raw.files = {{path, sha}};
   const SideConfig side = read_side_config(side_config_dir(path));
   ViTWeights w = build_model(raw, side, ov);
-  w.format = pth == PthSniff::Zip ? "pth" : is_json ? "json" : "safetensors";
+  w.format = format;
   w.pth_holds = pth_info.holds;
   w.pth_used = pth_info.used;
+  w.weights_sha256 = sha;
   return w;
 }
 

@@ -128,6 +128,21 @@ struct ViTWeights {
   std::string format;                ///< "json", "safetensors" or "pth" (torch.save zip archive)
   std::string pth_holds;             ///< pth: what the pickled object is (top-level keys), for inspect
   std::string pth_used;              ///< pth: where the state dict was found ("the top level", "'model'")
+  /// SHA-256 of the weights as loaded (64 hex digits), from the very bytes parsed (one open, one mapping,
+  /// hashed as read; the path is never opened again): a single file's SHA-256 (`sha256sum FILE`); a Hugging
+  /// Face folder or a "*.index.json" index: the SHA-256 of the listing `sha256sum` prints ("HASH  NAME\n")
+  /// for the weights or index, each shard, config.json and preprocessor_config.json read, in that order.
+  /// Empty for a model built from memory (build_model).
+  std::string weights_sha256;
+  /// Every file the load read with the SHA-256 of the bytes read: weights (or index, then shards), then the
+  /// side configs (config.json, open_clip_config.json, preprocessor_config.json) that exist.
+  std::vector<FileHash> files;
+  /// The SHA-256 of the bytes read from `path` (as in `files`), or nullptr when the load did not read it.
+  const std::string* file_sha256(const std::string& path) const {
+    for (const FileHash& f : files)
+      if (f.path == path) return &f.sha256;
+    return nullptr;
+  }
 };
 
 /// Values given on the command line; they override the file's config.
@@ -151,7 +166,16 @@ struct SideConfig {
   nlohmann::json values = nlohmann::json::object();  ///< attnmap config keys (num_heads, image_size, ...)
   std::map<std::string, std::string> source;         ///< key -> "config.json (path)" etc.
   std::vector<std::string> notices;
+  /// The side config files read, each read once (read_side_json), with their bytes' SHA-256, in order.
+  std::vector<FileHash> files;
+  std::map<std::string, std::string> texts;  ///< path -> the bytes read, so a file two readers use is read once
 };
+
+/// Reads the side config `file` as a JSON object into `out`, through `sc` (a file is read once: its bytes
+/// are kept in sc.texts and its SHA-256 in sc.files). `what` names the file's role in messages ("a side
+/// config"). Returns false when the file does not exist. Throws attnmap::Error naming the file when it is
+/// not a regular file, cannot be read, is malformed JSON (json_syntax_error) or is not a JSON object.
+bool read_side_json(SideConfig& sc, const std::string& file, nlohmann::json& out, const char* what = "a side config");
 
 /// Reads `config.json` (Hugging Face: num_attention_heads, layer_norm_eps, image_size, patch_size; or timm's
 /// hub config: architecture -> heads, pretrained_cfg mean, std, input_size, crop_pct, interpolation) and

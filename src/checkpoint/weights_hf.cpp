@@ -12,6 +12,8 @@
 
 #include "checkpoint/weights_safetensors.hpp"
 #include "core/error.hpp"
+#include "io/hash.hpp"
+#include "io/image_io.hpp"
 
 namespace attnmap {
 
@@ -37,33 +39,37 @@ bool is_regular(const std::string& p) {
   return fs::is_regular_file(fs::status(p, ec));
 }
 
-// A small JSON file (an index or a side config) as a DOM. false when it does not exist.
-bool read_json_file(const std::string& file, json& out, const char* what) {
+// A safetensors index as a DOM, read once; `sha256` gets the SHA-256 of the bytes parsed. false when it
+// does not exist.
+bool read_index_json(const std::string& file, json& out, std::string& sha256) {
   std::error_code ec;
   const fs::file_status st = fs::status(file, ec);
   if (!fs::exists(st)) return false;
-  if (!fs::is_regular_file(st)) throw Error(file + ": not a regular file (a folder, device or FIFO), read as " + what);
-  errno = 0;
-  std::ifstream f(file, std::ios::binary);
-  if (!f) throw Error(file + ": cannot open " + what + (errno ? std::string(": ") + std::strerror(errno) : std::string()));
-  std::stringstream ss;
-  ss << f.rdbuf();
+  if (!fs::is_regular_file(st)) throw Error(file + ": not a regular file (a folder, device or FIFO), read as a safetensors index");
+  const std::vector<uint8_t> bytes = read_file(file);
+  const std::string text(bytes.begin(), bytes.end());
+  sha256 = sha256_text(text);
   try {
-    out = json::parse(ss.str());
-  } catch (const json::exception& e) {
-    throw Error(file + ": malformed JSON in " + what + ": " + std::string(e.what()).substr(0, 120));
+    out = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(file + ": " + json_syntax_error(text, e.byte) + " (read as a safetensors index)");
+  } catch (const json::exception&) {  // out_of_range 406: a number beyond a double
+    throw Error(file + ": malformed JSON: a number beyond the range of a double (read as a safetensors index)");
   }
-  if (!out.is_object()) throw Error(file + ": " + what + " is not a JSON object");
+  if (!out.is_object()) throw Error(file + ": a safetensors index is not a JSON object");
   return true;
 }
 
 // weight_map of an index: tensor -> shard name, every value a string. Throws naming the index.
-std::map<std::string, std::string> read_weight_map(const std::string& index_path) {
+// `sha256` (if not null) gets the SHA-256 of the index's bytes parsed.
+std::map<std::string, std::string> read_weight_map(const std::string& index_path, std::string* sha256 = nullptr) {
   std::error_code ec;
   if (fs::file_size(index_path, ec) > (uint64_t{64} << 20))
     throw Error(index_path + ": over 64 MiB, too large for a safetensors index");
   json idx;
-  if (!read_json_file(index_path, idx, "a safetensors index"))
+  std::string sha;
+  if (sha256 == nullptr) sha256 = &sha;
+  if (!read_index_json(index_path, idx, *sha256))
     throw Error(index_path + ": cannot open safetensors index: " + std::strerror(ENOENT));
   if (!idx.contains("weight_map") || !idx["weight_map"].is_object())
     throw Error(index_path + ": safetensors index has no \"weight_map\" object (expected {\"metadata\": {...}, "
@@ -159,7 +165,8 @@ bool is_safetensors_index(const std::string& path) {
 }
 
 RawWeights load_weights_safetensors_index(const std::string& index_path) {
-  const std::map<std::string, std::string> map = read_weight_map(index_path);
+  std::string index_sha;
+  const std::map<std::string, std::string> map = read_weight_map(index_path, &index_sha);
   const std::string dir = folder_of(index_path);
   std::map<std::string, std::string> first_tensor;  // shard -> first tensor listed for it (for messages)
   for (const auto& kv : map) {
@@ -179,11 +186,13 @@ RawWeights load_weights_safetensors_index(const std::string& index_path) {
   }
   RawWeights out;
   out.path = index_path;
+  out.files = {{index_path, index_sha}};
   std::map<std::string, std::string> found_in;  // tensor -> shard it was found in
   std::vector<std::string> unlisted;
   for (const auto& kv : first_tensor) {
     const std::string p = join(dir, kv.first);
     RawWeights shard = load_weights_safetensors(p);  // memory-mapped and checked as a single file
+    out.files.insert(out.files.end(), shard.files.begin(), shard.files.end());  // in name order, as index_shard_files
     take_shard(shard, kv.first, p, map, found_in, out, unlisted);
   }
   for (const auto& kv : map) {
@@ -241,13 +250,31 @@ std::string hf_folder_weights(const std::string& dir, std::vector<std::string>& 
 
 namespace {
 
+// The weights hash of a folder or a "*.index.json" (ViTWeights::weights_sha256): the SHA-256 of the listing
+// `sha256sum` prints for the weights files (the weights file, or the index then its shards), then the
+// config.json and preprocessor_config.json that were read, from the hashes of the bytes read.
+std::string listing_sha256(const std::vector<FileHash>& weights, const std::vector<FileHash>& side) {
+  std::string listing;
+  auto line = [&](const FileHash& f) { listing += f.sha256 + "  " + fs::path(f.path).filename().string() + "\n"; };
+  for (const FileHash& f : weights) line(f);
+  for (const char* name : {"config.json", "preprocessor_config.json"})
+    for (const FileHash& f : side)
+      if (fs::path(f.path).filename() == name) {
+        line(f);
+        break;
+      }
+  return sha256_text(listing);
+}
+
 ViTWeights load_index_model(const std::string& index_path, const ModelOverrides& ov) {
   const RawWeights raw = load_weights_safetensors_index(index_path);
   const SideConfig side = read_side_config(folder_of(index_path));
   ViTWeights w = build_model(raw, side, ov);
-  const size_t n = index_shard_files(index_path).size();
+  const size_t n = raw.files.size() - 1;  // the shards read (the index is not read again to count them)
   w.format = "safetensors, sharded (" + std::to_string(n) + (n == 1 ? " file" : " files") + " listed by " +
              fs::path(index_path).filename().string() + ")";
+  // A "*.index.json" is hashed as its listing; an index told by content only, as one file (provenance's rule).
+  w.weights_sha256 = ends_with(index_path, ".index.json") ? listing_sha256(raw.files, side.files) : raw.files[0].sha256;
   return w;
 }
 
@@ -258,9 +285,14 @@ std::optional<ViTWeights> load_model_hf(const std::string& path, const ModelOver
   if (fs::is_directory(fs::status(path, ec))) {
     std::vector<std::string> notes;
     const std::string file = hf_folder_weights(path, notes);
-    ViTWeights w = is_safetensors_index(file) ? load_index_model(file, ov) : load_model(file, ov);
+    const bool index = is_safetensors_index(file);
+    ViTWeights w = index ? load_index_model(file, ov) : load_model(file, ov);
     if (w.format == "safetensors") w.format += " (" + fs::path(file).filename().string() + ")";
     w.notices.insert(w.notices.begin(), notes.begin(), notes.end());
+    if (!index && !w.files.empty()) {  // one weights file, then the side configs read
+      const std::vector<FileHash> side(w.files.begin() + 1, w.files.end());
+      w.weights_sha256 = listing_sha256({w.files[0]}, side);
+    }
     return w;
   }
   if (is_safetensors_index(path)) return load_index_model(path, ov);
@@ -391,7 +423,7 @@ void add_hf_side_config(const std::string& dir, SideConfig& sc) {
   const std::string d = dir.empty() ? std::string(".") : dir;
   const std::string cfg = join(d, "config.json"), pre = join(d, "preprocessor_config.json");
   json c;
-  const bool have_cfg = read_json_file(cfg, c, "a side config");
+  const bool have_cfg = read_side_json(sc, cfg, c);
   const bool timm = have_cfg && (c.contains("architecture") || c.contains("pretrained_cfg"));
   if (have_cfg && !timm) {  // Hugging Face PretrainedConfig (ViTConfig)
     const bool nested = c.contains("vision_config") && c["vision_config"].is_object();  // CLIPConfig
@@ -414,7 +446,7 @@ void add_hf_side_config(const std::string& dir, SideConfig& sc) {
   const bool cfg_has_image_size = sc.values.contains("image_size") &&
                                   sc.source.count("image_size") && sc.source["image_size"].rfind("config.json", 0) == 0;
   json p;
-  if (read_json_file(pre, p, "a side config")) add_preprocessor(pre, p, sc, cfg_has_image_size);
+  if (read_side_json(sc, pre, p)) add_preprocessor(pre, p, sc, cfg_has_image_size);
 }
 
 void check_hf_side_config(ViTWeights& w, const SideConfig& side) {

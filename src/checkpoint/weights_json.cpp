@@ -6,6 +6,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 
 #include <fcntl.h>
@@ -14,7 +15,9 @@
 #include <unistd.h>
 
 #include "core/error.hpp"
+#include "io/hash.hpp"
 #include "io/image_io.hpp"
+#include "io/mapped_file.hpp"
 
 namespace attnmap {
 
@@ -58,9 +61,22 @@ class WeightsSax {
     if (in_config()) return config_value(json(v));
     return number(static_cast<double>(v));
   }
-  bool number_float(json::number_float_t v, const std::string& /*s*/) {
+  bool number_float(json::number_float_t v, const std::string& s) {
     if (in_config()) return config_value(json(v));
+    // A value that is not zero as written but reads as 0 in float32 (1e-400, 1e-50) would be lost silently.
+    if (skip_ == 0 && std::isfinite(v) && static_cast<float>(v) == 0.0f && nonzero_digits(s))
+      fail("holds " + s.substr(0, 40) + ", which underflows float32 (it would read as 0; smallest magnitude about 1.4e-45)");
+    if (skip_ == 0 && (!std::isfinite(v) || std::fabs(v) > static_cast<double>(FLT_MAX)))
+      fail("holds " + s.substr(0, 40) + ", beyond float32's range (largest magnitude about 3.4e38)");
     return number(v);
+  }
+  // True when the number as written has a non-zero digit before its exponent.
+  static bool nonzero_digits(const std::string& s) {
+    for (char c : s) {
+      if (c == 'e' || c == 'E') break;
+      if (c >= '1' && c <= '9') return true;
+    }
+    return false;
   }
   bool binary(json::binary_t& /*v*/) { return scalar_event("binary data"); }
   bool string(json::string_t& v) {
@@ -173,15 +189,12 @@ class WeightsSax {
     }
     return true;
   }
-  bool parse_error(std::size_t position, const std::string& /*last_token*/, const nlohmann::detail::exception& ex) {
-    std::string what = ex.what();
-    // nlohmann's message starts with "[json.exception.parse_error.101] parse error at line L, column C: ...".
-    const auto colon = what.find("]");
-    if (colon != std::string::npos) what = what.substr(colon + 2);
-    // ... and "parse error at line L, column C: ": the position is given once, by line_col below.
-    if (what.rfind("parse error at ", 0) == 0 && what.find(": ") != std::string::npos) what = what.substr(what.find(": ") + 2);
-    throw Error(out_.path + ": malformed JSON at " + line_col(text_, position > 0 ? position - 1 : 0) + ": " +
-                what);
+  bool parse_error(std::size_t position, const std::string& last_token, const nlohmann::detail::exception& ex) {
+    if (ex.id == 406) {  // a number beyond a double (1e400): refused by name, as written
+      if (in_config()) throw Error(out_.path + ": \"config\" holds " + last_token.substr(0, 40) + ", beyond the range of a double");
+      fail("holds " + last_token.substr(0, 40) + ", beyond float32's range (largest magnitude about 3.4e38)");
+    }
+    throw Error(out_.path + ": " + json_syntax_error(text_, position));
   }
 
  private:
@@ -441,6 +454,7 @@ class FastScanner {
       if (integer && *v == 0.0) *v = 0.0;
     }
     if (!std::isfinite(*v) || std::fabs(*v) > static_cast<double>(FLT_MAX)) return false;
+    if (sig > 0 && static_cast<float>(*v) == 0.0f) return false;  // underflows float32: the SAX path refuses it
     p_ = q;
     return true;
   }
@@ -549,35 +563,51 @@ RawWeights parse_weights_json_sax(const std::string& text, const std::string& pa
   return out;
 }
 
-RawWeights load_weights_json(const std::string& path) {
-  // Map the file (no copy into the heap); the SAX fallback, taken only for unusual or broken files, reads
-  // it into a string.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  struct stat st {};
-  if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-    const size_t n = static_cast<size_t>(st.st_size);
-    void* m = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    if (m != MAP_FAILED) {
-      ::madvise(m, n, MADV_SEQUENTIAL);
-      std::optional<RawWeights> fast;
-      try {
-        FastScanner scanner(static_cast<const char*>(m), n, path);
-        scanner.release_as_scanned();
-        fast = scanner.run();
-      } catch (...) {
-        ::munmap(m, n);
-        throw;
-      }
-      ::munmap(m, n);
-      if (fast) return std::move(*fast);
-    }
-  } else if (fd >= 0) {
-    ::close(fd);
+RawWeights parse_weights_json_mapped(const uint8_t* data, size_t n, const std::string& path) {
+  if (n > 0) {
+    ::madvise(const_cast<uint8_t*>(data), n, MADV_SEQUENTIAL);
+    FastScanner scanner(reinterpret_cast<const char*>(data), n, path);
+    scanner.release_as_scanned();
+    if (std::optional<RawWeights> fast = scanner.run()) return std::move(*fast);
   }
-  const std::vector<uint8_t> bytes = read_file(path);
-  const std::string text(bytes.begin(), bytes.end());
-  return parse_weights_json_sax(text, path);
+  // The SAX fallback, taken only for unusual or broken files, reads a copy of the same bytes.
+  return parse_weights_json_sax(std::string(reinterpret_cast<const char*>(data), n), path);
+}
+
+RawWeights load_weights_json(const std::string& path) {
+  std::error_code ec;  // a FIFO or a device would hang the open, a folder mislead
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) throw Error(path + ": not a regular file");
+  const MappedFile file(path);  // one mapping: hashed, then parsed (no copy into the heap)
+  const std::string sha = sha256_bytes(file.data(), file.size(), /*release_pages=*/true);
+  RawWeights raw = parse_weights_json_mapped(file.data(), file.size(), path);
+  raw.files = {{path, sha}};
+  return raw;
+}
+
+std::string json_syntax_error(const std::string& text, size_t byte) {
+  size_t at = byte > 0 ? byte - 1 : 0;
+  std::string what;
+  if (at >= text.size() || text[at] == '\0') {
+    what = "the text ends before the JSON value is complete";
+  } else if (text[at] == '"' && at > 0) {  // a whole string token was read: point at its opening quote
+    size_t open = at;
+    do {
+      open = open > 0 ? text.rfind('"', open - 1) : std::string::npos;
+      size_t slashes = 0;
+      while (open != std::string::npos && open > slashes && text[open - 1 - slashes] == '\\') ++slashes;
+      if (open == std::string::npos || slashes % 2 == 0) break;
+    } while (true);
+    if (open == std::string::npos) open = at;
+    what = "unexpected string \"" + text.substr(open + 1, std::min<size_t>(at - open - 1, 40)) + "\"";
+    at = open;
+  } else {
+    const auto c = static_cast<unsigned char>(text[at]);
+    static const char kHex[] = "0123456789abcdef";
+    what = c >= 0x20 && c < 0x7f ? std::string("unexpected '") + static_cast<char>(c) + "'"
+                                 : std::string("unexpected byte 0x") + kHex[c >> 4] + kHex[c & 15];
+  }
+  return "malformed JSON at " + line_col(text, at) + ": " + what;
 }
 
 }  // namespace attnmap

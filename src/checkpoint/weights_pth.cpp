@@ -1,5 +1,6 @@
 #include "checkpoint/weights_pth.hpp"
 
+#include "io/hash.hpp"
 #include "io/mapped_file.hpp"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -120,10 +122,20 @@ class Archive {
 
   const std::map<std::string, zip_uint64_t>& names() const { return index_; }
   bool has(const std::string& name) const { return index_.count(name) != 0; }
-  uint64_t size_of(const std::string& name) {
+  uint64_t size_of(const std::string& name) { return stat(name).size; }
+  /// The entry's declared (inflated) size, its stored size and whether it is compressed (not ZIP_CM_STORE).
+  struct Stat {
+    uint64_t size = 0, comp_size = 0;
+    bool compressed = false;
+  };
+  Stat stat(const std::string& name) {
     zip_stat_t st;
     if (zip_stat_index(za_, index_.at(name), 0, &st) != 0) fail(name, zip_strerror(za_));
-    return st.size;
+    Stat out;
+    out.size = st.size;
+    out.compressed = (st.valid & ZIP_STAT_COMP_METHOD) && st.comp_method != ZIP_CM_STORE;
+    out.comp_size = (st.valid & ZIP_STAT_COMP_SIZE) ? st.comp_size : st.size;
+    return out;
   }
   Bytes read(const std::string& name);
 
@@ -169,15 +181,20 @@ Bytes Archive::read(const std::string& name) {
     }
     b.owned.push_back(first);  // not located in place: read it through libzip below
   }
-  // Compressed (or not located): read through libzip, growing with the data actually there (a declared size
-  // is never allocated up front).
+  // Compressed (or not located): read through libzip, never past the declared size. The caller has checked
+  // the declared size against the inflation budget (check_inflation), so it is reserved once (address space:
+  // pages become resident only as the data arrives).
+  if (st.comp_method == ZIP_CM_STORE && st.size > src_.size)
+    fail(name, "declares " + std::to_string(st.size) + " bytes stored, more than the whole file (" +
+                   std::to_string(src_.size) + " bytes)");
+  b.owned.reserve(static_cast<size_t>(st.size));
   uint8_t buf[1 << 16];
   while (true) {
     const zip_int64_t got = zip_fread(f.get(), buf, sizeof buf);
     if (got < 0) fail(name, std::string("cannot read: ") + zip_file_strerror(f.get()));
     if (got == 0) break;
+    if (static_cast<uint64_t>(got) > st.size - b.owned.size()) fail(name, "holds more bytes than its declared size");
     b.owned.insert(b.owned.end(), buf, buf + got);
-    if (b.owned.size() > st.size) fail(name, "holds more bytes than its declared size");
   }
   if (b.owned.size() != st.size) fail(name, "holds fewer bytes than its declared size");
   b.p = b.owned.data();
@@ -387,6 +404,53 @@ void add_tensor(RawWeights& raw, const PickleData& p, const std::string& name, c
   raw.tensors.insert_or_assign(name, std::move(out));  // a repeated key: the last wins, as in Python
 }
 
+std::string mib(uint64_t bytes) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%llu bytes (%.1f MiB)", static_cast<unsigned long long>(bytes),
+                static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+// Refuses data.pkl (or byteorder) before it is inflated when its declared size is over `limit`.
+void check_small_entry(Archive& ar, const std::string& entry, uint64_t limit, const std::string& path) {
+  const Archive::Stat st = ar.stat(entry);
+  if (st.size > limit)
+    throw Error(path + ": archive entry '" + printable(entry) + "' declares " + mib(st.size) + ", over the limit of " +
+                mib(limit) + " for it (a pickled state dict is far smaller): not read");
+}
+
+// The inflation budget, checked on declared sizes before any storage is inflated: the deflated storages the
+// state dict's float tensors use may inflate to kPthInflateFloor bytes in all, or to kPthMaxInflateRatio
+// times their compressed bytes when that is more. Storages stored uncompressed (what torch.save writes) are
+// read in place and cost nothing here; storages the state dict does not use are never inflated.
+void check_inflation(const PickleData& p, const PyValue& dict, Archive& ar, const std::string& prefix,
+                     const std::string& path) {
+  std::set<std::string> used;
+  for (size_t i = 0; i + 1 < dict.items.size(); i += 2) {
+    const PyValue& t = p.values[dict.items[i + 1]];
+    if (t.kind != K::Tensor) continue;
+    const PyValue& st = p.values[t.storage];
+    if (st.dtype == "F32" || st.dtype == "F16" || st.dtype == "BF16" || st.dtype == "F64") used.insert(st.s);
+  }
+  uint64_t inflated = 0, compressed = 0;
+  size_t entries = 0;
+  for (const std::string& key : used) {
+    const Archive::Stat st = ar.stat(prefix + "data/" + key);
+    if (!st.compressed) continue;
+    ++entries;
+    if (__builtin_add_overflow(inflated, st.size, &inflated)) inflated = UINT64_MAX;  // over any budget
+    compressed += st.comp_size;  // each within the file
+  }
+  const uint64_t budget = std::max<uint64_t>(kPthInflateFloor, compressed * kPthMaxInflateRatio);
+  if (inflated > budget)
+    throw Error(path + ": " + std::to_string(entries) + " compressed storage" + (entries == 1 ? "" : "s") +
+                " of the state dict would inflate to " + mib(inflated) + " from " + mib(compressed) +
+                ", over the inflation limit of " + mib(budget) + ": the larger of " +
+                std::to_string(kPthInflateFloor >> 20) + " MiB and " + std::to_string(kPthMaxInflateRatio) +
+                " times the compressed size (torch.save stores storages uncompressed: a re-zipped file or a "
+                "decompression bomb; re-save it with torch.save)");
+}
+
 std::string joined(const std::map<std::string, std::string>& m) {
   std::string s;
   size_t i = 0;
@@ -432,15 +496,18 @@ RawWeights parse_weights_pth(const uint8_t* data, size_t size, const std::string
   Archive ar(data, size, path);
   const std::string prefix = find_prefix(ar, path);
   if (ar.has(prefix + "byteorder")) {
+    check_small_entry(ar, prefix + "byteorder", 16, path);
     const Bytes bo = ar.read(prefix + "byteorder");
     const std::string order(reinterpret_cast<const char*>(bo.p), bo.n);
     if (order != "little")
       throw Error(path + ": byteorder '" + printable(order.substr(0, 16)) + "': attnmap reads little-endian checkpoints only");
   }
+  check_small_entry(ar, prefix + "data.pkl", kPthMaxPickle, path);
   const Bytes pkl = ar.read(prefix + "data.pkl");
   const PickleData p = unpickle(pkl.p, pkl.n, path);
   check_storages(p, ar, prefix, path);
   const Choice c = choose(p, key, path);
+  check_inflation(p, *c.dict, ar, prefix, path);  // before any storage is inflated
   RawWeights raw;
   raw.path = path;
   raw.notices = c.notes;
@@ -472,7 +539,10 @@ RawWeights parse_weights_pth(const uint8_t* data, size_t size, const std::string
 RawWeights load_weights_pth(const std::string& path, const std::string& key, PthInfo* info) {
   const MappedFile file(path);  // storages are read in place from the mapping; it is released on return
   if (file.size() == 0) throw Error(path + ": empty file (0 bytes)");
-  return parse_weights_pth(file.data(), file.size(), path, key, info);
+  const std::string sha = sha256_bytes(file.data(), file.size(), /*release_pages=*/true);  // the bytes parsed
+  RawWeights raw = parse_weights_pth(file.data(), file.size(), path, key, info);
+  raw.files = {{path, sha}};
+  return raw;
 }
 
 }  // namespace attnmap

@@ -12,6 +12,18 @@
 
 namespace attnmap {
 
+/// Limits of the torch.save reader against decompression bombs, checked on the sizes the archive and the
+/// pickle declare before anything is inflated or allocated (torch.save stores every entry uncompressed; a
+/// deflated entry comes from a re-zipped file): data.pkl inflates to at most kPthMaxPickle bytes; the
+/// deflated storages the state dict's float tensors use inflate to at most kPthInflateFloor bytes in all,
+/// or kPthMaxInflateRatio times their compressed bytes when that is more (trained weights deflate by ~1.1x;
+/// a bomb by ~1000x); each entry is inflated only to its declared size, which must be the storage's
+/// numel x element size from the pickle; storages the state dict does not use (optimizer state, integer
+/// buffers) are never inflated.
+constexpr uint64_t kPthMaxPickle = uint64_t{64} << 20;
+constexpr uint64_t kPthInflateFloor = uint64_t{64} << 20;
+constexpr uint64_t kPthMaxInflateRatio = 16;
+
 /// What a checkpoint holds, for `attnmap inspect`.
 struct PthInfo {
   std::string holds;  ///< the pickled object: "OrderedDict of 38 tensors", "dict of 3 entries: model (...), ..."
@@ -40,7 +52,7 @@ PthSniff sniff_pth(const uint8_t* head, size_t n);
 /// non-contiguous tensor is copied out by its strides; one with more elements than its storage (expanded,
 /// overlapping strides) is refused. `info` (if not null) gets what the file holds and the entry used.
 /// Throws attnmap::Error, one line naming `path`: not a zip, a TorchScript archive (code/, constants.pkl),
-/// no data.pkl, a big-endian archive, a refused pickle (see unpickle), a missing storage entry, a wrong
+/// no data.pkl, a big-endian archive, an entry over the limits above (with the sizes and the limit), a refused pickle (see unpickle), a missing storage entry, a wrong
 /// storage size, no state dict found or an unknown --key (listing the entries).
 RawWeights parse_weights_pth(const uint8_t* data, size_t size, const std::string& path, const std::string& key,
                              PthInfo* info = nullptr);

@@ -1,5 +1,6 @@
 #include "checkpoint/weights_safetensors.hpp"
 
+#include "io/hash.hpp"
 #include "io/mapped_file.hpp"
 
 #include <fcntl.h>
@@ -130,13 +131,19 @@ json parse_header(const uint8_t* data, size_t size, const std::string& path, uin
   if (n < 2 || n > size - 8)
     throw Error(path + ": safetensors header length " + std::to_string(n) + " does not fit in the file (" +
                 std::to_string(size) + " bytes)");
+  if (n > kMaxSafetensorsHeader)  // checked before the header is parsed into memory
+    throw Error(path + ": safetensors header of " + std::to_string(n) + " bytes, over the limit of " +
+                std::to_string(kMaxSafetensorsHeader) + " bytes (the reference implementation's)");
   const char* hbeg = reinterpret_cast<const char*>(data + 8);
   if (hbeg[0] != '{') throw Error(path + ": safetensors header does not start with '{'");
   json header;
   try {
     header = json::parse(hbeg, hbeg + n);
-  } catch (const json::exception& e) {
-    throw Error(path + ": safetensors header is not valid JSON: " + std::string(e.what()).substr(0, 120));
+  } catch (const json::parse_error& e) {
+    throw Error(path + ": safetensors header is not valid JSON: " +
+                json_syntax_error(std::string(hbeg, static_cast<size_t>(n)), e.byte).substr(std::string("malformed JSON ").size()));
+  } catch (const json::exception&) {  // out_of_range 406: a number beyond a double
+    throw Error(path + ": safetensors header is not valid JSON: a number beyond the range of a double");
   }
   if (!header.is_object()) throw Error(path + ": safetensors header is not a JSON object");
   return header;
@@ -244,8 +251,11 @@ void read_metadata_config(const json& header, const std::string& path, RawWeight
   json c;
   try {
     c = json::parse(md["config"].get<std::string>());
-  } catch (const json::exception& e) {
-    throw Error(path + ": safetensors __metadata__ \"config\" is not valid JSON: " + std::string(e.what()).substr(0, 120));
+  } catch (const json::parse_error& e) {
+    throw Error(path + ": safetensors __metadata__ \"config\" is not valid JSON: " +
+                json_syntax_error(md["config"].get<std::string>(), e.byte).substr(std::string("malformed JSON ").size()));
+  } catch (const json::exception&) {  // out_of_range 406: a number beyond a double
+    throw Error(path + ": safetensors __metadata__ \"config\" is not valid JSON: a number beyond the range of a double");
   }
   if (!c.is_object())
     throw Error(path + ": safetensors __metadata__ \"config\" must hold a JSON object, found " + c.dump().substr(0, 60));
@@ -333,7 +343,10 @@ RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std
 RawWeights load_weights_safetensors(const std::string& path) {
   // F32 tensors stay in the mapping (views that share `file`); it is unmapped with the last of them.
   const std::shared_ptr<const MappedFile> file = std::make_shared<const MappedFile>(path);
-  return parse_weights_safetensors(file->data(), file->size(), path, file, /*keep_is_file_mapping=*/true);  // a file under 8 bytes: "too short"
+  const std::string sha = sha256_bytes(file->data(), file->size(), /*release_pages=*/true);  // the bytes parsed
+  RawWeights raw = parse_weights_safetensors(file->data(), file->size(), path, file, /*keep_is_file_mapping=*/true);  // a file under 8 bytes: "too short"
+  raw.files = {{path, sha}};
+  return raw;
 }
 
 }  // namespace attnmap

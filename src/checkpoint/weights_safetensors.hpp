@@ -13,12 +13,17 @@
 
 namespace attnmap {
 
+/// The largest safetensors header read (bytes), as the reference implementation's MAX_HEADER_SIZE: a longer
+/// declared header is refused before it is parsed.
+constexpr uint64_t kMaxSafetensorsHeader = 100000000;
+
 /// Parses a safetensors file already in memory (`data`, `size` bytes); `path` is used in messages only.
 /// F32, F16 and BF16 (and F64) tensors are converted to float32; integer and boolean tensors (buffers such as
 /// position ids) are validated and skipped with a notice (and named by dtype if the model needs one);
 /// `__metadata__["config"]`, a JSON string holding an attnmap config object (what tools/export_weights.py
 /// writes), becomes RawWeights::config; other `__metadata__` keys are ignored. Every header field is
-/// checked before use, as the reference implementation does: header length inside the file, header a JSON
+/// checked before use, as the reference implementation does: header length inside the file and at most
+/// kMaxSafetensorsHeader, header a JSON
 /// object, each entry with a known dtype, a shape of non-negative integers and data_offsets [begin, end]
 /// with end - begin == product(shape) * dtype size (overflow-checked), tensors laid out in order without
 /// gaps or overlap from the start of the data area to the end of the file (trailing bytes are refused),

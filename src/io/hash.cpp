@@ -1,8 +1,10 @@
 #include "io/hash.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -31,12 +33,20 @@ std::string hex_digest(EVP_MD_CTX* ctx, const std::string& what) {
 
 }  // namespace
 
-std::string sha256_text(const std::string& bytes) {
+std::string sha256_text(const std::string& bytes) { return sha256_bytes(bytes.data(), bytes.size()); }
+
+std::string sha256_bytes(const void* data, size_t n, bool release_pages) {
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1 ||
-      EVP_DigestUpdate(ctx.get(), bytes.data(), bytes.size()) != 1)
-    throw Error("SHA-256 unavailable");
-  return hex_digest(ctx.get(), "text");
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw Error("SHA-256 unavailable");
+  const auto* p = static_cast<const unsigned char*>(data);
+  const size_t step = release_pages ? size_t{16} << 20 : size_t{1} << 30;  // a multiple of the page size
+  for (size_t done = 0; done < n;) {
+    const size_t k = std::min<size_t>(n - done, step);
+    if (EVP_DigestUpdate(ctx.get(), p + done, k) != 1) throw Error("SHA-256 failed");
+    if (release_pages) ::madvise(const_cast<unsigned char*>(p + done), k, MADV_DONTNEED);
+    done += k;
+  }
+  return hex_digest(ctx.get(), "bytes");
 }
 
 std::string sha256_file(const std::string& path) {

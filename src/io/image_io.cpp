@@ -336,6 +336,22 @@ void finish_stb_image(Image& img, const StbPlan& plan, const PnmInfo& pnm, const
 
 }  // namespace
 
+// The PNG decoder's (stb_image's) own limits, which it reports only as "unknown image type": each side at
+// most 2^24 pixels, and the decoded rows at most 2^30 bytes (width x height x channels, 4 for a palette).
+static void check_png_decoder_limits(const std::string& path, uint64_t w, uint64_t h, uint8_t color_type) {
+  constexpr uint64_t kMaxSide = uint64_t{1} << 24, kMaxBytes = uint64_t{1} << 30;
+  const std::string size = std::to_string(w) + "x" + std::to_string(h);
+  if (w > kMaxSide || h > kMaxSide)
+    throw Error(path + ": PNG of " + size + " pixels: a side over " + std::to_string(kMaxSide) +
+                " pixels, the largest the PNG decoder reads; scale or tile the image first");
+  const uint64_t channels = color_type == 3 ? 4 : ((color_type & 2) ? 3 : 1) + ((color_type & 4) ? 1 : 0);
+  if (w > 0 && h > 0 && kMaxBytes / w / channels < h)  // stb_image's own test
+    throw Error(path + ": PNG of " + size + " pixels with " + std::to_string(channels) + " channel" +
+                (channels == 1 ? "" : "s") + " needs " + std::to_string(w * h * channels) +
+                " bytes decoded, over the PNG decoder's limit of " + std::to_string(kMaxBytes) +
+                " bytes; scale or tile the image first");
+}
+
 Image decode_image(const uint8_t* data, size_t size, const std::string& path, const LoadOptions& opt) {
   if (size == 0) throw Error(path + ": empty file (0 bytes)");
   if (size > static_cast<size_t>(INT_MAX)) throw Error(path + ": file larger than 2 GiB");
@@ -347,8 +363,10 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& path, co
                 "PSD, HDR, PIC and PGM/PPM); convert it first, e.g. to PNG");
   // A PNG's size is in its first chunk (IHDR); stb_image's header reader refuses sizes of 2^30 bytes or
   // more with a generic "unknown image type", so the limit is checked here first for a clear message.
-  if (size >= 24 && std::memcmp(data, kPngSignature, 8) == 0 && std::memcmp(data + 12, "IHDR", 4) == 0)
+  if (size >= 26 && std::memcmp(data, kPngSignature, 8) == 0 && std::memcmp(data + 12, "IHDR", 4) == 0) {
     check_pixel_limit(path, read_be32(data + 16), read_be32(data + 20), opt.max_pixels);
+    check_png_decoder_limits(path, read_be32(data + 16), read_be32(data + 20), data[25]);
+  }
   const PnmInfo pnm = inspect_pnm(data, size);
   Image img;
   if (pnm.is_pnm && decode_pnm_first(pnm, data, size, path, opt, &img)) return img;
