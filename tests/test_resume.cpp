@@ -248,6 +248,15 @@ TEST_F(Resume, AFolderInUseRefusesASecondRun) {
   ::close(fd);
 }
 
+// Issue 26: a manifest that cannot be made is refused before the output folder is made.
+TEST_F(Resume, AManifestThatCannotBeMadeIsRefusedFirst) {
+  const CliRun r = render("--manifest /proc/attnmap-no-such-folder/m.jsonl");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("attnmap: error: --manifest /proc/attnmap-no-such-folder/m.jsonl: cannot create the manifest in "
+                       "/proc/attnmap-no-such-folder: "), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "out"));
+}
+
 // Only the colour map changed: the image is rendered again (PNG new), its .npy has the same bytes.
 TEST_F(Resume, ColormapChangeRewritesThePngAndKeepsTheNpyValues) {
   ASSERT_EQ(render("-q --save-raw").status, 0);

@@ -232,7 +232,15 @@ std::vector<ReadFile> run_reads(const RenderOptions& opt, const std::string& wei
 /// is opened); "" without --manifest.
 std::string check_manifest_path(const BatchOptions& bopt, const std::vector<ReadFile>& reads) {
   if (bopt.manifest.empty()) return {};
-  return check_output_file("--manifest", bopt.manifest, reads);
+  const std::string path = check_output_file("--manifest", bopt.manifest, reads);
+  // Its folder made (as the manifest would make it) and writable, before the output folder is made.
+  const fs::path folder = fs::path(path).parent_path();
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec || ::access(folder.c_str(), W_OK | X_OK) != 0)
+    throw Error("--manifest " + bopt.manifest + ": cannot create the manifest in " + folder.string() + ": " +
+                (ec ? ec.message() : std::string(std::strerror(errno))));
+  return path;
 }
 
 /// The output folder, once: a bad --out is one usage error, not one error per image.

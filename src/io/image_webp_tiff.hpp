@@ -11,7 +11,7 @@
 namespace attnmap {
 
 /// Refuses a declared width x height over `max_pixels` ("PATH: image of WxH = N pixels exceeds the limit of
-/// M pixels (--max-pixels)"). Throws attnmap::Error.
+/// M pixels ({setting:max_pixels}, spelled --max-pixels by the CLI)"). Throws attnmap::Error.
 void check_pixel_limit(const std::string& path, uint64_t w, uint64_t h, uint64_t max_pixels);
 
 /// True when `data` starts like a WebP file: "RIFF", a 4-byte size, "WEBP" (RIFF container, WebP spec).
@@ -25,7 +25,7 @@ bool is_tiff(const uint8_t* data, size_t size);
 /// convert("RGB") does. The orientation in its EXIF chunk is applied when opt.apply_exif (as for a JPEG;
 /// PIL's ImageOps.exif_transpose does the same). Bytes after the RIFF chunk are ignored. Throws attnmap::Error naming `path`:
 /// "truncated WebP: ..." when the file is shorter than its RIFF header declares, "corrupt WebP: ..." for
-/// libwebp's refusals, and the --max-pixels refusal (from the VP8/VP8L/VP8X header, before decoding).
+/// libwebp's refusals, and the pixel-limit refusal (from the VP8/VP8L/VP8X header, before decoding).
 Image decode_webp(const uint8_t* data, size_t size, const std::string& path, const LoadOptions& opt);
 
 /// Decodes the first page (directory) of a TIFF or BigTIFF held in memory (TIFFClientOpen) to 8-bit RGB:
@@ -36,7 +36,7 @@ Image decode_webp(const uint8_t* data, size_t size, const std::string& path, con
 /// Orientation tag (274) is applied when opt.apply_exif. A file with more pages gets a note in Image::notes.
 /// libtiff's own messages never reach the terminal: its first error becomes the reason. Throws
 /// attnmap::Error naming `path`: "truncated TIFF: ..." when a directory or a strip/tile lies past the end
-/// of the file, "corrupt TIFF: ..." / "unsupported TIFF: ..." with libtiff's reason, and the --max-pixels
+/// of the file, "corrupt TIFF: ..." / "unsupported TIFF: ..." with libtiff's reason, and the pixel-limit
 /// refusal (from the first directory, before any strip is read).
 Image decode_tiff(const uint8_t* data, size_t size, const std::string& path, const LoadOptions& opt);
 
