@@ -370,12 +370,10 @@ PangoLayout* make_layout(cairo_t* cr, const std::string& text, const TextStyle& 
     if (ts.ellipsize) pango_layout_set_ellipsize(layout, PANGO_ELLIPSIZE_MIDDLE);
     else pango_layout_set_wrap(layout, PANGO_WRAP_WORD_CHAR);
   }
-  // A file name need not be UTF-8: invalid bytes are shown as U+FFFD rather than failing the figure. Control
-  // and bidirectional formatting characters are drawn as escapes (printable): a newline would overprint the
-  // next line, U+202E would draw the name backwards.
-  gchar* valid = g_utf8_make_valid(text.c_str(), static_cast<gssize>(text.size()));
-  const std::string shown = printable(valid);
-  g_free(valid);
+  // A file name need not be UTF-8: its invalid bytes, control and bidirectional formatting characters are
+  // drawn as escapes (printable: "x\xff.png", "\u202e", as the terminal shows them): a newline would overprint
+  // the next line, U+202E would draw the name backwards.
+  const std::string shown = printable(text);
   pango_layout_set_text(layout, shown.c_str(), static_cast<int>(shown.size()));
   return layout;
 }
