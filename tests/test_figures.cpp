@@ -314,7 +314,7 @@ TEST(FigureCanvas, VectorPagesMeasureInchesAndPathsAreChecked) {
     const TextSize sz = c.text("block 3", 20, 100, ts);
     EXPECT_GT(sz.w, 40.0);
     EXPECT_LT(sz.w, 120.0);
-    EXPECT_GT(c.text("caf\xe9.png", 20, 150, ts).w, 40.0);  // not UTF-8 (a Latin-1 file name): drawn as caf\\xe9.png
+    EXPECT_GT(c.text("caf\xe9.png", 20, 150, ts).w, 40.0);  // not UTF-8 (a Latin-1 file name): drawn as caf\xe9.png
     c.image(uniform(40, 20, 128), 300, 100, 200, 100, Filter::Good);
     const std::string path = (d / (std::string("a") + figure_extension(f))).string();
     c.save(path);
