@@ -608,3 +608,18 @@ TEST(FiguresCli, StripTilesAreEveryBlocksAndHeadsMapOnOneScale) {
   check(heads, "0005_sandal.heads.png");
   if (!::testing::Test::HasFailure()) fs::remove_all(d);
 }
+
+// Issue 26 review: a title keeps its line breaks (the strips' "…top-1: Bag 98.9%\nevery block, …" is two lines,
+// not a literal "\x0a"), while a one-line label shows a newline in a file name as its escape.
+TEST(FigureCanvas, TitlesKeepTheirLineBreaksLabelsEscapeThem) {
+  Canvas c(600, 300, 100.0, FigureFormat::Png);
+  TextStyle title;
+  title.px = 20;
+  title.width = 580;
+  const double one = c.measure("top-1: Bag 98.9%", title).h;
+  EXPECT_GT(c.measure("top-1: Bag 98.9%\nevery block, head 3", title).h, 1.8 * one);
+  TextStyle label = title;
+  label.ellipsize = true;
+  EXPECT_LT(c.measure("new\nline.png", label).h, 1.2 * one);
+  EXPECT_GT(c.measure("new\nline.png", label).w, c.measure("newline.png", label).w);  // drawn as new\x0aline.png
+}

@@ -245,6 +245,7 @@ TEST_F(Resume, AFolderInUseRefusesASecondRun) {
   r = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "out2") + " --manifest " + q(dir / "m.jsonl"));
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("m.jsonl: another attnmap run " + me + " is writing this manifest"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "out2"));  // the refused run leaves no folder behind
   ::close(fd);
 }
 
@@ -255,6 +256,24 @@ TEST_F(Resume, AManifestThatCannotBeMadeIsRefusedFirst) {
   EXPECT_NE(r.err.find("attnmap: error: --manifest /proc/attnmap-no-such-folder/m.jsonl: cannot create the manifest in "
                        "/proc/attnmap-no-such-folder: "), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir / "out"));
+}
+
+// Issue 26 review: a named gradcam / attn-grad without @L takes its block from --gradcam-layer / --layer, which
+// its name does not say: the record holds the resolved block, so another block is not skipped.
+TEST_F(Resume, ANamedGradcamsBlockIsRecorded) {
+  ASSERT_EQ(render("--views gradcam,L1/h3 --gradcam-layer 1 --skip-existing").status, 0);
+  EXPECT_EQ(read_png_provenance((dir / "out" / "t0.gradcam.png").string())->value("gradcam_block", -1), 1);
+  const CliRun r = render("--views gradcam,L1/h3 --skip-existing");  // the last block, 3
+  EXPECT_NE(r.err.find("attnmap: 2 done (2 redone: settings changed)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("gradcam_block 1 -> 3"), std::string::npos) << r.err;
+  const CliRun a = render("--views L1/h3,attn-grad --layer 2 --skip-existing");
+  EXPECT_EQ(read_png_provenance((dir / "out" / "t0.attn-grad.png").string())->value("attn_grad_block", -1), 2);
+  const CliRun b = render("--views L1/h3,attn-grad --layer 0 --skip-existing");
+  EXPECT_NE(b.err.find("attn_grad_block 2 -> 0"), std::string::npos) << b.err;
+  // Out-of-range values found once the model is known name their flag.
+  EXPECT_NE(render("--layer 9").err.find("attnmap: error: --layer: layer 9 out of range"), std::string::npos);
+  EXPECT_NE(render("--head 9").err.find("attnmap: error: --head: head 9 out of range"), std::string::npos);
+  EXPECT_NE(render("--colormap foo").err.find("attnmap: error: --colormap unknown colormap 'foo'"), std::string::npos);
 }
 
 // Only the colour map changed: the image is rendered again (PNG new), its .npy has the same bytes.

@@ -562,9 +562,16 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
     if (!manifest_path.empty()) reads.push_back({manifest_path, "the --manifest file"});
     check_run_figure_paths(opt, bopt, std::move(reads));
   }
+  std::error_code ec;
+  const bool out_existed = fs::exists(fs::symlink_status(opt.out_dir, ec));
   prepare_output_folder(opt);
   RunLock lock;  // held to the end of the run: no second run writes these images or this manifest meanwhile
-  lock.claim(opt.out_dir, bopt.shard_count > 1, manifest_path);
+  try {
+    lock.claim(opt.out_dir, bopt.shard_count > 1, manifest_path);
+  } catch (const Error&) {
+    if (!out_existed) fs::remove(opt.out_dir, ec);  // refused: the folder this run made goes (it is empty)
+    throw;
+  }
   // Once every usage check has passed (a refusal stays one line).
   if (opt.weights.empty() && !opt.quiet)  // the first run explains itself
     std::cerr << "attnmap: note: no -w given: the bundled default model, a small ViT trained on garment composites "

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <set>
 
 #include "app/options.hpp"
@@ -292,7 +293,10 @@ int run_eval(const EvalOptions& opt) {
   // "output" folder; out_base relative to it is the image's path below its input folder, without extension.
   std::vector<std::string> missing;
   std::vector<std::pair<std::string, std::string>> unreadable;
-  const std::vector<Job> jobs = plan_jobs(ro.inputs, opt.masks_dir, &missing, {}, &unreadable);
+  std::map<std::string, size_t> passed_over;  // attnmap's own outputs in the walked folders: not photos
+  const std::vector<Job> jobs = plan_jobs(ro.inputs, opt.masks_dir, &missing, {}, &unreadable, &passed_over);
+  if (const std::string note = passed_over_summary(passed_over); !note.empty())
+    std::cerr << "attnmap: note: " << printable(note) << "\n";
   const eval::MaskIndex masks(opt.masks_dir);
   const JsonTarget json = prepare_json(opt, weights_path, jobs, masks);
   // After the usage checks (a usage error is the only line), before any image.

@@ -120,7 +120,7 @@ void check_drawing_options(const FigureArgs& a, FigurePlan& p) {
   p.style.style = ro.style;
   p.style.alpha_by_value = ro.alpha_by_value;
   p.style.alpha = ro.alpha;
-  p.style.cmap = colormap_table(ro.colormap);  // throws for an unknown name
+  p.style.cmap = with_flag("--colormap", [&] { return colormap_table(ro.colormap); });
   p.style.upsample = ro.upsample;
 }
 
@@ -197,7 +197,10 @@ FigureInputs plan_inputs(const FigurePlan& p) {
     }
     std::vector<std::string> missing;
     std::vector<std::pair<std::string, std::string>> unreadable;
-    for (const Job& j : plan_jobs({input}, "", &missing, {}, &unreadable)) in.files.push_back(j.input);
+    std::map<std::string, size_t> passed_over;  // attnmap's own outputs in a walked folder: not photos
+    for (const Job& j : plan_jobs({input}, "", &missing, {}, &unreadable, &passed_over)) in.files.push_back(j.input);
+    if (const std::string note = passed_over_summary(passed_over); !note.empty())
+      std::cerr << "attnmap: note: " << printable(input + ": " + note) << "\n";
     for (const auto& u : unreadable) in.failed.push_back(u.second);
   }
   if (in.files.empty() && in.failed.empty()) throw Error("no images found in the inputs: a figure needs at least one");

@@ -104,6 +104,13 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
   }
   if (any_user_view(ctx, [](const ResolvedView& v) { return v.class_specific; }) && !r.contains("class"))
     r["class"] = opt.class_spec.value_or("top1");
+  // A named gradcam / attn-grad without @L: its block comes from --gradcam-layer / --layer, which its name
+  // ("gradcam") does not say; the resolved block is recorded so a run with another is not skipped.
+  for (size_t i = 0; opt.explain.empty() && i < ctx.user_views; ++i) {  // (--explain records its own above)
+    const ResolvedView& v = ctx.views[i];
+    if (v.spec.layer_given || !v.class_specific || v.spec.kind == ViewKind::Chefer) continue;
+    r[v.spec.kind == ViewKind::GradCam ? "gradcam_block" : "attn_grad_block"] = v.spec.layer;
+  }
   // The strips' block and fusion (--layer / --head) when the named views do not imply them: a strip made with
   // others is not this one.
   if ((opt.heads_grid || opt.strip_layers) && (ctx.views_given || !opt.explain.empty())) {

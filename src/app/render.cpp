@@ -52,7 +52,8 @@ SelectedView select_view(const HParams& hp, const RenderOptions& opt) {
   try {
     v.layer = resolve_layer(requested_layer(hp, opt), hp.depth);
   } catch (const Error& e) {
-    if (opt.layer || opt.rollout || !hp.default_layer) throw;
+    if (opt.layer) throw Error(std::string("--layer: ") + e.what());
+    if (opt.rollout || !hp.default_layer) throw;
     throw from_config("default_layer", e);
   }
   try {
@@ -60,7 +61,9 @@ SelectedView select_view(const HParams& hp, const RenderOptions& opt) {
     const std::vector<float> probe(static_cast<size_t>(hp.num_heads), 0.0f);
     fuse_heads(probe.data(), hp.num_heads, 1, v.head);  // throws for a head index out of range
   } catch (const Error& e) {
-    if (opt.head || opt.rollout || !hp.default_head) throw;
+    const std::string m = e.what();
+    if (opt.head) throw Error(m.rfind("--head", 0) == 0 ? m : "--head: " + m);
+    if (opt.rollout || !hp.default_head) throw;
     throw from_config("default_head", e);
   }
   return v;
@@ -74,7 +77,7 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
   const SelectedView view = select_view(hp, opt);
   ctx.layer = view.layer;
   ctx.head = view.head;
-  ctx.cmap = colormap_table(opt.colormap);
+  ctx.cmap = with_flag("--colormap", [&] { return colormap_table(opt.colormap); });
   check_drawing_options(opt);  // the options layer checks them too: a caller of run_render may not have
   if (opt.heads_grid || opt.panel || opt.strip_layers) {  // before any image: a missing font is one usage error
     ctx.font_family = figure_font();

@@ -282,7 +282,7 @@ void write_sheet(const RenderOptions& opt, const BatchOptions& bopt, const std::
 }
 
 void write_page(const RenderOptions& opt, const BatchOptions& bopt, const std::vector<RunRow>& rows,
-               const nlohmann::json& settings) {
+               const nlohmann::json& settings, const std::string& provenance) {
   std::vector<GalleryEntry> entries;
   entries.reserve(rows.size());
   for (const RunRow& r : rows) entries.push_back(gallery_entry(nlohmann::json::parse(r.manifest)));
@@ -290,6 +290,7 @@ void write_page(const RenderOptions& opt, const BatchOptions& bopt, const std::v
   go.title = "attnmap gallery \u2014 " + opt.out_dir;
   go.subtitle = "weights " + setting(settings, "weights") + " (sha256 " + setting(settings, "weights_sha256").substr(0, 12) +
                 "\u2026), " + shown_view(settings) + ", " + std::to_string(rows.size()) + " inputs";
+  go.thumb_text = {{kProvenanceKeyword, provenance}};
   const int thumbs = write_gallery(bopt.gallery, entries, go);
   if (!opt.quiet)
     std::cout << printable("gallery -> " + (fs::path(bopt.gallery) / "index.html").string() + " (" +
@@ -312,7 +313,7 @@ int write_run_figures(const RenderOptions& opt, const BatchOptions& bopt, const 
   };
   if (!bopt.contact_sheet.empty())
     attempt("--contact-sheet", bopt.contact_sheet, [&] { write_sheet(opt, bopt, rows, settings, provenance); });
-  if (!bopt.gallery.empty()) attempt("--gallery", bopt.gallery, [&] { write_page(opt, bopt, rows, settings); });
+  if (!bopt.gallery.empty()) attempt("--gallery", bopt.gallery, [&] { write_page(opt, bopt, rows, settings, provenance); });
   std::cout << std::flush;
   return status;
 }

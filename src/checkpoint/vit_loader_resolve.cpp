@@ -84,8 +84,9 @@ void resolve_heads(const FileConfig& fc, const ModelOverrides& ov, const std::st
   if (hp.num_heads <= 0)
     throw Error(path + ": " + hp.source["num_heads"] + " num_heads " + std::to_string(hp.num_heads) + " must be positive");
   if (inner % hp.num_heads != 0) {
-    throw Error(path + ": " + std::to_string(hp.num_heads) + " heads do not divide the attention width " +
-                std::to_string(inner) + (inner == hp.dim ? " (the token width D)" : ""));
+    throw Error(path + ": " + (ov.num_heads ? setting_ref("heads") + " " : std::string()) + std::to_string(hp.num_heads) +
+                " heads do not divide the attention width " + std::to_string(inner) +
+                (inner == hp.dim ? " (the token width D)" : ""));
   }
   hp.head_dim = static_cast<int>(inner / hp.num_heads);
 }

@@ -371,9 +371,19 @@ PangoLayout* make_layout(cairo_t* cr, const std::string& text, const TextStyle& 
     else pango_layout_set_wrap(layout, PANGO_WRAP_WORD_CHAR);
   }
   // A file name need not be UTF-8: its invalid bytes, control and bidirectional formatting characters are
-  // drawn as escapes (printable: "x\xff.png", "\u202e", as the terminal shows them): a newline would overprint
-  // the next line, U+202E would draw the name backwards.
-  const std::string shown = printable(text);
+  // drawn as escapes (printable: "x\xff.png", "\u202e", as the terminal shows them): a newline in a one-line
+  // label would overprint the next line, U+202E would draw the name backwards. Text that may wrap (titles)
+  // keeps its own line breaks: each line is escaped on its own.
+  std::string shown;
+  if (ts.ellipsize || ts.width <= 0.0) {
+    shown = printable(text);
+  } else {
+    for (size_t from = 0; from <= text.size();) {
+      const size_t nl = std::min(text.find('\n', from), text.size());
+      shown += (from ? "\n" : "") + printable(text.substr(from, nl - from));
+      from = nl + 1;
+    }
+  }
   pango_layout_set_text(layout, shown.c_str(), static_cast<int>(shown.size()));
   return layout;
 }

@@ -66,13 +66,15 @@ std::string thumb_name(size_t index) {
 
 /// Shrinks the overlay at `overlay` to fit `size` x `size` and writes it to `out`; false when the overlay
 /// cannot be read (a failed or missing output), so the row goes without a thumbnail.
-bool write_thumbnail(const std::string& overlay, const std::string& out, int size) {
+bool write_thumbnail(const std::string& overlay, const std::string& out, int size, const std::vector<PngText>& text) {
   try {
     const Image img = load_image(overlay);
     const double s = std::min(1.0, static_cast<double>(size) / std::max(img.width, img.height));
     const int w = std::max(1, static_cast<int>(std::lround(img.width * s)));
     const int h = std::max(1, static_cast<int>(std::lround(img.height * s)));
-    write_png(out, (w == img.width && h == img.height) ? img : resize_photo(img, w, h));
+    PngOptions po;
+    po.text = text;
+    write_png(out, (w == img.width && h == img.height) ? img : resize_photo(img, w, h), po);
     return true;
   } catch (const Error&) {
     return false;
@@ -80,14 +82,15 @@ bool write_thumbnail(const std::string& overlay, const std::string& out, int siz
 }
 
 /// Thumbnails of every entry with an overlay, on all usable cores; has_thumb[i] says which were written.
-std::vector<char> write_thumbnails(const std::string& dir, const std::vector<GalleryEntry>& entries, int size) {
+std::vector<char> write_thumbnails(const std::string& dir, const std::vector<GalleryEntry>& entries, int size,
+                                   const std::vector<PngText>& text) {
   std::vector<char> has_thumb(entries.size(), 0);
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next++; i < entries.size(); i = next++) {
       const GalleryEntry& e = entries[i];
       if (e.status == "failed" || e.outputs.empty()) continue;
-      has_thumb[i] = write_thumbnail(e.outputs.front(), (fs::path(dir) / thumb_name(i)).string(), size) ? 1 : 0;
+      has_thumb[i] = write_thumbnail(e.outputs.front(), (fs::path(dir) / thumb_name(i)).string(), size, text) ? 1 : 0;
     }
   };
   const unsigned n = std::max(1u, std::min(std::thread::hardware_concurrency(), 8u));
@@ -240,7 +243,7 @@ int write_gallery(const std::string& dir, const std::vector<GalleryEntry>& entri
   std::error_code ec;
   fs::create_directories(fs::path(dir) / "thumbs", ec);
   if (ec) throw Error(dir + ": cannot create the gallery folder: " + ec.message());
-  const std::vector<char> has_thumb = write_thumbnails(dir, entries, opt.thumb_size);
+  const std::vector<char> has_thumb = write_thumbnails(dir, entries, opt.thumb_size, opt.thumb_text);
   std::string html = replace_all(kHead, "@TITLE@", html_text(opt.title));
   html = replace_all(html, "@SUBTITLE@", html_text(opt.subtitle));
   html = replace_all(html, "@THUMB@", std::to_string(opt.thumb_size));

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "io/image_io.hpp"
+
 namespace attnmap {
 
 /// One input of a run, as its manifest line says it (src/app/batch.cpp manifest_line).
@@ -26,6 +28,8 @@ struct GalleryOptions {
   int thumb_size = 192;  ///< longer side of a thumbnail, pixels
   std::string title = "attnmap gallery";
   std::string subtitle;  ///< e.g. the weights and the view, shown under the title
+  std::vector<PngText> thumb_text;  ///< tEXt chunks of every thumbnail (the run's record: a later walk of the
+                                    ///< folder passes them over as outputs, not photos)
 };
 
 /// Writes `dir`/index.html and `dir`/thumbs/NNNNNN.png (one per entry whose overlay can be read), creating
