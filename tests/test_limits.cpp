@@ -21,6 +21,7 @@
 #include "draw/overlay.hpp"
 #include "io/image_io.hpp"
 #include "model/thread_pool.hpp"
+#include "sanitizer.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -181,6 +182,7 @@ TEST_F(Limits, RenderUnderAProcessLimitFallsBackToFewerWorkers) {
 // had started a thread when loaded, which spun retrying a 128 MB buffer, and its exit handler joined it.
 // The oneDNN build no longer links OpenBLAS: the run exits at once.
 TEST_F(Limits, RenderUnderAnAddressSpaceLimitExitsPromptly) {
+  if (kAddressSanitizer) GTEST_SKIP() << "ulimit -v measures AddressSanitizer's shadow memory (the plain build runs it)";
   const auto t0 = std::chrono::steady_clock::now();
   const CliRun r = run_attnmap("render " + q(fs::path(ATTNMAP_DATA_DIR) / "chelsea.png") + " -o " + q(dir / "out"),
                                "ulimit -v 200000 && timeout 60 ");
@@ -195,6 +197,7 @@ TEST_F(Limits, RenderUnderAnAddressSpaceLimitExitsPromptly) {
 // first image (SIGSEGV, 100 MB) or the run failed with "std::bad_alloc" (80 MB); now one line naming the
 // limit, exit status 2, nothing written.
 TEST_F(Limits, RenderUnderAnAddressSpaceLimitTooSmallIsRefusedWithOneLine) {
+  if (kAddressSanitizer) GTEST_SKIP() << "ulimit -v measures AddressSanitizer's shadow memory (the plain build runs it)";
   const CliRun r = run_attnmap("render " + q(fs::path(ATTNMAP_DATA_DIR) / "chelsea.png") + " -o " + q(dir / "out"),
                                "ulimit -v 90000 && timeout 60 ");
   EXPECT_EQ(r.status, 2) << r.err;
