@@ -181,7 +181,7 @@ std::string run_scales_text(const RenderContext& ctx) {
     std::snprintf(buf, sizeof buf, "%s%s %.9g .. %.9g", out.empty() ? "" : ", ", units.c_str(), s.vmin, s.vmax);
     out += buf;
   }
-  return out;
+  return out.empty() ? "no map was computed (every image failed), so there is no run scale" : out;
 }
 
 /// Every input's job and this shard's, with what the per-image checks need.
