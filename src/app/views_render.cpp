@@ -199,7 +199,7 @@ ComputedViews compute_job_views(const RenderContext& ctx, const Job& job) {
   const RenderOptions& opt = *ctx.opt;
   ComputedViews cv;
   const std::vector<uint8_t> bytes = read_file(job.input);  // read once: hashed and decoded from the same bytes
-  cv.input_sha256 = sha256_text(std::string(bytes.begin(), bytes.end()));
+  cv.input_sha256 = sha256_bytes(bytes.data(), bytes.size());
   Image photo = decode_image(bytes.data(), bytes.size(), job.input, opt.load);
   cv.notes = photo.notes;
   const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data(),
@@ -365,7 +365,7 @@ RenderResult draw_job_views(const RenderContext& run_ctx, const Job& job, const 
   std::optional<Image> reread;  // --scale run kept no photo: decoded again; otherwise the one computed from
   if (!cv.photo) {
     const std::vector<uint8_t> bytes = read_file(job.input);
-    if (sha256_text(std::string(bytes.begin(), bytes.end())) != cv.input_sha256)
+    if (sha256_bytes(bytes.data(), bytes.size()) != cv.input_sha256)
       throw Error(job.input + ": the file changed while the run computed its maps; nothing written for it");
     reread = decode_image(bytes.data(), bytes.size(), job.input, opt.load);
   }
