@@ -171,26 +171,19 @@ std::string default_weights_path() {
 // becomes "%XX", so every output's name can be written in the manifest, the gallery's links and the sheet's
 // labels and still name the real file; the input's own bytes are kept in Job::input. x\xff.jpg -> x%FF.
 std::string utf8_escaped_name(const std::string& s) {
+  static const char* hex = "0123456789ABCDEF";
   std::string out;
   for (size_t i = 0; i < s.size();) {
-    const unsigned char u = static_cast<unsigned char>(s[i]);
-    const size_t len = u < 0x80 ? 1 : (u >= 0xc2 && u <= 0xdf) ? 2 : (u >= 0xe0 && u <= 0xef) ? 3 : (u >= 0xf0 && u <= 0xf4) ? 4 : 0;
-    bool ok = len > 0 && i + len <= s.size();
-    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
-    if (ok && len > 1) {
-      const unsigned char b1 = static_cast<unsigned char>(s[i + 1]);
-      ok = !(u == 0xe0 && b1 < 0xa0) && !(u == 0xed && b1 >= 0xa0) && !(u == 0xf0 && b1 < 0x90) && !(u == 0xf4 && b1 >= 0x90);
-    }
-    if (ok) {
+    const size_t len = utf8_sequence_length(s, i);
+    if (len > 0) {
       out.append(s, i, len);
       i += len;
       continue;
     }
-    static const char* hex = "0123456789ABCDEF";
+    const unsigned char u = static_cast<unsigned char>(s[i++]);
     out += '%';
     out += hex[u >> 4];
     out += hex[u & 15];
-    ++i;
   }
   return out;
 }

@@ -22,6 +22,22 @@ class Error : public std::runtime_error {
 /// "\u202e", and one message stays one visible line, in its own order, that cannot drive the terminal.
 /// Other well-formed UTF-8 (café, 猫) passes unchanged. Manifest and --json files keep the real names
 /// (JSON-escaped).
+/// The length of the well-formed UTF-8 sequence (RFC 3629: no overlong forms, surrogates or > U+10FFFF)
+/// starting at s[i] (1 for ASCII), or 0 when the byte there does not start one.
+inline size_t utf8_sequence_length(const std::string& s, size_t i) {
+  auto byte = [&s](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char u = byte(i);
+  if (u < 0x80) return 1;
+  const size_t len = (u >= 0xc2 && u <= 0xdf) ? 2 : (u >= 0xe0 && u <= 0xef) ? 3 : (u >= 0xf0 && u <= 0xf4) ? 4 : 0;
+  if (len == 0 || i + len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k)
+    if ((byte(i + k) & 0xc0) != 0x80) return 0;
+  const unsigned char b1 = byte(i + 1);
+  const bool ok = !(u == 0xe0 && b1 < 0xa0) && !(u == 0xed && b1 >= 0xa0) && !(u == 0xf0 && b1 < 0x90) &&
+                  !(u == 0xf4 && b1 >= 0x90);
+  return ok ? len : 0;
+}
+
 inline std::string printable(const std::string& s) {
   std::string out;
   out.reserve(s.size());
@@ -37,16 +53,9 @@ inline std::string printable(const std::string& s) {
       out += s[i++];
       continue;
     }
-    // Length of a UTF-8 sequence from its lead byte (RFC 3629: no overlong forms, surrogates or > U+10FFFF).
-    size_t len = (u >= 0xc2 && u <= 0xdf) ? 2 : (u >= 0xe0 && u <= 0xef) ? 3 : (u >= 0xf0 && u <= 0xf4) ? 4 : 0;
-    bool ok = len > 0 && i + len <= s.size();
-    for (size_t k = 1; ok && k < len; ++k) ok = (byte(i + k) & 0xc0) == 0x80;
-    if (ok) {
-      const unsigned char b1 = byte(i + 1);
-      ok = !(u == 0xe0 && b1 < 0xa0) && !(u == 0xed && b1 >= 0xa0) && !(u == 0xf0 && b1 < 0x90) &&
-           !(u == 0xf4 && b1 >= 0x90) && !(u == 0xc2 && b1 < 0xa0);  // the last: C1 controls
-    }
-    if (!ok) {
+    const size_t len = utf8_sequence_length(s, i);
+    const bool c1 = len == 2 && u == 0xc2 && byte(i + 1) < 0xa0;  // C1 controls: escaped too
+    if (len < 2 || c1) {  // (0x00-0x1f and 0x7f are ASCII of length 1)
       escape(u);
       ++i;
       continue;
