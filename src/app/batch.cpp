@@ -29,7 +29,7 @@
 #include "app/options.hpp"
 #include "app/provenance.hpp"
 #include "app/run_figures.hpp"
-#include "app/run_lock.hpp"
+#include "io/run_lock.hpp"
 #include "model/classify.hpp"
 #include "core/error.hpp"
 #include "core/threads.hpp"

@@ -1,5 +1,5 @@
 // run_lock.cpp - flock on the output folder and the manifest (see run_lock.hpp).
-#include "app/run_lock.hpp"
+#include "io/run_lock.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
