@@ -152,7 +152,7 @@ EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
   }
   for (const ResolvedView& v : ctx.views) {
     ctx.class_specific = ctx.class_specific || v.class_specific;
-    ctx.keep_full = ctx.keep_full || v.spec.kind == ViewKind::Rollout;
+    ctx.keep_full = ctx.keep_full || v.spec.kind == ViewKind::Rollout || has_token_query(v);
   }
   if (opt.sanity)  // cascading: the top k blocks re-initialised, k = 1..depth (fixed seed)
     for (int k = 1; k <= hp.depth; ++k) ctx.randomised.push_back(randomise_blocks(model, hp.depth - k, 20181));

@@ -27,16 +27,18 @@ namespace {
 struct ImagePass {
   ForwardResult fwd;
   std::optional<ForwardTape> tape;
-  ViewPass on(const ViTWeights& model) const { return {&model, &fwd, tape ? &*tape : nullptr}; }
+  Box box;  // the model input's box in the photo: pixel queries
+  ViewPass on(const ViTWeights& model) const { return {&model, &fwd, tape ? &*tape : nullptr, &box}; }
 };
 
 ImagePass run_passes(const EvalContext& ctx, const ViTWeights& model, const ModelInput& in) {
   ForwardOptions fo;
   fo.last_layer = model.hp.depth - 1;
-  fo.keep_full = ctx.keep_full;  // rollout (attention_rollout) reads every block's full matrices
+  fo.keep_full = ctx.keep_full;  // rollout and token queries read every block's full matrices
   fo.to_end = model.head.present();
   ImagePass p;
   p.fwd = vit_forward(model, in.chw.data(), fo);
+  p.box = in.box;
   if (ctx.class_specific && !p.fwd.logits.empty()) p.tape = vit_forward_tape(model, in.chw.data());
   return p;
 }

@@ -273,7 +273,7 @@ bool compute_rows(const FigurePlan& p, const ViTWeights& model, const std::vecto
                                        hp.crop_pct.value_or(0.875f));
       box_pixels(mi.box, r.photo.width, r.photo.height, &r.box.x0, &r.box.y0, &r.box.w, &r.box.h);
       std::vector<float> logits;
-      r.maps = compute_views(model, mi.chw.data(), views, p.classes, &logits);
+      r.maps = compute_views(model, mi.chw.data(), views, p.classes, &logits, &mi.box);
       for (const ViewMap& m : r.maps)
         if (m.class_index >= 0) r.class_index = m.class_index;
     }
@@ -410,7 +410,7 @@ int run_figure(const FigureArgs& a) {
   std::vector<FigureRow> rows;
   for (const FigureImage& im : images) {
     FigureRow r{row_label(p, im, hp), &im.photo, im.box, {}};
-    for (const ViewMap& m : im.maps) r.maps.push_back(GridMap{m.map, hp.grid_w, hp.grid_h});
+    for (const ViewMap& m : im.maps) r.maps.push_back(GridMap{m.map, hp.grid_w, hp.grid_h, m.marked});
     rows.push_back(std::move(r));
   }
   ComparisonOptions co;

@@ -30,6 +30,8 @@ struct CliArgs {
       threshold_s, pos_interp_s;
   std::vector<std::string> strip_v;  // --strip, repeatable
   std::string layers_s;               // --layers all
+  std::string query_s, column_s;      // --query TOKEN, --column r<row>c<col>
+  bool received = false;              // --received
   std::string key_s;                  // --key: the state dict inside a torch.save checkpoint
   std::string act_s, pool_s;          // --act, --pool: settings a checkpoint cannot hold
   std::string class_s, gradcam_layer_s;  // --class, --gradcam-layer (with --explain)

@@ -27,6 +27,20 @@ void add_model_flags(CLI::App* cmd, CliArgs& a) {
   cmd->add_option("--pool", a.pool_s, "what the classifier reads: cls | mean | mean-all | map, for checkpoints that cannot say it (vit-pytorch before 2025-11)");
 }
 
+// render's token-query flags (issue 27): the line of attention the single view, --layers all and the strips read.
+void add_query_options(CLI::App* render, CliArgs& a) {
+  render->add_option("--query", a.query_s,
+                     "the row of this query token instead of the class token's: r<row>c<col> (a patch of the grid, "
+                     "0-based), x<x>y<y> (the patch under that photo pixel), cls, dist or reg<k>; for the single view, "
+                     "--layers all and the strips (in --views: L5/h3:q=r7c3)");
+  render->add_option("--column", a.column_s,
+                     "r<row>c<col>: that key patch's column instead of a row - the attention each query patch pays to it "
+                     "(in --views: L5/h3:k=r7c3)");
+  render->add_flag("--received", a.received,
+                   "the attention each patch receives, averaged over every query token (column means; in --views: "
+                   "L5/h3:received)");
+}
+
 // attnmap render: its option table.
 CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
   RenderOptions& ro = a.ro;
@@ -64,6 +78,7 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
                      "several views from one forward pass, comma-separated, named as eval prints them; " +
                          view_grammar() + "; each view's files are NAME.<view>.png (L3/mean -> NAME.L3-mean.png); "
                          "one view keeps NAME.png");
+  add_query_options(render, a);
   render->add_option("--layers", a.layers_s, "all: the view L<l>/<--head> for every block l (with --views: added to them)");
   // Figures (docs/figures.md).
   render->add_flag("--panel", ro.panel, "also write NAME.panel.*: photo | map alone | overlay, a title and a colour bar");
@@ -83,7 +98,7 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
                                        "figures (default: none in NAME.png, 300 in figures)");
   render->add_option("--figure-format", a.formats_s, "formats of the figures: png, pdf, svg, comma-separated")
       ->capture_default_str();
-  // Class-specific explanations (issue 19): options only; app/explain_render.cpp checks and draws them.
+  // Class-specific explanations (issue 19): the views chefer, gradcam, attn-grad (maps/views.cpp's kMethods).
   render->add_option("--explain", ro.explain,
                      "draw a class-specific explanation instead of attention: chefer (Chefer et al. 2021, every "
                      "block) | gradcam (Grad-CAM on a block's norm1 tokens) | attn-grad (--layer's attention x "
@@ -101,8 +116,7 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
   render->add_flag("--all-heads", ro.all_heads, "with --save-raw: write every head, shape (H, grid_h, grid_w)");
   render->add_flag("-q,--quiet", ro.quiet, "print only errors");
   render->add_option("-j,--jobs", bo.jobs, "images rendered at once (default: the number of cores)");
-  // No CLI11 delimiter: it drops empty items ("png,,jpg"); parse_extensions splits and refuses them.
-  // One value per --ext (it may be repeated): as a list it swallowed the inputs after it.
+  // One value per --ext, repeatable (a list swallowed the inputs); parse_extensions splits and refuses "png,,jpg".
   render->add_option("--ext", bo.ext, "extensions picked in folders, e.g. jpg,png (default: every format attnmap reads)")
       ->expected(1)
       ->allow_extra_args(false)
@@ -233,6 +247,13 @@ void apply_view_options(CliArgs& a) {
     else if (item == "layers") ro.strip_layers = true;
     else throw Error("--strip expects layers or heads, found '" + item + "'");
   }
+  const int queries = !a.query_s.empty() + !a.column_s.empty() + a.received;
+  if (queries > 1) throw Error("--query, --column and --received each name the line to read; give one");
+  const std::string query = !a.query_s.empty() ? "q=" + a.query_s : !a.column_s.empty() ? "k=" + a.column_s
+                            : a.received ? "received" : "";
+  const char* query_flag = !a.query_s.empty() ? "--query" : !a.column_s.empty() ? "--column" : "--received";
+  if (!query.empty()) (void)with_flag(query_flag, [&] { return parse_token_query(query); });
+  ro.query = query;
   if (!a.scale_s.empty()) ro.scale = with_flag("--scale", [&] { return parse_scale(a.scale_s); });
   ro.style = with_flag("--style", [&] { return parse_style(a.style_s); });
   if (!a.dpi_s.empty()) ro.dpi = parse_number_option("--dpi", a.dpi_s);

@@ -122,7 +122,8 @@ StyleOptions style_of(const RenderContext& ctx) {
 // One view of `map` (grid_h, grid_w) over `photo` inside the box (x, y, w, h): a heatmap, or with
 // --threshold the DINO mask, filled and outlined. Sets *flat for a constant heatmap; fills *mask.
 Image draw_view(const Image& photo, int bx, int by, int bw, int bh, const std::vector<float>& map,
-                const RenderContext& ctx, bool* flat, std::vector<uint8_t>* mask, const std::string& units) {
+                const RenderContext& ctx, bool* flat, std::vector<uint8_t>* mask, const std::string& units,
+                int marked) {
   const HParams& hp = ctx.model->hp;
   const RenderOptions& opt = *ctx.opt;
   *flat = false;
@@ -132,12 +133,14 @@ Image draw_view(const Image& photo, int bx, int by, int bw, int bh, const std::v
     // The 0/1 patch mask follows --upsample and is cut at 0.5: nearest gives DINO's exact patch blocks.
     const std::vector<float> up = upsample_map(m01, hp.grid_w, hp.grid_h, bw, bh, opt.upsample);  // (bh, bw)
     const int outline = std::max(1, static_cast<int>(std::lround(std::min(bw, bh) / 150.0)));
-    return draw_mask_overlay(photo, up, bw, bh, bx, by, colormap_lookup(ctx.cmap, 1.0f), opt.alpha, outline);
+    Image out = draw_mask_overlay(photo, up, bw, bh, bx, by, colormap_lookup(ctx.cmap, 1.0f), opt.alpha, outline);
+    outline_patch(out, PhotoBox{bx, by, bw, bh}, hp.grid_w, hp.grid_h, marked);
+    return out;
   }
   // One map is its own figure: --scale map and figure both mean its min-max (today's overlay, byte for byte).
   const Scale scale = single_scale(ctx, map, units.empty() ? map_units(opt) : units);
   *flat = scale.flat();
-  return draw_styled(photo, PhotoBox{bx, by, bw, bh}, GridMap{map, hp.grid_w, hp.grid_h}, scale, style_of(ctx));
+  return draw_styled(photo, PhotoBox{bx, by, bw, bh}, GridMap{map, hp.grid_w, hp.grid_h, marked}, scale, style_of(ctx));
 }
 
 namespace {
@@ -205,7 +208,7 @@ FigureOptions figure_options(const RenderContext& ctx) {
 // mask with --threshold), a colour bar.
 std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, const Image& photo, const PhotoBox& box,
                                      const std::vector<float>& mean_map, const std::vector<std::vector<float>>& head_maps,
-                                     const std::vector<float>& map, const std::string& title) {
+                                     const std::vector<float>& map, const std::string& title, int marked) {
   const HParams& hp = ctx.model->hp;
   const RenderOptions& opt = *ctx.opt;
   // The fused tile: what NAME.png shows; for a single --head, and with --rollout (whose rollout mass is another
@@ -228,9 +231,9 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
     std::vector<uint8_t> mask;
     bool flat = false;
     if (opt.threshold) {
-      tiles.push_back(draw_view(tp.photo, tp.box.x0, tp.box.y0, tp.box.w, tp.box.h, *all[i], ctx, &flat, &mask));
+      tiles.push_back(draw_view(tp.photo, tp.box.x0, tp.box.y0, tp.box.w, tp.box.h, *all[i], ctx, &flat, &mask, "", marked));
     } else {
-      tiles.push_back(draw_styled(tp.photo, tp.box, GridMap{*all[i], hp.grid_w, hp.grid_h},
+      tiles.push_back(draw_styled(tp.photo, tp.box, GridMap{*all[i], hp.grid_w, hp.grid_h, marked},
                                   own_scales(opt) ? single_scale(ctx, *all[i], units) : scale, style_of(ctx)));
     }
     labels.push_back(tile_label(i + 1 == all.size() ? name : "head " + std::to_string(i), *all[i], mask));
@@ -254,7 +257,8 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
 
 // NAME.layers.*: the map at every block (rollout 0..l for every l with --rollout), one row, one scale.
 std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, const Image& photo, const PhotoBox& box,
-                                      const std::vector<std::vector<float>>& layer_maps, const std::string& title) {
+                                      const std::vector<std::vector<float>>& layer_maps, const std::string& title,
+                                      int marked) {
   const HParams& hp = ctx.model->hp;
   const RenderOptions& opt = *ctx.opt;
   std::vector<const std::vector<float>*> all;
@@ -265,7 +269,7 @@ std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, 
   std::vector<Image> tiles;
   std::vector<std::string> labels;
   for (size_t l = 0; l < layer_maps.size(); ++l) {
-    tiles.push_back(draw_styled(tp.photo, tp.box, GridMap{layer_maps[l], hp.grid_w, hp.grid_h},
+    tiles.push_back(draw_styled(tp.photo, tp.box, GridMap{layer_maps[l], hp.grid_w, hp.grid_h, marked},
                                 own_scales(opt) ? single_scale(ctx, layer_maps[l], units) : scale, style_of(ctx)));
     labels.push_back(tile_label((opt.rollout ? "rollout 0\u2013" : "block ") + std::to_string(l), layer_maps[l], {}));
   }

@@ -72,6 +72,9 @@ struct RenderOptions {
   std::optional<int> gradcam_layer;        ///< --gradcam-layer, before resolving negatives (unset: -1)
   // Several views in one run (issue 17; app/views_render.cpp).
   std::string views;                       ///< --views LIST (maps/views.hpp grammar); empty: the single view
+  /// --query TOKEN / --column r<row>c<col> / --received: the token query of the single view, --layers all and
+  /// the strips, as written after a view's ':' ("q=r7c3", "k=r7c3", "received"); empty: the default row
+  std::string query;
   bool layers_all = false;                 ///< --layers all: L0/F .. L<depth-1>/F, F = --head (or the default)
 };
 
@@ -110,6 +113,9 @@ struct RenderContext {
   bool views_given = false;   ///< the user named the views (--views, --layers all): files NAME.<view>.png
   AuxiliaryViews aux;
   ViewSettings view_settings;
+  /// The token query of the single view, --layers all and the strips (--query / --column / --received, or the
+  /// one query every attention or rollout view of --views names): the strips follow the same token.
+  TokenQuery query;
   /// --scale run: one scale per unit ("attention probability", "rollout mass", ...) over every map of the run,
   /// filled after the run's maps are computed and before any is drawn.
   std::map<std::string, Scale> run_scales;
@@ -159,9 +165,10 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
 
 /// One map (grid_h, grid_w) over `photo` inside the box (x, y, w, h): a heatmap (min-max scaled; --scale
 /// fixed bounds; --scale run the run's scale of `units`, default the single view's), or with --threshold
-/// the DINO mask. Sets *flat for a constant heatmap; fills *mask.
+/// the DINO mask. Sets *flat for a constant heatmap; fills *mask. `marked`: a patch to outline (the query's).
 Image draw_view(const Image& photo, int bx, int by, int bw, int bh, const std::vector<float>& map,
-                const RenderContext& ctx, bool* flat, std::vector<uint8_t>* mask, const std::string& units = "");
+                const RenderContext& ctx, bool* flat, std::vector<uint8_t>* mask, const std::string& units = "",
+                int marked = -1);
 
 /// Renders one image: compute_job_views then draw_job_views. Its files: each of the user's views' maps as
 /// NAME.png (one view) or NAME.<tag>.png (per class NAME[.<tag>].class-<label>.png with --class topK, K >= 2),
@@ -192,10 +199,12 @@ std::string figure_title(const Job& job, const HParams& hp, const std::vector<st
 /// (or, for a single --head, `mean_map`), one scale, a colour bar. Returns the paths written.
 std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, const Image& photo, const PhotoBox& box,
                                      const std::vector<float>& mean_map, const std::vector<std::vector<float>>& head_maps,
-                                     const std::vector<float>& map, const std::string& title);
+                                     const std::vector<float>& map, const std::string& title, int marked = -1);
 /// NAME.layers.*: the map at every block (layer_maps, depth x (grid_h, grid_w)), one row, one scale.
+/// `marked` (both strips): the query patch each tile outlines, -1 for none.
 std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, const Image& photo, const PhotoBox& box,
-                                      const std::vector<std::vector<float>>& layer_maps, const std::string& title);
+                                      const std::vector<std::vector<float>>& layer_maps, const std::string& title,
+                                      int marked = -1);
 
 // ---- The views of a run (app/views_render.cpp) ----
 

@@ -46,13 +46,16 @@ ViewSpec single_view(const RenderContext& ctx, const RenderOptions& opt) {
     const std::string flag = "--explain " + v.written;
     if (opt.rollout) throw Error(flag + " cannot be combined with --rollout: both name the map to draw");
     if (opt.all_heads) throw Error(flag + " cannot be combined with --all-heads: it saves the heads of an attention view");
+    if (!opt.query.empty())
+      throw Error(flag + " explains a class; --query, --column and --received choose the row of an attention view");
     return v;
   }
   v.kind = opt.rollout ? ViewKind::Rollout : ViewKind::Attention;
   v.layer = ctx.layer;
   v.head = ctx.head;
   v.written = (opt.rollout ? "rollout/" : "L" + std::to_string(ctx.layer) + "/") + fusion_name(ctx.head, "h") +
-              (opt.rollout ? "@L" + std::to_string(ctx.layer) : "");
+              (opt.rollout ? "@L" + std::to_string(ctx.layer) : "") + (opt.query.empty() ? "" : ":" + opt.query);
+  v.query = ctx.query;
   return v;
 }
 
@@ -62,6 +65,7 @@ ViewSpec single_view(const RenderContext& ctx, const RenderOptions& opt) {
 void add_auxiliary_views(RenderContext& ctx, const HParams& hp, bool has_head) {
   const RenderOptions& opt = *ctx.opt;
   auto add = [&](ViewSpec v) {  // one by one: they may repeat a user's view (not drawn twice as files)
+    v.query = ctx.query;        // the strips follow the run's query token
     ctx.views.push_back(resolve_views({v}, hp, has_head, ctx.view_settings).front());
   };
   if (opt.strip_layers) {
@@ -100,6 +104,26 @@ void check_layer_and_head_apply(const RenderContext& ctx, const RenderOptions& o
     throw Error("--head does not apply to " + what + ": name the fusion in the view (L2/max, L2/h3, rollout/max; "
                 "the class-specific methods average the heads); --head chooses only --layers all's fusion and the "
                 "strips'");
+}
+
+// With --views: --query / --column / --received apply to --layers all and the strips only; without them the
+// strips follow the query every attention or rollout view of --views names (or the default row when they differ).
+void choose_strip_query(RenderContext& ctx, const RenderOptions& opt) {
+  if (!opt.query.empty()) {
+    if (!opt.layers_all && !opt.strip_layers && !opt.heads_grid)
+      throw Error("--query, --column and --received choose the row of the single view, --layers all and the strips; "
+                  "with --views name the query in each view (L5/h3:q=r7c3, rollout:k=r2c4, L3/mean:received)");
+    return;
+  }
+  const ResolvedView* first = nullptr;
+  bool same = true;
+  for (size_t i = 0; i < ctx.user_views; ++i) {
+    const ResolvedView& v = ctx.views[i];
+    if (v.spec.kind != ViewKind::Attention && v.spec.kind != ViewKind::Rollout) continue;
+    if (!first) first = &v;
+    same = same && describe_query(v.spec.query) == describe_query(first->spec.query);
+  }
+  if (first && same) ctx.query = first->spec.query;
 }
 
 // --discard, --class and --gradcam-layer each apply to one kind of view; without it they are refused.
@@ -161,6 +185,7 @@ void make_views_context(RenderContext& ctx, const ViTWeights& model, const Rende
   const HParams& hp = model.hp;
   const bool has_head = model.head.present();
   ctx.views_given = !opt.views.empty() || opt.layers_all;
+  if (!opt.query.empty()) ctx.query = parse_token_query(opt.query);  // checked by the options layer
   std::vector<ViewSpec> specs;
   std::string flag = "--views";
   if (ctx.views_given) {
@@ -171,7 +196,12 @@ void make_views_context(RenderContext& ctx, const ViTWeights& model, const Rende
         throw Error("--views: 'photo' is a column of `attnmap figure`; a render panel shows the photo already");
   } else {
     specs = {single_view(ctx, opt)};
-    flag = !opt.explain.empty() ? "--explain" : opt.rollout ? "--rollout" : "--layer / --head";
+    flag = !opt.explain.empty()           ? "--explain"
+           : opt.query.rfind("q=", 0) == 0 ? "--query"
+           : opt.query.rfind("k=", 0) == 0 ? "--column"
+           : opt.query == "received"       ? "--received"
+           : opt.rollout                   ? "--rollout"
+                                           : "--layer / --head";
   }
   ctx.view_settings.discard = opt.discard;
   try {
@@ -182,12 +212,14 @@ void make_views_context(RenderContext& ctx, const ViTWeights& model, const Rende
   ctx.view_settings.attn_grad_layer = ctx.layer;  // --layer, else the config's default, else the last block
   if (!specs.empty()) ctx.views = resolve_for(flag, specs, hp, has_head, ctx.view_settings);
   if (opt.layers_all)  // every block with the chosen fusion, after --views; a block --views names already is kept once
-    for (const ViewSpec& v : every_layer_views(hp.depth, ctx.head)) {
+    for (ViewSpec v : every_layer_views(hp.depth, ctx.head)) {
+      v.query = ctx.query;
       ResolvedView r = resolve_views({v}, hp, has_head, ctx.view_settings).front();
       if (std::none_of(ctx.views.begin(), ctx.views.end(), [&r](const ResolvedView& u) { return u.name == r.name; }))
         ctx.views.push_back(std::move(r));
     }
   ctx.user_views = ctx.views.size();
+  if (!opt.views.empty()) choose_strip_query(ctx, opt);
   check_layer_and_head_apply(ctx, opt);
   check_view_settings_apply(ctx, model, opt);
   add_auxiliary_views(ctx, hp, has_head);
@@ -206,7 +238,7 @@ ComputedViews compute_job_views(const RenderContext& ctx, const Job& job) {
                                    hp.crop_pct.value_or(0.875f));
   cv.box = in.box;
   std::vector<float> logits;
-  cv.maps = compute_views(model, in.chw.data(), ctx.views, ctx.classes, &logits);
+  cv.maps = compute_views(model, in.chw.data(), ctx.views, ctx.classes, &logits, &in.box);
   if (!logits.empty()) {
     cv.top5 = top_k_classes(logits, hp.labels, 5);
     cv.probs = class_probabilities(logits);
@@ -254,6 +286,7 @@ std::string stats_text(const RenderContext& ctx, const ComputedViews& cv, const 
     st["view"] = v.name;
     if (v.spec.kind == ViewKind::GradCam || v.spec.kind == ViewKind::AttnGrad) st["view_block"] = v.spec.layer;
   }
+  if (m.marked >= 0) st["query_patch"] = {m.marked / hp.grid_w, m.marked % hp.grid_w};  // [row, col]: a pixel query's, placed
   if (m.class_index >= 0) {
     const auto c = static_cast<size_t>(m.class_index);
     st["explained_class"] = {
@@ -313,12 +346,18 @@ std::vector<std::string> write_view_strips(const RenderContext& ctx, const Job& 
                                            const PhotoBox& box, const ComputedViews& cv, const std::string& title) {
   const HParams& hp = ctx.model->hp;
   std::vector<std::string> out;
-  if (ctx.opt->strip_layers) out = write_layers(ctx, job, photo, box, maps_of(cv, ctx.aux.layers, ctx.aux.layers_n), title);
+  int marked = -1;  // the strips' query patch (every auxiliary view reads the same token)
+  for (const ViewMap& m : cv.maps)
+    if (m.view >= ctx.user_views) marked = m.marked;
+  const std::string asked = describe_query(ctx.query);
+  const std::string strip_title = asked.empty() ? title : title + " \u2014 " + asked;
+  if (ctx.opt->strip_layers)
+    out = write_layers(ctx, job, photo, box, maps_of(cv, ctx.aux.layers, ctx.aux.layers_n), strip_title, marked);
   if (ctx.opt->heads_grid) {
     const auto H = static_cast<size_t>(hp.num_heads);
     const std::vector<std::vector<float>> heads = maps_of(cv, ctx.aux.heads, H + 2);  // H heads, mean, fused
     const std::vector<std::vector<float>> head_maps(heads.begin(), heads.begin() + static_cast<long>(H));
-    const auto w = write_heads(ctx, job, photo, box, heads[H], head_maps, heads[H + 1], title);
+    const auto w = write_heads(ctx, job, photo, box, heads[H], head_maps, heads[H + 1], strip_title, marked);
     out.insert(out.end(), w.begin(), w.end());
   }
   return out;
@@ -389,7 +428,7 @@ RenderResult draw_job_views(const RenderContext& run_ctx, const Job& job, const 
     const std::vector<Scale> scales = panel_scales(ctx, rows);
     std::vector<PanelRow> panel;
     for (size_t i = 0; i < rows.size(); ++i)
-      panel.push_back(PanelRow{map_label(ctx, cv, *rows[i]), GridMap{rows[i]->map, hp.grid_w, hp.grid_h}, scales[i]});
+      panel.push_back(PanelRow{map_label(ctx, cv, *rows[i]), GridMap{rows[i]->map, hp.grid_w, hp.grid_h, rows[i]->marked}, scales[i]});
     const auto w = write_panel(job.out_base + ".panel", title, photo, box, panel, style_of(ctx), figure_options(ctx));
     figures.insert(figures.end(), w.begin(), w.end());
   }
@@ -397,7 +436,7 @@ RenderResult draw_job_views(const RenderContext& run_ctx, const Job& job, const 
   for (const ViewMap* m : rows) {
     bool flat = false;
     std::vector<uint8_t> mask;
-    const Image out = draw_view(photo, bx, by, bw, bh, m->map, ctx, &flat, &mask, ctx.views[m->view].units);
+    const Image out = draw_view(photo, bx, by, bw, bh, m->map, ctx, &flat, &mask, ctx.views[m->view].units, m->marked);
     if (flat) res.notes.push_back("the " + map_label(ctx, cv, *m) + " map is constant; drawn flat (no contrast)");
     write_view_files(ctx, cv, plan, out, *m, &res);
     pngs.push_back(res.outputs.back());

@@ -91,9 +91,33 @@ std::vector<float> iso_segments(const std::vector<float>& v, int w, int h, float
   return out;
 }
 
-Image draw_styled(const Image& photo, const PhotoBox& box, const GridMap& map, const Scale& scale,
-                  const StyleOptions& st) {
-  check_fit(photo, box, map, "draw");
+void outline_patch(Image& img, const PhotoBox& box, int grid_w, int grid_h, int patch) {
+  if (patch < 0) return;
+  if (grid_w <= 0 || grid_h <= 0 || patch >= grid_w * grid_h)
+    throw Error("outline_patch: patch " + std::to_string(patch) + " is outside the " + std::to_string(grid_h) + "x" +
+                std::to_string(grid_w) + " grid");
+  const int r = patch / grid_w, c = patch % grid_w;
+  // The cell's pixels, as upsampling lays the grid over the box: [x0, x1) x [y0, y1).
+  const int x0 = box.x0 + static_cast<int>(std::lround(static_cast<double>(c) * box.w / grid_w));
+  const int x1 = box.x0 + static_cast<int>(std::lround(static_cast<double>(c + 1) * box.w / grid_w));
+  const int y0 = box.y0 + static_cast<int>(std::lround(static_cast<double>(r) * box.h / grid_h));
+  const int y1 = box.y0 + static_cast<int>(std::lround(static_cast<double>(r + 1) * box.h / grid_h));
+  const int t = std::max(1, std::min(x1 - x0, y1 - y0) / 12);
+  auto frame = [&](int inset, uint8_t v) {  // a frame `t` wide, `inset` pixels inside the cell's edge
+    for (int y = y0 + inset; y < y1 - inset; ++y)
+      for (int x = x0 + inset; x < x1 - inset; ++x) {
+        const bool edge = x < x0 + inset + t || x >= x1 - inset - t || y < y0 + inset + t || y >= y1 - inset - t;
+        if (edge && x >= 0 && y >= 0 && x < img.width && y < img.height) std::fill_n(&img.rgb[at(x, y, img.width)], 3, v);
+      }
+  };
+  frame(0, 0);
+  frame(t, 255);
+}
+
+namespace {
+
+Image draw_styled_unmarked(const Image& photo, const PhotoBox& box, const GridMap& map, const Scale& scale,
+                           const StyleOptions& st) {
   if (!st.cmap) throw Error("draw: no colour map");
   if (!(st.alpha >= 0.0f && st.alpha <= 1.0f)) throw Error("the opacity must be in [0, 1], found " + std::to_string(st.alpha));
   const std::vector<float> v = scaled_pixels(box, map, scale, st.upsample);  // (box.h, box.w)
@@ -138,6 +162,16 @@ Image draw_styled(const Image& photo, const PhotoBox& box, const GridMap& map, c
   return out;
 }
 
+}  // namespace
+
+Image draw_styled(const Image& photo, const PhotoBox& box, const GridMap& map, const Scale& scale,
+                  const StyleOptions& st) {
+  check_fit(photo, box, map, "draw");
+  Image out = draw_styled_unmarked(photo, box, map, scale, st);
+  outline_patch(out, box, map.grid_w, map.grid_h, map.marked);
+  return out;
+}
+
 Image draw_map_alone(int photo_w, int photo_h, const PhotoBox& box, const GridMap& map, const Scale& scale,
                      const StyleOptions& st) {
   Image out;
@@ -152,6 +186,7 @@ Image draw_map_alone(int photo_w, int photo_h, const PhotoBox& box, const GridMa
       const uint8_t* c = colormap_lookup(st.cmap, v[static_cast<size_t>(y) * static_cast<size_t>(box.w) + static_cast<size_t>(x)]);
       std::copy_n(c, 3, &out.rgb[at(x + box.x0, y + box.y0, photo_w)]);
     }
+  outline_patch(out, box, map.grid_w, map.grid_h, map.marked);
   return out;
 }
 

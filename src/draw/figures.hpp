@@ -34,12 +34,19 @@ struct StyleOptions {
 struct GridMap {
   std::vector<float> values;
   int grid_w = 0, grid_h = 0;
+  int marked = -1;  ///< a patch (row-major grid index) outlined on the drawing: the query patch; -1 none
 };
+
 
 /// Where a map lies on its photo, in whole photo pixels (maps/upsample box_pixels): the model's input box.
 struct PhotoBox {
   int x0 = 0, y0 = 0, w = 0, h = 0;
 };
+
+/// Outlines patch `patch` (row-major over grid_w x grid_h) of the map box on `img`: a white frame inside a
+/// black one, each max(1, cell/12) pixels wide, so that it shows on any colour (issue 27: the query patch).
+/// Nothing for patch < 0. Throws attnmap::Error for a patch outside the grid.
+void outline_patch(Image& img, const PhotoBox& box, int grid_w, int grid_h, int patch);
 
 /// `box` scaled from a photo of photo_w x photo_h pixels to one of to_w x to_h (rounded by box_pixels).
 PhotoBox scale_box(const PhotoBox& box, int photo_w, int photo_h, int to_w, int to_h);

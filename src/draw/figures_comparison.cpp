@@ -172,7 +172,28 @@ struct ComparisonLayout {
   std::vector<HBar> hbars;
   double bars_y = 0, note_y = 0;
   TextStyle label, note;
+  std::vector<std::string> titles;  ///< the column titles as drawn: a long one broken after a comma
+  int title_lines = 1;
 };
+
+// A title's lines ("a,\nb" -> {"a,", "b"}).
+std::vector<std::string> title_lines(const std::string& t) {
+  const size_t nl = t.find('\n');
+  if (nl == std::string::npos) return {t};
+  return {t.substr(0, nl), t.substr(nl + 1)};
+}
+
+// A column title too wide for its cell at the label size, broken after the comma nearest its middle
+// ("block 3, mean, query patch (3, 3)" -> "block 3, mean,\nquery patch (3, 3)"); others unchanged.
+std::string broken_title(Canvas& probe, const std::string& t, const TextStyle& ts, double width) {
+  if (probe.measure(t, ts).w <= width) return t;
+  size_t best = std::string::npos;
+  for (size_t i = t.find(", "); i != std::string::npos; i = t.find(", ", i + 1))
+    if (best == std::string::npos || std::abs(static_cast<double>(i) - static_cast<double>(t.size()) / 2.0) <
+                                         std::abs(static_cast<double>(best) - static_cast<double>(t.size()) / 2.0))
+      best = i;
+  return best == std::string::npos ? t : t.substr(0, best + 1) + "\n" + t.substr(best + 2);
+}
 
 ComparisonLayout comparison_layout(Canvas& probe, const std::vector<std::string>& titles,
                                    const std::vector<FigureRow>& rows, const ComparisonScales& scales,
@@ -198,7 +219,11 @@ ComparisonLayout comparison_layout(Canvas& probe, const std::vector<std::string>
     L.total += L.row_h.back();
   }
   L.total += L.g * static_cast<double>(rows.size() - 1);
-  L.y0 = L.m + std::max(L.line_h + L.g, L.vbar ? L.vbar->above() : 0.0);
+  for (const std::string& t : titles) {
+    L.titles.push_back(broken_title(probe, t, L.label, L.cell_w));
+    if (L.titles.back() != t) L.title_lines = 2;
+  }
+  L.y0 = L.m + std::max(L.title_lines * L.line_h + L.g, L.vbar ? L.vbar->above() : 0.0);
   double y = L.y0 + L.total;
   if (!L.vbar) {
     L.spans = bar_spans(titles, scales.column_scale);
@@ -270,15 +295,19 @@ std::string write_comparison(const std::string& path, const std::vector<std::str
   // Titles, and row labels, in one size: the largest at which each fits (a longer one is shortened then).
   TextStyle title_style = L.label, row_style = L.label;
   for (int k = 0; k < ncols; ++k)
-    title_style.px = std::min(title_style.px, fit(probe, column_titles[static_cast<size_t>(k)], L.label, L.cell_w).px);
+    for (const std::string& line : title_lines(L.titles[static_cast<size_t>(k)]))
+      title_style.px = std::min(title_style.px, fit(probe, line, L.label, L.cell_w).px);
   for (size_t r = 0; r < rows.size(); ++r)
     row_style.px = std::min(row_style.px, fit(probe, rows[r].label, L.label, L.row_h[r]).px);
   const auto written = emit(fs::path(path).replace_extension("").string(), fo, L.w, L.h, [&](Canvas& c) {
     for (int k = 0; k < ncols; ++k) {
-      TextStyle ct = shortened(c, column_titles[static_cast<size_t>(k)], title_style, L.cell_w);
-      ct.align = Align::Center;
-      c.text(column_titles[static_cast<size_t>(k)], ct.width > 0 ? col_x(k) : col_x(k) + L.cell_w / 2,
-             L.y0 - L.line_h - L.g / 2, ct);
+      const std::vector<std::string> lines = title_lines(L.titles[static_cast<size_t>(k)]);
+      for (size_t i = 0; i < lines.size(); ++i) {  // each line on its own, centred (shortened if still too wide)
+        TextStyle ct = shortened(c, lines[i], title_style, L.cell_w);
+        ct.align = Align::Center;
+        c.text(lines[i], ct.width > 0 ? col_x(k) : col_x(k) + L.cell_w / 2,
+               L.y0 - (L.title_lines - static_cast<double>(i)) * L.line_h - L.g / 2, ct);
+      }
     }
     double y = L.y0;
     for (size_t r = 0; r < rows.size(); ++r) {

@@ -159,6 +159,32 @@ std::vector<float> class_row_map(const std::vector<float>& m, const HParams& hp,
   return std::vector<float>(row.begin() + hp.num_prefix, row.begin() + hp.num_prefix + N);
 }
 
+std::vector<float> token_line_map(const float* m, int H, int T, const HParams& hp, const TokenLine& line,
+                                  const HeadSelect& sel) {
+  const int N = hp.grid_w * hp.grid_h, P = hp.num_prefix;
+  if (T != hp.tokens()) throw Error("token_line_map: " + std::to_string(T) + " tokens, the model has " + std::to_string(hp.tokens()));
+  if (line.kind != TokenLine::Kind::ColumnMean && (line.token < 0 || line.token >= T))
+    throw Error("token " + std::to_string(line.token) + " is outside the " + std::to_string(T) + " tokens");
+  const auto TT = static_cast<size_t>(T) * static_cast<size_t>(T);
+  std::vector<float> lines(static_cast<size_t>(H) * static_cast<size_t>(N));  // (H, N): each head's line over the patches
+  for (int h = 0; h < H; ++h) {
+    const float* a = m + static_cast<size_t>(h) * TT;  // (T, T), row = query, column = key
+    float* out = &lines[static_cast<size_t>(h) * static_cast<size_t>(N)];
+    for (int j = 0; j < N; ++j) {
+      if (line.kind == TokenLine::Kind::Row) {
+        out[j] = a[static_cast<size_t>(line.token) * T + static_cast<size_t>(P + j)];
+      } else if (line.kind == TokenLine::Kind::Column) {
+        out[j] = a[static_cast<size_t>(P + j) * T + static_cast<size_t>(line.token)];
+      } else {
+        double sum = 0.0;
+        for (int i = 0; i < T; ++i) sum += a[static_cast<size_t>(i) * T + static_cast<size_t>(P + j)];
+        out[j] = static_cast<float>(sum / T);
+      }
+    }
+  }
+  return fuse_heads(lines.data(), H, N, sel);
+}
+
 MapStats map_statistics(const std::vector<float>& map, int grid_h, int grid_w) {
   if (grid_h <= 0 || grid_w <= 0 || map.size() != static_cast<size_t>(grid_h) * static_cast<size_t>(grid_w))
     throw Error("map_statistics: map of " + std::to_string(map.size()) + " values does not match the grid " +

@@ -77,6 +77,23 @@ std::vector<uint8_t> threshold_mask(const float* a, int n, float threshold);
 /// a model without a class token the mean of the patch tokens' rows (query_row, model/vit.hpp).
 std::vector<float> class_row_map(const std::vector<float>& m, const HParams& hp, int T);
 
+/// Which line of an attention matrix a map is read from (issue 27): a query token's row (what the token
+/// attends to), a key patch's column over the query patches (what attends to that patch), or the column
+/// means over every query token (the attention each patch receives).
+struct TokenLine {
+  enum class Kind { Row, Column, ColumnMean };
+  Kind kind = Kind::Row;
+  int token = 0;  ///< Row: the query token, Column: the key token; index into the T tokens (prefix first)
+};
+
+/// One line of each head of `m` (H, T, T) as `line` says, fused over heads by `sel`, over the patches: a map
+/// (grid_h, grid_w). Row: m[h, token, num_prefix + j]; Column: m[h, num_prefix + i, token]; ColumnMean:
+/// (1/T) sum_i m[h, i, num_prefix + j] (every query, prefix tokens included). A rollout (T, T) is H = 1.
+/// Fusion of the column means is the fusion of the heads' means (mean commutes; max / min are per head).
+/// Throws attnmap::Error for a token outside [0, T) or T != hp.tokens().
+std::vector<float> token_line_map(const float* m, int H, int T, const HParams& hp, const TokenLine& line,
+                                  const HeadSelect& sel);
+
 /// Summary statistics of a map (grid_h, grid_w), for the batch manifest.
 struct MapStats {
   float max = 0.0f;      ///< largest value, as computed (not renormalised)

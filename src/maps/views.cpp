@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -12,8 +13,11 @@
 #include "core/error.hpp"
 #include "model/vit.hpp"
 #include "model/vit_backward.hpp"
+#include "maps/views_internal.hpp"
 
 namespace attnmap {
+
+using namespace view_detail;
 
 namespace {
 
@@ -40,23 +44,6 @@ const MethodRow* method_row(ViewKind kind) {
 
 Error bad_view(const std::string& item, const std::string& why) {
   return Error("'" + item + "': " + why + " (" + view_grammar() + ")");
-}
-
-// 0.1 -> "0.1" (shortest %g form)
-std::string number_text(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-bool parse_int(const std::string& s, int* out) {
-  if (s.empty() || s.size() > 9) return false;
-  size_t i = (s[0] == '-') ? 1 : 0;
-  if (i == s.size()) return false;
-  for (size_t k = i; k < s.size(); ++k)
-    if (!std::isdigit(static_cast<unsigned char>(s[k]))) return false;
-  *out = std::stoi(s);
-  return true;
 }
 
 // "3", "-1", "last" -> a block as written.
@@ -104,7 +91,20 @@ std::optional<ViewSpec> parse_method_view(const std::string& item) {
   return v;
 }
 
+ViewSpec parse_view_body(const std::string& item);
+
 ViewSpec parse_one_view(const std::string& item) {
+  const size_t colon = item.find(':');
+  if (colon == std::string::npos) return parse_view_body(item);
+  ViewSpec v = parse_view_body(item.substr(0, colon));
+  v.written = item;
+  if (v.kind != ViewKind::Attention && v.kind != ViewKind::Rollout)
+    throw bad_view(item, "a token query follows an attention or rollout view only");
+  v.query = parse_query_text(item, item.substr(colon + 1));
+  return v;
+}
+
+ViewSpec parse_view_body(const std::string& item) {
   ViewSpec v;
   v.written = item;
   if (item == "photo") {
@@ -155,7 +155,9 @@ std::string view_grammar() {
   std::string methods;
   for (const MethodRow& m : kMethods) methods += std::string(m.word) + (m.default_layer ? "[@L<layer>]" : "") + ", ";
   return "a view is L<layer>/<fusion> (layer an index, negative from the end, or 'last'; fusion mean, max, min or "
-         "h<head>), rollout[/<fusion>][@L<layer>], probe[/<fusion>], " + methods + "or photo";
+         "h<head>), rollout[/<fusion>][@L<layer>], probe[/<fusion>], " + methods + "or photo; an attention or rollout "
+         "view may end in :q=r<row>c<col> | :q=x<x>y<y> | :q=cls | :q=dist | :q=reg<k> (that token's row), "
+         ":k=r<row>c<col> (that patch's column) or :received";
 }
 
 std::string class_specific_view_words() {
@@ -209,10 +211,20 @@ std::vector<ViewSpec> every_layer_views(int depth, const HeadSelect& fusion) {
 bool is_class_specific(ViewKind kind) { return method_row(kind) != nullptr; }
 
 bool reads_query_rows(const ResolvedView& v) {
-  return v.spec.kind == ViewKind::Attention || v.spec.kind == ViewKind::Rollout;
+  return (v.spec.kind == ViewKind::Attention || v.spec.kind == ViewKind::Rollout) && !has_token_query(v);
 }
 
-std::string describe_view(const ResolvedView& v) {
+namespace {
+
+std::string describe_kind(const ResolvedView& v);
+
+}  // namespace
+
+std::string describe_view(const ResolvedView& v) { return describe_kind(v) + query_words(v.spec.query); }
+
+namespace {
+
+std::string describe_kind(const ResolvedView& v) {
   const std::string block = std::to_string(v.spec.layer);
   const std::string heads = fusion_name(v.spec.head, "head ");  // "head 3", or the fusion over heads: "mean"
   switch (v.spec.kind) {
@@ -226,7 +238,7 @@ std::string describe_view(const ResolvedView& v) {
   return m ? m->label + (m->default_layer ? ", block " + block : std::string()) : v.name;
 }
 
-std::string view_label(const ResolvedView& v) { return describe_view(v); }
+}  // namespace
 
 namespace {
 
@@ -277,13 +289,17 @@ ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, co
       if (v.layer_given) r.name += "@L" + std::to_string(r.spec.layer);
     }
   }
+  if (v.kind == ViewKind::Attention || v.kind == ViewKind::Rollout) {
+    r.spec.query = resolve_query(v, hp);
+    r.name += query_suffix(r.spec.query);
+  }
   r.class_specific = is_class_specific(v.kind);
   const std::string unavailable = r.class_specific ? explanations_unavailable(hp, has_head) : "";
   if (!unavailable.empty())
     throw Error("'" + v.written + "': " + unavailable + " (the attention views still work)");
   r.tag = r.name;
   for (char& c : r.tag)
-    if (c == '/' || c == '@' || c == ' ') c = '-';
+    if (c == '/' || c == '@' || c == ' ' || c == ':' || c == '=') c = '-';
   return r;
 }
 
@@ -300,7 +316,8 @@ std::vector<ResolvedView> resolve_views(const std::vector<ViewSpec>& views, cons
     // the default block is 3).
     const std::string key = std::to_string(static_cast<int>(r.spec.kind)) + "/" +
                             std::to_string(r.spec.layer) + "/" +
-                            fusion_name(r.spec.head, "h") + "/" + number_text(r.discard);
+                            fusion_name(r.spec.head, "h") + "/" + number_text(r.discard) +
+                            (r.spec.query.token == 0 && hp.class_token ? "" : query_suffix(r.spec.query));
     const auto [it, fresh] = seen.emplace(key, r.name);
     if (!fresh) throw Error("'" + v.written + "' names the view " + it->second + " a second time");
     out.push_back(std::move(r));
@@ -309,6 +326,13 @@ std::vector<ResolvedView> resolve_views(const std::vector<ViewSpec>& views, cons
 }
 
 namespace {
+
+// A query view's map from one block's probabilities `m` (H, T, T) fused by the view's heads; a rollout's
+// (T, T) matrix is one "head".
+std::vector<float> query_map(const float* m, int H, int T, const HParams& hp, const ResolvedView& v) {
+  const bool rollout = v.spec.kind == ViewKind::Rollout;
+  return token_line_map(m, rollout ? 1 : H, T, hp, line_of(v), rollout ? HeadSelect{} : v.spec.head);
+}
 
 bool needs_tape(const std::vector<ResolvedView>& views) {
   for (const auto& v : views)
@@ -359,7 +383,9 @@ class Rollouts {
     if (l > last_) return;
     for (auto& a : acc_) a.add_layer(probs);
     for (const auto& [view, g] : group_)
-      if (views_[view].spec.layer == l) maps_[view] = class_row_map(acc_[g].rollout(), hp_, hp_.tokens());
+      if (views_[view].spec.layer == l)
+        maps_[view] = has_token_query(views_[view]) ? query_map(acc_[g].rollout().data(), 1, hp_.tokens(), hp_, views_[view])
+                                                    : class_row_map(acc_[g].rollout(), hp_, hp_.tokens());
   }
   const std::vector<float>& map(size_t view) const { return maps_[view]; }
 
@@ -380,17 +406,52 @@ std::vector<float> probe_map(const ForwardResult& r, const HParams& hp, const He
   return std::vector<float>(row.begin() + hp.num_prefix, row.end());
 }
 
-// The class-agnostic views of one pass: attention from the class rows `rows`, rollouts from `rollouts`.
+// The attention views with a token query, each read from its block's probabilities as the pass goes by
+// (the (H, T, T) matrices are not kept).
+class QueryRows {
+ public:
+  QueryRows(const HParams& hp, const std::vector<ResolvedView>& views) : hp_(hp), views_(views), maps_(views.size()) {}
+  /// Block `l`'s probabilities (H, T, T).
+  void add(int l, const float* probs) {
+    for (size_t i = 0; i < views_.size(); ++i)
+      if (views_[i].spec.kind == ViewKind::Attention && has_token_query(views_[i]) && views_[i].spec.layer == l)
+        maps_[i] = query_map(probs, hp_.num_heads, hp_.tokens(), hp_, views_[i]);
+  }
+  const std::vector<float>& map(size_t view) const { return maps_[view]; }
+
+ private:
+  const HParams& hp_;
+  const std::vector<ResolvedView>& views_;
+  std::vector<std::vector<float>> maps_;  // per view
+};
+
+// The class-agnostic views of one pass: attention from the class rows `rows` (a token query's from
+// `queries`), rollouts from `rollouts`.
 void agnostic_maps(const ViTWeights& model, const ForwardResult& rows, const std::vector<ResolvedView>& views,
-                   const Rollouts& rollouts, std::vector<ViewMap>* out) {
+                   const Rollouts& rollouts, const QueryRows& queries, std::vector<ViewMap>* out) {
   const ViewPass pass{&model, &rows, nullptr};
   for (size_t i = 0; i < views.size(); ++i) {
     const ResolvedView& v = views[i];
+    const int mark = marked_patch(v, model.hp);
     if (v.spec.kind == ViewKind::Rollout)
-      out->push_back(ViewMap{i, -1, rollouts.map(i)});  // accumulated block by block, not from full matrices
+      out->push_back(ViewMap{i, -1, rollouts.map(i), mark});  // accumulated block by block, not from full matrices
+    else if (v.spec.kind == ViewKind::Attention && has_token_query(v))
+      out->push_back(ViewMap{i, -1, queries.map(i), mark});
     else if (v.spec.kind == ViewKind::Attention || v.spec.kind == ViewKind::Probe)
       out->push_back(ViewMap{i, -1, view_map(pass, v, -1)});
   }
+}
+
+// The views with their pixel queries placed for one image.
+std::vector<ResolvedView> placed(const std::vector<ResolvedView>& views, const HParams& hp, const Box* box) {
+  std::vector<ResolvedView> out;
+  out.reserve(views.size());
+  for (const ResolvedView& v : views) {
+    if (v.spec.query.kind == TokenQuery::Kind::Pixel && !box)
+      throw Error("'" + v.name + "': a pixel query needs the photo's box");
+    out.push_back(box ? place_query(v, hp, *box) : v);
+  }
+  return out;
 }
 
 // Puts the maps in view order (agnostic views were appended first).
@@ -405,15 +466,34 @@ std::vector<ViewMap> in_view_order(std::vector<ViewMap> maps, size_t n_views) {
 
 }  // namespace
 
+namespace {
+
+// An attention view with a token query from a pass that kept its block's matrices (keep_full, or a tape).
+std::vector<float> query_view_map(const ViewPass& pass, const ResolvedView& v) {
+  const HParams& hp = pass.model->hp;
+  const size_t HTT = static_cast<size_t>(hp.num_heads) * static_cast<size_t>(hp.tokens()) * static_cast<size_t>(hp.tokens());
+  const auto l = static_cast<size_t>(v.spec.layer);
+  if (pass.fwd && pass.fwd->attn.size() >= (l + 1) * HTT)
+    return query_map(pass.fwd->attn.data() + l * HTT, hp.num_heads, hp.tokens(), hp, v);
+  if (pass.tape && l < pass.tape->blocks.size()) return query_map(pass.tape->blocks[l].probs.data(), hp.num_heads, hp.tokens(), hp, v);
+  throw Error("'" + v.name + "': the forward pass did not keep block " + std::to_string(l) + "'s attention matrices");
+}
+
+}  // namespace
+
 std::vector<float> view_map(const ViewPass& pass, const ResolvedView& v, int class_index) {
   const HParams& hp = pass.model->hp;
   switch (v.spec.kind) {
     case ViewKind::Photo: throw Error("'" + v.name + "' is not a map");
     case ViewKind::Attention:
+      if (has_token_query(v)) return query_view_map(pass, place_query(v, hp, pass.box ? *pass.box : Box{}));
       if (pass.fwd) return class_attention_map(*pass.fwd, hp, v.spec.layer, v.spec.head);
       if (pass.tape) return class_attention_map(rows_of_tape(*pass.tape), hp, v.spec.layer, v.spec.head);
       break;
     case ViewKind::Rollout:
+      if (pass.fwd && has_token_query(v))
+        return query_map(attention_rollout(*pass.fwd, v.spec.layer, v.spec.head, v.discard).data(), 1, pass.fwd->tokens,
+                         hp, place_query(v, hp, pass.box ? *pass.box : Box{}));
       if (pass.fwd) return class_row_map(attention_rollout(*pass.fwd, v.spec.layer, v.spec.head, v.discard), hp, pass.fwd->tokens);
       break;
     case ViewKind::Probe:
@@ -427,15 +507,20 @@ std::vector<float> view_map(const ViewPass& pass, const ResolvedView& v, int cla
 }
 
 std::vector<ViewMap> compute_views(const ViTWeights& model, const float* image,
-                                   const std::vector<ResolvedView>& views, const ClassSpec& classes,
-                                   std::vector<float>* logits) {
+                                   const std::vector<ResolvedView>& run_views, const ClassSpec& classes,
+                                   std::vector<float>* logits, const Box* input_box) {
   const HParams& hp = model.hp;
+  const std::vector<ResolvedView> views = placed(run_views, hp, input_box);
   std::vector<ViewMap> maps;
   Rollouts rollouts(hp, views);
+  QueryRows queries(hp, views);
   if (needs_tape(views)) {
     const ForwardTape tape = vit_forward_tape(model, image);
-    for (size_t l = 0; l < tape.blocks.size(); ++l) rollouts.add(static_cast<int>(l), tape.blocks[l].probs.data());
-    agnostic_maps(model, rows_of_tape(tape), views, rollouts, &maps);
+    for (size_t l = 0; l < tape.blocks.size(); ++l) {
+      rollouts.add(static_cast<int>(l), tape.blocks[l].probs.data());
+      queries.add(static_cast<int>(l), tape.blocks[l].probs.data());
+    }
+    agnostic_maps(model, rows_of_tape(tape), views, rollouts, queries, &maps);
     const std::vector<int> cls = resolve_classes(classes, tape.logits, hp.labels);
     const ViewPass pass{&model, nullptr, &tape};
     for (size_t i = 0; i < views.size(); ++i)
@@ -448,11 +533,18 @@ std::vector<ViewMap> compute_views(const ViTWeights& model, const float* image,
   fo.last_layer = std::max(0, rollouts.last_block());
   for (const auto& v : views)
     if (v.spec.kind == ViewKind::Attention) fo.last_layer = std::max(fo.last_layer, v.spec.layer);
-  if (rollouts.any()) fo.on_probs = [&rollouts](int, int l, const float* probs) { rollouts.add(l, probs); };
+  const bool any_query = std::any_of(views.begin(), views.end(), [](const ResolvedView& v) {
+    return v.spec.kind == ViewKind::Attention && has_token_query(v);
+  });
+  if (rollouts.any() || any_query)
+    fo.on_probs = [&rollouts, &queries](int, int l, const float* probs) {
+      rollouts.add(l, probs);
+      queries.add(l, probs);
+    };
   fo.to_end = model.head.present() ||  // the logits (top-5) need every block, the probe the final tokens
               std::any_of(views.begin(), views.end(), [](const ResolvedView& v) { return v.spec.kind == ViewKind::Probe; });
   const ForwardResult r = vit_forward(model, image, fo);
-  agnostic_maps(model, r, views, rollouts, &maps);
+  agnostic_maps(model, r, views, rollouts, queries, &maps);
   *logits = r.logits;
   return in_view_order(std::move(maps), views.size());
 }

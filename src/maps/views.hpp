@@ -11,6 +11,7 @@
 #include "maps/explain.hpp"
 #include "maps/view_kind.hpp"
 #include "model/classify.hpp"
+#include "model/preprocess.hpp"
 
 namespace attnmap {
 
@@ -25,15 +26,40 @@ namespace attnmap {
 ///   gradcam[@L<layer>]  Grad-CAM on block <layer>'s norm1 (default: the run's --gradcam-layer, else the
 ///   last) attn-grad[@L<layer>] one block's attention x gradient (default: ViewSettings::attn_grad_layer)
 ///   photo               the photo alone (a column of `attnmap figure`; not a map)
+/// An attention or rollout view may end in a token query (issue 27); without one it reads the class token's
+/// row (or, without a class token, the mean of the patch queries' rows):
+///   :q=r<row>c<col>     the row of the query patch at grid row, column (0-based; negative from the end)
+///   :q=x<x>y<y>         the row of the patch under photo pixel (x, y) (the photo as shown, EXIF applied),
+///                       mapped through the run's resize / crop; a point outside the model's box is refused
+///   :q=cls | :q=dist | :q=reg<k>   the row of the class, distillation or k-th register token
+///   :k=r<row>c<col>     the column of a key patch: the attention each query patch pays to it
+///   :received           the attention each patch receives, averaged over every query token (column means)
+/// Examples: "L5/h3:q=r7c3", "rollout:q=x120y85", "L-1/mean:q=reg0", "L2/max:received".
+struct TokenQuery {
+  enum class Kind { ClassRow, Patch, Pixel, Prefix, KeyPatch, Received };
+  Kind kind = Kind::ClassRow;  ///< ClassRow: no query written (the view's default row)
+  int row = 0, col = 0;        ///< Patch / KeyPatch: grid position (resolved: 0-based, in range)
+  double x = 0, y = 0;         ///< Pixel: the photo point in pixels
+  std::string prefix;          ///< Prefix: "cls", "dist" or "reg<k>"
+  int token = -1;              ///< resolved: the token index (prefix first); Pixel: per image (place_query)
+};
+
 struct ViewSpec {
   ViewKind kind = ViewKind::Attention;
   int layer = -1;           ///< Attention / AttnGrad / GradCam: the block as written (negative from the end)
   bool layer_given = true;  ///< false for gradcam / attn-grad without @L: the run's default applies
   HeadSelect head;          ///< Attention / Rollout: how the heads are fused
+  TokenQuery query;         ///< Attention / Rollout: the token whose row (or the patch whose column) is read
   std::optional<double> discard;  ///< Rollout: this view's discard instead of ViewSettings::discard (eval's
                                   ///< selected rollout beside the standard one); its name then says it
   std::string written;
 };
+
+/// A token query as written after a view's ':' ("q=r7c3", "q=x120y85", "q=reg2", "k=r7c3", "received"), not
+/// resolved (render's --query / --key / --received). Throws attnmap::Error naming the text otherwise.
+TokenQuery parse_token_query(const std::string& text);
+/// What a query asks, in words: "query patch (7, 3)", "register 2's row", "attention received"; "" for none.
+std::string describe_query(const TokenQuery& q);
 
 /// The grammar in one sentence, for help texts and messages: "a view is L<layer>/<fusion> (...), rollout...".
 std::string view_grammar();
@@ -72,13 +98,27 @@ ViewSpec parse_class_specific_view(const std::string& word);
 /// this is decided.
 bool is_class_specific(ViewKind kind);
 
-/// Whether a view's map is built from the query rows of attention (the class token's row, or without a class
-/// token the mean of the patch queries' rows): attention and rollout views.
+/// Whether a view's map is built from the default query rows of attention (the class token's row, or without
+/// a class token the mean of the patch queries' rows): attention and rollout views without a token query.
 bool reads_query_rows(const ResolvedView& v);
+
+/// Whether a view reads one token's line other than the default row (a query, a key patch or the column
+/// means): it then needs its block's full (H, T, T) probabilities (ForwardOptions::keep_full for view_map).
+bool has_token_query(const ResolvedView& v);
+
+/// The view with a photo-pixel query placed for one image: the patch under (x, y) of the photo given the
+/// model input's box in the photo (ModelInput::box); other views unchanged. Throws attnmap::Error naming the
+/// view when the point lies outside the box (cropped away, or off the photo).
+ResolvedView place_query(const ResolvedView& v, const HParams& hp, const Box& box);
+
+/// The grid index (row-major) of the patch a figure marks for a view: the query patch or the key patch;
+/// -1 for none (the class token's row, a prefix token's row, the column means, other kinds).
+int marked_patch(const ResolvedView& v, const HParams& hp);
 
 /// What a view shows in words, short enough for a paper figure's column title: "block 1, head 3", "block 3,
 /// mean" (the heads' mean), "rollout 0–3, mean", "pool probe, max", "Chefer relevance", "Grad-CAM, block 11",
-/// "attn × grad, block 2".
+/// "attn × grad, block 2"; a token query adds what is asked: "block 5, head 3, query patch (7, 3)",
+/// "…, query pixel (120, 85)", "…, register 2's row", "…, attention to patch (7, 3)", "…, attention received".
 std::string describe_view(const ResolvedView& v);
 /// A figure row's label: describe_view, the same words for a view in every figure (a render panel of
 /// --layer 1 --head 3 and of --views L1/h3, attnmap figure's columns); files and terminal lines use the name.
@@ -100,6 +140,7 @@ struct ViewMap {
   size_t view = 0;         ///< index into the resolved views
   int class_index = -1;    ///< the explained class; -1 for a class-agnostic view
   std::vector<float> map;  ///< (grid_h, grid_w), row-major, as computed (not rescaled)
+  int marked = -1;         ///< the patch a figure marks (marked_patch of the placed view), -1 for none
 };
 
 /// What one view's map is computed from: one image's pass through `model`. `fwd` holds at least the class
@@ -110,6 +151,7 @@ struct ViewPass {
   const ViTWeights* model = nullptr;
   const ForwardResult* fwd = nullptr;
   const ForwardTape* tape = nullptr;
+  const Box* box = nullptr;  ///< the model input's box in the photo (ModelInput::box), for pixel queries
 };
 
 /// The map (grid_h, grid_w) of one resolved view from one pass; `class_index` is the explained class of a
@@ -127,8 +169,9 @@ std::vector<float> view_map(const ViewPass& pass, const ResolvedView& v, int cla
 /// `classes` is the run's --class (checked by the caller with check_class_spec). Photo views get no map.
 /// Returns the maps in view order (a class-specific view: one per class, most probable first) and sets
 /// *logits (empty without a head). Throws attnmap::Error from the forward / backward passes.
+/// `input_box` (ModelInput::box) places the views' photo-pixel queries (place_query); nullptr when there are none.
 std::vector<ViewMap> compute_views(const ViTWeights& model, const float* image,
                                    const std::vector<ResolvedView>& views, const ClassSpec& classes,
-                                   std::vector<float>* logits);
+                                   std::vector<float>* logits, const Box* input_box = nullptr);
 
 }  // namespace attnmap
