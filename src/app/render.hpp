@@ -31,6 +31,7 @@ enum class OutputKind {
   MapNpy,   ///< the same map as computed (--save-raw), NAME[...].npy
   Sidecar,  ///< the .npy's record, NAME[...].npy.json (with MapNpy)
   Figure,   ///< a figure of the image: NAME.panel.*, NAME.layers.*, NAME.heads.* in every --figure-format
+  Explore,  ///< the image's explorer (--explore, app/explore.hpp): NAME.explore/index.html and its files
 };
 
 /// Everything `attnmap render` was asked to do (filled by the CLI; no maths here).
@@ -73,6 +74,9 @@ struct RenderOptions {
   // Several views in one run (issue 17; app/views_render.cpp).
   std::string views;                       ///< --views LIST (maps/views.hpp grammar); empty: the single view
   bool layers_all = false;                 ///< --layers all: L0/F .. L<depth-1>/F, F = --head (or the default)
+  // The explorer (issue 27; attnmap explore, render --explore; app/explore.hpp).
+  double explore_budget_mb = 8.0;          ///< --budget-mb: the page's data files at most this many MiB
+  std::vector<int> explore_blocks;         ///< --explore-blocks: only these blocks' single heads (empty: as fit)
 };
 
 /// One image to render: where it is read and the output path without extension (".png", ".npy" added).
