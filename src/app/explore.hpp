@@ -51,6 +51,9 @@ std::string explore_page_html(const nlohmann::ordered_json& meta);
 CLI::App* add_explore_options(CLI::App& app, CliArgs& a);
 void check_explore_options(CliArgs& a, const CLI::App& explore);
 
+/// render's --explore, --budget-mb and --explore-blocks (bound to `a`).
+void add_render_explore_options(CLI::App* render, CliArgs& a);
+
 /// --budget-mb and --explore-blocks into `ro` (shared by explore and render --explore).
 void apply_explore_budget(const std::string& budget, const std::string& blocks, RenderOptions& ro);
 

@@ -53,6 +53,15 @@ CLI::App* add_explore_options(CLI::App& app, CliArgs& a) {
   return x;
 }
 
+void add_render_explore_options(CLI::App* render, CliArgs& a) {
+  RenderOptions& ro = a.ro;
+  render->add_flag_callback("--explore", [&ro] { ro.map_files.push_back(OutputKind::Explore); },
+                            "also write each image's explorer, NAME.explore/index.html (docs/explore.md), linked "
+                            "from the --gallery");
+  render->add_option("--budget-mb", a.budget_s, "with --explore: the explorer's data files at most this many MiB (default 8)");
+  render->add_option("--explore-blocks", a.explore_blocks_s, "with --explore: single heads only of these blocks");
+}
+
 void apply_explore_budget(const std::string& budget, const std::string& blocks, RenderOptions& ro) {
   if (!budget.empty()) {
     const double mb = parse_number_option("--budget-mb", budget);

@@ -101,11 +101,6 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
                             "also write the map as NumPy .npy (float32, (grid_h, grid_w))");
   render->add_flag("--all-heads", ro.all_heads, "with --save-raw: write every head, shape (H, grid_h, grid_w)");
   render->add_flag("-q,--quiet", ro.quiet, "print only errors");
-  render->add_flag_callback("--explore", [&ro] { ro.map_files.push_back(OutputKind::Explore); },
-                            "also write each image's explorer, NAME.explore/index.html (docs/explore.md), linked "
-                            "from the --gallery");
-  render->add_option("--budget-mb", a.budget_s, "with --explore: the explorer's data files at most this many MiB (default 8)");
-  render->add_option("--explore-blocks", a.explore_blocks_s, "with --explore: single heads only of these blocks");
   render->add_option("-j,--jobs", bo.jobs, "images rendered at once (default: the number of cores)");
   // No CLI11 delimiter: it drops empty items ("png,,jpg"); parse_extensions splits and refuses them.
   // One value per --ext (it may be repeated): as a list it swallowed the inputs after it.
@@ -197,8 +192,10 @@ CLI::App* add_inspect_options(CLI::App& app, CliArgs& a) {
 }  // namespace
 
 Commands add_commands(CLI::App& app, CliArgs& a) {
-  return Commands{add_render_options(app, a), add_eval_options(app, a), add_inspect_options(app, a),
-                  add_figure_options(app, a.figure), add_explore_options(app, a)};
+  const Commands c{add_render_options(app, a), add_eval_options(app, a), add_inspect_options(app, a),
+                   add_figure_options(app, a.figure), add_explore_options(app, a)};
+  add_render_explore_options(c.render, a);  // render --explore, --budget-mb, --explore-blocks
+  return c;
 }
 
 // An empty value given on purpose (--json "", --head "", -w "", --alpha "") is a mistake, not "option not
