@@ -445,6 +445,7 @@ class BatchRun {
     o->outputs = pngs;  // as a rendered image's row lists them: the map PNGs, the .npy files, the figures
     o->outputs.insert(o->outputs.end(), npys.begin(), npys.end());
     for (const std::string& fig : plan.paths(OutputKind::Figure)) o->outputs.push_back(fig);
+    for (const std::string& page : plan.paths(OutputKind::Explore)) o->outputs.push_back(page);
     carry_statistics(job, pngs.front(), npys.empty() ? job.out_base + ".npy" : npys.front(), o);
     carry_made_by(job, o);
   }

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "app/batch.hpp"
+#include "app/explore.hpp"
 #include "app/inspect.hpp"
 #include "app/options.hpp"
 #include "app/paths.hpp"
@@ -61,6 +62,10 @@ int run_inspect(const attnmap::CliArgs& a, const CLI::App& inspect) {
 // Runs the parsed command; throws attnmap::Error for an option value it refuses.
 int run_command(attnmap::CliArgs& a, const attnmap::Commands& c) {
   if (c.inspect->parsed()) return run_inspect(a, *c.inspect);
+  if (c.explore->parsed()) {
+    attnmap::check_explore_options(a, *c.explore);
+    return attnmap::run_explore(a.ro);
+  }
   if (c.figure->parsed()) {
     attnmap::refuse_empty_values(*c.figure);
     return attnmap::run_figure(a.figure);

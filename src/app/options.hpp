@@ -45,6 +45,8 @@ struct CliArgs {
   std::string inspect_weights;
   int inspect_heads = 0;
   FigureArgs figure;  // attnmap figure (app/figure_cmd.cpp)
+  std::string budget_s, explore_blocks_s;  // --budget-mb, --explore-blocks (explore, render --explore)
+  bool no_npy = false;                     // explore --no-npy
 };
 
 
@@ -54,6 +56,7 @@ struct Commands {
   CLI::App* eval;
   CLI::App* inspect;
   CLI::App* figure;
+  CLI::App* explore;  ///< app/explore_cmd.cpp
 };
 
 /// Adds render, eval, inspect (their tables: app/options_cli.cpp) and figure (figure_cmd.cpp's) to `app`.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "app/explore.hpp"
 #include "app/options.hpp"
 #include "app/walk.hpp"
 #include "draw/colormap.hpp"
@@ -205,8 +206,10 @@ CLI::App* add_inspect_options(CLI::App& app, CliArgs& a) {
 }  // namespace
 
 Commands add_commands(CLI::App& app, CliArgs& a) {
-  return Commands{add_render_options(app, a), add_eval_options(app, a), add_inspect_options(app, a),
-                  add_figure_options(app, a.figure)};
+  const Commands c{add_render_options(app, a), add_eval_options(app, a), add_inspect_options(app, a),
+                   add_figure_options(app, a.figure), add_explore_options(app, a)};
+  add_render_explore_options(c.render, a);  // render --explore, --budget-mb, --explore-blocks
+  return c;
 }
 
 // An empty value given on purpose (--json "", --head "", -w "", --alpha "") is a mistake, not "option not
@@ -281,6 +284,11 @@ void apply_run_options(CliArgs& a, const Commands& c) {
   bo.ext = parse_extensions(bo.ext);
   if (!a.shard_s.empty()) parse_shard(a.shard_s, &bo.shard_index, &bo.shard_count);
   bo.sheet_columns_given = c.render->count("--sheet-columns") > 0;
+  if (c.render->parsed()) {
+    if ((!a.budget_s.empty() || !a.explore_blocks_s.empty()) && !ro.writes(OutputKind::Explore))
+      throw Error("--budget-mb and --explore-blocks apply to --explore");
+    apply_explore_budget(a.budget_s, a.explore_blocks_s, ro);
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "app/explore.hpp"
 #include "app/provenance.hpp"
 #include "core/error.hpp"
 #include "io/image_io.hpp"
@@ -49,6 +50,8 @@ OutputPlan plan_outputs(const RenderContext& ctx, const Job& job, const std::vec
     if (opt.strip_layers) plan.files.push_back({job.out_base + ".layers" + ext, OutputKind::Figure, 0, -1});
     if (opt.heads_grid) plan.files.push_back({job.out_base + ".heads" + ext, OutputKind::Figure, 0, -1});
   }
+  if (opt.writes(OutputKind::Explore))  // the explorer (app/explore.hpp): its index.html, written last of its files
+    plan.files.push_back({job.out_base + ".explore/index.html", OutputKind::Explore, 0, -1});
   for (size_t i = 0; i < ctx.user_views; ++i) {
     const ResolvedView& v = ctx.views[i];
     const std::string base = view_base(ctx, job, v);
@@ -81,6 +84,10 @@ FoundOutput find_output(const PlannedFile& f) {
       o.record = png ? read_png_provenance(f.path) : read_figure_record(f.path);
       o.ours = o.record.has_value() || (png && written_by_attnmap(f.path));
       o.complete = o.ours;
+      break;
+    case OutputKind::Explore:
+      o.record = read_explorer_record(f.path);
+      o.ours = o.complete = o.record.has_value();
       break;
   }
   return o;
@@ -116,7 +123,7 @@ std::vector<std::string> write_map_files(const RenderContext& ctx, const OutputP
   std::vector<std::string> written;
   for (const PlannedFile& f : plan.files) {
     // A class-specific view's one file (one class asked) is planned without its class.
-    if (f.kind == OutputKind::Figure || f.view != view || (f.class_index >= 0 && f.class_index != class_index)) continue;
+    if (f.kind == OutputKind::Figure || f.kind == OutputKind::Explore || f.view != view || (f.class_index >= 0 && f.class_index != class_index)) continue;
     switch (f.kind) {
       case OutputKind::MapNpy:
         write_map_npy(ctx, f, *data.raw, data.raw_shape);
@@ -126,6 +133,7 @@ std::vector<std::string> write_map_files(const RenderContext& ctx, const OutputP
         break;
       case OutputKind::Sidecar:  // written with its .npy
       case OutputKind::Figure:
+      case OutputKind::Explore:  // written by the render (draw_job_views)
         continue;
     }
     written.push_back(f.path);

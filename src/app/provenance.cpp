@@ -120,6 +120,8 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
   if (opt.style != Style::Overlay) r["style"] = opt.style == Style::Mask ? "mask" : "contour";
   if (opt.alpha_by_value) r["alpha_by_value"] = true;
   if (opt.dpi) r["dpi"] = *opt.dpi;
+  if (opt.writes(OutputKind::Explore))  // the explorer's data (--explore, attnmap explore): what it stores
+    r["explore"] = {{"budget_mb", opt.explore_budget_mb}, {"blocks", opt.explore_blocks}, {"discard", opt.discard}};
   return r;
 }
 

@@ -31,6 +31,7 @@ enum class OutputKind {
   MapNpy,   ///< the same map as computed (--save-raw), NAME[...].npy
   Sidecar,  ///< the .npy's record, NAME[...].npy.json (with MapNpy)
   Figure,   ///< a figure of the image: NAME.panel.*, NAME.layers.*, NAME.heads.* in every --figure-format
+  Explore,  ///< the image's explorer (--explore, app/explore.hpp): NAME.explore/index.html and its files
 };
 
 /// Everything `attnmap render` was asked to do (filled by the CLI; no maths here).
@@ -76,6 +77,9 @@ struct RenderOptions {
   /// the strips, as written after a view's ':' ("q=r7c3", "k=r7c3", "received"); empty: the default row
   std::string query;
   bool layers_all = false;                 ///< --layers all: L0/F .. L<depth-1>/F, F = --head (or the default)
+  // The explorer (issue 27; attnmap explore, render --explore; app/explore.hpp).
+  double explore_budget_mb = 8.0;          ///< --budget-mb: the page's data files at most this many MiB
+  std::vector<int> explore_blocks;         ///< --explore-blocks: only these blocks' single heads (empty: as fit)
 };
 
 /// One image to render: where it is read and the output path without extension (".png", ".npy" added).

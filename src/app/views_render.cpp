@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "app/explore.hpp"
 #include "app/provenance.hpp"
 #include "app/options.hpp"
 #include "app/output_plan.hpp"
@@ -424,6 +425,9 @@ RenderResult draw_job_views(const RenderContext& run_ctx, const Job& job, const 
   for (const ViewMap& m : cv.maps)
     if (m.view < ctx.user_views) rows.push_back(&m);
   std::vector<std::string> figures = write_view_strips(ctx, job, photo, box, cv, title);
+  if (opt.writes(OutputKind::Explore))  // its own forward pass with every attention matrix (app/explore.hpp)
+    figures.push_back(write_explorer(ctx, job.input, job.out_base + ".explore", ctx.provenance,
+                                     opt.writes(OutputKind::MapNpy)).index);
   if (opt.panel) {
     const std::vector<Scale> scales = panel_scales(ctx, rows);
     std::vector<PanelRow> panel;

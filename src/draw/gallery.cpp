@@ -120,9 +120,14 @@ std::string row_html(const std::string& dir, const GalleryEntry& e, size_t i, bo
   }
   r += "<td class=\"thumb\">" + t + "</td>";
   std::string files = "<div class=\"name\">" + html_text(e.input) + "</div>";
-  for (const std::string& o : e.outputs)
-    files += "<a class=\"out\" href=\"" + relative_url(o, dir) + "\">" + html_text(fs::path(o).filename().string()) +
-             "</a> ";
+  for (const std::string& o : e.outputs) {
+    // An explorer (render --explore: NAME.explore/index.html) is linked by its folder's name.
+    const fs::path op(o);
+    const std::string folder = op.parent_path().filename().string();
+    const bool page = op.filename() == "index.html" && folder.size() > 8 && folder.compare(folder.size() - 8, 8, ".explore") == 0;
+    files += std::string("<a class=\"out") + (page ? " explore" : "") + "\" href=\"" + relative_url(o, dir) + "\">" +
+             html_text(page ? folder : op.filename().string()) + "</a> ";
+  }
   r += cell("file", e.input, files);
   std::string st = "<span class=\"st " + html_escape(e.status) + "\">" + html_escape(e.status) + "</span>";
   if (!e.error.empty()) st += "<div class=\"err\">" + html_text(e.error) + "</div>";

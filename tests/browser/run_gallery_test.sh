@@ -8,19 +8,9 @@
 # Missing node, chromium or the npm package is a failure with what to run, never a silent skip: CI installs
 # them (tools/deps.sh test, then npm ci in tests/browser: tools/test.sh does both).
 set -euo pipefail
-src="$1"
-bin="$2"
-out="$3"
-here="$src/tests/browser"
-chromium="${CHROMIUM:-/usr/bin/chromium}"
-fail() {
-  echo "Gallery.Browser: $*" >&2
-  exit 1
-}
-command -v node >/dev/null 2>&1 || fail "node is not installed: run 'bash tools/deps.sh test' (Debian nodejs npm chromium)"
-[ -x "$chromium" ] || fail "$chromium is missing: run 'bash tools/deps.sh test' (Debian chromium), or set CHROMIUM"
-[ -f "$here/node_modules/puppeteer-core/package.json" ] ||
-  fail "puppeteer-core is not installed in $here: run 'cd $here && npm ci' (tools/test.sh does)"
+TEST_NAME=Gallery.Browser
+# shellcheck source=browser_tools.sh
+source "$(dirname "$0")/browser_tools.sh"
 
 rm -rf "$out"
 mkdir -p "$out/inputs"

@@ -1,0 +1,203 @@
+// explore_test.mjs - opens an explorer page (attnmap explore) in Debian's chromium, headless, through
+// puppeteer-core, from file:// with every request that is not a file of the page's folder failed, and checks
+// it against the exact numbers in attention.npy beside it: for a set of query patches (corners among them),
+// the class-token button, several blocks and heads, fusions and rollout, (a) the weight shown for a hovered
+// key patch and the prefix keys' weights, to the stated quantisation precision (half a level of the row's
+// patch range, 1/510 of it; prefix keys exact float32), and (b) the heatmap's pixel at that key patch: the
+// colour map's entry for the value on the current scale, within one level. Saves a screenshot.
+//   usage: node explore_test.mjs INDEX_HTML SCREENSHOT_PNG
+import puppeteer from 'puppeteer-core';
+import fs from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const [indexHtml, shot] = process.argv.slice(2);
+if (!indexHtml || !shot) {
+  console.error('usage: node explore_test.mjs INDEX_HTML SCREENSHOT_PNG');
+  process.exit(2);
+}
+const dir = path.dirname(path.resolve(indexHtml));
+const dirUrl = pathToFileURL(dir).href + '/';
+let passed = 0, failed = 0;
+function check(ok, what) {
+  if (ok) { passed++; console.log('ok: ' + what); } else { failed++; console.log('FAILED: ' + what); }
+}
+
+// attention.npy: float32 little-endian, C order, shape (L, H, T, T).
+function readNpy(file) {
+  const b = fs.readFileSync(file);
+  const hlen = b.readUInt16LE(8), header = b.toString('latin1', 10, 10 + hlen);
+  if (!header.includes("'<f4'") || !header.includes("'fortran_order': False")) throw new Error('unexpected .npy ' + header);
+  const shape = header.match(/'shape': \(([^)]*)\)/)[1].split(',').filter((s) => s.trim()).map(Number);
+  const off = 10 + hlen, data = new Float32Array(b.buffer.slice(b.byteOffset + off, b.byteOffset + b.length));
+  return { shape, data };
+}
+const A = readNpy(path.join(dir, 'attention.npy'));
+const [L, H, T] = A.shape;
+const at = (l, h, i, k) => A.data[((l * H + h) * T + i) * T + k];
+
+// The exact row of a map: one head, the mean / max / min over heads, or rollout through blocks 0..l (heads
+// averaged, A_hat = (A + I)/2 rows normalised, R = A_hat_l ... A_hat_0: maps/attention_maps.hpp), in doubles.
+const rolloutCache = {};
+function rollout(l) {
+  if (rolloutCache[l]) return rolloutCache[l];
+  let R = null;
+  for (let b = 0; b <= l; b++) {
+    const Ah = new Float64Array(T * T);
+    for (let i = 0; i < T; i++) {
+      let s = 0;
+      for (let k = 0; k < T; k++) {
+        let m = 0;
+        for (let h = 0; h < H; h++) m += at(b, h, i, k);
+        Ah[i * T + k] = (m / H + (i === k ? 1 : 0)) / 2;
+        s += Ah[i * T + k];
+      }
+      for (let k = 0; k < T; k++) Ah[i * T + k] /= s;
+    }
+    if (!R) { R = Ah; continue; }
+    const N2 = new Float64Array(T * T);
+    for (let i = 0; i < T; i++)
+      for (let j = 0; j < T; j++) {
+        const a = Ah[i * T + j];
+        if (a !== 0) for (let k = 0; k < T; k++) N2[i * T + k] += a * R[j * T + k];
+      }
+    R = N2;
+  }
+  return (rolloutCache[l] = R);
+}
+function exactRow(l, head, i) {
+  const r = new Float64Array(T);
+  if (head === 'rollout') { const R = rollout(l); for (let k = 0; k < T; k++) r[k] = R[i * T + k]; return r; }
+  if (head[0] === 'h') { const h = Number(head.slice(1)); for (let k = 0; k < T; k++) r[k] = at(l, h, i, k); return r; }
+  for (let k = 0; k < T; k++) {
+    const v = []; for (let h = 0; h < H; h++) v.push(at(l, h, i, k));
+    r[k] = head === 'mean' ? v.reduce((a, b) => a + b, 0) / H : head === 'max' ? Math.max(...v) : Math.min(...v);
+  }
+  return r;
+}
+
+const noSandbox = process.getuid() === 0 || process.env.CHROMIUM_NO_SANDBOX === '1';
+const browser = await puppeteer.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: [...(noSandbox ? ['--no-sandbox'] : []), '--disable-gpu'],
+});
+try {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1280, height: 900 });
+  await page.setOfflineMode(true);  // the network off
+  await page.setRequestInterception(true);
+  const outside = [];
+  page.on('request', (r) => {
+    if (r.url().startsWith(dirUrl)) r.continue();
+    else { outside.push(r.url()); r.abort('blockedbyclient'); }
+  });
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.goto(pathToFileURL(path.resolve(indexHtml)).href, { waitUntil: 'load' });
+  await page.waitForFunction(() => window.attnmap && (window.attnmap.drawn > 0 || window.attnmap.error), { timeout: 20000 });
+  const meta = await page.evaluate(() => window.attnmap.meta);
+  const P = meta.prefix.length, [GW, GH] = meta.grid;
+  check(meta.blocks === L && meta.heads === H && meta.tokens === T, `the page's shape (${meta.blocks}, ${meta.heads}, ${meta.tokens}) is the .npy's`);
+  const lut = meta.lut;
+
+  const drawn = () => page.evaluate(() => window.attnmap.drawn);
+  async function settle(before) {
+    await page.waitForFunction((n) => window.attnmap.drawn > n || window.attnmap.error, { timeout: 20000 }, before);
+    const e = await page.evaluate(() => window.attnmap.error);
+    if (e) throw new Error(e);
+  }
+  async function patchPoint(k) {
+    const b = await (await page.$('#marks')).boundingBox();
+    return [b.x + ((k % GW) + 0.5) * b.width / GW, b.y + (Math.floor(k / GW) + 0.5) * b.height / GH];
+  }
+  async function choose(block, head) {
+    let n = await drawn();
+    if (await page.$eval('#block', (e) => e.value) !== String(block)) { await page.select('#block', String(block)); await settle(n); }
+    n = await drawn();
+    if (await page.$eval('#head', (e) => e.value) !== head) { await page.select('#head', head); await settle(n); }
+  }
+  // One case: query (a patch index, or a prefix token by its button), key patch k.
+  async function probe(block, head, query, k, what) {
+    await choose(block, head);
+    if (query.prefix !== undefined) {
+      const n = await drawn();
+      await page.click(`#prefix button[data-token="${query.prefix}"]`); await settle(n);
+    } else {
+      const [x, y] = await patchPoint(query.patch);
+      await page.mouse.click(x, y);
+    }
+    const [kx, ky] = await patchPoint(k);
+    await page.mouse.move(kx, ky);
+    const st = await page.evaluate((kk) => {
+      const c = document.getElementById('heat'), px = c.getContext('2d').getImageData(kk[0], kk[1], 1, 1).data;
+      const kv = document.getElementById('keyval');
+      return { state: { ...window.attnmap.state }, v: kv ? Number(kv.dataset.v) : NaN, text: kv ? kv.textContent : '',
+        pre: Array.from(document.querySelectorAll('#prefixvals .pv')).map((e) => Number(e.dataset.v)), px: Array.from(px).slice(0, 3) };
+    }, [k % GW, Math.floor(k / GW)]);
+    const qi = query.prefix !== undefined ? query.prefix : P + query.patch;
+    const row = exactRow(block, head, qi), patches = Array.from(row.slice(P));
+    const lo = Math.min(...patches), hi = Math.max(...patches), want = row[P + k], tol = (hi - lo) / 510 + 1e-7 * hi;
+    const label = `${what}: block ${block} ${head}, query token ${qi}, key patch ${k}`;
+    check(st.state.query === qi && st.state.block === block && st.state.head === head, label + ': the page shows that row');
+    check(Math.abs(st.v - want) <= tol, `${label}: shown ${st.v} vs .npy ${want} (tolerance ${tol.toExponential(2)})`);
+    check(Math.abs(Number(st.text) - st.v) <= 5e-4 * Math.abs(st.v) + 1e-12, `${label}: the text ${st.text} is the value to 4 digits`);
+    const preOk = st.pre.length === P && st.pre.every((v, i) => Math.abs(v - row[i]) <= 1e-6 * Math.max(1e-30, Math.abs(row[i])) + (head === 'rollout' || head === 'mean' ? 1e-7 : 0));
+    check(preOk, `${label}: prefix keys ${st.pre.map((v) => v.toPrecision(6))} = .npy ${Array.from(row.slice(0, P)).map((v) => v.toPrecision(6))}`);
+    const [vmin, vmax] = st.state.scale === 'one' ? [0, 1] : st.state.scale === 'block' ? [0, meta.map_max[block][meta.fused.indexOf(head) >= 0 ? meta.fused.indexOf(head) : meta.fused.length + Number(head.slice(1))]] : [lo, hi];
+    const level = vmax > vmin ? Math.floor(Math.min(1, Math.max(0, (want - vmin) / (vmax - vmin))) * 255 + 0.5) : 0;
+    const near = [level - 1, level, level + 1].filter((x) => x >= 0 && x < 256)
+      .some((x) => lut[3 * x] === st.px[0] && lut[3 * x + 1] === st.px[1] && lut[3 * x + 2] === st.px[2]);
+    check(near, `${label}: pixel rgb(${st.px}) is ${meta.colormap}[${level}±1] = rgb(${lut.slice(3 * level, 3 * level + 3)}) on scale ${st.state.scale}`);
+  }
+
+  const last = GW * GH - 1, mid = Math.floor(GH / 2) * GW + Math.floor(GW / 2);
+  await probe(L - 1, 'mean', { patch: mid }, 0, 'centre query');
+  await probe(L - 1, 'mean', { patch: 0 }, last, 'top-left corner query');
+  await probe(0, 'h0', { patch: last }, 0, 'bottom-right corner query');
+  await probe(0, 'h' + (H - 1), { patch: GW - 1 }, mid, 'top-right corner query, last head');
+  await probe(Math.min(1, L - 1), 'max', { patch: mid + 1 }, mid, 'max over heads');
+  await probe(Math.min(1, L - 1), 'min', { patch: mid }, mid + GW, 'min over heads');
+  if (P > 0) await probe(L - 1, 'h1', { prefix: 0 }, mid, 'class-token button');
+  await probe(L - 1, 'rollout', { prefix: 0 }, mid, 'rollout, class token');
+  await probe(Math.min(2, L - 1), 'rollout', { patch: mid }, 3, 'rollout, patch query');
+
+  // Keyboard: s switches the scale (per map -> 0..1 -> block max), ArrowRight moves the query, ] the block.
+  await page.keyboard.press('s');
+  await page.waitForFunction(() => window.attnmap.state.scale === 'one');
+  await probe(L - 1, 'h2', { patch: mid }, mid, 'fixed scale 0..1');
+  await page.keyboard.press('s');
+  await page.waitForFunction(() => window.attnmap.state.scale === 'block');
+  await probe(L - 1, 'h2', { patch: mid }, mid - 1, 'fixed scale 0..block max');
+  await page.keyboard.press('s');
+  await page.mouse.move(1, 1);  // off the photo: the pointer no longer names a key
+  const q0 = await page.evaluate(() => window.attnmap.state.query);
+  let n = await drawn();
+  await page.keyboard.press('ArrowRight'); await settle(n);
+  check(await page.evaluate(() => window.attnmap.state.query) === q0 + 1, 'ArrowRight moves the query one patch right');
+  n = await drawn();
+  await page.keyboard.press('[');  await settle(n);
+  check(await page.evaluate(() => window.attnmap.state.block) === L - 2 || L === 1, '[ goes one block down');
+  const heads = await page.$$eval('#heads canvas', (c) => c.length);
+  check(heads === H, `the heads grid shows the block's ${H} heads (${heads})`);
+  const rec = await page.$eval('#record', (e) => e.textContent);
+  check(rec.includes('"weights_sha256"') && rec.includes('"input_sha256"'), 'the provenance record is on the page');
+  const stored = await page.$eval('#stored', (e) => e.textContent);
+  check(/^Stored: /.test(stored), 'the page says what it stores: ' + stored);
+
+  // Back to a centre query, pinned, for the screenshot.
+  const [cx, cy] = await patchPoint(mid - 2 * GW);
+  await page.mouse.click(cx, cy);
+  const [hx, hy] = await patchPoint(mid + 2);
+  await page.mouse.move(hx, hy);
+  check(outside.length === 0, 'no request left ' + dirUrl + (outside.length ? ': ' + outside.join(', ') : ''));
+  check(errors.length === 0, 'no script error' + (errors.length ? ': ' + errors.join('; ') : ''));
+  await page.screenshot({ path: shot, fullPage: true });
+} catch (e) {
+  failed++;
+  console.log('FAILED: ' + (e && e.stack ? e.stack : e));
+} finally {
+  await browser.close();
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

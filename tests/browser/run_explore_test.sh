@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# ctest Explore.Browser: writes an explorer with the real CLI (attnmap explore of data/chelsea.png, the bundled
+# model), moves it elsewhere (its files are relative), then opens it in Debian's chromium, headless, through
+# puppeteer-core (explore_test.mjs): the network off and any request outside the page's folder failed, a set
+# of patches clicked, blocks and heads switched, the numbers shown and the pixels drawn checked against
+# attention.npy. Also `render --gallery --explore`: the gallery links each image's explorer. The screenshot
+# is kept in OUTDIR/explore.png.
+#   usage: run_explore_test.sh SOURCE_DIR ATTNMAP_BIN OUTDIR
+# Missing node, chromium or the npm package is a failure with what to run, never a silent skip.
+set -euo pipefail
+TEST_NAME=Explore.Browser
+# shellcheck source=browser_tools.sh
+source "$(dirname "$0")/browser_tools.sh"
+
+rm -rf "$out"
+mkdir -p "$out"
+"$bin" explore "$src/data/chelsea.png" -o "$out/page" -q
+mv "$out/page" "$out/moved"
+node "$here/explore_test.mjs" "$out/moved/index.html" "$out/explore.png"
+
+# render --gallery --explore: each image's explorer written and linked from its gallery row.
+mkdir -p "$out/inputs"
+cp "$src/data/chelsea.png" "$src/data/composites/0002_bag.png" "$out/inputs/"
+"$bin" render "$out/inputs" -o "$out/run" --gallery "$out/run/gallery" --explore -q
+for name in chelsea 0002_bag; do
+  [ -f "$out/run/$name.explore/index.html" ] || fail "no $out/run/$name.explore/index.html"
+  [ -f "$out/run/$name.explore/data/block00.js" ] || fail "no data files in $out/run/$name.explore"
+  grep -q "href=\"../$name.explore/index.html\"" "$out/run/gallery/index.html" || fail "the gallery does not link $name.explore/index.html"
+done
+echo "Explore.Browser: render --gallery --explore links both explorers"
