@@ -12,6 +12,7 @@
 #include "app/eval_cmd.hpp"
 #include "app/figure_cmd.hpp"
 #include "app/render.hpp"
+#include "app/stats_cmd.hpp"
 #include "core/error.hpp"
 #include "core/setting_ref.hpp"
 
@@ -43,6 +44,7 @@ struct CliArgs {
   std::string inspect_weights;
   int inspect_heads = 0;
   FigureArgs figure;  // attnmap figure (app/figure_cmd.cpp)
+  StatsArgs stats;    // attnmap stats (app/stats_cmd.cpp)
 };
 
 
@@ -52,9 +54,11 @@ struct Commands {
   CLI::App* eval;
   CLI::App* inspect;
   CLI::App* figure;
+  CLI::App* stats;
 };
 
-/// Adds render, eval, inspect (their tables: app/options_cli.cpp) and figure (figure_cmd.cpp's) to `app`.
+/// Adds render, eval, inspect (their tables: app/options_cli.cpp), figure (figure_cmd.cpp's) and stats
+/// (stats_cmd.cpp's) to `app`.
 Commands add_commands(CLI::App& app, CliArgs& a);
 
 /// After parsing, for render and eval: refuses empty values, then parses and checks every option into a.ro,

@@ -192,7 +192,7 @@ CLI::App* add_inspect_options(CLI::App& app, CliArgs& a) {
 
 Commands add_commands(CLI::App& app, CliArgs& a) {
   return Commands{add_render_options(app, a), add_eval_options(app, a), add_inspect_options(app, a),
-                  add_figure_options(app, a.figure)};
+                  add_figure_options(app, a.figure), add_stats_options(app, a.stats)};
 }
 
 // An empty value given on purpose (--json "", --head "", -w "", --alpha "") is a mistake, not "option not
