@@ -119,9 +119,9 @@ class ExploreCli : public TempDirTest {};
 // with what it stores; a budget too small for the heads leaves some out and says so.
 TEST_F(ExploreCli, ErrorsAndBudget) {
   const std::string img = std::string(ATTNMAP_DATA_DIR) + "/chelsea.png", out = q(dir / "x");
-  for (const std::string& bad : {"--budget-mb 0", "--budget-mb x", "--explore-blocks 1,,2", "--explore-blocks -1",
+  for (const char* bad : {"--budget-mb 0", "--budget-mb x", "--explore-blocks 1,,2", "--explore-blocks -1",
                                  "--colormap nope", "--alpha 2", "--resize odd", "--size 100", "--budget-mb ''"}) {
-    const CliRun r = run_attnmap("explore " + q(img) + " -o " + out + " " + bad);
+    const CliRun r = run_attnmap("explore " + q(img) + " -o " + out + " " + std::string(bad));
     EXPECT_EQ(r.status, 2) << bad << ": " << r.err;
     EXPECT_FALSE(fs::exists(dir / "x" / "index.html")) << bad;
   }

@@ -100,8 +100,9 @@ TEST(PthBombs, AreRefusedBeforeInflating) {
     const ChildRun r = in_child([&] { return pth_error(path).find(c.says) != std::string::npos; });
     EXPECT_EQ(r.status, 0);
     EXPECT_LT(r.seconds, 10.0);                 // a loaded 2-core machine; alone it is ~0.05 s
-    if (!kAddressSanitizer)  // (its allocator's own bookkeeping; the plain build bounds the memory)
+    if (!kAddressSanitizer) {  // (its allocator's own bookkeeping; the plain build bounds the memory)
       EXPECT_LT(r.maxrss_kb - base, c.max_growth_mb * 1024) << r.maxrss_kb;  // the old reader: 530 MB to 4.4 GB
+    }
   }
 }
 

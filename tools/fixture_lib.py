@@ -352,7 +352,7 @@ def random_vit_state(gen, *, image_hw, patch, dim, depth, mlp, std, head_classes
     return sd
 
 
-def vit_reference(sd, x, num_heads, eps, *, pos_rows="all", reg_name="reg_token"):
+def vit_reference(sd, x, num_heads, eps, *, pos_rows="all", reg_name="reg_token", hidden=None):
     """Explicit float64 forward of the canonical layout, the token assembly
     written as each source does it:
       timm VisionTransformer._pos_embed: no_embed_class -> x = x + pos, then
@@ -360,7 +360,8 @@ def vit_reference(sd, x, num_heads, eps, *, pos_rows="all", reg_name="reg_token"
       facebookresearch DINOv2 prepare_tokens_with_masks: x = cat(cls, x) + pos,
         then cat(x[:, :1], register_tokens, x[:, 1:]).
     Blocks: x += ls1 * proj(attn(norm1(x))); x += ls2 * mlp(norm2(x)).
-    Returns (attn (L,H,T,T), tokens after the final norm (T,D))."""
+    Returns (attn (L,H,T,T), tokens after the final norm (T,D)). With a list
+    `hidden`, each block's output (the residual stream, (T,D)) is appended to it."""
     W = {k: _t64(v) for k, v in sd.items()}
     img = _t64(x).unsqueeze(0)
     pw = W["patch_embed.proj.weight"]
@@ -396,6 +397,8 @@ def vit_reference(sd, x, num_heads, eps, *, pos_rows="all", reg_name="reg_token"
         y = F.layer_norm(h, (D,), W[p + "norm2.weight"], W[p + "norm2.bias"], eps)
         y = F.gelu(y @ W[p + "mlp.fc1.weight"].T + W[p + "mlp.fc1.bias"]) @ W[p + "mlp.fc2.weight"].T + W[p + "mlp.fc2.bias"]
         h = h + (W[p + "ls2.gamma"] * y if p + "ls2.gamma" in W else y)
+        if hidden is not None:
+            hidden.append(h)
     h = F.layer_norm(h, (D,), W["norm.weight"], W["norm.bias"], eps)
     return torch.stack(attns, 0), h
 

@@ -70,6 +70,10 @@ int run_command(attnmap::CliArgs& a, const attnmap::Commands& c) {
     attnmap::refuse_empty_values(*c.figure);
     return attnmap::run_figure(a.figure);
   }
+  if (c.stats->parsed()) {
+    attnmap::refuse_empty_values(*c.stats);
+    return attnmap::run_stats(a.stats);
+  }
   attnmap::check_command(a, c);
   if (c.eval->parsed()) return attnmap::run_eval(a.eo);
   return attnmap::run_render(a.ro, a.bo);

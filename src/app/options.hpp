@@ -12,6 +12,7 @@
 #include "app/eval_cmd.hpp"
 #include "app/figure_cmd.hpp"
 #include "app/render.hpp"
+#include "app/stats_cmd.hpp"
 #include "core/error.hpp"
 #include "core/setting_ref.hpp"
 
@@ -47,6 +48,7 @@ struct CliArgs {
   FigureArgs figure;  // attnmap figure (app/figure_cmd.cpp)
   std::string budget_s, explore_blocks_s;  // --budget-mb, --explore-blocks (explore, render --explore)
   bool no_npy = false;                     // explore --no-npy
+  StatsArgs stats;    // attnmap stats (app/stats_cmd.cpp)
 };
 
 
@@ -57,9 +59,11 @@ struct Commands {
   CLI::App* inspect;
   CLI::App* figure;
   CLI::App* explore;  ///< app/explore_cmd.cpp
+  CLI::App* stats;
 };
 
-/// Adds render, eval, inspect (their tables: app/options_cli.cpp) and figure (figure_cmd.cpp's) to `app`.
+/// Adds render, eval, inspect (their tables: app/options_cli.cpp), figure (figure_cmd.cpp's) and stats
+/// (stats_cmd.cpp's) to `app`.
 Commands add_commands(CLI::App& app, CliArgs& a);
 
 /// After parsing, for render and eval: refuses empty values, then parses and checks every option into a.ro,

@@ -207,7 +207,7 @@ CLI::App* add_inspect_options(CLI::App& app, CliArgs& a) {
 
 Commands add_commands(CLI::App& app, CliArgs& a) {
   const Commands c{add_render_options(app, a), add_eval_options(app, a), add_inspect_options(app, a),
-                   add_figure_options(app, a.figure), add_explore_options(app, a)};
+                   add_figure_options(app, a.figure), add_explore_options(app, a), add_stats_options(app, a.stats)};
   add_render_explore_options(c.render, a);  // render --explore, --budget-mb, --explore-blocks
   return c;
 }

@@ -295,6 +295,21 @@ void Canvas::line(double x0, double y0, double x1, double y1, Rgb c, double line
   cairo_stroke(impl_->cr);
 }
 
+void Canvas::dot(double x, double y, double r, Rgb fill, Rgb edge, double line_width) {
+  cairo_t* cr = impl_->cr;
+  cairo_new_path(cr);
+  cairo_arc(cr, x, y, r, 0.0, 6.283185307179586);
+  set_rgb(cr, fill);
+  if (line_width <= 0) {
+    cairo_fill(cr);
+    return;
+  }
+  cairo_fill_preserve(cr);
+  set_rgb(cr, edge);
+  cairo_set_line_width(cr, line_width);
+  cairo_stroke(cr);
+}
+
 void Canvas::segments(const std::vector<float>& xy, Rgb c, double line_width) {
   cairo_t* cr = impl_->cr;
   for (size_t i = 0; i + 3 < xy.size(); i += 4) {

@@ -81,6 +81,8 @@ class Canvas {
   void fill_rect(double x, double y, double w, double h, Rgb c);
   void stroke_rect(double x, double y, double w, double h, Rgb c, double line_width);
   void line(double x0, double y0, double x1, double y1, Rgb c, double line_width);
+  /// A filled disc of radius r centred at (x, y) with a `edge` rim line_width wide (0: none): a plot's dot.
+  void dot(double x, double y, double r, Rgb fill, Rgb edge, double line_width);
   /// Strokes line segments (x0, y0, x1, y1 quadruples in `xy`) in one colour, round caps.
   void segments(const std::vector<float>& xy, Rgb c, double line_width);
   /// Draws `img` scaled into the rectangle (x, y, w, h). At its own size and whole-pixel (x, y) a PNG gets

@@ -462,7 +462,7 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
   for (int l = 0; l < L; ++l) {
     const BlockWeights& blk = w.blocks[static_cast<size_t>(l)];
     qkv_forward(a, blk, hp, BT);
-    if (l == L - 1 && !opt.keep_full && !opt.to_end && !opt.on_probs && hp.class_token) {
+    if (l == L - 1 && !opt.keep_full && !opt.to_end && !opt.on_probs && !opt.on_tokens && hp.class_token) {
       cls_row_attention(res, a, hp, l, T);
       break;
     }
@@ -471,8 +471,10 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
       if (opt.to_end) seed_output(res, a, hp, T);
       continue;
     }
-    if (l == L - 1 && !opt.to_end) break;  // the maps need nothing past this block's attention
+    if (l == L - 1 && !opt.to_end && !opt.on_tokens) break;  // the maps need nothing past this block's attention
     residual_mlp_forward(a, blk, hp, BT);
+    if (opt.on_tokens)
+      for (int b = 0; b < B; ++b) opt.on_tokens(b, l, &a.x[static_cast<size_t>(b) * T * D]);
   }
   if (opt.to_end && hp.residual_mlp) final_forward(res, a, w, BT, T);
   return res;

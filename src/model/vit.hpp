@@ -16,6 +16,11 @@ struct ForwardOptions {
   /// on_probs(image index b, layer l, probs); lets a caller consume them (e.g. rollout) without keep_full's
   /// (L, H, T, T) storage. The pointer is valid during the call only.
   std::function<void(int, int, const float*)> on_probs;
+  /// Called after each computed block with one image's residual stream x (T, D) as that block leaves it (before
+  /// any final LayerNorm), as on_tokens(image index b, block l, x); the registers paper's token norms
+  /// (Darcet et al. 2024, Fig. 3). When set, the blocks up to last_layer run in full (attention and MLP).
+  /// The pointer is valid during the call only. Unset: no cost. Not called for the seed layout (no blocks).
+  std::function<void(int, int, const float*)> on_tokens;
   bool to_end = false;     ///< run every block and the final LayerNorm (tokens, classifier logits)
   /// Token dropping (Chefer et al. 2021's perturbation test): when set, only these patch tokens (0-based
   /// row-major grid indices, strictly increasing, each < grid_w * grid_h; may be empty) stay in the
