@@ -155,11 +155,11 @@ std::vector<std::string> distance_figure(const StatsRun& run, const HeadTable& t
   DotPlot p;
   const std::string weights = run.record.value("weights", std::string());
   p.title = "Mean attention distance per head, " + std::to_string(n) + (n == 1 ? " image" : " images") + " (" + weights + ")";
-  p.x_label = "block (network depth, 1 = first)";
+  p.x_label = "block (0 = first, as --layer counts)";
   p.y_label = "mean attention distance (pixels of the " + size_text(run) + " input)";
   const int H = run.layout.heads;
   const std::vector<Rgb> colors = series_colors(H);
-  for (int l = 0; l < run.depth; ++l) p.categories.push_back(std::to_string(l + 1));
+  for (int l = 0; l < run.depth; ++l) p.categories.push_back(std::to_string(l));
   for (int h = 0; h < H; ++h) {
     DotSeries s{"head " + std::to_string(h), colors[static_cast<size_t>(h)], {}, {}};
     const double off = H > 1 ? (static_cast<double>(h) / (H - 1) - 0.5) * 0.5 : 0.0;
@@ -194,7 +194,7 @@ std::vector<std::string> norm_histogram(const StatsRun& run, const std::vector<c
   std::snprintf(k, sizeof k, "%g", run.outlier_k);
   p.labels = {"patch tokens", "high-norm outliers"};
   p.colors = {Rgb{31, 119, 180}, Rgb{214, 39, 40}};
-  p.title = "Patch-token norms after block " + std::to_string(run.norm_block + 1) + " of " + std::to_string(run.depth) + ", " +
+  p.title = "Patch-token norms after block " + std::to_string(run.norm_block) + " (0-based, of " + std::to_string(run.depth) + "), " +
             std::to_string(images.size()) + (images.size() == 1 ? " image" : " images");
   p.x_label = "L2 norm of the token (residual stream, before the final LayerNorm)";
   p.y_label = "tokens (log scale)";
