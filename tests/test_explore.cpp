@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "app/explore.hpp"
@@ -99,9 +100,15 @@ TEST(Explore, BudgetChoosesBlocks) {
   EXPECT_EQ(c.heads, (std::vector<bool>{false, true, true}));
   EXPECT_EQ(c.bytes, 130u);
   EXPECT_EQ(c.left_out, std::vector<int>{0});
-  c = choose_blocks(fused, heads, 1000, {0});
+  c = choose_blocks(fused, heads, 1000, {0});  // only the chosen block: the others are not "left out"
   EXPECT_EQ(c.heads, (std::vector<bool>{true, false, false}));
-  EXPECT_EQ(c.left_out, (std::vector<int>{1, 2}));
+  EXPECT_TRUE(c.left_out.empty());
+  c = choose_blocks(fused, {10, 10, 100}, 60);  // the last block does not fit: nothing after it is taken
+  EXPECT_EQ(c.heads, (std::vector<bool>{false, false, false}));
+  EXPECT_EQ(c.left_out, (std::vector<int>{0, 1, 2}));
+  c = choose_blocks(fused, heads, 90, {2, 0});  // in the order chosen, until one does not fit
+  EXPECT_EQ(c.heads, (std::vector<bool>{false, false, true}));
+  EXPECT_EQ(c.left_out, std::vector<int>{0});
   c = choose_blocks(fused, heads, 30);
   EXPECT_EQ(c.left_out, (std::vector<int>{0, 1, 2}));
   try {
@@ -119,10 +126,11 @@ class ExploreCli : public TempDirTest {};
 // with what it stores; a budget too small for the heads leaves some out and says so.
 TEST_F(ExploreCli, ErrorsAndBudget) {
   const std::string img = std::string(ATTNMAP_DATA_DIR) + "/chelsea.png", out = q(dir / "x");
-  for (const char* bad : {"--budget-mb 0", "--budget-mb x", "--explore-blocks 1,,2", "--explore-blocks -1",
+  for (const char* bad : {"--budget-mb 0", "--budget-mb x", "--explore-blocks 1,,2", "--explore-blocks 4",
+                          "--explore-blocks -1,3", "--layer 2",
                                  "--colormap nope", "--alpha 2", "--resize odd", "--size 100", "--budget-mb ''"}) {
-    const CliRun r = run_attnmap("explore " + q(img) + " -o " + out + " " + std::string(bad));
-    EXPECT_EQ(r.status, 2) << bad << ": " << r.err;
+    const CliRun bad_run = run_attnmap("explore " + q(img) + " -o " + out + " " + std::string(bad));
+    EXPECT_EQ(bad_run.status, 2) << bad << ": " << bad_run.err;
     EXPECT_FALSE(fs::exists(dir / "x" / "index.html")) << bad;
   }
   EXPECT_EQ(run_attnmap("explore " + q(img)).status, 2);  // -o is required
@@ -139,6 +147,17 @@ TEST_F(ExploreCli, ErrorsAndBudget) {
   EXPECT_EQ((*rec)["view"], "explore");
   EXPECT_EQ((*rec)["explore"]["budget_mb"], 1.0);
   EXPECT_TRUE(fs::exists(dir / "x" / "attention.npy.json"));
+  // An explorer replaces only an explorer: a folder holding the input or another file is refused (exit 2).
+  fs::create_directories(dir / "own");
+  fs::copy_file(img, dir / "own" / "photo.png");
+  CliRun r = run_attnmap("explore " + q(dir / "own" / "photo.png") + " -o " + q(dir / "own"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("holds the input"), std::string::npos) << r.err;
+  std::ofstream(dir / "x" / "notes.txt") << "mine";
+  r = run_attnmap("explore " + q(img) + " -o " + out);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("notes.txt, which is not an attnmap explorer's file"), std::string::npos) << r.err;
+  fs::remove(dir / "x" / "notes.txt");
   const CliRun tiny = run_attnmap("explore " + q(img) + " -o " + out + " --budget-mb 0.1");
   EXPECT_EQ(tiny.status, 1) << tiny.err;
   EXPECT_NE(tiny.err.find("raise --budget-mb"), std::string::npos) << tiny.err;

@@ -282,6 +282,10 @@ TEST_F(QueryViewsCli, FlagsStripsAndPixelQueriesAtTheEdgeOfACropBox) {
   ASSERT_EQ(run.status, 0) << run.err;
   EXPECT_TRUE(all_close(npy(dir / "b/wide.npy"), npy(dir / "c/wide.npy"), 0, "--query = :q="));
   for (const char* f : {"b/wide.heads.png", "b/wide.layers.png", "b/wide.panel.png"}) EXPECT_TRUE(fs::exists(dir / f)) << f;
+  // The record says whose row: the query the views share, or that each view names its own.
+  EXPECT_NE(run_attnmap("inspect " + q(dir / "b/wide.png")).out.find("query patch (1, 2)"), std::string::npos);
+  EXPECT_NE(run_attnmap("inspect " + q(dir / "a/wide.L1-mean-q-r2c3.png")).out.find("as each view names it"),
+            std::string::npos);
   // --column and --received are views of their own.
   run = run_attnmap("render " + q(dir / "wide.png") + " -w " + w + " -o " + q(dir / "d") + " --column r0c0 --save-raw -q");
   ASSERT_EQ(run.status, 0) << run.err;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -72,15 +73,27 @@ std::vector<std::string> prefix_names(const HParams& hp) {
   return names;
 }
 
-// What the page holds, one line.
-std::string stored_line(const BlockChoice& c, int L, size_t budget) {
+// "0,2,3" for blocks 0, 2 and 3; "none".
+std::string block_list(const std::vector<int>& blocks) {
+  std::string s;
+  for (const int l : blocks) s += (s.empty() ? "" : ",") + std::to_string(l);
+  return s.empty() ? "none" : s;
+}
+
+// What the page holds, one line: the fused maps of every block; the single heads of the blocks stored; the
+// blocks that were asked for (--explore-blocks) or, without it, every block, whose heads the budget left out.
+std::string stored_line(const BlockChoice& c, int L, size_t budget, bool chosen) {
   std::string s = "every row of the head mean / max / min and rollout of all " + std::to_string(L) + " blocks; ";
-  if (c.left_out.empty()) return s + "every head of every block (" + megabytes(c.bytes) + " MB)";
-  std::string kept, out;
-  for (int l = 0; l < L; ++l) (c.heads[l] ? kept : out) += (c.heads[l] ? (kept.empty() ? "" : ",") : (out.empty() ? "" : ",")) + std::to_string(l);
-  return s + "single heads of block" + (kept.find(',') != std::string::npos ? "s " : " ") + (kept.empty() ? "none" : kept) +
-         "; LEFT OUT by the budget of " + megabytes(budget) + " MB (--budget-mb): the single heads of block" +
-         (out.find(',') != std::string::npos ? "s " : " ") + out + " (" + megabytes(c.bytes) + " MB stored)";
+  std::vector<int> kept;
+  for (int l = 0; l < L; ++l)
+    if (c.heads[static_cast<size_t>(l)]) kept.push_back(l);
+  if (c.left_out.empty() && !chosen) return s + "every head of every block (" + megabytes(c.bytes) + " MB)";
+  s += "single heads of block" + std::string(kept.size() > 1 ? "s " : " ") + block_list(kept) +
+       (chosen ? " (--explore-blocks)" : "");
+  if (!c.left_out.empty())
+    s += "; LEFT OUT by the budget of " + megabytes(budget) + " MB (--budget-mb): the single heads of block" +
+         (c.left_out.size() > 1 ? "s " : " ") + block_list(c.left_out);
+  return s + " (" + megabytes(c.bytes) + " MB stored)";
 }
 
 void write_text(const std::string& path, const std::string& text) {
@@ -118,7 +131,8 @@ ojson page_meta(const RenderContext& ctx, const std::string& input, const BlockC
   m["budget_mb"] = ctx.opt->explore_budget_mb;
   m["data_bytes"] = choice.bytes;
   m["left_out"] = choice.left_out;
-  m["stored"] = stored_line(choice, hp.depth, static_cast<size_t>(ctx.opt->explore_budget_mb * 1024 * 1024));
+  m["stored"] = stored_line(choice, hp.depth, static_cast<size_t>(ctx.opt->explore_budget_mb * 1024 * 1024),
+                            !ctx.opt->explore_blocks.empty());
   m["discard"] = ctx.opt->discard;
   m["record"] = record.empty() ? ojson(nullptr) : ojson::parse(record);
   return m;
@@ -137,6 +151,7 @@ ExploreResult write_explorer(const RenderContext& ctx, const std::string& input,
   const ViTWeights& model = *ctx.model;
   const HParams& hp = model.hp;
   const RenderOptions& opt = *ctx.opt;
+  check_explorer_folder(dir, input);
   const std::vector<uint8_t> bytes = read_file(input);
   const Image photo = decode_image(bytes.data(), bytes.size(), input, opt.load);
   const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data(),
@@ -155,7 +170,7 @@ ExploreResult write_explorer(const RenderContext& ctx, const std::string& input,
     head_sizes.push_back(block_script(l, blocks.back().with_heads).size() - fused_sizes.back());
   }
   const size_t budget = static_cast<size_t>(opt.explore_budget_mb * 1024.0 * 1024.0);
-  const BlockChoice choice = choose_blocks(fused_sizes, head_sizes, budget, opt.explore_blocks);
+  const BlockChoice choice = choose_blocks(fused_sizes, head_sizes, budget, explore_blocks(opt, L));
 
   fs::create_directories(fs::path(dir) / "data");
   ExploreResult res;
@@ -175,7 +190,9 @@ ExploreResult write_explorer(const RenderContext& ctx, const std::string& input,
   const Image small = shrink < 1.0 ? resize_photo(photo, std::max(1, static_cast<int>(photo.width * shrink + 0.5)),
                                                   std::max(1, static_cast<int>(photo.height * shrink + 0.5)))
                                    : photo;
-  write_png((fs::path(dir) / "photo.png").string(), small);
+  PngOptions po;  // the record marks the photo as the explorer's (a folder walk passes over it, a rerun replaces it)
+  if (!record.empty()) po.text.push_back({kProvenanceKeyword, record});
+  write_png((fs::path(dir) / "photo.png").string(), small, po);
   const ojson meta = page_meta(ctx, input, choice, blocks, small, in.box, photo, record);
   write_text(res.index, explore_page_html(meta));  // last: a page exists only with all its files
   res.data_bytes = choice.bytes;
@@ -183,6 +200,37 @@ ExploreResult write_explorer(const RenderContext& ctx, const std::string& input,
   res.left_out = choice.left_out;
   res.stored = meta["stored"].get<std::string>();
   return res;
+}
+
+void check_explorer_folder(const std::string& dir, const std::string& input) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;  // made by the explorer (a file there is refused by the caller)
+  const std::string cdir = fs::weakly_canonical(dir, ec).string(), cin = fs::weakly_canonical(input, ec).string();
+  if (cin.size() > cdir.size() && cin.compare(0, cdir.size() + 1, cdir + "/") == 0)
+    throw Error(dir + " holds the input " + input + "; write the explorer into another folder");
+  const bool explorer = read_explorer_record((fs::path(dir) / "index.html").string()).has_value();
+  auto refuse = [&](const fs::path& p) {
+    return Error(dir + " holds " + p.string() + ", which is not an attnmap explorer's file; an explorer is written "
+                 "into a new or empty folder, or over an earlier explorer (nothing else is replaced)");
+  };
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name == "data" && e.is_directory()) {
+      for (const fs::directory_entry& d : fs::directory_iterator(e.path())) {
+        const std::string f = d.path().filename().string();
+        const bool block = f.size() == 10 && f.rfind("block", 0) == 0 && f.compare(7, 3, ".js") == 0 &&
+                           std::isdigit(static_cast<unsigned char>(f[5])) && std::isdigit(static_cast<unsigned char>(f[6]));
+        if (!block || !d.is_regular_file()) throw refuse(d.path());
+      }
+      continue;
+    }
+    const bool ours = name == "index.html" ? explorer
+                      : name == "photo.png" ? explorer || written_by_attnmap(e.path().string())
+                      : name == "attention.npy" || name == "attention.npy.json" ? explorer || read_sidecar(
+                            (fs::path(dir) / "attention.npy.json").string()).has_value()
+                                                                                  : false;
+    if (!ours || !e.is_regular_file()) throw refuse(e.path());
+  }
 }
 
 std::optional<nlohmann::json> read_explorer_record(const std::string& index_html) {

@@ -39,6 +39,13 @@ struct ExploreResult {
 ExploreResult write_explorer(const RenderContext& ctx, const std::string& input, const std::string& dir,
                              const std::string& record, bool with_npy);
 
+/// Refuses (attnmap::Error naming `dir`) an explorer folder that holds anything but an earlier explorer's
+/// files (index.html, photo.png, data/blockNN.js, attention.npy and its sidecar), or that holds `input`: an
+/// explorer replaces only its own files. A folder not yet made or empty is fine; without an attnmap index.html
+/// the photo.png must carry attnmap's mark (an explorer interrupted before its page) and the rest be the
+/// explorer's names.
+void check_explorer_folder(const std::string& dir, const std::string& input);
+
 /// The record an explorer's index.html carries (as written by write_explorer); nullopt when the file is not
 /// an attnmap explorer or cannot be read.
 std::optional<nlohmann::json> read_explorer_record(const std::string& index_html);

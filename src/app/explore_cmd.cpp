@@ -26,7 +26,9 @@ CLI::App* add_explore_options(CLI::App& app, CliArgs& a) {
   CLI::App* x = app.add_subcommand(
       "explore", "write a self-contained page (opens from file://, no network) to explore every attention row of "
                  "one image: every block, head, fusion and rollout; docs/explore.md");
-  x->add_option("image", ro.inputs, "the image")->required()->expected(1);
+  // Any number taken here, one checked in check_explore_options: an unknown option's value (--layer 2) is then
+  // not taken for a second image, and CLI11 names the unknown option.
+  x->add_option("image", ro.inputs, "the image")->required();
   x->add_option("-o,--out", ro.out_dir, "output folder: index.html, photo.png, data/, attention.npy")->required();
   x->add_option("-w,--weights", ro.weights, "weights, as for render; default: the bundled weights/default.json");
   std::string cmaps;
@@ -71,8 +73,7 @@ void apply_explore_budget(const std::string& budget, const std::string& blocks, 
   if (blocks.empty()) return;
   std::stringstream ss(blocks);
   for (std::string item; std::getline(ss, item, ',');) {
-    const int l = parse_int_option("--explore-blocks", item);
-    if (l < 0) throw Error("--explore-blocks expects block indices >= 0, found '" + item + "'");
+    const int l = parse_int_option("--explore-blocks", item);  // negative from the end, as --layer
     ro.explore_blocks.push_back(l);
   }
   if (blocks.back() == ',') throw Error("--explore-blocks expects a comma-separated list such as 0,5,11, found '" + blocks + "'");
@@ -81,6 +82,9 @@ void apply_explore_budget(const std::string& budget, const std::string& blocks, 
 void check_explore_options(CliArgs& a, const CLI::App& explore) {
   RenderOptions& ro = a.ro;
   refuse_empty_values(explore);
+  if (ro.inputs.size() != 1)
+    throw Error("explore takes one image, found " + std::to_string(ro.inputs.size()) + " (" + ro.inputs[0] + ", " +
+                ro.inputs[1] + (ro.inputs.size() > 2 ? ", ..." : "") + "); render --explore makes one per image");
   if (!a.size_s.empty()) ro.size = parse_size_option("--size", a.size_s);
   if (!a.pos_interp_s.empty()) ro.pos_interp = with_flag("--pos-interp", [&] { return parse_pos_interp(a.pos_interp_s); });
   if (!a.discard_s.empty()) ro.discard = parse_number_option("--discard", a.discard_s);
@@ -112,6 +116,11 @@ int run_explore(const RenderOptions& ro_in) {
     throw Error("-o " + ro.out_dir + " is an existing file; name a folder");
   if (fs::exists(fs::symlink_status(index, ec)) && !read_explorer_record(index))
     throw Error("-o " + ro.out_dir + ": " + index + " exists and is not an attnmap explorer; it is left alone");
+  try {
+    check_explorer_folder(ro.out_dir, input);
+  } catch (const Error& e) {
+    throw Error("-o " + std::string(e.what()));
+  }
   const ViTWeights model = load_run_model(ro, weights_path);
   RenderOptions view_opt = ro;  // the render view's checks refuse --discard without a rollout view; the
   view_opt.discard = 0.0;       // explorer's rollout takes it (recorded under "explore")

@@ -121,13 +121,15 @@ BlockChoice choose_blocks(const std::vector<size_t>& fused, const std::vector<si
     if (l < 0 || l >= L) throw Error("block " + std::to_string(l) + " is outside 0.." + std::to_string(L - 1));
   if (order.empty())
     for (int l = L - 1; l >= 0; --l) order.push_back(l);
-  for (const int l : order) {
-    if (c.heads[l] || c.bytes + heads[l] > budget) continue;
-    c.heads[l] = true;
-    c.bytes += heads[l];
+  // In order until one does not fit: the blocks stored are a prefix of the order (the last blocks by default),
+  // the rest of the order is what the budget left out.
+  size_t k = 0;
+  for (; k < order.size() && c.bytes + heads[static_cast<size_t>(order[k])] <= budget; ++k) {
+    c.heads[static_cast<size_t>(order[k])] = true;
+    c.bytes += heads[static_cast<size_t>(order[k])];
   }
-  for (int l = 0; l < L; ++l)
-    if (!c.heads[l]) c.left_out.push_back(l);
+  for (; k < order.size(); ++k) c.left_out.push_back(order[k]);
+  std::sort(c.left_out.begin(), c.left_out.end());
   return c;
 }
 

@@ -47,11 +47,12 @@ std::string base64_encode(const std::vector<uint8_t>& bytes);
 
 /// What the page stores of each block under a size budget (docs/explore.md "Budget"): the fused maps
 /// (mean, max, min over heads, rollout) of every block always; every single head of as many blocks as fit,
-/// taken from the last block down, or only of the blocks in `preferred` (user-chosen, in that order).
+/// taken from the last block down until one does not fit, or of the blocks in `preferred` (user-chosen, in
+/// that order, until one does not fit).
 struct BlockChoice {
   std::vector<bool> heads;    ///< (L): the block's single heads are stored
   size_t bytes = 0;           ///< the data files' total size, bytes
-  std::vector<int> left_out;  ///< blocks whose single heads were left out, ascending
+  std::vector<int> left_out;  ///< blocks whose single heads were wanted but left out by the budget, ascending
 };
 
 /// `fused[l]`, `heads[l]`: bytes of block l's file without / the extra bytes with its heads. Throws

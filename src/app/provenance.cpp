@@ -58,6 +58,27 @@ ojson scale_json(const RenderOptions& opt) {
 
 }  // namespace
 
+namespace {
+
+// Whose attention row the maps read: the model's default row ("class token" or "mean over patch queries"), the
+// one token query the views share ("query patch (7, 3)", "register 0's row", "attention received"), or, when
+// the views name different ones, "as each view names it (default: class token)".
+std::string query_record(const RenderContext& ctx) {
+  const std::string default_row = ctx.model->hp.query_name();
+  bool any = false, same = true;
+  const std::string shared = describe_query(ctx.query);
+  for (size_t i = 0; i < ctx.user_views; ++i) {
+    const ResolvedView& v = ctx.views[i];
+    if (v.spec.kind != ViewKind::Attention && v.spec.kind != ViewKind::Rollout) continue;
+    any = any || has_token_query(v);
+    same = same && describe_query(v.spec.query) == shared;
+  }
+  if (!any) return default_row;
+  return same && !shared.empty() ? shared : "as each view names it (default: " + default_row + ")";
+}
+
+}  // namespace
+
 ojson make_provenance(const RenderContext& ctx, const std::string& weights_path) {
   const HParams& hp = ctx.model->hp;
   const RenderOptions& opt = *ctx.opt;
@@ -72,7 +93,7 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
     if (const std::string* h = ctx.model->file_sha256(files[i])) configs[fs::path(files[i]).filename().string()] = *h;
   r["weights_configs"] = configs;
   r["layout"] = layout_name(hp.layout);
-  r["query"] = hp.query_name();  // whose attention row the map is: "class token" or "mean over patch queries"
+  r["query"] = query_record(ctx);  // whose attention row the maps are: "class token", "query patch (7, 3)", ...
   // The settings a file may not hold (--heads, --act, --pool, --key): a map made with others is not this one.
   r["num_heads"] = hp.num_heads;
   r["act"] = activation_name(hp.act);

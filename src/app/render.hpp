@@ -215,6 +215,9 @@ std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, 
 /// Whether one of the user's views (ctx.views[0..user_views)) satisfies `pred`.
 bool any_user_view(const RenderContext& ctx, bool (*pred)(const ResolvedView&));
 
+/// --explore-blocks resolved against `depth` (negative from the end), in the order given. Throws attnmap::Error
+/// naming the flag for a block out of range or named twice.
+std::vector<int> explore_blocks(const RenderOptions& opt, int depth);
 /// Fills ctx.views: --views / --layers all, or the single view of --layer / --head / --rollout / --explain,
 /// then the strips' and --all-heads' views; ctx.classes for a class-specific view. Checked against the model
 /// and the other options: throws attnmap::Error (exit 2) for a bad view name, a class-specific view without

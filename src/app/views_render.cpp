@@ -178,6 +178,17 @@ std::vector<ResolvedView> resolve_for(const std::string& flag, const std::vector
 
 }  // namespace
 
+std::vector<int> explore_blocks(const RenderOptions& opt, int depth) {
+  std::vector<int> out;
+  for (const int l : opt.explore_blocks) {
+    const int b = with_flag("--explore-blocks", [&] { return resolve_layer(l, depth); });
+    if (std::find(out.begin(), out.end(), b) != out.end())
+      throw Error("--explore-blocks names block " + std::to_string(b) + " twice");
+    out.push_back(b);
+  }
+  return out;
+}
+
 bool any_user_view(const RenderContext& ctx, bool (*pred)(const ResolvedView&)) {
   return std::any_of(ctx.views.begin(), ctx.views.begin() + static_cast<long>(ctx.user_views), pred);
 }
@@ -223,6 +234,7 @@ void make_views_context(RenderContext& ctx, const ViTWeights& model, const Rende
   if (!opt.views.empty()) choose_strip_query(ctx, opt);
   check_layer_and_head_apply(ctx, opt);
   check_view_settings_apply(ctx, model, opt);
+  (void)explore_blocks(opt, hp.depth);  // --explore-blocks in range, each once: a usage error before any image
   add_auxiliary_views(ctx, hp, has_head);
 }
 
