@@ -43,8 +43,7 @@ CLI::App* add_figure_options(CLI::App& app, FigureArgs& a) {
   f->add_option("--views", a.views, "the columns, comma-separated; " + view_grammar())
       ->required();
   f->add_option("-o,--out", a.out, "the figure file: FIG.png, FIG.pdf or FIG.svg (replaced when it exists)")->required();
-  f->add_option("-w,--weights", a.weights, "weights, as for render; default: the bundled weights/default.json");
-  f->add_option("--key", a.key, "PyTorch checkpoint: the entry holding the state dict, as for render");
+  add_model_input_options(f, a.model);
   f->add_option("--scale", a.scale, "run or figure (one scale over every map of the figure; one per unit when the "
                                     "views' units differ), map (each map its own min-max, no colour bar) or VMIN,VMAX")
       ->capture_default_str();
@@ -59,12 +58,6 @@ CLI::App* add_figure_options(CLI::App& app, FigureArgs& a) {
   f->add_option("--alpha", a.alpha, "opacity of the heatmap over the photo, 0..1")->capture_default_str();
   f->add_flag("--alpha-by-value", a.alpha_by_value, "overlay opacity follows the value: --alpha x scaled value");
   f->add_option("--upsample", a.upsample, "nearest | bilinear | bicubic")->capture_default_str();
-  f->add_option("--resize", a.resize, "squash | crop (as for render)")->capture_default_str();
-  f->add_option("--size", a.size, "model input size S or W,H in pixels, as for render");
-  f->add_option("--pos-interp", a.pos_interp, "with --size: how the position embeddings are resampled, as for render");
-  f->add_option("--heads", a.heads, "number of attention heads, when the weights do not say");
-  f->add_option("--act", a.act, "the MLP activation gelu | gelu-tanh | quickgelu, as for render");
-  f->add_option("--pool", a.pool, "what the classifier reads: cls | mean | mean-all | map, as for render");
   f->add_option("--discard", a.discard, "rollout views: zero this fraction of the smallest fused attentions per layer, 0..1");
   f->add_option("--class", a.class_spec, "class-specific views (chefer, gradcam, attn-grad): class index, label or "
                                          "top1 (default top1; topK is refused: a cell holds one map)");
@@ -97,16 +90,10 @@ struct FigurePlan {
 void check_drawing_options(const FigureArgs& a, FigurePlan& p) {
   RenderOptions& ro = p.ro;
   ro.inputs = a.inputs;
-  ro.weights = a.weights;
+  apply_model_input(a.model, ro);
   ro.colormap = a.colormap;
   ro.alpha = a.alpha;
   ro.upsample = with_flag("--upsample", [&] { return parse_upsample(a.upsample); });
-  ro.resize = parse_resize_option("--resize", a.resize);
-  if (!a.heads.empty()) ro.overrides.num_heads = checked_heads(parse_int_option("--heads", a.heads));
-  if (!a.key.empty()) ro.overrides.key = a.key;
-  apply_model_flags(a.act, a.pool, ro.overrides);
-  if (!a.size.empty()) ro.size = parse_size_option("--size", a.size);
-  if (!a.pos_interp.empty()) ro.pos_interp = with_flag("--pos-interp", [&] { return parse_pos_interp(a.pos_interp); });
   if (a.max_pixels < 1) throw Error("--max-pixels must be >= 1, found " + std::to_string(a.max_pixels));
   ro.load.max_pixels = static_cast<uint64_t>(a.max_pixels);
   ro.load.apply_exif = !a.no_exif;
@@ -389,14 +376,14 @@ struct MadeFolders {
 
 int run_figure(const FigureArgs& a) {
   const FigurePlan p = check_options(a);
-  const std::string weights_path = a.weights.empty() ? default_weights_path() : a.weights;
+  const std::string weights_path = a.model.weights.empty() ? default_weights_path() : a.model.weights;
   const FigureInputs in = plan_inputs(p);
   const std::string target = check_out_file(a.out, weights_path, in);
   const ViTWeights model = load_run_model(p.ro, weights_path);
   const std::vector<ResolvedView> views = resolve_figure_views(p, model);
   MadeFolders made{make_output_folder("-o", a.out, target)};  // -o's folder, probed; removed unless written
   // Once every usage check has passed (a refusal stays one line), as render.
-  if (a.weights.empty() && !a.quiet)
+  if (a.model.weights.empty() && !a.quiet)
     std::cerr << "attnmap: note: no -w given: the bundled default model, a small ViT trained on garment composites "
                  "(not an ImageNet model); -w brings your own checkpoint (docs/checkpoints.md)\n";
   const int blas = blas_threads_to_set(1, usable_cores(), std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));

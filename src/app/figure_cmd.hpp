@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "app/model_args.hpp"
 #include "io/image_io.hpp"
 
 namespace CLI {
@@ -20,19 +21,16 @@ struct FigureArgs {
                                     ///< walks them (sorted)
   std::string views;                ///< --views, as maps/views.hpp parses them
   std::string out;                  ///< -o: FIG.png | FIG.pdf | FIG.svg
-  std::string weights, key;         ///< -w (empty: the bundled model), --key
+  ModelInputArgs model;             ///< -w (empty: the bundled model), --key, --heads, --act, --pool, --size, ...
   std::string scale = "run";        ///< --scale run | figure | map | VMIN,VMAX
   double width_in = 6.5;            ///< --width-in
   double dpi = 300.0;               ///< --dpi
-  std::string colormap = "viridis", style = "overlay", upsample = "bilinear", resize = "squash";
+  std::string colormap = "viridis", style = "overlay", upsample = "bilinear";
   float alpha = 0.5f;
   bool alpha_by_value = false;
-  std::string size, pos_interp;     ///< --size S | W,H, --pos-interp (as render)
   std::string discard;              ///< rollout views' --discard
   std::string class_spec;           ///< --class N | NAME | top1, for the class-specific views
   std::string gradcam_layer;        ///< gradcam without @L: its block
-  std::string heads;                ///< --heads, when the weights do not say
-  std::string act, pool;            ///< --act, --pool, when the weights cannot say
   long long max_pixels = static_cast<long long>(LoadOptions{}.max_pixels);
   bool no_exif = false;
   bool quiet = false;

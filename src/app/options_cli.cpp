@@ -28,6 +28,35 @@ void add_model_flags(CLI::App* cmd, CliArgs& a) {
   cmd->add_option("--pool", a.pool_s, "what the classifier reads: cls | mean | mean-all | map, for checkpoints that cannot say it (vit-pytorch before 2025-11)");
 }
 
+}  // namespace
+
+void add_model_input_options(CLI::App* cmd, ModelInputArgs& a) {
+  cmd->add_option("-w,--weights", a.weights, "weights, as for render; default: the bundled weights/default.json");
+  cmd->add_option("--key", a.key, "PyTorch checkpoint: the entry holding the state dict, as for render");
+  cmd->add_option("--heads", a.heads, "number of attention heads, when the weights do not say");
+  cmd->add_option("--act", a.act, "the MLP activation gelu | gelu-tanh | quickgelu, as for render");
+  cmd->add_option("--pool", a.pool, "what the classifier reads: cls | mean | mean-all | map, as for render");
+  cmd->add_option("--size", a.size, "model input size S or W,H in pixels, as for render");
+  cmd->add_option("--pos-interp", a.pos_interp, "with --size: how the position embeddings are resampled, as for render");
+  cmd->add_option("--resize", a.resize, "squash | crop (as for render)")->capture_default_str();
+  cmd->add_option("--mean", a.mean, "R,G,B normalisation mean (overrides the weights' config)");
+  cmd->add_option("--std", a.std, "R,G,B normalisation std (overrides the weights' config)");
+}
+
+void apply_model_input(const ModelInputArgs& a, RenderOptions& ro) {
+  ro.weights = a.weights;
+  ro.resize = parse_resize_option("--resize", a.resize);
+  if (!a.heads.empty()) ro.overrides.num_heads = checked_heads(parse_int_option("--heads", a.heads));
+  if (!a.key.empty()) ro.overrides.key = a.key;
+  apply_model_flags(a.act, a.pool, ro.overrides);
+  if (!a.size.empty()) ro.size = parse_size_option("--size", a.size);
+  if (!a.pos_interp.empty()) ro.pos_interp = with_flag("--pos-interp", [&] { return parse_pos_interp(a.pos_interp); });
+  if (!a.mean.empty()) ro.overrides.mean = parse_rgb_option("--mean", a.mean);
+  if (!a.std.empty()) ro.overrides.std = parse_rgb_option("--std", a.std, true);
+}
+
+namespace {
+
 // render's token-query flags (issue 27): the line of attention the single view, --layers all and the strips read.
 void add_query_options(CLI::App* render, CliArgs& a) {
   render->add_option("--query", a.query_s,

@@ -36,16 +36,7 @@ CLI::App* add_stats_options(CLI::App& app, StatsArgs& a) {
                "outliers (registers paper Fig. 3); CSV, JSON, figures (docs/stats.md)");
   s->add_option("inputs", a.inputs, "image files or folders (folders are walked recursively, sorted)")->required();
   s->add_option("-o,--out", a.out, "output folder, created if missing")->required();
-  s->add_option("-w,--weights", a.weights, "weights, as for render; default: the bundled weights/default.json");
-  s->add_option("--key", a.key, "PyTorch checkpoint: the entry holding the state dict, as for render");
-  s->add_option("--heads", a.heads, "number of attention heads, when the weights do not say");
-  s->add_option("--act", a.act, "the MLP activation gelu | gelu-tanh | quickgelu, as for render");
-  s->add_option("--pool", a.pool, "what the classifier reads: cls | mean | mean-all | map, as for render");
-  s->add_option("--size", a.size, "model input size S or W,H in pixels, as for render");
-  s->add_option("--pos-interp", a.pos_interp, "with --size: how the position embeddings are resampled, as for render");
-  s->add_option("--resize", a.resize, "squash | crop (as for render)")->capture_default_str();
-  s->add_option("--mean", a.mean, "R,G,B normalisation mean (overrides the weights' config)");
-  s->add_option("--std", a.std, "R,G,B normalisation std (overrides the weights' config)");
+  add_model_input_options(s, a.model);
   s->add_option("--outlier-k", a.outlier_k, "a patch token is a high-norm outlier when its norm > median + K x 1.4826 x MAD "
                                             "of its image's patch-token norms at that block")->capture_default_str();
   s->add_option("--norm-block", a.norm_block, "the block whose token norms the histogram and the outlier maps show, "
@@ -86,17 +77,9 @@ StatsPlan check_options(const StatsArgs& a) {
   RenderOptions& ro = p.ro;
   ro.inputs = a.inputs;
   ro.out_dir = a.out;
-  ro.weights = a.weights;
+  apply_model_input(a.model, ro);
   ro.colormap = a.colormap;
   ro.alpha = a.alpha;
-  ro.resize = parse_resize_option("--resize", a.resize);
-  if (!a.heads.empty()) ro.overrides.num_heads = checked_heads(parse_int_option("--heads", a.heads));
-  if (!a.key.empty()) ro.overrides.key = a.key;
-  apply_model_flags(a.act, a.pool, ro.overrides);
-  if (!a.size.empty()) ro.size = parse_size_option("--size", a.size);
-  if (!a.pos_interp.empty()) ro.pos_interp = with_flag("--pos-interp", [&] { return parse_pos_interp(a.pos_interp); });
-  if (!a.mean.empty()) ro.overrides.mean = parse_rgb_option("--mean", a.mean);
-  if (!a.std.empty()) ro.overrides.std = parse_rgb_option("--std", a.std, true);
   if (a.max_pixels < 1) throw Error("--max-pixels must be >= 1, found " + std::to_string(a.max_pixels));
   ro.load.max_pixels = static_cast<uint64_t>(a.max_pixels);
   ro.load.apply_exif = !a.no_exif;
@@ -210,7 +193,7 @@ StatsRun make_run(const StatsArgs& a, const StatsPlan& p, const ViTWeights& mode
 
 int run_stats(const StatsArgs& a) {
   StatsPlan p = check_options(a);
-  const std::string weights_path = a.weights.empty() ? default_weights_path() : a.weights;
+  const std::string weights_path = a.model.weights.empty() ? default_weights_path() : a.model.weights;
   std::vector<std::string> missing;
   std::vector<std::pair<std::string, std::string>> unreadable;
   std::map<std::string, size_t> passed_over;
@@ -222,7 +205,7 @@ int run_stats(const StatsArgs& a) {
   run.figures.provenance = provenance_text(run.record);
   if (const std::string note = passed_over_summary(passed_over); !note.empty() && !a.quiet)
     std::cerr << "attnmap: note: " << printable(note) << "\n";
-  if (a.weights.empty() && !a.quiet)
+  if (a.model.weights.empty() && !a.quiet)
     std::cerr << "attnmap: note: no -w given: the bundled default model, a small ViT trained on garment composites "
                  "(not an ImageNet model); -w brings your own checkpoint (docs/checkpoints.md)\n";
   fs::create_directories(a.out);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/batch_options.hpp"
+#include "app/model_args.hpp"
 #include "app/render.hpp"
 #include "draw/figures.hpp"
 #include "maps/head_stats.hpp"
@@ -24,8 +25,7 @@ namespace attnmap {
 struct StatsArgs {
   std::vector<std::string> inputs;
   std::string out;                       ///< -o DIR
-  std::string weights, key, heads, act, pool, size, pos_interp, mean, std;
-  std::string resize = "squash";
+  ModelInputArgs model;                  ///< -w, --key, --heads, --act, --pool, --size, --pos-interp, --resize, --mean, --std
   std::string formats = "png";           ///< --figure-format
   std::string manifest;                  ///< --manifest FILE.jsonl
   std::vector<std::string> ext;          ///< --ext
