@@ -149,7 +149,7 @@ TEST(LimitsThreads, ThePoolKeepsWhatItHasWhenThreadsAreRefused) {
 // The real limit: the CLI with -j 8 (4 workers for 4 images) under RLIMIT_NPROC (ulimit -u) of the running
 // threads + 6, so that 5 threads can start beside the main one: 1 more worker is kept, 4 slots are left to
 // pango's threads (kLibraryThreadRoom). RLIMIT_NPROC is not enforced for root (CAP_SYS_RESOURCE),
-// so as root the run is made as user nobody (setpriv, every capability dropped); it counts the threads of
+// so as root the run is made as an unused user id (setpriv, every capability dropped); it counts the threads of
 // every process of that user, hence the + 6 over those running now. Before the fix: "terminate called
 // without an active exception", exit 134, nothing rendered. Now: a note, every image rendered, the same bytes
 // as a -j 1 run.
@@ -159,8 +159,12 @@ TEST_F(Limits, RenderUnderAProcessLimitFallsBackToFewerWorkers) {
   fs::permissions(dir, fs::perms::all);
   fs::permissions(dir / "in", fs::perms::all);
   const bool root = ::getuid() == 0;
-  const int running = threads_of_user(root ? 65534u : ::getuid());
-  const std::string as_user = root ? "setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all " : "";
+  // As root: a user id of this run's own (no passwd entry needed), so that another run of this test at the same
+  // time (a second checkout's ctest) does not share its process count, as user nobody's would.
+  const unsigned uid = root ? 50000u + static_cast<unsigned>(::getpid()) % 10000u : ::getuid();
+  const int running = threads_of_user(uid);
+  const std::string id = std::to_string(uid);
+  const std::string as_user = root ? "setpriv --reuid=" + id + " --regid=" + id + " --clear-groups --inh-caps=-all " : "";
   const std::string limited = as_user + "bash -c 'ulimit -u " + std::to_string(running + 6) + " && exec \"$0\" \"$@\"' ";
   const CliRun r = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "out") + " -w " + q(kModel) +
                                    " -j 8 --panel --figure-format png,svg",
