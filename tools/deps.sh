@@ -10,9 +10,9 @@ RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev li
 # slurm-wlm (slurmctld, slurmd, slurm-client) and munge: ctest Slurm.ArrayJobShardsEqualOneRun starts its own
 # daemons (no service is enabled or started by that test); python3 reads its manifests.
 # nodejs, npm and chromium: ctest Gallery.Browser drives Debian's chromium headless through puppeteer-core
-# (tools/test.sh runs npm ci in tests/browser).
+# (tools/test.sh runs npm ci in tests/browser); firefox-esr: ctest Explore.Firefox, the explorer in Firefox.
 TEST=(libgtest-dev util-linux clang libclang-rt-14-dev poppler-utils librsvg2-bin slurm-wlm munge
-      python3 nodejs npm chromium)
+      python3 nodejs npm chromium firefox-esr)
 PACKAGES=("${RUNTIME[@]}")
 if [ "${1:-}" = test ]; then PACKAGES+=("${TEST[@]}"); fi
 missing=()

@@ -76,16 +76,20 @@ function exactRow(l, head, i) {
   return r;
 }
 
+// BROWSER=firefox: Debian's firefox-esr through WebDriver BiDi (ctest Explore.Firefox); default chromium.
+const firefox = process.env.BROWSER === 'firefox';
 const noSandbox = process.getuid() === 0 || process.env.CHROMIUM_NO_SANDBOX === '1';
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: [...(noSandbox ? ['--no-sandbox'] : []), '--disable-gpu'],
-});
+const browser = firefox
+  ? await puppeteer.launch({ browser: 'firefox', executablePath: process.env.FIREFOX || '/usr/bin/firefox-esr', headless: true })
+  : await puppeteer.launch({
+      executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+      headless: true,
+      args: [...(noSandbox ? ['--no-sandbox'] : []), '--disable-gpu'],
+    });
 try {
   const page = await browser.newPage();
   await page.setViewport({ width: 1280, height: 900 });
-  await page.setOfflineMode(true);  // the network off
+  if (!firefox) await page.setOfflineMode(true);  // the network off (Firefox over BiDi: the interception below)
   await page.setRequestInterception(true);
   const outside = [];
   page.on('request', (r) => {

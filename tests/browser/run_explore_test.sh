@@ -9,6 +9,13 @@
 # Missing node, chromium or the npm package is a failure with what to run, never a silent skip.
 set -euo pipefail
 TEST_NAME=Explore.Browser
+if [ "${BROWSER:-chromium}" = firefox ]; then  # ctest Explore.Firefox: the same checks in Debian's firefox-esr
+  TEST_NAME=Explore.Firefox
+  [ -x "${FIREFOX:-/usr/bin/firefox-esr}" ] || {
+    echo "$TEST_NAME: ${FIREFOX:-/usr/bin/firefox-esr} is missing: run 'bash tools/deps.sh test' (Debian firefox-esr)" >&2
+    exit 1
+  }
+fi
 # shellcheck source=browser_tools.sh
 source "$(dirname "$0")/browser_tools.sh"
 
