@@ -111,9 +111,15 @@ TEST(Explore, BudgetChoosesBlocks) {
   EXPECT_EQ(c.left_out, std::vector<int>{0});
   c = choose_blocks(fused, heads, 30);
   EXPECT_EQ(c.left_out, (std::vector<int>{0, 1, 2}));
+  c = choose_blocks(fused, heads, 29);  // the fusions of the last two blocks fit: block 0 is left out entirely
+  EXPECT_EQ(c.fused, (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(c.dropped, std::vector<int>{0});
+  EXPECT_EQ(c.heads, (std::vector<bool>{false, false, false}));
+  EXPECT_EQ(c.left_out, (std::vector<int>{1, 2}));
+  EXPECT_EQ(c.bytes, 20u);
   try {
-    choose_blocks(fused, heads, 29);
-    FAIL() << "a budget below the fused maps must be refused";
+    choose_blocks(fused, heads, 9);
+    FAIL() << "a budget below the last block's fused maps must be refused";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("raise --budget-mb"), std::string::npos) << e.what();
   }
@@ -158,6 +164,14 @@ TEST_F(ExploreCli, ErrorsAndBudget) {
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("notes.txt, which is not an attnmap explorer's file"), std::string::npos) << r.err;
   fs::remove(dir / "x" / "notes.txt");
+  // A budget below the fused maps of every block: the last blocks' are stored, the others left out and said.
+  const CliRun part = run_attnmap("explore " + q(img) + " -o " + out + " --budget-mb 0.4");
+  ASSERT_EQ(part.status, 0) << part.err;
+  EXPECT_NE(part.out.find("block"), std::string::npos);
+  EXPECT_NE(part.out.find("entirely"), std::string::npos) << part.out;
+  EXPECT_NE(part.err.find("blocks left out entirely by --budget-mb"), std::string::npos) << part.err;
+  EXPECT_FALSE(fs::exists(dir / "x" / "data" / "block00.js"));
+  EXPECT_TRUE(fs::exists(dir / "x" / "data" / "block03.js"));
   const CliRun tiny = run_attnmap("explore " + q(img) + " -o " + out + " --budget-mb 0.1");
   EXPECT_EQ(tiny.status, 1) << tiny.err;
   EXPECT_NE(tiny.err.find("raise --budget-mb"), std::string::npos) << tiny.err;

@@ -84,10 +84,15 @@ std::string block_list(const std::vector<int>& blocks) {
 // blocks that were asked for (--explore-blocks) or, without it, every block, whose heads the budget left out.
 std::string stored_line(const BlockChoice& c, int L, size_t budget, bool chosen) {
   std::string s = "every row of the head mean / max / min and rollout of all " + std::to_string(L) + " blocks; ";
+  if (!c.dropped.empty())
+    s = "every row of the head mean / max / min and rollout of blocks " + std::to_string(c.dropped.back() + 1) + ".." +
+        std::to_string(L - 1) + " - LEFT OUT by the budget of " + megabytes(budget) + " MB (--budget-mb): block" +
+        (c.dropped.size() > 1 ? "s " : " ") + block_list(c.dropped) + " entirely; ";
   std::vector<int> kept;
   for (int l = 0; l < L; ++l)
     if (c.heads[static_cast<size_t>(l)]) kept.push_back(l);
-  if (c.left_out.empty() && !chosen) return s + "every head of every block (" + megabytes(c.bytes) + " MB)";
+  if (c.left_out.empty() && !chosen && c.dropped.empty())
+    return s + "every head of every block (" + megabytes(c.bytes) + " MB)";
   s += "single heads of block" + std::string(kept.size() > 1 ? "s " : " ") + block_list(kept) +
        (chosen ? " (--explore-blocks)" : "");
   if (!c.left_out.empty())
@@ -118,7 +123,7 @@ ojson page_meta(const RenderContext& ctx, const std::string& input, const BlockC
   for (int l = 0; l < hp.depth; ++l) {
     char name[32];
     std::snprintf(name, sizeof name, "data/block%02d.js", l);
-    files.push_back(name);
+    files.push_back(choice.fused[static_cast<size_t>(l)] ? ojson(name) : ojson(nullptr));  // null: left out
     maxima.push_back(blocks[l].map_max);
   }
   m["files"] = files;
@@ -131,6 +136,7 @@ ojson page_meta(const RenderContext& ctx, const std::string& input, const BlockC
   m["budget_mb"] = ctx.opt->explore_budget_mb;
   m["data_bytes"] = choice.bytes;
   m["left_out"] = choice.left_out;
+  m["dropped"] = choice.dropped;
   m["stored"] = stored_line(choice, hp.depth, static_cast<size_t>(ctx.opt->explore_budget_mb * 1024 * 1024),
                             !ctx.opt->explore_blocks.empty());
   m["discard"] = ctx.opt->discard;
@@ -184,6 +190,10 @@ ExploreResult write_explorer(const RenderContext& ctx, const std::string& input,
   for (int l = 0; l < L; ++l) {
     char name[32];
     std::snprintf(name, sizeof name, "data/block%02d.js", l);
+    if (!choice.fused[static_cast<size_t>(l)]) {  // left out: no file, not even one of an earlier explorer
+      ::unlink((fs::path(dir) / name).c_str());
+      continue;
+    }
     write_text((fs::path(dir) / name).string(), block_script(l, choice.heads[l] ? blocks[l].with_heads : blocks[l].fused));
   }
   const double shrink = std::min(1.0, static_cast<double>(kPhotoSide) / std::max(photo.width, photo.height));
@@ -198,6 +208,7 @@ ExploreResult write_explorer(const RenderContext& ctx, const std::string& input,
   res.data_bytes = choice.bytes;
   res.page_bytes = choice.bytes + file_size_or_zero(res.index) + file_size_or_zero((fs::path(dir) / "photo.png").string());
   res.left_out = choice.left_out;
+  res.dropped = choice.dropped;
   res.stored = meta["stored"].get<std::string>();
   return res;
 }

@@ -25,6 +25,7 @@ struct ExploreResult {
   size_t data_bytes = 0;         ///< DIR/data/*.js, the budgeted part
   size_t page_bytes = 0;         ///< index.html + photo.png + data/ (the page as it opens)
   std::vector<int> left_out;     ///< blocks whose single heads were left out by the budget
+  std::vector<int> dropped;      ///< blocks left out entirely by the budget (their fusions did not fit)
   std::string stored;            ///< what the page holds, one line for the terminal (and the page)
 };
 

@@ -144,6 +144,9 @@ int run_explore(const RenderOptions& ro_in) {
     std::cout << "  stored: " << printable(res.stored) << "\n";
     std::cout << "  page: " << megabytes(res.page_bytes) << " MB (data " << megabytes(res.data_bytes) << " MB)\n";
   }
+  if (!res.dropped.empty())
+    std::cerr << "attnmap: note: " << printable(input) << ": " << res.dropped.size()
+              << " blocks left out entirely by --budget-mb (their fused maps did not fit): see the page's 'stored' line\n";
   if (!res.left_out.empty())
     std::cerr << "attnmap: note: " << printable(input) << ": single heads left out by --budget-mb: see the page's "
               << "'stored' line\n";

@@ -111,20 +111,31 @@ BlockChoice choose_blocks(const std::vector<size_t>& fused, const std::vector<si
                           const std::vector<int>& preferred) {
   const int L = static_cast<int>(fused.size());
   BlockChoice c;
+  c.fused.assign(fused.size(), false);
   c.heads.assign(fused.size(), false);
-  for (const size_t f : fused) c.bytes += f;
-  if (c.bytes > budget)
-    throw Error("the fused maps of every block alone need " + megabytes(c.bytes) + " MB, more than the budget of " +
-                megabytes(budget) + " MB: raise --budget-mb");
+  // The fusions of as many blocks as fit, from the last block down (a large model: ViT-L at 448, DINOv2 at 518);
+  // not even the last one: refused with what it needs.
+  for (int l = L - 1; l >= 0 && c.bytes + fused[static_cast<size_t>(l)] <= budget; --l) {
+    c.fused[static_cast<size_t>(l)] = true;
+    c.bytes += fused[static_cast<size_t>(l)];
+  }
+  if (L > 0 && !c.fused[static_cast<size_t>(L - 1)])
+    throw Error("the fused maps of the last block alone need " + megabytes(fused.back()) +
+                " MB, more than the budget of " + megabytes(budget) + " MB: raise --budget-mb");
+  for (int l = 0; l < L; ++l)
+    if (!c.fused[static_cast<size_t>(l)]) c.dropped.push_back(l);
   std::vector<int> order = preferred;
   for (const int l : order)
     if (l < 0 || l >= L) throw Error("block " + std::to_string(l) + " is outside 0.." + std::to_string(L - 1));
   if (order.empty())
-    for (int l = L - 1; l >= 0; --l) order.push_back(l);
+    for (int l = L - 1; l >= 0; --l)
+      if (c.fused[static_cast<size_t>(l)]) order.push_back(l);
   // In order until one does not fit: the blocks stored are a prefix of the order (the last blocks by default),
   // the rest of the order is what the budget left out.
   size_t k = 0;
-  for (; k < order.size() && c.bytes + heads[static_cast<size_t>(order[k])] <= budget; ++k) {
+  for (; k < order.size() && c.fused[static_cast<size_t>(order[k])] &&
+         c.bytes + heads[static_cast<size_t>(order[k])] <= budget;
+       ++k) {
     c.heads[static_cast<size_t>(order[k])] = true;
     c.bytes += heads[static_cast<size_t>(order[k])];
   }

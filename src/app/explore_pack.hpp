@@ -50,9 +50,11 @@ std::string base64_encode(const std::vector<uint8_t>& bytes);
 /// taken from the last block down until one does not fit, or of the blocks in `preferred` (user-chosen, in
 /// that order, until one does not fit).
 struct BlockChoice {
+  std::vector<bool> fused;    ///< (L): the block's file is written (its fusions and rollout); false: left out
   std::vector<bool> heads;    ///< (L): the block's single heads are stored
   size_t bytes = 0;           ///< the data files' total size, bytes
   std::vector<int> left_out;  ///< blocks whose single heads were wanted but left out by the budget, ascending
+  std::vector<int> dropped;   ///< blocks left out entirely (their fusions alone did not fit), ascending
 };
 
 /// `fused[l]`, `heads[l]`: bytes of block l's file without / the extra bytes with its heads. Throws

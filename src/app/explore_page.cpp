@@ -222,7 +222,7 @@ function setup() {
   $("title").textContent = "attnmap explore \u2014 " + M.image;
   $("record").textContent = M.record ? "{\n" + Object.entries(M.record).map(([k, v]) => " " + JSON.stringify(k) + ": " + JSON.stringify(v)).join(",\n") + "\n}" : "no record";
   const st = $("stored"); st.textContent = "Stored: " + M.stored + ".";
-  if (M.left_out.length) st.className = "warn";
+  if (M.left_out.length || M.dropped.length) st.className = "warn";
   const img = $("photo"); img.src = M.photo.file;
   const w = Math.min(720, M.photo.width), h = Math.round(M.photo.height * w / M.photo.width);
   img.style.width = w + "px"; img.style.height = h + "px";
@@ -231,7 +231,11 @@ function setup() {
     c.style.left = (M.box[0] * w) + "px"; c.style.top = (M.box[1] * h) + "px";
     c.style.width = ((M.box[2] - M.box[0]) * w) + "px"; c.style.height = ((M.box[3] - M.box[1]) * h) + "px";
   }
-  for (let l = 0; l < L; l++) { const o = document.createElement("option"); o.value = l; o.textContent = l + (M.heads_stored[l] ? "" : " (fused only)"); $("block").appendChild(o); }
+  for (let l = 0; l < L; l++) {
+    const o = document.createElement("option"); o.value = l;
+    o.textContent = l + (!M.files[l] ? " (not stored)" : M.heads_stored[l] ? "" : " (fused only)");
+    o.disabled = !M.files[l]; $("block").appendChild(o);
+  }
   M.prefix.forEach((n, i) => { const b = document.createElement("button"); b.textContent = n; b.dataset.token = i; b.onclick = () => { S.query = i; S.pinned = true; update(); }; $("prefix").appendChild(b); });
   $("alpha").value = S.alpha;
   $("alpha").oninput = () => { S.alpha = Number($("alpha").value); $("heat").style.opacity = S.alpha; };
@@ -252,7 +256,10 @@ function keys(ev) {
   if (move) {
     const k = S.query >= P ? S.query - P : 0, x = Math.min(GW - 1, Math.max(0, k % GW + move[0])), y = Math.min(GH - 1, Math.max(0, Math.floor(k / GW) + move[1]));
     S.query = P + y * GW + x; S.pinned = true;
-  } else if (ev.key === "[" || ev.key === "]") S.block = Math.min(L - 1, Math.max(0, S.block + (ev.key === "]" ? 1 : -1)));
+  } else if (ev.key === "[" || ev.key === "]") {
+    const b = Math.min(L - 1, Math.max(0, S.block + (ev.key === "]" ? 1 : -1)));
+    if (M.files[b]) S.block = b;  // a block left out by the budget is not entered
+  }
   else if (ev.key === "," || ev.key === ".") S.head = opts[(opts.indexOf(S.head) + (ev.key === "." ? 1 : opts.length - 1)) % opts.length];
   else if (ev.key === "c" && P > 0) { S.query = 0; S.pinned = true; }
   else if (ev.key === "p" && P > 0) { S.query = S.query < P ? (S.query + 1) % P : 0; S.pinned = true; }
