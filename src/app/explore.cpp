@@ -93,10 +93,11 @@ std::string stored_line(const BlockChoice& c, int L, size_t budget, bool chosen)
     if (c.heads[static_cast<size_t>(l)]) kept.push_back(l);
   if (c.left_out.empty() && !chosen && c.dropped.empty())
     return s + "every head of every block (" + megabytes(c.bytes) + " MB)";
-  s += "single heads of block" + std::string(kept.size() > 1 ? "s " : " ") + block_list(kept) +
-       (chosen ? " (--explore-blocks)" : "");
+  if (!kept.empty() || chosen)
+    s += "single heads of block" + std::string(kept.size() > 1 ? "s " : " ") + block_list(kept) +
+         (chosen ? " (--explore-blocks)" : "") + (c.left_out.empty() ? "" : "; ");
   if (!c.left_out.empty())
-    s += "; LEFT OUT by the budget of " + megabytes(budget) + " MB (--budget-mb): the single heads of block" +
+    s += "LEFT OUT by the budget of " + megabytes(budget) + " MB (--budget-mb): the single heads of block" +
          (c.left_out.size() > 1 ? "s " : " ") + block_list(c.left_out);
   return s + " (" + megabytes(c.bytes) + " MB stored)";
 }
