@@ -248,18 +248,27 @@ TEST_F(Faithful, BaselinesAndMarginsOnTheOneHotModel) {
   EXPECT_NEAR(b["centre_prior"]["energy_in_mask"].get<double>(), 0.06820510105325837, 1e-7);
   EXPECT_NEAR(b["random_pointing_game"].get<double>(), 40.0 / 768, 1e-15);
   EXPECT_NEAR(b["uniform_energy"].get<double>(), 40.0 / 768, 1e-15);
-  EXPECT_NEAR(b["best_pointing"].get<double>(), 1.0 / 3, 1e-15);
-  EXPECT_NEAR(b["best_energy"].get<double>(), 0.06820510105325837, 1e-7);
+  // The one-hot model's map is the bright patch of each image: the brightness baseline (the photo's luma)
+  // scores what the views score, so it is the best baseline of both, and the views' margins are 0.
+  EXPECT_NEAR(b["brightness"]["pointing_game"].get<double>(), 2.0 / 3, 1e-15);
+  EXPECT_NEAR(b["brightness"]["energy_in_mask"].get<double>(), 0.5, 1e-7);
+  EXPECT_NEAR(b["best_pointing"].get<double>(), 2.0 / 3, 1e-15);
+  EXPECT_NEAR(b["best_energy"].get<double>(), 0.5, 1e-7);
+  EXPECT_EQ(b["best_pointing_name"], "brightness");
   // Views: pointing 2/3, energy 0.5 (test_evaluate's hand values): margins over the best baselines.
-  EXPECT_NEAR(j["summary"]["views"]["L0/mean"]["margin_pointing"].get<double>(), 1.0 / 3, 1e-15);
-  EXPECT_NEAR(j["summary"]["views"]["L0/mean"]["margin_energy"].get<double>(), 0.5 - 0.06820510105325837, 1e-7);
+  EXPECT_NEAR(j["summary"]["views"]["L0/mean"]["margin_pointing"].get<double>(), 0.0, 1e-15);
+  EXPECT_NEAR(j["summary"]["views"]["L0/mean"]["margin_energy"].get<double>(), 0.0, 1e-7);
+  EXPECT_TRUE(j["summary"]["best_pointing_view"].is_null());
   EXPECT_TRUE(j["images"][0]["centre_prior"]["hit"].get<bool>());
   EXPECT_FALSE(j["images"][1]["centre_prior"]["hit"].get<bool>());
   EXPECT_TRUE(j["summary"]["perturbation"].is_null());
   EXPECT_TRUE(j["summary"]["sanity"].is_null());
   EXPECT_TRUE(j["summary"]["class_pointing"].is_null());
   EXPECT_NE(r.out.find("(centre prior)      0.333    0.068    1.31x"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("L0/mean *           0.667    0.500    9.60x         +0.333       +0.432"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("L0/mean *           0.667    0.500    9.60x         +0.000 [+0.000, +0.000]        +0.000 [+0.000, +0.000]"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("(brightness)        0.667    0.500    9.60x"), std::string::npos) << r.out;
 }
 
 // No head: nothing to perturb against. One note line, the rest of eval as usual (exit 0). A bad mode is a

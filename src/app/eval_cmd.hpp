@@ -38,6 +38,7 @@ struct EvalOptions {
 struct ViewScore {
   bool hit = false;   ///< pointing game
   double energy = 0;  ///< energy-in-mask, [0, 1]
+  double peak = 0;    ///< peak_to_mean of the view's patch-grid map (1: flat; 0: no peak to speak of)
   /// Why this view has no score on this image (map_score_undefined: "the map sums to 0"; a class-specific
   /// view only); empty: scored. An undefined score is left out of the view's means.
   std::string undefined;
@@ -82,6 +83,7 @@ struct ImageEval {
   std::vector<std::string> notes;
   ViewScore centre;               ///< the centre prior (centre_prior_map) scored as a view
   double random_pointing = 0;     ///< a random map's expected pointing (random_pointing_expectation)
+  ViewScore brightness;           ///< the brightness baseline (brightness_map: the photo's luma) scored as a view
   std::vector<ItemScore> items;   ///< class-specific pointing; empty unless >= 2 items of different classes
   std::optional<PerturbEval> perturbation;       ///< with --perturb and a head
   /// with --sanity: [k - 1][view] Spearman, k top blocks randomised; NaN for a view undefined on the image

@@ -86,6 +86,7 @@ std::vector<std::vector<float>> score_views(const EvalContext& ctx, const ViewPa
     ViewScore s;
     if (ctx.views[i].class_specific) s.undefined = map_score_undefined(grid);
     if (s.undefined.empty()) {
+      s.peak = peak_to_mean(grid);
       if (i == ctx.selected) {
         bool flat = false;
         normalize_minmax(grid, &flat);
@@ -238,8 +239,10 @@ ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const
   const ViewPass pass = p.on(model);
   const std::vector<std::vector<float>> grids = score_views(ctx, pass, target, in, photo, mask, ev);
   const std::vector<float> centre = centre_prior_map(photo.width, photo.height);
-  ev.centre = {pointing_game(centre, mask, opt.tolerance_px), energy_in_mask(centre, mask), ""};
+  ev.centre = {pointing_game(centre, mask, opt.tolerance_px), energy_in_mask(centre, mask), 0, ""};
   ev.random_pointing = random_pointing_expectation(mask, opt.tolerance_px);
+  const std::vector<float> bright = brightness_map(photo);
+  ev.brightness = {pointing_game(bright, mask, opt.tolerance_px), energy_in_mask(bright, mask), 0, ""};
   std::set<int> classes;
   for (const ItemMask& it : items) classes.insert(it.cls);
   if (classes.size() >= 2 && target >= 0)

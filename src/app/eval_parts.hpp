@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "app/eval_cmd.hpp"
+#include "maps/evaluate.hpp"
 
 namespace attnmap {
 namespace eval {
@@ -74,6 +76,23 @@ struct EvalRun {
   double secs = 0;  ///< evaluating the images
 };
 
+/// The bootstrap of the margins (bootstrap_interval): resamples, seed, level.
+inline constexpr int kBootstrapResamples = 2000;
+inline constexpr uint64_t kBootstrapSeed = 28;
+inline constexpr double kBootstrapLevel = 0.95;
+/// A view is flat when the median over images of its grid map's max/mean (peak_to_mean) is below this.
+inline constexpr double kFlatPeakToMean = 1.25;
+
+/// A view's margin over the best baseline on one metric: the mean over its images of (view - baseline) per
+/// image, the baseline the one with the highest mean on those images, with its bootstrap interval; and
+/// whether the interval's lower end is above 0 against every baseline (each with its own interval).
+struct Margin {
+  std::string baseline;  ///< "centre prior", "brightness", "random map" or "uniform map"
+  double value = 0;
+  Interval ci;
+  bool beats_all = false;
+};
+
 /// One view's summary over the n images it has a score on: pointing = hits / n; energy = mean per-image
 /// energy; ratio = energy / those images' mean mask area share (ratio of means); ratio_img = mean of
 /// energy_i / area_i. `undefined` images (ViewScore::undefined; `why`: the first one's reason) are left out.
@@ -81,6 +100,9 @@ struct Row {
   double pointing = 0, energy = 0, ratio = 0, ratio_img = 0;
   size_t n = 0, undefined = 0;
   std::string why;
+  Margin pointing_margin, energy_margin;  ///< over the best baseline (views only)
+  double peak = 0;    ///< median over its images of peak_to_mean of the grid map (0: none had a peak)
+  bool flat = false;  ///< 0 < peak < kFlatPeakToMean: the maps are nearly uniform
 };
 
 /// Class-specific pointing over the images with items: per view the share of items whose asked map peaks on
@@ -99,6 +121,7 @@ struct Summary {
   int labelled = 0, correct = 0;
   std::vector<Row> rows;  ///< per view, in the order of ctx.views; zeros when n == 0
   Row centre;             ///< the centre prior's pointing and energy
+  Row bright;             ///< the brightness baseline's (the photo's luma as the map)
   double random_pointing = 0;  ///< a random map's expected pointing
   // class-specific pointing
   size_t item_images = 0, items = 0;
@@ -122,9 +145,16 @@ struct Summary {
 /// The means of the images evaluated (Row, ClassRow, the perturbation's and the sanity's).
 Summary summarise(const EvalContext& ctx, const std::vector<ImageEval>& done);
 
-/// The best baselines: pointing max(centre prior, random map), energy max(uniform map, centre prior).
+/// The best baselines over all images: pointing max(centre prior, brightness, random map), energy
+/// max(uniform map, centre prior, brightness); and their names ("centre prior", ...).
 double best_pointing_baseline(const Summary& s);
 double best_energy_baseline(const Summary& s);
+std::string best_pointing_baseline_name(const Summary& s);
+std::string best_energy_baseline_name(const Summary& s);
+/// The view named best on pointing (then energy) / on energy among those whose margin beats every
+/// baseline beyond its interval; nothing when none does.
+std::optional<size_t> best_pointing_view(const Summary& s);
+std::optional<size_t> best_energy_view(const Summary& s);
 /// Class-specific pointing's best baseline: max(centre prior asked, random map asked).
 double best_asked_baseline(const Summary& s);
 

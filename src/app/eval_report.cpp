@@ -57,13 +57,54 @@ std::string class_specific_views(const EvalContext& ctx) {
   return list;
 }
 
-// The table of views (pointing, energy, ratio, the margins over the best baseline; the selected one
-// starred; a view without a score on some images says so), the baselines' rows, and the footnotes.
+// " [+0.500, +0.875]": a margin's interval.
+std::string interval_cell(const Interval& ci) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, " [%+.3f, %+.3f]", ci.lo, ci.hi);
+  return buf;
+}
+
+// The lines under the table that say which view is best - only one whose margin beats every baseline beyond
+// its interval - or plainly that none is, and which views' maps are flat.
+void print_verdict(std::ostream& out, const EvalContext& ctx, const Summary& s) {
+  const std::optional<size_t> bp = best_pointing_view(s), be = best_energy_view(s);
+  out << "* selected view ("
+      << (ctx.opt->view.views.empty() ? "--layer/--head/--rollout or the model's default" : "the first of --views")
+      << "); pointing tolerance " << ctx.opt->tolerance_px
+      << " px; best pointing game: " << (bp ? ctx.views[*bp].name : "none")
+      << ", best energy: " << (be ? ctx.views[*be].name : "none")
+      << " (a view is named only when its margin over every baseline has its 95 % interval above 0)\n";
+  const std::string base_p = best_pointing_baseline_name(s) + fmt(" %.3f", best_pointing_baseline(s)),
+                    base_e = best_energy_baseline_name(s) + fmt(" %.3f", best_energy_baseline(s));
+  if (!bp && !be)
+    out << "no view beats the baselines: on neither pointing (best baseline: " << base_p << ") nor energy (best "
+        << "baseline: " << base_e << ") is a view's margin over every baseline above 0 beyond its 95 % interval; "
+        << "these maps are no evidence that the model localises the object\n";
+  else if (!bp || !be)
+    out << "no view beats every baseline on " << (bp ? "energy" : "pointing") << " beyond its 95 % interval (best "
+        << "baseline: " << (bp ? base_e : base_p) << ")\n";
+  std::string flat;
+  size_t nflat = 0, nviews = 0;
+  for (size_t v = 0; v < ctx.views.size(); ++v) {
+    if (!s.rows[v].n) continue;
+    ++nviews;
+    if (!s.rows[v].flat) continue;
+    ++nflat;
+    flat += (flat.empty() ? "" : ", ") + ctx.views[v].name;
+  }
+  if (nflat)
+    out << "flat maps (" << nflat << " of " << nviews << " views: " << flat
+        << "): the median over images of the patch map's max/mean is below " << fmt("%.2f", kFlatPeakToMean)
+        << ", the map is nearly uniform and its peak follows small differences, not the object\n";
+}
+
+// The table of views (pointing, energy, ratio, the margins over the best baseline with their intervals, the
+// maps' max/mean and "flat"; the selected one starred; a view without a score on some images says so), the
+// baselines' rows, and the footnotes.
 void print_view_table(std::ostream& out, const EvalContext& ctx, const Summary& s) {
   const size_t width = name_width(ctx);
-  const double bp = best_pointing_baseline(s), be = best_energy_baseline(s);
-  out << padded("view", width) + "  pointing   energy    ratio  pointing-base  energy-base\n";
-  std::optional<size_t> best_p, best_e;
+  out << padded("view", width) +
+             "  pointing   energy    ratio  pointing-base  (95 % interval)   energy-base  (95 % interval)  max/mean\n";
   for (size_t v = 0; v < ctx.views.size(); ++v) {
     const Row& r = s.rows[v];
     if (!r.n) {
@@ -71,17 +112,18 @@ void print_view_table(std::ostream& out, const EvalContext& ctx, const Summary& 
       continue;
     }
     char buf[160];
-    std::snprintf(buf, sizeof buf, "%s %9.3f %8.3f %7.2fx %+14.3f %+12.3f", padded(starred(ctx, v), width).c_str(),
-                  r.pointing, r.energy, r.ratio, r.pointing - bp, r.energy - be);
-    out << buf << partial_note(r.n, r.undefined, "images", r.why) << "\n";
-    const Row* bpr = best_p ? &s.rows[*best_p] : nullptr;
-    if (!bpr || r.pointing > bpr->pointing || (r.pointing == bpr->pointing && r.energy > bpr->energy)) best_p = v;
-    if (!best_e || r.energy > s.rows[*best_e].energy) best_e = v;
+    std::snprintf(buf, sizeof buf, "%s %9.3f %8.3f %7.2fx %+14.3f", padded(starred(ctx, v), width).c_str(), r.pointing,
+                  r.energy, r.ratio, r.pointing_margin.value);
+    out << buf << interval_cell(r.pointing_margin.ci) << fmt(" %+13.3f", r.energy_margin.value)
+        << interval_cell(r.energy_margin.ci) << fmt(" %9.2f", r.peak) << (r.flat ? "  flat" : "")
+        << partial_note(r.n, r.undefined, "images", r.why) << "\n";
   }
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%s %9.3f %8.3f %7.2fx\n", padded("(centre prior)", width).c_str(), s.centre.pointing,
-                s.centre.energy, s.centre.ratio);
-  out << buf;
+  for (const auto& [name, row] : {std::pair<const char*, const Row*>{"(centre prior)", &s.centre}, {"(brightness)", &s.bright}}) {
+    std::snprintf(buf, sizeof buf, "%s %9.3f %8.3f %7.2fx\n", padded(name, width).c_str(), row->pointing, row->energy,
+                  row->ratio);
+    out << buf;
+  }
   std::snprintf(buf, sizeof buf, "%s %9s %8.3f %7.2fx\n", padded("(uniform map)", width).c_str(), "-", s.area, 1.0);
   out << buf;
   std::snprintf(buf, sizeof buf, "%s %9.3f %8s\n", padded("(random map)", width).c_str(), s.random_pointing, "-");
@@ -89,18 +131,19 @@ void print_view_table(std::ostream& out, const EvalContext& ctx, const Summary& 
   if (!ctx.model->hp.class_token)
     out << "maps: the model has no class token: each attention view is the mean of the patch queries' rows "
            "(the attention each patch receives)\n";
-  out << "* selected view ("
-      << (ctx.opt->view.views.empty() ? "--layer/--head/--rollout or the model's default" : "the first of --views")
-      << "); pointing tolerance " << ctx.opt->tolerance_px
-      << " px; best pointing game: " << (best_p ? ctx.views[*best_p].name : "none")
-      << ", best energy: " << (best_e ? ctx.views[*best_e].name : "none") << "\n";
+  print_verdict(out, ctx, s);
   if (ctx.class_specific)
     out << class_specific_views(ctx) << ": class-specific, here each image's top-1 class; the other views are "
                                         "class-agnostic\n";
   out << "baselines (no model): centre prior = Gaussian at the image centre, sigma 0.25 x the shorter side; "
-         "uniform map: energy = mask area share; random map: expected pointing = mask area share; "
-         "pointing-base = pointing - "
-      << fmt("%.3f", bp) << ", energy-base = energy - " << fmt("%.3f", be) << " (the best baseline of each)\n";
+         "brightness = the photo's luma (Rec. 709) as the map; uniform map: energy = mask area share; random map: "
+         "expected pointing = mask area share; pointing-base = pointing - "
+      << fmt("%.3f", best_pointing_baseline(s)) << " (" << best_pointing_baseline_name(s)
+      << "), energy-base = energy - " << fmt("%.3f", best_energy_baseline(s)) << " (" << best_energy_baseline_name(s)
+      << "), the best baseline of each; interval: 95 % percentile bootstrap over the images (" << kBootstrapResamples
+      << " resamples, seed " << kBootstrapSeed << ") of the mean per-image difference; max/mean: median over the "
+      << "images of the patch map's maximum over its mean (1 = uniform; flat below " << fmt("%.2f", kFlatPeakToMean)
+      << ")\n";
 }
 
 // Class-specific pointing: each item's class asked in turn (printed when images have two or more items).
@@ -283,11 +326,12 @@ J image_json(const EvalContext& ctx, const ImageEval& ev) {
   J vs = J::object();
   for (size_t v = 0; v < ctx.views.size(); ++v) {
     const ViewScore& s = ev.views[v];
-    vs[ctx.views[v].name] = s.undefined.empty() ? J{{"hit", s.hit}, {"energy", s.energy}}
+    vs[ctx.views[v].name] = s.undefined.empty() ? J{{"hit", s.hit}, {"energy", s.energy}, {"max_over_mean", s.peak}}
                                                 : J{{"hit", nullptr}, {"energy", nullptr}, {"undefined", s.undefined}};
   }
   e["views"] = vs;
   e["centre_prior"] = {{"hit", ev.centre.hit}, {"energy", ev.centre.energy}};
+  e["brightness"] = {{"hit", ev.brightness.hit}, {"energy", ev.brightness.energy}};
   e["random_pointing"] = ev.random_pointing;
   if (!ev.items.empty()) {
     J items = J::array();
@@ -372,9 +416,13 @@ J sanity_json(const EvalContext& ctx, const Summary& sum) {
   return sn;
 }
 
+// A margin: {"baseline", "interval": [lo, hi], "beats_every_baseline"}.
+J margin_json(const Margin& m) {
+  return {{"baseline", m.baseline}, {"interval", {m.ci.lo, m.ci.hi}}, {"beats_every_baseline", m.beats_all}};
+}
+
 // summary.views: each view's means, margins over the best baselines, and the images it has no score on.
 J summary_views_json(const EvalContext& ctx, const Summary& sum) {
-  const double bp = best_pointing_baseline(sum), be = best_energy_baseline(sum);
   J views = J::object();
   for (size_t v = 0; v < ctx.views.size() && sum.n; ++v) {
     const Row& r = sum.rows[v];
@@ -382,8 +430,12 @@ J summary_views_json(const EvalContext& ctx, const Summary& sum) {
            {"energy_in_mask", r.n ? J(r.energy) : J()},
            {"energy_ratio", r.n ? J(r.ratio) : J()},
            {"energy_ratio_per_image", r.n ? J(r.ratio_img) : J()},
-           {"margin_pointing", r.n ? J(r.pointing - bp) : J()},
-           {"margin_energy", r.n ? J(r.energy - be) : J()}};
+           {"margin_pointing", r.n ? J(r.pointing_margin.value) : J()},
+           {"margin_energy", r.n ? J(r.energy_margin.value) : J()},
+           {"margin_pointing_over", r.n ? margin_json(r.pointing_margin) : J()},
+           {"margin_energy_over", r.n ? margin_json(r.energy_margin) : J()},
+           {"max_over_mean", r.n ? J(r.peak) : J()},
+           {"flat", r.n ? J(r.flat) : J()}};
     add_undefined(e, r.undefined, "images", r.why);
     views[ctx.views[v].name] = e;
   }
@@ -407,9 +459,21 @@ J summary_json(const EvalContext& ctx, const Summary& sum, const EvalRun& run, b
                                     : J(nullptr);
   s["baselines"] = {{"uniform_energy", sum.area},
                     {"centre_prior", {{"pointing_game", sum.centre.pointing}, {"energy_in_mask", sum.centre.energy}}},
+                    {"brightness", {{"pointing_game", sum.bright.pointing}, {"energy_in_mask", sum.bright.energy}}},
                     {"random_pointing_game", sum.random_pointing},
                     {"best_pointing", best_pointing_baseline(sum)},
-                    {"best_energy", best_energy_baseline(sum)}};
+                    {"best_pointing_name", best_pointing_baseline_name(sum)},
+                    {"best_energy", best_energy_baseline(sum)},
+                    {"best_energy_name", best_energy_baseline_name(sum)}};
+  const std::optional<size_t> bp = best_pointing_view(sum), be = best_energy_view(sum);
+  s["best_pointing_view"] = bp ? J(ctx.views[*bp].name) : J();
+  s["best_energy_view"] = be ? J(ctx.views[*be].name) : J();
+  J flat = J::array();
+  for (size_t v = 0; v < ctx.views.size() && sum.n; ++v)
+    if (sum.rows[v].flat) flat.push_back(ctx.views[v].name);
+  s["flat_views"] = flat;
+  s["margins"] = {{"bootstrap_resamples", kBootstrapResamples}, {"seed", kBootstrapSeed}, {"level", kBootstrapLevel},
+                  {"flat_below_max_over_mean", kFlatPeakToMean}};
   s["class_pointing"] = class_pointing_json(ctx, sum);
   s["perturbation"] = perturbation_json(ctx, sum);
   s["sanity"] = sanity_json(ctx, sum);

@@ -15,6 +15,58 @@ void count_undefined(size_t* undefined, std::string* why, const std::string& rea
   if (why->empty()) *why = reason;
 }
 
+// The baselines of one image on a metric: (name, score), pointing or energy.
+std::vector<std::pair<const char*, double>> image_baselines(const ImageEval& ev, bool pointing) {
+  if (pointing)
+    return {{"centre prior", ev.centre.hit ? 1.0 : 0.0},
+            {"brightness", ev.brightness.hit ? 1.0 : 0.0},
+            {"random map", ev.random_pointing}};
+  return {{"uniform map", ev.area_share}, {"centre prior", ev.centre.energy}, {"brightness", ev.brightness.energy}};
+}
+
+// A view's margin over the best baseline on one metric, over the images it has a score on (Margin).
+Margin view_margin(const std::vector<ImageEval>& done, size_t v, bool pointing) {
+  std::vector<double> view;
+  std::vector<std::vector<double>> base;  // [baseline][image]
+  std::vector<const char*> names;
+  for (const auto& ev : done) {
+    const ViewScore& s = ev.views[v];
+    if (!s.undefined.empty()) continue;
+    view.push_back(pointing ? (s.hit ? 1.0 : 0.0) : s.energy);
+    const auto b = image_baselines(ev, pointing);
+    base.resize(b.size());
+    names.clear();
+    for (size_t k = 0; k < b.size(); ++k) {
+      base[k].push_back(b[k].second);
+      names.push_back(b[k].first);
+    }
+  }
+  Margin m;
+  if (view.empty()) return m;
+  m.beats_all = true;
+  double best = -1;
+  for (size_t k = 0; k < base.size(); ++k) {
+    std::vector<double> d(view.size());
+    double mean = 0;
+    for (size_t i = 0; i < d.size(); ++i) {
+      d[i] = view[i] - base[k][i];
+      mean += base[k][i];
+    }
+    const Interval ci = bootstrap_interval(d, kBootstrapResamples, kBootstrapSeed, kBootstrapLevel);
+    m.beats_all = m.beats_all && ci.lo > 0;
+    mean /= static_cast<double>(d.size());
+    if (mean > best) {
+      best = mean;
+      m.baseline = names[k];
+      m.ci = ci;
+      m.value = 0;
+      for (double x : d) m.value += x;
+      m.value /= static_cast<double>(d.size());
+    }
+  }
+  return m;
+}
+
 // One view's Row over the images it has a score on.
 Row view_row(const std::vector<ImageEval>& done, size_t v) {
   Row r;
@@ -37,6 +89,13 @@ Row view_row(const std::vector<ImageEval>& done, size_t v) {
   r.energy /= n;
   r.ratio_img /= n;
   r.ratio = r.energy / (area / n);
+  r.pointing_margin = view_margin(done, v, true);
+  r.energy_margin = view_margin(done, v, false);
+  std::vector<double> peaks;
+  for (const auto& ev : done)
+    if (ev.views[v].undefined.empty() && ev.views[v].peak > 0) peaks.push_back(ev.views[v].peak);
+  r.peak = peaks.empty() ? 0 : median(peaks);
+  r.flat = r.peak > 0 && r.peak < kFlatPeakToMean;
   return r;
 }
 
@@ -138,8 +197,35 @@ void summarise_faithfulness(const EvalContext& ctx, const std::vector<ImageEval>
 
 }  // namespace
 
-double best_pointing_baseline(const Summary& s) { return std::max(s.centre.pointing, s.random_pointing); }
-double best_energy_baseline(const Summary& s) { return std::max(s.area, s.centre.energy); }
+double best_pointing_baseline(const Summary& s) {
+  return std::max({s.centre.pointing, s.bright.pointing, s.random_pointing});
+}
+double best_energy_baseline(const Summary& s) { return std::max({s.area, s.centre.energy, s.bright.energy}); }
+std::string best_pointing_baseline_name(const Summary& s) {
+  const double b = best_pointing_baseline(s);
+  return b == s.centre.pointing ? "centre prior" : b == s.bright.pointing ? "brightness" : "random map";
+}
+std::string best_energy_baseline_name(const Summary& s) {
+  const double b = best_energy_baseline(s);
+  return b == s.area ? "uniform map" : b == s.centre.energy ? "centre prior" : "brightness";
+}
+
+std::optional<size_t> best_pointing_view(const Summary& s) {
+  std::optional<size_t> best;
+  for (size_t v = 0; v < s.rows.size(); ++v) {
+    const Row& r = s.rows[v];
+    if (!r.n || !r.pointing_margin.beats_all) continue;
+    const Row* b = best ? &s.rows[*best] : nullptr;
+    if (!b || r.pointing > b->pointing || (r.pointing == b->pointing && r.energy > b->energy)) best = v;
+  }
+  return best;
+}
+std::optional<size_t> best_energy_view(const Summary& s) {
+  std::optional<size_t> best;
+  for (size_t v = 0; v < s.rows.size(); ++v)
+    if (s.rows[v].n && s.rows[v].energy_margin.beats_all && (!best || s.rows[v].energy > s.rows[*best].energy)) best = v;
+  return best;
+}
 double best_asked_baseline(const Summary& s) { return std::max(s.centre_class.asked, s.random_asked); }
 
 Summary summarise(const EvalContext& ctx, const std::vector<ImageEval>& done) {
@@ -150,6 +236,8 @@ Summary summarise(const EvalContext& ctx, const std::vector<ImageEval>& done) {
     s.area += ev.area_share;
     s.centre.pointing += ev.centre.hit ? 1.0 : 0.0;
     s.centre.energy += ev.centre.energy;
+    s.bright.pointing += ev.brightness.hit ? 1.0 : 0.0;
+    s.bright.energy += ev.brightness.energy;
     s.random_pointing += ev.random_pointing;
     if (ev.truth && ev.predicted) {
       ++s.labelled;
@@ -163,6 +251,10 @@ Summary summarise(const EvalContext& ctx, const std::vector<ImageEval>& done) {
     s.centre.ratio = s.centre.energy / s.area;
     s.random_pointing /= static_cast<double>(n);
     s.centre.n = n;
+    s.bright.pointing /= static_cast<double>(n);
+    s.bright.energy /= static_cast<double>(n);
+    s.bright.ratio = s.bright.energy / s.area;
+    s.bright.n = n;
   }
   for (size_t v = 0; v < ctx.views.size(); ++v) s.rows.push_back(view_row(done, v));
   summarise_faithfulness(ctx, done, s);

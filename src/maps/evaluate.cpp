@@ -25,6 +25,58 @@ void check_size(const std::vector<float>& map, const Mask& mask, const char* wha
 
 }  // namespace
 
+uint64_t splitmix64(uint64_t* state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+namespace {
+
+// numpy.percentile's default ("linear") of sorted values at fraction q in [0, 1].
+double sorted_quantile(const std::vector<double>& sorted, double q) {
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const size_t i = static_cast<size_t>(std::floor(pos));
+  if (i + 1 >= sorted.size()) return sorted.back();
+  return sorted[i] + (pos - static_cast<double>(i)) * (sorted[i + 1] - sorted[i]);
+}
+
+}  // namespace
+
+Interval bootstrap_interval(const std::vector<double>& x, int resamples, uint64_t seed, double level) {
+  if (x.empty()) throw Error("bootstrap interval: no values to resample");
+  if (resamples < 2) throw Error("bootstrap interval: " + std::to_string(resamples) + " resamples, at least 2 needed");
+  if (!(level > 0 && level < 1)) throw Error("bootstrap interval: level " + std::to_string(level) + " is not in (0, 1)");
+  const uint64_t n = x.size();
+  std::vector<double> means(static_cast<size_t>(resamples));
+  uint64_t state = seed;
+  for (double& m : means) {
+    double sum = 0;
+    for (uint64_t i = 0; i < n; ++i) sum += x[static_cast<size_t>(splitmix64(&state) % n)];
+    m = sum / static_cast<double>(n);
+  }
+  std::sort(means.begin(), means.end());
+  return {sorted_quantile(means, (1 - level) / 2), sorted_quantile(means, (1 + level) / 2)};
+}
+
+double median(std::vector<double> x) {
+  if (x.empty()) throw Error("median of no values");
+  std::sort(x.begin(), x.end());
+  return sorted_quantile(x, 0.5);
+}
+
+double peak_to_mean(const std::vector<float>& map) {
+  double sum = 0, peak = 0;
+  for (float v : map) {
+    if (!std::isfinite(v)) return 0;
+    sum += v;
+    peak = std::max(peak, static_cast<double>(v));
+  }
+  if (map.empty() || !(sum > 0)) return 0;
+  return peak / (sum / static_cast<double>(map.size()));
+}
+
 Mask mask_from_image(const Image& img, const std::string& what) {
   if (img.width <= 0 || img.height <= 0) throw Error(what + ": empty mask image");
   Mask m;

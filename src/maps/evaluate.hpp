@@ -55,6 +55,35 @@ double energy_in_mask(const std::vector<float>& map, const Mask& mask);
 /// of such a map are undefined (energy_in_mask throws for it).
 std::string map_score_undefined(const std::vector<float>& map);
 
+/// A two-sided percentile interval [lo, hi].
+struct Interval {
+  double lo = 0, hi = 0;
+};
+
+/// SplitMix64 (Steele, Lea & Flood 2014, "Fast splittable pseudorandom number generators", OOPSLA; the
+/// reference code of Vigna's xoshiro page): advances *state by 0x9e3779b97f4a7c15 and returns the mixed
+/// value. The bootstrap's index stream, chosen because a NumPy script can reproduce it exactly.
+uint64_t splitmix64(uint64_t* state);
+
+/// Percentile bootstrap interval of the mean of `x` (Efron & Tibshirani 1993, ch. 13): `resamples`
+/// resamples of x.size() values drawn with replacement (index = splitmix64(&state) % n, state starting at
+/// `seed`, n draws per resample in order), each resample's mean; the interval is their (1 - level) / 2 and
+/// (1 + level) / 2 quantiles, linearly interpolated between order statistics as numpy.percentile's default
+/// ("linear": position q (B - 1) in the sorted means). eval uses it with x = per-image differences of a
+/// view's score from a baseline's, 2000 resamples, seed 28, level 0.95. Reference: tools/make_eval_flags_fixtures.py.
+/// Throws attnmap::Error for an empty x, resamples < 2 or level outside (0, 1).
+Interval bootstrap_interval(const std::vector<double>& x, int resamples = 2000, uint64_t seed = 28,
+                            double level = 0.95);
+
+/// The median of x (the mean of the two middle values for an even count, as numpy.median). Throws
+/// attnmap::Error for an empty x.
+double median(std::vector<double> x);
+
+/// How far a map is from uniform: its maximum over its mean, max(map) / mean(map) (1 for a flat map; the
+/// peak over the value every pixel would have if the map were spread evenly). Any shape, values >= 0
+/// expected. Returns 0 when the mean is not positive or a value is not finite (no peak to speak of).
+double peak_to_mean(const std::vector<float>& map);
+
 /// Places a (gh, gw) patch-grid map on the photo's pixels: upsampled with `mode` (upsample_map, no
 /// overshoot) to the pixel box the model saw (`box`, from preprocess; the whole photo with --resize squash)
 /// and zero outside that box. Returns (photo_h, photo_w).

@@ -27,6 +27,22 @@ std::vector<float> centre_prior_map(int width, int height, double sigma_frac) {
   return m;
 }
 
+std::vector<float> brightness_map(const Image& photo) {
+  const size_t n = static_cast<size_t>(std::max(photo.width, 0)) * static_cast<size_t>(std::max(photo.height, 0));
+  if (!n || photo.rgb.size() != 3 * n)
+    throw Error("brightness map: empty or inconsistent image (" + std::to_string(photo.width) + "x" +
+                std::to_string(photo.height) + ")");
+  std::vector<float> m(n);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* p = &photo.rgb[3 * i];
+    m[i] = static_cast<float>(0.2126 * p[0] + 0.7152 * p[1] + 0.0722 * p[2]);
+    sum += m[i];
+  }
+  if (!(sum > 0)) std::fill(m.begin(), m.end(), 1.0f);
+  return m;
+}
+
 double random_pointing_expectation(const Mask& mask, int tolerance_px) {
   if (tolerance_px < 0) throw Error("random pointing: tolerance must be >= 0 pixels");
   if (tolerance_px == 0) return mask_area_share(mask);

@@ -16,6 +16,12 @@ namespace attnmap {
 /// maximum 1. Throws attnmap::Error for a non-positive size or sigma_frac.
 std::vector<float> centre_prior_map(int width, int height, double sigma_frac = 0.25);
 
+/// The brightness baseline: the photo's luma as the map, no model. Y = 0.2126 R + 0.7152 G + 0.0722 B
+/// (ITU-R BT.709 luma coefficients) on the decoded 8-bit values as stored (gamma-encoded, not linearised),
+/// per pixel. Returns (height, width), values in [0, 255]; an all-black photo gives a map of 1s (uniform),
+/// so that its energy is defined. Throws attnmap::Error for an empty image.
+std::vector<float> brightness_map(const Image& photo);
+
 /// The expected pointing-game score of a random map (its maximum equally likely at any pixel): the share of
 /// pixels that count as a hit, |mask dilated by a disc of tolerance_px| / (width * height). With tolerance 0
 /// this is mask_area_share. Throws attnmap::Error for tolerance_px < 0.
