@@ -438,22 +438,25 @@ TextSize layout_size(PangoLayout* layout) {
 }
 }  // namespace
 
-int Canvas::unknown_glyphs(const std::string& text, const TextStyle& ts) {
+namespace {
+// `read` of a layout of `text` (one layout at a time, its threads waited for), the layout freed after.
+template <class Read>
+auto read_layout(cairo_t* cr, const std::string& text, const TextStyle& ts, Read read) {
   std::lock_guard<std::mutex> one_at_a_time(g_text_mu);
   const TextSettle settle;
-  PangoLayout* layout = make_layout(impl_->cr, text, ts);
-  const int n = pango_layout_get_unknown_glyphs_count(layout);
+  PangoLayout* layout = make_layout(cr, text, ts);
+  const auto value = read(layout);
   g_object_unref(layout);
-  return n;
+  return value;
+}
+}  // namespace
+
+int Canvas::unknown_glyphs(const std::string& text, const TextStyle& ts) {
+  return read_layout(impl_->cr, text, ts, [](PangoLayout* l) { return pango_layout_get_unknown_glyphs_count(l); });
 }
 
 TextSize Canvas::measure(const std::string& text, const TextStyle& ts) {
-  std::lock_guard<std::mutex> one_at_a_time(g_text_mu);
-  const TextSettle settle;
-  PangoLayout* layout = make_layout(impl_->cr, text, ts);
-  const TextSize sz = layout_size(layout);
-  g_object_unref(layout);
-  return sz;
+  return read_layout(impl_->cr, text, ts, [](PangoLayout* l) { return layout_size(l); });
 }
 
 TextSize Canvas::text(const std::string& text, double x, double y, const TextStyle& ts) {
