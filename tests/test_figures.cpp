@@ -474,6 +474,7 @@ TEST(Figures, PdfAndSvgRenderBackLikeThePng) {
   const Scale s = scale_over({&m.values}, "attention probability");
   FigureOptions fo;
   fo.dpi = 150;
+  fo.width_in = -1;  // every format as drawn: the PDF/SVG pages are the PNG's layout (pixels / dpi inches)
   fo.formats = parse_figure_formats("png,pdf,svg");
   const auto paths = write_panel((d / "p.panel").string(), "title", t.photo, t.box, {PanelRow{"view", m, s}}, viridis(), fo);
   ASSERT_EQ(paths.size(), 3u);

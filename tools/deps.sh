@@ -5,8 +5,11 @@
 #   bash tools/deps.sh test   that plus the test suite's and the fuzz targets' tools (tools/test.sh)
 set -euo pipefail
 RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev libfast-float-dev libopenblas-dev
-         libspng-dev libexif-dev libwebp-dev libtiff-dev fonts-dejavu-core libcairo2-dev libpango1.0-dev
+         libspng-dev libexif-dev libwebp-dev libtiff-dev fonts-dejavu-core fonts-noto-core fonts-noto-cjk
+         libcairo2-dev libpango1.0-dev
          libssl-dev libzip-dev zlib1g-dev libsleef-dev libdnnl-dev)
+# fonts-noto-core and fonts-noto-cjk: the figure labels' fallback fonts (Greek, Cyrillic, Arabic, Hebrew,
+# Devanagari, CJK... where DejaVu Sans has no glyph; src/draw/canvas figure_font_stack, docs/figures.md Fonts).
 # slurm-wlm (slurmctld, slurmd, slurm-client) and munge: ctest Slurm.ArrayJobShardsEqualOneRun starts its own
 # daemons (no service is enabled or started by that test); python3 reads its manifests.
 # nodejs, npm and chromium: ctest Gallery.Browser drives Debian's chromium headless through puppeteer-core

@@ -108,6 +108,14 @@ void check_drawing_options(const RenderOptions& ro) {
     throw Error("--pos-interp applies with --size (it chooses how --size resamples the position embeddings)");
   if (ro.load.max_pixels < 1) throw Error("--max-pixels must be >= 1, found 0");
   if (ro.figure_formats.empty()) throw Error("--figure-format needs at least one of png, pdf, svg");
+  if (ro.width_in && !(*ro.width_in > 0.0 && *ro.width_in <= 100.0))
+    throw Error("--width-in must be in (0, 100] inches, found " + shown_number(*ro.width_in));
+  if (ro.width_in && !(ro.panel || ro.strip_layers || ro.heads_grid))
+    throw Error("--width-in sizes the figures: add --panel or --strip layers|heads");
+  if (ro.strip_columns && *ro.strip_columns < 1)
+    throw Error("--strip-columns must be >= 1, found " + std::to_string(*ro.strip_columns));
+  if (ro.strip_columns && !(ro.strip_layers || ro.heads_grid))
+    throw Error("--strip-columns lays out the strips: add --strip layers or --strip heads");
 }
 
 }  // namespace attnmap

@@ -36,7 +36,7 @@ struct CliArgs {
   std::string key_s;                  // --key: the state dict inside a torch.save checkpoint
   std::string act_s, pool_s;          // --act, --pool: settings a checkpoint cannot hold
   std::string class_s, gradcam_layer_s;  // --class, --gradcam-layer (with --explain)
-  std::string scale_s, style_s = "overlay", dpi_s, formats_s = "png";
+  std::string scale_s, style_s = "overlay", dpi_s, formats_s = "png", width_in_s, strip_columns_s;
   int heads = 0;
   long long max_pixels = static_cast<long long>(ro.load.max_pixels);  // signed: "-1" must not wrap to "no limit"
   bool no_exif = false;

@@ -71,6 +71,17 @@ void add_query_options(CLI::App* render, CliArgs& a) {
                    "L5/h3:received)");
 }
 
+// render's figure sizes (docs/figures.md): --dpi, --width-in, --strip-columns.
+void add_figure_size_options(CLI::App* render, CliArgs& a) {
+  render->add_option("--dpi", a.dpi_s, "pixels per inch written into every PNG (pHYs) and the page size of PDF/SVG "
+                                       "figures (default: none in NAME.png, 300 in figures)");
+  render->add_option("--width-in", a.width_in_s, "the panel's and strips' width in inches: PDF/SVG pages this wide, "
+                                                 "PNGs width x --dpi pixels, text 8.5 pt (default: PNGs at the "
+                                                 "photo's pixels, PDF/SVG panels 3.5 in, strips 6.5 in)");
+  render->add_option("--strip-columns", a.strip_columns_s, "tiles per row of --strip layers / heads (default: "
+                                                           "layers at most 6 per row, heads ceil(sqrt(heads + 1)))");
+}
+
 // attnmap render: its option table.
 CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
   RenderOptions& ro = a.ro;
@@ -124,8 +135,7 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
   render->add_option("--style", a.style_s, "overlay | mask (photo x map on black) | contour (iso-lines at the ticks)")
       ->capture_default_str();
   render->add_flag("--alpha-by-value", ro.alpha_by_value, "overlay opacity follows the value: --alpha x scaled value");
-  render->add_option("--dpi", a.dpi_s, "pixels per inch written into every PNG (pHYs) and the page size of PDF/SVG "
-                                       "figures (default: none in NAME.png, 300 in figures)");
+  add_figure_size_options(render, a);
   render->add_option("--figure-format", a.formats_s, "formats of the figures: png, pdf, svg, comma-separated")
       ->capture_default_str();
   // Class-specific explanations (issue 19): the views chefer, gradcam, attn-grad (maps/views.cpp's kMethods).
@@ -289,6 +299,8 @@ void apply_view_options(CliArgs& a) {
   if (!a.scale_s.empty()) ro.scale = with_flag("--scale", [&] { return parse_scale(a.scale_s); });
   ro.style = with_flag("--style", [&] { return parse_style(a.style_s); });
   if (!a.dpi_s.empty()) ro.dpi = parse_number_option("--dpi", a.dpi_s);
+  if (!a.width_in_s.empty()) ro.width_in = parse_number_option("--width-in", a.width_in_s);
+  if (!a.strip_columns_s.empty()) ro.strip_columns = parse_int_option("--strip-columns", a.strip_columns_s);
   ro.figure_formats = with_flag("--figure-format", [&] { return parse_figure_formats(a.formats_s); });
 }
 

@@ -200,6 +200,7 @@ FigureOptions figure_options(const RenderContext& ctx) {
   FigureOptions fo;
   fo.formats = opt.figure_formats;
   fo.dpi = opt.dpi.value_or(300.0);
+  fo.width_in = opt.width_in.value_or(0.0);
   fo.provenance = ctx.provenance;
   return fo;
 }
@@ -252,6 +253,7 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
                             : own_scales(opt) ? kOwnScales : "; one colour scale for all tiles.");
   if (!opt.threshold && !own_scales(opt)) fig.scale = &scale;
   fig.cmap = ctx.cmap;
+  fig.cols = opt.strip_columns.value_or(0);
   return write_tiles(job.out_base + ".heads", fig, tiles, labels, figure_options(ctx));
 }
 
@@ -277,7 +279,7 @@ std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, 
   fig.title = title + "\n" + (opt.rollout ? "attention rollout through blocks 0\u2026l for every block l, " : "every block, ") +
               heads_phrase(ctx.head) + (own_scales(opt) ? "" : "; one colour scale");
   fig.note = own_scales(opt) ? std::string(kOwnScales + 2) : "";
-  fig.cols = static_cast<int>(tiles.size());
+  fig.cols = opt.strip_columns.value_or(layer_strip_columns(static_cast<int>(tiles.size())));
   if (!own_scales(opt)) fig.scale = &scale;
   fig.cmap = ctx.cmap;
   return write_tiles(job.out_base + ".layers", fig, tiles, labels, figure_options(ctx));

@@ -63,6 +63,9 @@ struct RenderOptions {
   bool alpha_by_value = false;       ///< --alpha-by-value
   std::optional<double> dpi;         ///< --dpi: pHYs of every PNG (none in NAME.png when unset), PDF/SVG page size
   std::vector<FigureFormat> figure_formats = {FigureFormat::Png};  ///< --figure-format of the figures
+  std::optional<double> width_in;    ///< --width-in: panels and strips this many inches wide (FigureOptions)
+  std::optional<int> strip_columns;  ///< --strip-columns: tiles per row of both strips (unset: layers
+                                     ///< layer_strip_columns, heads ceil(sqrt(H + 1)))
   std::optional<std::array<int, 2>> size;  ///< (width, height): model input size; position embeddings resampled
   std::optional<PosInterp> pos_interp;     ///< with size: how they are resampled; unset: the layout's default
   bool quiet = false;

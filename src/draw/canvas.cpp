@@ -59,6 +59,17 @@ namespace {
 
 constexpr const char* kFamily = "DejaVu Sans";
 
+}  // namespace
+
+// After the label font, in this order (Debian fonts-noto-core and fonts-noto-cjk, tools/deps.sh): scripts
+// DejaVu Sans lacks - Devanagari, CJK, more of Arabic and Hebrew - come from these before fontconfig's own
+// fallback order, so a name in any of them is drawn in the same fonts on every machine with the packages.
+const char* const kFallbacks[] = {"DejaVu Sans",         "Noto Sans",        "Noto Sans CJK JP",
+                                  "Noto Sans Arabic",    "Noto Sans Hebrew", "Noto Sans Devanagari",
+                                  "Noto Sans Symbols 2", "sans-serif"};
+
+namespace {
+
 std::string fc_family(FcPattern* p) {
   FcChar8* fam = nullptr;
   if (FcPatternGetString(p, FC_FAMILY, 0, &fam) != FcResultMatch || !fam) return "";
@@ -216,6 +227,13 @@ void warm_up_pango(const std::string& family) {
 }
 }  // namespace
 
+std::string figure_font_stack(const std::string& family) {
+  std::string stack = family;
+  for (const char* f : kFallbacks)
+    if (family != f) stack += std::string(",") + f;
+  return stack;
+}
+
 std::string figure_font() {
   static std::once_flag once;
   static std::string family, error;
@@ -244,8 +262,17 @@ struct Canvas::Impl {
   }
 };
 
-Canvas::Canvas(int width, int height, double dpi, FigureFormat format)
+Canvas::Canvas(int width, int height, double dpi, FigureFormat format) : Canvas(width, height, dpi, format, 1.0) {}
+
+Canvas::Canvas(int width, int height, double dpi, FigureFormat format, double png_scale)
     : impl_(std::make_unique<Impl>()), width_(width), height_(height), dpi_(dpi), format_(format) {
+  if (format == FigureFormat::Png && png_scale != 1.0) {
+    if (!(png_scale > 0.0)) throw Error("figure: a scale of " + std::to_string(png_scale) + " for a PNG canvas");
+    width = std::max(1, static_cast<int>(std::lround(width * png_scale)));
+    height = std::max(1, static_cast<int>(std::lround(height * png_scale)));
+    width_ = width;
+    height_ = height;
+  }
   if (width <= 0 || height <= 0 || width > kMaxCanvas || height > kMaxCanvas)
     throw Error("figure: a " + std::to_string(width) + "x" + std::to_string(height) + " pixel canvas is outside 1.." +
                 std::to_string(kMaxCanvas) + " (cairo's limit)");
@@ -270,6 +297,7 @@ Canvas::Canvas(int width, int height, double dpi, FigureFormat format)
   impl_->cr = cairo_create(impl_->surface);
   if (format != FigureFormat::Png) cairo_scale(impl_->cr, pt, pt);
   fill_rect(0, 0, width, height, Rgb{255, 255, 255});
+  if (format == FigureFormat::Png && png_scale != 1.0) cairo_scale(impl_->cr, png_scale, png_scale);
 }
 
 Canvas::~Canvas() = default;
@@ -372,7 +400,7 @@ PangoLayout* make_layout(cairo_t* cr, const std::string& text, const TextStyle& 
   cairo_font_options_destroy(fo);
   pango_layout_context_changed(layout);
   PangoFontDescription* d = pango_font_description_new();
-  pango_font_description_set_family(d, family.c_str());
+  pango_font_description_set_family(d, figure_font_stack(family).c_str());
   pango_font_description_set_absolute_size(d, ts.px * PANGO_SCALE);
   if (ts.bold) pango_font_description_set_weight(d, PANGO_WEIGHT_BOLD);
   pango_layout_set_font_description(layout, d);
@@ -410,13 +438,25 @@ TextSize layout_size(PangoLayout* layout) {
 }
 }  // namespace
 
-TextSize Canvas::measure(const std::string& text, const TextStyle& ts) {
+namespace {
+// `read` of a layout of `text` (one layout at a time, its threads waited for), the layout freed after.
+template <class Read>
+auto read_layout(cairo_t* cr, const std::string& text, const TextStyle& ts, Read read) {
   std::lock_guard<std::mutex> one_at_a_time(g_text_mu);
   const TextSettle settle;
-  PangoLayout* layout = make_layout(impl_->cr, text, ts);
-  const TextSize sz = layout_size(layout);
+  PangoLayout* layout = make_layout(cr, text, ts);
+  const auto value = read(layout);
   g_object_unref(layout);
-  return sz;
+  return value;
+}
+}  // namespace
+
+int Canvas::unknown_glyphs(const std::string& text, const TextStyle& ts) {
+  return read_layout(impl_->cr, text, ts, [](PangoLayout* l) { return pango_layout_get_unknown_glyphs_count(l); });
+}
+
+TextSize Canvas::measure(const std::string& text, const TextStyle& ts) {
+  return read_layout(impl_->cr, text, ts, [](PangoLayout* l) { return layout_size(l); });
 }
 
 TextSize Canvas::text(const std::string& text, double x, double y, const TextStyle& ts) {

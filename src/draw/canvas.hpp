@@ -24,6 +24,12 @@ const char* figure_extension(FigureFormat f);
 /// found or read. Thread-safe; the answer (or the error) is computed once per process.
 std::string figure_font();
 
+/// The pango family list every label is set in: `family` (figure_font()'s), then DejaVu Sans, Noto Sans,
+/// Noto Sans CJK JP, Noto Sans Arabic, Hebrew, Devanagari, Symbols 2 and sans-serif, so that pango takes a
+/// character the first font lacks from the next one that has it (Latin, Greek, Cyrillic, CJK, Arabic,
+/// Hebrew, Devanagari with Debian's fonts-dejavu-core, fonts-noto-core and fonts-noto-cjk), never a box.
+std::string figure_font_stack(const std::string& family);
+
 /// Refuses, before anything is drawn, a figure path that cannot be written: a folder, or a file whose
 /// nearest existing ancestor folder is not a writable folder. Throws attnmap::Error naming `path` and why.
 void check_figure_path(const std::string& path);
@@ -70,6 +76,10 @@ class Canvas {
  public:
   /// Throws attnmap::Error for a size <= 0 or over kMaxCanvas, a dpi outside (0, 1e6], or when cairo fails.
   Canvas(int width, int height, double dpi, FigureFormat format);
+  /// The same drawing (coordinates in width x height units) on a PNG of round(width x png_scale) x
+  /// round(height x png_scale) pixels (a figure of a physical width: width_in x dpi pixels); width() and
+  /// height() are then the PNG's. png_scale is ignored for PDF/SVG (their page is width / dpi inches).
+  Canvas(int width, int height, double dpi, FigureFormat format, double png_scale);
   ~Canvas();
   Canvas(const Canvas&) = delete;
   Canvas& operator=(const Canvas&) = delete;
@@ -98,6 +108,9 @@ class Canvas {
   /// own order. Throws attnmap::Error when the font cannot be
   /// found (figure_font).
   TextSize text(const std::string& text, double x, double y, const TextStyle& ts);
+  /// How many characters of `text` no font of the stack (figure_font_stack) has: pango's unknown glyphs,
+  /// drawn as boxes. 0 when every character has a glyph.
+  int unknown_glyphs(const std::string& text, const TextStyle& ts);
   /// The size `text` would take.
   TextSize measure(const std::string& text, const TextStyle& ts);
 

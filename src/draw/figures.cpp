@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "core/error.hpp"
+#include "core/setting_ref.hpp"
 #include "draw/colormap.hpp"
 #include "draw/figures_internal.hpp"
 #include "draw/overlay.hpp"
@@ -196,8 +197,8 @@ namespace detail {
 
 int text_px(int cell) { return std::clamp(static_cast<int>(std::lround(cell / 16.0)), 11, 48); }
 
-TextStyle fit(Canvas& c, const std::string& text, TextStyle ts, double width) {
-  for (int i = 0; i < 3 && c.measure(text, ts).w > width; ++i) ts.px *= 0.9;
+TextStyle fit(Canvas& c, const std::string& text, TextStyle ts, double width, double min_px) {
+  for (int i = 0; i < 3 && ts.px * 0.9 >= min_px && c.measure(text, ts).w > width; ++i) ts.px *= 0.9;
   if (c.measure(text, ts).w > width) {
     ts.width = width;
     ts.ellipsize = true;
@@ -211,6 +212,43 @@ TextStyle shortened(Canvas& c, const std::string& text, TextStyle ts, double wid
     ts.ellipsize = true;
   }
   return ts;
+}
+
+double paper_width(const FigureOptions& opt, FigureFormat format, double vector_default) {
+  if (opt.width_in > 0.0) return opt.width_in;
+  if (opt.width_in < 0.0) return 0.0;
+  return format == FigureFormat::Png ? 0.0 : vector_default;
+}
+
+int paper_text_px(double width_in, const std::function<int(int)>& width_of) {
+  const double k = kPaperTextPt / 72.0 / width_in;  // text pixels per layout pixel of width
+  // width_of(f) = A + B f roughly (the pictures' part A fixed, margins, labels and bar B f): f = k (A + B f)
+  // converges when k B < 1, i.e. when the text's own share of the width leaves room for the pictures.
+  const double w10 = width_of(10), b = (width_of(1010) - w10) / 1000.0, a = w10 - 10 * b;
+  if (k * b >= 0.95) {
+    char msg[160];
+    std::snprintf(msg, sizeof msg, "the figure is too narrow for its text: at %g in, %g pt labels leave no room "
+                  "for the pictures (make ", width_in, kPaperTextPt);
+    throw Error(msg + setting_ref("width_in") + " larger)");
+  }
+  double f = std::max(1.0, k * a / (1.0 - k * b));
+  for (int i = 0; i < 4; ++i) f = std::max(1.0, k * width_of(static_cast<int>(std::ceil(f))));
+  return static_cast<int>(std::ceil(f));
+}
+
+std::string emit_at(const std::string& base, const FigureOptions& opt, FigureFormat format, double width_in, int w,
+                    int h, const std::function<void(Canvas&)>& draw) {
+  FigureOptions one = opt;
+  one.formats = {format};
+  if (width_in <= 0.0) return emit(base, one, w, h, draw).at(0);
+  // PDF/SVG: pixels / dpi inches = width_in; PNG: the layout scaled to width_in x dpi pixels.
+  const double page_dpi = format == FigureFormat::Png ? opt.dpi : w / width_in;
+  Canvas c(w, h, page_dpi, format, width_in * opt.dpi / w);
+  c.set_provenance(opt.provenance);
+  draw(c);
+  const std::string path = base + figure_extension(format);
+  c.save(path);
+  return path;
 }
 
 std::vector<std::string> emit(const std::string& base, const FigureOptions& opt, int w, int h,
@@ -256,14 +294,15 @@ namespace {
 /// the canvas size.
 struct PanelLayout {
   int f = 0, m = 0, g = 0, label_w = 0, x0 = 0, bx = 0, w = 0, h = 0, y0 = 0, col_h = 0;
+  double min_px = 0;  ///< text is never shrunk below this (7 pt at a physical width; 0 for a PNG as drawn)
   TextStyle label, title;
   std::vector<ColorBar> bars;
 };
 
 PanelLayout panel_layout(Canvas& probe, int pw, int ph, const std::string& title, const std::vector<PanelRow>& rows,
-                         bool one_bar) {
+                         bool one_bar, int f) {
   PanelLayout l;
-  l.f = text_px(std::min(pw, ph));
+  l.f = f;
   l.m = l.f;
   l.g = l.f / 2;
   for (size_t i = 0; i < (one_bar ? 1 : rows.size()); ++i) l.bars.emplace_back(probe, rows[i].scale, l.f);
@@ -287,50 +326,86 @@ PanelLayout panel_layout(Canvas& probe, int pw, int ph, const std::string& title
   return l;
 }
 
+
+std::string draw_panel(const std::string& base, const std::string& title, const Image& photo,
+                       const std::vector<PanelRow>& rows, const std::vector<Image>& maps,
+                       const std::vector<Image>& overlays, const PanelLayout& l, const StyleOptions& st,
+                       const FigureOptions& opt, FigureFormat format, double width_in);
+
+// The panel's layout for a photo of pw x ph at width_in inches (0: as drawn, text sized to the photo).
+PanelLayout panel_at(Canvas& probe, int pw, int ph, const std::string& title, const std::vector<PanelRow>& rows,
+                     bool one_bar, double width_in) {
+  if (width_in <= 0.0) return panel_layout(probe, pw, ph, title, rows, one_bar, text_px(std::min(pw, ph)));
+  const int f = paper_text_px(width_in, [&](int g) { return panel_layout(probe, pw, ph, title, rows, one_bar, g).w; });
+  PanelLayout l = panel_layout(probe, pw, ph, title, rows, one_bar, f);
+  l.min_px = 7.0 / kPaperTextPt * f;
+  for (ColorBar& b : l.bars) b.min_px = l.min_px;
+  return l;
+}
+
 }  // namespace
 
 std::vector<std::string> write_panel(const std::string& base, const std::string& title, const Image& full,
                                      const PhotoBox& full_box, const std::vector<PanelRow>& rows, const StyleOptions& st,
                                      const FigureOptions& opt) {
   if (rows.empty()) throw Error("panel: no view to show");
+  if (opt.formats.empty()) throw Error("figure: no output format");
   bool one_bar = true;
   for (const PanelRow& r : rows) one_bar = one_bar && same_scale(r.scale, rows[0].scale);
   Canvas probe(1, 1, opt.dpi, FigureFormat::Png);
-  // A cairo canvas is at most kMaxCanvas pixels a side: a photo too large for three columns of it (wider than
-  // about 10,900 pixels) is drawn scaled down until the panel fits, its map box alike.
+  std::vector<std::string> out;
   Image scaled;
-  const Image* photo = &full;
-  PhotoBox box = full_box;
-  PanelLayout l = panel_layout(probe, full.width, full.height, title, rows, one_bar);
-  for (int tries = 0; (l.w > kMaxCanvas || l.h > kMaxCanvas) && tries < 8; ++tries) {
-    const double k = 0.995 * std::min(static_cast<double>(kMaxCanvas) / l.w, static_cast<double>(kMaxCanvas) / l.h);
-    const int sw = std::max(1, static_cast<int>(photo->width * k)), sh = std::max(1, static_cast<int>(photo->height * k));
-    box = scale_box(full_box, full.width, full.height, sw, sh);
-    scaled = resize_photo(full, sw, sh);
-    photo = &scaled;
-    l = panel_layout(probe, sw, sh, title, rows, one_bar);
-  }
-  const int pw = photo->width, ph = photo->height;
   std::vector<Image> maps, overlays;
-  for (const PanelRow& r : rows) {
-    overlays.push_back(draw_styled(*photo, box, r.map, r.scale, st));
-    maps.push_back(draw_map_alone(pw, ph, box, r.map, r.scale, st));
+  for (FigureFormat format : opt.formats) {
+    const double width_in = paper_width(opt, format, kPanelWidthIn);
+    // A cairo canvas is at most kMaxCanvas pixels a side: a photo too large for three columns of it (wider
+    // than about 10,900 pixels) is drawn scaled down until the panel fits, its map box alike.
+    const Image* photo = &full;
+    PhotoBox box = full_box;
+    PanelLayout l = panel_at(probe, full.width, full.height, title, rows, one_bar, width_in);
+    for (int tries = 0; (l.w > kMaxCanvas || l.h > kMaxCanvas) && tries < 8; ++tries) {
+      const double k = 0.995 * std::min(static_cast<double>(kMaxCanvas) / l.w, static_cast<double>(kMaxCanvas) / l.h);
+      const int sw = std::max(1, static_cast<int>(photo->width * k)), sh = std::max(1, static_cast<int>(photo->height * k));
+      box = scale_box(full_box, full.width, full.height, sw, sh);
+      scaled = resize_photo(full, sw, sh);
+      photo = &scaled;
+      l = panel_at(probe, sw, sh, title, rows, one_bar, width_in);
+    }
+    if (maps.empty() || maps[0].width != photo->width || maps[0].height != photo->height) {
+      maps.clear();
+      overlays.clear();
+      for (const PanelRow& r : rows) {
+        overlays.push_back(draw_styled(*photo, box, r.map, r.scale, st));
+        maps.push_back(draw_map_alone(photo->width, photo->height, box, r.map, r.scale, st));
+      }
+    }
+    out.push_back(draw_panel(base, title, *photo, rows, maps, overlays, l, st, opt, format, width_in));
   }
+  return out;
+}
+
+namespace {
+std::string draw_panel(const std::string& base, const std::string& title, const Image& photo,
+                       const std::vector<PanelRow>& rows, const std::vector<Image>& maps,
+                       const std::vector<Image>& overlays, const PanelLayout& l, const StyleOptions& st,
+                       const FigureOptions& opt, FigureFormat format, double width_in) {
+  const int pw = photo.width, ph = photo.height;
+  const bool one_bar = l.bars.size() == 1;
   const int nrows = static_cast<int>(rows.size());
-  return emit(base, opt, l.w, l.h, [&](Canvas& c) {
+  return emit_at(base, opt, format, width_in, l.w, l.h, [&](Canvas& c) {
     c.text(title, l.m, l.m, l.title);
     const std::string cols[3] = {"photo", "map", style_name(st)};
     for (int k = 0; k < 3; ++k) {
-      TextStyle ct = fit(c, cols[k], l.label, pw);
+      TextStyle ct = fit(c, cols[k], l.label, pw, l.min_px);
       ct.align = Align::Center;
       c.text(cols[k], ct.width > 0 ? l.x0 + k * (pw + l.g) : l.x0 + k * (pw + l.g) + pw / 2.0, l.y0 - l.col_h, ct);
     }
     for (int r = 0; r < nrows; ++r) {
       const int y = l.y0 + r * (ph + l.g);
-      TextStyle rl = fit(c, rows[static_cast<size_t>(r)].label, l.label, ph);
+      TextStyle rl = fit(c, rows[static_cast<size_t>(r)].label, l.label, ph, l.min_px);
       rl.vertical = true;
       c.text(rows[static_cast<size_t>(r)].label, l.m + l.label_w / 2.0 - l.g / 2.0, y + ph / 2.0, rl);
-      c.image(*photo, l.x0, y, pw, ph, Filter::Nearest);
+      c.image(photo, l.x0, y, pw, ph, Filter::Nearest);
       c.image(maps[static_cast<size_t>(r)], l.x0 + pw + l.g, y, pw, ph, Filter::Nearest);
       c.image(overlays[static_cast<size_t>(r)], l.x0 + 2 * (pw + l.g), y, pw, ph, Filter::Nearest);
       if (!one_bar) l.bars[static_cast<size_t>(r)].draw(c, st.cmap, l.bx, y, ph);
@@ -338,6 +413,7 @@ std::vector<std::string> write_panel(const std::string& base, const std::string&
     if (one_bar) l.bars[0].draw(c, st.cmap, l.bx, l.y0, nrows * ph + (nrows - 1) * l.g);
   });
 }
+}  // namespace
 
 // ---- strips and the heads grid -------------------------------------------------------------------------
 
@@ -350,6 +426,84 @@ TilePhoto tile_photo(const Image& photo, const PhotoBox& box, int tile_long) {
   return TilePhoto{resize_photo(photo, tw, th), scale_box(box, photo.width, photo.height, tw, th)};
 }
 
+namespace {
+
+/// Where a tile figure's parts go with base text f pixels.
+struct TileLayout {
+  int f = 0, m = 0, g = 0, cols = 0, rows = 0, label_h = 0, grid_w = 0, grid_h = 0, bx = 0, w = 0, h = 0, y0 = 0;
+  bool full = false;
+  int note_h = 0;
+  TextStyle label, ts, ns;
+  std::vector<ColorBar> bar;
+};
+
+TileLayout tile_layout(Canvas& probe, const TileFigure& fig, int n, int tw, int th,
+                       const std::vector<std::string>& labels, int cols, int f) {
+  TileLayout L;
+  L.f = f;
+  L.cols = cols;
+  L.rows = (n + cols - 1) / cols;
+  L.m = f;
+  L.g = f / 2;
+  const int m = L.m, g = L.g, rows = L.rows;
+  L.label.px = 0.85 * f;
+  L.label.color = kInk;
+  L.label.width = tw;  // a label wider than its tile wraps (narrow tiles of tall photos)
+  double label_max = probe.measure("Ag", L.label).h;
+  for (const std::string& l : labels) label_max = std::max(label_max, probe.measure(l, L.label).h);
+  L.label_h = static_cast<int>(std::ceil(label_max)) + g / 2;
+  if (fig.scale) L.bar.emplace_back(probe, *fig.scale, f);
+  L.grid_w = cols * tw + (cols - 1) * g;
+  L.bx = m + L.grid_w + 2 * g;
+  L.w = L.bar.empty() ? m + L.grid_w + m : L.bx + static_cast<int>(std::ceil(L.bar[0].width())) + m;
+  L.ts.px = 1.05 * f;
+  L.ts.bold = true;
+  L.ts.color = kInk;
+  L.ts.width = L.w - 2 * m;
+  const int title_h = static_cast<int>(std::ceil(probe.measure(fig.title, L.ts).h)) + g;
+  L.ns = L.label;
+  L.ns.color = kGrey;
+  L.ns.width = (cols * rows - n) * (tw + g) - g;
+  // The note goes into the empty cells of the last row when it fits there, else under the grid.
+  L.full = n == rows * cols || probe.measure(fig.note, L.ns).h > th;
+  if (L.full) L.ns.width = L.grid_w;
+  L.note_h = L.full && !fig.note.empty() ? static_cast<int>(std::ceil(probe.measure(fig.note, L.ns).h)) + g : 0;
+  const int above = L.bar.empty() ? 0 : static_cast<int>(std::ceil(L.bar[0].above()));
+  L.y0 = m + title_h + std::max(0, above - L.label_h);
+  L.grid_h = rows * (L.label_h + th) + (rows - 1) * g;
+  L.h = L.y0 + L.grid_h + L.note_h + m;
+  return L;
+}
+
+void draw_tiles(Canvas& c, const TileFigure& fig, const std::vector<Image>& tiles,
+                const std::vector<std::string>& labels, const TileLayout& L) {
+  const int n = static_cast<int>(tiles.size()), tw = tiles[0].width, th = tiles[0].height;
+  const int m = L.m, g = L.g, cols = L.cols;
+  c.text(fig.title, m, m, L.ts);
+  for (int i = 0; i < n; ++i) {
+    const int x = m + (i % cols) * (tw + g), y = L.y0 + (i / cols) * (L.label_h + th + g);
+    c.text(labels[static_cast<size_t>(i)], x, y, L.label);
+    c.image(tiles[static_cast<size_t>(i)], x, y + L.label_h, tw, th, Filter::Nearest);
+  }
+  if (!fig.note.empty()) {
+    if (L.full) {
+      c.text(fig.note, m, L.y0 + L.grid_h + g, L.ns);
+    } else {
+      const int x = m + (n % cols) * (tw + g), y = L.y0 + (L.rows - 1) * (L.label_h + th + g) + L.label_h;
+      c.text(fig.note, x, y, L.ns);
+    }
+  }
+  if (!L.bar.empty()) L.bar[0].draw(c, fig.cmap, L.bx, L.y0 + L.label_h, L.grid_h - L.label_h);
+}
+
+}  // namespace
+
+int layer_strip_columns(int blocks) {
+  if (blocks <= 6) return std::max(1, blocks);
+  const int rows = (blocks + 5) / 6;
+  return (blocks + rows - 1) / rows;
+}
+
 std::vector<std::string> write_tiles(const std::string& base, const TileFigure& fig, const std::vector<Image>& tiles,
                                      const std::vector<std::string>& labels, const FigureOptions& opt) {
   const int n = static_cast<int>(tiles.size());
@@ -360,59 +514,23 @@ std::vector<std::string> write_tiles(const std::string& base, const TileFigure& 
   for (const Image& t : tiles)
     if (t.width != tw || t.height != th) throw Error("figure: tiles of different sizes");
   if (fig.scale && !fig.cmap) throw Error("figure: a colour bar without a colour map");
+  if (opt.formats.empty()) throw Error("figure: no output format");
   int cols = fig.cols <= 0 ? static_cast<int>(std::ceil(std::sqrt(static_cast<double>(n)))) : fig.cols;
   cols = std::min(cols, n);
-  const int rows = (n + cols - 1) / cols;
   Canvas probe(1, 1, opt.dpi, FigureFormat::Png);
-  const int f = text_px(std::max(tw, th));
-  const int m = f, g = f / 2;
-  TextStyle label;
-  label.px = 0.85 * f;
-  label.color = kInk;
-  label.width = tw;  // a label wider than its tile wraps (narrow tiles of tall photos)
-  double label_max = probe.measure("Ag", label).h;
-  for (const std::string& l : labels) label_max = std::max(label_max, probe.measure(l, label).h);
-  const int label_h = static_cast<int>(std::ceil(label_max)) + g / 2;
-  std::vector<ColorBar> bar;
-  if (fig.scale) bar.emplace_back(probe, *fig.scale, f);
-  const int grid_w = cols * tw + (cols - 1) * g;
-  const int bx = m + grid_w + 2 * g;
-  const int w = bar.empty() ? m + grid_w + m : bx + static_cast<int>(std::ceil(bar[0].width())) + m;
-  TextStyle ts;
-  ts.px = 1.05 * f;
-  ts.bold = true;
-  ts.color = kInk;
-  ts.width = w - 2 * m;
-  const int title_h = static_cast<int>(std::ceil(probe.measure(fig.title, ts).h)) + g;
-  TextStyle ns = label;
-  ns.color = kGrey;
-  ns.width = 0;
-  ns.width = (cols * rows - n) * (tw + g) - g;
-  // The note goes into the empty cells of the last row when it fits there, else under the grid.
-  const bool full = n == rows * cols || probe.measure(fig.note, ns).h > th;
-  if (full) ns.width = grid_w;
-  const int note_h = full && !fig.note.empty() ? static_cast<int>(std::ceil(probe.measure(fig.note, ns).h)) + g : 0;
-  const int above = bar.empty() ? 0 : static_cast<int>(std::ceil(bar[0].above()));
-  const int y0 = m + title_h + std::max(0, above - label_h);
-  const int grid_h = rows * (label_h + th) + (rows - 1) * g;
-  const int h = y0 + grid_h + note_h + m;
-  return emit(base, opt, w, h, [&](Canvas& c) {
-    c.text(fig.title, m, m, ts);
-    for (int i = 0; i < n; ++i) {
-      const int x = m + (i % cols) * (tw + g), y = y0 + (i / cols) * (label_h + th + g);
-      c.text(labels[static_cast<size_t>(i)], x, y, label);
-      c.image(tiles[static_cast<size_t>(i)], x, y + label_h, tw, th, Filter::Nearest);
-    }
-    if (!fig.note.empty()) {
-      if (full) {
-        c.text(fig.note, m, y0 + grid_h + g, ns);
-      } else {
-        const int x = m + (n % cols) * (tw + g), y = y0 + (rows - 1) * (label_h + th + g) + label_h;
-        c.text(fig.note, x, y, ns);
-      }
-    }
-    if (!bar.empty()) bar[0].draw(c, fig.cmap, bx, y0 + label_h, grid_h - label_h);
-  });
+  std::vector<std::string> out;
+  for (FigureFormat format : opt.formats) {
+    const double width_in = paper_width(opt, format, kStripWidthIn);
+    const int f = width_in > 0.0 ? paper_text_px(width_in, [&](int g) {
+      return tile_layout(probe, fig, n, tw, th, labels, cols, g).w;
+    })
+                                 : text_px(std::max(tw, th));
+    TileLayout L = tile_layout(probe, fig, n, tw, th, labels, cols, f);
+    if (width_in > 0.0)
+      for (ColorBar& b : L.bar) b.min_px = 7.0 / kPaperTextPt * f;
+    out.push_back(emit_at(base, opt, format, width_in, L.w, L.h, [&](Canvas& c) { draw_tiles(c, fig, tiles, labels, L); }));
+  }
+  return out;
 }
 
 }  // namespace attnmap

@@ -72,7 +72,13 @@ std::vector<float> iso_segments(const std::vector<float>& values, int w, int h, 
 /// What every figure file shares.
 struct FigureOptions {
   std::vector<FigureFormat> formats = {FigureFormat::Png};
-  double dpi = 300.0;  ///< pHYs of PNGs; PDF/SVG page = pixels / dpi inches
+  double dpi = 300.0;  ///< pHYs of PNGs (and their pixels per inch with width_in)
+  /// The figure's width in inches (--width-in): PDF/SVG pages this wide, PNGs width_in x dpi pixels, text
+  /// 8.5 pt at that width (ticks 7.2 pt). 0: PNGs as drawn (their photos pixel for pixel, the text sized to
+  /// the photos), PDF/SVG at the kind's width (a panel 3.5 in, a strip or heads grid 6.5 in), text alike.
+  /// Below 0: every format as drawn (PDF/SVG pages pixels / dpi inches, the text sized to the photos: the
+  /// PNG's layout, for comparing the formats). write_comparison has its own (ComparisonOptions::width_in).
+  double width_in = 0.0;
   /// How the figure was made (the run's settings record, JSON): PNG tEXt `attnmap`, PDF Subject, SVG
   /// <metadata>; empty: not recorded.
   std::string provenance;
@@ -108,10 +114,15 @@ TilePhoto tile_photo(const Image& photo, const PhotoBox& box, int tile_long = 22
 struct TileFigure {
   std::string title;           ///< on top (wrapped to the figure's width)
   std::string note;            ///< what the tiles are: in the first empty cell, or under a full grid
-  int cols = 0;                ///< 0: ceil(sqrt(n)) (the heads grid's rule); n: one row (a strip)
+  int cols = 0;                ///< 0: ceil(sqrt(n)) (the heads grid's rule); n: one row; layer strips:
+                               ///< layer_strip_columns(n) unless given
   const Scale* scale = nullptr;  ///< the one scale of every tile: a colour bar at the right; null: none
   const uint8_t* cmap = nullptr; ///< the bar's colour table
 };
+
+/// The default number of columns of a layer strip of `blocks` tiles: one row up to 6 blocks, else as few
+/// rows of at most 6 as hold them, filled evenly (12 blocks: 2 rows of 6; 24: 4 of 6; 13: 3 rows of 5).
+int layer_strip_columns(int blocks);
 
 /// Lays out `tiles` (all the same size, drawn by the caller: draw_styled on tile_photo, or the DINO mask)
 /// row by row in fig.cols columns, each under its label (wrapped when wider than the tile),

@@ -22,8 +22,9 @@ inline const Rgb kGrey{90, 90, 90};
 /// The text size of a figure whose pictures are about `cell` pixels on their shorter side.
 int text_px(int cell);
 
-/// `text` one line in at most `width` pixels: the style's size, shrunk down to 70 % first, then ellipsized.
-TextStyle fit(Canvas& c, const std::string& text, TextStyle ts, double width);
+/// `text` one line in at most `width` pixels: the style's size, shrunk down to 70 % first (never below
+/// `min_px`: a figure of a physical width keeps 7 pt), then ellipsized.
+TextStyle fit(Canvas& c, const std::string& text, TextStyle ts, double width, double min_px = 0.0);
 
 /// `text` one line at the style's size in at most `width` pixels: ellipsized when longer.
 TextStyle shortened(Canvas& c, const std::string& text, TextStyle ts, double width);
@@ -36,6 +37,7 @@ struct ColorBar {
   std::vector<std::string> labels;
   std::string exponent;
   double f = 12, label_w = 0, units_h = 0;
+  double min_px = 0;  ///< the units line is never shrunk below this (7 pt at a physical width)
 
   ColorBar(Canvas& c, const Scale& s, double px) : scale(s), f(px) {
     ticks = nice_ticks(s);
@@ -87,7 +89,7 @@ struct ColorBar {
       c.text(exponent, x, y - eh - 0.5 * f, ts);
     }
     if (units_h > 0) {  // written upward along the bar; shrunk or shortened when longer than the bar
-      TextStyle us = fit(c, scale.units, tick_style(), h);
+      TextStyle us = fit(c, scale.units, tick_style(), h, min_px);
       us.vertical = true;
       us.align = Align::Center;
       c.text(scale.units, x + bar_w() + tick_len() + 0.7 * f + label_w + units_h / 2, y + h / 2, us);
@@ -96,6 +98,29 @@ struct ColorBar {
   /// Room the bar needs above its top (the exponent, half a label) and below its bottom (half a label).
   double above() const { return exponent.empty() ? 0.6 * f : 1.9 * f; }
 };
+
+/// The base text size of a figure of a physical width, in points: labels are 0.9 of it, colour bar ticks
+/// 0.85 (7.2 pt), titles 1.05 - at least 7 pt when the figure is placed at its own size.
+constexpr double kPaperTextPt = 8.5;
+/// Default widths of PDF/SVG figures without FigureOptions::width_in, inches: a panel one column of a
+/// two-column paper, a strip or heads grid a one-column page's text width (`attnmap figure`'s default).
+constexpr double kPanelWidthIn = 3.5;
+constexpr double kStripWidthIn = 6.5;
+
+/// The width in inches a figure is drawn at in `format`: opt.width_in when given, else `vector_default` for
+/// PDF/SVG, else 0 (a PNG as drawn: its own pixels, the text sized by text_px).
+double paper_width(const FigureOptions& opt, FigureFormat format, double vector_default);
+
+/// The base text size, in layout pixels, of a figure whose layout is width_of(f) pixels wide with text of
+/// f pixels and which is printed width_in inches wide: the f that comes out kPaperTextPt points (a fixed
+/// point, f = kPaperTextPt / 72 x width_of(f) / width_in). Throws attnmap::Error when the text alone would
+/// be wider than the page (the width is too small for text of that size).
+int paper_text_px(double width_in, const std::function<int(int)>& width_of);
+
+/// Draws the figure once in `format` (base + extension) at width_in inches: a PDF/SVG page that wide, a PNG
+/// of width_in x opt.dpi pixels (the drawing scaled); width_in 0: as emit.
+std::string emit_at(const std::string& base, const FigureOptions& opt, FigureFormat format, double width_in, int w,
+                    int h, const std::function<void(Canvas&)>& draw);
 
 /// Draws the figure once per format: base + extension. The layout was computed with a measuring canvas;
 /// text measures the same on every surface (hinting off).
