@@ -141,6 +141,10 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
   if (opt.style != Style::Overlay) r["style"] = opt.style == Style::Mask ? "mask" : "contour";
   if (opt.alpha_by_value) r["alpha_by_value"] = true;
   if (opt.dpi) r["dpi"] = *opt.dpi;
+  // The figures' physical width and the strips' columns (issue 28), when given: another width or column count
+  // is another figure (the defaults keep the record, and NAME.png, as a run without figures has them).
+  if (opt.width_in) r["width_in"] = *opt.width_in;
+  if (opt.strip_columns) r["strip_columns"] = *opt.strip_columns;
   if (opt.writes(OutputKind::Explore))  // the explorer's data (--explore, attnmap explore): what it stores
     r["explore"] = {{"budget_mb", opt.explore_budget_mb}, {"blocks", opt.explore_blocks}, {"discard", opt.discard}};
   return r;
