@@ -65,16 +65,10 @@ namespace {
 // the views name different ones, "as each view names it (default: class token)".
 std::string query_record(const RenderContext& ctx) {
   const std::string default_row = ctx.model->hp.query_name();
-  bool any = false, same = true;
-  const std::string shared = describe_query(ctx.query);
-  for (size_t i = 0; i < ctx.user_views; ++i) {
-    const ResolvedView& v = ctx.views[i];
-    if (v.spec.kind != ViewKind::Attention && v.spec.kind != ViewKind::Rollout) continue;
-    any = any || has_token_query(v);
-    same = same && describe_query(v.spec.query) == shared;
-  }
-  if (!any) return default_row;
-  return same && !shared.empty() ? shared : "as each view names it (default: " + default_row + ")";
+  if (!any_user_view(ctx, has_token_query)) return default_row;
+  const std::optional<TokenQuery> q = shared_user_query(ctx);  // the strips' (ctx.query) must agree too
+  return q && describe_query(*q) == describe_query(ctx.query) ? describe_query(*q)
+                                                              : "as each view names it (default: " + default_row + ")";
 }
 
 }  // namespace

@@ -218,6 +218,9 @@ std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, 
 /// Whether one of the user's views (ctx.views[0..user_views)) satisfies `pred`.
 bool any_user_view(const RenderContext& ctx, bool (*pred)(const ResolvedView&));
 
+/// The token query every attention or rollout view of the user's names (the default row when none names one);
+/// nullopt when they name different ones or the user has no such view.
+std::optional<TokenQuery> shared_user_query(const RenderContext& ctx);
 /// --explore-blocks resolved against `depth` (negative from the end), in the order given. Throws attnmap::Error
 /// naming the flag for a block out of range or named twice.
 std::vector<int> explore_blocks(const RenderOptions& opt, int depth);

@@ -116,15 +116,7 @@ void choose_strip_query(RenderContext& ctx, const RenderOptions& opt) {
                   "with --views name the query in each view (L5/h3:q=r7c3, rollout:k=r2c4, L3/mean:received)");
     return;
   }
-  const ResolvedView* first = nullptr;
-  bool same = true;
-  for (size_t i = 0; i < ctx.user_views; ++i) {
-    const ResolvedView& v = ctx.views[i];
-    if (v.spec.kind != ViewKind::Attention && v.spec.kind != ViewKind::Rollout) continue;
-    if (!first) first = &v;
-    same = same && describe_query(v.spec.query) == describe_query(first->spec.query);
-  }
-  if (first && same) ctx.query = first->spec.query;
+  if (const std::optional<TokenQuery> q = shared_user_query(ctx)) ctx.query = *q;
 }
 
 // --discard, --class and --gradcam-layer each apply to one kind of view; without it they are refused.
@@ -187,6 +179,17 @@ std::vector<int> explore_blocks(const RenderOptions& opt, int depth) {
     out.push_back(b);
   }
   return out;
+}
+
+std::optional<TokenQuery> shared_user_query(const RenderContext& ctx) {
+  std::optional<TokenQuery> shared;
+  for (size_t i = 0; i < ctx.user_views; ++i) {
+    const ResolvedView& v = ctx.views[i];
+    if (v.spec.kind != ViewKind::Attention && v.spec.kind != ViewKind::Rollout) continue;
+    if (!shared) shared = v.spec.query;
+    else if (describe_query(v.spec.query) != describe_query(*shared)) return std::nullopt;
+  }
+  return shared;
 }
 
 bool any_user_view(const RenderContext& ctx, bool (*pred)(const ResolvedView&)) {

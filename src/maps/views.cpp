@@ -442,15 +442,18 @@ void agnostic_maps(const ViTWeights& model, const ForwardResult& rows, const std
   }
 }
 
+// The view with its pixel query placed on the photo whose model input lies in `box` (nullptr: none known).
+ResolvedView placed_view(const ResolvedView& v, const HParams& hp, const Box* box) {
+  if (v.spec.query.kind == TokenQuery::Kind::Pixel && !box)
+    throw Error("'" + v.name + "': a pixel query needs the photo's box");
+  return box ? place_query(v, hp, *box) : v;
+}
+
 // The views with their pixel queries placed for one image.
 std::vector<ResolvedView> placed(const std::vector<ResolvedView>& views, const HParams& hp, const Box* box) {
   std::vector<ResolvedView> out;
   out.reserve(views.size());
-  for (const ResolvedView& v : views) {
-    if (v.spec.query.kind == TokenQuery::Kind::Pixel && !box)
-      throw Error("'" + v.name + "': a pixel query needs the photo's box");
-    out.push_back(box ? place_query(v, hp, *box) : v);
-  }
+  for (const ResolvedView& v : views) out.push_back(placed_view(v, hp, box));
   return out;
 }
 
@@ -486,14 +489,14 @@ std::vector<float> view_map(const ViewPass& pass, const ResolvedView& v, int cla
   switch (v.spec.kind) {
     case ViewKind::Photo: throw Error("'" + v.name + "' is not a map");
     case ViewKind::Attention:
-      if (has_token_query(v)) return query_view_map(pass, place_query(v, hp, pass.box ? *pass.box : Box{}));
+      if (has_token_query(v)) return query_view_map(pass, placed_view(v, hp, pass.box));
       if (pass.fwd) return class_attention_map(*pass.fwd, hp, v.spec.layer, v.spec.head);
       if (pass.tape) return class_attention_map(rows_of_tape(*pass.tape), hp, v.spec.layer, v.spec.head);
       break;
     case ViewKind::Rollout:
       if (pass.fwd && has_token_query(v))
         return query_map(attention_rollout(*pass.fwd, v.spec.layer, v.spec.head, v.discard).data(), 1, pass.fwd->tokens,
-                         hp, place_query(v, hp, pass.box ? *pass.box : Box{}));
+                         hp, placed_view(v, hp, pass.box));
       if (pass.fwd) return class_row_map(attention_rollout(*pass.fwd, v.spec.layer, v.spec.head, v.discard), hp, pass.fwd->tokens);
       break;
     case ViewKind::Probe:
