@@ -26,7 +26,14 @@ LSAN_OPTIONS="suppressions=$(pwd)/tools/lsan.supp:print_suppressions=0" \
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-san --output-on-failure -j"$jobs" --timeout 900 \
-    -E '^(Readme\.EveryCommandRuns|Slurm\.ArrayJobShardsEqualOneRun|Gallery\.Browser|Tools\.ExportWeightsHeads|Layout\..*)$'
+    -E '^(Readme\.EveryCommandRuns|Slurm\.ArrayJobShardsEqualOneRun|Gallery\.Browser|Tools\.ExportWeightsHeads|Layout\..*|FiguresPaper\.PanelStripAndSheetOfNamesInOtherScripts)$'
+# The CJK-named PDFs' test alone with ASan's slow unwinder (2.5x slower, so not for the whole suite): only a full
+# stack reaches cairo_surface_finish, the frame tools/lsan.supp names for cairo 1.16's own font-subsetting leak;
+# the fast unwinder stops inside libcairo (built without frame pointers), where no suppression could be narrow.
+LSAN_OPTIONS="suppressions=$(pwd)/tools/lsan.supp:print_suppressions=0" \
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:fast_unwind_on_malloc=0 \
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-san --output-on-failure --timeout 900 -R '^FiguresPaper\.PanelStripAndSheetOfNamesInOtherScripts$'
 # (Left out above, run by the plain suite: the README's commands end to end (166 s under ASan, the longest
 # test), the Slurm cluster, the gallery in Chromium, the Python exporter and the include-layout checks -
 # end-to-end or build checks that run the same code paths the suite's own CLI tests run under ASan.)
