@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "draw/colormap.hpp"
 #include "draw/figures.hpp"
+#include "draw/figures_internal.hpp"
 #include "io/image_io.hpp"
 #include "test_util.hpp"
 
@@ -58,7 +59,150 @@ double smallest_text_pt(const fs::path& pdf, const fs::path& dir) {
   return smallest;
 }
 
+// Every word of a PDF page (pdftotext -bbox): its text and box in points, y down.
+struct Word {
+  std::string text;
+  double x0, y0, x1, y1;
+};
+std::vector<Word> pdf_words(const fs::path& pdf, const fs::path& dir) {
+  const fs::path html = dir / "words.html";
+  std::vector<Word> out;
+  if (std::system(("pdftotext -bbox " + q(pdf) + " " + q(html) + " 2>/dev/null").c_str()) != 0) return out;
+  const std::string s = slurp(html);
+  const std::regex re(R"re(xMin="([0-9.]+)" yMin="([0-9.]+)" xMax="([0-9.]+)" yMax="([0-9.]+)">([^<]*)</word>)re");
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), re); it != std::sregex_iterator(); ++it)
+    out.push_back(Word{(*it)[5].str(), std::stod((*it)[1]), std::stod((*it)[2]), std::stod((*it)[3]), std::stod((*it)[4])});
+  return out;
+}
+
+bool is_number(const std::string& w) {
+  return !w.empty() && w.find_first_not_of("0123456789.\u2212-") == std::string::npos && std::isdigit(static_cast<unsigned char>(w.back()));
+}
+
 }  // namespace
+
+// The vertical colour bar at every length from a sliver to a tall bar: its tick labels never overlap (the
+// densest nice tick set whose labels keep apart, as matplotlib's MaxNLocator), stay inside the width the
+// layout reserved, and a bar long enough keeps nice_ticks' 4..7 ticks. The units are at the tick size.
+TEST(FiguresPaper, ColorBarTicksThinOutAndNeverOverlap) {
+  Canvas c(1, 1, 300, FigureFormat::Png);
+  const std::vector<Scale> scales = {{0.0, 0.2, "attention probability"}, {3.73e-7, 0.745, "attention probability"},
+                                     {4.0e-3, 6.2e-3, "attention probability"}, {-1.0, 1.0, "relevance"},
+                                     {0.0, 37.5, "token norm"}};
+  for (const Scale& s : scales)
+    for (const double h : {20.0, 40.0, 70.0, 120.0, 250.0, 600.0}) {
+      const detail::ColorBar bar(c, s, 12.0, h);
+      const std::vector<detail::TextBox> b = bar.label_boxes(c, 100.0, 50.0, h);
+      ASSERT_GE(b.size(), 1u) << s.vmax << " " << h;
+      for (size_t i = 1; i < b.size(); ++i)
+        EXPECT_FALSE(detail::overlap(b[i - 1], b[i])) << s.vmin << ".." << s.vmax << " h " << h << " label " << i;
+      for (const auto& x : b) EXPECT_LE(x.x1, 100.0 + bar.width() + 1e-6) << s.vmax << " h " << h;
+      if (h >= 250.0) {
+        EXPECT_EQ(b.size(), nice_ticks(s).size()) << s.vmax;
+      }
+      EXPECT_EQ(bar.units_style().px, bar.tick_style().px);
+    }
+  // 0 .. 0.2 on a 40 px bar at 12 px text: 0.00 .. 0.20 at 0.05 would be 10 px apart (labels ~12 px high),
+  // so the bar shows 0.0, 0.1, 0.2 (step 0.1: 20 px apart).
+  const Scale s{0.0, 0.2, "attention probability"};
+  const detail::ColorBar bar(c, s, 12.0, 40.0);
+  const size_t k = bar.tick_set(40.0);
+  EXPECT_EQ(bar.sets.ticks[k], (std::vector<double>{0.0, 0.1, 0.2}));
+  EXPECT_EQ(bar.sets.labels[k], (std::vector<std::string>{"0.0", "0.1", "0.2"}));
+  EXPECT_EQ(sparser_ticks(s).front(), nice_ticks(s));
+  EXPECT_EQ(sparser_ticks(Scale{0.5, 0.5, ""}).size(), 1u);
+}
+
+// The horizontal colour bar of `attnmap figure`: every label inside the bar's extent (0.20 at the right end
+// moved in, not hanging past it), no two closer than 0.6 f, the units at the tick size wrapped to the bar.
+TEST(FiguresPaper, HorizontalBarLabelsStayInsideTheBar) {
+  Canvas c(1, 1, 300, FigureFormat::Png);
+  for (const Scale& s : std::vector<Scale>{{0.0, 0.2, "attention probability"}, {0.0, 0.745, "rollout mass"},
+                                           {4.0e-3, 6.2e-3, "attention probability"}})
+    for (const double w : {40.0, 80.0, 150.0, 400.0}) {
+      const detail::HBar bar(c, s, 12.0, w);
+      const std::vector<detail::TextBox> b = bar.label_boxes(c, 30.0, 10.0);
+      ASSERT_GE(b.size(), 1u);
+      for (const auto& x : b) {
+        EXPECT_GE(x.x0, 30.0 - 1e-9) << s.vmax << " w " << w;
+        EXPECT_LE(x.x1, 30.0 + w + 1e-9) << s.vmax << " w " << w;
+      }
+      for (size_t i = 1; i < b.size(); ++i) EXPECT_GE(b[i].x0 - b[i - 1].x1, 0.6 * 12.0 - 1e-9) << s.vmax << " w " << w;
+      EXPECT_EQ(bar.units_style().px, bar.tick_style().px);
+      EXPECT_GE(bar.units_h + 0.5, c.measure(bar.units, bar.units_style()).h);
+    }
+}
+
+// `attnmap figure --width-in 3.3` with two scales (attention probability, rollout mass: a bar under each
+// column): every word on the page, the two bars' units in one size, every tick label inside the page.
+TEST(FiguresPaper, NarrowComparisonFigureLabelsOneSizeInsideThePage) {
+  if (!have("pdftotext")) GTEST_SKIP() << "pdftotext (poppler-utils) is not installed";
+  const fs::path d = tmpdir("narrow");
+  const std::string cat = q(std::string(ATTNMAP_DATA_DIR) + "/chelsea.png");
+  const CliRun r = run_attnmap("figure " + cat + " -w " + q(fixture("timm_small/weights.json")) +
+                               " --views photo,L1/mean,rollout --width-in 3.3 -o " + q(d / "f.pdf"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto page = media_box(slurp(d / "f.pdf"));
+  const std::vector<Word> words = pdf_words(d / "f.pdf", d);
+  ASSERT_GT(words.size(), 8u);
+  double attention_h = 0, rollout_h = 0;
+  for (const Word& w : words) {
+    EXPECT_GE(w.x0, 0.0) << w.text;
+    EXPECT_LE(w.x1, page.first + 1e-6) << w.text;
+    if (w.text == "attention") attention_h = w.y1 - w.y0;
+    if (w.text == "rollout") rollout_h = w.y1 - w.y0;
+    EXPECT_EQ(w.text.find("\u2026"), std::string::npos) << w.text;
+  }
+  ASSERT_GT(attention_h, 0.0);
+  EXPECT_NEAR(attention_h, rollout_h, 0.01);
+  // Tick labels of one bar do not overlap.
+  for (size_t i = 0; i < words.size(); ++i)
+    for (size_t j = i + 1; j < words.size(); ++j)
+      if (is_number(words[i].text) && is_number(words[j].text)) {
+        EXPECT_FALSE(detail::overlap({words[i].x0, words[i].y0, words[i].x1, words[i].y1},
+                                     {words[j].x0, words[j].y0, words[j].x1, words[j].y1}, 0.05))
+            << words[i].text << " / " << words[j].text;
+      }
+  if (!::testing::Test::HasFailure()) fs::remove_all(d);
+}
+
+// render --panel --figure-format pdf at the default 3.5 in: the row label, the column titles and the units
+// are whole (wrapped, never "…"), every text >= 7 pt, no two tick labels overlap, everything on the page.
+TEST(FiguresPaper, DefaultPanelPdfLabelsAreWholeAndTicksApart) {
+  if (!have("pdftotext")) GTEST_SKIP() << "pdftotext (poppler-utils) is not installed";
+  const fs::path d = tmpdir("whole");
+  const std::string cat = q(std::string(ATTNMAP_DATA_DIR) + "/chelsea.png");
+  for (const std::string extra : {"", " --views L3/mean,rollout --alpha 0.45"}) {
+    fs::remove_all(d / "out");
+    const CliRun r = run_attnmap("render " + cat + " -o " + q(d / "out") + " --panel --figure-format pdf" + extra);
+    ASSERT_EQ(r.status, 0) << r.err;
+    for (const auto& e : fs::directory_iterator(d / "out")) {
+      if (e.path().extension() != ".pdf") continue;
+      const auto page = media_box(slurp(e.path()));
+      EXPECT_NEAR(page.first, 252.0, 0.01);
+      const std::vector<Word> words = pdf_words(e.path(), d);
+      std::string all;
+      for (const Word& w : words) {
+        all += w.text + " ";
+        EXPECT_EQ(w.text.find("\u2026"), std::string::npos) << e.path() << ": " << w.text;
+        EXPECT_GE(w.x0, -1e-6) << w.text;
+        EXPECT_LE(w.x1, page.first + 1e-6) << w.text;
+        EXPECT_LE(w.y1, page.second + 1e-6) << w.text;
+      }
+      for (const char* want : {"attention", "probability", "photo", "map", "overlay,", "opacity"})
+        EXPECT_NE(all.find(want), std::string::npos) << e.path() << " lacks " << want << " in: " << all;
+      for (size_t i = 0; i < words.size(); ++i)
+        for (size_t j = i + 1; j < words.size(); ++j)
+          if (is_number(words[i].text) && is_number(words[j].text)) {
+            EXPECT_FALSE(detail::overlap({words[i].x0, words[i].y0, words[i].x1, words[i].y1},
+                                         {words[j].x0, words[j].y0, words[j].x1, words[j].y1}, 0.05))
+                << e.path() << ": " << words[i].text << " / " << words[j].text;
+          }
+      EXPECT_GE(smallest_text_pt(e.path(), d), 7.0) << e.path();
+    }
+  }
+  if (!::testing::Test::HasFailure()) fs::remove_all(d);
+}
 
 // Every script the issue names has glyphs in the font stack (fonts-dejavu-core, fonts-noto-core,
 // fonts-noto-cjk); a private-use character, which no font has, is counted, so the check can fail.

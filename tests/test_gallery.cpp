@@ -58,7 +58,7 @@ TEST(Gallery, WritesOneRowPerInputWithThumbnailsLinksAndStatistics) {
   write_png((d / "a.png").string(), gradient(400, 200));
   write_png((d / "b<1>.png").string(), gradient(50, 30));
   std::vector<GalleryEntry> e(3);
-  e[0].input = "photos/a.jpg";
+  e[0].input = "photos/a_long-name.v2.jpg";
   e[0].status = "done";
   e[0].outputs = {(d / "a.png").string(), (d / "a.npy").string()};
   e[0].has_stats = true;
@@ -78,8 +78,8 @@ TEST(Gallery, WritesOneRowPerInputWithThumbnailsLinksAndStatistics) {
   const int thumbs = write_gallery((d / "gallery").string(), e);
   EXPECT_EQ(thumbs, 2);
   const Image t0 = load_image((d / "gallery/thumbs/000000.png").string());
-  EXPECT_EQ(t0.width, 192);  // 400x200 shrunk to fit 192: 192x96
-  EXPECT_EQ(t0.height, 96);
+  EXPECT_EQ(t0.width, 128);  // 400x200 shrunk to fit 128: 128x64
+  EXPECT_EQ(t0.height, 64);
   const Image t1 = load_image((d / "gallery/thumbs/000001.png").string());
   EXPECT_EQ(t1.width, 50);  // never enlarged
   EXPECT_FALSE(fs::exists(d / "gallery/thumbs/000002.png"));
@@ -94,6 +94,14 @@ TEST(Gallery, WritesOneRowPerInputWithThumbnailsLinksAndStatistics) {
   EXPECT_NE(html.find("data-v=\"0.25\">0.2500</td>"), std::string::npos);
   EXPECT_NE(html.find(">3, 9</td>"), std::string::npos);
   EXPECT_NE(html.find(">63.2%</td>"), std::string::npos);
+  // Cards: the file name with a break opportunity after each '_', '-', '.' (never inside a word), the
+  // whole path as its tooltip, the folder on its own line, the outputs by what follows the input's stem.
+  EXPECT_NE(html.find("<div class=\"name\" title=\"photos/a_long-name.v2.jpg\">a_<wbr>long-<wbr>name.<wbr>v2.<wbr>jpg</div>"),
+            std::string::npos);
+  EXPECT_NE(html.find("<div class=\"dir\" title=\"photos/a_long-name.v2.jpg\"><span dir=\"ltr\">photos/</span></div>"),
+            std::string::npos);
+  EXPECT_NE(html.find("title=\"a.npy\">a.npy</a>"), std::string::npos);  // a.png's stem is not the input's
+  EXPECT_NE(html.find("grid-template-columns:repeat(auto-fill,minmax(138px,1fr))"), std::string::npos);
   // Nothing from outside: no remote URL and no external script, style or font.
   EXPECT_EQ(html.find("http://"), std::string::npos);
   EXPECT_EQ(html.find("https://"), std::string::npos);

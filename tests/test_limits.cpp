@@ -364,7 +364,7 @@ TEST_F(Limits, NamesWithControlAndBidiCharactersAreEscapedOnTheTerminalTheSheetA
       EXPECT_NE(r.out.find("a\\x0amax 0.99.png"), std::string::npos) << r.out;
       const std::string html = slurp(dir / "raw" / "gal" / "index.html");
       EXPECT_EQ(html.find("\xe2\x80\xae"), std::string::npos);
-      EXPECT_NE(html.find("<div class=\"name\">in/b\\u202egnp.png</div>"), std::string::npos);
+      EXPECT_NE(html.find("<div class=\"name\" title=\"in/b\\u202egnp.png\">b\\u202egnp.<wbr>png</div>"), std::string::npos);
     }
   }
   const Image raw = load_image((dir / "raw" / "sheet.png").string());

@@ -230,7 +230,7 @@ TEST_F(RunFigures, GalleryRowsAreTheManifestsWithWorkingLinks) {
   int thumbs = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& row = rows[i];
-    const size_t p = html.find("<div class=\"name\">" + html_escape(row["input"].get<std::string>()) + "</div>", at);
+    const size_t p = html.find("<div class=\"name\" title=\"" + html_escape(row["input"].get<std::string>()) + "\">", at);
     ASSERT_NE(p, std::string::npos) << row["input"];  // rows in manifest order
     at = p;
     const std::string tr = html.substr(html.rfind("<tr", p), html.find("</tr>", p) - html.rfind("<tr", p));
@@ -256,7 +256,7 @@ TEST_F(RunFigures, GalleryRowsAreTheManifestsWithWorkingLinks) {
     std::snprintf(t, sizeof t, "thumbs/%06zu.png", i);
     EXPECT_NE(tr.find(std::string("src=\"") + t + "\""), std::string::npos) << tr;
     const Image thumb = load_image((dir / "out" / "gallery" / t).string());
-    EXPECT_EQ(std::max(thumb.width, thumb.height), 192);
+    EXPECT_EQ(std::max(thumb.width, thumb.height), 128);  // GalleryOptions::thumb_size
     ++thumbs;
   }
   EXPECT_EQ(thumbs, 3);
@@ -284,7 +284,7 @@ TEST_F(RunFigures, GalleryAfterShardsShowsTheShardsStatusAndTimes) {
   ASSERT_EQ(shard_row.size(), 4u);
   // The gallery's row of `input`: <tr ...>...</tr>.
   auto gallery_row = [](const std::string& html, const std::string& input) {
-    const size_t p = html.find("<div class=\"name\">" + html_escape(input) + "</div>");
+    const size_t p = html.find("<div class=\"name\" title=\"" + html_escape(input) + "\">");
     if (p == std::string::npos) return std::string();
     const size_t tr = html.rfind("<tr", p);
     return html.substr(tr, html.find("</tr>", p) - tr);

@@ -9,6 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "app/provenance.hpp"
+#include "draw/colormap.hpp"
+#include "draw/plots.hpp"
+#include "io/image_io.hpp"
 #include "checkpoint/weights.hpp"
 #include "io/npy.hpp"
 #include "maps/head_stats.hpp"
@@ -155,6 +158,72 @@ TEST(StatsMaths, DistancesMediansAndTheOutlierRule) {
 
 class StatsCli : public TempDirTest {};
 
+namespace {
+bool same(const uint8_t* p, const uint8_t* q) { return p[0] == q[0] && p[1] == q[1] && p[2] == q[2]; }
+// Pixels darker than 100 in every channel in rows [y0, y1): text ink.
+int ink(const Image& im, int y0, int y1) {
+  int n = 0;
+  for (int y = y0; y < y1; ++y)
+    for (int x = 0; x < im.width; ++x) {
+      const uint8_t* p = &im.rgb[(static_cast<size_t>(y) * im.width + x) * 3];
+      n += p[0] < 100 && p[1] < 100 && p[2] < 100;
+    }
+  return n;
+}
+}  // namespace
+
+// An outlier map is a figure: the picture 1:1 under a title, the norms' colour bar at its right (viridis
+// from vmax at the top to vmin at the bottom, the picture's height) with the threshold marked white across
+// it at its place on the scale.
+TEST_F(StatsCli, OutlierFigureHasTitlePictureAndColourBarWithTheThreshold) {
+  Image pic;
+  pic.width = 120;
+  pic.height = 80;
+  for (int i = 0; i < pic.width * pic.height; ++i) pic.rgb.insert(pic.rgb.end(), {17, 200, 90});
+  OutlierFigure fig;
+  fig.title = "Token norms after block 3 (0-based, of 4); outlined: 2 of 196 patches above the outlier threshold 41.5";
+  fig.scale = Scale{10.0, 50.0, "token norm (L2, residual stream)"};
+  fig.threshold = 40.0;
+  fig.cmap = colormap_table("viridis");
+  const fs::path path = dir / "o.png";
+  write_outlier_figure(path.string(), pic, fig, 72.0, "{\"command\":\"stats\"}");
+  const Image im = load_image(path.string());
+  bool recorded = false;
+  for (const PngText& t : read_png_text(path.string())) recorded = recorded || (t.keyword == "attnmap" && t.text == "{\"command\":\"stats\"}");
+  EXPECT_TRUE(recorded);
+  // The picture, whole, once: its top-left corner and every one of its pixels.
+  int px = -1, py = -1, n = 0;
+  for (int y = 0; y < im.height; ++y)
+    for (int x = 0; x < im.width; ++x)
+      if (same(&im.rgb[(static_cast<size_t>(y) * im.width + x) * 3], pic.rgb.data())) {
+        if (px < 0) px = x, py = y;
+        ++n;
+      }
+  ASSERT_EQ(n, 120 * 80);
+  EXPECT_GT(ink(im, 0, py), 200);  // the title over it
+  // The colour bar: the first column right of the picture whose second row is viridis near its top (the
+  // 256-colour gradient drawn 80 rows high: row 1 samples about 1 - 1.5/80) and whose second-last row is
+  // near its bottom; the threshold 40 on 10..50 a quarter of the way down, drawn white across the bar.
+  auto near = [](const uint8_t* p, const uint8_t* q) {
+    return std::abs(p[0] - q[0]) <= 12 && std::abs(p[1] - q[1]) <= 12 && std::abs(p[2] - q[2]) <= 12;
+  };
+  const auto at = [&](int x, int y) { return &im.rgb[(static_cast<size_t>(y) * im.width + x) * 3]; };
+  const uint8_t* top = colormap_lookup(fig.cmap, 1.0f - 1.5f / 80.0f);
+  const uint8_t* bottom = colormap_lookup(fig.cmap, 1.5f / 80.0f);
+  int bx = -1;
+  for (int x = px + 120; x < im.width && bx < 0; ++x)
+    if (near(at(x, py + 1), top) && near(at(x + 2, py + 78), bottom)) bx = x;
+  ASSERT_GE(bx, 0);
+  const int ty = py + static_cast<int>(std::lround(80 * (1.0 - 30.0 / 40.0)));
+  const uint8_t white[3] = {255, 255, 255};
+  bool marked = false;
+  for (int y = ty - 1; y <= ty + 1; ++y) marked = marked || same(at(bx + 4, y), white);
+  EXPECT_TRUE(marked);
+  EXPECT_FALSE(same(at(bx + 4, ty + 8), white));  // the mark is a line, not the bar
+  EXPECT_GT(ink(im, py, py + 80), 100);  // tick labels and the units beside the bar
+  EXPECT_GT(im.width, 120 + 60);
+}
+
 // The done-when of issue 27: the composites folder run reproduces the NumPy reference of the bundled model
 // (tests/fixtures/stats/composites.json): distances within 2e-3 px, entropies 1e-4 nats, class-token
 // attention 1e-5, norms 2e-3; the CSV and JSON shapes; the figures with their record.
@@ -185,7 +254,14 @@ TEST_F(StatsCli, CompositesFolderReproducesTheNumPyReference) {
     EXPECT_EQ((*rec)["command"], "stats") << f;
   }
   int maps = 0;
-  for (const auto& e : fs::directory_iterator(dir / "outliers")) maps += read_png_provenance(e.path().string()) ? 1 : 0;
+  for (const auto& e : fs::directory_iterator(dir / "outliers")) {
+    maps += read_png_provenance(e.path().string()) ? 1 : 0;
+    // A figure: the photo (as wide) with a colour bar beside it, a title above.
+    const Image photo = load_image(std::string(ATTNMAP_DATA_DIR) + "/composites/" + e.path().filename().string());
+    const Image map = load_image(e.path().string());
+    EXPECT_GT(map.width, photo.width + 40) << e.path();
+    EXPECT_GT(map.height, photo.height + 20) << e.path();
+  }
   EXPECT_EQ(maps, n);
 }
 

@@ -21,6 +21,7 @@
 #include "draw/canvas.hpp"
 #include "draw/colormap.hpp"
 #include "draw/figures.hpp"
+#include "draw/plots.hpp"
 #include "io/hash.hpp"
 #include "io/output_files.hpp"
 #include "model/vit.hpp"
@@ -102,11 +103,14 @@ StatsPlan check_options(const StatsArgs& a) {
 }
 
 /// The outlier map of one image: the block's patch-token norms over the photo (overlay on the image's own
-/// norm range), each outlier patch outlined in white over black. Written with the image's record.
+/// norm range), each outlier patch outlined in white over black, as a figure: a title saying what is shown
+/// (the block, the threshold and its rule, the count) and a colour bar of the norms with the threshold
+/// marked (draw/plots.hpp write_outlier_figure). Written with the image's record.
 void write_outlier_map(const std::string& path, const Image& photo, const PhotoBox& box, const std::vector<float>& norms,
-                       const NormSummary& ns, const TokenLayout& lay, const StyleOptions& st, const std::string& record) {
+                       const NormSummary& ns, const StatsRun& run, const StyleOptions& st, const std::string& record) {
+  const TokenLayout& lay = run.layout;
   GridMap gm{std::vector<float>(norms.begin() + lay.num_prefix, norms.end()), lay.grid_w, lay.grid_h};
-  Scale sc = scale_over({&gm.values}, "token norm");
+  Scale sc = scale_over({&gm.values}, "token norm (L2, residual stream)");
   Image img = draw_styled(photo, box, gm, sc, st);
   const int lw = std::max(1, std::min(photo.width, photo.height) / 150);
   auto put = [&](int x, int y, uint8_t v) {
@@ -114,8 +118,10 @@ void write_outlier_map(const std::string& path, const Image& photo, const PhotoB
     uint8_t* p = &img.rgb[(static_cast<size_t>(y) * img.width + x) * 3];
     p[0] = p[1] = p[2] = v;
   };
+  int outliers = 0;
   for (int i = 0; i < lay.patches(); ++i) {
     if (!(gm.values[static_cast<size_t>(i)] > ns.threshold)) continue;
+    ++outliers;
     const int r = i / lay.grid_w, c = i % lay.grid_w;
     const int x0 = box.x0 + c * box.w / lay.grid_w, x1 = box.x0 + (c + 1) * box.w / lay.grid_w - 1;
     const int y0 = box.y0 + r * box.h / lay.grid_h, y1 = box.y0 + (r + 1) * box.h / lay.grid_h - 1;
@@ -125,10 +131,18 @@ void write_outlier_map(const std::string& path, const Image& photo, const PhotoB
       for (int y = y0 - k; y <= y1 + k; ++y) put(x0 - k, y, v), put(x1 + k, y, v);
     }
   }
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "Token norms after block %d (0\u2011based, of %d); outlined: %d of %d patches above the outlier "
+                "threshold %.4g (median + %g\u00b71.4826\u00b7MAD)",
+                run.norm_block, run.depth, outliers, lay.patches(), ns.threshold, run.outlier_k);
+  OutlierFigure fig;
+  fig.title = buf;
+  fig.scale = sc;
+  fig.threshold = ns.threshold;
+  fig.cmap = st.cmap;
   fs::create_directories(fs::path(path).parent_path());
-  PngOptions po;
-  po.text.push_back({kProvenanceKeyword, record});
-  write_png(path, img, po);
+  write_outlier_figure(path, img, fig, run.figures.dpi, record);
 }
 
 /// One image through the model: every block's head statistics from its probabilities (on_probs) and its
@@ -154,7 +168,7 @@ ImageStatsResult compute_image(const ViTWeights& model, const StatsPlan& p, cons
   r.outlier_map = job.out_base + ".png";
   const std::string record = image_provenance(run.figures.provenance, sha256_file(job.input));
   const size_t nb = static_cast<size_t>(run.norm_block);
-  write_outlier_map(r.outlier_map, photo, box, r.norms[nb], r.norm_summary[nb], run.layout, p.style, record);
+  write_outlier_map(r.outlier_map, photo, box, r.norms[nb], r.norm_summary[nb], run, p.style, record);
   r.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -206,6 +206,13 @@ TextStyle fit(Canvas& c, const std::string& text, TextStyle ts, double width, do
   return ts;
 }
 
+TextStyle wrapped(TextStyle ts, double width) {
+  ts.width = width;
+  ts.ellipsize = false;
+  ts.align = Align::Center;
+  return ts;
+}
+
 TextStyle shortened(Canvas& c, const std::string& text, TextStyle ts, double width) {
   if (c.measure(text, ts).w > width) {
     ts.width = width;
@@ -222,18 +229,24 @@ double paper_width(const FigureOptions& opt, FigureFormat format, double vector_
 
 int paper_text_px(double width_in, const std::function<int(int)>& width_of) {
   const double k = kPaperTextPt / 72.0 / width_in;  // text pixels per layout pixel of width
-  // width_of(f) = A + B f roughly (the pictures' part A fixed, margins, labels and bar B f): f = k (A + B f)
-  // converges when k B < 1, i.e. when the text's own share of the width leaves room for the pictures.
-  const double w10 = width_of(10), b = (width_of(1010) - w10) / 1000.0, a = w10 - 10 * b;
-  if (k * b >= 0.95) {
+  // width_of(f) = A + B f roughly (the pictures' part A fixed, margins, labels and bar B f): a solution of
+  // f = k (A + B f) needs k B < 1, i.e. text whose own share of the width leaves room for the pictures.
+  const double w10 = width_of(10), b = (width_of(110) - w10) / 100.0;
+  auto too_narrow = [&] {
     char msg[160];
     std::snprintf(msg, sizeof msg, "the figure is too narrow for its text: at %g in, %g pt labels leave no room "
                   "for the pictures (make ", width_in, kPaperTextPt);
-    throw Error(msg + setting_ref("width_in") + " larger)");
-  }
-  double f = std::max(1.0, k * a / (1.0 - k * b));
-  for (int i = 0; i < 4; ++i) f = std::max(1.0, k * width_of(static_cast<int>(std::ceil(f))));
-  return static_cast<int>(std::ceil(f));
+    return Error(msg + setting_ref("width_in") + " larger)");
+  };
+  if (k * b >= 0.95) throw too_narrow();
+  // The smallest f whose layout is narrow enough for its text to come out at least kPaperTextPt points
+  // (f >= k width_of(f)), counted up from k width_of(1) (width_of grows with f, so no smaller f can do):
+  // labels that wrap make width_of jump where a line is added, so neither a straight line through two of
+  // its values nor bisection finds it.
+  const int f0 = std::max(1, static_cast<int>(std::ceil(k * width_of(1))));
+  for (int f = f0; f < f0 + 2000; ++f)
+    if (f >= k * width_of(f)) return f;
+  throw too_narrow();
 }
 
 std::string emit_at(const std::string& base, const FigureOptions& opt, FigureFormat format, double width_in, int w,
@@ -282,6 +295,8 @@ std::string style_name(const StyleOptions& st) {
   }
 }
 
+std::vector<std::string> panel_columns(const StyleOptions& st) { return {"photo", "map", style_name(st)}; }
+
 bool same_scale(const Scale& a, const Scale& b) { return a.vmin == b.vmin && a.vmax == b.vmax && a.units == b.units; }
 
 }  // namespace
@@ -294,23 +309,43 @@ namespace {
 /// the canvas size.
 struct PanelLayout {
   int f = 0, m = 0, g = 0, label_w = 0, x0 = 0, bx = 0, w = 0, h = 0, y0 = 0, col_h = 0;
-  double min_px = 0;  ///< text is never shrunk below this (7 pt at a physical width; 0 for a PNG as drawn)
+  int above_h = 0;  ///< > 0: the row labels go across above their rows (a line this high), not upward beside them
+  int row_extra = 0;  ///< room between rows for a row's colour bar units written under it
+  int row_y(int r, int ph) const { return y0 + above_h + r * (ph + g + above_h + row_extra); }
   TextStyle label, title;
   std::vector<ColorBar> bars;
 };
 
 PanelLayout panel_layout(Canvas& probe, int pw, int ph, const std::string& title, const std::vector<PanelRow>& rows,
-                         bool one_bar, int f) {
+                         const std::vector<std::string>& cols, bool one_bar, int f) {
   PanelLayout l;
   l.f = f;
   l.m = l.f;
   l.g = l.f / 2;
-  for (size_t i = 0; i < (one_bar ? 1 : rows.size()); ++i) l.bars.emplace_back(probe, rows[i].scale, l.f);
-  double bar_w = 0;
-  for (const auto& b : l.bars) bar_w = std::max(bar_w, b.width());
+  const int nrows = static_cast<int>(rows.size());
   l.label.px = 0.9 * l.f;
   l.label.color = kInk;
-  l.label_w = static_cast<int>(std::ceil(probe.measure("Ag", l.label).h)) + l.g;
+  // Row labels are written upward beside their rows when each fits the row's height on one line; else (a
+  // short row: a landscape photo in a narrow paper panel) across, above each row, wrapped to the pictures'
+  // width: whole words at the label size, never "…".
+  const double line = probe.measure("Ag", l.label).h;
+  bool upward = true;
+  for (const PanelRow& r : rows) upward = upward && probe.measure(r.label, l.label).w <= ph;
+  double above = 0;
+  if (!upward)
+    for (const PanelRow& r : rows) {
+      TextStyle t = l.label;
+      t.width = 3 * pw + 2 * l.g;
+      above = std::max(above, probe.measure(r.label, t).h);
+    }
+  l.above_h = upward ? 0 : static_cast<int>(std::ceil(above)) + l.g / 2;
+  const int rows_h = nrows * ph + (nrows - 1) * l.g + (nrows - 1) * l.above_h;
+  const double bar_h = one_bar ? rows_h : ph;
+  for (size_t i = 0; i < (one_bar ? 1 : rows.size()); ++i) l.bars.emplace_back(probe, rows[i].scale, l.f, bar_h, true);
+  double bar_w = 0, bar_below = 0;
+  for (const auto& b : l.bars) bar_w = std::max(bar_w, b.width()), bar_below = std::max(bar_below, b.below());
+  if (!one_bar) l.row_extra = std::max(0, static_cast<int>(std::ceil(bar_below)) - l.above_h);
+  l.label_w = upward ? static_cast<int>(std::ceil(line)) + l.g : 0;
   l.x0 = l.m + l.label_w;
   l.bx = l.x0 + 3 * pw + 2 * l.g + 2 * l.g;
   l.w = l.bx + static_cast<int>(std::ceil(bar_w)) + l.m;
@@ -319,10 +354,15 @@ PanelLayout panel_layout(Canvas& probe, int pw, int ph, const std::string& title
   l.title.color = kInk;
   l.title.width = l.w - 2 * l.m;
   const int title_h = static_cast<int>(std::ceil(probe.measure(title, l.title).h)) + l.g;
-  l.col_h = static_cast<int>(std::ceil(probe.measure("Ag", l.label).h)) + l.g / 2;
+  // Column titles wrap at word boundaries to their picture's width.
+  double col_lines = line;
+  for (const std::string& c : cols) col_lines = std::max(col_lines, probe.measure(c, wrapped(l.label, pw)).h);
+  l.col_h = static_cast<int>(std::ceil(col_lines)) + l.g / 2;
   l.y0 = l.m + title_h + std::max(l.col_h, static_cast<int>(std::ceil(l.bars[0].above())));
-  const int nrows = static_cast<int>(rows.size());
-  l.h = l.y0 + nrows * ph + (nrows - 1) * l.g + l.m;
+  // The last bar's units under it may reach past the last row.
+  const int last_bottom = l.row_y(nrows - 1, ph) + ph;
+  const int bar_bottom = (one_bar ? l.row_y(0, ph) + rows_h : last_bottom) + static_cast<int>(std::ceil(bar_below));
+  l.h = std::max(last_bottom, bar_bottom) + l.m;
   return l;
 }
 
@@ -334,12 +374,10 @@ std::string draw_panel(const std::string& base, const std::string& title, const 
 
 // The panel's layout for a photo of pw x ph at width_in inches (0: as drawn, text sized to the photo).
 PanelLayout panel_at(Canvas& probe, int pw, int ph, const std::string& title, const std::vector<PanelRow>& rows,
-                     bool one_bar, double width_in) {
-  if (width_in <= 0.0) return panel_layout(probe, pw, ph, title, rows, one_bar, text_px(std::min(pw, ph)));
-  const int f = paper_text_px(width_in, [&](int g) { return panel_layout(probe, pw, ph, title, rows, one_bar, g).w; });
-  PanelLayout l = panel_layout(probe, pw, ph, title, rows, one_bar, f);
-  l.min_px = 7.0 / kPaperTextPt * f;
-  for (ColorBar& b : l.bars) b.min_px = l.min_px;
+                     const std::vector<std::string>& cols, bool one_bar, double width_in) {
+  if (width_in <= 0.0) return panel_layout(probe, pw, ph, title, rows, cols, one_bar, text_px(std::min(pw, ph)));
+  const int f = paper_text_px(width_in, [&](int g) { return panel_layout(probe, pw, ph, title, rows, cols, one_bar, g).w; });
+  PanelLayout l = panel_layout(probe, pw, ph, title, rows, cols, one_bar, f);
   return l;
 }
 
@@ -362,14 +400,14 @@ std::vector<std::string> write_panel(const std::string& base, const std::string&
     // than about 10,900 pixels) is drawn scaled down until the panel fits, its map box alike.
     const Image* photo = &full;
     PhotoBox box = full_box;
-    PanelLayout l = panel_at(probe, full.width, full.height, title, rows, one_bar, width_in);
+    PanelLayout l = panel_at(probe, full.width, full.height, title, rows, panel_columns(st), one_bar, width_in);
     for (int tries = 0; (l.w > kMaxCanvas || l.h > kMaxCanvas) && tries < 8; ++tries) {
       const double k = 0.995 * std::min(static_cast<double>(kMaxCanvas) / l.w, static_cast<double>(kMaxCanvas) / l.h);
       const int sw = std::max(1, static_cast<int>(photo->width * k)), sh = std::max(1, static_cast<int>(photo->height * k));
       box = scale_box(full_box, full.width, full.height, sw, sh);
       scaled = resize_photo(full, sw, sh);
       photo = &scaled;
-      l = panel_at(probe, sw, sh, title, rows, one_bar, width_in);
+      l = panel_at(probe, sw, sh, title, rows, panel_columns(st), one_bar, width_in);
     }
     if (maps.empty() || maps[0].width != photo->width || maps[0].height != photo->height) {
       maps.clear();
@@ -394,23 +432,30 @@ std::string draw_panel(const std::string& base, const std::string& title, const 
   const int nrows = static_cast<int>(rows.size());
   return emit_at(base, opt, format, width_in, l.w, l.h, [&](Canvas& c) {
     c.text(title, l.m, l.m, l.title);
-    const std::string cols[3] = {"photo", "map", style_name(st)};
-    for (int k = 0; k < 3; ++k) {
-      TextStyle ct = fit(c, cols[k], l.label, pw, l.min_px);
-      ct.align = Align::Center;
-      c.text(cols[k], ct.width > 0 ? l.x0 + k * (pw + l.g) : l.x0 + k * (pw + l.g) + pw / 2.0, l.y0 - l.col_h, ct);
+    const std::vector<std::string> cols = panel_columns(st);
+    for (int k = 0; k < 3; ++k) {  // wrapped to the column, the last line just above the pictures
+      const TextStyle ct = wrapped(l.label, pw);
+      const double th = c.measure(cols[static_cast<size_t>(k)], ct).h;
+      c.text(cols[static_cast<size_t>(k)], l.x0 + k * (pw + l.g), l.y0 - l.g / 2.0 - th, ct);
     }
     for (int r = 0; r < nrows; ++r) {
-      const int y = l.y0 + r * (ph + l.g);
-      TextStyle rl = fit(c, rows[static_cast<size_t>(r)].label, l.label, ph, l.min_px);
-      rl.vertical = true;
-      c.text(rows[static_cast<size_t>(r)].label, l.m + l.label_w / 2.0 - l.g / 2.0, y + ph / 2.0, rl);
+      const int y = l.row_y(r, ph);
+      if (l.above_h > 0) {  // across, above the row
+        TextStyle rl = l.label;
+        rl.width = 3 * pw + 2 * l.g;
+        c.text(rows[static_cast<size_t>(r)].label, l.x0, y - l.above_h, rl);
+      } else {
+        TextStyle rl = l.label;
+        rl.vertical = true;
+        rl.align = Align::Center;
+        c.text(rows[static_cast<size_t>(r)].label, l.m + (l.label_w - l.g) / 2.0, y + ph / 2.0, rl);
+      }
       c.image(photo, l.x0, y, pw, ph, Filter::Nearest);
       c.image(maps[static_cast<size_t>(r)], l.x0 + pw + l.g, y, pw, ph, Filter::Nearest);
       c.image(overlays[static_cast<size_t>(r)], l.x0 + 2 * (pw + l.g), y, pw, ph, Filter::Nearest);
       if (!one_bar) l.bars[static_cast<size_t>(r)].draw(c, st.cmap, l.bx, y, ph);
     }
-    if (one_bar) l.bars[0].draw(c, st.cmap, l.bx, l.y0, nrows * ph + (nrows - 1) * l.g);
+    if (one_bar) l.bars[0].draw(c, st.cmap, l.bx, l.row_y(0, ph), l.row_y(nrows - 1, ph) + ph - l.row_y(0, ph));
   });
 }
 }  // namespace
@@ -452,7 +497,8 @@ TileLayout tile_layout(Canvas& probe, const TileFigure& fig, int n, int tw, int 
   double label_max = probe.measure("Ag", L.label).h;
   for (const std::string& l : labels) label_max = std::max(label_max, probe.measure(l, L.label).h);
   L.label_h = static_cast<int>(std::ceil(label_max)) + g / 2;
-  if (fig.scale) L.bar.emplace_back(probe, *fig.scale, f);
+  L.grid_h = rows * (L.label_h + th) + (rows - 1) * g;
+  if (fig.scale) L.bar.emplace_back(probe, *fig.scale, f, L.grid_h - L.label_h);
   L.grid_w = cols * tw + (cols - 1) * g;
   L.bx = m + L.grid_w + 2 * g;
   L.w = L.bar.empty() ? m + L.grid_w + m : L.bx + static_cast<int>(std::ceil(L.bar[0].width())) + m;
@@ -470,7 +516,6 @@ TileLayout tile_layout(Canvas& probe, const TileFigure& fig, int n, int tw, int 
   L.note_h = L.full && !fig.note.empty() ? static_cast<int>(std::ceil(probe.measure(fig.note, L.ns).h)) + g : 0;
   const int above = L.bar.empty() ? 0 : static_cast<int>(std::ceil(L.bar[0].above()));
   L.y0 = m + title_h + std::max(0, above - L.label_h);
-  L.grid_h = rows * (L.label_h + th) + (rows - 1) * g;
   L.h = L.y0 + L.grid_h + L.note_h + m;
   return L;
 }
@@ -526,8 +571,6 @@ std::vector<std::string> write_tiles(const std::string& base, const TileFigure& 
     })
                                  : text_px(std::max(tw, th));
     TileLayout L = tile_layout(probe, fig, n, tw, th, labels, cols, f);
-    if (width_in > 0.0)
-      for (ColorBar& b : L.bar) b.min_px = 7.0 / kPaperTextPt * f;
     out.push_back(emit_at(base, opt, format, width_in, L.w, L.h, [&](Canvas& c) { draw_tiles(c, fig, tiles, labels, L); }));
   }
   return out;

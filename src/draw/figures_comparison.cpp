@@ -17,88 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// A horizontal colour bar under a run of columns: the gradient from vmin (left) to vmax (right), a tick
-/// mark at every nice tick (the contour levels), labels under them (only those at a coarser nice step when
-/// they would touch in a narrow bar), the units - and the common exponent, "(×10⁻³)" - centred under the labels.
-struct HBar {
-  Scale scale;
-  std::vector<double> ticks;
-  std::vector<std::string> labels;
-  std::string units;
-  double f = 12, label_h = 0, units_h = 0;
-  std::vector<bool> shown;  ///< which ticks are labelled
-
-  HBar(Canvas& c, const Scale& s, double px, double width) : scale(s), f(px) {
-    ticks = nice_ticks(s);
-    int e = 0;
-    labels = tick_labels(ticks, &e);
-    if (s.flat() && !labels.empty()) labels[0] += " (flat)";
-    units = s.units;
-    if (e != 0) units += (units.empty() ? "(" : " (") + exponent_label(e) + ")";
-    double label_w = 0;
-    for (const auto& l : labels) {
-      const TextSize t = c.measure(l, tick_style());
-      label_w = std::max(label_w, t.w);
-      label_h = std::max(label_h, t.h);
-    }
-    shown.assign(ticks.size(), true);
-    if (ticks.size() > 1) thin_labels(width * (ticks[1] - ticks[0]) / (s.vmax - s.vmin), label_w + 0.6 * f);
-    if (!units.empty()) units_h = c.measure(units, tick_style()).h;
-  }
-  /// When labels `need` pixels and ticks are `gap` apart, labels only the ticks at multiples of a coarser
-  /// step (2, 5 or 10 steps: nice values still, at least two of them), as matplotlib picks fewer ticks on a
-  /// short axis; else the first and the last tick; else the first alone. Every tick keeps its mark.
-  void thin_labels(double gap, double need) {
-    const double step = ticks[1] - ticks[0];
-    for (const double mult : {1.0, 2.0, 5.0, 10.0}) {
-      if (gap * mult < need) continue;
-      size_t n = 0;
-      for (size_t i = 0; i < ticks.size(); ++i) {
-        const double q = ticks[i] / (step * mult);
-        shown[i] = std::fabs(q - std::round(q)) < 1e-6;
-        n += shown[i];
-      }
-      if (n >= 2) return;
-    }
-    shown.assign(ticks.size(), false);
-    shown.front() = true;
-    shown.back() = gap * static_cast<double>(ticks.size() - 1) >= need;
-  }
-  TextStyle tick_style() const {
-    TextStyle t;
-    t.px = 0.85 * f;
-    t.color = kInk;
-    return t;
-  }
-  double thick() const { return std::round(0.8 * f); }
-  double tick_len() const { return std::round(0.35 * f); }
-  double height() const { return thick() + tick_len() + 0.1 * f + label_h + (units_h > 0 ? 0.1 * f + units_h : 0.0); }
-  void draw(Canvas& c, const uint8_t* cmap, double x, double y, double w) const {
-    Image grad;
-    grad.width = 256;
-    grad.height = 1;
-    for (int i = 0; i < 256; ++i) {  // a flat scale draws every value in the first colour
-      const uint8_t* p = cmap + 3 * (scale.flat() ? 0 : i);
-      grad.rgb.insert(grad.rgb.end(), p, p + 3);
-    }
-    c.image(grad, x, y, w, thick(), Filter::Nearest);
-    c.stroke_rect(x, y, w, thick(), kGrey, 1.0);
-    TextStyle ts = tick_style();
-    ts.align = Align::Center;
-    const double ty = y + thick() + tick_len();
-    for (size_t i = 0; i < ticks.size(); ++i) {
-      const double tx = x + w * (scale.flat() ? 0.0 : (ticks[i] - scale.vmin) / (scale.vmax - scale.vmin));
-      c.line(tx, y + thick(), tx, ty, kInk, 1.0);
-      if (shown[i]) c.text(labels[i], tx, ty + 0.1 * f, ts);
-    }
-    if (units_h > 0) {
-      TextStyle us = fit(c, units, tick_style(), w);
-      us.align = Align::Center;
-      c.text(units, us.width > 0 ? x : x + w / 2, ty + 0.2 * f + label_h, us);
-    }
-  }
-};
-
 /// A run of adjacent map columns on one scale (column indices over all columns, photo columns included).
 struct BarSpan {
   int first = 0, last = 0, scale = 0;
@@ -197,7 +115,7 @@ std::string broken_title(Canvas& probe, const std::string& t, const TextStyle& t
 
 ComparisonLayout comparison_layout(Canvas& probe, const std::vector<std::string>& titles,
                                    const std::vector<FigureRow>& rows, const ComparisonScales& scales,
-                                   const ComparisonOptions& opt) {
+                                   const ComparisonOptions& opt, double bar_len = 0.0) {
   ComparisonLayout L;
   L.w = static_cast<int>(std::lround(opt.width_in * opt.dpi));
   L.f = 8.0 * opt.dpi / 72.0;  // 8 pt
@@ -207,7 +125,7 @@ ComparisonLayout comparison_layout(Canvas& probe, const std::vector<std::string>
   L.label.color = kInk;
   L.line_h = probe.measure("Ag", L.label).h;
   const int shared = one_scale(scales);
-  if (shared >= 0) L.vbar.emplace(probe, scales.scales[static_cast<size_t>(shared)], 0.9 * L.f);
+  if (shared >= 0) L.vbar.emplace(probe, scales.scales[static_cast<size_t>(shared)], 0.9 * L.f, bar_len);
   const int ncols = static_cast<int>(titles.size());
   L.x0 = L.m + L.line_h + L.g;
   L.bx = L.vbar ? L.w - L.m - L.vbar->width() : L.w - L.m;
@@ -272,7 +190,10 @@ std::string write_comparison(const std::string& path, const std::vector<std::str
   const FigureOptions fo = comparison_output(path, opt);
   check_comparison(column_titles, rows, scales, opt);
   Canvas probe(1, 1, opt.dpi, FigureFormat::Png);
-  const ComparisonLayout L = comparison_layout(probe, column_titles, rows, scales, opt);
+  ComparisonLayout L = comparison_layout(probe, column_titles, rows, scales, opt);
+  // The shared bar's units longer than the bar: laid out again with them wrapped to its height.
+  if (L.vbar && !L.vbar->scale.units.empty() && probe.measure(L.vbar->scale.units, L.vbar->units_style()).w > L.total)
+    L = comparison_layout(probe, column_titles, rows, scales, opt, L.total);
   // Each map is drawn over its photo at the photo's full resolution, on its column's scale (or its own
   // min-max), then scaled into its cell.
   std::vector<std::vector<Image>> cells;
@@ -321,7 +242,7 @@ std::string write_comparison(const std::string& path, const std::vector<std::str
     if (L.vbar) L.vbar->draw(c, st.cmap, L.bx, L.y0, L.total);
     for (size_t i = 0; i < L.spans.size(); ++i) {
       const double span_w = (L.spans[i].last - L.spans[i].first + 1) * L.cell_w + (L.spans[i].last - L.spans[i].first) * L.g;
-      L.hbars[i].draw(c, st.cmap, col_x(L.spans[i].first) + 0.1 * span_w, L.bars_y, 0.8 * span_w);
+      L.hbars[i].draw(c, st.cmap, col_x(L.spans[i].first) + 0.1 * span_w, L.bars_y);
     }
     if (!opt.note.empty()) c.text(opt.note, L.m, L.note_y, L.note);
   });

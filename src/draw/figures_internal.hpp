@@ -26,27 +26,126 @@ int text_px(int cell);
 /// `min_px`: a figure of a physical width keeps 7 pt), then ellipsized.
 TextStyle fit(Canvas& c, const std::string& text, TextStyle ts, double width, double min_px = 0.0);
 
+/// The style wrapped at word boundaries (a word longer than the line at characters) in a box `width` pixels
+/// wide, centred: a long label takes more lines at its size rather than shrinking or losing characters.
+TextStyle wrapped(TextStyle ts, double width);
+
 /// `text` one line at the style's size in at most `width` pixels: ellipsized when longer.
 TextStyle shortened(Canvas& c, const std::string& text, TextStyle ts, double width);
 
+/// Where a label was drawn: its box in pixels, [x0, x1) x [y0, y1).
+struct TextBox {
+  double x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+};
+
+/// True when two boxes share more than `slack` pixels in both directions.
+inline bool overlap(const TextBox& a, const TextBox& b, double slack = 0.0) {
+  return std::min(a.x1, b.x1) - std::max(a.x0, b.x0) > slack && std::min(a.y1, b.y1) - std::max(a.y0, b.y0) > slack;
+}
+
+/// Tick sets from dense to sparse (sparser_ticks and every 2nd, 3rd, ... tick of the densest set, by their
+/// step; then the first tick alone) and their labels, all in one exponent and none wider than the densest
+/// set's widest label (that width is what a layout reserves): a bar
+/// picks the first set whose labels are far enough apart at its length (pick), as matplotlib's MaxNLocator
+/// fits the tick count to the axis by the labels' size.
+struct TickSets {
+  std::vector<std::vector<double>> ticks;
+  std::vector<std::vector<std::string>> labels;
+  std::string exponent;
+  double label_w = 0, label_h = 0;
+
+  TickSets() = default;
+  TickSets(Canvas& c, const Scale& s, const TextStyle& ts) {
+    int e0 = 0;
+    for (std::vector<double>& t : sparser_ticks(s)) {
+      int e = 0;
+      std::vector<std::string> l = tick_labels(t, &e);
+      if (ticks.empty()) {
+        e0 = e;
+        if (s.flat() && !l.empty()) l[0] += " (flat)";
+      }
+      double w = 0, h = 0;
+      for (const auto& x : l) {
+        const TextSize sz = c.measure(x, ts);
+        w = std::max(w, sz.w);
+        h = std::max(h, sz.h);
+      }
+      if (!ticks.empty() && (e != e0 || w > label_w + 0.01)) continue;  // another exponent, or wider labels
+      if (ticks.empty()) label_w = w, label_h = h;
+      ticks.push_back(std::move(t));
+      labels.push_back(std::move(l));
+    }
+    exponent = exponent_label(e0);
+    if (ticks[0].size() < 2) return;
+    // Every 2nd, 3rd, ... tick of the densest set (its labels as they are), then all in order of their step:
+    // the nice sets first where steps tie. The last resort of a bar too short for two labels: the first tick.
+    for (size_t stride = 2; stride < ticks[0].size(); ++stride) {
+      std::vector<double> t;
+      std::vector<std::string> l;
+      for (size_t i = 0; i < ticks[0].size(); i += stride) t.push_back(ticks[0][i]), l.push_back(labels[0][i]);
+      ticks.push_back(std::move(t));
+      labels.push_back(std::move(l));
+    }
+    std::vector<size_t> order(ticks.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return ticks[a][1] - ticks[a][0] < (ticks[b][1] - ticks[b][0]) * (1.0 - 1e-9);
+    });
+    std::vector<std::vector<double>> t2;
+    std::vector<std::vector<std::string>> l2;
+    for (size_t i : order) t2.push_back(ticks[i]), l2.push_back(labels[i]);
+    t2.push_back({ticks[0].front()});
+    l2.push_back({labels[0].front()});
+    ticks = std::move(t2);
+    labels = std::move(l2);
+  }
+  /// The first set whose neighbouring ticks are >= `need` pixels apart on an axis `length` pixels long for
+  /// the scale's range (the sparsest when none is).
+  size_t pick(const Scale& s, double length, double need) const {
+    for (size_t k = 0; k < ticks.size(); ++k) {
+      if (ticks[k].size() < 2 || s.flat()) return k;
+      if (length * (ticks[k][1] - ticks[k][0]) / (s.vmax - s.vmin) >= need) return k;
+    }
+    return ticks.size() - 1;
+  }
+};
+
 /// The colour bar: a vertical gradient `f` wide (top = vmax), ticks with labels to its right, the common
-/// exponent above it and the units written upward beside the labels.
+/// exponent above it and the units written upward beside the labels. Every label is at the tick size: the
+/// units wrap onto a second line (at word boundaries) when longer than the bar, and the ticks thin out
+/// (TickSets) when their labels would touch. A bar that allows it (`units_may_go_below`, the panel's) whose
+/// units would take more than two lines upward, or break a word, writes them across under the bar instead,
+/// wrapped at word boundaries to the bar's column (widened to the longest word).
 struct ColorBar {
   Scale scale;
-  std::vector<double> ticks;
-  std::vector<std::string> labels;
+  TickSets sets;
   std::string exponent;
   double f = 12, label_w = 0, units_h = 0;
-  double min_px = 0;  ///< the units line is never shrunk below this (7 pt at a physical width)
+  bool units_below = false;
+  double units_col_w = 0, units_below_h = 0;  ///< units_below: the units' box under the bar
 
-  ColorBar(Canvas& c, const Scale& s, double px) : scale(s), f(px) {
-    ticks = nice_ticks(s);
-    int e = 0;
-    labels = tick_labels(ticks, &e);
-    if (s.flat() && !labels.empty()) labels[0] += " (flat)";
-    exponent = exponent_label(e);
-    for (const auto& l : labels) label_w = std::max(label_w, c.measure(l, tick_style()).w);
-    if (!s.units.empty()) units_h = c.measure(s.units, units_style()).h;
+  /// `length`: the bar's height when the layout knows it (the units are then wrapped to it), else 0 (one line).
+  ColorBar(Canvas& c, const Scale& s, double px, double length = 0.0, bool units_may_go_below = false)
+      : scale(s), f(px) {
+    sets = TickSets(c, s, tick_style());
+    exponent = sets.exponent;
+    label_w = sets.label_w;
+    if (s.units.empty()) return;
+    units_h = c.measure(s.units, units_style(length)).h;
+    if (!units_may_go_below || length <= 0.0) return;
+    double word = 0;  // the longest word of the units
+    for (size_t from = 0; from <= s.units.size();) {
+      const size_t sp = std::min(s.units.find(' ', from), s.units.size());
+      word = std::max(word, c.measure(s.units.substr(from, sp - from), tick_style()).w);
+      from = sp + 1;
+    }
+    if (word <= length && units_h <= 2.2 * c.measure("0", tick_style()).h) return;
+    units_below = true;
+    units_h = 0;
+    units_col_w = std::max(bar_w() + tick_len() + 0.3 * f + label_w, std::ceil(word));
+    TextStyle t = tick_style();
+    t.width = units_col_w;
+    units_below_h = c.measure(s.units, t).h;
   }
   TextStyle tick_style() const {
     TextStyle t;
@@ -54,15 +153,34 @@ struct ColorBar {
     t.color = kInk;
     return t;
   }
-  TextStyle units_style() const {
+  /// The units' style along a bar `length` long: the tick size, wrapped at the length (0: one line).
+  TextStyle units_style(double length = 0.0) const {
     TextStyle t = tick_style();
-    t.vertical = true;
+    t.width = length;
     return t;
   }
   double bar_w() const { return f; }
   double tick_len() const { return std::round(0.35 * f); }
   double width() const {
+    if (units_below) return units_col_w;
     return bar_w() + tick_len() + 0.3 * f + label_w + (units_h > 0 ? 0.4 * f + units_h : 0.0);
+  }
+  /// Room the bar needs below its bottom beyond half a label: the units when they are written under it.
+  double below() const { return units_below ? 0.5 * sets.label_h + 0.3 * f + units_below_h : 0.0; }
+  /// The ticks drawn on a bar `h` high: the densest set whose labels keep a fifth of a line apart.
+  size_t tick_set(double h) const { return sets.pick(scale, h, 1.2 * sets.label_h); }
+  /// The tick labels' boxes as draw(c, ..., x, y, h) sets them, top to bottom of the scale's order.
+  std::vector<TextBox> label_boxes(Canvas& c, double x, double y, double h) const {
+    std::vector<TextBox> out;
+    const size_t k = tick_set(h);
+    for (size_t i = 0; i < sets.ticks[k].size(); ++i) {
+      const double frac = scale.flat() ? 0.0 : (sets.ticks[k][i] - scale.vmin) / (scale.vmax - scale.vmin);
+      const double ty = y + h * (1.0 - frac);
+      const TextSize t = c.measure(sets.labels[k][i], tick_style());
+      const double lx = x + bar_w() + tick_len() + 0.3 * f;
+      out.push_back(TextBox{lx, ty - t.h / 2, lx + t.w, ty + t.h / 2});
+    }
+    return out;
   }
   void draw(Canvas& c, const uint8_t* cmap, double x, double y, double h) const {
     Image grad;
@@ -77,26 +195,135 @@ struct ColorBar {
     c.image(grad, x, y, bar_w(), h, Filter::Nearest);
     c.stroke_rect(x, y, bar_w(), h, kGrey, 1.0);
     const TextStyle ts = tick_style();
-    for (size_t i = 0; i < ticks.size(); ++i) {
-      const double frac = scale.flat() ? 0.0 : (ticks[i] - scale.vmin) / (scale.vmax - scale.vmin);
-      const double ty = y + h * (1.0 - frac);
+    const size_t k = tick_set(h);
+    const std::vector<TextBox> boxes = label_boxes(c, x, y, h);
+    for (size_t i = 0; i < boxes.size(); ++i) {
+      const double ty = (boxes[i].y0 + boxes[i].y1) / 2;
       c.line(x + bar_w(), ty, x + bar_w() + tick_len(), ty, kInk, 1.0);
-      const double th = c.measure(labels[i], ts).h;
-      c.text(labels[i], x + bar_w() + tick_len() + 0.3 * f, ty - th / 2, ts);
+      c.text(sets.labels[k][i], boxes[i].x0, boxes[i].y0, ts);
     }
     if (!exponent.empty()) {
       const double eh = c.measure(exponent, ts).h;
       c.text(exponent, x, y - eh - 0.5 * f, ts);
     }
-    if (units_h > 0) {  // written upward along the bar; shrunk or shortened when longer than the bar
-      TextStyle us = fit(c, scale.units, tick_style(), h, min_px);
+    if (units_below) {
+      TextStyle t = tick_style();
+      t.width = units_col_w;
+      c.text(scale.units, x, y + h + 0.5 * sets.label_h + 0.3 * f, t);
+    }
+    if (units_h > 0) {  // written upward along the bar, wrapped to its height; shortened past the lines reserved
+      TextStyle us = units_style(h);
       us.vertical = true;
       us.align = Align::Center;
+      if (c.measure(scale.units, us).h > units_h + 0.5) us.ellipsize = true;
       c.text(scale.units, x + bar_w() + tick_len() + 0.7 * f + label_w + units_h / 2, y + h / 2, us);
     }
   }
   /// Room the bar needs above its top (the exponent, half a label) and below its bottom (half a label).
   double above() const { return exponent.empty() ? 0.6 * f : 1.9 * f; }
+};
+
+/// A horizontal colour bar `width` pixels wide (`attnmap figure`, under a run of columns): the gradient from
+/// vmin (left) to vmax (right), a tick mark at every nice tick (the contour levels), labels under them (only
+/// those at a coarser nice step when they would touch in a narrow bar), the units - and the common exponent,
+/// "(×10⁻³)" - centred under the labels. Every label is at the tick size and inside the bar's extent: an end
+/// label that would hang past the bar's end is moved in (matplotlib keeps tick labels inside the axes'
+/// bounding box), the units wrap onto more lines rather than shrink.
+struct HBar {
+  Scale scale;
+  std::vector<double> ticks;
+  std::vector<std::string> labels;
+  std::string units;
+  double f = 12, w = 0, label_h = 0, units_h = 0;
+  std::vector<bool> shown;  ///< which ticks are labelled
+
+  HBar(Canvas& c, const Scale& s, double px, double width) : scale(s), f(px), w(width) {
+    ticks = nice_ticks(s);
+    int e = 0;
+    labels = tick_labels(ticks, &e);
+    if (s.flat() && !labels.empty()) labels[0] += " (flat)";
+    units = s.units;
+    if (e != 0) units += (units.empty() ? "(" : " (") + exponent_label(e) + ")";
+    for (const auto& l : labels) label_h = std::max(label_h, c.measure(l, tick_style()).h);
+    thin_labels(c);
+    if (!units.empty()) units_h = c.measure(units, units_style()).h;
+  }
+  /// Labels every tick when no two labels come closer than 0.6 f; else only the ticks at multiples of a
+  /// coarser step (2, 5 or 10 steps: nice values still, at least two of them), as matplotlib picks fewer
+  /// ticks on a short axis; else the first and the last tick; else the first alone. Every tick keeps its mark.
+  void thin_labels(Canvas& c) {
+    shown.assign(ticks.size(), true);
+    if (ticks.size() < 2) return;
+    const double step = ticks[1] - ticks[0];
+    for (const double mult : {1.0, 2.0, 5.0, 10.0}) {
+      size_t n = 0;
+      for (size_t i = 0; i < ticks.size(); ++i) {
+        const double q = ticks[i] / (step * mult);
+        shown[i] = std::fabs(q - std::round(q)) < 1e-6;
+        n += shown[i];
+      }
+      if (n >= 2 && apart(c)) return;
+    }
+    shown.assign(ticks.size(), false);
+    shown.front() = shown.back() = true;
+    if (apart(c)) return;
+    shown.back() = false;
+  }
+  /// True when the shown labels keep 0.6 f apart.
+  bool apart(Canvas& c) const {
+    const std::vector<TextBox> b = label_boxes(c, 0.0, 0.0);
+    for (size_t i = 1; i < b.size(); ++i)
+      if (b[i].x0 - b[i - 1].x1 < 0.6 * f) return false;
+    return true;
+  }
+  TextStyle tick_style() const {
+    TextStyle t;
+    t.px = 0.85 * f;
+    t.color = kInk;
+    return t;
+  }
+  /// The units' style: the tick size, wrapped at the bar's width.
+  TextStyle units_style() const {
+    TextStyle t = tick_style();
+    t.width = w;
+    t.align = Align::Center;
+    return t;
+  }
+  double thick() const { return std::round(0.8 * f); }
+  double tick_len() const { return std::round(0.35 * f); }
+  double height() const { return thick() + tick_len() + 0.1 * f + label_h + (units_h > 0 ? 0.1 * f + units_h : 0.0); }
+  double tick_x(double x, size_t i) const {
+    return x + w * (scale.flat() ? 0.0 : (ticks[i] - scale.vmin) / (scale.vmax - scale.vmin));
+  }
+  /// The shown labels' boxes for the bar at (x, y): centred under their ticks, moved inside [x, x + w].
+  std::vector<TextBox> label_boxes(Canvas& c, double x, double y) const {
+    std::vector<TextBox> out;
+    const double ty = y + thick() + tick_len() + 0.1 * f;
+    for (size_t i = 0; i < ticks.size(); ++i) {
+      if (!shown[i]) continue;
+      const TextSize t = c.measure(labels[i], tick_style());
+      const double lx = std::max(x, std::min(tick_x(x, i) - t.w / 2, x + w - t.w));
+      out.push_back(TextBox{lx, ty, lx + t.w, ty + t.h});
+    }
+    return out;
+  }
+  void draw(Canvas& c, const uint8_t* cmap, double x, double y) const {
+    Image grad;
+    grad.width = 256;
+    grad.height = 1;
+    for (int i = 0; i < 256; ++i) {  // a flat scale draws every value in the first colour
+      const uint8_t* p = cmap + 3 * (scale.flat() ? 0 : i);
+      grad.rgb.insert(grad.rgb.end(), p, p + 3);
+    }
+    c.image(grad, x, y, w, thick(), Filter::Nearest);
+    c.stroke_rect(x, y, w, thick(), kGrey, 1.0);
+    for (size_t i = 0; i < ticks.size(); ++i) c.line(tick_x(x, i), y + thick(), tick_x(x, i), y + thick() + tick_len(), kInk, 1.0);
+    const std::vector<TextBox> boxes = label_boxes(c, x, y);
+    size_t k = 0;
+    for (size_t i = 0; i < ticks.size(); ++i)
+      if (shown[i]) c.text(labels[i], boxes[k].x0, boxes[k].y0, tick_style()), ++k;
+    if (units_h > 0) c.text(units, x, y + thick() + tick_len() + 0.2 * f + label_h, units_style());
+  }
 };
 
 /// The base text size of a figure of a physical width, in points: labels are 0.9 of it, colour bar ticks

@@ -104,9 +104,32 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-/// A table cell whose sort key is `key` (numbers sort numerically, "" last).
-std::string cell(const std::string& cls, const std::string& key, const std::string& html) {
-  return "<td class=\"" + cls + "\" data-v=\"" + html_text(key) + "\">" + html + "</td>";
+/// A table cell whose sort key is `key` (numbers sort numerically, "" last); `label` is shown before the value
+/// on the card ("" none) and `tip` as its tooltip.
+std::string cell(const std::string& cls, const std::string& key, const std::string& html, const std::string& label = "",
+                 const std::string& tip = "") {
+  return "<td class=\"" + cls + "\"" + (label.empty() ? "" : " data-l=\"" + html_escape(label) + "\"") +
+         (tip.empty() ? "" : " title=\"" + html_escape(tip) + "\"") + " data-v=\"" + html_text(key) + "\">" + html + "</td>";
+}
+
+/// A name as shown on a card: HTML text with a line-break opportunity (<wbr>) after every '_', '-', '.',
+/// '/' and ',', so a long file name wraps between its parts rather than inside a word.
+std::string breakable(const std::string& name) {
+  std::string out;
+  for (const char c : html_text(name)) {
+    out += c;
+    if (c == '_' || c == '-' || c == '.' || c == '/' || c == ',') out += "<wbr>";
+  }
+  return out;
+}
+
+/// What a card's link to an output says: the output's name after the input's stem when it starts with it
+/// (".png", ".panel.pdf"), else its name; the explorer's folder by its name.
+std::string output_label(const std::string& input, const std::string& name) {
+  const std::string stem = fs::path(input).stem().string();
+  if (!stem.empty() && name.size() > stem.size() && name.compare(0, stem.size(), stem) == 0 && name[stem.size()] == '.')
+    return name.substr(stem.size());
+  return name;
 }
 
 std::string row_html(const std::string& dir, const GalleryEntry& e, size_t i, bool thumb) {
@@ -119,30 +142,38 @@ std::string row_html(const std::string& dir, const GalleryEntry& e, size_t i, bo
         "\"></a>";
   }
   r += "<td class=\"thumb\">" + t + "</td>";
-  std::string files = "<div class=\"name\">" + html_text(e.input) + "</div>";
+  // The file's name (wrapping between its parts, two lines at most, then "…"), its folder on one line
+  // shortened at the start (the nearest folders stay), the whole path as the tooltip.
+  const fs::path in(e.input);
+  std::string files = "<div class=\"name\" title=\"" + html_text(e.input) + "\">" + breakable(in.filename().string()) + "</div>";
+  if (!in.parent_path().empty())
+    files += "<div class=\"dir\" title=\"" + html_text(e.input) + "\"><span dir=\"ltr\">" + html_text(in.parent_path().string()) +
+             "/</span></div>";
+  files += "<div class=\"outs\">";
   for (const std::string& o : e.outputs) {
     // An explorer (render --explore: NAME.explore/index.html) is linked by its folder's name.
     const fs::path op(o);
     const std::string folder = op.parent_path().filename().string();
     const bool page = op.filename() == "index.html" && folder.size() > 8 && folder.compare(folder.size() - 8, 8, ".explore") == 0;
-    files += std::string("<a class=\"out") + (page ? " explore" : "") + "\" href=\"" + relative_url(o, dir) + "\">" +
-             html_text(page ? folder : op.filename().string()) + "</a> ";
+    const std::string name = page ? folder : op.filename().string();
+    files += std::string("<a class=\"out") + (page ? " explore" : "") + "\" href=\"" + relative_url(o, dir) + "\" title=\"" +
+             html_text(name) + "\">" + html_text(output_label(e.input, name)) + "</a> ";
   }
-  r += cell("file", e.input, files);
+  r += cell("file", e.input, files + "</div>");
   std::string st = "<span class=\"st " + html_escape(e.status) + "\">" + html_escape(e.status) + "</span>";
-  if (!e.error.empty()) st += "<div class=\"err\">" + html_text(e.error) + "</div>";
+  if (!e.error.empty()) st += "<div class=\"err\" title=\"" + html_text(e.error) + "\">" + html_text(e.error) + "</div>";
   r += cell("status", e.status, st);
   const bool s = e.has_stats;
-  r += cell("num", s ? fmt("%.9g", e.map_max) : "", s ? fmt("%.4f", e.map_max) : "");
+  r += cell("num", s ? fmt("%.9g", e.map_max) : "", s ? fmt("%.4f", e.map_max) : "", "max", "largest value of the map");
   const std::string patch = s ? std::to_string(e.argmax_row) + ", " + std::to_string(e.argmax_col) : "";
-  r += cell("num", s ? std::to_string(e.argmax_row * 100000 + e.argmax_col) : "", patch);
+  r += cell("num", s ? std::to_string(e.argmax_row * 100000 + e.argmax_col) : "", patch, "at", "patch row, column of the maximum");
   const bool en = s && e.entropy_valid;
-  r += cell("num", en ? fmt("%.9g", e.entropy) : "", en ? fmt("%.3f", e.entropy) : "");
-  r += cell("top1", e.top1, html_text(e.top1));
+  r += cell("num", en ? fmt("%.9g", e.entropy) : "", en ? fmt("%.3f", e.entropy) : "", "H", "entropy, nats");
+  r += cell("top1", e.top1, html_text(e.top1), "", "top-1 class");
   const bool p = !e.top1.empty();
-  r += cell("num", p ? fmt("%.9g", e.top1_probability) : "", p ? fmt("%.1f%%", 100 * e.top1_probability) : "");
+  r += cell("num", p ? fmt("%.9g", e.top1_probability) : "", p ? fmt("%.1f%%", 100 * e.top1_probability) : "", "", "p(top-1)");
   const bool ms = e.milliseconds >= 0;
-  r += cell("num", ms ? fmt("%.9g", e.milliseconds) : "", ms ? fmt("%.1f", e.milliseconds) : "");
+  r += cell("num ms", ms ? fmt("%.9g", e.milliseconds) : "", ms ? fmt("%.1f", e.milliseconds) : "", "", "milliseconds");
   return r + "</tr>\n";
 }
 
@@ -159,18 +190,33 @@ h1{font-size:1.3em;margin:0 0 .2em}
 .sub{color:#555;margin:0 0 .8em}
 #bar{margin:.6em 0;position:sticky;top:0;background:#fafafa;padding:.4em 0;z-index:2}
 #q{width:24em;padding:.3em}
-table{border-collapse:collapse;background:#fff}
-th,td{border-bottom:1px solid #ddd;padding:.3em .6em;text-align:left;vertical-align:top}
-th{cursor:pointer;background:#eee;user-select:none;white-space:nowrap}
+/* A grid of cards (one per input: thumbnail, name, outputs, status, statistics), the table's header a row
+   of sort buttons; the markup stays a table so that sorting and filtering work on rows and cells. */
+#t,#t thead,#t tbody,#t tr,#t th,#t td{display:block;border:0;padding:0}
+#t thead tr{display:flex;flex-wrap:wrap;gap:.3em;align-items:center;font-size:.85em}
+#t thead tr::before{content:"sort by";color:#555}
+#t th{cursor:pointer;background:#eee;user-select:none;white-space:nowrap;border:1px solid #ccc;border-radius:3px;padding:.1em .5em;font-weight:normal}
+#t th:not([data-k]){display:none}
 th.asc::after{content:" \25B2"}th.desc::after{content:" \25BC"}
-td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-td.thumb{width:@THUMB@px;height:@THUMB@px;text-align:center}
-td.thumb img{max-width:@THUMB@px;max-height:@THUMB@px}
-td.file{min-width:18em}
-.name{font-weight:bold;overflow-wrap:anywhere}
-a.out{font-size:.85em}
+#t tbody{display:grid;grid-template-columns:repeat(auto-fill,minmax(@CARD@px,1fr));gap:6px;margin-top:.6em}
+#t tbody tr{display:flex;flex-wrap:wrap;align-content:flex-start;column-gap:.5em;background:#fff;border:1px solid #ddd;
+  border-radius:4px;padding:4px;overflow:hidden;font-size:11px;line-height:1.25}
+#t td.n{display:none}
+#t td.thumb{flex:0 0 100%;height:@THUMB@px;display:flex;align-items:center;justify-content:center}
+#t td.thumb img{max-width:100%;max-height:@THUMB@px;display:block}
+#t td.file{flex:0 0 100%;min-width:0}
+.name{font-weight:bold;overflow-wrap:anywhere;display:-webkit-box;-webkit-line-clamp:2;-webkit-box-orient:vertical;overflow:hidden}
+.dir{color:#777;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;direction:rtl;text-align:left}
+.outs{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+a.out{font-size:.9em}
+#t td.num,#t td.top1{color:#444;font-variant-numeric:tabular-nums;white-space:nowrap}
+#t td[data-v=""]{display:none}
+#t td[data-l]::before{content:attr(data-l) " ";color:#888}
+#t td.ms::after{content:" ms";color:#888}
+#t td.status[data-v="done"]{display:none}
+#t td.status{flex:0 0 100%;min-width:0}
 .st.failed{color:#b00;font-weight:bold}.st.skipped{color:#777}
-.err{color:#b00;font-size:.85em;max-width:24em}
+.err{color:#b00;font-size:.9em;display:-webkit-box;-webkit-line-clamp:2;-webkit-box-orient:vertical;overflow:hidden;overflow-wrap:anywhere}
 .none{color:#999}
 </style></head>
 <body>
@@ -252,6 +298,7 @@ int write_gallery(const std::string& dir, const std::vector<GalleryEntry>& entri
   std::string html = replace_all(kHead, "@TITLE@", html_text(opt.title));
   html = replace_all(html, "@SUBTITLE@", html_text(opt.subtitle));
   html = replace_all(html, "@THUMB@", std::to_string(opt.thumb_size));
+  html = replace_all(html, "@CARD@", std::to_string(opt.thumb_size + 10));
   for (size_t i = 0; i < entries.size(); ++i) html += row_html(dir, entries[i], i, has_thumb[i] != 0);
   html += kTail;
   write_file_atomic((fs::path(dir) / "index.html").string(), std::vector<uint8_t>(html.begin(), html.end()));

@@ -1,5 +1,6 @@
-// gallery.hpp - a static, browsable HTML page of a run (--gallery DIR): one row per input with its thumbnail
-// linked to its outputs, its status or error and its map statistics; sortable, filterable, lazily loaded.
+// gallery.hpp - a static, browsable HTML page of a run (--gallery DIR): a grid of cards, one per input, with
+// its thumbnail linked to its outputs, its name, its status or error and its map statistics; sortable,
+// filterable, lazily loaded.
 #pragma once
 #include <string>
 #include <vector>
@@ -25,7 +26,7 @@ struct GalleryEntry {
 };
 
 struct GalleryOptions {
-  int thumb_size = 192;  ///< longer side of a thumbnail, pixels
+  int thumb_size = 128;  ///< longer side of a thumbnail, pixels (a card is this wide plus 10, at least)
   std::string title = "attnmap gallery";
   std::string subtitle;  ///< e.g. the weights and the view, shown under the title
   std::vector<PngText> thumb_text;  ///< tEXt chunks of every thumbnail (the run's record: a later walk of the

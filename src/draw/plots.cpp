@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "draw/colormap.hpp"
 #include "draw/figures_internal.hpp"
+#include "draw/overlay.hpp"
 #include "draw/scale.hpp"
 
 namespace attnmap {
@@ -254,6 +255,63 @@ std::vector<std::string> write_histogram(const std::string& base, const Histogra
     draw_x_title_note_legend(c, fr, p.x_label + x.exponent, p.note, p.labels,
                              [&](size_t i, double cx, double cy) { c.fill_rect(cx - mark / 2, cy - mark / 2, mark, mark, p.colors[i]); }, mark);
   });
+}
+
+void write_outlier_figure(const std::string& path, const Image& picture, const OutlierFigure& fig, double dpi,
+                          const std::string& provenance) {
+  using detail::ColorBar;
+  using detail::kInk;
+  using detail::text_px;
+  if (picture.width <= 0 || picture.height <= 0) throw Error("outlier figure: empty picture");
+  if (!fig.cmap) throw Error("outlier figure: no colour map");
+  Canvas probe(1, 1, dpi, FigureFormat::Png);
+  // The layout for a picture of pw x ph: margin m, the title's lines, the picture, the bar at its right.
+  struct Layout {
+    int f = 0, m = 0, g = 0, title_h = 0, bx = 0, w = 0, h = 0, y0 = 0;
+    TextStyle title;
+    std::vector<ColorBar> bar;
+  };
+  auto layout = [&](int pw, int ph) {
+    Layout L;
+    L.f = text_px(std::min(pw, ph));
+    L.m = L.f;
+    L.g = L.f / 2;
+    L.bar.emplace_back(probe, fig.scale, L.f, ph);
+    L.bx = L.m + pw + 2 * L.g;
+    L.w = L.bx + static_cast<int>(std::ceil(L.bar[0].width())) + L.m;
+    L.title.px = 1.05 * L.f;
+    L.title.bold = true;
+    L.title.color = kInk;
+    L.title.width = L.w - 2 * L.m;
+    L.title_h = static_cast<int>(std::ceil(probe.measure(fig.title, L.title).h));
+    L.y0 = L.m + L.title_h + std::max(L.g, static_cast<int>(std::ceil(L.bar[0].above())));
+    L.h = L.y0 + ph + L.m;
+    return L;
+  };
+  Image scaled;
+  const Image* pic = &picture;
+  Layout L = layout(pic->width, pic->height);
+  for (int tries = 0; (L.w > kMaxCanvas || L.h > kMaxCanvas) && tries < 8; ++tries) {
+    const double k = 0.995 * std::min(static_cast<double>(kMaxCanvas) / L.w, static_cast<double>(kMaxCanvas) / L.h);
+    scaled = resize_photo(*pic, std::max(1, static_cast<int>(pic->width * k)), std::max(1, static_cast<int>(pic->height * k)));
+    pic = &scaled;
+    L = layout(pic->width, pic->height);
+  }
+  Canvas c(L.w, L.h, dpi, FigureFormat::Png);
+  c.set_provenance(provenance);
+  c.fill_rect(0, 0, L.w, L.h, Rgb{255, 255, 255});
+  c.text(fig.title, L.m, L.m, L.title);
+  c.image(*pic, L.m, L.y0, pic->width, pic->height, Filter::Nearest);
+  const ColorBar& bar = L.bar[0];
+  bar.draw(c, fig.cmap, L.bx, L.y0, pic->height);
+  const Scale& s = fig.scale;
+  if (!s.flat() && fig.threshold >= s.vmin && fig.threshold <= s.vmax) {
+    const double ty = L.y0 + pic->height * (1.0 - (fig.threshold - s.vmin) / (s.vmax - s.vmin));
+    const double lw = std::max(1.0, std::round(0.15 * L.f));
+    c.line(L.bx - lw, ty, L.bx + bar.bar_w() + lw, ty, Rgb{0, 0, 0}, 3 * lw);
+    c.line(L.bx - lw, ty, L.bx + bar.bar_w() + lw, ty, Rgb{255, 255, 255}, lw);
+  }
+  c.save(path);
 }
 
 }  // namespace attnmap

@@ -54,6 +54,24 @@ std::vector<std::string> write_dot_plot(const std::string& base, const DotPlot& 
 std::vector<std::string> write_histogram(const std::string& base, const HistogramPlot& p, double width_in,
                                          const FigureOptions& opt);
 
+/// An outlier map as a figure (`attnmap stats`, outliers/NAME.png): the picture (the photo with its token-norm
+/// map and the outlier patches outlined) at its own pixels, a bold title above it wrapped to the figure's
+/// width, and at its right the vertical colour bar of `scale` with its units and a mark across the bar at
+/// `threshold` (white over black, as the outlines) when the threshold is inside the scale.
+struct OutlierFigure {
+  std::string title;
+  Scale scale;             ///< the norm map's scale (units: what a colour stands for)
+  double threshold = 0.0;  ///< the outlier threshold, in the scale's units
+  const uint8_t* cmap = nullptr;
+};
+
+/// Writes the outlier figure as a PNG at `path` (text sized to the picture: draw/figures' text_px; pHYs
+/// `dpi`; tEXt `attnmap` = `provenance`). A picture too large for a canvas with the bar is drawn scaled
+/// down to fit kMaxCanvas. Throws attnmap::Error for an empty picture, no colour map or a file that cannot
+/// be written.
+void write_outlier_figure(const std::string& path, const Image& picture, const OutlierFigure& fig, double dpi,
+                          const std::string& provenance);
+
 /// Equal-width bins over [lo, hi] (hi > lo; else [lo - 0.5, lo + 0.5]): the n + 1 edges, as numpy.histogram
 /// with bins=n, range=(lo, hi).
 std::vector<double> histogram_edges(double lo, double hi, int n);

@@ -120,6 +120,22 @@ std::vector<double> nice_ticks(const Scale& s) {
   return best;
 }
 
+std::vector<std::vector<double>> sparser_ticks(const Scale& s) {
+  std::vector<std::vector<double>> out{nice_ticks(s)};
+  if (out[0].size() < 2) return out;
+  const double step0 = out[0][1] - out[0][0], range = s.vmax - s.vmin;
+  static const double kSteps[] = {1.0, 2.0, 2.5, 5.0};
+  const double mag = std::pow(10.0, std::floor(std::log10(step0)));
+  for (int decade = 0; decade < 4; ++decade)
+    for (double m : kSteps) {
+      const double step = m * mag * std::pow(10.0, decade);
+      if (step <= step0 * (1.0 + 1e-9) || step > range * (1.0 + 1e-9)) continue;
+      std::vector<double> t = ticks_at(s.vmin, s.vmax, step);
+      if (t.size() >= 2) out.push_back(std::move(t));
+    }
+  return out;
+}
+
 std::vector<std::string> tick_labels(const std::vector<double>& ticks, int* exponent) {
   double big = 0.0;
   for (double t : ticks) big = std::max(big, std::fabs(t));

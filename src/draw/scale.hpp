@@ -45,6 +45,12 @@ std::vector<float> apply_scale(const std::vector<float>& map, const Scale& s);
 /// whose tick count is nearest to that range. A flat scale gets one tick at vmin.
 std::vector<double> nice_ticks(const Scale& s);
 
+/// Tick sets from dense to sparse, for an axis too short for nice_ticks' labels (matplotlib's MaxNLocator
+/// picks fewer ticks on a short axis): nice_ticks(s) first, then the ticks at every larger nice step (1, 2,
+/// 2.5, 5 times a power of ten, up to the range) that puts at least two ticks in [vmin, vmax], step by step.
+/// A caller takes the first set whose labels do not collide at its axis length. A flat scale: {{vmin}}.
+std::vector<std::vector<double>> sparser_ticks(const Scale& s);
+
 /// Labels for `ticks`, all with the same number of decimals, the fewest that write every tick exactly (as
 /// matplotlib's ScalarFormatter without offset: 0.00, 0.05, 0.10). When the largest |tick| is below 1e-2
 /// or at least 1e4 the ticks are written in units of 10^e (e = floor(log10 max|tick|)) and *exponent

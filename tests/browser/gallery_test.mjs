@@ -2,7 +2,9 @@
 // puppeteer-core: it starts the installed browser, downloads nothing) straight from file://, and checks what
 // a reader relies on: every thumbnail loads (naturalWidth > 0) after scrolling through the lazy images,
 // sorting by a statistic reorders the rows (ascending, then descending), the filter narrows them, and no
-// request leaves ROOT (the run's output folder). Saves a screenshot.
+// request leaves ROOT (the run's output folder), the cards are a compact grid (several a row, rows short
+// enough for a 158-image folder to be a few screens) and names wrap only between their parts
+// ('_', '-', '.', ...), never inside a word. Saves a screenshot.
 //   usage: node gallery_test.mjs INDEX_HTML ROOT SCREENSHOT_PNG
 import puppeteer from 'puppeteer-core';
 import path from 'node:path';
@@ -77,6 +79,60 @@ try {
   const outside = requests.filter((u) => !u.startsWith(rootUrl));
   check(outside.length === 0, 'no request left ' + rootUrl + (outside.length ? ': ' + outside.join(', ') : ''));
   check(errors.length === 0, 'no script error' + (errors.length ? ': ' + errors.join('; ') : ''));
+
+  // The grid: cards a row (the grid's column tracks: auto-fill makes them whether or not there are cards
+  // to fill them) and the distance between rows (the tallest card plus the row gap), at 1200 x 700 and at
+  // 1920 x 1080.
+  const geometry = async () => page.evaluate(() => {
+    const tbody = document.querySelector('#t tbody');
+    const cs = getComputedStyle(tbody);
+    const perRow = cs.gridTemplateColumns.split(' ').filter((x) => x).length;
+    const cards = Array.from(tbody.rows).filter((r) => r.style.display !== 'none');
+    const tallest = Math.max(...cards.map((r) => r.getBoundingClientRect().height));
+    return { perRow, rowH: tallest + parseFloat(cs.rowGap), cards: cards.length };
+  });
+  for (const [w, h, minPerRow, maxScreens] of [[1200, 700, 7, 8], [1920, 1080, 12, 4]]) {
+    await page.setViewport({ width: w, height: h });
+    const g = await geometry();
+    const screens = Math.ceil(158 / g.perRow) * g.rowH / h;
+    console.log(`at ${w}x${h}: ${g.perRow} cards a row, rows ${g.rowH} px apart, 158 images = ${screens.toFixed(1)} screens`);
+    check(g.perRow >= minPerRow, `at ${w}x${h} at least ${minPerRow} cards a row (${g.perRow})`);
+    check(g.rowH <= 250, `at ${w}x${h} rows at most 250 px apart (${g.rowH})`);
+    check(screens <= maxScreens, `at ${w}x${h} a 158-image folder is at most ${maxScreens} screens (${screens.toFixed(1)})`);
+  }
+  await page.setViewport({ width: 1200, height: 700 });
+
+  // Names wrap between their parts: each line break (a character on a lower line than the one before it)
+  // follows '_', '-', '.', '/', '\\', ',' or a space; the long name does wrap; the full path is the tooltip.
+  const breaks = await page.evaluate(() => {
+    const out = [];
+    document.querySelectorAll('#t tbody tr .name').forEach((el) => {
+      let prevTop = null, prev = '', lines = 1;
+      const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        for (let i = 0; i < node.length; i++) {
+          const r = document.createRange();
+          r.setStart(node, i);
+          r.setEnd(node, i + 1);
+          const rect = r.getClientRects()[0];
+          if (!rect) continue;
+          if (prevTop !== null && rect.top > prevTop + 2) {
+            lines++;
+            out.push({ name: el.textContent, after: prev, ok: /[_\-.\/\\, ]/.test(prev) });
+          }
+          prevTop = rect.top;
+          prev = node.data[i];
+        }
+      }
+      out.push({ name: el.textContent, lines, title: el.getAttribute('title') });
+    });
+    return out;
+  });
+  const bad = breaks.filter((b) => b.ok === false);
+  check(bad.length === 0, 'names break only between parts' + (bad.length ? ': ' + bad.map((b) => `${b.name} after "${b.after}"`).join(', ') : ''));
+  const long = breaks.find((b) => b.lines !== undefined && b.name.startsWith('a_rather_long'));
+  check(long !== undefined && long.lines >= 2, `the long name wraps (${long ? long.lines : 0} lines)`);
+  check(long !== undefined && long.title.endsWith('/' + long.name), 'the long name\'s tooltip is its whole path');
 
   await page.evaluate(() => window.scrollTo(0, 0));
   await page.screenshot({ path: shot, fullPage: false });

@@ -16,6 +16,7 @@ rm -rf "$out"
 mkdir -p "$out/inputs"
 cp "$src/data/chelsea.png" "$src/data/rocket.jpg" "$src/data/composites/0002_bag.png" \
   "$src/data/composites/0005_sandal.png" "$src/data/composites/0016_dress.png" "$out/inputs/"
+cp "$src/data/rocket.jpg" "$out/inputs/a_rather_long_camera_roll_name-2024.07.14_0016.jpg"  # wraps on its card
 printf 'not an image' >"$out/inputs/broken.png"
 # Exit 1 expected: broken.png fails (its row has no thumbnail and sorts last), the others are done.
 status=0
