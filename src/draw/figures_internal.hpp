@@ -76,6 +76,10 @@ struct ColorBar {
       for (int i = 0; i < 256; ++i) std::copy_n(cmap, 3, &grad.rgb[static_cast<size_t>(i) * 3]);
     c.image(grad, x, y, bar_w(), h, Filter::Nearest);
     c.stroke_rect(x, y, bar_w(), h, kGrey, 1.0);
+    if (scale.clip_max && !scale.flat()) {  // matplotlib's extend='max': values above vmax in the top colour
+      const uint8_t* top = cmap + 3 * 255;
+      c.polygon({x, y, x + bar_w(), y, x + bar_w() / 2, y - extend_h()}, Rgb{top[0], top[1], top[2]}, kGrey, 1.0);
+    }
     const TextStyle ts = tick_style();
     for (size_t i = 0; i < ticks.size(); ++i) {
       const double frac = scale.flat() ? 0.0 : (ticks[i] - scale.vmin) / (scale.vmax - scale.vmin);
@@ -86,7 +90,7 @@ struct ColorBar {
     }
     if (!exponent.empty()) {
       const double eh = c.measure(exponent, ts).h;
-      c.text(exponent, x, y - eh - 0.5 * f, ts);
+      c.text(exponent, x, y - eh - 0.5 * f - extend_h(), ts);
     }
     if (units_h > 0) {  // written upward along the bar; shrunk or shortened when longer than the bar
       TextStyle us = fit(c, scale.units, tick_style(), h, min_px);
@@ -96,7 +100,9 @@ struct ColorBar {
     }
   }
   /// Room the bar needs above its top (the exponent, half a label) and below its bottom (half a label).
-  double above() const { return exponent.empty() ? 0.6 * f : 1.9 * f; }
+  double above() const { return (exponent.empty() ? 0.6 * f : 1.9 * f) + extend_h(); }
+  /// The "extend" triangle's height above the bar (scale.clip_max), 0 without one.
+  double extend_h() const { return scale.clip_max && !scale.flat() ? std::round(0.9 * f) : 0.0; }
 };
 
 /// The base text size of a figure of a physical width, in points: labels are 0.9 of it, colour bar ticks
