@@ -408,7 +408,10 @@ std::string draw_panel(const std::string& base, const std::string& title, const 
       c.image(photo, l.x0, y, pw, ph, Filter::Nearest);
       c.image(maps[static_cast<size_t>(r)], l.x0 + pw + l.g, y, pw, ph, Filter::Nearest);
       c.image(overlays[static_cast<size_t>(r)], l.x0 + 2 * (pw + l.g), y, pw, ph, Filter::Nearest);
-      if (!one_bar) l.bars[static_cast<size_t>(r)].draw(c, st.cmap, l.bx, y, ph);
+      if (!one_bar) {  // a bar's extend triangle stays inside its row: the bar starts that much lower
+        const ColorBar& b = l.bars[static_cast<size_t>(r)];
+        b.draw(c, st.cmap, l.bx, y + (r > 0 ? b.extend_h() : 0.0), ph - (r > 0 ? b.extend_h() : 0.0));
+      }
     }
     if (one_bar) l.bars[0].draw(c, st.cmap, l.bx, l.y0, nrows * ph + (nrows - 1) * l.g);
   });
