@@ -31,7 +31,8 @@ const std::string kImages = std::string(ATTNMAP_TEST_DIR) + "/images/basic";
 }  // namespace
 
 TEST_F(Cli, RendersPhotoAtItsOwnSize) {
-  const CliRun r = run_attnmap("render " + q(kData + "/chelsea.png") + " -o " + q(dir));
+  // --no-legend: the bare overlay (the legend strip under the photo is ctest LegendCli.*'s).
+  const CliRun r = run_attnmap("render " + q(kData + "/chelsea.png") + " -o " + q(dir) + " --no-legend");
   ASSERT_EQ(r.status, 0) << r.err;
   const Image photo = load_image(kData + "/chelsea.png");
   const Image out = load_image((dir / "chelsea.png").string());
@@ -58,7 +59,7 @@ TEST_F(Cli, SaveRawMatchesPyTorch) {
 }
 
 TEST_F(Cli, GreyAlphaPaletteAnd16BitPngsRender) {
-  const CliRun r = run_attnmap("render " + q(kImages) + " -o " + q(dir) + " --colormap inferno --upsample bicubic --alpha 0.7");
+  const CliRun r = run_attnmap("render " + q(kImages) + " -o " + q(dir) + " --colormap inferno --upsample bicubic --alpha 0.7 --no-legend");
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char* name : {"grey", "grey_alpha", "rgba", "palette", "grey16"}) {
     const fs::path out = dir / (std::string(name) + ".png");

@@ -450,6 +450,8 @@ TEST(Figures, ContactSheetMatchesGoldenAndSplitsIntoPages) {
   SheetOptions so;
   so.columns = 3;
   so.thumb_long = 96;
+  so.cmap = colormap_table("viridis");  // the colour bar of the one scale the thumbnails share (issue 28)
+  so.scale = Scale{s.vmin, s.vmax, "attention probability"};
   const auto one = write_contact_sheet((d / "sheet.png").string(), "contact sheet \u2014 4 images", items, so);
   ASSERT_EQ(one, (std::vector<std::string>{(d / "sheet.png").string()}));
   EXPECT_TRUE(matches_golden(one[0], "sheet.png"));
@@ -533,9 +535,17 @@ TEST(FiguresCli, PanelStripsDpiAndRefusals) {
   for (const char* f : {"chelsea.png", "chelsea.panel.png", "chelsea.panel.pdf", "chelsea.layers.png",
                         "chelsea.layers.pdf", "chelsea.heads.png", "chelsea.heads.pdf"})
     EXPECT_TRUE(fs::exists(d / "a" / f)) << f;
-  // The overlay inside the panel is NAME.png pixel for pixel; --dpi is in every PNG (200 dpi = 7874 px/m).
-  const Image overlay = load_image((d / "a" / "chelsea.png").string());
+  // The overlay inside the panel is NAME.png's photo part (above its legend) pixel for pixel, which is the
+  // bare overlay of --no-legend; --dpi is in every PNG (200 dpi = 7874 px/m).
+  const Image photo = load_image(std::string(ATTNMAP_DATA_DIR) + "/chelsea.png");
+  Image overlay = load_image((d / "a" / "chelsea.png").string());
+  ASSERT_GT(overlay.height, photo.height);  // the legend under the photo
+  ASSERT_EQ(overlay.width, photo.width);
+  overlay.height = photo.height;
+  overlay.rgb.resize(static_cast<size_t>(photo.width) * static_cast<size_t>(photo.height) * 3);
   EXPECT_EQ(find_exact(load_image((d / "a" / "chelsea.panel.png").string()), overlay).size(), 1u);
+  ASSERT_EQ(run_attnmap("render " + cat + " -o " + q(d / "bare") + " --no-legend --dpi 200").status, 0);
+  EXPECT_EQ(load_image((d / "bare" / "chelsea.png").string()).rgb, overlay.rgb);
   for (const char* f : {"chelsea.png", "chelsea.panel.png", "chelsea.heads.png"})
     EXPECT_NE(slurp(d / "a" / f).find(std::string("pHYs\0\0\x1e\xc2", 8)), std::string::npos) << f;
   // Without --dpi, NAME.png is today's file: no pHYs, the same bytes as a run without figures.
@@ -562,6 +572,13 @@ TEST(FiguresCli, PanelStripsDpiAndRefusals) {
   EXPECT_NE(nofont.err.find("install fonts-dejavu-core"), std::string::npos) << nofont.err;
   EXPECT_EQ(std::count(nofont.err.begin(), nofont.err.end(), '\n'), 1) << nofont.err;
   EXPECT_FALSE(fs::exists(d / "nf"));
+  // A plain run too (NAME.png's legend is text), saying --no-legend needs no font; with it, the run works.
+  const CliRun plain = run_attnmap("render " + cat + " -o " + q(d / "nf2"), "FONTCONFIG_FILE=" + q(d / "fonts.conf") + " ");
+  EXPECT_EQ(plain.status, 2) << plain.err;
+  EXPECT_NE(plain.err.find("--no-legend"), std::string::npos) << plain.err;
+  EXPECT_EQ(run_attnmap("render " + cat + " -o " + q(d / "nf3") + " --no-legend", "FONTCONFIG_FILE=" + q(d / "fonts.conf") + " ")
+                .status,
+            0);
   // ... which $ATTNMAP_FONT overrides with a font file.
   const CliRun own = run_attnmap("render " + cat + " -o " + q(d / "of") + " --panel",
                                  "FONTCONFIG_FILE=" + q(d / "fonts.conf") +

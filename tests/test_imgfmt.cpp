@@ -247,7 +247,7 @@ TEST_F(ImgFmtCli, FolderRendersWebpTiffAndJpeg) {
   put("b.tif", kGood / "tiff_multipage.tif");
   put("c.jpg", kGood / "jpeg_baseline.jpg");
   put("d.TIFF", kGood / "tiff_rgb16_be.tif");
-  const CliRun r = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "out"));
+  const CliRun r = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "out") + " --no-legend");  // bare overlays
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char* out : {"a.png", "b.png", "c.png", "d.png"}) {
     ASSERT_TRUE(fs::exists(dir / "out" / out)) << out << "\n" << r.err;

@@ -302,9 +302,9 @@ TEST_F(Limits, APanelOfAPhotoWiderThanTheCanvasIsDrawnScaledToFit) {
   for (size_t i = 0; i < wide.rgb.size(); ++i) wide.rgb[i] = static_cast<uint8_t>((i / 3 / 97) * 37 % 251);
   write_png((dir / "wide.png").string(), wide);
   const CliRun r = run_attnmap("render " + q(dir / "wide.png") + " -o " + q(dir / "out") + " -w " + q(kModel) +
-                               " --panel --figure-format png,svg");
+                               " --panel --figure-format png,svg --no-legend");
   ASSERT_EQ(r.status, 0) << r.err;
-  const Image overlay = load_image((dir / "out" / "wide.png").string());
+  const Image overlay = load_image((dir / "out" / "wide.png").string());  // the bare overlay (--no-legend)
   EXPECT_EQ(overlay.width, 12000);
   EXPECT_EQ(overlay.height, 40);
   const Image panel = load_image((dir / "out" / "wide.panel.png").string());

@@ -225,7 +225,7 @@ TEST_F(Robust, MixedFolderRendersGoodReportsBad) {
   fs::create_directories(dir / "in");
   for (const char* sub : {"good", "bad"})
     for (const auto& e : fs::directory_iterator(kCorpus / sub)) fs::copy_file(e.path(), dir / "in" / e.path().filename());
-  const CliRun r = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "out"));
+  const CliRun r = run_attnmap("render " + q(dir / "in") + " -o " + q(dir / "out") + " --no-legend");  // bare overlays
   EXPECT_EQ(r.status, 1) << r.err;
   std::set<std::string> want;
   for (const auto& [name, spec] : ex["good"].items()) {
@@ -257,8 +257,8 @@ TEST_F(Robust, MixedFolderRendersGoodReportsBad) {
 
 TEST_F(Robust, NoExifKeepsStoredOrientation) {
   const fs::path in = kCorpus / "good" / "exif_orient_6.jpg";
-  ASSERT_EQ(run_attnmap("render " + q(in) + " -o " + q(dir / "a")).status, 0);
-  ASSERT_EQ(run_attnmap("render " + q(in) + " --no-exif -o " + q(dir / "b")).status, 0);
+  ASSERT_EQ(run_attnmap("render " + q(in) + " --no-legend -o " + q(dir / "a")).status, 0);  // bare overlays
+  ASSERT_EQ(run_attnmap("render " + q(in) + " --no-legend --no-exif -o " + q(dir / "b")).status, 0);
   const Image shown = load_image((dir / "a" / "exif_orient_6.png").string());
   const Image stored = load_image((dir / "b" / "exif_orient_6.png").string());
   EXPECT_EQ(shown.width, 48);  // turned upright, as viewers show it

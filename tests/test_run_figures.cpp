@@ -17,6 +17,7 @@
 
 #include "app/provenance.hpp"
 #include "core/error.hpp"
+#include "draw/colormap.hpp"
 #include "draw/figures.hpp"
 #include "draw/gallery.hpp"
 #include "draw/overlay.hpp"
@@ -56,6 +57,26 @@ int count_exact(const Image& big, const Image& small) {
   return n;
 }
 
+/// An overlay PNG's photo part, as the sheet shows it: the top-left photo_px of its stats chunk (the legend
+/// strip under the photo left out), or all of it.
+Image photo_part(const std::string& png) {
+  Image im = load_image(png);
+  for (const PngText& t : read_png_text(png)) {
+    if (t.keyword != kStatsKeyword) continue;
+    const nlohmann::json j = nlohmann::json::parse(t.text);
+    if (!j.contains("photo_px")) break;
+    const int w = j["photo_px"][0].get<int>(), h = j["photo_px"][1].get<int>();
+    Image out;
+    out.width = w;
+    out.height = h;
+    for (int y = 0; y < h; ++y)
+      out.rgb.insert(out.rgb.end(), im.rgb.begin() + static_cast<long>(y) * im.width * 3,
+                     im.rgb.begin() + (static_cast<long>(y) * im.width + w) * 3);
+    return out;
+  }
+  return im;
+}
+
 /// A thumbnail as the sheet makes it: the longer side 256 pixels, stb_image_resize.
 Image thumb256(const Image& overlay) {
   const double s = 256.0 / std::max(overlay.width, overlay.height);
@@ -88,7 +109,7 @@ std::vector<std::string> library_sheet(const fs::path& path, const std::string& 
       it.detail = "failed";
       it.placeholder = "failed: " + e;
     } else {
-      keep->push_back(load_image(r["outputs"][0].get<std::string>()));
+      keep->push_back(photo_part(r["outputs"][0].get<std::string>()));
       it.overlay = &keep->back();
       it.detail = detail_of(r);
     }
@@ -96,6 +117,7 @@ std::vector<std::string> library_sheet(const fs::path& path, const std::string& 
   }
   SheetOptions so;
   so.columns = columns;
+  so.cmap = colormap_table("viridis");  // the default run's bar: each overlay on its own min-max
   return write_contact_sheet(path.string(), title, items, so);
 }
 
@@ -136,10 +158,12 @@ TEST_F(RunFigures, ContactSheetShowsEveryInputAndTheFailedOne) {
   EXPECT_EQ(rows[2]["status"], "failed");  // sorted: 0002_bag, 0005_sandal, broken, chelsea
   EXPECT_EQ(detail_of(rows[0]), "Bag 99% \u00b7 peak 0.301");  // the bundled model on 0002_bag.png
   const Image sheet = load_image((dir / "sheet.png").string());
-  EXPECT_EQ(sheet.width, 2 * 16 + 2 * 256 + 16);  // margins and gap of text_px(256) = 16 pixels, 2 thumbnails
+  // Margins and gap of text_px(256) = 16 pixels, 2 thumbnails, then the colour bar (issue 28).
+  EXPECT_GT(sheet.width, 2 * 16 + 2 * 256 + 16 + 16);
+  EXPECT_LT(sheet.width, 2 * 16 + 2 * 256 + 16 + 120);
   for (const auto& row : rows) {
     if (row["status"] == "failed") continue;
-    EXPECT_EQ(count_exact(sheet, thumb256(load_image(row["outputs"][0].get<std::string>()))), 1) << row["input"];
+    EXPECT_EQ(count_exact(sheet, thumb256(photo_part(row["outputs"][0].get<std::string>()))), 1) << row["input"];
   }
   // The failed input: a light grey tile 256 wide and as high as the tallest thumbnail (256 here), less its text.
   long tile = 0;
@@ -188,7 +212,7 @@ TEST_F(RunFigures, ContactSheetPagesAndSkippedImagesFromDisk) {
   EXPECT_TRUE(same_pixels((dir / "sheet-1.png").string(), lib[0]));
   EXPECT_TRUE(same_pixels((dir / "sheet-2.png").string(), lib[1]));
   const Image p1 = load_image((dir / "sheet-1.png").string()), p2 = load_image((dir / "sheet-2.png").string());
-  EXPECT_EQ(p1.width, 2 * 16 + 256);
+  EXPECT_GT(p1.width, 2 * 16 + 256 + 16);  // one column and the colour bar
   EXPECT_EQ(p2.width, p1.width);
   EXPECT_LE(p1.height, 8000);
   EXPECT_GT(p1.height, 8000 - 350);  // as many rows as fit: less than one more row is left
@@ -196,7 +220,7 @@ TEST_F(RunFigures, ContactSheetPagesAndSkippedImagesFromDisk) {
   // Every thumbnail on exactly one page, in manifest order: the first rows on page 1, the rest on page 2.
   size_t on1 = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
-    const Image t = thumb256(load_image(rows[i]["outputs"][0].get<std::string>()));
+    const Image t = thumb256(photo_part(rows[i]["outputs"][0].get<std::string>()));
     const int a = count_exact(p1, t), b = count_exact(p2, t);
     EXPECT_EQ(a + b, 1) << i;
     if (a == 1) {
@@ -491,6 +515,6 @@ TEST_F(RunFigures, NamesThatAreNotUtf8PointAtTheirRealFiles) {
   EXPECT_NE(page.find("href=\"../x%25FE.png\""), std::string::npos);
   // The sheet: each overlay's thumbnail, exactly (a failure tile would be grey).
   const Image sheet = load_image((dir / "sheet.png").string());
-  EXPECT_EQ(count_exact(sheet, thumb256(load_image((dir / "out" / "x%FF.png").string()))), 1);
-  EXPECT_EQ(count_exact(sheet, thumb256(load_image((dir / "out" / "x%FE.png").string()))), 1);
+  EXPECT_EQ(count_exact(sheet, thumb256(photo_part((dir / "out" / "x%FF.png").string()))), 1);
+  EXPECT_EQ(count_exact(sheet, thumb256(photo_part((dir / "out" / "x%FE.png").string()))), 1);
 }

@@ -91,7 +91,7 @@ class ViewsCli : public TempDirTest {
   std::string render(const std::string& model, const std::string& extra, const std::string& out = "out",
                      const std::string& alpha = "1") const {
     return "render " + q(dir / "wide.png") + " -w " + q(dir / model) + " -o " + q(dir / out) +
-           " --colormap gray --alpha " + alpha + " " + extra;
+           " --colormap gray --alpha " + alpha + " --no-legend " + extra;  // bare overlays: their pixels are checked
   }
 };
 
@@ -224,14 +224,22 @@ TEST_F(ViewsCli, HeadsGridSheetAndAllHeadsNpy) {
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(WEXITSTATUS(rc), 2);
   EXPECT_FALSE(fs::exists(dir / "nf2" / "chelsea.png"));
-  // A font file FreeType cannot read is a usage error naming it; a plain overlay needs no font at all.
+  // A font file FreeType cannot read is a usage error naming it; NAME.png's legend needs the font too (the
+  // error then says --no-legend), a bare overlay (--no-legend) none at all.
   const fs::path empty = dir / "empty.ttf";
   std::ofstream(empty, std::ios::binary).flush();
   const CliRun bad = run_attnmap("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "nf3") + " --heads-grid",
                                  "ATTNMAP_FONT=" + q(empty) + " ");
   EXPECT_EQ(bad.status, 2) << bad.err;
   EXPECT_NE(bad.err.find("not a font FreeType can read (0 bytes)"), std::string::npos) << bad.err;
-  EXPECT_EQ(run_attnmap("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "nf4"), "ATTNMAP_FONT=" + q(empty) + " ").status, 0);
+  const CliRun legend = run_attnmap("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "nf4"), "ATTNMAP_FONT=" + q(empty) + " ");
+  EXPECT_EQ(legend.status, 2) << legend.err;
+  EXPECT_NE(legend.err.find("--no-legend"), std::string::npos) << legend.err;
+  EXPECT_FALSE(fs::exists(dir / "nf4" / "chelsea.png"));
+  EXPECT_EQ(run_attnmap("render " + q(kData + "/chelsea.png") + " -o " + q(dir / "nf5") + " --no-legend",
+                        "ATTNMAP_FONT=" + q(empty) + " ")
+                .status,
+            0);
   EXPECT_FALSE(fs::exists(dir / "nf3" / "chelsea.png"));
 }
 

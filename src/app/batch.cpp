@@ -149,6 +149,7 @@ void note_fewer_workers(int got, int asked, bool quiet) {
 struct Precomputed {
   std::vector<std::optional<ComputedViews>> views;
   std::vector<std::string> errors;
+  std::map<std::string, RunScale> scales;  ///< the run's scale of each unit, with its counts
 };
 Precomputed precompute_views(RenderContext* ctx, const std::vector<Job>& jobs, int workers) {
   Precomputed p;
@@ -168,18 +169,37 @@ Precomputed precompute_views(RenderContext* ctx, const std::vector<Job>& jobs, i
   };
   run_on_threads(workers, worker, [&](int got) { note_fewer_workers(got, workers, ctx->opt->quiet); },
                  kLibraryThreadRoom);
+  std::vector<const ComputedViews*> computed;
   for (const auto& v : p.views)
-    if (v) add_to_run_scales(*ctx, *v, &ctx->run_scales);
+    if (v) computed.push_back(&*v);
+  p.scales = run_scales_over(*ctx, computed);
+  for (const auto& [units, r] : p.scales) ctx->run_scales[units] = r.scale;
   return p;
 }
 
-/// "attention probability 0.0012 .. 0.31, rollout mass 0.0004 .. 0.045": the run's scales, for the terminal.
-std::string run_scales_text(const RenderContext& ctx) {
+/// "attention probability 3.7e-07 .. 0.123 (the 99th percentile of 21952 values; 219 above it, up to 0.745,
+/// drawn in the top colour)": the run's scales, for the terminal, and the warnings of scales on which most
+/// maps peak in the bottom quarter.
+std::string run_scales_text(const RenderContext& ctx, const Precomputed& pre, std::vector<std::string>* warnings) {
   std::string out;
   for (const auto& [units, s] : ctx.run_scales) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%s%s %.9g .. %.9g", out.empty() ? "" : ", ", units.c_str(), s.vmin, s.vmax);
+    char buf[320];
+    std::snprintf(buf, sizeof buf, "%s%s %.9g .. %.9g", out.empty() ? "" : "; ", units.c_str(), s.vmin, s.vmax);
     out += buf;
+    const auto it = pre.scales.find(units);
+    if (it == pre.scales.end()) continue;
+    const RunScale& r = it->second;
+    if (r.above > 0) {
+      std::snprintf(buf, sizeof buf, " (the %gth percentile of %zu values; %zu above it, up to %.3g, drawn in the top colour)",
+                    kRunScalePercentile, r.values, r.above, r.data_max);
+      out += buf;
+    }
+    if (r.maps > 0 && 2 * r.dim > r.maps) {
+      std::snprintf(buf, sizeof buf, "--scale run: %zu of %zu %s maps peak below %.0f%% of the scale (under %.3g): they "
+                    "are drawn in its darkest colours; --scale figure gives each image's figures their own scale",
+                    r.dim, r.maps, units.c_str(), 100 * kDimPeakFraction, s.vmin + kDimPeakFraction * (s.vmax - s.vmin));
+      warnings->push_back(buf);
+    }
   }
   return out.empty() ? "no map was computed (every image failed), so there is no run scale" : out;
 }
@@ -589,7 +609,10 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
     for (const auto& [units, sc] : ctx.run_scales) bounds[units] = {sc.vmin, sc.vmax};
     settings["scale_bounds"] = bounds;
     ctx.provenance = provenance_text(settings);
-    std::cerr << "attnmap: note: --scale run: " << printable(run_scales_text(ctx)) << "\n";
+    std::vector<std::string> warnings;
+    const std::string text = run_scales_text(ctx, *pre, &warnings);
+    std::cerr << "attnmap: note: --scale run: " << printable(text) << "\n";
+    for (const std::string& w : warnings) std::cerr << "attnmap: warning: " << printable(w) << "\n";
   }
   // Read before this run appends to its manifest: skipped images keep the statistics, status and time that
   // earlier runs recorded (the run's own manifest; after shards, theirs).
@@ -600,7 +623,22 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   BatchRun run(ctx, bopt, plan, manifest_path, settings, std::move(prev), pre ? &*pre : nullptr);
   run.report_planning_failures();
   run.run_jobs(workers);
-  const int figures = write_run_figures(opt, bopt, run.rows(), nlohmann::json::parse(settings.dump()), ctx.provenance);
+  // The sheet's colour bar: the scale of the overlays it shows (the first view's), when they share one.
+  SheetScale sheet;
+  if (!opt.threshold && !ctx.views.empty()) {
+    sheet.cmap = ctx.cmap;
+    const std::string& units = ctx.views[0].units;
+    if (opt.scale && opt.scale->kind == ScaleKind::Run) {
+      if (const auto it = ctx.run_scales.find(units); it != ctx.run_scales.end()) sheet.scale = it->second;
+    } else if (opt.scale && opt.scale->kind == ScaleKind::Fixed) {
+      Scale s{opt.scale->vmin, opt.scale->vmax, units};
+      for (const RunRow& r : run.rows())  // the extend mark when some overlay's map goes past the top
+        if (const auto st = get_image_stats(nlohmann::json::parse(r.manifest)); st && st->stats.max > s.vmax) s.clip_max = true;
+      sheet.scale = s;
+    }
+  }
+  const int figures =
+      write_run_figures(opt, bopt, run.rows(), nlohmann::json::parse(settings.dump()), ctx.provenance, sheet);
   return std::max(run.finish(), figures);
 }
 

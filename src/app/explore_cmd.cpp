@@ -99,6 +99,7 @@ void check_explore_options(CliArgs& a, const CLI::App& explore) {
   ro.load.apply_exif = !a.no_exif;
   apply_explore_budget(a.budget_s, a.explore_blocks_s, ro);
   ro.map_files = {OutputKind::Explore};
+  ro.legend = false;  // no NAME.png: no legend, no font needed, none in the record
   if (a.no_npy) ro.map_files.clear();  // the record says whether attention.npy was written
   check_drawing_options(ro);
   (void)colormap_table(ro.colormap);

@@ -77,7 +77,7 @@ namespace {
 /// The options as the shared code reads them: loading and drawing through RenderOptions (as render), the
 /// figure's own beside it.
 struct FigurePlan {
-  RenderOptions ro;
+  RenderOptions ro = no_legend();  // no NAME.png is written: no legend in the record
   std::vector<ViewSpec> views;
   ScaleSpec scale;
   ViewSettings settings;

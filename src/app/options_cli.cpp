@@ -135,6 +135,7 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
   render->add_option("--style", a.style_s, "overlay | mask (photo x map on black) | contour (iso-lines at the ticks)")
       ->capture_default_str();
   render->add_flag("--alpha-by-value", ro.alpha_by_value, "overlay opacity follows the value: --alpha x scaled value");
+  render->add_flag_function("--no-legend", [&ro](std::int64_t) { ro.legend = false; }, "NAME.png without its legend");
   add_figure_size_options(render, a);
   render->add_option("--figure-format", a.formats_s, "formats of the figures: png, pdf, svg, comma-separated")
       ->capture_default_str();

@@ -134,6 +134,8 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
   }
   if (opt.style != Style::Overlay) r["style"] = opt.style == Style::Mask ? "mask" : "contour";
   if (opt.alpha_by_value) r["alpha_by_value"] = true;
+  // NAME.png's legend strip (issue 28): an overlay without it (an earlier version's, --no-legend) is another file.
+  if (draws_legend(opt)) r["legend"] = true;
   if (opt.dpi) r["dpi"] = *opt.dpi;
   // The figures' physical width and the strips' columns (issue 28), when given: another width or column count
   // is another figure (the defaults keep the record, and NAME.png, as a run without figures has them).
@@ -238,8 +240,10 @@ void put_image_stats(nlohmann::ordered_json& j, const std::optional<MapStats>& s
     j["argmax_row"] = stats->argmax_row;
     j["argmax_col"] = stats->argmax_col;
     j["entropy"] = stats->entropy_valid ? nlohmann::ordered_json(stats->entropy) : nlohmann::ordered_json(nullptr);
+    j["max_over_mean"] = stats->max_over_mean > 0 ? nlohmann::ordered_json(stats->max_over_mean) : nlohmann::ordered_json(nullptr);
+    j["flat"] = stats->flat();
   } else {
-    for (const char* k : {"map_max", "argmax_row", "argmax_col", "entropy"}) j[k] = nullptr;
+    for (const char* k : {"map_max", "argmax_row", "argmax_col", "entropy", "max_over_mean", "flat"}) j[k] = nullptr;
   }
   if (!top5.empty()) {
     nlohmann::ordered_json t = nlohmann::ordered_json::array();
@@ -259,6 +263,8 @@ std::optional<ImageStats> get_image_stats(const nlohmann::json& j) {
     r.stats.argmax_col = j.at("argmax_col").get<int>();
     r.stats.entropy_valid = j.contains("entropy") && j["entropy"].is_number();
     if (r.stats.entropy_valid) r.stats.entropy = j["entropy"].get<double>();
+    if (j.contains("max_over_mean") && j["max_over_mean"].is_number())  // absent in rows of earlier versions
+      r.stats.max_over_mean = j["max_over_mean"].get<double>();
     if (j.contains("top5") && j["top5"].is_array())
       for (const auto& t : j["top5"]) r.top5.push_back({t.at("label").get<std::string>(), t.at("probability").get<float>()});
     return r;

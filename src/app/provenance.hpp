@@ -65,7 +65,8 @@ struct ImageStats {
 };
 
 /// Puts the manifest's statistics fields into `j`: map_max, argmax_row, argmax_col, entropy (null when the
-/// entropy is undefined), all null without `stats`; top5 ([{"label", "probability"}...], null when empty).
+/// entropy is undefined), max_over_mean (the map's contrast, null when undefined) and flat (max_over_mean
+/// below kFlatMaxOverMean = 1.25: a nearly uniform map), all null without `stats`; top5 ([{"label", "probability"}...], null when empty).
 void put_image_stats(nlohmann::ordered_json& j, const std::optional<MapStats>& stats,
                      const std::vector<std::pair<std::string, float>>& top5);
 

@@ -82,6 +82,13 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
   if (opt.heads_grid || opt.panel || opt.strip_layers) {  // before any image: a missing font is one usage error
     ctx.font_family = figure_font();
     if (const char* env = std::getenv("ATTNMAP_FONT"); env && *env) ctx.font_file = env;
+  } else if (draws_legend(opt)) {  // NAME.png's legend is text too
+    try {
+      ctx.font_family = figure_font();
+    } catch (const Error& e) {
+      throw Error(std::string(e.what()) + " (or pass --no-legend: overlays without the legend need no font)");
+    }
+    if (const char* env = std::getenv("ATTNMAP_FONT"); env && *env) ctx.font_file = env;
   }
   make_views_context(ctx, model, opt);
   return ctx;
@@ -96,12 +103,17 @@ std::string map_units(const RenderOptions& opt) { return opt.rollout ? "rollout 
 Scale figure_scale(const RenderContext& ctx, const std::vector<const std::vector<float>*>& maps,
                    const std::string& units) {
   const ScaleSpec spec = ctx.opt->scale.value_or(ScaleSpec{ScaleKind::Figure, 0.0, 1.0});
+  const Scale data = scale_over(maps, units);
+  Scale s = data;
   if (spec.kind == ScaleKind::Run) {
     const auto it = ctx.run_scales.find(units);
-    if (it != ctx.run_scales.end()) return it->second;
+    if (it != ctx.run_scales.end()) s = it->second;
+  } else if (spec.kind == ScaleKind::Fixed) {
+    s = resolve_scale(spec, {}, data);
   }
-  Scale s = scale_over(maps, units);
-  if (spec.kind == ScaleKind::Fixed) s = resolve_scale(spec, {}, s);
+  // The colour bar's "extend" mark only where this figure's own values go past the top (matplotlib's
+  // extend='max' drawn when it says something).
+  s.clip_max = !maps.empty() && data.vmax > s.vmax && !s.flat();
   return s;
 }
 
@@ -152,8 +164,9 @@ std::string tile_label(const std::string& name, const std::vector<float>& map,
     const auto kept = std::count(mask.begin(), mask.end(), uint8_t{1});
     std::snprintf(buf, sizeof buf, "%s  %ld/%zu patches", name.c_str(), static_cast<long>(kept), mask.size());
   } else {
-    std::snprintf(buf, sizeof buf, "%s  max %.3g", name.c_str(),
-                  static_cast<double>(*std::max_element(map.begin(), map.end())));
+    std::snprintf(buf, sizeof buf, "%s  max %.3g%s", name.c_str(),
+                  static_cast<double>(*std::max_element(map.begin(), map.end())),
+                  is_flat_contrast(peak_to_mean(map)) ? " (flat)" : "");
   }
   return buf;
 }

@@ -1,6 +1,7 @@
 // render.hpp - rendering one image: decode, preprocess, forward, map, overlay, write its files.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "maps/attention_maps.hpp"
+#include "maps/evaluate.hpp"
 #include "draw/figures.hpp"
 #include "maps/explain.hpp"
 #include "maps/views.hpp"
@@ -61,6 +63,9 @@ struct RenderOptions {
   std::optional<ScaleSpec> scale;    ///< --scale; unset: map for NAME.png, figure for panels and strips
   Style style = Style::Overlay;      ///< --style
   bool alpha_by_value = false;       ///< --alpha-by-value
+  /// NAME.png carries a legend strip under the photo (colour bar, range, contrast; draw/figures.hpp
+  /// add_legend); --no-legend: the bare overlay. Never with --threshold (a mask has no colour scale).
+  bool legend = true;
   std::optional<double> dpi;         ///< --dpi: pHYs of every PNG (none in NAME.png when unset), PDF/SVG page size
   std::vector<FigureFormat> figure_formats = {FigureFormat::Png};  ///< --figure-format of the figures
   std::optional<double> width_in;    ///< --width-in: panels and strips this many inches wide (FigureOptions)
@@ -84,6 +89,16 @@ struct RenderOptions {
   double explore_budget_mb = 8.0;          ///< --budget-mb: the page's data files at most this many MiB
   std::vector<int> explore_blocks;         ///< --explore-blocks: only these blocks' single heads (empty: as fit)
 };
+
+/// RenderOptions with legend off: for the commands that write no NAME.png (figure, stats, explore).
+inline RenderOptions no_legend() {
+  RenderOptions o;
+  o.legend = false;
+  return o;
+}
+
+/// Whether NAME.png gets its legend strip: asked (not --no-legend) and a heatmap (not --threshold's mask).
+inline bool draws_legend(const RenderOptions& opt) { return opt.legend && !opt.threshold; }
 
 /// One image to render: where it is read and the output path without extension (".png", ".npy" added).
 struct Job {
@@ -244,8 +259,18 @@ struct ComputedViews {
 };
 /// Loads and preprocesses job.input and computes every view's maps (maps/views.hpp compute_views).
 ComputedViews compute_job_views(const RenderContext& ctx, const Job& job);
-/// Adds the maps of the user's views to `scales` (min-max per unit).
-void add_to_run_scales(const RenderContext& ctx, const ComputedViews& cv, std::map<std::string, Scale>* scales);
+/// --scale run's scale of one unit and what the run's note says about it.
+struct RunScale {
+  Scale scale;          ///< robust_scale_over the run's maps of the unit (draw/scale.hpp)
+  size_t maps = 0;      ///< maps of the unit (every image's views, the strips' included)
+  size_t dim = 0;       ///< of them, peaking below kDimPeakFraction of the scale (drawn in its bottom colours)
+  size_t values = 0;    ///< finite values of those maps
+  size_t above = 0;     ///< of them, above scale.vmax (drawn in the top colour)
+  double data_max = -INFINITY;  ///< the largest value (scale.vmax when nothing is clipped)
+};
+/// One RunScale per unit over every map of `computed` (each image's user and auxiliary views).
+std::map<std::string, RunScale> run_scales_over(const RenderContext& ctx,
+                                                const std::vector<const ComputedViews*>& computed);
 /// Draws and writes every file of one image from its computed maps (the photo read again).
 RenderResult draw_job_views(const RenderContext& ctx, const Job& job, const ComputedViews& cv);
 

@@ -1,6 +1,7 @@
 #include "app/run_figures.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -192,7 +193,38 @@ std::string sheet_detail(const nlohmann::json& j) {
                   100.0 * static_cast<double>(st->top5[0].second), static_cast<double>(st->stats.max));
   else
     std::snprintf(buf, sizeof buf, "peak %.3g", static_cast<double>(st->stats.max));
-  return buf;
+  return std::string(buf) + (st->stats.flat() ? " \u00b7 flat" : "");
+}
+
+/// The photo's part of an overlay PNG (w x h): the stats chunk's photo_px when it has a legend strip under
+/// the photo, else the whole PNG.
+std::array<int, 2> photo_px(const std::string& png, int w, int h) {
+  try {
+    for (const PngText& t : read_png_text(png)) {
+      if (t.keyword != kStatsKeyword) continue;
+      const nlohmann::json j = nlohmann::json::parse(t.text);
+      if (j.contains("photo_px") && j["photo_px"].is_array() && j["photo_px"].size() == 2) {
+        const int pw = j["photo_px"][0].get<int>(), ph = j["photo_px"][1].get<int>();
+        if (pw > 0 && ph > 0 && pw <= w && ph <= h) return {pw, ph};
+      }
+    }
+  } catch (const std::exception&) {  // unreadable text: the whole PNG
+  }
+  return {w, h};
+}
+
+/// The top-left w x h of `img` (all of it when it is that size).
+Image top_left(Image img, int w, int h) {
+  if (img.width == w && img.height == h) return img;
+  if (img.width < w || img.height < h) throw Error("the overlay is smaller than its photo_px");
+  Image out;
+  out.width = w;
+  out.height = h;
+  out.rgb.resize(static_cast<size_t>(w) * static_cast<size_t>(h) * 3);
+  for (int y = 0; y < h; ++y)
+    std::copy_n(img.rgb.data() + static_cast<size_t>(y) * static_cast<size_t>(img.width) * 3, static_cast<size_t>(w) * 3,
+                out.rgb.data() + static_cast<size_t>(y) * static_cast<size_t>(w) * 3);
+  return out;
 }
 
 /// One tile per row: the overlay (the row's first output) read from disk when its page is drawn, or a
@@ -213,7 +245,10 @@ std::vector<SheetItem> sheet_items(const RenderOptions& opt, const std::vector<R
       it.placeholder = "failed: " + error_without_input(j);
     } else if (png_size(outs.front(), &it.width, &it.height)) {
       const std::string overlay = outs.front();
-      it.load = [overlay, lo] { return load_image(overlay, lo); };
+      const std::array<int, 2> photo = photo_px(overlay, it.width, it.height);
+      it.width = photo[0];
+      it.height = photo[1];
+      it.load = [overlay, lo, photo] { return top_left(load_image(overlay, lo), photo[0], photo[1]); };
       it.detail = sheet_detail(j);
     } else {
       it.detail = sheet_detail(j);
@@ -263,7 +298,7 @@ std::string shown_view(const nlohmann::json& settings) {
 }
 
 void write_sheet(const RenderOptions& opt, const BatchOptions& bopt, const std::vector<RunRow>& rows,
-                const nlohmann::json& settings, const std::string& provenance) {
+                const nlohmann::json& settings, const std::string& provenance, const SheetScale& sheet_scale) {
   size_t failed = 0;
   const std::vector<SheetItem> items = sheet_items(opt, rows, &failed);
   std::string title = opt.out_dir + " \u2014 " + std::to_string(rows.size()) + " input" + (rows.size() == 1 ? "" : "s") +
@@ -273,6 +308,8 @@ void write_sheet(const RenderOptions& opt, const BatchOptions& bopt, const std::
   so.columns = bopt.sheet_columns;
   so.dpi = opt.dpi.value_or(300.0);
   so.provenance = provenance;
+  so.scale = sheet_scale.scale;
+  so.cmap = sheet_scale.cmap;
   std::error_code ec;
   const fs::path parent = fs::path(bopt.contact_sheet).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);
@@ -300,7 +337,7 @@ void write_page(const RenderOptions& opt, const BatchOptions& bopt, const std::v
 }  // namespace
 
 int write_run_figures(const RenderOptions& opt, const BatchOptions& bopt, const std::vector<RunRow>& rows,
-                      const nlohmann::json& settings, const std::string& provenance) {
+                      const nlohmann::json& settings, const std::string& provenance, const SheetScale& sheet_scale) {
   int status = 0;
   if (rows.empty()) return status;
   auto attempt = [&](const char* flag, const std::string& path, auto&& write) {
@@ -312,7 +349,7 @@ int write_run_figures(const RenderOptions& opt, const BatchOptions& bopt, const 
     }
   };
   if (!bopt.contact_sheet.empty())
-    attempt("--contact-sheet", bopt.contact_sheet, [&] { write_sheet(opt, bopt, rows, settings, provenance); });
+    attempt("--contact-sheet", bopt.contact_sheet, [&] { write_sheet(opt, bopt, rows, settings, provenance, sheet_scale); });
   if (!bopt.gallery.empty()) attempt("--gallery", bopt.gallery, [&] { write_page(opt, bopt, rows, settings, provenance); });
   std::cout << std::flush;
   return status;

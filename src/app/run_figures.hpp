@@ -2,6 +2,7 @@
 // --gallery): every input's overlay in a labelled grid, and a static HTML page of the run, both made from
 // the run's manifest rows and the overlays on disk (never kept in memory through the run).
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,12 +42,20 @@ void check_run_figure_paths(const RenderOptions& opt, const BatchOptions& bopt, 
 std::string run_row_label(const std::string& input, const std::string& out_base, const std::string& out_dir);
 
 /// After the run: the contact sheet (write_contact_sheet: each row's first output, the overlay, read back
-/// from disk a page at a time; a failed input is a grey tile with its error; second line "top-1 p% · peak
-/// v", from the manifest's statistics) and the gallery (write_gallery, one GalleryEntry per row from its
+/// from disk a page at a time, without the legend strip under its photo (the stats chunk's photo_px); a
+/// failed input is a grey tile with its error; second line "top-1 p% · peak v" and " · flat" for a flat map,
+/// from the manifest's statistics; the colour bar of sheet_scale) and the gallery (write_gallery, one GalleryEntry per row from its
 /// manifest fields; subtitle: the weights and the view of `settings`, the run's record). Prints the paths
 /// written on standard output unless opt.quiet, an error line for a figure that could not be written.
 /// Returns 0, or 1 when a figure could not be written.
+/// The contact sheet's colour bar: `scale` the one every overlay of the run is drawn on (--scale run: the
+/// first view's unit's run scale; --scale VMIN,VMAX: the bounds), unset when each overlay has its own
+/// min-max; `cmap` the run's colour map (null: no bar, e.g. --threshold's masks).
+struct SheetScale {
+  std::optional<Scale> scale;
+  const uint8_t* cmap = nullptr;
+};
 int write_run_figures(const RenderOptions& opt, const BatchOptions& bopt, const std::vector<RunRow>& rows,
-                      const nlohmann::json& settings, const std::string& provenance);
+                      const nlohmann::json& settings, const std::string& provenance, const SheetScale& sheet_scale = {});
 
 }  // namespace attnmap

@@ -67,7 +67,7 @@ namespace {
 
 /// The options as the shared code reads them (loading and the outlier maps' drawing through RenderOptions).
 struct StatsPlan {
-  RenderOptions ro;
+  RenderOptions ro = no_legend();  // no NAME.png is written: no legend in the record
   BatchOptions bo;
   StyleOptions style;
   std::vector<FigureFormat> formats;

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -266,19 +268,27 @@ ComputedViews compute_job_views(const RenderContext& ctx, const Job& job) {
   return cv;
 }
 
-void add_to_run_scales(const RenderContext& ctx, const ComputedViews& cv,
-                       std::map<std::string, Scale>* scales) {
-  for (const ViewMap& m : cv.maps) {
-    const std::string& units = ctx.views[m.view].units;
-    const Scale s = scale_over({&m.map}, units);
-    auto it = scales->find(units);
-    if (it == scales->end()) {
-      scales->emplace(units, s);
-    } else {
-      it->second.vmin = std::min(it->second.vmin, s.vmin);
-      it->second.vmax = std::max(it->second.vmax, s.vmax);
-    }
+std::map<std::string, RunScale> run_scales_over(const RenderContext& ctx,
+                                                const std::vector<const ComputedViews*>& computed) {
+  std::map<std::string, std::vector<const std::vector<float>*>> by_units;
+  for (const ComputedViews* cv : computed)
+    for (const ViewMap& m : cv->maps) by_units[ctx.views[m.view].units].push_back(&m.map);
+  std::map<std::string, RunScale> out;
+  for (const auto& [units, maps] : by_units) {
+    RunScale r;
+    r.scale = robust_scale_over(maps, units);
+    r.maps = maps.size();
+    r.dim = maps_peaking_below(maps, r.scale, kDimPeakFraction);
+    for (const auto* m : maps)
+      for (float v : *m) {
+        if (!std::isfinite(v)) continue;
+        ++r.values;
+        if (v > r.scale.vmax) ++r.above;
+        r.data_max = std::max(r.data_max, static_cast<double>(v));
+      }
+    out.emplace(units, r);
   }
+  return out;
 }
 
 namespace {
@@ -291,9 +301,14 @@ std::string map_label(const RenderContext& ctx, const ComputedViews& cv, const V
   return view_label(v) + ", class " + class_phrase(m.class_index, ctx.model->hp.labels, cv.probs);
 }
 
+// " (flat)" after a figure's label of a map whose max / mean is below kFlatMaxOverMean (1.25), else "".
+std::string flat_mark(const std::vector<float>& map) { return is_flat_contrast(peak_to_mean(map)) ? " (flat)" : ""; }
+
 // tEXt `attnmap:stats` of one map's PNG: its statistics, the image's top-5, with --views the file's view (and
 // block), and for a class-specific view the class it explains with its probability.
-std::string stats_text(const RenderContext& ctx, const ComputedViews& cv, const ViewMap& m) {
+// With a legend, `photo_px`: the photo's [width, height] at the top left of the PNG (the legend under it).
+std::string stats_text(const RenderContext& ctx, const ComputedViews& cv, const ViewMap& m,
+                       const std::optional<std::array<int, 2>>& photo_px) {
   const HParams& hp = ctx.model->hp;
   nlohmann::ordered_json st;
   put_image_stats(st, map_statistics(m.map, hp.grid_h, hp.grid_w), cv.top5);
@@ -310,6 +325,7 @@ std::string stats_text(const RenderContext& ctx, const ComputedViews& cv, const 
         {"label", c < hp.labels.size() ? nlohmann::ordered_json(hp.labels[c]) : nlohmann::ordered_json(nullptr)},
         {"probability", c < cv.probs.size() ? nlohmann::ordered_json(cv.probs[c]) : nlohmann::ordered_json(nullptr)}};
   }
+  if (photo_px) st["photo_px"] = {(*photo_px)[0], (*photo_px)[1]};  // last: the legend strip is under it
   return st.dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace);
 }
 
@@ -330,9 +346,9 @@ std::vector<float> concat(const std::vector<std::vector<float>>& maps) {
 // One map's files from the plan: with --save-raw its .npy (with --all-heads every head of the block,
 // (H, grid_h, grid_w)) and sidecar, then its PNG.
 void write_view_files(const RenderContext& ctx, const ComputedViews& cv, const OutputPlan& plan, const Image& overlay,
-                      const ViewMap& m, RenderResult* res) {
+                      const ViewMap& m, RenderResult* res, const std::optional<std::array<int, 2>>& photo_px) {
   const HParams& hp = ctx.model->hp;
-  MapOutputs data{&m.map, {hp.grid_h, hp.grid_w}, &overlay, stats_text(ctx, cv, m)};
+  MapOutputs data{&m.map, {hp.grid_h, hp.grid_w}, &overlay, stats_text(ctx, cv, m, photo_px)};
   std::vector<float> heads;
   if (ctx.opt->all_heads) {
     heads = concat(maps_of(cv, ctx.aux.heads, static_cast<size_t>(hp.num_heads)));
@@ -447,25 +463,35 @@ RenderResult draw_job_views(const RenderContext& run_ctx, const Job& job, const 
     const std::vector<Scale> scales = panel_scales(ctx, rows);
     std::vector<PanelRow> panel;
     for (size_t i = 0; i < rows.size(); ++i)
-      panel.push_back(PanelRow{map_label(ctx, cv, *rows[i]), GridMap{rows[i]->map, hp.grid_w, hp.grid_h, rows[i]->marked}, scales[i]});
+      panel.push_back(PanelRow{map_label(ctx, cv, *rows[i]) + flat_mark(rows[i]->map), GridMap{rows[i]->map, hp.grid_w, hp.grid_h, rows[i]->marked}, scales[i]});
     const auto w = write_panel(job.out_base + ".panel", title, photo, box, panel, style_of(ctx), figure_options(ctx));
     figures.insert(figures.end(), w.begin(), w.end());
   }
-  std::vector<std::string> pngs;
+  std::vector<std::string> pngs, shown;
   for (const ViewMap* m : rows) {
     bool flat = false;
     std::vector<uint8_t> mask;
-    const Image out = draw_view(photo, bx, by, bw, bh, m->map, ctx, &flat, &mask, ctx.views[m->view].units, m->marked);
+    const std::string& units = ctx.views[m->view].units;
+    Image out = draw_view(photo, bx, by, bw, bh, m->map, ctx, &flat, &mask, units, m->marked);
     if (flat) res.notes.push_back("the " + map_label(ctx, cv, *m) + " map is constant; drawn flat (no contrast)");
-    write_view_files(ctx, cv, plan, out, *m, &res);
+    const MapStats st = map_statistics(m->map, hp.grid_h, hp.grid_w);
+    if (draws_legend(opt)) {  // the strip under the photo: the scale NAME.png is drawn on, and the contrast
+      const OverlayLegend lg{single_scale(ctx, m->map, units), static_cast<double>(st.max), st.max_over_mean, st.flat()};
+      out = add_legend(out, lg, ctx.cmap);
+    }
+    write_view_files(ctx, cv, plan, out, *m, &res, draws_legend(opt) ? std::optional<std::array<int, 2>>({photo.width, photo.height})
+                                                                     : std::nullopt);
     pngs.push_back(res.outputs.back());
+    // The terminal names a flat map (max / mean below 1.25) after its file.
+    shown.push_back(pngs.back() + (st.flat() ? " (" + contrast_phrase(st.max, st.max_over_mean, true) + ")" : ""));
     if (res.map.empty()) {  // the manifest's statistics: the first view's (most probable class's) map
       res.map = m->map;
       res.mask = mask;
     }
   }
   res.stats = map_statistics(res.map, hp.grid_h, hp.grid_w);
-  set_shown_lines(ctx, cv, rows, pngs, &res);
+  set_shown_lines(ctx, cv, rows, shown, &res);
+  if (res.shown.empty() && shown.size() == 1 && shown[0] != pngs[0]) res.shown = shown[0];
   // The overlays first (the first is what the terminal line names), then the figures.
   std::stable_partition(res.outputs.begin(), res.outputs.end(), [](const std::string& p) {
     return p.size() > 4 && p.compare(p.size() - 4, 4, ".png") == 0;

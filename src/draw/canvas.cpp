@@ -323,6 +323,24 @@ void Canvas::line(double x0, double y0, double x1, double y1, Rgb c, double line
   cairo_stroke(impl_->cr);
 }
 
+void Canvas::polygon(const std::vector<double>& xy, Rgb fill, Rgb edge, double line_width) {
+  if (xy.size() < 6) return;
+  cairo_t* cr = impl_->cr;
+  cairo_new_path(cr);
+  cairo_move_to(cr, xy[0], xy[1]);
+  for (size_t i = 2; i + 1 < xy.size(); i += 2) cairo_line_to(cr, xy[i], xy[i + 1]);
+  cairo_close_path(cr);
+  set_rgb(cr, fill);
+  if (line_width <= 0) {
+    cairo_fill(cr);
+    return;
+  }
+  cairo_fill_preserve(cr);
+  set_rgb(cr, edge);
+  cairo_set_line_width(cr, line_width);
+  cairo_stroke(cr);
+}
+
 void Canvas::dot(double x, double y, double r, Rgb fill, Rgb edge, double line_width) {
   cairo_t* cr = impl_->cr;
   cairo_new_path(cr);

@@ -93,6 +93,9 @@ class Canvas {
   void line(double x0, double y0, double x1, double y1, Rgb c, double line_width);
   /// A filled disc of radius r centred at (x, y) with a `edge` rim line_width wide (0: none): a plot's dot.
   void dot(double x, double y, double r, Rgb fill, Rgb edge, double line_width);
+  /// A filled polygon through the points (x0, y0, x1, y1, ...), closed, with an `edge` rim line_width wide
+  /// (0: none): a colour bar's "extend" triangle. Fewer than 3 points draw nothing.
+  void polygon(const std::vector<double>& xy, Rgb fill, Rgb edge, double line_width);
   /// Strokes line segments (x0, y0, x1, y1 quadruples in `xy`) in one colour, round caps.
   void segments(const std::vector<float>& xy, Rgb c, double line_width);
   /// Draws `img` scaled into the rectangle (x, y, w, h). At its own size and whole-pixel (x, y) a PNG gets

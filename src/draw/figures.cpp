@@ -453,7 +453,10 @@ std::string draw_panel(const std::string& base, const std::string& title, const 
       c.image(photo, l.x0, y, pw, ph, Filter::Nearest);
       c.image(maps[static_cast<size_t>(r)], l.x0 + pw + l.g, y, pw, ph, Filter::Nearest);
       c.image(overlays[static_cast<size_t>(r)], l.x0 + 2 * (pw + l.g), y, pw, ph, Filter::Nearest);
-      if (!one_bar) l.bars[static_cast<size_t>(r)].draw(c, st.cmap, l.bx, y, ph);
+      if (!one_bar) {  // a bar's extend triangle stays inside its row: the bar starts that much lower
+        const ColorBar& b = l.bars[static_cast<size_t>(r)];
+        b.draw(c, st.cmap, l.bx, y + (r > 0 ? b.extend_h() : 0.0), ph - (r > 0 ? b.extend_h() : 0.0));
+      }
     }
     if (one_bar) l.bars[0].draw(c, st.cmap, l.bx, l.row_y(0, ph), l.row_y(nrows - 1, ph) + ph - l.row_y(0, ph));
   });

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,32 @@ Image draw_map_alone(int photo_w, int photo_h, const PhotoBox& box, const GridMa
 /// (i, j) at pixel centre (i + 0.5, j + 0.5); marching squares with linear interpolation on the edges, the
 /// saddle cases split by the centre average. Pure geometry, for contour drawing and tests.
 std::vector<float> iso_segments(const std::vector<float>& values, int w, int h, float level);
+
+/// What the legend strip under an overlay (NAME.png) says: add_legend.
+struct OverlayLegend {
+  Scale scale;               ///< the scale the overlay is drawn on: the bar, its end values and units
+  double map_max = 0.0;      ///< the map's largest value, in the scale's units
+  double max_over_mean = 0.0;  ///< the map's contrast, max / mean over the patches (MapStats); 0: undefined
+  bool flat = false;         ///< max_over_mean below maps' kFlatMaxOverMean (1.25): a nearly uniform map
+};
+
+/// The narrowest legend: an overlay narrower than this gets a canvas this wide (white right of the photo).
+constexpr int kLegendMinWidth = 200;
+
+/// The legend's text size in pixels for a canvas `width` pixels wide: width / 40, between 10 and 40.
+int legend_text_px(int width);
+
+/// The overlay with a legend strip under it (issue 28): the photo's pixels unchanged at the top left of a
+/// max(width, kLegendMinWidth) x (height + strip) image, then on white a horizontal colour bar of `cmap` over
+/// the scale (an "extend" triangle at its right end when scale.clip_max), its end values and units under it,
+/// and the contrast line: "max 0.301 = 59.1× uniform (max ÷ mean)", or for a flat map "flat map: max
+/// 0.00619 = 1.22× uniform (below 1.25×)" in red. The strip is about 5 x legend_text_px high. Throws
+/// attnmap::Error when the label font is missing (figure_font).
+Image add_legend(const Image& overlay, const OverlayLegend& lg, const uint8_t* cmap);
+
+/// "max 0.301 = 59.1× uniform" / "flat map: max 0.00619 = 1.22× uniform": the contrast words of a map, as
+/// the legend, the terminal and the figures write them (max_over_mean 0: "max 0.301").
+std::string contrast_phrase(double map_max, double max_over_mean, bool flat);
 
 /// What every figure file shares.
 struct FigureOptions {
@@ -183,7 +210,7 @@ std::string write_comparison(const std::string& path, const std::vector<std::str
 /// and two label lines under it.
 struct SheetItem {
   const Image* overlay = nullptr;
-  std::string name;    ///< first line, e.g. the file name (shortened with "..." when too wide)
+  std::string name;    ///< first line, e.g. the file name (shortened in the middle with "…" when too wide)
   std::string detail;  ///< second line, e.g. "Coat 63% · peak 0.081"
   /// Instead of `overlay`: the picture's width x height and a function that returns it, called only while
   /// its page is drawn (possibly on several threads at once), so that a sheet of 10,000 overlays holds one
@@ -195,19 +222,31 @@ struct SheetItem {
   std::string placeholder;
 };
 
+/// `text` in at most `width` pixels set in `ts` on `c` (one line): unchanged when it fits, else its first 40 %
+/// and last 60 % of the most characters (whole UTF-8 code points) that fit, joined by "…" with no space
+/// added ("composites2/0001_t…ouser_coat.png"). The contact sheet's names and details.
+std::string cut_middle(Canvas& c, const std::string& text, const TextStyle& ts, double width);
+
 struct SheetOptions {
   int columns = 6;
   int thumb_long = 256;        ///< thumbnail's longer side, pixels (stb_image_resize, Mitchell/Catmull-Rom)
   int max_page_height = 8000;  ///< a page holds as many rows as fit in this many pixels (at least one)
   double dpi = 300.0;
   std::string provenance;      ///< recorded in every page (PNG tEXt `attnmap`); empty: none
+  /// The colour bar at the right of every page (with cmap): the one scale every thumbnail is drawn on (a run
+  /// or fixed --scale), its units and ticks, an "extend" triangle when scale.clip_max; unset: each thumbnail
+  /// on its own min-max, and the bar says so (its ends "max" and "min", no values).
+  std::optional<Scale> scale;
+  const uint8_t* cmap = nullptr;  ///< the colour map of the thumbnails; null: no colour bar
 };
 
 /// --contact-sheet: the items in a labelled grid, `title` on top of each page; split into pages when the
 /// rows exceed max_page_height: one page is written to `path`, several to STEM-1.png, STEM-2.png, ... (the
 /// title then says "page k of n"). Pictures are shrunk (or enlarged) so that their longer side is
-/// thumb_long, the picture row as high as the highest thumbnail; a placeholder tile is thumb_long wide and
-/// that high. PNG only. Returns the paths written. Throws attnmap::Error for no items, a non-.png path,
+/// thumb_long, but never narrower (or lower) than a quarter of it (a 37 x 211 photo is 64 x 365, not a
+/// 45-pixel sliver); each is centred on a light grey cell thumb_long wide and as high as the highest
+/// thumbnail (letterboxed); a placeholder tile fills such a cell. Names too wide for the cell keep their
+/// start and end with "…" between them, no space added. PNG only. Returns the paths written. Throws attnmap::Error for no items, a non-.png path,
 /// columns < 1, thumb_long < 16, or an item with neither a picture nor a placeholder (or a load without a
 /// positive size).
 std::vector<std::string> write_contact_sheet(const std::string& path, const std::string& title,

@@ -194,6 +194,10 @@ struct ColorBar {
       for (int i = 0; i < 256; ++i) std::copy_n(cmap, 3, &grad.rgb[static_cast<size_t>(i) * 3]);
     c.image(grad, x, y, bar_w(), h, Filter::Nearest);
     c.stroke_rect(x, y, bar_w(), h, kGrey, 1.0);
+    if (scale.clip_max && !scale.flat()) {  // matplotlib's extend='max': values above vmax in the top colour
+      const uint8_t* top = cmap + 3 * 255;
+      c.polygon({x, y, x + bar_w(), y, x + bar_w() / 2, y - extend_h()}, Rgb{top[0], top[1], top[2]}, kGrey, 1.0);
+    }
     const TextStyle ts = tick_style();
     const size_t k = tick_set(h);
     const std::vector<TextBox> boxes = label_boxes(c, x, y, h);
@@ -204,7 +208,7 @@ struct ColorBar {
     }
     if (!exponent.empty()) {
       const double eh = c.measure(exponent, ts).h;
-      c.text(exponent, x, y - eh - 0.5 * f, ts);
+      c.text(exponent, x, y - eh - 0.5 * f - extend_h(), ts);
     }
     if (units_below) {
       TextStyle t = tick_style();
@@ -220,7 +224,9 @@ struct ColorBar {
     }
   }
   /// Room the bar needs above its top (the exponent, half a label) and below its bottom (half a label).
-  double above() const { return exponent.empty() ? 0.6 * f : 1.9 * f; }
+  double above() const { return (exponent.empty() ? 0.6 * f : 1.9 * f) + extend_h(); }
+  /// The "extend" triangle's height above the bar (scale.clip_max), 0 without one.
+  double extend_h() const { return scale.clip_max && !scale.flat() ? std::round(0.9 * f) : 0.0; }
 };
 
 /// A horizontal colour bar `width` pixels wide (`attnmap figure`, under a run of columns): the gradient from

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "core/error.hpp"
@@ -21,6 +22,7 @@ namespace {
 
 const Rgb kFailed{170, 20, 20};
 const Rgb kPlaceholder{236, 236, 236};
+const Rgb kLetterbox{244, 244, 244};
 
 /// `s` cut to at most `n` bytes at a UTF-8 character boundary, "…" added when cut.
 std::string cut_utf8(const std::string& s, size_t n) {
@@ -77,8 +79,9 @@ void draw_placeholder(Canvas& c, int x, int y, int w, int h, const std::string& 
   c.text(shown, x + base.px / 2, y + std::max(base.px / 2, (h - sz.h) / 2), ts);
 }
 
-/// Each item's thumbnail size (longer side t; {0, 0} for a placeholder). Throws attnmap::Error for an item
-/// with neither a picture nor a placeholder.
+/// Each item's thumbnail size (longer side t; {0, 0} for a placeholder): the longer side t, but the shorter
+/// at least t / 4 (a thin picture is not a sliver), the width at most t (the cell) and the height at most 2t.
+/// Throws attnmap::Error for an item with neither a picture nor a placeholder.
 std::vector<std::pair<int, int>> sheet_sizes(const std::vector<SheetItem>& items, int t) {
   std::vector<std::pair<int, int>> sizes;
   for (const SheetItem& it : items) {
@@ -89,13 +92,49 @@ std::vector<std::pair<int, int>> sheet_sizes(const std::vector<SheetItem>& items
       continue;
     }
     if (w <= 0 || h <= 0) throw Error("contact sheet: an item has no picture");
-    const double s = static_cast<double>(t) / std::max(w, h);
+    double s = std::max(static_cast<double>(t) / std::max(w, h), t / 4.0 / std::min(w, h));
+    s = std::min({s, static_cast<double>(t) / w, 2.0 * t / h});
     sizes.emplace_back(std::max(1, static_cast<int>(std::lround(w * s))), std::max(1, static_cast<int>(std::lround(h * s))));
   }
   return sizes;
 }
 
+/// The UTF-8 characters of `s` (each a whole code point).
+std::vector<std::string> utf8_chars(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < s.size();) {
+    size_t n = 1;
+    while (i + n < s.size() && (static_cast<unsigned char>(s[i + n]) & 0xC0) == 0x80) ++n;
+    out.push_back(s.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
 }  // namespace
+
+/// `text` in at most `width` pixels at style `ts` (one line): as it is when it fits, else its first 40 % and
+/// last 60 % of the characters that fit joined by "…" (no space added: "composites2/00…ouser_coat.png"
+/// becomes "composites2/0001_t…ouser_coat.png" at the widest that fits).
+std::string cut_middle(Canvas& c, const std::string& text, const TextStyle& ts, double width) {
+  if (c.measure(text, ts).w <= width) return text;
+  const std::vector<std::string> ch = utf8_chars(text);
+  auto cut = [&](size_t keep) {
+    const size_t head = keep * 2 / 5, tail = keep - head;
+    std::string r;
+    for (size_t i = 0; i < head; ++i) r += ch[i];
+    r += "\u2026";
+    for (size_t i = ch.size() - tail; i < ch.size(); ++i) r += ch[i];
+    return r;
+  };
+  size_t lo = 0, hi = ch.size();  // the most characters kept that fit: lo fits (or is 0), hi does not
+  while (hi - lo > 1) {
+    const size_t mid = (lo + hi) / 2;
+    if (c.measure(cut(mid), ts).w <= width) lo = mid;
+    else hi = mid;
+  }
+  return cut(lo);
+}
 
 std::vector<std::string> write_contact_sheet(const std::string& path, const std::string& title,
                                              const std::vector<SheetItem>& items, const SheetOptions& opt) {
@@ -114,6 +153,10 @@ std::vector<std::string> write_contact_sheet(const std::string& path, const std:
   TextStyle detail = name;
   detail.bold = false;
   detail.color = kGrey;
+  name.width = 0;  // names and details are cut by cut_middle
+  name.ellipsize = false;
+  detail.width = 0;
+  detail.ellipsize = false;
   const int line = static_cast<int>(std::ceil(probe.measure("Ag", name).h));
   // Thumbnails: the longer side thumb_long; the picture row is as high as the highest of them.
   const std::vector<std::pair<int, int>> sizes = sheet_sizes(items, t);
@@ -122,7 +165,23 @@ std::vector<std::string> write_contact_sheet(const std::string& path, const std:
   if (pic_h == 0) pic_h = t;  // placeholders only
   const int cell_h = pic_h + f / 3 + 2 * line;
   const int cols = std::min(opt.columns, static_cast<int>(items.size()));
-  const int w = 2 * m + cols * t + (cols - 1) * g;
+  // The colour bar right of the grid: the run's scale with its units, or (each thumbnail on its own min-max)
+  // a bar whose ends say "max" and "min".
+  std::optional<ColorBar> bar;
+  if (opt.cmap) {
+    if (opt.scale) {
+      bar.emplace(probe, *opt.scale, f);
+    } else {
+      bar.emplace(probe, Scale{0.0, 1.0, "each map its own min\u2013max"}, f);
+      bar->ticks = {0.0, 1.0};
+      bar->labels = {"min", "max"};
+      bar->exponent.clear();
+      bar->label_w = 0;
+      for (const auto& l : bar->labels) bar->label_w = std::max(bar->label_w, probe.measure(l, bar->tick_style()).w);
+    }
+  }
+  const int bar_w = bar ? static_cast<int>(std::ceil(bar->width())) + g : 0;
+  const int w = 2 * m + cols * t + (cols - 1) * g + bar_w;
   TextStyle ts;
   ts.px = 1.05 * f;
   ts.bold = true;
@@ -156,12 +215,20 @@ std::vector<std::string> write_contact_sheet(const std::string& path, const std:
         const auto [iw, ih] = sizes[static_cast<size_t>(first + i)];
         const int x = m + (i % cols) * (t + g), y = m + title_h + (i / cols) * (cell_h + g);
         const Image& thumb = thumbs[static_cast<size_t>(i)];
-        if (thumb.width > 0)
-          c.image(thumb, x + (t - iw) / 2, y + (pic_h - ih), iw, ih, Filter::Nearest);
-        else
+        if (thumb.width > 0) {  // letterboxed: centred on a light cell as wide as every cell
+          c.fill_rect(x, y, t, pic_h, kLetterbox);
+          c.image(thumb, x + (t - iw) / 2, y + (pic_h - ih) / 2, iw, ih, Filter::Nearest);
+        } else {
           draw_placeholder(c, x, y, t, pic_h, why[static_cast<size_t>(i)], name);
-        c.text(it.name, x, y + pic_h + f / 3, name);
-        c.text(it.detail, x, y + pic_h + f / 3 + line, detail);
+        }
+        c.text(cut_middle(c, it.name, name, t), x, y + pic_h + f / 3, name);
+        c.text(cut_middle(c, it.detail, detail, t), x, y + pic_h + f / 3 + line, detail);
+      }
+      if (bar) {
+        const double by = m + title_h + bar->above();
+        const double bh = std::max(4.0 * f, std::min(rows, 2) * pic_h + (std::min(rows, 2) - 1) * (cell_h - pic_h + g) -
+                                                 bar->above() - 0.6 * f);
+        bar->draw(c, opt.cmap, w - m - bar->width(), by, bh);
       }
     });
     out.insert(out.end(), written.begin(), written.end());

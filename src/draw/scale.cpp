@@ -60,6 +60,48 @@ Scale scale_over(const std::vector<const std::vector<float>*>& maps, const std::
   return s;
 }
 
+double percentile_over(const std::vector<const std::vector<float>*>& maps, double q) {
+  std::vector<float> v;
+  for (const auto* m : maps)
+    for (float x : *m)
+      if (std::isfinite(x)) v.push_back(x);
+  if (v.empty()) return NAN;
+  const double rank = std::clamp(q, 0.0, 100.0) / 100.0 * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<size_t>(std::floor(rank));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(lo), v.end());
+  const double a = v[lo];
+  const double b = hi == lo ? a : *std::min_element(v.begin() + static_cast<long>(lo) + 1, v.end());
+  return a + (rank - static_cast<double>(lo)) * (b - a);
+}
+
+Scale robust_scale_over(const std::vector<const std::vector<float>*>& maps, const std::string& units) {
+  Scale s = scale_over(maps, units);
+  const double top = percentile_over(maps, kRunScalePercentile);
+  if (std::isfinite(top) && top > s.vmin && top < s.vmax) {
+    Scale r = s;
+    r.vmax = top;
+    if (!r.flat()) {
+      r.clip_max = true;
+      return r;
+    }
+  }
+  return s;
+}
+
+size_t maps_peaking_below(const std::vector<const std::vector<float>*>& maps, const Scale& s, double fraction) {
+  if (s.flat()) return 0;
+  const double cut = s.vmin + fraction * (s.vmax - s.vmin);
+  size_t n = 0;
+  for (const auto* m : maps) {
+    double mx = -INFINITY;
+    for (float x : *m)
+      if (std::isfinite(x)) mx = std::max(mx, static_cast<double>(x));
+    if (mx < cut) ++n;
+  }
+  return n;
+}
+
 Scale resolve_scale(const ScaleSpec& spec, const std::vector<float>& map, const Scale& shared) {
   Scale s = shared;
   if (spec.kind == ScaleKind::Fixed) {

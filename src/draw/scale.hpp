@@ -13,6 +13,10 @@ struct Scale {
   double vmin = 0.0;
   double vmax = 1.0;
   std::string units;
+  /// Some value drawn on this scale lies above vmax and is drawn in the top colour (a robust --scale run, or
+  /// fixed bounds below the data): colour bars draw an "extend" triangle at the top, as matplotlib's
+  /// colorbar(extend='max').
+  bool clip_max = false;
   bool flat() const;
 };
 
@@ -31,6 +35,26 @@ ScaleSpec parse_scale(const std::string& s);
 
 /// min and max over every value of every map (NaN ignored); {0, 1} with units when there are no values.
 Scale scale_over(const std::vector<const std::vector<float>*>& maps, const std::string& units);
+
+/// The q-th percentile (q in [0, 100]) of the finite values of every map, numpy.percentile's default (linear
+/// interpolation between the order statistics: rank q/100 x (n-1)); NaN when there is no finite value.
+double percentile_over(const std::vector<const std::vector<float>*>& maps, double q);
+
+/// The percentile --scale run takes as its top (kRunScalePercentile) and the part of the scale under which a
+/// map's peak counts as dim for the run's warning (kDimPeakFraction).
+inline constexpr double kRunScalePercentile = 99.0;
+inline constexpr double kDimPeakFraction = 0.25;
+
+/// --scale run's robust scale over a run's maps of one unit: vmin = the smallest value, vmax = the
+/// kRunScalePercentile-th percentile of every value of every map (percentile_over), so that a few maps with
+/// high peaks do not set the top for all (as xarray's robust=True takes the 2nd-98th percentiles); values above
+/// are drawn in the top colour and clip_max is set when there are any. When that percentile is not above the
+/// minimum (nearly all values equal) the maximum is taken instead. {0, 1} with units when there are no values.
+Scale robust_scale_over(const std::vector<const std::vector<float>*>& maps, const std::string& units);
+
+/// How many of `maps` have their largest value below `fraction` of the way up scale s (max < vmin + fraction
+/// x (vmax - vmin)): maps drawn in the scale's bottom colours only. 0 for a flat scale.
+size_t maps_peaking_below(const std::vector<const std::vector<float>*>& maps, const Scale& s, double fraction);
 
 /// The scale a map is drawn with under `spec`: Fixed -> its bounds; Map -> the map's own min-max; Figure
 /// and Run -> `shared` (the caller computed it with scale_over over the figure's or the run's maps).

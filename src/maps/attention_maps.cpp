@@ -1,4 +1,5 @@
 #include "maps/attention_maps.hpp"
+#include "maps/evaluate.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -208,7 +209,10 @@ MapStats map_statistics(const std::vector<float>& map, int grid_h, int grid_w) {
     s.entropy = h;
     s.entropy_valid = true;
   }
+  s.max_over_mean = peak_to_mean(map);
   return s;
 }
+
+bool MapStats::flat() const { return is_flat_contrast(max_over_mean); }
 
 }  // namespace attnmap

@@ -102,9 +102,23 @@ struct MapStats {
   double entropy = 0.0;  ///< Shannon entropy in nats of the map renormalised to sum 1: -sum p ln p, 0 ln 0 = 0;
                          ///< ln(grid_h*grid_w) for a uniform map, 0 when all mass is on one patch
   bool entropy_valid = false;  ///< false when the map's sum is not positive and finite (entropy undefined)
+  /// The map's contrast: its maximum over its mean over the patches (peak_to_mean: 1 for a uniform map, the
+  /// peak over the value every patch would have if the attention were spread evenly); 0 when the mean is not
+  /// positive or a value is not finite (no contrast to speak of).
+  double max_over_mean = 0.0;
+  /// 0 < max_over_mean < kFlatMaxOverMean: the map is nearly uniform (see is_flat_contrast).
+  bool flat() const;
 };
 
-/// Max, argmax (row, column) and entropy of a (grid_h, grid_w) map. Throws attnmap::Error when
+/// A map whose maximum is less than this times its mean is "flat" (nearly uniform): the threshold attnmap
+/// eval uses for its flat views (app/eval_parts.hpp kFlatPeakToMean; a test checks they agree). A random-weight
+/// ViT's class-token maps sit at 1.02-1.2; a trained model's mostly well above 1.5.
+inline constexpr double kFlatMaxOverMean = 1.25;
+
+/// Whether a contrast max/mean (MapStats::max_over_mean) is flat: 0 < c < kFlatMaxOverMean.
+inline bool is_flat_contrast(double c) { return c > 0.0 && c < kFlatMaxOverMean; }
+
+/// Max, argmax (row, column), entropy and max/mean of a (grid_h, grid_w) map. Throws attnmap::Error when
 /// map.size() != grid_h * grid_w or the map is empty.
 MapStats map_statistics(const std::vector<float>& map, int grid_h, int grid_w);
 
