@@ -318,7 +318,7 @@ PanelLayout panel_layout(Canvas& probe, int pw, int ph, const std::string& title
   l.title.bold = true;
   l.title.color = kInk;
   l.title.width = l.w - 2 * l.m;
-  const int title_h = static_cast<int>(std::ceil(probe.measure(title, l.title).h)) + l.g;
+  const int title_h = title.empty() ? 0 : static_cast<int>(std::ceil(probe.measure(title, l.title).h)) + l.g;
   l.col_h = static_cast<int>(std::ceil(probe.measure("Ag", l.label).h)) + l.g / 2;
   l.y0 = l.m + title_h + std::max(l.col_h, static_cast<int>(std::ceil(l.bars[0].above())));
   const int nrows = static_cast<int>(rows.size());
@@ -460,7 +460,7 @@ TileLayout tile_layout(Canvas& probe, const TileFigure& fig, int n, int tw, int 
   L.ts.bold = true;
   L.ts.color = kInk;
   L.ts.width = L.w - 2 * m;
-  const int title_h = static_cast<int>(std::ceil(probe.measure(fig.title, L.ts).h)) + g;
+  const int title_h = fig.title.empty() ? 0 : static_cast<int>(std::ceil(probe.measure(fig.title, L.ts).h)) + g;
   L.ns = L.label;
   L.ns.color = kGrey;
   L.ns.width = (cols * rows - n) * (tw + g) - g;
