@@ -274,16 +274,14 @@ std::string check_manifest_path(const BatchOptions& bopt, const std::vector<Read
   if (!fs::is_directory(folder, ec) || ::access(folder.c_str(), W_OK | X_OK) != 0)
     throw Error("--manifest " + bopt.manifest + ": cannot create the manifest in " + folder.string() + ": " +
                 (fs::is_directory(folder, ec) ? std::string(std::strerror(errno)) : std::string("not a folder")));
+  // Its folder made now (as the manifest would make it), before the output folder: what the permission bits
+  // do not tell (a read-only mount, /proc) is found here, not after the run's folder exists.
+  const fs::path made = fs::path(path).parent_path();
+  fs::create_directories(made, ec);
+  if (ec || ::access(made.c_str(), W_OK | X_OK) != 0)
+    throw Error("--manifest " + bopt.manifest + ": cannot create the manifest in " + made.string() + ": " +
+                (ec ? ec.message() : std::string(std::strerror(errno))));
   return path;
-}
-
-/// The manifest's folder, made once every check has passed (as the output folder is).
-void make_manifest_folder(const std::string& manifest_path) {
-  if (manifest_path.empty()) return;
-  const fs::path folder = fs::path(manifest_path).parent_path();
-  std::error_code ec;
-  fs::create_directories(folder, ec);
-  if (ec) throw Error("--manifest " + manifest_path + ": cannot create the folder " + folder.string() + ": " + ec.message());
 }
 
 /// The output folder, once: a bad --out is one usage error, not one error per image.
@@ -609,7 +607,6 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   std::error_code ec;
   const bool out_existed = fs::exists(fs::symlink_status(opt.out_dir, ec));
   prepare_output_folder(opt);
-  make_manifest_folder(manifest_path);
   RunLock lock;  // held to the end of the run: no second run writes these images or this manifest meanwhile
   try {
     lock.claim(opt.out_dir, bopt.shard_count > 1, manifest_path);
