@@ -206,6 +206,17 @@ TEST_F(WordsCli, LabelsFileNamesTheClasses) {
                   " --views photo,L1/mean -o " + q(dir / "f.png"));
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("the file names 9"), std::string::npos) << r.err;
+  fs::create_directories(dir / "masks");
+  r = run_attnmap("eval " + q(dir / "cat.png") + " -w " + q(hot) + " --labels " + q(dir / "nine.json") + " --masks " +
+                  q(dir / "masks"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--labels " + (dir / "nine.json").string() + ": the classifier has 10 classes"), std::string::npos) << r.err;
+  // The file is read by the run: no output may replace it.
+  r = run_attnmap("render " + q(dir / "cat.png") + " -w " + q(hot) + " --labels " + q(dir / "names.txt") + " -o " +
+                  q(dir / "out4") + " --manifest " + q(dir / "names.txt"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("the --labels file"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(dir / "names.txt").substr(0, 5), "zero\n");
 }
 
 // A 1000-class head without names gets ImageNet-1k's, with a note; the record says they were assumed.

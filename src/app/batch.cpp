@@ -229,6 +229,7 @@ std::vector<ReadFile> run_reads(const RenderOptions& opt, const std::string& wei
   for (const Job& j : plan.all)  // every shard's: the shards together write one full run's files
     for (const PlannedFile& f : plan_outputs(ctx, j).files) reads.push_back({f.path, "an output of this run"});
   if (!ctx.font_file.empty()) reads.push_back({ctx.font_file, "the label font"});
+  if (!opt.labels_file.empty()) reads.push_back({opt.labels_file, "the --labels file"});
   return reads;
 }
 

@@ -239,11 +239,13 @@ FigureInputs plan_inputs(const FigurePlan& p) {
   return in;
 }
 
-/// -o must not replace an input, the weights, their configs, the program or the label font.
-std::string check_out_file(const std::string& out, const std::string& weights_path, const FigureInputs& in) {
+/// -o must not replace an input, the weights, their configs, the program, the label font or the --labels file.
+std::string check_out_file(const std::string& out, const std::string& weights_path, const FigureInputs& in,
+                           const std::string& labels_file) {
   std::vector<ReadFile> reads = model_reads(weights_path);
   for (const std::string& f : in.files) reads.push_back({f, "an input"});
   if (const char* env = std::getenv("ATTNMAP_FONT"); env && *env) reads.push_back({env, "the label font"});
+  if (!labels_file.empty()) reads.push_back({labels_file, "the --labels file"});
   // A PNG figure inside an input folder would be walked as a photo by the next run over that folder.
   const std::string target = fs::absolute(out).lexically_normal().parent_path().string();
   for (const std::string& input : in.roots) {
@@ -432,7 +434,7 @@ int run_figure(const FigureArgs& a) {
   if (p.row_labels && p.row_labels->size() != in.files.size() + in.failed.size())
     throw Error("--row-labels has " + std::to_string(p.row_labels->size()) + " labels for " +
                 std::to_string(in.files.size() + in.failed.size()) + " images (one per row, in the order of the rows)");
-  const std::string target = check_out_file(a.out, weights_path, in);
+  const std::string target = check_out_file(a.out, weights_path, in, a.labels);
   const ViTWeights model = load_run_model(p.ro, weights_path);
   const std::vector<ResolvedView> views = resolve_figure_views(p, model);
   MadeFolders made{make_output_folder("-o", a.out, target)};  // -o's folder, probed; removed unless written
