@@ -343,6 +343,19 @@ TEST_F(WordsCli, ScaleMapNoteIsDrawnOnlyWithNotes) {
   EXPECT_EQ(pdf_text(dir / "out" / "cat.layers.pdf").find("own min"), std::string::npos);
 }
 
+// attnmap stats: the figures' definitions only with --notes.
+TEST_F(WordsCli, StatsFiguresHoldTheirDefinitionOnlyWithNotes) {
+  if (!have("pdftotext")) GTEST_SKIP() << "pdftotext missing";
+  CliRun r = run_attnmap("stats " + images() + " -w " + q(kModel) + " -o " + q(dir / "plain") + " --figure-format pdf -q");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(pdf_text(dir / "plain" / "attention_distance.pdf").find("Attention-weighted"), std::string::npos);
+  EXPECT_EQ(pdf_text(dir / "plain" / "token_norms.pdf").find("High-norm outliers:"), std::string::npos);
+  r = run_attnmap("stats " + images() + " -w " + q(kModel) + " -o " + q(dir / "noted") + " --figure-format pdf -q --notes");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(pdf_text(dir / "noted" / "attention_distance.pdf").find("Attention-weighted"), std::string::npos);
+  EXPECT_NE(pdf_text(dir / "noted" / "token_norms.pdf").find("High-norm outliers:"), std::string::npos);
+}
+
 // --colormap in any case, recorded in its own spelling; a near miss suggests the name.
 TEST_F(WordsCli, ColormapNameInAnyCase) {
   CliRun r = run_attnmap("render " + q(dir / "cat.png") + " -w " + q(kModel) + " -o " + q(dir / "out") + " --colormap Viridis");
