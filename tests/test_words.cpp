@@ -219,6 +219,27 @@ TEST_F(WordsCli, LabelsFileNamesTheClasses) {
   EXPECT_EQ(slurp(dir / "names.txt").substr(0, 5), "zero\n");
 }
 
+// eval reads the class truth against the --labels names: "01_seven.png" is class 7.
+TEST_F(WordsCli, EvalMatchesFileNamesToTheLabelsFile) {
+  std::ofstream(dir / "names.txt") << "zero\none\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\n";
+  fs::create_directories(dir / "img");
+  fs::create_directories(dir / "masks");
+  fs::copy_file(dir / "cat.png", dir / "img" / "01_seven.png");
+  Image mask;
+  mask.width = 120;
+  mask.height = 80;
+  mask.rgb.assign(120 * 80 * 3, 255);
+  write_png((dir / "masks" / "01_seven.png").string(), mask);
+  const CliRun r = run_attnmap("eval " + q(dir / "img") + " --masks " + q(dir / "masks") + " -w " + q(kModel) +
+                               " --labels " + q(dir / "names.txt") + " --json " + q(dir / "r.json") + " -q");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(slurp(dir / "r.json"));
+  ASSERT_EQ(j["images"].size(), 1u);
+  EXPECT_EQ(j["images"][0]["truth"], 7);
+  EXPECT_EQ(j["images"][0]["top5"].size(), 5u);
+  for (const auto& t : j["images"][0]["top5"]) EXPECT_NE(slurp(dir / "names.txt").find(t["label"].get<std::string>() + "\n"), std::string::npos);
+}
+
 // A 1000-class head without names gets ImageNet-1k's, with a note; the record says they were assumed.
 TEST_F(WordsCli, ImagenetNamesForAThousandClassHead) {
   const fs::path model = model_with_head(dir, 1000, 281);
