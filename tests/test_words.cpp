@@ -164,6 +164,9 @@ TEST(Words, NearUniformTopOneIsNoConfidentClass) {
   EXPECT_EQ(top1_phrase({{"Coat", 0.632f}}, 10), "Coat 63.2%");
   EXPECT_EQ(top1_phrase({{"Coat", 0.2f}}, 10), "Coat 20.0%");  // 2/C exactly: a class
   EXPECT_EQ(top1_phrase({}, 10), "");
+  // Few classes: at most 10 points above uniform (2/C would ask a 2-class head for 100 %).
+  EXPECT_EQ(top1_phrase({{"cat", 0.55f}}, 2), "no confident class (top-1 55%, uniform 50%)");
+  EXPECT_EQ(top1_phrase({{"cat", 0.65f}}, 2), "cat 65.0%");
 }
 
 // ---- through the binary ----------------------------------------------------------------------------------

@@ -164,7 +164,9 @@ std::string top1_phrase(const std::vector<std::pair<std::string, float>>& top5, 
   if (top5.empty()) return "";
   char buf[160];
   const double p = static_cast<double>(top5[0].second);
-  if (num_classes > 1 && p < 2.0 / num_classes) {  // near uniform (1/C): no class to crown
+  // Near uniform (1/C): no class to crown. Twice uniform, but at most 10 points above it (2/C would ask a
+  // 2-class head for 100 %).
+  if (num_classes > 1 && p < std::min(2.0 / num_classes, 1.0 / num_classes + 0.1)) {
     std::snprintf(buf, sizeof buf, "no confident class (top-1 %.2g%%, uniform %.2g%%)", 100.0 * p, 100.0 / num_classes);
     return buf;
   }

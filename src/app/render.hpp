@@ -219,12 +219,12 @@ FigureOptions figure_options(const RenderContext& ctx);
 /// "chelsea.png - timm ViT, 4 blocks x 4 heads, 224x224 input (14x14 patches of 16 px) - top-1 Coat 63.2%"
 /// `query_rows`: some map of the figure is built from attention's query rows (reads_query_rows); without a
 /// class token the title then says whose rows they are.
-/// `num_classes`: the head's classes; a top-1 probability under 2 / num_classes (near the uniform 1 / C, as an
-/// untrained head gives) is written "no confident class (top-1 0.1%, uniform 0.1%)" instead of a class.
+/// `num_classes`: the head's classes; a top-1 probability under min(2 / C, 1 / C + 0.1) (near the uniform
+/// 1 / C, as an untrained head gives) is written "no confident class (top-1 0.1%, uniform 0.1%)" instead.
 std::string figure_title(const Job& job, const HParams& hp, const std::vector<std::pair<std::string, float>>& top5,
                          bool query_rows = true, int num_classes = 0);
 /// "Coat 63.2%", or "no confident class (top-1 0.11%, uniform 0.1%)" when the top-1 probability is under
-/// 2 / num_classes; "" without classes.
+/// min(2 / num_classes, 1 / num_classes + 0.1); "" without classes.
 std::string top1_phrase(const std::vector<std::pair<std::string, float>>& top5, int num_classes);
 /// NAME.heads.*: one tile per head (head_maps, H x (grid_h, grid_w)) of block ctx.layer plus the fused `map`
 /// (or, for a single --head, `mean_map`), one scale, a colour bar. Returns the paths written.
