@@ -266,7 +266,7 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
              (opt.threshold ? "; each tile its own DINO mask (" + std::string(mass) + " of the mass)."
                             : own_scales(opt) ? kOwnScales : "; one colour scale for all tiles.");
   if (!opt.threshold && !own_scales(opt)) fig.scale = &scale;
-  if (!opt.notes) fig.note.clear();  // said once on the terminal (run_notes); drawn only with --notes
+  if (!opt.notes) fig.note.clear();  // drawn only with --notes (--scale map's part: undrawn_figure_notes)
   fig.cmap = ctx.cmap;
   fig.cols = opt.strip_columns.value_or(0);
   return write_tiles(job.out_base + ".heads", fig, tiles, labels, figure_options(ctx));

@@ -98,7 +98,7 @@ void apply_class_names(ViTWeights& model, const RenderOptions& opt) {
     hp.source["labels"] = kLabelsFromFile + opt.labels_file;
     return;
   }
-  if (model.head.present() && model.head.out == 1000 && hp.labels.size() != 1000) {
+  if (model.head.present() && model.head.out == 1000 && hp.labels.empty()) {
     hp.labels = imagenet1k_names();
     hp.source["labels"] = kLabelsAssumedImagenet + imagenet1k_names_source() + ")";
     if (!opt.quiet)
