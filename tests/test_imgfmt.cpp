@@ -287,7 +287,7 @@ TEST_F(ImgFmtCli, SkippedTypesSummaryLine) {
   fs::remove_all(dir / "in");
   put_text("only.avif", "x");
   const CliRun none = run_attnmap("render " + q(dir / "in") + " -q -o " + q(dir / "out3"));
-  EXPECT_EQ(none.status, 1);
+  EXPECT_EQ(none.status, 2);  // nothing to render: a usage error (issue 28)
   EXPECT_EQ(none.err, "attnmap: note: skipped 1 file of an unsupported type: .avif 1 (not rendered; attnmap reads JPEG, "
                       "PNG, WebP, TIFF, BMP, GIF, TGA, PSD, HDR, PIC and PGM/PPM)\nattnmap: error: no images found in the inputs\n");
 }

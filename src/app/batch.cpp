@@ -79,6 +79,12 @@ class Progress {
     const size_t work = processed - skipped;  // images actually rendered (done or failed)
     const double rate = el > 0 ? static_cast<double>(work) / el : 0.0;
     const double eta = rate > 0 ? static_cast<double>(total_ - processed) / rate : -1.0;
+    // Nothing rendered yet, every image so far skipped: no rate or ETA to tell ("0.0 images/s, ETA --:--").
+    char speed[96];
+    if (work == 0)
+      std::snprintf(speed, sizeof speed, processed == total_ ? "all %zu skipped" : "%zu skipped so far", skipped);
+    else
+      std::snprintf(speed, sizeof speed, "%.1f images/s, ETA %s", rate, fmt_duration(eta).c_str());
     char line[200];
     if (tty_) {
       if (processed < total_ && now - last_ < std::chrono::milliseconds(100) && shown_) return;
@@ -88,13 +94,11 @@ class Progress {
                                         static_cast<double>(total_));
       std::string bar(static_cast<size_t>(fill), '#');
       bar.resize(static_cast<size_t>(width), '.');
-      std::snprintf(line, sizeof line, "\r\033[K[%s] %zu/%zu  %.1f images/s  ETA %s", bar.c_str(), processed, total_,
-                    rate, fmt_duration(eta).c_str());
+      std::snprintf(line, sizeof line, "\r\033[K[%s] %zu/%zu  %s", bar.c_str(), processed, total_, speed);
       std::cerr << line << std::flush;
       shown_ = true;
     } else if (processed % every_ == 0 || processed == total_) {
-      std::snprintf(line, sizeof line, "attnmap: %zu/%zu images, %.1f images/s, ETA %s\n", processed, total_, rate,
-                    fmt_duration(eta).c_str());
+      std::snprintf(line, sizeof line, "attnmap: %zu/%zu images, %s\n", processed, total_, speed);
       std::cerr << line << std::flush;
     }
   }
@@ -245,7 +249,30 @@ std::vector<ReadFile> run_reads(const RenderOptions& opt, const std::string& wei
   for (const Job& j : plan.all)  // every shard's: the shards together write one full run's files
     for (const PlannedFile& f : plan_outputs(ctx, j).files) reads.push_back({f.path, "an output of this run"});
   if (!ctx.font_file.empty()) reads.push_back({ctx.font_file, "the label font"});
+  if (!opt.labels_file.empty()) reads.push_back({opt.labels_file, "the --labels file"});
   return reads;
+}
+
+/// Nothing to render is a usage error (exit 2, before any folder is made): no image in the inputs (an --ext
+/// that picks none says which extensions it asked for), or every input named on the command line missing. A
+/// missing input beside others that exist stays a failure of its own (exit 1, a manifest row).
+void check_something_to_render(const JobPlan& plan, const BatchOptions& bopt) {
+  if (!plan.all.empty()) return;
+  const bool all_missing = !plan.pre.empty() && std::all_of(plan.pre.begin(), plan.pre.end(), [](const auto& p) {
+    return p.second == p.first + ": no such file or folder";
+  });
+  if (all_missing) {
+    std::string names;
+    for (size_t i = 0; i < plan.pre.size() && i < 3; ++i) names += (i ? ", " : "") + plan.pre[i].first;
+    if (plan.pre.size() > 3) names += ", ...";
+    throw Error(names + ": no such file or folder; nothing to render");
+  }
+  if (!plan.pre.empty()) return;  // unreadable folders and the like: failures of their own (exit 1)
+  if (!plan.passed_note.empty()) std::cerr << "attnmap: note: " << plan.passed_note << "\n";
+  std::string exts;
+  for (const std::string& e : bopt.ext) exts += (exts.empty() ? "" : ",") + e;
+  throw Error(exts.empty() ? std::string("no images found in the inputs")
+                           : "no images found in the inputs with --ext " + exts + " (no file there has such an extension)");
 }
 
 /// The manifest must not truncate a file of run_reads. Returns the resolved path (what is checked is what
@@ -253,12 +280,27 @@ std::vector<ReadFile> run_reads(const RenderOptions& opt, const std::string& wei
 std::string check_manifest_path(const BatchOptions& bopt, const std::vector<ReadFile>& reads) {
   if (bopt.manifest.empty()) return {};
   const std::string path = check_output_file("--manifest", bopt.manifest, reads);
-  // Its folder made (as the manifest would make it) and writable, before the output folder is made.
-  const fs::path folder = fs::path(path).parent_path();
+  // Writable, checked before any folder is made (the output folder, or the manifest's own): the file itself
+  // when it exists (a read-only manifest), else the nearest folder that exists on its way.
   std::error_code ec;
-  fs::create_directories(folder, ec);
-  if (ec || ::access(folder.c_str(), W_OK | X_OK) != 0)
+  if (fs::exists(fs::symlink_status(path, ec))) {
+    if (::access(path.c_str(), W_OK) != 0)
+      throw Error("--manifest " + bopt.manifest + ": cannot write the manifest: " + std::strerror(errno));
+    return path;
+  }
+  fs::path folder = fs::path(path).parent_path();
+  while (!folder.empty() && !fs::exists(fs::symlink_status(folder, ec)) && folder != folder.parent_path())
+    folder = folder.parent_path();
+  if (folder.empty()) folder = ".";
+  if (!fs::is_directory(folder, ec) || ::access(folder.c_str(), W_OK | X_OK) != 0)
     throw Error("--manifest " + bopt.manifest + ": cannot create the manifest in " + folder.string() + ": " +
+                (fs::is_directory(folder, ec) ? std::string(std::strerror(errno)) : std::string("not a folder")));
+  // Its folder made now (as the manifest would make it), before the output folder: what the permission bits
+  // do not tell (a read-only mount, /proc) is found here, not after the run's folder exists.
+  const fs::path made = fs::path(path).parent_path();
+  fs::create_directories(made, ec);
+  if (ec || ::access(made.c_str(), W_OK | X_OK) != 0)
+    throw Error("--manifest " + bopt.manifest + ": cannot create the manifest in " + made.string() + ": " +
                 (ec ? ec.message() : std::string(std::strerror(errno))));
   return path;
 }
@@ -520,7 +562,11 @@ class BatchRun {
 
     std::lock_guard<std::mutex> lock(mu_);
     progress_->clear();
-    for (const auto& note : notes) std::cerr << "attnmap: note: " << printable(job.input + ": " + note) << "\n";
+    for (const auto& note : notes) {  // a note written "warning: ..." (a tiny image) is printed as a warning
+      const bool warn = note.rfind(kWarningNote, 0) == 0;
+      std::cerr << (warn ? "attnmap: warning: " : "attnmap: note: ")
+                << printable(job.input + ": " + (warn ? note.substr(std::string(kWarningNote).size()) : note)) << "\n";
+    }
     if (o.status == "failed") {
       ++failed_;
       std::cerr << "attnmap: error: " << printable(o.error) << "\n";
@@ -572,11 +618,7 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   nlohmann::ordered_json settings = make_provenance(ctx, weights_path);  // hashes the weights once
   ctx.provenance = provenance_text(settings);
   const JobPlan plan = plan_run(opt, bopt);
-  if (plan.all.empty() && plan.pre.empty()) {
-    if (!plan.passed_note.empty()) std::cerr << "attnmap: note: " << plan.passed_note << "\n";
-    std::cerr << "attnmap: error: no images found in the inputs\n";
-    return 1;
-  }
+  check_something_to_render(plan, bopt);
   std::vector<ReadFile> reads = run_reads(opt, weights_path, plan, ctx);
   const std::string manifest_path = check_manifest_path(bopt, reads);
   if (wants_run_figures(bopt)) {
@@ -599,6 +641,8 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
                  "(not an ImageNet model; on ordinary photos its maps show what it finds salient); -w brings your own "
                  "checkpoint (docs/checkpoints.md)\n";
 
+  if (!opt.quiet)
+    for (const std::string& n : undrawn_figure_notes(opt)) std::cerr << "attnmap: note: " << n << "\n";
   const int workers = plan_threads(bopt, plan.jobs.size());
   std::optional<Precomputed> pre;
   if (opt.scale && opt.scale->kind == ScaleKind::Run) {

@@ -67,7 +67,34 @@ CLI::App* add_figure_options(CLI::App& app, FigureArgs& a) {
       ->capture_default_str();
   f->add_flag("--no-exif", a.no_exif, "ignore the JPEG EXIF orientation");
   f->add_flag("-q,--quiet", a.quiet, "print only errors");
+  f->add_option("--title", a.title, "a title on top of the figure (default: none)");
+  f->add_option("--row-labels", a.row_labels, "the row labels, one per image, comma-separated ('\\,' for a comma "
+                                              "inside a label, an empty item for none; default: the file names)");
+  f->add_option("--column-labels", a.column_labels, "the column titles, one per view of --views, comma-separated "
+                                                    "as --row-labels (default: the views' words, 'block 1, head 3')");
+  f->add_option("--block-numbering", a.block_numbering, "the number the column titles give the first block: 0 "
+                                                        "(default, as the view names) or 1 (block 1 .. depth)");
+  f->add_flag("--notes", a.notes, "draw the note of --scale map under the figure (default: printed on the terminal)");
+  f->add_option("--labels", a.labels, "the classifier's class names: one per line, a JSON list or a JSON object "
+                                      "{\"0\": \"tench\", ...} (id2label), as for render");
   return f;
+}
+
+std::vector<std::string> split_label_list(const std::string& list) {
+  std::vector<std::string> items(1);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const char c = list[i];
+    if (c == '\\') {
+      if (i + 1 < list.size() && (list[i + 1] == ',' || list[i + 1] == '\\')) {
+        items.back() += list[++i];
+        continue;
+      }
+      throw Error("'" + list + "': a backslash escapes a comma (\\,) or a backslash (\\\\) only");
+    }
+    if (c == ',') items.emplace_back();
+    else items.back() += c;
+  }
+  return items;
 }
 
 namespace {
@@ -84,6 +111,7 @@ struct FigurePlan {
   ClassSpec classes;
   StyleOptions style;
   double width_in = 6.5;
+  std::optional<std::vector<std::string>> row_labels, column_labels;  ///< --row-labels, --column-labels
 };
 
 // The loading and drawing options into plan.ro / plan.style, as render reads them.
@@ -91,7 +119,7 @@ void check_drawing_options(const FigureArgs& a, FigurePlan& p) {
   RenderOptions& ro = p.ro;
   ro.inputs = a.inputs;
   apply_model_input(a.model, ro);
-  ro.colormap = a.colormap;
+  ro.colormap = with_flag("--colormap", [&] { return colormap_name(a.colormap); });  // Viridis -> viridis
   ro.alpha = a.alpha;
   ro.upsample = with_flag("--upsample", [&] { return parse_upsample(a.upsample); });
   if (a.max_pixels < 1) throw Error("--max-pixels must be >= 1, found " + std::to_string(a.max_pixels));
@@ -147,6 +175,22 @@ void check_view_options(const FigureArgs& a, FigurePlan& p) {
   }
 }
 
+// The words: --title, --row-labels (counted against the images later), --column-labels (one per view),
+// --block-numbering, --notes, --labels. Set after check_drawing_options: render's needs a --panel for them.
+void check_word_options(const FigureArgs& a, FigurePlan& p) {
+  if (!a.title.empty()) p.ro.title = a.title;
+  if (!a.row_labels.empty()) p.row_labels = with_flag("--row-labels", [&] { return split_label_list(a.row_labels); });
+  if (!a.column_labels.empty()) {
+    p.column_labels = with_flag("--column-labels", [&] { return split_label_list(a.column_labels); });
+    if (p.column_labels->size() != p.views.size())
+      throw Error("--column-labels has " + std::to_string(p.column_labels->size()) + " labels for the " +
+                  std::to_string(p.views.size()) + " views of --views (one per column, photo included)");
+  }
+  if (!a.block_numbering.empty()) p.ro.block_base = parse_block_numbering(a.block_numbering);
+  p.ro.notes = a.notes;
+  p.ro.labels_file = a.labels;
+}
+
 /// Every check that needs no model and reads no image (status 2): the options, -o's extension and folder,
 /// the label font.
 FigurePlan check_options(const FigureArgs& a) {
@@ -159,6 +203,7 @@ FigurePlan check_options(const FigureArgs& a) {
                 ext + "'");
   check_figure_path(a.out);
   with_flag("--width-in / --dpi:", [&] { check_comparison_width(static_cast<int>(p.views.size()), a.width_in, a.dpi); });
+  check_word_options(a, p);
   figure_font();  // a missing font is one usage error, not a failure after every image was computed
   return p;
 }
@@ -194,11 +239,13 @@ FigureInputs plan_inputs(const FigurePlan& p) {
   return in;
 }
 
-/// -o must not replace an input, the weights, their configs, the program or the label font.
-std::string check_out_file(const std::string& out, const std::string& weights_path, const FigureInputs& in) {
+/// -o must not replace an input, the weights, their configs, the program, the label font or the --labels file.
+std::string check_out_file(const std::string& out, const std::string& weights_path, const FigureInputs& in,
+                           const std::string& labels_file) {
   std::vector<ReadFile> reads = model_reads(weights_path);
   for (const std::string& f : in.files) reads.push_back({f, "an input"});
   if (const char* env = std::getenv("ATTNMAP_FONT"); env && *env) reads.push_back({env, "the label font"});
+  if (!labels_file.empty()) reads.push_back({labels_file, "the --labels file"});
   // A PNG figure inside an input folder would be walked as a photo by the next run over that folder.
   const std::string target = fs::absolute(out).lexically_normal().parent_path().string();
   for (const std::string& input : in.roots) {
@@ -253,6 +300,9 @@ bool compute_rows(const FigurePlan& p, const ViTWeights& model, const std::vecto
     for (const std::string& f : in.files) {
       current = f;
       rows->push_back(FigureImage{f, load_image(f, p.ro.load), {}, {}, -1});
+      const std::string w = small_image_warning(rows->back().photo.width, rows->back().photo.height, hp);
+      if (!w.empty() && !p.ro.quiet)
+        std::cerr << "attnmap: warning: " << printable(f + ": " + w.substr(std::string(kWarningNote).size())) << "\n";
     }
     for (FigureImage& r : *rows) {
       current = r.input;
@@ -313,7 +363,8 @@ std::vector<std::string> column_titles(const FigurePlan& p, const std::vector<Re
   std::vector<std::string> t;
   for (const ResolvedView& v : views) {
     const bool fixed = p.classes.kind != ClassSpec::Kind::TopK;
-    std::string title = v.class_specific && fixed ? view_label(v) + ", " + class_name(rows[0].class_index, hp) : view_label(v);
+    const std::string label = view_label(v, p.ro.block_base);
+    std::string title = v.class_specific && fixed ? label + ", " + class_name(rows[0].class_index, hp) : label;
     if (!hp.class_token && reads_query_rows(v)) title += " \u00b7 patch-query mean (no class token)";
     t.push_back(title);
   }
@@ -356,6 +407,8 @@ std::string figure_record(const FigurePlan& p, const ViTWeights& model, const st
   }
   r["scale_bounds"] = bounds;
   r["width_in"] = p.width_in;
+  if (p.row_labels) r["row_labels"] = *p.row_labels;
+  if (p.column_labels) r["column_labels"] = *p.column_labels;
   nlohmann::ordered_json images = nlohmann::ordered_json::array();
   for (const FigureImage& im : rows)
     images.push_back({{"name", fs::path(im.input).filename().string()}, {"sha256", sha256_file(im.input)}});
@@ -378,7 +431,10 @@ int run_figure(const FigureArgs& a) {
   const FigurePlan p = check_options(a);
   const std::string weights_path = a.model.weights.empty() ? default_weights_path() : a.model.weights;
   const FigureInputs in = plan_inputs(p);
-  const std::string target = check_out_file(a.out, weights_path, in);
+  if (p.row_labels && p.row_labels->size() != in.files.size() + in.failed.size())
+    throw Error("--row-labels has " + std::to_string(p.row_labels->size()) + " labels for " +
+                std::to_string(in.files.size() + in.failed.size()) + " images (one per row, in the order of the rows)");
+  const std::string target = check_out_file(a.out, weights_path, in, a.labels);
   const ViTWeights model = load_run_model(p.ro, weights_path);
   const std::vector<ResolvedView> views = resolve_figure_views(p, model);
   MadeFolders made{make_output_folder("-o", a.out, target)};  // -o's folder, probed; removed unless written
@@ -395,8 +451,9 @@ int run_figure(const FigureArgs& a) {
   const ComparisonScales cs = figure_scales(p, views, images);
   const std::vector<std::string> titles = column_titles(p, views, hp, images);
   std::vector<FigureRow> rows;
-  for (const FigureImage& im : images) {
-    FigureRow r{row_label(p, im, hp), &im.photo, im.box, {}};
+  for (size_t i = 0; i < images.size(); ++i) {
+    const FigureImage& im = images[i];
+    FigureRow r{p.row_labels ? (*p.row_labels)[i] : row_label(p, im, hp), &im.photo, im.box, {}};
     for (const ViewMap& m : im.maps) r.maps.push_back(GridMap{m.map, hp.grid_w, hp.grid_h, m.marked});
     rows.push_back(std::move(r));
   }
@@ -404,8 +461,16 @@ int run_figure(const FigureArgs& a) {
   co.width_in = a.width_in;
   co.dpi = a.dpi;
   co.provenance = figure_record(p, model, weights_path, views, cs, images);
-  if (p.scale.kind == ScaleKind::Map)
-    co.note = "Each map on its own min\u2013max (--scale map): colours do not compare across cells, so there is no colour bar.";
+  if (p.ro.title) co.title = *p.ro.title;
+  if (p.column_labels) co.column_labels = *p.column_labels;
+  // The note of --scale map: drawn only when asked (--notes); otherwise said on the terminal (a figure carries
+  // no words its author did not choose).
+  if (p.scale.kind == ScaleKind::Map) {
+    const std::string note = "Each map on its own min\u2013max (--scale map): colours do not compare across cells, so there is no colour bar.";
+    if (p.ro.notes) co.note = note;
+    else if (!a.quiet)
+      std::cerr << "attnmap: note: " << note.substr(0, note.size() - 1) << " (not drawn in the figure; --notes draws it)\n";
+  }
   try {
     write_comparison(target, titles, rows, cs, p.style, co);
     made.keep = true;

@@ -34,7 +34,18 @@ struct FigureArgs {
   long long max_pixels = static_cast<long long>(LoadOptions{}.max_pixels);
   bool no_exif = false;
   bool quiet = false;
+  // Words the author chooses (issue 28).
+  std::string title;                ///< --title: a title on top ("": none, the default)
+  std::string row_labels;           ///< --row-labels: one per image, comma-separated (\, a comma); unset: file names
+  std::string column_labels;        ///< --column-labels: one per view; unset: the views' labels
+  std::string block_numbering;      ///< --block-numbering 0|1 (unset: 0)
+  bool notes = false;               ///< --notes: draw the note (--scale map's) under the figure
+  std::string labels;               ///< --labels FILE: the classifier's class names
 };
+
+/// The items of a --row-labels / --column-labels list: split at commas; "\," is a comma inside an item, "\\"
+/// a backslash; an item may be empty (no label). Throws attnmap::Error for a backslash before anything else.
+std::vector<std::string> split_label_list(const std::string& list);
 
 /// Adds the `figure` subcommand and its options to `app`, bound to `a`. Returns the subcommand.
 CLI::App* add_figure_options(CLI::App& app, FigureArgs& a);

@@ -116,6 +116,18 @@ void check_drawing_options(const RenderOptions& ro) {
     throw Error("--strip-columns must be >= 1, found " + std::to_string(*ro.strip_columns));
   if (ro.strip_columns && !(ro.strip_layers || ro.heads_grid))
     throw Error("--strip-columns lays out the strips: add --strip layers or --strip heads");
+  const bool figures = ro.panel || ro.strip_layers || ro.heads_grid;
+  if (ro.title && !figures) throw Error("--title titles the figures: add --panel or --strip layers|heads");
+  if (ro.block_base != 0 && !figures)
+    throw Error("--block-numbering numbers the blocks in the figures: add --panel or --strip layers|heads");
+  if (ro.notes && !figures) throw Error("--notes draws notes into the figures: add --panel or --strip layers|heads");
+}
+
+int parse_block_numbering(const std::string& s) {
+  if (s != "0" && s != "1")
+    throw Error("--block-numbering expects 0 (the first block is block 0, as --layer counts) or 1 (block 1, as "
+                "papers often count), found '" + s + "'");
+  return s == "1" ? 1 : 0;
 }
 
 }  // namespace attnmap

@@ -37,6 +37,7 @@ struct CliArgs {
   std::string act_s, pool_s;          // --act, --pool: settings a checkpoint cannot hold
   std::string class_s, gradcam_layer_s;  // --class, --gradcam-layer (with --explain)
   std::string scale_s, style_s = "overlay", dpi_s, formats_s = "png", width_in_s, strip_columns_s;
+  std::string title_s, block_numbering_s;  // --title (may be given as '': no title), --block-numbering 0|1
   int heads = 0;
   long long max_pixels = static_cast<long long>(ro.load.max_pixels);  // signed: "-1" must not wrap to "no limit"
   bool no_exif = false;
@@ -112,7 +113,10 @@ ResizeMode parse_resize_option(const std::string& flag, const std::string& s);
 /// --alpha-by-value with --style overlay, --dpi in (0, 100000], --discard in [0, 1], --threshold in (0, 1]
 /// and not with the heatmap-only figure options, --all-heads with --save-raw and not with --rollout,
 /// --pos-interp with --size, --max-pixels >= 1, at least one figure format. Throws attnmap::Error naming the
-/// flag.
+/// flag. --title, --block-numbering and --notes need a figure (--panel, --strip).
 void check_drawing_options(const RenderOptions& ro);
+
+/// --block-numbering's value: "0" or "1" (the number figures give the first block). Throws naming the flag.
+int parse_block_numbering(const std::string& s);
 
 }  // namespace attnmap

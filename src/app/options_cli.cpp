@@ -20,6 +20,10 @@ const char* const kPosInterpHelp =
     "with --size: resample the position embeddings as timm | timm-legacy | dino | hf | hf-legacy | torchvision "
     "does (default: what the checkpoint's layout implies; attnmap inspect shows it)";
 
+const char* const kLabelsHelp =
+    "the classifier's class names: a file with one name per line, a JSON list, or a JSON object {\"0\": \"tench\", "
+    "...} (a Hugging Face config's id2label); one name per class (default: the weights' config, else ImageNet-1k's "
+    "for a 1000-class head)";
 
 // --key, and --act and --pool: the settings a checkpoint cannot hold (render, eval, inspect).
 void add_model_flags(CLI::App* cmd, CliArgs& a) {
@@ -80,6 +84,14 @@ void add_figure_size_options(CLI::App* render, CliArgs& a) {
                                                  "photo's pixels, PDF/SVG panels 3.5 in, strips 6.5 in)");
   render->add_option("--strip-columns", a.strip_columns_s, "tiles per row of --strip layers / heads (default: "
                                                            "layers at most 6 per row, heads ceil(sqrt(heads + 1)))");
+  // Words the author chooses (issue 28).
+  render->add_option("--title", a.title_s, "the title of the panel and strips instead of the automatic one (file, "
+                                           "model, top-1 class); --title '' for none");
+  render->add_option("--block-numbering", a.block_numbering_s, "the number figures give the first block: 0 (default, "
+                                                               "as --layer and the view names) or 1 (block 1 .. depth, as "
+                                                               "papers often count)");
+  render->add_flag("--notes", a.ro.notes, "draw the explanatory notes (e.g. --scale map's) into the figures; by "
+                                          "default they are printed on the terminal only");
 }
 
 // attnmap render: its option table.
@@ -104,6 +116,7 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
       ->capture_default_str();
   render->add_option("--heads", a.heads, "number of attention heads, when the weights do not say");
   add_model_flags(render, a);
+  render->add_option("--labels", ro.labels_file, kLabelsHelp);
   render->add_option("--mean", a.mean_s, "R,G,B normalisation mean (overrides the weights' config)");
   render->add_option("--std", a.std_s, "R,G,B normalisation std (overrides the weights' config)");
   render->add_flag("--rollout", ro.rollout,
@@ -210,6 +223,7 @@ CLI::App* add_eval_options(CLI::App& app, CliArgs& a) {
       ->capture_default_str();
   eval->add_option("--heads", a.heads, "number of attention heads, when the weights do not say");
   add_model_flags(eval, a);
+  eval->add_option("--labels", ro.labels_file, kLabelsHelp);
   eval->add_option("--size", a.size_s, "model input size S or W,H in pixels, as for render");
   eval->add_option("--pos-interp", a.pos_interp_s, kPosInterpHelp);
   eval->add_option("--mean", a.mean_s, "R,G,B normalisation mean (overrides the weights' config)");
@@ -260,9 +274,11 @@ void refuse_empty_values(const CLI::App& used_app) {
     const auto& res = opt->results();
     if (std::none_of(res.begin(), res.end(), [](const std::string& r) { return r.empty(); })) continue;
     const std::string name = opt->get_name();
+    if (name == "--title") continue;  // --title '': no title
     const bool figure_out = name == "--out" && used_app.get_name() == "figure";  // figure -o names a file
     const char* expects =
-        (figure_out || name == "--json" || name == "--manifest" || name == "--weights" || name == "--contact-sheet")
+        (figure_out || name == "--json" || name == "--manifest" || name == "--weights" || name == "--contact-sheet" ||
+         name == "--labels")
             ? "a file name"
         : (name == "--masks" || name == "--out" || name == "--gallery") ? "a folder"
                                                                         : "a value";
@@ -302,6 +318,7 @@ void apply_view_options(CliArgs& a) {
   if (!a.dpi_s.empty()) ro.dpi = parse_number_option("--dpi", a.dpi_s);
   if (!a.width_in_s.empty()) ro.width_in = parse_number_option("--width-in", a.width_in_s);
   if (!a.strip_columns_s.empty()) ro.strip_columns = parse_int_option("--strip-columns", a.strip_columns_s);
+  if (!a.block_numbering_s.empty()) ro.block_base = parse_block_numbering(a.block_numbering_s);
   ro.figure_formats = with_flag("--figure-format", [&] { return parse_figure_formats(a.formats_s); });
 }
 
@@ -320,6 +337,8 @@ void apply_run_options(CliArgs& a, const Commands& c) {
   if (c.render->count("--key") || c.eval->count("--key")) ro.overrides.key = a.key_s;
   apply_model_flags(a.act_s, a.pool_s, ro.overrides);
   if (c.render->count("--class")) ro.class_spec = a.class_s;
+  if (c.render->count("--title")) ro.title = a.title_s;
+  if (!ro.colormap.empty()) ro.colormap = with_flag("--colormap", [&] { return colormap_name(ro.colormap); });
   if (!a.gradcam_layer_s.empty()) ro.gradcam_layer = parse_int_option("--gradcam-layer", a.gradcam_layer_s);
   if (!a.mean_s.empty()) ro.overrides.mean = parse_rgb_option("--mean", a.mean_s);
   if (!a.std_s.empty()) ro.overrides.std = parse_rgb_option("--std", a.std_s, true);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "app/session.hpp"
 #include "core/error.hpp"
 #include "draw/figure_metadata.hpp"
 #include "io/hash.hpp"
@@ -141,6 +142,18 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
   // is another figure (the defaults keep the record, and NAME.png, as a run without figures has them).
   if (opt.width_in) r["width_in"] = *opt.width_in;
   if (opt.strip_columns) r["strip_columns"] = *opt.strip_columns;
+  // Words the author chose (issue 28), when given: another title or numbering is another figure.
+  if (opt.title) r["title"] = *opt.title;
+  if (opt.block_base != 0) r["block_numbering"] = opt.block_base;
+  if (opt.notes) r["notes"] = true;
+  // Class names not from the weights' config: a --labels file (its name and SHA-256), or ImageNet-1k's assumed
+  // for a 1000-class head.
+  if (const auto it = hp.source.find("labels"); it != hp.source.end()) {
+    if (!opt.labels_file.empty() && it->second.rfind(kLabelsFromFile, 0) == 0)
+      r["labels"] = {{"file", fs::path(opt.labels_file).filename().string()}, {"sha256", sha256_file(opt.labels_file)}};
+    else if (it->second.rfind(kLabelsAssumedImagenet, 0) == 0)
+      r["labels"] = it->second;
+  }
   if (opt.writes(OutputKind::Explore))  // the explorer's data (--explore, attnmap explore): what it stores
     r["explore"] = {{"budget_mb", opt.explore_budget_mb}, {"blocks", opt.explore_blocks}, {"discard", opt.discard}};
   return r;

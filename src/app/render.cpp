@@ -173,9 +173,23 @@ std::string tile_label(const std::string& name, const std::vector<float>& map,
 
 }  // namespace
 
+std::string top1_phrase(const std::vector<std::pair<std::string, float>>& top5, int num_classes) {
+  if (top5.empty()) return "";
+  char buf[160];
+  const double p = static_cast<double>(top5[0].second);
+  // Near uniform (1/C): no class to crown. Twice uniform, but at most 10 points above it (2/C would ask a
+  // 2-class head for 100 %).
+  if (num_classes > 1 && p < std::min(2.0 / num_classes, 1.0 / num_classes + 0.1)) {
+    std::snprintf(buf, sizeof buf, "no confident class (top-1 %.2g%%, uniform %.2g%%)", 100.0 * p, 100.0 / num_classes);
+    return buf;
+  }
+  std::snprintf(buf, sizeof buf, "%s %.1f%%", top5[0].first.c_str(), 100.0 * p);
+  return buf;
+}
+
 // "chelsea.png - timm ViT, 4 blocks x 4 heads, 224x224 input (14x14 patches of 16 px) - top-1 Coat 63.2%"
 std::string figure_title(const Job& job, const HParams& hp, const std::vector<std::pair<std::string, float>>& top5,
-                         bool query_rows) {
+                         bool query_rows, int num_classes) {
   char buf[256];
   std::snprintf(buf, sizeof buf, "%s \u2014 %s ViT, %d blocks \u00d7 %d heads, %d\u00d7%d input (%d\u00d7%d patches of %d px)",
                 fs::path(job.input).filename().string().c_str(), layout_name(hp.layout).c_str(), hp.depth, hp.num_heads,
@@ -183,10 +197,8 @@ std::string figure_title(const Job& job, const HParams& hp, const std::vector<st
   std::string t = buf;
   // A model without a class token: the map is not a class token's row, and the title says what it is.
   if (!hp.class_token && query_rows) t += " — no class token: mean of the patch queries' rows (attention received)";
-  if (!top5.empty()) {
-    std::snprintf(buf, sizeof buf, " \u2014 top-1: %s %.1f%%", top5[0].first.c_str(), 100.0 * static_cast<double>(top5[0].second));
-    t += buf;
-  }
+  const std::string top1 = top1_phrase(top5, num_classes);
+  if (!top1.empty()) t += top1.rfind("no confident", 0) == 0 ? " \u2014 " + top1 : " \u2014 top-1: " + top1;
   return t;
 }
 
@@ -253,18 +265,21 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
     labels.push_back(tile_label(i + 1 == all.size() ? name : "head " + std::to_string(i), *all[i], mask));
   }
   TileFigure fig;
-  fig.title = title + "\nheads of block " + std::to_string(ctx.layer) +
-              (opt.rollout ? " (the last block of the rollout)" : "") + (opt.threshold ? ", DINO masks" : "");
+  const std::string block = std::to_string(ctx.layer + opt.block_base);
+  fig.title = opt.title ? *opt.title
+                        : title + "\nheads of block " + block + (opt.rollout ? " (the last block of the rollout)" : "") +
+                              (opt.threshold ? ", DINO masks" : "");
   char mass[32] = "";
   if (opt.threshold) std::snprintf(mass, sizeof mass, "%g", static_cast<double>(*opt.threshold));
   const bool mean_of_heads = opt.rollout || ctx.head.fusion == HeadSelect::Fusion::Index;
-  fig.note = "Tiles: heads 0\u2013" + std::to_string(hp.num_heads - 1) + " of block " + std::to_string(ctx.layer) +
+  fig.note = "Tiles: heads 0\u2013" + std::to_string(hp.num_heads - 1) + " of block " + block +
              ", then " + (mean_of_heads ? "their mean"
                           : shows_fused_map(ctx) ? "the fused map shown in " + fs::path(job.out_base).filename().string() + ".png"
                                                  : "the heads fused by " + fusion_name(ctx.head, "head ")) +
              (opt.threshold ? "; each tile its own DINO mask (" + std::string(mass) + " of the mass)."
                             : own_scales(opt) ? kOwnScales : "; one colour scale for all tiles.");
   if (!opt.threshold && !own_scales(opt)) fig.scale = &scale;
+  if (!opt.notes) fig.note.clear();  // drawn only with --notes (--scale map's part: undrawn_figure_notes)
   fig.cmap = ctx.cmap;
   fig.cols = opt.strip_columns.value_or(0);
   return write_tiles(job.out_base + ".heads", fig, tiles, labels, figure_options(ctx));
@@ -286,16 +301,38 @@ std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, 
   for (size_t l = 0; l < layer_maps.size(); ++l) {
     tiles.push_back(draw_styled(tp.photo, tp.box, GridMap{layer_maps[l], hp.grid_w, hp.grid_h, marked},
                                 own_scales(opt) ? single_scale(ctx, layer_maps[l], units) : scale, style_of(ctx)));
-    labels.push_back(tile_label((opt.rollout ? "rollout 0\u2013" : "block ") + std::to_string(l), layer_maps[l], {}));
+    const std::string base = std::to_string(opt.block_base);
+    labels.push_back(tile_label((opt.rollout ? "rollout " + base + "\u2013" : std::string("block ")) +
+                                    std::to_string(static_cast<int>(l) + opt.block_base),
+                                layer_maps[l], {}));
   }
   TileFigure fig;
-  fig.title = title + "\n" + (opt.rollout ? "attention rollout through blocks 0\u2026l for every block l, " : "every block, ") +
-              heads_phrase(ctx.head) + (own_scales(opt) ? "" : "; one colour scale");
-  fig.note = own_scales(opt) ? std::string(kOwnScales + 2) : "";
+  fig.title = opt.title ? *opt.title
+                        : title + "\n" +
+                              (opt.rollout ? "attention rollout through blocks " + std::to_string(opt.block_base) +
+                                                 "\u2026l for every block l, "
+                                           : std::string("every block, ")) +
+                              heads_phrase(ctx.head) + (own_scales(opt) ? "" : "; one colour scale");
+  fig.note = own_scales(opt) && opt.notes ? std::string(kOwnScales + 2) : "";
   fig.cols = opt.strip_columns.value_or(layer_strip_columns(static_cast<int>(tiles.size())));
   if (!own_scales(opt)) fig.scale = &scale;
   fig.cmap = ctx.cmap;
   return write_tiles(job.out_base + ".layers", fig, tiles, labels, figure_options(ctx));
+}
+
+std::string small_image_warning(int width, int height, const HParams& hp) {
+  if (width >= kSmallImageSide && height >= kSmallImageSide) return "";
+  return std::string(kWarningNote) + "the image is " + std::to_string(width) + "\u00d7" + std::to_string(height) +
+         " pixels, upsampled to the model's " + std::to_string(hp.image_w) + "\u00d7" + std::to_string(hp.image_h) +
+         " input: its map is the model's answer to a few flat colours, not to detail";
+}
+
+std::vector<std::string> undrawn_figure_notes(const RenderOptions& opt) {
+  std::vector<std::string> out;
+  if (opt.notes || !(opt.strip_layers || opt.heads_grid) || !own_scales(opt)) return out;
+  out.push_back(std::string("--scale map: each strip tile is drawn on its own min\u2013max, so colours do not compare "
+                            "across tiles and the strips have no colour bar (--notes writes this under the tiles)"));
+  return out;
 }
 
 RenderResult render_image(const RenderContext& ctx, const Job& job) {

@@ -71,6 +71,11 @@ struct RenderOptions {
   std::optional<double> width_in;    ///< --width-in: panels and strips this many inches wide (FigureOptions)
   std::optional<int> strip_columns;  ///< --strip-columns: tiles per row of both strips (unset: layers
                                      ///< layer_strip_columns, heads ceil(sqrt(H + 1)))
+  // Words the author chooses (issue 28; docs/figures.md "Words").
+  std::optional<std::string> title;  ///< --title: the figures' title instead of the automatic one ("": none)
+  int block_base = 0;                ///< --block-numbering: the number figures give the first block (0 or 1)
+  bool notes = false;                ///< --notes: draw the explanatory notes into figures (else the terminal)
+  std::string labels_file;           ///< --labels FILE: the classifier's class names (checkpoint/labels.hpp)
   std::optional<std::array<int, 2>> size;  ///< (width, height): model input size; position embeddings resampled
   std::optional<PosInterp> pos_interp;     ///< with size: how they are resampled; unset: the layout's default
   bool quiet = false;
@@ -160,6 +165,20 @@ struct RenderResult {
   std::vector<std::string> shown_more;
 };
 
+/// A RenderResult note starting with this is printed as "attnmap: warning: INPUT: ..." (else as a note).
+inline constexpr const char* kWarningNote = "warning: ";
+
+/// Photos with a side under this many pixels get a warning: they are upsampled to the model's input (as
+/// timm's and torchvision's transforms do, silently), so their map is the model's answer to a few flat colours.
+inline constexpr int kSmallImageSide = 16;
+/// "warning: the image is 1×1 pixels, upsampled to the model's 224×224 input: ..." for a photo with a side
+/// under kSmallImageSide pixels; "" otherwise.
+std::string small_image_warning(int width, int height, const HParams& hp);
+
+/// The run's notes that figures no longer draw unless --notes asks (e.g. --scale map on a strip): one line each
+/// for the terminal, said once per run; empty when --notes draws them or no figure has them.
+std::vector<std::string> undrawn_figure_notes(const RenderOptions& opt);
+
 /// --act and --pool (empty: not given) into `ov`; throws attnmap::Error naming the flag for a bad value.
 void apply_model_flags(const std::string& act, const std::string& pool, ModelOverrides& ov);
 
@@ -215,8 +234,13 @@ FigureOptions figure_options(const RenderContext& ctx);
 /// "chelsea.png - timm ViT, 4 blocks x 4 heads, 224x224 input (14x14 patches of 16 px) - top-1 Coat 63.2%"
 /// `query_rows`: some map of the figure is built from attention's query rows (reads_query_rows); without a
 /// class token the title then says whose rows they are.
+/// `num_classes`: the head's classes; a top-1 probability under min(2 / C, 1 / C + 0.1) (near the uniform
+/// 1 / C, as an untrained head gives) is written "no confident class (top-1 0.1%, uniform 0.1%)" instead.
 std::string figure_title(const Job& job, const HParams& hp, const std::vector<std::pair<std::string, float>>& top5,
-                         bool query_rows = true);
+                         bool query_rows = true, int num_classes = 0);
+/// "Coat 63.2%", or "no confident class (top-1 0.11%, uniform 0.1%)" when the top-1 probability is under
+/// min(2 / num_classes, 1 / num_classes + 0.1); "" without classes.
+std::string top1_phrase(const std::vector<std::pair<std::string, float>>& top5, int num_classes);
 /// NAME.heads.*: one tile per head (head_maps, H x (grid_h, grid_w)) of block ctx.layer plus the fused `map`
 /// (or, for a single --head, `mean_map`), one scale, a colour bar. Returns the paths written.
 std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, const Image& photo, const PhotoBox& box,

@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "checkpoint/labels.hpp"
 #include "core/error.hpp"
 #include "maps/views.hpp"
 #include "model/pos_embed.hpp"
@@ -84,6 +85,28 @@ std::string address_limit_note() {
   return " (the address-space limit, ulimit -v, is " + std::to_string(lim.rlim_cur >> 20) + " MB)";
 }
 
+void apply_class_names(ViTWeights& model, const RenderOptions& opt) {
+  HParams& hp = model.hp;
+  if (!opt.labels_file.empty()) {
+    if (!model.head.present())
+      throw Error("--labels " + opt.labels_file + ": the weights have no classifier head, so there are no classes to name");
+    std::vector<std::string> names = with_flag("--labels", [&] { return read_labels_file(opt.labels_file); });
+    if (names.size() != static_cast<size_t>(model.head.out))
+      throw Error("--labels " + opt.labels_file + ": the classifier has " + std::to_string(model.head.out) +
+                  " classes, the file names " + std::to_string(names.size()));
+    hp.labels = std::move(names);
+    hp.source["labels"] = kLabelsFromFile + opt.labels_file;
+    return;
+  }
+  if (model.head.present() && model.head.out == 1000 && hp.labels.empty()) {
+    hp.labels = imagenet1k_names();
+    hp.source["labels"] = kLabelsAssumedImagenet + imagenet1k_names_source() + ")";
+    if (!opt.quiet)
+      std::cerr << "attnmap: note: a 1000-class head without class names: its classes are assumed to be "
+                   "ImageNet-1k's (0 tench ... 999 toilet tissue); give --labels FILE if they are not\n";
+  }
+}
+
 ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_path, bool backward) {
   ViTWeights model = load_model(weights_path, opt.overrides);
   if (opt.size)
@@ -93,6 +116,7 @@ ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_p
     });
   // From here on the run reads nothing from the weights file (a file rewritten during the run changes no
   // image). The class-specific views and --explain run the backward pass, which needs the plain matrices.
+  apply_class_names(model, opt);
   prepare_weights(model, backward || !opt.explain.empty() || views_need_backward(opt.views));
   check_address_headroom(weights_path);
   if (!opt.quiet)

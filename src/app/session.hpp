@@ -20,7 +20,17 @@ int usable_cores();
 /// image).
 /// `backward`: prepare the weights for the backward pass whatever the views (eval scores the class-specific
 /// views); else only when --explain or a class-specific view asks.
+/// Class names come from --labels FILE (opt.labels_file), else the weights' config, else, for a 1000-class
+/// head, ImageNet-1k's (apply_class_names).
 ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_path, bool backward = false);
+
+/// The class names of model.hp.labels: read from opt.labels_file (its count checked against the head's
+/// classes: Error "--labels FILE: the classifier has C classes, the file names N", exit 2), else kept from
+/// the config, else ImageNet-1k's for a 1000-class head (a note printed unless quiet). hp.source["labels"]
+/// says which: kLabelsFromFile + path, kLabelsAssumedImagenet + source + ")", or the config's entry.
+void apply_class_names(ViTWeights& model, const RenderOptions& opt);
+inline constexpr const char* kLabelsFromFile = "--labels ";
+inline constexpr const char* kLabelsAssumedImagenet = "assumed ImageNet-1k (a 1000-class head without names; ";
 
 /// " (the address-space limit, ulimit -v, is N MB)" when the process has one, else "": what an out-of-memory
 /// message adds.

@@ -60,6 +60,8 @@ CLI::App* add_stats_options(CLI::App& app, StatsArgs& a) {
   s->add_option("--max-pixels", a.max_pixels, "refuse images with more pixels than this, before decoding")->capture_default_str();
   s->add_flag("--no-exif", a.no_exif, "ignore the JPEG EXIF orientation");
   s->add_flag("-q,--quiet", a.quiet, "print only errors");
+  s->add_flag("--notes", a.notes, "draw each figure's definition (what the distance and the outlier rule are) under it "
+                                  "(default: none; docs/stats.md has them)");
   return s;
 }
 
@@ -188,6 +190,7 @@ StatsRun make_run(const StatsArgs& a, const StatsPlan& p, const ViTWeights& mode
   run.outlier_k = a.outlier_k;
   run.bins = a.bins;
   run.width_in = a.width_in;
+  run.notes = a.notes;
   run.out_dir = a.out;
   RenderContext ctx;
   ctx.model = &model;
@@ -198,6 +201,7 @@ StatsRun make_run(const StatsArgs& a, const StatsPlan& p, const ViTWeights& mode
   run.record["outlier_k"] = a.outlier_k;
   run.record["norm_block"] = run.norm_block;
   run.record["bins"] = a.bins;
+  if (a.notes) run.record["notes"] = true;
   run.figures.formats = p.formats;
   run.figures.dpi = a.dpi;
   return run;

@@ -38,6 +38,7 @@ struct StatsArgs {
   int jobs = 0;                          ///< -j
   long long max_pixels = static_cast<long long>(LoadOptions{}.max_pixels);
   bool no_exif = false, quiet = false;
+  bool notes = false;                    ///< --notes: the figures' definitions drawn under them (issue 28)
 };
 
 /// Adds the `stats` subcommand and its options to `app`, bound to `a`. Returns the subcommand.
@@ -63,6 +64,7 @@ struct StatsRun {
   double outlier_k = 5.0;
   int bins = 50;
   double width_in = 6.5;
+  bool notes = false;                     ///< --notes: each figure's definition drawn under it
   FigureOptions figures;                  ///< formats, dpi, the record
   std::string out_dir;
   nlohmann::ordered_json record;          ///< the run's settings record

@@ -169,7 +169,8 @@ std::vector<std::string> distance_figure(const StatsRun& run, const HeadTable& t
     }
     p.series.push_back(std::move(s));
   }
-  p.note = "Attention-weighted distance between query and key patch centres (patch " + std::to_string(run.layout.patch) +
+  if (run.notes)
+    p.note = "Attention-weighted distance between query and key patch centres (patch " + std::to_string(run.layout.patch) +
            " px), summed over patch keys (prefix tokens left out, weights not renormalised), averaged over patch queries and "
            "images; a block's heads are spread sideways in head order.";
   return write_dot_plot((fs::path(run.out_dir) / "attention_distance").string(), p, run.width_in, run.figures);
@@ -198,7 +199,8 @@ std::vector<std::string> norm_histogram(const StatsRun& run, const std::vector<c
             std::to_string(images.size()) + (images.size() == 1 ? " image" : " images");
   p.x_label = "L2 norm of the token (residual stream, before the final LayerNorm)";
   p.y_label = "tokens (log scale)";
-  p.note = "High-norm outliers: norm > median + " + std::string(k) +
+  if (run.notes)
+    p.note = "High-norm outliers: norm > median + " + std::string(k) +
            "\u00b71.4826\u00b7MAD of their image's patch-token norms at this block. " + std::to_string(run.bins) +
            " equal bins from the smallest to the largest norm.";
   return write_histogram((fs::path(run.out_dir) / "token_norms").string(), p, run.width_in, run.figures);

@@ -252,6 +252,7 @@ ComputedViews compute_job_views(const RenderContext& ctx, const Job& job) {
   cv.input_sha256 = sha256_bytes(bytes.data(), bytes.size());
   Image photo = decode_image(bytes.data(), bytes.size(), job.input, opt.load);
   cv.notes = photo.notes;
+  if (std::string w = small_image_warning(photo.width, photo.height, hp); !w.empty()) cv.notes.push_back(std::move(w));
   const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data(),
                                    hp.crop_pct.value_or(0.875f));
   cv.box = in.box;
@@ -297,8 +298,9 @@ namespace {
 // its class: "Grad-CAM, block 3, class Coat 63.2%".
 std::string map_label(const RenderContext& ctx, const ComputedViews& cv, const ViewMap& m) {
   const ResolvedView& v = ctx.views[m.view];
-  if (m.class_index < 0) return view_label(v);
-  return view_label(v) + ", class " + class_phrase(m.class_index, ctx.model->hp.labels, cv.probs);
+  const int base = ctx.opt->block_base;
+  if (m.class_index < 0) return view_label(v, base);
+  return view_label(v, base) + ", class " + class_phrase(m.class_index, ctx.model->hp.labels, cv.probs);
 }
 
 // " (flat)" after a figure's label of a map whose max / mean is below kFlatMaxOverMean (1.25), else "".
@@ -382,7 +384,7 @@ std::vector<std::string> write_view_strips(const RenderContext& ctx, const Job& 
   for (const ViewMap& m : cv.maps)
     if (m.view >= ctx.user_views) marked = m.marked;
   const std::string asked = describe_query(ctx.query);
-  const std::string strip_title = asked.empty() ? title : title + " \u2014 " + asked;
+  const std::string strip_title = asked.empty() || ctx.opt->title ? title : title + " \u2014 " + asked;
   if (ctx.opt->strip_layers)
     out = write_layers(ctx, job, photo, box, maps_of(cv, ctx.aux.layers, ctx.aux.layers_n), strip_title, marked);
   if (ctx.opt->heads_grid) {
@@ -449,7 +451,7 @@ RenderResult draw_job_views(const RenderContext& run_ctx, const Job& job, const 
   const PhotoBox box{bx, by, bw, bh};
   const bool query_rows = opt.heads_grid || opt.strip_layers ||
                           any_user_view(ctx, [](const ResolvedView& v) { return reads_query_rows(v); });
-  const std::string title = figure_title(job, hp, res.top5, query_rows);
+  const std::string title = opt.title ? *opt.title : figure_title(job, hp, res.top5, query_rows, ctx.model->head.out);
   // The figures first, the overlays last: a run interrupted in between leaves no NAME.png that --skip-existing
   // would take for a finished image.
   std::vector<const ViewMap*> rows;

@@ -1,6 +1,7 @@
 #include "draw/colormap.hpp"
 
 #include "core/error.hpp"
+#include "core/names.hpp"
 
 namespace attnmap {
 
@@ -8,12 +9,20 @@ namespace {
 #include "draw/colormap_tables.inc"
 }  // namespace
 
-const uint8_t* colormap_table(const std::string& name) {
-  for (const auto& m : kMaps)
-    if (name == m.name) return m.rgb;
+std::string colormap_name(const std::string& name) {
+  const std::vector<std::string> known = colormap_names();
+  const long i = find_name(known, name);
+  if (i >= 0) return known[static_cast<size_t>(i)];
   std::string all;
-  for (const auto& n : colormap_names()) all += (all.empty() ? "" : ", ") + n;
-  throw Error("unknown colormap '" + name + "' (expected one of: " + all + ")");
+  for (const auto& n : known) all += (all.empty() ? "" : ", ") + n;
+  throw Error("unknown colormap '" + name + "'" + did_you_mean(known, name) + " (expected one of: " + all + ")");
+}
+
+const uint8_t* colormap_table(const std::string& name) {
+  const std::string canonical = colormap_name(name);
+  for (const auto& m : kMaps)
+    if (canonical == m.name) return m.rgb;
+  throw Error("unknown colormap '" + name + "'");  // not reached: colormap_name knows the same names
 }
 
 std::vector<std::string> colormap_names() {

@@ -7,8 +7,12 @@
 namespace attnmap {
 
 /// The 256x3 RGB table of a named map: viridis, inferno, magma, plasma, turbo, jet, gray - sampled from
-/// matplotlib (tools/gen_colormaps.py). Throws attnmap::Error listing the names for an unknown one.
+/// matplotlib (tools/gen_colormaps.py). The name's ASCII case does not matter (`Viridis`). Throws
+/// attnmap::Error listing the names (and the nearest, "did you mean 'viridis'?") for an unknown one.
 const uint8_t* colormap_table(const std::string& name);
+/// The known name `name` stands for, in its own spelling ("Viridis" -> "viridis"): what a settings record
+/// keeps. Throws as colormap_table.
+std::string colormap_name(const std::string& name);
 
 /// Names accepted by colormap_table, in a stable order.
 std::vector<std::string> colormap_names();

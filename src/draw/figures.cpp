@@ -353,7 +353,7 @@ PanelLayout panel_layout(Canvas& probe, int pw, int ph, const std::string& title
   l.title.bold = true;
   l.title.color = kInk;
   l.title.width = l.w - 2 * l.m;
-  const int title_h = static_cast<int>(std::ceil(probe.measure(title, l.title).h)) + l.g;
+  const int title_h = title.empty() ? 0 : static_cast<int>(std::ceil(probe.measure(title, l.title).h)) + l.g;
   // Column titles wrap at word boundaries to their picture's width.
   double col_lines = line;
   for (const std::string& c : cols) col_lines = std::max(col_lines, probe.measure(c, wrapped(l.label, pw)).h);
@@ -509,7 +509,7 @@ TileLayout tile_layout(Canvas& probe, const TileFigure& fig, int n, int tw, int 
   L.ts.bold = true;
   L.ts.color = kInk;
   L.ts.width = L.w - 2 * m;
-  const int title_h = static_cast<int>(std::ceil(probe.measure(fig.title, L.ts).h)) + g;
+  const int title_h = fig.title.empty() ? 0 : static_cast<int>(std::ceil(probe.measure(fig.title, L.ts).h)) + g;
   L.ns = L.label;
   L.ns.color = kGrey;
   L.ns.width = (cols * rows - n) * (tw + g) - g;

@@ -181,6 +181,10 @@ struct ComparisonOptions {
   double dpi = 300.0;      ///< pixels per inch: the PNG's pHYs, the PDF/SVG page = pixels / dpi inches
   std::string provenance;  ///< the settings record (JSON): PNG tEXt `attnmap`, PDF Subject, SVG <metadata>
   std::string note;        ///< one grey line under the figure (e.g. why a column has no colour bar); "" none
+  std::string title;       ///< a bold title on top, wrapped to the figure's width; "" none
+  /// The words over the columns instead of column_titles (which still say which column is "photo"); one per
+  /// column, "" for an untitled column; empty: column_titles.
+  std::vector<std::string> column_labels;
 };
 
 /// `attnmap figure`: rows = images, columns = views (column_titles; the column titled exactly "photo"

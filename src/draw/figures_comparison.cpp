@@ -58,6 +58,9 @@ FigureOptions comparison_output(const std::string& path, const ComparisonOptions
 void check_comparison(const std::vector<std::string>& titles, const std::vector<FigureRow>& rows,
                       const ComparisonScales& scales, const ComparisonOptions& opt) {
   if (rows.empty() || titles.empty()) throw Error("figure: no image or no view to show");
+  if (!opt.column_labels.empty() && opt.column_labels.size() != titles.size())
+    throw Error("figure: " + std::to_string(opt.column_labels.size()) + " column labels for " +
+                std::to_string(titles.size()) + " columns");
   if (!(opt.width_in > 0.0 && opt.width_in <= 100.0))
     throw Error("the figure width must be in (0, 100] inches, found " + std::to_string(opt.width_in));
   size_t nmaps = 0;
@@ -88,8 +91,8 @@ struct ComparisonLayout {
   double bx = 0;
   std::vector<BarSpan> spans;    ///< otherwise: a bar under each run, at bars_y
   std::vector<HBar> hbars;
-  double bars_y = 0, note_y = 0;
-  TextStyle label, note;
+  double bars_y = 0, note_y = 0, title_h = 0;
+  TextStyle label, note, heading;
   std::vector<std::string> titles;  ///< the column titles as drawn: a long one broken after a comma
   int title_lines = 1;
 };
@@ -137,11 +140,16 @@ ComparisonLayout comparison_layout(Canvas& probe, const std::vector<std::string>
     L.total += L.row_h.back();
   }
   L.total += L.g * static_cast<double>(rows.size() - 1);
-  for (const std::string& t : titles) {
+  for (const std::string& t : opt.column_labels.empty() ? titles : opt.column_labels) {
     L.titles.push_back(broken_title(probe, t, L.label, L.cell_w));
     if (L.titles.back() != t) L.title_lines = 2;
   }
-  L.y0 = L.m + std::max(L.title_lines * L.line_h + L.g, L.vbar ? L.vbar->above() : 0.0);
+  L.heading = L.label;
+  L.heading.px = 1.05 * L.f;
+  L.heading.bold = true;
+  L.heading.width = L.w - 2 * L.m;
+  if (!opt.title.empty()) L.title_h = std::ceil(probe.measure(opt.title, L.heading).h) + L.g;
+  L.y0 = L.m + L.title_h + std::max(L.title_lines * L.line_h + L.g, L.vbar ? L.vbar->above() : 0.0);
   double y = L.y0 + L.total;
   if (!L.vbar) {
     L.spans = bar_spans(titles, scales.column_scale);
@@ -221,6 +229,7 @@ std::string write_comparison(const std::string& path, const std::vector<std::str
   for (size_t r = 0; r < rows.size(); ++r)
     row_style.px = std::min(row_style.px, fit(probe, rows[r].label, L.label, L.row_h[r]).px);
   const auto written = emit(fs::path(path).replace_extension("").string(), fo, L.w, L.h, [&](Canvas& c) {
+    if (!opt.title.empty()) c.text(opt.title, L.m, L.m, L.heading);
     for (int k = 0; k < ncols; ++k) {
       const std::vector<std::string> lines = title_lines(L.titles[static_cast<size_t>(k)]);
       for (size_t i = 0; i < lines.size(); ++i) {  // each line on its own, centred (shortened if still too wide)

@@ -181,6 +181,6 @@ int marked_patch(const ResolvedView& v, const HParams& hp) {
   return cell ? q.row * hp.grid_w + q.col : -1;
 }
 
-std::string view_label(const ResolvedView& v) { return describe_view(v); }
+std::string view_label(const ResolvedView& v, int block_base) { return describe_view(v, block_base); }
 
 }  // namespace attnmap

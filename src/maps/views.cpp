@@ -216,21 +216,23 @@ bool reads_query_rows(const ResolvedView& v) {
 
 namespace {
 
-std::string describe_kind(const ResolvedView& v);
+std::string describe_kind(const ResolvedView& v, int block_base);
 
 }  // namespace
 
-std::string describe_view(const ResolvedView& v) { return describe_kind(v) + query_words(v.spec.query); }
+std::string describe_view(const ResolvedView& v, int block_base) {
+  return describe_kind(v, block_base) + query_words(v.spec.query);
+}
 
 namespace {
 
-std::string describe_kind(const ResolvedView& v) {
-  const std::string block = std::to_string(v.spec.layer);
+std::string describe_kind(const ResolvedView& v, int block_base) {
+  const std::string block = std::to_string(v.spec.layer + block_base);
   const std::string heads = fusion_name(v.spec.head, "head ");  // "head 3", or the fusion over heads: "mean"
   switch (v.spec.kind) {
     case ViewKind::Photo: return "photo";
     case ViewKind::Attention: return "block " + block + ", " + heads;
-    case ViewKind::Rollout: return "rollout 0\u2013" + block + ", " + heads;
+    case ViewKind::Rollout: return "rollout " + std::to_string(block_base) + "\u2013" + block + ", " + heads;
     case ViewKind::Probe: return "pool probe, " + heads;
     default: break;
   }

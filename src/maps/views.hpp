@@ -119,10 +119,13 @@ int marked_patch(const ResolvedView& v, const HParams& hp);
 /// mean" (the heads' mean), "rollout 0–3, mean", "pool probe, max", "Chefer relevance", "Grad-CAM, block 11",
 /// "attn × grad, block 2"; a token query adds what is asked: "block 5, head 3, query patch (7, 3)",
 /// "…, query pixel (120, 85)", "…, register 2's row", "…, attention to patch (7, 3)", "…, attention received".
-std::string describe_view(const ResolvedView& v);
+/// `block_base`: the number the words give the first block (0, as --layer and the view names count; 1 for a
+/// paper that says "block 1" of the first, --block-numbering 1): "block 2, head 3" for L1/h3. Heads, patches
+/// and registers keep their 0-based indices.
+std::string describe_view(const ResolvedView& v, int block_base = 0);
 /// A figure row's label: describe_view, the same words for a view in every figure (a render panel of
 /// --layer 1 --head 3 and of --views L1/h3, attnmap figure's columns); files and terminal lines use the name.
-std::string view_label(const ResolvedView& v);
+std::string view_label(const ResolvedView& v, int block_base = 0);
 
 /// Resolves every view against hp (depth, heads), `has_head` (class-specific views need a classifier
 /// head and the residual-MLP layouts the backward covers) and the run's settings. Throws attnmap::Error

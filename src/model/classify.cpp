@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/error.hpp"
+#include "core/names.hpp"
 
 namespace attnmap {
 
@@ -78,28 +79,43 @@ ClassSpec parse_class_spec(const std::string& s) {
   return spec;
 }
 
+namespace {
+
+// The index of the label spec.name names (exact, else ASCII case folded), or throws: no labels, none, several
+// differing only in case, with the nearest label suggested.
+int named_class(const ClassSpec& spec, int C, const std::vector<std::string>& labels) {
+  if (labels.size() != static_cast<size_t>(C))
+    throw Error("'" + spec.name + "': the weights' config has no class labels; give an index 0.." +
+                std::to_string(C - 1) + ", top1 or topK (or the class names: {setting:labels})");
+  const long i = find_name(labels, spec.name);
+  if (i >= 0) return static_cast<int>(i);
+  if (i == -2) throw Error("'" + spec.name + "' matches several labels that differ only in case; write it exactly");
+  std::string all;
+  if (labels.size() <= 30) {
+    for (const auto& l : labels) all += (all.empty() ? "" : ", ") + l;
+    all = ": " + all;
+  } else {
+    all = " (one of " + std::to_string(labels.size()) + " labels)";
+  }
+  throw Error("'" + spec.name + "' is not one of the labels" + did_you_mean(labels, spec.name) + all);
+}
+
+}  // namespace
+
 void check_class_spec(const ClassSpec& spec, int C, const std::vector<std::string>& labels) {
   const std::string range = " (the classifier has " + std::to_string(C) + " classes)";
   if (spec.kind == ClassSpec::Kind::Index && spec.index >= C)
     throw Error(std::to_string(spec.index) + " out of range: 0.." + std::to_string(C - 1) + range);
   if (spec.kind == ClassSpec::Kind::TopK && spec.k > C)
     throw Error("top" + std::to_string(spec.k) + " asks for more classes than there are" + range);
-  if (spec.kind != ClassSpec::Kind::Name) return;
-  if (labels.size() != static_cast<size_t>(C))
-    throw Error("'" + spec.name + "': the weights' config has no class labels; give an index 0.." +
-                std::to_string(C - 1) + ", top1 or topK");
-  if (std::find(labels.begin(), labels.end(), spec.name) != labels.end()) return;
-  std::string all;
-  for (const auto& l : labels) all += (all.empty() ? "" : ", ") + l;
-  throw Error("'" + spec.name + "' is not one of the labels: " + all);
+  if (spec.kind == ClassSpec::Kind::Name) (void)named_class(spec, C, labels);
 }
 
 std::vector<int> resolve_classes(const ClassSpec& spec, const std::vector<float>& logits,
                                  const std::vector<std::string>& labels) {
   check_class_spec(spec, static_cast<int>(logits.size()), labels);
   if (spec.kind == ClassSpec::Kind::Index) return {spec.index};
-  if (spec.kind == ClassSpec::Kind::Name)
-    return {static_cast<int>(std::find(labels.begin(), labels.end(), spec.name) - labels.begin())};
+  if (spec.kind == ClassSpec::Kind::Name) return {named_class(spec, static_cast<int>(logits.size()), labels)};
   return top_k_indices(logits, spec.k);
 }
 
