@@ -94,6 +94,24 @@ void add_figure_size_options(CLI::App* render, CliArgs& a) {
                                           "default they are printed on the terminal only");
 }
 
+// render's outputs of the whole run: the manifest, resuming, the contact sheet, the gallery, progress lines.
+void add_run_output_options(CLI::App* render, BatchOptions& bo) {
+  render->add_option("--manifest", bo.manifest,
+                     "write a header line with the run's settings, then one JSON line per input (status, outputs, map "
+                     "statistics); an earlier manifest there is read back by --skip-existing");
+  render->add_flag("--skip-existing", bo.skip_existing,
+                   "skip images whose outputs already exist and were made with the same settings (resume a run)");
+  render->add_option("--contact-sheet", bo.contact_sheet,
+                     "after the run: every input's overlay in a labelled grid (file name, top-1 class, peak value) in "
+                     "FILE.png; pages FILE-1.png, FILE-2.png ... past 8000 pixels; failed inputs as grey tiles");
+  render->add_option("--sheet-columns", bo.sheet_columns, "thumbnails per row of the contact sheet")->capture_default_str();
+  render->add_option("--gallery", bo.gallery,
+                     "after the run: DIR/index.html, a static page of every input (thumbnail linked to its outputs, "
+                     "status or error, the manifest's statistics; sortable, filterable) and DIR/thumbs/");
+  render->add_option("--progress-every", bo.progress_every,
+                     "when standard error is not a terminal: a progress line per this many images (default: auto)");
+}
+
 // attnmap render: its option table.
 CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
   RenderOptions& ro = a.ro;
@@ -175,21 +193,8 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  render->add_option("--manifest", bo.manifest,
-                     "write a header line with the run's settings, then one JSON line per input (status, outputs, map "
-                     "statistics); an earlier manifest there is read back by --skip-existing");
-  render->add_flag("--skip-existing", bo.skip_existing,
-                   "skip images whose outputs already exist and were made with the same settings (resume a run)");
   render->add_option("--shard", a.shard_s, "render only part K of N of the sorted inputs, e.g. 2/4 (Slurm arrays)");
-  render->add_option("--contact-sheet", bo.contact_sheet,
-                     "after the run: every input's overlay in a labelled grid (file name, top-1 class, peak value) in "
-                     "FILE.png; pages FILE-1.png, FILE-2.png ... past 8000 pixels; failed inputs as grey tiles");
-  render->add_option("--sheet-columns", bo.sheet_columns, "thumbnails per row of the contact sheet")->capture_default_str();
-  render->add_option("--gallery", bo.gallery,
-                     "after the run: DIR/index.html, a static page of every input (thumbnail linked to its outputs, "
-                     "status or error, the manifest's statistics; sortable, filterable) and DIR/thumbs/");
-  render->add_option("--progress-every", bo.progress_every,
-                     "when standard error is not a terminal: a progress line per this many images (default: auto)");
+  add_run_output_options(render, bo);
   render->add_option("--max-pixels", a.max_pixels, "refuse images with more pixels than this, before decoding")
       ->capture_default_str();
   render->add_flag("--no-exif", a.no_exif,

@@ -136,6 +136,26 @@ std::string cut_middle(Canvas& c, const std::string& text, const TextStyle& ts, 
   return cut(lo);
 }
 
+// The colour bar right of the sheet's grid: the run's scale with its units, or (each thumbnail on its own
+// min-max) a bar whose ends say "max" and "min"; none without a colour map.
+static std::optional<ColorBar> sheet_color_bar(Canvas& probe, const SheetOptions& opt, int f) {
+  std::optional<ColorBar> bar;
+  if (!opt.cmap) return bar;
+  if (opt.scale) {
+    bar.emplace(probe, *opt.scale, f);
+    return bar;
+  }
+  bar.emplace(probe, Scale{0.0, 1.0, "each map its own min\u2013max"}, f);
+  bar->sets.ticks = {{0.0, 1.0}};
+  bar->sets.labels = {{"min", "max"}};
+  bar->sets.exponent.clear();
+  bar->exponent.clear();
+  bar->label_w = 0;
+  for (const auto& l : bar->sets.labels[0]) bar->label_w = std::max(bar->label_w, probe.measure(l, bar->tick_style()).w);
+  bar->sets.label_w = bar->label_w;
+  return bar;
+}
+
 std::vector<std::string> write_contact_sheet(const std::string& path, const std::string& title,
                                              const std::vector<SheetItem>& items, const SheetOptions& opt) {
   if (items.empty()) throw Error("contact sheet: no image to show");
@@ -148,15 +168,9 @@ std::vector<std::string> write_contact_sheet(const std::string& path, const std:
   name.px = 0.85 * f;
   name.bold = true;
   name.color = kInk;
-  name.width = t;
-  name.ellipsize = true;
-  TextStyle detail = name;
+  TextStyle detail = name;  // names and details are cut by cut_middle
   detail.bold = false;
   detail.color = kGrey;
-  name.width = 0;  // names and details are cut by cut_middle
-  name.ellipsize = false;
-  detail.width = 0;
-  detail.ellipsize = false;
   const int line = static_cast<int>(std::ceil(probe.measure("Ag", name).h));
   // Thumbnails: the longer side thumb_long; the picture row is as high as the highest of them.
   const std::vector<std::pair<int, int>> sizes = sheet_sizes(items, t);
@@ -165,21 +179,7 @@ std::vector<std::string> write_contact_sheet(const std::string& path, const std:
   if (pic_h == 0) pic_h = t;  // placeholders only
   const int cell_h = pic_h + f / 3 + 2 * line;
   const int cols = std::min(opt.columns, static_cast<int>(items.size()));
-  // The colour bar right of the grid: the run's scale with its units, or (each thumbnail on its own min-max)
-  // a bar whose ends say "max" and "min".
-  std::optional<ColorBar> bar;
-  if (opt.cmap) {
-    if (opt.scale) {
-      bar.emplace(probe, *opt.scale, f);
-    } else {
-      bar.emplace(probe, Scale{0.0, 1.0, "each map its own min\u2013max"}, f);
-      bar->ticks = {0.0, 1.0};
-      bar->labels = {"min", "max"};
-      bar->exponent.clear();
-      bar->label_w = 0;
-      for (const auto& l : bar->labels) bar->label_w = std::max(bar->label_w, probe.measure(l, bar->tick_style()).w);
-    }
-  }
+  const std::optional<ColorBar> bar = sheet_color_bar(probe, opt, f);
   const int bar_w = bar ? static_cast<int>(std::ceil(bar->width())) + g : 0;
   const int w = 2 * m + cols * t + (cols - 1) * g + bar_w;
   TextStyle ts;
