@@ -43,22 +43,27 @@ class FigureCmd : public TempDirTest {
 };
 
 // min and max over every map of each unit, recomputed from the model for the two photos (what --scale run is).
+// The figure's default --scale run per unit, computed here from the maps: vmin the smallest value, vmax the
+// 99th percentile of every value with numpy.percentile's linear interpolation (rank 0.99 x (n - 1)).
 std::map<std::string, std::pair<double, double>> run_bounds(const fs::path& dir, const std::string& views_list) {
   const ViTWeights model = load_model(kModel);
   const HParams& hp = model.hp;
   const std::vector<ResolvedView> views = resolve_views(parse_views(views_list), hp, true, ViewSettings{});
-  std::map<std::string, std::pair<double, double>> out;
+  std::map<std::string, std::vector<double>> values;
   for (const char* name : {"cat.png", "cup.png"}) {
     const Image photo = load_image((dir / name).string());
     const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, ResizeMode::Squash, hp.mean.data(), hp.std.data());
     std::vector<float> logits;
-    for (const ViewMap& m : compute_views(model, in.chw.data(), views, ClassSpec{}, &logits)) {
-      auto [it, fresh] = out.emplace(views[m.view].units, std::make_pair(1e300, -1e300));
-      for (const float v : m.map) {
-        it->second.first = std::min(it->second.first, static_cast<double>(v));
-        it->second.second = std::max(it->second.second, static_cast<double>(v));
-      }
-    }
+    for (const ViewMap& m : compute_views(model, in.chw.data(), views, ClassSpec{}, &logits))
+      for (const float v : m.map) values[views[m.view].units].push_back(static_cast<double>(v));
+  }
+  std::map<std::string, std::pair<double, double>> out;
+  for (auto& [units, v] : values) {
+    std::sort(v.begin(), v.end());
+    const double rank = 0.99 * static_cast<double>(v.size() - 1);
+    const size_t lo = static_cast<size_t>(rank);
+    const double top = v[lo] + (rank - static_cast<double>(lo)) * (v[std::min(lo + 1, v.size() - 1)] - v[lo]);
+    out[units] = {v.front(), top > v.front() ? top : v.back()};
   }
   return out;
 }
@@ -81,7 +86,8 @@ TEST_F(FigureCmd, TwoImagesThreeViewsMatchGoldenAndThePdfRendersBackLikeThePng) 
   const Image img = load_image(png);
   EXPECT_EQ(img.width, 350);  // 3.5 in at 100 dpi
   EXPECT_NE(slurp(png).find(std::string("pHYs\0\0\x0f\x61", 8)), std::string::npos);  // 100 dpi = 3937 px/m
-  // The record: the views, one scale per unit whose bounds are the min-max over both images' maps.
+  // The record: the views, one scale per unit whose bounds are the min and the 99th percentile over both
+  // images' maps (render's --scale run rule, issue 28).
   const auto rec = read_png_provenance(png);
   ASSERT_TRUE(rec);
   EXPECT_EQ((*rec)["command"], "figure");

@@ -134,6 +134,15 @@ TEST(Words, ClassAndColormapNamesIgnoreCaseAndSuggest) {
     EXPECT_NE(std::string(e.what()).find("(did you mean 'Sandal'?)"), std::string::npos) << e.what();
   }
   try {
+    named("boot");  // one word of the label
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("(did you mean 'Ankle boot'?)"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(has_word("ankle boot", "boot"));
+  EXPECT_FALSE(has_word("ankle boots", "boot"));
+  EXPECT_TRUE(has_word("t-shirt_top", "shirt"));
+  try {
     named("zebra");
     ADD_FAILURE();
   } catch (const Error& e) {
@@ -442,6 +451,14 @@ TEST_F(WordsCli, UnwritableManifestIsRefusedBeforeTheOutputFolder) {
   EXPECT_FALSE(fs::exists(dir / "out"));
   EXPECT_FALSE(fs::exists(dir / "ro" / "sub"));
   fs::permissions(dir / "ro", fs::perms::owner_all);
+  // A folder whose permission bits allow it but where no file can be made (sysfs, for root too): found by
+  // making a file there first, still before the output folder.
+  if (fs::is_directory("/sys/kernel")) {
+    r = run_attnmap("render " + q(dir / "cat.png") + " -w " + q(w) + " -o " + q(dir / "out") + " --manifest /sys/kernel/m.jsonl");
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find("cannot create the manifest in /sys/kernel"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "out"));
+  }
 }
 
 // A 1x1 and a 5x40 image render, each with a one-line warning that it is upsampled from its size.

@@ -302,6 +302,15 @@ std::string check_manifest_path(const BatchOptions& bopt, const std::vector<Read
   if (ec || ::access(made.c_str(), W_OK | X_OK) != 0)
     throw Error("--manifest " + bopt.manifest + ": cannot create the manifest in " + made.string() + ": " +
                 (ec ? ec.message() : std::string(std::strerror(errno))));
+  // The bits can say yes where a file cannot be made (root in /sys, some FUSE mounts): one file made and
+  // removed again is the proof.
+  std::string probe = (made / ".attnmap-manifest-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0)
+    throw Error("--manifest " + bopt.manifest + ": cannot create the manifest in " + made.string() + ": " +
+                std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
   return path;
 }
 

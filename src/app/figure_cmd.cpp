@@ -326,9 +326,11 @@ bool compute_rows(const FigurePlan& p, const ViTWeights& model, const std::vecto
 // ---- step 4: scales, labels, the record, the file ---------------------------------------------------------
 
 /// The scales of the map columns: --scale map -> each map its own (no bar); otherwise one scale per unit
-/// (views of one unit share it: run/figure over all their maps, or the fixed bounds).
+/// (views of one unit share it: run over all their maps with the top at the 99th percentile as render's --scale
+/// run, figure their plain min-max, or the fixed bounds); `warnings` gets a line per scale on which most maps
+/// peak in its bottom quarter.
 ComparisonScales figure_scales(const FigurePlan& p, const std::vector<ResolvedView>& views,
-                               const std::vector<FigureImage>& rows) {
+                               const std::vector<FigureImage>& rows, std::vector<std::string>* warnings) {
   ComparisonScales cs;
   std::map<std::string, int> unit_index;
   std::vector<std::vector<const std::vector<float>*>> unit_maps;
@@ -349,8 +351,19 @@ ComparisonScales figure_scales(const FigurePlan& p, const std::vector<ResolvedVi
   std::vector<std::string> units(unit_index.size());
   for (const auto& [u, i] : unit_index) units[static_cast<size_t>(i)] = u;
   for (size_t i = 0; i < units.size(); ++i) {
-    Scale s = scale_over(unit_maps[i], units[i]);
+    // run (the default) as render's --scale run: the top at the 99th percentile of every value, so one image's
+    // peak does not leave the other rows dark (issue 28); figure: the plain min-max of the figure's maps.
+    const bool robust = p.scale.kind == ScaleKind::Run;
+    Scale s = robust ? robust_scale_over(unit_maps[i], units[i]) : scale_over(unit_maps[i], units[i]);
     if (p.scale.kind == ScaleKind::Fixed) s = resolve_scale(p.scale, {}, s);
+    const size_t dim = robust ? maps_peaking_below(unit_maps[i], s, kDimPeakFraction) : 0;
+    if (2 * dim > unit_maps[i].size()) {
+      char buf[320];
+      std::snprintf(buf, sizeof buf, "%zu of %zu %s maps peak below %.0f%% of the figure's scale (under %.3g): they "
+                    "are drawn in its darkest colours; --scale map gives each map its own", dim, unit_maps[i].size(),
+                    units[i].c_str(), 100 * kDimPeakFraction, s.vmin + kDimPeakFraction * (s.vmax - s.vmin));
+      warnings->push_back(buf);
+    }
     cs.scales.push_back(s);
   }
   return cs;
@@ -448,7 +461,9 @@ int run_figure(const FigureArgs& a) {
   std::vector<FigureImage> images;
   if (!compute_rows(p, model, views, in, &images)) return 1;
   const HParams& hp = model.hp;
-  const ComparisonScales cs = figure_scales(p, views, images);
+  std::vector<std::string> scale_warnings;
+  const ComparisonScales cs = figure_scales(p, views, images, &scale_warnings);
+  for (const std::string& w : scale_warnings) std::cerr << "attnmap: warning: " << w << "\n";
   const std::vector<std::string> titles = column_titles(p, views, hp, images);
   std::vector<FigureRow> rows;
   for (size_t i = 0; i < images.size(); ++i) {

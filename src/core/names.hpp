@@ -49,8 +49,21 @@ inline long find_name(const std::vector<std::string>& known, const std::string& 
   return found;
 }
 
+/// Whether `word` is one of the words of `text` (split at spaces, '_' and '-').
+inline bool has_word(const std::string& text, const std::string& word) {
+  size_t from = 0;
+  while (from <= text.size()) {
+    size_t end = text.find_first_of(" _-", from);
+    if (end == std::string::npos) end = text.size();
+    if (text.compare(from, end - from, word) == 0 && end - from == word.size()) return true;
+    from = end + 1;
+  }
+  return false;
+}
+
 /// " (did you mean 'X'?)" for the known name nearest to `name` (case folded) when it is close - at most
-/// max(1, |name| / 3) edits, or `name` is the start of it -; "" otherwise.
+/// max(1, |name| / 3) edits, or `name` (3 or more letters) is the start or one word of it ("boot" ->
+/// 'Ankle boot') -; "" otherwise.
 inline std::string did_you_mean(const std::vector<std::string>& known, const std::string& name) {
   const std::string low = ascii_lower(name);
   size_t best = std::string::npos;
@@ -59,6 +72,7 @@ inline std::string did_you_mean(const std::vector<std::string>& known, const std
     const std::string kl = ascii_lower(k);
     size_t d = edit_distance(low, kl);
     if (low.size() >= 3 && kl.compare(0, low.size(), low) == 0) d = std::min<size_t>(d, 1);  // a prefix: "tab"
+    if (low.size() >= 3 && has_word(kl, low)) d = std::min<size_t>(d, 1);  // one of its words: "boot"
     if (d < best) {
       best = d;
       pick = &k;
