@@ -328,3 +328,42 @@ TEST(FiguresPaper, LayerStripWraps) {
   EXPECT_GT(two.height, one.height * 3 / 2);
   fs::remove_all(d);
 }
+
+namespace attnmap_bidi_test {
+// The leftmost inked column of a PNG canvas (-1: none).
+int first_ink_column(const attnmap::Image& im) {
+  for (int x = 0; x < im.width; ++x)
+    for (int y = 0; y < im.height; ++y) {
+      const size_t i = 3 * (static_cast<size_t>(y) * static_cast<size_t>(im.width) + static_cast<size_t>(x));
+      if (im.rgb[i] < 128) return x;
+    }
+  return -1;
+}
+}  // namespace attnmap_bidi_test
+
+// Every line runs left to right, as the figure does: "صورة.png" keeps its Arabic letters first (at the left,
+// as the bare Arabic word is drawn) and ".png" at the end, instead of the paragraph taking the first letter's
+// direction ("png.صورة", the Arabic at the right).
+TEST(FiguresPaper, AFileNameInArabicKeepsItsExtensionAtTheEnd) {
+  using attnmap_bidi_test::first_ink_column;
+  TextStyle ts;
+  ts.px = 20;
+  auto draw = [&](const std::string& s) {
+    Canvas c(400, 40, 100, FigureFormat::Png);
+    c.text(s, 10, 5, ts);
+    return c.pixels();
+  };
+  const Image word = draw("\u0635\u0648\u0631\u0629");
+  const Image name = draw("\u0635\u0648\u0631\u0629.pngpngpng");
+  const int x0 = first_ink_column(word);
+  ASSERT_GE(x0, 0);
+  EXPECT_EQ(first_ink_column(name), x0);
+  // The first 20 columns of ink are the Arabic word's own.
+  int differ = 0;
+  for (int x = x0; x < x0 + 20; ++x)
+    for (int y = 0; y < word.height; ++y) {
+      const size_t i = 3 * (static_cast<size_t>(y) * 400u + static_cast<size_t>(x));
+      differ += std::abs(int(word.rgb[i]) - int(name.rgb[i])) > 2;
+    }
+  EXPECT_EQ(differ, 0);
+}

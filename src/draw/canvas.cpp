@@ -409,6 +409,11 @@ namespace {
 PangoLayout* make_layout(cairo_t* cr, const std::string& text, const TextStyle& ts) {
   const std::string family = figure_font();
   PangoLayout* layout = pango_cairo_create_layout(cr);
+  // Every line left to right (the figure's direction): an Arabic or Hebrew run inside it still reads right
+  // to left, but a file name such as "صورة.png" keeps its ".png" at the end instead of the paragraph
+  // taking the first letter's direction ("png.صورة").
+  pango_layout_set_auto_dir(layout, FALSE);
+  pango_context_set_base_dir(pango_layout_get_context(layout), PANGO_DIRECTION_LTR);
   // No hinting: the same glyph positions in PNG, PDF and SVG, and stable golden images.
   cairo_font_options_t* fo = cairo_font_options_create();
   cairo_font_options_set_hint_style(fo, CAIRO_HINT_STYLE_NONE);
