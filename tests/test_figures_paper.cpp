@@ -199,6 +199,18 @@ TEST(FiguresPaper, DefaultPanelPdfLabelsAreWholeAndTicksApart) {
                 << e.path() << ": " << words[i].text << " / " << words[j].text;
           }
       EXPECT_GE(smallest_text_pt(e.path(), d), 7.0) << e.path();
+      // Two bars: their units placed alike (both across under their bars, or both upward beside them), so
+      // one bar's units never sit beside the next bar as if they were its label.
+      const Word* prob = nullptr;
+      const Word* mass = nullptr;
+      for (const Word& w : words) {
+        if (w.text == "probability") prob = &w;
+        if (w.text == "mass") mass = &w;
+      }
+      if (prob && mass)
+        EXPECT_EQ(prob->x1 - prob->x0 > prob->y1 - prob->y0, mass->x1 - mass->x0 > mass->y1 - mass->y0) << e.path();
+      else
+        EXPECT_TRUE(extra.empty()) << e.path() << ": the two units not found in: " << all;
     }
   }
   if (!::testing::Test::HasFailure()) fs::remove_all(d);

@@ -342,9 +342,16 @@ PanelLayout panel_layout(Canvas& probe, int pw, int ph, const std::string& title
   const int rows_h = nrows * ph + (nrows - 1) * l.g + (nrows - 1) * l.above_h;
   const double bar_h = one_bar ? rows_h : ph;
   for (size_t i = 0; i < (one_bar ? 1 : rows.size()); ++i) l.bars.emplace_back(probe, rows[i].scale, l.f, bar_h, true);
+  // One bar's units under it: every bar's (units beside one bar and under the next read as one label).
+  bool any_below = false;
+  for (const auto& b : l.bars) any_below = any_below || b.units_below;
+  if (any_below)
+    for (auto& b : l.bars) b.put_units_below(probe);
   double bar_w = 0, bar_below = 0;
   for (const auto& b : l.bars) bar_w = std::max(bar_w, b.width()), bar_below = std::max(bar_below, b.below());
-  if (!one_bar) l.row_extra = std::max(0, static_cast<int>(std::ceil(bar_below)) - l.above_h);
+  // Units under a row's bar are nearer their own bar than the next row's: a line's height of room after them.
+  if (!one_bar && bar_below > 0)
+    l.row_extra = std::max(0, static_cast<int>(std::ceil(bar_below + line)) - l.above_h);
   l.label_w = upward ? static_cast<int>(std::ceil(line)) + l.g : 0;
   l.x0 = l.m + l.label_w;
   l.bx = l.x0 + 3 * pw + 2 * l.g + 2 * l.g;

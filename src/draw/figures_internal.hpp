@@ -140,12 +140,24 @@ struct ColorBar {
       from = sp + 1;
     }
     if (word <= length && units_h <= 2.2 * c.measure("0", tick_style()).h) return;
+    put_units_below(c);
+  }
+  /// Writes the units across under the bar, wrapped to the bar's column (widened to the longest word) - also
+  /// for a bar whose units would fit upward, so that every bar of a figure places them alike.
+  void put_units_below(Canvas& c) {
+    if (units_below || scale.units.empty()) return;
+    double word = 0;  // the longest word of the units
+    for (size_t from = 0; from <= scale.units.size();) {
+      const size_t sp = std::min(scale.units.find(' ', from), scale.units.size());
+      word = std::max(word, c.measure(scale.units.substr(from, sp - from), tick_style()).w);
+      from = sp + 1;
+    }
     units_below = true;
     units_h = 0;
     units_col_w = std::max(bar_w() + tick_len() + 0.3 * f + label_w, std::ceil(word));
     TextStyle t = tick_style();
     t.width = units_col_w;
-    units_below_h = c.measure(s.units, t).h;
+    units_below_h = c.measure(scale.units, t).h;
   }
   TextStyle tick_style() const {
     TextStyle t;
