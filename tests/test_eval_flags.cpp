@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "maps/evaluate.hpp"
 #include "maps/faithfulness.hpp"
+#include "random_model.hpp"
 #include "test_util.hpp"
 
 using namespace attnmap;
@@ -62,18 +63,6 @@ TEST(EvalFlags, MedianPeakToMeanAndBrightnessAsNumPy) {
 
 namespace {
 
-// The bundled model's weights with every tensor re-drawn as timm initialises a ViT (weights N(0, 0.02),
-// biases 0, LayerNorm weights 1), std::mt19937_64(seed); the config kept. As tools/make_random_default.py.
-void randomise(json& t, const std::string& name, std::mt19937_64& rng) {
-  if (t.is_array()) {
-    for (auto& e : t) randomise(e, name, rng);
-    return;
-  }
-  const bool norm = name.find("norm") != std::string::npos && name.size() > 7 && name.substr(name.size() - 7) == ".weight";
-  const bool bias = name.size() > 5 && name.substr(name.size() - 5) == ".bias";
-  std::normal_distribution<double> nd(0.0, 0.02);
-  t = norm ? 1.0 : bias ? 0.0 : nd(rng);
-}
 
 class EvalVerdict : public ::testing::Test {
  protected:
@@ -119,12 +108,8 @@ TEST_F(EvalVerdict, TrainedModelNamesABestView) {
 // A random-weight model with the bundled model's shapes: nearly flat maps, none beats the baselines, and
 // the summary says both without a manual.
 TEST_F(EvalVerdict, RandomWeightModelIsFlatAndBeatsNoBaseline) {
-  json w = json::parse(slurp(src / "weights/default.json"));
-  std::mt19937_64 rng(28);
-  for (auto& [name, t] : w.items())
-    if (name != "config") randomise(t, name, rng);
   const fs::path wp = dir / "random.json";
-  std::ofstream(wp) << w.dump();
+  attnmap_test::write_random_weights(src / "weights/default.json", wp, 28);
   std::string out;
   const json all = eval(wp, &out);
   const json& j = all["summary"];

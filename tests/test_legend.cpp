@@ -21,6 +21,7 @@
 #include "draw/scale.hpp"
 #include "io/image_io.hpp"
 #include "maps/attention_maps.hpp"
+#include "random_model.hpp"
 #include "test_util.hpp"
 
 using namespace attnmap;
@@ -79,18 +80,6 @@ json png_stats(const fs::path& png) {
   return json();
 }
 
-// The bundled model's weights re-drawn as timm initialises a ViT (weights N(0, 0.02), biases 0, LayerNorm
-// weights 1), std::mt19937_64(seed), the config kept: tools/make_random_default.py (as test_eval_flags.cpp).
-void randomise(json& t, const std::string& name, std::mt19937_64& rng) {
-  if (t.is_array()) {
-    for (auto& e : t) randomise(e, name, rng);
-    return;
-  }
-  const bool norm = name.find("norm") != std::string::npos && name.size() > 7 && name.substr(name.size() - 7) == ".weight";
-  const bool bias = name.size() > 5 && name.substr(name.size() - 5) == ".bias";
-  std::normal_distribution<double> nd(0.0, 0.02);
-  t = norm ? 1.0 : bias ? 0.0 : nd(rng);
-}
 
 }  // namespace
 
@@ -210,12 +199,8 @@ class LegendCli : public TempDirTest {
                        q(dir / out) + " --manifest " + q(dir / (out + ".jsonl")) + " " + more);
   }
   fs::path random_weights() {
-    json w = json::parse(slurp(fs::path(kData) / ".." / "weights" / "default.json"));
-    std::mt19937_64 rng(28);
-    for (auto& [name, t] : w.items())
-      if (name != "config") randomise(t, name, rng);
     const fs::path wp = dir / "random.json";
-    std::ofstream(wp) << w.dump();
+    attnmap_test::write_random_weights(fs::path(kData) / ".." / "weights" / "default.json", wp, 28);
     return wp;
   }
 };

@@ -323,13 +323,9 @@ void Canvas::line(double x0, double y0, double x1, double y1, Rgb c, double line
   cairo_stroke(impl_->cr);
 }
 
-void Canvas::polygon(const std::vector<double>& xy, Rgb fill, Rgb edge, double line_width) {
-  if (xy.size() < 6) return;
-  cairo_t* cr = impl_->cr;
-  cairo_new_path(cr);
-  cairo_move_to(cr, xy[0], xy[1]);
-  for (size_t i = 2; i + 1 < xy.size(); i += 2) cairo_line_to(cr, xy[i], xy[i + 1]);
-  cairo_close_path(cr);
+namespace {
+// Fills the current path with `fill`, then strokes it `line_width` wide in `edge` (no stroke when <= 0).
+void fill_and_stroke(cairo_t* cr, Rgb fill, Rgb edge, double line_width) {
   set_rgb(cr, fill);
   if (line_width <= 0) {
     cairo_fill(cr);
@@ -340,20 +336,23 @@ void Canvas::polygon(const std::vector<double>& xy, Rgb fill, Rgb edge, double l
   cairo_set_line_width(cr, line_width);
   cairo_stroke(cr);
 }
+}  // namespace
+
+void Canvas::polygon(const std::vector<double>& xy, Rgb fill, Rgb edge, double line_width) {
+  if (xy.size() < 6) return;
+  cairo_t* cr = impl_->cr;
+  cairo_new_path(cr);
+  cairo_move_to(cr, xy[0], xy[1]);
+  for (size_t i = 2; i + 1 < xy.size(); i += 2) cairo_line_to(cr, xy[i], xy[i + 1]);
+  cairo_close_path(cr);
+  fill_and_stroke(cr, fill, edge, line_width);
+}
 
 void Canvas::dot(double x, double y, double r, Rgb fill, Rgb edge, double line_width) {
   cairo_t* cr = impl_->cr;
   cairo_new_path(cr);
   cairo_arc(cr, x, y, r, 0.0, 6.283185307179586);
-  set_rgb(cr, fill);
-  if (line_width <= 0) {
-    cairo_fill(cr);
-    return;
-  }
-  cairo_fill_preserve(cr);
-  set_rgb(cr, edge);
-  cairo_set_line_width(cr, line_width);
-  cairo_stroke(cr);
+  fill_and_stroke(cr, fill, edge, line_width);
 }
 
 void Canvas::segments(const std::vector<float>& xy, Rgb c, double line_width) {
