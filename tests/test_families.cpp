@@ -137,6 +137,27 @@ TEST_P(Families, MatchTheFamilysOwnCode) {
     const std::vector<float> pool = read_npy(dir + "pool_attn.npy", &shape);
     EXPECT_TRUE(all_close(r.pool_attn, pool, meta.value("pool_tolerance", tol), ff.case_name + " probe attention"));
   }
+  // The same file at a second input size (--size): the family's own code built at that size, its own rule
+  // for position embeddings / relative position tables / rotary grids (meta "other_size").
+  if (meta.contains("other_size")) {
+    const auto& os = meta["other_size"];
+    const int S2 = os["image_size"].get<int>();
+    ViTWeights w2 = load_model(dir + ff.path, ov);
+    resample_pos_embed(w2, S2, S2);
+    const std::vector<float> in2 = read_npy(dir + os["input"].get<std::string>(), &shape);
+    ASSERT_EQ(shape, (std::vector<int64_t>{3, S2, S2}));
+    const ForwardResult r2 = vit_forward(w2, in2.data(), fo);
+    const std::vector<float> want2 = read_npy(dir + os["attn"].get<std::string>(), &shape);
+    const int T2 = w2.hp.tokens();
+    ASSERT_EQ(shape, (std::vector<int64_t>{static_cast<int64_t>(blocks.size()), H, T2, T2}));
+    const double tol2 = os.value("tolerance", tol);
+    const std::vector<float> got2 = pick_blocks(r2.attn, blocks, H, T2);
+    EXPECT_TRUE(all_close(got2, want2, tol2, ff.case_name + "/" + ff.path + " attention at " + std::to_string(S2) + " px"));
+    double largest2 = 0;
+    for (size_t i = 0; i < got2.size() && i < want2.size(); ++i) largest2 = std::max(largest2, std::fabs(double(got2[i]) - want2[i]));
+    std::printf("family parity: %s/%s at %d px largest attention difference %.2g (tolerance %.2g)\n", ff.case_name.c_str(),
+                ff.path.c_str(), S2, largest2, tol2);
+  }
   // The family's own preprocessing, where attnmap's default follows the layout (CLIP, SigLIP).
   if (meta.contains("mean") && meta.value("check_stats", hp.layout == Layout::Clip || hp.layout == Layout::TimmClip ||
                                                               hp.layout == Layout::TimmSiglip || hp.layout == Layout::HfClip)) {
