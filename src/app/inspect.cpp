@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "app/options.hpp"
 #include "app/render.hpp"
+#include "model/cait.hpp"
 #include "model/pos_embed.hpp"
 
 namespace attnmap {
@@ -96,6 +97,17 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
     o << "positions:   none\n";
   }
   o << "depth:       " << hp.depth << (hp.depth == 1 ? " block\n" : " blocks\n");
+  if (hp.class_attn_blocks > 0) {  // CaiT (model/cait.hpp): --layer counts both kinds, in this order
+    const int sa = hp.depth - hp.class_attn_blocks;
+    const auto span = [](int a, int b) { return a == b ? std::to_string(a) : std::to_string(a) + "-" + std::to_string(b); };
+    if (sa > 0)
+      o << "  blocks " << span(0, sa - 1) << ":  self-attention (talking heads proj_l / proj_w, LayerScale), over the "
+        << "patches only (no class token: the map is the mean of the patch queries' rows of the softmax, before proj_w)\n";
+    for (int l = sa; l < hp.depth; ++l)
+      o << "  " << block_name(hp, l) << ":  the class token alone attends over [class; patches] (blocks_token_only."
+        << (l - sa) << ", mlp " << w.blocks[static_cast<size_t>(l)].fc1.out << ")" << (l == hp.depth - 1 ? "; the default view" : "")
+        << "\n";
+  }
   o << "heads:       " << hp.num_heads << " (head dim " << hp.head_dim << ", D = " << hp.dim << ")\n";
   o << "mlp:         "
     << (!hp.mlp_dim ? std::string("none")
@@ -104,9 +116,13 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
   o << "layer scale: " << (hp.layer_scale ? "yes" : "no") << "\n";
   o << "qk norm:     " << (hp.qk_norm ? "yes (per-head LayerNorm of queries and keys)" : "no") << "\n";
   if (w.norm_pre.present()) o << "pre-norm:    yes (LayerNorm of the tokens before the first block)\n";
-  o << "map row:     " << (hp.class_token ? "the class token's attention row"
-                                          : "no class token: the mean of the patch queries' rows (attention received)")
-    << "\n";
+  if (hp.class_attn_blocks > 0)
+    o << "map row:     the class token's row in class-attention blocks; the mean of the patch queries' rows in "
+         "self-attention blocks\n";
+  else
+    o << "map row:     " << (hp.class_token ? "the class token's attention row"
+                                            : "no class token: the mean of the patch queries' rows (attention received)")
+      << "\n";
   o << "classifier:  " << (w.head.present() ? std::to_string(w.head.out) + " classes, reading the " + pool_name(hp.pool)
                                             : std::string("none")) << "\n";
   o << "parameters:  " << with_commas(w.param_count) << " (every floating-point tensor in the file)\n";

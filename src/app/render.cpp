@@ -10,6 +10,7 @@
 
 #include "app/options.hpp"
 #include "app/provenance.hpp"
+#include "model/cait.hpp"
 #include "model/classify.hpp"
 #include "draw/colormap.hpp"
 #include "core/error.hpp"
@@ -267,7 +268,10 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
   TileFigure fig;
   const std::string block = std::to_string(ctx.layer + opt.block_base);
   fig.title = opt.title ? *opt.title
-                        : title + "\nheads of block " + block + (opt.rollout ? " (the last block of the rollout)" : "") +
+                        : title + "\nheads of " + block_name(hp, ctx.layer, opt.block_base) +
+                              (hp.class_attn_blocks > 0 && !hp.is_class_attention(ctx.layer)
+                                   ? " (no class token in it: the mean of the patch queries' rows)" : "") +
+                              (opt.rollout ? " (the last block of the rollout)" : "") +
                               (opt.threshold ? ", DINO masks" : "");
   char mass[32] = "";
   if (opt.threshold) std::snprintf(mass, sizeof mass, "%g", static_cast<double>(*opt.threshold));
@@ -302,8 +306,8 @@ std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, 
     tiles.push_back(draw_styled(tp.photo, tp.box, GridMap{layer_maps[l], hp.grid_w, hp.grid_h, marked},
                                 own_scales(opt) ? single_scale(ctx, layer_maps[l], units) : scale, style_of(ctx)));
     const std::string base = std::to_string(opt.block_base);
-    labels.push_back(tile_label((opt.rollout ? "rollout " + base + "\u2013" : std::string("block ")) +
-                                    std::to_string(static_cast<int>(l) + opt.block_base),
+    labels.push_back(tile_label(opt.rollout ? "rollout " + base + "\u2013" + std::to_string(static_cast<int>(l) + opt.block_base)
+                                            : block_name(hp, static_cast<int>(l), opt.block_base),  // CaiT: class-attention block
                                 layer_maps[l], {}));
   }
   TileFigure fig;

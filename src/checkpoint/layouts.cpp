@@ -102,6 +102,14 @@ const std::vector<LayoutInfo>& table() {
        "default (vit-pytorch nn.LayerNorm 1e-5)", PosInterp::Timm,
        "SimpleViT computes its sin-cos positions for any grid", Stats::ImageNet, Activation::Gelu,
        HeadRule::Inner64, {}},
+      // CaiT (issue 29): the head count is the side of the talking-heads proj_l (H, H) (vit_loader_cait.cpp);
+      // HeadRule::Sizes is never reached for it (a file without self-attention blocks needs --heads or a config).
+      {Layout::Cait, "cait",
+       "cait (timm / facebookresearch CaiT: talking-heads self-attention blocks, then class-attention blocks)",
+       1e-6f, "default (CaiT partial(nn.LayerNorm, eps=1e-6))", PosInterp::Timm,
+       "timm names (CaiT's pos_embed covers the patches only; its checkpoint_filter_fn resizes nothing): timm "
+       ">= 0.9 resample_abs_pos_embed with num_prefix_tokens=0",
+       Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {}},
   };
   return rows;
 }

@@ -245,6 +245,8 @@ Scheme timm_scheme(Layout layout) {
 Layout timm_family(const KeyIndex& idx) {
   if (idx.has("decoder_embed.weight") || idx.has("decoder_pred.weight")) return Layout::Mae;
   if (idx.has("register_tokens") || idx.has("mask_token") || idx.has("blocks.0.mlp.w12.weight")) return Layout::Dinov2;
+  // CaiT before DeiT-III: its blocks carry gamma_1 / gamma_2 too.
+  if (idx.has("blocks_token_only.0.norm1.weight") || idx.has("blocks.0.attn.proj_l.weight")) return Layout::Cait;
   if (idx.has("blocks.0.gamma_1") || idx.has("blocks.0.gamma_2")) return Layout::Deit3;
   if (idx.has("norm_pre.weight")) return Layout::TimmClip;
   if (idx.has("attn_pool.latent") && !idx.has("cls_token")) return Layout::TimmSiglip;

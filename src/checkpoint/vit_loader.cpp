@@ -328,6 +328,7 @@ void take_norm_and_head(Loader& ld, const RawWeights& raw, const FileConfig& fc,
 
 ViTWeights build_vit(const RawWeights& raw, const KeyIndex& idx, const Scheme& sc, const FileConfig& fc,
                      const ModelOverrides& ov) {
+  if (sc.layout == Layout::Cait) return build_cait(raw, idx, sc, fc, ov);  // vit_loader_cait.cpp
   Loader ld(raw, idx, sc);
   ViTWeights w;
   HParams& hp = w.hp;

@@ -126,7 +126,9 @@ namespace {
 // (no_embed_class, N rows): the row count tells them apart, the config image size settles a tie.
 int pos_prefix_rows(const HParams& hp, Layout layout, const FileConfig& fc, bool fb_registers, int64_t rows) {
   std::vector<int> candidates;
-  if (fb_registers) {
+  if (layout == Layout::Cait) {
+    candidates = {0};  // CaiT: pos_embed (1, N, D) over the patches; the class token joins after the blocks
+  } else if (fb_registers) {
     candidates = {1};
   } else if (!timm_like(layout)) {
     candidates = {hp.num_prefix};  // Hugging Face, torchvision, CLIP and vit-pytorch embed the class token

@@ -118,4 +118,9 @@ bool resolve_pool(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, Vi
 void resolve_activation(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, ViTWeights& w);
 
 }  // namespace detail
+
+/// vit_loader_cait.cpp: a CaiT file (Layout::Cait), as build_vit for the other layouts.
+ViTWeights build_cait(const RawWeights& raw, const KeyIndex& idx, const Scheme& sc, const FileConfig& fc,
+                      const ModelOverrides& ov);
+
 }  // namespace attnmap

@@ -41,6 +41,14 @@ struct HParams {
   Pool pool = Pool::ClassToken;      ///< what the classifier reads
   bool pos_sincos = false;           ///< positions computed: SimpleViT's 2-D sin-cos table for the grid
   bool attn_proj = true;             ///< the attention output goes through proj (vit-pytorch: none when H*dk == D)
+  /// CaiT (Touvron et al. 2021; timm cait.py): blocks 0..depth-class_attn_blocks-1 are talking-heads
+  /// self-attention blocks over the patches only (the class token is not in them), the last class_attn_blocks
+  /// are class-attention blocks (the class token the only query, over [class; patches]; patches not updated).
+  /// 0 for every other layout. See model/cait.hpp for how ForwardResult holds their attention.
+  int class_attn_blocks = 0;
+  bool talking_heads = false;        ///< self-attention blocks mix the heads' scores (proj_l) and probabilities (proj_w)
+  /// Whether block l (0-based, as --layer counts) is a CaiT class-attention block.
+  bool is_class_attention(int l) const { return class_attn_blocks > 0 && l >= depth - class_attn_blocks; }
   float eps = 1e-6f;                 ///< LayerNorm epsilon (timm default)
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};  ///< ImageNet (timm IMAGENET_DEFAULT_MEAN)
   std::array<float, 3> std{0.229f, 0.224f, 0.225f};   ///< ImageNet (timm IMAGENET_DEFAULT_STD)
@@ -97,6 +105,8 @@ struct BlockWeights {
   LinearW fc1;       ///< (M, D); SwiGLU: (2M, D), rows [x1; x2] (DINOv2 w12)
   LinearW fc2;       ///< (D, M); SwiGLU: DINOv2 w3
   Floats ls1, ls2;  ///< LayerScale (D) on the attention / MLP branch; empty: none
+  LinearW proj_l, proj_w;  ///< CaiT talking heads (H, H) each, with bias: on the scores before / the
+                           ///< probabilities after the softmax (timm TalkingHeadAttn); absent elsewhere
 };
 
 /// Everything the forward pass needs. A safetensors F32 model's tensors are views into the file's read-only

@@ -11,6 +11,7 @@
 
 #include "checkpoint/layouts.hpp"
 #include "core/error.hpp"
+#include "model/cait.hpp"
 #include "model/vit.hpp"
 #include "model/vit_backward.hpp"
 #include "maps/views_internal.hpp"
@@ -231,7 +232,9 @@ std::string describe_kind(const ResolvedView& v, int block_base) {
   const std::string heads = fusion_name(v.spec.head, "head ");  // "head 3", or the fusion over heads: "mean"
   switch (v.spec.kind) {
     case ViewKind::Photo: return "photo";
-    case ViewKind::Attention: return "block " + block + ", " + heads;
+    case ViewKind::Attention:
+      return (v.class_attention ? "class-attention block " : "block ") + block + ", " + heads +
+             (v.patch_query_mean ? " \u00b7 patch-query mean (no class token in this block)" : "");
     case ViewKind::Rollout: return "rollout " + std::to_string(block_base) + "\u2013" + block + ", " + heads;
     case ViewKind::Probe: return "pool probe, " + heads;
     default: break;
@@ -265,6 +268,8 @@ ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, co
       r.units = "attention probability";
       break;
     case ViewKind::Rollout:
+      if (const std::string why = cait_rollout_unavailable(hp); !why.empty())  // CaiT (model/cait.hpp)
+        throw Error("'" + v.written + "': attention rollout is not available: " + why + " (the attention views still work)");
       r.spec.layer = v.layer_given ? resolve_view_layer(v, v.layer, hp.depth) : hp.depth - 1;
       r.name = v.head.fusion == HeadSelect::Fusion::Mean ? "rollout" : "rollout/" + fusion;
       if (r.spec.layer != hp.depth - 1) r.name += "@L" + std::to_string(r.spec.layer);
@@ -292,7 +297,12 @@ ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, co
     }
   }
   if (v.kind == ViewKind::Attention || v.kind == ViewKind::Rollout) {
+    if (v.query.kind != TokenQuery::Kind::ClassRow && hp.class_attn_blocks > 0)  // CaiT (model/cait.hpp)
+      throw Error("'" + v.written + "': token queries are not available: " + cait_rollout_unavailable(hp) +
+                  " (the default row still works)");
     r.spec.query = resolve_query(v, hp);
+    r.class_attention = v.kind == ViewKind::Attention && hp.is_class_attention(r.spec.layer);
+    r.patch_query_mean = v.kind == ViewKind::Attention && hp.class_attn_blocks > 0 && !r.class_attention;
     r.name += query_suffix(r.spec.query);
   }
   r.class_specific = is_class_specific(v.kind);

@@ -84,6 +84,8 @@ struct ResolvedView {
   std::string units;  ///< what a value is: "attention probability", "rollout mass", "Chefer relevance", ...
   bool class_specific = false;  ///< chefer, gradcam, attn-grad: one map per explained class
   double discard = 0.0;         ///< Rollout: ViewSettings::discard (0 for the others)
+  bool class_attention = false; ///< Attention at a CaiT class-attention block (model/cait.hpp): named so
+  bool patch_query_mean = false; ///< Attention at a CaiT self-attention block: the patch queries' mean row
 };
 
 /// The class-specific views' words, from the table: "chefer, gradcam or attn-grad".

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "model/cait.hpp"
 #include "model/kernels.hpp"
 #include "model/preprocess.hpp"
 #include "model/sgemm.hpp"
@@ -437,6 +438,7 @@ void embed_kept(float* x, const ViTWeights& w, const float* image, const std::ve
 
 std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<const float*>& images,
                                        const ForwardOptions& opt) {
+  if (w.hp.class_attn_blocks > 0) return cait_forward(w, images, opt);  // CaiT: model/cait.cpp
   const HParams& hp = w.hp;
   const int B = static_cast<int>(images.size());
   const int T = forward_tokens(hp, opt, B);
@@ -506,6 +508,7 @@ void prepare_weights(ViTWeights& w, bool backward) {
     for (LayerNormW* n : {&b.norm1, &b.norm2, &b.q_norm, &b.k_norm}) own(n->weight), own(n->bias);
     for (Floats* f : {&b.ls1, &b.ls2}) own(*f);
     for (LinearW* l : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) prepare_linear(*l, backward);
+    for (LinearW* l : {&b.proj_l, &b.proj_w}) own(l->weight), own(l->bias);  // CaiT talking heads (H, H)
   }
   prepare_linear(w.head, backward);
   prepare_linear(w.head_dist, backward);

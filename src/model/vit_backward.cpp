@@ -104,6 +104,9 @@ std::string explanations_unavailable(const HParams& hp, bool has_head) {
   // The backward pass is written for the plain ViT block; a variant it does not differentiate is refused by
   // name rather than explained with the wrong gradient.
   std::string why;
+  if (hp.class_attn_blocks > 0)  // CaiT (model/cait.hpp)
+    return "CaiT's talking heads mix the heads and its class token is absent from the self-attention blocks: "
+           "attnmap's backward pass does not differentiate it (cait layout)";
   if (hp.pool != Pool::ClassToken) why = "its classifier reads the " + pool_name(hp.pool);
   else if (hp.qk_norm) why = "its blocks normalise queries and keys (qk_norm)";
   else if (hp.swiglu) why = "its MLP is SwiGLU";
