@@ -271,6 +271,20 @@ TEST(Cait, TheCliRefusesWhatItCannotComputeAndNamesTheBlocks) {
   EXPECT_EQ(r.status, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("token queries are not available"), std::string::npos) << r.err;
 
+  r = run_attnmap("stats " + img + w);
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("attnmap stats reads every block's attention over every token"), std::string::npos) << r.err;
+  r = run_attnmap("render " + img + w + " --explore");
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("--explore: the explorer shows every block's full attention and its rollout"), std::string::npos) << r.err;
+  // eval's default list leaves rollout and the class-specific views out, with a note each.
+  r = run_attnmap("eval -q --masks " + q(std::string(ATTNMAP_DATA_DIR) + "/composites/masks") + " " +
+                  q(std::string(ATTNMAP_DATA_DIR) + "/composites/0002_bag.png") + ws);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("note: rollout: CaiT has no class token"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("note: chefer, gradcam, attn-grad: CaiT's talking heads"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("L4/mean *"), std::string::npos) << r.out;  // the default view: the last class-attention block
+
   r = run_attnmap("render " + img + w + " --strip heads --strip layers --panel");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(fs::exists(out / "chelsea.png"));

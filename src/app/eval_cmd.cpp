@@ -18,6 +18,7 @@
 #include "app/eval_parts.hpp"
 #include "core/error.hpp"
 #include "maps/evaluate.hpp"
+#include "model/cait.hpp"
 #include "model/pos_embed.hpp"
 #include "model/sgemm.hpp"
 #include "model/vit.hpp"
@@ -81,7 +82,8 @@ void default_views(EvalContext& ctx, const SelectedView& sel, bool explain) {
   v.kind = ViewKind::Rollout;
   v.layer_given = false;
   v.written = "rollout";
-  add_view(ctx.views, v, model, ctx.settings);
+  if (cait_rollout_unavailable(model.hp).empty())  // CaiT: left out with a note (run_eval)
+    add_view(ctx.views, v, model, ctx.settings);
   if (!explain) return;  // the note saying why is printed before the first image
   for (const ViewSpec& m : class_specific_views()) add_view(ctx.views, m, model, ctx.settings);
 }
@@ -306,6 +308,8 @@ int run_eval(const EvalOptions& opt) {
   const std::string unavailable = explanations_unavailable(model.hp, classify);
   if (ro.views.empty() && !unavailable.empty())
     std::cerr << "attnmap: note: chefer, gradcam, attn-grad: " << unavailable << "; those views are left out\n";
+  if (ro.views.empty() && !cait_rollout_unavailable(model.hp).empty() && !ro.rollout)
+    std::cerr << "attnmap: note: rollout: " << cait_rollout_unavailable(model.hp) << "; that view is left out\n";
   eval::TruthLookup truth(opt.masks_dir, model.hp, classify, num_classes);
 
   eval::EvalRun run;

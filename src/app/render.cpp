@@ -75,6 +75,9 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
   RenderContext ctx;
   ctx.model = &model;
   ctx.opt = &opt;
+  if (opt.writes(OutputKind::Explore) && !cait_rollout_unavailable(hp).empty())  // CaiT (model/cait.hpp)
+    throw Error("--explore: the explorer shows every block's full attention and its rollout, which this model does "
+                "not have: " + cait_rollout_unavailable(hp));
   const SelectedView view = select_view(hp, opt);
   ctx.layer = view.layer;
   ctx.head = view.head;

@@ -24,6 +24,7 @@
 #include "draw/plots.hpp"
 #include "io/hash.hpp"
 #include "io/output_files.hpp"
+#include "model/cait.hpp"
 #include "model/vit.hpp"
 
 namespace attnmap {
@@ -181,6 +182,9 @@ StatsRun make_run(const StatsArgs& a, const StatsPlan& p, const ViTWeights& mode
   if (!hp.residual_mlp)
     throw Error("this model is a single attention layer (seed layout) without a residual stream: attnmap stats needs "
                 "a ViT with blocks");
+  if (const std::string why = cait_rollout_unavailable(hp); !why.empty())  // CaiT (model/cait.hpp)
+    throw Error("attnmap stats reads every block's attention over every token (class-token, distance and entropy "
+                "statistics), which this model does not have: " + why);
   StatsRun run;
   run.layout = TokenLayout{hp.num_heads, hp.num_prefix, hp.class_token, hp.grid_w, hp.grid_h, hp.patch};
   run.depth = hp.depth;

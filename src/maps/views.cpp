@@ -234,7 +234,7 @@ std::string describe_kind(const ResolvedView& v, int block_base) {
     case ViewKind::Photo: return "photo";
     case ViewKind::Attention:
       return (v.class_attention ? "class-attention block " : "block ") + block + ", " + heads +
-             (v.patch_query_mean ? " \u00b7 patch-query mean (no class token in this block)" : "");
+             (v.patch_query_mean ? " \u00b7 patch-query mean" : "");
     case ViewKind::Rollout: return "rollout " + std::to_string(block_base) + "\u2013" + block + ", " + heads;
     case ViewKind::Probe: return "pool probe, " + heads;
     default: break;
