@@ -9,7 +9,8 @@ __metadata__ where the family's file cannot say a setting (heads, activation), a
 
 Writes OUT_DIR/<family>.safetensors for: timm (plain), timm-clip (norm_pre, QuickGELU), clip (OpenAI CLIP
 visual names), hf-clip, timm-qknorm, timm-ls (LayerScale), timm-siglip (no class token, MAP head),
-timm-gap (no class token, mean pooling), dinov2-swiglu (SwiGLU MLP, registers), vit-pytorch, simple-vit.
+timm-gap (no class token, mean pooling), dinov2-swiglu (SwiGLU MLP, registers), vit-pytorch, simple-vit,
+cait (10 talking-heads self-attention + 2 class-attention blocks).
 """
 import argparse
 import json
@@ -201,6 +202,38 @@ def main():
     write_safetensors(os.path.join(a.out, "vit-pytorch.safetensors"), vit_pytorch(plain, False), heads)
     write_safetensors(os.path.join(a.out, "simple-vit.safetensors"), vit_pytorch(plain, True),
                       dict(heads, image_size=S))
+    write_safetensors(os.path.join(a.out, "cait.safetensors"), cait(plain, r))  # heads from proj_l (H, H)
+
+
+def cait(plain, r, ca=2):
+    """CaiT names (timm cait.py) at ViT-B size: DEPTH - ca talking-heads self-attention blocks (proj_l / proj_w,
+    gamma_1 / gamma_2) and ca class-attention blocks (q / k / v), 12 blocks in all as the plain ViT-B; pos_embed
+    over the patches only."""
+    sa = DEPTH - ca
+    out = {k: v for k, v in plain.items() if not k.startswith("blocks.") or int(k.split(".")[1]) < sa}
+    out["pos_embed"] = plain["pos_embed"][:, 1:]
+    for i in range(sa):
+        b = "blocks.%d." % i
+        for n in ("proj_l", "proj_w"):
+            out[b + "attn.%s.weight" % n] = (np.eye(H) + r(H, H, std=0.1)).astype(np.float32)
+            out[b + "attn.%s.bias" % n] = r(H)
+        out[b + "gamma_1"] = 0.5 + r(D)
+        out[b + "gamma_2"] = 0.5 + r(D)
+    for j in range(ca):
+        src, b = "blocks.%d." % (sa + j), "blocks_token_only.%d." % j
+        for k, v in plain.items():
+            if not k.startswith(src):
+                continue
+            rest = k[len(src):]
+            if rest.startswith("attn.qkv."):
+                kind = rest.split(".")[-1]
+                for n, part in enumerate(("q", "k", "v")):
+                    out[b + "attn.%s.%s" % (part, kind)] = v[n * D:(n + 1) * D]
+            else:
+                out[b + rest] = v
+        out[b + "gamma_1"] = 0.5 + r(D)
+        out[b + "gamma_2"] = 0.5 + r(D)
+    return out
 
 
 if __name__ == "__main__":

@@ -241,7 +241,8 @@ ViTWeights randomise_blocks(const ViTWeights& model, int from_block, uint64_t se
     std::mt19937_64 g(seed + static_cast<uint64_t>(b));
     for (Floats* t : {&blk.norm1.weight, &blk.norm1.bias, &blk.qkv.weight, &blk.qkv.bias, &blk.proj.weight,
                                   &blk.proj.bias, &blk.norm2.weight, &blk.norm2.bias, &blk.fc1.weight, &blk.fc1.bias,
-                                  &blk.fc2.weight, &blk.fc2.bias, &blk.ls1, &blk.ls2})
+                                  &blk.fc2.weight, &blk.fc2.bias, &blk.ls1, &blk.ls2,
+                                  &blk.proj_l.weight, &blk.proj_l.bias, &blk.proj_w.weight, &blk.proj_w.bias})  // CaiT talking heads
       redraw(*t, g);
   }
   return m;
