@@ -60,6 +60,28 @@ void describe_tensors(std::ostringstream& o, const ViTWeights& w) {
 
 }  // namespace
 
+namespace {
+
+// CaiT (model/cait.hpp): which blocks are self-attention and which class-attention, as --layer counts them;
+// "" for any other model.
+std::string cait_blocks(const ViTWeights& w) {
+  const HParams& hp = w.hp;
+  if (hp.class_attn_blocks == 0) return "";
+  std::ostringstream o;
+  const int sa = hp.depth - hp.class_attn_blocks;
+  const auto span = [](int a, int b) { return a == b ? std::to_string(a) : std::to_string(a) + "-" + std::to_string(b); };
+  if (sa > 0)
+    o << "  blocks " << span(0, sa - 1) << ":  self-attention (talking heads proj_l / proj_w, LayerScale), over the "
+      << "patches only (no class token: the map is the mean of the patch queries' rows of the softmax, before proj_w)\n";
+  for (int l = sa; l < hp.depth; ++l)
+    o << "  " << block_name(hp, l) << ":  the class token alone attends over [class; patches] (blocks_token_only."
+      << (l - sa) << ", mlp " << w.blocks[static_cast<size_t>(l)].fc1.out << ")" << (l == hp.depth - 1 ? "; the default view" : "")
+      << "\n";
+  return o.str();
+}
+
+}  // namespace
+
 std::string describe_model(const ViTWeights& w, const std::string& path) {
   const HParams& hp = w.hp;
   std::ostringstream o;
@@ -97,17 +119,7 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
     o << "positions:   none\n";
   }
   o << "depth:       " << hp.depth << (hp.depth == 1 ? " block\n" : " blocks\n");
-  if (hp.class_attn_blocks > 0) {  // CaiT (model/cait.hpp): --layer counts both kinds, in this order
-    const int sa = hp.depth - hp.class_attn_blocks;
-    const auto span = [](int a, int b) { return a == b ? std::to_string(a) : std::to_string(a) + "-" + std::to_string(b); };
-    if (sa > 0)
-      o << "  blocks " << span(0, sa - 1) << ":  self-attention (talking heads proj_l / proj_w, LayerScale), over the "
-        << "patches only (no class token: the map is the mean of the patch queries' rows of the softmax, before proj_w)\n";
-    for (int l = sa; l < hp.depth; ++l)
-      o << "  " << block_name(hp, l) << ":  the class token alone attends over [class; patches] (blocks_token_only."
-        << (l - sa) << ", mlp " << w.blocks[static_cast<size_t>(l)].fc1.out << ")" << (l == hp.depth - 1 ? "; the default view" : "")
-        << "\n";
-  }
+  o << cait_blocks(w);
   o << "heads:       " << hp.num_heads << " (head dim " << hp.head_dim << ", D = " << hp.dim << ")\n";
   o << "mlp:         "
     << (!hp.mlp_dim ? std::string("none")

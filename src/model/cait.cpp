@@ -152,6 +152,47 @@ void record(ForwardResult& r, const float* probs, bool sa, int l, int H, int T, 
   if (opt.on_probs) opt.on_probs(b, l, tt.data());
 }
 
+// Each image's tokens: embedded in full (embed_tokens: [cls_token; patches + pos_embed]), the class token
+// into cls (B, D), the kept patches (all without token dropping) into x (B*N, D).
+void embed_cait(float* cls, float* x, const ViTWeights& w, const std::vector<const float*>& images,
+                const ForwardOptions& opt, int N) {
+  const int D = w.hp.dim;
+  std::vector<float> full(static_cast<size_t>(w.hp.tokens()) * D);  // (1 + N_all, D)
+  for (size_t b = 0; b < images.size(); ++b) {
+    embed_tokens(full.data(), w, images[b]);
+    std::copy_n(full.data(), D, cls + b * D);
+    const std::vector<int>* keep = !opt.keep_patches_each.empty() ? &opt.keep_patches_each[b]
+                                   : opt.keep_patches            ? &*opt.keep_patches
+                                                                 : nullptr;
+    for (int i = 0; i < N; ++i)
+      std::copy_n(&full[static_cast<size_t>(1 + (keep ? (*keep)[static_cast<size_t>(i)] : i)) * D], D,
+                  x + (b * N + static_cast<size_t>(i)) * D);
+  }
+}
+
+// After the last block, one image: tokens_out (T, D) = norm([cls (D); x (N, D)]); with a head, the logits on
+// the class token (global_pool 'token') or on the mean of the patch tokens ('avg').
+void cait_final(ForwardResult& r, const ViTWeights& w, const float* cls, const float* x, int N) {
+  const HParams& hp = w.hp;
+  const int D = hp.dim, T = N + 1;
+  std::vector<float> t(static_cast<size_t>(T) * D);
+  std::copy_n(cls, D, t.data());
+  std::copy_n(x, static_cast<size_t>(N) * D, t.data() + D);
+  r.tokens_out.resize(t.size());
+  layernorm_forward(r.tokens_out.data(), t.data(), w.norm.weight.data(), w.norm.bias.data(), T, D, hp.eps);
+  if (!w.head.present()) return;
+  std::vector<float> pooled(r.tokens_out.begin(), r.tokens_out.begin() + D);
+  if (hp.pool == Pool::MeanPatches) {
+    for (int j = 0; j < D; ++j) {
+      double s = 0;
+      for (int i = 1; i < T; ++i) s += r.tokens_out[static_cast<size_t>(i) * D + j];
+      pooled[static_cast<size_t>(j)] = static_cast<float>(s / std::max(N, 1));
+    }
+  }
+  r.logits.resize(static_cast<size_t>(w.head.out));
+  linear(r.logits.data(), pooled.data(), w.head, 1);
+}
+
 }  // namespace
 
 std::vector<ForwardResult> cait_forward(const ViTWeights& w, const std::vector<const float*>& images,
@@ -174,19 +215,7 @@ std::vector<ForwardResult> cait_forward(const ViTWeights& w, const std::vector<c
   }
   // cls (B, D): the class token (it enters no self-attention block); x (B*N, D): the patches.
   std::vector<float> cls(static_cast<size_t>(B) * D), x(static_cast<size_t>(B) * N * D);
-  {
-    std::vector<float> full(static_cast<size_t>(hp.tokens()) * D);  // (1 + N_all, D)
-    for (int b = 0; b < B; ++b) {
-      embed_tokens(full.data(), w, images[static_cast<size_t>(b)]);  // [cls_token; patches + pos_embed]
-      std::copy_n(full.data(), D, &cls[static_cast<size_t>(b) * D]);
-      const std::vector<int>* keep = !opt.keep_patches_each.empty() ? &opt.keep_patches_each[static_cast<size_t>(b)]
-                                     : opt.keep_patches            ? &*opt.keep_patches
-                                                                   : nullptr;
-      for (int i = 0; i < N; ++i)
-        std::copy_n(&full[static_cast<size_t>(1 + (keep ? (*keep)[static_cast<size_t>(i)] : i)) * D], D,
-                    &x[(static_cast<size_t>(b) * N + i) * D]);
-    }
-  }
+  embed_cait(cls.data(), x.data(), w, images, opt, N);
   const auto tokens_cb = [&](int l) {  // on_tokens: x (T, D) = [cls; patches] of each image
     if (!opt.on_tokens) return;
     std::vector<float> u(static_cast<size_t>(T) * D);
@@ -241,28 +270,9 @@ std::vector<ForwardResult> cait_forward(const ViTWeights& w, const std::vector<c
     mlp_branch(cls.data(), blk, hp, B);                           // cls += gamma_2 * mlp(LN2(cls))
     tokens_cb(l);
   }
-  if (!opt.to_end) return res;
-
-  // norm([cls; x]) (T, D) per image; the head on the class token (global_pool 'token') or the patch mean ('avg').
-  for (int b = 0; b < B; ++b) {
-    ForwardResult& r = res[static_cast<size_t>(b)];
-    std::vector<float> t(static_cast<size_t>(T) * D);
-    std::copy_n(&cls[static_cast<size_t>(b) * D], D, t.data());
-    std::copy_n(&x[static_cast<size_t>(b) * N * D], static_cast<size_t>(N) * D, t.data() + D);
-    r.tokens_out.resize(t.size());
-    layernorm_forward(r.tokens_out.data(), t.data(), w.norm.weight.data(), w.norm.bias.data(), T, D, hp.eps);
-    if (!w.head.present()) continue;
-    std::vector<float> pooled(r.tokens_out.begin(), r.tokens_out.begin() + D);
-    if (hp.pool == Pool::MeanPatches) {
-      for (int j = 0; j < D; ++j) {
-        double s = 0;
-        for (int i = 1; i < T; ++i) s += r.tokens_out[static_cast<size_t>(i) * D + j];
-        pooled[static_cast<size_t>(j)] = static_cast<float>(s / std::max(N, 1));
-      }
-    }
-    r.logits.resize(static_cast<size_t>(w.head.out));
-    linear(r.logits.data(), pooled.data(), w.head, 1);
-  }
+  if (opt.to_end)
+    for (int b = 0; b < B; ++b)
+      cait_final(res[static_cast<size_t>(b)], w, &cls[static_cast<size_t>(b) * D], &x[static_cast<size_t>(b) * N * D], N);
   return res;
 }
 
