@@ -290,5 +290,9 @@ TEST(Cait, TheCliRefusesWhatItCannotComputeAndNamesTheBlocks) {
   EXPECT_TRUE(fs::exists(out / "chelsea.png"));
   r = run_attnmap("render " + img + ws + " --layer 0 --strip heads -o " + q(out / "l0"));
   ASSERT_EQ(r.status, 0) << r.err;
+  r = run_attnmap("inspect " + q(out / "l0" / "chelsea.png"));  // the record says whose row the map is
+  EXPECT_NE(r.out.find("mean over patch queries (self-attention blocks)"), std::string::npos) << r.out;
+  r = run_attnmap("render " + img + ws + " --size 48 -o " + q(out / "s48"));  // --size: timm's resample, patches only
+  ASSERT_EQ(r.status, 0) << r.err;
   fs::remove_all(out);
 }

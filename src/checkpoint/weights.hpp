@@ -67,8 +67,11 @@ struct HParams {
   int inner() const { return num_heads * head_dim; }
   /// What the attention row drawn as "the" map is: the class token's row, or, for a model without a class
   /// token, the mean of the patch tokens' rows (the attention each token receives, averaged over the
-  /// patch queries).
-  std::string query_name() const { return class_token ? "class token" : "mean over patch queries"; }
+  /// patch queries). CaiT: the one or the other by the kind of block.
+  std::string query_name() const {
+    if (class_attn_blocks > 0) return "class token (class-attention blocks); mean over patch queries (self-attention blocks)";
+    return class_token ? "class token" : "mean over patch queries";
+  }
 };
 
 /// A LayerNorm's affine parameters, each (D); empty when the model has none.
