@@ -180,6 +180,29 @@ TEST(Cait, TheDrawnBlockAloneAndABatchRecordTheSameRows) {
   EXPECT_EQ(block_name(w.hp, 2), "block 2");
 }
 
+// Token dropping (eval --perturb drop): only meta.keep.patches in the sequence, cut after pos_embed, against
+// timm's own modules run the same way; the class attention over [class; kept patches] and the logits.
+TEST(Cait, TokenDroppingMatchesTimmOnTheKeptPatches) {
+  const nlohmann::json meta = cait_meta();
+  const auto& k = meta["keep"];
+  std::vector<int64_t> shape;
+  const std::vector<float> in = read_npy(fixture(kCase + "input.npy"), &shape);
+  const ViTWeights w = load_model(fixture(kCase + "model.pth"));
+  ForwardOptions fo;
+  fo.to_end = true;
+  fo.keep_patches = k["patches"].get<std::vector<int>>();
+  const ForwardResult r = vit_forward(w, in.data(), fo);
+  ASSERT_EQ(r.tokens, 1 + static_cast<int>(fo.keep_patches->size()));
+  const std::vector<float> want = read_npy(fixture(kCase + k["attn_ca"].get<std::string>()), &shape);
+  ASSERT_EQ(shape, (std::vector<int64_t>{2, w.hp.num_heads, r.tokens}));
+  const double tol = k["tolerance"].get<double>();
+  EXPECT_TRUE(all_close(ca_rows(r, 3), want, tol, "class attention, kept patches"));
+  const std::vector<float> logits = read_npy(fixture(kCase + k["logits"].get<std::string>()), &shape);
+  EXPECT_TRUE(all_close(r.logits, logits, meta["logits_tolerance"].get<double>(), "logits, kept patches"));
+  std::printf("cait parity: token dropping largest differences: class attention %.2g, logits %.2g\n",
+              largest_diff(ca_rows(r, 3), want), largest_diff(r.logits, logits));
+}
+
 // What a reader dropping a CaiT piece would draw is far from the model's own numbers (meta "traps", asserted
 // by the generator at > 100 x tolerance); here: the same file with the talking heads or the LayerScale
 // replaced by identity in attnmap's own pass moves the default map by far more than the tolerance.

@@ -17,6 +17,9 @@ over [class; patches]. So a case folder here holds (read by tests/test_cait.cpp)
   attn_ca.npy      (C, H, T) float32, T = 1 + N: every class-attention block's class-token row over
                    [class; patches], taken by a forward pre-hook on attn.attn_drop (its input is the softmax)
   logits.npy       (classes,) float32
+  attn_ca_keep.npy, logits_keep.npy: the class attention (C, H, 1 + K) and logits with only the K patches
+                   meta.keep.patches in the sequence (attnmap's token dropping, eval --perturb drop), from timm's
+                   own modules run in forward_features' order on (patch_embed(x) + pos_embed)[:, keep]
   input_other.npy, attn_sa_other.npy, attn_ca_other.npy, logits_other.npy: the same at meta.other_size
                    (timm's Cait built at that img_size; the checkpoint's pos_embed resized by timm's
                    resample_abs_pos_embed with num_prefix_tokens=0, since cait.checkpoint_filter_fn only strips
@@ -53,7 +56,21 @@ def build(img_size):
     return Cait(img_size=img_size, **KW)
 
 
-def capture(model, x):
+def forward_kept(keep):
+    """timm's Cait.forward with only the patches `keep` (indices into the grid) in the sequence, cut after
+    pos_embed is added (attnmap's token dropping, eval --perturb drop): timm's own modules, in forward_features'
+    order."""
+    def fwd(model, x):
+        t = (model.patch_embed(x) + model.pos_embed)[:, keep]
+        t = model.blocks(t)
+        cls = model.cls_token.expand(t.shape[0], -1, -1)
+        for blk in model.blocks_token_only:
+            cls = blk(t, cls)
+        return model.forward_head(model.norm(torch.cat((cls, t), dim=1)))
+    return fwd
+
+
+def capture(model, x, forward=None):
     """timm's forward with hooks: (SA softmax (L, H, N, N), CA softmax rows (C, H, T), logits)."""
     sa, ca, hs = [], [], []
     for blk in model.blocks:
@@ -65,7 +82,7 @@ def capture(model, x):
             lambda m, inp: ca.append(inp[0].detach()[0, :, 0, :].clone())))
     try:
         with torch.no_grad():
-            out = model(x)
+            out = model(x) if forward is None else forward(model, x)
     finally:
         for h in hs:
             h.remove()
@@ -162,6 +179,14 @@ def main():
     fl.save_npy(os.path.join(folder, "attn_ca_other.npy"), c64b.numpy())
     fl.save_npy(os.path.join(folder, "logits_other.npy"), l64b.numpy())
 
+    # token dropping: half the patches kept, the others leave the sequence (eval --perturb drop)
+    keep = [0, 2, 3, 5, 8, 9, 13, 15]
+    k32, kc32, kl32 = capture(model, x, forward_kept(keep))
+    k64, kc64, kl64 = capture(m64, x.double(), forward_kept(keep))
+    ktol = max(1e-5, 2 * max(mt.max_diff(k32.double(), k64), mt.max_diff(kc32.double(), kc64)))
+    fl.save_npy(os.path.join(folder, "attn_ca_keep.npy"), kc64.numpy())
+    fl.save_npy(os.path.join(folder, "logits_keep.npy"), kl64.numpy())
+
     # traps: what a reader dropping a CaiT piece would draw, against the reference, in tolerances
     def patched(fn):
         mm = copy.deepcopy(m64)
@@ -211,6 +236,8 @@ def main():
                            "spread_f32_f64": spread2, "tolerance": tol2, "logits_tolerance": ltol2,
                            "pos_embed": "timm.layers.resample_abs_pos_embed(pos_embed, new_size=[%d, %d], "
                                         "num_prefix_tokens=0) (bicubic, antialias=True)" % (g2, g2)},
+            "keep": {"patches": keep, "attn_ca": "attn_ca_keep.npy", "logits": "logits_keep.npy", "tolerance": ktol,
+                     "forward": "timm's own modules on (patch_embed(x) + pos_embed)[:, keep], as forward_features"},
             "mean": list(timm.data.IMAGENET_DEFAULT_MEAN), "std": list(timm.data.IMAGENET_DEFAULT_STD),
             "source": {"repo": "huggingface/pytorch-image-models", "commit": commit,
                        "files": ["timm/models/cait.py", "timm/layers/pos_embed.py"]},
