@@ -102,6 +102,11 @@ const std::vector<LayoutInfo>& table() {
        "default (vit-pytorch nn.LayerNorm 1e-5)", PosInterp::Timm,
        "SimpleViT computes its sin-cos positions for any grid", Stats::ImageNet, Activation::Gelu,
        HeadRule::Inner64, {}},
+      // ---- timm Eva (issue 29: rotary positions; src/checkpoint/vit_loader_eva.cpp) ----
+      {Layout::Eva, "eva", "eva (timm Eva: EVA-02 / DINOv3 as timm builds them; rotary positions, SwiGLU)", 1e-6f,
+       "default (timm LayerNorm 1e-6; DINOv3 architectures 1e-5)", PosInterp::Timm,
+       "timm Eva: pos_embed by resample_abs_pos_embed (bicubic, antialias), rotary tables recomputed for the grid",
+       Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {}},
   };
   return rows;
 }

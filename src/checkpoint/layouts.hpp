@@ -27,6 +27,7 @@ enum class Layout {
   Clip,         ///< OpenAI CLIP clip/model.py VisionTransformer and OpenCLIP's (visual tower or whole model)
   VitPytorch,   ///< lucidrains/vit-pytorch ViT
   SimpleVit,    ///< lucidrains/vit-pytorch SimpleViT (no class token, computed 2-D sin-cos positions)
+  Eva,          ///< timm Eva (EVA-02, DINOv3 as timm builds them): rotary positions, q_bias / v_bias, SwiGLU
 };
 
 /// How --size resamples the position embeddings: each framework's own F.interpolate call (torch 1.13 semantics).

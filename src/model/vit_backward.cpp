@@ -104,7 +104,11 @@ std::string explanations_unavailable(const HParams& hp, bool has_head) {
   // The backward pass is written for the plain ViT block; a variant it does not differentiate is refused by
   // name rather than explained with the wrong gradient.
   std::string why;
-  if (hp.pool != Pool::ClassToken) why = "its classifier reads the " + pool_name(hp.pool);
+  if (hp.rope != Rope::None)  // issue 29: rotary positions and the MLP sub-LayerNorm are not differentiated
+    why = std::string("its blocks rotate queries and keys (") + (hp.rope == Rope::Dinov3 ? "DINOv3" : "EVA-02") +
+          " rotary position embedding)";
+  else if (hp.has_mlp_norm) why = "its MLP has a sub-LayerNorm (mlp.norm)";
+  else if (hp.pool != Pool::ClassToken) why = "its classifier reads the " + pool_name(hp.pool);
   else if (hp.qk_norm) why = "its blocks normalise queries and keys (qk_norm)";
   else if (hp.swiglu) why = "its MLP is SwiGLU";
   else if (hp.act != Activation::Gelu) why = "its MLP activation is " + activation_name(hp.act);
