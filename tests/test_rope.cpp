@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "checkpoint/weights.hpp"
+#include "checkpoint/weights_safetensors.hpp"
 #include "core/error.hpp"
 #include "io/npy.hpp"
 #include "maps/attention_maps.hpp"
@@ -165,6 +166,18 @@ TEST(Rope, EvaWithoutItsArchitectureIsAskedFor) {
   const std::string xy = load_error((dir / "model.pth").string());
   EXPECT_NE(xy.find("rope_grid_indexing = \"xy\": expected \"ij\""), std::string::npos) << xy;
   fs::remove_all(dir);
+  // facebookresearch DINOv3's own names are refused by name, not read as DINOv2 (mask_token) with a tensor missing.
+  RawWeights raw = load_weights_safetensors(case_dir("dinov3_small") + "model.safetensors");
+  raw.tensors["storage_tokens"] = raw.tensors.at("reg_token");
+  raw.tensors.erase("reg_token");
+  raw.tensors["mask_token"] = raw.tensors.at("cls_token");
+  try {
+    build_model(raw);
+    ADD_FAILURE() << "facebookresearch DINOv3 names were read";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("facebookresearch DINOv3 names (storage_tokens, rope_embed.periods)"),
+              std::string::npos) << err.what();
+  }
 }
 
 // --size: the rotary tables follow the grid (prepare_rope), EVA-02's still scaled to ref_feat_shape.

@@ -32,7 +32,12 @@ bool eva_tensors(const KeyIndex& idx) {
 
 }  // namespace
 
-Scheme eva_or(const Scheme& detected, const KeyIndex& idx, const std::optional<std::string>& architecture) {
+Scheme eva_or(const Scheme& detected, const KeyIndex& idx, const std::optional<std::string>& architecture,
+              const std::string& path) {
+  if (idx.has("storage_tokens") || idx.has("rope_embed.periods"))
+    throw Error(path + ": facebookresearch DINOv3 names (storage_tokens, rope_embed.periods), which attnmap does not "
+                "read yet; timm's vit_*_dinov3 checkpoints of the same models (timm/ on the Hugging Face hub, or "
+                "timm's checkpoint_filter_fn) are read");
   if (detected.layout != Layout::Timm && detected.layout != Layout::Deit3) return detected;
   if (architecture && starts_with(*architecture, "beit")) return detected;  // BEiT: q_bias / v_bias too, not Eva
   if (!eva_tensors(idx) && !(architecture && eva_architecture(*architecture))) return detected;

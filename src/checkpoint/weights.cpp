@@ -443,7 +443,7 @@ ViTWeights build_model(const RawWeights& raw_in, const SideConfig& side, const M
   const RawWeights& raw = raw_in;
   const KeyIndex idx = index_keys(raw);
   ViTWeights w = idx.has("W_Q") ? build_seed(raw, idx, fc, ov)
-                                : build_vit(raw, idx, eva_or(detect_scheme(idx, raw.path), idx, fc.architecture), fc, ov);
+                                : build_vit(raw, idx, eva_or(detect_scheme(idx, raw.path), idx, fc.architecture, raw.path), fc, ov);
   apply_common(w.hp, fc, ov, raw.path);
   // The command line wins over the weights' own config, but a user should see that it did.
   auto rgb = [](const std::array<float, 3>& v) {
