@@ -190,3 +190,29 @@ TEST(Rope, SizeRecomputesTheTables) {
   EXPECT_EQ(w.rope.sin.size(), static_cast<size_t>(16 * 16));
   EXPECT_NE(w.hp.source["image_size"].find("rotary positions computed for the grid"), std::string::npos);
 }
+
+// The paths render takes: the last layer's class rows alone (no full matrices), a batch of two images, and
+// every patch kept (token dropping gathers the rotary rows) give the full forward's numbers.
+TEST(Rope, FastPathsBatchesAndKeptPatchesAgree) {
+  for (const char* name : {"eva02_tiny", "dinov3_small"}) {
+    const std::string dir = case_dir(name);
+    ViTWeights w = load_model(dir + "model.pth");
+    prepare_weights(w, false);
+    std::vector<int64_t> shape;
+    const std::vector<float> input = read_npy(dir + "input.npy", &shape);
+    std::vector<float> other(input.rbegin(), input.rend());
+    ForwardOptions full;
+    full.keep_full = true;
+    const ForwardResult a = vit_forward(w, input.data(), full);
+    ForwardOptions rows;  // the drawn layer's class rows only (cls_row_attention)
+    const ForwardResult b = vit_forward(w, input.data(), rows);
+    EXPECT_TRUE(all_close(b.cls_attn, a.cls_attn, 1e-6, std::string(name) + " class rows"));
+    const std::vector<ForwardResult> two = vit_forward(w, {other.data(), input.data()}, full);
+    EXPECT_TRUE(all_close(two[1].attn, a.attn, 1e-6, std::string(name) + " batch of two"));
+    ForwardOptions kept = full;
+    kept.keep_patches = std::vector<int>();
+    for (int i = 0; i < w.hp.grid_w * w.hp.grid_h; ++i) kept.keep_patches->push_back(i);
+    const ForwardResult c = vit_forward(w, input.data(), kept);
+    EXPECT_TRUE(all_close(c.attn, a.attn, 1e-6, std::string(name) + " every patch kept"));
+  }
+}

@@ -39,7 +39,8 @@ Scheme eva_or(const Scheme& detected, const KeyIndex& idx, const std::optional<s
                 "read yet; timm's vit_*_dinov3 checkpoints of the same models (timm/ on the Hugging Face hub, or "
                 "timm's checkpoint_filter_fn) are read");
   if (detected.layout != Layout::Timm && detected.layout != Layout::Deit3) return detected;
-  if (architecture && starts_with(*architecture, "beit")) return detected;  // BEiT: q_bias / v_bias too, not Eva
+  // An architecture that is not timm Eva's (a timm VisionTransformer, BEiT: q_bias / v_bias too) is trusted.
+  if (architecture && !architecture->empty() && !eva_architecture(*architecture)) return detected;
   if (!eva_tensors(idx) && !(architecture && eva_architecture(*architecture))) return detected;
   Scheme sc;
   sc.layout = Layout::Eva;
