@@ -165,6 +165,9 @@ TEST(Rope, EvaWithoutItsArchitectureIsAskedFor) {
   { std::ofstream(dir / "config.json") << R"({"architecture": "eva02_tiny_patch14_224", "model_args": {"num_heads": 3, "rope_grid_indexing": "xy"}})"; }
   const std::string xy = load_error((dir / "model.pth").string());
   EXPECT_NE(xy.find("rope_grid_indexing = \"xy\": expected \"ij\""), std::string::npos) << xy;
+  { std::ofstream(dir / "config.json") << R"({"architecture": "eva02_enormous_patch14_clip_224", "model_args": {"num_heads": 3}})"; }
+  const std::string post = load_error((dir / "model.pth").string());
+  EXPECT_NE(post.find("timm's post-norm Eva block (EvaBlockPostNorm"), std::string::npos) << post;
   fs::remove_all(dir);
   // facebookresearch DINOv3's own names are refused by name, not read as DINOv2 (mask_token) with a tensor missing.
   RawWeights raw = load_weights_safetensors(case_dir("dinov3_small") + "model.safetensors");

@@ -33,7 +33,8 @@ struct FileConfig {
 /// The timm Eva settings its tensors do not fix (read by vit_loader_eva.cpp): model_args of its rotary
 /// position embedding, and timm config.json's global_pool (what the classifier reads).
 constexpr const char* kEvaArgs[] = {"use_rot_pos_emb", "rope_type", "ref_feat_shape", "rope_temperature",
-                                     "rope_rotate_half", "rope_grid_offset", "rope_grid_indexing", "global_pool"};
+                                     "rope_rotate_half", "rope_grid_offset", "rope_grid_indexing", "global_pool",
+                                     "use_post_norm"};
 
 /// Where `key` came from ("config (file)" when not recorded).
 std::string src_of(const FileConfig& fc, const std::string& key);

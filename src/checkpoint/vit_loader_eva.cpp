@@ -114,6 +114,13 @@ void resolve_rope(Loader& ld, const FileConfig& fc, ViTWeights& w) {
                 "tensors. Put the config.json timm saves with it (save_config_for_hf, or the hub's) beside the file, "
                 "or a config {\"architecture\": \"eva02_tiny_patch14_224\"} (or vit_small_patch16_dinov3, ...)");
   }
+  // EvaBlockPostNorm (eva02_enormous_patch14_clip_224, use_post_norm): x + norm1(attn(x)), the same tensor names
+  // as the pre-norm block, so only the architecture / model_args can say it.
+  const nlohmann::json* post = rope_arg(fc, "use_post_norm");
+  if (starts_with(arch, "eva02_enormous") || (post && post->is_boolean() && post->get<bool>()))
+    throw Error(ld.path() + ": " + (post ? src_of(fc, "use_post_norm") + " use_post_norm" : said) +
+                ": timm's post-norm Eva block (EvaBlockPostNorm: x + norm1(attn(x)), x + norm2(mlp(x))), which "
+                "attnmap does not run; its tensors are named as the pre-norm block's");
   if (const nlohmann::json* v = rope_arg(fc, "use_rot_pos_emb")) {
     if (!v->is_boolean()) bad_arg(ld, fc, "use_rot_pos_emb", "true or false");
     use_rope = v->get<bool>();
