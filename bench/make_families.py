@@ -10,7 +10,8 @@ __metadata__ where the family's file cannot say a setting (heads, activation), a
 Writes OUT_DIR/<family>.safetensors for: timm (plain), timm-clip (norm_pre, QuickGELU), clip (OpenAI CLIP
 visual names), hf-clip, timm-qknorm, timm-ls (LayerScale), timm-siglip (no class token, MAP head),
 timm-gap (no class token, mean pooling), dinov2-swiglu (SwiGLU MLP, registers), vit-pytorch, simple-vit,
-cait (10 talking-heads self-attention + 2 class-attention blocks).
+cait (10 talking-heads self-attention + 2 class-attention blocks),
+eva02 (timm Eva as eva02_base: RoPE, q_bias / v_bias, SwiGLU fc1_g / fc1_x + sub-LayerNorm; issue 29).
 """
 import argparse
 import json
@@ -199,6 +200,20 @@ def main():
                    b + "mlp.w3.weight": r(D, hidden), b + "mlp.w3.bias": r(D),
                    b + "ls1.gamma": 0.5 + r(D), b + "ls2.gamma": 0.5 + r(D)})
     write_safetensors(os.path.join(a.out, "dinov2-swiglu.safetensors"), sw, heads)
+    # EVA-02 as timm's Eva builds eva02_base_patch14_224 (issue 29), at patch 16 / 224 px to keep ViT-B/16's
+    # token count: fused qkv with q_bias / v_bias, EVA-02 RoPE, SwiGLU fc1_g / fc1_x with the sub-LayerNorm
+    # mlp.norm, avg pool + fc_norm (no final norm).
+    ev_hidden = int(D * 4 * 2 / 3)
+    ev = {k: v for k, v in plain.items() if ".mlp." not in k and not k.endswith("attn.qkv.bias") and not k.startswith("norm.")}
+    for i in range(DEPTH):
+        b = "blocks.%d." % i
+        ev.update({b + "attn.q_bias": r(D), b + "attn.v_bias": r(D),
+                   b + "mlp.fc1_g.weight": r(ev_hidden, D), b + "mlp.fc1_g.bias": r(ev_hidden),
+                   b + "mlp.fc1_x.weight": r(ev_hidden, D), b + "mlp.fc1_x.bias": r(ev_hidden),
+                   b + "mlp.norm.weight": 1 + r(ev_hidden), b + "mlp.norm.bias": r(ev_hidden),
+                   b + "mlp.fc2.weight": r(D, ev_hidden), b + "mlp.fc2.bias": r(D)})
+    ev["fc_norm.weight"], ev["fc_norm.bias"] = 1 + r(D), r(D)
+    write_safetensors(os.path.join(a.out, "eva02.safetensors"), ev, dict(heads, architecture="eva02_base_patch14_224"))
     write_safetensors(os.path.join(a.out, "vit-pytorch.safetensors"), vit_pytorch(plain, False), heads)
     write_safetensors(os.path.join(a.out, "simple-vit.safetensors"), vit_pytorch(plain, True),
                       dict(heads, image_size=S))

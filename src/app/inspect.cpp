@@ -125,7 +125,13 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
     << (!hp.mlp_dim ? std::string("none")
                     : std::to_string(hp.mlp_dim) + (hp.swiglu ? " (SwiGLU)" : " (" + activation_name(hp.act) + ")"))
     << "\n";
+  if (hp.has_mlp_norm) o << "mlp norm:    yes (sub-LayerNorm of the hidden units before fc2)\n";
   o << "layer scale: " << (hp.layer_scale ? "yes" : "no") << "\n";
+  if (hp.rope != Rope::None)  // issue 29: timm Eva's rotary positions on the patch queries and keys
+    o << "rotary:      " << (hp.rope == Rope::Dinov3 ? "DINOv3" : "EVA-02") << " RoPE on the patch tokens' queries and keys ("
+      << (hp.rope_half ? "rotate-half" : "interleaved") << " layout, temperature " << fmt_float(hp.rope_temperature)
+      << (hp.rope_ref_h ? ", grid scaled to " + std::to_string(hp.rope_ref_h) + "x" + std::to_string(hp.rope_ref_w) : std::string())
+      << "); prefix tokens unrotated\n";
   o << "qk norm:     " << (hp.qk_norm ? "yes (per-head LayerNorm of queries and keys)" : "no") << "\n";
   if (w.norm_pre.present()) o << "pre-norm:    yes (LayerNorm of the tokens before the first block)\n";
   if (hp.class_attn_blocks > 0)
@@ -145,6 +151,8 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
   row("num_heads", std::to_string(hp.num_heads), src("num_heads"));
   row("layer_norm_eps", fmt_float(hp.eps), src("layer_norm_eps"));
   if (hp.source.count("act")) row("activation", activation_name(hp.act), src("act"));
+  if (hp.source.count("mlp")) row("mlp", "SwiGLU (packed)", src("mlp"));
+  if (hp.source.count("rope")) row("rope", hp.rope == Rope::None ? "none" : hp.rope == Rope::Dinov3 ? "dinov3" : "eva02 cat", src("rope"));
   if (hp.source.count("pool")) row("pool", pool_name(hp.pool), src("pool"));
   row("mean", rgb(hp.mean), src("mean"));
   row("std", rgb(hp.std), src("std"));

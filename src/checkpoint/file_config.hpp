@@ -25,7 +25,16 @@ struct FileConfig {
   bool hf_config = false;         ///< a Hugging Face config.json was read (its missing keys: the class defaults)
   std::vector<std::string> labels;
   std::map<std::string, std::string> src;
+  /// timm Eva's rotary settings and global_pool as given (config keys or timm config.json model_args, kEvaArgs), checked
+  /// where they are read (vit_loader_eva.cpp).
+  nlohmann::json eva_args = nlohmann::json::object();
 };
+
+/// The timm Eva settings its tensors do not fix (read by vit_loader_eva.cpp): model_args of its rotary
+/// position embedding, and timm config.json's global_pool (what the classifier reads).
+constexpr const char* kEvaArgs[] = {"use_rot_pos_emb", "rope_type", "ref_feat_shape", "rope_temperature",
+                                     "rope_rotate_half", "rope_grid_offset", "rope_grid_indexing", "global_pool",
+                                     "use_post_norm"};
 
 /// Where `key` came from ("config (file)" when not recorded).
 std::string src_of(const FileConfig& fc, const std::string& key);

@@ -110,6 +110,11 @@ const std::vector<LayoutInfo>& table() {
        "timm names (CaiT's pos_embed covers the patches only; its checkpoint_filter_fn resizes nothing): timm "
        ">= 0.9 resample_abs_pos_embed with num_prefix_tokens=0",
        Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {}},
+      // ---- timm Eva (issue 29: rotary positions; src/checkpoint/vit_loader_eva.cpp) ----
+      {Layout::Eva, "eva", "eva (timm Eva: EVA-02 / DINOv3 as timm builds them; rotary positions, SwiGLU)", 1e-6f,
+       "default (timm LayerNorm 1e-6; DINOv3 architectures 1e-5)", PosInterp::Timm,
+       "timm Eva: pos_embed by resample_abs_pos_embed (bicubic, antialias), rotary tables recomputed for the grid",
+       Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {}},
   };
   return rows;
 }

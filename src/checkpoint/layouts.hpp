@@ -28,6 +28,7 @@ enum class Layout {
   VitPytorch,   ///< lucidrains/vit-pytorch ViT
   SimpleVit,    ///< lucidrains/vit-pytorch SimpleViT (no class token, computed 2-D sin-cos positions)
   Cait,         ///< timm / facebookresearch CaiT: talking-heads self-attention blocks, then class-attention blocks
+  Eva,          ///< timm Eva (EVA-02, DINOv3 as timm builds them): rotary positions, q_bias / v_bias, SwiGLU
 };
 
 /// How --size resamples the position embeddings: each framework's own F.interpolate call (torch 1.13 semantics).

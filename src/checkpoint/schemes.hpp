@@ -3,6 +3,7 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "checkpoint/layouts.hpp"
@@ -37,5 +38,14 @@ struct Scheme {
 /// The layout of a file by the tensors it holds (the first family whose tell-tale tensors are present) and
 /// its scheme. Throws attnmap::Error naming the file and the tensors each known layout starts with.
 Scheme detect_scheme(const KeyIndex& idx, const std::string& path);
+
+/// timm Eva's scheme (vit_loader_eva.cpp): LayerScale gamma_1 / gamma_2, q_proj / k_proj / v_proj when the
+/// attention is not fused. `detected` is returned unless the file has Eva's tell-tale tensors
+/// (attn.q_bias without a relative position table, mlp.fc1_g, attn.q_proj, or reg_token + gamma_1 without
+/// pos_embed) or `architecture` names a timm Eva model (eva_*, eva02_*, *_dinov3*, ...).
+/// A facebookresearch DINOv3 state dict (storage_tokens, rope_embed.periods) is refused by name (`path` in the
+/// message). Throws attnmap::Error.
+Scheme eva_or(const Scheme& detected, const KeyIndex& idx, const std::optional<std::string>& architecture,
+              const std::string& path);
 
 }  // namespace attnmap

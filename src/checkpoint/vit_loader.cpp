@@ -122,7 +122,9 @@ LinearW take_qkv(Loader& ld, const std::string& b, int64_t D, int64_t inner) {
       if (bb.empty()) bb.assign(static_cast<size_t>(inner), 0.0f);
       bias.insert(bias.end(), bb.begin(), bb.end());
     }
-    if (with_bias > 0 && with_bias < 3) {  // HF ViTConfig.qkv_bias gives all three or none
+    // timm Eva (qkv_fused=False): q_proj and v_proj have biases, k_proj never has one (its bias is zero).
+    const bool eva_qv = ld.scheme().layout == Layout::Eva && with_bias == 2 && !ld.has(b + "attn.k.bias");
+    if (with_bias > 0 && with_bias < 3 && !eva_qv) {  // HF ViTConfig.qkv_bias gives all three or none
       for (const char* p : parts)
         if (!ld.has(b + "attn." + p + ".bias")) ld.missing(b + "attn." + p + ".bias", shape_str({inner}), "query, key and value biases come together");
     }
@@ -173,25 +175,45 @@ int64_t attention_width(Loader& ld, int64_t D) {
   return dim(t, 0) / 3;
 }
 
-// The MLP of block `b`: fc1 (M, D) / fc2 (D, M), or DINOv2's SwiGLU w12 (2M, D) / w3 (D, M). Sets hp.mlp_dim
-// (M) and hp.swiglu.
+// The MLP of block `b`: fc1 (M, D) / fc2 (D, M); or a SwiGLU as one (2M, D) input linear with rows [gate; x]:
+// DINOv2's w12 / w3, timm's packed SwiGLUPacked / GluMlp(SiLU, gate first) fc1 (2M, D) with fc2 (D, M) (e.g.
+// vit_giant_patch14_dinov2, EVA-02 tiny / small), or timm's SwiGLU with separate fc1_g / fc1_x (EVA-02 base /
+// large, DINOv3 S+ / H+); and a sub-LayerNorm mlp.norm (M) before fc2 where present (EVA-02 scale_mlp). Sets
+// hp.mlp_dim (M) and hp.swiglu.
 void take_mlp(Loader& ld, const std::string& b, int64_t D, BlockWeights& blk, HParams& hp) {
-  const bool swiglu = ld.has(b + "mlp.w12.weight");
-  const std::string in = swiglu ? "mlp.w12" : "mlp.fc1", out = swiglu ? "mlp.w3" : "mlp.fc2";
-  const Tensor& fc1 = ld.need(b + in + ".weight", swiglu ? "(2M, D)" : "(M, D)");
-  if (fc1.rank() != 2 || dim(fc1, 1) != D || (swiglu && dim(fc1, 0) % 2 != 0))
-    throw ld.shape_error(b + in + ".weight", std::string(swiglu ? "(2M, " : "(M, ") + std::to_string(D) + ")", fc1.shape);
-  const int64_t M = swiglu ? dim(fc1, 0) / 2 : dim(fc1, 0);
-  if (!swiglu && ld.has(b + "mlp.fc2.weight")) {
-    const Tensor& fc2 = ld.need(b + "mlp.fc2.weight", "(D, M)");
-    if (fc2.rank() == 2 && dim(fc2, 1) * 2 == M)
-      throw Error(ld.path() + ": tensor '" + ld.file_name(b + "mlp.fc2.weight") + "' has shape " + shape_str(fc2.shape) +
-                  ", half the width of " + ld.file_name(b + "mlp.fc1.weight") + " " + shape_str(fc1.shape) +
-                  ": a packed gated MLP (timm SwiGLUPacked / GluMlp, e.g. vit_giant_patch14_dinov2), which attnmap "
-                  "does not run (DINOv2's own SwiGLU names, mlp.w12 / mlp.w3, are read)");
+  const bool split = ld.has(b + "mlp.fc1_g.weight") || ld.has(b + "mlp.fc1_x.weight");
+  bool swiglu = ld.has(b + "mlp.w12.weight");
+  int64_t M = 0;
+  std::string out = "mlp.fc2";
+  if (split) {
+    blk.fc1 = take_split_swiglu(ld, b, D, M);
+    swiglu = true;
+  } else {
+    const std::string in = swiglu ? "mlp.w12" : "mlp.fc1";
+    if (swiglu) out = "mlp.w3";
+    const Tensor& fc1 = ld.need(b + in + ".weight", swiglu ? "(2M, D)" : "(M, D)");
+    if (fc1.rank() != 2 || dim(fc1, 1) != D || (swiglu && dim(fc1, 0) % 2 != 0))
+      throw ld.shape_error(b + in + ".weight", std::string(swiglu ? "(2M, " : "(M, ") + std::to_string(D) + ")", fc1.shape);
+    M = swiglu ? dim(fc1, 0) / 2 : dim(fc1, 0);
+    if (!swiglu && M % 2 == 0 && ld.has(b + "mlp.fc2.weight")) {
+      const Tensor& fc2 = ld.need(b + "mlp.fc2.weight", "(D, M)");
+      if (fc2.rank() == 2 && dim(fc2, 1) * 2 == M) {  // timm SwiGLUPacked: fc2 reads half of fc1's width
+        swiglu = true;
+        M /= 2;
+        if (b == "blocks.0.")
+          hp.source["mlp"] = "SwiGLU: " + ld.file_name(b + "mlp.fc1.weight") + " " + shape_str(fc1.shape) + " is twice " +
+                             ld.file_name(b + "mlp.fc2.weight") + "'s width " + shape_str(fc2.shape) +
+                             ": timm's packed SwiGLUPacked / GluMlp(SiLU, gate_last=False), silu(first half) * second half";
+      }
+    }
+    blk.fc1 = take_linear(ld, b + in, swiglu ? 2 * M : M, D);
   }
-  blk.fc1 = take_linear(ld, b + in, dim(fc1, 0), D);
   blk.fc2 = take_linear(ld, b + out, D, M);
+  blk.mlp_norm = take_norm_opt(ld, b + "mlp.norm", M);
+  if (b != "blocks.0." && blk.mlp_norm.present() != hp.has_mlp_norm)
+    ld.missing(std::string("blocks.") + (hp.has_mlp_norm ? b.substr(7) : "0.") + "mlp.norm.weight", shape_str({M}),
+               "the MLP sub-LayerNorm is in some blocks and not in others");
+  hp.has_mlp_norm = blk.mlp_norm.present();
   if (!hp.swiglu && swiglu && b != "blocks.0.") ld.missing("blocks.0.mlp.w12.weight", "(2M, D)", "block " + b + " has a SwiGLU MLP");
   hp.swiglu = swiglu;
   hp.mlp_dim = static_cast<int>(M);
@@ -243,8 +265,8 @@ void check_block_biases(Loader& ld, const ViTWeights& w, std::vector<std::string
     const LinearW BlockWeights::*lin;
   } kinds[] = {{"attn.qkv.bias", &BlockWeights::qkv},
                {"attn.proj.bias", &BlockWeights::proj},
-               {w.hp.swiglu ? "mlp.w12.bias" : "mlp.fc1.bias", &BlockWeights::fc1},
-               {w.hp.swiglu ? "mlp.w3.bias" : "mlp.fc2.bias", &BlockWeights::fc2}};
+               {ld.has("blocks.0.mlp.w12.weight") ? "mlp.w12.bias" : ld.has("blocks.0.mlp.fc1_g.weight") ? "mlp.fc1_g.bias" : "mlp.fc1.bias", &BlockWeights::fc1},
+               {ld.has("blocks.0.mlp.w12.weight") ? "mlp.w3.bias" : "mlp.fc2.bias", &BlockWeights::fc2}};
   for (const auto& bk : kinds) {
     const std::string kind = bk.canon;
     if (kind == "attn.proj.bias" && !w.blocks.front().proj.present()) continue;
@@ -342,6 +364,7 @@ ViTWeights build_vit(const RawWeights& raw, const KeyIndex& idx, const Scheme& s
   const int64_t inner = attention_width(ld, D);
   resolve_heads(fc, ov, raw.path, inner, w);
   resolve_activation(ld, fc, ov, w);
+  resolve_rope(ld, fc, w);  // timm Eva: EVA-02 / DINOv3 rotary positions (vit_loader_eva.cpp)
   for (int i = 0; i < hp.depth; ++i) w.blocks.push_back(take_block(ld, i, D, inner, hp));
   std::vector<std::string> no_bias;
   check_block_biases(ld, w, no_bias);

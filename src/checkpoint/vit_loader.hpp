@@ -21,4 +21,8 @@ ViTWeights build_vit(const RawWeights& raw, const KeyIndex& idx, const Scheme& s
 /// The guide's single attention layer (W_Q, W_K, W_V; optional W_E, b_E, cls_token, pos_embed).
 ViTWeights build_seed(const RawWeights& raw, const KeyIndex& idx, const FileConfig& fc, const ModelOverrides& ov);
 
+/// timm Eva's settings its files do not hold (vit_loader_eva.cpp): DINOv3 architectures' LayerNorm eps 1e-5,
+/// EVA-02's OPENAI_CLIP mean / std (timm's eva02 pretrained_cfg), each with its source. hp.layout == Eva.
+void eva_defaults(HParams& hp);
+
 }  // namespace attnmap

@@ -13,7 +13,7 @@ namespace {
 
 bool timm_like(Layout l) {
   return l == Layout::Timm || l == Layout::TimmClip || l == Layout::TimmSiglip || l == Layout::Deit3 ||
-         l == Layout::Mae || l == Layout::Dinov2;
+         l == Layout::Mae || l == Layout::Dinov2 || l == Layout::Eva;
 }
 
 }  // namespace
@@ -165,6 +165,13 @@ void take_pos_embed(Loader& ld, const FileConfig& fc, bool fb_registers, int64_t
     hp.pos_prefix = 0;
     resolve_grid(hp, fc, 0, false, ld.path(), "",
                  "default (224; SimpleViT computes its sin-cos positions for any grid: " + setting_ref("size") +
+                     " or config image_size)");
+    return;
+  }
+  if (ld.scheme().layout == Layout::Eva && !ld.has("pos_embed")) {  // DINOv3 (timm use_abs_pos_emb=False): rotary only
+    hp.pos_prefix = 0;
+    resolve_grid(hp, fc, 0, false, ld.path(), "",
+                 "default (224; no position table: the rotary positions are computed for any grid, " + setting_ref("size") +
                      " or config image_size)");
     return;
   }

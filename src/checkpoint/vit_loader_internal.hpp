@@ -117,6 +117,13 @@ void resolve_heads(const FileConfig& fc, const ModelOverrides& ov, const std::st
 bool resolve_pool(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, ViTWeights& w);
 void resolve_activation(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, ViTWeights& w);
 
+// vit_loader_eva.cpp: timm Eva's rotary position embedding (EVA-02 'cat', DINOv3), from the architecture name
+// and config model_args; refuses Eva variants attnmap does not run, by name.
+void resolve_rope(Loader& ld, const FileConfig& fc, ViTWeights& w);
+// vit_loader_eva.cpp: an MLP's two input halves, EVA-02 / timm SwiGLU mlp.fc1_g (M, D) and mlp.fc1_x (M, D),
+// as one (2M, D) linear with rows [gate; x] (silu(gate) * x, as swiglu_forward computes).
+LinearW take_split_swiglu(Loader& ld, const std::string& b, int64_t D, int64_t& M);
+
 }  // namespace detail
 
 /// vit_loader_cait.cpp: a CaiT file (Layout::Cait), as build_vit for the other layouts.

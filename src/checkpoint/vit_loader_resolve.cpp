@@ -117,7 +117,15 @@ bool resolve_pool(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, Vi
   } else if (l == Layout::VitPytorch) {
     hp.pool = Pool::ClassToken;
     hp.source["pool"] = "vit-pytorch: a (1, D) class token is stored only with pool='cls'";
-  } else if (w.fc_norm.present()) {
+  } else if (l == Layout::Eva && fc.eva_args.contains("global_pool")) {  // timm config.json global_pool (eva.py)
+    const nlohmann::json& g = fc.eva_args.at("global_pool");
+    try {
+      hp.pool = parse_pool(g.is_string() ? g.get<std::string>() : g.dump());
+    } catch (const Error& e) {
+      throw Error(ld.path() + ": global_pool " + g.dump() + " (" + src_of(fc, "global_pool") + "): " + e.what());
+    }
+    hp.source["pool"] = "global_pool from " + src_of(fc, "global_pool");
+} else if (w.fc_norm.present()) {
     hp.pool = Pool::MeanPatches;
     hp.source["pool"] = "inferred from " + ld.file_name("fc_norm.weight") + " (timm global_pool='avg')";
   } else {

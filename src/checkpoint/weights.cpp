@@ -120,6 +120,8 @@ FileConfig parse_config(const std::string& path, const json& c, const std::funct
   if (c.contains("act")) fc.act = config_named(path, c, "act", parse_activation, "gelu, gelu-tanh or quickgelu"), mark("act");
   if (c.contains("pool")) fc.pool = config_named(path, c, "pool", parse_pool, "cls, mean, mean-all or map"), mark("pool");
   if (c.contains("hf_config")) fc.hf_config = true;
+  for (const char* k : kEvaArgs)  // timm Eva's rotary settings, checked where they are read (vit_loader_eva.cpp)
+    if (c.contains(k)) fc.eva_args[k] = c.at(k), mark(k);
   if (c.contains("default_layer")) fc.default_layer = config_int(path, c, "default_layer"), mark("default_layer");
   if (c.contains("default_head")) {
     const json& v = c.at("default_head");
@@ -154,6 +156,7 @@ FileConfig merge_config(FileConfig lo, const FileConfig& hi) {
   take(lo.act, hi.act);
   take(lo.pool, hi.pool);
   if (!hi.labels.empty()) lo.labels = hi.labels;
+  for (const auto& kv : hi.eva_args.items()) lo.eva_args[kv.key()] = kv.value();
   lo.hf_config = lo.hf_config || hi.hf_config;
   for (const auto& kv : hi.src) lo.src[kv.first] = kv.second;
   return lo;
@@ -189,6 +192,10 @@ void apply_common(HParams& hp, const FileConfig& fc, const ModelOverrides& ov, c
     hp.source["mean"] = hp.source["std"] = std::string("default (0.5, for the ") + info.name + " layout)";
   } else {
     hp.source["mean"] = hp.source["std"] = "default (ImageNet)";
+  }
+  if (hp.layout == Layout::Eva) {  // DINOv3 eps 1e-5, EVA-02 CLIP mean / std (vit_loader_eva.cpp)
+    eva_defaults(hp);
+    take(fc.eps, hp.eps, "layer_norm_eps", src_of(fc, "layer_norm_eps"));
   }
   take(fc.mean, hp.mean, "mean", src_of(fc, "mean"));
   take(fc.std, hp.std, "std", src_of(fc, "std"));
@@ -378,6 +385,9 @@ SideConfig read_side_config(const std::string& dir) {
         if (ma.contains("num_heads")) put("num_heads", ma["num_heads"], "model_args.num_heads");
         if (ma.contains("img_size")) put("image_size", ma["img_size"], "model_args.img_size");
         if (ma.contains("patch_size")) put("patch_size", ma["patch_size"], "model_args.patch_size");
+        for (const char* k : kEvaArgs)  // timm Eva's rotary settings (vit_loader_eva.cpp)
+          if (ma.contains(k)) put(k, ma[k], std::string("model_args.") + k);
+        if (c.contains("global_pool") && !ma.contains("global_pool")) put("global_pool", c["global_pool"], "global_pool");
       }
       if (c.contains("label_names")) put("labels", c["label_names"], "label_names");
     } else {  // Hugging Face PretrainedConfig; CLIPConfig keeps the vision tower's under "vision_config"
@@ -432,7 +442,8 @@ ViTWeights build_model(const RawWeights& raw_in, const SideConfig& side, const M
   if (ov.num_heads && *ov.num_heads <= 0) throw Error("the head count must be positive, found " + std::to_string(*ov.num_heads));
   const RawWeights& raw = raw_in;
   const KeyIndex idx = index_keys(raw);
-  ViTWeights w = idx.has("W_Q") ? build_seed(raw, idx, fc, ov) : build_vit(raw, idx, detect_scheme(idx, raw.path), fc, ov);
+  ViTWeights w = idx.has("W_Q") ? build_seed(raw, idx, fc, ov)
+                                : build_vit(raw, idx, eva_or(detect_scheme(idx, raw.path), idx, fc.architecture, raw.path), fc, ov);
   apply_common(w.hp, fc, ov, raw.path);
   // The command line wins over the weights' own config, but a user should see that it did.
   auto rgb = [](const std::array<float, 3>& v) {

@@ -14,6 +14,12 @@
 
 namespace attnmap {
 
+/// Rotary position embedding on the patch tokens' queries and keys (prefix tokens unrotated), as timm's Eva
+/// builds it: EVA-02's RotaryEmbeddingCat ('cat': integer grid coordinates, scaled to ref_feat_shape,
+/// frequencies 1 / temperature^(j / (d_k/4))) or DINOv3's RotaryEmbeddingDinoV3 (0.5-centred coordinates
+/// normalised to [-1, 1] per axis, periods temperature^(2j / (d_k/2))). timm/layers/pos_embed_sincos.py.
+enum class Rope { None, EvaCat, Dinov3 };
+
 /// Hyper-parameters; defaults are timm's vit_*_patch16_224 conventions.
 struct HParams {
   /// The detected layout (checkpoint/layouts.hpp: one row per family's naming).
@@ -37,6 +43,12 @@ struct HParams {
   bool layer_scale = false;          ///< blocks carry LayerScale ls1 / ls2 (DINOv2, CaiT-style)
   bool qk_norm = false;              ///< blocks normalise each head's query and key (timm qk_norm=True)
   bool swiglu = false;               ///< the MLP is SwiGLU: fc1 (2M, D) -> silu(x1) * x2 -> fc2 (D, M) (DINOv2)
+  bool has_mlp_norm = false;         ///< the MLP has a sub-LayerNorm (M) before fc2 (EVA-02 scale_mlp: mlp.norm)
+  // ---- rotary positions (timm Eva: EVA-02, DINOv3; src/model/rope.hpp) ----
+  Rope rope = Rope::None;            ///< rotary position embedding on the patch tokens' q and k
+  bool rope_half = false;            ///< rotate-half layout (DINOv3) instead of interleaved pairs (EVA-02)
+  float rope_temperature = 10000.f;  ///< EVA-02: frequency base; DINOv3: period base
+  int rope_ref_h = 0, rope_ref_w = 0;  ///< EVA-02 ref_feat_shape (the grid coordinates are scaled to it); 0: none
   Activation act = Activation::Gelu; ///< the MLP's activation (GELU MLPs)
   Pool pool = Pool::ClassToken;      ///< what the classifier reads
   bool pos_sincos = false;           ///< positions computed: SimpleViT's 2-D sin-cos table for the grid
@@ -110,6 +122,14 @@ struct BlockWeights {
   Floats ls1, ls2;  ///< LayerScale (D) on the attention / MLP branch; empty: none
   LinearW proj_l, proj_w;  ///< CaiT talking heads (H, H) each, with bias: on the scores before / the
                            ///< probabilities after the softmax (timm TalkingHeadAttn); absent elsewhere
+  LayerNormW mlp_norm;  ///< (M) sub-LayerNorm of the MLP's hidden units before fc2 (EVA-02 scale_mlp, timm mlp.norm)
+};
+
+/// Rotary tables of one patch grid: sin and cos (gh * gw, d_k), the angle of patch n (row-major) for each
+/// of the head's d_k channels, in the layout the family rotates (src/model/rope.hpp).
+struct RopeTables {
+  int grid_h = 0, grid_w = 0;
+  std::vector<float> sin, cos;
 };
 
 /// Everything the forward pass needs. A safetensors F32 model's tensors are views into the file's read-only
@@ -125,6 +145,7 @@ struct ViTWeights {
   Floats extra_tokens;  ///< (num_prefix - 1, D): distillation token, then register tokens
   Floats pos_embed;   ///< (pos_prefix + N, D); empty: zero
   std::vector<BlockWeights> blocks;
+  RopeTables rope;                ///< hp.rope != None: the tables of the current grid (prepare_rope)
   LayerNormW norm;                ///< final LayerNorm (D), optional
   LayerNormW fc_norm;             ///< LayerNorm after pooling, before the head (timm fc_norm), optional
   AttentionPoolW attn_pool;       ///< hp.pool == Pool::Map: the attention-pool head

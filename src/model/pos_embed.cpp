@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/setting_ref.hpp"
 #include "core/tensor.hpp"
+#include "model/rope.hpp"
 
 namespace attnmap {
 
@@ -302,6 +303,10 @@ void resample_pos_embed(ViTWeights& w, int image_w, int image_h, PosInterp mode)
                                           : "command line (" + setting_ref("size") + "; position embeddings resampled: " + setting_ref("pos_interp") + " " +
                                                 pos_interp_name(mode) + ")";
   hp.source["pos_interp"] = pos_interp_name(mode);
+  if (hp.rope != Rope::None) {  // timm Eva: the rotary tables for the new grid (EVA-02 ref_feat_shape, DINOv3 [-1, 1])
+    hp.source["image_size"] += "; rotary positions computed for the grid";
+    prepare_rope(w);
+  }
 }
 
 void resample_pos_embed(ViTWeights& w, int image_w, int image_h) {

@@ -8,6 +8,7 @@
 #include "model/cait.hpp"
 #include "model/kernels.hpp"
 #include "model/preprocess.hpp"
+#include "model/rope.hpp"
 #include "model/sgemm.hpp"
 #include "model/thread_pool.hpp"
 
@@ -296,6 +297,10 @@ void residual_mlp_forward(Activations& a, const BlockWeights& blk, const HParams
   } else {
     activation_forward(a.hid.data(), static_cast<size_t>(BT) * M, hp.act);
   }
+  if (blk.mlp_norm.present()) {  // EVA-02 sub-LayerNorm of the hidden units (B*T, M), before fc2
+    const std::vector<float> h(a.hid.begin(), a.hid.begin() + static_cast<long>(BT) * M);
+    layernorm_forward(a.hid.data(), h.data(), blk.mlp_norm.weight.data(), blk.mlp_norm.bias.data(), BT, M, hp.eps);
+  }
   linear(a.xn.data(), a.hid.data(), blk.fc2, BT);  // (B*T, D)
   add_scaled(a.x.data(), a.xn.data(), blk.ls2, static_cast<size_t>(BT), D);  // x += ls2 * mlp(LN2(x))
 }
@@ -461,9 +466,24 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
       embed_tokens(xb, w, images[static_cast<size_t>(b)]);
   }
 
+  // Rotary positions (timm Eva): the tables of this grid, prepared once per model (prepare_rope) or here.
+  RopeTables local_rope;
+  const RopeTables* rope = nullptr;
+  if (hp.rope != Rope::None) {
+    const bool ready = w.rope.grid_h == hp.grid_h && w.rope.grid_w == hp.grid_w && !w.rope.sin.empty();
+    if (!ready) local_rope = rope_tables(hp, hp.grid_h, hp.grid_w);
+    rope = ready ? &w.rope : &local_rope;
+  }
   for (int l = 0; l < L; ++l) {
     const BlockWeights& blk = w.blocks[static_cast<size_t>(l)];
     qkv_forward(a, blk, hp, BT);
+    if (rope)  // after qkv and q/k norms, as EvaAttention: each image's patch queries and keys rotated in place
+      for (int b = 0; b < B; ++b) {
+        const std::vector<int>* keep = !opt.keep_patches_each.empty() ? &opt.keep_patches_each[static_cast<size_t>(b)]
+                                       : opt.keep_patches            ? &*opt.keep_patches
+                                                                     : nullptr;
+        rope_forward(&a.qkv[static_cast<size_t>(b) * T * 3 * hp.inner()], *rope, hp, T, keep ? keep->data() : nullptr);
+      }
     if (l == L - 1 && !opt.keep_full && !opt.to_end && !opt.on_probs && !opt.on_tokens && hp.class_token) {
       cls_row_attention(res, a, hp, l, T);
       break;
@@ -498,6 +518,7 @@ void prepare_linear(LinearW& lin, bool backward) {
 }  // namespace
 
 void prepare_weights(ViTWeights& w, bool backward) {
+  prepare_rope(w);  // rotary tables of the grid (none without a rope)
   prepare_linear(w.patch_embed, backward);
   for (LayerNormW* n : {&w.patch_norm_in, &w.patch_norm_out, &w.norm_pre, &w.norm, &w.fc_norm, &w.attn_pool.norm})
     own(n->weight), own(n->bias);
@@ -505,7 +526,7 @@ void prepare_weights(ViTWeights& w, bool backward) {
   for (LinearW* l : {&w.attn_pool.q, &w.attn_pool.kv, &w.attn_pool.proj, &w.attn_pool.fc1, &w.attn_pool.fc2})
     prepare_linear(*l, backward);
   for (BlockWeights& b : w.blocks) {
-    for (LayerNormW* n : {&b.norm1, &b.norm2, &b.q_norm, &b.k_norm}) own(n->weight), own(n->bias);
+    for (LayerNormW* n : {&b.norm1, &b.norm2, &b.q_norm, &b.k_norm, &b.mlp_norm}) own(n->weight), own(n->bias);
     for (Floats* f : {&b.ls1, &b.ls2}) own(*f);
     for (LinearW* l : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) prepare_linear(*l, backward);
     for (LinearW* l : {&b.proj_l, &b.proj_w}) own(l->weight), own(l->bias);  // CaiT talking heads (H, H)

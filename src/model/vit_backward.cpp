@@ -107,7 +107,11 @@ std::string explanations_unavailable(const HParams& hp, bool has_head) {
   if (hp.class_attn_blocks > 0)  // CaiT (model/cait.hpp)
     return "CaiT's talking heads mix the heads and its class token is absent from the self-attention blocks: "
            "attnmap's backward pass does not differentiate it (cait layout)";
-  if (hp.pool != Pool::ClassToken) why = "its classifier reads the " + pool_name(hp.pool);
+  if (hp.rope != Rope::None)  // issue 29: rotary positions and the MLP sub-LayerNorm are not differentiated
+    why = std::string("its blocks rotate queries and keys (") + (hp.rope == Rope::Dinov3 ? "DINOv3" : "EVA-02") +
+          " rotary position embedding)";
+  else if (hp.has_mlp_norm) why = "its MLP has a sub-LayerNorm (mlp.norm)";
+  else if (hp.pool != Pool::ClassToken) why = "its classifier reads the " + pool_name(hp.pool);
   else if (hp.qk_norm) why = "its blocks normalise queries and keys (qk_norm)";
   else if (hp.swiglu) why = "its MLP is SwiGLU";
   else if (hp.act != Activation::Gelu) why = "its MLP activation is " + activation_name(hp.act);

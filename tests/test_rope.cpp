@@ -1,0 +1,221 @@
+// Rotary position embeddings and SwiGLU (issue 29), beyond the family parity of test_families.cpp (which
+// runs every case of tests/fixtures/families/, these included, at both sizes): what is refused and how it is
+// said, rollout against numpy's rollout of the family's own attention, the rotary tables themselves, and
+// what inspect says. Fixtures: tools/make_family_fixtures_rope.py (timm at a recorded commit).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "checkpoint/weights.hpp"
+#include "checkpoint/weights_safetensors.hpp"
+#include "core/error.hpp"
+#include "io/npy.hpp"
+#include "maps/attention_maps.hpp"
+#include "model/pos_embed.hpp"
+#include "model/rope.hpp"
+#include "model/vit.hpp"
+#include "model/vit_backward.hpp"
+#include "test_util.hpp"
+
+using namespace attnmap;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string case_dir(const std::string& name) { return fixture("families/" + name) + "/"; }
+
+std::string load_error(const std::string& path, const ModelOverrides& ov = {}) {
+  try {
+    load_model(path, ov);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A copy of a case's weights alone (no config.json beside it) in a fresh folder.
+fs::path lone_copy(const std::string& name, const std::string& file) {
+  const fs::path dir = fs::temp_directory_path() / ("attnmap_rope_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(case_dir(name) + file, dir / file);
+  return dir;
+}
+
+}  // namespace
+
+// The model's settings: the rope, its layout and grid scaling, the SwiGLU forms and the sub-LayerNorm.
+TEST(Rope, EachCaseReadsItsFamilysSettings) {
+  const ViTWeights eva = load_model(case_dir("eva02_tiny") + "model.safetensors");
+  EXPECT_EQ(eva.hp.layout, Layout::Eva);
+  EXPECT_EQ(eva.hp.rope, Rope::EvaCat);
+  EXPECT_FALSE(eva.hp.rope_half);
+  EXPECT_EQ(eva.hp.rope_ref_h, 16);
+  EXPECT_TRUE(eva.hp.swiglu);  // packed GluMlp
+  EXPECT_EQ(eva.hp.pool, Pool::MeanPatches);
+  EXPECT_NEAR(eva.hp.mean[0], 0.48145466f, 1e-7);  // eva02 pretrained_cfg: OPENAI_CLIP_MEAN
+  const ViTWeights base = load_model(case_dir("eva02_base") + "model.pth");
+  EXPECT_TRUE(base.hp.swiglu);
+  EXPECT_TRUE(base.hp.has_mlp_norm);
+  const ViTWeights gelu = load_model(case_dir("eva02_gelu") + "model.pth");
+  EXPECT_EQ(gelu.hp.rope, Rope::EvaCat);
+  EXPECT_FALSE(gelu.hp.swiglu);
+  EXPECT_TRUE(gelu.hp.layer_scale);
+  EXPECT_EQ(gelu.hp.pool, Pool::ClassToken);
+  const ViTWeights d3 = load_model(case_dir("dinov3_small") + "model.safetensors");
+  EXPECT_EQ(d3.hp.rope, Rope::Dinov3);
+  EXPECT_TRUE(d3.hp.rope_half);
+  EXPECT_FLOAT_EQ(d3.hp.eps, 1e-5f);
+  EXPECT_EQ(d3.hp.num_registers, 4);
+  EXPECT_TRUE(d3.pos_embed.empty());
+  const ViTWeights packed = load_model(case_dir("timm_swiglu_packed") + "model.pth");
+  EXPECT_EQ(packed.hp.layout, Layout::Timm);
+  EXPECT_TRUE(packed.hp.swiglu);
+  EXPECT_EQ(packed.hp.mlp_dim, 128);
+}
+
+// The tables: EVA-02's first row is the angle 0 (sin 0, cos 1); DINOv3's centre-symmetric coordinates give
+// opposite angles for mirrored patches.
+TEST(Rope, TablesFollowEachFamilysCoordinates) {
+  HParams hp;
+  hp.head_dim = 16;
+  hp.rope = Rope::EvaCat;
+  hp.rope_ref_h = hp.rope_ref_w = 16;
+  RopeTables t = rope_tables(hp, 4, 4);
+  for (int c = 0; c < 16; ++c) EXPECT_FLOAT_EQ(t.cos[static_cast<size_t>(c)], 1.0f);
+  // patch (row 1, column 0): channel 0 (row band 0, frequency 1) has angle 1 * 16 / 4 = 4.
+  EXPECT_NEAR(t.sin[4 * 16 + 0], std::sin(4.0), 1e-6);
+  EXPECT_NEAR(t.sin[4 * 16 + 1], std::sin(4.0), 1e-6);  // interleaved: pairs share an angle
+  hp.rope = Rope::Dinov3;
+  hp.rope_half = true;
+  hp.rope_temperature = 100.0f;
+  t = rope_tables(hp, 4, 4);
+  // rows 0 and 3 are at -0.75 and +0.75: channel 0 (row, period 1) angles -+ 2 pi 0.75.
+  EXPECT_NEAR(t.sin[0], std::sin(-2 * M_PI * 0.75), 1e-6);
+  EXPECT_NEAR(t.sin[12 * 16], std::sin(2 * M_PI * 0.75), 1e-6);
+  EXPECT_NEAR(t.sin[0 + 8], t.sin[0], 1e-7);  // rotate-half: the table is tiled
+}
+
+// Rollout works from the recorded probabilities: against numpy's rollout of timm's own attention.
+TEST(Rope, RolloutMatchesNumpyRolloutOfTheFamilysAttention) {
+  for (const char* name : {"eva02_tiny", "dinov3_small", "timm_swiglu_packed"}) {
+    const std::string dir = case_dir(name);
+    const ViTWeights w = load_model(dir + "model.pth");
+    std::vector<int64_t> shape;
+    const std::vector<float> input = read_npy(dir + "input.npy", &shape);
+    ForwardOptions fo;
+    fo.keep_full = true;
+    fo.to_end = true;
+    const ForwardResult r = vit_forward(w, input.data(), fo);
+    HeadSelect mean;
+    const std::vector<float> got = attention_rollout(r, w.hp.depth - 1, mean);
+    const std::vector<float> want = read_npy(dir + "rollout.npy", &shape);
+    EXPECT_TRUE(all_close(got, want, 2e-5, std::string(name) + " rollout"));
+  }
+}
+
+// Class-specific views are refused by name (exit 2, one line); inspect names the rope.
+TEST(Rope, ClassSpecificViewsAreRefusedByName) {
+  const ViTWeights eva = load_model(case_dir("eva02_gelu") + "model.pth");
+  EXPECT_EQ(explanations_unavailable(eva.hp, true),
+            "its blocks rotate queries and keys (EVA-02 rotary position embedding), which attnmap's backward pass "
+            "does not differentiate yet (eva layout)");
+  const ViTWeights packed = load_model(case_dir("timm_swiglu_packed") + "model.pth");
+  EXPECT_NE(explanations_unavailable(packed.hp, true).find("its MLP is SwiGLU"), std::string::npos);
+  const fs::path out = fs::temp_directory_path() / ("attnmap_rope_cli_" + std::to_string(::getpid()));
+  const CliRun ex = run_attnmap("render " + q(std::string(ATTNMAP_DATA_DIR) + "/chelsea.png") + " -w " +
+                                q(case_dir("dinov3_small") + "model.safetensors") + " -o " + q(out) +
+                                " --explain chefer -q");
+  EXPECT_EQ(ex.status, 2);
+  EXPECT_NE(ex.err.find("--explain chefer: its blocks rotate queries and keys (DINOv3 rotary position embedding), "
+                        "which attnmap's backward pass does not differentiate yet (eva layout)"),
+            std::string::npos) << ex.err;
+  EXPECT_EQ(std::count(ex.err.begin(), ex.err.end(), '\n'), 1) << ex.err;
+  const CliRun in = run_attnmap("inspect " + q(case_dir("eva02_tiny") + "model.safetensors"));
+  EXPECT_EQ(in.status, 0) << in.err;
+  EXPECT_NE(in.out.find("rotary:      EVA-02 RoPE on the patch tokens' queries and keys (interleaved layout"),
+            std::string::npos) << in.out;
+  fs::remove_all(out);
+}
+
+// Without the config naming the architecture, whether the model rotates (EVA-02, DINOv3) or not (EVA-01) is
+// not in its tensors: asked for, never guessed.
+TEST(Rope, EvaWithoutItsArchitectureIsAskedFor) {
+  for (const char* name : {"eva02_gelu", "dinov3_small"}) {
+    const std::string file = std::string(name) == "dinov3_small" ? "model.safetensors" : "model.pth";
+    const fs::path dir = lone_copy(name, file);
+    ModelOverrides three;
+    three.num_heads = 3;
+    const std::string e = load_error((dir / file).string(), three);
+    EXPECT_NE(e.find("timm Eva tensors"), std::string::npos) << e;
+    EXPECT_NE(e.find("is not in its tensors"), std::string::npos) << e;
+    const CliRun r = run_attnmap("inspect --heads 3 " + q(dir / file));
+    EXPECT_EQ(r.status, 2) << r.out;
+    fs::remove_all(dir);
+  }
+  // Eva variants whose rotary positions attnmap does not compute are named.
+  const fs::path dir = lone_copy("eva02_tiny", "model.pth");
+  { std::ofstream(dir / "config.json") << R"({"architecture": "vit_base_patch16_rope_mixed_224", "model_args": {"num_heads": 3}})"; }
+  const std::string e = load_error((dir / "model.pth").string());
+  EXPECT_NE(e.find("is a timm Eva variant whose rotary positions attnmap does not compute"), std::string::npos) << e;
+  { std::ofstream(dir / "config.json") << R"({"architecture": "eva02_tiny_patch14_224", "model_args": {"num_heads": 3, "rope_grid_indexing": "xy"}})"; }
+  const std::string xy = load_error((dir / "model.pth").string());
+  EXPECT_NE(xy.find("rope_grid_indexing = \"xy\": expected \"ij\""), std::string::npos) << xy;
+  { std::ofstream(dir / "config.json") << R"({"architecture": "eva02_enormous_patch14_clip_224", "model_args": {"num_heads": 3}})"; }
+  const std::string post = load_error((dir / "model.pth").string());
+  EXPECT_NE(post.find("timm's post-norm Eva block (EvaBlockPostNorm"), std::string::npos) << post;
+  fs::remove_all(dir);
+  // facebookresearch DINOv3's own names are refused by name, not read as DINOv2 (mask_token) with a tensor missing.
+  RawWeights raw = load_weights_safetensors(case_dir("dinov3_small") + "model.safetensors");
+  raw.tensors["storage_tokens"] = raw.tensors.at("reg_token");
+  raw.tensors.erase("reg_token");
+  raw.tensors["mask_token"] = raw.tensors.at("cls_token");
+  try {
+    build_model(raw);
+    ADD_FAILURE() << "facebookresearch DINOv3 names were read";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("facebookresearch DINOv3 names (storage_tokens, rope_embed.periods)"),
+              std::string::npos) << err.what();
+  }
+}
+
+// --size: the rotary tables follow the grid (prepare_rope), EVA-02's still scaled to ref_feat_shape.
+TEST(Rope, SizeRecomputesTheTables) {
+  ViTWeights w = load_model(case_dir("eva02_tiny") + "model.pth");
+  prepare_weights(w, false);
+  EXPECT_EQ(w.rope.grid_h, 3);
+  resample_pos_embed(w, 56, 56);
+  EXPECT_EQ(w.rope.grid_h, 4);
+  EXPECT_EQ(w.rope.sin.size(), static_cast<size_t>(16 * 16));
+  EXPECT_NE(w.hp.source["image_size"].find("rotary positions computed for the grid"), std::string::npos);
+}
+
+// The paths render takes: the last layer's class rows alone (no full matrices), a batch of two images, and
+// every patch kept (token dropping gathers the rotary rows) give the full forward's numbers.
+TEST(Rope, FastPathsBatchesAndKeptPatchesAgree) {
+  for (const char* name : {"eva02_tiny", "dinov3_small"}) {
+    const std::string dir = case_dir(name);
+    ViTWeights w = load_model(dir + "model.pth");
+    prepare_weights(w, false);
+    std::vector<int64_t> shape;
+    const std::vector<float> input = read_npy(dir + "input.npy", &shape);
+    std::vector<float> other(input.rbegin(), input.rend());
+    ForwardOptions full;
+    full.keep_full = true;
+    const ForwardResult a = vit_forward(w, input.data(), full);
+    ForwardOptions rows;  // the drawn layer's class rows only (cls_row_attention)
+    const ForwardResult b = vit_forward(w, input.data(), rows);
+    EXPECT_TRUE(all_close(b.cls_attn, a.cls_attn, 1e-6, std::string(name) + " class rows"));
+    const std::vector<ForwardResult> two = vit_forward(w, {other.data(), input.data()}, full);
+    EXPECT_TRUE(all_close(two[1].attn, a.attn, 1e-6, std::string(name) + " batch of two"));
+    ForwardOptions kept = full;
+    kept.keep_patches = std::vector<int>();
+    for (int i = 0; i < w.hp.grid_w * w.hp.grid_h; ++i) kept.keep_patches->push_back(i);
+    const ForwardResult c = vit_forward(w, input.data(), kept);
+    EXPECT_TRUE(all_close(c.attn, a.attn, 1e-6, std::string(name) + " every patch kept"));
+  }
+}
