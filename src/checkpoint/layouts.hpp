@@ -27,6 +27,7 @@ enum class Layout {
   Clip,         ///< OpenAI CLIP clip/model.py VisionTransformer and OpenCLIP's (visual tower or whole model)
   VitPytorch,   ///< lucidrains/vit-pytorch ViT
   SimpleVit,    ///< lucidrains/vit-pytorch SimpleViT (no class token, computed 2-D sin-cos positions)
+  Beit,         ///< timm Beit / microsoft/unilm BEiT, BEiT v2: relative position bias, q_bias / v_bias, gamma_1 / gamma_2
 };
 
 /// How --size resamples the position embeddings: each framework's own F.interpolate call (torch 1.13 semantics).

@@ -225,11 +225,11 @@ Scheme vit_pytorch_scheme(const KeyIndex& idx, Layout layout) {
   return sc;
 }
 
-// timm and the families that kept its names: DeiT-III's LayerScale is gamma_1 / gamma_2.
+// timm and the families that kept its names: DeiT-III's and BEiT's LayerScale is gamma_1 / gamma_2.
 Scheme timm_scheme(Layout layout) {
   Scheme sc;
   sc.layout = layout;
-  if (layout == Layout::Deit3) {
+  if (layout == Layout::Deit3 || layout == Layout::Beit) {
     sc.name = [](const std::string& c) {
       std::string idx, rest;
       if (split_block(c, idx, rest)) {
@@ -245,6 +245,10 @@ Scheme timm_scheme(Layout layout) {
 Layout timm_family(const KeyIndex& idx) {
   if (idx.has("decoder_embed.weight") || idx.has("decoder_pred.weight")) return Layout::Mae;
   if (idx.has("register_tokens") || idx.has("mask_token") || idx.has("blocks.0.mlp.w12.weight")) return Layout::Dinov2;
+  // BEiT (issue 29): a relative position table, shared or per block, or BEiT's split q_bias / v_bias.
+  if (idx.has("blocks.0.attn.relative_position_bias_table") || idx.has("rel_pos_bias.relative_position_bias_table") ||
+      idx.has("blocks.0.attn.q_bias"))
+    return Layout::Beit;
   if (idx.has("blocks.0.gamma_1") || idx.has("blocks.0.gamma_2")) return Layout::Deit3;
   if (idx.has("norm_pre.weight")) return Layout::TimmClip;
   if (idx.has("attn_pool.latent") && !idx.has("cls_token")) return Layout::TimmSiglip;

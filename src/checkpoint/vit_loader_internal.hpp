@@ -89,6 +89,7 @@ class Loader {
   std::vector<ViTWeights::TensorUse> account() const;
 
   const std::string& path() const { return raw_.path; }
+  const RawWeights& raw() const { return raw_; }
   const Scheme& scheme() const { return scheme_; }
 
  private:
@@ -116,6 +117,11 @@ void resolve_heads(const FileConfig& fc, const ModelOverrides& ov, const std::st
                    ViTWeights& w);
 bool resolve_pool(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, ViTWeights& w);
 void resolve_activation(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, ViTWeights& w);
+
+// vit_loader_beit.cpp (issue 29): BEiT's relative position tables, its grid without pos_embed, its heads.
+FileConfig beit_config(Loader& ld, const FileConfig& fc, const ModelOverrides& ov);
+void take_beit_grid(Loader& ld, const FileConfig& fc, ViTWeights& w);
+void take_beit_rel_pos(Loader& ld, ViTWeights& w);
 
 }  // namespace detail
 }  // namespace attnmap

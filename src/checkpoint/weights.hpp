@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +42,9 @@ struct HParams {
   Pool pool = Pool::ClassToken;      ///< what the classifier reads
   bool pos_sincos = false;           ///< positions computed: SimpleViT's 2-D sin-cos table for the grid
   bool attn_proj = true;             ///< the attention output goes through proj (vit-pytorch: none when H*dk == D)
+  // ---- BEiT relative position bias (issue 29) ----
+  bool rel_pos = false;              ///< a relative position bias is added to the scores (BEiT, BEiT v2)
+  int rel_pos_grid_w = 0, rel_pos_grid_h = 0;  ///< the grid the tables are for (the trained one, or --size's)
   float eps = 1e-6f;                 ///< LayerNorm epsilon (timm default)
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};  ///< ImageNet (timm IMAGENET_DEFAULT_MEAN)
   std::array<float, 3> std{0.229f, 0.224f, 0.225f};   ///< ImageNet (timm IMAGENET_DEFAULT_STD)
@@ -97,6 +101,12 @@ struct BlockWeights {
   LinearW fc1;       ///< (M, D); SwiGLU: (2M, D), rows [x1; x2] (DINOv2 w12)
   LinearW fc2;       ///< (D, M); SwiGLU: DINOv2 w3
   Floats ls1, ls2;  ///< LayerScale (D) on the attention / MLP branch; empty: none
+  /// BEiT: this block's relative position bias table ((2Wh-1)(2Ww-1)+3, H), timm attn.relative_position_bias_table;
+  /// empty: none. The last 3 rows are class->patch, patch->class, class->class (gen_relative_position_index).
+  Floats rel_pos_table;
+  /// The bias (H, T, T) added to Q K^T / sqrt(dk) before the softmax, gathered for the current grid from this
+  /// block's table plus the shared one (checkpoint/rel_pos.hpp); null: none. Blocks may share one.
+  std::shared_ptr<const std::vector<float>> attn_bias;
 };
 
 /// Everything the forward pass needs. A safetensors F32 model's tensors are views into the file's read-only
@@ -111,6 +121,7 @@ struct ViTWeights {
   Floats cls_token;   ///< (D); empty when hp.cls_is_mean or !hp.class_token
   Floats extra_tokens;  ///< (num_prefix - 1, D): distillation token, then register tokens
   Floats pos_embed;   ///< (pos_prefix + N, D); empty: zero
+  Floats rel_pos_table_shared;  ///< BEiT use_shared_rel_pos_bias: rel_pos_bias.relative_position_bias_table, as above
   std::vector<BlockWeights> blocks;
   LayerNormW norm;                ///< final LayerNorm (D), optional
   LayerNormW fc_norm;             ///< LayerNorm after pooling, before the head (timm fc_norm), optional

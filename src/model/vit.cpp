@@ -27,7 +27,7 @@ void layernorm_forward(float* out, const float* in, const float* weight, const f
 
 void softmax_rows(float* x, int M, int n) { kernels::softmax_rows(x, M, n); }
 
-void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk) {
+void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk, const float* bias) {
   const int inner = H * dk;
   const size_t ld = static_cast<size_t>(3 * inner), Td = static_cast<size_t>(T) * dk;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
@@ -40,6 +40,10 @@ void attention_forward(float* out, float* probs, const float* qkv, int T, int H,
         std::copy_n(qkv + t * ld + j * inner + static_cast<size_t>(h) * dk, dk, &qkv_h[j * Td + t * dk]);
     float* p = probs + static_cast<size_t>(h) * T * T;  // (T, T)
     matmul_dense(p, &qkv_h[0], &qkv_h[Td], T, T, dk, /*trans_b=*/true, scale);  // Q K^T / sqrt(dk)
+    if (bias) {  // BEiT: + relative position bias (T, T) of this head
+      const float* bh = bias + static_cast<size_t>(h) * T * T;
+      for (size_t i = 0; i < static_cast<size_t>(T) * T; ++i) p[i] += bh[i];
+    }
     softmax_rows(p, T, T);
     matmul_dense(out_h.data(), p, &qkv_h[2 * Td], T, dk, T, /*trans_b=*/false, 1.0f);  // P V (T, dk)
     for (size_t t = 0; t < static_cast<size_t>(T); ++t)
@@ -230,8 +234,10 @@ void qkv_forward(Activations& a, const BlockWeights& blk, const HParams& hp, int
 }
 
 // The drawn layer l: only the class token's row of each head's probabilities is needed, (1, T) per
-// head instead of (T, T), and no attention output. Into each result's cls_attn[l] (H, T).
-void cls_row_attention(std::vector<ForwardResult>& res, const Activations& a, const HParams& hp, int l, int T) {
+// head instead of (T, T), and no attention output. Into each result's cls_attn[l] (H, T). bias: the block's
+// relative position bias (H, T, T) or null.
+void cls_row_attention(std::vector<ForwardResult>& res, const Activations& a, const HParams& hp, int l, int T,
+                       const float* bias) {
   const int B = static_cast<int>(res.size());
   const int H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
@@ -241,6 +247,8 @@ void cls_row_attention(std::vector<ForwardResult>& res, const Activations& a, co
     const float* q = &a.qkv[static_cast<size_t>(b) * T * 3 * inner];  // (T, 3*inner), row 0 = class token
     float* row = &r.cls_attn[(static_cast<size_t>(l) * H + h) * T];    // (T)
     sgemm(false, true, 1, T, dk, scale, q + h * dk, 3 * inner, q + inner + h * dk, 3 * inner, 0.0f, row, T);
+    if (bias)  // BEiT: + row 0 (the class token's) of this head's relative position bias (H, T, T)
+      for (int j = 0; j < T; ++j) row[j] += bias[static_cast<size_t>(h) * T * T + static_cast<size_t>(j)];
     softmax_rows(row, 1, T);
   });
 }
@@ -248,7 +256,7 @@ void cls_row_attention(std::vector<ForwardResult>& res, const Activations& a, co
 // Layer l's attention, image by image: att (T, inner) of each image from its qkv (T, 3*inner); its
 // probabilities (H, T, T) go to cls_attn[l] (class rows), attn[l] with keep_full, and opt.on_probs.
 void attention_layer(std::vector<ForwardResult>& res, Activations& a, const HParams& hp, int l,
-                     const ForwardOptions& opt, int T) {
+                     const ForwardOptions& opt, int T, const float* bias) {
   const int B = static_cast<int>(res.size());
   const int H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
   const size_t TT = static_cast<size_t>(T) * T;
@@ -256,7 +264,7 @@ void attention_layer(std::vector<ForwardResult>& res, Activations& a, const HPar
   for (int b = 0; b < B; ++b) {
     ForwardResult& r = res[static_cast<size_t>(b)];
     attention_forward(&a.att[static_cast<size_t>(b) * T * inner], probs.data(), &a.qkv[static_cast<size_t>(b) * T * 3 * inner],
-                      T, H, dk);
+                      T, H, dk, bias);
     for (int h = 0; h < H; ++h)
       query_row(&r.cls_attn[(static_cast<size_t>(l) * H + h) * T], &probs[static_cast<size_t>(h) * TT], T,
                 hp.class_token, hp.num_prefix);
@@ -440,6 +448,9 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
   const HParams& hp = w.hp;
   const int B = static_cast<int>(images.size());
   const int T = forward_tokens(hp, opt, B);
+  if (hp.rel_pos && T != hp.tokens())
+    throw Error("keep_patches: dropping patch tokens is not done for a model with a relative position bias (BEiT): "
+                "its bias is gathered for the whole grid");
   const int D = hp.dim, H = hp.num_heads;
   const int last = opt.to_end ? hp.depth - 1 : resolve_layer(opt.last_layer, hp.depth);
   const int L = last + 1;
@@ -462,11 +473,12 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
   for (int l = 0; l < L; ++l) {
     const BlockWeights& blk = w.blocks[static_cast<size_t>(l)];
     qkv_forward(a, blk, hp, BT);
+    const float* bias = blk.attn_bias ? blk.attn_bias->data() : nullptr;  // BEiT relative position bias (H, T, T)
     if (l == L - 1 && !opt.keep_full && !opt.to_end && !opt.on_probs && !opt.on_tokens && hp.class_token) {
-      cls_row_attention(res, a, hp, l, T);
+      cls_row_attention(res, a, hp, l, T, bias);
       break;
     }
-    attention_layer(res, a, hp, l, opt, T);
+    attention_layer(res, a, hp, l, opt, T, bias);
     if (!hp.residual_mlp) {  // seed layout: the output is weights.V
       if (opt.to_end) seed_output(res, a, hp, T);
       continue;
@@ -499,12 +511,12 @@ void prepare_weights(ViTWeights& w, bool backward) {
   prepare_linear(w.patch_embed, backward);
   for (LayerNormW* n : {&w.patch_norm_in, &w.patch_norm_out, &w.norm_pre, &w.norm, &w.fc_norm, &w.attn_pool.norm})
     own(n->weight), own(n->bias);
-  for (Floats* f : {&w.cls_token, &w.extra_tokens, &w.pos_embed, &w.attn_pool.latent}) own(*f);
+  for (Floats* f : {&w.cls_token, &w.extra_tokens, &w.pos_embed, &w.attn_pool.latent, &w.rel_pos_table_shared}) own(*f);
   for (LinearW* l : {&w.attn_pool.q, &w.attn_pool.kv, &w.attn_pool.proj, &w.attn_pool.fc1, &w.attn_pool.fc2})
     prepare_linear(*l, backward);
   for (BlockWeights& b : w.blocks) {
     for (LayerNormW* n : {&b.norm1, &b.norm2, &b.q_norm, &b.k_norm}) own(n->weight), own(n->bias);
-    for (Floats* f : {&b.ls1, &b.ls2}) own(*f);
+    for (Floats* f : {&b.ls1, &b.ls2, &b.rel_pos_table}) own(*f);
     for (LinearW* l : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) prepare_linear(*l, backward);
   }
   prepare_linear(w.head, backward);

@@ -84,9 +84,10 @@ void layernorm_forward(float* out, const float* in, const float* weight, const f
 void softmax_rows(float* x, int M, int n);
 
 /// Multi-head self-attention on one image.  qkv (T, 3*H*dk) = [Q | K | V], heads contiguous in each;
-/// probs (H, T, T) receives softmax(Q_h K_h^T / sqrt(dk)); out (T, H*dk) receives probs_h V_h per head.
-/// (Vaswani et al. 2017, eq. 1.)
-void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk);
+/// probs (H, T, T) receives softmax(Q_h K_h^T / sqrt(dk) + bias_h); out (T, H*dk) receives probs_h V_h per
+/// head. (Vaswani et al. 2017, eq. 1.) bias: null, or (H, T, T) added to the scores before the softmax (BEiT's
+/// relative position bias, Bao et al. 2022; timm beit.py Attention).
+void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk, const float* bias = nullptr);
 
 /// In place exact GELU: x * 0.5 * (1 + erf(x / sqrt(2))) (PyTorch nn.GELU(), approximate='none').
 void gelu_forward(float* x, size_t n);

@@ -76,7 +76,7 @@ void block_forward(BlockTape& bt, float* x, const ViTWeights& w, int l, const Ta
   linear(bt.qkv.data(), bt.ln1_out.data(), blk.qkv, T);
   bt.probs.resize(static_cast<size_t>(H) * T * T);
   std::vector<float> att(static_cast<size_t>(T) * inner);
-  attention_forward(att.data(), bt.probs.data(), bt.qkv.data(), T, H, dk);
+  attention_forward(att.data(), bt.probs.data(), bt.qkv.data(), T, H, dk, blk.attn_bias ? blk.attn_bias->data() : nullptr);
   if (opt.edit_probs) {  // a test's perturbation: the output is recomputed from the edited probabilities
     opt.edit_probs(l, bt.probs.data());
     for (int h = 0; h < H; ++h)
@@ -109,6 +109,7 @@ std::string explanations_unavailable(const HParams& hp, bool has_head) {
   else if (hp.swiglu) why = "its MLP is SwiGLU";
   else if (hp.act != Activation::Gelu) why = "its MLP activation is " + activation_name(hp.act);
   else if (!hp.attn_proj) why = "its attention has no output projection";
+  else if (hp.rel_pos) why = "its attention adds a relative position bias (BEiT), not yet checked against autograd";
   if (why.empty()) return "";
   return why + ", which attnmap's backward pass does not differentiate yet (" + layout_name(hp.layout) + " layout)";
 }
