@@ -166,21 +166,54 @@ TEST(Beit, TableResizeKeepsClassEntriesAndRefusesNonSquare) {
   EXPECT_EQ(w.hp.grid_w, 4);
 }
 
-// Class-specific views: refused by name (the backward is not yet checked against autograd with the bias);
-// the CLI says it and exits 2. Rollout and the attention views render.
-TEST(Beit, ExplanationsRefusedByNameRolloutRenders) {
+// Class-specific views: the bias is a constant added to the scores, so the backward of the scores is the plain
+// one; the tape's forward adds it as vit_forward does. dlogit/dA of every block and head against torch autograd
+// through timm's own Beit (class-token head); a mean-pooling BEiT (as released) is refused by its pooling.
+TEST(Beit, AttentionGradientsMatchAutogradThroughTimmsBeit) {
+  const auto meta = beit_meta("beit_abs_relpos");
   const ViTWeights w = load_model(beit_dir("beit_abs_relpos") + "model.pth");
   EXPECT_EQ(w.hp.pool, Pool::ClassToken);
-  EXPECT_EQ(explanations_unavailable(w.hp, true),
-            "its attention adds a relative position bias (BEiT), not yet checked against autograd, which attnmap's "
-            "backward pass does not differentiate yet (beit layout)");
+  EXPECT_EQ(explanations_unavailable(w.hp, true), "");
+  std::vector<int64_t> shape;
+  const std::vector<float> input = read_npy(beit_dir("beit_abs_relpos") + "input.npy", &shape);
+  const ForwardTape tape = vit_forward_tape(w, input.data());
+  const std::vector<float> logits = read_npy(beit_dir("beit_abs_relpos") + "logits.npy", &shape);
+  EXPECT_TRUE(all_close(tape.logits, logits, meta["logits_tolerance"].get<double>(), "tape logits"));
+  const int c = meta["explain"]["target_class"].get<int>();
+  const int L = w.hp.depth, H = w.hp.num_heads, T = w.hp.tokens();
+  std::vector<float> grads(static_cast<size_t>(L) * H * T * T);
+  BackwardOptions bo;
+  bo.on_attn_grad = [&](int l, const float*, const float* dA) {
+    std::copy(dA, dA + static_cast<size_t>(H) * T * T, grads.begin() + static_cast<long>(l) * H * T * T);
+  };
+  vit_backward(w, tape, c, bo);
+  const std::vector<float> want = read_npy(beit_dir("beit_abs_relpos") + "grad_attn.npy", &shape);
+  ASSERT_EQ(shape, (std::vector<int64_t>{L, H, T, T}));
+  const double tol = meta["explain"]["tolerance"].get<double>();
+  EXPECT_TRUE(all_close(grads, want, tol, "dlogit/dA"));
+  double largest = 0;
+  for (size_t i = 0; i < grads.size(); ++i) largest = std::max(largest, std::fabs(double(grads[i]) - want[i]));
+  std::printf("beit autograd: largest dlogit/dA difference %.2g (tolerance %.2g, max |g| %.2g)\n", largest, tol,
+              meta["explain"]["max_abs"].get<double>());
+  const ViTWeights released = load_model(beit_dir("beit_relpos") + "model.pth");
+  EXPECT_EQ(explanations_unavailable(released.hp, true),
+            "its classifier reads the mean of the patch tokens, which attnmap's backward pass does not differentiate "
+            "yet (beit layout)");
+}
+
+// From the CLI: chefer and rollout render for a class-token BEiT; a mean-pooling BEiT's chefer is refused,
+// exit 2; --size renders a shared-table BEiT v2; inspect names the family, the bias and the checked index.
+TEST(Beit, CliRendersExplainsRefusesAndInspects) {
   const fs::path out = fs::temp_directory_path() / ("attnmap_beit_" + std::to_string(::getpid()));
   fs::remove_all(out);
   const std::string img = q(std::string(ATTNMAP_DATA_DIR) + "/chelsea.png");
   const std::string wt = q(beit_dir("beit_abs_relpos") + "model.pth");
   const CliRun ex = run_attnmap("render " + img + " -w " + wt + " -o " + q(out) + " --explain chefer -q");
-  EXPECT_EQ(ex.status, 2) << ex.err;
-  EXPECT_NE(ex.err.find("its attention adds a relative position bias (BEiT)"), std::string::npos) << ex.err;
+  EXPECT_EQ(ex.status, 0) << ex.err;
+  const CliRun no = run_attnmap("render " + img + " -w " + q(beit_dir("beit_relpos") + "model.pth") + " -o " + q(out) +
+                                " --explain chefer -q");
+  EXPECT_EQ(no.status, 2) << no.err;
+  EXPECT_NE(no.err.find("its classifier reads the mean of the patch tokens"), std::string::npos) << no.err;
   const CliRun ro = run_attnmap("render " + img + " -w " + wt + " -o " + q(out) + " --rollout -q");
   EXPECT_EQ(ro.status, 0) << ro.err;
   const CliRun sz = run_attnmap("render " + img + " -w " + q(beit_dir("beitv2_shared") + "model.safetensors") + " -o " +
@@ -189,6 +222,8 @@ TEST(Beit, ExplanationsRefusedByNameRolloutRenders) {
   const CliRun in = run_attnmap("inspect " + q(beit_dir("beit_relpos") + "model_unilm.pth"));
   EXPECT_EQ(in.status, 0) << in.err;
   EXPECT_NE(in.out.find("beit (timm Beit / microsoft/unilm BEiT"), std::string::npos) << in.out;
-  EXPECT_NE(in.out.find("relative_position_index"), std::string::npos) << in.out;
+  EXPECT_NE(in.out.find("rel. bias:   a table per block, 4 x 4 grid, added to the scores before the softmax (BEiT)"),
+            std::string::npos) << in.out;
+  EXPECT_NE(in.out.find("checked equal to the index attnmap computes for the 4x4 grid"), std::string::npos) << in.out;
   fs::remove_all(out);
 }

@@ -284,6 +284,40 @@ def add_rollout(case, folder, meta):
             "rule": "numpy: heads averaged, (A + I) / 2, rows normalised, R = A_L-1 ... A_0 (Abnar & Zuidema 2020)"}
 
 
+def add_grads(case, folder, meta):
+    """dlogit_c / dA of every block (c = the most probable class), by torch autograd through timm's own Beit
+    (float64; float32 for the spread): the attention probabilities are the input of attn.attn_drop, kept with
+    retain_grad. -> grad_attn.npy (L, H, T, T)."""
+    sd = case.load_sd(folder)
+    x = torch.from_numpy(np.load(os.path.join(folder, "input.npy"))).unsqueeze(0)
+
+    def run(dtype):
+        m = case.build().to(dtype).eval()
+        m.load_state_dict(sd)
+        rec = []
+
+        def keep(mod, inp):
+            inp[0].retain_grad()
+            rec.append(inp[0])
+        hs = [b.attn.attn_drop.register_forward_pre_hook(keep) for b in m.blocks]
+        logits = m(x.to(dtype))[0]
+        c = int(logits.argmax())
+        logits[c].backward()
+        for h in hs:
+            h.remove()
+        return c, torch.stack([r.grad[0] for r in rec]).double()
+
+    c64, g64 = run(torch.float64)
+    c32, g32 = run(torch.float32)
+    assert c32 == c64
+    fl.save_npy(os.path.join(folder, "grad_attn.npy"), g64.numpy())
+    spread = mt.max_diff(g32, g64)
+    return {"file": "grad_attn.npy", "target_class": c64, "spread_f32_f64": spread,
+            "tolerance": max(1e-5, 2 * spread), "max_abs": float(g64.abs().max()),
+            "rule": "torch autograd of logits[c] (c = argmax) through timm's Beit.forward, float64; "
+                    "d/dA for A = the input of each block's attn.attn_drop"}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--timm", required=True, help="work tree of huggingface/pytorch-image-models")
@@ -315,6 +349,10 @@ def main():
         meta["other_size"], extra_sanity = other_size(c, folder, meta, beit_mod)
         meta["sanity"] += extra_sanity
         meta["rollout"] = add_rollout(c, folder, meta)
+        if c.extra.get("global_pool") == "token":  # class-token head: the class-specific views apply
+            meta["explain"] = add_grads(c, folder, meta)
+            print("    autograd dlogit/dA: spread %.1e tol %.1e (max |g| %.2g)" % (
+                meta["explain"]["spread_f32_f64"], meta["explain"]["tolerance"], meta["explain"]["max_abs"]))
         fl.write_meta(folder, **meta)
         print("    other size %d px: spread %.1e tol %.1e; rollout tol %.1e" % (
             OTHER_S, meta["other_size"]["spread_f32_f64"], meta["other_size"]["tolerance"],

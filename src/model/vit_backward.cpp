@@ -109,7 +109,6 @@ std::string explanations_unavailable(const HParams& hp, bool has_head) {
   else if (hp.swiglu) why = "its MLP is SwiGLU";
   else if (hp.act != Activation::Gelu) why = "its MLP activation is " + activation_name(hp.act);
   else if (!hp.attn_proj) why = "its attention has no output projection";
-  else if (hp.rel_pos) why = "its attention adds a relative position bias (BEiT), not yet checked against autograd";
   if (why.empty()) return "";
   return why + ", which attnmap's backward pass does not differentiate yet (" + layout_name(hp.layout) + " layout)";
 }
