@@ -19,6 +19,7 @@
 #include "maps/attention_maps.hpp"
 #include "model/pos_embed.hpp"
 #include "model/rel_pos_resize.hpp"
+#include "model/sgemm.hpp"
 #include "model/vit.hpp"
 #include "model/vit_backward.hpp"
 #include "test_util.hpp"
@@ -226,4 +227,52 @@ TEST(Beit, CliRendersExplainsRefusesAndInspects) {
             std::string::npos) << in.out;
   EXPECT_NE(in.out.find("checked equal to the index attnmap computes for the 4x4 grid"), std::string::npos) << in.out;
   fs::remove_all(out);
+}
+
+// Token dropping (eval's perturbation test): the bias is taken at the kept tokens' rows and columns. Keeping
+// every patch gives the usual numbers; keeping some gives the numbers of the same forward with the dropped
+// patches' rows and columns of every block's bias removed (computed here from the full bias).
+TEST(Beit, TokenDroppingTakesTheKeptTokensBias) {
+  const ViTWeights w = load_model(beit_dir("beit_abs_relpos") + "model.pth");
+  std::vector<int64_t> shape;
+  const std::vector<float> input = read_npy(beit_dir("beit_abs_relpos") + "input.npy", &shape);
+  ForwardOptions all;
+  all.to_end = true;
+  all.keep_full = true;
+  const ForwardResult full = vit_forward(w, input.data(), all);
+  ForwardOptions every = all;
+  every.keep_patches = std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const ForwardResult same = vit_forward(w, input.data(), every);
+  EXPECT_EQ(same.attn, full.attn);
+  EXPECT_EQ(same.logits, full.logits);
+  // Keep 6 patches: the reference is a model whose patch grid is the full one but whose tokens are only the
+  // kept ones, i.e. the same forward run by hand through attention_forward with the gathered bias.
+  const std::vector<int> keep = {0, 3, 5, 6, 10, 15};
+  ForwardOptions some = all;
+  some.keep_patches = keep;
+  const ForwardResult part = vit_forward(w, input.data(), some);
+  const int T = 1 + static_cast<int>(keep.size()), H = w.hp.num_heads, Tf = w.hp.tokens();
+  ASSERT_EQ(part.tokens, T);
+  // block 0's probabilities by hand: tokens embedded in full, the kept rows, LN1, qkv, bias rows/columns.
+  std::vector<float> x(static_cast<size_t>(Tf) * w.hp.dim);
+  embed_tokens(x.data(), w, input.data());
+  std::vector<int> idx = {0};
+  for (int p : keep) idx.push_back(1 + p);
+  std::vector<float> xk, xn(static_cast<size_t>(T) * w.hp.dim), qkv(static_cast<size_t>(T) * 3 * w.hp.dim);
+  for (int t : idx) xk.insert(xk.end(), x.begin() + static_cast<long>(t) * w.hp.dim, x.begin() + static_cast<long>(t + 1) * w.hp.dim);
+  const BlockWeights& b0 = w.blocks[0];
+  layernorm_forward(xn.data(), xk.data(), b0.norm1.weight.data(), b0.norm1.bias.data(), T, w.hp.dim, w.hp.eps);
+  linear(qkv.data(), xn.data(), b0.qkv, T);
+  std::vector<float> bias(static_cast<size_t>(H) * T * T), probs(bias.size()), out(static_cast<size_t>(T) * w.hp.dim);
+  for (int h = 0; h < H; ++h)
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j < T; ++j)
+        bias[(static_cast<size_t>(h) * T + i) * T + j] = (*b0.attn_bias)[(static_cast<size_t>(h) * Tf + idx[i]) * Tf + idx[j]];
+  attention_forward(out.data(), probs.data(), qkv.data(), T, H, w.hp.head_dim, bias.data());
+  const std::vector<float> got(part.attn.begin(), part.attn.begin() + static_cast<long>(H) * T * T);
+  EXPECT_TRUE(all_close(got, probs, 1e-6, "block 0 with 6 kept patches"));
+  attention_forward(out.data(), probs.data(), qkv.data(), T, H, w.hp.head_dim);  // the bias dropped: far off
+  double d = 0;
+  for (size_t i = 0; i < probs.size(); ++i) d = std::max(d, std::fabs(double(got[i]) - probs[i]));
+  EXPECT_GT(d, 0.05);
 }

@@ -25,7 +25,6 @@ import sys
 
 import numpy as np
 import torch
-import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fixture_lib as fl  # noqa: E402

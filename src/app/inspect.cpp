@@ -59,6 +59,21 @@ void describe_tensors(std::ostringstream& o, const ViTWeights& w) {
 
 }  // namespace
 
+namespace {
+
+// BEiT's relative position bias (issue 29): which tables, for which grid.
+std::string rel_bias_line(const ViTWeights& w) {
+  bool own = false;
+  for (const BlockWeights& b : w.blocks) own = own || !b.rel_pos_table.empty();
+  const std::string kind = own && !w.rel_pos_table_shared.empty() ? "per block plus a shared table"
+                           : own                                   ? "a table per block"
+                                                                   : "one table shared by every block";
+  return "rel. bias:   " + kind + ", " + std::to_string(w.hp.rel_pos_grid_h) + " x " + std::to_string(w.hp.rel_pos_grid_w) +
+         " grid, added to the scores before the softmax (BEiT)\n";
+}
+
+}  // namespace
+
 std::string describe_model(const ViTWeights& w, const std::string& path) {
   const HParams& hp = w.hp;
   std::ostringstream o;
@@ -95,15 +110,7 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
   } else {
     o << (hp.rel_pos ? "positions:   no absolute embedding (a relative position bias, below)\n" : "positions:   none\n");
   }
-  if (hp.rel_pos) {  // BEiT (issue 29)
-    bool own = false;
-    for (const BlockWeights& b : w.blocks) own = own || !b.rel_pos_table.empty();
-    const std::string kind = own && !w.rel_pos_table_shared.empty() ? "per block plus a shared table"
-                             : own                                   ? "a table per block"
-                                                                     : "one table shared by every block";
-    o << "rel. bias:   " << kind << ", " << hp.rel_pos_grid_h << " x " << hp.rel_pos_grid_w
-      << " grid, added to the scores before the softmax (BEiT)\n";
-  }
+  if (hp.rel_pos) o << rel_bias_line(w);  // BEiT (issue 29)
   o << "depth:       " << hp.depth << (hp.depth == 1 ? " block\n" : " blocks\n");
   o << "heads:       " << hp.num_heads << " (head dim " << hp.head_dim << ", D = " << hp.dim << ")\n";
   o << "mlp:         "

@@ -245,9 +245,9 @@ Scheme timm_scheme(Layout layout) {
 Layout timm_family(const KeyIndex& idx) {
   if (idx.has("decoder_embed.weight") || idx.has("decoder_pred.weight")) return Layout::Mae;
   if (idx.has("register_tokens") || idx.has("mask_token") || idx.has("blocks.0.mlp.w12.weight")) return Layout::Dinov2;
-  // BEiT (issue 29): a relative position table, shared or per block, or BEiT's split q_bias / v_bias.
-  if (idx.has("blocks.0.attn.relative_position_bias_table") || idx.has("rel_pos_bias.relative_position_bias_table") ||
-      idx.has("blocks.0.attn.q_bias"))
+  // BEiT (issue 29): a relative position table, shared or per block. (A BEiT without one reads as timm / deit3:
+  // its q_bias / v_bias are read by every timm-named layout.)
+  if (idx.has("blocks.0.attn.relative_position_bias_table") || idx.has("rel_pos_bias.relative_position_bias_table"))
     return Layout::Beit;
   if (idx.has("blocks.0.gamma_1") || idx.has("blocks.0.gamma_2")) return Layout::Deit3;
   if (idx.has("norm_pre.weight")) return Layout::TimmClip;

@@ -176,6 +176,7 @@ struct Activations {
   std::vector<float> att;    // (B*T, inner) attention output
   std::vector<float> probs;  // (H, T, T) of one image
   std::vector<float> hid;    // (B*T, M)
+  std::vector<float> bias_kept;  // (H, T, T) one image's relative position bias with token dropping (BEiT)
 };
 
 Activations make_activations(const HParams& hp, int BT, size_t TT) {
@@ -233,11 +234,36 @@ void qkv_forward(Activations& a, const BlockWeights& blk, const HParams& hp, int
   if (blk.q_norm.present()) qk_norm_forward(a.qkv.data(), blk, hp, BT);
 }
 
+// A block's relative position bias (BEiT) as each image's attention sees it: the full (H, Tf, Tf) one, or with
+// token dropping, the rows and columns of the tokens each image kept (their relative offsets are the full
+// grid's: each kept patch keeps its position, as it keeps its position embedding).
+struct BiasView {
+  const float* full = nullptr;  // (H, Tf, Tf) or null: no bias
+  int Tf = 0;
+  const std::vector<std::vector<int>>* kept = nullptr;  // per image: full index of each of its T tokens, or null
+  // Image b's (H, T, T) bias: the full one, or gathered into `scratch`.
+  const float* image(int b, int H, int T, std::vector<float>& scratch) const {
+    if (!full || !kept) return full;
+    const std::vector<int>& k = (*kept)[static_cast<size_t>(b)];
+    scratch.resize(static_cast<size_t>(H) * T * T);
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < T; ++i)
+        for (int j = 0; j < T; ++j)
+          scratch[(static_cast<size_t>(h) * T + i) * T + j] = full[(static_cast<size_t>(h) * Tf + k[i]) * Tf + k[j]];
+    return scratch.data();
+  }
+  // Image b's row 0 (the class token's) of head h, entry j.
+  float row0(int b, int h, int j) const {
+    const int kj = kept ? (*kept)[static_cast<size_t>(b)][static_cast<size_t>(j)] : j;
+    return full[static_cast<size_t>(h) * Tf * Tf + static_cast<size_t>(kj)];
+  }
+};
+
 // The drawn layer l: only the class token's row of each head's probabilities is needed, (1, T) per
 // head instead of (T, T), and no attention output. Into each result's cls_attn[l] (H, T). bias: the block's
-// relative position bias (H, T, T) or null.
+// relative position bias (BEiT), if any.
 void cls_row_attention(std::vector<ForwardResult>& res, const Activations& a, const HParams& hp, int l, int T,
-                       const float* bias) {
+                       const BiasView& bias) {
   const int B = static_cast<int>(res.size());
   const int H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
@@ -247,8 +273,8 @@ void cls_row_attention(std::vector<ForwardResult>& res, const Activations& a, co
     const float* q = &a.qkv[static_cast<size_t>(b) * T * 3 * inner];  // (T, 3*inner), row 0 = class token
     float* row = &r.cls_attn[(static_cast<size_t>(l) * H + h) * T];    // (T)
     sgemm(false, true, 1, T, dk, scale, q + h * dk, 3 * inner, q + inner + h * dk, 3 * inner, 0.0f, row, T);
-    if (bias)  // BEiT: + row 0 (the class token's) of this head's relative position bias (H, T, T)
-      for (int j = 0; j < T; ++j) row[j] += bias[static_cast<size_t>(h) * T * T + static_cast<size_t>(j)];
+    if (bias.full)  // BEiT: + row 0 (the class token's) of this head's relative position bias
+      for (int j = 0; j < T; ++j) row[j] += bias.row0(b, h, j);
     softmax_rows(row, 1, T);
   });
 }
@@ -256,7 +282,7 @@ void cls_row_attention(std::vector<ForwardResult>& res, const Activations& a, co
 // Layer l's attention, image by image: att (T, inner) of each image from its qkv (T, 3*inner); its
 // probabilities (H, T, T) go to cls_attn[l] (class rows), attn[l] with keep_full, and opt.on_probs.
 void attention_layer(std::vector<ForwardResult>& res, Activations& a, const HParams& hp, int l,
-                     const ForwardOptions& opt, int T, const float* bias) {
+                     const ForwardOptions& opt, int T, const BiasView& bias) {
   const int B = static_cast<int>(res.size());
   const int H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
   const size_t TT = static_cast<size_t>(T) * T;
@@ -264,7 +290,7 @@ void attention_layer(std::vector<ForwardResult>& res, Activations& a, const HPar
   for (int b = 0; b < B; ++b) {
     ForwardResult& r = res[static_cast<size_t>(b)];
     attention_forward(&a.att[static_cast<size_t>(b) * T * inner], probs.data(), &a.qkv[static_cast<size_t>(b) * T * 3 * inner],
-                      T, H, dk, bias);
+                      T, H, dk, bias.image(b, H, T, a.bias_kept));
     for (int h = 0; h < H; ++h)
       query_row(&r.cls_attn[(static_cast<size_t>(l) * H + h) * T], &probs[static_cast<size_t>(h) * TT], T,
                 hp.class_token, hp.num_prefix);
@@ -448,9 +474,6 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
   const HParams& hp = w.hp;
   const int B = static_cast<int>(images.size());
   const int T = forward_tokens(hp, opt, B);
-  if (hp.rel_pos && T != hp.tokens())
-    throw Error("keep_patches: dropping patch tokens is not done for a model with a relative position bias (BEiT): "
-                "its bias is gathered for the whole grid");
   const int D = hp.dim, H = hp.num_heads;
   const int last = opt.to_end ? hp.depth - 1 : resolve_layer(opt.last_layer, hp.depth);
   const int L = last + 1;
@@ -470,10 +493,25 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
       embed_tokens(xb, w, images[static_cast<size_t>(b)]);
   }
 
+  // Token dropping with a relative position bias: each image's tokens' indices in the full sequence.
+  std::vector<std::vector<int>> kept_index;
+  if (hp.rel_pos && (opt.keep_patches || !opt.keep_patches_each.empty()))
+    for (int b = 0; b < B; ++b) {
+      const std::vector<int>& keep = !opt.keep_patches_each.empty() ? opt.keep_patches_each[static_cast<size_t>(b)] : *opt.keep_patches;
+      std::vector<int> k;
+      for (int p = 0; p < hp.num_prefix; ++p) k.push_back(p);
+      for (int p : keep) k.push_back(hp.num_prefix + p);
+      kept_index.push_back(std::move(k));
+    }
   for (int l = 0; l < L; ++l) {
     const BlockWeights& blk = w.blocks[static_cast<size_t>(l)];
     qkv_forward(a, blk, hp, BT);
-    const float* bias = blk.attn_bias ? blk.attn_bias->data() : nullptr;  // BEiT relative position bias (H, T, T)
+    BiasView bias;  // BEiT relative position bias (H, T, T), each image's kept tokens' part with token dropping
+    if (blk.attn_bias) {
+      bias.full = blk.attn_bias->data();
+      bias.Tf = hp.tokens();
+      if (T != hp.tokens() || opt.keep_patches || !opt.keep_patches_each.empty()) bias.kept = &kept_index;
+    }
     if (l == L - 1 && !opt.keep_full && !opt.to_end && !opt.on_probs && !opt.on_tokens && hp.class_token) {
       cls_row_attention(res, a, hp, l, T, bias);
       break;

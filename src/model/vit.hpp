@@ -26,7 +26,8 @@ struct ForwardOptions {
   /// row-major grid indices, strictly increasing, each < grid_w * grid_h; may be empty) stay in the
   /// sequence. They are cut *after* the position embedding is added, so each kept patch keeps its own
   /// position; the prefix tokens (class, distillation, registers) always stay. Attention then runs over
-  /// T' = num_prefix + keep_patches.size() tokens, and ForwardResult::tokens is T'. Unset: every patch (the
+  /// T' = num_prefix + keep_patches.size() tokens, and ForwardResult::tokens is T'. A relative position bias
+  /// (BEiT) is taken at the kept tokens' rows and columns (their offsets on the full grid). Unset: every patch (the
   /// usual pass, unchanged). Refused (attnmap::Error) for a class token that is the mean of the patches.
   std::optional<std::vector<int>> keep_patches;
   /// Batched token dropping: one keep list per image (each as keep_patches; all of one length, since the
