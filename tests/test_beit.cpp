@@ -226,6 +226,7 @@ TEST(Beit, CliRendersExplainsRefusesAndInspects) {
   EXPECT_NE(in.out.find("rel. bias:   a table per block, 4 x 4 grid, added to the scores before the softmax (BEiT)"),
             std::string::npos) << in.out;
   EXPECT_NE(in.out.find("checked equal to the index attnmap computes for the 4x4 grid"), std::string::npos) << in.out;
+  EXPECT_EQ(in.out.find("skipped non-float tensors"), std::string::npos) << in.out;  // read and checked, not skipped
   fs::remove_all(out);
 }
 
