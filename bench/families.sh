@@ -13,7 +13,7 @@ PY=/usr/bin/python3
 B="${BUILD:-$ROOT/build}"
 PHOTOS="${PHOTOS:-24}"
 ROUNDS="${ROUNDS:-3}"
-FAMILIES=(timm timm-clip clip hf-clip timm-qknorm timm-ls timm-gap timm-siglip dinov2-swiglu vit-pytorch simple-vit cait eva02)
+FAMILIES=(timm timm-clip clip hf-clip timm-qknorm timm-ls timm-gap timm-siglip dinov2-swiglu vit-pytorch simple-vit cait eva02 beit)
 mkdir -p "$W"
 # ATTNMAP_BIN: a binary to time instead of building $B/attnmap.
 BIN="${ATTNMAP_BIN:-$B/attnmap}"
@@ -21,7 +21,9 @@ if [ -z "${ATTNMAP_BIN:-}" ]; then
   cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$B" -j2 --target attnmap >/dev/null
 fi
-[ -f "$W/cait.safetensors" ] && [ -f "$W/eva02.safetensors" ] || "$PY" "$ROOT/bench/make_families.py" "$W"
+for f in "${FAMILIES[@]}"; do  # (re)made when any family's file is missing (a family added since)
+  [ -f "$W/$f.safetensors" ] || { "$PY" "$ROOT/bench/make_families.py" "$W"; break; }
+done
 [ -d "$W/photos" ] || "$PY" "$ROOT/bench/make_photos.py" "$W/photos" "$PHOTOS"
 n=$(find "$W/photos" -type f | wc -l)
 declare -A best

@@ -11,7 +11,9 @@ Writes OUT_DIR/<family>.safetensors for: timm (plain), timm-clip (norm_pre, Quic
 visual names), hf-clip, timm-qknorm, timm-ls (LayerScale), timm-siglip (no class token, MAP head),
 timm-gap (no class token, mean pooling), dinov2-swiglu (SwiGLU MLP, registers), vit-pytorch, simple-vit,
 cait (10 talking-heads self-attention + 2 class-attention blocks),
-eva02 (timm Eva as eva02_base: RoPE, q_bias / v_bias, SwiGLU fc1_g / fc1_x + sub-LayerNorm; issue 29).
+eva02 (timm Eva as eva02_base: RoPE, q_bias / v_bias, SwiGLU fc1_g / fc1_x + sub-LayerNorm; issue 29),
+
+beit (relative position bias per block, q_bias / v_bias, gamma_1 / gamma_2, no pos_embed, mean pooling).
 """
 import argparse
 import json
@@ -218,6 +220,16 @@ def main():
     write_safetensors(os.path.join(a.out, "simple-vit.safetensors"), vit_pytorch(plain, True),
                       dict(heads, image_size=S))
     write_safetensors(os.path.join(a.out, "cait.safetensors"), cait(plain, r))  # heads from proj_l (H, H)
+    # BEiT (issue 29), as beit_base_patch16_224 is released: no absolute pos_embed, a relative position table
+    # ((2*14-1)^2 + 3, H) per block, q_bias / v_bias (no key bias), LayerScale gamma_1 / gamma_2, mean pooling
+    # + fc_norm (no final norm), a 1000-class head.
+    bt = {k: v for k, v in plain.items() if k != "pos_embed" and not k.endswith("attn.qkv.bias") and not k.startswith("norm.")}
+    for i in range(DEPTH):
+        b = "blocks.%d." % i
+        bt.update({b + "attn.q_bias": r(D), b + "attn.v_bias": r(D), b + "gamma_1": 0.1 + r(D), b + "gamma_2": 0.1 + r(D),
+                   b + "attn.relative_position_bias_table": r((2 * (S // P) - 1) ** 2 + 3, H, std=1.0)})
+    bt.update({"fc_norm.weight": 1 + r(D), "fc_norm.bias": r(D), "head.weight": r(1000, D), "head.bias": r(1000)})
+    write_safetensors(os.path.join(a.out, "beit.safetensors"), bt, heads)
 
 
 def cait(plain, r, ca=2):

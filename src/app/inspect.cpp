@@ -80,6 +80,17 @@ std::string cait_blocks(const ViTWeights& w) {
   return o.str();
 }
 
+// BEiT's relative position bias (issue 29): which tables, for which grid.
+std::string rel_bias_line(const ViTWeights& w) {
+  bool own = false;
+  for (const BlockWeights& b : w.blocks) own = own || !b.rel_pos_table.empty();
+  const std::string kind = own && !w.rel_pos_table_shared.empty() ? "per block plus a shared table"
+                           : own                                   ? "a table per block"
+                                                                   : "one table shared by every block";
+  return "rel. bias:   " + kind + ", " + std::to_string(w.hp.rel_pos_grid_h) + " x " + std::to_string(w.hp.rel_pos_grid_w) +
+         " grid, added to the scores before the softmax (BEiT)\n";
+}
+
 }  // namespace
 
 std::string describe_model(const ViTWeights& w, const std::string& path) {
@@ -116,8 +127,9 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
                                                        : std::to_string(hp.pos_prefix) + " prefix token(s) and the patches";
     o << "positions:   " << (hp.pos_prefix + N) << " rows: " << who << "\n";
   } else {
-    o << "positions:   none\n";
+    o << (hp.rel_pos ? "positions:   no absolute embedding (a relative position bias, below)\n" : "positions:   none\n");
   }
+  if (hp.rel_pos) o << rel_bias_line(w);  // BEiT (issue 29)
   o << "depth:       " << hp.depth << (hp.depth == 1 ? " block\n" : " blocks\n");
   o << cait_blocks(w);
   o << "heads:       " << hp.num_heads << " (head dim " << hp.head_dim << ", D = " << hp.dim << ")\n";

@@ -115,6 +115,13 @@ const std::vector<LayoutInfo>& table() {
        "default (timm LayerNorm 1e-6; DINOv3 architectures 1e-5)", PosInterp::Timm,
        "timm Eva: pos_embed by resample_abs_pos_embed (bicubic, antialias), rotary tables recomputed for the grid",
        Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {}},
+      // issue 29: BEiT (timm beit.py; microsoft/unilm beit / beit2 use the same names)
+      {Layout::Beit, "beit",
+       "beit (timm Beit / microsoft/unilm BEiT, BEiT v2: relative position bias, LayerScale gamma_1 / gamma_2)", 1e-6f,
+       "default (timm Beit / unilm BEiT LayerNorm 1e-6)", PosInterp::Timm,
+       "timm beit.py checkpoint_filter_fn: resample_abs_pos_embed (bicubic, antialias) for pos_embed, "
+       "resize_rel_pos_bias_table for the relative position tables",
+       Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {{"mask_token", kMaskToken}}},
   };
   return rows;
 }

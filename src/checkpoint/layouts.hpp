@@ -29,6 +29,7 @@ enum class Layout {
   SimpleVit,    ///< lucidrains/vit-pytorch SimpleViT (no class token, computed 2-D sin-cos positions)
   Cait,         ///< timm / facebookresearch CaiT: talking-heads self-attention blocks, then class-attention blocks
   Eva,          ///< timm Eva (EVA-02, DINOv3 as timm builds them): rotary positions, q_bias / v_bias, SwiGLU
+  Beit,         ///< timm Beit / microsoft/unilm BEiT, BEiT v2: relative position bias, q_bias / v_bias, gamma_1 / gamma_2
 };
 
 /// How --size resamples the position embeddings: each framework's own F.interpolate call (torch 1.13 semantics).

@@ -225,11 +225,11 @@ Scheme vit_pytorch_scheme(const KeyIndex& idx, Layout layout) {
   return sc;
 }
 
-// timm and the families that kept its names: DeiT-III's LayerScale is gamma_1 / gamma_2.
+// timm and the families that kept its names: DeiT-III's and BEiT's LayerScale is gamma_1 / gamma_2.
 Scheme timm_scheme(Layout layout) {
   Scheme sc;
   sc.layout = layout;
-  if (layout == Layout::Deit3) {
+  if (layout == Layout::Deit3 || layout == Layout::Beit) {
     sc.name = [](const std::string& c) {
       std::string idx, rest;
       if (split_block(c, idx, rest)) {
@@ -247,6 +247,10 @@ Layout timm_family(const KeyIndex& idx) {
   if (idx.has("register_tokens") || idx.has("mask_token") || idx.has("blocks.0.mlp.w12.weight")) return Layout::Dinov2;
   // CaiT before DeiT-III: its blocks carry gamma_1 / gamma_2 too.
   if (idx.has("blocks_token_only.0.norm1.weight") || idx.has("blocks.0.attn.proj_l.weight")) return Layout::Cait;
+  // BEiT (issue 29): a relative position table, shared or per block. (A BEiT without one reads as timm / deit3:
+  // its q_bias / v_bias are read by every timm-named layout.)
+  if (idx.has("blocks.0.attn.relative_position_bias_table") || idx.has("rel_pos_bias.relative_position_bias_table"))
+    return Layout::Beit;
   if (idx.has("blocks.0.gamma_1") || idx.has("blocks.0.gamma_2")) return Layout::Deit3;
   if (idx.has("norm_pre.weight")) return Layout::TimmClip;
   if (idx.has("attn_pool.latent") && !idx.has("cls_token")) return Layout::TimmSiglip;

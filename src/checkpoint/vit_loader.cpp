@@ -357,15 +357,19 @@ ViTWeights build_vit(const RawWeights& raw, const KeyIndex& idx, const Scheme& s
   hp.layout = sc.layout;
   const int64_t D = vit_pytorch(sc.layout) ? take_patch_linear(ld, fc, w) : take_patch_conv(ld, fc, w);
   const bool fb_registers = take_prefix_tokens(ld, D, w);
-  take_pos_embed(ld, fc, fb_registers, D, w);
+  if (sc.layout == Layout::Beit && !ld.has("pos_embed"))
+    take_beit_grid(ld, fc, w);  // BEiT as released: relative positions only
+  else
+    take_pos_embed(ld, fc, fb_registers, D, w);
   w.norm_pre = take_norm_opt(ld, "norm_pre", D);
   hp.depth = count_blocks(ld);
   hp.source["depth"] = "inferred from the block count";
   const int64_t inner = attention_width(ld, D);
-  resolve_heads(fc, ov, raw.path, inner, w);
+  resolve_heads(sc.layout == Layout::Beit ? beit_config(ld, fc, ov) : fc, ov, raw.path, inner, w);
   resolve_activation(ld, fc, ov, w);
   resolve_rope(ld, fc, w);  // timm Eva: EVA-02 / DINOv3 rotary positions (vit_loader_eva.cpp)
   for (int i = 0; i < hp.depth; ++i) w.blocks.push_back(take_block(ld, i, D, inner, hp));
+  if (sc.layout == Layout::Beit) take_beit_rel_pos(ld, w);
   std::vector<std::string> no_bias;
   check_block_biases(ld, w, no_bias);
   if (w.patch_embed.bias.empty()) no_bias.push_back(ld.file_name("patch_embed.proj.bias"));

@@ -13,7 +13,8 @@ namespace {
 
 bool timm_like(Layout l) {
   return l == Layout::Timm || l == Layout::TimmClip || l == Layout::TimmSiglip || l == Layout::Deit3 ||
-         l == Layout::Mae || l == Layout::Dinov2 || l == Layout::Eva;
+         l == Layout::Mae || l == Layout::Dinov2 || l == Layout::Eva ||
+         l == Layout::Beit;
 }
 
 }  // namespace

@@ -89,6 +89,7 @@ class Loader {
   std::vector<ViTWeights::TensorUse> account() const;
 
   const std::string& path() const { return raw_.path; }
+  const RawWeights& raw() const { return raw_; }
   const Scheme& scheme() const { return scheme_; }
 
  private:
@@ -123,6 +124,10 @@ void resolve_rope(Loader& ld, const FileConfig& fc, ViTWeights& w);
 // vit_loader_eva.cpp: an MLP's two input halves, EVA-02 / timm SwiGLU mlp.fc1_g (M, D) and mlp.fc1_x (M, D),
 // as one (2M, D) linear with rows [gate; x] (silu(gate) * x, as swiglu_forward computes).
 LinearW take_split_swiglu(Loader& ld, const std::string& b, int64_t D, int64_t& M);
+// vit_loader_beit.cpp (issue 29): BEiT's relative position tables, its grid without pos_embed, its heads.
+FileConfig beit_config(Loader& ld, const FileConfig& fc, const ModelOverrides& ov);
+void take_beit_grid(Loader& ld, const FileConfig& fc, ViTWeights& w);
+void take_beit_rel_pos(Loader& ld, ViTWeights& w);
 
 }  // namespace detail
 

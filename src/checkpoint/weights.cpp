@@ -463,7 +463,12 @@ ViTWeights build_model(const RawWeights& raw_in, const SideConfig& side, const M
   if (w.head.present() && !w.hp.labels.empty() && static_cast<int>(w.hp.labels.size()) != w.head.out)
     w.notices.push_back("config has " + std::to_string(w.hp.labels.size()) + " labels but the classifier head has " +
                         std::to_string(w.head.out) + " classes");
-  for (auto& n : raw.notices) w.notices.push_back(n);
+  // BEiT (issue 29): index buffers whose values were read and checked (the tensor list says so) are not "skipped".
+  bool only_checked_ints = w.hp.layout == Layout::Beit && !raw.skipped.empty();
+  for (const auto& kv : raw.skipped)
+    only_checked_ints = only_checked_ints && raw.ints.count(kv.first) && kv.first.find("relative_position_index") != std::string::npos;
+  for (auto& n : raw.notices)
+    if (!(only_checked_ints && n.rfind("skipped non-float tensors: ", 0) == 0)) w.notices.push_back(n);
   w.files = raw.files;  // what was read, with the hashes of the bytes read (provenance)
   w.files.insert(w.files.end(), side.files.begin(), side.files.end());
   w.notices.insert(w.notices.end(), side.notices.begin(), side.notices.end());

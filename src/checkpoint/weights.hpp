@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,6 +62,9 @@ struct HParams {
   bool talking_heads = false;        ///< self-attention blocks mix the heads' scores (proj_l) and probabilities (proj_w)
   /// Whether block l (0-based, as --layer counts) is a CaiT class-attention block.
   bool is_class_attention(int l) const { return class_attn_blocks > 0 && l >= depth - class_attn_blocks; }
+  // ---- BEiT relative position bias (issue 29) ----
+  bool rel_pos = false;              ///< a relative position bias is added to the scores (BEiT, BEiT v2)
+  int rel_pos_grid_w = 0, rel_pos_grid_h = 0;  ///< the grid the tables are for (the trained one, or --size's)
   float eps = 1e-6f;                 ///< LayerNorm epsilon (timm default)
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};  ///< ImageNet (timm IMAGENET_DEFAULT_MEAN)
   std::array<float, 3> std{0.229f, 0.224f, 0.225f};   ///< ImageNet (timm IMAGENET_DEFAULT_STD)
@@ -123,6 +127,12 @@ struct BlockWeights {
   LinearW proj_l, proj_w;  ///< CaiT talking heads (H, H) each, with bias: on the scores before / the
                            ///< probabilities after the softmax (timm TalkingHeadAttn); absent elsewhere
   LayerNormW mlp_norm;  ///< (M) sub-LayerNorm of the MLP's hidden units before fc2 (EVA-02 scale_mlp, timm mlp.norm)
+  /// BEiT: this block's relative position bias table ((2Wh-1)(2Ww-1)+3, H), timm attn.relative_position_bias_table;
+  /// empty: none. The last 3 rows are class->patch, patch->class, class->class (gen_relative_position_index).
+  Floats rel_pos_table;
+  /// The bias (H, T, T) added to Q K^T / sqrt(dk) before the softmax, gathered for the current grid from this
+  /// block's table plus the shared one (checkpoint/rel_pos.hpp); null: none. Blocks may share one.
+  std::shared_ptr<const std::vector<float>> attn_bias;
 };
 
 /// Rotary tables of one patch grid: sin and cos (gh * gw, d_k), the angle of patch n (row-major) for each
@@ -144,6 +154,7 @@ struct ViTWeights {
   Floats cls_token;   ///< (D); empty when hp.cls_is_mean or !hp.class_token
   Floats extra_tokens;  ///< (num_prefix - 1, D): distillation token, then register tokens
   Floats pos_embed;   ///< (pos_prefix + N, D); empty: zero
+  Floats rel_pos_table_shared;  ///< BEiT use_shared_rel_pos_bias: rel_pos_bias.relative_position_bias_table, as above
   std::vector<BlockWeights> blocks;
   RopeTables rope;                ///< hp.rope != None: the tables of the current grid (prepare_rope)
   LayerNormW norm;                ///< final LayerNorm (D), optional

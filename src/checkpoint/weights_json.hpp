@@ -27,6 +27,9 @@ struct RawWeights {
   std::string config_where = "config";
   /// Tensors in the file that attnmap does not read (safetensors integer / bool / FP8 dtypes): name -> dtype.
   std::map<std::string, std::string> skipped;
+  /// The values of the small integer tensors among `skipped` (I64 / I32, at most 1 << 22 elements; pth and
+  /// safetensors), in C order: read only to check index buffers (BEiT relative_position_index).
+  std::map<std::string, std::vector<int64_t>> ints;
   std::vector<std::string> notices;
   /// The files parsed, each with the SHA-256 of the bytes parsed (hashed from the same mapping, never by
   /// opening the path again): the weights file; a sharded checkpoint: the index, then each shard by name.

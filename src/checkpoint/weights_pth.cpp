@@ -382,6 +382,33 @@ void add_tensor(RawWeights& raw, const PickleData& p, const std::string& name, c
   const PyValue& st = p.values[t.storage];
   if (st.dtype != "F32" && st.dtype != "F16" && st.dtype != "BF16" && st.dtype != "F64") {
     raw.skipped[name] = st.dtype;
+    // Small I64 / I32 tensors keep their values, for index buffers the loader checks (BEiT
+    // relative_position_index); anything that does not fit its storage is only listed.
+    if (st.dtype == "I64" || st.dtype == "I32") {
+      const size_t esize = storage_dtype_bytes(st.dtype);
+      const size_t numel = checked_numel(t.sizes, (raw.path + ": tensor '" + name + "'").c_str());
+      auto it = cache.find(st.s);
+      if (it == cache.end()) it = cache.emplace(st.s, ar.read(prefix + "data/" + st.s)).first;
+      uint64_t last = 0;
+      bool empty = false;
+      if (numel > (size_t(1) << 22) || (numel && (!tensor_last_element(t, &last, &empty) || last >= it->second.n / esize)))
+        return;
+      std::vector<uint8_t> copy;
+      const uint8_t* bytes = numel ? tensor_bytes(t, it->second, esize, numel, copy) : nullptr;
+      std::vector<int64_t>& v = raw.ints[name];
+      v.resize(numel);
+      for (size_t i = 0; i < numel; ++i) {
+        if (esize == 8) {
+          int64_t x;
+          std::memcpy(&x, bytes + i * 8, 8);
+          v[i] = x;
+        } else {
+          int32_t x;
+          std::memcpy(&x, bytes + i * 4, 4);
+          v[i] = x;
+        }
+      }
+    }
     return;
   }
   const std::string what = raw.path + ": tensor '" + name + "'";

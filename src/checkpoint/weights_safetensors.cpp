@@ -299,6 +299,21 @@ void read_tensors(const std::vector<Entry>& entries, const uint8_t* base, const 
   for (const Entry& en : entries) {
     if (en.dtype->kind == Kind::Skip) {
       raw.skipped[en.name] = en.dtype->name;
+      // Small I64 / I32 tensors keep their values (little-endian), for index buffers the loader checks.
+      const std::string dt = en.dtype->name;
+      int64_t numel = 1;
+      for (int64_t d : en.shape) numel *= d;
+      if ((dt == "I64" || dt == "I32") && numel >= 0 && numel <= (int64_t(1) << 22) &&
+          en.end - en.begin == static_cast<uint64_t>(numel) * en.dtype->bytes) {
+        std::vector<int64_t>& v = raw.ints[en.name];
+        v.resize(static_cast<size_t>(numel));
+        for (size_t i = 0; i < v.size(); ++i) {
+          const uint8_t* q = base + en.begin + i * en.dtype->bytes;
+          uint64_t u = 0;
+          for (size_t b = en.dtype->bytes; b-- > 0;) u = (u << 8) | q[b];
+          v[i] = dt == "I64" ? static_cast<int64_t>(u) : static_cast<int64_t>(static_cast<int32_t>(static_cast<uint32_t>(u)));
+        }
+      }
       continue;
     }
     auto fail = [&](const std::string& why) { throw Error(path + ": tensor '" + en.name + "' " + why); };

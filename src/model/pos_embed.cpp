@@ -9,6 +9,7 @@
 #include "core/setting_ref.hpp"
 #include "core/tensor.hpp"
 #include "model/rope.hpp"
+#include "model/rel_pos_resize.hpp"
 
 namespace attnmap {
 
@@ -269,6 +270,7 @@ void resample_pos_embed(ViTWeights& w, int image_w, int image_h, PosInterp mode)
     hp.source["pos_interp"] = pos_interp_name(mode) + " (same grid: the embeddings are unchanged)";
     return;  // as timm: the same grid leaves the embeddings untouched
   }
+  check_rel_pos_resizable(hp);  // BEiT: refused before anything changes
   const int D = hp.dim;
   if (!w.pos_embed.empty()) {
     const size_t n_old = static_cast<size_t>(hp.grid_w) * static_cast<size_t>(hp.grid_h);
@@ -299,6 +301,7 @@ void resample_pos_embed(ViTWeights& w, int image_w, int image_h, PosInterp mode)
   hp.image_h = image_h;
   hp.grid_w = gw;
   hp.grid_h = gh;
+  resample_rel_pos(w, gh, gw);  // BEiT: the relative position tables as timm resizes them (issue 29)
   hp.source["image_size"] = hp.pos_sincos ? "command line (" + setting_ref("size") + "; SimpleViT's sin-cos positions computed for the grid)"
                                           : "command line (" + setting_ref("size") + "; position embeddings resampled: " + setting_ref("pos_interp") + " " +
                                                 pos_interp_name(mode) + ")";

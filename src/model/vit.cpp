@@ -29,7 +29,7 @@ void layernorm_forward(float* out, const float* in, const float* weight, const f
 
 void softmax_rows(float* x, int M, int n) { kernels::softmax_rows(x, M, n); }
 
-void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk) {
+void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk, const float* bias) {
   const int inner = H * dk;
   const size_t ld = static_cast<size_t>(3 * inner), Td = static_cast<size_t>(T) * dk;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
@@ -42,6 +42,10 @@ void attention_forward(float* out, float* probs, const float* qkv, int T, int H,
         std::copy_n(qkv + t * ld + j * inner + static_cast<size_t>(h) * dk, dk, &qkv_h[j * Td + t * dk]);
     float* p = probs + static_cast<size_t>(h) * T * T;  // (T, T)
     matmul_dense(p, &qkv_h[0], &qkv_h[Td], T, T, dk, /*trans_b=*/true, scale);  // Q K^T / sqrt(dk)
+    if (bias) {  // BEiT: + relative position bias (T, T) of this head
+      const float* bh = bias + static_cast<size_t>(h) * T * T;
+      for (size_t i = 0; i < static_cast<size_t>(T) * T; ++i) p[i] += bh[i];
+    }
     softmax_rows(p, T, T);
     matmul_dense(out_h.data(), p, &qkv_h[2 * Td], T, dk, T, /*trans_b=*/false, 1.0f);  // P V (T, dk)
     for (size_t t = 0; t < static_cast<size_t>(T); ++t)
@@ -174,6 +178,7 @@ struct Activations {
   std::vector<float> att;    // (B*T, inner) attention output
   std::vector<float> probs;  // (H, T, T) of one image
   std::vector<float> hid;    // (B*T, M)
+  std::vector<float> bias_kept;  // (H, T, T) one image's relative position bias with token dropping (BEiT)
 };
 
 Activations make_activations(const HParams& hp, int BT, size_t TT) {
@@ -231,9 +236,36 @@ void qkv_forward(Activations& a, const BlockWeights& blk, const HParams& hp, int
   if (blk.q_norm.present()) qk_norm_forward(a.qkv.data(), blk, hp, BT);
 }
 
+// A block's relative position bias (BEiT) as each image's attention sees it: the full (H, Tf, Tf) one, or with
+// token dropping, the rows and columns of the tokens each image kept (their relative offsets are the full
+// grid's: each kept patch keeps its position, as it keeps its position embedding).
+struct BiasView {
+  const float* full = nullptr;  // (H, Tf, Tf) or null: no bias
+  int Tf = 0;
+  const std::vector<std::vector<int>>* kept = nullptr;  // per image: full index of each of its T tokens, or null
+  // Image b's (H, T, T) bias: the full one, or gathered into `scratch`.
+  const float* image(int b, int H, int T, std::vector<float>& scratch) const {
+    if (!full || !kept) return full;
+    const std::vector<int>& k = (*kept)[static_cast<size_t>(b)];
+    scratch.resize(static_cast<size_t>(H) * T * T);
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < T; ++i)
+        for (int j = 0; j < T; ++j)
+          scratch[(static_cast<size_t>(h) * T + i) * T + j] = full[(static_cast<size_t>(h) * Tf + k[i]) * Tf + k[j]];
+    return scratch.data();
+  }
+  // Image b's row 0 (the class token's) of head h, entry j.
+  float row0(int b, int h, int j) const {
+    const int kj = kept ? (*kept)[static_cast<size_t>(b)][static_cast<size_t>(j)] : j;
+    return full[static_cast<size_t>(h) * Tf * Tf + static_cast<size_t>(kj)];
+  }
+};
+
 // The drawn layer l: only the class token's row of each head's probabilities is needed, (1, T) per
-// head instead of (T, T), and no attention output. Into each result's cls_attn[l] (H, T).
-void cls_row_attention(std::vector<ForwardResult>& res, const Activations& a, const HParams& hp, int l, int T) {
+// head instead of (T, T), and no attention output. Into each result's cls_attn[l] (H, T). bias: the block's
+// relative position bias (BEiT), if any.
+void cls_row_attention(std::vector<ForwardResult>& res, const Activations& a, const HParams& hp, int l, int T,
+                       const BiasView& bias) {
   const int B = static_cast<int>(res.size());
   const int H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
@@ -243,6 +275,8 @@ void cls_row_attention(std::vector<ForwardResult>& res, const Activations& a, co
     const float* q = &a.qkv[static_cast<size_t>(b) * T * 3 * inner];  // (T, 3*inner), row 0 = class token
     float* row = &r.cls_attn[(static_cast<size_t>(l) * H + h) * T];    // (T)
     sgemm(false, true, 1, T, dk, scale, q + h * dk, 3 * inner, q + inner + h * dk, 3 * inner, 0.0f, row, T);
+    if (bias.full)  // BEiT: + row 0 (the class token's) of this head's relative position bias
+      for (int j = 0; j < T; ++j) row[j] += bias.row0(b, h, j);
     softmax_rows(row, 1, T);
   });
 }
@@ -250,7 +284,7 @@ void cls_row_attention(std::vector<ForwardResult>& res, const Activations& a, co
 // Layer l's attention, image by image: att (T, inner) of each image from its qkv (T, 3*inner); its
 // probabilities (H, T, T) go to cls_attn[l] (class rows), attn[l] with keep_full, and opt.on_probs.
 void attention_layer(std::vector<ForwardResult>& res, Activations& a, const HParams& hp, int l,
-                     const ForwardOptions& opt, int T) {
+                     const ForwardOptions& opt, int T, const BiasView& bias) {
   const int B = static_cast<int>(res.size());
   const int H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
   const size_t TT = static_cast<size_t>(T) * T;
@@ -258,7 +292,7 @@ void attention_layer(std::vector<ForwardResult>& res, Activations& a, const HPar
   for (int b = 0; b < B; ++b) {
     ForwardResult& r = res[static_cast<size_t>(b)];
     attention_forward(&a.att[static_cast<size_t>(b) * T * inner], probs.data(), &a.qkv[static_cast<size_t>(b) * T * 3 * inner],
-                      T, H, dk);
+                      T, H, dk, bias.image(b, H, T, a.bias_kept));
     for (int h = 0; h < H; ++h)
       query_row(&r.cls_attn[(static_cast<size_t>(l) * H + h) * T], &probs[static_cast<size_t>(h) * TT], T,
                 hp.class_token, hp.num_prefix);
@@ -474,6 +508,16 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
     if (!ready) local_rope = rope_tables(hp, hp.grid_h, hp.grid_w);
     rope = ready ? &w.rope : &local_rope;
   }
+  // Token dropping with a relative position bias: each image's tokens' indices in the full sequence.
+  std::vector<std::vector<int>> kept_index;
+  if (hp.rel_pos && (opt.keep_patches || !opt.keep_patches_each.empty()))
+    for (int b = 0; b < B; ++b) {
+      const std::vector<int>& keep = !opt.keep_patches_each.empty() ? opt.keep_patches_each[static_cast<size_t>(b)] : *opt.keep_patches;
+      std::vector<int> k;
+      for (int p = 0; p < hp.num_prefix; ++p) k.push_back(p);
+      for (int p : keep) k.push_back(hp.num_prefix + p);
+      kept_index.push_back(std::move(k));
+    }
   for (int l = 0; l < L; ++l) {
     const BlockWeights& blk = w.blocks[static_cast<size_t>(l)];
     qkv_forward(a, blk, hp, BT);
@@ -484,11 +528,17 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
                                                                      : nullptr;
         rope_forward(&a.qkv[static_cast<size_t>(b) * T * 3 * hp.inner()], *rope, hp, T, keep ? keep->data() : nullptr);
       }
+    BiasView bias;  // BEiT relative position bias (H, T, T), each image's kept tokens' part with token dropping
+    if (blk.attn_bias) {
+      bias.full = blk.attn_bias->data();
+      bias.Tf = hp.tokens();
+      if (T != hp.tokens() || opt.keep_patches || !opt.keep_patches_each.empty()) bias.kept = &kept_index;
+    }
     if (l == L - 1 && !opt.keep_full && !opt.to_end && !opt.on_probs && !opt.on_tokens && hp.class_token) {
-      cls_row_attention(res, a, hp, l, T);
+      cls_row_attention(res, a, hp, l, T, bias);
       break;
     }
-    attention_layer(res, a, hp, l, opt, T);
+    attention_layer(res, a, hp, l, opt, T, bias);
     if (!hp.residual_mlp) {  // seed layout: the output is weights.V
       if (opt.to_end) seed_output(res, a, hp, T);
       continue;
@@ -522,12 +572,12 @@ void prepare_weights(ViTWeights& w, bool backward) {
   prepare_linear(w.patch_embed, backward);
   for (LayerNormW* n : {&w.patch_norm_in, &w.patch_norm_out, &w.norm_pre, &w.norm, &w.fc_norm, &w.attn_pool.norm})
     own(n->weight), own(n->bias);
-  for (Floats* f : {&w.cls_token, &w.extra_tokens, &w.pos_embed, &w.attn_pool.latent}) own(*f);
+  for (Floats* f : {&w.cls_token, &w.extra_tokens, &w.pos_embed, &w.attn_pool.latent, &w.rel_pos_table_shared}) own(*f);
   for (LinearW* l : {&w.attn_pool.q, &w.attn_pool.kv, &w.attn_pool.proj, &w.attn_pool.fc1, &w.attn_pool.fc2})
     prepare_linear(*l, backward);
   for (BlockWeights& b : w.blocks) {
     for (LayerNormW* n : {&b.norm1, &b.norm2, &b.q_norm, &b.k_norm, &b.mlp_norm}) own(n->weight), own(n->bias);
-    for (Floats* f : {&b.ls1, &b.ls2}) own(*f);
+    for (Floats* f : {&b.ls1, &b.ls2, &b.rel_pos_table}) own(*f);
     for (LinearW* l : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) prepare_linear(*l, backward);
     for (LinearW* l : {&b.proj_l, &b.proj_w}) own(l->weight), own(l->bias);  // CaiT talking heads (H, H)
   }

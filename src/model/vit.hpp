@@ -26,7 +26,8 @@ struct ForwardOptions {
   /// row-major grid indices, strictly increasing, each < grid_w * grid_h; may be empty) stay in the
   /// sequence. They are cut *after* the position embedding is added, so each kept patch keeps its own
   /// position; the prefix tokens (class, distillation, registers) always stay. Attention then runs over
-  /// T' = num_prefix + keep_patches.size() tokens, and ForwardResult::tokens is T'. Unset: every patch (the
+  /// T' = num_prefix + keep_patches.size() tokens, and ForwardResult::tokens is T'. A relative position bias
+  /// (BEiT) is taken at the kept tokens' rows and columns (their offsets on the full grid). Unset: every patch (the
   /// usual pass, unchanged). Refused (attnmap::Error) for a class token that is the mean of the patches.
   std::optional<std::vector<int>> keep_patches;
   /// Batched token dropping: one keep list per image (each as keep_patches; all of one length, since the
@@ -84,9 +85,10 @@ void layernorm_forward(float* out, const float* in, const float* weight, const f
 void softmax_rows(float* x, int M, int n);
 
 /// Multi-head self-attention on one image.  qkv (T, 3*H*dk) = [Q | K | V], heads contiguous in each;
-/// probs (H, T, T) receives softmax(Q_h K_h^T / sqrt(dk)); out (T, H*dk) receives probs_h V_h per head.
-/// (Vaswani et al. 2017, eq. 1.)
-void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk);
+/// probs (H, T, T) receives softmax(Q_h K_h^T / sqrt(dk) + bias_h); out (T, H*dk) receives probs_h V_h per
+/// head. (Vaswani et al. 2017, eq. 1.) bias: null, or (H, T, T) added to the scores before the softmax (BEiT's
+/// relative position bias, Bao et al. 2022; timm beit.py Attention).
+void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk, const float* bias = nullptr);
 
 /// In place exact GELU: x * 0.5 * (1 + erf(x / sqrt(2))) (PyTorch nn.GELU(), approximate='none').
 void gelu_forward(float* x, size_t n);

@@ -76,7 +76,7 @@ void block_forward(BlockTape& bt, float* x, const ViTWeights& w, int l, const Ta
   linear(bt.qkv.data(), bt.ln1_out.data(), blk.qkv, T);
   bt.probs.resize(static_cast<size_t>(H) * T * T);
   std::vector<float> att(static_cast<size_t>(T) * inner);
-  attention_forward(att.data(), bt.probs.data(), bt.qkv.data(), T, H, dk);
+  attention_forward(att.data(), bt.probs.data(), bt.qkv.data(), T, H, dk, blk.attn_bias ? blk.attn_bias->data() : nullptr);
   if (opt.edit_probs) {  // a test's perturbation: the output is recomputed from the edited probabilities
     opt.edit_probs(l, bt.probs.data());
     for (int h = 0; h < H; ++h)

@@ -41,6 +41,8 @@ struct TapeOptions {
 };
 
 /// Runs one image (normalised (3, H, W), as vit_forward) through the whole model, keeping the activations.
+/// A block's relative position bias (BEiT) is added to its scores as in vit_forward; being constant in the
+/// input, it leaves the backward of the scores as it is.
 /// The numbers are vit_forward's (same layer functions, same order). Throws attnmap::Error for a model the
 /// backward does not cover: the seed layout (no residual MLP blocks) or no classifier head.
 ForwardTape vit_forward_tape(const ViTWeights& w, const float* image, const TapeOptions& opt = {});
