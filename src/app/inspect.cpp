@@ -91,6 +91,37 @@ std::string rel_bias_line(const ViTWeights& w) {
          " grid, added to the scores before the softmax (BEiT)\n";
 }
 
+// The positions line(s): the absolute embedding's rows, or a BEiT's relative position bias (issue 29).
+std::string positions_lines(const ViTWeights& w) {
+  const HParams& hp = w.hp;
+  const int N = hp.grid_w * hp.grid_h;
+  std::ostringstream o;
+  if (!w.pos_embed.empty()) {
+    std::string who = hp.pos_prefix == 0 ? "patches only"
+                      : hp.pos_prefix == hp.num_prefix ? "every prefix token and the patches"
+                      : hp.pos_prefix == 1 ? "the class token and the patches; the other prefix tokens have none"
+                                                       : std::to_string(hp.pos_prefix) + " prefix token(s) and the patches";
+    o << "positions:   " << (hp.pos_prefix + N) << " rows: " << who << "\n";
+  } else {
+    o << (hp.rel_pos                 ? "positions:   no absolute embedding (a relative position bias, below)\n"
+          : hp.rope != Rope::None ? "positions:   no absolute embedding (rotary positions, below)\n"
+                                  : "positions:   none\n");
+  }
+  if (hp.rel_pos) o << rel_bias_line(w);  // BEiT (issue 29)
+  return o.str();
+}
+
+// timm Eva's rotary positions on the patch queries and keys (issue 29); "" without.
+std::string rotary_line(const HParams& hp) {
+  if (hp.rope == Rope::None) return "";
+  std::ostringstream o;
+  o << "rotary:      " << (hp.rope == Rope::Dinov3 ? "DINOv3" : "EVA-02") << " RoPE on the patch tokens' queries and keys ("
+    << (hp.rope_half ? "rotate-half" : "interleaved") << " layout, temperature " << fmt_float(hp.rope_temperature)
+    << (hp.rope_ref_h ? ", grid scaled to " + std::to_string(hp.rope_ref_h) + "x" + std::to_string(hp.rope_ref_w) : std::string())
+    << "); prefix tokens unrotated\n";
+  return o.str();
+}
+
 }  // namespace
 
 std::string describe_model(const ViTWeights& w, const std::string& path) {
@@ -120,16 +151,7 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
     << hp.num_dist << " distillation + " << hp.num_registers << " register + " << N << " patch\n";
   o << "grid:        " << hp.grid_h << " x " << hp.grid_w << " patches (rows x columns) of " << hp.patch << " px, input "
     << hp.image_h << " x " << hp.image_w << " px (height x width)\n";
-  if (!w.pos_embed.empty()) {
-    std::string who = hp.pos_prefix == 0 ? "patches only"
-                      : hp.pos_prefix == hp.num_prefix ? "every prefix token and the patches"
-                      : hp.pos_prefix == 1 ? "the class token and the patches; the other prefix tokens have none"
-                                                       : std::to_string(hp.pos_prefix) + " prefix token(s) and the patches";
-    o << "positions:   " << (hp.pos_prefix + N) << " rows: " << who << "\n";
-  } else {
-    o << (hp.rel_pos ? "positions:   no absolute embedding (a relative position bias, below)\n" : "positions:   none\n");
-  }
-  if (hp.rel_pos) o << rel_bias_line(w);  // BEiT (issue 29)
+  o << positions_lines(w);
   o << "depth:       " << hp.depth << (hp.depth == 1 ? " block\n" : " blocks\n");
   o << cait_blocks(w);
   o << "heads:       " << hp.num_heads << " (head dim " << hp.head_dim << ", D = " << hp.dim << ")\n";
@@ -139,11 +161,7 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
     << "\n";
   if (hp.has_mlp_norm) o << "mlp norm:    yes (sub-LayerNorm of the hidden units before fc2)\n";
   o << "layer scale: " << (hp.layer_scale ? "yes" : "no") << "\n";
-  if (hp.rope != Rope::None)  // issue 29: timm Eva's rotary positions on the patch queries and keys
-    o << "rotary:      " << (hp.rope == Rope::Dinov3 ? "DINOv3" : "EVA-02") << " RoPE on the patch tokens' queries and keys ("
-      << (hp.rope_half ? "rotate-half" : "interleaved") << " layout, temperature " << fmt_float(hp.rope_temperature)
-      << (hp.rope_ref_h ? ", grid scaled to " + std::to_string(hp.rope_ref_h) + "x" + std::to_string(hp.rope_ref_w) : std::string())
-      << "); prefix tokens unrotated\n";
+  o << rotary_line(hp);
   o << "qk norm:     " << (hp.qk_norm ? "yes (per-head LayerNorm of queries and keys)" : "no") << "\n";
   if (w.norm_pre.present()) o << "pre-norm:    yes (LayerNorm of the tokens before the first block)\n";
   if (hp.class_attn_blocks > 0)

@@ -19,8 +19,36 @@ const char* const kClipProj =
 const char* const kClipText = "CLIP text tower (the image's attention maps never read it)";
 
 // clang-format off
+// The attention variants of issue 29 (relative position bias, rotary positions, talking heads and class
+// attention): their own rows, kept apart so the table stays readable.
+std::vector<LayoutInfo> variant_rows() {
+  return {
+      // CaiT (issue 29): the head count is the side of the talking-heads proj_l (H, H) (vit_loader_cait.cpp);
+      // HeadRule::Sizes is never reached for it (a file without self-attention blocks needs --heads or a config).
+      {Layout::Cait, "cait",
+       "cait (timm / facebookresearch CaiT: talking-heads self-attention blocks, then class-attention blocks)",
+       1e-6f, "default (CaiT partial(nn.LayerNorm, eps=1e-6))", PosInterp::Timm,
+       "timm names (CaiT's pos_embed covers the patches only; its checkpoint_filter_fn resizes nothing): timm "
+       ">= 0.9 resample_abs_pos_embed with num_prefix_tokens=0",
+       Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {}},
+      // ---- timm Eva (issue 29: rotary positions; src/checkpoint/vit_loader_eva.cpp) ----
+      {Layout::Eva, "eva", "eva (timm Eva: EVA-02 / DINOv3 as timm builds them; rotary positions, SwiGLU)", 1e-6f,
+       "default (timm LayerNorm 1e-6; DINOv3 architectures 1e-5)", PosInterp::Timm,
+       "timm Eva: pos_embed by resample_abs_pos_embed (bicubic, antialias), rotary tables recomputed for the grid",
+       Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {}},
+      // issue 29: BEiT (timm beit.py; microsoft/unilm beit / beit2 use the same names)
+      {Layout::Beit, "beit",
+       "beit (timm Beit / microsoft/unilm BEiT, BEiT v2: relative position bias, LayerScale gamma_1 / gamma_2)", 1e-6f,
+       "default (timm Beit / unilm BEiT LayerNorm 1e-6)", PosInterp::Timm,
+       "timm beit.py checkpoint_filter_fn: resample_abs_pos_embed (bicubic, antialias) for pos_embed, "
+       "resize_rel_pos_bias_table for the relative position tables",
+       Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {{"mask_token", kMaskToken}}},
+  };
+}
+
 const std::vector<LayoutInfo>& table() {
-  static const std::vector<LayoutInfo> rows = {
+  static const std::vector<LayoutInfo> rows = [] {
+    std::vector<LayoutInfo> r = {
       {Layout::Seed, "seed", "seed (single attention layer W_Q / W_K / W_V)", 1e-6f, "seed layout (no LayerNorm)",
        PosInterp::TimmLegacy, "seed layout (no framework): attnmap's earlier rule, size= without antialias",
        Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {}},
@@ -102,27 +130,11 @@ const std::vector<LayoutInfo>& table() {
        "default (vit-pytorch nn.LayerNorm 1e-5)", PosInterp::Timm,
        "SimpleViT computes its sin-cos positions for any grid", Stats::ImageNet, Activation::Gelu,
        HeadRule::Inner64, {}},
-      // CaiT (issue 29): the head count is the side of the talking-heads proj_l (H, H) (vit_loader_cait.cpp);
-      // HeadRule::Sizes is never reached for it (a file without self-attention blocks needs --heads or a config).
-      {Layout::Cait, "cait",
-       "cait (timm / facebookresearch CaiT: talking-heads self-attention blocks, then class-attention blocks)",
-       1e-6f, "default (CaiT partial(nn.LayerNorm, eps=1e-6))", PosInterp::Timm,
-       "timm names (CaiT's pos_embed covers the patches only; its checkpoint_filter_fn resizes nothing): timm "
-       ">= 0.9 resample_abs_pos_embed with num_prefix_tokens=0",
-       Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {}},
-      // ---- timm Eva (issue 29: rotary positions; src/checkpoint/vit_loader_eva.cpp) ----
-      {Layout::Eva, "eva", "eva (timm Eva: EVA-02 / DINOv3 as timm builds them; rotary positions, SwiGLU)", 1e-6f,
-       "default (timm LayerNorm 1e-6; DINOv3 architectures 1e-5)", PosInterp::Timm,
-       "timm Eva: pos_embed by resample_abs_pos_embed (bicubic, antialias), rotary tables recomputed for the grid",
-       Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {}},
-      // issue 29: BEiT (timm beit.py; microsoft/unilm beit / beit2 use the same names)
-      {Layout::Beit, "beit",
-       "beit (timm Beit / microsoft/unilm BEiT, BEiT v2: relative position bias, LayerScale gamma_1 / gamma_2)", 1e-6f,
-       "default (timm Beit / unilm BEiT LayerNorm 1e-6)", PosInterp::Timm,
-       "timm beit.py checkpoint_filter_fn: resample_abs_pos_embed (bicubic, antialias) for pos_embed, "
-       "resize_rel_pos_bias_table for the relative position tables",
-       Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {{"mask_token", kMaskToken}}},
-  };
+    };
+    const std::vector<LayoutInfo> v = variant_rows();
+    r.insert(r.end(), v.begin(), v.end());
+    return r;
+  }();
   return rows;
 }
 // clang-format on

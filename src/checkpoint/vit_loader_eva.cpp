@@ -112,7 +112,8 @@ void resolve_rope(Loader& ld, const FileConfig& fc, ViTWeights& w) {
                 "with gamma_1 and no pos_embed) without a config naming the architecture: whether and how the model "
                 "rotates its queries and keys (EVA-02 'cat' RoPE, DINOv3 RoPE, or none as EVA-01) is not in its "
                 "tensors. Put the config.json timm saves with it (save_config_for_hf, or the hub's) beside the file, "
-                "or a config {\"architecture\": \"eva02_tiny_patch14_224\"} (or vit_small_patch16_dinov3, ...)");
+                "or a config {\"architecture\": \"eva02_tiny_patch14_224\"} (or vit_small_patch16_dinov3, ...). (A BEiT "
+                "file would hold relative_position_bias_table tensors; this one has none.)");
   }
   // EvaBlockPostNorm (eva02_enormous_patch14_clip_224, use_post_norm): x + norm1(attn(x)), the same tensor names
   // as the pre-norm block, so only the architecture / model_args can say it.
