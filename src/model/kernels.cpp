@@ -71,6 +71,10 @@ void quick_gelu_scalar(float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + Sleef_expf_u10(x[i] * -1.702f));
 }
 
+void silu_scalar(float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + Sleef_expf_u10(-x[i]));
+}
+
 void gelu_tanh_scalar(float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const float v = x[i];
@@ -93,6 +97,21 @@ void map_chunks(float* x, size_t n, void (*vec)(float*, size_t), void (*scalar)(
 void quick_gelu(float* x, size_t n) { map_chunks(x, n, avx2::quick_gelu, quick_gelu_scalar); }
 
 void gelu_tanh(float* x, size_t n) { map_chunks(x, n, avx2::gelu_tanh, gelu_tanh_scalar); }
+
+void swiglu(float* out, const float* in, int M, int hidden) {
+  const size_t h = static_cast<size_t>(hidden);
+  const bool v = have_avx2();
+  for_rows(static_cast<size_t>(M), 2 * h, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      float* o = out + r * h;
+      const float* x1 = in + r * 2 * h;  // (hidden) gate
+      const float* x2 = x1 + h;          // (hidden)
+      std::copy_n(x1, h, o);
+      (v ? avx2::silu : silu_scalar)(o, h);
+      for (size_t j = 0; j < h; ++j) o[j] *= x2[j];
+    }
+  });
+}
 
 void layernorm(float* out, const float* in, const float* weight, const float* bias, int M, int D, float eps) {
   const size_t d = static_cast<size_t>(D);

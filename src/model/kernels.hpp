@@ -25,6 +25,10 @@ void quick_gelu(float* x, size_t n);
 /// nn.GELU(approximate='tanh'), timm 'gelu_tanh'). Chunks in parallel.
 void gelu_tanh(float* x, size_t n);
 
+/// SwiGLU: out (M, hidden) = silu(x1) * x2 for each row [x1 | x2] of in (M, 2 * hidden); silu(x) =
+/// x / (1 + exp(-x)) (PyTorch F.silu). Rows in parallel; out must not overlap in.
+void swiglu(float* out, const float* in, int M, int hidden);
+
 /// In place: each of M rows of length n (n >= 1) becomes its softmax, computed stably (row max subtracted,
 /// exp summed in double). Rows in parallel.
 void softmax_rows(float* x, int M, int n);

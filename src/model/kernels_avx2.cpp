@@ -50,6 +50,12 @@ inline __m256 quick_gelu8(__m256 x) {
   return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
+// SiLU of 8 floats: x / (1 + exp(-x)) (x * sigmoid(x)), in the scalar formula's order.
+inline __m256 silu8(__m256 x) {
+  const __m256 e = Sleef_expf8_u10avx2(_mm256_sub_ps(_mm256_setzero_ps(), x));
+  return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
 // GELU's tanh form of 8 floats: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in the scalar order.
 inline __m256 gelu_tanh8(__m256 x) {
   const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
@@ -75,6 +81,8 @@ void map8(float* x, size_t n, F f8) {
 void quick_gelu(float* x, size_t n) { map8(x, n, quick_gelu8); }
 
 void gelu_tanh(float* x, size_t n) { map8(x, n, gelu_tanh8); }
+
+void silu(float* x, size_t n) { map8(x, n, silu8); }
 
 void layernorm_row(float* y, const float* x, const float* w, const float* b, int D, float eps) {
   const int full = D / 8 * 8, rest = D - full;
@@ -161,6 +169,7 @@ void layernorm_row(float*, const float*, const float*, const float*, int, float)
 void gelu(float*, size_t) { std::abort(); }
 void quick_gelu(float*, size_t) { std::abort(); }
 void gelu_tanh(float*, size_t) { std::abort(); }
+void silu(float*, size_t) { std::abort(); }
 void softmax_row(float*, int) { std::abort(); }
 }  // namespace attnmap::kernels::avx2
 #endif

@@ -8,6 +8,7 @@ namespace attnmap::kernels::avx2 {
 void layernorm_row(float* y, const float* x, const float* w, const float* b, int D, float eps);
 void gelu(float* x, size_t n);
 void quick_gelu(float* x, size_t n);
+void silu(float* x, size_t n);
 void gelu_tanh(float* x, size_t n);
 void softmax_row(float* row, int n);
 

@@ -69,14 +69,7 @@ void activation_forward(float* x, size_t n, Activation act) {
   }
 }
 
-void swiglu_forward(float* out, const float* in, int M, int hidden) {
-  for (int r = 0; r < M; ++r) {
-    const float* x1 = in + static_cast<size_t>(r) * 2 * hidden;  // (hidden)
-    const float* x2 = x1 + hidden;                                // (hidden)
-    float* o = out + static_cast<size_t>(r) * hidden;
-    for (int j = 0; j < hidden; ++j) o[j] = x1[j] / (1.0f + std::exp(-x1[j])) * x2[j];
-  }
-}
+void swiglu_forward(float* out, const float* in, int M, int hidden) { kernels::swiglu(out, in, M, hidden); }
 
 void query_row(float* out, const float* p, int T, bool class_token, int first_patch) {
   if (class_token) {
