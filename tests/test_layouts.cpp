@@ -174,7 +174,7 @@ TEST(Layouts, WrongRankOrMissingTensorsAreNamedInTheLayoutsOwnNames) {
   raw = fixture_raw("qv_bias");
   // q_bias / v_bias in timm names is timm's Eva (EVA-02: rotary positions) unless a config names another
   // architecture (issue 29); the fixture's config.json does, beside weights.json.
-  raw.config["architecture"] = "vit_tiny_patch8_32.fixture";
+  raw.config["architecture"] = "beit_tiny_patch8_32.fixture";
   raw.tensors.erase("backbone.blocks.1.attn.v_bias");
   EXPECT_NE(build_error(raw).find("missing tensor 'backbone.blocks.1.attn.v_bias'"), std::string::npos) << build_error(raw);
   raw = fixture_raw("dinov2_fb");

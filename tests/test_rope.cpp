@@ -183,6 +183,43 @@ TEST(Rope, EvaWithoutItsArchitectureIsAskedFor) {
   }
 }
 
+// An architecture that is not the tensors' is refused, never trusted into a map without rotary positions
+// (a fresh user's find, issue 29): an unknown name, a timm ViT name, a Perception Encoder (norm_pre: read as
+// timm-clip otherwise), EVA-02 tensors named DINOv3 and the other way round. A hub id names the model.
+TEST(Rope, AnArchitectureThatIsNotTheTensorsIsRefused) {
+  const fs::path dir = lone_copy("eva02_tiny", "model.pth");
+  const auto with_arch = [&](const std::string& arch) {
+    { std::ofstream(dir / "config.json") << R"({"architecture": ")" + arch + R"(", "model_args": {"num_heads": 3}})"; }
+    return load_error((dir / "model.pth").string());
+  };
+  for (const char* arch : {"my_custom_eva", "vit_small_patch16_224", "EVA02-Ti"}) {
+    const std::string e = with_arch(arch);
+    EXPECT_NE(e.find(std::string("the config names architecture ") + arch + ", but the tensors are a timm Eva's"),
+              std::string::npos) << e;
+  }
+  const std::string pe = with_arch("vit_pe_core_tiny_patch16_384");
+  EXPECT_NE(pe.find("architecture vit_pe_core_tiny_patch16_384 is a timm Eva variant whose rotary positions attnmap "
+                    "does not compute"), std::string::npos) << pe;
+  const std::string dv3 = with_arch("vit_small_patch16_dinov3.lvd1689m");
+  EXPECT_NE(dv3.find("builds a model without an absolute position embedding (pos_embed), but the file has it"),
+            std::string::npos) << dv3;
+  for (const char* arch : {"hf-hub:timm/eva02_tiny_patch14_224", "timm/eva02_tiny_patch14_224.mim_in22k"}) {
+    EXPECT_EQ(with_arch(arch), "") << arch;
+    ModelOverrides none;
+    EXPECT_EQ(load_model((dir / "model.pth").string(), none).hp.rope, Rope::EvaCat) << arch;
+  }
+  fs::remove_all(dir);
+  // DINOv3 tensors (registers, no pos_embed) named as an EVA-02.
+  const fs::path d3 = lone_copy("dinov3_small", "model.safetensors");
+  { std::ofstream(d3 / "config.json") << R"({"architecture": "eva02_tiny_patch14_224", "model_args": {"img_size": 32, "num_heads": 3}})"; }
+  const std::string e = load_error((d3 / "model.safetensors").string());
+  EXPECT_NE(e.find("builds a model with an absolute position embedding (pos_embed), but the file has none"),
+            std::string::npos) << e;
+  const CliRun r = run_attnmap("inspect " + q(d3 / "model.safetensors"));
+  EXPECT_EQ(r.status, 2) << r.out;
+  fs::remove_all(d3);
+}
+
 // --size: the rotary tables follow the grid (prepare_rope), EVA-02's still scaled to ref_feat_shape.
 TEST(Rope, SizeRecomputesTheTables) {
   ViTWeights w = load_model(case_dir("eva02_tiny") + "model.pth");

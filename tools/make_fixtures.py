@@ -368,7 +368,9 @@ def make_layouts(out):
     write_layout(os.path.join(out, "qv_bias"), "qv_bias", {"backbone." + k: v for k, v in sd.items()}, x,
                  lambda st: fl.vit_reference({k[len("backbone."):]: v for k, v in st.items()}, x, heads, 1e-6),
                  json_config={"num_heads": heads},
-                 side_files={"config.json": timm_hub_config("vit_tiny_patch8_32.fixture", (S, S), num_heads=3)},
+                 # a BEiT without relative position tables (timm Beit use_rel_pos_bias=False, use_abs_pos_emb=True):
+                 # q_bias / v_bias with another architecture name are timm Eva's and refused (issue 29)
+                 side_files={"config.json": timm_hub_config("beit_tiny_patch8_32.fixture", (S, S), num_heads=3)},
                  meta={"layout": "timm", "num_prefix": 1, "pos_prefix": 1, "eps": 1e-6,
                        "reference": "fixture_lib.vit_reference (explicit float64)",
                        "description": "attn.q_bias / attn.v_bias, no key bias (zero), backbone. prefix."})

@@ -34,7 +34,7 @@ struct FileConfig {
 /// position embedding, and timm config.json's global_pool (what the classifier reads).
 constexpr const char* kEvaArgs[] = {"use_rot_pos_emb", "rope_type", "ref_feat_shape", "rope_temperature",
                                      "rope_rotate_half", "rope_grid_offset", "rope_grid_indexing", "global_pool",
-                                     "use_post_norm"};
+                                     "use_post_norm", "use_abs_pos_emb", "num_reg_tokens"};
 
 /// Where `key` came from ("config (file)" when not recorded).
 std::string src_of(const FileConfig& fc, const std::string& key);

@@ -38,10 +38,25 @@ Scheme eva_or(const Scheme& detected, const KeyIndex& idx, const std::optional<s
     throw Error(path + ": facebookresearch DINOv3 names (storage_tokens, rope_embed.periods), which attnmap does not "
                 "read yet; timm's vit_*_dinov3 checkpoints of the same models (timm/ on the Hugging Face hub, or "
                 "timm's checkpoint_filter_fn) are read");
+  const std::string arch = architecture ? *architecture : "";
+  // ROPE-ViT / Perception Encoder (timm Eva models whose rotary positions attnmap does not compute) are refused
+  // whatever layout their tensors look like (a Perception Encoder's norm_pre reads as timm-clip).
+  if (contains(arch, "_rope_") || starts_with(arch, "vit_pe_"))
+    throw Error(path + ": architecture " + arch + " is a timm Eva variant whose rotary positions attnmap does not "
+                "compute (ROPE-ViT / Perception Encoder: 'xy' grid indexing, grid offsets or learned per-layer "
+                "'mixed' frequencies); EVA-02 (eva02_*) and DINOv3 (vit_*_dinov3*) are read");
   if (detected.layout != Layout::Timm && detected.layout != Layout::Deit3) return detected;
-  // An architecture that is not timm Eva's (a timm VisionTransformer, BEiT: q_bias / v_bias too) is trusted.
-  if (architecture && !architecture->empty() && !eva_architecture(*architecture)) return detected;
-  if (!eva_tensors(idx) && !(architecture && eva_architecture(*architecture))) return detected;
+  // Tensors only timm's Eva (or a BEiT without its relative table) has, with an architecture that is neither:
+  // an unknown or contradicting name cannot say whether the model rotates its queries and keys.
+  if (!arch.empty() && !eva_architecture(arch) && eva_tensors(idx) && !starts_with(arch, "beit"))
+    throw Error(path + ": the config names architecture " + arch + ", but the tensors are a timm Eva's "
+                "(attn.q_bias / v_bias, mlp.fc1_g / fc1_x, q_proj, or registers with gamma_1 and no pos_embed), which "
+                "that architecture does not have: whether and how the model rotates its queries and keys (EVA-02 "
+                "'cat' RoPE, DINOv3 RoPE, or none as EVA-01) cannot be told. Name the timm architecture the file "
+                "was saved from (eva02_*, eva_*, vit_*_dinov3*; beit_* for a BEiT without relative position tables)");
+  // An architecture that is not timm Eva's (BEiT: q_bias / v_bias too) is trusted.
+  if (!arch.empty() && !eva_architecture(arch)) return detected;
+  if (!eva_tensors(idx) && !eva_architecture(arch)) return detected;
   Scheme sc;
   sc.layout = Layout::Eva;
   sc.separate_qkv = idx.has("blocks.0.attn.q_proj.weight");
@@ -87,6 +102,27 @@ const nlohmann::json* rope_arg(const FileConfig& fc, const char* key) {
               expected);
 }
 
+// The architecture's own absolute position embedding and register tokens against the file's: an EVA-02 / EVA-01
+// has pos_embed and no registers, a DINOv3 registers and no pos_embed (timm's registry; model_args
+// use_abs_pos_emb / num_reg_tokens over it). A file that does not fit is refused (timm's strict load would be).
+void check_architecture_fits(const Loader& ld, const FileConfig& fc, const std::string& arch, const std::string& said,
+                             bool dinov3) {
+  bool abs = !dinov3, regs = dinov3;
+  if (const nlohmann::json* v = rope_arg(fc, "use_abs_pos_emb"))
+    if (v->is_boolean()) abs = v->get<bool>();
+  if (const nlohmann::json* v = rope_arg(fc, "num_reg_tokens"))
+    if (v->is_number_integer()) regs = v->get<int>() > 0;
+  const auto refuse = [&](const char* tensor, bool want) {
+    throw Error(ld.path() + ": " + said + " builds a model " + (want ? "with " : "without ") + tensor + ", but the file " +
+                (want ? "has none" : "has it") + ": the architecture does not describe these tensors (timm's strict "
+                "load refuses them). Name the architecture the file was saved from (" +
+                (dinov3 ? "an EVA-02 is eva02_*" : "a DINOv3 is vit_*_dinov3*") + ")");
+  };
+  if (arch.empty()) return;
+  if (ld.has("pos_embed") != abs) refuse("an absolute position embedding (pos_embed)", abs);
+  if (ld.has("reg_token") != regs) refuse("register tokens (reg_token)", regs);
+}
+
 }  // namespace
 
 void resolve_rope(Loader& ld, const FileConfig& fc, ViTWeights& w) {
@@ -122,6 +158,7 @@ void resolve_rope(Loader& ld, const FileConfig& fc, ViTWeights& w) {
     throw Error(ld.path() + ": " + (post ? src_of(fc, "use_post_norm") + " use_post_norm" : said) +
                 ": timm's post-norm Eva block (EvaBlockPostNorm: x + norm1(attn(x)), x + norm2(mlp(x))), which "
                 "attnmap does not run; its tensors are named as the pre-norm block's");
+  check_architecture_fits(ld, fc, arch, said, contains(arch, "_dinov3"));
   if (const nlohmann::json* v = rope_arg(fc, "use_rot_pos_emb")) {
     if (!v->is_boolean()) bad_arg(ld, fc, "use_rot_pos_emb", "true or false");
     use_rope = v->get<bool>();

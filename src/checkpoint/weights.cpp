@@ -107,7 +107,12 @@ FileConfig parse_config(const std::string& path, const json& c, const std::funct
   if (c.contains("std")) fc.std = config_rgb(path, c, "std"), mark("std");
   if (c.contains("crop_pct")) fc.crop_pct = config_float(path, c, "crop_pct"), mark("crop_pct");
   if (c.contains("interpolation")) fc.interpolation = config_string(path, c, "interpolation"), mark("interpolation");
-  if (c.contains("architecture")) fc.architecture = config_string(path, c, "architecture"), mark("architecture");
+  if (c.contains("architecture")) {  // timm's model name; a hub id "hf-hub:timm/NAME" or "timm/NAME" names the same
+    std::string a = config_string(path, c, "architecture");
+    for (const char* prefix : {"hf-hub:", "timm/"})
+      if (a.rfind(prefix, 0) == 0) a.erase(0, std::char_traits<char>::length(prefix));
+    fc.architecture = a, mark("architecture");
+  }
   if (c.contains("labels")) {
     const json& v = c.at("labels");
     if (!v.is_array()) config_error(path, "labels", "an array of strings", v);
