@@ -22,6 +22,7 @@
 #include "model/sgemm.hpp"
 #include "model/vit.hpp"
 #include "model/vit_backward.hpp"
+#include "load_errors.hpp"
 #include "test_util.hpp"
 
 using namespace attnmap;
@@ -38,14 +39,6 @@ nlohmann::json beit_meta(const std::string& c) {
 
 const char* const kCases[] = {"beit_relpos", "beit_abs_relpos", "beitv2_shared"};
 
-std::string build_error(const RawWeights& raw, const ModelOverrides& ov = {}) {
-  try {
-    build_model(raw, ov);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

@@ -23,6 +23,7 @@
 #include "model/preprocess.hpp"
 #include "model/pos_embed.hpp"
 #include "model/vit.hpp"
+#include "load_errors.hpp"
 #include "test_util.hpp"
 
 using namespace attnmap;
@@ -178,27 +179,6 @@ INSTANTIATE_TEST_SUITE_P(All, Families, ::testing::ValuesIn(all_files()), file_l
 
 // ---- what the loader refuses, and how it says it ----------------------------------------------------------
 
-namespace {
-
-std::string load_error(const std::string& path, const ModelOverrides& ov = {}) {
-  try {
-    load_model(path, ov);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::string build_error(const RawWeights& raw, const ModelOverrides& ov = {}) {
-  try {
-    build_model(raw, ov);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
 
 // A tensor no layout reads stops the load with its name, shape and what it looks like, never a map without it.
 TEST(FamilyRefusals, AnUnknownTensorStopsTheLoadByName) {

@@ -19,6 +19,7 @@
 #include "model/rope.hpp"
 #include "model/vit.hpp"
 #include "model/vit_backward.hpp"
+#include "load_errors.hpp"
 #include "test_util.hpp"
 
 using namespace attnmap;
@@ -28,14 +29,6 @@ namespace {
 
 std::string case_dir(const std::string& name) { return fixture("families/" + name) + "/"; }
 
-std::string load_error(const std::string& path, const ModelOverrides& ov = {}) {
-  try {
-    load_model(path, ov);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // A copy of a case's weights alone (no config.json beside it) in a fresh folder.
 fs::path lone_copy(const std::string& name, const std::string& file) {

@@ -324,13 +324,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "fixtures", "families"))
     ap.add_argument("--cases", default="", help="comma-separated subset of case names")
     args = ap.parse_args()
-    torch.set_num_threads(1)
-    mt.install_torchvision_stub()
-    sys.path.insert(0, os.path.abspath(args.timm))
-    import timm
-    assert os.path.abspath(timm.__file__).startswith(os.path.abspath(args.timm)), timm.__file__
-    timm.layers.set_fused_attn(False)
-    tc = mt.git_commit(args.timm, args.timm_commit)
+    timm, tc = mt.import_timm(args.timm, args.timm_commit, fused_attn=False)
     cases, beit_mod = beit_cases(tc)
     orig = mt.randomise   # run_case calls the module's randomise: BEiT's extras added to it
     mt.randomise = lambda model, gen, skip=(): randomise_with(orig, model, gen)

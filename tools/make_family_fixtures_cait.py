@@ -36,7 +36,6 @@ import copy
 import os
 import sys
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -127,13 +126,8 @@ def main():
     ap.add_argument("--timm-commit")
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "fixtures", "cait"))
     args = ap.parse_args()
-    torch.set_num_threads(1)
-    mt.install_torchvision_stub()
-    sys.path.insert(0, os.path.abspath(args.timm))
-    import timm
+    timm, commit = mt.import_timm(args.timm, args.timm_commit)
     from timm.layers import resample_abs_pos_embed
-    assert os.path.abspath(timm.__file__).startswith(os.path.abspath(args.timm)), timm.__file__
-    commit = mt.git_commit(args.timm, args.timm_commit)
 
     gen = torch.Generator().manual_seed(70029)
     x = torch.randn((1, 3, S, S), generator=gen, dtype=torch.float64).float()

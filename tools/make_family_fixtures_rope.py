@@ -322,13 +322,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "fixtures", "families"))
     ap.add_argument("--cases", default="", help="comma-separated subset of case names")
     args = ap.parse_args()
-    torch.set_num_threads(1)
-    mtf.install_torchvision_stub()
-    sys.path.insert(0, os.path.abspath(args.timm))
-    import timm
-    assert os.path.abspath(timm.__file__).startswith(os.path.abspath(args.timm)), timm.__file__
-    timm.layers.set_fused_attn(False)
-    tc = mtf.git_commit(args.timm, args.timm_commit)
+    timm, tc = mtf.import_timm(args.timm, args.timm_commit, fused_attn=False)
     want = [c for c in args.cases.split(",") if c]
     for c in make_cases(tc):
         if want and c.name not in want:

@@ -956,6 +956,20 @@ def mae_case(mae_path, mae_commit, timm_commit):
 
 # --------------------------------------------------------------------------
 
+def import_timm(path, commit=None, fused_attn=True):
+    """Imports timm from its work tree `path` (one torch thread, the torchvision stub installed first) and returns
+    (the timm module, its commit: `commit`, else git_commit's rule). fused_attn=False switches timm to its manual
+    softmax path (the one the attention hooks see)."""
+    torch.set_num_threads(1)
+    install_torchvision_stub()
+    sys.path.insert(0, os.path.abspath(path))
+    import timm
+    assert os.path.abspath(timm.__file__).startswith(os.path.abspath(path)), timm.__file__
+    if not fused_attn:
+        timm.layers.set_fused_attn(False)
+    return timm, git_commit(path, commit)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--timm", required=True, help="work tree of huggingface/pytorch-image-models")
@@ -967,12 +981,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "fixtures", "families"))
     ap.add_argument("--cases", default="", help="comma-separated subset of case names")
     args = ap.parse_args()
-    torch.set_num_threads(1)
-    install_torchvision_stub()
-    sys.path.insert(0, os.path.abspath(args.timm))
-    import timm
-    assert os.path.abspath(timm.__file__).startswith(os.path.abspath(args.timm)), timm.__file__
-    tc = git_commit(args.timm, args.timm_commit)
+    _, tc = import_timm(args.timm, args.timm_commit)
 
     cases = timm_cases(tc)
     if args.deit:

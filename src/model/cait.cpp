@@ -8,6 +8,7 @@
 #include "model/kernels.hpp"
 #include "model/sgemm.hpp"
 #include "model/thread_pool.hpp"
+#include "model/vit_internal.hpp"
 
 namespace attnmap {
 
@@ -203,16 +204,8 @@ std::vector<ForwardResult> cait_forward(const ViTWeights& w, const std::vector<c
   const int D = hp.dim, H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
   const int last = opt.to_end ? hp.depth - 1 : resolve_layer(opt.last_layer, hp.depth);
   const int L = last + 1, SA = hp.depth - hp.class_attn_blocks;
-  const size_t TT = static_cast<size_t>(T) * T;
 
-  std::vector<ForwardResult> res(static_cast<size_t>(B));
-  for (auto& r : res) {
-    r.layers = L;
-    r.heads = H;
-    r.tokens = T;
-    r.cls_attn.assign(static_cast<size_t>(L) * H * T, 0.0f);
-    if (opt.keep_full) r.attn.assign(static_cast<size_t>(L) * H * TT, 0.0f);
-  }
+  std::vector<ForwardResult> res = make_forward_results(B, L, H, T, opt.keep_full);
   // cls (B, D): the class token (it enters no self-attention block); x (B*N, D): the patches.
   std::vector<float> cls(static_cast<size_t>(B) * D), x(static_cast<size_t>(B) * N * D);
   embed_cait(cls.data(), x.data(), w, images, opt, N);

@@ -11,6 +11,7 @@
 #include "model/rope.hpp"
 #include "model/sgemm.hpp"
 #include "model/thread_pool.hpp"
+#include "model/vit_internal.hpp"
 
 namespace attnmap {
 
@@ -186,19 +187,6 @@ Activations make_activations(const HParams& hp, int BT, size_t TT) {
   return a;
 }
 
-// B results of L layers: cls_attn (L, H, T) and, with keep_full, attn (L, H, T, T), zero-filled.
-std::vector<ForwardResult> make_results(int B, int L, int H, int T, bool keep_full) {
-  const size_t TT = static_cast<size_t>(T) * T;
-  std::vector<ForwardResult> res(static_cast<size_t>(B));
-  for (auto& r : res) {
-    r.layers = L;
-    r.heads = H;
-    r.tokens = T;
-    r.cls_attn.resize(static_cast<size_t>(L) * H * T);
-    if (keep_full) r.attn.resize(static_cast<size_t>(L) * H * TT);
-  }
-  return res;
-}
 
 // timm qk_norm: each head's query (d_k) and key (d_k) through their LayerNorms, in place in qkv (BT, 3*inner):
 // the queries (or keys) of every token gathered as (BT * H, d_k) rows, normalised in one call, put back.
@@ -468,6 +456,20 @@ void embed_kept(float* x, const ViTWeights& w, const float* image, const std::ve
 
 }  // namespace
 
+// B results of L layers: cls_attn (L, H, T) and, with keep_full, attn (L, H, T, T), zero-filled.
+std::vector<ForwardResult> make_forward_results(int B, int L, int H, int T, bool keep_full) {
+  const size_t TT = static_cast<size_t>(T) * T;
+  std::vector<ForwardResult> res(static_cast<size_t>(B));
+  for (auto& r : res) {
+    r.layers = L;
+    r.heads = H;
+    r.tokens = T;
+    r.cls_attn.resize(static_cast<size_t>(L) * H * T);
+    if (keep_full) r.attn.resize(static_cast<size_t>(L) * H * TT);
+  }
+  return res;
+}
+
 std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<const float*>& images,
                                        const ForwardOptions& opt) {
   if (w.hp.class_attn_blocks > 0) return cait_forward(w, images, opt);  // CaiT: model/cait.cpp
@@ -480,7 +482,7 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
   const int BT = B * T;
   const size_t TT = static_cast<size_t>(T) * T;
 
-  std::vector<ForwardResult> res = make_results(B, L, H, T, opt.keep_full);
+  std::vector<ForwardResult> res = make_forward_results(B, L, H, T, opt.keep_full);
   Activations a = make_activations(hp, BT, TT);
   for (int b = 0; b < B; ++b) {
     float* xb = &a.x[static_cast<size_t>(b) * T * D];

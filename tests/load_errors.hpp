@@ -1,0 +1,31 @@
+// load_errors.hpp - the message a model load or build stops with, for the refusal tests of the checkpoint
+// families (test_families.cpp, test_beit.cpp, test_rope.cpp).
+#pragma once
+#include <string>
+
+#include "checkpoint/weights.hpp"
+#include "core/error.hpp"
+
+namespace attnmap {
+
+/// The attnmap::Error message of load_model(path, ov), or "" when it loads.
+inline std::string load_error(const std::string& path, const ModelOverrides& ov = {}) {
+  try {
+    load_model(path, ov);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// The attnmap::Error message of build_model(raw, ov), or "" when it builds.
+inline std::string build_error(const RawWeights& raw, const ModelOverrides& ov = {}) {
+  try {
+    build_model(raw, ov);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace attnmap
