@@ -140,11 +140,17 @@ memory::desc user_weights_md(int k, int n) {
   return memory::desc(Dims{k, n}, kF32, Dims{1, k});
 }
 
-// Rows of one linear() product per tile: about kPackedRowTarget, an even number of tiles when there are
-// several (2 threads get equal shares), heights equal to within one row. oneDNN's matmul kernels take dense
-// rows only (no row stride), so a tile is whole rows of X and Y; each row of Y comes out the same whatever
-// the tile (checked by Sgemm.PackedRowsDoNotDependOnTheTile), so the bits depend on neither M nor threads.
-constexpr int kPackedRowTarget = 64;
+// The tiles of one linear() product: row blocks x column blocks, a rule of (M, N) alone. Every weight block
+// (a block of output columns) is read from memory once per row block, so a product of a few hundred rows
+// (one image) is one row block and streams its weights once, as ONNX Runtime's packed GEMM does; the column
+// blocks give the threads their shares. Row blocks: at most kPackedRowMax rows, heights equal to within one
+// row. Column blocks: about kPackedColTarget wide, a multiple of 16 (one AVX-512 register of floats), an even
+// count (2 threads get equal shares) where that costs little. oneDNN's matmul kernels compute each row of Y
+// the same way whatever the row block (checked by Sgemm.PackedRowsDoNotDependOnTheTile), and a column's
+// block depends on N alone, so the bits depend on neither M nor the thread count.
+constexpr int kPackedRowMax = 256;
+constexpr int kPackedColTarget = 128;
+constexpr int kPackedRowTarget = 64;  // the row count the packed layout is asked for
 
 struct RowTiles {
   int count = 0, height = 0;
@@ -152,11 +158,29 @@ struct RowTiles {
 
 RowTiles row_tiles(int M) {
   RowTiles t;
-  t.count = (M + kPackedRowTarget - 1) / kPackedRowTarget;
-  if (t.count > 1 && t.count % 2 == 1) ++t.count;
+  t.count = (M + kPackedRowMax - 1) / kPackedRowMax;
   t.height = (M + t.count - 1) / t.count;
   t.count = (M + t.height - 1) / t.height;
   return t;
+}
+
+// Column blocks of N: width a multiple of 16, the smallest count >= N / kPackedColTarget that comes out
+// even (tried up to 4 more), else that first count.
+struct ColBlocks {
+  int count = 0, width = 0;
+};
+
+ColBlocks col_blocks(int N) {
+  const int first = std::max(1, (N + kPackedColTarget - 1) / kPackedColTarget);
+  ColBlocks best;
+  for (int c = first; c <= first + 4; ++c) {
+    ColBlocks b;
+    b.width = cut(N, c, kColAlign);
+    b.count = (N + b.width - 1) / b.width;
+    if (c == first) best = b;
+    if (b.count % 2 == 0 || b.count == 1) return b;
+  }
+  return best;
 }
 
 // The layout oneDNN's matmul kernels want for (k, n) weights on this CPU (format "any", asked for a tile of
@@ -171,11 +195,17 @@ memory::desc packed_weights_md(int n, int k) {
   return pd.weights_desc();
 }
 
-// lin.weight (N, K) packed for the matmul kernels.
-struct PackedLinear {
-  int N = 0, K = 0;
+// One block of output columns [n0, n0 + n) of lin.weight, packed for the matmul kernels.
+struct PackedBlock {
+  int n0 = 0, n = 0;
   memory::desc md;
   memory values;
+};
+
+// lin.weight (N, K) packed block by block (col_blocks(N)).
+struct PackedLinear {
+  int N = 0, K = 0;
+  std::vector<PackedBlock> blocks;
 };
 
 std::shared_ptr<const PackedLinear> pack_linear(const LinearW& lin) {
@@ -183,11 +213,19 @@ std::shared_ptr<const PackedLinear> pack_linear(const LinearW& lin) {
   auto p = std::make_shared<PackedLinear>();
   p->N = lin.out;
   p->K = lin.in;
-  p->md = packed_weights_md(p->N, p->K);
-  p->values = memory(p->md, cpu_engine());
-  memory user(user_weights_md(p->K, p->N), cpu_engine(), const_cast<float*>(lin.weight.data()));
-  dnnl::reorder(user, p->values).execute(thread_stream(), user, p->values);
-  thread_stream().wait();
+  const ColBlocks cb = col_blocks(p->N);
+  for (int j = 0; j < cb.count; ++j) {
+    PackedBlock b;
+    b.n0 = j * cb.width;
+    b.n = std::min(cb.width, p->N - b.n0);
+    b.md = packed_weights_md(b.n, p->K);
+    b.values = memory(b.md, cpu_engine());
+    const float* rows = lin.weight.data() + static_cast<size_t>(b.n0) * static_cast<size_t>(p->K);
+    memory user(user_weights_md(p->K, b.n), cpu_engine(), const_cast<float*>(rows));
+    dnnl::reorder(user, b.values).execute(thread_stream(), user, b.values);
+    thread_stream().wait();
+    p->blocks.push_back(std::move(b));
+  }
   return p;
 }
 
@@ -223,26 +261,26 @@ struct TilePrimitive {
   size_t scratch_bytes = 0;
 };
 
-TilePrimitive tile_primitive(int m, const PackedLinear& p, bool bias) {
-  using Key = std::tuple<int, int, int, bool>;
+TilePrimitive tile_primitive(int m, const PackedLinear& p, const PackedBlock& blk, bool bias) {
+  using Key = std::tuple<int, int, int, int, bool>;
   static std::mutex mu;
   static auto* cache = new std::map<Key, TilePrimitive>;  // kept until exit, as the engine
-  const Key key{m, p.N, p.K, bias};
+  const Key key{m, blk.n, p.K, p.N, bias};
   std::lock_guard<std::mutex> lk(mu);
   auto it = cache->find(key);
   if (it != cache->end()) return it->second;
   try {
     const memory::desc bias_md =
-        bias ? memory::desc(Dims{1, p.N}, kF32, memory::format_tag::ab) : memory::desc();
+        bias ? memory::desc(Dims{1, blk.n}, kF32, memory::format_tag::ab) : memory::desc();
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     const dnnl::matmul::primitive_desc pd(
-        dnnl::matmul::desc(rows_md(m, p.K, p.K), p.md, bias_md, rows_md(m, p.N, p.N)), attr, cpu_engine());
+        dnnl::matmul::desc(rows_md(m, p.K, p.K), blk.md, bias_md, rows_md(m, blk.n, blk.n)), attr, cpu_engine());
     return cache->emplace(key, TilePrimitive{dnnl::matmul(pd), pd.scratchpad_desc().get_size()})
         .first->second;
   } catch (const dnnl::error& e) {
     throw Error("oneDNN has no matmul for a (" + std::to_string(m) + ", " + std::to_string(p.K) + ") x (" +
-                std::to_string(p.K) + ", " + std::to_string(p.N) + ") product: " + e.what());
+                std::to_string(p.K) + ", " + std::to_string(blk.n) + ") product: " + e.what());
   }
 }
 
@@ -283,19 +321,26 @@ void execute(const TilePrimitive& tp, std::unordered_map<int, memory> args) {
   thread_stream().wait();
 }
 
-// One tile of linear(): dense rows X (m, K) times the packed weights into dense Y (m, N), + bias (N).
-void packed_tile(const PackedLinear& p, int m, const float* X, const float* bias, float* Y) {
+// One tile of linear(): dense rows X (m, K) times the packed weight block, + bias, into Y's columns
+// [n0, n0 + n) (row stride N). oneDNN's fast kernels write dense rows only (a row stride sends it to its
+// reference code), so the tile is made in this thread's buffer and copied into place.
+void packed_tile(const PackedLinear& p, const PackedBlock& blk, int m, const float* X, const float* bias, float* Y) {
   one_omp_thread();
-  const TilePrimitive tp = tile_primitive(m, p, bias != nullptr);
+  const TilePrimitive tp = tile_primitive(m, p, blk, bias != nullptr);
   const dnnl::engine& eng = cpu_engine();
+  const size_t n = static_cast<size_t>(blk.n);
+  thread_local std::vector<float> tile;  // (m, n) dense
+  tile.resize(static_cast<size_t>(m) * n);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, memory(rows_md(m, p.K, p.K), eng, const_cast<float*>(X))},
-      {DNNL_ARG_WEIGHTS, p.values},
-      {DNNL_ARG_DST, memory(rows_md(m, p.N, p.N), eng, Y)}};
+      {DNNL_ARG_WEIGHTS, blk.values},
+      {DNNL_ARG_DST, memory(rows_md(m, blk.n, blk.n), eng, tile.data())}};
   if (bias != nullptr)
-    args.emplace(DNNL_ARG_BIAS, memory(memory::desc(Dims{1, p.N}, kF32, memory::format_tag::ab), eng,
-                                       const_cast<float*>(bias)));
+    args.emplace(DNNL_ARG_BIAS, memory(memory::desc(Dims{1, blk.n}, kF32, memory::format_tag::ab), eng,
+                                       const_cast<float*>(bias + blk.n0)));
   execute(tp, std::move(args));
+  for (size_t i = 0; i < static_cast<size_t>(m); ++i)
+    std::copy_n(&tile[i * n], n, Y + i * static_cast<size_t>(p.N) + static_cast<size_t>(blk.n0));
 }
 #endif
 
@@ -324,10 +369,11 @@ void linear(float* Y, const float* X, const LinearW& lin, int M) {
   if (M <= 0 || N == 0) return;
   const RowTiles t = row_tiles(M);
   const std::shared_ptr<const PackedLinear> p = packed(lin);
-  parallel_for(t.count, [&](int k) {
-    const int i0 = k * t.height, mi = std::min(t.height, M - i0);
+  const int cols = static_cast<int>(p->blocks.size());
+  parallel_for(t.count * cols, [&](int k) {  // column blocks of one row block, then the next row block
+    const int i0 = (k / cols) * t.height, mi = std::min(t.height, M - i0);
     const size_t si = static_cast<size_t>(i0);
-    packed_tile(*p, mi, X + si * K, bias, Y + si * N);
+    packed_tile(*p, p->blocks[static_cast<size_t>(k % cols)], mi, X + si * K, bias, Y + si * N);
   });
 #else
   linear(Y, X, lin.weight.data(), bias, M, lin.out, lin.in);
