@@ -9,7 +9,8 @@
 //                                                  resize, overlay, PNG of PHOTO (best of ITERS)
 //   attnmap_bench check WEIGHTS B OUT.bin          the maps (B, N) float32 of bench/onnx/ort_vit.js's input
 // Prints "key value" lines that bench/run.sh parses.  The products use every usable core, or
-// $ATTNMAP_BENCH_THREADS threads (the 1 -> 2 core scaling).
+// $ATTNMAP_BENCH_THREADS threads (the 1 -> 2 core scaling); forward and check run in bfloat16 with
+// $ATTNMAP_BENCH_PRECISION=bf16 (as --precision bf16).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -104,6 +105,12 @@ double best_ms(int iters, F f) {
   return best * 1e3;
 }
 
+// $ATTNMAP_BENCH_PRECISION: bf16 runs the products in bfloat16 (--precision bf16), else float32.
+Precision bench_precision() {
+  const char* p = std::getenv("ATTNMAP_BENCH_PRECISION");
+  return p != nullptr && std::string(p) == "bf16" ? Precision::BF16 : Precision::F32;
+}
+
 // The forward pass's stages at batch 1 with the model's shapes, each stage's calls timed together: GEMM
 // (patch embedding, qkv, proj, fc1, fc2 of every block), attention (every head's QK^T, softmax, PV), the
 // element-wise kernels (2 LayerNorms, GELU, 2 residual adds per block); and one photo's decode, resize to
@@ -187,7 +194,9 @@ int main(int argc, char** argv) {
   }
   if (cmd == "stages" && argc >= 5) return stages(argv[2], argv[3], std::atoi(argv[4]));
   if (cmd == "check" && argc >= 5) {  // the peer's input pattern, exact in float32 in both programs
-    const ViTWeights w = load_model(argv[2]);
+    ViTWeights w = load_model(argv[2]);
+    w.precision = bench_precision();
+    prepare_weights(w, false);
     const HParams& hp = w.hp;
     const int B = std::atoi(argv[3]);
     const size_t n = static_cast<size_t>(3) * hp.image_h * hp.image_w;
@@ -213,13 +222,16 @@ int main(int argc, char** argv) {
     const double cpu0 = cpu_seconds();
     const std::string path = argv[2];
     const auto t = Clock::now();
-    const ViTWeights w = load_model(path);
+    ViTWeights w = load_model(path);
     const double load_s = secs_since(t);
     const double mb = static_cast<double>(std::filesystem::file_size(path)) / 1e6;
     const double load_cpu = cpu_seconds() - cpu0;
     std::printf("load_seconds %.3f\nload_cpu_seconds %.3f\nload_mb %.1f\nload_mb_per_s %.1f\nload_mb_per_cpu_s %.1f\n", load_s,
                 load_cpu, mb, mb / load_s, mb / load_cpu);
     if (cmd == "load") return 0;
+    w.precision = bench_precision();
+    prepare_weights(w, false);
+    std::printf("precision %s\n", w.precision == Precision::BF16 ? "bf16" : "fp32");
     const int iters = std::atoi(argv[3]);
     const HParams& hp = w.hp;
     for (int a = 4; a < argc; ++a) {

@@ -12,9 +12,9 @@ namespace attnmap {
 
 struct RenderOptions;
 
-/// -w, --key, --heads, --act, --pool, --size, --pos-interp, --resize, --mean, --std as written.
+/// -w, --key, --heads, --act, --pool, --size, --pos-interp, --resize, --mean, --std, --precision as written.
 struct ModelInputArgs {
-  std::string weights, key, heads, act, pool, size, pos_interp, mean, std;
+  std::string weights, key, heads, act, pool, size, pos_interp, mean, std, precision;
   std::string resize = "squash";
 };
 

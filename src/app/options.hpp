@@ -28,7 +28,7 @@ struct CliArgs {
   BatchOptions bo;
   std::string shard_s;
   std::string layer_s, head_s, upsample_s = "bilinear", resize_s = "squash", mean_s, std_s, size_s, discard_s,
-      threshold_s, pos_interp_s;
+      threshold_s, pos_interp_s, precision_s;
   std::vector<std::string> strip_v;  // --strip, repeatable
   std::string layers_s;               // --layers all
   std::string query_s, column_s;      // --query TOKEN, --column r<row>c<col>

@@ -45,7 +45,19 @@ void add_model_input_options(CLI::App* cmd, ModelInputArgs& a) {
   cmd->add_option("--resize", a.resize, "squash | crop (as for render)")->capture_default_str();
   cmd->add_option("--mean", a.mean, "R,G,B normalisation mean (overrides the weights' config)");
   cmd->add_option("--std", a.std, "R,G,B normalisation std (overrides the weights' config)");
+  cmd->add_option("--precision", a.precision, "fp32 | bf16: the products' arithmetic, as for render");
 }
+
+namespace {
+
+// --precision's value: fp32 (also when not given) or bf16.
+Precision parse_precision_option(const std::string& flag, const std::string& v) {
+  if (v.empty() || v == "fp32") return Precision::F32;
+  if (v == "bf16") return Precision::BF16;
+  throw Error(flag + " expects fp32 or bf16, found '" + v + "'");
+}
+
+}  // namespace
 
 void apply_model_input(const ModelInputArgs& a, RenderOptions& ro) {
   ro.weights = a.weights;
@@ -57,6 +69,7 @@ void apply_model_input(const ModelInputArgs& a, RenderOptions& ro) {
   if (!a.pos_interp.empty()) ro.pos_interp = with_flag("--pos-interp", [&] { return parse_pos_interp(a.pos_interp); });
   if (!a.mean.empty()) ro.overrides.mean = parse_rgb_option("--mean", a.mean);
   if (!a.std.empty()) ro.overrides.std = parse_rgb_option("--std", a.std, true);
+  ro.precision = parse_precision_option("--precision", a.precision);
 }
 
 namespace {
@@ -183,6 +196,10 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
                      "model input size S or W,H in pixels (multiples of the patch size, e.g. 448 or 518); the "
                      "position embeddings are resampled as --pos-interp says");
   render->add_option("--pos-interp", a.pos_interp_s, kPosInterpHelp);
+  render->add_option("--precision", a.precision_s,
+                     "fp32 (default) | bf16: the linear layers and attention products in bfloat16 with float32 "
+                     "accumulation (oneDNN; CPUs with AVX512_BF16 or AMX), LayerNorm, softmax, GELU and the maps in "
+                     "float32; error budget in docs/benchmarks.md; not with the class-specific views");
   render->add_flag_callback("--save-raw", [&ro] { ro.map_files.push_back(OutputKind::MapNpy); },
                             "also write the map as NumPy .npy (float32, (grid_h, grid_w))");
   render->add_flag("--all-heads", ro.all_heads, "with --save-raw: write every head, shape (H, grid_h, grid_w)");
@@ -231,6 +248,7 @@ CLI::App* add_eval_options(CLI::App& app, CliArgs& a) {
   eval->add_option("--labels", ro.labels_file, kLabelsHelp);
   eval->add_option("--size", a.size_s, "model input size S or W,H in pixels, as for render");
   eval->add_option("--pos-interp", a.pos_interp_s, kPosInterpHelp);
+  eval->add_option("--precision", a.precision_s, "fp32 only: eval's scores are measured in float32");
   eval->add_option("--mean", a.mean_s, "R,G,B normalisation mean (overrides the weights' config)");
   eval->add_option("--std", a.std_s, "R,G,B normalisation std (overrides the weights' config)");
   eval->add_option("--json", eo.json_out, "also write the per-image and summary results as JSON here (a missing folder is created)");
@@ -300,6 +318,7 @@ void apply_view_options(CliArgs& a) {
   if (!a.head_s.empty()) ro.head = a.head_s;
   if (!a.size_s.empty()) ro.size = parse_size_option("--size", a.size_s);
   if (!a.pos_interp_s.empty()) ro.pos_interp = with_flag("--pos-interp", [&] { return parse_pos_interp(a.pos_interp_s); });
+  ro.precision = parse_precision_option("--precision", a.precision_s);
   if (!a.discard_s.empty()) ro.discard = parse_number_option("--discard", a.discard_s);
   if (!a.threshold_s.empty()) ro.threshold = static_cast<float>(parse_number_option("--threshold", a.threshold_s));
   if (!a.layers_s.empty()) {
@@ -365,6 +384,8 @@ void check_command(CliArgs& a, const Commands& c) {
   apply_run_options(a, c);
   check_drawing_options(a.ro);
   if (!c.eval->parsed()) return;
+  if (a.ro.precision != Precision::F32)
+    throw Error("--precision bf16: eval runs in float32 only (its deletion curves and scores are not measured in bf16)");
   if (a.ro.discard > 0.0 && !a.ro.rollout && a.ro.views.empty()) throw Error("--discard applies to --rollout only");
   EvalOptions& eo = a.eo;
   eo.view = a.ro;

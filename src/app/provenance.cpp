@@ -111,6 +111,8 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
   r["all_heads"] = opt.all_heads;
   // Only when set (a record of a run without them is as before): how --size resampled, the explanation
   // method and class, the figures' style and resolution.
+  // bfloat16 products (issue 30): maps made in float32 are other maps; a float32 record stays as before.
+  if (opt.precision == Precision::BF16) r["precision"] = "bf16";
   if (opt.size) r["pos_interp"] = pos_interp_name(opt.pos_interp ? *opt.pos_interp : default_pos_interp(hp).mode);
   if (!opt.explain.empty()) {
     r["explain"] = opt.explain;

@@ -50,6 +50,7 @@ struct RenderOptions {
   Upsample upsample = Upsample::Bilinear;
   ResizeMode resize = ResizeMode::Squash;
   ModelOverrides overrides;
+  Precision precision = Precision::F32;  ///< --precision: the products' arithmetic (ViTWeights::precision)
   std::vector<OutputKind> map_files;  ///< written per map beside its PNG, as asked: MapNpy (--save-raw)
   bool all_heads = false;            ///< with MapNpy: the .npy holds every head, (H, grid_h, grid_w)
   bool rollout = false;              ///< draw attention rollout through layers 0..layer instead of one layer

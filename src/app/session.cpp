@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -117,7 +118,19 @@ ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_p
   // From here on the run reads nothing from the weights file (a file rewritten during the run changes no
   // image). The class-specific views and --explain run the backward pass, which needs the plain matrices.
   apply_class_names(model, opt);
-  prepare_weights(model, backward || !opt.explain.empty() || views_need_backward(opt.views));
+  model.precision = opt.precision;
+  const bool backward_pass = backward || !opt.explain.empty() || views_need_backward(opt.views);
+  if (opt.precision == Precision::BF16)
+    with_flag("--precision bf16:", [&] { prepare_weights(model, backward_pass); });
+  else
+    prepare_weights(model, backward_pass);
+  if (opt.precision == Precision::BF16 && !opt.quiet) {
+    const double r = bf16_speed_ratio();  // measured on this CPU once per process
+    if (r < 1.0)
+      std::cerr << "attnmap: note: --precision bf16: on this CPU bfloat16 products ran at " << std::fixed
+                << std::setprecision(2) << r << "x the float32 speed (oneDNN's bf16 kernels without AMX), so this run "
+                << "is slower than without --precision\n";
+  }
   check_address_headroom(weights_path);
   if (!opt.quiet)
     for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + with_flags(n)) << "\n";

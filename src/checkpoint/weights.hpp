@@ -145,8 +145,14 @@ struct RopeTables {
 /// Everything the forward pass needs. A safetensors F32 model's tensors are views into the file's read-only
 /// mapping (Floats::view), which each of them keeps alive: copies of a ViTWeights share it, and it is unmapped
 /// when the last tensor using it goes.
+/// The arithmetic of the forward pass's matrix products (issue 30): F32 everywhere, or BF16: the linear
+/// layers and the attention products in bfloat16 with float32 accumulation (oneDNN), LayerNorm, softmax,
+/// GELU, residuals and the maps in float32.
+enum class Precision { F32, BF16 };
+
 struct ViTWeights {
   HParams hp;
+  Precision precision = Precision::F32;  ///< set by the caller before prepare_weights (model/sgemm.hpp bf16_supported)
   LinearW patch_embed;            ///< (D, 3*P*P) in (channel, row, column) order; absent: token = pixels
   LayerNormW patch_norm_in;       ///< (3*P*P) LayerNorm of each patch's pixels before the embedding (vit-pytorch)
   LayerNormW patch_norm_out;      ///< (D) LayerNorm after the embedding (vit-pytorch)

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "model/kernels_avx2.hpp"
+#include "model/kernels_avx512.hpp"
 #include "model/thread_pool.hpp"
 
 namespace attnmap::kernels {
@@ -15,6 +17,16 @@ namespace {
 bool have_avx2() {
 #if defined(__x86_64__)
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+bool have_avx512_bf16() {
+#if defined(__x86_64__)
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16") &&
+                          __builtin_cpu_supports("fma");
   return yes;
 #else
   return false;
@@ -124,7 +136,31 @@ void layernorm(float* out, const float* in, const float* weight, const float* bi
   });
 }
 
-void gelu(float* x, size_t n) { map_chunks(x, n, avx2::gelu, gelu_scalar); }
+void gelu(float* x, size_t n) {
+  // The 16-wide body on CPUs with AVX-512 (the same SLEEF function and formula: the same bits, checked by
+  // Kernels.GeluIsTheSameOnEveryPath).
+  map_chunks(x, n, have_avx512_bf16() ? avx512::gelu : avx2::gelu, gelu_scalar);
+}
+
+bool has_bf16_instructions() { return have_avx512_bf16(); }
+
+void to_bf16(uint16_t* out, const float* in, size_t n) {
+  if (have_avx512_bf16()) {
+    avx512::to_bf16(out, in, n);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {  // round to nearest even, denormals to zero, as VCVTNEPS2BF16
+    uint32_t u = 0;
+    std::memcpy(&u, &in[i], 4);
+    if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+      out[i] = static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN stays a (quiet) NaN
+      continue;
+    }
+    u += 0x7fffu + ((u >> 16) & 1u);
+    out[i] = static_cast<uint16_t>(u >> 16);
+  }
+}
 
 void softmax_row(float* row, int n) {
   if (have_avx2()) avx2::softmax_row(row, n);

@@ -6,6 +6,7 @@
 // Sleef_erff*_u10): not bit-identical to glibc's std::exp / std::erf, both within 1 ULP of the true value.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 namespace attnmap::kernels {
 
@@ -35,6 +36,13 @@ void softmax_rows(float* x, int M, int n);
 
 /// One row, on the calling thread (for callers that are already a pool task).
 void softmax_row(float* row, int n);
+
+/// out[i] = in[i] rounded to bfloat16 (raw bits): round to nearest even, denormals to zero (AVX512_BF16's
+/// VCVTNEPS2BF16, or the same rule in scalar code). On the calling thread.
+void to_bf16(uint16_t* out, const float* in, size_t n);
+
+/// True when the CPU has AVX512_BF16 (and AVX-512F, FMA): to_bf16 runs on VCVTNEPS2BF16.
+bool has_bf16_instructions();
 
 /// x(M, D) += y(M, D), or x += gamma(D) * y with LayerScale (gamma non-null). Rows in parallel.
 void residual_add(float* x, const float* y, const float* gamma, size_t M, int D);

@@ -5,12 +5,14 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <unordered_map>
 
 #include "core/error.hpp"
+#include "model/kernels.hpp"
 #include "model/thread_pool.hpp"
 
 #if defined(ATTNMAP_GEMM_ONEDNN)
@@ -118,6 +120,7 @@ void tiled(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
 using dnnl::memory;
 using Dims = memory::dims;
 constexpr memory::data_type kF32 = memory::data_type::f32;
+constexpr memory::data_type kBF16 = memory::data_type::bf16;
 
 // One CPU engine for the whole run, never destroyed: the pool threads' streams may outlive static objects.
 const dnnl::engine& cpu_engine() {
@@ -131,13 +134,13 @@ dnnl::stream& thread_stream() {
 }
 
 // (m, n) row-major with row stride ld.
-memory::desc rows_md(int m, int n, int ld) {
-  return memory::desc(Dims{m, n}, kF32, Dims{ld, 1});
+memory::desc rows_md(int m, int n, int ld, memory::data_type dt = kF32) {
+  return memory::desc(Dims{m, n}, dt, Dims{ld, 1});
 }
 
 // A block of n rows of W (N, K) row-major, as matmul's (K, n) weights: column-major, leading dimension k.
-memory::desc user_weights_md(int k, int n) {
-  return memory::desc(Dims{k, n}, kF32, Dims{1, k});
+memory::desc user_weights_md(int k, int n, memory::data_type dt = kF32) {
+  return memory::desc(Dims{k, n}, dt, Dims{1, k});
 }
 
 // The tiles of one linear() product: row blocks x column blocks, a rule of (M, N) alone. Every weight block
@@ -185,10 +188,12 @@ ColBlocks col_blocks(int N) {
 
 // The layout oneDNN's matmul kernels want for (k, n) weights on this CPU (format "any", asked for a tile of
 // kPackedRowTarget rows); every tile's primitive is then made for this layout, whatever its row count.
-memory::desc packed_weights_md(int n, int k) {
-  const memory::desc any(Dims{k, n}, kF32, memory::format_tag::any);
+// bf16: bfloat16 source and weights, float32 bias and output.
+memory::desc packed_weights_md(int n, int k, bool bf16) {
+  const memory::data_type in = bf16 ? kBF16 : kF32;
+  const memory::desc any(Dims{k, n}, in, memory::format_tag::any);
   const dnnl::matmul::primitive_desc pd(
-      dnnl::matmul::desc(rows_md(kPackedRowTarget, k, k), any,
+      dnnl::matmul::desc(rows_md(kPackedRowTarget, k, k, in), any,
                          memory::desc(Dims{1, n}, kF32, memory::format_tag::ab),
                          rows_md(kPackedRowTarget, n, n)),
       cpu_engine());
@@ -202,23 +207,25 @@ struct PackedBlock {
   memory values;
 };
 
-// lin.weight (N, K) packed block by block (col_blocks(N)).
+// lin.weight (N, K) packed block by block (col_blocks(N)), in float32 or bfloat16.
 struct PackedLinear {
   int N = 0, K = 0;
+  bool bf16 = false;
   std::vector<PackedBlock> blocks;
 };
 
-std::shared_ptr<const PackedLinear> pack_linear(const LinearW& lin) {
+std::shared_ptr<const PackedLinear> pack_linear(const LinearW& lin, bool bf16) {
   one_omp_thread();
   auto p = std::make_shared<PackedLinear>();
   p->N = lin.out;
   p->K = lin.in;
+  p->bf16 = bf16;
   const ColBlocks cb = col_blocks(p->N);
   for (int j = 0; j < cb.count; ++j) {
     PackedBlock b;
     b.n0 = j * cb.width;
     b.n = std::min(cb.width, p->N - b.n0);
-    b.md = packed_weights_md(b.n, p->K);
+    b.md = packed_weights_md(b.n, p->K, bf16);
     b.values = memory(b.md, cpu_engine());
     const float* rows = lin.weight.data() + static_cast<size_t>(b.n0) * static_cast<size_t>(p->K);
     memory user(user_weights_md(p->K, b.n), cpu_engine(), const_cast<float*>(rows));
@@ -231,9 +238,10 @@ std::shared_ptr<const PackedLinear> pack_linear(const LinearW& lin) {
 
 // The packed form of lin.weight: made once (under a lock, so that image workers starting together pack it
 // once), then kept with the weights; weights viewed in place from a file hand their pages back.
-std::shared_ptr<const PackedLinear> packed(const LinearW& lin) {
+// A run packs in one precision; asked for the other, the packed copy is made again from lin.weight.
+std::shared_ptr<const PackedLinear> packed(const LinearW& lin, bool bf16) {
   auto ok = [&](const std::shared_ptr<const PackedLinear>& p) {
-    return p && p->N == lin.out && p->K == lin.in;
+    return p && p->N == lin.out && p->K == lin.in && p->bf16 == bf16;
   };
   std::shared_ptr<const PackedLinear> p = std::static_pointer_cast<const PackedLinear>(lin.weight.derived());
   if (ok(p)) return p;
@@ -242,7 +250,7 @@ std::shared_ptr<const PackedLinear> packed(const LinearW& lin) {
   p = std::static_pointer_cast<const PackedLinear>(lin.weight.derived());
   if (ok(p)) return p;
   try {
-    p = pack_linear(lin);
+    p = pack_linear(lin, bf16);
   } catch (const dnnl::error& e) {
     throw Error("oneDNN cannot pack a (" + std::to_string(lin.out) + ", " + std::to_string(lin.in) +
                 ") weight matrix: " + e.what());
@@ -265,7 +273,7 @@ TilePrimitive tile_primitive(int m, const PackedLinear& p, const PackedBlock& bl
   using Key = std::tuple<int, int, int, int, bool>;
   static std::mutex mu;
   static auto* cache = new std::map<Key, TilePrimitive>;  // kept until exit, as the engine
-  const Key key{m, blk.n, p.K, p.N, bias};
+  const Key key{m, blk.n, p.K, p.bf16 ? 1 : 0, bias};
   std::lock_guard<std::mutex> lk(mu);
   auto it = cache->find(key);
   if (it != cache->end()) return it->second;
@@ -275,7 +283,8 @@ TilePrimitive tile_primitive(int m, const PackedLinear& p, const PackedBlock& bl
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     const dnnl::matmul::primitive_desc pd(
-        dnnl::matmul::desc(rows_md(m, p.K, p.K), blk.md, bias_md, rows_md(m, blk.n, blk.n)), attr, cpu_engine());
+        dnnl::matmul::desc(rows_md(m, p.K, p.K, p.bf16 ? kBF16 : kF32), blk.md, bias_md, rows_md(m, blk.n, blk.n)),
+        attr, cpu_engine());
     return cache->emplace(key, TilePrimitive{dnnl::matmul(pd), pd.scratchpad_desc().get_size()})
         .first->second;
   } catch (const dnnl::error& e) {
@@ -286,11 +295,11 @@ TilePrimitive tile_primitive(int m, const PackedLinear& p, const PackedBlock& bl
 
 // The matmul primitive of a dense product C (m, n) = alpha A (m, k) op(B) (B stored (k, n), or (n, k) with
 // trans_b), made once per shape, and its scratch memory in bytes.
-TilePrimitive dense_primitive(int m, int n, int k, bool trans_b, float alpha) {
-  using Key = std::tuple<int, int, int, bool, float>;
+TilePrimitive dense_primitive(int m, int n, int k, bool trans_b, float alpha, bool bf16 = false) {
+  using Key = std::tuple<int, int, int, bool, float, bool>;
   static std::mutex mu;
   static auto* cache = new std::map<Key, TilePrimitive>;  // kept until exit, as the engine
-  const Key key{m, n, k, trans_b, alpha};
+  const Key key{m, n, k, trans_b, alpha, bf16};
   std::lock_guard<std::mutex> lk(mu);
   auto it = cache->find(key);
   if (it != cache->end()) return it->second;
@@ -298,8 +307,9 @@ TilePrimitive dense_primitive(int m, int n, int k, bool trans_b, float alpha) {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-    const memory::desc b_md = trans_b ? user_weights_md(k, n) : rows_md(k, n, n);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(rows_md(m, k, k), b_md, rows_md(m, n, n)), attr,
+    const memory::data_type in = bf16 ? kBF16 : kF32;
+    const memory::desc b_md = trans_b ? user_weights_md(k, n, in) : rows_md(k, n, n, in);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(rows_md(m, k, k, in), b_md, rows_md(m, n, n)), attr,
                                           cpu_engine());
     return cache->emplace(key, TilePrimitive{dnnl::matmul(pd), pd.scratchpad_desc().get_size()})
         .first->second;
@@ -324,7 +334,8 @@ void execute(const TilePrimitive& tp, std::unordered_map<int, memory> args) {
 // One tile of linear(): dense rows X (m, K) times the packed weight block, + bias, into Y's columns
 // [n0, n0 + n) (row stride N). oneDNN's fast kernels write dense rows only (a row stride sends it to its
 // reference code), so the tile is made in this thread's buffer and copied into place.
-void packed_tile(const PackedLinear& p, const PackedBlock& blk, int m, const float* X, const float* bias, float* Y) {
+// X: float32 rows, or bfloat16 rows (uint16) when p.bf16.
+void packed_tile(const PackedLinear& p, const PackedBlock& blk, int m, const void* X, const float* bias, float* Y) {
   one_omp_thread();
   const TilePrimitive tp = tile_primitive(m, p, blk, bias != nullptr);
   const dnnl::engine& eng = cpu_engine();
@@ -332,7 +343,7 @@ void packed_tile(const PackedLinear& p, const PackedBlock& blk, int m, const flo
   thread_local std::vector<float> tile;  // (m, n) dense
   tile.resize(static_cast<size_t>(m) * n);
   std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, memory(rows_md(m, p.K, p.K), eng, const_cast<float*>(X))},
+      {DNNL_ARG_SRC, memory(rows_md(m, p.K, p.K, p.bf16 ? kBF16 : kF32), eng, const_cast<void*>(X))},
       {DNNL_ARG_WEIGHTS, blk.values},
       {DNNL_ARG_DST, memory(rows_md(m, blk.n, blk.n), eng, tile.data())}};
   if (bias != nullptr)
@@ -361,21 +372,37 @@ void linear(float* Y, const float* X, const float* W, const float* b, int M, int
   tiled(false, true, M, N, K, 1.0f, X, K, W, K, b != nullptr ? 1.0f : 0.0f, Y, N, bias);
 }
 
-void linear(float* Y, const float* X, const LinearW& lin, int M) {
+void linear(float* Y, const float* X, const LinearW& lin, int M) { linear(Y, X, lin, M, Precision::F32); }
+
+void linear(float* Y, const float* X, const LinearW& lin, int M, Precision precision) {
   const float* bias = lin.bias.empty() ? nullptr : lin.bias.data();
 #if defined(ATTNMAP_GEMM_ONEDNN)
   own_threads_off();
   const size_t N = static_cast<size_t>(lin.out), K = static_cast<size_t>(lin.in);
   if (M <= 0 || N == 0) return;
+  const bool bf16 = precision == Precision::BF16;
+  if (bf16 && !bf16_supported()) throw Error("bfloat16 products are not supported on this CPU");
   const RowTiles t = row_tiles(M);
-  const std::shared_ptr<const PackedLinear> p = packed(lin);
+  const std::shared_ptr<const PackedLinear> p = packed(lin, bf16);
+  std::vector<uint16_t> xb;  // bf16: X's rows (M, K) rounded to bfloat16, each row block by its own task
+  if (bf16) {
+    xb.resize(static_cast<size_t>(M) * K);
+    parallel_for(t.count * 2, [&](int k) {  // halves of row blocks: both threads busy for one block
+      const size_t r0 = static_cast<size_t>(k / 2) * static_cast<size_t>(t.height);
+      const size_t rows = std::min(static_cast<size_t>(t.height), static_cast<size_t>(M) - r0);
+      const size_t half = (rows + 1) / 2, a = r0 + (k % 2 ? half : 0), n = k % 2 ? rows - half : half;
+      kernels::to_bf16(&xb[a * K], X + a * K, n * K);
+    });
+  }
   const int cols = static_cast<int>(p->blocks.size());
   parallel_for(t.count * cols, [&](int k) {  // column blocks of one row block, then the next row block
     const int i0 = (k / cols) * t.height, mi = std::min(t.height, M - i0);
     const size_t si = static_cast<size_t>(i0);
-    packed_tile(*p, p->blocks[static_cast<size_t>(k % cols)], mi, X + si * K, bias, Y + si * N);
+    const void* Xi = bf16 ? static_cast<const void*>(&xb[si * K]) : static_cast<const void*>(X + si * K);
+    packed_tile(*p, p->blocks[static_cast<size_t>(k % cols)], mi, Xi, bias, Y + si * N);
   });
 #else
+  if (precision == Precision::BF16) throw Error("bfloat16 products need the oneDNN back-end (this build: OpenBLAS)");
   linear(Y, X, lin.weight.data(), bias, M, lin.out, lin.in);
 #endif
 }
@@ -397,6 +424,69 @@ void matmul_dense(float* C, const float* A, const float* B, int M, int N, int K,
 #endif
 }
 
+void matmul_dense_bf16(float* C, const uint16_t* A, const uint16_t* B, int M, int N, int K, bool trans_b, float alpha) {
+  if (M <= 0 || N <= 0) return;
+#if defined(ATTNMAP_GEMM_ONEDNN)
+  one_omp_thread();
+  const TilePrimitive tp = dense_primitive(M, N, K, trans_b, alpha, true);
+  const dnnl::engine& eng = cpu_engine();
+  execute(tp, {{DNNL_ARG_SRC, memory(rows_md(M, K, K, kBF16), eng, const_cast<uint16_t*>(A))},
+               {DNNL_ARG_WEIGHTS, memory(trans_b ? user_weights_md(K, N, kBF16) : rows_md(K, N, N, kBF16), eng,
+                                         const_cast<uint16_t*>(B))},
+               {DNNL_ARG_DST, memory(rows_md(M, N, N), eng, C)}});
+#else
+  (void)C, (void)A, (void)B, (void)K, (void)trans_b, (void)alpha;
+  throw Error("bfloat16 products need the oneDNN back-end (this build: OpenBLAS)");
+#endif
+}
+
+bool bf16_supported() {
+#if defined(ATTNMAP_GEMM_ONEDNN)
+  static const bool yes = [] {
+    if (!kernels::has_bf16_instructions()) return false;
+    one_omp_thread();
+    try {  // the kernels oneDNN picks for a bf16 matmul: its native ones ("brg:..."), not the reference code
+      const memory::desc any(Dims{64, 64}, kBF16, memory::format_tag::any);
+      const dnnl::matmul::primitive_desc pd(
+          dnnl::matmul::desc(rows_md(64, 64, 64, kBF16), any, rows_md(64, 64, 64)), cpu_engine());
+      return std::string(pd.impl_info_str()).rfind("brg", 0) == 0;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+double bf16_speed_ratio() {
+  static const double ratio = [] {
+    if (!bf16_supported()) return 0.0;
+    const int M = 197, N = 768, K = 768;
+    LinearW lin;
+    lin.out = N;
+    lin.in = K;
+    std::vector<float> w(static_cast<size_t>(N) * K), x(static_cast<size_t>(M) * K), y(static_cast<size_t>(M) * N);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 17) * 0.01f - 0.08f;
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 13) * 0.1f - 0.6f;
+    lin.weight = Floats(std::move(w));
+    auto best = [&](Precision p) {
+      LinearW one = lin;  // its own packed copy
+      linear(y.data(), x.data(), one, M, p);  // packs, makes the primitives
+      double t = 1e30;
+      for (int i = 0; i < 5; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        linear(y.data(), x.data(), one, M, p);
+        t = std::min(t, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return t;
+    };
+    return best(Precision::F32) / best(Precision::BF16);
+  }();
+  return ratio;
+}
+
 bool linear_packs_weights() {
 #if defined(ATTNMAP_GEMM_ONEDNN)
   return true;
@@ -405,11 +495,13 @@ bool linear_packs_weights() {
 #endif
 }
 
-void prepack_linear(const LinearW& lin) {
+void prepack_linear(const LinearW& lin) { prepack_linear(lin, Precision::F32); }
+
+void prepack_linear(const LinearW& lin, Precision precision) {
 #if defined(ATTNMAP_GEMM_ONEDNN)
-  if (lin.present()) (void)packed(lin);
+  if (lin.present()) (void)packed(lin, precision == Precision::BF16);
 #else
-  (void)lin;
+  (void)lin, (void)precision;
 #endif
 }
 

@@ -2,6 +2,8 @@
 // through; the only file that knows which library runs the products.
 #pragma once
 
+#include <cstdint>
+
 #include "checkpoint/weights.hpp"
 
 namespace attnmap {
@@ -34,6 +36,27 @@ void linear(float* Y, const float* X, const float* W, const float* b, int M, int
 /// same as linear(Y, X, W, b, M, N, K). Throws attnmap::Error when the back-end refuses the shape.
 void linear(float* Y, const float* X, const LinearW& lin, int M);
 
+/// The same product in `precision`: F32 as linear(Y, X, lin, M); BF16 (oneDNN only, bf16_supported()): X's
+/// rows rounded to bfloat16 (round to nearest even), times lin.weight packed once in bfloat16, accumulated and
+/// written in float32 with the float32 bias. Rows are computed the same way whatever M and the thread count,
+/// as in F32. Throws attnmap::Error when bf16 is asked for and not supported.
+void linear(float* Y, const float* X, const LinearW& lin, int M, Precision precision);
+
+/// C(M, N) = alpha * A(M, K) * op(B) on the calling thread with bfloat16 inputs (raw bits, uint16) and float32
+/// accumulation and output: the attention products of one head in Precision::BF16 (as matmul_dense).
+/// Throws attnmap::Error when the back-end has no bf16 matmul.
+void matmul_dense_bf16(float* C, const uint16_t* A, const uint16_t* B, int M, int N, int K, bool trans_b, float alpha);
+
+/// True when this CPU runs oneDNN's bfloat16 matmul kernels natively (AVX512_BF16 or AMX: oneDNN's "brgemm"
+/// kernels, and respecting ONEDNN_MAX_CPU_ISA) and has the AVX512_BF16 conversion instructions; false with
+/// OpenBLAS. A bf16 run is refused where this is false, never run slower in emulation.
+bool bf16_supported();
+
+/// How fast this CPU runs a bfloat16 linear() against float32: the time of a (197, 768) x (768, 768) product
+/// (one ViT-B/16 image's attention projection) in float32 over its time in bfloat16, best of 5 each on the
+/// calling thread, measured once per process (about 10 ms). > 1: bf16 is faster. 0 without bf16_supported().
+double bf16_speed_ratio();
+
 /// True when the back-end keeps a packed copy of each layer's weights (oneDNN), false when it multiplies the
 /// weights as they are (OpenBLAS).
 bool linear_packs_weights();
@@ -41,6 +64,9 @@ bool linear_packs_weights();
 /// Packs lin's weights now, as linear() would on its first call (oneDNN; a file-mapped view then hands its
 /// pages back); nothing with OpenBLAS. Throws attnmap::Error when the back-end refuses the shape.
 void prepack_linear(const LinearW& lin);
+
+/// Packs lin's weights for `precision` now (F32: as prepack_linear; BF16: the bfloat16 copy).
+void prepack_linear(const LinearW& lin, Precision precision);
 
 /// C(M, N) = alpha * A(M, K) * op(B) on the calling thread, every matrix dense and row-major: op(B) = B
 /// stored (K, N), or with trans_b B stored (N, K). The attention products of one head (Q K^T / sqrt(d_k),

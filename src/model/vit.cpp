@@ -30,8 +30,10 @@ void layernorm_forward(float* out, const float* in, const float* weight, const f
 
 void softmax_rows(float* x, int M, int n) { kernels::softmax_rows(x, M, n); }
 
-void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk, const float* bias) {
+void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk, const float* bias,
+                       Precision precision) {
   const int inner = H * dk;
+  const bool bf16 = precision == Precision::BF16;
   const size_t ld = static_cast<size_t>(3 * inner), Td = static_cast<size_t>(T) * dk;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
   parallel_for(H, [&](int h) {  // heads spread over the pool; each head's products on its thread
@@ -42,13 +44,26 @@ void attention_forward(float* out, float* probs, const float* qkv, int T, int H,
       for (size_t j = 0; j < 3; ++j)
         std::copy_n(qkv + t * ld + j * inner + static_cast<size_t>(h) * dk, dk, &qkv_h[j * Td + t * dk]);
     float* p = probs + static_cast<size_t>(h) * T * T;  // (T, T)
-    matmul_dense(p, &qkv_h[0], &qkv_h[Td], T, T, dk, /*trans_b=*/true, scale);  // Q K^T / sqrt(dk)
+    thread_local std::vector<uint16_t> qkv_b, p_b;  // bf16: Q, K, V (3, T, dk) and P (T, T) as bfloat16
+    if (bf16) {
+      qkv_b.resize(3 * Td);
+      kernels::to_bf16(qkv_b.data(), qkv_h.data(), 3 * Td);
+      matmul_dense_bf16(p, &qkv_b[0], &qkv_b[Td], T, T, dk, /*trans_b=*/true, scale);  // Q K^T / sqrt(dk)
+    } else {
+      matmul_dense(p, &qkv_h[0], &qkv_h[Td], T, T, dk, /*trans_b=*/true, scale);  // Q K^T / sqrt(dk)
+    }
     if (bias) {  // BEiT: + relative position bias (T, T) of this head
       const float* bh = bias + static_cast<size_t>(h) * T * T;
       for (size_t i = 0; i < static_cast<size_t>(T) * T; ++i) p[i] += bh[i];
     }
     softmax_rows(p, T, T);
-    matmul_dense(out_h.data(), p, &qkv_h[2 * Td], T, dk, T, /*trans_b=*/false, 1.0f);  // P V (T, dk)
+    if (bf16) {
+      p_b.resize(static_cast<size_t>(T) * T);
+      kernels::to_bf16(p_b.data(), p, static_cast<size_t>(T) * T);
+      matmul_dense_bf16(out_h.data(), p_b.data(), &qkv_b[2 * Td], T, dk, T, /*trans_b=*/false, 1.0f);  // P V
+    } else {
+      matmul_dense(out_h.data(), p, &qkv_h[2 * Td], T, dk, T, /*trans_b=*/false, 1.0f);  // P V (T, dk)
+    }
     for (size_t t = 0; t < static_cast<size_t>(T); ++t)
       std::copy_n(&out_h[t * dk], dk, out + t * inner + static_cast<size_t>(h) * dk);
   });
@@ -173,6 +188,7 @@ struct Activations {
   std::vector<float> probs;  // (H, T, T) of one image
   std::vector<float> hid;    // (B*T, M)
   std::vector<float> bias_kept;  // (H, T, T) one image's relative position bias with token dropping (BEiT)
+  Precision precision = Precision::F32;  // the products' arithmetic (ViTWeights::precision)
 };
 
 Activations make_activations(const HParams& hp, int BT, size_t TT) {
@@ -213,7 +229,7 @@ void qkv_forward(Activations& a, const BlockWeights& blk, const HParams& hp, int
     layernorm_forward(a.xn.data(), a.x.data(), blk.norm1.weight.data(), blk.norm1.bias.data(), BT, D, hp.eps);
     ln_in = a.xn.data();
   }
-  linear(a.qkv.data(), ln_in, blk.qkv, BT);  // (B*T, 3*inner)
+  linear(a.qkv.data(), ln_in, blk.qkv, BT, a.precision);  // (B*T, 3*inner)
   if (blk.q_norm.present()) qk_norm_forward(a.qkv.data(), blk, hp, BT);
 }
 
@@ -273,7 +289,7 @@ void attention_layer(std::vector<ForwardResult>& res, Activations& a, const HPar
   for (int b = 0; b < B; ++b) {
     ForwardResult& r = res[static_cast<size_t>(b)];
     attention_forward(&a.att[static_cast<size_t>(b) * T * inner], probs.data(), &a.qkv[static_cast<size_t>(b) * T * 3 * inner],
-                      T, H, dk, bias.image(b, H, T, a.bias_kept));
+                      T, H, dk, bias.image(b, H, T, a.bias_kept), a.precision);
     for (int h = 0; h < H; ++h)
       query_row(&r.cls_attn[(static_cast<size_t>(l) * H + h) * T], &probs[static_cast<size_t>(h) * TT], T,
                 hp.class_token, hp.num_prefix);
@@ -297,14 +313,14 @@ void seed_output(std::vector<ForwardResult>& res, const Activations& a, const HP
 void residual_mlp_forward(Activations& a, const BlockWeights& blk, const HParams& hp, int BT) {
   const int D = hp.dim;
   if (blk.proj.present()) {
-    linear(a.xn.data(), a.att.data(), blk.proj, BT);  // (B*T, D)
+    linear(a.xn.data(), a.att.data(), blk.proj, BT, a.precision);  // (B*T, D)
     add_scaled(a.x.data(), a.xn.data(), blk.ls1, static_cast<size_t>(BT), D);  // x += ls1 * proj(attn)
   } else {
     add_scaled(a.x.data(), a.att.data(), blk.ls1, static_cast<size_t>(BT), D);
   }
   layernorm_forward(a.xn.data(), a.x.data(), blk.norm2.weight.data(), blk.norm2.bias.data(), BT, D, hp.eps);
   const int M = hp.mlp_dim;
-  linear(a.hid.data(), a.xn.data(), blk.fc1, BT);  // (B*T, M) or SwiGLU (B*T, 2M)
+  linear(a.hid.data(), a.xn.data(), blk.fc1, BT, a.precision);  // (B*T, M) or SwiGLU (B*T, 2M)
   if (hp.swiglu) {
     std::vector<float> h(static_cast<size_t>(BT) * M);  // (B*T, M)
     swiglu_forward(h.data(), a.hid.data(), BT, M);
@@ -316,7 +332,7 @@ void residual_mlp_forward(Activations& a, const BlockWeights& blk, const HParams
     const std::vector<float> h(a.hid.begin(), a.hid.begin() + static_cast<long>(BT) * M);
     layernorm_forward(a.hid.data(), h.data(), blk.mlp_norm.weight.data(), blk.mlp_norm.bias.data(), BT, M, hp.eps);
   }
-  linear(a.xn.data(), a.hid.data(), blk.fc2, BT);  // (B*T, D)
+  linear(a.xn.data(), a.hid.data(), blk.fc2, BT, a.precision);  // (B*T, D)
   add_scaled(a.x.data(), a.xn.data(), blk.ls2, static_cast<size_t>(BT), D);  // x += ls2 * mlp(LN2(x))
 }
 
@@ -484,6 +500,7 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
 
   std::vector<ForwardResult> res = make_forward_results(B, L, H, T, opt.keep_full);
   Activations a = make_activations(hp, BT, TT);
+  a.precision = w.precision;
   for (int b = 0; b < B; ++b) {
     float* xb = &a.x[static_cast<size_t>(b) * T * D];
     const std::vector<int>* keep = !opt.keep_patches_each.empty() ? &opt.keep_patches_each[static_cast<size_t>(b)]
@@ -554,15 +571,23 @@ void own(Floats& f) {
   if (f.is_view()) (void)f.owned();
 }
 
-void prepare_linear(LinearW& lin, bool backward) {
+// precision: the blocks' products' (the patch embedding and the heads stay in float32).
+void prepare_linear(LinearW& lin, bool backward, Precision precision = Precision::F32) {
   own(lin.bias);
   if (backward || !linear_packs_weights()) own(lin.weight);
-  prepack_linear(lin);
+  prepack_linear(lin, precision);
 }
 
 }  // namespace
 
 void prepare_weights(ViTWeights& w, bool backward) {
+  if (w.precision == Precision::BF16) {
+    if (!bf16_supported())
+      throw Error("bfloat16 products need a CPU with AVX512_BF16 (oneDNN's native bf16 kernels); this one has none: "
+                  "run in float32");
+    if (backward) throw Error("the class-specific views and explanations run in float32 only, not with bfloat16 products");
+    if (w.hp.class_attn_blocks > 0) throw Error("CaiT runs in float32 only, not with bfloat16 products");
+  }
   prepare_rope(w);  // rotary tables of the grid (none without a rope)
   prepare_linear(w.patch_embed, backward);
   for (LayerNormW* n : {&w.patch_norm_in, &w.patch_norm_out, &w.norm_pre, &w.norm, &w.fc_norm, &w.attn_pool.norm})
@@ -573,7 +598,7 @@ void prepare_weights(ViTWeights& w, bool backward) {
   for (BlockWeights& b : w.blocks) {
     for (LayerNormW* n : {&b.norm1, &b.norm2, &b.q_norm, &b.k_norm, &b.mlp_norm}) own(n->weight), own(n->bias);
     for (Floats* f : {&b.ls1, &b.ls2, &b.rel_pos_table}) own(*f);
-    for (LinearW* l : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) prepare_linear(*l, backward);
+    for (LinearW* l : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) prepare_linear(*l, backward, w.precision);
     for (LinearW* l : {&b.proj_l, &b.proj_w}) own(l->weight), own(l->bias);  // CaiT talking heads (H, H)
   }
   prepare_linear(w.head, backward);

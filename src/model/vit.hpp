@@ -70,7 +70,9 @@ void embed_tokens(float* x, const ViTWeights& w, const float* image);
 /// the GEMM back-end (oneDNN: the packed copy replaces the file's pages), and copied into memory as well when
 /// the back-end keeps no packed copy (OpenBLAS) or when `backward` (the explanations' backward pass multiplies
 /// by the plain matrices). A weights file rewritten or truncated during a run then changes no later image and
-/// cannot crash it (SIGBUS). Throws attnmap::Error when the back-end refuses a shape.
+/// cannot crash it (SIGBUS). With w.precision BF16 the blocks' weight matrices are packed in bfloat16 (the
+/// patch embedding and the heads stay float32). Throws attnmap::Error when the back-end refuses a shape, and
+/// for BF16 on a CPU without native bf16 kernels (bf16_supported), with `backward`, or for CaiT.
 void prepare_weights(ViTWeights& w, bool backward);
 
 /// Resolves a possibly negative layer index against `depth`; throws attnmap::Error when out of range.
@@ -87,8 +89,10 @@ void softmax_rows(float* x, int M, int n);
 /// Multi-head self-attention on one image.  qkv (T, 3*H*dk) = [Q | K | V], heads contiguous in each;
 /// probs (H, T, T) receives softmax(Q_h K_h^T / sqrt(dk) + bias_h); out (T, H*dk) receives probs_h V_h per
 /// head. (Vaswani et al. 2017, eq. 1.) bias: null, or (H, T, T) added to the scores before the softmax (BEiT's
-/// relative position bias, Bao et al. 2022; timm beit.py Attention).
-void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk, const float* bias = nullptr);
+/// relative position bias, Bao et al. 2022; timm beit.py Attention). precision BF16: Q, K, V and the
+/// probabilities rounded to bfloat16 for the two products (float32 accumulation); probs stay float32.
+void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk, const float* bias = nullptr,
+                       Precision precision = Precision::F32);
 
 /// In place exact GELU: x * 0.5 * (1 + erf(x / sqrt(2))) (PyTorch nn.GELU(), approximate='none').
 void gelu_forward(float* x, size_t n);

@@ -1,0 +1,16 @@
+// kernels_avx512.hpp - AVX-512 bodies of some of model/kernels.hpp's stages; compiled with -mavx512f
+// -mavx512bf16 -mfma (kernels_avx512.cpp alone) and called only when the CPU has them (kernels.cpp checks).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace attnmap::kernels::avx512 {
+
+/// out[i] = in[i] rounded to bfloat16 (round to nearest even; VCVTNEPS2BF16, denormals to zero), n floats.
+void to_bf16(uint16_t* out, const float* in, size_t n);
+
+/// Exact GELU in place, 16 floats at a time with SLEEF's 1.0-ULP erf (the same function and the same formula
+/// as avx2::gelu, twice as wide).
+void gelu(float* x, size_t n);
+
+}  // namespace attnmap::kernels::avx512
