@@ -105,9 +105,11 @@ for r in $(seq 1 "$ROUNDS"); do
       ONEDNN_MAX_CPU_ISA=$AVX2_ISA "$B/attnmap_bench" forward "$W/$m.safetensors" "$ITERS" 1 8 |
         grep '^forward_\(median_\)\?ms' | sed 's/^forward_/forward_avx2_/' | tag "$r" "$m"
     fi
-    if [ -n "$BF16" ]; then  # --precision bf16 (see above)
-      ATTNMAP_BENCH_PRECISION=bf16 "$B/attnmap_bench" forward "$W/$m.safetensors" "$ITERS" 1 8 |
-        grep '^forward_\(median_\)\?ms' | sed 's/^forward_/forward_bf16_/' | tag "$r" "$m"
+    if [ -n "$BF16" ]; then  # --precision bf16 (see above); a failing bf16 run is reported, not fatal
+      { ATTNMAP_BENCH_PRECISION=bf16 "$B/attnmap_bench" forward "$W/$m.safetensors" "$ITERS" 1 8 ||
+          echo "note: attnmap_bench forward with ATTNMAP_BENCH_PRECISION=bf16 failed (exit $?): no bf16 figures" >&2; } |
+        { grep '^forward_\(median_\)\?ms\|^checksum' || true; } |
+        sed 's/^forward_/forward_bf16_/; s/^checksum_/checksum_bf16_/' | tag "$r" "$m"
     fi
     ATTNMAP_BENCH_THREADS=1 "$B/attnmap_bench" forward "$W/$m.safetensors" "$ITERS" 1 |
       grep forward_ms | sed 's/forward_ms/forward_1core_ms/' | tag "$r" "$m"
@@ -234,6 +236,9 @@ for m in [x for x in ("vitb", "vits", "vitb448") if (x, "forward_ms_per_image_b1
                   " attnmap / ORT %.2fx   <= 1.10x: %s" % (
                       names[m], b, a2, med(m, "forward_avx2_ms_per_image_b%d" % b), og, ob, a2 / ob, mark(a2 <= 1.10 * ob)))
     if (m, "forward_bf16_ms_per_image_b1") in rounds:
+        if rounds.get((m, "checksum_bf16_b1")) == rounds.get((m, "checksum_b1")):
+            print("%-13s bf16: the maps' checksums equal fp32's: this attnmap_bench ignores ATTNMAP_BENCH_PRECISION, "
+                  "the bf16 lines are fp32 figures" % names[m])
         for b in (1, 8):
             h, a, (ob, _, og) = best(m, "forward_bf16_ms_per_image_b%d" % b), best(m, "forward_ms_per_image_b%d" % b), ort(m, b)
             print("%-13s bf16 (ATTNMAP_BENCH_PRECISION=bf16) batch %d: %.1f / %.1f ms, %.2fx attnmap fp32%s, %.2fx ORT (%s)" % (
