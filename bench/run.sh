@@ -43,6 +43,7 @@ B="${BUILD:-$ROOT/build}"
 mkdir -p "$W"
 cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=Release -DATTNMAP_BUILD_BENCH=ON ${GEMM:+-DATTNMAP_GEMM=$GEMM} >/dev/null
 cmake --build "$B" -j2 --target attnmap attnmap_bench attnmap_bench_explain >/dev/null
+if grep -q avx512_bf16 /proc/cpuinfo; then cmake --build "$B" -j2 --target attnmap_isa_peak >/dev/null; fi
 # The PyTorch peers run with the machine's OpenBLAS tuning variables removed (this command only).
 TORCH_ENV=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
 # The ONNX Runtime peer (bench tooling only): onnxruntime-node pinned by bench/onnx/package-lock.json; its
@@ -84,6 +85,9 @@ echo "== CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ */
 echo "== machine: $(nproc) cores, ROUNDS=$ROUNDS ITERS=$ITERS models: $MODELS, GEMM back-end: $(grep -o 'ATTNMAP_GEMM:STRING=.*' "$B/CMakeCache.txt" | cut -d= -f2)" | tee -a "$R"
 # Each line "key value" is kept as "r<round>.<model>.key value"; the summary takes best and median.
 tag() { sed "s/^/r$1.$2./" | tee -a "$R"; }
+# Where bf16 is timed: one core's float32 FMA and bf16 dot-product peaks (bench/isa_peak.cpp), which bound
+# what --precision bf16 can gain on this CPU.
+if [ -n "$BF16" ]; then "$B/attnmap_isa_peak" | tag 0 all; fi
 for m in $MODELS; do  # the peer's map against attnmap's, on bench's exact input pattern, before any timing
   "$B/attnmap_bench" check "$W/$m.safetensors" 2 "$W/$m.map.bin" >/dev/null
   ORT_SIZE=$(size_of "$m") "${ORT[@]}" "$W/$m.onnx" 2 1 2 "$W/$m.map.bin" | grep diff | tag 0 "$m"
@@ -235,6 +239,10 @@ for m in [x for x in ("vitb", "vits", "vitb448") if (x, "forward_ms_per_image_b1
             print("%-13s AVX2 path (ONEDNN_MAX_CPU_ISA=AVX2) batch %d: attnmap %.1f / %.1f ms, ORT (%s, own ISA) %.1f ms:"
                   " attnmap / ORT %.2fx   <= 1.10x: %s" % (
                       names[m], b, a2, med(m, "forward_avx2_ms_per_image_b%d" % b), og, ob, a2 / ob, mark(a2 <= 1.10 * ob)))
+    if (m, "forward_bf16_ms_per_image_b1") in rounds and "r0.all.isa_bf16_over_fp32" in v and m == "vitb":
+        print("%-13s one core's peak: float32 FMA %.0f GFLOP/s, bf16 dot products (VDPBF16PS) %.0f GFLOP/s = %.2fx" % (
+            "CPU", v["r0.all.isa_fp32_fma_gflops_per_core"], v["r0.all.isa_bf16_dot_gflops_per_core"],
+            v["r0.all.isa_bf16_over_fp32"]))
     if (m, "forward_bf16_ms_per_image_b1") in rounds:
         if rounds.get((m, "checksum_bf16_b1")) == rounds.get((m, "checksum_b1")):
             print("%-13s bf16: the maps' checksums equal fp32's: this attnmap_bench ignores ATTNMAP_BENCH_PRECISION, "

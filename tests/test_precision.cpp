@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "checkpoint/weights.hpp"
+#include "core/error.hpp"
 #include "io/npy.hpp"
 #include "model/kernels.hpp"
 #include "model/kernels_avx2.hpp"
@@ -188,7 +189,7 @@ TEST_F(Precision_, RecordedResumedAndRefusedWhereItCannotRun) {
   EXPECT_EQ(b.status, 0) << b.err;
   EXPECT_NE(b.err.find("1 redone: settings changed"), std::string::npos) << b.err;
   EXPECT_NE(b.err.find("precision null -> bf16"), std::string::npos) << b.err;
-  EXPECT_NE(slurp(dir / "out" / "astronaut.npy.json").find("\"precision\": \"bf16\""), std::string::npos);
+  EXPECT_NE(slurp(dir / "out" / "astronaut.npy.json").find("\"precision\":\"bf16\""), std::string::npos);
   const CliRun again = run_attnmap("render " + img + out + " --precision bf16");
   EXPECT_NE(again.err.find("0 done, 0 failed, 1 skipped"), std::string::npos) << again.err;
   const CliRun back = run_attnmap("render " + img + out + " --precision fp32");

@@ -61,6 +61,21 @@ Tiling tiling(int M, int N) {
   return t;
 }
 
+// x (n floats) = act(x), in place: the kernels the separate activation pass runs.
+void apply_activation(float* x, size_t n, Activation act) {
+  switch (act) {
+    case Activation::Gelu:
+      kernels::gelu(x, n);
+      return;
+    case Activation::GeluTanh:
+      kernels::gelu_tanh(x, n);
+      return;
+    case Activation::QuickGelu:
+      kernels::quick_gelu(x, n);
+      return;
+  }
+}
+
 // One tile: C(m, n) = alpha op(A) op(B) + beta C, row-major, on the calling thread. The back-end is chosen
 // at configure time (-DATTNMAP_GEMM=openblas|onednn); this is the only place that knows it.
 #if defined(ATTNMAP_GEMM_ONEDNN)
@@ -269,12 +284,12 @@ struct TilePrimitive {
   size_t scratch_bytes = 0;
 };
 
+// Each thread keeps its own primitives (no lock per tile; oneDNN's primitive cache makes a second thread's
+// copy of a primitive cheap).
 TilePrimitive tile_primitive(int m, const PackedLinear& p, const PackedBlock& blk, bool bias) {
   using Key = std::tuple<int, int, int, int, bool>;
-  static std::mutex mu;
-  static auto* cache = new std::map<Key, TilePrimitive>;  // kept until exit, as the engine
+  thread_local auto* cache = new std::map<Key, TilePrimitive>;  // kept until exit, as the engine
   const Key key{m, blk.n, p.K, p.bf16 ? 1 : 0, bias};
-  std::lock_guard<std::mutex> lk(mu);
   auto it = cache->find(key);
   if (it != cache->end()) return it->second;
   try {
@@ -297,10 +312,8 @@ TilePrimitive tile_primitive(int m, const PackedLinear& p, const PackedBlock& bl
 // trans_b), made once per shape, and its scratch memory in bytes.
 TilePrimitive dense_primitive(int m, int n, int k, bool trans_b, float alpha, bool bf16 = false) {
   using Key = std::tuple<int, int, int, bool, float, bool>;
-  static std::mutex mu;
-  static auto* cache = new std::map<Key, TilePrimitive>;  // kept until exit, as the engine
+  thread_local auto* cache = new std::map<Key, TilePrimitive>;  // per thread, as tile_primitive's
   const Key key{m, n, k, trans_b, alpha, bf16};
-  std::lock_guard<std::mutex> lk(mu);
   auto it = cache->find(key);
   if (it != cache->end()) return it->second;
   try {
@@ -334,8 +347,22 @@ void execute(const TilePrimitive& tp, std::unordered_map<int, memory> args) {
 // One tile of linear(): dense rows X (m, K) times the packed weight block, + bias, into Y's columns
 // [n0, n0 + n) (row stride N). oneDNN's fast kernels write dense rows only (a row stride sends it to its
 // reference code), so the tile is made in this thread's buffer and copied into place.
+// The epilogue on one tile (m, n) of the product, dense in `tile`, whose columns start at n0 of rows of N:
+// the activation, then into Y; or added to the residual stream.
+void tile_epilogue(const Epilogue& e, float* tile, int m, int n, int n0, int N, float* Y) {
+  const size_t sn = static_cast<size_t>(n), sN = static_cast<size_t>(N), s0 = static_cast<size_t>(n0);
+  if (e.residual != nullptr) {
+    for (size_t i = 0; i < static_cast<size_t>(m); ++i)
+      kernels::residual_add(e.residual + i * sN + s0, tile + i * sn, e.gamma != nullptr ? e.gamma + s0 : nullptr, 1, n);
+    return;
+  }
+  if (e.act != nullptr) apply_activation(tile, static_cast<size_t>(m) * sn, *e.act);
+  for (size_t i = 0; i < static_cast<size_t>(m); ++i) std::copy_n(tile + i * sn, sn, Y + i * sN + s0);
+}
+
 // X: float32 rows, or bfloat16 rows (uint16) when p.bf16.
-void packed_tile(const PackedLinear& p, const PackedBlock& blk, int m, const void* X, const float* bias, float* Y) {
+void packed_tile(const PackedLinear& p, const PackedBlock& blk, int m, const void* X, const float* bias, float* Y,
+                 const Epilogue& epilogue) {
   one_omp_thread();
   const TilePrimitive tp = tile_primitive(m, p, blk, bias != nullptr);
   const dnnl::engine& eng = cpu_engine();
@@ -350,8 +377,7 @@ void packed_tile(const PackedLinear& p, const PackedBlock& blk, int m, const voi
     args.emplace(DNNL_ARG_BIAS, memory(memory::desc(Dims{1, blk.n}, kF32, memory::format_tag::ab), eng,
                                        const_cast<float*>(bias + blk.n0)));
   execute(tp, std::move(args));
-  for (size_t i = 0; i < static_cast<size_t>(m); ++i)
-    std::copy_n(&tile[i * n], n, Y + i * static_cast<size_t>(p.N) + static_cast<size_t>(blk.n0));
+  tile_epilogue(epilogue, tile.data(), m, blk.n, blk.n0, p.N, Y);
 }
 #endif
 
@@ -375,6 +401,10 @@ void linear(float* Y, const float* X, const float* W, const float* b, int M, int
 void linear(float* Y, const float* X, const LinearW& lin, int M) { linear(Y, X, lin, M, Precision::F32); }
 
 void linear(float* Y, const float* X, const LinearW& lin, int M, Precision precision) {
+  linear(Y, X, lin, M, precision, Epilogue{});
+}
+
+void linear(float* Y, const float* X, const LinearW& lin, int M, Precision precision, const Epilogue& epilogue) {
   const float* bias = lin.bias.empty() ? nullptr : lin.bias.data();
 #if defined(ATTNMAP_GEMM_ONEDNN)
   own_threads_off();
@@ -399,11 +429,23 @@ void linear(float* Y, const float* X, const LinearW& lin, int M, Precision preci
     const int i0 = (k / cols) * t.height, mi = std::min(t.height, M - i0);
     const size_t si = static_cast<size_t>(i0);
     const void* Xi = bf16 ? static_cast<const void*>(&xb[si * K]) : static_cast<const void*>(X + si * K);
-    packed_tile(*p, p->blocks[static_cast<size_t>(k % cols)], mi, Xi, bias, Y + si * N);
+    packed_tile(*p, p->blocks[static_cast<size_t>(k % cols)], mi, Xi, bias,
+                epilogue.residual != nullptr ? nullptr : Y + si * N,
+                Epilogue{epilogue.act, epilogue.residual != nullptr ? epilogue.residual + si * N : nullptr, epilogue.gamma});
   });
 #else
   if (precision == Precision::BF16) throw Error("bfloat16 products need the oneDNN back-end (this build: OpenBLAS)");
-  linear(Y, X, lin.weight.data(), bias, M, lin.out, lin.in);
+  std::vector<float> own;  // a residual epilogue writes no Y: the product goes here first
+  float* out = Y;
+  if (epilogue.residual != nullptr) {
+    own.resize(static_cast<size_t>(M) * lin.out);
+    out = own.data();
+  }
+  linear(out, X, lin.weight.data(), bias, M, lin.out, lin.in);
+  if (epilogue.residual != nullptr)
+    kernels::residual_add(epilogue.residual, out, epilogue.gamma, static_cast<size_t>(M), lin.out);
+  else if (epilogue.act != nullptr)
+    apply_activation(out, static_cast<size_t>(M) * lin.out, *epilogue.act);
 #endif
 }
 

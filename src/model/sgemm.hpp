@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "checkpoint/layouts.hpp"
 #include "checkpoint/weights.hpp"
 
 namespace attnmap {
@@ -41,6 +42,20 @@ void linear(float* Y, const float* X, const LinearW& lin, int M);
 /// written in float32 with the float32 bias. Rows are computed the same way whatever M and the thread count,
 /// as in F32. Throws attnmap::Error when bf16 is asked for and not supported.
 void linear(float* Y, const float* X, const LinearW& lin, int M, Precision precision);
+
+/// What linear() does with each tile of its product while the tile is still in cache (fused, as ONNX Runtime
+/// fuses a MatMul's bias and activation): nothing (Y = X W^T + b); `act`: Y = act(X W^T + b), the MLP's
+/// activation in place; `residual` (M, N): residual += gamma * (X W^T + b) (gamma (N) may be null: + 1 *),
+/// Y not written (may be null). Each element gets the same operations, in the same order, as the separate
+/// passes (kernels::gelu ..., kernels::residual_add), so the bits are those of the unfused forward.
+struct Epilogue {
+  const Activation* act = nullptr;
+  float* residual = nullptr;
+  const float* gamma = nullptr;
+};
+
+/// linear(Y, X, lin, M, precision) followed by `epilogue` on each tile.
+void linear(float* Y, const float* X, const LinearW& lin, int M, Precision precision, const Epilogue& epilogue);
 
 /// C(M, N) = alpha * A(M, K) * op(B) on the calling thread with bfloat16 inputs (raw bits, uint16) and float32
 /// accumulation and output: the attention products of one head in Precision::BF16 (as matmul_dense).

@@ -312,28 +312,28 @@ void seed_output(std::vector<ForwardResult>& res, const Activations& a, const HP
 // Without proj (vit-pytorch, H * d_k == D), the attention output joins the residual as it is.
 void residual_mlp_forward(Activations& a, const BlockWeights& blk, const HParams& hp, int BT) {
   const int D = hp.dim;
-  if (blk.proj.present()) {
-    linear(a.xn.data(), a.att.data(), blk.proj, BT, a.precision);  // (B*T, D)
-    add_scaled(a.x.data(), a.xn.data(), blk.ls1, static_cast<size_t>(BT), D);  // x += ls1 * proj(attn)
+  const float* ls1 = blk.ls1.empty() ? nullptr : blk.ls1.data();
+  const float* ls2 = blk.ls2.empty() ? nullptr : blk.ls2.data();
+  if (blk.proj.present()) {  // x += ls1 * proj(attn), added tile by tile (Epilogue)
+    linear(nullptr, a.att.data(), blk.proj, BT, a.precision, Epilogue{nullptr, a.x.data(), ls1});
   } else {
     add_scaled(a.x.data(), a.att.data(), blk.ls1, static_cast<size_t>(BT), D);
   }
   layernorm_forward(a.xn.data(), a.x.data(), blk.norm2.weight.data(), blk.norm2.bias.data(), BT, D, hp.eps);
   const int M = hp.mlp_dim;
-  linear(a.hid.data(), a.xn.data(), blk.fc1, BT, a.precision);  // (B*T, M) or SwiGLU (B*T, 2M)
   if (hp.swiglu) {
+    linear(a.hid.data(), a.xn.data(), blk.fc1, BT, a.precision);  // (B*T, 2M)
     std::vector<float> h(static_cast<size_t>(BT) * M);  // (B*T, M)
     swiglu_forward(h.data(), a.hid.data(), BT, M);
     std::copy(h.begin(), h.end(), a.hid.begin());
-  } else {
-    activation_forward(a.hid.data(), static_cast<size_t>(BT) * M, hp.act);
+  } else {  // act(fc1(LN2(x))) (B*T, M), the activation on each tile as it is made
+    linear(a.hid.data(), a.xn.data(), blk.fc1, BT, a.precision, Epilogue{&hp.act, nullptr, nullptr});
   }
   if (blk.mlp_norm.present()) {  // EVA-02 sub-LayerNorm of the hidden units (B*T, M), before fc2
     const std::vector<float> h(a.hid.begin(), a.hid.begin() + static_cast<long>(BT) * M);
     layernorm_forward(a.hid.data(), h.data(), blk.mlp_norm.weight.data(), blk.mlp_norm.bias.data(), BT, M, hp.eps);
   }
-  linear(a.xn.data(), a.hid.data(), blk.fc2, BT, a.precision);  // (B*T, D)
-  add_scaled(a.x.data(), a.xn.data(), blk.ls2, static_cast<size_t>(BT), D);  // x += ls2 * mlp(LN2(x))
+  linear(nullptr, a.hid.data(), blk.fc2, BT, a.precision, Epilogue{nullptr, a.x.data(), ls2});  // x += ls2 * fc2(.)
 }
 
 // timm AttentionPoolLatent (latent_len 1): the probe's query q = W_q latent + b_q (D), keys and values

@@ -1,0 +1,63 @@
+// isa_peak.cpp - the arithmetic peak of one core (issue 30; not a test): float32 FMA (VFMADD231PS zmm, 32 FLOP
+// each) against bfloat16 dot products (VDPBF16PS zmm, 64 FLOP each: 16 lanes x 2 products x multiply-add),
+// 10 independent accumulators each, so that throughput and not latency is timed. Prints "key value" lines
+// (GFLOP/s, best of 5) that bench/run.sh keeps; where VDPBF16PS runs at half the FMA's instruction rate, bf16
+// matrix products cannot beat float32 ones on that CPU. Built with -mavx512f -mavx512bf16 -mfma; run only
+// where /proc/cpuinfo lists avx512_bf16.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr long kIters = 20000000;
+
+// Ten named accumulators; the asm statement keeps them apart (no folding) and in registers.
+#define KEEP() asm volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7), \
+                             "+v"(a8), "+v"(a9))
+#define TEN(OP) a0 = OP(a0); a1 = OP(a1); a2 = OP(a2); a3 = OP(a3); a4 = OP(a4); a5 = OP(a5); a6 = OP(a6); \
+                a7 = OP(a7); a8 = OP(a8); a9 = OP(a9);
+#define START() __m512 a0 = _mm512_set1_ps(0.f), a1 = _mm512_set1_ps(1.f), a2 = _mm512_set1_ps(2.f), \
+  a3 = _mm512_set1_ps(3.f), a4 = _mm512_set1_ps(4.f), a5 = _mm512_set1_ps(5.f), a6 = _mm512_set1_ps(6.f), \
+  a7 = _mm512_set1_ps(7.f), a8 = _mm512_set1_ps(8.f), a9 = _mm512_set1_ps(9.f)
+
+double fma_gflops() {
+  START();
+  const __m512 x = _mm512_set1_ps(1e-8f), y = _mm512_set1_ps(1.0f);
+#define FMA(acc) _mm512_fmadd_ps(x, y, acc)
+  const auto t = Clock::now();
+  for (long i = 0; i < kIters; ++i) {
+    KEEP();
+    TEN(FMA)
+  }
+  KEEP();
+  return kIters * 10.0 * 32.0 / std::chrono::duration<double>(Clock::now() - t).count() / 1e9;
+}
+
+double dpbf16_gflops() {
+  START();
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3f80);
+#define DOT(acc) _mm512_dpbf16_ps(acc, x, y)
+  const auto t = Clock::now();
+  for (long i = 0; i < kIters; ++i) {
+    KEEP();
+    TEN(DOT)
+  }
+  KEEP();
+  return kIters * 10.0 * 64.0 / std::chrono::duration<double>(Clock::now() - t).count() / 1e9;
+}
+
+}  // namespace
+
+int main() {
+  double f = 0, b = 0;
+  for (int r = 0; r < 5; ++r) {
+    f = std::max(f, fma_gflops());
+    b = std::max(b, dpbf16_gflops());
+  }
+  std::printf("isa_fp32_fma_gflops_per_core %.1f\nisa_bf16_dot_gflops_per_core %.1f\nisa_bf16_over_fp32 %.2f\n", f, b, b / f);
+  return 0;
+}
