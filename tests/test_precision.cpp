@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "checkpoint/weights.hpp"
+#include "core/error.hpp"
 #include "io/npy.hpp"
 #include "model/kernels.hpp"
 #include "model/kernels_avx2.hpp"
