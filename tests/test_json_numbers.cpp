@@ -11,6 +11,7 @@
 #include <random>
 
 #include "checkpoint/json_number.hpp"
+#include "checkpoint/weights.hpp"
 #include "checkpoint/weights_json.hpp"
 #include "core/error.hpp"
 #include "io/hash.hpp"
@@ -208,13 +209,44 @@ TEST(JsonNumbers, MalformedNumbersKeepTheirMessages) {
 // The hash on a second thread gives sha256_bytes' digest; left without get() (a parse error), it stops and
 // joins.
 TEST(JsonNumbers, BackgroundHashEqualsTheHash) {
-  std::string bytes(size_t{5} << 20, 'x');
+  std::string bytes(kBackgroundHashMin + 4097, 'x');
   for (size_t i = 0; i < bytes.size(); i += 4097) bytes[i] = static_cast<char>(i % 251);
   {
     Sha256InBackground hash(bytes.data(), bytes.size(), false);
     EXPECT_EQ(hash.get(), sha256_bytes(bytes.data(), bytes.size()));
   }
   { Sha256InBackground unused(bytes.data(), bytes.size(), false); }
-  Sha256InBackground small(bytes.data(), 1000, false);  // under 4 MiB: hashed in get()
+  Sha256InBackground small(bytes.data(), 1000, false);  // under kBackgroundHashMin: hashed in get()
   EXPECT_EQ(small.get(), sha256_bytes(bytes.data(), 1000));
+}
+
+// A file large enough to be hashed on the second thread that fails parsing near its start: the parse error
+// is the one reported (in the SAX parser's words), the hash stopped and joined, through load_weights_json
+// and load_model alike.
+TEST_F(JsonNumbersFile, ParseErrorOfALargeFileWinsOverTheBackgroundHash) {
+  std::string text = "{\"a\": [0.5, x";
+  text.reserve(kBackgroundHashMin + 64);
+  while (text.size() < kBackgroundHashMin + 16) text += ",0.5,-1.25";
+  text += "]}";
+  const std::string path = (dir / "w.json").string();
+  std::ofstream(path, std::ios::binary) << text;
+  std::string sax_msg;
+  try {
+    parse_weights_json_sax(text, path);
+  } catch (const Error& e) {
+    sax_msg = e.what();
+  }
+  ASSERT_NE(sax_msg.find("malformed JSON at line 1, column 13"), std::string::npos) << sax_msg;
+  for (int via_model = 0; via_model < 2; ++via_model) {
+    try {
+      if (via_model) {
+        load_model(path);
+      } else {
+        load_weights_json(path);
+      }
+      ADD_FAILURE() << "loaded";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), sax_msg) << via_model;
+    }
+  }
 }

@@ -62,7 +62,7 @@ std::string sha256_bytes(const void* data, size_t n, bool release_pages) {
 
 Sha256InBackground::Sha256InBackground(const void* data, size_t n, bool release_pages)
     : data_(data), n_(n), release_(release_pages) {
-  if (n < (size_t{4} << 20)) return;
+  if (n < kBackgroundHashMin) return;
   thread_ = try_start_thread([this] {
     try {
       digest_ = hash_steps(data_, n_, release_, &stop_);

@@ -24,9 +24,14 @@ std::string sha256_text(const std::string& bytes);
 /// memory. Throws attnmap::Error when OpenSSL cannot hash.
 std::string sha256_bytes(const void* data, size_t n, bool release_pages = false);
 
+/// 64 MiB: under it the hash takes tens of ms at most, and a thread would cost more than it saves - under an
+/// address-space limit (ulimit -v) its stack and glibc's malloc arena for it (64 MiB reserved) stay taken
+/// and can leave too little for the threads a render starts later (tests/test_limits.cpp).
+constexpr size_t kBackgroundHashMin = size_t{64} << 20;
+
 /// sha256_bytes(data, n, release_pages) on a second thread while the caller reads the same bytes (the JSON
-/// parse of a weights file: the hash then costs no wall time). Bytes under 4 MiB, or a thread the system
-/// refuses (core/threads.hpp), are hashed on the calling thread in get() instead. get() waits and returns the
+/// parse of a weights file: the hash then costs no wall time). Bytes under kBackgroundHashMin, or a thread the
+/// system refuses (core/threads.hpp), are hashed on the calling thread in get() instead. get() waits and returns the
 /// digest, rethrowing the hash's attnmap::Error. The destructor, also when the caller leaves by an exception
 /// (a parse error, which is then the error reported), stops the hashing at its next 16 MiB step and joins the
 /// thread, so `data` must stay valid for the object's lifetime. Not copyable or movable.
