@@ -547,8 +547,9 @@ RawWeights parse_mapped(const std::shared_ptr<const MappedFile>& file, const std
 ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
   if (auto hf = load_model_hf(path, ov)) return std::move(*hf);  // a Hugging Face folder or sharded index
   const std::shared_ptr<const MappedFile> file = map_weights(path);
-  // Hashed first, from the mapping the parse reads (pages handed back as hashed: no resident memory added).
-  const std::string sha = sha256_bytes(file->data(), file->size(), /*release_pages=*/true);
+  // Hashed from the mapping the parse reads (pages handed back as hashed: no resident memory added), on a
+  // second thread while the parse runs; a parse error is the one reported (the hash is stopped and joined).
+  Sha256InBackground hash(file->data(), file->size(), /*release_pages=*/true);
   PthInfo pth_info;
   std::string format;
   RawWeights raw;
@@ -557,6 +558,7 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
   } catch (const std::bad_alloc&) {  // a safety net: the readers check declared sizes before allocating
     throw Error(path + ": not enough memory to read the weights (" + std::to_string(file->size()) + " bytes on disk)");
   }
+  const std::string sha = hash.get();
   raw.files = {{path, sha}};
   const SideConfig side = read_side_config(side_config_dir(path));
   ViTWeights w = build_model(raw, side, ov);

@@ -1,5 +1,7 @@
 #include "checkpoint/weights_json.hpp"
 
+#include "checkpoint/json_number.hpp"
+
 #include <fast_float/fast_float.h>
 
 #include <algorithm>
@@ -458,6 +460,32 @@ class FastScanner {
     p_ = q;
     return true;
   }
+  // One number of a tensor appended to `data`: a plain short decimal by json_number::plain_decimal, any
+  // other by number() (the same value either way).
+  bool number_into(std::vector<float>& data) {
+    float f;
+    if (const char* q = json_number::plain_decimal(p_, end_, &f)) {
+      p_ = q;
+      data.push_back(f);
+      return true;
+    }
+    double v = 0;
+    if (!number(&v)) return false;
+    data.push_back(static_cast<float>(v));
+    return true;
+  }
+  // Sizes the buffer of the tensor starting at p_ once, instead of doubling it as it fills: a well-formed
+  // tensor holds no '"', so its text ends before the next one (the next name) or at the end, and it has at
+  // most one number more than commas in that text, and at most one per two bytes of it (so the reservation,
+  // at most twice the text's size, is what a valid tensor of that text would need). Only a hint: malformed
+  // text is refused by the scan itself.
+  void reserve_for_tensor(std::vector<float>& data) const {
+    const size_t left = static_cast<size_t>(end_ - p_);
+    const void* quote = std::memchr(p_, '"', left);
+    const char* stop = quote ? static_cast<const char*>(quote) : end_;
+    const size_t commas = static_cast<size_t>(std::count(p_, stop, ','));
+    data.reserve(std::min(commas + 1, (static_cast<size_t>(stop - p_) + 1) / 2));
+  }
   // A rectangular nested array of numbers under the SAX handler's rules: arrays at one depth all have the
   // length of the first one closed there; a depth holds numbers or arrays, not both; at most kMaxRank deep.
   bool tensor(Tensor* t) {
@@ -475,6 +503,7 @@ class FastScanner {
       return have == k;
     };
     std::vector<float>& data = t->data.owned();
+    reserve_for_tensor(data);
     int level = 0, rank = 0;
     bool expect_value = true;
     for (;;) {
@@ -491,10 +520,20 @@ class FastScanner {
           continue;
         }
         if (level == 0 || !mark(level, 1)) return false;
-        double v = 0;
-        if (!number(&v)) return false;
-        data.push_back(static_cast<float>(v));
+        if (!number_into(data)) return false;
+        // The rest of an innermost array in one loop: ',', blanks, the next number. Anything else (blanks
+        // before the ',', an array after it) goes on in the general steps.
         expect_value = false;
+        while (p_ < end_ && *p_ == ',') {
+          ++p_;
+          ws();
+          if (p_ >= end_ || (*p_ != '-' && (*p_ < '0' || *p_ > '9'))) {
+            expect_value = true;
+            break;
+          }
+          ++count[level - 1];
+          if (!number_into(data)) return false;
+        }
         continue;
       }
       ws();
@@ -578,10 +617,10 @@ RawWeights load_weights_json(const std::string& path) {
   std::error_code ec;  // a FIFO or a device would hang the open, a folder mislead
   const std::filesystem::file_status st = std::filesystem::status(path, ec);
   if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) throw Error(path + ": not a regular file");
-  const MappedFile file(path);  // one mapping: hashed, then parsed (no copy into the heap)
-  const std::string sha = sha256_bytes(file.data(), file.size(), /*release_pages=*/true);
+  const MappedFile file(path);  // one mapping: hashed (on a second thread) while parsed, no copy into the heap
+  Sha256InBackground hash(file.data(), file.size(), /*release_pages=*/true);
   RawWeights raw = parse_weights_json_mapped(file.data(), file.size(), path);
-  raw.files = {{path, sha}};
+  raw.files = {{path, hash.get()}};
   return raw;
 }
 

@@ -13,6 +13,7 @@
 #include <openssl/evp.h>
 
 #include "core/error.hpp"
+#include "core/threads.hpp"
 
 namespace attnmap {
 
@@ -35,18 +36,52 @@ std::string hex_digest(EVP_MD_CTX* ctx, const std::string& what) {
 
 std::string sha256_text(const std::string& bytes) { return sha256_bytes(bytes.data(), bytes.size()); }
 
-std::string sha256_bytes(const void* data, size_t n, bool release_pages) {
+namespace {
+
+// sha256_bytes, stopping early (returning "") once `stop` is set.
+std::string hash_steps(const void* data, size_t n, bool release_pages, const std::atomic<bool>* stop) {
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw Error("SHA-256 unavailable");
   const auto* p = static_cast<const unsigned char*>(data);
-  const size_t step = release_pages ? size_t{16} << 20 : size_t{1} << 30;  // a multiple of the page size
+  const size_t step = release_pages || stop ? size_t{16} << 20 : size_t{1} << 30;  // a multiple of the page size
   for (size_t done = 0; done < n;) {
+    if (stop && stop->load(std::memory_order_relaxed)) return std::string();
     const size_t k = std::min<size_t>(n - done, step);
     if (EVP_DigestUpdate(ctx.get(), p + done, k) != 1) throw Error("SHA-256 failed");
     if (release_pages) ::madvise(const_cast<unsigned char*>(p + done), k, MADV_DONTNEED);
     done += k;
   }
   return hex_digest(ctx.get(), "bytes");
+}
+
+}  // namespace
+
+std::string sha256_bytes(const void* data, size_t n, bool release_pages) {
+  return hash_steps(data, n, release_pages, nullptr);
+}
+
+Sha256InBackground::Sha256InBackground(const void* data, size_t n, bool release_pages)
+    : data_(data), n_(n), release_(release_pages) {
+  if (n < kBackgroundHashMin) return;
+  thread_ = try_start_thread([this] {
+    try {
+      digest_ = hash_steps(data_, n_, release_, &stop_);
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  });
+}
+
+Sha256InBackground::~Sha256InBackground() {
+  stop_.store(true, std::memory_order_relaxed);
+  if (thread_ && thread_->joinable()) thread_->join();
+}
+
+std::string Sha256InBackground::get() {
+  if (!thread_) return sha256_bytes(data_, n_, release_);
+  if (thread_->joinable()) thread_->join();
+  if (error_) std::rethrow_exception(error_);
+  return digest_;
 }
 
 std::string sha256_file(const std::string& path) {

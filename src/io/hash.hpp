@@ -1,7 +1,11 @@
 // hash.hpp - content hashes of files (OpenSSL SHA-256), for the provenance of outputs.
 #pragma once
+#include <atomic>
 #include <cstddef>
+#include <exception>
+#include <optional>
 #include <string>
+#include <thread>
 
 namespace attnmap {
 
@@ -19,5 +23,34 @@ std::string sha256_text(const std::string& bytes);
 /// later read faults them in again from the same file) as they are hashed, so hashing adds no resident
 /// memory. Throws attnmap::Error when OpenSSL cannot hash.
 std::string sha256_bytes(const void* data, size_t n, bool release_pages = false);
+
+/// 64 MiB: under it the hash takes tens of ms at most, and a thread would cost more than it saves - under an
+/// address-space limit (ulimit -v) its stack and glibc's malloc arena for it (64 MiB reserved) stay taken
+/// and can leave too little for the threads a render starts later (tests/test_limits.cpp).
+constexpr size_t kBackgroundHashMin = size_t{64} << 20;
+
+/// sha256_bytes(data, n, release_pages) on a second thread while the caller reads the same bytes (the JSON
+/// parse of a weights file: the hash then costs no wall time). Bytes under kBackgroundHashMin, or a thread the
+/// system refuses (core/threads.hpp), are hashed on the calling thread in get() instead. get() waits and returns the
+/// digest, rethrowing the hash's attnmap::Error. The destructor, also when the caller leaves by an exception
+/// (a parse error, which is then the error reported), stops the hashing at its next 16 MiB step and joins the
+/// thread, so `data` must stay valid for the object's lifetime. Not copyable or movable.
+class Sha256InBackground {
+ public:
+  Sha256InBackground(const void* data, size_t n, bool release_pages);
+  ~Sha256InBackground();
+  Sha256InBackground(const Sha256InBackground&) = delete;
+  Sha256InBackground& operator=(const Sha256InBackground&) = delete;
+  std::string get();
+
+ private:
+  const void* data_;
+  size_t n_;
+  bool release_;
+  std::atomic<bool> stop_{false};
+  std::optional<std::thread> thread_;
+  std::string digest_;
+  std::exception_ptr error_;
+};
 
 }  // namespace attnmap
