@@ -38,12 +38,16 @@ class ViT(torch.nn.Module):
         w = self.sd["patch_embed.proj.weight"]
         self.D, self.P = w.shape[0], w.shape[-1]
 
-    def forward(self, x, layer=-1):  # x (B, 3, S, S) -> class-token attention of block `layer` (B, H, N)
-        W, D, H = self.sd, self.D, self.heads
+    def embed(self, x):  # x (B, 3, S, S) -> tokens (B, 1 + N, D) with positions, and B, N
+        W, D = self.sd, self.D
         t = F.conv2d(x, W["patch_embed.proj.weight"], W["patch_embed.proj.bias"], stride=self.P)
         t = t.flatten(2).transpose(1, 2)
         B, N, _ = t.shape
-        t = torch.cat([W["cls_token"].expand(B, 1, D), t], 1) + W["pos_embed"]
+        return torch.cat([W["cls_token"].expand(B, 1, D), t], 1) + W["pos_embed"], B, N
+
+    def forward(self, x, layer=-1):  # x (B, 3, S, S) -> class-token attention of block `layer` (B, H, N)
+        W, D, H = self.sd, self.D, self.heads
+        t, B, N = self.embed(x)
         T, dh = N + 1, D // H
         layer = layer % self.depth
         for i in range(self.depth):

@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "io/image_io.hpp"
 #include "io/npy.hpp"
+#include "same_tensors.hpp"
 #include "test_util.hpp"
 #include "checkpoint/weights_json.hpp"
 
@@ -370,17 +371,7 @@ std::string read_text(const std::string& p) { return slurp(p); }
 void expect_same(const RawWeights& a, const RawWeights& b, const std::string& what) {
   EXPECT_EQ(a.config, b.config) << what;
   EXPECT_EQ(a.notices, b.notices) << what;
-  ASSERT_EQ(a.tensors.size(), b.tensors.size()) << what;
-  for (const auto& [name, t] : a.tensors) {
-    ASSERT_TRUE(b.tensors.count(name)) << what << ": " << name;
-    const Tensor& u = b.tensors.at(name);
-    EXPECT_EQ(t.shape, u.shape) << what << ": " << name;
-    ASSERT_EQ(t.data.size(), u.data.size()) << what << ": " << name;
-    // Bit-exact, including the sign of zero.
-    if (!t.data.empty()) {  // memcmp on an empty vector's null data() is undefined (UBSan)
-      EXPECT_EQ(0, std::memcmp(t.data.data(), u.data.data(), t.data.size() * sizeof(float))) << what << ": " << name;
-    }
-  }
+  expect_same_tensors(a, b, what);
 }
 }  // namespace
 

@@ -15,6 +15,7 @@
 #include "checkpoint/weights_json.hpp"
 #include "core/error.hpp"
 #include "io/hash.hpp"
+#include "same_tensors.hpp"
 #include "test_util.hpp"
 
 using namespace attnmap;
@@ -64,18 +65,6 @@ std::vector<std::string> tricky_numbers() {
     v.push_back(s);
   }
   return v;
-}
-
-void expect_same_bits(const RawWeights& a, const RawWeights& b, const std::string& what) {
-  ASSERT_EQ(a.tensors.size(), b.tensors.size()) << what;
-  for (const auto& [name, t] : a.tensors) {
-    ASSERT_TRUE(b.tensors.count(name)) << what << ": " << name;
-    const Tensor& u = b.tensors.at(name);
-    EXPECT_EQ(t.shape, u.shape) << what << ": " << name;
-    ASSERT_EQ(t.data.size(), u.data.size()) << what << ": " << name;
-    for (size_t i = 0; i < t.data.size(); ++i)
-      ASSERT_EQ(bits(t.data[i]), bits(u.data[i])) << what << ": " << name << "[" << i << "]";
-  }
 }
 
 }  // namespace
@@ -154,7 +143,7 @@ TEST(JsonNumbers, ScannerMatchesSaxParserBitForBit) {
     const std::string text = "{\"config\": {}, \"m\": " + matrix + ", \"r\": " + row + "}";
     const std::string what = "separator style " + std::to_string(style);
     const RawWeights fast = parse_weights_json(text, "t.json"), sax = parse_weights_json_sax(text, "t.json");
-    expect_same_bits(fast, sax, what);
+    expect_same_tensors(fast, sax, what);
     const Tensor& r = fast.tensors.at("r");
     ASSERT_EQ(r.shape, (std::vector<int64_t>{static_cast<int64_t>(nums.size())}));
     for (size_t i = 0; i < nums.size(); ++i) ASSERT_EQ(bits(r.data[i]), bits(expected(nums[i]))) << nums[i];
@@ -162,7 +151,7 @@ TEST(JsonNumbers, ScannerMatchesSaxParserBitForBit) {
   }
   // Short files: every number within the margin of the end.
   for (const char* s : {"{\"a\": [1.5, -0.25, 0.0000001]}", "{\"a\":[[0.1],[-0]]}", "{\"a\": [7,8,9.75]}"}) {
-    expect_same_bits(parse_weights_json(s, "t.json"), parse_weights_json_sax(s, "t.json"), s);
+    expect_same_tensors(parse_weights_json(s, "t.json"), parse_weights_json_sax(s, "t.json"), s);
   }
 }
 
@@ -179,7 +168,7 @@ TEST_F(JsonNumbersFile, MappedFileEndingInNumbers) {
   const std::string path = (dir / "w.json").string();
   std::ofstream(path, std::ios::binary) << text;
   const RawWeights loaded = load_weights_json(path);
-  expect_same_bits(loaded, parse_weights_json_sax(text, path), "mapped");
+  expect_same_tensors(loaded, parse_weights_json_sax(text, path), "mapped");
   EXPECT_EQ(loaded.files.at(0).sha256, sha256_text(text));
 }
 

@@ -29,14 +29,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<float> randoms(size_t n, unsigned seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
-
 float bits_to_float(uint32_t u) {
   float f = 0;
   std::memcpy(&f, &u, 4);

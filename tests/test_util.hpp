@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -44,6 +45,15 @@ inline ::testing::AssertionResult all_close(const std::vector<float>& got, const
   if (bad == 0) return ::testing::AssertionSuccess() << what << ": max diff " << max_diff;
   return ::testing::AssertionFailure() << what << ": " << bad << " of " << got.size() << " values differ by more than "
                                        << tol << "; largest diff " << max_diff << " at [" << max_at << "]" << first;
+}
+
+/// n floats drawn from N(0, scale^2) by mt19937(seed): the same values on every run.
+inline std::vector<float> randoms(size_t n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
 }
 
 /// A file's whole content ("" when it cannot be read).

@@ -60,16 +60,14 @@ class FusedMapModel(torch.nn.Module):
 
     def __init__(self, vit):
         super().__init__()
+        self.vit = vit
         self.W, self.D, self.P, self.H, self.eps, self.depth = vit.sd, vit.D, vit.P, vit.heads, vit.eps, vit.depth
         # The fused op's weights layout, made once so the export stores it as a constant.
         self.qkv_t = [vit.sd["blocks.%d.attn.qkv.weight" % i].t().contiguous() for i in range(self.depth)]
 
     def forward(self, x):
         W, D, H = self.W, self.D, self.H
-        t = F.conv2d(x, W["patch_embed.proj.weight"], W["patch_embed.proj.bias"], stride=self.P)
-        t = t.flatten(2).transpose(1, 2)
-        B, N, _ = t.shape
-        t = torch.cat([W["cls_token"].expand(B, 1, D), t], 1) + W["pos_embed"]
+        t, B, N = self.vit.embed(x)
         T, dh = N + 1, D // H
         for i in range(self.depth):
             p = "blocks.%d." % i

@@ -110,6 +110,20 @@ void quick_gelu(float* x, size_t n) { map_chunks(x, n, avx2::quick_gelu, quick_g
 
 void gelu_tanh(float* x, size_t n) { map_chunks(x, n, avx2::gelu_tanh, gelu_tanh_scalar); }
 
+void activation(float* x, size_t n, Activation act) {
+  switch (act) {
+    case Activation::Gelu:
+      gelu(x, n);
+      return;
+    case Activation::GeluTanh:
+      gelu_tanh(x, n);
+      return;
+    case Activation::QuickGelu:
+      quick_gelu(x, n);
+      return;
+  }
+}
+
 void swiglu(float* out, const float* in, int M, int hidden) {
   const size_t h = static_cast<size_t>(hidden);
   const bool v = have_avx2();

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "checkpoint/layouts.hpp"
+
 namespace attnmap::kernels {
 
 /// out(M, D) = LayerNorm(in(M, D)) * weight(D) + bias(D): mean and biased variance accumulated in double,
@@ -25,6 +27,9 @@ void quick_gelu(float* x, size_t n);
 /// In place, n floats: GELU's tanh form 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) (PyTorch
 /// nn.GELU(approximate='tanh'), timm 'gelu_tanh'). Chunks in parallel.
 void gelu_tanh(float* x, size_t n);
+
+/// In place, n floats: the MLP activation `act` (gelu, gelu_tanh or quick_gelu above).
+void activation(float* x, size_t n, Activation act);
 
 /// SwiGLU: out (M, hidden) = silu(x1) * x2 for each row [x1 | x2] of in (M, 2 * hidden); silu(x) =
 /// x / (1 + exp(-x)) (PyTorch F.silu). Rows in parallel; out must not overlap in.

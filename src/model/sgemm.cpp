@@ -61,21 +61,6 @@ Tiling tiling(int M, int N) {
   return t;
 }
 
-// x (n floats) = act(x), in place: the kernels the separate activation pass runs.
-void apply_activation(float* x, size_t n, Activation act) {
-  switch (act) {
-    case Activation::Gelu:
-      kernels::gelu(x, n);
-      return;
-    case Activation::GeluTanh:
-      kernels::gelu_tanh(x, n);
-      return;
-    case Activation::QuickGelu:
-      kernels::quick_gelu(x, n);
-      return;
-  }
-}
-
 // One tile: C(m, n) = alpha op(A) op(B) + beta C, row-major, on the calling thread. The back-end is chosen
 // at configure time (-DATTNMAP_GEMM=openblas|onednn); this is the only place that knows it.
 #if defined(ATTNMAP_GEMM_ONEDNN)
@@ -356,7 +341,7 @@ void tile_epilogue(const Epilogue& e, float* tile, int m, int n, int n0, int N, 
       kernels::residual_add(e.residual + i * sN + s0, tile + i * sn, e.gamma != nullptr ? e.gamma + s0 : nullptr, 1, n);
     return;
   }
-  if (e.act != nullptr) apply_activation(tile, static_cast<size_t>(m) * sn, *e.act);
+  if (e.act != nullptr) kernels::activation(tile, static_cast<size_t>(m) * sn, *e.act);
   for (size_t i = 0; i < static_cast<size_t>(m); ++i) std::copy_n(tile + i * sn, sn, Y + i * sN + s0);
 }
 
@@ -445,7 +430,7 @@ void linear(float* Y, const float* X, const LinearW& lin, int M, Precision preci
   if (epilogue.residual != nullptr)
     kernels::residual_add(epilogue.residual, out, epilogue.gamma, static_cast<size_t>(M), lin.out);
   else if (epilogue.act != nullptr)
-    apply_activation(out, static_cast<size_t>(M) * lin.out, *epilogue.act);
+    kernels::activation(out, static_cast<size_t>(M) * lin.out, *epilogue.act);
 #endif
 }
 

@@ -71,19 +71,7 @@ void attention_forward(float* out, float* probs, const float* qkv, int T, int H,
 
 void gelu_forward(float* x, size_t n) { kernels::gelu(x, n); }
 
-void activation_forward(float* x, size_t n, Activation act) {
-  switch (act) {
-    case Activation::Gelu:
-      kernels::gelu(x, n);
-      return;
-    case Activation::GeluTanh:
-      kernels::gelu_tanh(x, n);
-      return;
-    case Activation::QuickGelu:
-      kernels::quick_gelu(x, n);
-      return;
-  }
-}
+void activation_forward(float* x, size_t n, Activation act) { kernels::activation(x, n, act); }
 
 void swiglu_forward(float* out, const float* in, int M, int hidden) { kernels::swiglu(out, in, M, hidden); }
 
