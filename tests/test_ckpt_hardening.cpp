@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cfloat>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -150,6 +151,17 @@ TEST(CheckpointMessages, JsonValuesBeyondFloat32AreRefusedByTensor) {
             "w.json: tensor 'a' holds 1e400, beyond float32's range (largest magnitude about 3.4e38)");
   EXPECT_EQ(json_error(R"({"a": [-3.5e38]})"),
             "w.json: tensor 'a' holds -3.5e38, beyond float32's range (largest magnitude about 3.4e38)");
+  // float32's largest value as numpy prints it (3.4028235e+38, a little above FLT_MAX as a double) rounds to
+  // FLT_MAX: a value, as it is for numpy and torch; only what rounds to infinity is refused.
+  for (const std::string& t : {std::string(R"({"a": [3.4028235e38, -3.4028235e+38]})"),
+                               std::string(R"({"a": [3.4028235e38, -3.4028235e+38], "c": "x"})")}) {
+    const RawWeights raw = parse_weights_json(t, "w.json");
+    EXPECT_EQ(raw.tensors.at("a").data[0], FLT_MAX);
+    EXPECT_EQ(raw.tensors.at("a").data[1], -FLT_MAX);
+  }
+  // 3.4028236e38 is past the halfway point to 2^128: float32 infinity (numpy too), refused.
+  EXPECT_EQ(json_error(R"({"a": [3.4028236e38]})"),
+            "w.json: tensor 'a' holds 3.4028236e38, beyond float32's range (largest magnitude about 3.4e38)");
   // Zero as written, and a float32 subnormal, are values, not underflows (fast scanner and SAX agree).
   for (const std::string& t : {std::string(R"({"a": [0e-400, 0.0, 1e-40]})"), std::string(R"({"a": [0e-400, 0.0, 1e-40], "c": "x"})")}) {
     const RawWeights raw = parse_weights_json(t, "w.json");

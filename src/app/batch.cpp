@@ -649,6 +649,7 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
     std::cerr << "attnmap: note: no -w given: the bundled default model, a small ViT trained on garment composites "
                  "(not an ImageNet model; on ordinary photos its maps show what it finds salient); -w brings your own "
                  "checkpoint (docs/checkpoints.md)\n";
+  note_precision_speed(opt);
 
   if (!opt.quiet)
     for (const std::string& n : undrawn_figure_notes(opt)) std::cerr << "attnmap: note: " << n << "\n";

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -450,11 +451,16 @@ int run_figure(const FigureArgs& a) {
   const std::string target = check_out_file(a.out, weights_path, in, a.labels);
   const ViTWeights model = load_run_model(p.ro, weights_path);
   const std::vector<ResolvedView> views = resolve_figure_views(p, model);
+  if (p.ro.precision == Precision::BF16 &&
+      std::any_of(views.begin(), views.end(), [](const ResolvedView& v) { return v.class_specific; }))
+    throw Error("--precision bf16: the class-specific views and explanations run in float32 only, not with "
+                "bfloat16 products");
   MadeFolders made{make_output_folder("-o", a.out, target)};  // -o's folder, probed; removed unless written
   // Once every usage check has passed (a refusal stays one line), as render.
   if (a.model.weights.empty() && !a.quiet)
     std::cerr << "attnmap: note: no -w given: the bundled default model, a small ViT trained on garment composites "
                  "(not an ImageNet model); -w brings your own checkpoint (docs/checkpoints.md)\n";
+  note_precision_speed(p.ro);
   const int blas = blas_threads_to_set(1, usable_cores(), std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));
   set_blas_threads(blas);  // one image at a time, every core on its matrix products
 

@@ -124,17 +124,19 @@ ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_p
     with_flag("--precision bf16:", [&] { prepare_weights(model, backward_pass); });
   else
     prepare_weights(model, backward_pass);
-  if (opt.precision == Precision::BF16 && !opt.quiet) {
-    const double r = bf16_speed_ratio();  // measured on this CPU once per process
-    if (r < 1.0)
-      std::cerr << "attnmap: note: --precision bf16: on this CPU bfloat16 products ran at " << std::fixed
-                << std::setprecision(2) << r << "x the float32 speed (oneDNN's bf16 kernels without AMX), so this run "
-                << "is slower than without --precision\n";
-  }
   check_address_headroom(weights_path);
   if (!opt.quiet)
     for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + with_flags(n)) << "\n";
   return model;
+}
+
+void note_precision_speed(const RenderOptions& opt) {
+  if (opt.precision != Precision::BF16 || opt.quiet) return;
+  const double r = bf16_speed_ratio();  // measured on this CPU once per process
+  if (r < 1.0)
+    std::cerr << "attnmap: note: --precision bf16: on this CPU bfloat16 products ran at " << std::fixed
+              << std::setprecision(2) << r << "x the float32 speed (oneDNN's bf16 kernels without AMX), so this run "
+              << "is slower than without --precision\n";
 }
 
 /// The worker threads for n images, and the forward pass's thread pool set to match. Cores are shared so that

@@ -24,6 +24,11 @@ int usable_cores();
 /// head, ImageNet-1k's (apply_class_names).
 ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_path, bool backward = false);
 
+/// With --precision bf16 (and not -q): a one-line note on stderr when this CPU runs bfloat16 products slower
+/// than float32 (bf16_speed_ratio < 1), so that a slower run is never slower in silence. Called by each
+/// command once every usage check has passed, before the images are computed.
+void note_precision_speed(const RenderOptions& opt);
+
 /// The class names of model.hp.labels: read from opt.labels_file (its count checked against the head's
 /// classes: Error "--labels FILE: the classifier has C classes, the file names N", exit 2), else kept from
 /// the config, else ImageNet-1k's for a 1000-class head (a note printed unless quiet). hp.source["labels"]

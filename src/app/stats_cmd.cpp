@@ -230,6 +230,7 @@ int run_stats(const StatsArgs& a) {
   if (a.model.weights.empty() && !a.quiet)
     std::cerr << "attnmap: note: no -w given: the bundled default model, a small ViT trained on garment composites "
                  "(not an ImageNet model); -w brings your own checkpoint (docs/checkpoints.md)\n";
+  note_precision_speed(p.ro);
   fs::create_directories(a.out);
 
   std::vector<ImageStatsResult> results(missing.size() + unreadable.size() + jobs.size());

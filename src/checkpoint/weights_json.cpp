@@ -5,7 +5,6 @@
 #include <fast_float/fast_float.h>
 
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -68,7 +67,7 @@ class WeightsSax {
     // A value that is not zero as written but reads as 0 in float32 (1e-400, 1e-50) would be lost silently.
     if (skip_ == 0 && std::isfinite(v) && static_cast<float>(v) == 0.0f && nonzero_digits(s))
       fail("holds " + s.substr(0, 40) + ", which underflows float32 (it would read as 0; smallest magnitude about 1.4e-45)");
-    if (skip_ == 0 && (!std::isfinite(v) || std::fabs(v) > static_cast<double>(FLT_MAX)))
+    if (skip_ == 0 && (!std::isfinite(v) || std::isinf(static_cast<float>(v))))
       fail("holds " + s.substr(0, 40) + ", beyond float32's range (largest magnitude about 3.4e38)");
     return number(v);
   }
@@ -248,7 +247,7 @@ class WeightsSax {
 
   bool number(double v) {
     if (skip_ > 0) return true;
-    if (!std::isfinite(v) || std::fabs(v) > static_cast<double>(FLT_MAX)) {
+    if (!std::isfinite(v) || std::isinf(static_cast<float>(v))) {
       fail("holds a non-finite or out-of-float32-range value (" + std::to_string(v) + ")");
     }
     if (level_ == 0) {  // a scalar tensor, shape ()
@@ -455,7 +454,7 @@ class FastScanner {
       if (r.ec != std::errc() || r.ptr != q) return false;
       if (integer && *v == 0.0) *v = 0.0;
     }
-    if (!std::isfinite(*v) || std::fabs(*v) > static_cast<double>(FLT_MAX)) return false;
+    if (!std::isfinite(*v) || std::isinf(static_cast<float>(*v))) return false;
     if (sig > 0 && static_cast<float>(*v) == 0.0f) return false;  // underflows float32: the SAX path refuses it
     p_ = q;
     return true;

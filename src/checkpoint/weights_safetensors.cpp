@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <functional>
 #include <cerrno>
-#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -102,7 +101,7 @@ std::vector<float> convert(const uint8_t* p, size_t n, Kind kind, const std::fun
         const uint64_t b = read_u64_le(p + 8 * i);
         double d = 0;
         std::memcpy(&d, &b, 8);
-        if (std::isfinite(d) && std::fabs(d) > static_cast<double>(FLT_MAX))
+        if (std::isfinite(d) && std::isinf(static_cast<float>(d)))
           fail("holds a value out of float32 range (" + std::to_string(d) + ")");
         v = static_cast<float>(d);
         break;

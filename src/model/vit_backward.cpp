@@ -54,6 +54,8 @@ void scale_branch(float* out, const float* d, const Floats& gamma, int T, int D)
 
 
 void check_model(const ViTWeights& w) {
+  if (w.precision != Precision::F32)
+    throw Error("the class-specific views and explanations run in float32 only, not with bfloat16 products");
   const std::string why = explanations_unavailable(w.hp, w.head.present());
   if (!why.empty()) throw Error("class-specific views (chefer, gradcam, attn-grad) are not available: " + why);
 }
