@@ -273,10 +273,10 @@ struct TilePrimitive {
 // copy of a primitive cheap).
 TilePrimitive tile_primitive(int m, const PackedLinear& p, const PackedBlock& blk, bool bias) {
   using Key = std::tuple<int, int, int, int, bool>;
-  thread_local auto* cache = new std::map<Key, TilePrimitive>;  // kept until exit, as the engine
+  thread_local std::map<Key, TilePrimitive> cache;  // destroyed with its thread (the engine outlives it)
   const Key key{m, blk.n, p.K, p.bf16 ? 1 : 0, bias};
-  auto it = cache->find(key);
-  if (it != cache->end()) return it->second;
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
   try {
     const memory::desc bias_md =
         bias ? memory::desc(Dims{1, blk.n}, kF32, memory::format_tag::ab) : memory::desc();
@@ -285,7 +285,7 @@ TilePrimitive tile_primitive(int m, const PackedLinear& p, const PackedBlock& bl
     const dnnl::matmul::primitive_desc pd(
         dnnl::matmul::desc(rows_md(m, p.K, p.K, p.bf16 ? kBF16 : kF32), blk.md, bias_md, rows_md(m, blk.n, blk.n)),
         attr, cpu_engine());
-    return cache->emplace(key, TilePrimitive{dnnl::matmul(pd), pd.scratchpad_desc().get_size()})
+    return cache.emplace(key, TilePrimitive{dnnl::matmul(pd), pd.scratchpad_desc().get_size()})
         .first->second;
   } catch (const dnnl::error& e) {
     throw Error("oneDNN has no matmul for a (" + std::to_string(m) + ", " + std::to_string(p.K) + ") x (" +
@@ -297,10 +297,10 @@ TilePrimitive tile_primitive(int m, const PackedLinear& p, const PackedBlock& bl
 // trans_b), made once per shape, and its scratch memory in bytes.
 TilePrimitive dense_primitive(int m, int n, int k, bool trans_b, float alpha, bool bf16 = false) {
   using Key = std::tuple<int, int, int, bool, float, bool>;
-  thread_local auto* cache = new std::map<Key, TilePrimitive>;  // per thread, as tile_primitive's
+  thread_local std::map<Key, TilePrimitive> cache;  // per thread, as tile_primitive's
   const Key key{m, n, k, trans_b, alpha, bf16};
-  auto it = cache->find(key);
-  if (it != cache->end()) return it->second;
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
   try {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -309,7 +309,7 @@ TilePrimitive dense_primitive(int m, int n, int k, bool trans_b, float alpha, bo
     const memory::desc b_md = trans_b ? user_weights_md(k, n, in) : rows_md(k, n, n, in);
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(rows_md(m, k, k, in), b_md, rows_md(m, n, n)), attr,
                                           cpu_engine());
-    return cache->emplace(key, TilePrimitive{dnnl::matmul(pd), pd.scratchpad_desc().get_size()})
+    return cache.emplace(key, TilePrimitive{dnnl::matmul(pd), pd.scratchpad_desc().get_size()})
         .first->second;
   } catch (const dnnl::error& e) {
     throw Error("oneDNN has no matmul for a (" + std::to_string(m) + ", " + std::to_string(k) + ") x (" +
