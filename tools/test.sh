@@ -10,7 +10,7 @@ bash tools/deps.sh test
 # no browser: the test drives Debian's chromium).
 (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
 jobs="$(nproc)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DATTNMAP_BUILD_TESTS=ON -DATTNMAP_BUILD_BENCH=ON
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DATTNMAP_BUILD_TESTS=ON -DATTNMAP_BUILD_BENCH=ON -DATTNMAP_PYTHON=ON
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 if [ "${ATTNMAP_QUICK:-0}" = 1 ]; then exit 0; fi

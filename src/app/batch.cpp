@@ -2,7 +2,6 @@
 // image rendered by worker threads with its own error handling, skipped when its outputs exist (resume),
 // printed, counted and put in the manifest in input order, with progress; then the run's figures.
 #include "app/batch.hpp"
-
 #include "app/output_plan.hpp"
 
 #include <unistd.h>
@@ -20,7 +19,6 @@
 #include <iostream>
 #include <map>
 #include <mutex>
-#include <new>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -598,8 +596,10 @@ class BatchRun {
     const std::string err = manifest_.put(pre_rows_ + i, std::move(line));
     if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
     progress_->tick(done_ + failed_ + skipped_ - n_pre_, skipped_);
+    if (hooks_ && hooks_->progress) hooks_->progress(done_ + failed_ + skipped_ - n_pre_, plan_.jobs.size(), job.input, o.status);
   }
 
+  const RunHooks* hooks_ = run_hooks();  // the run's thread's (an embedding program's: the Python module's progress=)
   const RenderContext& ctx_;
   const RenderOptions& opt_;
   const BatchOptions& bopt_;
@@ -622,7 +622,8 @@ class BatchRun {
 int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   check_batch_options(opt, bopt);
   const std::string weights_path = opt.weights.empty() ? default_weights_path() : opt.weights;
-  const ViTWeights model = load_run_model(opt, weights_path);
+  const std::shared_ptr<const ViTWeights> loaded = load_run_model(opt, weights_path);
+  const ViTWeights& model = *loaded;
   RenderContext ctx = make_render_context(model, opt);
   nlohmann::ordered_json settings = make_provenance(ctx, weights_path);  // hashes the weights once
   ctx.provenance = provenance_text(settings);

@@ -285,7 +285,8 @@ int run_eval(const EvalOptions& opt) {
   check_masks_folder(opt);
   if (!opt.json_out.empty()) check_output_name("--json", opt.json_out);  // before the model loads
   const std::string weights_path = ro.weights.empty() ? default_weights_path() : ro.weights;
-  const ViTWeights model = load_run_model(ro, weights_path, /*backward=*/true);  // eval scores the class-specific views
+  const std::shared_ptr<const ViTWeights> loaded = load_run_model(ro, weights_path, /*backward=*/true);
+  const ViTWeights& model = *loaded;  // eval scores the class-specific views
   const EvalContext ctx = make_eval_context(model, opt);
   set_eval_blas_threads();
   const bool classify = model.head.present();

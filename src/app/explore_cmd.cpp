@@ -122,7 +122,8 @@ int run_explore(const RenderOptions& ro_in) {
   } catch (const Error& e) {
     throw Error("-o " + std::string(e.what()));
   }
-  const ViTWeights model = load_run_model(ro, weights_path);
+  const std::shared_ptr<const ViTWeights> loaded = load_run_model(ro, weights_path);
+  const ViTWeights& model = *loaded;
   RenderOptions view_opt = ro;  // the render view's checks refuse --discard without a rollout view; the
   view_opt.discard = 0.0;       // explorer's rollout takes it (recorded under "explore")
   RenderContext ctx = make_render_context(model, view_opt);

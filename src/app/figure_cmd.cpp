@@ -449,7 +449,8 @@ int run_figure(const FigureArgs& a) {
     throw Error("--row-labels has " + std::to_string(p.row_labels->size()) + " labels for " +
                 std::to_string(in.files.size() + in.failed.size()) + " images (one per row, in the order of the rows)");
   const std::string target = check_out_file(a.out, weights_path, in, a.labels);
-  const ViTWeights model = load_run_model(p.ro, weights_path);
+  const std::shared_ptr<const ViTWeights> loaded = load_run_model(p.ro, weights_path);
+  const ViTWeights& model = *loaded;
   const std::vector<ResolvedView> views = resolve_figure_views(p, model);
   if (p.ro.precision == Precision::BF16 &&
       std::any_of(views.begin(), views.end(), [](const ResolvedView& v) { return v.class_specific; }))

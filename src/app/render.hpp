@@ -284,6 +284,9 @@ struct ComputedViews {
 };
 /// Loads and preprocesses job.input and computes every view's maps (maps/views.hpp compute_views).
 ComputedViews compute_job_views(const RenderContext& ctx, const Job& job);
+/// The same from a photo already decoded (a program embedding attnmap: the Python module's arrays);
+/// `input_sha256` goes into ComputedViews::input_sha256 (its record's input_sha256).
+ComputedViews compute_photo_views(const RenderContext& ctx, Image photo, std::string input_sha256);
 /// --scale run's scale of one unit and what the run's note says about it.
 struct RunScale {
   Scale scale;          ///< robust_scale_over the run's maps of the unit (draw/scale.hpp)

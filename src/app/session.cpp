@@ -108,8 +108,17 @@ void apply_class_names(ViTWeights& model, const RenderOptions& opt) {
   }
 }
 
-ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_path, bool backward) {
-  ViTWeights model = load_model(weights_path, opt.overrides);
+namespace {
+thread_local const RunHooks* t_run_hooks = nullptr;
+}  // namespace
+
+const RunHooks* run_hooks() { return t_run_hooks; }
+RunHooksScope::RunHooksScope(const RunHooks* hooks) : previous_(t_run_hooks) { t_run_hooks = hooks; }
+RunHooksScope::~RunHooksScope() { t_run_hooks = previous_; }
+
+bool run_needs_backward(const RenderOptions& opt) { return !opt.explain.empty() || views_need_backward(opt.views); }
+
+void finish_run_model(ViTWeights& model, const RenderOptions& opt, bool backward) {
   if (opt.size)
     with_flag("--size", [&] {
       resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1],
@@ -119,14 +128,22 @@ ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_p
   // image). The class-specific views and --explain run the backward pass, which needs the plain matrices.
   apply_class_names(model, opt);
   model.precision = opt.precision;
-  const bool backward_pass = backward || !opt.explain.empty() || views_need_backward(opt.views);
+  const bool backward_pass = backward || run_needs_backward(opt);
   if (opt.precision == Precision::BF16)
     with_flag("--precision bf16:", [&] { prepare_weights(model, backward_pass); });
   else
     prepare_weights(model, backward_pass);
+}
+
+std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const std::string& weights_path,
+                                                 bool backward) {
+  if (const RunHooks* h = run_hooks(); h && h->model && weights_path == h->model_name)
+    return h->model(opt, backward);  // lent by the embedding program, its notices said when it was made
+  auto model = std::make_shared<ViTWeights>(load_model(weights_path, opt.overrides));
+  finish_run_model(*model, opt, backward);
   check_address_headroom(weights_path);
   if (!opt.quiet)
-    for (const auto& n : model.notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + with_flags(n)) << "\n";
+    for (const auto& n : model->notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + with_flags(n)) << "\n";
   return model;
 }
 

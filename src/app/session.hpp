@@ -2,6 +2,8 @@
 // overrides (load_run_model), and the threads (usable_cores, plan_threads).
 #pragma once
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "app/batch_options.hpp"
@@ -22,7 +24,42 @@ int usable_cores();
 /// views); else only when --explain or a class-specific view asks.
 /// Class names come from --labels FILE (opt.labels_file), else the weights' config, else, for a 1000-class
 /// head, ImageNet-1k's (apply_class_names).
-ViTWeights load_run_model(const RenderOptions& opt, const std::string& weights_path, bool backward = false);
+/// Returned shared and read-only: a model lent by an embedding program (RunHooks) is not copied.
+std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const std::string& weights_path,
+                                                 bool backward = false);
+
+/// What load_run_model does after the file is read: position embeddings resampled to --size, class names
+/// (apply_class_names), the products' precision, prepare_weights (with the backward pass's plain matrices when
+/// `backward` or a view needs them). Throws attnmap::Error naming the flag (--size, --labels, --precision).
+void finish_run_model(ViTWeights& model, const RenderOptions& opt, bool backward);
+
+/// Whether a run with these options runs the backward pass: --explain, or a class-specific view in --views.
+bool run_needs_backward(const RenderOptions& opt);
+
+/// What a program embedding attnmap (the Python module, python/) lends the runs it starts on its own thread
+/// (RunHooksScope): a model already in memory under a name, used where a run's weights path is that name (the
+/// run's -w), and a call as each image of a render run ends. Nothing of the command line sees these.
+struct RunHooks {
+  std::string model_name;  ///< the weights "path" that means the lent model (empty: none)
+  /// The lent model prepared for a run with these options (finish_run_model); `backward`: as load_run_model's.
+  std::function<std::shared_ptr<const ViTWeights>(const RenderOptions& opt, bool backward)> model;
+  /// Called under the run's lock after each image: images ended, images of the run, the input, its status
+  /// ("done", "skipped" or "failed").
+  std::function<void(size_t done, size_t total, const std::string& input, const std::string& status)> progress;
+};
+/// The hooks of the calling thread's run (null: none).
+const RunHooks* run_hooks();
+/// Lends `hooks` to the runs started on this thread while it lives.
+class RunHooksScope {
+ public:
+  explicit RunHooksScope(const RunHooks* hooks);
+  ~RunHooksScope();
+  RunHooksScope(const RunHooksScope&) = delete;
+  RunHooksScope& operator=(const RunHooksScope&) = delete;
+
+ private:
+  const RunHooks* previous_;
+};
 
 /// With --precision bf16 (and not -q): a one-line note on stderr when this CPU runs bfloat16 products slower
 /// than float32 (bf16_speed_ratio < 1), so that a slower run is never slower in silence. Called by each

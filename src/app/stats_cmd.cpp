@@ -222,7 +222,8 @@ int run_stats(const StatsArgs& a) {
   const std::vector<Job> jobs = plan_jobs(a.inputs, (fs::path(a.out) / "outliers").string(), &missing, p.bo.ext,
                                           &unreadable, &passed_over);
   if (jobs.empty() && missing.empty() && unreadable.empty()) throw Error("no images found in the inputs");
-  const ViTWeights model = load_run_model(p.ro, weights_path);
+  const std::shared_ptr<const ViTWeights> loaded = load_run_model(p.ro, weights_path);
+  const ViTWeights& model = *loaded;
   StatsRun run = make_run(a, p, model, weights_path);
   run.figures.provenance = provenance_text(run.record);
   if (const std::string note = passed_over_summary(passed_over); !note.empty() && !a.quiet)

@@ -244,13 +244,18 @@ void make_views_context(RenderContext& ctx, const ViTWeights& model, const Rende
 }
 
 ComputedViews compute_job_views(const RenderContext& ctx, const Job& job) {
+  const RenderOptions& opt = *ctx.opt;
+  const std::vector<uint8_t> bytes = read_file(job.input);  // read once: hashed and decoded from the same bytes
+  std::string sha = sha256_bytes(bytes.data(), bytes.size());
+  return compute_photo_views(ctx, decode_image(bytes.data(), bytes.size(), job.input, opt.load), std::move(sha));
+}
+
+ComputedViews compute_photo_views(const RenderContext& ctx, Image photo, std::string input_sha256) {
   const ViTWeights& model = *ctx.model;
   const HParams& hp = model.hp;
   const RenderOptions& opt = *ctx.opt;
   ComputedViews cv;
-  const std::vector<uint8_t> bytes = read_file(job.input);  // read once: hashed and decoded from the same bytes
-  cv.input_sha256 = sha256_bytes(bytes.data(), bytes.size());
-  Image photo = decode_image(bytes.data(), bytes.size(), job.input, opt.load);
+  cv.input_sha256 = std::move(input_sha256);
   cv.notes = photo.notes;
   if (std::string w = small_image_warning(photo.width, photo.height, hp); !w.empty()) cv.notes.push_back(std::move(w));
   const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data(),

@@ -1,0 +1,336 @@
+"""Figures, evaluation and folders: the command line's render, figure and eval run in process.
+
+Each call runs the command (app/command_line.hpp) with the model lent to it, in a temporary folder when the
+result is bytes, so the files are exactly the command line's (same pixels, same settings record).
+"""
+
+import json
+import os
+import re
+import sys
+import tempfile
+
+from . import _attnmap
+from ._options import reword, to_flags
+
+AttnmapError = _attnmap.AttnmapError
+
+
+class _Tee:
+    """A run's standard output or error: the lines kept, and passed on to sys.stdout / sys.stderr (looked up
+    as each line comes, so a notebook shows them under the running cell) unless quiet."""
+
+    def __init__(self, stream):
+        self.stream = stream  # "stdout", "stderr" or None (quiet)
+        self.text = []
+
+    def write(self, s):
+        self.text.append(s)
+        if self.stream is not None:
+            getattr(sys, self.stream).write(s)
+        return len(s)
+
+    def lines(self):
+        return "".join(self.text).splitlines()
+
+
+def _run(args, model=None, progress=None, quiet=True, names=None):
+    """Runs the command line `args` (without the program name). Returns (exit status, stdout lines, stderr
+    lines). quiet: nothing is printed (the lines are returned); else they go to sys.stdout / sys.stderr as
+    they come."""
+    out, err = _Tee(None if quiet else "stdout"), _Tee(None if quiet else "stderr")
+    engine = model._m if model is not None else None
+    rc = _attnmap.run([str(a) for a in args], engine, progress, out.write, err.write)
+    return rc, out.lines(), err.lines()
+
+
+def _errors(lines, names):
+    msgs = [l[len("attnmap: error: "):] for l in lines if l.startswith("attnmap: error: ")]
+    return reword("\n".join(msgs) if msgs else "\n".join(lines), names or {})
+
+
+def _raise(rc, err, names):
+    from . import _error
+    raise _error(_errors(err, names), rc)
+
+
+def _model_args(model):
+    from . import load
+    if model is None:
+        model = load()
+    return model, ["-w", model.name] + list(model._m.flags), dict(model._names)
+
+
+def _image_file(image, folder, index, name=None):
+    """A path the command line can read: the path itself, or the array written as a PNG (lossless)."""
+    from . import _image_arg
+    image = _image_arg(image)
+    if isinstance(image, str):
+        return image
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, (name or ("image" if index is None else "image%d" % (index + 1))) + ".png")
+    _attnmap.write_png(path, image)
+    return path
+
+
+class Figure:
+    """A figure attnmap drew: ``data`` (the file's bytes), ``format`` ("png", "pdf" or "svg"), ``record``
+    (the settings record the file carries, a dict; {} when none), ``save(path)``. A notebook shows PNG and
+    SVG figures (``_repr_png_`` / ``_repr_svg_``)."""
+
+    def __init__(self, data, fmt, name=""):
+        self.data = data
+        self.format = fmt
+        self.name = name
+
+    @property
+    def record(self):
+        if self.format == "png":
+            return _png_record(self.data)
+        text = self.data.decode("utf-8", "replace") if self.format == "svg" else ""
+        m = re.search(r"<metadata>(.*?)</metadata>", text, re.S)
+        if m:
+            try:
+                import html
+                return json.loads(html.unescape(m.group(1)).strip())
+            except ValueError:
+                return {}
+        return {}
+
+    def save(self, path):
+        """Writes the bytes to `path` (through a temporary file, renamed: never half-written)."""
+        path = os.fspath(path)
+        d = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp.", dir=d)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(self.data)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return path
+
+    def _repr_png_(self):
+        return self.data if self.format == "png" else None
+
+    def _repr_svg_(self):
+        return self.data.decode("utf-8") if self.format == "svg" else None
+
+    def __repr__(self):
+        return "<attnmap.Figure %s%s, %d bytes>" % (self.format, " " + self.name if self.name else "", len(self.data))
+
+
+def _png_record(data):
+    """The tEXt chunk `attnmap` of a PNG (the settings record), as a dict."""
+    import struct
+    import zlib  # noqa: F401 - tEXt is not compressed; kept simple
+    pos = 8
+    while pos + 8 <= len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + n]
+        if kind == b"tEXt":
+            key, _, text = body.partition(b"\0")
+            if key == b"attnmap":
+                try:
+                    return json.loads(text.decode("latin-1"))
+                except ValueError:
+                    return {}
+        if kind == b"IEND":
+            break
+        pos += 12 + n
+    return {}
+
+
+def _read_tree(folder):
+    files = {}
+    for root, _, names in os.walk(folder):
+        for n in names:
+            p = os.path.join(root, n)
+            with open(p, "rb") as f:
+                files[os.path.relpath(p, folder)] = f.read()
+    return files
+
+
+def _render_image(image, model, flags, names, name=None):
+    """Runs `attnmap render` on one image into a temporary folder; returns {relative path: bytes}."""
+    with tempfile.TemporaryDirectory(prefix="attnmap-") as d:
+        src = _image_file(image, os.path.join(d, "in"), None, name)
+        out = os.path.join(d, "out")
+        rc, _, err = _run(["render", src, "--out", out, *flags, "-q"], model, names=names)
+        if rc != 0:
+            _raise(rc, err, names)
+        return _read_tree(out)
+
+
+def _view_flags(target):
+    """The --views / --class of a Map (or a view name)."""
+    from . import Map
+    if isinstance(target, Map):
+        r = target._result
+        opts = {k: v for k, v in r.options.items()
+                if k not in ("views", "layer", "head", "rollout", "explain", "classes", "query", "column",
+                             "received")}
+        opts["views"] = target.view
+        if target.class_index is not None:
+            opts["classes"] = target.class_index
+        return r.model, opts
+    return None, {"views": target}
+
+
+def overlay(image, map, *, model=None, **options):
+    """NAME.png as ``attnmap render`` draws it: the map over the photo, with its legend strip (colour bar in
+    the map's units, range, contrast) unless legend=False. `map`: a Map from ``Model.forward`` (its view,
+    class and settings are reused) or a view name (then model= says which model; default: the bundled one).
+    options: render's drawing options (colormap, alpha, upsample, style, scale, threshold, alpha_by_value,
+    dpi, ...). Returns a PNG Figure."""
+    owner, view_opts = _view_flags(map)
+    model = model or owner
+    model, margs, names = _model_args(model)
+    flags, n2 = to_flags({**view_opts, **options})
+    names.update(n2)
+    files = _render_image(image, model, margs + flags, names)
+    pngs = sorted(k for k in files if k.endswith(".png") and ".panel." not in k and ".layers." not in k
+                  and ".heads." not in k)
+    if len(pngs) != 1:
+        from . import _error
+        raise _error("overlay: the render wrote %d maps (%s); name one view (and one class)" % (len(pngs), ", ".join(pngs)))
+    return Figure(files[pngs[0]], "png", pngs[0])
+
+
+def panel(image, views=None, *, model=None, format="png", **options):
+    """NAME.panel.* as ``attnmap render --panel`` draws it: photo | map | overlay for each view, a title and
+    colour bars in the maps' units. format: "png", "pdf" or "svg". Returns a Figure."""
+    model, margs, names = _model_args(model)
+    kw = dict(options)
+    if views is not None:
+        kw["views"] = views if isinstance(views, str) else ",".join(views)
+    flags, n2 = to_flags({**kw, "panel": True, "format": format})
+    names.update(n2)
+    files = _render_image(image, model, margs + flags, names)
+    want = [k for k in files if ".panel." in k and k.endswith("." + format)]
+    return Figure(files[sorted(want)[0]], format, sorted(want)[0])
+
+
+def figure(images, views, *, model=None, format="png", names=None, **options):
+    """``attnmap figure``: rows = images, columns = views (the grammar of render's --views, "photo" a column
+    of the photo), column titles, row labels, one colour bar per unit (scale="run" by default: every map
+    of a unit on one scale). images: paths, arrays or PIL images (arrays are named image1, image2, ... or
+    `names`). options: scale, title, row_labels, column_labels, width_in, dpi, colormap, alpha, style,
+    upsample, discard, classes, gradcam_layer, block_numbering, notes. Returns a Figure."""
+    model, margs, kwnames = _model_args(model)
+    imgs = images if isinstance(images, (list, tuple)) else [images]
+    kw = dict(options)
+    kw["views"] = views if isinstance(views, str) else ",".join(views)
+    flags, n2 = to_flags(kw)
+    kwnames.update(n2)
+    with tempfile.TemporaryDirectory(prefix="attnmap-") as d:
+        srcs = [_image_file(im, os.path.join(d, "in"), i, names[i] if names else None) for i, im in enumerate(imgs)]
+        out = os.path.join(d, "figure." + format)
+        rc, _, err = _run(["figure", *srcs, "-o", out, *margs, *flags, "-q"], model, names=kwnames)
+        if rc != 0:
+            _raise(rc, err, kwnames)
+        with open(out, "rb") as f:
+            return Figure(f.read(), format, "figure." + format)
+
+
+class EvalReport:
+    """``attnmap eval``'s report: ``rows`` (one dict per view: the summary's pointing game, energy in mask,
+    margins over the baselines, ...), ``images`` (per-image scores), ``report`` (the whole JSON report, as
+    --json writes it), ``text`` (the tables the command prints), ``exit_code`` (0, or 1 when an image
+    failed; ``errors`` says which)."""
+
+    def __init__(self, report, text, rc):
+        self.report = report
+        self.rows = report.get("summary", {}).get("views", [])
+        self.images = report.get("images", [])
+        self.errors = report.get("errors", [])
+        self.text = text
+        self.exit_code = rc
+
+    def __repr__(self):
+        return "<attnmap.EvalReport %d views, %d images>" % (len(self.rows), len(self.images))
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(self.text)
+
+
+def evaluate(images, masks, *, model=None, views=None, **options):
+    """``attnmap eval``: how well each view's map localises the object against ground-truth masks (pointing
+    game, energy in mask, their margins over the centre-prior and brightness baselines with bootstrap
+    intervals; with perturb="drop" the deletion curves, with sanity=True the randomisation test).
+    images: files or folders; masks: the folder of masks named like the images. Returns an EvalReport."""
+    model, margs, names = _model_args(model)
+    imgs = images if isinstance(images, (list, tuple)) else [images]
+    kw = dict(options)
+    if views is not None:
+        kw["views"] = views if isinstance(views, str) else ",".join(views)
+    flags, n2 = to_flags(kw)
+    names.update(n2)
+    with tempfile.TemporaryDirectory(prefix="attnmap-") as d:
+        js = os.path.join(d, "report.json")
+        rc, out, err = _run(["eval", *[os.fspath(i) for i in imgs], "--masks", os.fspath(masks), "--json", js,
+                             *margs, *flags], model, names=names)
+        if rc == 2 or not os.path.exists(js):
+            _raise(rc or 2, err, names)
+        with open(js, encoding="utf-8") as f:
+            report = json.load(f)
+    return EvalReport(report, "\n".join(out), rc)
+
+
+class RunReport:
+    """What ``render_folder`` did: ``exit_code`` (0 all done or skipped, 1 some failed), ``rows`` (the
+    manifest's rows, one dict per input, when manifest= was given), ``failed`` ([(input, error)]),
+    ``lines`` (what the run printed)."""
+
+    def __init__(self, rc, rows, failed, lines):
+        self.exit_code = rc
+        self.rows = rows
+        self.failed = failed
+        self.lines = lines
+
+    def __repr__(self):
+        return "<attnmap.RunReport exit %d, %d rows, %d failed>" % (self.exit_code, len(self.rows), len(self.failed))
+
+
+def render_folder(inputs, out, *, model=None, manifest=None, progress=None, quiet=False, **options):
+    """``attnmap render`` over files and folders, in process, with the model loaded once: every image's
+    files under `out`, a JSON-lines manifest (manifest=), resume (skip_existing=True: images whose files
+    exist with the same settings are skipped, a changed input or model redone), shards (shard="2/4"),
+    jobs=, and render's every option (views, panel, save_raw, contact_sheet, gallery, ...).
+    progress: called as progress(done, total, input, status) after each image (status "done", "skipped" or
+    "failed"), from the run's threads with the GIL held.
+    Returns a RunReport; raises AttnmapError (exit_code 2) for unusable options or weights, before anything
+    is written. A bad image is a failed row, never the end of the run."""
+    model, margs, names = _model_args(model)
+    ins = inputs if isinstance(inputs, (list, tuple)) else [inputs]
+    kw = dict(options)
+    if manifest is not None:
+        kw["manifest"] = os.fspath(manifest)
+    if kw.get("shard") is not None and not isinstance(kw["shard"], str):
+        kw["shard"] = "%d/%d" % tuple(kw["shard"])
+    flags, n2 = to_flags(kw)
+    names.update(n2)
+    if quiet:
+        flags.append("-q")
+    rc, out, err = _run(["render", *[os.fspath(i) for i in ins], "--out", os.fspath(out), *margs, *flags], model,
+                        progress=progress, quiet=quiet, names=names)
+    if rc == 2:
+        _raise(rc, err, names)
+    rows = []
+    if manifest is not None and os.path.exists(manifest):
+        with open(manifest, encoding="utf-8") as f:
+            lines = [json.loads(l) for l in f if l.strip()]
+        rows = [r for r in lines if "input" in r]
+    failed = [(r.get("input"), r.get("error")) for r in rows if r.get("status") == "failed"]
+    if not rows:
+        failed = [(None, reword(l[len("attnmap: error: "):], names)) for l in err if l.startswith("attnmap: error: ")]
+    return RunReport(rc, rows, failed, out + err)
+
+
+def cli(args):
+    """The command line in process: ``attnmap.cli(["render", "cat.jpg", "--panel"])`` is ``attnmap render
+    cat.jpg --panel``; its output goes to sys.stdout / sys.stderr. Returns the exit status."""
+    rc, _, _ = _run(list(args), None, None, quiet=False)
+    return rc

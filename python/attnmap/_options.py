@@ -1,0 +1,69 @@
+"""Keyword arguments into attnmap's command-line flags, and the command line's words back into keywords.
+
+Every option of the module is an option of the command line (docs/cli.md): ``upsample="nearest"`` is
+``--upsample nearest``, ``skip_existing=True`` is ``--skip-existing``, ``size=(448, 448)`` is
+``--size 448,448``. The command line parses and checks them (one place, one wording); an error that names a
+flag is reworded here with the keyword the caller wrote.
+"""
+
+import os
+import re
+
+# Keywords whose flag is not their name with '_' -> '-'.
+_RENAMED = {
+    "classes": "--class",
+    "format": "--figure-format",
+    "jobs": "--jobs",
+    "exif": "--no-exif",        # exif=False
+    "legend": "--no-legend",    # legend=False
+    "scale": "--scale",
+}
+# Keywords that are True by default and spelt as their negation on the command line.
+_NEGATED = {"exif", "legend"}
+
+# What the model is made with (attnmap.load / from_state_dict): they go with every run of that model.
+MODEL_KEYWORDS = ("key", "heads", "mean", "std", "act", "pool", "size", "pos_interp", "labels", "precision")
+
+
+def _value(key, value):
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, (list, tuple)):
+        return ",".join(_value(key, v) for v in value)
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def to_flags(kwargs, where=None):
+    """``kwargs`` as command-line arguments, and a map flag -> keyword for rewording messages.
+
+    True -> the flag alone; False / None -> nothing (a default-True keyword such as exif=False -> its
+    negation); a list or tuple -> comma-separated; anything else -> str().
+    """
+    args, names = [], {}
+    for key, value in kwargs.items():
+        if value is None:
+            continue
+        flag = _RENAMED.get(key, "--" + key.replace("_", "-"))
+        names[flag] = key
+        if key in _NEGATED:
+            if value is False:
+                args.append(flag)
+            elif value is not True:
+                raise TypeError("%s= expects True or False, found %r" % (key, value))
+            continue
+        if value is True:
+            args.append(flag)
+        elif value is False:
+            continue
+        else:
+            args += [flag, _value(key, value)]
+    return args, names
+
+
+def reword(message, names):
+    """The command line's message with each flag it names (of ``names``) written as the keyword."""
+    for flag in sorted(names, key=len, reverse=True):
+        message = re.sub(r"(?<![\w-])" + re.escape(flag) + r"(?![\w-])", names[flag] + "=", message)
+    return message

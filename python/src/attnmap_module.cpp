@@ -1,0 +1,566 @@
+// attnmap_module.cpp - the Python extension attnmap._attnmap (pybind11): a model loaded from a file or built
+// from a state dict in memory, the forward pass's maps as NumPy arrays, and the command line in process with
+// that model lent to it (app/session.hpp RunHooks). The Python layer (python/attnmap/__init__.py) turns
+// keyword arguments into the command line's flags, so options are parsed, checked and worded in one place
+// (app/options_cli.cpp) and the maps are the CLI's, bit for bit.
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <openssl/evp.h>
+
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <atomic>
+#include <mutex>
+#include <shared_mutex>
+#include <sstream>
+#include <streambuf>
+#include <string>
+#include <vector>
+
+#include "app/command_line.hpp"
+#include "app/inspect.hpp"
+#include "app/options.hpp"
+#include "app/paths.hpp"
+#include "app/render.hpp"
+#include "app/session.hpp"
+#include "checkpoint/layouts.hpp"
+#include "checkpoint/weights.hpp"
+#include "core/error.hpp"
+#include "io/hash.hpp"
+#include "io/image_io.hpp"
+#include "maps/views.hpp"
+#include "model/sgemm.hpp"
+#include "model/vit.hpp"
+
+namespace py = pybind11;
+using namespace attnmap;
+
+namespace {
+
+// ---- helpers --------------------------------------------------------------------------------------------
+
+// A vector handed to NumPy without a copy: the array owns it through a capsule.
+template <class T>
+py::array_t<T> to_numpy(std::vector<T>&& v, std::vector<py::ssize_t> shape) {
+  auto* owned = new std::vector<T>(std::move(v));
+  py::capsule keep(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array_t<T>(shape, owned->data(), keep);
+}
+
+// SHA-256 over a state dict, in name order: for each tensor its name, '\n', its shape as PyTorch prints it,
+// '\n', then its float32 values little-endian (a non-float tensor: its dtype name and its int64 values). The
+// record's weights_sha256 of a model built in memory: two state dicts with the same names, shapes and values
+// have the same digest.
+class StateDictDigest {
+ public:
+  StateDictDigest() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
+  ~StateDictDigest() { EVP_MD_CTX_free(ctx_); }
+  StateDictDigest(const StateDictDigest&) = delete;
+  StateDictDigest& operator=(const StateDictDigest&) = delete;
+  void add(const void* p, size_t n) { EVP_DigestUpdate(ctx_, p, n); }
+  void add(const std::string& s) { add(s.data(), s.size()); }
+  std::string hex() {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_DigestFinal_ex(ctx_, md, &n);
+    static const char* digits = "0123456789abcdef";
+    std::string out;
+    for (unsigned int i = 0; i < n; ++i) out += digits[md[i] >> 4], out += digits[md[i] & 15];
+    return out;
+  }
+
+ private:
+  EVP_MD_CTX* ctx_;
+};
+
+// std::cout / std::cerr of a command run in process, forwarded line by line to a Python callable (the
+// Python layer's sink: sys.stdout / sys.stderr, or a list when quiet), from whichever thread writes.
+class PythonLineBuf : public std::streambuf {
+ public:
+  explicit PythonLineBuf(py::object sink) : sink_(std::move(sink)) {}
+  ~PythonLineBuf() override {
+    py::gil_scoped_acquire gil;
+    sink_ = py::object();
+  }
+
+  void flush_line() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!line_.empty()) emit_locked();
+  }
+
+ protected:
+  int overflow(int c) override {
+    if (c == traits_type::eof()) return 0;
+    std::lock_guard<std::mutex> lock(mu_);
+    line_ += static_cast<char>(c);
+    if (c == '\n') emit_locked();
+    return c;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    line_.append(s, static_cast<size_t>(n));
+    if (line_.find('\n') != std::string::npos) emit_locked();
+    return n;
+  }
+  int sync() override { return 0; }
+
+ private:
+  void emit_locked() {
+    std::string text;
+    text.swap(line_);
+    py::gil_scoped_acquire gil;
+    try {
+      sink_(py::str(text));
+    } catch (const py::error_already_set&) {
+      // a closed stream: the line is lost, the run goes on
+    }
+  }
+  py::object sink_;
+  std::mutex mu_;
+  std::string line_;
+};
+
+// The engine's process-wide state: a command run in process holds it alone (std::cout / std::cerr are the
+// process's; a run sizes the forward pass's thread pool for its workers), forward passes share it (the pool
+// runs one parallel_for at a time and the others inline). The pool is sized for one image at a time on every
+// core before the first forward pass, and again after a command run (g_pool_for_forward false).
+std::shared_mutex g_engine_mu;
+std::atomic<bool> g_pool_for_forward{false};
+
+// With the GIL released: the pool sized as the command line sizes it for a single image.
+void size_pool_for_forward() {
+  if (g_pool_for_forward.load()) return;
+  std::unique_lock<std::shared_mutex> lock(g_engine_mu);
+  if (g_pool_for_forward.load()) return;
+  BatchOptions one;
+  one.jobs = 1;
+  (void)plan_threads(one, 1);
+  g_pool_for_forward = true;
+}
+
+// ---- the model ------------------------------------------------------------------------------------------
+
+// A model as the Python layer holds it: the weights as loaded or built (not prepared), its name (the file's
+// path, or the state dict's name, which the runs' -w names), the options it was loaded with (the command
+// line's flags of the model: --size, --precision, --labels, --heads, ...), and the prepared forms, made once
+// each: for the forward pass alone and with the backward pass's matrices.
+class Model {
+ public:
+  Model(std::shared_ptr<ViTWeights> built, std::string name, std::vector<std::string> flags, bool from_file)
+      : built_(std::move(built)), name_(std::move(name)), flags_(std::move(flags)), from_file_(from_file) {}
+
+  const std::string& name() const { return name_; }
+  const ViTWeights& built() const { return *built_; }
+  const std::vector<std::string>& flags() const { return flags_; }
+  bool from_file() const { return from_file_; }
+
+  // The run options of a forward call: the model's flags, then the call's, as `attnmap render`'s.
+  RenderOptions options(const std::vector<std::string>& call_flags) const {
+    std::vector<std::string> args = flags_;
+    args.insert(args.end(), call_flags.begin(), call_flags.end());
+    args.push_back("-w");
+    args.push_back(name_);
+    args.push_back("--");
+    args.push_back("IMAGE");  // an input, never read: render's options need one
+    return parse_render_command(args);
+  }
+
+  // The model prepared for a run (finish_run_model of a copy of the built weights), made once per kind.
+  std::shared_ptr<const ViTWeights> prepared(const RenderOptions& opt, bool backward) {
+    const bool bw = backward || run_needs_backward(opt);
+    std::lock_guard<std::mutex> lock(mu_);
+    std::shared_ptr<const ViTWeights>& slot = bw ? backward_ : forward_;
+    if (!slot) {
+      auto w = std::make_shared<ViTWeights>(*built_);
+      RenderOptions o = options({});
+      o.quiet = true;  // its notes were said when the model was made
+      finish_run_model(*w, o, bw);
+      slot = std::move(w);
+    }
+    return slot;
+  }
+
+ private:
+  std::shared_ptr<ViTWeights> built_;
+  std::string name_;
+  std::vector<std::string> flags_;
+  bool from_file_ = false;
+  std::mutex mu_;
+  std::shared_ptr<const ViTWeights> forward_, backward_;
+};
+
+py::dict model_info(const Model& m) {
+  const ViTWeights& w = m.built();
+  const HParams& hp = w.hp;
+  py::dict d;
+  d["name"] = m.name();
+  d["layout"] = layout_name(hp.layout);
+  d["depth"] = hp.depth;
+  d["num_heads"] = hp.num_heads;
+  d["head_dim"] = hp.head_dim;
+  d["dim"] = hp.dim;
+  d["mlp_dim"] = hp.mlp_dim;
+  d["patch"] = hp.patch;
+  d["grid"] = py::make_tuple(hp.grid_h, hp.grid_w);
+  d["image_size"] = py::make_tuple(hp.image_w, hp.image_h);
+  d["tokens"] = hp.tokens();
+  d["num_prefix"] = hp.num_prefix;
+  d["class_token"] = hp.class_token;
+  d["num_registers"] = hp.num_registers;
+  d["num_classes"] = w.head.present() ? w.head.out : 0;
+  d["labels"] = hp.labels;
+  d["mean"] = py::make_tuple(hp.mean[0], hp.mean[1], hp.mean[2]);
+  d["std"] = py::make_tuple(hp.std[0], hp.std[1], hp.std[2]);
+  d["eps"] = hp.eps;
+  d["format"] = w.format;
+  d["weights_sha256"] = w.weights_sha256;
+  d["param_count"] = w.param_count;
+  d["query"] = hp.query_name();
+  d["source"] = hp.source;
+  return d;
+}
+
+std::vector<std::string> load_flags_checked(const std::vector<std::string>& flags, const std::string& name) {
+  std::vector<std::string> args = flags;
+  args.insert(args.end(), {"-w", name, "--", "IMAGE"});
+  (void)parse_render_command(args);  // a bad value is refused here, before any file is read
+  return flags;
+}
+
+std::shared_ptr<Model> load_file(const std::string& path, const std::vector<std::string>& flags) {
+  load_flags_checked(flags, path);
+  std::vector<std::string> args = flags;
+  args.insert(args.end(), {"-w", path, "--", "IMAGE"});
+  const RenderOptions opt = parse_render_command(args);
+  std::shared_ptr<ViTWeights> w;
+  {
+    py::gil_scoped_release nogil;
+    w = std::make_shared<ViTWeights>(load_model(path, opt.overrides));
+  }
+  return std::make_shared<Model>(std::move(w), path, flags, true);
+}
+
+// A NumPy dtype's safetensors-style name ("F32", "I64", "BOOL", ...), for the tensor list and the digest.
+std::string dtype_word(const py::dtype& dt) {
+  const char k = dt.kind();
+  const auto size = dt.itemsize();
+  if (k == 'f') return "F" + std::to_string(size * 8);
+  if (k == 'i') return "I" + std::to_string(size * 8);
+  if (k == 'u') return size == 1 ? "U8" : "U" + std::to_string(size * 8);
+  if (k == 'b') return "BOOL";
+  return std::string("dtype '") + k + std::to_string(size) + "'";
+}
+
+// from_state_dict's tensors: (name, array) pairs, each array C-contiguous (the Python layer made them so).
+std::shared_ptr<Model> from_state_dict(const std::vector<std::pair<std::string, py::array>>& items,
+                                       const std::string& config_json, const std::string& name,
+                                       const std::vector<std::string>& flags) {
+  std::vector<std::string> args = flags;
+  args.insert(args.end(), {"-w", name, "--", "IMAGE"});
+  const RenderOptions opt = parse_render_command(args);
+  RawWeights raw;
+  raw.path = name;
+  raw.config_where = "config";
+  try {
+    raw.config = nlohmann::json::parse(config_json);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(name + ": config is not a JSON object: " + e.what());
+  }
+  if (!raw.config.is_object()) throw Error(name + ": config must be a dict (the attnmap config object)");
+  std::vector<std::pair<std::string, py::array>> sorted = items;
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  StateDictDigest digest;
+  std::vector<std::string> skipped_names;
+  for (size_t i = 0; i + 1 < sorted.size(); ++i)
+    if (sorted[i].first == sorted[i + 1].first) throw Error(name + ": tensor " + sorted[i].first + " is given twice");
+  for (const auto& [key, arr] : sorted) {
+    std::vector<int64_t> shape(arr.shape(), arr.shape() + arr.ndim());
+    const size_t n = checked_numel(shape, key.c_str());
+    const py::dtype dt = arr.dtype();
+    const std::string word = dtype_word(dt);
+    digest.add(key + "\n" + shape_str(shape) + "\n");
+    if (dt.kind() == 'f') {
+      if (dt.itemsize() != 2 && dt.itemsize() != 4 && dt.itemsize() != 8)
+        throw Error(name + ": tensor " + key + " has dtype " + word + " (float16, float32 or float64 expected)");
+      const py::array_t<float, py::array::c_style | py::array::forcecast> f32 = arr;  // the Python layer sent
+      std::vector<float> values(f32.data(), f32.data() + n);                             // float32 where it could
+      if (dt.itemsize() == 8) {  // a finite float64 beyond float32's range is refused, as the file readers do
+        const py::array_t<double, py::array::c_style | py::array::forcecast> f64 = arr;
+        for (size_t j = 0; j < n; ++j)
+          if (std::isfinite(f64.data()[j]) && !std::isfinite(values[j]))
+            throw Error(name + ": tensor " + key + " holds a value beyond float32's range (" +
+                        std::to_string(f64.data()[j]) + ") at element " + std::to_string(j));
+      }
+      for (size_t j = 0; j < n; ++j)
+        if (!std::isfinite(values[j]))
+          throw Error(name + ": tensor " + key + " holds a non-finite value (" + std::to_string(values[j]) +
+                      ") at element " + std::to_string(j));
+      digest.add(values.data(), n * sizeof(float));
+      raw.tensors[key] = Tensor{shape, Floats(std::move(values))};
+    } else if (dt.kind() == 'i' || dt.kind() == 'u' || dt.kind() == 'b') {
+      const py::array_t<int64_t, py::array::c_style | py::array::forcecast> ints = arr;
+      digest.add(word + "\n");
+      digest.add(ints.data(), n * sizeof(int64_t));
+      raw.skipped[key] = word;
+      skipped_names.push_back(key);
+      if (dt.kind() != 'b' && n <= (size_t{1} << 22)) raw.ints[key] = std::vector<int64_t>(ints.data(), ints.data() + n);
+    } else {
+      throw Error(name + ": tensor " + key + " has " + word + ", not a number type");
+    }
+  }
+  if (!skipped_names.empty()) {  // as the file readers say it
+    std::string list;
+    for (const std::string& k : skipped_names) list += (list.empty() ? "" : ", ") + k + " (" + raw.skipped[k] + ")";
+    raw.notices.push_back("skipped non-float tensors: " + list);
+  }
+  std::shared_ptr<ViTWeights> w;
+  {
+    py::gil_scoped_release nogil;
+    w = std::make_shared<ViTWeights>(build_model(raw, SideConfig{}, opt.overrides));
+  }
+  w->format = "state_dict";
+  w->weights_sha256 = digest.hex();
+  return std::make_shared<Model>(std::move(w), name, flags, false);
+}
+
+// ---- the forward pass -----------------------------------------------------------------------------------
+
+// An image as the Python layer passes it: a path, or a uint8 (H, W, 3) array.
+Image image_of(const py::object& obj, const RenderOptions& opt, std::string* sha, std::string* label) {
+  if (py::isinstance<py::str>(obj)) {
+    const std::string path = obj.cast<std::string>();
+    *label = path;
+    std::vector<uint8_t> bytes;
+    Image img;
+    {
+      py::gil_scoped_release nogil;
+      bytes = read_file(path);
+      *sha = sha256_bytes(bytes.data(), bytes.size());
+      img = decode_image(bytes.data(), bytes.size(), path, opt.load);
+    }
+    return img;
+  }
+  const py::array_t<uint8_t, py::array::c_style> a = py::array_t<uint8_t, py::array::c_style>::ensure(obj);
+  if (!a || a.ndim() != 3 || a.shape(2) != 3)
+    throw Error("an image array must be uint8 (H, W, 3) RGB, found " +
+                std::string(py::str(obj.attr("dtype"))) + " " + std::string(py::str(obj.attr("shape"))));
+  Image img;
+  img.height = static_cast<int>(a.shape(0));
+  img.width = static_cast<int>(a.shape(1));
+  if (img.width < 1 || img.height < 1) throw Error("an image array must have at least 1x1 pixels");
+  const size_t n = checked_mul(checked_mul(static_cast<size_t>(img.width), static_cast<size_t>(img.height), "image"), 3, "image");
+  if (n / 3 > opt.load.max_pixels)
+    throw Error("the image array has " + std::to_string(n / 3) + " pixels, more than the limit " +
+                std::to_string(opt.load.max_pixels) + " (max_pixels)");
+  img.rgb.assign(a.data(), a.data() + n);
+  *sha = sha256_bytes(img.rgb.data(), img.rgb.size());
+  *label = "array " + std::to_string(img.height) + "x" + std::to_string(img.width) + "x3";
+  return img;
+}
+
+// The kind of a view in the grammar's words.
+const char* kind_word(ViewKind k) {
+  switch (k) {
+    case ViewKind::Photo: return "photo";
+    case ViewKind::Attention: return "attention";
+    case ViewKind::Rollout: return "rollout";
+    case ViewKind::Probe: return "probe";
+    case ViewKind::Chefer: return "chefer";
+    case ViewKind::GradCam: return "gradcam";
+    case ViewKind::AttnGrad: return "attn-grad";
+  }
+  return "";
+}
+
+py::dict map_dict(const RenderContext& ctx, const ComputedViews& cv, ViewMap&& m) {
+  const ResolvedView& v = ctx.views[m.view];
+  const HParams& hp = ctx.model->hp;
+  py::dict d;
+  d["view"] = v.name;
+  d["tag"] = v.tag;
+  d["label"] = view_label(v, ctx.opt->block_base);
+  d["units"] = v.units;
+  d["kind"] = kind_word(v.spec.kind);
+  const bool has_block = v.spec.kind == ViewKind::Attention || v.spec.kind == ViewKind::Rollout ||
+                         v.spec.kind == ViewKind::GradCam || v.spec.kind == ViewKind::AttnGrad;
+  d["block"] = has_block ? py::object(py::int_(v.spec.layer)) : py::object(py::none());
+  const bool has_head = v.spec.kind == ViewKind::Attention || v.spec.kind == ViewKind::Rollout || v.spec.kind == ViewKind::Probe;
+  d["head"] = has_head ? py::object(py::str(fusion_name(v.spec.head, "h"))) : py::object(py::none());
+  d["class_index"] = m.class_index >= 0 ? py::object(py::int_(m.class_index)) : py::object(py::none());
+  d["class_name"] = m.class_index >= 0 ? py::object(py::str(class_file_label(m.class_index, hp.labels))) : py::object(py::none());
+  d["class_probability"] = m.class_index >= 0 && static_cast<size_t>(m.class_index) < cv.probs.size()
+                               ? py::object(py::float_(cv.probs[static_cast<size_t>(m.class_index)]))
+                               : py::object(py::none());
+  d["marked_patch"] = m.marked >= 0 ? py::object(py::int_(m.marked)) : py::object(py::none());
+  d["array"] = to_numpy(std::move(m.map), {hp.grid_h, hp.grid_w});
+  return d;
+}
+
+// One forward call: every image's maps of the views the flags ask for, as dicts the Python layer wraps.
+py::list forward(Model& model, const std::vector<py::object>& images, const std::vector<std::string>& call_flags,
+                 bool attentions) {
+  RenderOptions opt = model.options(call_flags);
+  opt.quiet = true;
+  std::shared_ptr<const ViTWeights> w;
+  std::unique_ptr<RenderContext> ctx;
+  {
+    py::gil_scoped_release nogil;
+    size_pool_for_forward();  // the forward pass on every core, as the command line's single image
+    std::shared_lock<std::shared_mutex> shared(g_engine_mu);
+    w = model.prepared(opt, false);
+    ctx = std::make_unique<RenderContext>(make_render_context(*w, opt));
+    if (std::any_of(ctx->views.begin(), ctx->views.end(), [](const ResolvedView& v) { return v.class_specific; })) {
+      w = model.prepared(opt, true);
+      ctx = std::make_unique<RenderContext>(make_render_context(*w, opt));
+    }
+  }
+  if (attentions && w->hp.class_attn_blocks > 0)
+    throw Error("attentions=True: CaiT's blocks hold two kinds of attention (patch self-attention and the class "
+                "token's class attention), not one (L, H, T, T) array; read its maps through views");
+  py::list out;
+  for (const py::object& obj : images) {
+    std::string sha, label;
+    Image photo = image_of(obj, opt, &sha, &label);
+    ComputedViews cv;
+    std::vector<float> attn;
+    std::vector<float> logits;
+    {
+      py::gil_scoped_release nogil;
+      std::shared_lock<std::shared_mutex> shared(g_engine_mu);
+      if (attentions) {
+        const HParams& hp = w->hp;
+        const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data(),
+                                         hp.crop_pct.value_or(0.875f));
+        ForwardOptions fo;
+        fo.keep_full = true;
+        attn = std::move(vit_forward(*w, in.chw.data(), fo).attn);
+      }
+      cv = compute_photo_views(*ctx, std::move(photo), std::move(sha));
+    }
+    py::dict r;
+    r["input"] = label;
+    r["input_sha256"] = cv.input_sha256;
+    py::list maps;
+    for (ViewMap& m : cv.maps) maps.append(map_dict(*ctx, cv, std::move(m)));
+    r["maps"] = maps;
+    r["probs"] = cv.probs.empty() ? py::object(py::none()) : py::object(to_numpy(std::vector<double>(cv.probs), {static_cast<py::ssize_t>(cv.probs.size())}));
+    r["top5"] = cv.top5;
+    r["box"] = py::make_tuple(cv.box.x0, cv.box.y0, cv.box.x1 - cv.box.x0, cv.box.y1 - cv.box.y0);
+    r["notes"] = cv.notes;
+    r["classes"] = cv.classes;
+    if (attentions) {
+      const HParams& hp = w->hp;
+      const py::ssize_t T = hp.tokens();
+      r["attentions"] = to_numpy(std::move(attn), {hp.depth, hp.num_heads, T, T});
+    } else {
+      r["attentions"] = py::none();
+    }
+    out.append(r);
+  }
+  return out;
+}
+
+// ---- the command line in process ------------------------------------------------------------------------
+
+int run(const std::vector<std::string>& args, std::shared_ptr<Model> model, py::object progress, py::object out_sink,
+        py::object err_sink) {
+  RunHooks hooks;
+  if (model) {
+    hooks.model_name = model->name();
+    hooks.model = [model](const RenderOptions& opt, bool backward) { return model->prepared(opt, backward); };
+  }
+  std::shared_ptr<py::object> callback_error;  // the first exception the callback raised: raised after the run
+  std::mutex err_mu;
+  if (!progress.is_none()) {
+    hooks.progress = [progress, &callback_error, &err_mu](size_t done, size_t total, const std::string& input,
+                                                          const std::string& status) {
+      py::gil_scoped_acquire gil;
+      try {
+        progress(done, total, input, status);
+      } catch (py::error_already_set& e) {
+        std::lock_guard<std::mutex> lock(err_mu);
+        if (!callback_error) callback_error = std::make_shared<py::object>(e.value());
+      }
+    };
+  }
+  int rc = 0;
+  {
+    py::gil_scoped_release nogil;
+    std::unique_lock<std::shared_mutex> lock(g_engine_mu);
+    g_pool_for_forward = false;  // the run sizes the pool for its own workers
+    PythonLineBuf out(out_sink), err(err_sink);
+    std::streambuf* old_out = std::cout.rdbuf(&out);
+    std::streambuf* old_err = std::cerr.rdbuf(&err);
+    {
+      RunHooksScope scope(&hooks);
+      try {
+        std::vector<std::string> argv{"attnmap"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        rc = run_command_line(argv);
+      } catch (...) {
+        std::cout.rdbuf(old_out);
+        std::cerr.rdbuf(old_err);
+        throw;
+      }
+    }
+    std::cout.flush();
+    std::cerr.flush();
+    out.flush_line();
+    err.flush_line();
+    std::cout.rdbuf(old_out);
+    std::cerr.rdbuf(old_err);
+  }
+  if (callback_error) {
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(callback_error->ptr())), callback_error->ptr());
+    throw py::error_already_set();
+  }
+  return rc;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_attnmap, m) {
+  m.doc() = "attnmap's engine (the Python layer is attnmap/__init__.py)";
+  static py::exception<Error> error(m, "AttnmapError");
+  error.attr("exit_code") = 2;
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      PyErr_SetString(error.ptr(), with_flags(e.what()).c_str());
+    }
+  });
+  m.attr("__version__") = ATTNMAP_VERSION;
+
+  py::class_<Model, std::shared_ptr<Model>>(m, "Model")
+      .def_property_readonly("name", &Model::name)
+      .def_property_readonly("flags", &Model::flags)
+      .def_property_readonly("info", &model_info)
+      .def_property_readonly("notices", [](const Model& self) { return self.built().notices; })
+      .def_property_readonly("tensors",
+                             [](const Model& self) {
+                               std::vector<std::tuple<std::string, std::string, std::string>> t;
+                               for (const auto& u : self.built().tensors) t.emplace_back(u.name, u.shape, u.reason);
+                               return t;
+                             })
+      .def("describe", [](const Model& self) { return describe_model(self.built(), self.name()); })
+      .def("forward", &forward, py::arg("images"), py::arg("flags"), py::arg("attentions") = false);
+
+  m.def("load", &load_file, py::arg("path"), py::arg("flags"));
+  m.def("from_state_dict", &from_state_dict, py::arg("items"), py::arg("config_json"), py::arg("name"), py::arg("flags"));
+  m.def("run", &run, py::arg("args"), py::arg("model"), py::arg("progress"), py::arg("out"), py::arg("err"));
+  m.def("default_weights_path", &default_weights_path);
+  m.def("write_png", [](const std::string& path, const py::array_t<uint8_t, py::array::c_style>& a) {
+    if (a.ndim() != 3 || a.shape(2) != 3) throw Error("an image array must be uint8 (H, W, 3) RGB");
+    Image img;
+    img.height = static_cast<int>(a.shape(0));
+    img.width = static_cast<int>(a.shape(1));
+    img.rgb.assign(a.data(), a.data() + a.size());
+    write_png(path, img);
+  });
+}

@@ -1,0 +1,159 @@
+// command_line.cpp - the command line in process: parse, check and run one command (run_command_line), as
+// main does after its process set-up; and render's options parsed alone (parse_render_command) for a program
+// that embeds attnmap (python/). The options layer (options.hpp, options_cli.cpp) parses and checks; the
+// commands do the work (batch.cpp, eval_cmd.cpp, inspect.cpp, figure_cmd.cpp, stats_cmd.cpp, explore_cmd.cpp).
+#include "app/command_line.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <new>
+
+#include "app/batch.hpp"
+#include "app/explore.hpp"
+#include "app/inspect.hpp"
+#include "app/options.hpp"
+#include "app/paths.hpp"
+#include "app/provenance.hpp"
+#include "app/session.hpp"
+#include "checkpoint/weights.hpp"
+#include "core/error.hpp"
+#include "io/image_io.hpp"
+
+namespace {
+
+// argv as main gets it, from strings (kept alive by `store`).
+std::vector<char*> argv_of(std::vector<std::string>& store) {
+  std::vector<char*> argv;
+  for (std::string& s : store) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  return argv;
+}
+
+// CLI11 reads "--layer=" (nothing after the '=') as the option given without a value and takes the next
+// argument as its value ("--head= 2 IMG" meant head 2): an '=' with nothing after it is a usage error.
+// False (the error printed) for such an argument.
+bool check_no_empty_equals(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i] ? argv[i] : "";
+    if (arg == "--") break;
+    if (arg.size() > 3 && arg.compare(0, 2, "--") == 0 && arg.find('=') == arg.size() - 1) {
+      std::cerr << "attnmap: error: " << attnmap::printable(arg.substr(0, arg.size() - 1)) << " expects a value, found ''\n";
+      return false;
+    }
+  }
+  return true;
+}
+
+// A first word that is not an option nor a command: say so (CLI11 reports "A subcommand is required").
+// False (the error printed) for such a word.
+bool check_command_word(CLI::App& app, int argc, char** argv) {
+  const auto commands = app.get_subcommands([](const CLI::App*) { return true; });
+  if (argc > 1 && argv[1] && argv[1][0] != '-' &&
+      std::none_of(commands.begin(), commands.end(), [&](const CLI::App* c) { return c->check_name(argv[1]); })) {
+    std::string names;
+    for (const CLI::App* c : commands) names += (names.empty() ? "" : ", ") + c->get_name();
+    std::cerr << "attnmap: error: unknown command '" << attnmap::printable(argv[1]) << "' (commands: " << names
+              << "; attnmap --help)\n";
+    return false;
+  }
+  return true;
+}
+
+int run_inspect(const attnmap::CliArgs& a, const CLI::App& inspect) {
+  if (attnmap::looks_like_output(a.inspect_weights)) {  // a PNG or .npy render wrote: the settings that made it
+    std::cout << attnmap::describe_output(a.inspect_weights);
+    return 0;
+  }
+  const attnmap::RunHooks* h = attnmap::run_hooks();
+  if (h && h->model && a.inspect_weights == h->model_name) {  // a model an embedding program lends
+    std::cout << attnmap::describe_model(*h->model(attnmap::RenderOptions{}, false), a.inspect_weights);
+    return 0;
+  }
+  const attnmap::ViTWeights w = attnmap::load_model(a.inspect_weights, attnmap::inspect_overrides(a, inspect));
+  std::cout << attnmap::describe_model(w, a.inspect_weights);
+  return 0;
+}
+
+// Runs the parsed command; throws attnmap::Error for an option value it refuses.
+int run_command(attnmap::CliArgs& a, const attnmap::Commands& c) {
+  if (c.inspect->parsed()) return run_inspect(a, *c.inspect);
+  if (c.explore->parsed()) {
+    attnmap::check_explore_options(a, *c.explore);
+    return attnmap::run_explore(a.ro);
+  }
+  if (c.figure->parsed()) {
+    attnmap::refuse_empty_values(*c.figure);
+    return attnmap::run_figure(a.figure);
+  }
+  if (c.stats->parsed()) {
+    attnmap::refuse_empty_values(*c.stats);
+    return attnmap::run_stats(a.stats);
+  }
+  attnmap::check_command(a, c);
+  if (c.eval->parsed()) return attnmap::run_eval(a.eo);
+  return attnmap::run_render(a.ro, a.bo);
+}
+
+}  // namespace
+
+namespace attnmap {
+
+int run_command_line(const std::vector<std::string>& args_in) {
+  std::vector<std::string> store = args_in;
+  if (store.empty()) store.push_back("attnmap");
+  std::vector<char*> argv_v = argv_of(store);
+  const int argc = static_cast<int>(store.size());
+  char** argv = argv_v.data();
+  CLI::App app{"attnmap - draws where a Vision Transformer's class token looks, as a heatmap over the photo"};
+  app.set_version_flag("--version", std::string("attnmap ") + ATTNMAP_VERSION);
+  app.require_subcommand(1);
+  CliArgs args;
+  const Commands commands = add_commands(app, args);
+
+  if (!check_no_empty_equals(argc, argv) || !check_command_word(app, argc, argv)) return 2;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::cerr << "attnmap: error: " << printable(with_flags(e.what())) << " (attnmap --help for the options)\n";
+    return 2;
+  }
+  try {
+    return run_command(args, commands);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "attnmap: error: out of memory before any image was rendered" << address_limit_note() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "attnmap: error: " << printable(with_flags(e.what())) << "\n";
+    return 2;
+  }
+}
+
+RenderOptions parse_render_command(const std::vector<std::string>& render_args) {
+  std::vector<std::string> store{"attnmap", "render"};
+  store.insert(store.end(), render_args.begin(), render_args.end());
+  std::vector<char*> argv_v = argv_of(store);
+  const int argc = static_cast<int>(store.size());
+  CLI::App app{"attnmap"};
+  app.require_subcommand(1);
+  CliArgs args;
+  const Commands commands = add_commands(app, args);
+  for (int i = 2; i < argc; ++i) {  // as check_no_empty_equals
+    const std::string arg = store[static_cast<size_t>(i)];
+    if (arg == "--") break;
+    if (arg.size() > 3 && arg.compare(0, 2, "--") == 0 && arg.find('=') == arg.size() - 1)
+      throw Error(arg.substr(0, arg.size() - 1) + " expects a value, found ''");
+  }
+  try {
+    app.parse(argc, argv_v.data());
+  } catch (const CLI::ParseError& e) {
+    throw Error(with_flags(e.what()));
+  }
+  check_command(args, commands);
+  return args.ro;
+}
+
+}  // namespace attnmap
