@@ -7,15 +7,22 @@ set -euo pipefail
 RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev libfast-float-dev libopenblas-dev
          libspng-dev libexif-dev libwebp-dev libtiff-dev fonts-dejavu-core fonts-noto-core fonts-noto-cjk
          libcairo2-dev libpango1.0-dev
-         libssl-dev libzip-dev zlib1g-dev libsleef-dev libdnnl-dev)
+         libssl-dev libzip-dev zlib1g-dev libsleef-dev libdnnl-dev
+         pybind11-dev python3-dev python3-numpy)
+# pybind11-dev and python3-dev: building the Python module (-DATTNMAP_PYTHON=ON, tools/install_python.sh);
+# python3-numpy: the module's arrays at run time (import attnmap).
 # fonts-noto-core and fonts-noto-cjk: the figure labels' fallback fonts (Greek, Cyrillic, Arabic, Hebrew,
 # Devanagari, CJK... where DejaVu Sans has no glyph; src/draw/canvas figure_font_stack, docs/figures.md Fonts).
 # slurm-wlm (slurmctld, slurmd, slurm-client) and munge: ctest Slurm.ArrayJobShardsEqualOneRun starts its own
 # daemons (no service is enabled or started by that test); python3 reads its manifests.
 # nodejs, npm and chromium: ctest Gallery.Browser drives Debian's chromium headless through puppeteer-core
 # (tools/test.sh runs npm ci in tests/browser); firefox-esr: ctest Explore.Firefox, the explorer in Firefox.
+# python3-pytest, python3-torchvision (pulls python3-torch), python3-pil: ctest Python.Pytest (python/tests);
+# jupyter-nbconvert and python3-ipykernel: ctest Python.Notebook runs docs/notebook.ipynb headless
+# (tools/run_notebook.sh).
 TEST=(libgtest-dev util-linux clang libclang-rt-14-dev poppler-utils librsvg2-bin slurm-wlm munge
-      python3 nodejs npm chromium firefox-esr)
+      python3 nodejs npm chromium firefox-esr
+      python3-pytest python3-torch python3-torchvision python3-pil jupyter-nbconvert python3-ipykernel)
 PACKAGES=("${RUNTIME[@]}")
 if [ "${1:-}" = test ]; then PACKAGES+=("${TEST[@]}"); fi
 missing=()

@@ -22,7 +22,7 @@ import weakref
 import numpy as np
 
 from . import _attnmap
-from ._options import MODEL_KEYWORDS, reword, to_flags
+from ._options import FORWARD_FLAGS, MODEL_KEYWORDS, MODEL_NAMES, reword, to_flags
 
 AttnmapError = _attnmap.AttnmapError
 __version__ = _attnmap.__version__
@@ -85,7 +85,8 @@ def _model_flags(kwargs, owner):
         kw["labels"] = f.name
     if isinstance(kw.get("size"), int):
         kw["size"] = str(kw["size"])
-    return to_flags(kw)
+    flags, names = to_flags(kw)
+    return flags, {**MODEL_NAMES, **names}
 
 
 class Model:
@@ -143,7 +144,7 @@ class Model:
         call = dict(options)
         if views is not None:
             call["views"] = views if isinstance(views, str) else ",".join(views)
-        flags, names = to_flags(call)
+        flags, names = to_flags(call, "render", "forward", FORWARD_FLAGS)
         try:
             raw = self._m.forward(items, flags, attentions)
         except AttnmapError as e:
@@ -197,11 +198,12 @@ def _as_array(key, value):
         arr = np.asarray(value)
     except Exception as e:  # noqa: BLE001 - said with the tensor's name
         raise _error("tensor %s cannot be read as an array: %s" % (key, e)) from None
+    # np.asarray(order="C") keeps a 0-d tensor 0-d (np.ascontiguousarray would make it (1,)).
     if arr.dtype.kind == "f" and arr.dtype.itemsize in (2, 8):
-        return np.ascontiguousarray(arr)  # converted (and range-checked) by the engine
+        return np.asarray(arr, order="C")  # converted (and range-checked) by the engine
     if arr.dtype.kind == "f":
-        return np.ascontiguousarray(arr, dtype=np.float32)
-    return np.ascontiguousarray(arr)
+        return np.asarray(arr, dtype=np.float32, order="C")
+    return np.asarray(arr, order="C")
 
 
 def from_state_dict(state_dict, *, config=None, layout=None, name="state_dict", **options):

@@ -188,7 +188,7 @@ def overlay(image, map, *, model=None, **options):
     owner, view_opts = _view_flags(map)
     model = model or owner
     model, margs, names = _model_args(model)
-    flags, n2 = to_flags({**view_opts, **options})
+    flags, n2 = to_flags({**view_opts, **options}, "render", "overlay")
     names.update(n2)
     files = _render_image(image, model, margs + flags, names)
     pngs = sorted(k for k in files if k.endswith(".png") and ".panel." not in k and ".layers." not in k
@@ -206,7 +206,7 @@ def panel(image, views=None, *, model=None, format="png", **options):
     kw = dict(options)
     if views is not None:
         kw["views"] = views if isinstance(views, str) else ",".join(views)
-    flags, n2 = to_flags({**kw, "panel": True, "format": format})
+    flags, n2 = to_flags({**kw, "panel": True, "format": format}, "render", "panel")
     names.update(n2)
     files = _render_image(image, model, margs + flags, names)
     want = [k for k in files if ".panel." in k and k.endswith("." + format)]
@@ -223,7 +223,7 @@ def figure(images, views, *, model=None, format="png", names=None, **options):
     imgs = images if isinstance(images, (list, tuple)) else [images]
     kw = dict(options)
     kw["views"] = views if isinstance(views, str) else ",".join(views)
-    flags, n2 = to_flags(kw)
+    flags, n2 = to_flags(kw, "figure", "figure")
     kwnames.update(n2)
     with tempfile.TemporaryDirectory(prefix="attnmap-") as d:
         srcs = [_image_file(im, os.path.join(d, "in"), i, names[i] if names else None) for i, im in enumerate(imgs)]
@@ -236,14 +236,15 @@ def figure(images, views, *, model=None, format="png", names=None, **options):
 
 
 class EvalReport:
-    """``attnmap eval``'s report: ``rows`` (one dict per view: the summary's pointing game, energy in mask,
-    margins over the baselines, ...), ``images`` (per-image scores), ``report`` (the whole JSON report, as
+    """``attnmap eval``'s report: ``rows`` (one dict per view, in the report's order: "view" its name, then
+    the summary's values - pointing game, energy in mask, their ratios and margins over the baselines, ...), ``images`` (per-image scores), ``report`` (the whole JSON report, as
     --json writes it), ``text`` (the tables the command prints), ``exit_code`` (0, or 1 when an image
     failed; ``errors`` says which)."""
 
     def __init__(self, report, text, rc):
         self.report = report
-        self.rows = report.get("summary", {}).get("views", [])
+        views = report.get("summary", {}).get("views", {})
+        self.rows = [{"view": name, **row} for name, row in views.items()] if isinstance(views, dict) else list(views)
         self.images = report.get("images", [])
         self.errors = report.get("errors", [])
         self.text = text
@@ -266,7 +267,7 @@ def evaluate(images, masks, *, model=None, views=None, **options):
     kw = dict(options)
     if views is not None:
         kw["views"] = views if isinstance(views, str) else ",".join(views)
-    flags, n2 = to_flags(kw)
+    flags, n2 = to_flags(kw, "eval", "evaluate")
     names.update(n2)
     with tempfile.TemporaryDirectory(prefix="attnmap-") as d:
         js = os.path.join(d, "report.json")
@@ -281,8 +282,9 @@ def evaluate(images, masks, *, model=None, views=None, **options):
 
 class RunReport:
     """What ``render_folder`` did: ``exit_code`` (0 all done or skipped, 1 some failed), ``rows`` (the
-    manifest's rows, one dict per input, when manifest= was given), ``failed`` ([(input, error)]),
-    ``lines`` (what the run printed)."""
+    manifest's rows, one dict per input: status, outputs, error, map statistics, top-5; a skipped image's
+    row is the run's that made it, "carried": true), ``failed`` ([(input, error)]), ``lines`` (what the run
+    printed)."""
 
     def __init__(self, rc, rows, failed, lines):
         self.exit_code = rc
@@ -306,26 +308,26 @@ def render_folder(inputs, out, *, model=None, manifest=None, progress=None, quie
     model, margs, names = _model_args(model)
     ins = inputs if isinstance(inputs, (list, tuple)) else [inputs]
     kw = dict(options)
-    if manifest is not None:
-        kw["manifest"] = os.fspath(manifest)
     if kw.get("shard") is not None and not isinstance(kw["shard"], str):
         kw["shard"] = "%d/%d" % tuple(kw["shard"])
-    flags, n2 = to_flags(kw)
+    flags, n2 = to_flags(kw, "render", "render_folder")
     names.update(n2)
+    if manifest is not None:
+        names["--manifest"] = "manifest"
     if quiet:
         flags.append("-q")
-    rc, out, err = _run(["render", *[os.fspath(i) for i in ins], "--out", os.fspath(out), *margs, *flags], model,
-                        progress=progress, quiet=quiet, names=names)
-    if rc == 2:
-        _raise(rc, err, names)
-    rows = []
-    if manifest is not None and os.path.exists(manifest):
-        with open(manifest, encoding="utf-8") as f:
-            lines = [json.loads(l) for l in f if l.strip()]
-        rows = [r for r in lines if "input" in r]
+    with tempfile.TemporaryDirectory(prefix="attnmap-") as d:
+        # Without manifest= the rows come from a manifest of the run's own, left out of the output folder.
+        mpath = os.fspath(manifest) if manifest is not None else os.path.join(d, "manifest.jsonl")
+        rc, out, err = _run(["render", *[os.fspath(i) for i in ins], "--out", os.fspath(out), "--manifest", mpath,
+                             *margs, *flags], model, progress=progress, quiet=quiet, names=names)
+        if rc == 2:
+            _raise(rc, err, names)
+        rows = []
+        if os.path.exists(mpath):
+            with open(mpath, encoding="utf-8") as f:
+                rows = [r for r in (json.loads(l) for l in f if l.strip()) if "input" in r]
     failed = [(r.get("input"), r.get("error")) for r in rows if r.get("status") == "failed"]
-    if not rows:
-        failed = [(None, reword(l[len("attnmap: error: "):], names)) for l in err if l.startswith("attnmap: error: ")]
     return RunReport(rc, rows, failed, out + err)
 
 

@@ -23,6 +23,8 @@ _NEGATED = {"exif", "legend"}
 
 # What the model is made with (attnmap.load / from_state_dict): they go with every run of that model.
 MODEL_KEYWORDS = ("key", "heads", "mean", "std", "act", "pool", "size", "pos_interp", "labels", "precision")
+# Their flags, for rewording every message about a model ("give --heads H" -> "give heads= H").
+MODEL_NAMES = {"--" + k.replace("_", "-"): k for k in MODEL_KEYWORDS}
 
 
 def _value(key, value):
@@ -35,8 +37,30 @@ def _value(key, value):
     return str(value)
 
 
-def to_flags(kwargs, where=None):
+_FLAGS = {}
+
+
+def command_flags(command):
+    """The long flags of one of attnmap's commands, as its option table declares them."""
+    if command not in _FLAGS:
+        from . import _attnmap
+        _FLAGS[command] = frozenset(_attnmap.command_flags(command))
+    return _FLAGS[command]
+
+
+# What forward() takes: the options that choose and compute the maps (the rest of render's draw or write).
+FORWARD_FLAGS = frozenset(["--views", "--layer", "--head", "--rollout", "--discard", "--query", "--column",
+                           "--received", "--class", "--explain", "--gradcam-layer", "--resize", "--no-exif",
+                           "--max-pixels", "--layers"])
+# What the functions that run a command set themselves.
+_SET_BY_CALL = frozenset(["--weights", "--out", "--json", "--masks", "--quiet"])
+
+
+def to_flags(kwargs, command=None, caller=None, allowed=None):
     """``kwargs`` as command-line arguments, and a map flag -> keyword for rewording messages.
+
+    command: the command whose option table the keywords must be in ("render", "figure", "eval"); allowed:
+    a narrower set of its flags; caller: the function named in the TypeError for any other keyword.
 
     True -> the flag alone; False / None -> nothing (a default-True keyword such as exif=False -> its
     negation); a list or tuple -> comma-separated; anything else -> str().
@@ -46,6 +70,20 @@ def to_flags(kwargs, where=None):
         if value is None:
             continue
         flag = _RENAMED.get(key, "--" + key.replace("_", "-"))
+        if command is not None:
+            if key in MODEL_KEYWORDS:
+                why = "it makes the model: give it to attnmap.load() / from_state_dict()"
+            elif flag in _SET_BY_CALL:
+                why = "%s() sets %s itself%s" % (caller or command, flag, "; model= takes the model"
+                                                 if flag == "--weights" else "")
+            elif flag not in command_flags(command):
+                why = "not an option of attnmap %s (docs/cli.md)" % command
+            elif allowed is not None and flag not in allowed:
+                why = "it does not change the maps; overlay(), panel() and render_folder() draw"
+            else:
+                why = None
+            if why:
+                raise TypeError("%s() got an unexpected keyword argument '%s' (%s)" % (caller or command, key, why))
         names[flag] = key
         if key in _NEGATED:
             if value is False:

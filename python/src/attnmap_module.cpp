@@ -194,8 +194,16 @@ class Model {
   std::shared_ptr<const ViTWeights> forward_, backward_;
 };
 
-py::dict model_info(const Model& m) {
-  const ViTWeights& w = m.built();
+// The model as its runs see it: prepared (--size's grid, the class names of --labels or ImageNet-1k's).
+py::dict model_info(Model& m) {
+  std::shared_ptr<const ViTWeights> run_model;
+  {
+    py::gil_scoped_release nogil;
+    std::shared_lock<std::shared_mutex> shared(g_engine_mu);
+    RenderOptions opt = m.options({});
+    run_model = m.prepared(opt, false);
+  }
+  const ViTWeights& w = *run_model;
   const HParams& hp = w.hp;
   py::dict d;
   d["name"] = m.name();
@@ -555,6 +563,7 @@ PYBIND11_MODULE(_attnmap, m) {
   m.def("from_state_dict", &from_state_dict, py::arg("items"), py::arg("config_json"), py::arg("name"), py::arg("flags"));
   m.def("run", &run, py::arg("args"), py::arg("model"), py::arg("progress"), py::arg("out"), py::arg("err"));
   m.def("default_weights_path", &default_weights_path);
+  m.def("command_flags", &command_flags, py::arg("command"));
   m.def("write_png", [](const std::string& path, const py::array_t<uint8_t, py::array::c_style>& a) {
     if (a.ndim() != 3 || a.shape(2) != 3) throw Error("an image array must be uint8 (H, W, 3) RGB");
     Image img;

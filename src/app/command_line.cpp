@@ -156,4 +156,19 @@ RenderOptions parse_render_command(const std::vector<std::string>& render_args) 
   return args.ro;
 }
 
+std::vector<std::string> command_flags(const std::string& command) {
+  CLI::App app{"attnmap"};
+  CliArgs args;
+  (void)add_commands(app, args);
+  const CLI::App* cmd = nullptr;
+  for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (c->get_name() == command) cmd = c;
+  if (!cmd) throw Error("no command '" + command + "'");
+  std::vector<std::string> flags;
+  for (const CLI::Option* o : cmd->get_options())
+    for (const std::string& n : o->get_lnames())
+      if (n != "help") flags.push_back("--" + n);
+  return flags;
+}
+
 }  // namespace attnmap

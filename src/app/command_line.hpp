@@ -18,4 +18,9 @@ int run_command_line(const std::vector<std::string>& args);
 /// flags).
 RenderOptions parse_render_command(const std::vector<std::string>& render_args);
 
+/// The long flags of a command ("render", "eval", "figure", "inspect", "stats", "explore"), "--help" aside,
+/// as its option table declares them ("--views", "--skip-existing", ...). Throws attnmap::Error for an
+/// unknown command.
+std::vector<std::string> command_flags(const std::string& command);
+
 }  // namespace attnmap
