@@ -62,7 +62,7 @@ def _image_arg(image):
     arr = np.asarray(image)
     if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] != 3:
         raise _error("an image must be a path, a PIL image or a uint8 (H, W, 3) RGB array, found %s %s"
-                     % (arr.dtype, arr.shape))
+                     % (arr.dtype, arr.shape), 1)
     return np.ascontiguousarray(arr)
 
 
@@ -136,8 +136,8 @@ class Model:
             classes ("top1", "top3", an index or a class name), explain, gradcam_layer, resize
             ("squash" | "crop"), exif, max_pixels.
         The GIL is released while the model runs; several threads may call forward at once.
-        Raises AttnmapError (exit_code 2) for a bad option or view, and naming the file for an image that
-        cannot be read.
+        Raises AttnmapError with exit_code 2 for a bad option or view, and with exit_code 1 (the command
+        line's status for a failed input) naming the image for one that cannot be read or used.
         """
         single = not isinstance(images, (list, tuple))
         items = [_image_arg(x) for x in ([images] if single else images)]

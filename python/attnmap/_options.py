@@ -101,7 +101,12 @@ def to_flags(kwargs, command=None, caller=None, allowed=None):
 
 
 def reword(message, names):
-    """The command line's message with each flag it names (of ``names``) written as the keyword."""
+    """The command line's message with each flag it names (of ``names``) written as the keyword:
+    "--views: 'L9/mean': ..." -> "views: 'L9/mean': ...", "give --heads H" -> "give heads=H"."""
     for flag in sorted(names, key=len, reverse=True):
-        message = re.sub(r"(?<![\w-])" + re.escape(flag) + r"(?![\w-])", names[flag] + "=", message)
+        key = names[flag]
+        f = re.escape(flag)
+        # a flag followed by its value's placeholder (an upper-case word): keyword=PLACEHOLDER
+        message = re.sub(r"(?<![\w-])" + f + r" ([A-Z][A-Z0-9_,]*)(?![\w-])", key + r"=\1", message)
+        message = re.sub(r"(?<![\w-])" + f + r"(?![\w-])", key, message)
     return message

@@ -143,6 +143,11 @@ void size_pool_for_forward() {
   g_pool_for_forward = true;
 }
 
+// An input that cannot be read or used (an image file, an array): the command line's exit status 1 for it.
+struct InputFailure : Error {
+  using Error::Error;
+};
+
 // ---- the model ------------------------------------------------------------------------------------------
 
 // A model as the Python layer holds it: the weights as loaded or built (not prepared), its name (the file's
@@ -433,7 +438,12 @@ py::list forward(Model& model, const std::vector<py::object>& images, const std:
   py::list out;
   for (const py::object& obj : images) {
     std::string sha, label;
-    Image photo = image_of(obj, opt, &sha, &label);
+    Image photo;
+    try {
+      photo = image_of(obj, opt, &sha, &label);
+    } catch (const Error& e) {
+      throw InputFailure(e.what());
+    }
     ComputedViews cv;
     std::vector<float> attn;
     std::vector<float> logits;
@@ -448,7 +458,11 @@ py::list forward(Model& model, const std::vector<py::object>& images, const std:
         fo.keep_full = true;
         attn = std::move(vit_forward(*w, in.chw.data(), fo).attn);
       }
-      cv = compute_photo_views(*ctx, std::move(photo), std::move(sha));
+      try {
+        cv = compute_photo_views(*ctx, std::move(photo), std::move(sha));
+      } catch (const Error& e) {  // a pixel query off this photo, ...: this input's failure, as the CLI's
+        throw InputFailure(label + ": " + e.what());
+      }
     }
     py::dict r;
     r["input"] = label;
@@ -539,6 +553,10 @@ PYBIND11_MODULE(_attnmap, m) {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const InputFailure& e) {  // exit_code 1, as the command line's status for a failed input
+      py::object instance = py::reinterpret_borrow<py::object>(error.ptr())(py::str(with_flags(e.what())));
+      instance.attr("exit_code") = 1;
+      PyErr_SetObject(error.ptr(), instance.ptr());
     } catch (const Error& e) {
       PyErr_SetString(error.ptr(), with_flags(e.what()).c_str());
     }

@@ -41,9 +41,9 @@ def test_two_threads_same_arrays(default_model):
 
 
 def test_gil_released(attnmap):
-    """While forward() computes a large input (the default model at 448 x 448: 785 tokens), a Python thread
-    still runs: its longest pause is well under the time of one image. (A held GIL stalls it for the whole
-    computation.) No absolute time is asserted, only the ratio."""
+    """While forward() computes (the default model at 448 x 448: 785 tokens, three images in one call), a Python
+    thread still runs: it ticks during the call. A GIL held through the computation would give it no tick at
+    all until the call returns. No time is asserted, only that the other thread ran."""
     m = attnmap.load(size=448)
     img = np.ascontiguousarray(np.full((448, 448, 3), 128, np.uint8))
     m.forward(img)  # warm up
@@ -58,13 +58,9 @@ def test_gil_released(attnmap):
     t.start()
     time.sleep(0.02)
     t0 = time.perf_counter()
-    for _ in range(3):
-        m.forward(img, views="L-1/mean,rollout,chefer")
+    m.forward([img, img, img], views="L-1/mean,rollout,chefer")
     t1 = time.perf_counter()
     stop.set()
     t.join()
-    inside = [s for s in stamps if t0 <= s <= t1]
-    gaps = np.diff([t0] + inside + [t1])
-    per_image = (t1 - t0) / 3
-    assert gaps.max() < 0.5 * per_image, (f"a Python thread paused {gaps.max() * 1e3:.1f} ms while one image took "
-                                          f"{per_image * 1e3:.1f} ms: the GIL seems held during the computation")
+    inside = [s for s in stamps if t0 < s < t1]
+    assert len(inside) >= 2, f"a Python thread ticked {len(inside)} times during forward(): the GIL seems held"
