@@ -21,8 +21,13 @@ import weakref
 
 import numpy as np
 
-from . import _attnmap
-from ._options import FORWARD_FLAGS, MODEL_KEYWORDS, MODEL_NAMES, reword, to_flags
+try:
+    from . import _attnmap
+except ImportError as _e:  # the source folder python/attnmap, or a build without the extension
+    raise ImportError("attnmap's compiled part (_attnmap) is not beside %s: import the built package "
+                      "(PYTHONPATH=build/python, a build with -DATTNMAP_PYTHON=ON) or install it with "
+                      "tools/install_python.sh (%s)" % (__file__, _e)) from None
+from ._options import FORWARD_FLAGS, command_names, MODEL_KEYWORDS, MODEL_NAMES, reword, to_flags
 
 AttnmapError = _attnmap.AttnmapError
 __version__ = _attnmap.__version__
@@ -53,12 +58,32 @@ def default_weights():
 
 # ---- images --------------------------------------------------------------------------------------------
 
+def _pil_to_array(image):
+    """A PIL image as uint8 RGB, converted as the command line converts a file: 16-bit grey (modes I;16*, and
+    I holding 0..65535 as PIL opens a 16-bit PNG) scaled to 8 bits by value >> 8 (docs/formats.md), not
+    clipped as PIL's convert("RGB") does; float images refused; alpha ignored."""
+    mode = image.mode
+    if mode == "F":
+        raise _error("a PIL image of mode F (32-bit float) has no 8-bit reading attnmap can choose: convert it "
+                     "to 8-bit RGB first", 1)
+    if mode == "I" or mode.startswith("I;16"):
+        a = np.asarray(image)
+        if a.size and (a.min() < 0 or a.max() > 65535):
+            raise _error("a PIL image of mode %s holds values outside 0..65535 (%d..%d): convert it to 8-bit RGB "
+                         "first" % (mode, a.min(), a.max()), 1)
+        g = (a.astype(np.uint32) >> 8).astype(np.uint8)
+        return np.ascontiguousarray(np.stack([g, g, g], axis=-1))
+    return np.asarray(image.convert("RGB"))
+
+
 def _image_arg(image):
     """A path (str) or a C-contiguous uint8 (H, W, 3) array, from a path, an array or a PIL image."""
+    if isinstance(image, bytes):
+        image = os.fsdecode(image)
     if isinstance(image, (str, os.PathLike)):
         return os.fspath(image)
     if hasattr(image, "convert") and hasattr(image, "size") and hasattr(image, "mode"):  # PIL.Image.Image
-        image = np.asarray(image.convert("RGB"))
+        image = _pil_to_array(image)
     arr = np.asarray(image)
     if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] != 3:
         raise _error("an image must be a path, a PIL image or a uint8 (H, W, 3) RGB array, found %s %s"
@@ -86,29 +111,53 @@ def _model_flags(kwargs, owner):
     if isinstance(kw.get("size"), int):
         kw["size"] = str(kw["size"])
     flags, names = to_flags(kw)
-    return flags, {**MODEL_NAMES, **names}
+    return flags, {**command_names("render"), **MODEL_NAMES, **names}
+
+
+def _shape_tuple(text):
+    """"(768, 3, 16, 16)" -> (768, 3, 16, 16); "()" -> (); a non-float tensor's "(I64)" -> "I64" (its dtype: the
+    readers keep no shape of the tensors they skip)."""
+    inner = text.strip().strip("()").strip()
+    try:
+        return tuple(int(x) for x in inner.split(",") if x.strip())
+    except ValueError:
+        return inner
 
 
 class Model:
     """A ViT as attnmap reads it: made by ``attnmap.load`` or ``attnmap.from_state_dict``.
 
-    ``info`` (dict: layout, depth, num_heads, dim, patch, grid (h, w), image_size (w, h), tokens, ...),
-    ``tensors`` ([(name, shape, reason)], reason "" when the forward pass reads the tensor), ``describe()``
-    (``attnmap inspect``'s report), ``forward`` / ``views`` / ``explain`` (the maps), ``name`` (the file, or
+    ``info`` (dict: layout, depth, num_heads, dim, patch, grid (h, w), image_size (w, h), tokens, ...: the model
+    as its runs use it, after size= and labels=), ``tensors`` ([(name, shape tuple, reason)], reason "" when
+    the forward pass reads the tensor; shape the dtype word such as "I64" for an integer buffer), ``describe()`` (``attnmap inspect``'s report of the weights as read,
+    before size=), ``forward`` / ``views`` / ``explain`` (the maps), ``name`` (the file, or
     the state dict's name: what records and messages call the weights).
     """
 
     def __init__(self, engine, names, quiet):
         self._m = engine
         self._names = names
+        try:
+            info = engine.info  # the model prepared as its runs use it: --size, labels, precision checked now
+        except AttnmapError as e:
+            _reraise(e, names)
         if not quiet:
             import sys
             for n in engine.notices:
                 sys.stderr.write("attnmap: note: %s: %s\n" % (engine.name, reword(n, names)))
+            if info["source"].get("labels", "").startswith("assumed ImageNet-1k"):
+                sys.stderr.write("attnmap: note: %s: a 1000-class head without class names: its classes are assumed "
+                                 "to be ImageNet-1k's (0 tench ... 999 toilet tissue); give labels= if they are "
+                                 "not\n" % engine.name)
 
     name = property(lambda self: self._m.name)
-    info = property(lambda self: self._m.info)
-    tensors = property(lambda self: self._m.tensors)
+    tensors = property(lambda self: [(n, _shape_tuple(sh), why) for n, sh, why in self._m.tensors])
+
+    @property
+    def info(self):
+        i = self._m.info
+        i["source"] = {k: reword(v, self._names) for k, v in i["source"].items()}
+        return i
     notices = property(lambda self: self._m.notices)
 
     def describe(self):
@@ -140,15 +189,22 @@ class Model:
         line's status for a failed input) naming the image for one that cannot be read or used.
         """
         single = not isinstance(images, (list, tuple))
-        items = [_image_arg(x) for x in ([images] if single else images)]
+        items = []
+        for i, x in enumerate([images] if single else images):
+            try:
+                items.append(_image_arg(x))
+            except AttnmapError as e:
+                raise (e if single else _error("images[%d]: %s" % (i, e), 1)) from None
         call = dict(options)
+        if isinstance(call.get("classes"), (list, tuple)):
+            raise TypeError("classes= takes one class (an index or a name) or 'topK', not a list")
         if views is not None:
             call["views"] = views if isinstance(views, str) else ",".join(views)
         flags, names = to_flags(call, "render", "forward", FORWARD_FLAGS)
         try:
             raw = self._m.forward(items, flags, attentions)
         except AttnmapError as e:
-            _reraise(e, {**self._names, **names})
+            _reraise(e, {**command_names("render"), **self._names, **names})
         results = [Result(self, img, call, r) for img, r in zip(items, raw)]
         return results[0] if single else results
 
@@ -169,7 +225,9 @@ def load(path=None, **options):
 
     options: key (the state dict inside a checkpoint), heads, mean, std (3 numbers each), act, pool,
     size (S or (W, H): position embeddings resampled), pos_interp, labels (a file, or a list of class
-    names), precision ("fp32" | "bf16"), quiet (True: the loader's notes are not printed; default True).
+    names), precision ("fp32" | "bf16"), quiet (True: the loader's notes - a setting inferred, a tensor
+    absent and taken as zero, ImageNet-1k class names assumed - are not printed to sys.stderr; they are in
+    ``Model.notices`` either way; default False, as the command line).
     Raises AttnmapError (exit_code 2) naming the file and tensor for weights it cannot use.
     """
     path = default_weights() if path is None else os.fspath(path)
@@ -179,7 +237,7 @@ def load(path=None, **options):
         engine = _attnmap.load(path, flags)
     except AttnmapError as e:
         _reraise(e, names)
-    m = Model(engine, names, options.get("quiet", True))
+    m = Model(engine, names, options.get("quiet", False))
     m._holder = holder
     return m
 
@@ -206,6 +264,21 @@ def _as_array(key, value):
     return np.asarray(arr, order="C")
 
 
+# The keys of the attnmap config object the loader reads (weights/README.md "config"; timm's Eva settings).
+_CONFIG_KEYS = frozenset([
+    "num_heads", "layer_norm_eps", "mean", "std", "patch_size", "image_size", "crop_pct", "interpolation",
+    "architecture", "labels", "default_layer", "default_head", "act", "pool", "global_pool",
+    "use_rot_pos_emb", "rope_type", "ref_feat_shape", "rope_temperature", "rope_rotate_half", "rope_grid_offset",
+    "rope_grid_indexing", "use_post_norm", "use_abs_pos_emb", "num_reg_tokens"])
+
+
+def _json_value(v):
+    """NumPy / torch scalars and arrays in a config, as JSON values."""
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    raise TypeError("config value %r is not a JSON value" % (v,))
+
+
 def from_state_dict(state_dict, *, config=None, layout=None, name="state_dict", **options):
     """A model from tensors in memory: ``{name: array}`` as ``model.state_dict()`` names them.
 
@@ -226,16 +299,26 @@ def from_state_dict(state_dict, *, config=None, layout=None, name="state_dict", 
     AttnmapError (exit_code 2) naming it.
     """
     import json
+    if not hasattr(state_dict, "items"):
+        hint = " (pass model.state_dict())" if hasattr(state_dict, "state_dict") else ""
+        raise TypeError("from_state_dict() takes a mapping of tensor names to arrays, found %s%s"
+                        % (type(state_dict).__name__, hint))
+    config = dict(config or {})
+    unknown = sorted(set(config) - _CONFIG_KEYS)
+    if unknown:
+        raise _error("%s: config has %s, which attnmap does not read (a misspelt setting would be ignored and "
+                     "change the maps); it reads %s" % (name, ", ".join(repr(k) for k in unknown),
+                                                       ", ".join(sorted(_CONFIG_KEYS))))
     holder = _Holder()
     flags, names = _model_flags(options, holder)
     items = [(str(k), _as_array(k, v)) for k, v in state_dict.items()]
     try:
-        engine = _attnmap.from_state_dict(items, json.dumps(config or {}), name, flags)
+        engine = _attnmap.from_state_dict(items, json.dumps(config, default=_json_value), name, flags)
     except AttnmapError as e:
         _reraise(e, names)
-    if layout is not None and engine.info["layout"] != layout:
-        raise _error("%s: the tensors are the %s layout, not %s" % (name, engine.info["layout"], layout))
-    m = Model(engine, names, options.get("quiet", True))
+    m = Model(engine, names, options.get("quiet", False))
+    if layout is not None and m.info["layout"] != layout:
+        raise _error("%s: the tensors are the %s layout, not %s" % (name, m.info["layout"], layout))
     m._holder = holder
     return m
 
@@ -252,8 +335,8 @@ class Map:
     A notebook shows it as the overlay ``attnmap render`` draws (``overlay()``).
     """
 
-    __slots__ = ("array", "view", "tag", "label", "units", "kind", "block", "head", "class_index", "class_name",
-                 "class_probability", "marked_patch", "_result")
+    __slots__ = ("array", "view", "tag", "written", "label", "units", "kind", "block", "head", "class_index",
+                 "class_name", "class_tag", "class_probability", "marked_patch", "_result")
 
     def __init__(self, d, result):
         for k in Map.__slots__[:-1]:
@@ -286,7 +369,8 @@ class Result:
 
     def __init__(self, model, image, call, raw):
         self.model = model
-        self.image = image
+        # its own copy of an array: a later change to the caller's array does not change the picture of a map
+        self.image = image.copy() if isinstance(image, np.ndarray) else image
         self.options = call
         self.maps = [Map(d, self) for d in raw["maps"]]
         self.probs = raw["probs"]
@@ -298,16 +382,17 @@ class Result:
         self.input = raw["input"]
 
     def __getitem__(self, key):
-        if isinstance(key, int):
-            return self.maps[key]
+        if not isinstance(key, (str, tuple)):
+            import operator
+            return self.maps[operator.index(key)]
         if isinstance(key, tuple):
             view, cls = key
             for m in self.maps:
-                if view in (m.view, m.tag) and cls in (m.class_index, m.class_name):
+                if view in (m.view, m.tag, m.written) and cls in (m.class_index, m.class_name, m.class_tag):
                     return m
             raise KeyError(key)
         for m in self.maps:
-            if key in (m.view, m.tag):
+            if key in (m.view, m.tag, m.written):
                 return m
         raise KeyError("%r: this result's views are %s" % (key, ", ".join(m.view for m in self.maps)))
 

@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 from . import _attnmap
-from ._options import reword, to_flags
+from ._options import command_names, reword, to_flags
 
 AttnmapError = _attnmap.AttnmapError
 
@@ -54,11 +54,11 @@ def _raise(rc, err, names):
     raise _error(_errors(err, names), rc)
 
 
-def _model_args(model):
+def _model_args(model, command="render"):
     from . import load
     if model is None:
-        model = load()
-    return model, ["-w", model.name] + list(model._m.flags), dict(model._names)
+        model = load(quiet=True)
+    return model, ["-w", model.name] + list(model._m.flags), {**command_names(command), **model._names}
 
 
 def _image_file(image, folder, index, name=None):
@@ -87,15 +87,17 @@ class Figure:
     def record(self):
         if self.format == "png":
             return _png_record(self.data)
-        text = self.data.decode("utf-8", "replace") if self.format == "svg" else ""
-        m = re.search(r"<metadata>(.*?)</metadata>", text, re.S)
-        if m:
-            try:
-                import html
-                return json.loads(html.unescape(m.group(1)).strip())
-            except ValueError:
-                return {}
-        return {}
+        if self.format == "svg":
+            m = re.search(rb"<metadata[^>]*>(.*?)</metadata>", self.data, re.S)
+            text = m.group(1).decode("utf-8") if m else ""
+            import html
+            text = html.unescape(re.sub(r"<!\[CDATA\[(.*?)\]\]>", r"\1", text, flags=re.S)).strip()
+        else:
+            text = _pdf_subject(self.data)
+        try:
+            return json.loads(text) if text else {}
+        except ValueError:
+            return {}
 
     def save(self, path):
         """Writes the bytes to `path` (through a temporary file, renamed: never half-written)."""
@@ -120,6 +122,52 @@ class Figure:
 
     def __repr__(self):
         return "<attnmap.Figure %s%s, %d bytes>" % (self.format, " " + self.name if self.name else "", len(self.data))
+
+
+def _pdf_subject(data):
+    """The PDF's /Subject string (where attnmap puts the settings record), decoded: a literal (...) string with
+    its escapes, or a <FEFF...> UTF-16 hex string."""
+    i = data.find(b"/Subject")
+    if i < 0:
+        return ""
+    j = i + len(b"/Subject")
+    while j < len(data) and data[j:j + 1] in b" \r\n\t":
+        j += 1
+    if data[j:j + 1] == b"<":
+        k = data.find(b">", j)
+        raw = bytes.fromhex(data[j + 1:k].decode("ascii"))
+        return raw[2:].decode("utf-16-be") if raw.startswith(b"\xfe\xff") else raw.decode("latin-1")
+    if data[j:j + 1] != b"(":
+        return ""
+    out, depth, k = bytearray(), 1, j + 1
+    esc = {b"n": b"\n", b"r": b"\r", b"t": b"\t", b"b": b"\b", b"f": b"\f"}
+    while k < len(data) and depth:
+        c = data[k:k + 1]
+        if c == b"\\":
+            n = data[k + 1:k + 2]
+            if n in esc:
+                out += esc[n]
+                k += 2
+            elif n.isdigit():
+                m = re.match(rb"[0-7]{1,3}", data[k + 1:k + 4])
+                out.append(int(m.group(0), 8))
+                k += 1 + len(m.group(0))
+            elif n in b"\r\n":
+                k += 2
+            else:
+                out += n
+                k += 2
+            continue
+        if c == b"(":
+            depth += 1
+        elif c == b")":
+            depth -= 1
+            if not depth:
+                break
+        out += c
+        k += 1
+    raw = bytes(out)
+    return raw[2:].decode("utf-16-be") if raw.startswith(b"\xfe\xff") else raw.decode("utf-8", "replace")
 
 
 def _png_record(data):
@@ -155,6 +203,10 @@ def _read_tree(folder):
 
 def _render_image(image, model, flags, names, name=None):
     """Runs `attnmap render` on one image into a temporary folder; returns {relative path: bytes}."""
+    if isinstance(image, (str, bytes, os.PathLike)) and not os.path.isfile(image):
+        from . import _error  # a failed input (exit_code 1), as forward() says it
+        p = os.fsdecode(image)
+        raise _error("%s: %s" % (p, "not a regular file" if os.path.exists(p) else "cannot open: No such file or directory"), 1)
     with tempfile.TemporaryDirectory(prefix="attnmap-") as d:
         src = _image_file(image, os.path.join(d, "in"), None, name)
         out = os.path.join(d, "out")
@@ -185,6 +237,8 @@ def overlay(image, map, *, model=None, **options):
     class and settings are reused) or a view name (then model= says which model; default: the bundled one).
     options: render's drawing options (colormap, alpha, upsample, style, scale, threshold, alpha_by_value,
     dpi, ...). Returns a PNG Figure."""
+    if "format" in options:
+        raise TypeError("overlay() draws NAME.png, a PNG; panel() and figure() take format=")
     owner, view_opts = _view_flags(map)
     model = model or owner
     model, margs, names = _model_args(model)
@@ -219,14 +273,25 @@ def figure(images, views, *, model=None, format="png", names=None, **options):
     of a unit on one scale). images: paths, arrays or PIL images (arrays are named image1, image2, ... or
     `names`). options: scale, title, row_labels, column_labels, width_in, dpi, colormap, alpha, style,
     upsample, discard, classes, gradcam_layer, block_numbering, notes. Returns a Figure."""
-    model, margs, kwnames = _model_args(model)
+    model, margs, kwnames = _model_args(model, "figure")
     imgs = images if isinstance(images, (list, tuple)) else [images]
+    if format not in ("png", "pdf", "svg"):
+        raise ValueError("figure() format= is png, pdf or svg, found %r" % (format,))
+    if names is not None:
+        names = list(names)
+        if len(names) != len(imgs):
+            raise ValueError("figure() names= has %d names for %d images" % (len(names), len(imgs)))
+        for n in names:
+            if not n or "/" in n or "\0" in n or n in (".", ".."):
+                raise ValueError("figure() names= are file stems without '/', found %r" % (n,))
     kw = dict(options)
     kw["views"] = views if isinstance(views, str) else ",".join(views)
     flags, n2 = to_flags(kw, "figure", "figure")
     kwnames.update(n2)
     with tempfile.TemporaryDirectory(prefix="attnmap-") as d:
-        srcs = [_image_file(im, os.path.join(d, "in"), i, names[i] if names else None) for i, im in enumerate(imgs)]
+        # each array in a folder of its own: two images may have the same name
+        srcs = [_image_file(im, os.path.join(d, "in", str(i)), i, names[i] if names else None)
+                for i, im in enumerate(imgs)]
         out = os.path.join(d, "figure." + format)
         rc, _, err = _run(["figure", *srcs, "-o", out, *margs, *flags, "-q"], model, names=kwnames)
         if rc != 0:
@@ -262,7 +327,7 @@ def evaluate(images, masks, *, model=None, views=None, **options):
     game, energy in mask, their margins over the centre-prior and brightness baselines with bootstrap
     intervals; with perturb="drop" the deletion curves, with sanity=True the randomisation test).
     images: files or folders; masks: the folder of masks named like the images. Returns an EvalReport."""
-    model, margs, names = _model_args(model)
+    model, margs, names = _model_args(model, "eval")
     imgs = images if isinstance(images, (list, tuple)) else [images]
     kw = dict(options)
     if views is not None:
@@ -277,6 +342,8 @@ def evaluate(images, masks, *, model=None, views=None, **options):
             _raise(rc or 2, err, names)
         with open(js, encoding="utf-8") as f:
             report = json.load(f)
+    if rc != 0 and not report.get("images"):  # nothing evaluated: an error, not an empty table
+        _raise(rc, err, names)
     return EvalReport(report, "\n".join(out), rc)
 
 
@@ -334,5 +401,7 @@ def render_folder(inputs, out, *, model=None, manifest=None, progress=None, quie
 def cli(args):
     """The command line in process: ``attnmap.cli(["render", "cat.jpg", "--panel"])`` is ``attnmap render
     cat.jpg --panel``; its output goes to sys.stdout / sys.stderr. Returns the exit status."""
+    if isinstance(args, (str, bytes)):
+        raise TypeError("cli() takes the arguments as a list, e.g. cli(['inspect', 'weights.safetensors'])")
     rc, _, _ = _run(list(args), None, None, quiet=False)
     return rc

@@ -28,6 +28,8 @@ MODEL_NAMES = {"--" + k.replace("_", "-"): k for k in MODEL_KEYWORDS}
 
 
 def _value(key, value):
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):  # NumPy / torch values
+        value = value.tolist()
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     if isinstance(value, (list, tuple)):
@@ -98,6 +100,13 @@ def to_flags(kwargs, command=None, caller=None, allowed=None):
         else:
             args += [flag, _value(key, value)]
     return args, names
+
+
+def command_names(command):
+    """Every long flag of `command` as the keyword that spells it (for messages about options the caller did not
+    give: "applies to --rollout only" -> "applies to rollout only")."""
+    inverse = {v: k for k, v in _RENAMED.items()}
+    return {f: inverse.get(f, f[2:].replace("-", "_")) for f in command_flags(command)}
 
 
 def reword(message, names):

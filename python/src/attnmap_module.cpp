@@ -10,6 +10,7 @@
 
 #include <openssl/evp.h>
 
+#include <csignal>
 #include <cmath>
 #include <cstring>
 #include <iostream>
@@ -130,6 +131,16 @@ class PythonLineBuf : public std::streambuf {
 // runs one parallel_for at a time and the others inline). The pool is sized for one image at a time on every
 // core before the first forward pass, and again after a command run (g_pool_for_forward false).
 std::shared_mutex g_engine_mu;
+// SIGINT noted during a command run (run()'s handler; lock-free, so async-signal-safe).
+std::atomic<bool> g_sigint{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "the SIGINT flag must be lock-free");
+
+// The interpreter's main thread (where Python handles signals).
+unsigned long main_thread_ident() {
+  static const unsigned long ident =
+      py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
+  return ident;
+}
 std::atomic<bool> g_pool_for_forward{false};
 
 // With the GIL released: the pool sized as the command line sizes it for a single image.
@@ -234,7 +245,9 @@ py::dict model_info(Model& m) {
   d["weights_sha256"] = w.weights_sha256;
   d["param_count"] = w.param_count;
   d["query"] = hp.query_name();
-  d["source"] = hp.source;
+  std::map<std::string, std::string> source;
+  for (const auto& [k, v] : hp.source) source[k] = with_flags(v);  // "{setting:size}" as the flag it is
+  d["source"] = source;
   return d;
 }
 
@@ -405,7 +418,13 @@ py::dict map_dict(const RenderContext& ctx, const ComputedViews& cv, ViewMap&& m
   const bool has_head = v.spec.kind == ViewKind::Attention || v.spec.kind == ViewKind::Rollout || v.spec.kind == ViewKind::Probe;
   d["head"] = has_head ? py::object(py::str(fusion_name(v.spec.head, "h"))) : py::object(py::none());
   d["class_index"] = m.class_index >= 0 ? py::object(py::int_(m.class_index)) : py::object(py::none());
-  d["class_name"] = m.class_index >= 0 ? py::object(py::str(class_file_label(m.class_index, hp.labels))) : py::object(py::none());
+  // The class's name as the labels say it ("T-shirt/top"; "class 7" without labels), as top5 and figures say it.
+  const std::string cname = m.class_index >= 0 && static_cast<size_t>(m.class_index) < hp.labels.size()
+                                ? hp.labels[static_cast<size_t>(m.class_index)]
+                                : "class " + std::to_string(m.class_index);
+  d["class_name"] = m.class_index >= 0 ? py::object(py::str(cname)) : py::object(py::none());
+  d["class_tag"] = m.class_index >= 0 ? py::object(py::str(class_file_label(m.class_index, hp.labels))) : py::object(py::none());
+  d["written"] = v.spec.written;
   d["class_probability"] = m.class_index >= 0 && static_cast<size_t>(m.class_index) < cv.probs.size()
                                ? py::object(py::float_(cv.probs[static_cast<size_t>(m.class_index)]))
                                : py::object(py::none());
@@ -437,6 +456,7 @@ py::list forward(Model& model, const std::vector<py::object>& images, const std:
                 "token's class attention), not one (L, H, T, T) array; read its maps through views");
   py::list out;
   for (const py::object& obj : images) {
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C between images
     std::string sha, label;
     Image photo;
     try {
@@ -498,17 +518,33 @@ int run(const std::vector<std::string>& args, std::shared_ptr<Model> model, py::
   }
   std::shared_ptr<py::object> callback_error;  // the first exception the callback raised: raised after the run
   std::mutex err_mu;
+  std::atomic<bool> stop{false};  // the callback raised: the run stops after the images under way
   if (!progress.is_none()) {
-    hooks.progress = [progress, &callback_error, &err_mu](size_t done, size_t total, const std::string& input,
-                                                          const std::string& status) {
+    hooks.progress = [progress, &callback_error, &err_mu, &stop](size_t done, size_t total, const std::string& input,
+                                                                 const std::string& status) {
       py::gil_scoped_acquire gil;
       try {
         progress(done, total, input, status);
       } catch (py::error_already_set& e) {
         std::lock_guard<std::mutex> lock(err_mu);
         if (!callback_error) callback_error = std::make_shared<py::object>(e.value());
+        stop = true;
       }
     };
+  }
+  hooks.cancelled = [&stop] { return stop.load() || g_sigint.load(); };
+  // Ctrl-C (SIGINT) during the run: Python's handler cannot run while the engine holds the main thread, so a
+  // handler of ours notes it, the run stops after the images under way (their files complete, the manifest
+  // not compacted), and KeyboardInterrupt is raised when the run has returned. Only from the main thread,
+  // where Python handles signals.
+  const bool main_thread = PyThread_get_thread_ident() == main_thread_ident();
+  struct sigaction previous {};
+  if (main_thread) {
+    g_sigint = false;
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { g_sigint = true; };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &previous);
   }
   int rc = 0;
   {
@@ -536,6 +572,12 @@ int run(const std::vector<std::string>& args, std::shared_ptr<Model> model, py::
     err.flush_line();
     std::cout.rdbuf(old_out);
     std::cerr.rdbuf(old_err);
+  }
+  if (main_thread) sigaction(SIGINT, &previous, nullptr);
+  if (main_thread && g_sigint.load()) {
+    g_sigint = false;
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    throw py::error_already_set();
   }
   if (callback_error) {
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(callback_error->ptr())), callback_error->ptr());
@@ -567,7 +609,12 @@ PYBIND11_MODULE(_attnmap, m) {
       .def_property_readonly("name", &Model::name)
       .def_property_readonly("flags", &Model::flags)
       .def_property_readonly("info", &model_info)
-      .def_property_readonly("notices", [](const Model& self) { return self.built().notices; })
+      .def_property_readonly("notices",
+                             [](const Model& self) {
+                               std::vector<std::string> out;
+                               for (const std::string& n : self.built().notices) out.push_back(with_flags(n));
+                               return out;
+                             })
       .def_property_readonly("tensors",
                              [](const Model& self) {
                                std::vector<std::tuple<std::string, std::string, std::string>> t;

@@ -136,16 +136,17 @@ def test_default_weights(attnmap, default_model):
 
 
 def test_tensors_lists_what_is_not_read(attnmap):
-    """m.tensors: (name, shape, reason), reason '' when consumed; the HF ViTModel pooler is listed as unread."""
+    """m.tensors: (name, shape tuple, reason), reason '' when consumed; the HF ViTModel pooler is listed as unread."""
     path = FIX / "layouts" / "hf_model" / "weights.safetensors"
     m = attnmap.load(str(path))
     assert len(m.tensors) == 40
     for t in m.tensors:
-        assert isinstance(t, tuple) and len(t) == 3 and all(isinstance(x, str) for x in t)
+        assert isinstance(t, tuple) and len(t) == 3 and isinstance(t[0], str) and isinstance(t[2], str)
+        assert isinstance(t[1], tuple) and all(isinstance(d, int) for d in t[1])
     unread = {n: (s, r) for n, s, r in m.tensors if r}
     assert sorted(unread) == ["module.pooler.dense.bias", "module.pooler.dense.weight"]
-    assert unread["module.pooler.dense.bias"][0] == "(24,)"
-    assert unread["module.pooler.dense.weight"][0] == "(24, 24)"
+    assert unread["module.pooler.dense.bias"][0] == (24,)
+    assert unread["module.pooler.dense.weight"][0] == (24, 24)
     assert "pooler" in unread["module.pooler.dense.weight"][1]
 
 

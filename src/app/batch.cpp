@@ -3,7 +3,6 @@
 // printed, counted and put in the manifest in input order, with progress; then the run's figures.
 #include "app/batch.hpp"
 #include "app/output_plan.hpp"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,7 +21,6 @@
 #include <set>
 
 #include <nlohmann/json.hpp>
-
 #include "app/manifest.hpp"
 #include "app/options.hpp"
 #include "app/provenance.hpp"
@@ -278,6 +276,7 @@ void check_something_to_render(const JobPlan& plan, const BatchOptions& bopt) {
 std::string check_manifest_path(const BatchOptions& bopt, const std::vector<ReadFile>& reads) {
   if (bopt.manifest.empty()) return {};
   const std::string path = check_output_file("--manifest", bopt.manifest, reads);
+  check_replaceable_manifest(path, bopt.manifest);  // never another file
   // Writable, checked before any folder is made (the output folder, or the manifest's own): the file itself
   // when it exists (a read-only manifest), else the nearest folder that exists on its way.
   std::error_code ec;
@@ -370,7 +369,7 @@ class BatchRun {
     t0_ = std::chrono::steady_clock::now();
     std::atomic<size_t> next{0};
     auto worker = [&]() {
-      for (size_t i = next++; i < n; i = next++) process(i);
+      for (size_t i = next++; i < n && !run_cancelled(hooks_); i = next++) process(i);
     };
     run_on_threads(workers, worker, [&](int got) { note_fewer_workers(got, workers, opt_.quiet); },
                    kLibraryThreadRoom);
@@ -678,6 +677,7 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   BatchRun run(ctx, bopt, plan, manifest_path, settings, std::move(prev), pre ? &*pre : nullptr);
   run.report_planning_failures();
   run.run_jobs(workers);
+  if (run_cancelled(run_hooks())) return 1;  // interrupted: the manifest keeps its rows uncompacted, no run figures
   // The sheet's colour bar: the scale of the overlays it shows (the first view's), when they share one.
   SheetScale sheet;
   if (!opt.threshold && !ctx.views.empty()) {

@@ -102,6 +102,18 @@ Manifest::~Manifest() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void check_replaceable_manifest(const std::string& path, const std::string& flag_value) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return;  // absent (or unreadable: the write check says so)
+  const std::string head = "{\"attnmap_manifest\"";
+  std::string first(head.size(), '\0');
+  f.read(&first[0], static_cast<std::streamsize>(first.size()));
+  first.resize(static_cast<size_t>(f.gcount()));
+  if (!first.empty() && first != head)
+    throw Error("--manifest " + flag_value + ": the file exists and is not an attnmap manifest (it does not start "
+                "with a manifest's header line); a manifest never replaces another file: choose another name");
+}
+
 std::string Manifest::put(size_t i, std::string line) {
   if (fd_ < 0) return {};
   lines_[i] = std::move(line);

@@ -58,6 +58,11 @@ std::string manifest_header(const nlohmann::ordered_json& settings, const Render
 /// an interrupted run leaves every earlier run's rows and its own complete lines (a resume reads them back:
 /// read_previous_rows); compact() then rewrites it atomically with this run's block alone. An empty path:
 /// no file, every call does nothing.
+/// Refuses (attnmap::Error naming `flag_value`, the path as given) a --manifest path that exists, is not empty and
+/// does not start with a manifest's header line ({"attnmap_manifest": ...}): a manifest replaces only a manifest,
+/// never a file of the user's.
+void check_replaceable_manifest(const std::string& path, const std::string& flag_value);
+
 class Manifest {
  public:
   /// Opens (creates) `path` for n rows and appends `header`. Throws attnmap::Error when it cannot be created.

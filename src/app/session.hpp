@@ -46,7 +46,12 @@ struct RunHooks {
   /// Called under the run's lock after each image: images ended, images of the run, the input, its status
   /// ("done", "skipped" or "failed").
   std::function<void(size_t done, size_t total, const std::string& input, const std::string& status)> progress;
+  /// Polled before each image of a render run: true stops the run after the images under way (an
+  /// interrupted run: their files complete, the manifest keeps its rows and is not compacted, no run figures).
+  std::function<bool()> cancelled;
 };
+/// Whether `hooks` (null: none) say the run is cancelled.
+inline bool run_cancelled(const RunHooks* hooks) { return hooks && hooks->cancelled && hooks->cancelled(); }
 /// The hooks of the calling thread's run (null: none).
 const RunHooks* run_hooks();
 /// Lends `hooks` to the runs started on this thread while it lives.
