@@ -141,14 +141,14 @@ class Model:
             info = engine.info  # the model prepared as its runs use it: --size, labels, precision checked now
         except AttnmapError as e:
             _reraise(e, names)
+        self.notices = [reword(n, names) for n in engine.notices]
+        if info["source"].get("labels", "").startswith("assumed ImageNet-1k"):
+            self.notices.append("a 1000-class head without class names: its classes are assumed to be ImageNet-1k's "
+                                "(0 tench ... 999 toilet tissue); give labels= if they are not")
         if not quiet:
             import sys
-            for n in engine.notices:
-                sys.stderr.write("attnmap: note: %s: %s\n" % (engine.name, reword(n, names)))
-            if info["source"].get("labels", "").startswith("assumed ImageNet-1k"):
-                sys.stderr.write("attnmap: note: %s: a 1000-class head without class names: its classes are assumed "
-                                 "to be ImageNet-1k's (0 tench ... 999 toilet tissue); give labels= if they are "
-                                 "not\n" % engine.name)
+            for n in self.notices:
+                sys.stderr.write("attnmap: note: %s: %s\n" % (engine.name, n))
 
     name = property(lambda self: self._m.name)
     tensors = property(lambda self: [(n, _shape_tuple(sh), why) for n, sh, why in self._m.tensors])
@@ -158,7 +158,6 @@ class Model:
         i = self._m.info
         i["source"] = {k: reword(v, self._names) for k, v in i["source"].items()}
         return i
-    notices = property(lambda self: self._m.notices)
 
     def describe(self):
         """What ``attnmap inspect`` prints for these weights: family, sizes, settings with their sources,

@@ -40,6 +40,7 @@ def _value(key, value):
 
 
 _FLAGS = {}
+_SWITCHES = {}
 
 
 def command_flags(command):
@@ -86,6 +87,11 @@ def to_flags(kwargs, command=None, caller=None, allowed=None):
                 why = None
             if why:
                 raise TypeError("%s() got an unexpected keyword argument '%s' (%s)" % (caller or command, key, why))
+        if command is not None:  # a switch takes True / False; any other flag a value
+            if flag in command_switches(command) and key not in _NEGATED and not isinstance(value, bool):
+                raise TypeError("%s() keyword %s= takes True or False, found %r" % (caller or command, key, value))
+            if flag not in command_switches(command) and isinstance(value, bool):
+                raise TypeError("%s() keyword %s= takes a value, not %r" % (caller or command, key, value))
         names[flag] = key
         if key in _NEGATED:
             if value is False:
@@ -100,6 +106,14 @@ def to_flags(kwargs, command=None, caller=None, allowed=None):
         else:
             args += [flag, _value(key, value)]
     return args, names
+
+
+def command_switches(command):
+    """The flags of `command` that take no value (True / False keywords)."""
+    if command not in _SWITCHES:
+        from . import _attnmap
+        _SWITCHES[command] = frozenset(_attnmap.command_switches(command))
+    return _SWITCHES[command]
 
 
 def command_names(command):

@@ -629,6 +629,7 @@ PYBIND11_MODULE(_attnmap, m) {
   m.def("run", &run, py::arg("args"), py::arg("model"), py::arg("progress"), py::arg("out"), py::arg("err"));
   m.def("default_weights_path", &default_weights_path);
   m.def("command_flags", &command_flags, py::arg("command"));
+  m.def("command_switches", &command_switches, py::arg("command"));
   m.def("write_png", [](const std::string& path, const py::array_t<uint8_t, py::array::c_style>& a) {
     if (a.ndim() != 3 || a.shape(2) != 3) throw Error("an image array must be uint8 (H, W, 3) RGB");
     Image img;

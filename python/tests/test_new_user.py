@@ -168,3 +168,15 @@ def test_the_record_of_svg_and_pdf_figures(attnmap, fmt):
     png = attnmap.panel(str(CAT))
     assert rec == png.record
     assert any(k == "tEXt" and p.startswith(b"attnmap\0") for k, p in png_chunks(png.data))
+
+
+def test_switch_keywords_take_booleans(attnmap, default_model, tmp_path):
+    """A switch given a path would be read as one more input by the command line: refused as a TypeError."""
+    with pytest.raises(TypeError, match="panel= takes True or False"):
+        attnmap.render_folder(str(CAT), tmp_path / "out", panel=str(CUP), quiet=True)
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(TypeError, match="rollout= takes True or False"):
+        default_model.forward(str(CAT), rollout="False")
+    with pytest.raises(TypeError, match="layer= takes a value"):
+        default_model.forward(str(CAT), layer=True)
+    assert default_model.forward(str(CAT), rollout=True).maps[0].kind == "rollout"

@@ -156,7 +156,10 @@ RenderOptions parse_render_command(const std::vector<std::string>& render_args) 
   return args.ro;
 }
 
-std::vector<std::string> command_flags(const std::string& command) {
+namespace {
+
+// The long flags of `command`; only the switches (flags without a value) when `switches`.
+std::vector<std::string> flags_of(const std::string& command, bool switches) {
   CLI::App app{"attnmap"};
   CliArgs args;
   (void)add_commands(app, args);
@@ -166,9 +169,15 @@ std::vector<std::string> command_flags(const std::string& command) {
   if (!cmd) throw Error("no command '" + command + "'");
   std::vector<std::string> flags;
   for (const CLI::Option* o : cmd->get_options())
-    for (const std::string& n : o->get_lnames())
-      if (n != "help") flags.push_back("--" + n);
+    if (!switches || o->get_expected_max() == 0)
+      for (const std::string& n : o->get_lnames())
+        if (n != "help") flags.push_back("--" + n);
   return flags;
 }
+
+}  // namespace
+
+std::vector<std::string> command_flags(const std::string& command) { return flags_of(command, false); }
+std::vector<std::string> command_switches(const std::string& command) { return flags_of(command, true); }
 
 }  // namespace attnmap

@@ -23,4 +23,7 @@ RenderOptions parse_render_command(const std::vector<std::string>& render_args);
 /// unknown command.
 std::vector<std::string> command_flags(const std::string& command);
 
+/// Of command_flags, the switches: the flags that take no value ("--rollout", "--panel", "--skip-existing").
+std::vector<std::string> command_switches(const std::string& command);
+
 }  // namespace attnmap
