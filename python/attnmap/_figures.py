@@ -173,7 +173,6 @@ def _pdf_subject(data):
 def _png_record(data):
     """The tEXt chunk `attnmap` of a PNG (the settings record), as a dict."""
     import struct
-    import zlib  # noqa: F401 - tEXt is not compressed; kept simple
     pos = 8
     while pos + 8 <= len(data):
         n, kind = struct.unpack(">I4s", data[pos:pos + 8])

@@ -159,6 +159,16 @@ struct InputFailure : Error {
   using Error::Error;
 };
 
+// The options of a run of the model `name` made with `model_flags`, and a call's flags: `attnmap render`'s
+// parse and checks (parse_render_command). Throws attnmap::Error naming the flag.
+RenderOptions run_options(const std::vector<std::string>& model_flags, const std::string& name,
+                          const std::vector<std::string>& call_flags = {}) {
+  std::vector<std::string> args = model_flags;
+  args.insert(args.end(), call_flags.begin(), call_flags.end());
+  args.insert(args.end(), {"-w", name, "--", "IMAGE"});  // an input, never read: render's options need one
+  return parse_render_command(args);
+}
+
 // ---- the model ------------------------------------------------------------------------------------------
 
 // A model as the Python layer holds it: the weights as loaded or built (not prepared), its name (the file's
@@ -176,15 +186,7 @@ class Model {
   bool from_file() const { return from_file_; }
 
   // The run options of a forward call: the model's flags, then the call's, as `attnmap render`'s.
-  RenderOptions options(const std::vector<std::string>& call_flags) const {
-    std::vector<std::string> args = flags_;
-    args.insert(args.end(), call_flags.begin(), call_flags.end());
-    args.push_back("-w");
-    args.push_back(name_);
-    args.push_back("--");
-    args.push_back("IMAGE");  // an input, never read: render's options need one
-    return parse_render_command(args);
-  }
+  RenderOptions options(const std::vector<std::string>& call_flags) const { return run_options(flags_, name_, call_flags); }
 
   // The model prepared for a run (finish_run_model of a copy of the built weights), made once per kind.
   std::shared_ptr<const ViTWeights> prepared(const RenderOptions& opt, bool backward) {
@@ -251,18 +253,8 @@ py::dict model_info(Model& m) {
   return d;
 }
 
-std::vector<std::string> load_flags_checked(const std::vector<std::string>& flags, const std::string& name) {
-  std::vector<std::string> args = flags;
-  args.insert(args.end(), {"-w", name, "--", "IMAGE"});
-  (void)parse_render_command(args);  // a bad value is refused here, before any file is read
-  return flags;
-}
-
 std::shared_ptr<Model> load_file(const std::string& path, const std::vector<std::string>& flags) {
-  load_flags_checked(flags, path);
-  std::vector<std::string> args = flags;
-  args.insert(args.end(), {"-w", path, "--", "IMAGE"});
-  const RenderOptions opt = parse_render_command(args);
+  const RenderOptions opt = run_options(flags, path);  // a bad value is refused here, before any file is read
   std::shared_ptr<ViTWeights> w;
   {
     py::gil_scoped_release nogil;
@@ -286,9 +278,7 @@ std::string dtype_word(const py::dtype& dt) {
 std::shared_ptr<Model> from_state_dict(const std::vector<std::pair<std::string, py::array>>& items,
                                        const std::string& config_json, const std::string& name,
                                        const std::vector<std::string>& flags) {
-  std::vector<std::string> args = flags;
-  args.insert(args.end(), {"-w", name, "--", "IMAGE"});
-  const RenderOptions opt = parse_render_command(args);
+  const RenderOptions opt = run_options(flags, name);
   RawWeights raw;
   raw.path = name;
   raw.config_where = "config";

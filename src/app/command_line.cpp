@@ -34,17 +34,15 @@ std::vector<char*> argv_of(std::vector<std::string>& store) {
 
 // CLI11 reads "--layer=" (nothing after the '=') as the option given without a value and takes the next
 // argument as its value ("--head= 2 IMG" meant head 2): an '=' with nothing after it is a usage error.
-// False (the error printed) for such an argument.
-bool check_no_empty_equals(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i] ? argv[i] : "";
+// The flag of the first such argument from args[first] on (up to "--"); "" when there is none.
+std::string empty_equals_flag(const std::vector<std::string>& args, size_t first) {
+  for (size_t i = first; i < args.size(); ++i) {
+    const std::string& arg = args[i];
     if (arg == "--") break;
-    if (arg.size() > 3 && arg.compare(0, 2, "--") == 0 && arg.find('=') == arg.size() - 1) {
-      std::cerr << "attnmap: error: " << attnmap::printable(arg.substr(0, arg.size() - 1)) << " expects a value, found ''\n";
-      return false;
-    }
+    if (arg.size() > 3 && arg.compare(0, 2, "--") == 0 && arg.find('=') == arg.size() - 1)
+      return arg.substr(0, arg.size() - 1);
   }
-  return true;
+  return {};
 }
 
 // A first word that is not an option nor a command: say so (CLI11 reports "A subcommand is required").
@@ -113,7 +111,11 @@ int run_command_line(const std::vector<std::string>& args_in) {
   CliArgs args;
   const Commands commands = add_commands(app, args);
 
-  if (!check_no_empty_equals(argc, argv) || !check_command_word(app, argc, argv)) return 2;
+  if (const std::string flag = empty_equals_flag(store, 1); !flag.empty()) {
+    std::cerr << "attnmap: error: " << printable(flag) << " expects a value, found ''\n";
+    return 2;
+  }
+  if (!check_command_word(app, argc, argv)) return 2;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -141,12 +143,7 @@ RenderOptions parse_render_command(const std::vector<std::string>& render_args) 
   app.require_subcommand(1);
   CliArgs args;
   const Commands commands = add_commands(app, args);
-  for (int i = 2; i < argc; ++i) {  // as check_no_empty_equals
-    const std::string arg = store[static_cast<size_t>(i)];
-    if (arg == "--") break;
-    if (arg.size() > 3 && arg.compare(0, 2, "--") == 0 && arg.find('=') == arg.size() - 1)
-      throw Error(arg.substr(0, arg.size() - 1) + " expects a value, found ''");
-  }
+  if (const std::string flag = empty_equals_flag(store, 2); !flag.empty()) throw Error(flag + " expects a value, found ''");
   try {
     app.parse(argc, argv_v.data());
   } catch (const CLI::ParseError& e) {
