@@ -3,7 +3,8 @@
 # after the quick start (attnmap on the PATH), in a scratch folder where data/ is the project's and the
 # recipes' placeholders exist: photos/ (a few of data/'s photos), vit.safetensors (a tiny timm-layout
 # fixture with its config.json), model.pth (the same as a wrapped torch.save checkpoint) and
-# openai/clip_visual.pth (a tiny OpenAI CLIP visual tower, tests/fixtures/families/openai_clip_visual). Each command must exit 0. The quick start's and the test command's own
+# openai/clip_visual.pth (a tiny OpenAI CLIP visual tower, tests/fixtures/families/openai_clip_visual), and the
+# recipes' Hub names served by tests/hub/fake_hub.py on 127.0.0.1 (HF_ENDPOINT). Each command must exit 0. The quick start's and the test command's own
 # lines (bash tools/...) are not run here: the second is what CI runs, the first is checked on a fresh clone.
 #   usage: readme_commands.sh SOURCE_DIR ATTNMAP_BINARY
 set -euo pipefail
@@ -20,6 +21,24 @@ cp "$src/tests/fixtures/layouts/timm/config.json" "$work/config.json"
 cp "$src/tests/fixtures/layouts/timm/weights.wrapped.pth" "$work/model.pth"  # a training checkpoint {model, ...}
 mkdir -p "$work/openai"  # a folder of its own: the config.json above belongs to vit.safetensors
 cp "$src/tests/fixtures/families/openai_clip_visual/model.pth" "$work/openai/clip_visual.pth"  # CLIP's visual tower
+# The Hub names of the recipes (docs/hub.md), served by the stand-in for the Hub's endpoints on 127.0.0.1
+# (tests/hub/fake_hub.py: bounded, stops with this script) from fixtures: a tiny model each, under the name.
+hub_repo() {  # NAME FIXTURE_DIR FILE... (FILE or FIXTURE_FILE=REPO_FILE)
+  local d="$work/hub/$1/0123456789abcdef0123456789abcdef0123456$((${#1} % 10))"
+  mkdir -p "$d"
+  for f in "${@:3}"; do cp "$src/tests/fixtures/$2/${f%%=*}" "$d/${f#*=}"; done
+  printf '{"main": "%s"}' "$(basename "$d")" >"$work/hub/$1/refs.json"
+}
+hub_repo facebook/dinov2-small families/hf_dinov2 model.safetensors config.json preprocessor_config.json
+hub_repo openai/clip-vit-base-patch16 families/hf_clip_full model.safetensors config.json preprocessor_config.json
+hub_repo laion/CLIP-ViT-B-32-laion2B-s34B-b79K families/hf_clip_full model.safetensors config.json preprocessor_config.json
+hub_repo timm/vit_base_patch16_224.augreg2_in21k_ft_in1k layouts/timm config.json weights.safetensors=model.safetensors
+/usr/bin/python3 -I "$src/tests/hub/fake_hub.py" --root "$work/hub" --port-file "$work/hub.ports" --lifetime 1200 &
+hub_pid=$!
+trap 'kill "$hub_pid" 2>/dev/null; wait "$hub_pid" 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 100); do [ -s "$work/hub.ports" ] && break; sleep 0.1; done
+export HF_ENDPOINT="http://127.0.0.1:$(cut -d' ' -f1 "$work/hub.ports")" HF_HUB_CACHE="$work/hfcache" HF_HOME="$work/hfhome"
+unset HF_HUB_OFFLINE TRANSFORMERS_OFFLINE HF_TOKEN HUGGING_FACE_HUB_TOKEN HUGGINGFACE_HUB_CACHE
 export PATH="$work/bin:$PATH"
 cd "$work"
 # Lines of ```sh blocks, continuation lines joined, comments dropped; those whose first word is attnmap.

@@ -305,7 +305,8 @@ TEST_F(HfFolderTmp, ConfigThatContradictsTheWeightsIsRefused) {
 
 TEST_F(HfFolderTmp, PytorchBinOnlyOrNoWeightsIsRefused) {
   EXPECT_EQ(refusal(), dir.string() + ": a folder without model.safetensors, model.safetensors.index.json or "
-                                      "pytorch_model.bin (what a Hugging Face model folder holds); it has nothing");
+                                      "pytorch_model.bin (what a Hugging Face model folder holds; open_clip's open_clip_model.safetensors or "
+                                      "open_clip_pytorch_model.bin are read too); it has nothing");
   write(dir / "config.json", "{}");
   write(dir / "pytorch_model.bin.index.json", "{}");
   const std::string e = refusal();

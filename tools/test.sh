@@ -9,6 +9,8 @@ bash tools/deps.sh test
 # puppeteer-core for ctest Gallery.Browser, exactly as tests/browser/package-lock.json pins it (it downloads
 # no browser: the test drives Debian's chromium).
 (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
+# @huggingface/hub for the hub tests' independent client (tests/hub/snapshot.mjs), as tests/hub/package-lock.json pins it.
+(cd tests/hub && npm ci --no-audit --no-fund --loglevel=error)
 jobs="$(nproc)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DATTNMAP_BUILD_TESTS=ON -DATTNMAP_BUILD_BENCH=ON -DATTNMAP_PYTHON=ON
 cmake --build build -j"$jobs"

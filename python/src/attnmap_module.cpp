@@ -29,6 +29,7 @@
 #include "app/paths.hpp"
 #include "app/render.hpp"
 #include "app/session.hpp"
+#include "hub/hub_fetch.hpp"
 #include "checkpoint/layouts.hpp"
 #include "checkpoint/weights.hpp"
 #include "core/error.hpp"
@@ -245,6 +246,15 @@ py::dict model_info(Model& m) {
   d["eps"] = hp.eps;
   d["format"] = w.format;
   d["weights_sha256"] = w.weights_sha256;
+  if (w.hub) {  // the Hub name it was fetched as (issue 40)
+    py::dict hub;
+    hub["repo"] = w.hub->repo;
+    hub["revision"] = w.hub->revision;
+    hub["commit"] = w.hub->commit;
+    d["hub"] = hub;
+  } else {
+    d["hub"] = py::none();
+  }
   d["param_count"] = w.param_count;
   d["query"] = hp.query_name();
   std::map<std::string, std::string> source;
@@ -256,11 +266,16 @@ py::dict model_info(Model& m) {
 std::shared_ptr<Model> load_file(const std::string& path, const std::vector<std::string>& flags) {
   const RenderOptions opt = run_options(flags, path);  // a bad value is refused here, before any file is read
   std::shared_ptr<ViTWeights> w;
+  RunWeights rw;
   {
     py::gil_scoped_release nogil;
-    w = std::make_shared<ViTWeights>(load_model(path, opt.overrides));
+    rw = run_weights(path, opt.quiet);  // a path as it is; a Hub name from huggingface_hub's cache or fetched
+    w = std::make_shared<ViTWeights>(load_model(rw.path, opt.overrides));
+    for (const FileHash& f : w->files)
+      if (const std::string bad = hub_blob_mismatch(f.path, f.sha256); !bad.empty()) throw Error(bad);
+    w->hub = rw.hub;
   }
-  return std::make_shared<Model>(std::move(w), path, flags, true);
+  return std::make_shared<Model>(std::move(w), rw.path, flags, true);
 }
 
 // A NumPy dtype's safetensors-style name ("F32", "I64", "BOOL", ...), for the tensor list and the digest.

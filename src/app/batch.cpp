@@ -620,15 +620,15 @@ class BatchRun {
 
 int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   check_batch_options(opt, bopt);
-  const std::string weights_path = opt.weights.empty() ? default_weights_path() : opt.weights;
-  const std::shared_ptr<const ViTWeights> loaded = load_run_model(opt, weights_path);
+  const RunWeights weights = run_weights(opt.weights, opt.quiet);  // a path, or a Hub name fetched into the cache
+  const std::shared_ptr<const ViTWeights> loaded = load_run_model(opt, weights);
   const ViTWeights& model = *loaded;
   RenderContext ctx = make_render_context(model, opt);
-  nlohmann::ordered_json settings = make_provenance(ctx, weights_path);  // hashes the weights once
+  nlohmann::ordered_json settings = make_provenance(ctx, weights.path);  // hashes the weights once
   ctx.provenance = provenance_text(settings);
   const JobPlan plan = plan_run(opt, bopt);
   check_something_to_render(plan, bopt);
-  std::vector<ReadFile> reads = run_reads(opt, weights_path, plan, ctx);
+  std::vector<ReadFile> reads = run_reads(opt, weights.path, plan, ctx);
   const std::string manifest_path = check_manifest_path(bopt, reads);
   if (wants_run_figures(bopt)) {
     if (!manifest_path.empty()) reads.push_back({manifest_path, "the --manifest file"});

@@ -12,6 +12,7 @@
 #include <new>
 
 #include "app/batch.hpp"
+#include "app/download_cmd.hpp"
 #include "app/explore.hpp"
 #include "app/inspect.hpp"
 #include "app/options.hpp"
@@ -70,7 +71,9 @@ int run_inspect(const attnmap::CliArgs& a, const CLI::App& inspect) {
     std::cout << attnmap::describe_model(*h->model(attnmap::RenderOptions{}, false), a.inspect_weights);
     return 0;
   }
-  const attnmap::ViTWeights w = attnmap::load_model(a.inspect_weights, attnmap::inspect_overrides(a, inspect));
+  const attnmap::RunWeights rw = attnmap::run_weights(a.inspect_weights, false);  // a path, or a Hub name
+  attnmap::ViTWeights w = attnmap::load_model(rw.path, attnmap::inspect_overrides(a, inspect));
+  w.hub = rw.hub;
   std::cout << attnmap::describe_model(w, a.inspect_weights);
   return 0;
 }
@@ -78,6 +81,7 @@ int run_inspect(const attnmap::CliArgs& a, const CLI::App& inspect) {
 // Runs the parsed command; throws attnmap::Error for an option value it refuses.
 int run_command(attnmap::CliArgs& a, const attnmap::Commands& c) {
   if (c.inspect->parsed()) return run_inspect(a, *c.inspect);
+  if (c.download->parsed()) return attnmap::run_download(a.download_names, a.download_quiet);
   if (c.explore->parsed()) {
     attnmap::check_explore_options(a, *c.explore);
     return attnmap::run_explore(a.ro);

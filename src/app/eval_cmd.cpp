@@ -284,8 +284,9 @@ int run_eval(const EvalOptions& opt) {
   const RenderOptions& ro = opt.view;
   check_masks_folder(opt);
   if (!opt.json_out.empty()) check_output_name("--json", opt.json_out);  // before the model loads
-  const std::string weights_path = ro.weights.empty() ? default_weights_path() : ro.weights;
-  const std::shared_ptr<const ViTWeights> loaded = load_run_model(ro, weights_path, /*backward=*/true);
+  const RunWeights weights = run_weights(ro.weights, ro.quiet);  // a path, or a Hub name fetched into the cache
+  const std::string& weights_path = weights.path;
+  const std::shared_ptr<const ViTWeights> loaded = load_run_model(ro, weights, /*backward=*/true);
   const ViTWeights& model = *loaded;  // eval scores the class-specific views
   const EvalContext ctx = make_eval_context(model, opt);
   set_eval_blas_threads();

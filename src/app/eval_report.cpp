@@ -488,6 +488,8 @@ J eval_json(const EvalContext& ctx, const std::string& weights_path, const Summa
   const RenderOptions& ro = opt.view;
   J j;
   j["weights"] = weights_path;
+  if (const std::optional<HubRef>& hub = ctx.model->hub)  // a Hub name: the snapshot folder above, and what it is
+    j["hub"] = {{"repo", hub->repo}, {"revision", hub->revision}, {"commit", hub->commit}};
   j["masks"] = opt.masks_dir;
   j["tolerance_px"] = opt.tolerance_px;
   j["upsample"] = ro.upsample == Upsample::Nearest   ? "nearest"

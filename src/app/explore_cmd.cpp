@@ -109,7 +109,6 @@ int run_explore(const RenderOptions& ro_in) {
   RenderOptions ro = ro_in;
   const bool write_npy = ro.writes(OutputKind::Explore);
   ro.map_files = {OutputKind::Explore};
-  const std::string weights_path = ro.weights.empty() ? default_weights_path() : ro.weights;
   const std::string& input = ro.inputs.front();
   std::error_code ec;
   const std::string index = (fs::path(ro.out_dir) / "index.html").string();
@@ -122,7 +121,9 @@ int run_explore(const RenderOptions& ro_in) {
   } catch (const Error& e) {
     throw Error("-o " + std::string(e.what()));
   }
-  const std::shared_ptr<const ViTWeights> loaded = load_run_model(ro, weights_path);
+  const RunWeights weights = run_weights(ro.weights, ro.quiet);  // a path, or a Hub name fetched into the cache
+  const std::string& weights_path = weights.path;
+  const std::shared_ptr<const ViTWeights> loaded = load_run_model(ro, weights);
   const ViTWeights& model = *loaded;
   RenderOptions view_opt = ro;  // the render view's checks refuse --discard without a rollout view; the
   view_opt.discard = 0.0;       // explorer's rollout takes it (recorded under "explore")

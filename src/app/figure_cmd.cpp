@@ -443,13 +443,14 @@ struct MadeFolders {
 
 int run_figure(const FigureArgs& a) {
   const FigurePlan p = check_options(a);
-  const std::string weights_path = a.model.weights.empty() ? default_weights_path() : a.model.weights;
   const FigureInputs in = plan_inputs(p);
   if (p.row_labels && p.row_labels->size() != in.files.size() + in.failed.size())
     throw Error("--row-labels has " + std::to_string(p.row_labels->size()) + " labels for " +
                 std::to_string(in.files.size() + in.failed.size()) + " images (one per row, in the order of the rows)");
+  const RunWeights weights = run_weights(a.model.weights, p.ro.quiet);  // a path, or a Hub name fetched into the cache
+  const std::string& weights_path = weights.path;
   const std::string target = check_out_file(a.out, weights_path, in, a.labels);
-  const std::shared_ptr<const ViTWeights> loaded = load_run_model(p.ro, weights_path);
+  const std::shared_ptr<const ViTWeights> loaded = load_run_model(p.ro, weights);
   const ViTWeights& model = *loaded;
   const std::vector<ResolvedView> views = resolve_figure_views(p, model);
   if (p.ro.precision == Precision::BF16 &&

@@ -140,6 +140,9 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
   };
   const int N = hp.grid_w * hp.grid_h;
   o << "weights:     " << path << "\n";
+  if (w.hub)
+    o << "hub:         " << w.hub->repo << " (revision " << w.hub->revision << ", commit " << w.hub->commit
+      << "; huggingface_hub's cache)\n";
   o << "format:      " << (w.format.empty() ? "json" : w.format == "pth" ? "pth (torch.save zip archive)" : w.format) << "\n";
   if (w.format == "pth") {
     o << "holds:       " << w.pth_holds << "\n";

@@ -50,6 +50,8 @@ struct CliArgs {
   std::string budget_s, explore_blocks_s;  // --budget-mb, --explore-blocks (explore, render --explore)
   bool no_npy = false;                     // explore --no-npy
   StatsArgs stats;    // attnmap stats (app/stats_cmd.cpp)
+  std::vector<std::string> download_names;  // attnmap download NAME... (app/download_cmd.cpp)
+  bool download_quiet = false;
 };
 
 
@@ -61,6 +63,7 @@ struct Commands {
   CLI::App* figure;
   CLI::App* explore;  ///< app/explore_cmd.cpp
   CLI::App* stats;
+  CLI::App* download;  ///< app/download_cmd.cpp
 };
 
 /// Adds render, eval, inspect (their tables: app/options_cli.cpp), figure (figure_cmd.cpp's) and stats

@@ -280,11 +280,22 @@ CLI::App* add_inspect_options(CLI::App& app, CliArgs& a) {
 }
 
 
+// attnmap download: Hub names into the cache (app/download_cmd.cpp, docs/hub.md).
+CLI::App* add_download_options(CLI::App& app, CliArgs& a) {
+  CLI::App* d = app.add_subcommand(
+      "download", "fetch Hugging Face Hub models into huggingface_hub's cache, exactly the files render would read "
+                  "(for a login node; compute nodes then run with HF_HUB_OFFLINE=1); prints each snapshot folder");
+  d->add_option("names", a.download_names, "ORG/NAME, ORG/NAME@REVISION or hf-hub:ORG/NAME")->required();
+  d->add_flag("-q,--quiet", a.download_quiet, "no progress bar and no notes");
+  return d;
+}
+
 }  // namespace
 
 Commands add_commands(CLI::App& app, CliArgs& a) {
   const Commands c{add_render_options(app, a), add_eval_options(app, a), add_inspect_options(app, a),
-                   add_figure_options(app, a.figure), add_explore_options(app, a), add_stats_options(app, a.stats)};
+                   add_figure_options(app, a.figure), add_explore_options(app, a), add_stats_options(app, a.stats),
+                   add_download_options(app, a)};
   add_render_explore_options(c.render, a);  // render --explore, --budget-mb, --explore-blocks
   return c;
 }

@@ -79,10 +79,12 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
   const RenderOptions& opt = *ctx.opt;
   ojson r;
   r["attnmap_version"] = ATTNMAP_VERSION;
-  r["weights"] = fs::path(weights_path).filename().string();
+  const std::optional<HubRef>& hub = ctx.model->hub;
+  r["weights"] = hub ? hub->repo : fs::path(weights_path).filename().string();
   const std::vector<std::string> files = model_files(weights_path);
   // Hashed by the loader from the very bytes it read (ViTWeights::weights_sha256): never by opening again.
   r["weights_sha256"] = ctx.model->weights_sha256;
+  if (hub) r["hub"] = {{"repo", hub->repo}, {"revision", hub->revision}, {"commit", hub->commit}};
   ojson configs = ojson::object();
   for (size_t i = 1; i < files.size(); ++i)
     if (const std::string* h = ctx.model->file_sha256(files[i])) configs[fs::path(files[i]).filename().string()] = *h;
@@ -168,8 +170,10 @@ std::string provenance_text(const ojson& record) {
 bool same_settings(const nlohmann::json& a, const nlohmann::json& b) {
   if (!a.is_object() || !b.is_object()) return false;
   nlohmann::json x = a, y = b;
-  x.erase("weights");
-  y.erase("weights");
+  for (const char* informative : {"weights", "hub"}) {  // names: the weights' hash says what they are
+    x.erase(informative);
+    y.erase(informative);
+  }
   return x == y;
 }
 
@@ -182,7 +186,7 @@ std::string settings_change(const nlohmann::json& was, const nlohmann::json& now
     return s.size() > 20 ? s.substr(0, 12) + "..." : s;
   };
   for (auto it = now.begin(); it != now.end(); ++it) {
-    if (it.key() == "weights") continue;
+    if (it.key() == "weights" || it.key() == "hub") continue;
     const nlohmann::json old = was.contains(it.key()) ? was[it.key()] : nlohmann::json();
     if (old != it.value() && it.key() == "input_sha256")  // the photo under this name is another one
       out += std::string(out.empty() ? "" : ", ") +

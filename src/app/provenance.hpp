@@ -14,8 +14,8 @@ namespace attnmap {
 inline constexpr const char* kProvenanceKeyword = "attnmap";
 
 /// The record of what changes an output's pixels or .npy values, built once per run (docs/provenance.md):
-/// attnmap_version; weights (the file's name, informative only) and weights_sha256 (SHA-256 of its bytes,
-/// as `sha256sum` prints it), weights_configs (config.json / preprocessor_config.json read beside the
+/// attnmap_version; weights (the file's name, or the Hub name ORG/NAME, informative only) and weights_sha256
+/// (SHA-256 of its bytes, as `sha256sum` prints it), hub ({repo, revision, commit}: a Hub name's, issue 40), weights_configs (config.json / preprocessor_config.json read beside the
 /// weights: name -> SHA-256), layout; view named as eval names views ("L1/h3", "L3/mean", "rollout",
 /// "rollout L0-2/max discard 0.9"), discard and threshold (null when unused); size [width, height] of the
 /// model input; resize ("squash" | "crop") and crop_pct (null for squash); mean, std (as used, after
@@ -32,7 +32,8 @@ std::string provenance_text(const nlohmann::ordered_json& record);
 /// name). An empty run record (nothing recorded) stays empty.
 std::string image_provenance(const std::string& run_record, const std::string& input_sha256);
 
-/// Whether two records describe the same outputs: every key equal except "weights" (the file's name:
+/// Whether two records describe the same outputs: every key equal except "weights" and "hub" (names: the
+/// weights' hash says what they are;
 /// the same content under another path makes the same outputs).
 bool same_settings(const nlohmann::json& a, const nlohmann::json& b);
 

@@ -5,9 +5,11 @@
 #include "app/options.hpp"
 
 #include <sched.h>
+#include <unistd.h>
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cstdlib>
 #include <fstream>
 #include <iomanip>
@@ -15,8 +17,10 @@
 #include <string>
 #include <thread>
 
+#include "app/paths.hpp"
 #include "checkpoint/labels.hpp"
 #include "core/error.hpp"
+#include "hub/hub_fetch.hpp"
 #include "maps/views.hpp"
 #include "model/pos_embed.hpp"
 #include "model/sgemm.hpp"
@@ -135,11 +139,37 @@ void finish_run_model(ViTWeights& model, const RenderOptions& opt, bool backward
     prepare_weights(model, backward_pass);
 }
 
-std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const std::string& weights_path,
-                                                 bool backward) {
+RunWeights run_weights(const std::string& arg, bool quiet) {
+  if (arg.empty()) return {default_weights_path(), std::nullopt};
+  if (const RunHooks* h = run_hooks(); h && h->model && arg == h->model_name) return {arg, std::nullopt};
+  std::error_code ec;
+  if (!has_hub_prefix(arg) && std::filesystem::exists(std::filesystem::symlink_status(arg, ec))) return {arg, std::nullopt};
+  std::string why;
+  const std::optional<HubName> name = parse_hub_name(arg, &why);
+  if (!name) {
+    if (has_hub_prefix(arg)) throw Error(arg + ": not a Hugging Face Hub name: " + why);
+    return {arg, std::nullopt};  // a path: the loader says it is missing
+  }
+  HubSnapshot snap;
+  try {
+    snap = fetch_hub_model(*name, hub_settings_from_env(), {quiet, ::isatty(2) == 1});
+  } catch (const Error& e) {
+    throw Error(has_hub_prefix(arg) ? std::string(e.what())
+                                    : arg + ": no such file or folder; as a Hugging Face Hub name: " + e.what());
+  }
+  if (!quiet)
+    for (const std::string& n : snap.notes) std::cerr << "attnmap: note: " << printable(n) << "\n";
+  return {snap.folder, snap.ref};
+}
+
+std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const RunWeights& weights, bool backward) {
+  const std::string& weights_path = weights.path;
   if (const RunHooks* h = run_hooks(); h && h->model && weights_path == h->model_name)
     return h->model(opt, backward);  // lent by the embedding program, its notices said when it was made
   auto model = std::make_shared<ViTWeights>(load_model(weights_path, opt.overrides));
+  for (const FileHash& f : model->files)
+    if (const std::string bad = hub_blob_mismatch(f.path, f.sha256); !bad.empty()) throw Error(bad);
+  model->hub = weights.hub;
   finish_run_model(*model, opt, backward);
   check_address_headroom(weights_path);
   if (!opt.quiet)

@@ -4,16 +4,33 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "app/batch_options.hpp"
 #include "app/render.hpp"
 #include "checkpoint/weights.hpp"
+#include "hub/hub_name.hpp"
 
 namespace attnmap {
 
 /// Number of cores this process may run on (sched_getaffinity, so Slurm/cgroup CPU sets are honoured).
 int usable_cores();
+
+/// -w's value as a run reads it (issue 40, docs/hub.md).
+struct RunWeights {
+  std::string path;            ///< the file or folder load_model reads
+  std::optional<HubRef> hub;   ///< the Hub name it was fetched as, when it was one
+};
+
+/// -w's value resolved: "" the bundled default weights; a model lent by the embedding program (RunHooks) or an
+/// existing file or folder as it is (a path always wins over a name); else a Hugging Face Hub name (ORG/NAME,
+/// ORG/NAME@REV, hf-hub:ORG/NAME; hub/hub_name.hpp) found in huggingface_hub's cache or fetched into it
+/// (hub/hub_fetch.hpp), read as its snapshot folder. A value that is neither a path nor a name is passed on as
+/// a path (the loader says it is missing). Unless quiet: the download's progress bar on a terminal (a line
+/// per file otherwise) and the fetch's notes. Throws attnmap::Error "NAME: no such file or folder; as a
+/// Hugging Face Hub name: ..." when the Hub refuses or cannot give the model.
+RunWeights run_weights(const std::string& arg, bool quiet);
 
 /// The model of a run (render, figure), loaded once: load_model with the command line's overrides, position
 /// embeddings resampled to --size (opt.pos_interp, else the layout's default); its notices printed unless
@@ -25,7 +42,9 @@ int usable_cores();
 /// Class names come from --labels FILE (opt.labels_file), else the weights' config, else, for a 1000-class
 /// head, ImageNet-1k's (apply_class_names).
 /// Returned shared and read-only: a model lent by an embedding program (RunHooks) is not copied.
-std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const std::string& weights_path,
+/// `weights` from run_weights: the model records its Hub name (ViTWeights::hub); a cached blob whose bytes no
+/// longer match its name is refused (hub_blob_mismatch).
+std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const RunWeights& weights,
                                                  bool backward = false);
 
 /// What load_run_model does after the file is read: position embeddings resampled to --size, class names

@@ -215,14 +215,15 @@ StatsRun make_run(const StatsArgs& a, const StatsPlan& p, const ViTWeights& mode
 
 int run_stats(const StatsArgs& a) {
   StatsPlan p = check_options(a);
-  const std::string weights_path = a.model.weights.empty() ? default_weights_path() : a.model.weights;
   std::vector<std::string> missing;
   std::vector<std::pair<std::string, std::string>> unreadable;
   std::map<std::string, size_t> passed_over;
   const std::vector<Job> jobs = plan_jobs(a.inputs, (fs::path(a.out) / "outliers").string(), &missing, p.bo.ext,
                                           &unreadable, &passed_over);
   if (jobs.empty() && missing.empty() && unreadable.empty()) throw Error("no images found in the inputs");
-  const std::shared_ptr<const ViTWeights> loaded = load_run_model(p.ro, weights_path);
+  const RunWeights weights = run_weights(a.model.weights, p.ro.quiet);  // a path, or a Hub name fetched into the cache
+  const std::string& weights_path = weights.path;
+  const std::shared_ptr<const ViTWeights> loaded = load_run_model(p.ro, weights);
   const ViTWeights& model = *loaded;
   StatsRun run = make_run(a, p, model, weights_path);
   run.figures.provenance = provenance_text(run.record);

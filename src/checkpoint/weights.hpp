@@ -12,6 +12,7 @@
 
 #include "checkpoint/layouts.hpp"
 #include "checkpoint/weights_json.hpp"
+#include "hub/hub_name.hpp"
 
 namespace attnmap {
 
@@ -182,12 +183,16 @@ struct ViTWeights {
   /// SHA-256 of the weights as loaded (64 hex digits), from the very bytes parsed (one open, one mapping,
   /// hashed as read; the path is never opened again): a single file's SHA-256 (`sha256sum FILE`); a Hugging
   /// Face folder or a "*.index.json" index: the SHA-256 of the listing `sha256sum` prints ("HASH  NAME\n")
-  /// for the weights or index, each shard, config.json and preprocessor_config.json read, in that order.
+  /// for the weights or index, each shard, config.json, preprocessor_config.json and open_clip_config.json read, in
+  /// that order.
   /// Empty for a model built from memory (build_model).
   std::string weights_sha256;
   /// Every file the load read with the SHA-256 of the bytes read: weights (or index, then shards), then the
   /// side configs (config.json, open_clip_config.json, preprocessor_config.json) that exist.
   std::vector<FileHash> files;
+  /// The Hub name the files were fetched under (repository, revision asked for, commit), set by the caller that
+  /// resolved the name (app/); std::nullopt for weights named by a path or built from memory.
+  std::optional<HubRef> hub;
   /// The SHA-256 of the bytes read from `path` (as in `files`), or nullptr when the load did not read it.
   const std::string* file_sha256(const std::string& path) const {
     for (const FileHash& f : files)

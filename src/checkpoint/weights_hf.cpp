@@ -12,6 +12,7 @@
 
 #include "checkpoint/weights_safetensors.hpp"
 #include "core/error.hpp"
+#include "hub/hub_name.hpp"
 #include "io/hash.hpp"
 #include "io/image_io.hpp"
 
@@ -225,15 +226,13 @@ std::vector<std::string> index_shard_files(const std::string& index_path) {
 }
 
 std::string hf_folder_weights(const std::string& dir, std::vector<std::string>& notes) {
+  // The first of the Hub's weights files the folder has (hub/hub_name.hpp: the order a Hub name is fetched in,
+  // transformers' own for the first two), so that a folder and its Hub snapshot read the same file.
   const std::string single = join(dir, "model.safetensors"), index = join(dir, "model.safetensors.index.json");
-  if (is_regular(single)) {
-    if (is_regular(index))
-      notes.push_back(index + " not read: the folder has model.safetensors, which transformers reads first too");
-    return single;
-  }
-  if (is_regular(index)) return index;
-  // transformers' next choice: pytorch_model.bin, a torch.save zip (read by the .pth reader, told by content).
-  if (is_regular(join(dir, "pytorch_model.bin"))) return join(dir, "pytorch_model.bin");
+  if (is_regular(single) && is_regular(index))
+    notes.push_back(index + " not read: the folder has model.safetensors, which transformers reads first too");
+  for (const char* name : kHubWeightsFiles)
+    if (is_regular(join(dir, name))) return join(dir, name);
   if (is_regular(join(dir, "pytorch_model.bin.index.json")))
     throw Error(dir + ": holds pytorch_model.bin.index.json and no model.safetensors: sharded .bin weights are not "
                 "read; convert with safetensors.torch.save_file(model.state_dict(), \"model.safetensors\")");
@@ -245,19 +244,20 @@ std::string hf_folder_weights(const std::string& dir, std::vector<std::string>& 
   for (size_t i = 0; i < seen.size() && i < 6; ++i) s += (i ? ", " : "") + seen[i];
   if (seen.size() > 6) s += ", ...";
   throw Error(dir + ": a folder without model.safetensors, model.safetensors.index.json or pytorch_model.bin " +
-              "(what a Hugging Face model folder holds); it has " + (seen.empty() ? std::string("nothing") : s));
+              "(what a Hugging Face model folder holds; open_clip's open_clip_model.safetensors or " +
+              "open_clip_pytorch_model.bin are read too); it has " + (seen.empty() ? std::string("nothing") : s));
 }
 
 namespace {
 
 // The weights hash of a folder or a "*.index.json" (ViTWeights::weights_sha256): the SHA-256 of the listing
 // `sha256sum` prints for the weights files (the weights file, or the index then its shards), then the
-// config.json and preprocessor_config.json that were read, from the hashes of the bytes read.
+// config.json, preprocessor_config.json and open_clip_config.json that were read, from the hashes of the bytes read.
 std::string listing_sha256(const std::vector<FileHash>& weights, const std::vector<FileHash>& side) {
   std::string listing;
   auto line = [&](const FileHash& f) { listing += f.sha256 + "  " + fs::path(f.path).filename().string() + "\n"; };
   for (const FileHash& f : weights) line(f);
-  for (const char* name : {"config.json", "preprocessor_config.json"})
+  for (const char* name : {"config.json", "preprocessor_config.json", "open_clip_config.json"})
     for (const FileHash& f : side)
       if (fs::path(f.path).filename() == name) {
         line(f);
@@ -320,6 +320,7 @@ std::optional<std::vector<std::string>> model_files_hf(const std::string& path) 
     for (const std::string& s : index_shard_files(file)) out.push_back(s);
   out.push_back(join(dir, "config.json"));
   out.push_back(join(dir, "preprocessor_config.json"));
+  out.push_back(join(dir, "open_clip_config.json"));
   return out;
 }
 

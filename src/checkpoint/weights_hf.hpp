@@ -44,7 +44,7 @@ std::string hf_folder_weights(const std::string& dir, std::vector<std::string>& 
 std::optional<ViTWeights> load_model_hf(const std::string& path, const ModelOverrides& ov);
 
 /// model_files' hook: for a folder or an index, the files load_model_hf reads (weights or index, every shard,
-/// config.json, preprocessor_config.json of that folder, whether or not they exist); std::nullopt otherwise.
+/// config.json, preprocessor_config.json, open_clip_config.json of that folder, whether or not they exist); std::nullopt otherwise.
 std::optional<std::vector<std::string>> model_files_hf(const std::string& path);
 
 /// read_side_config's hook, for the Hugging Face files in `dir`: adds to `sc` config.json's hidden_size and

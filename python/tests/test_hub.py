@@ -1,0 +1,71 @@
+"""attnmap.load("ORG/NAME"): a Hugging Face Hub name in the module, as on the command line (issue 40).
+
+A stand-in for the Hub's endpoints (tests/hub/fake_hub.py) is started on 127.0.0.1 for this module's tests only,
+over a repository made from the committed hf_folder fixture; the environment variables huggingface_hub reads
+(HF_ENDPOINT, HF_HUB_CACHE, HF_HUB_OFFLINE) point the module at it.
+"""
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "fixtures" / "hf_folder"
+PHOTO = str(ROOT / "data" / "chelsea.png")
+COMMIT = "89abcdef0123456789abcdef0123456789abcdef"
+
+
+@pytest.fixture()
+def hub(tmp_path, monkeypatch):
+    repo = tmp_path / "repos" / "test-org" / "tiny-vit"
+    (repo / COMMIT).mkdir(parents=True)
+    for name in ("model.safetensors", "config.json", "preprocessor_config.json"):
+        shutil.copy(FIXTURE / name, repo / COMMIT / name)
+    (repo / "refs.json").write_text(json.dumps({"main": COMMIT}))
+    ports = tmp_path / "ports"
+    server = subprocess.Popen(["/usr/bin/python3", str(ROOT / "tests" / "hub" / "fake_hub.py"), "--root",
+                               str(tmp_path / "repos"), "--port-file", str(ports), "--log", str(tmp_path / "log"),
+                               "--lifetime", "120"])
+    try:
+        for _ in range(200):
+            if ports.exists():
+                break
+            time.sleep(0.05)
+        api_port = ports.read_text().split()[0]
+        for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:" + api_port)
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+        yield tmp_path
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=10)
+
+
+def test_a_hub_name_loads_the_same_model_as_its_folder(attnmap, hub):
+    by_name = attnmap.load("test-org/tiny-vit", quiet=True)
+    by_path = attnmap.load(str(FIXTURE), quiet=True)
+    assert by_name.info["hub"] == {"repo": "test-org/tiny-vit", "revision": "main", "commit": COMMIT}
+    assert by_path.info["hub"] is None
+    a = by_name.forward(PHOTO)
+    b = by_path.forward(PHOTO)
+    assert np.array_equal(a.maps[0].array, b.maps[0].array)
+    assert "hub:         test-org/tiny-vit (revision main, commit " + COMMIT in by_name.describe()
+    snapshot = hub / "cache" / "models--test-org--tiny-vit" / "snapshots" / COMMIT
+    assert os.path.islink(snapshot / "model.safetensors")
+    # Offline, from the cache alone; and a name neither cached nor a path says both.
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    again = attnmap.load("hf-hub:test-org/tiny-vit", quiet=True)
+    assert np.array_equal(again.forward(PHOTO).maps[0].array, a.maps[0].array)
+    with pytest.raises(attnmap.AttnmapError) as e:
+        attnmap.load("test-org/other", quiet=True)
+    assert e.value.exit_code == 2
+    assert "no such file or folder; as a Hugging Face Hub name" in str(e.value)
+    assert "HF_HUB_OFFLINE is set" in str(e.value)

@@ -1,0 +1,172 @@
+// hub_http.cpp - HTTP through libcurl (hub_http.hpp).
+#include "hub/hub_http.hpp"
+
+#include <cctype>
+#include <cstdio>
+#include <mutex>
+
+#include <curl/curl.h>
+
+#include "core/error.hpp"
+
+namespace attnmap {
+
+namespace {
+
+void global_init() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+std::string user_agent() { return std::string("attnmap/") + ATTNMAP_VERSION + "; " + curl_version(); }
+
+// One easy handle with its header list, freed on every path.
+struct Request {
+  CURL* curl = nullptr;
+  curl_slist* list = nullptr;
+  HttpAnswer answer;
+  explicit Request(const std::string& url, const HttpHeaders& headers) {
+    global_init();
+    curl = curl_easy_init();
+    if (!curl) throw Error("libcurl could not start a request");
+    for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
+    curl_easy_setopt(curl, CURLOPT_USERAGENT, user_agent().c_str());
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, &Request::on_header);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, this);
+  }
+  ~Request() {
+    curl_slist_free_all(list);
+    curl_easy_cleanup(curl);
+  }
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  // Each header line; a new status line (after a followed redirect) starts the headers afresh.
+  static size_t on_header(char* data, size_t size, size_t n, void* self) {
+    auto* r = static_cast<Request*>(self);
+    std::string line(data, size * n);
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    if (line.rfind("HTTP/", 0) == 0) {
+      r->answer.headers.clear();
+      return size * n;
+    }
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) return size * n;
+    std::string name = line.substr(0, colon), value = line.substr(colon + 1);
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+    r->answer.headers[name] = value;
+    return size * n;
+  }
+
+  HttpAnswer perform() {
+    const CURLcode rc = curl_easy_perform(curl);
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &answer.status);
+    answer.reached = rc == CURLE_OK;
+    if (rc != CURLE_OK) answer.failure = curl_easy_strerror(rc);
+    return std::move(answer);
+  }
+};
+
+struct SmallBody {
+  std::string* out;
+  size_t max;
+};
+
+size_t on_small_body(char* data, size_t size, size_t n, void* p) {
+  auto* b = static_cast<SmallBody*>(p);
+  if (b->out->size() + size * n > b->max) return 0;  // too large: stop (a failure)
+  b->out->append(data, size * n);
+  return size * n;
+}
+
+struct Stream {
+  const HttpSink* sink;
+  Request* req;
+  int64_t offset;
+  bool checked = false, ok_status = false;
+};
+
+size_t on_stream(char* data, size_t size, size_t n, void* p) {
+  auto* s = static_cast<Stream*>(p);
+  if (!s->checked) {  // the first body bytes: is this the file (200 / 206), or an error page?
+    s->checked = true;
+    long status = 0;
+    curl_easy_getinfo(s->req->curl, CURLINFO_RESPONSE_CODE, &status);
+    s->ok_status = status == 200 || status == 206;
+    if (status == 200 && s->offset > 0 && !s->sink->restart()) return 0;
+  }
+  if (!s->ok_status) return size * n;  // an error answer's body is not the file: dropped
+  if (!s->sink->write(data, size * n)) return 0;
+  s->req->answer.received += static_cast<int64_t>(size * n);
+  return size * n;
+}
+
+}  // namespace
+
+HttpAnswer http_head(const std::string& url, const HttpHeaders& headers, long timeout_s) {
+  Request r(url, headers);
+  curl_easy_setopt(r.curl, CURLOPT_NOBODY, 1L);
+  curl_easy_setopt(r.curl, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(r.curl, CURLOPT_TIMEOUT, timeout_s);
+  curl_easy_setopt(r.curl, CURLOPT_CONNECTTIMEOUT, timeout_s);
+  return r.perform();
+}
+
+HttpAnswer http_get_small(const std::string& url, const HttpHeaders& headers, long timeout_s, size_t max_bytes) {
+  Request r(url, headers);
+  SmallBody body{&r.answer.body, max_bytes};
+  curl_easy_setopt(r.curl, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(r.curl, CURLOPT_MAXREDIRS, 5L);
+  curl_easy_setopt(r.curl, CURLOPT_TIMEOUT, timeout_s);
+  curl_easy_setopt(r.curl, CURLOPT_CONNECTTIMEOUT, timeout_s);
+  curl_easy_setopt(r.curl, CURLOPT_WRITEFUNCTION, &on_small_body);
+  curl_easy_setopt(r.curl, CURLOPT_WRITEDATA, &body);
+  return r.perform();
+}
+
+HttpAnswer http_get_to(const std::string& url, const HttpHeaders& headers, int64_t offset, long connect_timeout_s,
+                       long stall_timeout_s, const HttpSink& sink) {
+  Request r(url, headers);
+  Stream s{&sink, &r, offset};
+  const std::string range = std::to_string(offset) + "-";
+  if (offset > 0) curl_easy_setopt(r.curl, CURLOPT_RANGE, range.c_str());
+  curl_easy_setopt(r.curl, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(r.curl, CURLOPT_MAXREDIRS, 5L);
+  curl_easy_setopt(r.curl, CURLOPT_CONNECTTIMEOUT, connect_timeout_s);
+  curl_easy_setopt(r.curl, CURLOPT_LOW_SPEED_LIMIT, 1L);  // no byte for stall_timeout_s seconds: stopped
+  curl_easy_setopt(r.curl, CURLOPT_LOW_SPEED_TIME, stall_timeout_s);
+  curl_easy_setopt(r.curl, CURLOPT_WRITEFUNCTION, &on_stream);
+  curl_easy_setopt(r.curl, CURLOPT_WRITEDATA, &s);
+  return r.perform();
+}
+
+std::string url_quote(const std::string& s, bool keep_slash) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+std::string url_origin(const std::string& url) {
+  const size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return {};
+  const size_t end = url.find_first_of("/?#", scheme + 3);
+  std::string o = url.substr(0, end == std::string::npos ? url.size() : end);
+  for (char& c : o) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return o;
+}
+
+}  // namespace attnmap
