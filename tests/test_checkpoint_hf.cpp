@@ -220,7 +220,7 @@ TEST(HfFolder, LoadsWithConfigValuesAndTheirSourcesAsInspectPrintsThem) {
   // The files an output must not replace.
   const std::vector<std::string> files = model_files(kFolder);
   EXPECT_EQ(files, (std::vector<std::string>{kFolder + "/model.safetensors", kFolder + "/config.json",
-                                             kFolder + "/preprocessor_config.json"}));
+                                             kFolder + "/preprocessor_config.json", kFolder + "/open_clip_config.json"}));
 }
 
 TEST(HfFolder, AShardedFolderReadsItsIndex) {
@@ -229,10 +229,11 @@ TEST(HfFolder, AShardedFolderReadsItsIndex) {
   EXPECT_EQ(w.hp.source.at("num_heads"), "config.json (" + kSharded + "/config.json: num_attention_heads)");
   EXPECT_EQ(w.blocks[0].fc1.weight, load_model(kSingle).blocks[0].fc1.weight);
   const std::vector<std::string> files = model_files(kSharded);
-  ASSERT_EQ(files.size(), 6u);
+  ASSERT_EQ(files.size(), 7u);
   EXPECT_EQ(files[0], kIndex);
   EXPECT_EQ(files[1], kSharded + "/" + kShard1);
   EXPECT_EQ(files[5], kSharded + "/preprocessor_config.json");
+  EXPECT_EQ(files[6], kSharded + "/open_clip_config.json");
 }
 
 TEST(HfFolder, CommandLineStillWinsOverConfigJson) {

@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -166,7 +168,14 @@ std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const
   const std::string& weights_path = weights.path;
   if (const RunHooks* h = run_hooks(); h && h->model && weights_path == h->model_name)
     return h->model(opt, backward);  // lent by the embedding program, its notices said when it was made
-  auto model = std::make_shared<ViTWeights>(load_model(weights_path, opt.overrides));
+  std::shared_ptr<ViTWeights> model;
+  try {
+    model = std::make_shared<ViTWeights>(load_model(weights_path, opt.overrides));
+  } catch (const Error& e) {  // a mapping refused under ulimit -v: say the limit
+    const std::string what = e.what();
+    if (what.find(std::strerror(ENOMEM)) == std::string::npos || address_limit_note().empty()) throw;
+    throw Error(what + address_limit_note());
+  }
   for (const FileHash& f : model->files)
     if (const std::string bad = hub_blob_mismatch(f.path, f.sha256); !bad.empty()) throw Error(bad);
   model->hub = weights.hub;

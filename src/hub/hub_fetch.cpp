@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -158,10 +159,11 @@ Probe Fetcher::head_once(const std::string& file) {
                            : a.status < 300                  ? a.header("content-length")
                                                                : "";
   p.meta.url = a.header("location").empty() ? url : a.header("location");
-  if (!is_commit_hash(p.meta.commit) || p.meta.etag.empty() || size.empty())
+  char* end = nullptr;
+  p.meta.size = size.empty() ? -1 : std::strtoll(size.c_str(), &end, 10);
+  if (!is_commit_hash(p.meta.commit) || p.meta.etag.empty() || p.meta.size < 0 || !end || *end)
     throw Error(label(file) + ": " + s_.endpoint + " answered without X-Repo-Commit, an ETag or a size: not the Hugging "
                 "Face Hub (a proxy or firewall in between?)");
-  p.meta.size = std::stoll(size);
   return p;
 }
 
