@@ -54,6 +54,7 @@ class Hub : public TempDirTest {
     std::vector<HubRepoFile> old_files = folder_files("hf_folder");
     old_files.push_back({"model.onnx", fixture("hf_folder/config.json")});
     old_files.push_back({"README.md", fixture("hf_folder/config.json")});
+    old_files.push_back({".gitattributes", fixture("hf_folder/config.json")});
     old_files.push_back({"pytorch_model.bin", fixture("families/open_clip_vit/model.pth")});
     make_hub_repo(root, kRepo, {{"v1.0", kOld}}, kOld, old_files);
     make_hub_repo(root, kRepo, {{"main", kNew}}, kNew, folder_files("families/hf_dinov2"));
@@ -120,6 +121,10 @@ TEST(HubSettings, CacheAndTokenFollowHuggingfaceHubsPrecedence) {
   EXPECT_TRUE(with({{"HF_HUB_OFFLINE", "1"}}).offline);
   EXPECT_TRUE(with({{"TRANSFORMERS_OFFLINE", "yes"}}).offline);
   EXPECT_FALSE(with({{"HF_HUB_OFFLINE", "0"}}).offline);
+  EXPECT_FALSE(with({{"HF_HUB_OFFLINE", "0"}, {"TRANSFORMERS_OFFLINE", "1"}}).offline);  // _is_true(a or b)
+  EXPECT_EQ(with({{"HF_HOME", "${HOME}/hf"}}).cache, home + "/hf/hub");                   // os.path.expandvars
+  EXPECT_EQ(with({{"HF_HUB_CACHE", "$NO_SUCH_VARIABLE_X/c"}}).cache, "$NO_SUCH_VARIABLE_X/c");
+  EXPECT_EQ(attnmap::shown_endpoint(with({{"HF_ENDPOINT", "http://user:secret@127.0.0.1:9/hub"}})), "http://127.0.0.1:9/hub");
   const fs::path tok = fs::temp_directory_path() / ("attnmap_tok_" + std::to_string(::getpid()));
   fs::create_directories(tok);
   std::ofstream(tok / "token") << "hf_fromfile\n";
@@ -153,7 +158,7 @@ TEST_F(Hub, DownloadDrawsTheFilesBitsInHuggingfaceHubsCacheLayout) {
   EXPECT_TRUE(fs::is_regular_file(repo_cache() / ".no_exist" / kOld / "open_clip_config.json"));
   EXPECT_TRUE(fs::exists(cache / ".locks" / "models--test-org--tiny-vit" / (sha + ".lock")));
   // Only the files render reads: never the ONNX copy, the README, or the pickle beside the safetensors.
-  for (const char* never : {"model.onnx", "README.md", "pytorch_model.bin"}) {
+  for (const char* never : {"model.onnx", "README.md", ".gitattributes", "pytorch_model.bin"}) {
     EXPECT_EQ(hub.count("", never), 0) << never;
     EXPECT_FALSE(fs::exists(snap / never));
   }
@@ -331,6 +336,62 @@ TEST_F(Hub, ACorruptDownloadOrBlobIsRefusedAndNothingHalfIsKept) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("the Hub cache is damaged"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("delete that blob"), std::string::npos) << r.err;
+}
+
+// Offline, a snapshot a loader filled only in part (a config neither cached nor recorded absent) is refused:
+// the config may set the mean, std or heads; a whole-repository snapshot (.gitattributes) is read as it is.
+TEST_F(Hub, OfflineRefusesASnapshotThatMaySilentlyLackAConfig) {
+  FakeHub hub(root);
+  ASSERT_EQ(run_attnmap("download -q " + kRepo, env(hub.endpoint())).status, 0);
+  fs::remove(repo_cache() / "snapshots" / kNew / "preprocessor_config.json");
+  fs::remove_all(repo_cache() / ".no_exist");
+  const CliRun r = run_attnmap("render " + q(photo()) + " -w " + kRepo + " -o " + q(dir / "o"), env(hub.endpoint(), "HF_HUB_OFFLINE=1"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("the model's preprocessor_config.json, which the cached snapshot " + kNew.substr(0, 12) +
+                       " neither holds nor records absent"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("attnmap download " + kRepo), std::string::npos) << r.err;
+  // Online, the same run settles it: the file is fetched again, and .no_exist records the absent ones.
+  EXPECT_EQ(map_of(kRepo, env(hub.endpoint())), map_of(fixture("families/hf_dinov2"), ""));
+  EXPECT_TRUE(fs::is_symlink(repo_cache() / "snapshots" / kNew / "preprocessor_config.json"));
+}
+
+// A cached blob cut short no longer parses: the message says the cache is damaged, and download checks every
+// blob it serves, so a login node's cache is known good before the compute nodes read it.
+TEST_F(Hub, ADamagedBlobThatDoesNotParseIsNamedAndDownloadChecksTheCache) {
+  FakeHub hub(root);
+  ASSERT_EQ(run_attnmap("download -q " + kRepo + "@v1.0", env(hub.endpoint())).status, 0);
+  const std::string sha = attnmap::sha256_file(fixture("hf_folder/model.safetensors"));
+  fs::resize_file(repo_cache() / "blobs" / sha, 1000);
+  CliRun r = run_attnmap("render " + q(photo()) + " -w " + kRepo + "@v1.0 -o " + q(dir / "o"), env(hub.endpoint()));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("the Hub cache is damaged"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(the load said: "), std::string::npos) << r.err;
+  r = run_attnmap("download " + kRepo + "@v1.0", env(hub.endpoint()));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("the Hub cache is damaged: the blob"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+// An interrupted download keeps its .incomplete file, says so, and the next run resumes it with a Range.
+TEST_F(Hub, AnInterruptedDownloadIsKeptAndResumed) {
+  FakeHub hub(root, {"--rate", "10000"});  // 64 kB: about 6 s, interrupted after 3
+  const std::string sha = attnmap::sha256_file(fixture("hf_folder/model.safetensors"));
+  const fs::path partial = repo_cache() / "blobs" / (sha + ".incomplete");
+  const CliRun r = run_attnmap("download " + kRepo + "@v1.0", "timeout -s INT 3 " + env(hub.endpoint()));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("attnmap: the partial download " + partial.string() + " is kept: the next run resumes it"),
+            std::string::npos)
+      << r.err;
+  ASSERT_TRUE(fs::exists(partial));
+  EXPECT_GT(fs::file_size(partial), 0u);
+  EXPECT_EQ(map_of(kRepo + "@v1.0", env(hub.endpoint())), map_of(fixture("hf_folder"), ""));
+  int resumed = 0;
+  for (const auto& line : hub.log())
+    if (line.value("listener", "") == "cdn" && line["range"].is_string()) ++resumed;
+  EXPECT_EQ(resumed, 1);
+  EXPECT_FALSE(fs::exists(partial));
 }
 
 // A file larger than the process may write (ulimit -f, as a full disk): exit 2, no partial blob left.

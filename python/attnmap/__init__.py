@@ -233,7 +233,7 @@ def load(path=None, **options):
     holder = _Holder()
     flags, names = _model_flags(options, holder)
     try:
-        engine = _attnmap.load(path, flags)
+        engine = _attnmap.load(path, flags, bool(options.get("quiet", False)))
     except AttnmapError as e:
         _reraise(e, names)
     m = Model(engine, names, options.get("quiet", False))

@@ -29,7 +29,6 @@
 #include "app/paths.hpp"
 #include "app/render.hpp"
 #include "app/session.hpp"
-#include "hub/hub_fetch.hpp"
 #include "checkpoint/layouts.hpp"
 #include "checkpoint/weights.hpp"
 #include "core/error.hpp"
@@ -263,17 +262,15 @@ py::dict model_info(Model& m) {
   return d;
 }
 
-std::shared_ptr<Model> load_file(const std::string& path, const std::vector<std::string>& flags) {
+// quiet: the Hub fetch's progress lines and notes are not printed (the loader's notes are Model.notices either way).
+std::shared_ptr<Model> load_file(const std::string& path, const std::vector<std::string>& flags, bool quiet) {
   const RenderOptions opt = run_options(flags, path);  // a bad value is refused here, before any file is read
   std::shared_ptr<ViTWeights> w;
   RunWeights rw;
   {
     py::gil_scoped_release nogil;
-    rw = run_weights(path, opt.quiet);  // a path as it is; a Hub name from huggingface_hub's cache or fetched
-    w = std::make_shared<ViTWeights>(load_model(rw.path, opt.overrides));
-    for (const FileHash& f : w->files)
-      if (const std::string bad = hub_blob_mismatch(f.path, f.sha256); !bad.empty()) throw Error(bad);
-    w->hub = rw.hub;
+    rw = run_weights(path, quiet);  // a path as it is; a Hub name from huggingface_hub's cache or fetched
+    w = std::make_shared<ViTWeights>(load_weights(rw, opt.overrides));
   }
   return std::make_shared<Model>(std::move(w), rw.path, flags, true);
 }
@@ -629,7 +626,7 @@ PYBIND11_MODULE(_attnmap, m) {
       .def("describe", [](const Model& self) { return describe_model(self.built(), self.name()); })
       .def("forward", &forward, py::arg("images"), py::arg("flags"), py::arg("attentions") = false);
 
-  m.def("load", &load_file, py::arg("path"), py::arg("flags"));
+  m.def("load", &load_file, py::arg("path"), py::arg("flags"), py::arg("quiet") = false);
   m.def("from_state_dict", &from_state_dict, py::arg("items"), py::arg("config_json"), py::arg("name"), py::arg("flags"));
   m.def("run", &run, py::arg("args"), py::arg("model"), py::arg("progress"), py::arg("out"), py::arg("err"));
   m.def("default_weights_path", &default_weights_path);

@@ -49,8 +49,9 @@ def hub(tmp_path, monkeypatch):
         server.wait(timeout=10)
 
 
-def test_a_hub_name_loads_the_same_model_as_its_folder(attnmap, hub):
+def test_a_hub_name_loads_the_same_model_as_its_folder(attnmap, hub, capfd):
     by_name = attnmap.load("test-org/tiny-vit", quiet=True)
+    assert capfd.readouterr().err == ""  # quiet: no download lines either
     by_path = attnmap.load(str(FIXTURE), quiet=True)
     assert by_name.info["hub"] == {"repo": "test-org/tiny-vit", "revision": "main", "commit": COMMIT}
     assert by_path.info["hub"] is None

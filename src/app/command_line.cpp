@@ -72,8 +72,7 @@ int run_inspect(const attnmap::CliArgs& a, const CLI::App& inspect) {
     return 0;
   }
   const attnmap::RunWeights rw = attnmap::run_weights(a.inspect_weights, false);  // a path, or a Hub name
-  attnmap::ViTWeights w = attnmap::load_model(rw.path, attnmap::inspect_overrides(a, inspect));
-  w.hub = rw.hub;
+  const attnmap::ViTWeights w = attnmap::load_weights(rw, attnmap::inspect_overrides(a, inspect));
   std::cout << attnmap::describe_model(w, a.inspect_weights);
   return 0;
 }

@@ -20,6 +20,8 @@ void download_one(const std::string& arg, const HubSettings& s, bool quiet) {
   const std::optional<HubName> name = parse_hub_name(arg, &why);
   if (!name) throw Error(arg + ": not a Hugging Face Hub name (ORG/NAME, ORG/NAME@REVISION or hf-hub:ORG/NAME): " + why);
   const HubSnapshot snap = fetch_hub_model(*name, s, {quiet, ::isatty(2) == 1});
+  // A cache filled here serves compute nodes offline: every blob is checked against its name, not only new ones.
+  if (const std::string bad = hub_snapshot_damage(snap.folder); !bad.empty()) throw Error(bad);
   if (!quiet) {
     for (const std::string& n : snap.notes) std::cerr << "attnmap: note: " << printable(n) << "\n";
     std::cerr << "attnmap: " << hub_name_text(*name) << " at commit " << snap.ref.commit << ": " << snap.files.size()

@@ -487,9 +487,9 @@ J eval_json(const EvalContext& ctx, const std::string& weights_path, const Summa
   const EvalOptions& opt = *ctx.opt;
   const RenderOptions& ro = opt.view;
   J j;
-  j["weights"] = weights_path;
-  if (const std::optional<HubRef>& hub = ctx.model->hub)  // a Hub name: the snapshot folder above, and what it is
-    j["hub"] = {{"repo", hub->repo}, {"revision", hub->revision}, {"commit", hub->commit}};
+  const std::optional<HubRef>& hub = ctx.model->hub;
+  j["weights"] = hub ? hub->repo : weights_path;  // a Hub name as render's record names it
+  if (hub) j["hub"] = {{"repo", hub->repo}, {"revision", hub->revision}, {"commit", hub->commit}};
   j["masks"] = opt.masks_dir;
   j["tolerance_px"] = opt.tolerance_px;
   j["upsample"] = ro.upsample == Upsample::Nearest   ? "nearest"

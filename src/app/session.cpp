@@ -164,21 +164,28 @@ RunWeights run_weights(const std::string& arg, bool quiet) {
   return {snap.folder, snap.ref};
 }
 
+ViTWeights load_weights(const RunWeights& weights, const ModelOverrides& ov) {
+  ViTWeights model;
+  try {
+    model = load_model(weights.path, ov);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (weights.hub)  // a file of the cache that does not parse: damaged, when its bytes are not its blob's name
+      if (const std::string bad = hub_snapshot_damage(weights.path); !bad.empty()) throw Error(bad + " (the load said: " + what + ")");
+    if (what.find(std::strerror(ENOMEM)) == std::string::npos || address_limit_note().empty()) throw;
+    throw Error(what + address_limit_note());  // a mapping refused under ulimit -v: say the limit
+  }
+  for (const FileHash& f : model.files)
+    if (const std::string bad = hub_blob_mismatch(f.path, f.sha256); !bad.empty()) throw Error(bad);
+  model.hub = weights.hub;
+  return model;
+}
+
 std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const RunWeights& weights, bool backward) {
   const std::string& weights_path = weights.path;
   if (const RunHooks* h = run_hooks(); h && h->model && weights_path == h->model_name)
     return h->model(opt, backward);  // lent by the embedding program, its notices said when it was made
-  std::shared_ptr<ViTWeights> model;
-  try {
-    model = std::make_shared<ViTWeights>(load_model(weights_path, opt.overrides));
-  } catch (const Error& e) {  // a mapping refused under ulimit -v: say the limit
-    const std::string what = e.what();
-    if (what.find(std::strerror(ENOMEM)) == std::string::npos || address_limit_note().empty()) throw;
-    throw Error(what + address_limit_note());
-  }
-  for (const FileHash& f : model->files)
-    if (const std::string bad = hub_blob_mismatch(f.path, f.sha256); !bad.empty()) throw Error(bad);
-  model->hub = weights.hub;
+  auto model = std::make_shared<ViTWeights>(load_weights(weights, opt.overrides));
   finish_run_model(*model, opt, backward);
   check_address_headroom(weights_path);
   if (!opt.quiet)

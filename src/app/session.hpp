@@ -42,7 +42,12 @@ RunWeights run_weights(const std::string& arg, bool quiet);
 /// Class names come from --labels FILE (opt.labels_file), else the weights' config, else, for a 1000-class
 /// head, ImageNet-1k's (apply_class_names).
 /// Returned shared and read-only: a model lent by an embedding program (RunHooks) is not copied.
-/// `weights` from run_weights: the model records its Hub name (ViTWeights::hub); a cached blob whose bytes no
+/// load_model of run_weights' path (the overrides `ov`), with its Hub name (ViTWeights::hub); a cached blob
+/// whose bytes no longer match its name is refused (hub_blob_mismatch), and a mapping refused under an
+/// address-space limit names the limit. Throws attnmap::Error.
+ViTWeights load_weights(const RunWeights& weights, const ModelOverrides& ov);
+
+/// `weights` from run_weights (loaded by load_weights): the model records its Hub name (ViTWeights::hub); a cached blob whose bytes no
 /// longer match its name is refused (hub_blob_mismatch).
 std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const RunWeights& weights,
                                                  bool backward = false);

@@ -28,9 +28,28 @@ std::string env(const char* name) {
   return v ? std::string(v) : std::string();
 }
 
-// huggingface_hub's os.path.expanduser(os.path.expandvars(...)) of a setting: "~" at the start only (the
-// variables the user writes are already expanded by the shell).
-std::string expand_home(const std::string& p) {
+// os.path.expandvars: $NAME and ${NAME} of a set variable replaced, anything else left as written.
+std::string expand_vars(const std::string& p) {
+  std::string out;
+  for (size_t i = 0; i < p.size();) {
+    const bool braced = p[i] == '$' && i + 1 < p.size() && p[i + 1] == '{';
+    size_t start = i + (braced ? 2 : 1), end = start;
+    while (p[i] == '$' && end < p.size() && (std::isalnum(static_cast<unsigned char>(p[end])) || p[end] == '_')) ++end;
+    const bool closed = !braced || (end < p.size() && p[end] == '}');
+    const char* v = end > start && closed ? std::getenv(p.substr(start, end - start).c_str()) : nullptr;
+    if (!v) {
+      out += p[i++];
+      continue;
+    }
+    out += v;
+    i = end + (braced ? 1 : 0);
+  }
+  return out;
+}
+
+// huggingface_hub's os.path.expanduser(os.path.expandvars(...)) of a setting ("~" at the start only).
+std::string expand_home(const std::string& raw) {
+  const std::string p = expand_vars(raw);
   if (p.empty() || p[0] != '~' || (p.size() > 1 && p[1] != '/')) return p;
   return env("HOME") + p.substr(1);
 }
@@ -87,10 +106,18 @@ HubSettings hub_settings_from_env() {
   s.token = trimmed(!env("HF_TOKEN").empty() ? env("HF_TOKEN") : env("HUGGING_FACE_HUB_TOKEN"));
   if (s.token.empty())
     s.token = trimmed(read_small(expand_home(env("HF_TOKEN_PATH").empty() ? home + "/token" : env("HF_TOKEN_PATH"))));
-  s.offline = is_true(env("HF_HUB_OFFLINE")) || is_true(env("TRANSFORMERS_OFFLINE"));
+  // constants.py: _is_true(HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE): a set HF_HUB_OFFLINE=0 wins.
+  s.offline = is_true(!env("HF_HUB_OFFLINE").empty() ? env("HF_HUB_OFFLINE") : env("TRANSFORMERS_OFFLINE"));
   s.etag_timeout = seconds("HF_HUB_ETAG_TIMEOUT", 10);
   s.download_timeout = seconds("HF_HUB_DOWNLOAD_TIMEOUT", 10);
   return s;
+}
+
+std::string shown_endpoint(const HubSettings& s) {
+  const size_t scheme = s.endpoint.find("://"), at = s.endpoint.find('@');
+  const size_t host_end = s.endpoint.find('/', scheme == std::string::npos ? 0 : scheme + 3);
+  if (scheme == std::string::npos || at == std::string::npos || at > host_end) return s.endpoint;
+  return s.endpoint.substr(0, scheme + 3) + s.endpoint.substr(at + 1);
 }
 
 std::string hub_repo_folder(const HubSettings& s, const std::string& repo) {

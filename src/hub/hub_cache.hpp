@@ -14,14 +14,19 @@ namespace attnmap {
 /// Where the Hub is and how to reach it, from the environment as huggingface_hub reads it (constants.py).
 struct HubSettings {
   std::string cache;     ///< HF_HUB_CACHE, else HUGGINGFACE_HUB_CACHE, else HF_HOME/hub, else
-                         ///< $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub
+                         ///< $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub ($VAR, ${VAR} and a
+                         ///< leading ~ expanded in HF_HOME, HF_HUB_CACHE and HF_TOKEN_PATH, as os.path does)
   std::string endpoint;  ///< HF_ENDPOINT without a trailing '/', else https://huggingface.co
   std::string token;     ///< HF_TOKEN, else HUGGING_FACE_HUB_TOKEN, else the file HF_TOKEN_PATH (default
                          ///< HF_HOME/token), trimmed; empty: none. A secret: never printed or recorded.
-  bool offline = false;  ///< HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE true (1, ON, YES, TRUE): the cache only
+  bool offline = false;  ///< HF_HUB_OFFLINE, or when it is unset or empty TRANSFORMERS_OFFLINE, true (1, ON, YES,
+                         ///< TRUE): the cache only
   long etag_timeout = 10;     ///< HF_HUB_ETAG_TIMEOUT: seconds for a file's HEAD
   long download_timeout = 10; ///< HF_HUB_DOWNLOAD_TIMEOUT: seconds a download may go without a byte
 };
+
+/// The endpoint as messages show it: without a user name or password written into it (user:pw@).
+std::string shown_endpoint(const HubSettings& s);
 
 /// The settings from the environment. Throws attnmap::Error naming the variable for a timeout that is not a
 /// positive whole number.

@@ -21,6 +21,7 @@
 #include "core/error.hpp"
 #include "hub/hub_http.hpp"
 #include "io/hash.hpp"
+#include "io/image_io.hpp"
 
 namespace fs = std::filesystem;
 
@@ -64,7 +65,8 @@ class ProgressLine {
   Clock::time_point t0_, shown_{};
 };
 
-// git's blob id: sha1("blob <size>\0" + content), the ETag the Hub gives a file not stored in LFS.
+}  // namespace
+
 std::string git_blob_sha1(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   std::ostringstream ss;
@@ -82,6 +84,8 @@ std::string git_blob_sha1(const std::string& path) {
   }
   return hex;
 }
+
+namespace {
 
 void check_room(const std::string& dir, int64_t needed, const std::string& label) {
   struct statvfs v {};
@@ -164,7 +168,7 @@ void fetch_bytes(const HubSettings& s, const HubFileMeta& m, Partial& p, const s
     }
     if (a.reached && (a.status == 200 || a.status == 206 || (a.status == 416 && p.have == m.size)) && p.have == m.size) return;
     if (a.reached && a.status != 200 && a.status != 206)
-      throw Error(label + ": the download answered HTTP " + std::to_string(a.status) + " (" + m.url.substr(0, 80) + ")");
+      throw Error(label + ": the download answered HTTP " + std::to_string(a.status) + " (" + url_origin(m.url) + ")");
     cuts = p.have > before ? 1 : cuts + 1;  // progress resets the count, as huggingface_hub's _nb_retries
     if (cuts > kMaxResumes)
       throw Error(label + ": the download stopped " + std::to_string(kMaxResumes + 1) + " times (" +
@@ -219,6 +223,7 @@ int64_t download_hub_blob(const HubSettings& s, const std::string& repo, const s
   const int64_t kept = fs::exists(p.path, ec) ? static_cast<int64_t>(fs::file_size(p.path, ec)) : 0;
   check_room(blobs.string(), m.size - std::min(kept, m.size), label);  // before any file is made
   open_partial(p, m.size, label);
+  const KeptFileNote kept_on_interrupt(p.path);  // an interrupt keeps it for the next run, and says so
   const int64_t start = p.have;
   ProgressLine bar(progress_bar && !quiet, label, m.size, start);
   fetch_bytes(s, m, p, label, bar);

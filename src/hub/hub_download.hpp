@@ -33,6 +33,10 @@ int64_t download_hub_blob(const HubSettings& s, const std::string& repo, const s
 /// Whether an etag can name a blob file: 1-128 of [A-Za-z0-9_-] (a server's header is never a path).
 bool valid_hub_etag(const std::string& etag);
 
+/// git's blob id of a file, sha1("blob <size>\0" + content): the ETag the Hub gives a file not stored in LFS.
+/// Throws attnmap::Error naming `path` when SHA-1 cannot be computed.
+std::string git_blob_sha1(const std::string& path);
+
 /// "12.3 MB" (decimal units, as huggingface_hub's tqdm shows them).
 std::string hub_size_text(int64_t bytes);
 

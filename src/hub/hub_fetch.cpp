@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "hub/hub_download.hpp"
 #include "hub/hub_http.hpp"
+#include "io/hash.hpp"
 
 namespace fs = std::filesystem;
 
@@ -92,6 +93,7 @@ class Fetcher {
   const HubFetchOptions& o_;
   std::string folder_, commit_;
   std::string unreachable_;  // why online() gave up
+  mutable std::string gap_;  // a config from_cache could not settle
 };
 
 // The snapshot the cache holds for the revision. strict: every file attnmap would read is known (present, or
@@ -115,9 +117,17 @@ std::optional<HubSnapshot> Fetcher::from_cache(bool strict) const {
       if (!present(shard)) return std::nullopt;
       snap.files.push_back(shard);
     }
+  // A snapshot with the repository's .gitattributes was downloaded whole (snapshot_download, snapshotDownload:
+  // a loader fetching what it reads never fetches that file), so a file it lacks is absent from the repository.
+  const bool whole = present(".gitattributes");
   for (const char* f : kHubConfigFiles) {
-    if (present(f)) snap.files.push_back(f);
-    else if (strict && !hub_known_absent(folder_, *commit, f)) return std::nullopt;
+    if (present(f)) {
+      snap.files.push_back(f);
+    } else if (!whole && !hub_known_absent(folder_, *commit, f)) {  // it may set heads, eps, mean, std: never guessed
+      gap_ = std::string(f) + ", which the cached snapshot " + commit->substr(0, 12) + " neither holds nor records "
+             "absent (a cache filled by a loader that read only some files)";
+      return std::nullopt;
+    }
   }
   snap.folder = (fs::path(folder_) / "snapshots" / *commit).string();
   snap.ref = {n_.repo, n_.revision, *commit};
@@ -162,7 +172,7 @@ Probe Fetcher::head_once(const std::string& file) {
   char* end = nullptr;
   p.meta.size = size.empty() ? -1 : std::strtoll(size.c_str(), &end, 10);
   if (!is_commit_hash(p.meta.commit) || p.meta.etag.empty() || p.meta.size < 0 || !end || *end)
-    throw Error(label(file) + ": " + s_.endpoint + " answered without X-Repo-Commit, an ETag or a size: not the Hugging "
+    throw Error(label(file) + ": " + shown_endpoint(s_) + " answered without X-Repo-Commit, an ETag or a size: not the Hugging "
                 "Face Hub (a proxy or firewall in between?)");
   return p;
 }
@@ -180,18 +190,18 @@ Probe Fetcher::head(const std::string& file) {
 
 void Fetcher::refuse(const std::string& file, const HttpAnswer& a) const {
   const std::string code = a.header("x-error-code"), msg = a.header("x-error-message");
-  const std::string page = s_.endpoint + "/" + n_.repo;
+  const std::string page = shown_endpoint(s_) + "/" + n_.repo;
   const std::string status = "HTTP " + std::to_string(a.status);
   if (code == "GatedRepo" && s_.token.empty())
     throw Error(n_.repo + " is a gated model (" + status + ") and no token was sent: accept its licence on " + page +
-                ", make a token (" + s_.endpoint + "/settings/tokens) and set HF_TOKEN");
+                ", make a token (" + shown_endpoint(s_) + "/settings/tokens) and set HF_TOKEN");
   if (code == "GatedRepo")
     throw Error(n_.repo + " is a gated model and the token has no access to it (" + status + "): accept its licence on " +
                 page + " with the token's account");
   if (a.status == 401 && msg == "Invalid credentials in Authorization header")
     throw Error(n_.repo + ": the Hub refused the token (HF_TOKEN or the token file): invalid credentials");
   if (code == "RepoNotFound" || (a.status == 401 && code.empty()) || (a.status == 404 && code.empty()))
-    throw Error("no model repository " + n_.repo + " on " + s_.endpoint + " (" + status + "; " +
+    throw Error("no model repository " + n_.repo + " on " + shown_endpoint(s_) + " (" + status + "; " +
                 (s_.token.empty() ? "if it is private, set HF_TOKEN)" : "or the token cannot see it)"));
   if (code == "RevisionNotFound")
     throw Error(n_.repo + " has no revision '" + n_.revision + "' (a branch, tag or commit) (" + status + ")");
@@ -269,21 +279,24 @@ std::optional<HubSnapshot> Fetcher::online() {
 
 HubSnapshot Fetcher::run() {
   const std::string where = hub_name_text(n_);
+  const std::string fetch_it = "fetch it where the Hub can be reached (attnmap download " + where + ")";
   if (s_.offline) {
     if (std::optional<HubSnapshot> c = from_cache(false)) return *c;
-    throw Error(where + " is not in the Hub cache " + s_.cache + " and HF_HUB_OFFLINE is set (no connection tried): "
-                "fetch it where the Hub can be reached (attnmap download " + where + ") or unset HF_HUB_OFFLINE");
+    if (!gap_.empty())
+      throw Error(where + ": HF_HUB_OFFLINE is set and the model's " + gap_ + "; " + fetch_it + " or unset HF_HUB_OFFLINE");
+    throw Error(where + " is not in the Hub cache " + s_.cache + " and HF_HUB_OFFLINE is set (no connection tried): " +
+                fetch_it + " or unset HF_HUB_OFFLINE");
   }
   if (is_commit_hash(n_.revision))
     if (std::optional<HubSnapshot> c = from_cache(true)) return *c;  // a commit never changes: no request
   if (std::optional<HubSnapshot> got = online()) return *got;
   if (std::optional<HubSnapshot> c = from_cache(false)) {
-    c->notes.push_back(s_.endpoint + " could not be reached (" + unreachable_ + "): the cached snapshot " +
+    c->notes.push_back(shown_endpoint(s_) + " could not be reached (" + unreachable_ + "): the cached snapshot " +
                        c->ref.commit.substr(0, 12) + " of " + where + " is used");
     return *c;
   }
-  throw Error(where + ": " + s_.endpoint + " could not be reached (" + unreachable_ + ", 3 tries) and the model is not in "
-              "the Hub cache " + s_.cache);
+  throw Error(where + ": " + shown_endpoint(s_) + " could not be reached (" + unreachable_ + ", 3 tries) and " +
+              (gap_.empty() ? "the model is not in the Hub cache " + s_.cache : "the model's " + gap_));
 }
 
 }  // namespace
@@ -292,14 +305,45 @@ HubSnapshot fetch_hub_model(const HubName& name, const HubSettings& s, const Hub
   return Fetcher(name, s, o).run();
 }
 
-std::string hub_blob_mismatch(const std::string& path, const std::string& sha256) {
+namespace {
+
+// The blob `path` resolves to, when it is one named by a hash of `digits` hex digits; "" otherwise.
+std::string blob_named(const std::string& path, size_t digits, fs::path* real_out) {
   std::error_code ec;
   const fs::path real = fs::canonical(path, ec);
   if (ec || real.parent_path().filename() != "blobs") return {};
   const std::string name = real.filename().string();
-  if (name.size() != 64 || name.find_first_not_of("0123456789abcdef") != std::string::npos || name == sha256) return {};
-  return path + ": the Hub cache is damaged: the blob " + real.string() + " holds bytes with sha256 " + sha256 +
+  if (name.size() != digits || name.find_first_not_of("0123456789abcdef") != std::string::npos) return {};
+  *real_out = real;
+  return name;
+}
+
+std::string damaged(const std::string& path, const fs::path& blob, const char* what, const std::string& got,
+                    const std::string& name) {
+  return path + ": the Hub cache is damaged: the blob " + blob.string() + " holds bytes with " + what + " " + got +
          ", not the " + name + " it is named by; delete that blob and run again to fetch it anew";
+}
+
+}  // namespace
+
+std::string hub_blob_mismatch(const std::string& path, const std::string& sha256) {
+  fs::path real;
+  const std::string name = blob_named(path, 64, &real);
+  return name.empty() || name == sha256 ? std::string() : damaged(path, real, "sha256", sha256, name);
+}
+
+std::string hub_snapshot_damage(const std::string& folder) {
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string path = it->path().string();
+    fs::path real;
+    if (const std::string sha = blob_named(path, 64, &real); !sha.empty()) {
+      if (const std::string got = sha256_file(real.string()); got != sha) return damaged(path, real, "sha256", got, sha);
+    } else if (const std::string sha1 = blob_named(path, 40, &real); !sha1.empty()) {
+      if (const std::string got = git_blob_sha1(real.string()); got != sha1) return damaged(path, real, "git sha1", got, sha1);
+    }
+  }
+  return {};
 }
 
 }  // namespace attnmap

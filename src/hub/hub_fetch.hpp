@@ -37,6 +37,11 @@ struct HubFetchOptions {
 /// failed download (hub_download.hpp) or a name neither reachable nor cached.
 HubSnapshot fetch_hub_model(const HubName& name, const HubSettings& s, const HubFetchOptions& o);
 
+/// Every file of a snapshot folder checked against its blob's name (sha256 for a 64-hex name, git's blob sha1
+/// for a 40-hex one; each file read once): "" when all match, else hub_blob_mismatch's message for the first
+/// that does not. For `attnmap download` and for a load that failed on a cached file.
+std::string hub_snapshot_damage(const std::string& folder);
+
 /// When `path` (a file a load read) is a cache blob named by a sha256 (CACHE/.../blobs/<64 hex>, through its
 /// snapshot link) and `sha256` (of the bytes read) is not that name: a message saying the cache is damaged and
 /// which blob to delete. "" otherwise.

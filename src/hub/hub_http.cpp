@@ -1,4 +1,4 @@
-// hub_http.cpp - HTTP through libcurl (hub_http.hpp).
+// hub_http.cpp - HTTP through libcurl (hub_http.hpp), opened at the first request.
 #include "hub/hub_http.hpp"
 
 #include <cctype>
@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include <curl/curl.h>
+#include <dlfcn.h>
 
 #include "core/error.hpp"
 
@@ -13,35 +14,85 @@ namespace attnmap {
 
 namespace {
 
-void global_init() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+// libcurl, opened when the first request is made: a run that names no Hub model never loads it and the
+// libraries it brings (Kerberos, LDAP, SSH, RTMP, HTTP/2, IDN, PSL, brotli), so its start and its address
+// space stay as they were (under ulimit -v every thread's stack needs room: tests/test_limits.cpp).
+// Debian's libcurl4 (libcurl.so.4, ABI 4); the headers are libcurl4-openssl-dev's.
+struct CurlApi {
+  CURLcode (*global_init)(long);
+  CURL* (*easy_init)();
+  CURLcode (*easy_setopt)(CURL*, CURLoption, ...);
+  CURLcode (*easy_perform)(CURL*);
+  CURLcode (*easy_getinfo)(CURL*, CURLINFO, ...);
+  void (*easy_cleanup)(CURL*);
+  curl_slist* (*slist_append)(curl_slist*, const char*);
+  void (*slist_free_all)(curl_slist*);
+  const char* (*easy_strerror)(CURLcode);
+  char* (*version)();
+};
+
+template <typename F>
+void bind(void* lib, F& f, const char* name) {
+  f = reinterpret_cast<F>(::dlsym(lib, name));
+  if (!f) throw Error(std::string("libcurl.so.4 lacks ") + name + ": reinstall Debian's libcurl4");
 }
 
-std::string user_agent() { return std::string("attnmap/") + ATTNMAP_VERSION + "; " + curl_version(); }
+const CurlApi& curl() {
+  static std::once_flag once;
+  static CurlApi api{};
+  static std::string failure;
+  std::call_once(once, [] {
+    void* lib = ::dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      failure = std::string("cannot load libcurl.so.4 (") + ::dlerror() + "): install Debian's libcurl4 to fetch Hub models";
+      return;
+    }
+    try {
+      bind(lib, api.global_init, "curl_global_init");
+      bind(lib, api.easy_init, "curl_easy_init");
+      bind(lib, api.easy_setopt, "curl_easy_setopt");
+      bind(lib, api.easy_perform, "curl_easy_perform");
+      bind(lib, api.easy_getinfo, "curl_easy_getinfo");
+      bind(lib, api.easy_cleanup, "curl_easy_cleanup");
+      bind(lib, api.slist_append, "curl_slist_append");
+      bind(lib, api.slist_free_all, "curl_slist_free_all");
+      bind(lib, api.easy_strerror, "curl_easy_strerror");
+      bind(lib, api.version, "curl_version");
+    } catch (const Error& e) {
+      failure = e.what();
+      return;
+    }
+    api.global_init(CURL_GLOBAL_DEFAULT);
+  });
+  if (!failure.empty()) throw Error(failure);
+  return api;
+}
+
+std::string user_agent() { return std::string("attnmap/") + ATTNMAP_VERSION + "; " + curl().version(); }
 
 // One easy handle with its header list, freed on every path.
 struct Request {
+  const CurlApi* api = nullptr;
   CURL* curl = nullptr;
   curl_slist* list = nullptr;
   HttpAnswer answer;
   explicit Request(const std::string& url, const HttpHeaders& headers) {
-    global_init();
-    curl = curl_easy_init();
+    api = &attnmap::curl();
+    curl = api->easy_init();
     if (!curl) throw Error("libcurl could not start a request");
-    for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
-    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
-    curl_easy_setopt(curl, CURLOPT_USERAGENT, user_agent().c_str());
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, &Request::on_header);
-    curl_easy_setopt(curl, CURLOPT_HEADERDATA, this);
+    for (const std::string& h : headers) list = api->slist_append(list, h.c_str());
+    api->easy_setopt(curl, CURLOPT_URL, url.c_str());
+    api->easy_setopt(curl, CURLOPT_HTTPHEADER, list);
+    api->easy_setopt(curl, CURLOPT_USERAGENT, user_agent().c_str());
+    api->easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    api->easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    api->easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    api->easy_setopt(curl, CURLOPT_HEADERFUNCTION, &Request::on_header);
+    api->easy_setopt(curl, CURLOPT_HEADERDATA, this);
   }
   ~Request() {
-    curl_slist_free_all(list);
-    curl_easy_cleanup(curl);
+    api->slist_free_all(list);
+    api->easy_cleanup(curl);
   }
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
@@ -65,10 +116,10 @@ struct Request {
   }
 
   HttpAnswer perform() {
-    const CURLcode rc = curl_easy_perform(curl);
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &answer.status);
+    const CURLcode rc = api->easy_perform(curl);
+    api->easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &answer.status);
     answer.reached = rc == CURLE_OK;
-    if (rc != CURLE_OK) answer.failure = curl_easy_strerror(rc);
+    if (rc != CURLE_OK) answer.failure = api->easy_strerror(rc);
     return std::move(answer);
   }
 };
@@ -97,7 +148,7 @@ size_t on_stream(char* data, size_t size, size_t n, void* p) {
   if (!s->checked) {  // the first body bytes: is this the file (200 / 206), or an error page?
     s->checked = true;
     long status = 0;
-    curl_easy_getinfo(s->req->curl, CURLINFO_RESPONSE_CODE, &status);
+    s->req->api->easy_getinfo(s->req->curl, CURLINFO_RESPONSE_CODE, &status);
     s->ok_status = status == 200 || status == 206;
     if (status == 200 && s->offset > 0 && !s->sink->restart()) return 0;
   }
@@ -111,22 +162,22 @@ size_t on_stream(char* data, size_t size, size_t n, void* p) {
 
 HttpAnswer http_head(const std::string& url, const HttpHeaders& headers, long timeout_s) {
   Request r(url, headers);
-  curl_easy_setopt(r.curl, CURLOPT_NOBODY, 1L);
-  curl_easy_setopt(r.curl, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(r.curl, CURLOPT_TIMEOUT, timeout_s);
-  curl_easy_setopt(r.curl, CURLOPT_CONNECTTIMEOUT, timeout_s);
+  r.api->easy_setopt(r.curl, CURLOPT_NOBODY, 1L);
+  r.api->easy_setopt(r.curl, CURLOPT_FOLLOWLOCATION, 0L);
+  r.api->easy_setopt(r.curl, CURLOPT_TIMEOUT, timeout_s);
+  r.api->easy_setopt(r.curl, CURLOPT_CONNECTTIMEOUT, timeout_s);
   return r.perform();
 }
 
 HttpAnswer http_get_small(const std::string& url, const HttpHeaders& headers, long timeout_s, size_t max_bytes) {
   Request r(url, headers);
   SmallBody body{&r.answer.body, max_bytes};
-  curl_easy_setopt(r.curl, CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(r.curl, CURLOPT_MAXREDIRS, 5L);
-  curl_easy_setopt(r.curl, CURLOPT_TIMEOUT, timeout_s);
-  curl_easy_setopt(r.curl, CURLOPT_CONNECTTIMEOUT, timeout_s);
-  curl_easy_setopt(r.curl, CURLOPT_WRITEFUNCTION, &on_small_body);
-  curl_easy_setopt(r.curl, CURLOPT_WRITEDATA, &body);
+  r.api->easy_setopt(r.curl, CURLOPT_FOLLOWLOCATION, 1L);
+  r.api->easy_setopt(r.curl, CURLOPT_MAXREDIRS, 5L);
+  r.api->easy_setopt(r.curl, CURLOPT_TIMEOUT, timeout_s);
+  r.api->easy_setopt(r.curl, CURLOPT_CONNECTTIMEOUT, timeout_s);
+  r.api->easy_setopt(r.curl, CURLOPT_WRITEFUNCTION, &on_small_body);
+  r.api->easy_setopt(r.curl, CURLOPT_WRITEDATA, &body);
   return r.perform();
 }
 
@@ -135,14 +186,14 @@ HttpAnswer http_get_to(const std::string& url, const HttpHeaders& headers, int64
   Request r(url, headers);
   Stream s{&sink, &r, offset};
   const std::string range = std::to_string(offset) + "-";
-  if (offset > 0) curl_easy_setopt(r.curl, CURLOPT_RANGE, range.c_str());
-  curl_easy_setopt(r.curl, CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(r.curl, CURLOPT_MAXREDIRS, 5L);
-  curl_easy_setopt(r.curl, CURLOPT_CONNECTTIMEOUT, connect_timeout_s);
-  curl_easy_setopt(r.curl, CURLOPT_LOW_SPEED_LIMIT, 1L);  // no byte for stall_timeout_s seconds: stopped
-  curl_easy_setopt(r.curl, CURLOPT_LOW_SPEED_TIME, stall_timeout_s);
-  curl_easy_setopt(r.curl, CURLOPT_WRITEFUNCTION, &on_stream);
-  curl_easy_setopt(r.curl, CURLOPT_WRITEDATA, &s);
+  if (offset > 0) r.api->easy_setopt(r.curl, CURLOPT_RANGE, range.c_str());
+  r.api->easy_setopt(r.curl, CURLOPT_FOLLOWLOCATION, 1L);
+  r.api->easy_setopt(r.curl, CURLOPT_MAXREDIRS, 5L);
+  r.api->easy_setopt(r.curl, CURLOPT_CONNECTTIMEOUT, connect_timeout_s);
+  r.api->easy_setopt(r.curl, CURLOPT_LOW_SPEED_LIMIT, 1L);  // no byte for stall_timeout_s seconds: stopped
+  r.api->easy_setopt(r.curl, CURLOPT_LOW_SPEED_TIME, stall_timeout_s);
+  r.api->easy_setopt(r.curl, CURLOPT_WRITEFUNCTION, &on_stream);
+  r.api->easy_setopt(r.curl, CURLOPT_WRITEDATA, &s);
   return r.perform();
 }
 

@@ -22,6 +22,9 @@ constexpr size_t kTempPathMax = 4096;
 std::atomic<int> g_temp_state[kTempSlots];  // 0 free, 1 being filled, 2 registered
 char g_temp_path[kTempSlots][kTempPathMax];
 
+std::atomic<int> g_kept_state{0};  // 0 none, 1 being filled, 2 noted
+char g_kept_path[kTempPathMax];
+
 void remove_temps_and_die(int sig) {
   remove_registered_temp_files();
   // One line so a log shows why the run stopped (write(2) is async-signal-safe; iostreams are not). Outputs
@@ -32,6 +35,12 @@ void remove_temps_and_die(int sig) {
   ssize_t ignored = ::write(2, head, sizeof head - 1);
   ignored = ::write(2, name, std::strlen(name));
   ignored = ::write(2, tail, sizeof tail - 1);
+  if (g_kept_state.load(std::memory_order_acquire) == 2) {
+    const char kept[] = "attnmap: the partial download ", resumed[] = " is kept: the next run resumes it\n";
+    ignored = ::write(2, kept, sizeof kept - 1);
+    ignored = ::write(2, g_kept_path, std::strlen(g_kept_path));
+    ignored = ::write(2, resumed, sizeof resumed - 1);
+  }
   (void)ignored;
   ::raise(sig);  // SA_RESETHAND restored the default action: the process ends by this signal
 }
@@ -53,6 +62,15 @@ TempFileGuard::TempFileGuard(const std::string& path) : slot_(-1) {
 TempFileGuard::~TempFileGuard() {
   if (slot_ >= 0) g_temp_state[slot_].store(0, std::memory_order_release);
 }
+
+KeptFileNote::KeptFileNote(const std::string& path) {
+  if (path.size() >= kTempPathMax) return;
+  g_kept_state.store(1, std::memory_order_release);
+  std::memcpy(g_kept_path, path.c_str(), path.size() + 1);
+  g_kept_state.store(2, std::memory_order_release);
+}
+
+KeptFileNote::~KeptFileNote() { g_kept_state.store(0, std::memory_order_release); }
 
 void remove_registered_temp_files() noexcept {
   for (int i = 0; i < kTempSlots; ++i)

@@ -108,12 +108,24 @@ class TempFileGuard {
   int slot_;
 };
 
+/// Names a partial file an interrupt keeps on purpose (a download resumed by the next run: hub/), for the
+/// interrupt's message, while the note lives. One at a time (a later note replaces an earlier one); a path of
+/// 4096 bytes or more is not noted.
+class KeptFileNote {
+ public:
+  explicit KeptFileNote(const std::string& path);
+  ~KeptFileNote();
+  KeptFileNote(const KeptFileNote&) = delete;
+  KeptFileNote& operator=(const KeptFileNote&) = delete;
+};
+
 /// Unlinks every temporary file registered by a live TempFileGuard. Async-signal-safe (only atomic loads
 /// and unlink(2)): called from the signal handler.
 void remove_registered_temp_files() noexcept;
 
 /// On SIGINT, SIGTERM and SIGHUP (unless ignored, as under nohup): remove_registered_temp_files, then the
-/// signal's default action, so Ctrl-C or a scheduler's kill leaves no `.NAME.tmp.*` beside the outputs.
+/// signal's default action, so Ctrl-C or a scheduler's kill leaves no `.NAME.tmp.*` beside the outputs. The
+/// message names the file a live KeptFileNote keeps.
 void install_interrupt_cleanup();
 
 /// One PNG tEXt chunk (PNG 1.2 §11.3.4.3): a keyword of 1..79 Latin-1 characters and Latin-1 text.
