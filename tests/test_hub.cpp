@@ -221,7 +221,15 @@ TEST_F(Hub, CacheServesWhenTheHubIsDownAndOfflineAsksNothing) {
 TEST_F(Hub, ShardedSafetensorsAndTheirShardsAreFetched) {
   const std::string c = "5555555555555555555555555555555555555555";
   make_hub_repo(root, "test-org/sharded", {{"main", c}}, c, folder_files("hf_sharded"));
+  // An index whose shard would leave the snapshot is refused before anything is fetched.
+  const fs::path evil = dir / "evil.index.json";
+  std::ofstream(evil) << R"({"metadata": {}, "weight_map": {"a": "../../../x.safetensors"}})";
+  make_hub_repo(root, "test-org/evil", {{"main", c}}, c, {{"model.safetensors.index.json", evil.string()}});
   FakeHub hub(root);
+  const CliRun bad = run_attnmap("download test-org/evil", env(hub.endpoint()));
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("lists the shard '../../../x.safetensors', which is not a file of the repository"),
+            std::string::npos) << bad.err;
   EXPECT_EQ(map_of("test-org/sharded", env(hub.endpoint())), map_of(fixture("hf_sharded"), ""));
   for (const char* shard : {"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
                             "model-00003-of-00003.safetensors"})
@@ -297,6 +305,11 @@ TEST_F(Hub, UnknownRepositoryRevisionAndWeightsSayWhat) {
   r = run_attnmap("render " + q(photo()) + " -w " + kRepo + "@v9" + o, env(hub.endpoint()));
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find(kRepo + " has no revision 'v9'"), std::string::npos) << r.err;
+  // A token that would end the header is refused, and not printed.
+  r = run_attnmap("download " + kRepo, env(hub.endpoint(), "HF_TOKEN=\"$(printf 'hf_x\\r\\nX-Injected: 1')\""));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("the Hub token from HF_TOKEN holds a line break"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("X-Injected"), std::string::npos) << r.err;
   r = run_attnmap("render " + q(photo()) + " -w test-org/no-weights" + o, env(hub.endpoint()));
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("has none of the weights files attnmap reads"), std::string::npos) << r.err;
@@ -355,6 +368,15 @@ TEST_F(Hub, OfflineRefusesASnapshotThatMaySilentlyLackAConfig) {
   // Online, the same run settles it: the file is fetched again, and .no_exist records the absent ones.
   EXPECT_EQ(map_of(kRepo, env(hub.endpoint())), map_of(fixture("families/hf_dinov2"), ""));
   EXPECT_TRUE(fs::is_symlink(repo_cache() / "snapshots" / kNew / "preprocessor_config.json"));
+  // A config that cannot change these weights' numbers (open_clip's, beside transformers weights) need not be
+  // settled: a cache transformers filled never asks for it.
+  fs::remove_all(repo_cache() / ".no_exist");
+  EXPECT_EQ(map_of(kRepo, env(hub.endpoint(), "HF_HUB_OFFLINE=1")), map_of(fixture("families/hf_dinov2"), ""));
+  // The snapshot folder given as a path keeps its name in the record.
+  const fs::path out = dir / "by_path";
+  ASSERT_EQ(run_attnmap("render " + q(photo()) + " -q -w " + q(repo_cache() / "snapshots" / kNew) + " -o " + q(out)).status, 0);
+  const std::string rec = run_attnmap("inspect " + q(out / "chelsea.png")).out;
+  EXPECT_NE(rec.find("hub              {\"repo\":\"" + kRepo + "\",\"revision\":\"" + kNew), std::string::npos) << rec;
 }
 
 // A cached blob cut short no longer parses: the message says the cache is damaged, and download checks every

@@ -267,10 +267,34 @@ std::shared_ptr<Model> load_file(const std::string& path, const std::vector<std:
   const RenderOptions opt = run_options(flags, path);  // a bad value is refused here, before any file is read
   std::shared_ptr<ViTWeights> w;
   RunWeights rw;
-  {
+  // Ctrl-C during a Hub download: Python's handler cannot run while the download holds the main thread, so a
+  // handler of ours notes it, the download stops (its partial file kept for the next load) and
+  // KeyboardInterrupt is raised, as render_folder does.
+  const bool main_thread = PyThread_get_thread_ident() == main_thread_ident();
+  struct sigaction previous {};
+  if (main_thread) {
+    g_sigint = false;
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { g_sigint = true; };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &previous);
+  }
+  try {
     py::gil_scoped_release nogil;
-    rw = run_weights(path, quiet);  // a path as it is; a Hub name from huggingface_hub's cache or fetched
+    rw = run_weights(path, quiet, [] { return g_sigint.load(); });  // a path, or a Hub name from the cache or fetched
     w = std::make_shared<ViTWeights>(load_weights(rw, opt.overrides));
+  } catch (...) {
+    if (main_thread) sigaction(SIGINT, &previous, nullptr);
+    if (main_thread && g_sigint.exchange(false)) {
+      PyErr_SetNone(PyExc_KeyboardInterrupt);
+      throw py::error_already_set();
+    }
+    throw;
+  }
+  if (main_thread) sigaction(SIGINT, &previous, nullptr);
+  if (main_thread && g_sigint.exchange(false)) {
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    throw py::error_already_set();
   }
   return std::make_shared<Model>(std::move(w), rw.path, flags, true);
 }

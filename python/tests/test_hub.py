@@ -21,17 +21,21 @@ PHOTO = str(ROOT / "data" / "chelsea.png")
 COMMIT = "89abcdef0123456789abcdef0123456789abcdef"
 
 
-@pytest.fixture()
-def hub(tmp_path, monkeypatch):
+def _start_hub(tmp_path, *extra):
     repo = tmp_path / "repos" / "test-org" / "tiny-vit"
-    (repo / COMMIT).mkdir(parents=True)
+    (repo / COMMIT).mkdir(parents=True, exist_ok=True)
     for name in ("model.safetensors", "config.json", "preprocessor_config.json"):
         shutil.copy(FIXTURE / name, repo / COMMIT / name)
     (repo / "refs.json").write_text(json.dumps({"main": COMMIT}))
     ports = tmp_path / "ports"
-    server = subprocess.Popen(["/usr/bin/python3", str(ROOT / "tests" / "hub" / "fake_hub.py"), "--root",
-                               str(tmp_path / "repos"), "--port-file", str(ports), "--log", str(tmp_path / "log"),
-                               "--lifetime", "120"])
+    return ports, subprocess.Popen(["/usr/bin/python3", str(ROOT / "tests" / "hub" / "fake_hub.py"), "--root",
+                                    str(tmp_path / "repos"), "--port-file", str(ports), "--log",
+                                    str(tmp_path / "log"), "--lifetime", "120", *extra])
+
+
+@pytest.fixture()
+def hub(tmp_path, monkeypatch):
+    ports, server = _start_hub(tmp_path)
     try:
         for _ in range(200):
             if ports.exists():
@@ -70,3 +74,32 @@ def test_a_hub_name_loads_the_same_model_as_its_folder(attnmap, hub, capfd):
     assert e.value.exit_code == 2
     assert "no such file or folder; as a Hugging Face Hub name" in str(e.value)
     assert "HF_HUB_OFFLINE is set" in str(e.value)
+
+
+def test_ctrl_c_stops_a_download_and_keeps_its_partial_file(tmp_path):
+    """Ctrl-C during load()'s download raises KeyboardInterrupt at once (not when the download ends), and the
+    partial blob is kept for the next load."""
+    ports, server = _start_hub(tmp_path, "--rate", "8000")  # 64 kB: about 8 s
+    try:
+        for _ in range(200):
+            if ports.exists():
+                break
+            time.sleep(0.05)
+        env = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:" + ports.read_text().split()[0],
+                   HF_HUB_CACHE=str(tmp_path / "cache"), HF_HOME=str(tmp_path / "hf_home"),
+                   PYTHONPATH=os.environ.get("ATTNMAP_PYTHON_PATH", str(ROOT / "build" / "python")))
+        for var in ("HF_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+            env.pop(var, None)
+        code = ("import attnmap, time\nt = time.time()\ntry:\n    attnmap.load('test-org/tiny-vit', quiet=True)\n"
+                "except KeyboardInterrupt:\n    print('interrupted', round(time.time() - t, 1))\n")
+        child = subprocess.Popen(["/usr/bin/python3", "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+        time.sleep(2.5)
+        child.send_signal(signal.SIGINT)
+        out, _ = child.communicate(timeout=30)
+        assert out.startswith("interrupted"), out
+        assert float(out.split()[1]) < 5.0, out  # not after the whole download (about 8 s)
+        partial = list((tmp_path / "cache").rglob("*.incomplete"))
+        assert len(partial) == 1 and partial[0].stat().st_size > 0
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=10)

@@ -19,7 +19,7 @@ void download_one(const std::string& arg, const HubSettings& s, bool quiet) {
   std::string why;
   const std::optional<HubName> name = parse_hub_name(arg, &why);
   if (!name) throw Error(arg + ": not a Hugging Face Hub name (ORG/NAME, ORG/NAME@REVISION or hf-hub:ORG/NAME): " + why);
-  const HubSnapshot snap = fetch_hub_model(*name, s, {quiet, ::isatty(2) == 1});
+  const HubSnapshot snap = fetch_hub_model(*name, s, {quiet, ::isatty(2) == 1, {}});
   // A cache filled here serves compute nodes offline: every blob is checked against its name, not only new ones.
   if (const std::string bad = hub_snapshot_damage(snap.folder); !bad.empty()) throw Error(bad);
   if (!quiet) {

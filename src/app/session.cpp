@@ -141,11 +141,12 @@ void finish_run_model(ViTWeights& model, const RenderOptions& opt, bool backward
     prepare_weights(model, backward_pass);
 }
 
-RunWeights run_weights(const std::string& arg, bool quiet) {
+RunWeights run_weights(const std::string& arg, bool quiet, const std::function<bool()>& cancelled) {
   if (arg.empty()) return {default_weights_path(), std::nullopt};
   if (const RunHooks* h = run_hooks(); h && h->model && arg == h->model_name) return {arg, std::nullopt};
   std::error_code ec;
-  if (!has_hub_prefix(arg) && std::filesystem::exists(std::filesystem::symlink_status(arg, ec))) return {arg, std::nullopt};
+  if (!has_hub_prefix(arg) && std::filesystem::exists(std::filesystem::symlink_status(arg, ec)))
+    return {arg, hub_snapshot_ref(arg)};
   std::string why;
   const std::optional<HubName> name = parse_hub_name(arg, &why);
   if (!name) {
@@ -154,7 +155,7 @@ RunWeights run_weights(const std::string& arg, bool quiet) {
   }
   HubSnapshot snap;
   try {
-    snap = fetch_hub_model(*name, hub_settings_from_env(), {quiet, ::isatty(2) == 1});
+    snap = fetch_hub_model(*name, hub_settings_from_env(), {quiet, ::isatty(2) == 1, cancelled});
   } catch (const Error& e) {
     throw Error(has_hub_prefix(arg) ? std::string(e.what())
                                     : arg + ": no such file or folder; as a Hugging Face Hub name: " + e.what());

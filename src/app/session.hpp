@@ -29,8 +29,10 @@ struct RunWeights {
 /// (hub/hub_fetch.hpp), read as its snapshot folder. A value that is neither a path nor a name is passed on as
 /// a path (the loader says it is missing). Unless quiet: the download's progress bar on a terminal (a line
 /// per file otherwise) and the fetch's notes. Throws attnmap::Error "NAME: no such file or folder; as a
-/// Hugging Face Hub name: ..." when the Hub refuses or cannot give the model.
-RunWeights run_weights(const std::string& arg, bool quiet);
+/// Hugging Face Hub name: ..." when the Hub refuses or cannot give the model. A snapshot folder of the cache
+/// given as a path (CACHE/models--ORG--NAME/snapshots/COMMIT) keeps its name too. `cancelled` (may be empty):
+/// polled during a download (an embedding program's Ctrl-C: hub/hub_download.hpp).
+RunWeights run_weights(const std::string& arg, bool quiet, const std::function<bool()>& cancelled = {});
 
 /// The model of a run (render, figure), loaded once: load_model with the command line's overrides, position
 /// embeddings resampled to --size (opt.pos_interp, else the layout's default); its notices printed unless

@@ -104,20 +104,29 @@ HubSettings hub_settings_from_env() {
   s.endpoint = env("HF_ENDPOINT").empty() ? "https://huggingface.co" : env("HF_ENDPOINT");
   while (!s.endpoint.empty() && s.endpoint.back() == '/') s.endpoint.pop_back();
   s.token = trimmed(!env("HF_TOKEN").empty() ? env("HF_TOKEN") : env("HUGGING_FACE_HUB_TOKEN"));
-  if (s.token.empty())
+  const char* token_from = !env("HF_TOKEN").empty() ? "HF_TOKEN" : "HUGGING_FACE_HUB_TOKEN";
+  if (s.token.empty()) {
     s.token = trimmed(read_small(expand_home(env("HF_TOKEN_PATH").empty() ? home + "/token" : env("HF_TOKEN_PATH"))));
+    token_from = "the token file (HF_TOKEN_PATH, else HF_HOME/token)";
+  }
+  for (char c : s.token)  // never printed: it is a secret
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      throw Error(std::string("the Hub token from ") + token_from + " holds a line break or another control character; "
+                  "a token is one line of printable characters");
   // constants.py: _is_true(HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE): a set HF_HUB_OFFLINE=0 wins.
-  s.offline = is_true(!env("HF_HUB_OFFLINE").empty() ? env("HF_HUB_OFFLINE") : env("TRANSFORMERS_OFFLINE"));
+  s.offline_by = !env("HF_HUB_OFFLINE").empty() ? "HF_HUB_OFFLINE" : "TRANSFORMERS_OFFLINE";
+  s.offline = is_true(env(s.offline_by.c_str()));
   s.etag_timeout = seconds("HF_HUB_ETAG_TIMEOUT", 10);
   s.download_timeout = seconds("HF_HUB_DOWNLOAD_TIMEOUT", 10);
   return s;
 }
 
 std::string shown_endpoint(const HubSettings& s) {
-  const size_t scheme = s.endpoint.find("://"), at = s.endpoint.find('@');
-  const size_t host_end = s.endpoint.find('/', scheme == std::string::npos ? 0 : scheme + 3);
-  if (scheme == std::string::npos || at == std::string::npos || at > host_end) return s.endpoint;
-  return s.endpoint.substr(0, scheme + 3) + s.endpoint.substr(at + 1);
+  const size_t scheme = s.endpoint.find("://");
+  const size_t host = scheme == std::string::npos ? 0 : scheme + 3;
+  const size_t at = s.endpoint.find('@', host), host_end = s.endpoint.find('/', host);
+  if (at == std::string::npos || at > host_end) return s.endpoint;
+  return s.endpoint.substr(0, host) + s.endpoint.substr(at + 1);
 }
 
 std::string hub_repo_folder(const HubSettings& s, const std::string& repo) {

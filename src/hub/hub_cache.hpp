@@ -21,6 +21,7 @@ struct HubSettings {
                          ///< HF_HOME/token), trimmed; empty: none. A secret: never printed or recorded.
   bool offline = false;  ///< HF_HUB_OFFLINE, or when it is unset or empty TRANSFORMERS_OFFLINE, true (1, ON, YES,
                          ///< TRUE): the cache only
+  std::string offline_by;     ///< the variable that set `offline`, for messages
   long etag_timeout = 10;     ///< HF_HUB_ETAG_TIMEOUT: seconds for a file's HEAD
   long download_timeout = 10; ///< HF_HUB_DOWNLOAD_TIMEOUT: seconds a download may go without a byte
 };
@@ -29,7 +30,7 @@ struct HubSettings {
 std::string shown_endpoint(const HubSettings& s);
 
 /// The settings from the environment. Throws attnmap::Error naming the variable for a timeout that is not a
-/// positive whole number.
+/// positive whole number, or a token holding a control character (a line break: it would end the header).
 HubSettings hub_settings_from_env();
 
 /// CACHE/models--ORG--NAME.

@@ -144,10 +144,13 @@ void open_partial(Partial& p, int64_t size, const std::string& label) {
 }
 
 // The GETs of one blob: resumed from what the .incomplete file holds, up to kMaxResumes cuts in a row.
-void fetch_bytes(const HubSettings& s, const HubFileMeta& m, Partial& p, const std::string& label, ProgressLine& bar) {
+void fetch_bytes(const HubSettings& s, const HubFileMeta& m, Partial& p, const std::string& label, ProgressLine& bar,
+                 const std::function<bool()>& cancelled) {
   HttpHeaders headers;
   if (!s.token.empty() && url_origin(m.url) == url_origin(s.endpoint)) headers.push_back("Authorization: Bearer " + s.token);
+  bool stop = false;
   HttpSink sink{[&](const char* d, size_t n) {
+                  if (cancelled && cancelled()) return !(stop = true);
                   const bool ok = p.write(d, n);
                   bar.update(p.have);
                   return ok;
@@ -157,6 +160,8 @@ void fetch_bytes(const HubSettings& s, const HubFileMeta& m, Partial& p, const s
     if (p.have == m.size && m.size > 0) return;
     const int64_t before = p.have;
     const HttpAnswer a = http_get_to(m.url, headers, p.have, s.etag_timeout, s.download_timeout, sink);
+    if (stop)
+      throw Error(label + ": interrupted; the partial download " + p.path + " is kept: the next run resumes it");
     if (p.write_errno) {
       const int e = p.write_errno;
       p.discard();
@@ -169,6 +174,8 @@ void fetch_bytes(const HubSettings& s, const HubFileMeta& m, Partial& p, const s
     if (a.reached && (a.status == 200 || a.status == 206 || (a.status == 416 && p.have == m.size)) && p.have == m.size) return;
     if (a.reached && a.status != 200 && a.status != 206)
       throw Error(label + ": the download answered HTTP " + std::to_string(a.status) + " (" + url_origin(m.url) + ")");
+    if (!a.reached && !a.transient)  // e.g. a redirect to a protocol other than HTTP(S): no retry helps
+      throw Error(label + ": the download from " + url_origin(m.url) + " failed: " + a.failure);
     cuts = p.have > before ? 1 : cuts + 1;  // progress resets the count, as huggingface_hub's _nb_retries
     if (cuts > kMaxResumes)
       throw Error(label + ": the download stopped " + std::to_string(kMaxResumes + 1) + " times (" +
@@ -209,7 +216,8 @@ std::string hub_size_text(int64_t bytes) {
 }
 
 int64_t download_hub_blob(const HubSettings& s, const std::string& repo, const std::string& repo_folder,
-                          const HubFileMeta& m, const std::string& label, bool quiet, bool progress_bar) {
+                          const HubFileMeta& m, const std::string& label, const HubFetchOptions& o) {
+  const bool quiet = o.quiet, progress_bar = o.progress_bar;
   if (!valid_hub_etag(m.etag)) throw Error(label + ": the Hub's etag '" + m.etag.substr(0, 80) + "' cannot name a blob");
   const fs::path blobs = fs::path(repo_folder) / "blobs";
   const std::string blob = (blobs / m.etag).string();
@@ -226,7 +234,7 @@ int64_t download_hub_blob(const HubSettings& s, const std::string& repo, const s
   const KeptFileNote kept_on_interrupt(p.path);  // an interrupt keeps it for the next run, and says so
   const int64_t start = p.have;
   ProgressLine bar(progress_bar && !quiet, label, m.size, start);
-  fetch_bytes(s, m, p, label, bar);
+  fetch_bytes(s, m, p, label, bar, o.cancelled);
   bar.update(p.have, true);
   verify_blob(m, p, label);
   ::close(p.fd);

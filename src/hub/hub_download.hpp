@@ -3,11 +3,21 @@
 // later run), checked against its etag, renamed into place.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "hub/hub_cache.hpp"
 
 namespace attnmap {
+
+/// How to fetch: `quiet` no progress and no download lines; `progress_bar` a bar on the terminal (stderr);
+/// `cancelled` (may be empty) polled as bytes arrive and between requests: true stops the fetch (an embedding
+/// program's Ctrl-C), the partial download kept for the next run.
+struct HubFetchOptions {
+  bool quiet = false;
+  bool progress_bar = false;
+  std::function<bool()> cancelled;
+};
 
 /// What a file's HEAD said of it.
 struct HubFileMeta {
@@ -25,10 +35,11 @@ struct HubFileMeta {
 /// the bytes downloaded (0: the blob was there).
 /// Throws attnmap::Error naming `label` when: the disk has too little room for the file or a write fails (the
 /// .incomplete file is removed), the connection is cut more than 5 times in a row (the .incomplete file is
-/// kept: a later run resumes it), the server answers an error, more bytes come than announced, or the bytes
-/// do not match the etag (sha256 for LFS files, git's blob sha1 else; the download is discarded).
+/// kept: a later run resumes it), o.cancelled says so (kept too), the server answers an error or the request
+/// fails for good (an unsupported redirect), more bytes come than announced, or the bytes do not match the
+/// etag (sha256 for LFS files, git's blob sha1 else; the download is discarded).
 int64_t download_hub_blob(const HubSettings& s, const std::string& repo, const std::string& repo_folder,
-                          const HubFileMeta& m, const std::string& label, bool quiet, bool progress_bar);
+                          const HubFileMeta& m, const std::string& label, const HubFetchOptions& o);
 
 /// Whether an etag can name a blob file: 1-128 of [A-Za-z0-9_-] (a server's header is never a path).
 bool valid_hub_etag(const std::string& etag);

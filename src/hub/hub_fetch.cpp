@@ -38,12 +38,31 @@ std::vector<std::string> index_shards(const std::string& index_path, const std::
   for (const auto& [tensor, shard] : j["weight_map"].items()) {
     if (!shard.is_string()) continue;
     const std::string s = shard.get<std::string>();
-    if (s.empty() || s[0] == '/' || s.find("..") != std::string::npos) continue;
+    bool bad = s.empty() || s[0] == '/' || s.find("..") != std::string::npos;
+    for (char c : s) bad = bad || static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '\\';
+    if (bad)
+      throw Error(label + " lists the shard '" + printable(s) + "', which is not a file of the repository (an absolute "
+                  "path, '..', or a control character)");
     out.push_back(s);
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+// The configs that can change the numbers of `weights`, which a cached snapshot must hold or record absent
+// before it is read without asking the Hub: open_clip's config for open_clip's weights files; else config.json
+// and, beside a transformers config.json (it has "model_type"), the image processor's preprocessor_config.json.
+// The loaders people fill caches with fetch exactly these (transformers' model and processor, timm's config,
+// open_clip's config); a config outside the list is read when the snapshot has it.
+std::vector<std::string> configs_that_matter(const std::string& weights, const std::string& config_json) {
+  if (weights.rfind("open_clip_", 0) == 0) return {"open_clip_config.json"};
+  std::ifstream f(config_json, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (j.is_object() && j.contains("model_type")) return {"config.json", "preprocessor_config.json"};
+  return {"config.json"};
 }
 
 // One HEAD's outcome for a file.
@@ -120,10 +139,12 @@ std::optional<HubSnapshot> Fetcher::from_cache(bool strict) const {
   // A snapshot with the repository's .gitattributes was downloaded whole (snapshot_download, snapshotDownload:
   // a loader fetching what it reads never fetches that file), so a file it lacks is absent from the repository.
   const bool whole = present(".gitattributes");
+  const std::vector<std::string> needed = configs_that_matter(snap.files[0], snapshot_file(*commit, "config.json"));
   for (const char* f : kHubConfigFiles) {
     if (present(f)) {
       snap.files.push_back(f);
-    } else if (!whole && !hub_known_absent(folder_, *commit, f)) {  // it may set heads, eps, mean, std: never guessed
+    } else if (!whole && !hub_known_absent(folder_, *commit, f) &&
+               std::find(needed.begin(), needed.end(), f) != needed.end()) {  // it may set eps, mean, std: never guessed
       gap_ = std::string(f) + ", which the cached snapshot " + commit->substr(0, 12) + " neither holds nor records "
              "absent (a cache filled by a loader that read only some files)";
       return std::nullopt;
@@ -179,6 +200,7 @@ Probe Fetcher::head_once(const std::string& file) {
 
 // A HEAD, tried 3 times (1 s, then 2 s apart) while the Hub cannot be reached.
 Probe Fetcher::head(const std::string& file) {
+  if (o_.cancelled && o_.cancelled()) throw Error(label(file) + ": interrupted");
   Probe p = head_once(file);
   for (int i = 1; i <= 2 && p.kind == Probe::Unreachable; ++i) {
     std::this_thread::sleep_for(std::chrono::seconds(i));
@@ -232,7 +254,7 @@ void Fetcher::ensure(const Probe& p, HubSnapshot& snap) {
   std::error_code ec;
   snap.files.push_back(p.meta.file);
   if (fs::exists(snapshot_file(commit_, p.meta.file), ec)) return;
-  snap.downloaded_bytes += download_hub_blob(s_, n_.repo, folder_, p.meta, label(p.meta.file), o_.quiet, o_.progress_bar);
+  snap.downloaded_bytes += download_hub_blob(s_, n_.repo, folder_, p.meta, label(p.meta.file), o_);
   link_hub_snapshot(folder_, commit_, p.meta.file, p.meta.etag);
 }
 
@@ -282,10 +304,10 @@ HubSnapshot Fetcher::run() {
   const std::string fetch_it = "fetch it where the Hub can be reached (attnmap download " + where + ")";
   if (s_.offline) {
     if (std::optional<HubSnapshot> c = from_cache(false)) return *c;
-    if (!gap_.empty())
-      throw Error(where + ": HF_HUB_OFFLINE is set and the model's " + gap_ + "; " + fetch_it + " or unset HF_HUB_OFFLINE");
-    throw Error(where + " is not in the Hub cache " + s_.cache + " and HF_HUB_OFFLINE is set (no connection tried): " +
-                fetch_it + " or unset HF_HUB_OFFLINE");
+    const std::string var = s_.offline_by;
+    if (!gap_.empty()) throw Error(where + ": " + var + " is set and the model's " + gap_ + "; " + fetch_it + " or unset " + var);
+    throw Error(where + " is not in the Hub cache " + s_.cache + " and " + var + " is set (no connection tried): " +
+                fetch_it + " or unset " + var);
   }
   if (is_commit_hash(n_.revision))
     if (std::optional<HubSnapshot> c = from_cache(true)) return *c;  // a commit never changes: no request
@@ -296,7 +318,7 @@ HubSnapshot Fetcher::run() {
     return *c;
   }
   throw Error(where + ": " + shown_endpoint(s_) + " could not be reached (" + unreachable_ + ", 3 tries) and " +
-              (gap_.empty() ? "the model is not in the Hub cache " + s_.cache : "the model's " + gap_));
+              (gap_.empty() ? "the model is not in the Hub cache " + s_.cache : "the model's " + gap_ + "; " + fetch_it));
 }
 
 }  // namespace
@@ -330,6 +352,20 @@ std::string hub_blob_mismatch(const std::string& path, const std::string& sha256
   fs::path real;
   const std::string name = blob_named(path, 64, &real);
   return name.empty() || name == sha256 ? std::string() : damaged(path, real, "sha256", sha256, name);
+}
+
+std::optional<HubRef> hub_snapshot_ref(const std::string& path) {
+  fs::path p = fs::absolute(path).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();  // "…/COMMIT/"
+  const std::string commit = p.filename().string(), repo_dir = p.parent_path().parent_path().filename().string();
+  if (!is_commit_hash(commit) || p.parent_path().filename() != "snapshots" || repo_dir.rfind("models--", 0) != 0)
+    return std::nullopt;
+  std::string repo = repo_dir.substr(8);
+  const size_t sep = repo.find("--");  // ORG and NAME never hold "--" (hub_name.hpp)
+  if (sep == std::string::npos) return std::nullopt;
+  repo.replace(sep, 2, "/");
+  if (!parse_hub_name(repo)) return std::nullopt;
+  return HubRef{repo, commit, commit};
 }
 
 std::string hub_snapshot_damage(const std::string& folder) {

@@ -2,10 +2,12 @@
 // hf_hub_download fetches them (file_download.py), only the files attnmap reads.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "hub/hub_cache.hpp"
+#include "hub/hub_download.hpp"
 #include "hub/hub_name.hpp"
 
 namespace attnmap {
@@ -17,12 +19,6 @@ struct HubSnapshot {
   std::vector<std::string> files;    ///< the repository files it holds for attnmap (weights, shards, configs)
   std::vector<std::string> notes;    ///< e.g. "the Hub could not be reached ...: the cached snapshot is used"
   int64_t downloaded_bytes = 0;      ///< bytes fetched by this call (0: all from the cache)
-};
-
-/// How to fetch: `quiet` no progress and no download lines; `progress_bar` a bar on the terminal (stderr).
-struct HubFetchOptions {
-  bool quiet = false;
-  bool progress_bar = false;
 };
 
 /// The weights of `name` (the first of kHubWeightsFiles the repository has, with a sharded index's shards)
@@ -41,6 +37,10 @@ HubSnapshot fetch_hub_model(const HubName& name, const HubSettings& s, const Hub
 /// for a 40-hex one; each file read once): "" when all match, else hub_blob_mismatch's message for the first
 /// that does not. For `attnmap download` and for a load that failed on a cached file.
 std::string hub_snapshot_damage(const std::string& folder);
+
+/// The Hub name of a snapshot folder given as a path (CACHE/models--ORG--NAME/snapshots/COMMIT): repository
+/// ORG/NAME, revision and commit COMMIT; std::nullopt for any other path.
+std::optional<HubRef> hub_snapshot_ref(const std::string& path);
 
 /// When `path` (a file a load read) is a cache blob named by a sha256 (CACHE/.../blobs/<64 hex>, through its
 /// snapshot link) and `sha256` (of the bytes read) is not that name: a message saying the cache is damaged and

@@ -120,6 +120,15 @@ struct Request {
     api->easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &answer.status);
     answer.reached = rc == CURLE_OK;
     if (rc != CURLE_OK) answer.failure = api->easy_strerror(rc);
+    switch (rc) {  // what may pass on a retry, as huggingface_hub retries connection errors and timeouts
+      case CURLE_COULDNT_RESOLVE_PROXY: case CURLE_COULDNT_RESOLVE_HOST: case CURLE_COULDNT_CONNECT:
+      case CURLE_PARTIAL_FILE: case CURLE_OPERATION_TIMEDOUT: case CURLE_SEND_ERROR: case CURLE_RECV_ERROR:
+      case CURLE_GOT_NOTHING: case CURLE_SSL_CONNECT_ERROR: case CURLE_HTTP2: case CURLE_HTTP2_STREAM:
+        answer.transient = true;
+        break;
+      default:
+        break;
+    }
     return std::move(answer);
   }
 };

@@ -14,6 +14,7 @@ namespace attnmap {
 /// `failure` then says what happened. Header names are lower-case.
 struct HttpAnswer {
   bool reached = false;
+  bool transient = false;  ///< not reached for a reason that may pass (connection refused, timeout, a cut)
   std::string failure;
   long status = 0;
   std::map<std::string, std::string> headers;
