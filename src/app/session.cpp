@@ -4,6 +4,7 @@
 
 #include "app/options.hpp"
 
+#include <malloc.h>
 #include <sched.h>
 #include <unistd.h>
 #include <sys/resource.h>
@@ -85,6 +86,11 @@ void check_address_headroom(const std::string& weights_path) {
 }
 
 }  // namespace
+
+void use_one_malloc_arena_under_address_limit() {
+  struct rlimit lim {};
+  if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) mallopt(M_ARENA_MAX, 1);
+}
 
 std::string address_limit_note() {
   struct rlimit lim {};

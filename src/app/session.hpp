@@ -105,6 +105,12 @@ void apply_class_names(ViTWeights& model, const RenderOptions& opt);
 inline constexpr const char* kLabelsFromFile = "--labels ";
 inline constexpr const char* kLabelsAssumedImagenet = "assumed ImageNet-1k (a 1000-class head without names; ";
 
+/// Under an address-space limit (ulimit -v, SGE h_vmem): one malloc arena for every thread, as
+/// MALLOC_ARENA_MAX=1 gives. glibc reserves 64 MiB of address space for each thread's arena, which left too
+/// little for a library's thread stack (pango's font threads: one run in ten failed at 200 MB, none with one
+/// arena over 40 runs). Does nothing without a limit. For main, before any thread starts.
+void use_one_malloc_arena_under_address_limit();
+
 /// " (the address-space limit, ulimit -v, is N MB)" when the process has one, else "": what an out-of-memory
 /// message adds.
 std::string address_limit_note();
