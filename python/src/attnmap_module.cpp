@@ -141,6 +141,41 @@ unsigned long main_thread_ident() {
       py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
   return ident;
 }
+
+// Ctrl-C (SIGINT) while the engine holds the main thread: Python's handler cannot run then, so a handler of
+// ours notes it (g_sigint) for the engine to poll (RunHooks::cancelled, the Hub download's cancel), and
+// KeyboardInterrupt is raised when the engine has returned. Only on the main thread, where Python handles
+// signals; the previous handler is restored when the note ends.
+class SigintNote {
+ public:
+  SigintNote() : on_(PyThread_get_thread_ident() == main_thread_ident()) {
+    if (!on_) return;
+    g_sigint = false;
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { g_sigint = true; };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &previous_);
+  }
+  ~SigintNote() { restore(); }
+  SigintNote(const SigintNote&) = delete;
+  SigintNote& operator=(const SigintNote&) = delete;
+  /// Restores the previous handler, then raises KeyboardInterrupt (py::error_already_set) when a SIGINT came.
+  void raise_if_interrupted() {
+    restore();
+    if (on_ && g_sigint.exchange(false)) {
+      PyErr_SetNone(PyExc_KeyboardInterrupt);
+      throw py::error_already_set();
+    }
+  }
+
+ private:
+  void restore() {
+    if (on_ && !restored_) sigaction(SIGINT, &previous_, nullptr);
+    restored_ = true;
+  }
+  bool on_, restored_ = false;
+  struct sigaction previous_ {};
+};
 std::atomic<bool> g_pool_for_forward{false};
 
 // With the GIL released: the pool sized as the command line sizes it for a single image.
@@ -267,35 +302,16 @@ std::shared_ptr<Model> load_file(const std::string& path, const std::vector<std:
   const RenderOptions opt = run_options(flags, path);  // a bad value is refused here, before any file is read
   std::shared_ptr<ViTWeights> w;
   RunWeights rw;
-  // Ctrl-C during a Hub download: Python's handler cannot run while the download holds the main thread, so a
-  // handler of ours notes it, the download stops (its partial file kept for the next load) and
-  // KeyboardInterrupt is raised, as render_folder does.
-  const bool main_thread = PyThread_get_thread_ident() == main_thread_ident();
-  struct sigaction previous {};
-  if (main_thread) {
-    g_sigint = false;
-    struct sigaction sa {};
-    sa.sa_handler = [](int) { g_sigint = true; };
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &previous);
-  }
+  SigintNote sigint;  // Ctrl-C during a Hub download: it stops (its partial file kept), KeyboardInterrupt
   try {
     py::gil_scoped_release nogil;
     rw = run_weights(path, quiet, [] { return g_sigint.load(); });  // a path, or a Hub name from the cache or fetched
     w = std::make_shared<ViTWeights>(load_weights(rw, opt.overrides));
   } catch (...) {
-    if (main_thread) sigaction(SIGINT, &previous, nullptr);
-    if (main_thread && g_sigint.exchange(false)) {
-      PyErr_SetNone(PyExc_KeyboardInterrupt);
-      throw py::error_already_set();
-    }
+    sigint.raise_if_interrupted();
     throw;
   }
-  if (main_thread) sigaction(SIGINT, &previous, nullptr);
-  if (main_thread && g_sigint.exchange(false)) {
-    PyErr_SetNone(PyExc_KeyboardInterrupt);
-    throw py::error_already_set();
-  }
+  sigint.raise_if_interrupted();
   return std::make_shared<Model>(std::move(w), rw.path, flags, true);
 }
 
@@ -559,19 +575,9 @@ int run(const std::vector<std::string>& args, std::shared_ptr<Model> model, py::
     };
   }
   hooks.cancelled = [&stop] { return stop.load() || g_sigint.load(); };
-  // Ctrl-C (SIGINT) during the run: Python's handler cannot run while the engine holds the main thread, so a
-  // handler of ours notes it, the run stops after the images under way (their files complete, the manifest
-  // not compacted), and KeyboardInterrupt is raised when the run has returned. Only from the main thread,
-  // where Python handles signals.
-  const bool main_thread = PyThread_get_thread_ident() == main_thread_ident();
-  struct sigaction previous {};
-  if (main_thread) {
-    g_sigint = false;
-    struct sigaction sa {};
-    sa.sa_handler = [](int) { g_sigint = true; };
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &previous);
-  }
+  // Ctrl-C (SIGINT) during the run: the run stops after the images under way (their files complete, the
+  // manifest not compacted), and KeyboardInterrupt is raised when the run has returned.
+  SigintNote sigint;
   int rc = 0;
   {
     py::gil_scoped_release nogil;
@@ -599,12 +605,7 @@ int run(const std::vector<std::string>& args, std::shared_ptr<Model> model, py::
     std::cout.rdbuf(old_out);
     std::cerr.rdbuf(old_err);
   }
-  if (main_thread) sigaction(SIGINT, &previous, nullptr);
-  if (main_thread && g_sigint.load()) {
-    g_sigint = false;
-    PyErr_SetNone(PyExc_KeyboardInterrupt);
-    throw py::error_already_set();
-  }
+  sigint.raise_if_interrupted();
   if (callback_error) {
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(callback_error->ptr())), callback_error->ptr());
     throw py::error_already_set();
