@@ -5,6 +5,7 @@
 
 #include "app/eval_parts.hpp"
 #include "app/options.hpp"
+#include "app/provenance.hpp"
 #include "model/classify.hpp"
 
 namespace attnmap {
@@ -489,7 +490,7 @@ J eval_json(const EvalContext& ctx, const std::string& weights_path, const Summa
   J j;
   const std::optional<HubRef>& hub = ctx.model->hub;
   j["weights"] = hub ? hub->repo : weights_path;  // a Hub name as render's record names it
-  if (hub) j["hub"] = {{"repo", hub->repo}, {"revision", hub->revision}, {"commit", hub->commit}};
+  if (hub) j["hub"] = hub_ref_json(*hub);
   j["masks"] = opt.masks_dir;
   j["tolerance_px"] = opt.tolerance_px;
   j["upsample"] = ro.upsample == Upsample::Nearest   ? "nearest"

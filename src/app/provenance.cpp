@@ -84,7 +84,7 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
   const std::vector<std::string> files = model_files(weights_path);
   // Hashed by the loader from the very bytes it read (ViTWeights::weights_sha256): never by opening again.
   r["weights_sha256"] = ctx.model->weights_sha256;
-  if (hub) r["hub"] = {{"repo", hub->repo}, {"revision", hub->revision}, {"commit", hub->commit}};
+  if (hub) r["hub"] = hub_ref_json(*hub);
   ojson configs = ojson::object();
   for (size_t i = 1; i < files.size(); ++i)
     if (const std::string* h = ctx.model->file_sha256(files[i])) configs[fs::path(files[i]).filename().string()] = *h;
@@ -161,6 +161,10 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
   if (opt.writes(OutputKind::Explore))  // the explorer's data (--explore, attnmap explore): what it stores
     r["explore"] = {{"budget_mb", opt.explore_budget_mb}, {"blocks", opt.explore_blocks}, {"discard", opt.discard}};
   return r;
+}
+
+ojson hub_ref_json(const HubRef& hub) {
+  return {{"repo", hub.repo}, {"revision", hub.revision}, {"commit", hub.commit}};
 }
 
 std::string provenance_text(const ojson& record) {

@@ -24,6 +24,10 @@ inline constexpr const char* kProvenanceKeyword = "attnmap";
 /// attnmap::Error when the weights cannot be read for hashing.
 nlohmann::ordered_json make_provenance(const RenderContext& ctx, const std::string& weights_path);
 
+/// A Hub name as records write it: {"repo", "revision", "commit"} (the provenance record's and eval --json's
+/// "hub").
+nlohmann::ordered_json hub_ref_json(const HubRef& hub);
+
 /// The record as stored: one line of ASCII JSON (non-ASCII characters as \uXXXX escapes).
 std::string provenance_text(const nlohmann::ordered_json& record);
 
