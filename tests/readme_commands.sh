@@ -6,6 +6,8 @@
 # openai/clip_visual.pth (a tiny OpenAI CLIP visual tower, tests/fixtures/families/openai_clip_visual), and the
 # recipes' Hub names served by tests/hub/fake_hub.py on 127.0.0.1 (HF_ENDPOINT). Each command must exit 0. The quick start's and the test command's own
 # lines (bash tools/...) are not run here: the second is what CI runs, the first is checked on a fresh clone.
+# Then the README's pictures that those commands write are compared with the committed ones
+# (tools/readme_pictures.py; README_PICTURES=update copies them over docs/img instead: tools/readme_pictures.sh).
 #   usage: readme_commands.sh SOURCE_DIR ATTNMAP_BINARY
 set -euo pipefail
 src="$(cd "$1" && pwd)"
@@ -64,4 +66,7 @@ for c in "${cmds[@]}"; do
 done
 [ ${#cmds[@]} -gt 0 ] || { echo "no attnmap command found in README.md"; exit 1; }
 echo "README commands: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+# The README's pictures that its commands write (docs/img/...) must still be what those commands make.
+pictures=0
+/usr/bin/python3 -I "$src/tools/readme_pictures.py" "${README_PICTURES:-check}" "$src" "$work" || pictures=$?
+[ "$failed" = 0 ] && [ "$pictures" = 0 ]

@@ -395,7 +395,8 @@ TEST_F(Cli, UsageErrorsAreStatus2) {
   EXPECT_EQ(run_attnmap("render --help").status, 0);
   const CliRun unknown = run_attnmap("rendr " + q(kData + "/chelsea.png"));
   EXPECT_EQ(unknown.status, 2);
-  EXPECT_EQ(unknown.err, "attnmap: error: unknown command 'rendr' (commands: render, eval, inspect, figure, explore, stats, download; attnmap --help)\n");
+  EXPECT_EQ(unknown.err, "attnmap: error: unknown command 'rendr'; did you mean 'render'? (commands: render, eval, "
+                        "inspect, figure, explore, stats, download; attnmap --help)\n");
   EXPECT_FALSE(fs::exists(dir / "chelsea.png"));
 }
 

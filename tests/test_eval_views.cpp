@@ -9,6 +9,7 @@
 
 #include "checkpoint/weights.hpp"
 #include "io/image_io.hpp"
+#include "imagenet_head_model.hpp"
 #include "test_util.hpp"
 
 using namespace attnmap;
@@ -180,4 +181,96 @@ TEST_F(EvalViews, SelectedRolloutWithItsDiscardKeepsTheStandardOne) {
   EXPECT_EQ(names, (std::vector<std::string>{"L0/mean", "L1/mean", "rollout@L0 discard 0.5", "rollout", "chefer",
                                              "gradcam", "attn-grad"}));
   EXPECT_NE(r.out.find("\nrollout@L0 discard 0.5 *"), std::string::npos) << r.out;
+}
+
+// Issue 41: ground-truth names of another label set - the garment names of eval_top5's file names and of a
+// labels.csv (with label_index in that set) on a torchvision-like ImageNet head - are not counted against
+// the model's classes: accuracy not computed (null in the JSON, said on the terminal), one note naming the
+// names, no per-row notes, every view still scored, exit 0. --labels FILE holding a map of those names to the
+// model's classes computes it; a map that misses a name says so; a bad map is a usage error.
+TEST_F(EvalViews, ForeignLabelNamesLeaveAccuracyUncomputedUntilMapped) {
+  const fs::path w = attnmap_test::write_imagenet_head_model(dir / "imnet.json");
+  const fs::path js = dir / "r.json";
+  std::string base = "eval -q --masks " + q(kTop5 / "masks") + " -w " + q(w) + " --json " + q(js) + " ";
+  // File names none of which names an ImageNet class: just names, no truth, no note.
+  CliRun r = run_attnmap(base + q(kTop5 / "images"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("top-1 accuracy: no image has a known class"), std::string::npos) << r.out;
+  EXPECT_TRUE(json::parse(slurp(js))["summary"]["top1"]["accuracy"].is_null());
+  // One of them (a sandal, ImageNet class 774) names a class: the file names are labels, and the others
+  // are of another label set - accuracy over the sandal alone would not be the run's.
+  fs::create_directories(dir / "fimg");
+  fs::create_directories(dir / "fmasks");
+  for (const auto& e : fs::directory_iterator(kTop5 / "images")) {
+    fs::copy_file(e.path(), dir / "fimg" / e.path().filename());
+    fs::copy_file(kTop5 / "masks" / e.path().filename(), dir / "fmasks" / e.path().filename());
+  }
+  fs::copy_file(kTop5 / "images" / "0000_coat.png", dir / "fimg" / "0004_sandal.png");
+  fs::copy_file(kTop5 / "masks" / "0000_coat.png", dir / "fmasks" / "0004_sandal.png");
+  const std::string note = "attnmap: note: labels 'coat', 'dress', 't_shirt_top', 'trouser' (the file names) are not among "
+                           "the model's 1000 class names (ImageNet-1k's, assumed for a 1000-class head without names): "
+                           "top-1 accuracy not computed; --labels FILE maps them to the model's classes (docs/evaluation.md)\n";
+  r = run_attnmap("eval -q --masks " + q(dir / "fmasks") + " -w " + q(w) + " --json " + q(js) + " " + q(dir / "fimg"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, note);  // the one line on stderr
+  EXPECT_NE(r.out.find("top-1 accuracy not computed: the ground-truth labels are not the model's class names"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("top-1 accuracy 0"), std::string::npos) << r.out;
+  json j = json::parse(slurp(js));
+  EXPECT_TRUE(j["summary"]["top1"]["accuracy"].is_null()) << j["summary"]["top1"].dump();
+  EXPECT_TRUE(j["summary"]["top1"]["correct"].is_null());
+  EXPECT_EQ(j["summary"]["top1"]["unknown_labels"], json({"coat", "dress", "t_shirt_top", "trouser"}));
+  EXPECT_EQ(j["summary"]["top1"]["not_computed"], note.substr(15, note.size() - 16));
+  for (const json& im : j["images"]) {
+    EXPECT_TRUE(im["truth"].is_null()) << im.dump();
+    EXPECT_FALSE(im["views"]["L0/mean"]["energy"].is_null());  // every view still scored
+  }
+  EXPECT_EQ(j["images"].size(), 5u);
+
+  // A labels.csv of that label set, label_index in its own numbering: the same one note, no row notes.
+  fs::create_directories(dir / "img");
+  for (const auto& e : fs::directory_iterator(kTop5 / "images")) fs::copy_file(e.path(), dir / "img" / e.path().filename());
+  std::ofstream(dir / "img" / "labels.csv") << "file,label_index,label\n0000_coat.png,4,Coat\n0001_dress.png,3,Dress\n"
+                                               "0002_t_shirt_top.png,0,T-shirt/top\n0003_trouser.png,1,Trouser\n";
+  r = run_attnmap(base + q(dir / "img"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "attnmap: note: labels 'Coat', 'Dress', 'T-shirt/top', 'Trouser' (" + (dir / "img" / "labels.csv").string() +
+                       ") are not among the model's 1000 class names (ImageNet-1k's, assumed for a 1000-class head "
+                       "without names): top-1 accuracy not computed; --labels FILE maps them to the model's classes "
+                       "(docs/evaluation.md)\n");
+  EXPECT_TRUE(json::parse(slurp(js))["summary"]["top1"]["accuracy"].is_null());
+
+  // --labels FILE mapping the names (Trouser: no counterpart, its image unlabelled): accuracy over the other 3.
+  std::ofstream(dir / "map.json") << R"({"Coat": "trench coat", "Dress": "gown", "T-shirt/top": 610, "Trouser": null})";
+  r = run_attnmap(base + q(dir / "img") + " --labels " + q(dir / "map.json"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "") << "no note: every name is mapped";
+  j = json::parse(slurp(js));
+  EXPECT_EQ(j["summary"]["top1"]["labelled"], 3);
+  EXPECT_TRUE(j["summary"]["top1"]["accuracy"].is_number());
+  std::vector<json> truths;
+  for (const json& im : j["images"]) truths.push_back(im["truth"]);
+  EXPECT_EQ(json(truths), json({869, 578, 610, nullptr}));
+  EXPECT_NE(r.out.find(" correct of 3 images with a known class"), std::string::npos) << r.out;
+  // The same map as CSV applies to the file names too.
+  std::ofstream(dir / "map.csv") << "label,class,class_index\ncoat,trench coat,\ndress,gown,\nt_shirt_top,,610\ntrouser,,\n";
+  r = run_attnmap(base + q(kTop5 / "images") + " --labels " + q(dir / "map.csv"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(slurp(js))["summary"]["top1"]["labelled"], 3);
+  // A map that misses a name: the one note says so, accuracy not computed.
+  std::ofstream(dir / "part.json") << R"({"Coat": "trench coat"})";
+  r = run_attnmap(base + q(dir / "img") + " --labels " + q(dir / "part.json"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("labels 'Dress', 'T-shirt/top', 'Trouser' ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" nor in --labels " + (dir / "part.json").string() + ": top-1 accuracy not computed"), std::string::npos) << r.err;
+  EXPECT_TRUE(json::parse(slurp(js))["summary"]["top1"]["accuracy"].is_null());
+  // A bad map: a usage error naming the entry, before any image; render refuses a map.
+  std::ofstream(dir / "bad.json") << R"({"Coat": "overcoat"})";
+  r = run_attnmap(base + q(dir / "img") + " --labels " + q(dir / "bad.json"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("\"Coat\": 'overcoat' is not one of the model's 1000 class names"), std::string::npos) << r.err;
+  r = run_attnmap("render " + q(kTop5 / "images" / "0000_coat.png") + " -w " + q(w) + " -o " + q(dir / "out") + " --labels " +
+                  q(dir / "map.json"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("only attnmap eval reads"), std::string::npos) << r.err;
 }

@@ -119,6 +119,14 @@ TEST(Labels, FromFileName) {
   EXPECT_EQ(label_from_filename("cat.jpg", kFashion), std::nullopt);
   EXPECT_EQ(label_from_filename("12345.png", kFashion), std::nullopt);
   EXPECT_EQ(label_from_filename("bag_0001.png", kFashion), std::nullopt);  // the label must be the whole rest
+  // The numbered form NNNN_<class> is meant as a class; a plain stem or a date is not (issue 41).
+  bool numbered = false;
+  EXPECT_EQ(filename_label("data/composites/0006_ankle_boot.png", &numbered), "ankle_boot");
+  EXPECT_TRUE(numbered);
+  EXPECT_EQ(filename_label("cat.jpg", &numbered), "cat");
+  EXPECT_FALSE(numbered);
+  EXPECT_EQ(filename_label("2024-05-01_beach.jpg", &numbered), "05-01_beach");
+  EXPECT_FALSE(numbered);
 }
 
 TEST(Labels, FromCsvByNameThenIndex) {
@@ -128,22 +136,40 @@ TEST(Labels, FromCsvByNameThenIndex) {
     f << "\xEF\xBB\xBF"
       << "file,label_index,label,background\r\n"
       << "0000_trouser.png,1,\"Trouser\",x.png\r\n"
-      << "a.png,7,\"a \"\"quoted\"\" name\",y\n"  // unknown name: the index is used
+      << "a.png,7,\"a \"\"quoted\"\" name\",y\n"  // unknown name: another label set, its index not used
       << "\n"
       << "b.png,,\"T-shirt/top\",z\n"
       << "c.png,42,nothing,z\n";  // index out of range, name unknown: left out
   }
   std::vector<std::string> notes;
   const auto m = read_labels_csv(p.string(), kFashion, 10, &notes);
-  EXPECT_EQ(m.size(), 3u);
+  EXPECT_EQ(m.size(), 2u);
   EXPECT_EQ(m.at("0000_trouser.png"), 1);
-  EXPECT_EQ(m.at("a.png"), 7);
+  EXPECT_EQ(m.count("a.png"), 0u);  // a name the model does not have: its label_index is of that other label set
   EXPECT_EQ(m.at("b.png"), 0);
-  // Each row that did not use its name says so, by line (a labels.csv of another label set shows at once).
+  // Each row that names no class of the model says so, by line.
   ASSERT_EQ(notes.size(), 2u);
-  EXPECT_EQ(notes[0], p.string() + ": line 3: label 'a \"quoted\" name' is not one of the model's labels; label_index 7 is used");
-  EXPECT_EQ(notes[1], p.string() + ": line 6: label 'nothing' is not one of the model's labels and label_index '42' is not in "
-                                   "0..9; c.png falls back to its file name (if that names a class)");
+  EXPECT_EQ(notes[0], p.string() + ": line 3: label 'a \"quoted\" name' is not one of the model's class names");
+  EXPECT_EQ(notes[1], p.string() + ": line 6: label 'nothing' is not one of the model's class names");
+  // A model whose classes have no names: label_index is the only link, and used.
+  const auto unnamed = read_labels_csv(p.string(), {}, 10);
+  EXPECT_EQ(unnamed.at("a.png"), 7);
+  EXPECT_EQ(unnamed.at("0000_trouser.png"), 1);
+  EXPECT_EQ(unnamed.count("b.png"), 0u);
+  // The raw rows: label and label_index as written, the line of each.
+  const auto rows = read_label_rows(p.string());
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows.at("a.png").label, "a \"quoted\" name");
+  EXPECT_EQ(rows.at("a.png").index, "7");
+  EXPECT_EQ(rows.at("c.png").line, 6);
+  notes.clear();
+  {
+    std::ofstream f(p);
+    f << "file,label_index\nx.png,12\n";
+  }
+  EXPECT_TRUE(read_labels_csv(p.string(), kFashion, 10, &notes).empty());
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0], p.string() + ": line 2: label_index '12' is not in 0..9; the row names no class");
   {
     std::ofstream f(p);
     f << "file,label,label_index\nx.png,Coat,5\n";
@@ -163,6 +189,66 @@ TEST(Labels, FromCsvByNameThenIndex) {
   }
   EXPECT_THROW(read_labels_csv(p.string(), kFashion, 10), Error);
   fs::remove(p);
+}
+
+// A label map (eval --labels FILE, issue 41): the user's names -> the model's classes, by name, index or none;
+// told from a file of class names by its content; resolved against the model's names with errors that name
+// the entry; matched before the model's own names.
+TEST(Labels, MapReadResolvedAndMatched) {
+  const fs::path dir = fs::temp_directory_path() / ("attnmap_map_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name, std::ios::binary) << text;
+    return (dir / name).string();
+  };
+  const std::vector<std::string> imnet = {"tench", "purse", "sandal", "jersey, T-shirt, tee shirt"};
+  const auto j = read_label_map(write("m.json", "{\"Bag\": \"purse\", \"Sandal\": 2, \"Trouser\": null}"));
+  ASSERT_TRUE(j.has_value());
+  ASSERT_EQ(j->size(), 3u);
+  const LabelMap m = resolve_label_map(*j, imnet, 4);
+  EXPECT_EQ(m.at("bag"), 1);
+  EXPECT_EQ(m.at("sandal"), 2);
+  EXPECT_EQ(m.at("trouser"), std::nullopt);
+  // A CSV with a header label,class / class_index; quoted names with commas; an empty class: no counterpart.
+  const auto c = read_label_map(write("m.csv", "label,class,class_index\nT-shirt/top,\"jersey, T-shirt, tee shirt\",\nBag,,1\nCoat,,\n"));
+  ASSERT_TRUE(c.has_value());
+  const LabelMap mc = resolve_label_map(*c, imnet, 4);
+  EXPECT_EQ(mc.at("tshirttop"), 3);
+  EXPECT_EQ(mc.at("bag"), 1);
+  EXPECT_EQ(mc.at("coat"), std::nullopt);
+  // Class-name files are not maps: one a line, a JSON list, keys 0..C-1, a Hugging Face config.
+  EXPECT_FALSE(read_label_map(write("n.txt", "tench\npurse\n")).has_value());
+  EXPECT_FALSE(read_label_map(write("n.json", "[\"tench\", \"purse\"]")).has_value());
+  EXPECT_FALSE(read_label_map(write("o.json", "{\"0\": \"tench\", \"1\": \"purse\"}")).has_value());
+  EXPECT_FALSE(read_label_map(write("c.json", "{\"id2label\": {\"0\": \"tench\"}, \"label2id\": {\"tench\": 0}}")).has_value());
+  // Errors name the entry.
+  auto error_of = [&](const std::string& text, const std::string& name) {
+    try {
+      resolve_label_map(*read_label_map(write(name, text)), imnet, 4);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of("{\"Bag\": \"handbag\"}", "e1.json").find("\"Bag\": 'handbag' is not one of the model's 4 class names"), std::string::npos);
+  EXPECT_NE(error_of("{\"Bag\": 4}", "e2.json").find("class index 4 is not in 0..3"), std::string::npos);
+  EXPECT_NE(error_of("label,class\nBag,purse\nbag,tench\n", "e3.csv").find("line 3: 'bag' is mapped twice"), std::string::npos);
+  EXPECT_THROW(read_label_map(write("e4.json", "{\"Bag\": [1, 2]}")), Error);
+  // Matching: the map first, then the model's names; `known` false for a name neither has.
+  EXPECT_EQ(match_label("BAG", imnet, m).cls, 1);
+  EXPECT_TRUE(match_label("trouser", imnet, m).known);
+  EXPECT_EQ(match_label("trouser", imnet, m).cls, std::nullopt);
+  EXPECT_EQ(match_label("Tench", imnet, m).cls, 0);
+  EXPECT_FALSE(match_label("Sneaker", imnet, m).known);
+  // A row mapped through the map: its label_index is the user's, no disagreement note.
+  std::vector<std::string> notes;
+  bool unknown = false;
+  EXPECT_EQ(row_class(LabelRow{"Bag", "8", 2}, imnet, m, 4, "", &unknown, &notes), 1);
+  EXPECT_FALSE(unknown);
+  EXPECT_TRUE(notes.empty());
+  EXPECT_EQ(row_class(LabelRow{"Sneaker", "1", 3}, imnet, m, 4, "", &unknown, &notes), std::nullopt);
+  EXPECT_TRUE(unknown);
+  fs::remove_all(dir);
 }
 
 TEST(Classify, TopKIsSoftmaxSortedWithNames) {

@@ -11,6 +11,7 @@
 #include "app/explore.hpp"
 #include "app/explore_pack.hpp"
 #include "core/error.hpp"
+#include "imagenet_head_model.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -141,9 +142,11 @@ TEST_F(ExploreCli, ErrorsAndBudget) {
   }
   EXPECT_EQ(run_attnmap("explore " + q(img)).status, 2);  // -o is required
   EXPECT_EQ(run_attnmap("render " + q(img) + " -o " + out + " --budget-mb 4").status, 2);  // without --explore
+  // A missing image: nothing to explore is bad usage, as render's nothing to render (issue 41: it was 1).
   const CliRun missing = run_attnmap("explore " + q(dir / "nope.png") + " -o " + out);
-  EXPECT_EQ(missing.status, 1) << missing.err;
-  EXPECT_NE(missing.err.find("nope.png"), std::string::npos) << missing.err;
+  EXPECT_EQ(missing.status, 2) << missing.err;
+  EXPECT_NE(missing.err.find("nope.png: no such file or folder; nothing to explore"), std::string::npos) << missing.err;
+  EXPECT_FALSE(fs::exists(dir / "x" / "index.html")) << "nothing made";
   const CliRun ok = run_attnmap("explore " + q(img) + " -o " + out + " --budget-mb 1");
   ASSERT_EQ(ok.status, 0) << ok.err;
   EXPECT_NE(ok.out.find("LEFT OUT"), std::string::npos) << ok.out;
@@ -174,4 +177,63 @@ TEST_F(ExploreCli, ErrorsAndBudget) {
   const CliRun tiny = run_attnmap("explore " + q(img) + " -o " + out + " --budget-mb 0.1");
   EXPECT_EQ(tiny.status, 1) << tiny.err;
   EXPECT_NE(tiny.err.find("raise --budget-mb"), std::string::npos) << tiny.err;
+}
+
+namespace {
+
+// The page's settings (index.html's <script id="attnmap-meta">).
+nlohmann::json page_meta(const fs::path& index) {
+  const std::string html = slurp(index), open = "<script type=\"application/json\" id=\"attnmap-meta\">";
+  const size_t a = html.find(open), b = html.find("</script>", a);
+  if (a == std::string::npos || b == std::string::npos) return nullptr;
+  return nlohmann::json::parse(html.substr(a + open.size(), b - a - open.size()));
+}
+
+}  // namespace
+
+// Issue 41: the page opens on the class token's row of the model's default view (the config's default_layer
+// / default_head, else the last block's mean), pinned, and says so; a budget that left that view's heads out
+// opens on the block's mean and says why. explore and stats use no classifier: no note on the head's class
+// names (a 1000-class head without names gets one from render and eval).
+TEST_F(ExploreCli, OpensOnTheDefaultViewsClassTokenRowAndNamesNoClass) {
+  const std::string img = std::string(ATTNMAP_DATA_DIR) + "/chelsea.png";
+  CliRun r = run_attnmap("explore " + q(img) + " -o " + q(dir / "full") + " --no-npy -q");
+  ASSERT_EQ(r.status, 0) << r.err;
+  nlohmann::json m = page_meta(dir / "full" / "index.html");
+  ASSERT_TRUE(m.is_object());
+  EXPECT_EQ(m["start"]["view"], "L1/h3");  // the bundled model's config: default_layer 1, default_head 3
+  EXPECT_EQ(m["start"]["block"], 1);
+  EXPECT_EQ(m["start"]["head"], "h3");
+  EXPECT_EQ(m["start"]["query"], 0);
+  EXPECT_EQ(m["start"]["text"], "Opened on the class token's row of the model's default view L1/h3 (the weights' config "
+                                "default_layer / default_head).");
+  const std::string html = slurp(dir / "full" / "index.html");
+  EXPECT_NE(html.find("query: M.start.query, pinned: true"), std::string::npos);
+  EXPECT_NE(html.find("per row (its own min..max)"), std::string::npos);  // the scale control names both kinds
+  EXPECT_NE(html.find("shared 0..block max"), std::string::npos);
+  // A budget that keeps only the last blocks' heads: block 1's mean, and the page says why.
+  r = run_attnmap("explore " + q(img) + " -o " + q(dir / "small") + " --no-npy -q --explore-blocks 3");
+  ASSERT_EQ(r.status, 0) << r.err;
+  m = page_meta(dir / "small" / "index.html");
+  EXPECT_EQ(m["start"]["block"], 1);
+  EXPECT_EQ(m["start"]["head"], "mean");
+  EXPECT_NE(m["start"]["text"].get<std::string>().find("the single heads of block 1 are not stored (--budget-mb, "
+                                                       "--explore-blocks): opened on the mean over heads"), std::string::npos) << m["start"].dump();
+  // A torchvision-like ImageNet head without names: no note from explore or stats; a model without a
+  // default view opens on the last block's mean.
+  const fs::path w = attnmap_test::write_imagenet_head_model(dir / "imnet.json");
+  const std::string photo = std::string(ATTNMAP_TEST_DIR) + "/fixtures/eval_top5/images/0000_coat.png";
+  r = run_attnmap("explore " + q(photo) + " -w " + q(w) + " -o " + q(dir / "imnet"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("ImageNet-1k"), std::string::npos) << r.err;
+  m = page_meta(dir / "imnet" / "index.html");
+  EXPECT_EQ(m["start"]["view"], "L1/mean");
+  EXPECT_EQ(m["start"]["text"], "Opened on the class token's row of the model's default view L1/mean (the last block, mean "
+                                "over heads).");
+  r = run_attnmap("stats " + q(photo) + " -w " + q(w) + " -o " + q(dir / "stats"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("ImageNet-1k"), std::string::npos) << r.err;
+  r = run_attnmap("render " + q(photo) + " -w " + q(w) + " -o " + q(dir / "render"));  // render names classes
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("assumed to be ImageNet-1k's"), std::string::npos) << r.err;
 }

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include "app/provenance.hpp"
 #include "checkpoint/weights.hpp"
 #include "draw/overlay.hpp"
+#include "draw/scale.hpp"
 #include "io/image_io.hpp"
 #include "maps/views.hpp"
 #include "model/preprocess.hpp"
@@ -160,6 +163,91 @@ TEST_F(FigureCmd, ScalesFollowScaleAndUnits) {
   EXPECT_NE(ins.out.find("L0/mean,rollout"), std::string::npos);
 }
 
+// Issue 41: what each colour bar hides above its top. --scale run (the top at the 99th percentile) clips the
+// peaks: the record says per bar data_max (the largest value of its maps, recomputed here), clipped and
+// clipped_share (the share of cells above vmax), the terminal says so, and the PDF's bar ends in "N+"; --scale
+// figure (the min-max) clips nothing; a fixed top under the data clips too.
+TEST_F(FigureCmd, RecordsAndNotesWhatEachBarClips) {
+  // Every map value of each unit for the two photos, as run_bounds computes them.
+  const ViTWeights model = load_model(kModel);
+  const std::vector<ResolvedView> views = resolve_views(parse_views("L1/h2,rollout"), model.hp, true, ViewSettings{});
+  std::map<std::string, std::vector<double>> values;
+  for (const char* name : {"cat.png", "cup.png"}) {
+    const ModelInput in = preprocess(load_image((dir / name).string()), model.hp.image_w, model.hp.image_h,
+                                     ResizeMode::Squash, model.hp.mean.data(), model.hp.std.data());
+    std::vector<float> logits;
+    for (const ViewMap& m : compute_views(model, in.chw.data(), views, ClassSpec{}, &logits))
+      for (const float v : m.map) values[views[m.view].units].push_back(static_cast<double>(v));
+  }
+  const CliRun r = figure("photo,L1/h2,rollout", "clip.png");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto rec = read_png_provenance((dir / "clip.png").string());
+  ASSERT_TRUE(rec);
+  ASSERT_EQ((*rec)["scale_bounds"].size(), 2u);
+  for (const auto& b : (*rec)["scale_bounds"]) {
+    const std::vector<double>& v = values.at(b["units"].get<std::string>());
+    const double vmax = b["vmax"].get<double>();
+    const double above = static_cast<double>(std::count_if(v.begin(), v.end(), [&](double x) { return x > vmax; }));
+    EXPECT_NEAR(b["data_max"].get<double>(), *std::max_element(v.begin(), v.end()), 1e-7) << b.dump();
+    EXPECT_GT(b["data_max"].get<double>(), vmax) << b.dump();
+    EXPECT_EQ(b["clipped"], true) << b.dump();
+    EXPECT_NEAR(b["clipped_share"].get<double>(), above / static_cast<double>(v.size()), 1e-12) << b.dump();
+    if (b["clipped_share"].get<double>() > kClipNoteShare) {
+      EXPECT_NE(r.err.find("note: the " + b["units"].get<std::string>() + " bar ends at"), std::string::npos) << r.err;
+    }
+  }
+  // The bars' top labels, in the PDF's text: a number and "+".
+  ASSERT_EQ(figure("photo,L1/h2,rollout", "clip.pdf", "-q").status, 0);
+  if (std::system("command -v pdftotext >/dev/null 2>&1") == 0) {
+    ASSERT_EQ(std::system(("pdftotext " + q(dir / "clip.pdf") + " " + q(dir / "clip.txt")).c_str()), 0);
+    const std::string text = slurp(dir / "clip.txt");
+    size_t plus = 0;
+    for (size_t at = text.find('+'); at != std::string::npos; at = text.find('+', at + 1))
+      plus += at > 0 && std::isdigit(static_cast<unsigned char>(text[at - 1]));
+    EXPECT_EQ(plus, 2u) << text;
+  }
+  // The min-max: nothing above the top, nothing said.
+  const CliRun f = figure("photo,L1/h2,rollout", "minmax.png", "--scale figure");
+  ASSERT_EQ(f.status, 0) << f.err;
+  EXPECT_EQ(f.err.find("bar ends at"), std::string::npos) << f.err;
+  rec = read_png_provenance((dir / "minmax.png").string());
+  for (const auto& b : (*rec)["scale_bounds"]) {
+    EXPECT_EQ(b["clipped"], false) << b.dump();
+    EXPECT_EQ(b["clipped_share"].get<double>(), 0.0) << b.dump();
+    EXPECT_EQ(b["data_max"].get<double>(), b["vmax"].get<double>()) << b.dump();
+  }
+  // A fixed top under the attention maps' values, above the rollout's (rollout mass stays under 1).
+  ASSERT_EQ(figure("photo,L1/h2,rollout", "fixed.png", "--scale 0,0.02 -q").status, 0);
+  rec = read_png_provenance((dir / "fixed.png").string());
+  EXPECT_EQ((*rec)["scale_bounds"][0]["clipped"], true);
+  EXPECT_GT((*rec)["scale_bounds"][0]["data_max"].get<double>(), 0.02);
+}
+
+// Issue 41: a narrow figure never cuts a word. Row labels wrap at their spaces; a word too long for its row
+// even at kMinLabelPt is a usage error (status 2, nothing written) naming the width at which it fits, and at
+// that width the figure is drawn.
+TEST_F(FigureCmd, NarrowFiguresWrapOrNameTheWidthTheyNeed) {
+  const std::string base = "figure " + images() + " -w " + q(kModel) + " --views photo,L0/mean,L1/mean --dpi 100 -q ";
+  CliRun r = run_attnmap(base + "--width-in 3 --row-labels 'a cat seen from the front,a cup of coffee' -o " + q(dir / "w.png"));
+  EXPECT_EQ(r.status, 0) << r.err;
+  const std::string label = "Supercalifragilisticexpialidocious";
+  r = run_attnmap(base + "--width-in 3 --row-labels '" + label + ",cup' -o " + q(dir / "no.png"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("row label '" + label + "'"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "no.png"));
+  const size_t at = r.err.find("needs --width-in ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const double need = std::stod(r.err.substr(at + 17));
+  EXPECT_NE(r.err.find(" or more"), std::string::npos) << r.err;
+  EXPECT_GT(need, 3.0);
+  char less[32];
+  std::snprintf(less, sizeof less, "%g", need - 0.1);
+  EXPECT_EQ(run_attnmap(base + "--width-in " + less + " --row-labels '" + label + ",cup' -o " + q(dir / "no.png")).status, 2);
+  r = run_attnmap(base + "--width-in " + std::to_string(need) + " --row-labels '" + label + ",cup' -o " + q(dir / "yes.png"));
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
 // Usage errors: one line, status 2, before any image is read (a garbage image among the inputs would
 // otherwise give status 1 naming it), nothing written.
 TEST_F(FigureCmd, UsageErrorsExit2BeforeAnyImage) {
@@ -175,7 +263,7 @@ TEST_F(FigureCmd, UsageErrorsExit2BeforeAnyImage) {
       {in + w + out, "--views"},                                        // no views
       {in + w + out + " --views photo", "no map"},                      // photo alone: no map
       {in + w + out + " --views ''", "--views"},                        // empty list
-      {w + out + " --views L1/mean", "inputs"},                         // no images
+      {w + out + " --views L1/mean", "IMAGE... is required"},           // no images
       {in + w + out + " --views L1/mean --scale 0.5,0.1", "VMIN"},      // VMIN >= VMAX
       {in + w + out + " --views L1/mean --scale 1,1", "VMIN"},
       {in + w + " -o " + q(dir / "a_file" / "f.png") + " --views L1/mean", "a_file"},  // unwritable: under a file

@@ -133,6 +133,120 @@ TEST(FiguresPaper, HorizontalBarLabelsStayInsideTheBar) {
     }
 }
 
+// What a colour bar hides above its top (issue 41): clip_stats counts the cells above vmax, and the top's
+// label carries two significant digits (at least the ticks' decimals) and "+".
+TEST(FiguresPaper, ClipStatsAndTheTopLabel) {
+  const std::vector<float> a = {0.01f, 0.02f, 0.5f, NAN}, b = {0.03f, 0.08f};
+  const ClipStats st = clip_stats({&a, &b}, Scale{0.0, 0.05, "attention probability"});
+  EXPECT_EQ(st.values, 5u);
+  EXPECT_EQ(st.above, 2u);  // 0.5 and 0.08
+  EXPECT_DOUBLE_EQ(st.share(), 0.4);
+  EXPECT_DOUBLE_EQ(st.data_max, 0.5);
+  EXPECT_EQ(clip_stats({&a}, Scale{0.0, 1.0, ""}).above, 0u);
+  EXPECT_EQ(over_range_label(0.07570, 0, 2), "0.076+");
+  EXPECT_EQ(over_range_label(0.02880, 0, 3), "0.029+");
+  EXPECT_EQ(over_range_label(0.05, 0, 2), "0.050+");
+  EXPECT_EQ(over_range_label(0.6624, 0, 1), "0.66+");
+  EXPECT_EQ(over_range_label(7.57e-3, -3, 0), "7.6+");  // in the ticks' units of 10^-3
+  EXPECT_EQ(over_range_label(123.4, 0, 0), "123+");
+  EXPECT_EQ(over_range_label(-0.5, 0, 1), "\u22120.50+");
+}
+
+namespace {
+// The colour of `img` at (x, y).
+Rgb at(const Image& img, int x, int y) {
+  const size_t i = (static_cast<size_t>(y) * static_cast<size_t>(img.width) + static_cast<size_t>(x)) * 3;
+  return Rgb{img.rgb[i], img.rgb[i + 1], img.rgb[i + 2]};
+}
+// Within 12 levels in every channel (the gradient's last columns are the colour map's last entries).
+bool same(Rgb a, Rgb b) { return std::abs(a.r - b.r) <= 12 && std::abs(a.g - b.g) <= 12 && std::abs(a.b - b.b) <= 12; }
+}  // namespace
+
+// A bar whose scale clips (clip_max) draws matplotlib's extend='max' triangle and ends in "0.076+", in both
+// orientations; the same bar without clip_max draws neither. Pixels: above the vertical bar's top (inside the
+// triangle) the top colour, beside the triangle's tip white; the horizontal bar's last corner is white (the
+// triangle's edge) where the plain bar's gradient is.
+TEST(FiguresPaper, ClippingBarsDrawTheTriangleAndAPlusLabel) {
+  const uint8_t* cmap = colormap_table("viridis");
+  const Rgb top{cmap[255 * 3], cmap[255 * 3 + 1], cmap[255 * 3 + 2]}, white{255, 255, 255};
+  for (const bool clip : {false, true}) {
+    Scale s{4e-6, 0.0757, "attention probability"};
+    s.clip_max = clip;
+    Canvas c(400, 400, 72, FigureFormat::Png);
+    c.fill_rect(0, 0, 400, 400, white);
+    const detail::ColorBar v(c, s, 12.0, 200.0);
+    EXPECT_EQ(v.top_label, clip ? "0.076+" : "");
+    const std::vector<detail::TextBox> vb = v.label_boxes(c, 40.0, 60.0, 200.0);
+    for (size_t i = 1; i < vb.size(); ++i) EXPECT_FALSE(detail::overlap(vb[i - 1], vb[i])) << clip << " " << i;
+    for (const auto& b : vb) EXPECT_LE(b.x1, 40.0 + v.width() + 1e-6);  // inside the width the layout reserved
+    if (clip) EXPECT_LT((vb.back().y0 + vb.back().y1) / 2, 60.0 - 4.0);  // the top label centred on the triangle
+    v.draw(c, cmap, 40.0, 60.0, 200.0);
+    const detail::HBar h(c, s, 12.0, 240.0);
+    EXPECT_EQ(h.top_label, clip ? "0.076+" : "");
+    const std::vector<detail::TextBox> hb = h.label_boxes(c, 100.0, 330.0);
+    ASSERT_FALSE(hb.empty());
+    for (size_t i = 1; i < hb.size(); ++i) EXPECT_GE(hb[i].x0 - hb[i - 1].x1, 0.6 * 12.0 - 1e-9) << clip;
+    EXPECT_LE(hb.back().x1, 100.0 + 240.0 + 1e-9);
+    if (clip) EXPECT_NEAR(hb.back().x1, 340.0, 1e-9);  // "0.076+" ends under the triangle's tip
+    h.draw(c, cmap, 100.0, 330.0);
+    const Image img = c.pixels();
+    // Vertical: 4 px above the bar's top, at its middle: inside the triangle (clip) or white.
+    EXPECT_TRUE(same(at(img, 46, 56), clip ? top : white)) << clip;
+    // Horizontal: 2 px in from the bar's right end, 1 px below its top edge: the triangle's outside (white)
+    // when it clips, the gradient's top colour when it does not.
+    EXPECT_TRUE(same(at(img, 337, 332), clip ? white : top)) << clip;
+    EXPECT_TRUE(same(at(img, 334, 330 + 5), top)) << clip;  // the triangle's middle, or the gradient's end
+  }
+}
+
+// The comparison figure never cuts a word (issue 41): long row labels wrap at their spaces at the label size;
+// a word too long for its cell even at kMinLabelPt refuses the figure with the width it needs, and at that
+// width (not 0.1 in less) it is drawn, the label in one piece.
+TEST(FiguresPaper, ComparisonLabelsWrapOrTheFigureNamesTheWidthItNeeds) {
+  Image photo;
+  photo.width = 120;
+  photo.height = 80;
+  photo.rgb.assign(120 * 80 * 3, 128);
+  GridMap m{std::vector<float>(16, 0.0f), 4, 4, -1};
+  for (size_t i = 0; i < 16; ++i) m.values[i] = static_cast<float>(i) / 100.0f;
+  ComparisonScales cs;
+  cs.scales = {Scale{0.0, 0.15, "attention probability"}};
+  cs.column_scale = {0, 0};
+  const std::vector<std::string> titles = {"photo", "L1/mean", "L2/mean"};
+  ComparisonOptions opt;
+  opt.width_in = 3.3;
+  opt.dpi = 100;
+  FigureRow row{"a tabby cat, front view", &photo, PhotoBox{0, 0, 120, 80}, {m, m}};
+  ComparisonFit fit = comparison_fit(titles, {row}, cs, opt);
+  EXPECT_TRUE(fit.fits) << fit.label;
+  row.label = "Supercalifragilisticexpialidocious";
+  fit = comparison_fit(titles, {row}, cs, opt);
+  ASSERT_FALSE(fit.fits);
+  EXPECT_EQ(fit.what, "row label");
+  EXPECT_EQ(fit.label, row.label);
+  ASSERT_GT(fit.needed_in, opt.width_in);
+  const fs::path d = tmpdir("fit");
+  EXPECT_THROW(write_comparison((d / "no.png").string(), titles, {row}, cs, StyleOptions{}, opt), Error);
+  EXPECT_FALSE(fs::exists(d / "no.png"));
+  ComparisonOptions less = opt, enough = opt;
+  less.width_in = fit.needed_in - 0.1;
+  enough.width_in = fit.needed_in;
+  EXPECT_FALSE(comparison_fit(titles, {row}, cs, less).fits);
+  EXPECT_TRUE(comparison_fit(titles, {row}, cs, enough).fits);
+  StyleOptions st;
+  st.cmap = colormap_table("viridis");
+  EXPECT_NO_THROW(write_comparison((d / "yes.pdf").string(), titles, {row}, cs, st, enough));
+  if (have("pdftotext")) {
+    bool whole = false;
+    for (const Word& w : pdf_words(d / "yes.pdf", d)) {
+      EXPECT_EQ(w.text.find("\u2026"), std::string::npos) << w.text;
+      whole = whole || w.text == row.label;
+    }
+    EXPECT_TRUE(whole) << slurp(d / "words.html");
+  }
+  if (!::testing::Test::HasFailure()) fs::remove_all(d);
+}
+
 // `attnmap figure --width-in 3.3` with two scales (attention probability, rollout mass: a bar under each
 // column): every word on the page, the two bars' units in one size, every tick label inside the page.
 TEST(FiguresPaper, NarrowComparisonFigureLabelsOneSizeInsideThePage) {

@@ -100,7 +100,10 @@ TEST(Gallery, WritesOneRowPerInputWithThumbnailsLinksAndStatistics) {
             std::string::npos);
   EXPECT_NE(html.find("<div class=\"dir\" title=\"photos/a_long-name.v2.jpg\"><span dir=\"ltr\">photos/</span></div>"),
             std::string::npos);
-  EXPECT_NE(html.find("title=\"a.npy\">a.npy</a>"), std::string::npos);  // a.png's stem is not the input's
+  EXPECT_NE(html.find("title=\"a.npy\">a.<wbr>npy</a>"), std::string::npos);  // a.png's stem is not the input's
+  // Every output of a card shown: the list wraps (issue 41: nowrap and an ellipsis hid .panel.png / .layers.png).
+  EXPECT_NE(html.find(".outs{display:flex;flex-wrap:wrap;"), std::string::npos);
+  EXPECT_EQ(html.find("text-overflow:ellipsis}\na.out"), std::string::npos);
   EXPECT_NE(html.find("grid-template-columns:repeat(auto-fill,minmax(138px,1fr))"), std::string::npos);
   // Nothing from outside: no remote URL and no external script, style or font.
   EXPECT_EQ(html.find("http://"), std::string::npos);

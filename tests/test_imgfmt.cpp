@@ -289,7 +289,8 @@ TEST_F(ImgFmtCli, SkippedTypesSummaryLine) {
   const CliRun none = run_attnmap("render " + q(dir / "in") + " -q -o " + q(dir / "out3"));
   EXPECT_EQ(none.status, 2);  // nothing to render: a usage error (issue 28)
   EXPECT_EQ(none.err, "attnmap: note: skipped 1 file of an unsupported type: .avif 1 (not rendered; attnmap reads JPEG, "
-                      "PNG, WebP, TIFF, BMP, GIF, TGA, PSD, HDR, PIC and PGM/PPM)\nattnmap: error: no images found in the inputs\n");
+                      "PNG, WebP, TIFF, BMP, GIF, TGA, PSD, HDR, PIC and PGM/PPM)\nattnmap: error: no images found in " +
+                          (dir / "in").string() + "/\n");  // the folder named (issue 41)
 }
 
 // --ext leaves readable types out on purpose: they are not reported; an unsupported type named by --ext is

@@ -132,6 +132,31 @@ TEST(LimitsThreads, RunOnThreadsRethrowsAWorkersErrorAfterAllReturn) {
   t->join();
 }
 
+// The text layout's wait after each layout tells pango's threads from attnmap's own by this registry: a thread
+// started through core/threads is attnmap's while it runs (its probes too), a thread started by anyone else
+// (here a bare std::thread, as GLib's for pango) and the main thread are not.
+TEST(LimitsThreads, ThreadsStartedHereAreToldFromALibrarysOwn) {
+  auto tid = [] { return static_cast<long>(::gettid()); };
+  EXPECT_FALSE(started_by_attnmap(tid()));
+  long seen = 0;
+  bool mine = false;
+  auto t = try_start_thread([&] {
+    seen = tid();
+    mine = started_by_attnmap(seen);
+  });
+  ASSERT_TRUE(t.has_value());
+  t->join();
+  EXPECT_TRUE(mine);
+  EXPECT_FALSE(started_by_attnmap(seen));  // ended
+  std::atomic<int> in_pool{0};
+  run_on_threads(3, [&] { in_pool += started_by_attnmap(tid()) ? 1 : 0; }, nullptr, 2);
+  EXPECT_GE(in_pool.load(), 2);  // the two started (the calling thread is not one of them)
+  bool foreign = true;
+  std::thread other([&] { foreign = !started_by_attnmap(tid()); });
+  other.join();
+  EXPECT_TRUE(foreign);
+}
+
 // The forward pass's pool asked for more threads than the system gives keeps those it has and still runs
 // every task.
 TEST(LimitsThreads, ThePoolKeepsWhatItHasWhenThreadsAreRefused) {

@@ -287,6 +287,75 @@ TEST_F(RunFigures, GalleryRowsAreTheManifestsWithWorkingLinks) {
   EXPECT_TRUE(is_attnmap_gallery((dir / "out" / "gallery" / "index.html").string()));
 }
 
+// Issue 41: the terminal names every file render wrote for an image - the panel, the layer strip, the .npy
+// files, the explorer - not only NAME.png (the view maps are named on their own lines already).
+TEST_F(RunFigures, TerminalNamesEveryFileWritten) {
+  const std::string img = q(kData + "/chelsea.png"), out = (dir / "out").string();
+  CliRun r = run_attnmap("render " + img + " -o " + q(out) + " --panel --strip layers --save-raw");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find(" -> " + out + "/chelsea.png\n  also wrote: " + out + "/chelsea.npy, " + out + "/chelsea.layers.png, " +
+                       out + "/chelsea.panel.png\n"), std::string::npos) << r.out;
+  r = run_attnmap("render " + img + " -o " + q(out) + " --views L1/h3,rollout --panel");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("  rollout -> " + out + "/chelsea.rollout.png\n  also wrote: " + out + "/chelsea.panel.png\n"),
+            std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("also wrote: " + out + "/chelsea.L1-h3.png"), std::string::npos) << r.out;
+  r = run_attnmap("render " + img + " -o " + q(dir / "plain"));  // one file: nothing more to name
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.find("also wrote"), std::string::npos) << r.out;
+}
+
+// Issue 41: a figure's record says what its colour bars hide - per bar data_max (the largest value of its
+// maps), clipped, clipped_share - and a fixed --scale that clips past kClipNoteShare (0.5 %) of a figure's
+// cells is one note for the run, not a line per image. These are results: a --skip-existing rerun skips.
+TEST_F(RunFigures, FigureRecordsSayWhatTheirColourBarsHide) {
+  inputs({"chelsea.png", "composites/0002_bag.png"}, false);
+  const std::string base = "render " + q(dir / "in") + " -o " + q(dir / "out") + " --panel --strip layers";
+  CliRun r = run_attnmap(base + " --scale 0,0.02 --contact-sheet " + q(dir / "sheet.png"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string note = "attnmap: note: --scale 0,0.02: the attention probability bar clipped more than 0.5% of "
+                           "the cells of 2 of 2 images' figures";
+  EXPECT_NE(r.err.find(note), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("the attention probability bar clipped"), r.err.rfind("the attention probability bar clipped"))
+      << r.err;  // one line for the run
+  for (const char* name : {"chelsea", "0002_bag"}) {
+    const std::string stem = (dir / "out" / name).string();
+    const auto map_max = read_png_stats(stem + ".png")->stats.max;  // the panel's one map
+    const auto panel = read_figure_record(stem + ".panel.png");
+    ASSERT_TRUE(panel && (*panel)["colour_bars"].size() == 1u) << name;
+    const auto& bar = (*panel)["colour_bars"][0];
+    EXPECT_EQ(bar["units"], "attention probability");
+    EXPECT_EQ(bar["vmax"], 0.02);
+    EXPECT_EQ(bar["data_max"].get<float>(), map_max) << name;
+    EXPECT_EQ(bar["clipped"], true);
+    EXPECT_GT(bar["clipped_share"].get<double>(), 0.005);
+    EXPECT_LT(bar["clipped_share"].get<double>(), 1.0);
+    const auto layers = read_figure_record(stem + ".layers.png");  // every block's map: its own largest value
+    ASSERT_TRUE(layers && (*layers)["colour_bars"].size() == 1u) << name;
+    EXPECT_GE((*layers)["colour_bars"][0]["data_max"].get<float>(), map_max);
+    EXPECT_EQ((*layers)["colour_bars"][0]["clipped"], true);
+  }
+  const auto sheet = read_png_provenance((dir / "sheet.png").string());  // drawn from the manifest's statistics
+  ASSERT_TRUE(sheet && (*sheet)["colour_bars"].size() == 1u);
+  EXPECT_EQ((*sheet)["colour_bars"][0]["clipped_images"], 2);
+  EXPECT_EQ((*sheet)["colour_bars"][0]["images"], 2);
+  EXPECT_EQ((*sheet)["colour_bars"][0]["clipped"], true);
+  // The same run again with --skip-existing: the records' results do not count as other settings.
+  r = run_attnmap(base + " --scale 0,0.02 --skip-existing");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("0 done, 0 failed, 2 skipped"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("bar clipped"), std::string::npos) << r.err;  // nothing drawn, nothing to say
+  // --scale figure ends the bar at the figure's largest value: nothing clipped, no note.
+  r = run_attnmap(base + " --scale figure");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("bar clipped"), std::string::npos) << r.err;
+  const auto panel = read_figure_record((dir / "out" / "chelsea.panel.png").string());
+  ASSERT_TRUE(panel && (*panel)["colour_bars"].size() == 1u);
+  EXPECT_EQ((*panel)["colour_bars"][0]["clipped"], false);
+  EXPECT_EQ((*panel)["colour_bars"][0]["clipped_share"], 0.0);
+  EXPECT_EQ((*panel)["colour_bars"][0]["data_max"].get<float>(), (*panel)["colour_bars"][0]["vmax"].get<float>());
+}
+
 // Issue 25: the step after a sharded run that draws the gallery and the sheet (every image skipped) showed
 // every image "skipped" with this run's 0.2 ms. Each manifest row now carries the status and time of the
 // run that made its outputs: the shards' (docs/batch.md's recipe: one manifest per shard in --out), read by

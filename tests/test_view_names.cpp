@@ -182,3 +182,27 @@ TEST(ViewNames, OneLabelPerViewInEveryFigure) {
   EXPECT_EQ(views[3].name, "rollout/max@L1");
   EXPECT_EQ(views[3].tag, "rollout-max-L1");
 }
+
+// The run's --discard changes the rollout map (its peak 2.5x at 0.9 on the composites): its name, its label in
+// every figure and eval's row say so; the file-name tag stays the plain "rollout". A view's own discard (eval's
+// "rollout@L2 discard 0.1") is named once, not twice. Issue 41 item 6.
+TEST(ViewNames, TheRunsDiscardIsNamedInTheRolloutsNameAndLabel) {
+  ViewSettings st;
+  st.discard = 0.9;
+  const auto views = resolve_views(parse_views("rollout,rollout/max@L1,L1/mean"), four_by_four(), true, st);
+  ASSERT_EQ(views.size(), 3u);
+  EXPECT_EQ(views[0].name, "rollout discard 0.9");
+  EXPECT_EQ(views[0].tag, "rollout");
+  EXPECT_EQ(view_label(views[0]), "rollout 0\u20133, mean, discard 0.9");
+  EXPECT_EQ(views[1].name, "rollout/max@L1 discard 0.9");
+  EXPECT_EQ(view_label(views[1]), "rollout 0\u20131, max, discard 0.9");
+  EXPECT_EQ(views[2].name, "L1/mean");  // not a rollout: no discard
+  ViewSpec own = parse_views("rollout@L2")[0];
+  own.discard = 0.1;
+  const auto one = resolve_views({own}, four_by_four(), true, st);
+  EXPECT_EQ(one[0].name, "rollout@L2 discard 0.1");
+  EXPECT_EQ(view_label(one[0]), "rollout 0\u20132, mean, discard 0.1");
+  const auto none = resolve_views(parse_views("rollout"), four_by_four(), true, ViewSettings{});
+  EXPECT_EQ(none[0].name, "rollout");
+  EXPECT_EQ(view_label(none[0]), "rollout 0\u20133, mean");
+}

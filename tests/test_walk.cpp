@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "app/walk.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -64,5 +65,42 @@ TEST(Walk, OverlaysOfAnEarlierRunAreNotInputs) {
   EXPECT_TRUE(fs::exists(dir / "y" / "a.png"));  // the photo's overlay, not "a.jpg.png" beside an "a.png.png"
   EXPECT_FALSE(fs::exists(dir / "y" / "a.png.png"));
   EXPECT_EQ(run_attnmap("render " + q(dir / "x" / "a.png") + " -o " + q(dir / "z")).status, 0);
+  fs::remove_all(dir);
+}
+
+// Issue 41: "no images found" names the inputs that hold none; every command treats nothing to do - every
+// input named missing, or no image in them - as render does: a usage error (exit 2), one line naming them.
+TEST(Walk, NothingToDoNamesTheInputsAndIsAUsageErrorForEveryCommand) {
+  const fs::path dir = fs::temp_directory_path() / ("attnmap_none_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "empty");
+  std::ofstream(dir / "empty" / "notes.txt") << "no image here";
+  const std::string e = (dir / "empty").string();
+  EXPECT_EQ(attnmap::no_images_message({e}), "no images found in " + e + "/");
+  EXPECT_EQ(attnmap::no_images_message({e + "/", "b/"}), "no images found in " + e + "/ and b/");
+  EXPECT_EQ(attnmap::no_images_message({"a", "b", "c", "d", "e"}, {"png"}),
+            "no images found in a, b, c and 2 more with --ext png (no file there has such an extension)");
+  EXPECT_EQ(attnmap::all_inputs_missing({"a.png", "b"}, {"a.png", "b"}, "draw"), "a.png, b: no such file or folder; nothing to draw");
+  EXPECT_EQ(attnmap::all_inputs_missing({"a.png", "b"}, {"a.png"}, "draw"), "");  // b exists: a fails on its own
+  const std::string masks = q(std::string(ATTNMAP_DATA_DIR) + "/composites/masks");
+  const std::string nope = q(dir / "nope.png");
+  const std::pair<std::string, std::string> cases[] = {
+      {"render " + q(dir / "empty") + " -o " + q(dir / "o1"), "no images found in " + e + "/"},
+      {"eval --masks " + masks + " " + q(dir / "empty"), "no images found in " + e + "/"},
+      {"stats " + q(dir / "empty") + " -o " + q(dir / "o2"), "no images found in " + e + "/"},
+      {"figure " + q(dir / "empty") + " --views photo,L1/h3 -o " + q(dir / "f.png"), "no images found in " + e + "/"},
+      {"render " + nope + " -o " + q(dir / "o3"), "nope.png: no such file or folder; nothing to render"},
+      {"eval --masks " + masks + " " + nope, "nope.png: no such file or folder; nothing to evaluate"},
+      {"stats " + nope + " -o " + q(dir / "o4"), "nope.png: no such file or folder; nothing to compute"},
+      {"figure " + nope + " --views photo,L1/h3 -o " + q(dir / "f.png"), "nope.png: no such file or folder; nothing to draw"},
+      {"explore " + nope + " -o " + q(dir / "o5"), "nope.png: no such file or folder; nothing to explore"},
+  };
+  for (const auto& [args, want] : cases) {
+    const CliRun r = run_attnmap(args + " -q");
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("attnmap: error: "), std::string::npos) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(want), std::string::npos) << args << "\n" << r.err;
+  }
+  for (const char* o : {"o1", "o2", "o3", "o4", "o5", "f.png"}) EXPECT_FALSE(fs::exists(dir / o)) << o << ": nothing made";
   fs::remove_all(dir);
 }

@@ -376,17 +376,33 @@ TEST_F(WordsCli, ScaleMapNoteIsDrawnOnlyWithNotes) {
   EXPECT_EQ(pdf_text(dir / "out" / "cat.layers.pdf").find("own min"), std::string::npos);
 }
 
-// attnmap stats: the figures' definitions only with --notes.
+// attnmap stats: the figures' definitions only with --notes. The token-norm histogram's legend lists the
+// high-norm outliers only when there are some (issue 41); without any, its note says so.
 TEST_F(WordsCli, StatsFiguresHoldTheirDefinitionOnlyWithNotes) {
   if (!have("pdftotext")) GTEST_SKIP() << "pdftotext missing";
   CliRun r = run_attnmap("stats " + images() + " -w " + q(kModel) + " -o " + q(dir / "plain") + " --figure-format pdf -q");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(pdf_text(dir / "plain" / "attention_distance.pdf").find("Attention-weighted"), std::string::npos);
-  EXPECT_EQ(pdf_text(dir / "plain" / "token_norms.pdf").find("High-norm outliers:"), std::string::npos);
-  r = run_attnmap("stats " + images() + " -w " + q(kModel) + " -o " + q(dir / "noted") + " --figure-format pdf -q --notes");
+  EXPECT_EQ(pdf_text(dir / "plain" / "token_norms.pdf").find("igh-norm outliers:"), std::string::npos);
+  EXPECT_EQ(pdf_text(dir / "plain" / "token_norms.pdf").find("at this block"), std::string::npos);
+  // Outliers at --outlier-k 0.5: legend and note name them.
+  r = run_attnmap("stats " + images() + " -w " + q(kModel) + " -o " + q(dir / "noted") + " --figure-format pdf -q --notes --outlier-k 0.5");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(pdf_text(dir / "noted" / "attention_distance.pdf").find("Attention-weighted"), std::string::npos);
-  EXPECT_NE(pdf_text(dir / "noted" / "token_norms.pdf").find("High-norm outliers:"), std::string::npos);
+  const std::string some = pdf_text(dir / "noted" / "token_norms.pdf");
+  EXPECT_NE(some.find("High-norm outliers:"), std::string::npos) << some;
+  EXPECT_NE(some.find("high-norm outliers"), std::string::npos) << some;  // the legend entry
+  // None at --outlier-k 1000: the legend has the patch tokens alone, the note says there are none.
+  r = run_attnmap("stats " + images() + " -w " + q(kModel) + " -o " + q(dir / "none") + " --figure-format pdf -q --notes --outlier-k 1000");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string none = pdf_text(dir / "none" / "token_norms.pdf");
+  EXPECT_NE(none.find("patch tokens"), std::string::npos) << none;
+  EXPECT_NE(none.find("No high-norm outliers at this block (norm > median + 1000"), std::string::npos) << none;
+  const size_t at = none.find("high-norm outliers");
+  EXPECT_EQ(none.find("high-norm outliers", at + 1), std::string::npos) << "no legend entry for none:\n" << none;
+  r = run_attnmap("stats " + images() + " -w " + q(kModel) + " -o " + q(dir / "none_plain") + " --figure-format pdf -q --outlier-k 1000");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(pdf_text(dir / "none_plain" / "token_norms.pdf").find("outliers"), std::string::npos);
 }
 
 // --colormap in any case, recorded in its own spelling; a near miss suggests the name.
@@ -412,7 +428,8 @@ TEST_F(WordsCli, NothingToRenderIsAUsageError) {
   fs::copy_file(dir / "cat.png", dir / "photos" / "cat.png");
   CliRun r = run_attnmap("render " + q(dir / "photos") + " -w " + q(kModel) + " -o " + q(dir / "out") + " --ext xyz");
   EXPECT_EQ(r.status, 2) << r.err;
-  EXPECT_NE(r.err.find("no images found in the inputs with --ext xyz"), std::string::npos) << r.err;
+  // The message names the folder that holds no image (issue 41).
+  EXPECT_NE(r.err.find("no images found in " + (dir / "photos").string() + "/ with --ext xyz"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir / "out"));
   r = run_attnmap("render " + q(dir / "no-such-folder") + " -w " + q(kModel) + " -o " + q(dir / "out"));
   EXPECT_EQ(r.status, 2) << r.err;

@@ -125,7 +125,11 @@ def command_names(command):
 
 def reword(message, names):
     """The command line's message with each flag it names (of ``names``) written as the keyword:
-    "--views: 'L9/mean': ..." -> "views: 'L9/mean': ...", "give --heads H" -> "give heads=H"."""
+    "--views: 'L9/mean': ..." -> "views: 'L9/mean': ...", "give --heads H" -> "give heads=H"; a flag shown with
+    its short name ("-j/--jobs: expected ...") as the keyword alone, and without the command line's pointer to
+    its help ("(attnmap render --help for the options)": the keywords are documented in docs/python.md)."""
+    message = re.sub(r"(?<![\w-])-[A-Za-z]/(?=--[a-z])", "", message)
+    message = re.sub(r" \(attnmap [a-z]+ --help for the options\)", "", message)
     for flag in sorted(names, key=len, reverse=True):
         key = names[flag]
         f = re.escape(flag)

@@ -252,7 +252,7 @@ std::vector<ReadFile> run_reads(const RenderOptions& opt, const std::string& wei
 /// Nothing to render is a usage error (exit 2, before any folder is made): no image in the inputs (an --ext
 /// that picks none says which extensions it asked for), or every input named on the command line missing. A
 /// missing input beside others that exist stays a failure of its own (exit 1, a manifest row).
-void check_something_to_render(const JobPlan& plan, const BatchOptions& bopt) {
+void check_something_to_render(const JobPlan& plan, const std::vector<std::string>& inputs, const BatchOptions& bopt) {
   if (!plan.all.empty()) return;
   const bool all_missing = !plan.pre.empty() && std::all_of(plan.pre.begin(), plan.pre.end(), [](const auto& p) {
     return p.second == p.first + ": no such file or folder";
@@ -265,10 +265,7 @@ void check_something_to_render(const JobPlan& plan, const BatchOptions& bopt) {
   }
   if (!plan.pre.empty()) return;  // unreadable folders and the like: failures of their own (exit 1)
   if (!plan.passed_note.empty()) std::cerr << "attnmap: note: " << plan.passed_note << "\n";
-  std::string exts;
-  for (const std::string& e : bopt.ext) exts += (exts.empty() ? "" : ",") + e;
-  throw Error(exts.empty() ? std::string("no images found in the inputs")
-                           : "no images found in the inputs with --ext " + exts + " (no file there has such an extension)");
+  throw Error(no_images_message(inputs, bopt.ext));
 }
 
 /// The manifest must not truncate a file of run_reads. Returns the resolved path (what is checked is what
@@ -587,6 +584,7 @@ class BatchRun {
       if (!opt_.quiet) {
         std::cout << printable(job.input + " -> " + (o.shown.empty() ? o.outputs.front() : o.shown)) << "\n";
         for (const std::string& l : o.shown_more) std::cout << "  " << printable(l) << "\n";
+        if (const std::string also = also_wrote_line(o.outputs, o.shown, o.shown_more); !also.empty()) std::cout << "  " << printable(also) << "\n";
         if (!o.top5.empty()) std::cout << "  top-5: " << printable(format_top_k(o.top5)) << "\n";
         std::cout << std::flush;
       }
@@ -627,7 +625,7 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   nlohmann::ordered_json settings = make_provenance(ctx, weights.path);  // hashes the weights once
   ctx.provenance = provenance_text(settings);
   const JobPlan plan = plan_run(opt, bopt);
-  check_something_to_render(plan, bopt);
+  check_something_to_render(plan, opt.inputs, bopt);
   std::vector<ReadFile> reads = run_reads(opt, weights.path, plan, ctx);
   const std::string manifest_path = check_manifest_path(bopt, reads);
   if (wants_run_figures(bopt)) {
@@ -678,22 +676,10 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
   run.report_planning_failures();
   run.run_jobs(workers);
   if (run_cancelled(run_hooks())) return 1;  // interrupted: the manifest keeps its rows uncompacted, no run figures
-  // The sheet's colour bar: the scale of the overlays it shows (the first view's), when they share one.
-  SheetScale sheet;
-  if (!opt.threshold && !ctx.views.empty()) {
-    sheet.cmap = ctx.cmap;
-    const std::string& units = ctx.views[0].units;
-    if (opt.scale && opt.scale->kind == ScaleKind::Run) {
-      if (const auto it = ctx.run_scales.find(units); it != ctx.run_scales.end()) sheet.scale = it->second;
-    } else if (opt.scale && opt.scale->kind == ScaleKind::Fixed) {
-      Scale s{opt.scale->vmin, opt.scale->vmax, units};
-      for (const RunRow& r : run.rows())  // the extend mark when some overlay's map goes past the top
-        if (const auto st = get_image_stats(nlohmann::json::parse(r.manifest)); st && st->stats.max > s.vmax) s.clip_max = true;
-      sheet.scale = s;
-    }
-  }
-  const int figures =
-      write_run_figures(opt, bopt, run.rows(), nlohmann::json::parse(settings.dump()), ctx.provenance, sheet);
+  if (!opt.quiet)  // a fixed --scale that hid peaks: one line per unit for the whole run
+    for (const std::string& n : ctx.clip_tally->notes(opt)) std::cerr << "attnmap: note: " << printable(n) << "\n";
+  const int figures = write_run_figures(opt, bopt, run.rows(), nlohmann::json::parse(settings.dump()), ctx.provenance,
+                                        sheet_scale(ctx, run.rows()));
   return std::max(run.finish(), figures);
 }
 

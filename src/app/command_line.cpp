@@ -12,6 +12,7 @@
 #include <new>
 
 #include "app/batch.hpp"
+#include "app/cli_words.hpp"
 #include "app/download_cmd.hpp"
 #include "app/explore.hpp"
 #include "app/inspect.hpp"
@@ -52,10 +53,7 @@ bool check_command_word(CLI::App& app, int argc, char** argv) {
   const auto commands = app.get_subcommands([](const CLI::App*) { return true; });
   if (argc > 1 && argv[1] && argv[1][0] != '-' &&
       std::none_of(commands.begin(), commands.end(), [&](const CLI::App* c) { return c->check_name(argv[1]); })) {
-    std::string names;
-    for (const CLI::App* c : commands) names += (names.empty() ? "" : ", ") + c->get_name();
-    std::cerr << "attnmap: error: unknown command '" << attnmap::printable(argv[1]) << "' (commands: " << names
-              << "; attnmap --help)\n";
+    std::cerr << "attnmap: error: " << attnmap::printable(attnmap::unknown_command_text(app, argv[1])) << "\n";
     return false;
   }
   return true;
@@ -103,16 +101,18 @@ int run_command(attnmap::CliArgs& a, const attnmap::Commands& c) {
 namespace attnmap {
 
 int run_command_line(const std::vector<std::string>& args_in) {
-  std::vector<std::string> store = args_in;
-  if (store.empty()) store.push_back("attnmap");
-  std::vector<char*> argv_v = argv_of(store);
-  const int argc = static_cast<int>(store.size());
-  char** argv = argv_v.data();
-  CLI::App app{"attnmap - draws where a Vision Transformer's class token looks, as a heatmap over the photo"};
+  CLI::App app{"attnmap - draws where a Vision Transformer's class token looks, as a heatmap over the photo",
+               "attnmap"};
   app.set_version_flag("--version", std::string("attnmap ") + ATTNMAP_VERSION);
   app.require_subcommand(1);
   CliArgs args;
   const Commands commands = add_commands(app, args);
+  std::vector<std::string> store = args_in;
+  if (store.empty()) store.push_back("attnmap");
+  spell_flag_aliases(app, store);  // --colourmap: --colormap
+  std::vector<char*> argv_v = argv_of(store);
+  const int argc = static_cast<int>(store.size());
+  char** argv = argv_v.data();
 
   if (const std::string flag = empty_equals_flag(store, 1); !flag.empty()) {
     std::cerr << "attnmap: error: " << printable(flag) << " expects a value, found ''\n";
@@ -123,7 +123,8 @@ int run_command_line(const std::vector<std::string>& args_in) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    std::cerr << "attnmap: error: " << printable(with_flags(e.what())) << " (attnmap --help for the options)\n";
+    std::cerr << "attnmap: error: " << printable(with_flags(usage_error_text(e, app, store.size() > 1 ? store[1] : "")))
+              << "\n";
     return 2;
   }
   try {
@@ -138,19 +139,20 @@ int run_command_line(const std::vector<std::string>& args_in) {
 }
 
 RenderOptions parse_render_command(const std::vector<std::string>& render_args) {
-  std::vector<std::string> store{"attnmap", "render"};
-  store.insert(store.end(), render_args.begin(), render_args.end());
-  std::vector<char*> argv_v = argv_of(store);
-  const int argc = static_cast<int>(store.size());
-  CLI::App app{"attnmap"};
+  CLI::App app{"attnmap", "attnmap"};
   app.require_subcommand(1);
   CliArgs args;
   const Commands commands = add_commands(app, args);
+  std::vector<std::string> store{"attnmap", "render"};
+  store.insert(store.end(), render_args.begin(), render_args.end());
+  spell_flag_aliases(app, store);
+  std::vector<char*> argv_v = argv_of(store);
+  const int argc = static_cast<int>(store.size());
   if (const std::string flag = empty_equals_flag(store, 2); !flag.empty()) throw Error(flag + " expects a value, found ''");
   try {
     app.parse(argc, argv_v.data());
   } catch (const CLI::ParseError& e) {
-    throw Error(with_flags(e.what()));
+    throw Error(with_flags(parse_error_text(e, app)));
   }
   check_command(args, commands);
   return args.ro;

@@ -208,6 +208,7 @@ JsonTarget prepare_json(const EvalOptions& opt, const std::string& weights_path,
   for (const auto& kv : masks.by_rel)
     for (const std::string& f : kv.second) reads.push_back({f, "a mask"});
   for (const fs::path& d : truth_dirs) reads.push_back({(d / eval::kLabelsCsv).string(), "a labels.csv that eval reads"});
+  if (!opt.view.labels_file.empty()) reads.push_back({opt.view.labels_file, "the --labels file"});
   json.path = check_output_file("--json", opt.json_out, reads);
   json.made = make_output_folder("--json", opt.json_out, json.path);
   return json;
@@ -259,7 +260,7 @@ void evaluate_jobs(const EvalContext& ctx, const std::vector<Job>& jobs, const e
       const std::string mask_path = eval::mask_for_job(job, opt.masks_dir, masks_prefix, masks);
       const fs::path rel = fs::path(job.out_base).lexically_relative(opt.masks_dir);
       const std::string stem = fs::path(job.input).stem().string();
-      const std::vector<ItemMask> items = masks.find_items(rel.generic_string(), stem, ctx.model->hp.labels);
+      const std::vector<ItemMask> items = masks.find_items(rel.generic_string(), stem, ctx.model->hp.labels, truth.map());
       if (!ctx.model->head.present() && !noted_headless_items && masks.has_item_masks(rel.generic_string(), stem)) {
         std::cerr << "attnmap: note: class-specific pointing: item masks such as " << printable(stem)
                   << ".<class>.* are present, but the model has no classifier head (no class to ask for); skipped\n";
@@ -284,14 +285,23 @@ int run_eval(const EvalOptions& opt) {
   const RenderOptions& ro = opt.view;
   check_masks_folder(opt);
   if (!opt.json_out.empty()) check_output_name("--json", opt.json_out);  // before the model loads
+  // --labels FILE: the model's class names, or a map of the ground truth's names to them (read_label_map).
+  const std::optional<std::vector<LabelMapEntry>> label_map =
+      ro.labels_file.empty() ? std::nullopt : with_flag("--labels", [&] { return read_label_map(ro.labels_file); });
+  RenderOptions load_opt = ro;
+  if (label_map) load_opt.labels_file.clear();  // the class names stay the weights' (or ImageNet-1k's)
   const RunWeights weights = run_weights(ro.weights, ro.quiet);  // a path, or a Hub name fetched into the cache
   const std::string& weights_path = weights.path;
-  const std::shared_ptr<const ViTWeights> loaded = load_run_model(ro, weights, /*backward=*/true);
+  const std::shared_ptr<const ViTWeights> loaded = load_run_model(load_opt, weights, /*backward=*/true);
   const ViTWeights& model = *loaded;  // eval scores the class-specific views
   const EvalContext ctx = make_eval_context(model, opt);
   set_eval_blas_threads();
   const bool classify = model.head.present();
   const int num_classes = classify ? model.head.out : 0;
+  if (label_map && !classify)
+    throw Error("--labels " + ro.labels_file + ": the weights have no classifier head, so there are no classes to map to");
+  LabelMap names_map;
+  if (label_map) names_map = with_flag("--labels", [&] { return resolve_label_map(*label_map, model.hp.labels, num_classes); });
 
   // Inputs: plan_jobs walks folders (sorted, hidden entries skipped) and skips the masks folder given as its
   // "output" folder; out_base relative to it is the image's path below its input folder, without extension.
@@ -301,6 +311,9 @@ int run_eval(const EvalOptions& opt) {
   const std::vector<Job> jobs = plan_jobs(ro.inputs, opt.masks_dir, &missing, {}, &unreadable, &passed_over);
   if (const std::string note = passed_over_summary(passed_over); !note.empty())
     std::cerr << "attnmap: note: " << printable(note) << "\n";
+  // Nothing to evaluate is bad usage, as render's nothing to render (exit 2, before --json's folder is made).
+  if (const std::string none = all_inputs_missing(ro.inputs, missing, "evaluate"); !none.empty()) throw Error(none);
+  if (jobs.empty() && missing.empty() && unreadable.empty()) throw Error(no_images_message(ro.inputs));
   const eval::MaskIndex masks(opt.masks_dir);
   const JsonTarget json = prepare_json(opt, weights_path, jobs, masks);
   // After the usage checks (a usage error is the only line), before any image.
@@ -312,17 +325,18 @@ int run_eval(const EvalOptions& opt) {
     std::cerr << "attnmap: note: chefer, gradcam, attn-grad: " << unavailable << "; those views are left out\n";
   if (ro.views.empty() && !cait_rollout_unavailable(model.hp).empty() && !ro.rollout)
     std::cerr << "attnmap: note: rollout: " << cait_rollout_unavailable(model.hp) << "; that view is left out\n";
-  eval::TruthLookup truth(opt.masks_dir, model.hp, classify, num_classes);
+  eval::TruthLookup truth(opt.masks_dir, model.hp, classify, num_classes, std::move(names_map),
+                          label_map ? ro.labels_file : std::string());
+  truth.prepare(jobs);  // a foreign label set's one note, before any image
 
   eval::EvalRun run;
   report_unusable_inputs(missing, unreadable, run);
-  if (jobs.empty() && missing.empty() && unreadable.empty()) {
-    std::cerr << "attnmap: error: no images found in the inputs\n";
-    remove_made_folders(json.made);
-    return 1;
-  }
   evaluate_jobs(ctx, jobs, masks, truth, num_classes, run);
-  const eval::Summary sum = eval::summarise(ctx, run.done);
+  eval::Summary sum = eval::summarise(ctx, run.done);
+  if (truth.foreign()) {
+    sum.top1_not_computed = truth.foreign_note();
+    sum.unknown_labels = truth.unknown_names();
+  }
   const std::string undefined = eval::undefined_note(ctx, sum);
   if (!undefined.empty()) std::cerr << "attnmap: note: " << undefined << "\n";
   eval::print_summary(std::cout, ctx, sum, run.failed, classify);

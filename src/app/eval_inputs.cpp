@@ -57,7 +57,7 @@ MaskIndex::MaskIndex(const std::string& dir) {
 }
 
 std::vector<ItemMask> MaskIndex::find_items(const std::string& rel_stem, const std::string& stem,
-                                            const std::vector<std::string>& labels) const {
+                                            const std::vector<std::string>& labels, const LabelMap& map) const {
   const std::vector<std::string>* hit = nullptr;
   auto it = items_by_rel.find(rel_stem);
   if (!rel_stem.empty() && it != items_by_rel.end()) hit = &it->second;
@@ -67,7 +67,7 @@ std::vector<ItemMask> MaskIndex::find_items(const std::string& rel_stem, const s
   if (!hit) return out;
   for (const std::string& f : *hit) {
     const std::string st = fs::path(f).stem().string();
-    if (const auto cls = find_label(labels, st.substr(st.rfind('.') + 1))) out.push_back({*cls, f});
+    if (const auto cls = match_label(st.substr(st.rfind('.') + 1), labels, map).cls) out.push_back({*cls, f});
   }
   return out;
 }
@@ -107,35 +107,104 @@ std::string mask_for_job(const Job& job, const std::string& masks_dir, const std
   return *mask_path;
 }
 
-std::optional<int> TruthLookup::truth_for(const std::string& input) {
-  if (!classify_) return std::nullopt;
-  const fs::path p(input);
-  for (const fs::path& folder : truth_folders(masks_dir_, input)) {
-    if (const auto* m = csv_for(folder)) {
-      for (const std::string& k : {p.filename().string(), p.stem().string()}) {
-        auto it = m->find(k);
-        if (it != m->end()) return it->second;
-      }
-    }
+void TruthLookup::unknown(const std::string& name, const std::string& source) {
+  const std::string key = normalise_label(name);
+  if (std::find(unknown_keys_.begin(), unknown_keys_.end(), key) == unknown_keys_.end()) {
+    unknown_keys_.push_back(key);
+    unknown_.push_back(name);
   }
-  return label_from_filename(input, hp_.labels);
+  if (std::find(sources_.begin(), sources_.end(), source) == sources_.end()) sources_.push_back(source);
 }
 
-// The folder's labels.csv, read on first use (its notes printed then); nullptr when it has none.
-const std::map<std::string, int>* TruthLookup::csv_for(const fs::path& folder) {
+void TruthLookup::prepare(const std::vector<Job>& jobs) {
+  if (!classify_) return;
+  // File names NNNN_<name> are labels when some of them name a class (or the user gave a map): then the
+  // others are of another label set. When none does they are just names (0000_trouser_coat.png).
+  std::vector<std::string> unmatched_names;
+  bool a_name_matched = !map_.empty();
+  for (const Job& job : jobs) {
+    const fs::path p(job.input);
+    std::optional<int> truth;
+    bool found = false;
+    for (const fs::path& folder : truth_folders(masks_dir_, job.input)) {
+      const auto* rows = csv_for(folder);
+      if (!rows || found) continue;
+      for (const std::string& k : {p.filename().string(), p.stem().string()}) {
+        const auto it = rows->find(k);
+        if (it == rows->end()) continue;
+        const std::string csv = (folder / kLabelsCsv).string();
+        bool foreign = false;
+        truth = row_class(it->second, hp_.labels, map_, num_classes_, "", &foreign);
+        if (foreign) unknown(it->second.label, csv);
+        found = truth.has_value() || !it->second.label.empty();  // a row naming no class: the file name
+        break;
+      }
+    }
+    if (!found) {  // the file name: NNNN_<class> is meant as a class; another stem only when it names one
+      bool numbered = false;
+      const std::string name = filename_label(job.input, &numbered);
+      const LabelMatch m = match_label(name, hp_.labels, map_);
+      truth = m.cls;
+      if (numbered && m.known) a_name_matched = true;
+      if (numbered && !m.known) unmatched_names.push_back(name);
+    }
+    truth_[job.input] = truth;
+  }
+  if (a_name_matched)
+    for (const std::string& n : unmatched_names) unknown(n, "the file names");
+  if (foreign()) {  // one note; the rows' own notes bear on an accuracy that is not computed
+    std::cerr << "attnmap: note: " << printable(foreign_note()) << "\n";
+    return;
+  }
+  // Printed under -q too, like the per-image mask notes: they bear on the figures.
+  for (const std::string& n : notes_) std::cerr << "attnmap: note: " << printable(n) << "\n";
+}
+
+std::optional<int> TruthLookup::truth_for(const std::string& input) const {
+  if (!classify_ || foreign()) return std::nullopt;
+  const auto it = truth_.find(input);
+  return it == truth_.end() ? std::nullopt : it->second;
+}
+
+std::string TruthLookup::foreign_note() const {
+  if (!foreign()) return "";
+  std::string names;
+  for (size_t i = 0; i < unknown_.size() && i < 5; ++i) names += (i ? ", '" : "'") + unknown_[i] + "'";
+  if (unknown_.size() > 5) names += " and " + std::to_string(unknown_.size() - 5) + " more";
+  std::string from;
+  for (size_t i = 0; i < sources_.size(); ++i) from += (i ? ", " : "") + sources_[i];
+  const auto src = hp_.source.find("labels");
+  const std::string origin = src == hp_.source.end() ? "the weights' config"
+                             : src->second.rfind(kLabelsAssumedImagenet, 0) == 0 ? "ImageNet-1k's, assumed for a 1000-class head without names"
+                             : src->second.rfind(kLabelsFromFile, 0) == 0 ? with_flags(src->second)
+                                                                          : "the weights' config";
+  const std::string whose = hp_.labels.empty() ? "the model's " + std::to_string(num_classes_) + " classes, which have no names"
+                                               : "the model's " + std::to_string(num_classes_) + " class names (" + origin + ")";
+  return std::string(unknown_.size() == 1 ? "label " : "labels ") + names + " (" + from + ") " +
+         (unknown_.size() == 1 ? "is" : "are") + " not among " + whose +
+         (map_file_.empty() ? "" : " nor in --labels " + map_file_) + ": top-1 accuracy not computed; --labels FILE maps " +
+         (unknown_.size() == 1 ? "it" : "them") + " to the model's classes (docs/evaluation.md)";
+}
+
+// The folder's labels.csv rows, read on first use (its notes kept for prepare); nullptr when it has none.
+const std::map<std::string, LabelRow>* TruthLookup::csv_for(const fs::path& folder) {
   const std::string key = folder.string();
   auto it = csv_cache_.find(key);
   if (it == csv_cache_.end()) {
-    std::optional<std::map<std::string, int>> m;
+    std::optional<std::map<std::string, LabelRow>> m;
     const fs::path p = folder / kLabelsCsv;
     std::error_code e;
     if (fs::is_regular_file(p, e)) {
-      std::vector<std::string> notes;
-      m = read_labels_csv(p.string(), hp_.labels, num_classes_, &notes);
-      // Printed under -q too, like the per-image mask notes: they bear on the figures.
-      for (size_t i = 0; i < notes.size() && i < 5; ++i) std::cerr << "attnmap: note: " << printable(notes[i]) << "\n";
-      if (notes.size() > 5)
-        std::cerr << "attnmap: note: " << printable(p.string()) << ": " << notes.size() - 5 << " more such rows\n";
+      m = read_label_rows(p.string());
+      std::vector<const LabelRow*> rows;  // in line order
+      for (const auto& kv : *m) rows.push_back(&kv.second);
+      std::sort(rows.begin(), rows.end(), [](const LabelRow* a, const LabelRow* b) { return a->line < b->line; });
+      std::vector<std::string> notes;  // disagreeing label and label_index, an index out of range
+      bool foreign = false;
+      for (const LabelRow* r : rows)
+        (void)row_class(*r, hp_.labels, map_, num_classes_, p.string() + ": line " + std::to_string(r->line) + ": ", &foreign, &notes);
+      for (size_t i = 0; i < notes.size() && i < 5; ++i) notes_.push_back(notes[i]);
+      if (notes.size() > 5) notes_.push_back(p.string() + ": " + std::to_string(notes.size() - 5) + " more such rows");
     }
     it = csv_cache_.emplace(key, std::move(m)).first;
   }

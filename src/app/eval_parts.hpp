@@ -33,10 +33,10 @@ struct MaskIndex {
   std::map<std::string, std::vector<std::string>> by_rel, by_stem, items_by_rel, items_by_stem;
 
   explicit MaskIndex(const std::string& dir);
-  /// Item masks of an image: STEM.<class>.<ext> whose <class> names one of `labels` (find_label), found by
-  /// relative path first, else by bare stem; in file-name order.
+  /// Item masks of an image: STEM.<class>.<ext> whose <class> names one of `labels` (match_label: `map`
+  /// first), found by relative path first, else by bare stem; in file-name order.
   std::vector<ItemMask> find_items(const std::string& rel_stem, const std::string& stem,
-                                   const std::vector<std::string>& labels) const;
+                                   const std::vector<std::string>& labels, const LabelMap& map = {}) const;
   /// Some mask STEM.<anything> exists for the image (an item mask, whether or not <anything> is a class).
   bool has_item_masks(const std::string& rel_stem, const std::string& stem) const;
   /// The image's mask; rel_stem: its path below its input folder without extension. Throws attnmap::Error
@@ -49,23 +49,48 @@ struct MaskIndex {
 std::string mask_for_job(const Job& job, const std::string& masks_dir, const std::string& masks_prefix,
                          const MaskIndex& masks);
 
-/// Ground truth: labels.csv in the masks folder, else in the image's own folder; else the file name. A
-/// labels.csv is read when an image first needs it, and once (its notes printed then).
+/// Ground truth: labels.csv in the masks folder, else in the image's own folder; else the file name, its
+/// names matched to the model's classes through the user's label map (eval --labels FILE holding a map),
+/// then the model's class names (match_label). A labels.csv label is always meant as a class; file names of
+/// the form NNNN_<name> are when some of them name a class (or a map is given), else they are just names. Every input's truth is found up front (prepare), so that a
+/// label set that is not the model's is known before any image: then no image has a truth and top-1 accuracy
+/// is not computed, rather than counted against classes the labels do not mean.
 class TruthLookup {
  public:
-  TruthLookup(const std::string& masks_dir, const HParams& hp, bool classify, int num_classes)
-      : masks_dir_(masks_dir), hp_(hp), classify_(classify), num_classes_(num_classes) {}
-  /// The input's class, if known (nothing without a classifier head).
-  std::optional<int> truth_for(const std::string& input);
+  /// `map_file`: the --labels file the map came from ("" without one).
+  TruthLookup(const std::string& masks_dir, const HParams& hp, bool classify, int num_classes, LabelMap map = {},
+              std::string map_file = "")
+      : masks_dir_(masks_dir), hp_(hp), classify_(classify), num_classes_(num_classes), map_(std::move(map)),
+        map_file_(std::move(map_file)) {}
+  /// Finds the truth of every job's input: reads the labels.csv files (their notes printed), and collects the
+  /// names that are neither in the map nor among the model's classes. Nothing without a classifier head.
+  void prepare(const std::vector<Job>& jobs);
+  /// The input's class, if known: nothing without a head, for an input without a known class, and for every
+  /// input when some ground-truth name is foreign (foreign()).
+  std::optional<int> truth_for(const std::string& input) const;
+  /// Some ground-truth name is neither in the map nor among the model's class names: accuracy is not computed.
+  bool foreign() const { return !unknown_.empty(); }
+  /// The names foreign() counts, in order of first appearance, each once.
+  const std::vector<std::string>& unknown_names() const { return unknown_; }
+  /// The one note of a foreign label set: the names (the first five, how many more), where they came from,
+  /// whose class names they are not among, and how to map them; "" when none is foreign.
+  std::string foreign_note() const;
+  const LabelMap& map() const { return map_; }
 
  private:
-  const std::map<std::string, int>* csv_for(const std::filesystem::path& folder);
+  const std::map<std::string, LabelRow>* csv_for(const std::filesystem::path& folder);
+  void unknown(const std::string& name, const std::string& source);
 
   const std::string& masks_dir_;
   const HParams& hp_;
   const bool classify_;
   const int num_classes_;
-  std::map<std::string, std::optional<std::map<std::string, int>>> csv_cache_;
+  const LabelMap map_;
+  const std::string map_file_;
+  std::map<std::string, std::optional<std::map<std::string, LabelRow>>> csv_cache_;
+  std::map<std::string, std::optional<int>> truth_;  ///< by input
+  std::vector<std::string> unknown_, unknown_keys_, sources_;
+  std::vector<std::string> notes_;  ///< the labels.csv files' notes (printed by prepare unless foreign)
 };
 
 /// What a run produced: the images evaluated, and the failures (counted, and as JSON error entries).
@@ -119,6 +144,9 @@ struct Summary {
   size_t n = 0;      ///< images evaluated
   double area = 0;   ///< mean mask area share: the uniform baseline
   int labelled = 0, correct = 0;
+  /// Why top-1 accuracy is not computed ("" when it is): the ground-truth names are not the model's classes.
+  std::string top1_not_computed;
+  std::vector<std::string> unknown_labels;  ///< those names
   std::vector<Row> rows;  ///< per view, in the order of ctx.views; zeros when n == 0
   Row centre;             ///< the centre prior's pointing and energy
   Row bright;             ///< the brightness baseline's (the photo's luma as the map)

@@ -299,7 +299,10 @@ void print_summary(std::ostream& out, const EvalContext& ctx, const Summary& s, 
       << (failed ? ", " + std::to_string(failed) + " failed" : std::string())
       << fmt("; uniform baseline (mean mask area share) %.4f", s.area) << "\n";
   if (classify) {
-    if (s.labelled)
+    if (!s.top1_not_computed.empty())
+      out << "top-1 accuracy not computed: the ground-truth labels are not the model's class names (the note above "
+             "names them; --labels FILE maps them)\n";
+    else if (s.labelled)
       out << "top-1 accuracy " << fmt("%.4f", static_cast<double>(s.correct) / s.labelled) << " (" << s.correct
           << " correct of " << s.labelled << " images with a known class)\n";
     else
@@ -449,10 +452,15 @@ J summary_json(const EvalContext& ctx, const Summary& sum, const EvalRun& run, b
   s["images"] = sum.n;
   s["failed"] = run.failed;
   s["mask_area_share"] = sum.area;
-  s["top1"] = !classify ? J()
-                        : J{{"correct", sum.correct},
-                            {"labelled", sum.labelled},
-                            {"accuracy", sum.labelled ? J(static_cast<double>(sum.correct) / sum.labelled) : J()}};
+  if (!classify)
+    s["top1"] = J();
+  else if (!sum.top1_not_computed.empty())  // another label set: nothing counted
+    s["top1"] = J{{"correct", J()}, {"labelled", J()}, {"accuracy", J()}, {"not_computed", sum.top1_not_computed},
+                  {"unknown_labels", sum.unknown_labels}};
+  else
+    s["top1"] = J{{"correct", sum.correct},
+                  {"labelled", sum.labelled},
+                  {"accuracy", sum.labelled ? J(static_cast<double>(sum.correct) / sum.labelled) : J()}};
   s["views"] = summary_views_json(ctx, sum);
   s["explain"] = ctx.class_specific ? J{{"target", "top-1"},
                                         {"gradcam_layer", ctx.settings.gradcam_layer},
@@ -497,6 +505,7 @@ J eval_json(const EvalContext& ctx, const std::string& weights_path, const Summa
                   : ro.upsample == Upsample::Bicubic ? "bicubic"
                                                      : "bilinear";
   j["resize"] = ro.resize == ResizeMode::Crop ? "crop" : "squash";
+  if (!ro.labels_file.empty()) j["labels"] = ro.labels_file;  // the class names, or the map of the truth's names
   if (ro.size) {  // only then: the JSON of a run without --size is as before
     const HParams& hp = ctx.model->hp;
     j["size"] = {hp.image_w, hp.image_h};

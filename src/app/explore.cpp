@@ -102,6 +102,42 @@ std::string stored_line(const BlockChoice& c, int L, size_t budget, bool chosen)
   return s + " (" + megabytes(c.bytes) + " MB stored)";
 }
 
+// Where the page opens (issue 41): the class token's row (the first prefix token's without one; the centre
+// patch's when there is no prefix token) of the model's default view (the config's default_layer /
+// default_head, else the last block's mean, as render draws), or the nearest the budget stored.
+ojson start_view(const RenderContext& ctx, const BlockChoice& choice) {
+  const HParams& hp = ctx.model->hp;
+  const int P = hp.num_prefix, H = hp.num_heads;
+  int block = ctx.layer;
+  std::string head = ctx.head.fusion == HeadSelect::Fusion::Index ? "h" + std::to_string((ctx.head.index % H + H) % H)
+                                                                   : fusion_name(ctx.head, "h");
+  const std::string view = "L" + std::to_string(block) + "/" + head;
+  const bool from_config = hp.default_layer.has_value() || hp.default_head.has_value();
+  std::string note;
+  if (!choice.fused[static_cast<size_t>(block)]) {  // left out entirely: the last block stored
+    int b = hp.depth - 1;
+    while (b > 0 && !choice.fused[static_cast<size_t>(b)]) --b;
+    note = "block " + std::to_string(block) + " was left out by --budget-mb: opened on block " + std::to_string(b);
+    block = b;
+  }
+  if (head[0] == 'h' && !choice.heads[static_cast<size_t>(block)]) {
+    note += (note.empty() ? "" : "; ") + std::string("the single heads of block ") + std::to_string(block) +
+            " are not stored (--budget-mb, --explore-blocks): opened on the mean over heads";
+    head = "mean";
+  }
+  const std::string token = P == 0 ? "the centre patch's row (the model has no prefix token)"
+                            : hp.class_token ? "the class token's row" : "the first prefix token's row";
+  ojson s;
+  s["block"] = block;
+  s["head"] = head;
+  s["query"] = P > 0 ? 0 : P + (hp.grid_h / 2) * hp.grid_w + hp.grid_w / 2;
+  s["view"] = view;
+  s["text"] = "Opened on " + token + " of the model's default view " + view +
+              (from_config ? " (the weights' config default_layer / default_head)" : " (the last block, mean over heads)") +
+              (note.empty() ? "" : "; " + note) + ".";
+  return s;
+}
+
 void write_text(const std::string& path, const std::string& text) {
   write_file_atomic(path, std::vector<uint8_t>(text.begin(), text.end()));
 }
@@ -141,6 +177,7 @@ ojson page_meta(const RenderContext& ctx, const std::string& input, const BlockC
   m["stored"] = stored_line(choice, hp.depth, static_cast<size_t>(ctx.opt->explore_budget_mb * 1024 * 1024),
                             !ctx.opt->explore_blocks.empty());
   m["discard"] = ctx.opt->discard;
+  m["start"] = start_view(ctx, choice);
   m["record"] = record.empty() ? ojson(nullptr) : ojson::parse(record);
   return m;
 }

@@ -109,8 +109,12 @@ int run_explore(const RenderOptions& ro_in) {
   RenderOptions ro = ro_in;
   const bool write_npy = ro.writes(OutputKind::Explore);
   ro.map_files = {OutputKind::Explore};
+  ro.names_classes = false;  // the page names no class: no note on the head's class names
   const std::string& input = ro.inputs.front();
   std::error_code ec;
+  // Nothing to explore is bad usage, as render's nothing to render (exit 2, before anything is made); an image
+  // that exists but cannot be read or decoded fails on its own (exit 1).
+  if (!fs::exists(fs::symlink_status(input, ec))) throw Error(input + ": no such file or folder; nothing to explore");
   const std::string index = (fs::path(ro.out_dir) / "index.html").string();
   if (fs::exists(fs::symlink_status(ro.out_dir, ec)) && !fs::is_directory(ro.out_dir, ec))
     throw Error("-o " + ro.out_dir + " is an existing file; name a folder");

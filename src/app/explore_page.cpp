@@ -35,6 +35,8 @@ button.on{background:#335;color:#fff}
 #heads figure.on canvas{border-color:#c00}
 table{border-collapse:collapse}td{padding:1px 6px}
 .warn{background:#fff3c4;border:1px solid #d9b300;padding:4px}
+#scalenote b{color:#335}
+.flat{color:#b01e1e;font-weight:bold}
 pre{background:#eee;padding:6px;font-size:11px;white-space:pre-wrap;word-break:break-all;max-width:900px}
 kbd{border:1px solid #999;border-radius:3px;padding:0 3px;font-size:12px}
 </style>
@@ -49,10 +51,12 @@ const char* const kBody = R"HTML(</head><body>
 <div class="row">block <select id="block"></select> heads <select id="head"></select>
  opacity <input id="alpha" type="range" min="0" max="1" step="0.05"></div>
 <div class="row" id="prefix"></div>
-<div class="row">scale <label><input type="radio" name="scale" value="map" checked>per map (row min..max)</label>
- <label><input type="radio" name="scale" value="one">0..1</label>
- <label><input type="radio" name="scale" value="block">0..block max</label></div>
+<div class="row" id="start"></div>
+<div class="row">scale <label><input type="radio" name="scale" value="map" checked>per row (its own min..max)</label>
+ <label><input type="radio" name="scale" value="one">shared 0..1</label>
+ <label><input type="radio" name="scale" value="block">shared 0..block max</label></div>
 <canvas id="bar" width="256" height="1"></canvas><div id="ticks"></div><div class="row" id="units"></div>
+<div class="row" id="scalenote"></div>
 <div class="row"><table id="prefixvals"></table></div>
 <div class="row" id="rowinfo"></div>
 <div class="row" id="headsnote"></div><div id="heads"></div>
@@ -73,7 +77,8 @@ its unit is rollout mass. Exact numbers: attention.npy beside this page (when wr
 const M = JSON.parse(document.getElementById("attnmap-meta").textContent);
 const T = M.tokens, P = M.prefix.length, GW = M.grid[0], GH = M.grid[1], N = GW * GH, H = M.heads, L = M.blocks;
 const NF = M.fused.length, $ = (id) => document.getElementById(id);
-const S = { block: L - 1, head: "mean", query: P, pinned: false, key: -1, scale: "map", alpha: M.alpha };
+// Opened on the class token's row (or the first prefix token's) of the model's default view, pinned: M.start.
+const S = { block: M.start.block, head: M.start.head, query: M.start.query, pinned: true, key: -1, scale: "map", alpha: M.alpha };
 const waiting = {}, loading = {}, data = {};
 window.attnmap = { state: S, meta: M, drawn: 0, error: null };
 window.attnmapBlock = (l, b64) => { if (waiting[l]) waiting[l](b64); };
@@ -156,8 +161,19 @@ function drawBar(b, units) {
     s.style.transform = "translateX(-" + (t * 100) + "%)";
     $("ticks").appendChild(s);
   }
-  $("units").textContent = units + ", " + (S.scale === "map" ? "this row's patch min..max" : S.scale === "one" ? "fixed 0..1" : "0..the largest patch value of this block's map");
+  $("units").textContent = units;
+  // Which scale is on, in words: per row (each row stretched to its own range) or shared (rows comparable).
+  $("scalenote").innerHTML = "scale: <b id=\"scalename\"></b> <span id=\"scalewhat\"></span>";
+  $("scalename").textContent = S.scale === "map" ? "per row" : "shared";
+  $("scalewhat").textContent = S.scale === "map"
+    ? "\u2014 this row's own patch min\u2013max (" + fmt(b[0]) + "\u2013" + fmt(b[1]) + ") fills the colours: rows are not comparable by colour"
+    : S.scale === "one" ? "\u2014 fixed 0..1 for every row and map"
+    : "\u2014 0.." + fmt(b[1]) + ", the largest patch value of block " + S.block + "'s " + S.head + " over every row: rows of this map are comparable";
 }
+// How far a row's patch keys are from uniform: max / mean over the N patch keys (1 = uniform; flat below
+// 1.25, as render's legend and eval's max/mean).
+function uniformTimes(r) { let s = 0; for (const x of r.v) s += x; return s > 0 ? r.hi / (s / N) : 0; }
+const timesText = (x) => x > 0 ? x.toFixed(x < 10 ? 2 : 1) + "\u00d7 uniform" : "no patch weight";
 function drawHeads(l) {
   const hs = $("heads"); hs.innerHTML = "";
   if (!M.heads_stored[l]) { $("headsnote").textContent = "Single heads of block " + l + " were left out by the size budget (see below); the fusions and rollout are stored."; return; }
@@ -166,7 +182,9 @@ function drawHeads(l) {
     const r = row(l, "h" + h, S.query), f = document.createElement("figure"), c = document.createElement("canvas");
     paint(c, r, bounds(l, "h" + h, r));
     c.style.height = (84 * GH / GW) + "px";
-    const cap = document.createElement("figcaption"); cap.textContent = "h" + h + " max " + fmt(r.hi);
+    const cap = document.createElement("figcaption"), ut = uniformTimes(r);
+    cap.textContent = "h" + h + " max " + fmt(r.hi) + " = " + timesText(ut);
+    if (ut > 0 && ut < 1.25) cap.className = "flat";
     f.appendChild(c); f.appendChild(cap); f.dataset.head = "h" + h;
     if (S.head === "h" + h) f.className = "on";
     f.onclick = () => { S.head = "h" + h; update(); };
@@ -193,8 +211,14 @@ function draw() {
     const tr = $("prefixvals").insertRow(), td = tr.insertCell();
     td.textContent = "key " + M.prefix[i]; const v = tr.insertCell(); v.className = "pv"; v.dataset.v = x; v.textContent = fmt(x);
   });
-  $("rowinfo").innerHTML = "patch keys: min <span id=\"rowmin\"></span>, max <span id=\"rowmax\"></span>; row sum " + fmt(sum);
+  let patchSum = 0; for (const x of r.v) patchSum += x;
+  const ut = uniformTimes(r), flat = ut > 0 && ut < 1.25;
+  $("rowinfo").innerHTML = "patch keys: min <span id=\"rowmin\"></span>, max <span id=\"rowmax\"></span> = <b id=\"uniform\"></b>" +
+    " (max \u00f7 mean of the " + N + " patch keys; 1\u00d7 = uniform" + (flat ? ", flat below 1.25\u00d7" : "") + ")" +
+    "; the patch keys hold " + fmt(patchSum) + " of the row; row sum " + fmt(sum);
   $("rowmin").textContent = fmt(r.lo); $("rowmax").textContent = fmt(r.hi);
+  $("uniform").textContent = (flat ? "flat row: " : "") + timesText(ut); $("uniform").dataset.v = ut;
+  $("uniform").className = flat ? "flat" : "";
   showKey(r); drawHeads(l);
   for (const x of $("prefix").children) x.className = Number(x.dataset.token) === S.query ? "on" : "";
   $("block").value = l; $("head").value = S.head;
@@ -220,6 +244,7 @@ function patchAt(ev) {
 }
 function setup() {
   $("title").textContent = "attnmap explore \u2014 " + M.image;
+  $("start").textContent = M.start.text;
   $("record").textContent = M.record ? "{\n" + Object.entries(M.record).map(([k, v]) => " " + JSON.stringify(k) + ": " + JSON.stringify(v)).join(",\n") + "\n}" : "no record";
   const st = $("stored"); st.textContent = "Stored: " + M.stored + ".";
   if (M.left_out.length || M.dropped.length) st.className = "warn";

@@ -45,8 +45,10 @@ CLI::App* add_figure_options(CLI::App& app, FigureArgs& a) {
       ->required();
   f->add_option("-o,--out", a.out, "the figure file: FIG.png, FIG.pdf or FIG.svg (replaced when it exists)")->required();
   add_model_input_options(f, a.model);
-  f->add_option("--scale", a.scale, "run or figure (one scale over every map of the figure; one per unit when the "
-                                    "views' units differ), map (each map its own min-max, no colour bar) or VMIN,VMAX")
+  f->add_option("--scale", a.scale, "one scale per unit over the figure's maps: run (bottom the smallest value, top the "
+                                    "99th percentile; values above in the top colour, the bar marked with a triangle and "
+                                    "'+'), figure (their min-max); map (each map its own min-max, no colour bar); "
+                                    "VMIN,VMAX (fixed; values above marked as run's)")
       ->capture_default_str();
   f->add_option("--width-in", a.width_in, "the figure's width in inches (7 for a two-column paper's full width)")
       ->capture_default_str();
@@ -236,7 +238,13 @@ FigureInputs plan_inputs(const FigurePlan& p) {
       std::cerr << "attnmap: note: " << printable(input + ": " + note) << "\n";
     for (const auto& u : unreadable) in.failed.push_back(u.second);
   }
-  if (in.files.empty() && in.failed.empty()) throw Error("no images found in the inputs: a figure needs at least one");
+  if (in.files.empty() && in.failed.empty()) throw Error(no_images_message(p.ro.inputs) + ": a figure needs at least one");
+  std::vector<std::string> missing;
+  for (const std::string& input : p.ro.inputs) {
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(input, ec))) missing.push_back(input);
+  }
+  if (const std::string none = all_inputs_missing(p.ro.inputs, missing, "draw"); !none.empty()) throw Error(none);
   return in;
 }
 
@@ -329,9 +337,11 @@ bool compute_rows(const FigurePlan& p, const ViTWeights& model, const std::vecto
 /// The scales of the map columns: --scale map -> each map its own (no bar); otherwise one scale per unit
 /// (views of one unit share it: run over all their maps with the top at the 99th percentile as render's --scale
 /// run, figure their plain min-max, or the fixed bounds); `warnings` gets a line per scale on which most maps
-/// peak in its bottom quarter.
+/// peak in its bottom quarter; `clips` how much of each scale's maps lies above its top (clip_stats; a scale
+/// with any value above gets clip_max: its bar's triangle and "+").
 ComparisonScales figure_scales(const FigurePlan& p, const std::vector<ResolvedView>& views,
-                               const std::vector<FigureImage>& rows, std::vector<std::string>* warnings) {
+                               const std::vector<FigureImage>& rows, std::vector<std::string>* warnings,
+                               std::vector<ClipStats>* clips) {
   ComparisonScales cs;
   std::map<std::string, int> unit_index;
   std::vector<std::vector<const std::vector<float>*>> unit_maps;
@@ -357,6 +367,8 @@ ComparisonScales figure_scales(const FigurePlan& p, const std::vector<ResolvedVi
     const bool robust = p.scale.kind == ScaleKind::Run;
     Scale s = robust ? robust_scale_over(unit_maps[i], units[i]) : scale_over(unit_maps[i], units[i]);
     if (p.scale.kind == ScaleKind::Fixed) s = resolve_scale(p.scale, {}, s);
+    clips->push_back(clip_stats(unit_maps[i], s));
+    s.clip_max = clips->back().above > 0 && !s.flat();
     const size_t dim = robust ? maps_peaking_below(unit_maps[i], s, kDimPeakFraction) : 0;
     if (2 * dim > unit_maps[i].size()) {
       char buf[320];
@@ -395,7 +407,8 @@ std::string row_label(const FigurePlan& p, const FigureImage& r, const HParams& 
 /// The settings record of the figure: render's (make_provenance), with the figure's views, its scales and
 /// their bounds, its size and the images' names and SHA-256.
 std::string figure_record(const FigurePlan& p, const ViTWeights& model, const std::string& weights_path,
-                          const std::vector<ResolvedView>& views, const ComparisonScales& cs, const std::vector<FigureImage>& rows) {
+                          const std::vector<ResolvedView>& views, const ComparisonScales& cs,
+                          const std::vector<ClipStats>& clips, const std::vector<FigureImage>& rows) {
   RenderContext ctx;
   ctx.model = &model;
   ctx.opt = &p.ro;
@@ -417,7 +430,11 @@ std::string figure_record(const FigurePlan& p, const ViTWeights& model, const st
       if (views[c].spec.kind == ViewKind::Photo) continue;
       if (cs.column_scale[k++] == static_cast<int>(i)) cols.push_back(views[c].name);  // the record: names
     }
-    bounds.push_back({{"units", cs.scales[i].units}, {"vmin", cs.scales[i].vmin}, {"vmax", cs.scales[i].vmax}, {"columns", cols}});
+    // What the bar hides: the largest value drawn on it, and whether (and for what share of the maps' cells)
+    // values lie above its top, drawn in the top colour.
+    bounds.push_back({{"units", cs.scales[i].units}, {"vmin", cs.scales[i].vmin}, {"vmax", cs.scales[i].vmax},
+                      {"columns", cols}, {"data_max", clips[i].data_max}, {"clipped", clips[i].above > 0},
+                      {"clipped_share", clips[i].share()}});
   }
   r["scale_bounds"] = bounds;
   r["width_in"] = p.width_in;
@@ -428,6 +445,37 @@ std::string figure_record(const FigurePlan& p, const ViTWeights& model, const st
     images.push_back({{"name", fs::path(im.input).filename().string()}, {"sha256", sha256_file(im.input)}});
   r["images"] = images;
   return provenance_text(r);
+}
+
+/// A line per colour bar that hides more than kClipNoteShare of its maps' cells above its top (the bar's
+/// triangle and "+" say so on the page; this says how much on the terminal).
+std::vector<std::string> clip_notes(const FigurePlan& p, const ComparisonScales& cs, const std::vector<ClipStats>& clips) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < cs.scales.size(); ++i) {
+    if (clips[i].share() <= kClipNoteShare) continue;
+    char buf[400];
+    std::snprintf(buf, sizeof buf, "the %s bar ends at %.3g but the maps reach %.3g: %.1f%% of their cells lie above "
+                  "it, drawn in its top colour (the bar's triangle and '+'); %s", cs.scales[i].units.c_str(),
+                  cs.scales[i].vmax, clips[i].data_max, 100.0 * clips[i].share(),
+                  p.scale.kind == ScaleKind::Fixed ? "a larger VMAX in --scale shows them"
+                                                   : "--scale figure puts the top at the largest value");
+    out.push_back(buf);
+  }
+  return out;
+}
+
+/// Refuses (usage error, status 2) a figure whose labels would have to be cut at --width-in: names the label
+/// and the width at which every label fits whole (comparison_fit).
+void check_labels_fit(const std::vector<std::string>& titles, const std::vector<FigureRow>& rows,
+                      const ComparisonScales& cs, const ComparisonOptions& co) {
+  const ComparisonFit fit = comparison_fit(titles, rows, cs, co);
+  if (fit.fits) return;
+  std::string msg = "the " + fit.what + " '" + fit.label + "' does not fit its place at --width-in " +
+                    shown_number(co.width_in) + ", even wrapped and at " + shown_number(kMinLabelPt) +
+                    " pt (words are never cut): ";
+  if (fit.needed_in > 0) msg += "the figure needs --width-in " + shown_number(fit.needed_in) + " or more";
+  else msg += "no width up to 100 in holds it";
+  throw Error(msg + " (or fewer views, or shorter --row-labels / --column-labels)");
 }
 
 /// The folders make_output_folder made for -o: removed again (when empty) unless the figure was written.
@@ -470,8 +518,11 @@ int run_figure(const FigureArgs& a) {
   if (!compute_rows(p, model, views, in, &images)) return 1;
   const HParams& hp = model.hp;
   std::vector<std::string> scale_warnings;
-  const ComparisonScales cs = figure_scales(p, views, images, &scale_warnings);
+  std::vector<ClipStats> clips;
+  const ComparisonScales cs = figure_scales(p, views, images, &scale_warnings, &clips);
   for (const std::string& w : scale_warnings) std::cerr << "attnmap: warning: " << w << "\n";
+  if (!a.quiet)
+    for (const std::string& n : clip_notes(p, cs, clips)) std::cerr << "attnmap: note: " << printable(n) << "\n";
   const std::vector<std::string> titles = column_titles(p, views, hp, images);
   std::vector<FigureRow> rows;
   for (size_t i = 0; i < images.size(); ++i) {
@@ -483,7 +534,7 @@ int run_figure(const FigureArgs& a) {
   ComparisonOptions co;
   co.width_in = a.width_in;
   co.dpi = a.dpi;
-  co.provenance = figure_record(p, model, weights_path, views, cs, images);
+  co.provenance = figure_record(p, model, weights_path, views, cs, clips, images);
   if (p.ro.title) co.title = *p.ro.title;
   if (p.column_labels) co.column_labels = *p.column_labels;
   // The note of --scale map: drawn only when asked (--notes); otherwise said on the terminal (a figure carries
@@ -494,6 +545,7 @@ int run_figure(const FigureArgs& a) {
     else if (!a.quiet)
       std::cerr << "attnmap: note: " << note.substr(0, note.size() - 1) << " (not drawn in the figure; --notes draws it)\n";
   }
+  check_labels_fit(titles, rows, cs, co);
   try {
     write_comparison(target, titles, rows, cs, p.style, co);
     made.keep = true;

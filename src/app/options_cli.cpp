@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "app/cli_words.hpp"
 #include "app/explore.hpp"
 #include "app/options.hpp"
 #include "app/walk.hpp"
@@ -134,7 +135,7 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
       ->required();
   render->add_option("-w,--weights", ro.weights, "weights file (attnmap JSON, safetensors or a torch.save .pth/.pt/.bin; timm, DINOv2, DeiT, Hugging Face or torchvision names), a sharded model.safetensors.index.json or a Hugging Face model folder; default: the bundled weights/default.json");
   render->add_option("-o,--out", ro.out_dir, "output folder, created if missing")->capture_default_str();
-  render->add_option("--layer", a.layer_s, "encoder block, 0-based; negative counts from the end (default: the weights' config default_layer, else -1 = last; with --rollout -1)");
+  render->add_option("--layer", a.layer_s, "encoder block, 0-based; negative counts from the end, last = -1 (default: the weights' config default_layer, else the last; with --rollout the last)");
   render->add_option("--head", a.head_s, "a head index (negative counts from the end), or mean | max | min over heads (default: the weights' config default_head, else mean; with --rollout mean)");
   std::string cmaps;
   for (const auto& n : colormap_names()) cmaps += (cmaps.empty() ? "" : ", ") + n;
@@ -173,9 +174,10 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   render->add_option("--scale", a.scale_s,
-                     "what the colours stand for: map (each map its own min-max; NAME.png's default), figure (one "
-                     "scale per figure; the default of panels and strips), run (one scale per unit over every map "
-                     "of the run) or VMIN,VMAX");
+                     "what the colours stand for: map (each map its own min-max; NAME.png's default), figure (the "
+                     "min-max of each figure's maps, per unit; the default of panels and strips), run (per unit over "
+                     "every map of the run: bottom the smallest value, top the 99th percentile; values above in the "
+                     "top colour, bars marked with a triangle and '+') or VMIN,VMAX (fixed; values above marked alike)");
   render->add_option("--style", a.style_s, "overlay | mask (photo x map on black) | contour (iso-lines at the ticks)")
       ->capture_default_str();
   render->add_flag("--alpha-by-value", ro.alpha_by_value, "overlay opacity follows the value: --alpha x scaled value");
@@ -204,7 +206,7 @@ CLI::App* add_render_options(CLI::App& app, CliArgs& a) {
                             "also write the map as NumPy .npy (float32, (grid_h, grid_w))");
   render->add_flag("--all-heads", ro.all_heads, "with --save-raw: write every head, shape (H, grid_h, grid_w)");
   render->add_flag("-q,--quiet", ro.quiet, "print only errors");
-  render->add_option("-j,--jobs", bo.jobs, "images rendered at once (default: the number of cores)");
+  render->add_option("-j,--jobs", bo.jobs, "images rendered at once; 0 (the default) = one per usable core");
   // One value per --ext, repeatable (a list swallowed the inputs); parse_extensions splits and refuses "png,,jpg".
   render->add_option("--ext", bo.ext, "extensions picked in folders, e.g. jpg,png (default: every format attnmap reads)")
       ->expected(1)
@@ -230,7 +232,7 @@ CLI::App* add_eval_options(CLI::App& app, CliArgs& a) {
   eval->add_option("--masks", eo.masks_dir, "folder of masks named like the images (same stem); a non-zero colour channel = object (alpha ignored)")
       ->required();
   eval->add_option("-w,--weights", ro.weights, "weights file, as for render; default: the bundled weights/default.json");
-  eval->add_option("--layer", a.layer_s, "selected view: encoder block, 0-based, negative from the end (default: config default_layer, else -1; with --rollout -1)");
+  eval->add_option("--layer", a.layer_s, "selected view: encoder block, 0-based, negative from the end, last = -1 (default: config default_layer, else the last; with --rollout the last)");
   eval->add_option("--head", a.head_s, "selected view: a head index, or mean | max | min (default: config default_head, else mean; with --rollout mean)");
   eval->add_flag("--rollout", ro.rollout, "selected view: attention rollout through layers 0..--layer, heads fused by --head");
   eval->add_option("--discard", a.discard_s, "with --rollout: as for render, 0..1");
@@ -245,7 +247,10 @@ CLI::App* add_eval_options(CLI::App& app, CliArgs& a) {
       ->capture_default_str();
   eval->add_option("--heads", a.heads, "number of attention heads, when the weights do not say");
   add_model_flags(eval, a);
-  eval->add_option("--labels", ro.labels_file, kLabelsHelp);
+  eval->add_option("--labels", ro.labels_file,
+                   std::string(kLabelsHelp) + "; or a map of the ground truth's label names to the model's classes: "
+                   "a JSON object {\"Bag\": \"purse\", \"Sneaker\": 770, \"Trouser\": null} or a CSV label,class "
+                   "(docs/evaluation.md)");
   eval->add_option("--size", a.size_s, "model input size S or W,H in pixels, as for render");
   eval->add_option("--pos-interp", a.pos_interp_s, kPosInterpHelp);
   eval->add_option("--precision", a.precision_s, "fp32 only: eval's scores are measured in float32");
@@ -297,6 +302,7 @@ Commands add_commands(CLI::App& app, CliArgs& a) {
                    add_figure_options(app, a.figure), add_explore_options(app, a), add_stats_options(app, a.stats),
                    add_download_options(app, a)};
   add_render_explore_options(c.render, a);  // render --explore, --budget-mb, --explore-blocks
+  dress_commands(app);  // help topics, value names, number checks (app/cli_words.cpp)
   return c;
 }
 

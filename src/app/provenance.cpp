@@ -20,9 +20,6 @@ namespace attnmap {
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
-namespace {
-
-// The shortest decimal that reads back as the same float, as a JSON number (0.6f -> 0.6, not 0.60000002).
 ojson float_json(float v) {
   char buf[32];
   for (int prec = 6; prec <= 9; ++prec) {
@@ -31,6 +28,8 @@ ojson float_json(float v) {
   }
   return std::strtod(buf, nullptr);
 }
+
+namespace {
 
 ojson rgb_json(const std::array<float, 3>& v) { return ojson::array({float_json(v[0]), float_json(v[1]), float_json(v[2])}); }
 
@@ -174,7 +173,8 @@ std::string provenance_text(const ojson& record) {
 bool same_settings(const nlohmann::json& a, const nlohmann::json& b) {
   if (!a.is_object() || !b.is_object()) return false;
   nlohmann::json x = a, y = b;
-  for (const char* informative : {"weights", "hub"}) {  // names: the weights' hash says what they are
+  // Names (the weights' hash says what they are), and a figure's results (what its colour bars hide).
+  for (const char* informative : {"weights", "hub", "colour_bars"}) {
     x.erase(informative);
     y.erase(informative);
   }
@@ -189,8 +189,9 @@ std::string settings_change(const nlohmann::json& was, const nlohmann::json& now
     std::string s = v.dump();
     return s.size() > 20 ? s.substr(0, 12) + "..." : s;
   };
+  auto informative = [](const std::string& k) { return k == "weights" || k == "hub" || k == "colour_bars"; };
   for (auto it = now.begin(); it != now.end(); ++it) {
-    if (it.key() == "weights" || it.key() == "hub") continue;
+    if (informative(it.key())) continue;
     const nlohmann::json old = was.contains(it.key()) ? was[it.key()] : nlohmann::json();
     if (old != it.value() && it.key() == "input_sha256")  // the photo under this name is another one
       out += std::string(out.empty() ? "" : ", ") +
@@ -200,7 +201,7 @@ std::string settings_change(const nlohmann::json& was, const nlohmann::json& now
     else if (old != it.value()) out += (out.empty() ? "" : ", ") + it.key() + " " + show(old) + " -> " + show(it.value());
   }
   for (auto it = was.begin(); it != was.end(); ++it)
-    if (!now.contains(it.key())) out += (out.empty() ? "" : ", ") + it.key() + " " + show(it.value()) + " -> none";
+    if (!now.contains(it.key()) && !informative(it.key())) out += (out.empty() ? "" : ", ") + it.key() + " " + show(it.value()) + " -> none";
   return out.empty() ? "same settings" : out;
 }
 

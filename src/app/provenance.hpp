@@ -28,6 +28,9 @@ nlohmann::ordered_json make_provenance(const RenderContext& ctx, const std::stri
 /// "hub").
 nlohmann::ordered_json hub_ref_json(const HubRef& hub);
 
+/// The shortest decimal that reads back as the same float, as a JSON number (0.6f -> 0.6, not 0.60000002).
+nlohmann::ordered_json float_json(float v);
+
 /// The record as stored: one line of ASCII JSON (non-ASCII characters as \uXXXX escapes).
 std::string provenance_text(const nlohmann::ordered_json& record);
 
@@ -38,7 +41,8 @@ std::string image_provenance(const std::string& run_record, const std::string& i
 
 /// Whether two records describe the same outputs: every key equal except "weights" and "hub" (names: the
 /// weights' hash says what they are;
-/// the same content under another path makes the same outputs).
+/// the same content under another path makes the same outputs) and a figure's "colour_bars" (results: what
+/// its bars hide, not how it was made).
 bool same_settings(const nlohmann::json& a, const nlohmann::json& b);
 
 /// What differs between an output's record and the run's, for a note: "colormap viridis -> inferno,

@@ -95,7 +95,49 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
     if (const char* env = std::getenv("ATTNMAP_FONT"); env && *env) ctx.font_file = env;
   }
   make_views_context(ctx, model, opt);
+  ctx.clip_tally = std::make_shared<ClipTally>();
   return ctx;
+}
+
+DrawnBar drawn_bar(const std::vector<const std::vector<float>*>& maps, const Scale& s) {
+  DrawnBar b{s, clip_stats(maps, s)};
+  b.scale.clip_max = b.clip.above > 0 && !s.flat();
+  return b;
+}
+
+void ClipTally::add_image(const std::vector<DrawnBar>& bars) {
+  std::map<std::string, double> share;  // this image's largest share per unit
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const DrawnBar& b : bars) {
+    Unit& u = units_[b.scale.units];
+    share.emplace(b.scale.units, 0.0);
+    share[b.scale.units] = std::max(share[b.scale.units], b.clip.share());
+    if (b.clip.share() > kClipNoteShare) u.data_max = std::max(u.data_max, b.clip.data_max);
+    u.vmax = b.scale.vmax;
+  }
+  for (const auto& [units, sh] : share) {
+    Unit& u = units_[units];
+    ++u.images;
+    u.clipped += sh > kClipNoteShare;
+    u.share = std::max(u.share, sh);
+  }
+}
+
+std::vector<std::string> ClipTally::notes(const RenderOptions& opt) const {
+  std::vector<std::string> out;
+  if (!opt.scale || opt.scale->kind != ScaleKind::Fixed) return out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [units, u] : units_) {
+    if (u.clipped == 0) continue;
+    char buf[480];
+    std::snprintf(buf, sizeof buf, "--scale %s,%s: the %s bar clipped more than %.1f%% of the cells of %zu of %zu "
+                  "images' figures (up to %.1f%% of a bar's cells; their maps reach %.3g, the bar ends at %.3g): drawn "
+                  "in its top colour, each such bar marked with a triangle and '+'; a larger VMAX shows them",
+                  shown_number(opt.scale->vmin).c_str(), shown_number(opt.scale->vmax).c_str(), units.c_str(),
+                  100.0 * kClipNoteShare, u.clipped, u.images, 100.0 * u.share, u.data_max, u.vmax);
+    out.push_back(buf);
+  }
+  return out;
 }
 
 namespace {
@@ -224,13 +266,25 @@ std::string heads_phrase(const HeadSelect& sel) {
 
 }  // namespace
 
-FigureOptions figure_options(const RenderContext& ctx) {
+std::string with_colour_bars(const std::string& record, const std::vector<DrawnBar>& bars) {
+  if (record.empty()) return record;
+  nlohmann::ordered_json r = nlohmann::ordered_json::parse(record);
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const DrawnBar& b : bars)
+    list.push_back({{"units", b.scale.units}, {"vmin", b.scale.vmin}, {"vmax", b.scale.vmax},
+                    {"data_max", float_json(static_cast<float>(b.clip.data_max))},  // the maps' float, as drawn
+                    {"clipped", b.clip.above > 0}, {"clipped_share", b.clip.share()}});
+  r["colour_bars"] = list;
+  return provenance_text(r);
+}
+
+FigureOptions figure_options(const RenderContext& ctx, const std::vector<DrawnBar>& bars) {
   const RenderOptions& opt = *ctx.opt;
   FigureOptions fo;
   fo.formats = opt.figure_formats;
   fo.dpi = opt.dpi.value_or(300.0);
   fo.width_in = opt.width_in.value_or(0.0);
-  fo.provenance = ctx.provenance;
+  fo.provenance = with_colour_bars(ctx.provenance, bars);
   return fo;
 }
 
@@ -238,7 +292,8 @@ FigureOptions figure_options(const RenderContext& ctx) {
 // mask with --threshold), a colour bar.
 std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, const Image& photo, const PhotoBox& box,
                                      const std::vector<float>& mean_map, const std::vector<std::vector<float>>& head_maps,
-                                     const std::vector<float>& map, const std::string& title, int marked) {
+                                     const std::vector<float>& map, const std::string& title, int marked,
+                                     std::vector<DrawnBar>* bars) {
   const HParams& hp = ctx.model->hp;
   const RenderOptions& opt = *ctx.opt;
   // The fused tile: what NAME.png shows; for a single --head, and with --rollout (whose rollout mass is another
@@ -285,17 +340,22 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
                                                  : "the heads fused by " + fusion_name(ctx.head, "head ")) +
              (opt.threshold ? "; each tile its own DINO mask (" + std::string(mass) + " of the mass)."
                             : own_scales(opt) ? kOwnScales : "; one colour scale for all tiles.");
-  if (!opt.threshold && !own_scales(opt)) fig.scale = &scale;
+  std::vector<DrawnBar> drawn;
+  if (!opt.threshold && !own_scales(opt)) {
+    fig.scale = &scale;
+    drawn.push_back(drawn_bar(all, scale));
+  }
   if (!opt.notes) fig.note.clear();  // drawn only with --notes (--scale map's part: undrawn_figure_notes)
   fig.cmap = ctx.cmap;
   fig.cols = opt.strip_columns.value_or(0);
-  return write_tiles(job.out_base + ".heads", fig, tiles, labels, figure_options(ctx));
+  if (bars) bars->insert(bars->end(), drawn.begin(), drawn.end());
+  return write_tiles(job.out_base + ".heads", fig, tiles, labels, figure_options(ctx, drawn));
 }
 
 // NAME.layers.*: the map at every block (rollout 0..l for every l with --rollout), one row, one scale.
 std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, const Image& photo, const PhotoBox& box,
                                       const std::vector<std::vector<float>>& layer_maps, const std::string& title,
-                                      int marked) {
+                                      int marked, std::vector<DrawnBar>* bars) {
   const HParams& hp = ctx.model->hp;
   const RenderOptions& opt = *ctx.opt;
   std::vector<const std::vector<float>*> all;
@@ -319,12 +379,19 @@ std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, 
                               (opt.rollout ? "attention rollout through blocks " + std::to_string(opt.block_base) +
                                                  "\u2026l for every block l, "
                                            : std::string("every block, ")) +
-                              heads_phrase(ctx.head) + (own_scales(opt) ? "" : "; one colour scale");
+                              heads_phrase(ctx.head) +
+                              (opt.rollout && opt.discard > 0.0 ? ", discard " + shown_number(opt.discard) : "") +
+                              (own_scales(opt) ? "" : "; one colour scale");
   fig.note = own_scales(opt) && opt.notes ? std::string(kOwnScales + 2) : "";
   fig.cols = opt.strip_columns.value_or(layer_strip_columns(static_cast<int>(tiles.size())));
-  if (!own_scales(opt)) fig.scale = &scale;
+  std::vector<DrawnBar> drawn;
+  if (!own_scales(opt)) {
+    fig.scale = &scale;
+    drawn.push_back(drawn_bar(all, scale));
+  }
   fig.cmap = ctx.cmap;
-  return write_tiles(job.out_base + ".layers", fig, tiles, labels, figure_options(ctx));
+  if (bars) bars->insert(bars->end(), drawn.begin(), drawn.end());
+  return write_tiles(job.out_base + ".layers", fig, tiles, labels, figure_options(ctx, drawn));
 }
 
 std::string small_image_warning(int width, int height, const HParams& hp) {
@@ -339,6 +406,26 @@ std::vector<std::string> undrawn_figure_notes(const RenderOptions& opt) {
   if (opt.notes || !(opt.strip_layers || opt.heads_grid) || !own_scales(opt)) return out;
   out.push_back(std::string("--scale map: each strip tile is drawn on its own min\u2013max, so colours do not compare "
                             "across tiles and the strips have no colour bar (--notes writes this under the tiles)"));
+  return out;
+}
+
+std::string also_wrote_line(const std::vector<std::string>& outputs, const std::string& shown,
+                            const std::vector<std::string>& shown_more) {
+  // A path is named when a line holds it followed by nothing, a space or a ')' (not as part of a longer name).
+  auto named_in = [](const std::string& line, const std::string& p) {
+    for (size_t at = line.find(p); at != std::string::npos; at = line.find(p, at + 1)) {
+      const size_t end = at + p.size();
+      if ((at == 0 || line[at - 1] == ' ') && (end == line.size() || line[end] == ' ' || line[end] == ')')) return true;
+    }
+    return false;
+  };
+  std::string out;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string& p = outputs[i];
+    bool named = (i == 0 && shown.empty()) || named_in(shown, p);
+    for (const std::string& l : shown_more) named = named || named_in(l, p);
+    if (!named) out += (out.empty() ? "also wrote: " : ", ") + p;
+  }
   return out;
 }
 

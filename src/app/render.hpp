@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -77,6 +78,9 @@ struct RenderOptions {
   int block_base = 0;                ///< --block-numbering: the number figures give the first block (0 or 1)
   bool notes = false;                ///< --notes: draw the explanatory notes into figures (else the terminal)
   std::string labels_file;           ///< --labels FILE: the classifier's class names (checkpoint/labels.hpp)
+  /// The run names classes (top-5, titles, --class, eval's accuracy): apply_class_names' note on assumed
+  /// ImageNet-1k names is printed. explore and stats, which use no classifier, turn it off.
+  bool names_classes = true;
   std::optional<std::array<int, 2>> size;  ///< (width, height): model input size; position embeddings resampled
   std::optional<PosInterp> pos_interp;     ///< with size: how they are resampled; unset: the layout's default
   bool quiet = false;
@@ -119,6 +123,37 @@ struct AuxiliaryViews {
   size_t heads = 0;     ///< --strip heads / --all-heads: every head of the strips' block, their mean, the fusion
 };
 
+/// One colour bar a figure draws (issue 41): its scale and what of the maps drawn on it lies above its top
+/// (draw's clip_stats; a bar with any gets the triangle and "+").
+struct DrawnBar {
+  Scale scale;
+  ClipStats clip;
+};
+
+/// The bar of `maps` drawn on `s`: s with clip_max set when any of their values lies above s.vmax.
+DrawnBar drawn_bar(const std::vector<const std::vector<float>*>& maps, const Scale& s);
+
+/// What the colour bars of a run's images hide, tallied as the images are drawn (thread-safe): per unit, how
+/// many images were drawn on a bar of it and how many of them clip more than kClipNoteShare of one bar's
+/// cells (their overlays' legends, panels and strips), the largest share and value.
+class ClipTally {
+ public:
+  /// One image's bars (every figure and overlay of it).
+  void add_image(const std::vector<DrawnBar>& bars);
+  /// With a fixed --scale VMIN,VMAX: one line per unit whose bar clipped past kClipNoteShare in some image
+  /// ("--scale 0,0.05: the attention probability bar ... 3 of 4 images ..."); none otherwise (--scale run has
+  /// its own note; figure and map scales end at the maps' largest value).
+  std::vector<std::string> notes(const RenderOptions& opt) const;
+
+ private:
+  struct Unit {
+    size_t images = 0, clipped = 0;
+    double share = 0.0, data_max = 0.0, vmax = 0.0;
+  };
+  mutable std::mutex mu_;
+  std::map<std::string, Unit> units_;
+};
+
 /// What is fixed for a whole run: the model and its views.
 struct RenderContext {
   const ViTWeights* model = nullptr;
@@ -147,6 +182,8 @@ struct RenderContext {
   /// --scale run: one scale per unit ("attention probability", "rollout mass", ...) over every map of the run,
   /// filled after the run's maps are computed and before any is drawn.
   std::map<std::string, Scale> run_scales;
+  /// The run's tally of clipping bars (make_render_context makes it; copies share it; null: not tallied).
+  std::shared_ptr<ClipTally> clip_tally;
 };
 
 /// What rendering one image produced.
@@ -165,6 +202,12 @@ struct RenderResult {
   std::string shown;
   std::vector<std::string> shown_more;
 };
+
+/// The terminal's line for the files of an image its other lines do not name (`shown` and `shown_more`, or the
+/// first output when `shown` is empty): "also wrote: out/cat.panel.png, out/cat.layers.png"; empty when every
+/// output is named. The panel, the strips, the .npy files and the explorer are named this way.
+std::string also_wrote_line(const std::vector<std::string>& outputs, const std::string& shown,
+                            const std::vector<std::string>& shown_more);
 
 /// A RenderResult note starting with this is printed as "attnmap: warning: INPUT: ..." (else as a note).
 inline constexpr const char* kWarningNote = "warning: ";
@@ -231,7 +274,11 @@ Scale figure_scale(const RenderContext& ctx, const std::vector<const std::vector
 /// One map alone (NAME.png, a panel row): map and figure both mean its own min-max.
 Scale single_scale(const RenderContext& ctx, const std::vector<float>& map, const std::string& units);
 StyleOptions style_of(const RenderContext& ctx);
-FigureOptions figure_options(const RenderContext& ctx);
+/// The figures' options; their record is the image's (ctx.provenance) with "colour_bars": one entry per bar
+/// drawn ({units, vmin, vmax, data_max, clipped, clipped_share}: results, which same_settings leaves out).
+FigureOptions figure_options(const RenderContext& ctx, const std::vector<DrawnBar>& bars = {});
+/// The record `record` (a provenance_text) with "colour_bars" for `bars`; `record` itself when it is empty.
+std::string with_colour_bars(const std::string& record, const std::vector<DrawnBar>& bars);
 /// "chelsea.png - timm ViT, 4 blocks x 4 heads, 224x224 input (14x14 patches of 16 px) - top-1 Coat 63.2%"
 /// `query_rows`: some map of the figure is built from attention's query rows (reads_query_rows); without a
 /// class token the title then says whose rows they are.
@@ -243,15 +290,17 @@ std::string figure_title(const Job& job, const HParams& hp, const std::vector<st
 /// min(2 / num_classes, 1 / num_classes + 0.1); "" without classes.
 std::string top1_phrase(const std::vector<std::pair<std::string, float>>& top5, int num_classes);
 /// NAME.heads.*: one tile per head (head_maps, H x (grid_h, grid_w)) of block ctx.layer plus the fused `map`
-/// (or, for a single --head, `mean_map`), one scale, a colour bar. Returns the paths written.
+/// (or, for a single --head, `mean_map`), one scale, a colour bar. Returns the paths written; `bars` (when
+/// given) gets the colour bar drawn (write_layers alike).
 std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, const Image& photo, const PhotoBox& box,
                                      const std::vector<float>& mean_map, const std::vector<std::vector<float>>& head_maps,
-                                     const std::vector<float>& map, const std::string& title, int marked = -1);
+                                     const std::vector<float>& map, const std::string& title, int marked = -1,
+                                     std::vector<DrawnBar>* bars = nullptr);
 /// NAME.layers.*: the map at every block (layer_maps, depth x (grid_h, grid_w)), one row, one scale.
 /// `marked` (both strips): the query patch each tile outlines, -1 for none.
 std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, const Image& photo, const PhotoBox& box,
                                       const std::vector<std::vector<float>>& layer_maps, const std::string& title,
-                                      int marked = -1);
+                                      int marked = -1, std::vector<DrawnBar>* bars = nullptr);
 
 // ---- The views of a run (app/views_render.cpp) ----
 

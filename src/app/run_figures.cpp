@@ -297,6 +297,29 @@ std::string shown_view(const nlohmann::json& settings) {
   return "view " + views.substr(0, comma) + " (the first of --views " + views + ")";
 }
 
+/// The sheet's record: the run's with "colour_bars", its bar's entry (as a figure's, with_colour_bars) when
+/// it has one: data_max the largest map_max of the rows (the overlays' maps), clipped when one lies above
+/// vmax, and instead of a share of cells (the sheet is drawn from the manifest's statistics, not the maps)
+/// "clipped_images" of "images" (the rows with statistics).
+std::string sheet_record(const std::string& provenance, const std::vector<RunRow>& rows, const SheetScale& sheet) {
+  if (provenance.empty() || !sheet.scale || !sheet.cmap) return provenance;
+  const Scale& s = *sheet.scale;
+  double data_max = 0.0;
+  size_t images = 0, clipped = 0;
+  for (const RunRow& r : rows)
+    if (const auto st = get_image_stats(nlohmann::json::parse(r.manifest))) {
+      const double mx = static_cast<double>(st->stats.max);
+      data_max = images++ ? std::max(data_max, mx) : mx;
+      clipped += mx > s.vmax;
+    }
+  nlohmann::ordered_json r = nlohmann::ordered_json::parse(provenance);
+  r["colour_bars"] = nlohmann::ordered_json::array();
+  r["colour_bars"].push_back({{"units", s.units}, {"vmin", s.vmin}, {"vmax", s.vmax},
+                              {"data_max", float_json(static_cast<float>(data_max))}, {"clipped", clipped > 0},
+                              {"clipped_images", clipped}, {"images", images}});
+  return provenance_text(r);
+}
+
 void write_sheet(const RenderOptions& opt, const BatchOptions& bopt, const std::vector<RunRow>& rows,
                 const nlohmann::json& settings, const std::string& provenance, const SheetScale& sheet_scale) {
   size_t failed = 0;
@@ -307,7 +330,7 @@ void write_sheet(const RenderOptions& opt, const BatchOptions& bopt, const std::
   SheetOptions so;
   so.columns = bopt.sheet_columns;
   so.dpi = opt.dpi.value_or(300.0);
-  so.provenance = provenance;
+  so.provenance = sheet_record(provenance, rows, sheet_scale);
   so.scale = sheet_scale.scale;
   so.cmap = sheet_scale.cmap;
   std::error_code ec;
@@ -335,6 +358,23 @@ void write_page(const RenderOptions& opt, const BatchOptions& bopt, const std::v
 }
 
 }  // namespace
+
+SheetScale sheet_scale(const RenderContext& ctx, const std::vector<RunRow>& rows) {
+  const RenderOptions& opt = *ctx.opt;
+  SheetScale sheet;
+  if (opt.threshold || ctx.views.empty()) return sheet;
+  sheet.cmap = ctx.cmap;
+  const std::string& units = ctx.views[0].units;
+  if (opt.scale && opt.scale->kind == ScaleKind::Run) {
+    if (const auto it = ctx.run_scales.find(units); it != ctx.run_scales.end()) sheet.scale = it->second;
+  } else if (opt.scale && opt.scale->kind == ScaleKind::Fixed) {
+    Scale s{opt.scale->vmin, opt.scale->vmax, units};
+    for (const RunRow& r : rows)  // the extend mark when some overlay's map goes past the top
+      if (const auto st = get_image_stats(nlohmann::json::parse(r.manifest)); st && st->stats.max > s.vmax) s.clip_max = true;
+    sheet.scale = s;
+  }
+  return sheet;
+}
 
 int write_run_figures(const RenderOptions& opt, const BatchOptions& bopt, const std::vector<RunRow>& rows,
                       const nlohmann::json& settings, const std::string& provenance, const SheetScale& sheet_scale) {

@@ -44,7 +44,8 @@ std::string run_row_label(const std::string& input, const std::string& out_base,
 /// After the run: the contact sheet (write_contact_sheet: each row's first output, the overlay, read back
 /// from disk a page at a time, without the legend strip under its photo (the stats chunk's photo_px); a
 /// failed input is a grey tile with its error; second line "top-1 p% · peak v" and " · flat" for a flat map,
-/// from the manifest's statistics; the colour bar of sheet_scale) and the gallery (write_gallery, one GalleryEntry per row from its
+/// from the manifest's statistics; the colour bar of sheet_scale, its record's "colour_bars" entry with the
+/// rows' largest map_max and how many clip) and the gallery (write_gallery, one GalleryEntry per row from its
 /// manifest fields; subtitle: the weights and the view of `settings`, the run's record). Prints the paths
 /// written on standard output unless opt.quiet, an error line for a figure that could not be written.
 /// Returns 0, or 1 when a figure could not be written.
@@ -57,5 +58,10 @@ struct SheetScale {
 };
 int write_run_figures(const RenderOptions& opt, const BatchOptions& bopt, const std::vector<RunRow>& rows,
                       const nlohmann::json& settings, const std::string& provenance, const SheetScale& sheet_scale = {});
+
+/// The sheet's colour bar for the run of `ctx`: the scale of the overlays it shows (the first view's) when
+/// they share one (--scale run or VMIN,VMAX; with clip_max when some row's map_max lies above the top); no
+/// scale otherwise, no colour map with --threshold.
+SheetScale sheet_scale(const RenderContext& ctx, const std::vector<RunRow>& rows);
 
 }  // namespace attnmap

@@ -24,6 +24,7 @@
 #include "checkpoint/labels.hpp"
 #include "core/error.hpp"
 #include "hub/hub_fetch.hpp"
+#include "maps/evaluate.hpp"
 #include "maps/views.hpp"
 #include "model/pos_embed.hpp"
 #include "model/sgemm.hpp"
@@ -103,6 +104,9 @@ void apply_class_names(ViTWeights& model, const RenderOptions& opt) {
   if (!opt.labels_file.empty()) {
     if (!model.head.present())
       throw Error("--labels " + opt.labels_file + ": the weights have no classifier head, so there are no classes to name");
+    if (with_flag("--labels", [&] { return read_label_map(opt.labels_file); }))  // eval takes it before this
+      throw Error("--labels " + opt.labels_file + ": a map of ground-truth label names to the model's classes, which "
+                  "only attnmap eval reads; here --labels takes the classifier's class names, one per class");
     std::vector<std::string> names = with_flag("--labels", [&] { return read_labels_file(opt.labels_file); });
     if (names.size() != static_cast<size_t>(model.head.out))
       throw Error("--labels " + opt.labels_file + ": the classifier has " + std::to_string(model.head.out) +
@@ -114,7 +118,7 @@ void apply_class_names(ViTWeights& model, const RenderOptions& opt) {
   if (model.head.present() && model.head.out == 1000 && hp.labels.empty()) {
     hp.labels = imagenet1k_names();
     hp.source["labels"] = kLabelsAssumedImagenet + imagenet1k_names_source() + ")";
-    if (!opt.quiet)
+    if (!opt.quiet && opt.names_classes)
       std::cerr << "attnmap: note: a 1000-class head without class names: its classes are assumed to be "
                    "ImageNet-1k's (0 tench ... 999 toilet tissue); give --labels FILE if they are not\n";
   }

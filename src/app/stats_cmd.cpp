@@ -51,7 +51,7 @@ CLI::App* add_stats_options(CLI::App& app, StatsArgs& a) {
   for (const auto& n : colormap_names()) cmaps += (cmaps.empty() ? "" : ", ") + n;
   s->add_option("--colormap", a.colormap, "colour map of the outlier maps' token norms: " + cmaps)->capture_default_str();
   s->add_option("--alpha", a.alpha, "opacity of the norm map over the photo, 0..1")->capture_default_str();
-  s->add_option("-j,--jobs", a.jobs, "images computed at once (default: the number of cores)");
+  s->add_option("-j,--jobs", a.jobs, "images computed at once; 0 (the default) = one per usable core");
   s->add_option("--ext", a.ext, "extensions picked in folders, e.g. jpg,png (default: every format attnmap reads)")
       ->expected(1)
       ->allow_extra_args(false)
@@ -88,6 +88,7 @@ StatsPlan check_options(const StatsArgs& a) {
   ro.load.max_pixels = static_cast<uint64_t>(a.max_pixels);
   ro.load.apply_exif = !a.no_exif;
   ro.quiet = a.quiet;
+  ro.names_classes = false;  // stats names no class: no note on the head's class names
   ro.dpi = a.dpi;
   p.formats = with_flag("--figure-format", [&] { return parse_figure_formats(a.formats); });
   ro.figure_formats = p.formats;
@@ -220,7 +221,8 @@ int run_stats(const StatsArgs& a) {
   std::map<std::string, size_t> passed_over;
   const std::vector<Job> jobs = plan_jobs(a.inputs, (fs::path(a.out) / "outliers").string(), &missing, p.bo.ext,
                                           &unreadable, &passed_over);
-  if (jobs.empty() && missing.empty() && unreadable.empty()) throw Error("no images found in the inputs");
+  if (const std::string none = all_inputs_missing(a.inputs, missing, "compute"); !none.empty()) throw Error(none);
+  if (jobs.empty() && missing.empty() && unreadable.empty()) throw Error(no_images_message(a.inputs, p.bo.ext));
   const RunWeights weights = run_weights(a.model.weights, p.ro.quiet);  // a path, or a Hub name fetched into the cache
   const std::string& weights_path = weights.path;
   const std::shared_ptr<const ViTWeights> loaded = load_run_model(p.ro, weights);

@@ -195,14 +195,20 @@ std::vector<std::string> norm_histogram(const StatsRun& run, const std::vector<c
   std::snprintf(k, sizeof k, "%g", run.outlier_k);
   p.labels = {"patch tokens", "high-norm outliers"};
   p.colors = {Rgb{31, 119, 180}, Rgb{214, 39, 40}};
+  const bool outliers = std::any_of(p.layers[1].begin(), p.layers[1].end(), [](double c) { return c > 0; });
+  if (!outliers) {  // the legend lists only what is drawn; the note says there are none
+    p.layers.pop_back();
+    p.labels.pop_back();
+    p.colors.pop_back();
+  }
   p.title = "Patch-token norms after block " + std::to_string(run.norm_block) + " (0-based, of " + std::to_string(run.depth) + "), " +
             std::to_string(images.size()) + (images.size() == 1 ? " image" : " images");
   p.x_label = "L2 norm of the token (residual stream, before the final LayerNorm)";
   p.y_label = "tokens (log scale)";
   if (run.notes)
-    p.note = "High-norm outliers: norm > median + " + std::string(k) +
-           "\u00b71.4826\u00b7MAD of their image's patch-token norms at this block. " + std::to_string(run.bins) +
-           " equal bins from the smallest to the largest norm.";
+    p.note = std::string(outliers ? "High-norm outliers: " : "No high-norm outliers at this block (") + "norm > median + " +
+             std::string(k) + "\u00b71.4826\u00b7MAD of their image's patch-token norms" +
+             (outliers ? " at this block. " : "). ") + std::to_string(run.bins) + " equal bins from the smallest to the largest norm.";
   return write_histogram((fs::path(run.out_dir) / "token_norms").string(), p, run.width_in, run.figures);
 }
 

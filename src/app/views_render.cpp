@@ -380,9 +380,31 @@ std::vector<Scale> panel_scales(const RenderContext& ctx, const std::vector<cons
   return out;
 }
 
-// The strips from the auxiliary views' maps.
+// The panel's colour bars: one per distinct scale of its rows (rows of one unit share one), each with the
+// maps drawn on it.
+std::vector<DrawnBar> panel_bars(const std::vector<const ViewMap*>& rows, const std::vector<Scale>& scales) {
+  std::vector<Scale> distinct;
+  std::vector<std::vector<const std::vector<float>*>> maps;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    size_t j = 0;
+    while (j < distinct.size() && !(distinct[j].units == scales[i].units && distinct[j].vmin == scales[i].vmin &&
+                                    distinct[j].vmax == scales[i].vmax))
+      ++j;
+    if (j == distinct.size()) {
+      distinct.push_back(scales[i]);
+      maps.emplace_back();
+    }
+    maps[j].push_back(&rows[i]->map);
+  }
+  std::vector<DrawnBar> out;
+  for (size_t j = 0; j < distinct.size(); ++j) out.push_back(drawn_bar(maps[j], distinct[j]));
+  return out;
+}
+
+// The strips from the auxiliary views' maps; `bars` gets their colour bars.
 std::vector<std::string> write_view_strips(const RenderContext& ctx, const Job& job, const Image& photo,
-                                           const PhotoBox& box, const ComputedViews& cv, const std::string& title) {
+                                           const PhotoBox& box, const ComputedViews& cv, const std::string& title,
+                                           std::vector<DrawnBar>* bars) {
   const HParams& hp = ctx.model->hp;
   std::vector<std::string> out;
   int marked = -1;  // the strips' query patch (every auxiliary view reads the same token)
@@ -391,12 +413,12 @@ std::vector<std::string> write_view_strips(const RenderContext& ctx, const Job& 
   const std::string asked = describe_query(ctx.query);
   const std::string strip_title = asked.empty() || ctx.opt->title ? title : title + " \u2014 " + asked;
   if (ctx.opt->strip_layers)
-    out = write_layers(ctx, job, photo, box, maps_of(cv, ctx.aux.layers, ctx.aux.layers_n), strip_title, marked);
+    out = write_layers(ctx, job, photo, box, maps_of(cv, ctx.aux.layers, ctx.aux.layers_n), strip_title, marked, bars);
   if (ctx.opt->heads_grid) {
     const auto H = static_cast<size_t>(hp.num_heads);
     const std::vector<std::vector<float>> heads = maps_of(cv, ctx.aux.heads, H + 2);  // H heads, mean, fused
     const std::vector<std::vector<float>> head_maps(heads.begin(), heads.begin() + static_cast<long>(H));
-    const auto w = write_heads(ctx, job, photo, box, heads[H], head_maps, heads[H + 1], strip_title, marked);
+    const auto w = write_heads(ctx, job, photo, box, heads[H], head_maps, heads[H + 1], strip_title, marked, bars);
     out.insert(out.end(), w.begin(), w.end());
   }
   return out;
@@ -462,7 +484,8 @@ RenderResult draw_job_views(const RenderContext& run_ctx, const Job& job, const 
   std::vector<const ViewMap*> rows;
   for (const ViewMap& m : cv.maps)
     if (m.view < ctx.user_views) rows.push_back(&m);
-  std::vector<std::string> figures = write_view_strips(ctx, job, photo, box, cv, title);
+  std::vector<DrawnBar> bars;  // every colour bar of the image's figures and overlays: the run's ClipTally
+  std::vector<std::string> figures = write_view_strips(ctx, job, photo, box, cv, title, &bars);
   if (opt.writes(OutputKind::Explore))  // its own forward pass with every attention matrix (app/explore.hpp)
     figures.push_back(write_explorer(ctx, job.input, job.out_base + ".explore", ctx.provenance,
                                      opt.writes(OutputKind::MapNpy)).index);
@@ -471,7 +494,9 @@ RenderResult draw_job_views(const RenderContext& run_ctx, const Job& job, const 
     std::vector<PanelRow> panel;
     for (size_t i = 0; i < rows.size(); ++i)
       panel.push_back(PanelRow{map_label(ctx, cv, *rows[i]) + flat_mark(rows[i]->map), GridMap{rows[i]->map, hp.grid_w, hp.grid_h, rows[i]->marked}, scales[i]});
-    const auto w = write_panel(job.out_base + ".panel", title, photo, box, panel, style_of(ctx), figure_options(ctx));
+    const std::vector<DrawnBar> drawn = panel_bars(rows, scales);
+    bars.insert(bars.end(), drawn.begin(), drawn.end());
+    const auto w = write_panel(job.out_base + ".panel", title, photo, box, panel, style_of(ctx), figure_options(ctx, drawn));
     figures.insert(figures.end(), w.begin(), w.end());
   }
   std::vector<std::string> pngs, shown;
@@ -482,6 +507,7 @@ RenderResult draw_job_views(const RenderContext& run_ctx, const Job& job, const 
     Image out = draw_view(photo, bx, by, bw, bh, m->map, ctx, &flat, &mask, units, m->marked);
     if (flat) res.notes.push_back("the " + map_label(ctx, cv, *m) + " map is constant; drawn flat (no contrast)");
     const MapStats st = map_statistics(m->map, hp.grid_h, hp.grid_w);
+    if (!opt.threshold) bars.push_back(drawn_bar({&m->map}, single_scale(ctx, m->map, units)));
     if (draws_legend(opt)) {  // the strip under the photo: the scale NAME.png is drawn on, and the contrast
       const OverlayLegend lg{single_scale(ctx, m->map, units), static_cast<double>(st.max), st.max_over_mean, st.flat()};
       out = add_legend(out, lg, ctx.cmap);
@@ -497,6 +523,7 @@ RenderResult draw_job_views(const RenderContext& run_ctx, const Job& job, const 
     }
   }
   res.stats = map_statistics(res.map, hp.grid_h, hp.grid_w);
+  if (ctx.clip_tally) ctx.clip_tally->add_image(bars);
   set_shown_lines(ctx, cv, rows, shown, &res);
   if (res.shown.empty() && shown.size() == 1 && shown[0] != pngs[0]) res.shown = shown[0];
   // The overlays first (the first is what the terminal line names), then the figures.

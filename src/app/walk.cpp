@@ -105,6 +105,32 @@ const std::vector<std::string>& default_image_extensions() {
   return kExt;
 }
 
+std::string all_inputs_missing(const std::vector<std::string>& inputs, const std::vector<std::string>& missing,
+                               const std::string& what) {
+  if (inputs.empty() || missing.empty()) return "";
+  for (const std::string& in : inputs)
+    if (std::find(missing.begin(), missing.end(), in) == missing.end()) return "";
+  std::string names;
+  for (size_t i = 0; i < missing.size() && i < 3; ++i) names += (i ? ", " : "") + missing[i];
+  if (missing.size() > 3) names += ", ...";
+  return names + ": no such file or folder; nothing to " + what;
+}
+
+std::string no_images_message(const std::vector<std::string>& inputs, const std::vector<std::string>& exts) {
+  std::string names;
+  for (size_t i = 0; i < inputs.size() && i < 3; ++i) {
+    std::error_code ec;
+    const std::string& in = inputs[i];
+    const bool folder = fs::is_directory(in, ec) && !in.empty() && in.back() != '/';
+    names += (i == 0 ? "" : i + 1 == inputs.size() ? " and " : ", ") + in + (folder ? "/" : "");
+  }
+  if (inputs.size() > 3) names += " and " + std::to_string(inputs.size() - 3) + " more";
+  std::string e;
+  for (const std::string& x : exts) e += (e.empty() ? "" : ",") + x;
+  return "no images found in " + (names.empty() ? std::string("the inputs") : names) +
+         (e.empty() ? "" : " with --ext " + e + " (no file there has such an extension)");
+}
+
 std::string passed_over_summary(const std::map<std::string, size_t>& passed_over) {
   size_t total = 0, folders = 0;
   std::string list, ignored;

@@ -19,6 +19,17 @@ const std::vector<std::string>& default_image_extensions();
 /// ...)"; empty when there are none. Files of readable types left out by --ext are not counted.
 std::string passed_over_summary(const std::map<std::string, size_t>& passed_over);
 
+/// "no images found in photos/" (the inputs named, at most three, a folder with a trailing '/'; "photos/,
+/// more/ and 2 more"), with ` with --ext png,jpg (no file there has such an extension)` when `exts` (as the
+/// user gave them) is not empty: the message of a run whose inputs hold no image.
+std::string no_images_message(const std::vector<std::string>& inputs, const std::vector<std::string>& exts = {});
+
+/// Nothing to do because every input named is missing is bad usage (exit 2, as render's "nothing to render",
+/// issue 28): "a.png, b/: no such file or folder; nothing to <what>" when every one of `inputs` is in
+/// `missing` (plan_jobs'), else "". A missing input beside others that exist fails on its own (exit 1).
+std::string all_inputs_missing(const std::vector<std::string>& inputs, const std::vector<std::string>& missing,
+                               const std::string& what);
+
 /// Normalises an --ext list: items split at commas, leading dots removed, lower-cased. Throws
 /// attnmap::Error for an empty item.
 std::vector<std::string> parse_extensions(const std::vector<std::string>& items);

@@ -61,10 +61,9 @@ inline bool has_word(const std::string& text, const std::string& word) {
   return false;
 }
 
-/// " (did you mean 'X'?)" for the known name nearest to `name` (case folded) when it is close - at most
-/// max(1, |name| / 3) edits, or `name` (3 or more letters) is the start or one word of it ("boot" ->
-/// 'Ankle boot') -; "" otherwise.
-inline std::string did_you_mean(const std::vector<std::string>& known, const std::string& name) {
+/// The known name nearest to `name` (case folded) when it is close - at most max(1, |name| / 3) edits, or
+/// `name` (3 or more letters) is the start or one word of it ("boot" -> 'Ankle boot') -; "" otherwise.
+inline std::string nearest_name(const std::vector<std::string>& known, const std::string& name) {
   const std::string low = ascii_lower(name);
   size_t best = std::string::npos;
   const std::string* pick = nullptr;
@@ -79,7 +78,13 @@ inline std::string did_you_mean(const std::vector<std::string>& known, const std
     }
   }
   if (!pick || best > std::max<size_t>(1, low.size() / 3)) return "";
-  return " (did you mean '" + *pick + "'?)";
+  return *pick;
+}
+
+/// " (did you mean 'X'?)" for nearest_name(known, name); "" when there is none.
+inline std::string did_you_mean(const std::vector<std::string>& known, const std::string& name) {
+  const std::string pick = nearest_name(known, name);
+  return pick.empty() ? "" : " (did you mean '" + pick + "'?)";
 }
 
 }  // namespace attnmap

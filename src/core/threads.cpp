@@ -6,10 +6,13 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <system_error>
 
 #include <limits.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace attnmap {
 
@@ -23,7 +26,31 @@ struct Gate {
   bool open = false;
   int keep = 0;
 };
+
+// The kernel ids of the threads started here and running (started_by_attnmap).
+std::mutex g_own_mu;
+std::set<long> g_own;
+
+// Marks the calling thread as attnmap's own while it lives.
+struct OwnThread {
+  long tid = static_cast<long>(::syscall(SYS_gettid));
+  OwnThread() {
+    std::lock_guard<std::mutex> lk(g_own_mu);
+    g_own.insert(tid);
+  }
+  ~OwnThread() {
+    std::lock_guard<std::mutex> lk(g_own_mu);
+    g_own.erase(tid);
+  }
+  OwnThread(const OwnThread&) = delete;
+  OwnThread& operator=(const OwnThread&) = delete;
+};
 }  // namespace
+
+bool started_by_attnmap(long tid) {
+  std::lock_guard<std::mutex> lk(g_own_mu);
+  return g_own.count(tid) > 0;
+}
 
 void refuse_threads_after(int k) { g_allowed.store(k < 0 ? -1 : k); }
 
@@ -33,7 +60,10 @@ std::optional<std::thread> try_start_thread(std::function<void()> body) {
     if (g_allowed.compare_exchange_weak(left, left - 1)) break;
   }
   try {
-    return std::thread(std::move(body));
+    return std::thread([b = std::move(body)] {
+      const OwnThread own;
+      b();
+    });
   } catch (const std::system_error&) {
     return std::nullopt;  // EAGAIN: a process or pids limit, or no memory for the stack
   }
@@ -52,6 +82,7 @@ bool start_probe(Gate* gate, pthread_t* out) {
   if (pthread_attr_init(&attr) != 0) return false;
   pthread_attr_setstacksize(&attr, std::max<size_t>(PTHREAD_STACK_MIN, 64 * 1024));
   auto wait = [](void* g) -> void* {
+    const OwnThread own;
     Gate* gt = static_cast<Gate*>(g);
     std::unique_lock<std::mutex> lk(gt->mu);
     gt->cv.wait(lk, [&] { return gt->open; });

@@ -32,6 +32,11 @@ std::vector<std::thread> start_threads(int n, int room, const std::function<void
 int run_on_threads(int n, const std::function<void()>& work, const std::function<void(int)>& started = nullptr,
                    int room = 0);
 
+/// Whether `tid` (a kernel thread id, as listed in /proc/self/task) is a thread started here (try_start_thread,
+/// start_threads, run_on_threads) that has not yet returned: the threads a library starts on its own are the
+/// others (e.g. pango's, waited for after each text layout).
+bool started_by_attnmap(long tid);
+
 /// For tests: from now on, try_start_thread refuses every thread after `k` more have started, as a process
 /// limit would; a negative k lifts the limit (the default).
 void refuse_threads_after(int k);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "core/error.hpp"
+#include "core/threads.hpp"
 
 namespace attnmap {
 
@@ -167,35 +168,41 @@ void glib_fatal(const gchar* /*domain*/, GLogLevelFlags /*level*/, const gchar* 
 std::mutex g_text_mu;
 
 // The ids of this process's threads now (/proc/self/task).
-std::set<std::string> thread_ids() {
-  std::set<std::string> ids;
+std::set<long> thread_ids() {
+  std::set<long> ids;
   std::error_code ec;
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec))
-    ids.insert(task.path().filename().string());
+    ids.insert(std::strtol(task.path().filename().c_str(), nullptr, 10));
   return ids;
 }
 
 // Pango 1.50 starts two detached threads (an FcFontSetMatch and an FcFontSetSort) for each font pattern a
 // thread's font map has not matched yet (a layout of a new size can make two patterns: four threads, the
 // sorts outliving the layout); several workers meeting new sizes at once would want several each. Waiting
-// (up to a second) after a layout for the threads that appeared during it to end keeps pango's threads to
-// one layout's at a time, which the runs leave room for under a process limit (kLibraryThreadRoom). A layout of a size already matched starts none and waits for nothing.
+// after a layout until the threads that appeared during it, other than attnmap's own (core/threads), have
+// ended keeps pango's threads to one layout's at a time, which the runs leave room for under a process limit
+// (kLibraryThreadRoom). A layout of a size already matched starts none and waits for nothing. The wait is not
+// cut short: a sort can take more than a second on a loaded machine (a one-second cap let the next layout's
+// threads meet it, and under a process limit GLib was refused one: exit 2, in one run of three under load);
+// only a thread that never ends stops the wait, after 30 s.
 class TextSettle {
  public:
   TextSettle() : before_(thread_ids()) {}
   ~TextSettle() {
-    for (int ms = 0; ms < 1000; ++ms) {
-      bool newer = false;
-      for (const std::string& id : thread_ids()) newer = newer || before_.count(id) == 0;
-      if (!newer) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (library_thread_started() && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
   }
   TextSettle(const TextSettle&) = delete;
   TextSettle& operator=(const TextSettle&) = delete;
 
  private:
-  std::set<std::string> before_;
+  bool library_thread_started() const {
+    for (const long id : thread_ids())
+      if (before_.count(id) == 0 && !started_by_attnmap(id)) return true;
+    return false;
+  }
+  std::set<long> before_;
 };
 }  // namespace
 
@@ -433,7 +440,7 @@ PangoLayout* make_layout(cairo_t* cr, const std::string& text, const TextStyle& 
                                        : ts.align == Align::Center ? PANGO_ALIGN_CENTER
                                                                    : PANGO_ALIGN_RIGHT);
     if (ts.ellipsize) pango_layout_set_ellipsize(layout, PANGO_ELLIPSIZE_MIDDLE);
-    else pango_layout_set_wrap(layout, PANGO_WRAP_WORD_CHAR);
+    else pango_layout_set_wrap(layout, ts.whole_words ? PANGO_WRAP_WORD : PANGO_WRAP_WORD_CHAR);
   }
   // A file name need not be UTF-8: its invalid bytes, control and bidirectional formatting characters are
   // drawn as escapes (printable: "x\xff.png", "\u202e", as the terminal shows them): a newline in a one-line

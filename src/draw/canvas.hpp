@@ -48,6 +48,10 @@ struct TextStyle {
   Align align = Align::Left;
   double width = 0.0;     ///< > 0: wrap (or ellipsize) inside a box this wide
   bool ellipsize = false; ///< with width: one line, shortened in the middle with "…"
+  /// With width (no ellipsize): wrapped at word boundaries only, never inside a word - a word longer than the
+  /// box overflows it (measure's w is then above `width`: a caller shrinks the text or refuses). Without it a
+  /// word longer than the box is broken between characters (pango's WRAP_WORD_CHAR).
+  bool whole_words = false;
   bool vertical = false;  ///< rotated 90 degrees counter-clockwise (reads upward)
 };
 

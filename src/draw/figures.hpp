@@ -187,18 +187,43 @@ struct ComparisonOptions {
   std::vector<std::string> column_labels;
 };
 
+/// The smallest size, in points, the labels of a comparison figure shrink to (a word longer than its place at
+/// the label size, 8 pt) before the figure is refused: the colour bars' tick labels are about this size.
+constexpr double kMinLabelPt = 6.0;
+
 /// `attnmap figure`: rows = images, columns = views (column_titles; the column titled exactly "photo"
 /// shows the photo alone and takes no map), laid out opt.width_in inches wide at opt.dpi (text 8 pt, so
 /// it reads the same size in print whatever the dpi); each cell is as wide as the columns allow and as high
-/// as its photo's aspect asks. Colour bars: when every map column is on one scale, one vertical bar at the
+/// as its photo's aspect asks. Column titles too wide for their cell break after the comma nearest their
+/// middle, then wrap at whole words; row labels (upward beside their rows) wrap at whole words to their
+/// row's height, their column widened to the lines; titles, notes and bar units wrap alike - never a word
+/// cut, never "…". A word longer than its place shrinks the labels of its kind (one size for all column
+/// titles, one for all row labels) down to kMinLabelPt; past that the figure is refused (comparison_fit
+/// says at what width it would fit). Colour bars: when every map column is on one scale, one vertical bar at the
 /// right for all of them; otherwise a horizontal bar under each run of adjacent map columns that share a
-/// scale (matplotlib's fig.colorbar(ax=axes[:, cols], location="bottom")), none under -1 columns. Writes
+/// scale (matplotlib's fig.colorbar(ax=axes[:, cols], location="bottom")), none under -1 columns; a scale
+/// with clip_max gives its bar the extend='max' triangle and the top's value with "+". Writes
 /// `path` (its extension picks the format: .png, .pdf, .svg) and returns it. Throws attnmap::Error for an
 /// unknown extension, a row whose map count does not match, a column_scale that does not match the map
-/// columns or `scales`, or a width that gives cells under 16 pixels.
+/// columns or `scales`, a width that gives cells under 16 pixels, or a label that does not fit.
 std::string write_comparison(const std::string& path, const std::vector<std::string>& column_titles,
                              const std::vector<FigureRow>& rows, const ComparisonScales& scales,
                              const StyleOptions& st, const ComparisonOptions& opt);
+
+/// Whether a comparison figure's labels fit whole at opt.width_in (write_comparison's rule), and if not the
+/// width they need.
+struct ComparisonFit {
+  bool fits = true;
+  std::string label;     ///< the first label that does not fit, as given
+  std::string what;      ///< its kind: "column title", "row label", "title", "note", "colour bar's units"
+  double needed_in = 0;  ///< the smallest width (in tenths of an inch) at which every label fits; 0: none up to 100
+};
+
+/// write_comparison's layout alone (nothing drawn): whether every label fits at opt.width_in and, when not,
+/// the width that would do (found by bisection in tenths of an inch: wider cells hold longer words). Throws
+/// attnmap::Error as write_comparison for bad arguments and cells under 16 pixels.
+ComparisonFit comparison_fit(const std::vector<std::string>& column_titles, const std::vector<FigureRow>& rows,
+                             const ComparisonScales& scales, const ComparisonOptions& opt);
 
 /// Refuses, before any map exists, a width that leaves a comparison figure of `ncols` columns cells under 16
 /// pixels (with one colour bar at the right, its narrowest layout). Throws attnmap::Error naming --width-in

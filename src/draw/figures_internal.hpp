@@ -43,6 +43,23 @@ inline bool overlap(const TextBox& a, const TextBox& b, double slack = 0.0) {
   return std::min(a.x1, b.x1) - std::max(a.x0, b.x0) > slack && std::min(a.y1, b.y1) - std::max(a.y0, b.y0) > slack;
 }
 
+/// How many decimals a tick label has ("0.05": 2, "10": 0).
+inline int label_decimals(const std::string& label) {
+  const size_t dot = label.find('.');
+  return dot == std::string::npos ? 0 : static_cast<int>(label.size() - dot - 1);
+}
+
+/// The width of the widest space-separated word of `text` in style `ts` (what whole-word wrapping needs).
+inline double widest_word(Canvas& c, const std::string& text, const TextStyle& ts) {
+  double word = 0;
+  for (size_t from = 0; from <= text.size();) {
+    const size_t sp = std::min(text.find(' ', from), text.size());
+    if (sp > from) word = std::max(word, c.measure(text.substr(from, sp - from), ts).w);
+    from = sp + 1;
+  }
+  return word;
+}
+
 /// Tick sets from dense to sparse (sparser_ticks and every 2nd, 3rd, ... tick of the densest set, by their
 /// step; then the first tick alone) and their labels, all in one exponent and none wider than the densest
 /// set's widest label (that width is what a layout reserves): a bar
@@ -52,6 +69,7 @@ struct TickSets {
   std::vector<std::vector<double>> ticks;
   std::vector<std::vector<std::string>> labels;
   std::string exponent;
+  int power = 0;  ///< the labels are in units of 10^power (exponent: its "×10⁻³", "" for 0)
   double label_w = 0, label_h = 0;
 
   TickSets() = default;
@@ -76,6 +94,7 @@ struct TickSets {
       labels.push_back(std::move(l));
     }
     exponent = exponent_label(e0);
+    power = e0;
     if (ticks[0].size() < 2) return;
     // Every 2nd, 3rd, ... tick of the densest set (its labels as they are), then all in order of their step:
     // the nice sets first where steps tie. The last resort of a bar too short for two labels: the first tick.
@@ -115,11 +134,14 @@ struct TickSets {
 /// units wrap onto a second line (at word boundaries) when longer than the bar, and the ticks thin out
 /// (TickSets) when their labels would touch. A bar that allows it (`units_may_go_below`, the panel's) whose
 /// units would take more than two lines upward, or break a word, writes them across under the bar instead,
-/// wrapped at word boundaries to the bar's column (widened to the longest word).
+/// wrapped at word boundaries to the bar's column (widened to the longest word). A bar whose scale clips
+/// (Scale::clip_max) draws matplotlib's extend='max' triangle above its top and, beside it, the top's value
+/// with "+" (over_range_label: "0.076+"), hiding a tick label it would touch.
 struct ColorBar {
   Scale scale;
   TickSets sets;
   std::string exponent;
+  std::string top_label;  ///< scale.clip_max: "0.076+" beside the triangle; "" otherwise
   double f = 12, label_w = 0, units_h = 0;
   bool units_below = false;
   double units_col_w = 0, units_below_h = 0;  ///< units_below: the units' box under the bar
@@ -130,6 +152,10 @@ struct ColorBar {
     sets = TickSets(c, s, tick_style());
     exponent = sets.exponent;
     label_w = sets.label_w;
+    if (s.clip_max && !s.flat()) {
+      top_label = over_range_label(s.vmax, sets.power, label_decimals(sets.labels[0].front()));
+      label_w = std::max(label_w, c.measure(top_label, tick_style()).w);
+    }
     if (s.units.empty()) return;
     units_h = c.measure(s.units, units_style(length)).h;
     if (!units_may_go_below || length <= 0.0) return;
@@ -181,18 +207,44 @@ struct ColorBar {
   double below() const { return units_below ? 0.5 * sets.label_h + 0.3 * f + units_below_h : 0.0; }
   /// The ticks drawn on a bar `h` high: the densest set whose labels keep a fifth of a line apart.
   size_t tick_set(double h) const { return sets.pick(scale, h, 1.2 * sets.label_h); }
-  /// The tick labels' boxes as draw(c, ..., x, y, h) sets them, top to bottom of the scale's order.
+  /// A label as draw(c, ..., x, y, h) sets it: its text and box.
+  struct Placed {
+    std::string text;
+    TextBox box;
+  };
+  /// The labels drawn on the bar at (x, y), h high, in the scale's order (bottom to top): the tick labels of
+  /// tick_set(h), each centred on its tick, but for those the top label would touch, then the top label
+  /// (clip_max), centred on the extend triangle.
+  std::vector<Placed> placed_labels(Canvas& c, double x, double y, double h) const {
+    std::vector<Placed> out;
+    const size_t k = tick_set(h);
+    const double lx = x + bar_w() + tick_len() + 0.3 * f;
+    TextBox top{0, -1e300, 0, -1e300};
+    if (!top_label.empty()) {
+      const TextSize t = c.measure(top_label, tick_style());
+      const double cy = y - extend_h() / 2;
+      top = TextBox{lx, cy - t.h / 2, lx + t.w, cy + t.h / 2};
+    }
+    for (size_t i = 0; i < sets.ticks[k].size(); ++i) {
+      const double ty = tick_y(sets.ticks[k][i], y, h);
+      const TextSize t = c.measure(sets.labels[k][i], tick_style());
+      const TextBox b{lx, ty - t.h / 2, lx + t.w, ty + t.h / 2};
+      if (b.y0 < top.y1 + 0.2 * sets.label_h) continue;  // the top label's place
+      out.push_back(Placed{sets.labels[k][i], b});
+    }
+    if (!top_label.empty()) out.push_back(Placed{top_label, top});
+    return out;
+  }
+  /// The labels' boxes (placed_labels), for the tests.
   std::vector<TextBox> label_boxes(Canvas& c, double x, double y, double h) const {
     std::vector<TextBox> out;
-    const size_t k = tick_set(h);
-    for (size_t i = 0; i < sets.ticks[k].size(); ++i) {
-      const double frac = scale.flat() ? 0.0 : (sets.ticks[k][i] - scale.vmin) / (scale.vmax - scale.vmin);
-      const double ty = y + h * (1.0 - frac);
-      const TextSize t = c.measure(sets.labels[k][i], tick_style());
-      const double lx = x + bar_w() + tick_len() + 0.3 * f;
-      out.push_back(TextBox{lx, ty - t.h / 2, lx + t.w, ty + t.h / 2});
-    }
+    for (const Placed& p : placed_labels(c, x, y, h)) out.push_back(p.box);
     return out;
+  }
+  /// Where value v lies on a bar drawn at y, h high.
+  double tick_y(double v, double y, double h) const {
+    const double frac = scale.flat() ? 0.0 : (v - scale.vmin) / (scale.vmax - scale.vmin);
+    return y + h * (1.0 - frac);
   }
   void draw(Canvas& c, const uint8_t* cmap, double x, double y, double h) const {
     Image grad;
@@ -212,12 +264,8 @@ struct ColorBar {
     }
     const TextStyle ts = tick_style();
     const size_t k = tick_set(h);
-    const std::vector<TextBox> boxes = label_boxes(c, x, y, h);
-    for (size_t i = 0; i < boxes.size(); ++i) {
-      const double ty = (boxes[i].y0 + boxes[i].y1) / 2;
-      c.line(x + bar_w(), ty, x + bar_w() + tick_len(), ty, kInk, 1.0);
-      c.text(sets.labels[k][i], boxes[i].x0, boxes[i].y0, ts);
-    }
+    for (const double t : sets.ticks[k]) c.line(x + bar_w(), tick_y(t, y, h), x + bar_w() + tick_len(), tick_y(t, y, h), kInk, 1.0);
+    for (const Placed& p : placed_labels(c, x, y, h)) c.text(p.text, p.box.x0, p.box.y0, ts);
     if (!exponent.empty()) {
       const double eh = c.measure(exponent, ts).h;
       c.text(exponent, x, y - eh - 0.5 * f - extend_h(), ts);
@@ -246,13 +294,18 @@ struct ColorBar {
 /// those at a coarser nice step when they would touch in a narrow bar), the units - and the common exponent,
 /// "(×10⁻³)" - centred under the labels. Every label is at the tick size and inside the bar's extent: an end
 /// label that would hang past the bar's end is moved in (matplotlib keeps tick labels inside the axes'
-/// bounding box), the units wrap onto more lines rather than shrink.
+/// bounding box), the units wrap at whole words onto more lines rather than shrink (their box the bar's
+/// width, widened to their longest word: units_w). A bar whose scale clips (Scale::clip_max) ends in
+/// matplotlib's extend='max' triangle (the last thick() pixels of the width) with the top's value and "+"
+/// under its tip (over_range_label: "0.076+"); tick labels it would touch are left out.
 struct HBar {
   Scale scale;
   std::vector<double> ticks;
   std::vector<std::string> labels;
   std::string units;
+  std::string top_label;  ///< scale.clip_max: "0.076+" at the right end; "" otherwise
   double f = 12, w = 0, label_h = 0, units_h = 0;
+  double units_w = 0;       ///< the units' wrapping box, centred under the bar: max(w, their longest word)
   std::vector<bool> shown;  ///< which ticks are labelled
 
   HBar(Canvas& c, const Scale& s, double px, double width) : scale(s), f(px), w(width) {
@@ -260,32 +313,54 @@ struct HBar {
     int e = 0;
     labels = tick_labels(ticks, &e);
     if (s.flat() && !labels.empty()) labels[0] += " (flat)";
+    if (s.clip_max && !s.flat() && !labels.empty()) top_label = over_range_label(s.vmax, e, label_decimals(labels[0]));
     units = s.units;
     if (e != 0) units += (units.empty() ? "(" : " (") + exponent_label(e) + ")";
     for (const auto& l : labels) label_h = std::max(label_h, c.measure(l, tick_style()).h);
+    if (!top_label.empty()) label_h = std::max(label_h, c.measure(top_label, tick_style()).h);
     thin_labels(c);
+    units_w = std::max(w, std::ceil(widest_word(c, units, tick_style())));
     if (!units.empty()) units_h = c.measure(units, units_style()).h;
   }
   /// Labels every tick when no two labels come closer than 0.6 f; else only the ticks at multiples of a
-  /// coarser step (2, 5 or 10 steps: nice values still, at least two of them), as matplotlib picks fewer
-  /// ticks on a short axis; else the first and the last tick; else the first alone. Every tick keeps its mark.
+  /// coarser step (2, 5 or 10 steps: nice values still, at least two labels), as matplotlib picks fewer
+  /// ticks on a short axis; else the first and the last tick; else the first alone. Every tick keeps its
+  /// mark; a tick label nearer the top label than 0.6 f is left out.
   void thin_labels(Canvas& c) {
     shown.assign(ticks.size(), true);
+    clear_near_top(c);
     if (ticks.size() < 2) return;
     const double step = ticks[1] - ticks[0];
     for (const double mult : {1.0, 2.0, 5.0, 10.0}) {
-      size_t n = 0;
+      size_t n = top_label.empty() ? 0 : 1;
       for (size_t i = 0; i < ticks.size(); ++i) {
         const double q = ticks[i] / (step * mult);
         shown[i] = std::fabs(q - std::round(q)) < 1e-6;
-        n += shown[i];
       }
+      clear_near_top(c);
+      for (size_t i = 0; i < ticks.size(); ++i) n += shown[i];
       if (n >= 2 && apart(c)) return;
     }
     shown.assign(ticks.size(), false);
     shown.front() = shown.back() = true;
+    clear_near_top(c);
     if (apart(c)) return;
     shown.back() = false;
+    clear_near_top(c);
+  }
+  /// The top label's box for the bar at (x, y): right-aligned at the bar's end (moved in to x when wider).
+  TextBox top_box(Canvas& c, double x, double y) const {
+    const double ty = y + thick() + tick_len() + 0.1 * f;
+    const TextSize t = c.measure(top_label, tick_style());
+    const double lx = std::max(x, x + w - t.w);
+    return TextBox{lx, ty, lx + t.w, ty + t.h};
+  }
+  /// Hides the tick labels that come nearer the top label than 0.6 f.
+  void clear_near_top(Canvas& c) {
+    if (top_label.empty()) return;
+    const double x0 = top_box(c, 0.0, 0.0).x0;
+    for (size_t i = 0; i < ticks.size(); ++i)
+      if (shown[i] && tick_box(c, i, 0.0, 0.0).x1 > x0 - 0.6 * f) shown[i] = false;
   }
   /// True when the shown labels keep 0.6 f apart.
   bool apart(Canvas& c) const {
@@ -300,29 +375,35 @@ struct HBar {
     t.color = kInk;
     return t;
   }
-  /// The units' style: the tick size, wrapped at the bar's width.
+  /// The units' style: the tick size, wrapped at whole words in units_w.
   TextStyle units_style() const {
     TextStyle t = tick_style();
-    t.width = w;
+    t.width = std::max(w, units_w);
     t.align = Align::Center;
+    t.whole_words = true;
     return t;
   }
   double thick() const { return std::round(0.8 * f); }
   double tick_len() const { return std::round(0.35 * f); }
+  /// The extend triangle's length at the right end (scale.clip_max), 0 without one.
+  double extend_w() const { return scale.clip_max && !scale.flat() ? thick() : 0.0; }
   double height() const { return thick() + tick_len() + 0.1 * f + label_h + (units_h > 0 ? 0.1 * f + units_h : 0.0); }
   double tick_x(double x, size_t i) const {
-    return x + w * (scale.flat() ? 0.0 : (ticks[i] - scale.vmin) / (scale.vmax - scale.vmin));
+    return x + (w - extend_w()) * (scale.flat() ? 0.0 : (ticks[i] - scale.vmin) / (scale.vmax - scale.vmin));
   }
-  /// The shown labels' boxes for the bar at (x, y): centred under their ticks, moved inside [x, x + w].
+  /// Tick i's label box for the bar at (x, y): centred under its tick, moved inside [x, x + w].
+  TextBox tick_box(Canvas& c, size_t i, double x, double y) const {
+    const double ty = y + thick() + tick_len() + 0.1 * f;
+    const TextSize t = c.measure(labels[i], tick_style());
+    const double lx = std::max(x, std::min(tick_x(x, i) - t.w / 2, x + w - t.w));
+    return TextBox{lx, ty, lx + t.w, ty + t.h};
+  }
+  /// The shown labels' boxes for the bar at (x, y), left to right: the tick labels, then the top label.
   std::vector<TextBox> label_boxes(Canvas& c, double x, double y) const {
     std::vector<TextBox> out;
-    const double ty = y + thick() + tick_len() + 0.1 * f;
-    for (size_t i = 0; i < ticks.size(); ++i) {
-      if (!shown[i]) continue;
-      const TextSize t = c.measure(labels[i], tick_style());
-      const double lx = std::max(x, std::min(tick_x(x, i) - t.w / 2, x + w - t.w));
-      out.push_back(TextBox{lx, ty, lx + t.w, ty + t.h});
-    }
+    for (size_t i = 0; i < ticks.size(); ++i)
+      if (shown[i]) out.push_back(tick_box(c, i, x, y));
+    if (!top_label.empty()) out.push_back(top_box(c, x, y));
     return out;
   }
   void draw(Canvas& c, const uint8_t* cmap, double x, double y) const {
@@ -333,14 +414,24 @@ struct HBar {
       const uint8_t* p = cmap + 3 * (scale.flat() ? 0 : i);
       grad.rgb.insert(grad.rgb.end(), p, p + 3);
     }
-    c.image(grad, x, y, w, thick(), Filter::Nearest);
-    c.stroke_rect(x, y, w, thick(), kGrey, 1.0);
+    const double gw = w - extend_w();
+    c.image(grad, x, y, gw, thick(), Filter::Nearest);
+    c.stroke_rect(x, y, gw, thick(), kGrey, 1.0);
+    if (extend_w() > 0) {  // matplotlib's extend='max': values above vmax are drawn in the top colour
+      const uint8_t* top = cmap + 3 * 255;
+      c.polygon({x + gw, y, x + w, y + thick() / 2, x + gw, y + thick()}, Rgb{top[0], top[1], top[2]}, kGrey, 1.0);
+    }
     for (size_t i = 0; i < ticks.size(); ++i) c.line(tick_x(x, i), y + thick(), tick_x(x, i), y + thick() + tick_len(), kInk, 1.0);
-    const std::vector<TextBox> boxes = label_boxes(c, x, y);
-    size_t k = 0;
     for (size_t i = 0; i < ticks.size(); ++i)
-      if (shown[i]) c.text(labels[i], boxes[k].x0, boxes[k].y0, tick_style()), ++k;
-    if (units_h > 0) c.text(units, x, y + thick() + tick_len() + 0.2 * f + label_h, units_style());
+      if (shown[i]) {
+        const TextBox b = tick_box(c, i, x, y);
+        c.text(labels[i], b.x0, b.y0, tick_style());
+      }
+    if (!top_label.empty()) {
+      const TextBox b = top_box(c, x, y);
+      c.text(top_label, b.x0, b.y0, tick_style());
+    }
+    if (units_h > 0) c.text(units, x + w / 2 - units_style().width / 2, y + thick() + tick_len() + 0.2 * f + label_h, units_style());
   }
 };
 

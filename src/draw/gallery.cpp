@@ -157,7 +157,7 @@ std::string row_html(const std::string& dir, const GalleryEntry& e, size_t i, bo
     const bool page = op.filename() == "index.html" && folder.size() > 8 && folder.compare(folder.size() - 8, 8, ".explore") == 0;
     const std::string name = page ? folder : op.filename().string();
     files += std::string("<a class=\"out") + (page ? " explore" : "") + "\" href=\"" + relative_url(o, dir) + "\" title=\"" +
-             html_text(name) + "\">" + html_text(output_label(e.input, name)) + "</a> ";
+             html_text(name) + "\">" + breakable(output_label(e.input, name)) + "</a> ";
   }
   r += cell("file", e.input, files + "</div>");
   std::string st = "<span class=\"st " + html_escape(e.status) + "\">" + html_escape(e.status) + "</span>";
@@ -207,8 +207,9 @@ th.asc::after{content:" \25B2"}th.desc::after{content:" \25BC"}
 #t td.file{flex:0 0 100%;min-width:0}
 .name{font-weight:bold;overflow-wrap:anywhere;display:-webkit-box;-webkit-line-clamp:2;-webkit-box-orient:vertical;overflow:hidden}
 .dir{color:#777;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;direction:rtl;text-align:left}
-.outs{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
-a.out{font-size:.9em}
+/* Every output of the row shown: the links wrap onto as many lines as they need (between a name's parts). */
+.outs{display:flex;flex-wrap:wrap;column-gap:.6em;line-height:1.1}
+a.out{font-size:.9em;min-width:0;overflow-wrap:anywhere}
 #t td.num,#t td.top1{color:#444;font-variant-numeric:tabular-nums;white-space:nowrap}
 #t td[data-v=""]{display:none}
 #t td[data-l]::before{content:attr(data-l) " ";color:#888}

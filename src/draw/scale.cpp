@@ -102,6 +102,32 @@ size_t maps_peaking_below(const std::vector<const std::vector<float>*>& maps, co
   return n;
 }
 
+ClipStats clip_stats(const std::vector<const std::vector<float>*>& maps, const Scale& s) {
+  ClipStats st;
+  double mx = -INFINITY;
+  for (const auto* m : maps)
+    for (float v : *m)
+      if (std::isfinite(v)) {
+        ++st.values;
+        mx = std::max(mx, static_cast<double>(v));
+        st.above += static_cast<double>(v) > s.vmax;
+      }
+  if (st.values) st.data_max = mx;
+  return st;
+}
+
+std::string over_range_label(double vmax, int exponent, int decimals) {
+  const double v = vmax / std::pow(10.0, exponent);
+  int dec = std::max(0, decimals);
+  if (v != 0.0 && std::isfinite(v)) dec = std::max(dec, 1 - static_cast<int>(std::floor(std::log10(std::fabs(v)))));
+  dec = std::min(dec, 12);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", dec, v);
+  std::string l = buf;
+  if (l[0] == '-') l = "\u2212" + l.substr(1);
+  return l + "+";
+}
+
 Scale resolve_scale(const ScaleSpec& spec, const std::vector<float>& map, const Scale& shared) {
   Scale s = shared;
   if (spec.kind == ScaleKind::Fixed) {

@@ -56,6 +56,31 @@ Scale robust_scale_over(const std::vector<const std::vector<float>*>& maps, cons
 /// x (vmax - vmin)): maps drawn in the scale's bottom colours only. 0 for a flat scale.
 size_t maps_peaking_below(const std::vector<const std::vector<float>*>& maps, const Scale& s, double fraction);
 
+/// How much of the maps drawn on a scale lies above its top, drawn in the top colour (a colour bar's
+/// over-range, matplotlib's extend='max'): the largest finite value, how many finite values (patch cells: each
+/// covers the same share of its map's box) there are and how many of them exceed s.vmax.
+struct ClipStats {
+  double data_max = 0.0;  ///< the largest finite value; 0 when there is none
+  size_t values = 0;      ///< finite values counted
+  size_t above = 0;       ///< of them, values > s.vmax
+  /// above / values: the share of the cells (so of the maps' pixels) above the bar's top; 0 without values.
+  double share() const { return values ? static_cast<double>(above) / static_cast<double>(values) : 0.0; }
+};
+
+/// clip_stats over every value of every map against s.vmax (NaN and infinities left out).
+ClipStats clip_stats(const std::vector<const std::vector<float>*>& maps, const Scale& s);
+
+/// The share of a colour bar's cells above its top (ClipStats::share) past which `attnmap figure` says so on
+/// the terminal: 0.5 %. A --scale run bar (top at the 99th percentile) clips up to 1 % by design, and those
+/// are the peaks, so its figures are noted; a fixed top just under one hot patch is not.
+inline constexpr double kClipNoteShare = 0.005;
+
+/// The label of a clipping colour bar's top end (Scale::clip_max): vmax in units of 10^exponent (the ticks'
+/// common exponent, tick_labels) with two significant digits, but at least `decimals` decimals (the tick
+/// labels'), then "+": "0.076+" for 0.0757 beside ticks 0.01 .. 0.07; "7.6+" in units of 10^-3. A minus sign
+/// is written as U+2212.
+std::string over_range_label(double vmax, int exponent, int decimals);
+
 /// The scale a map is drawn with under `spec`: Fixed -> its bounds; Map -> the map's own min-max; Figure
 /// and Run -> `shared` (the caller computed it with scale_over over the figure's or the run's maps).
 Scale resolve_scale(const ScaleSpec& spec, const std::vector<float>& map, const Scale& shared);

@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/error.hpp"
@@ -22,10 +23,22 @@ constexpr size_t kTempPathMax = 4096;
 std::atomic<int> g_temp_state[kTempSlots];  // 0 free, 1 being filled, 2 registered
 char g_temp_path[kTempSlots][kTempPathMax];
 
+// An interrupt against temporary files being created on other threads: the handler sets g_dying, waits until
+// no thread is inside its open() (g_opening), then removes the registered files; a thread that would open one
+// after g_dying is set waits for the end instead. (Without it, a worker's open() racing the handler's unlink
+// left a .NAME.tmp.* behind one interrupted run in three under load: ctest Robust.InterruptedRun...)
+std::atomic<int> g_dying{0};
+std::atomic<int> g_opening{0};
+
 std::atomic<int> g_kept_state{0};  // 0 none, 1 being filled, 2 noted
 char g_kept_path[kTempPathMax];
 
 void remove_temps_and_die(int sig) {
+  g_dying.store(1);
+  for (int i = 0; i < 1000 && g_opening.load() > 0; ++i) {  // up to a second (nanosleep is async-signal-safe)
+    struct timespec ms {0, 1000000};
+    ::nanosleep(&ms, nullptr);
+  }
   remove_registered_temp_files();
   // One line so a log shows why the run stopped (write(2) is async-signal-safe; iostreams are not). Outputs
   // already renamed into place are complete; an image's later outputs may be missing (--skip-existing redoes it).
@@ -89,6 +102,21 @@ void install_interrupt_cleanup() {
   }
 }
 
+namespace {
+// open(O_CREAT | O_EXCL) of a registered temporary file, unless an interrupt is ending the process: then this
+// thread waits for the end (the handler removes what is registered once no thread is inside an open).
+int open_unless_dying(const std::string& tmp) {
+  g_opening.fetch_add(1);
+  if (g_dying.load()) {
+    g_opening.fetch_sub(1);
+    for (;;) ::pause();
+  }
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  g_opening.fetch_sub(1);
+  return fd;
+}
+}  // namespace
+
 void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes) {
   static std::atomic<unsigned> counter{0};
   const fs::path target(path);
@@ -98,7 +126,7 @@ void write_file_atomic(const std::string& path, const std::vector<uint8_t>& byte
               std::to_string(counter++)))
           .string();
   const TempFileGuard guard(tmp);  // before the file exists, so an interrupt cannot miss it
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const int fd = open_unless_dying(tmp);
   if (fd < 0) throw Error(path + ": cannot create output file: " + std::strerror(errno));
   size_t done = 0;
   while (done < bytes.size()) {

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.hpp"
 #include "core/tensor.hpp"
 
@@ -188,13 +190,27 @@ std::optional<int> find_label(const std::vector<std::string>& labels, const std:
   return std::nullopt;
 }
 
-std::optional<int> label_from_filename(const std::string& path, const std::vector<std::string>& labels) {
+LabelMatch match_label(const std::string& name, const std::vector<std::string>& labels, const LabelMap& map) {
+  if (!map.empty()) {
+    const auto it = map.find(normalise_label(name));
+    if (it != map.end()) return {it->second, true};
+  }
+  const std::optional<int> c = find_label(labels, name);
+  return {c, c.has_value()};
+}
+
+std::string filename_label(const std::string& path, bool* numbered) {
   std::string stem = std::filesystem::path(path).stem().string();
   size_t i = 0;
   while (i < stem.size() && std::isdigit(static_cast<unsigned char>(stem[i]))) ++i;
-  if (i > 0 && i < stem.size() && (stem[i] == '_' || stem[i] == '-' || stem[i] == ' ' || stem[i] == '.'))
-    stem = stem.substr(i + 1);
-  return find_label(labels, stem);
+  const bool prefix = i > 0 && i < stem.size() && (stem[i] == '_' || stem[i] == '-' || stem[i] == ' ' || stem[i] == '.');
+  if (prefix) stem = stem.substr(i + 1);
+  if (numbered) *numbered = prefix && !stem.empty() && std::isalpha(static_cast<unsigned char>(stem[0]));
+  return stem;
+}
+
+std::optional<int> label_from_filename(const std::string& path, const std::vector<std::string>& labels) {
+  return find_label(labels, filename_label(path));
 }
 
 namespace {
@@ -254,8 +270,7 @@ std::string trim(const std::string& s) {
 
 }  // namespace
 
-std::map<std::string, int> read_labels_csv(const std::string& path, const std::vector<std::string>& labels,
-                                           int num_classes, std::vector<std::string>* notes) {
+std::map<std::string, LabelRow> read_label_rows(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open");
   std::vector<std::string> f;
@@ -278,53 +293,165 @@ std::map<std::string, int> read_labels_csv(const std::string& path, const std::v
   }
   if (col_label < 0 && col_index < 0)
     throw Error(path + ": header has no \"label\" or \"label_index\" column");
-  std::map<std::string, int> out;
-  while (read_record(in, &f, &line_no, path)) {
+  std::map<std::string, LabelRow> out;
+  for (int first = line_no + 1; read_record(in, &f, &line_no, path); first = line_no + 1) {
     if (f.size() == 1 && trim(f[0]).empty()) continue;  // blank line
     auto field = [&](int c) {
       return c >= 0 && static_cast<size_t>(c) < f.size() ? trim(f[static_cast<size_t>(c)]) : std::string();
     };
     const std::string file = field(col_file);
-    if (file.empty()) throw Error(path + ": line " + std::to_string(line_no) + ": no file name");
-    std::optional<int> cls;
-    if (col_label >= 0) cls = find_label(labels, field(col_label));
-    const bool name_unknown = col_label >= 0 && !field(col_label).empty() && !cls;
-    std::optional<int> by_index;
-    if (col_index >= 0 && !field(col_index).empty()) {
-      const std::string s = field(col_index);
+    if (file.empty()) throw Error(path + ": line " + std::to_string(first) + ": no file name");
+    LabelRow row{field(col_label), field(col_index), first};
+    if (!row.index.empty()) {
       size_t used = 0;
-      long v = -1;
       try {
-        v = std::stol(s, &used);
+        (void)std::stol(row.index, &used);
       } catch (const std::exception&) {
         used = 0;
       }
-      if (used != s.size() || used == 0)
-        throw Error(path + ": line " + std::to_string(line_no) + ": label_index '" + s +
-                    "' is not an integer");
-      if (v >= 0 && v < num_classes) by_index = static_cast<int>(v);
+      if (used != row.index.size() || used == 0)
+        throw Error(path + ": line " + std::to_string(first) + ": label_index '" + row.index + "' is not an integer");
     }
-    const std::string where = path + ": line " + std::to_string(line_no) + ": ";
-    if (notes && cls && by_index && *cls != *by_index)
-      notes->push_back(where + "label '" + field(col_label) + "' and label_index " + field(col_index) +
-                       " disagree; the label is used");
-    if (notes && name_unknown && by_index)
-      notes->push_back(where + "label '" + field(col_label) + "' is not one of the model's labels; label_index " +
-                       field(col_index) + " is used");
-    if (!cls) cls = by_index;
-    if (cls) {
-      out[file] = *cls;
-    } else if (notes) {
-      std::string what;
-      if (col_label >= 0 && !field(col_label).empty()) what = "label '" + field(col_label) + "' is not one of the model's labels";
-      if (col_index >= 0 && !field(col_index).empty())
-        what += (what.empty() ? "" : " and ") + std::string("label_index '") + field(col_index) + "' is not in 0.." +
-                std::to_string(num_classes - 1);
-      if (what.empty()) what = "no label";
-      notes->push_back(where + what + "; " + file + " falls back to its file name (if that names a class)");
-    }
+    out[file] = std::move(row);
   }
   return out;
+}
+
+std::optional<int> row_class(const LabelRow& row, const std::vector<std::string>& labels, const LabelMap& map,
+                             int num_classes, const std::string& where, bool* unknown, std::vector<std::string>* notes) {
+  *unknown = false;
+  std::optional<int> by_index;
+  if (!row.index.empty()) {
+    const long v = std::stol(row.index);
+    if (v >= 0 && v < num_classes) by_index = static_cast<int>(v);
+  }
+  // label_index stands in when there is no label, or a label the model cannot have (its classes are unnamed).
+  const LabelMatch m = row.label.empty() ? LabelMatch{} : match_label(row.label, labels, map);
+  if (notes && !row.index.empty() && !by_index && (row.label.empty() || (!m.known && labels.empty())))
+    notes->push_back(where + "label_index '" + row.index + "' is not in 0.." + std::to_string(num_classes - 1) +
+                     "; the row names no class");
+  if (row.label.empty()) return by_index;
+  if (!m.known) {
+    if (labels.empty() && by_index) return by_index;  // the model's classes have no names: the index is the link
+    *unknown = true;
+    return std::nullopt;
+  }
+  // Through the user's map the label_index is of the user's label set: no disagreement to speak of.
+  if (notes && m.cls && by_index && *m.cls != *by_index && !map.count(normalise_label(row.label)))
+    notes->push_back(where + "label '" + row.label + "' and label_index " + row.index + " disagree; the label is used");
+  return m.cls;
+}
+
+std::map<std::string, int> read_labels_csv(const std::string& path, const std::vector<std::string>& labels,
+                                           int num_classes, std::vector<std::string>* notes) {
+  std::map<std::string, int> out;
+  for (const auto& [file, row] : read_label_rows(path)) {
+    const std::string where = path + ": line " + std::to_string(row.line) + ": ";
+    bool unknown = false;
+    if (const auto c = row_class(row, labels, {}, num_classes, where, &unknown, notes)) out[file] = *c;
+    else if (notes && unknown) notes->push_back(where + "label '" + row.label + "' is not one of the model's class names");
+  }
+  return out;
+}
+
+namespace {
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+}
+
+// A JSON label map's entries; nothing for a class-names object ("0".."C-1" keys, or "id2label").
+std::optional<std::vector<LabelMapEntry>> json_label_map(const std::string& path, const nlohmann::json& j) {
+  if (!j.is_object() || j.empty() || j.contains("id2label")) return std::nullopt;
+  bool indices = true;
+  for (const auto& kv : j.items()) indices = indices && all_digits(kv.key());
+  if (indices) return std::nullopt;
+  std::vector<LabelMapEntry> out;
+  for (const auto& kv : j.items()) {
+    LabelMapEntry e{kv.key(), std::nullopt, std::nullopt, path + ": \"" + kv.key() + "\""};
+    const nlohmann::json& v = kv.value();
+    if (v.is_string()) e.class_name = v.get<std::string>();
+    else if (v.is_number_integer()) e.class_index = v.get<long long>();
+    else if (!v.is_null())
+      throw Error(e.where + ": the class must be a class name, an index or null (no counterpart), found " + v.dump());
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::vector<LabelMapEntry>> read_label_map(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot read the labels file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text = text.substr(3);
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return std::nullopt;  // empty: read_labels_file says so
+  if (text[first] == '{') {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text.begin() + static_cast<long>(first), text.end());
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(path + ": not valid JSON: " + e.what());
+    }
+    return json_label_map(path, j);
+  }
+  if (text[first] == '[') return std::nullopt;
+  std::istringstream lines(text);
+  std::vector<std::string> f;
+  int line_no = 0;
+  if (!read_record(lines, &f, &line_no, path)) return std::nullopt;
+  int col_name = -1, col_class = -1, col_index = -1;
+  for (size_t i = 0; i < f.size(); ++i) {
+    std::string h = trim(f[i]);
+    for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (h == "label") col_name = static_cast<int>(i);
+    else if (h == "class") col_class = static_cast<int>(i);
+    else if (h == "class_index") col_index = static_cast<int>(i);
+  }
+  if (col_name < 0 || (col_class < 0 && col_index < 0)) return std::nullopt;  // a list of class names
+  std::vector<LabelMapEntry> out;
+  for (int at = line_no + 1; read_record(lines, &f, &line_no, path); at = line_no + 1) {
+    if (f.size() == 1 && trim(f[0]).empty()) continue;
+    auto field = [&](int c) { return c >= 0 && static_cast<size_t>(c) < f.size() ? trim(f[static_cast<size_t>(c)]) : std::string(); };
+    LabelMapEntry e{field(col_name), std::nullopt, std::nullopt, path + ": line " + std::to_string(at)};
+    if (!field(col_class).empty()) e.class_name = field(col_class);
+    else if (!field(col_index).empty()) {
+      const std::string s = field(col_index);
+      if (!all_digits(s.front() == '-' ? s.substr(1) : s))
+        throw Error(e.where + ": class_index '" + s + "' is not an integer");
+      e.class_index = std::stoll(s);
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+LabelMap resolve_label_map(const std::vector<LabelMapEntry>& entries, const std::vector<std::string>& labels,
+                           int num_classes) {
+  LabelMap map;
+  for (const LabelMapEntry& e : entries) {
+    const std::string key = normalise_label(e.name);
+    if (key.empty()) throw Error(e.where + ": the label name is empty");
+    std::optional<int> cls;
+    if (e.class_name) {
+      cls = find_label(labels, *e.class_name);
+      if (!cls)
+        throw Error(e.where + ": '" + *e.class_name + "' is not one of the model's " + std::to_string(num_classes) +
+                    " class names" + (labels.empty() ? " (they have none: give the class index)" : ""));
+    } else if (e.class_index) {
+      if (*e.class_index < 0 || *e.class_index >= num_classes)
+        throw Error(e.where + ": class index " + std::to_string(*e.class_index) + " is not in 0.." + std::to_string(num_classes - 1));
+      cls = static_cast<int>(*e.class_index);
+    }
+    const auto [it, fresh] = map.emplace(key, cls);
+    if (!fresh && it->second != cls)
+      throw Error(e.where + ": '" + e.name + "' is mapped twice, to different classes");
+  }
+  return map;
 }
 
 }  // namespace attnmap

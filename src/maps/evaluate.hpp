@@ -97,18 +97,81 @@ std::string normalise_label(const std::string& s);
 /// The index of `name` in `labels` compared by normalise_label, or nothing.
 std::optional<int> find_label(const std::vector<std::string>& labels, const std::string& name);
 
-/// The class named by an image's file name: the file stem without a leading run of digits and one
-/// separator ("0003_coat.png" -> "coat", "0006_ankle_boot.png" -> "ankle_boot", "cat.jpg" -> "cat"),
-/// looked up in `labels` with find_label. Nothing when it names no class.
+/// A user's map of ground-truth names to the model's classes (read_label_map, resolve_label_map):
+/// normalise_label(name) -> class index, or nothing for a name the user says has no counterpart among them.
+using LabelMap = std::map<std::string, std::optional<int>>;
+
+/// What a ground-truth name stands for: looked up in `map` first (by normalise_label), then among the model's
+/// class names `labels` (find_label). `known` is false when neither has it: the name is of another label set.
+struct LabelMatch {
+  std::optional<int> cls;  ///< the class; nothing when unknown, or mapped to no class
+  bool known = false;
+};
+LabelMatch match_label(const std::string& name, const std::vector<std::string>& labels, const LabelMap& map = {});
+
+/// The class name an image's file name carries: the file stem without a leading run of digits and one
+/// separator ("0003_coat.png" -> "coat", "0006_ankle_boot.png" -> "ankle_boot", "cat.jpg" -> "cat").
+/// `numbered` (when given) is set when the stem had that numbered form and the rest starts with a letter
+/// (the dataset convention NNNN_<class>: such a name is meant as a class; "cat.jpg" or "2024-05-01_x.jpg" not).
+std::string filename_label(const std::string& path, bool* numbered = nullptr);
+
+/// The class named by an image's file name (filename_label), looked up in `labels` with find_label.
+/// Nothing when it names no class.
 std::optional<int> label_from_filename(const std::string& path, const std::vector<std::string>& labels);
 
-/// Ground-truth classes from a labels.csv (header row required; RFC 4180 quoting): a column "file" (or
-/// "filename", "image"; else the first column) holding the image's file name, and a column "label" (class
-/// name, looked up with find_label) and/or "label_index" (0-based index into the head's outputs, used when
-/// the name is absent or unknown). Returns file name (as written) -> class index; rows naming no known class
-/// are left out, each with a line in `notes` (when given) naming the file, line and value, so a typo shows.
-/// Throws attnmap::Error naming the file and line for a malformed file.
+/// One row of a labels.csv: the "label" and "label_index" fields as written ("" when absent or empty) and
+/// the row's line number (of its first line).
+struct LabelRow {
+  std::string label, index;
+  int line = 0;
+};
+
+/// The rows of a labels.csv (header row required; RFC 4180 quoting) by image file name as written: a column
+/// "file" (or "filename", "image"; else the first column) and a column "label" (or "class": a class name)
+/// and/or "label_index" (or "class_index": a 0-based index into the head's outputs). Throws attnmap::Error
+/// naming the file and line for a malformed file: no header, neither label column, a label_index that is not
+/// an integer, a row without a file name.
+std::map<std::string, LabelRow> read_label_rows(const std::string& path);
+
+/// The class of a labels.csv row (`where`: "FILE: line N: " for its notes). Its label is matched by
+/// match_label; a label that is not known gives no class and sets `*unknown` - its label_index is not used
+/// in its place, since a label set the model does not have numbers its classes its own way - unless the
+/// model's classes have no names at all (`labels` empty), where label_index is the only link. Without a
+/// label, label_index in 0..num_classes-1. Notes (when given): a label found among `labels` whose
+/// label_index is another class (the label is used; not for a label found in `map`, whose label_index is of
+/// the user's label set), a label_index out of range.
+std::optional<int> row_class(const LabelRow& row, const std::vector<std::string>& labels, const LabelMap& map,
+                             int num_classes, const std::string& where, bool* unknown,
+                             std::vector<std::string>* notes = nullptr);
+
+/// Ground-truth classes from a labels.csv (read_label_rows, each row by row_class against `labels`):
+/// file name (as written) -> class index. Rows naming no known class are left out, each with a line in
+/// `notes` (when given) naming the file, line and value, so a typo shows. Throws as read_label_rows.
 std::map<std::string, int> read_labels_csv(const std::string& path, const std::vector<std::string>& labels,
                                            int num_classes, std::vector<std::string>* notes = nullptr);
+
+/// One entry of a label map file: the user's name and the model class it stands for, by name or by index,
+/// or neither (no counterpart: its images count as having no known class).
+struct LabelMapEntry {
+  std::string name;
+  std::optional<std::string> class_name;
+  std::optional<long long> class_index;
+  std::string where;  ///< "FILE: line 3" / "FILE: \"bag\"": for messages
+};
+
+/// The entries of `path` when it is a label map, mapping a user's ground-truth names to a model's classes:
+/// a JSON object whose keys are names, not class indices ({"Bag": "purse", "Sneaker": 770, "Trouser":
+/// null}), or a CSV whose header has the columns "label" and "class" (a class name) and/or "class_index";
+/// an empty class field is no counterpart. Nothing when the file is a list of class names instead
+/// (checkpoint/labels.hpp read_labels_file's formats: one name a line, a JSON list, an object keyed "0".."C-1"
+/// or holding "id2label"). Throws attnmap::Error naming the file: unreadable, malformed JSON or CSV, a value
+/// that is neither a name, an integer nor null.
+std::optional<std::vector<LabelMapEntry>> read_label_map(const std::string& path);
+
+/// The map of `entries` against the model's class names `labels` (num_classes outputs). Throws
+/// attnmap::Error naming the entry: a class name that is not one of `labels`, an index outside
+/// 0..num_classes-1, a name given twice for different classes, an empty name.
+LabelMap resolve_label_map(const std::vector<LabelMapEntry>& entries, const std::vector<std::string>& labels,
+                           int num_classes);
 
 }  // namespace attnmap

@@ -11,6 +11,7 @@
 
 #include "checkpoint/layouts.hpp"
 #include "core/error.hpp"
+#include "core/names.hpp"
 #include "model/cait.hpp"
 #include "model/vit.hpp"
 #include "model/vit_backward.hpp"
@@ -43,15 +44,22 @@ const MethodRow* method_row(ViewKind kind) {
   return nullptr;
 }
 
-Error bad_view(const std::string& item, const std::string& why) {
-  return Error("'" + item + "': " + why + " (" + view_grammar() + ")");
+Error bad_view(const std::string& item, const std::string& why) { return Error("'" + item + "': " + why); }
+
+// The views in one line, for a message about a name that is none (the whole grammar: view_grammar, the help
+// and docs/cli.md#views).
+std::string short_view_grammar() {
+  std::string methods;
+  for (const MethodRow& m : kMethods) methods += std::string(", ") + m.word;
+  return "views are photo, L<layer>/<fusion>, rollout, probe" + methods + "; the grammar: docs/cli.md#views";
 }
 
 // "3", "-1", "last" -> a block as written.
 int parse_layer_text(const std::string& item, const std::string& s) {
   if (s == "last") return -1;
   int v = 0;
-  if (!parse_int(s, &v)) throw bad_view(item, "'" + s + "' is not a block index");
+  if (!parse_int(s, &v))
+    throw bad_view(item, "'" + s + "' is not a block index (0-based, negative from the end, or last)");
   return v;
 }
 
@@ -69,7 +77,9 @@ HeadSelect parse_fusion_text(const std::string& item, const std::string& s) {
     h.index = v;
     return h;
   }
-  throw bad_view(item, "'" + s + "' is not a head fusion");
+  const std::string near = nearest_name({"mean", "max", "min"}, s);
+  throw bad_view(item, "'" + s + "' is not a head fusion" + (near.empty() ? "" : "; did you mean '" + near + "'?") +
+                           " (mean, max, min or h<head>)");
 }
 
 // "chefer", "gradcam@L3", "attn-grad" -> the method view.
@@ -92,9 +102,15 @@ std::optional<ViewSpec> parse_method_view(const std::string& item) {
   return v;
 }
 
+// A name that is no view at all (not a malformed one: "L1/avg" is a fusion error). parse_one_view words it.
+struct UnknownView : Error {
+  explicit UnknownView(const std::string& item) : Error("'" + item + "': unknown view") {}
+};
+
 ViewSpec parse_view_body(const std::string& item);
 
-ViewSpec parse_one_view(const std::string& item) {
+// One view as written; throws UnknownView for a name that is no view, Error for a malformed one.
+ViewSpec parse_view_item(const std::string& item) {
   const size_t colon = item.find(':');
   if (colon == std::string::npos) return parse_view_body(item);
   ViewSpec v = parse_view_body(item.substr(0, colon));
@@ -117,7 +133,7 @@ ViewSpec parse_view_body(const std::string& item) {
     const size_t at = item.find('@');
     const std::string head = item.substr(0, at);
     if (head.size() > 7) {
-      if (head[7] != '/') throw bad_view(item, "unknown view");
+      if (head[7] != '/') throw UnknownView(item);
       v.head = parse_fusion_text(item, head.substr(8));
     }
     v.layer_given = at != std::string::npos;
@@ -135,11 +151,59 @@ ViewSpec parse_view_body(const std::string& item) {
   }
   if (auto m = parse_method_view(item)) return *m;
   const size_t slash = item.find('/');
-  if (item.size() < 2 || item[0] != 'L' || slash == std::string::npos) throw bad_view(item, "unknown view");
+  if (item.size() < 2 || item[0] != 'L' || slash == std::string::npos) throw UnknownView(item);
   v.kind = ViewKind::Attention;
   v.layer = parse_layer_text(item, item.substr(1, slash - 1));
   v.head = parse_fusion_text(item, item.substr(slash + 1));
   return v;
+}
+
+// The view a user most likely meant by `item`, a name that is no view; "" when none is near. Tried in turn,
+// the first that parses wins: the case folded ("Rollout", "l1/h3"), a file name's spelling ("L3-mean" ->
+// L3/mean, "rollout-L2" -> rollout@L2), a block without its fusion ("L3" -> L3/mean), and the nearest word
+// by edit distance with the rest kept ("rolout@L2" -> rollout@L2).
+std::string suggested_view(const std::string& item) {
+  std::vector<std::string> tries;
+  std::string fixed = ascii_lower(item);
+  for (size_t i = 0; i < fixed.size(); ++i)  // the block's L upper-case again: "l1/h3", "rollout@l2", "rollout-l2"
+    if (fixed[i] == 'l' && (i == 0 || fixed[i - 1] == '@' || fixed[i - 1] == '-') && i + 1 < fixed.size() &&
+        (std::isdigit(static_cast<unsigned char>(fixed[i + 1])) || fixed[i + 1] == '-'))
+      fixed[i] = 'L';
+  tries.push_back(fixed);
+  if (fixed.find('/') == std::string::npos) {
+    std::string tag = fixed;
+    for (size_t at = tag.find("-L"); at != std::string::npos; at = tag.find("-L", at)) tag[at] = '@';
+    tries.push_back(tag);
+    const size_t dash = tag.find('-', 2);  // "L-1-mean": the sign at 1 is kept
+    if (!tag.empty() && tag[0] == 'L' && dash != std::string::npos)
+      tries.push_back(tag.substr(0, dash) + "/" + tag.substr(dash + 1));
+    tries.push_back(fixed + "/mean");
+  }
+  const size_t cut = fixed.find_first_of("/@:");
+  std::vector<std::string> words{"photo", "rollout", "probe"};
+  for (const MethodRow& m : kMethods) words.push_back(m.word);
+  const std::string near = nearest_name(words, fixed.substr(0, cut));
+  if (!near.empty()) tries.push_back(near + (cut == std::string::npos ? "" : fixed.substr(cut)));
+  for (const std::string& t : tries) {
+    if (t == item) continue;
+    try {
+      (void)parse_view_item(t);
+      return t;
+    } catch (const Error&) {
+    }
+  }
+  return "";
+}
+
+// One view as written; a name that is no view is refused with the nearest view and the views in one line.
+ViewSpec parse_one_view(const std::string& item) {
+  try {
+    return parse_view_item(item);
+  } catch (const UnknownView&) {  // named as written, its token query too
+    const std::string near = suggested_view(item);
+    throw Error("'" + item + "': unknown view" + (near.empty() ? "" : "; did you mean '" + near + "'?") + " (" +
+                short_view_grammar() + ")");
+  }
 }
 
 int resolve_view_layer(const ViewSpec& v, int layer, int depth) {
@@ -188,7 +252,7 @@ std::vector<ViewSpec> parse_views(const std::string& list) {
     std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");  // "L1/h3, rollout"
     item = a == std::string::npos ? std::string() : item.substr(a, b - a + 1);
-    if (item.empty()) throw Error("an empty view in '" + list + "' (" + view_grammar() + ")");
+    if (item.empty()) throw Error("an empty view in '" + list + "' (" + short_view_grammar() + ")");
     out.push_back(parse_one_view(item));
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -235,7 +299,9 @@ std::string describe_kind(const ResolvedView& v, int block_base) {
     case ViewKind::Attention:
       return (v.class_attention ? "class-attention block " : "block ") + block + ", " + heads +
              (v.patch_query_mean ? " \u00b7 patch-query mean" : "");
-    case ViewKind::Rollout: return "rollout " + std::to_string(block_base) + "\u2013" + block + ", " + heads;
+    case ViewKind::Rollout:
+      return "rollout " + std::to_string(block_base) + "\u2013" + block + ", " + heads +
+             (v.discard > 0.0 ? ", discard " + number_text(v.discard) : "");
     case ViewKind::Probe: return "pool probe, " + heads;
     default: break;
   }
@@ -312,6 +378,9 @@ ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, co
   r.tag = r.name;
   for (char& c : r.tag)
     if (c == '/' || c == '@' || c == ' ' || c == ':' || c == '=') c = '-';
+  // The run's discard changes the map (its peak 2.5x at 0.9): named in titles, panels, records and eval, as a
+  // view's own discard is; file names keep the plain tag (one rollout per run, as before).
+  if (v.kind == ViewKind::Rollout && !v.discard && r.discard > 0.0) r.name += " discard " + number_text(r.discard);
   return r;
 }
 

@@ -4,7 +4,10 @@
 // the class-token button, several blocks and heads, fusions and rollout, (a) the weight shown for a hovered
 // key patch and the prefix keys' weights, to the stated quantisation precision (half a level of the row's
 // patch range, 1/510 of it; prefix keys exact float32), and (b) the heatmap's pixel at that key patch: the
-// colour map's entry for the value on the current scale, within one level. Saves a screenshot.
+// colour map's entry for the value on the current scale, within one level. The page opens on the class
+// token's row of the model's default view (the bundled model's config: block 1, head 3), shows each row's
+// max as "x uniform" (max / mean of its patch keys, checked against the .npy) and says which scale is on
+// (per row or shared). Saves a screenshot of the page as it opens (explore.open.png) and at the end.
 //   usage: node explore_test.mjs INDEX_HTML SCREENSHOT_PNG
 import puppeteer from 'puppeteer-core';
 import fs from 'node:fs';
@@ -105,6 +108,28 @@ try {
   check(meta.blocks === L && meta.heads === H && meta.tokens === T, `the page's shape (${meta.blocks}, ${meta.heads}, ${meta.tokens}) is the .npy's`);
   const lut = meta.lut;
 
+  // Where the page opens: the class token's row (token 0) of the model's default view, pinned.
+  const st0 = await page.evaluate(() => ({ ...window.attnmap.state, start: document.getElementById('start').textContent,
+    uniform: Number(document.getElementById('uniform').dataset.v), utext: document.getElementById('uniform').textContent,
+    scale: document.getElementById('scalename').textContent, scalewhat: document.getElementById('scalewhat').textContent,
+    pre: Array.from(document.querySelectorAll('#prefixvals .pv')).map((e) => Number(e.dataset.v)) }));
+  check(P > 0 && st0.query === 0 && st0.pinned, `opens on the class token's row, pinned (query ${st0.query}, pinned ${st0.pinned})`);
+  check(st0.block === meta.start.block && st0.head === meta.start.head, `opens on the start view block ${meta.start.block} ${meta.start.head} (shown: block ${st0.block} ${st0.head})`);
+  check(meta.start.view === 'L1/h3' && st0.block === 1 && st0.head === 'h3', `the bundled model's default view is L1/h3 (the page: ${meta.start.view})`);
+  check(/class token's row of the model's default view L1\/h3/.test(st0.start), 'the page says where it opened: ' + st0.start);
+  const row0 = exactRow(st0.block, st0.head, 0), pat0 = Array.from(row0.slice(P));
+  check(st0.pre.every((v, i) => Math.abs(v - row0[i]) <= 1e-6 * Math.abs(row0[i]) + 1e-9), 'the opening row\'s prefix keys are the .npy\'s class-token row');
+  // x uniform = max / mean of the patch keys; the page's mean is of the quantised values: within half a level.
+  const mean0 = pat0.reduce((a, b) => a + b, 0) / pat0.length, hi0 = Math.max(...pat0), lo0 = Math.min(...pat0);
+  const want0 = hi0 / mean0, tolU = want0 * ((hi0 - lo0) / 510 / mean0 + (hi0 - lo0) / 510 / hi0) + 1e-9;
+  check(Math.abs(st0.uniform - want0) <= tolU, `the row's max is ${st0.uniform.toFixed(3)}x uniform (.npy max/mean ${want0.toFixed(3)}, tolerance ${tolU.toExponential(2)})`);
+  check(/\u00d7 uniform$/.test(st0.utext), 'shown as "x uniform": ' + st0.utext);
+  check(st0.scale === 'per row' && /own patch min/.test(st0.scalewhat), 'the page says the per-row scale is on: ' + st0.scale + ' ' + st0.scalewhat);
+  // The page as it opens (docs/img/explore.png is this picture): OUTDIR/explore.open.png.
+  await page.screenshot({ path: shot.replace(/\.png$/, '.open.png'), clip: { x: 0, y: 0, width: 1280, height: 972 } });
+  const caps = await page.$$eval('#heads figcaption', (c) => c.map((e) => e.textContent));
+  check(caps.length === H && caps.every((t) => /max [0-9.e-]+ = [0-9.]+\u00d7 uniform/.test(t)), 'each head\'s caption gives its max as x uniform: ' + caps.join(' | '));
+
   const drawn = () => page.evaluate(() => window.attnmap.drawn);
   async function settle(before) {
     await page.waitForFunction((n) => window.attnmap.drawn > n || window.attnmap.error, { timeout: 20000 }, before);
@@ -170,9 +195,13 @@ try {
   await page.keyboard.press('s');
   await page.waitForFunction(() => window.attnmap.state.scale === 'one');
   await probe(L - 1, 'h2', { patch: mid }, mid, 'fixed scale 0..1');
+  const sn1 = await page.$eval('#scalenote', (e) => e.textContent);
+  check(/^scale: shared/.test(sn1) && /0\.\.1/.test(sn1), 'the page says the shared 0..1 scale is on: ' + sn1);
   await page.keyboard.press('s');
   await page.waitForFunction(() => window.attnmap.state.scale === 'block');
   await probe(L - 1, 'h2', { patch: mid }, mid - 1, 'fixed scale 0..block max');
+  const sn2 = await page.$eval('#scalenote', (e) => e.textContent);
+  check(/^scale: shared/.test(sn2) && /largest patch value of block/.test(sn2), 'the page says the shared block scale is on: ' + sn2);
   await page.keyboard.press('s');
   await page.mouse.move(1, 1);  // off the photo: the pointer no longer names a key
   const q0 = await page.evaluate(() => window.attnmap.state.query);

@@ -4,7 +4,9 @@
 // sorting by a statistic reorders the rows (ascending, then descending), the filter narrows them, and no
 // request leaves ROOT (the run's output folder), the cards are a compact grid (several a row, rows short
 // enough for a 158-image folder to be a few screens) and names wrap only between their parts
-// ('_', '-', '.', ...), never inside a word. Saves a screenshot.
+// ('_', '-', '.', ...), never inside a word; every output of a card (its .png, .panel.png, .layers.png) is a
+// link shown whole inside its card and the topmost element at its centre, so it can be clicked (issue 41:
+// the list was cut by an ellipsis), and clicking .panel.png opens that file. Saves a screenshot.
 //   usage: node gallery_test.mjs INDEX_HTML ROOT SCREENSHOT_PNG
 import puppeteer from 'puppeteer-core';
 import path from 'node:path';
@@ -133,6 +135,49 @@ try {
   const long = breaks.find((b) => b.lines !== undefined && b.name.startsWith('a_rather_long'));
   check(long !== undefined && long.lines >= 2, `the long name wraps (${long ? long.lines : 0} lines)`);
   check(long !== undefined && long.title.endsWith('/' + long.name), 'the long name\'s tooltip is its whole path');
+
+  // Every output reachable: on each card of a done input the links .png, .panel.png and .layers.png; each
+  // one (scrolled into view) has a size, lies inside its card's box and is what a click at its centre hits.
+  const outs = await page.evaluate(() => {
+    const res = [];
+    for (const r of document.querySelectorAll('#t tbody tr')) {
+      const links = Array.from(r.querySelectorAll('a.out'));
+      const card = r.getBoundingClientRect();
+      const seen = [];
+      for (const a of links) {
+        a.scrollIntoView({ block: 'center' });
+        const b = a.getBoundingClientRect(), c = r.getBoundingClientRect();
+        const hit = document.elementFromPoint(b.left + b.width / 2, b.top + b.height / 2);
+        seen.push({ text: a.textContent, href: a.getAttribute('href'), w: b.width, h: b.height,
+          inside: b.left >= c.left - 0.5 && b.right <= c.right + 0.5 && b.top >= c.top - 0.5 && b.bottom <= c.bottom + 0.5,
+          clickable: hit !== null && (hit === a || a.contains(hit)) });
+      }
+      res.push({ status: r.dataset.status, name: r.querySelector('.name').textContent, cardW: card.width, links: seen });
+    }
+    return res;
+  });
+  const doneCards = outs.filter((c) => c.status === 'done');
+  check(doneCards.length >= 6, `done cards: ${doneCards.length}`);
+  for (const c of doneCards) {
+    const texts = c.links.map((l) => l.text);
+    const want = ['.png', '.panel.png', '.layers.png'];
+    check(want.every((w) => texts.includes(w)), `${c.name}: its card links ${want.join(', ')} (${texts.join(' ')})`);
+    const hidden = c.links.filter((l) => !(l.w > 0 && l.h > 0 && l.inside && l.clickable));
+    check(hidden.length === 0, `${c.name}: every output link is shown whole in its card and clickable` +
+      (hidden.length ? ': not ' + hidden.map((l) => `${l.text} (${l.w}x${l.h}, inside ${l.inside}, clickable ${l.clickable})`).join(', ') : ''));
+  }
+  // Clicking a card's .panel.png link opens that file.
+  const panelHref = doneCards.length ? doneCards[0].links.find((l) => l.text === '.panel.png') : undefined;
+  if (panelHref) {
+    const link = await page.$(`a.out[href="${panelHref.href}"]`);
+    await link.evaluate((a) => a.scrollIntoView({ block: 'center' }));
+    await Promise.all([page.waitForNavigation({ waitUntil: 'load' }), link.click()]);
+    const url = page.url();
+    check(url.endsWith('.panel.png') && url.startsWith(rootUrl), 'clicking .panel.png opens ' + url);
+    await page.goBack({ waitUntil: 'load' });
+  } else {
+    check(false, 'a .panel.png link to click');
+  }
 
   await page.evaluate(() => window.scrollTo(0, 0));
   await page.screenshot({ path: shot, fullPage: false });

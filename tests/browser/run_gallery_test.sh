@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ctest Gallery.Browser: builds a gallery with the real CLI (render of a few data/ photos and one file that
-# is not an image, --gallery), moves the output folder with its gallery elsewhere (the links must still hold),
+# is not an image, --gallery, each with its panel and layer strip: several outputs a card), moves the output folder with its gallery elsewhere (the links must still hold),
 # then opens it in Debian's chromium, headless, through puppeteer-core (gallery_test.mjs): every thumbnail
 # loaded, sorting by a statistic reorders the rows, the filter works, no request left the folder. The
 # screenshot is kept in OUTDIR/gallery.png.
@@ -20,7 +20,7 @@ cp "$src/data/rocket.jpg" "$out/inputs/a_rather_long_camera_roll_name-2024.07.14
 printf 'not an image' >"$out/inputs/broken.png"
 # Exit 1 expected: broken.png fails (its row has no thumbnail and sorts last), the others are done.
 status=0
-"$bin" render "$out/inputs" -o "$out/run" --gallery "$out/run/gallery" -q || status=$?
+"$bin" render "$out/inputs" -o "$out/run" --panel --strip layers --gallery "$out/run/gallery" -q || status=$?
 [ "$status" = 1 ] || fail "attnmap render exited $status, expected 1 (one input is not an image)"
 [ -f "$out/run/gallery/index.html" ] || fail "no $out/run/gallery/index.html"
 # Moved with its outputs, the gallery must still work: its links are relative.
