@@ -191,7 +191,7 @@ TEST_F(Messages, HelpIsByTopicTypedAndWrapped) {
     EXPECT_NE(render.find(topic), std::string::npos) << topic;
   EXPECT_LT(render.find("\nModel:\n"), render.find("\nViews:\n"));
   for (const char* typed : {"\n  -w,--weights PATH ", "\n  -o,--out DIR ", "\n  --layer INT|last ", "\n  --views LIST ",
-                            "\n  --alpha FLOAT ", "\n  --dpi FLOAT ", "\n  -j,--jobs INT ", "\n  --colormap,--colourmap NAME ",
+                            "\n  --alpha FLOAT ", "\n  --dpi FLOAT ", "\n  -j,--jobs INT ", "\n  --colormap,--colourmap NAME\n",
                             "\n  --labels FILE ", "\n  --size S|W,H "})
     EXPECT_NE(render.find(typed), std::string::npos) << typed;
   EXPECT_NE(render.find("0 (the default) = one per usable core"), std::string::npos);
@@ -203,4 +203,14 @@ TEST_F(Messages, HelpIsByTopicTypedAndWrapped) {
   CliArgs args;
   (void)add_commands(app, args);
   EXPECT_EQ(options_without_topic(app), std::vector<std::string>{});
+}
+
+// `inspect` of an output that is not there says so, instead of trying it as a weights file ("cannot open
+// weights file"): a user looking for NAME.png of a --views run (which writes NAME.VIEW.png).
+TEST_F(Messages, InspectOfAMissingPngSaysNoSuchFile) {
+  const CliRun r = run_attnmap("inspect /nonexistent/attnmap/x.png");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("x.png: no such file (inspect reads a weights file or Hub name, or an output attnmap wrote)"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("weights file:"), std::string::npos) << r.err;
 }

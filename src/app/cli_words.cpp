@@ -233,12 +233,12 @@ std::string wrapped(const std::string& text, size_t from, size_t indent, size_t 
   return out;
 }
 
-// A name (and its value) in the left column, `text` wrapped beside it; on lines of their own when the name is
+// A name (and its value) in the left column, `text` wrapped beside it, two spaces apart at least; on lines of their own when the name is
 // wider than the column.
 std::string laid_out(const std::string& left, const std::string& text, size_t column) {
   if (text.empty()) return left + "\n";
   std::string out = left;
-  if (out.size() + 1 > column) out += "\n" + std::string(column, ' ');
+  if (out.size() + 2 > column) out += "\n" + std::string(column, ' ');  // two spaces at least
   else out += std::string(column - out.size(), ' ');
   return out + wrapped(text, column, column, kHelpWidth) + "\n";
 }

@@ -4,9 +4,11 @@
 // commands do the work (batch.cpp, eval_cmd.cpp, inspect.cpp, figure_cmd.cpp, stats_cmd.cpp, explore_cmd.cpp).
 #include "app/command_line.hpp"
 
+#include <filesystem>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <new>
@@ -60,6 +62,10 @@ bool check_command_word(CLI::App& app, int argc, char** argv) {
 }
 
 int run_inspect(const attnmap::CliArgs& a, const CLI::App& inspect) {
+  std::error_code ec;
+  const std::string& p = a.inspect_weights;
+  if (p.size() > 4 && p.compare(p.size() - 4, 4, ".png") == 0 && !std::filesystem::exists(p, ec))  // no weights name
+    throw attnmap::Error(a.inspect_weights + ": no such file (inspect reads a weights file or Hub name, or an output attnmap wrote)");
   if (attnmap::looks_like_output(a.inspect_weights)) {  // a PNG or .npy render wrote: the settings that made it
     std::cout << attnmap::describe_output(a.inspect_weights);
     return 0;
