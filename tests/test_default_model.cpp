@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "app/batch.hpp"
+#include "app/engine/batch.hpp"
 #include "test_util.hpp"
 #include "checkpoint/weights.hpp"
 

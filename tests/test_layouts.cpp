@@ -10,9 +10,9 @@
 #include <sstream>
 
 #include "maps/attention_maps.hpp"
-#include "app/batch.hpp"
+#include "app/engine/batch.hpp"
 #include "core/error.hpp"
-#include "app/inspect.hpp"
+#include "app/commands/inspect.hpp"
 #include "io/npy.hpp"
 #include "test_util.hpp"
 #include "model/vit.hpp"

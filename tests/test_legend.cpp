@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "app/eval_parts.hpp"
-#include "app/provenance.hpp"
+#include "app/commands/eval_parts.hpp"
+#include "app/engine/provenance.hpp"
 #include "draw/canvas.hpp"
 #include "draw/colormap.hpp"
 #include "draw/figures.hpp"

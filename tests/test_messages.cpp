@@ -8,9 +8,9 @@
 
 #include <sstream>
 
-#include "app/cli_words.hpp"
-#include "app/command_line.hpp"
-#include "app/options.hpp"
+#include "app/cli/cli_words.hpp"
+#include "app/cli/command_line.hpp"
+#include "app/cli/options.hpp"
 #include "core/error.hpp"
 #include "maps/views.hpp"
 #include "test_util.hpp"

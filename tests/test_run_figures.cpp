@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "app/provenance.hpp"
+#include "app/engine/provenance.hpp"
 #include "core/error.hpp"
 #include "draw/colormap.hpp"
 #include "draw/figures.hpp"

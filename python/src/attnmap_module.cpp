@@ -23,12 +23,12 @@
 #include <string>
 #include <vector>
 
-#include "app/command_line.hpp"
-#include "app/inspect.hpp"
-#include "app/options.hpp"
-#include "app/paths.hpp"
-#include "app/render.hpp"
-#include "app/session.hpp"
+#include "app/cli/command_line.hpp"
+#include "app/commands/inspect.hpp"
+#include "app/cli/options.hpp"
+#include "app/engine/paths.hpp"
+#include "app/engine/render.hpp"
+#include "app/engine/session.hpp"
 #include "checkpoint/layouts.hpp"
 #include "checkpoint/weights.hpp"
 #include "core/error.hpp"

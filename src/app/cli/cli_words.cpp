@@ -1,0 +1,495 @@
+// cli_words.cpp - the command line's words (see cli_words.hpp): one table of every option's help topic, value
+// name and number check, one of the other spellings a flag is accepted under, one of the flags suggested for
+// what users of other tools type; the help formatter; CLI11's parse errors in attnmap's words.
+#include "app/cli/cli_words.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+#include <utility>
+
+#include "core/names.hpp"
+
+namespace attnmap {
+
+namespace {
+
+// The help's topics, in the order it lists them.
+const char* const kTopics[] = {"Input",  "Model", "Views",   "Drawing",    "Figures", "Output", "Folders and runs",
+                               "Scoring", "Statistics", "Other"};
+
+// What a number option reads: Int a whole number in int's range, Long in long long's, Block a whole number
+// or "last" (read as -1: blocks count from the end), Float a number as strtod reads it.
+enum class Number { None, Int, Long, Block, Float };
+
+// One option's words. A row naming a command is that command's (listed before the row for every command).
+struct OptionWords {
+  const char* flag;     ///< the long flag, "--jobs"
+  const char* command;  ///< "": every command's option of that flag
+  const char* topic;    ///< one of kTopics
+  const char* value;    ///< the value's name in the help; "" for a switch
+  Number number;
+  const char* expects;  ///< a number: what it is, in "expected <expects>, found 'X'"
+};
+
+constexpr Number kNo = Number::None;
+constexpr const char* kBlock = "a block index (0-based, negative from the end) or last";
+
+const OptionWords kOptions[] = {
+    {"--out", "figure", "Output", "FILE", kNo, ""},
+    {"--class", "figure", "Views", "INT|NAME|top1", kNo, ""},
+    {"--masks", "", "Input", "DIR", kNo, ""},
+    {"--max-pixels", "", "Input", "INT", Number::Long, "a whole number of pixels"},
+    {"--no-exif", "", "Input", "", kNo, ""},
+    {"--weights", "", "Model", "PATH", kNo, ""},
+    {"--key", "", "Model", "NAME", kNo, ""},
+    {"--heads", "", "Model", "INT", Number::Int, "a whole number of attention heads"},
+    {"--act", "", "Model", "NAME", kNo, ""},
+    {"--pool", "", "Model", "NAME", kNo, ""},
+    {"--size", "", "Model", "S|W,H", kNo, ""},
+    {"--pos-interp", "", "Model", "NAME", kNo, ""},
+    {"--resize", "", "Model", "squash|crop", kNo, ""},
+    {"--mean", "", "Model", "R,G,B", kNo, ""},
+    {"--std", "", "Model", "R,G,B", kNo, ""},
+    {"--precision", "", "Model", "fp32|bf16", kNo, ""},
+    {"--labels", "", "Model", "FILE", kNo, ""},
+    {"--layer", "", "Views", "INT|last", Number::Block, kBlock},
+    {"--head", "", "Views", "INT|mean|max|min", kNo, ""},
+    {"--rollout", "", "Views", "", kNo, ""},
+    {"--discard", "", "Views", "FLOAT", Number::Float, "a fraction from 0 to 1"},
+    {"--threshold", "", "Views", "FLOAT", Number::Float, "a fraction of the attention mass, in (0, 1]"},
+    {"--views", "", "Views", "LIST", kNo, ""},
+    {"--layers", "", "Views", "all", kNo, ""},
+    {"--query", "", "Views", "TOKEN", kNo, ""},
+    {"--column", "", "Views", "PATCH", kNo, ""},
+    {"--received", "", "Views", "", kNo, ""},
+    {"--explain", "", "Views", "NAME", kNo, ""},
+    {"--class", "", "Views", "INT|NAME|topK", kNo, ""},
+    {"--gradcam-layer", "", "Views", "INT|last", Number::Block, kBlock},
+    {"--colormap", "", "Drawing", "NAME", kNo, ""},
+    {"--alpha", "", "Drawing", "FLOAT", Number::Float, "an opacity from 0 to 1"},
+    {"--alpha-by-value", "", "Drawing", "", kNo, ""},
+    {"--upsample", "", "Drawing", "NAME", kNo, ""},
+    {"--style", "", "Drawing", "NAME", kNo, ""},
+    {"--scale", "", "Drawing", "NAME|VMIN,VMAX", kNo, ""},
+    {"--no-legend", "", "Drawing", "", kNo, ""},
+    {"--panel", "", "Figures", "", kNo, ""},
+    {"--strip", "", "Figures", "layers|heads", kNo, ""},
+    {"--heads-grid", "", "Figures", "", kNo, ""},
+    {"--dpi", "", "Figures", "FLOAT", Number::Float, "a number of pixels per inch"},
+    {"--width-in", "", "Figures", "FLOAT", Number::Float, "a width in inches"},
+    {"--strip-columns", "", "Figures", "INT", Number::Int, "a whole number of tiles per row"},
+    {"--title", "", "Figures", "TEXT", kNo, ""},
+    {"--row-labels", "", "Figures", "LIST", kNo, ""},
+    {"--column-labels", "", "Figures", "LIST", kNo, ""},
+    {"--block-numbering", "", "Figures", "0|1", kNo, ""},
+    {"--notes", "", "Figures", "", kNo, ""},
+    {"--figure-format", "", "Figures", "LIST", kNo, ""},
+    {"--out", "", "Output", "DIR", kNo, ""},
+    {"--save-raw", "", "Output", "", kNo, ""},
+    {"--all-heads", "", "Output", "", kNo, ""},
+    {"--explore", "", "Output", "", kNo, ""},
+    {"--budget-mb", "", "Output", "FLOAT", Number::Float, "a size in MiB"},
+    {"--explore-blocks", "", "Output", "LIST", kNo, ""},
+    {"--no-npy", "", "Output", "", kNo, ""},
+    {"--json", "", "Output", "FILE", kNo, ""},
+    {"--quiet", "", "Output", "", kNo, ""},
+    {"--jobs", "", "Folders and runs", "INT", Number::Int, "a whole number of workers (0 = one per core)"},
+    {"--ext", "", "Folders and runs", "LIST", kNo, ""},
+    {"--shard", "", "Folders and runs", "K/N", kNo, ""},
+    {"--manifest", "", "Folders and runs", "FILE", kNo, ""},
+    {"--skip-existing", "", "Folders and runs", "", kNo, ""},
+    {"--contact-sheet", "", "Folders and runs", "FILE", kNo, ""},
+    {"--sheet-columns", "", "Folders and runs", "INT", Number::Int, "a whole number of thumbnails per row"},
+    {"--gallery", "", "Folders and runs", "DIR", kNo, ""},
+    {"--progress-every", "", "Folders and runs", "INT", Number::Int, "a whole number of images (0 = automatic)"},
+    {"--tolerance", "", "Scoring", "INT", Number::Int, "a whole number of pixels"},
+    {"--fusions", "", "Scoring", "LIST", kNo, ""},
+    {"--perturb", "", "Scoring", "drop|zero", kNo, ""},
+    {"--sanity", "", "Scoring", "", kNo, ""},
+    {"--outlier-k", "", "Statistics", "FLOAT", Number::Float,
+     "a number K (an outlier's norm > median + K x 1.4826 x MAD)"},
+    {"--norm-block", "", "Statistics", "INT|last", Number::Block, kBlock},
+    {"--bins", "", "Statistics", "INT", Number::Int, "a whole number of histogram bins"},
+    {"--help", "", "Other", "", kNo, ""},
+    {"--version", "", "Other", "", kNo, ""},
+};
+
+// The commands' arguments as the usage line and the help name them.
+struct ArgumentWords {
+  const char* command;
+  const char* name;   ///< the positional's name in the option table
+  const char* usage;  ///< "INPUT..."
+};
+const ArgumentWords kArguments[] = {
+    {"render", "inputs", "INPUT..."}, {"eval", "inputs", "INPUT..."}, {"stats", "inputs", "INPUT..."},
+    {"figure", "inputs", "IMAGE..."}, {"explore", "image", "IMAGE"},  {"inspect", "weights", "WEIGHTS"},
+    {"download", "names", "NAME..."},
+};
+
+// Other spellings a flag is accepted under: the docs write "colour".
+const std::pair<const char*, const char*> kAliases[] = {{"--colourmap", "--colormap"}};
+
+// What users of other tools type, and the flag meant (edit distance finds the near misses: --view, --colour-map).
+const std::pair<const char*, const char*> kSuggestions[] = {
+    {"--output", "--out"},         {"--outdir", "--out"},         {"--output-dir", "--out"},
+    {"--model", "--weights"},      {"--checkpoint", "--weights"}, {"--ckpt", "--weights"},
+    {"--cmap", "--colormap"},      {"--color", "--colormap"},     {"--colour", "--colormap"},
+    {"--opacity", "--alpha"},      {"--threads", "--jobs"},       {"--workers", "--jobs"},
+    {"--block", "--layer"},        {"--fusion", "--head"},        {"--image-size", "--size"},
+    {"--img-size", "--size"},      {"--resolution", "--size"},    {"--npy", "--save-raw"},
+    {"--format", "--figure-format"},
+};
+
+// Each command's further reading, the help's last line.
+const std::pair<const char*, const char*> kDocs[] = {
+    {"render", "docs/cli.md, docs/figures.md, docs/batch.md"}, {"eval", "docs/evaluation.md"},
+    {"figure", "docs/figures.md"}, {"explore", "docs/explore.md"}, {"stats", "docs/stats.md"},
+    {"inspect", "docs/checkpoints.md"}, {"download", "docs/hub.md"}};
+
+// The row of `command`'s option `opt`; nullptr when the table has none (a positional).
+const OptionWords* words_of(const std::string& command, const CLI::Option& opt) {
+  if (opt.get_lnames().empty()) return nullptr;
+  const std::string flag = "--" + opt.get_lnames()[0];
+  for (const OptionWords& w : kOptions)
+    if (flag == w.flag && (!*w.command || command == w.command)) return &w;
+  return nullptr;
+}
+
+// The option of `cmd` spelled `flag` ("--jobs" or "-j"); nullptr when none.
+const CLI::Option* find_flag(const CLI::App& cmd, const std::string& flag) {
+  for (const CLI::Option* o : cmd.get_options()) {
+    for (const std::string& n : o->get_lnames())
+      if (flag == "--" + n) return o;
+    for (const std::string& n : o->get_snames())
+      if (flag == "-" + n) return o;
+  }
+  return nullptr;
+}
+
+// An option as messages name it: "-j/--jobs", "--views"; a positional by its usage name.
+std::string shown_flag(const std::string& command, const CLI::Option& o) {
+  if (o.get_positional()) {
+    for (const ArgumentWords& a : kArguments)
+      if (command == a.command && o.get_name() == a.name) return a.usage;
+    return o.get_name();
+  }
+  std::string s;
+  for (const std::string& n : o.get_snames()) s += "-" + n + "/";
+  return s + "--" + o.get_lnames().at(0);
+}
+
+// One number option's check: "" for a well-formed value (an empty one is left to refuse_empty_values), else
+// "expected <expects>, found 'S'". A whole number is rewritten in decimal (CLI11 would read "010" as octal),
+// a block's "last" as -1.
+std::string check_number(const OptionWords& w, std::string& s) {
+  if (s.empty()) return "";
+  const std::string refused = "expected " + std::string(w.expects) + ", found '" + s + "'";
+  if (std::isspace(static_cast<unsigned char>(s[0]))) return refused;
+  char* end = nullptr;
+  if (w.number == Number::Float) {
+    (void)std::strtod(s.c_str(), &end);
+    return *end == '\0' ? "" : refused;
+  }
+  if (w.number == Number::Block && s == "last") {
+    s = "-1";
+    return "";
+  }
+  errno = 0;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (*end != '\0') return refused;
+  if (errno == ERANGE || (w.number != Number::Long && (v < INT_MIN || v > INT_MAX))) return refused + " (out of range)";
+  s = std::to_string(v);
+  return "";
+}
+
+// `text`'s words in lines of at most `width` columns, the first starting at column `from`, the others after
+// `indent` spaces.
+std::string wrapped(const std::string& text, size_t from, size_t indent, size_t width) {
+  std::string out;
+  size_t used = from;
+  bool line_start = true;
+  std::istringstream words(text);
+  for (std::string word; words >> word;) {
+    if (!line_start && used + 1 + word.size() > width) {
+      out += "\n" + std::string(indent, ' ');
+      used = indent;
+      line_start = true;
+    }
+    if (!line_start) {
+      out += ' ';
+      ++used;
+    }
+    out += word;
+    used += word.size();
+    line_start = false;
+  }
+  return out;
+}
+
+// A name (and its value) in the left column, `text` wrapped beside it, two spaces apart at least; on lines of their own when the name is
+// wider than the column.
+std::string laid_out(const std::string& left, const std::string& text, size_t column) {
+  if (text.empty()) return left + "\n";
+  std::string out = left;
+  if (out.size() + 2 > column) out += "\n" + std::string(column, ' ');  // two spaces at least
+  else out += std::string(column - out.size(), ' ');
+  return out + wrapped(text, column, column, kHelpWidth) + "\n";
+}
+
+// The help of one command (or of attnmap itself): options by topic in kTopics' order, value names, defaults
+// in the description, every line at most kHelpWidth columns.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  explicit HelpFormatter(std::string command) : command_(std::move(command)) {
+    label("Positionals", "Arguments");
+    column_width(30);
+  }
+
+  std::string make_option_name(const CLI::Option* opt, bool is_positional) const override {
+    if (is_positional) return shown_flag(command_, *opt);
+    std::string name = opt->get_name(false, true);
+    for (const auto& [alias, flag] : kAliases)
+      if (!opt->get_lnames().empty() && flag == "--" + opt->get_lnames()[0]) name += std::string(",") + alias;
+    return name;
+  }
+
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    if (opt->get_positional() || opt->get_type_size() == 0) return "";
+    return " " + opt->get_type_name() + (opt->get_required() ? " (required)" : "");
+  }
+
+  std::string make_option_desc(const CLI::Option* opt) const override {
+    const std::string d = opt->get_default_str();
+    return opt->get_description() + (d.empty() ? "" : " (default " + d + ")");
+  }
+
+  std::string make_option(const CLI::Option* opt, bool is_positional) const override {
+    return laid_out("  " + make_option_name(opt, is_positional) + make_option_opts(opt), make_option_desc(opt),
+                    get_column_width());
+  }
+
+  std::string make_description(const CLI::App* app) const override {
+    const std::string d = app->get_description();
+    return d.empty() ? "" : wrapped(d, 0, 0, kHelpWidth) + "\n\n";
+  }
+
+  std::string make_usage(const CLI::App* app, std::string name) const override {
+    std::string out = get_label("Usage") + ": " + name;
+    if (!app->get_options([](const CLI::Option* o) { return o->nonpositional(); }).empty()) out += " [OPTIONS]";
+    for (const CLI::Option* o : app->get_options([](const CLI::Option* o) { return o->get_positional(); }))
+      out += " " + shown_flag(command_, *o);
+    if (!app->get_subcommands([](const CLI::App*) { return true; }).empty()) out += " COMMAND";
+    return out + "\n";
+  }
+
+  std::string make_help(const CLI::App* app, std::string name, CLI::AppFormatMode mode) const override {
+    if (mode == CLI::AppFormatMode::Sub) return make_expanded(app);
+    return make_description(app) + make_usage(app, name) + make_positionals(app) + topic_groups(app, mode) +
+           make_subcommands(app, mode) + "\n" + make_footer(app);
+  }
+
+  // The options by topic, in kTopics' order (CLI11's make_groups is not virtual: make_help calls this).
+  std::string topic_groups(const CLI::App* app, CLI::AppFormatMode mode) const {
+    std::vector<std::string> order(std::begin(kTopics), std::end(kTopics));
+    for (const std::string& g : app->get_groups())
+      if (std::find(order.begin(), order.end(), g) == order.end()) order.push_back(g);
+    std::string out;
+    for (const std::string& group : order) {
+      const auto opts = app->get_options([&](const CLI::Option* o) {
+        return o->get_group() == group && o->nonpositional() &&
+               (mode != CLI::AppFormatMode::Sub || o != app->get_help_ptr());
+      });
+      if (!group.empty() && !opts.empty()) out += make_group(group, false, opts);
+    }
+    return out;
+  }
+
+  std::string make_subcommand(const CLI::App* sub) const override {
+    return laid_out("  " + sub->get_name(), sub->get_description(), 12);
+  }
+
+ private:
+  std::string command_;
+};
+
+// The command of `app` the command line named (parsing began), nullptr when none.
+const CLI::App* parsed_command(const CLI::App& app) {
+  for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (c->parsed()) return c;
+  return nullptr;
+}
+
+// Whether a leftover argument is a flag ("--view", "-x", "--out=DIR"), not a value ("-1", "x.png") nor the
+// end of the options ("--").
+bool looks_like_flag(const std::string& arg) {
+  return arg.size() >= 2 && arg != "--" && arg[0] == '-' &&
+         (std::isalpha(static_cast<unsigned char>(arg[1])) || arg[1] == '-');
+}
+
+// "unknown option --view; did you mean --views?"; another command's flag is said to be one.
+std::string unknown_flag_text(const CLI::App& app, const CLI::App& cmd, const std::string& arg) {
+  const std::string flag = arg.substr(0, arg.find('='));
+  const std::string text = "unknown option " + flag;
+  const CLI::Option* meant = nullptr;
+  for (const auto& [typed, target] : kSuggestions)
+    if (flag == typed) meant = find_flag(cmd, target);
+  if (!meant && flag.rfind("--", 0) == 0) {
+    std::vector<std::string> names;
+    std::vector<const CLI::Option*> options;
+    for (const CLI::Option* o : cmd.get_options())
+      for (const std::string& n : o->get_lnames()) {
+        names.push_back(n);
+        options.push_back(o);
+        for (const auto& [alias, target] : kAliases)
+          if ("--" + n == target) {
+            names.push_back(std::string(alias).substr(2));
+            options.push_back(o);
+          }
+      }
+    const std::string near = nearest_name(names, flag.substr(2));
+    for (size_t i = 0; i < names.size() && !near.empty(); ++i)
+      if (names[i] == near) meant = options[i];
+  }
+  if (meant) return text + "; did you mean " + shown_flag(cmd.get_name(), *meant) + "?";
+  std::string declared = flag;  // --colourmap: the commands that take --colormap
+  for (const auto& [alias, target] : kAliases)
+    if (flag == alias) declared = target;
+  std::vector<std::string> others;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (sub != &cmd && find_flag(*sub, declared)) others.push_back(sub->get_name());
+  std::string list;
+  for (size_t i = 0; i < others.size(); ++i)
+    list += (i == 0 ? "" : i + 1 == others.size() ? " and " : ", ") + others[i];
+  if (!others.empty()) return text + ": an option of " + list + ", not of " + cmd.get_name();
+  return text;
+}
+
+// The option a CLI11 message names first ("--jobs: 1 required INT missing", "Could not convert: --jobs = x"),
+// nullptr when it names none of `cmd`'s.
+const CLI::Option* named_option(const CLI::App& cmd, const std::string& name) {
+  for (const CLI::Option* o : cmd.get_options())
+    if (o->get_name() == name || (o->get_positional() && o->get_name(true, false) == name)) return o;
+  return nullptr;
+}
+
+}  // namespace
+
+void dress_commands(CLI::App& app) {
+  app.formatter(std::make_shared<HelpFormatter>(""));
+  for (CLI::Option* o : app.get_options())
+    if (const OptionWords* w = words_of("", *o)) o->group(w->topic);
+  if (CLI::Option* help = app.get_help_ptr())
+    help->description("this help: the commands (attnmap COMMAND --help: its options)");
+  if (CLI::Option* version = app.get_version_ptr()) version->description("the version");
+  for (CLI::App* cmd : app.get_subcommands([](CLI::App*) { return true; })) {
+    const std::string command = cmd->get_name();
+    cmd->formatter(std::make_shared<HelpFormatter>(command));
+    cmd->group("Commands");
+    for (const auto& [name, docs] : kDocs)
+      if (command == name) cmd->footer(std::string("More: ") + docs);
+    if (CLI::Option* help = cmd->get_help_ptr()) help->description("this help: the options by topic");
+    for (CLI::Option* opt : cmd->get_options()) {
+      const OptionWords* w = words_of(command, *opt);
+      if (!w) continue;
+      opt->group(w->topic);
+      if (*w->value) opt->type_name(w->value);
+      if (w->number != Number::None)
+        opt->transform(CLI::Validator([w](std::string& s) { return check_number(*w, s); }, ""));  // may rewrite
+    }
+  }
+}
+
+void spell_flag_aliases(const CLI::App& app, std::vector<std::string>& args) {
+  if (args.size() < 2) return;
+  const CLI::App* cmd = nullptr;
+  for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (c->get_name() == args[1]) cmd = c;
+  if (!cmd) return;
+  for (size_t i = 2; i < args.size() && args[i] != "--"; ++i)
+    for (const auto& [alias, flag] : kAliases) {
+      const std::string a = alias;
+      if (!find_flag(*cmd, flag)) continue;
+      if (args[i] == a) args[i] = flag;
+      else if (args[i].rfind(a + "=", 0) == 0) args[i] = flag + args[i].substr(a.size());
+    }
+}
+
+std::string parse_error_text(const CLI::Error& e, const CLI::App& app) {
+  const std::string what = e.what();
+  const CLI::App* cmd = parsed_command(app);
+  const std::vector<std::string> left = app.remaining(true);
+  for (const std::string& arg : left)  // a mistyped flag first: its value may have become an input
+    if (looks_like_flag(arg)) return cmd ? unknown_flag_text(app, *cmd, arg) : "unknown option " + arg;
+  if (!cmd) return dynamic_cast<const CLI::RequiredError*>(&e) ? unknown_command_text(app, "") : what;
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) && !left.empty()) return "unexpected argument '" + left.front() + "'";
+  const std::string command = cmd->get_name();
+  const bool validation = dynamic_cast<const CLI::ValidationError*>(&e) != nullptr;
+  const bool missing = dynamic_cast<const CLI::ArgumentMismatch*>(&e) && what.size() > 8 &&
+                       what.compare(what.size() - 8, 8, " missing") == 0;
+  if (validation || missing) {  // "--jobs: expected ...", "--jobs: 1 required INT missing"
+    const size_t colon = what.find(": ");
+    const CLI::Option* o = colon == std::string::npos ? nullptr : named_option(*cmd, what.substr(0, colon));
+    if (!o) return what;
+    if (validation) return shown_flag(command, *o) + what.substr(colon);
+    const OptionWords* w = words_of(command, *o);
+    return shown_flag(command, *o) + " expects " +
+           (w && w->number != Number::None ? std::string(w->expects) : o->get_type_name()) + ", found nothing";
+  }
+  if (dynamic_cast<const CLI::ConversionError*>(&e) && what.rfind("Could not convert: ", 0) == 0) {
+    const size_t eq = what.find(" = ");  // "Could not convert: --jobs = abc"
+    const CLI::Option* o = eq == std::string::npos ? nullptr : named_option(*cmd, what.substr(19, eq - 19));
+    if (!o) return what;
+    const OptionWords* w = words_of(command, *o);
+    const std::string found = "found '" + what.substr(eq + 3) + "'";
+    return shown_flag(command, *o) + ": " +
+           (w && w->number != Number::None ? "expected " + std::string(w->expects) + ", " + found
+                                           : "cannot read the value, " + found);
+  }
+  if (dynamic_cast<const CLI::RequiredError*>(&e)) {  // "--masks is required", "inputs is required"
+    const size_t is = what.find(" is required");
+    const CLI::Option* o = is == std::string::npos ? nullptr : named_option(*cmd, what.substr(0, is));
+    if (o) return shown_flag(command, *o) + (o->get_positional() ? "" : " " + o->get_type_name()) + " is required";
+  }
+  return what;
+}
+
+std::string usage_error_text(const CLI::Error& e, const CLI::App& app, const std::string& command) {
+  const std::string text = parse_error_text(e, app);
+  return text.rfind("a command is required", 0) == 0 ? text : text + help_hint(app, command);
+}
+
+std::string help_hint(const CLI::App& app, const std::string& command) {
+  for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (!command.empty() && c->get_name() == command) return " (attnmap " + command + " --help for the options)";
+  return " (attnmap --help for the commands)";
+}
+
+std::string unknown_command_text(const CLI::App& app, const std::string& word) {
+  std::vector<std::string> names;
+  for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(c->get_name());
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+  if (word.empty()) return "a command is required (commands: " + list + "; attnmap --help)";
+  const std::string near = nearest_name(names, word);
+  return "unknown command '" + word + "'" + (near.empty() ? "" : "; did you mean '" + near + "'?") +
+         " (commands: " + list + "; attnmap --help)";
+}
+
+std::vector<std::string> options_without_topic(const CLI::App& app) {
+  std::vector<std::string> out;
+  for (const CLI::App* cmd : app.get_subcommands([](const CLI::App*) { return true; }))
+    for (const CLI::Option* o : cmd->get_options())
+      if (!o->get_positional() &&
+          std::find(std::begin(kTopics), std::end(kTopics), o->get_group()) == std::end(kTopics))
+        out.push_back(cmd->get_name() + " " + o->get_name());
+  return out;
+}
+
+}  // namespace attnmap

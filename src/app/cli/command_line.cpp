@@ -1,0 +1,191 @@
+// command_line.cpp - the command line in process: parse, check and run one command (run_command_line), as
+// main does after its process set-up; and render's options parsed alone (parse_render_command) for a program
+// that embeds attnmap (python/). The options layer (options.hpp, options_cli.cpp) parses and checks; the
+// commands do the work (batch.cpp, eval_cmd.cpp, inspect.cpp, figure_cmd.cpp, stats_cmd.cpp, explore_cmd.cpp).
+#include "app/cli/command_line.hpp"
+
+#include <filesystem>
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <new>
+
+#include "app/engine/batch.hpp"
+#include "app/cli/cli_words.hpp"
+#include "app/commands/download_cmd.hpp"
+#include "app/engine/explore.hpp"
+#include "app/commands/inspect.hpp"
+#include "app/cli/options.hpp"
+#include "app/engine/paths.hpp"
+#include "app/engine/provenance.hpp"
+#include "app/engine/session.hpp"
+#include "checkpoint/weights.hpp"
+#include "core/error.hpp"
+#include "io/image_io.hpp"
+
+namespace {
+
+// argv as main gets it, from strings (kept alive by `store`).
+std::vector<char*> argv_of(std::vector<std::string>& store) {
+  std::vector<char*> argv;
+  for (std::string& s : store) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  return argv;
+}
+
+// CLI11 reads "--layer=" (nothing after the '=') as the option given without a value and takes the next
+// argument as its value ("--head= 2 IMG" meant head 2): an '=' with nothing after it is a usage error.
+// The flag of the first such argument from args[first] on (up to "--"); "" when there is none.
+std::string empty_equals_flag(const std::vector<std::string>& args, size_t first) {
+  for (size_t i = first; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") break;
+    if (arg.size() > 3 && arg.compare(0, 2, "--") == 0 && arg.find('=') == arg.size() - 1)
+      return arg.substr(0, arg.size() - 1);
+  }
+  return {};
+}
+
+// A first word that is not an option nor a command: say so (CLI11 reports "A subcommand is required").
+// False (the error printed) for such a word.
+bool check_command_word(CLI::App& app, int argc, char** argv) {
+  const auto commands = app.get_subcommands([](const CLI::App*) { return true; });
+  if (argc > 1 && argv[1] && argv[1][0] != '-' &&
+      std::none_of(commands.begin(), commands.end(), [&](const CLI::App* c) { return c->check_name(argv[1]); })) {
+    std::cerr << "attnmap: error: " << attnmap::printable(attnmap::unknown_command_text(app, argv[1])) << "\n";
+    return false;
+  }
+  return true;
+}
+
+int run_inspect(const attnmap::CliArgs& a, const CLI::App& inspect) {
+  std::error_code ec;
+  const std::string& p = a.inspect_weights;
+  if (p.size() > 4 && p.compare(p.size() - 4, 4, ".png") == 0 && !std::filesystem::exists(p, ec))  // no weights name
+    throw attnmap::Error(a.inspect_weights + ": no such file (inspect reads a weights file or Hub name, or an output attnmap wrote)");
+  if (attnmap::looks_like_output(a.inspect_weights)) {  // a PNG or .npy render wrote: the settings that made it
+    std::cout << attnmap::describe_output(a.inspect_weights);
+    return 0;
+  }
+  const attnmap::RunHooks* h = attnmap::run_hooks();
+  if (h && h->model && a.inspect_weights == h->model_name) {  // a model an embedding program lends
+    std::cout << attnmap::describe_model(*h->model(attnmap::RenderOptions{}, false), a.inspect_weights);
+    return 0;
+  }
+  const attnmap::RunWeights rw = attnmap::run_weights(a.inspect_weights, false);  // a path, or a Hub name
+  const attnmap::ViTWeights w = attnmap::load_weights(rw, attnmap::inspect_overrides(a, inspect));
+  std::cout << attnmap::describe_model(w, a.inspect_weights);
+  return 0;
+}
+
+// Runs the parsed command; throws attnmap::Error for an option value it refuses.
+int run_command(attnmap::CliArgs& a, const attnmap::Commands& c) {
+  if (c.inspect->parsed()) return run_inspect(a, *c.inspect);
+  if (c.download->parsed()) return attnmap::run_download(a.download_names, a.download_quiet);
+  if (c.explore->parsed()) {
+    attnmap::check_explore_options(a, *c.explore);
+    return attnmap::run_explore(a.ro);
+  }
+  if (c.figure->parsed()) {
+    attnmap::refuse_empty_values(*c.figure);
+    return attnmap::run_figure(a.figure);
+  }
+  if (c.stats->parsed()) {
+    attnmap::refuse_empty_values(*c.stats);
+    return attnmap::run_stats(a.stats);
+  }
+  attnmap::check_command(a, c);
+  if (c.eval->parsed()) return attnmap::run_eval(a.eo);
+  return attnmap::run_render(a.ro, a.bo);
+}
+
+}  // namespace
+
+namespace attnmap {
+
+int run_command_line(const std::vector<std::string>& args_in) {
+  CLI::App app{"attnmap - draws where a Vision Transformer's class token looks, as a heatmap over the photo",
+               "attnmap"};
+  app.set_version_flag("--version", std::string("attnmap ") + ATTNMAP_VERSION);
+  app.require_subcommand(1);
+  CliArgs args;
+  const Commands commands = add_commands(app, args);
+  std::vector<std::string> store = args_in;
+  if (store.empty()) store.push_back("attnmap");
+  spell_flag_aliases(app, store);  // --colourmap: --colormap
+  std::vector<char*> argv_v = argv_of(store);
+  const int argc = static_cast<int>(store.size());
+  char** argv = argv_v.data();
+
+  if (const std::string flag = empty_equals_flag(store, 1); !flag.empty()) {
+    std::cerr << "attnmap: error: " << printable(flag) << " expects a value, found ''\n";
+    return 2;
+  }
+  if (!check_command_word(app, argc, argv)) return 2;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::cerr << "attnmap: error: " << printable(with_flags(usage_error_text(e, app, store.size() > 1 ? store[1] : "")))
+              << "\n";
+    return 2;
+  }
+  try {
+    return run_command(args, commands);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "attnmap: error: out of memory before any image was rendered" << address_limit_note() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "attnmap: error: " << printable(with_flags(e.what())) << "\n";
+    return 2;
+  }
+}
+
+RenderOptions parse_render_command(const std::vector<std::string>& render_args) {
+  CLI::App app{"attnmap", "attnmap"};
+  app.require_subcommand(1);
+  CliArgs args;
+  const Commands commands = add_commands(app, args);
+  std::vector<std::string> store{"attnmap", "render"};
+  store.insert(store.end(), render_args.begin(), render_args.end());
+  spell_flag_aliases(app, store);
+  std::vector<char*> argv_v = argv_of(store);
+  const int argc = static_cast<int>(store.size());
+  if (const std::string flag = empty_equals_flag(store, 2); !flag.empty()) throw Error(flag + " expects a value, found ''");
+  try {
+    app.parse(argc, argv_v.data());
+  } catch (const CLI::ParseError& e) {
+    throw Error(with_flags(parse_error_text(e, app)));
+  }
+  check_command(args, commands);
+  return args.ro;
+}
+
+namespace {
+
+// The long flags of `command`; only the switches (flags without a value) when `switches`.
+std::vector<std::string> flags_of(const std::string& command, bool switches) {
+  CLI::App app{"attnmap"};
+  CliArgs args;
+  (void)add_commands(app, args);
+  const CLI::App* cmd = nullptr;
+  for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (c->get_name() == command) cmd = c;
+  if (!cmd) throw Error("no command '" + command + "'");
+  std::vector<std::string> flags;
+  for (const CLI::Option* o : cmd->get_options())
+    if (!switches || o->get_expected_max() == 0)
+      for (const std::string& n : o->get_lnames())
+        if (n != "help") flags.push_back("--" + n);
+  return flags;
+}
+
+}  // namespace
+
+std::vector<std::string> command_flags(const std::string& command) { return flags_of(command, false); }
+std::vector<std::string> command_switches(const std::string& command) { return flags_of(command, true); }
+
+}  // namespace attnmap

@@ -1,0 +1,125 @@
+// options.hpp - the options layer (issue 25): every command's flags are parsed and checked here, once, into
+// checked option structs (RenderOptions, BatchOptions, EvalOptions, FigureArgs' plan). The stages below name
+// no flag in their errors: a parser here runs them and puts the flag in front (as ripgrep's argument layer
+// does). cli.cpp keeps main and the dispatch; figure_cmd.cpp keeps its own table and uses these parsers.
+#pragma once
+#include <array>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "app/engine/batch_options.hpp"
+#include "app/commands/eval_cmd.hpp"
+#include "app/commands/figure_cmd.hpp"
+#include "app/engine/render.hpp"
+#include "app/commands/stats_cmd.hpp"
+#include "core/error.hpp"
+#include "core/setting_ref.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace attnmap {
+
+// The command line as given, before it is checked: the option tables bind to these.
+struct CliArgs {
+  RenderOptions ro;
+  BatchOptions bo;
+  std::string shard_s;
+  std::string layer_s, head_s, upsample_s = "bilinear", resize_s = "squash", mean_s, std_s, size_s, discard_s,
+      threshold_s, pos_interp_s, precision_s;
+  std::vector<std::string> strip_v;  // --strip, repeatable
+  std::string layers_s;               // --layers all
+  std::string query_s, column_s;      // --query TOKEN, --column r<row>c<col>
+  bool received = false;              // --received
+  std::string key_s;                  // --key: the state dict inside a torch.save checkpoint
+  std::string act_s, pool_s;          // --act, --pool: settings a checkpoint cannot hold
+  std::string class_s, gradcam_layer_s;  // --class, --gradcam-layer (with --explain)
+  std::string scale_s, style_s = "overlay", dpi_s, formats_s = "png", width_in_s, strip_columns_s;
+  std::string title_s, block_numbering_s;  // --title (may be given as '': no title), --block-numbering 0|1
+  int heads = 0;
+  long long max_pixels = static_cast<long long>(ro.load.max_pixels);  // signed: "-1" must not wrap to "no limit"
+  bool no_exif = false;
+  EvalOptions eo;
+  std::string fusions_s;   // eval --fusions (empty: not given, mean)
+  std::string perturb_s;  // eval --perturb drop|zero
+  std::string inspect_weights;
+  int inspect_heads = 0;
+  FigureArgs figure;  // attnmap figure (app/figure_cmd.cpp)
+  std::string budget_s, explore_blocks_s;  // --budget-mb, --explore-blocks (explore, render --explore)
+  bool no_npy = false;                     // explore --no-npy
+  StatsArgs stats;    // attnmap stats (app/stats_cmd.cpp)
+  std::vector<std::string> download_names;  // attnmap download NAME... (app/download_cmd.cpp)
+  bool download_quiet = false;
+};
+
+
+/// The commands' option tables (CLI11), bound to one CliArgs.
+struct Commands {
+  CLI::App* render;
+  CLI::App* eval;
+  CLI::App* inspect;
+  CLI::App* figure;
+  CLI::App* explore;  ///< app/commands/explore_cmd.cpp
+  CLI::App* stats;
+  CLI::App* download;  ///< app/commands/download_cmd.cpp
+};
+
+/// Adds render, eval, inspect (their tables: app/cli/options_cli.cpp), figure (figure_cmd.cpp's) and stats
+/// (stats_cmd.cpp's) to `app`.
+Commands add_commands(CLI::App& app, CliArgs& a);
+
+/// After parsing, for render and eval: refuses empty values, then parses and checks every option into a.ro,
+/// a.bo and a.eo (the checked structs the commands run with). Throws attnmap::Error naming the flag.
+void check_command(CliArgs& a, const Commands& c);
+
+/// inspect's --heads / --key / --act / --pool as the loader's overrides. Throws attnmap::Error naming the flag.
+ModelOverrides inspect_overrides(const CliArgs& a, const CLI::App& inspect);
+
+/// An empty value given on purpose (--json "", -w "") is refused for every option of the command.
+void refuse_empty_values(const CLI::App& used_app);
+
+/// Runs `parse` (a lower stage's parser or check of one flag's value) and puts the flag in front of its
+/// attnmap::Error: "--head " + "must be a head index or mean | max | min, found 'x'".
+template <class F>
+auto with_flag(const std::string& flag, F&& parse) -> decltype(parse()) {
+  try {
+    return std::forward<F>(parse)();
+  } catch (const Error& e) {
+    throw Error(flag + " " + e.what());
+  }
+}
+
+/// A lower stage's message or notice as the command line says it: each setting it names
+/// (core/setting_ref.hpp, "{setting:max_pixels}") spelled as its flag ("--max-pixels"). Applied where such
+/// text reaches the terminal, a manifest row or a report.
+std::string with_flags(const std::string& text);
+
+/// A number as an option's message shows it: "%g" ("0.5", "1e+06").
+std::string shown_number(double v);
+
+/// An integer in [-1000000, 1000000]; throws attnmap::Error "FLAG expects an integer, found 'S'".
+int parse_int_option(const std::string& flag, const std::string& s);
+/// A finite or infinite number as strtod reads it, the whole string; throws "FLAG expects a number, found 'S'".
+double parse_number_option(const std::string& flag, const std::string& s);
+/// "R,G,B": three finite float numbers; with `positive` (--std) each > 0 with a reciprocal that fits a float.
+std::array<float, 3> parse_rgb_option(const std::string& flag, const std::string& s, bool positive = false);
+/// "S" -> (S, S); "W,H" -> (W, H): positive pixel counts up to 65536.
+std::array<int, 2> parse_size_option(const std::string& flag, const std::string& s);
+/// --heads N: a positive head count (returned); throws "--heads must be positive, found N".
+int checked_heads(int n);
+/// squash | crop.
+ResizeMode parse_resize_option(const std::string& flag, const std::string& s);
+
+/// The model-free checks of render's and figure's drawing options, written once: --alpha in [0, 1],
+/// --alpha-by-value with --style overlay, --dpi in (0, 100000], --discard in [0, 1], --threshold in (0, 1]
+/// and not with the heatmap-only figure options, --all-heads with --save-raw and not with --rollout,
+/// --pos-interp with --size, --max-pixels >= 1, at least one figure format. Throws attnmap::Error naming the
+/// flag. --title, --block-numbering and --notes need a figure (--panel, --strip).
+void check_drawing_options(const RenderOptions& ro);
+
+/// --block-numbering's value: "0" or "1" (the number figures give the first block). Throws naming the flag.
+int parse_block_numbering(const std::string& s);
+
+}  // namespace attnmap

@@ -1,0 +1,215 @@
+// eval_inputs.cpp - what `attnmap eval` reads beside the images: the masks folder's index and each image's
+// class truth (labels.csv, else the file name).
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <iostream>
+
+#include "app/cli/options.hpp"
+#include "app/engine/paths.hpp"
+#include "app/engine/session.hpp"
+#include "app/engine/walk.hpp"
+#include "app/commands/eval_parts.hpp"
+#include "core/error.hpp"
+#include "maps/evaluate.hpp"
+
+namespace attnmap {
+namespace eval {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_image_file(const fs::path& p) {
+  std::string e = p.extension().string();
+  if (e.empty()) return false;
+  std::transform(e.begin(), e.end(), e.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const auto& exts = default_image_extensions();  // lower case, no dot
+  return std::find(exts.begin(), exts.end(), e.substr(1)) != exts.end();
+}
+
+}  // namespace
+
+std::array<fs::path, 2> truth_folders(const std::string& masks_dir, const std::string& input) {
+  const fs::path parent = fs::path(input).parent_path();
+  return {fs::path(masks_dir), parent.empty() ? fs::path(".") : parent};
+}
+
+MaskIndex::MaskIndex(const std::string& dir) {
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+       !ec && it != end; it.increment(ec))
+    if (it->is_regular_file(ec) && is_image_file(it->path())) files.push_back(it->path());
+  std::sort(files.begin(), files.end());
+  for (const fs::path& f : files) {
+    const fs::path rel = f.lexically_relative(dir);
+    by_rel[(rel.parent_path() / rel.stem()).generic_string()].push_back(f.string());
+    by_stem[f.stem().string()].push_back(f.string());
+    const std::string stem = f.stem().string();
+    const size_t dot = stem.rfind('.');
+    if (dot != std::string::npos && dot > 0) {  // STEM.<class>: an item mask of image STEM
+      items_by_rel[(rel.parent_path() / stem.substr(0, dot)).generic_string()].push_back(f.string());
+      items_by_stem[stem.substr(0, dot)].push_back(f.string());
+    }
+  }
+}
+
+std::vector<ItemMask> MaskIndex::find_items(const std::string& rel_stem, const std::string& stem,
+                                            const std::vector<std::string>& labels, const LabelMap& map) const {
+  const std::vector<std::string>* hit = nullptr;
+  auto it = items_by_rel.find(rel_stem);
+  if (!rel_stem.empty() && it != items_by_rel.end()) hit = &it->second;
+  auto is = items_by_stem.find(stem);
+  if (!hit && is != items_by_stem.end()) hit = &is->second;
+  std::vector<ItemMask> out;
+  if (!hit) return out;
+  for (const std::string& f : *hit) {
+    const std::string st = fs::path(f).stem().string();
+    if (const auto cls = match_label(st.substr(st.rfind('.') + 1), labels, map).cls) out.push_back({*cls, f});
+  }
+  return out;
+}
+
+bool MaskIndex::has_item_masks(const std::string& rel_stem, const std::string& stem) const {
+  return (!rel_stem.empty() && items_by_rel.count(rel_stem)) || items_by_stem.count(stem);
+}
+
+std::optional<std::string> MaskIndex::find(const std::string& rel_stem, const std::string& stem) const {
+  const std::vector<std::string>* hit = nullptr;
+  if (!rel_stem.empty()) {
+    auto it = by_rel.find(rel_stem);
+    if (it != by_rel.end()) hit = &it->second;
+  }
+  if (!hit) {
+    auto it = by_stem.find(stem);
+    if (it != by_stem.end()) hit = &it->second;
+  }
+  if (!hit) return std::nullopt;
+  if (hit->size() > 1) {
+    std::string list;
+    for (size_t i = 0; i < hit->size() && i < 4; ++i) list += (i ? ", " : "") + (*hit)[i];
+    if (hit->size() > 4) list += ", ...";
+    throw Error("several masks share the stem '" + stem + "' (" + list + "); keep one");
+  }
+  return hit->front();
+}
+
+std::string mask_for_job(const Job& job, const std::string& masks_dir, const std::string& masks_prefix,
+                         const MaskIndex& masks) {
+  if (!masks_prefix.empty() && canonical_or_empty(job.input).rfind(masks_prefix, 0) == 0)
+    throw Error("is inside the masks folder " + masks_dir + " (a mask would be scored as an image)");
+  const fs::path rel = fs::path(job.out_base).lexically_relative(masks_dir);
+  const auto mask_path = masks.find(rel.generic_string(), fs::path(job.input).stem().string());
+  if (!mask_path)
+    throw Error("no mask named '" + fs::path(job.input).stem().string() + ".*' in " + masks_dir);
+  return *mask_path;
+}
+
+void TruthLookup::unknown(const std::string& name, const std::string& source) {
+  const std::string key = normalise_label(name);
+  if (std::find(unknown_keys_.begin(), unknown_keys_.end(), key) == unknown_keys_.end()) {
+    unknown_keys_.push_back(key);
+    unknown_.push_back(name);
+  }
+  if (std::find(sources_.begin(), sources_.end(), source) == sources_.end()) sources_.push_back(source);
+}
+
+void TruthLookup::prepare(const std::vector<Job>& jobs) {
+  if (!classify_) return;
+  // File names NNNN_<name> are labels when some of them name a class (or the user gave a map): then the
+  // others are of another label set. When none does they are just names (0000_trouser_coat.png).
+  std::vector<std::string> unmatched_names;
+  bool a_name_matched = !map_.empty();
+  for (const Job& job : jobs) {
+    const fs::path p(job.input);
+    std::optional<int> truth;
+    bool found = false;
+    for (const fs::path& folder : truth_folders(masks_dir_, job.input)) {
+      const auto* rows = csv_for(folder);
+      if (!rows || found) continue;
+      for (const std::string& k : {p.filename().string(), p.stem().string()}) {
+        const auto it = rows->find(k);
+        if (it == rows->end()) continue;
+        const std::string csv = (folder / kLabelsCsv).string();
+        bool foreign = false;
+        truth = row_class(it->second, hp_.labels, map_, num_classes_, "", &foreign);
+        if (foreign) unknown(it->second.label, csv);
+        found = truth.has_value() || !it->second.label.empty();  // a row naming no class: the file name
+        break;
+      }
+    }
+    if (!found) {  // the file name: NNNN_<class> is meant as a class; another stem only when it names one
+      bool numbered = false;
+      const std::string name = filename_label(job.input, &numbered);
+      const LabelMatch m = match_label(name, hp_.labels, map_);
+      truth = m.cls;
+      if (numbered && m.known) a_name_matched = true;
+      if (numbered && !m.known) unmatched_names.push_back(name);
+    }
+    truth_[job.input] = truth;
+  }
+  if (a_name_matched)
+    for (const std::string& n : unmatched_names) unknown(n, "the file names");
+  if (foreign()) {  // one note; the rows' own notes bear on an accuracy that is not computed
+    std::cerr << "attnmap: note: " << printable(foreign_note()) << "\n";
+    return;
+  }
+  // Printed under -q too, like the per-image mask notes: they bear on the figures.
+  for (const std::string& n : notes_) std::cerr << "attnmap: note: " << printable(n) << "\n";
+}
+
+std::optional<int> TruthLookup::truth_for(const std::string& input) const {
+  if (!classify_ || foreign()) return std::nullopt;
+  const auto it = truth_.find(input);
+  return it == truth_.end() ? std::nullopt : it->second;
+}
+
+std::string TruthLookup::foreign_note() const {
+  if (!foreign()) return "";
+  std::string names;
+  for (size_t i = 0; i < unknown_.size() && i < 5; ++i) names += (i ? ", '" : "'") + unknown_[i] + "'";
+  if (unknown_.size() > 5) names += " and " + std::to_string(unknown_.size() - 5) + " more";
+  std::string from;
+  for (size_t i = 0; i < sources_.size(); ++i) from += (i ? ", " : "") + sources_[i];
+  const auto src = hp_.source.find("labels");
+  const std::string origin = src == hp_.source.end() ? "the weights' config"
+                             : src->second.rfind(kLabelsAssumedImagenet, 0) == 0 ? "ImageNet-1k's, assumed for a 1000-class head without names"
+                             : src->second.rfind(kLabelsFromFile, 0) == 0 ? with_flags(src->second)
+                                                                          : "the weights' config";
+  const std::string whose = hp_.labels.empty() ? "the model's " + std::to_string(num_classes_) + " classes, which have no names"
+                                               : "the model's " + std::to_string(num_classes_) + " class names (" + origin + ")";
+  return std::string(unknown_.size() == 1 ? "label " : "labels ") + names + " (" + from + ") " +
+         (unknown_.size() == 1 ? "is" : "are") + " not among " + whose +
+         (map_file_.empty() ? "" : " nor in --labels " + map_file_) + ": top-1 accuracy not computed; --labels FILE maps " +
+         (unknown_.size() == 1 ? "it" : "them") + " to the model's classes (docs/evaluation.md)";
+}
+
+// The folder's labels.csv rows, read on first use (its notes kept for prepare); nullptr when it has none.
+const std::map<std::string, LabelRow>* TruthLookup::csv_for(const fs::path& folder) {
+  const std::string key = folder.string();
+  auto it = csv_cache_.find(key);
+  if (it == csv_cache_.end()) {
+    std::optional<std::map<std::string, LabelRow>> m;
+    const fs::path p = folder / kLabelsCsv;
+    std::error_code e;
+    if (fs::is_regular_file(p, e)) {
+      m = read_label_rows(p.string());
+      std::vector<const LabelRow*> rows;  // in line order
+      for (const auto& kv : *m) rows.push_back(&kv.second);
+      std::sort(rows.begin(), rows.end(), [](const LabelRow* a, const LabelRow* b) { return a->line < b->line; });
+      std::vector<std::string> notes;  // disagreeing label and label_index, an index out of range
+      bool foreign = false;
+      for (const LabelRow* r : rows)
+        (void)row_class(*r, hp_.labels, map_, num_classes_, p.string() + ": line " + std::to_string(r->line) + ": ", &foreign, &notes);
+      for (size_t i = 0; i < notes.size() && i < 5; ++i) notes_.push_back(notes[i]);
+      if (notes.size() > 5) notes_.push_back(p.string() + ": " + std::to_string(notes.size() - 5) + " more such rows");
+    }
+    it = csv_cache_.emplace(key, std::move(m)).first;
+  }
+  return it->second ? &*it->second : nullptr;
+}
+
+}  // namespace eval
+}  // namespace attnmap

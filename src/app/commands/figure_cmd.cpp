@@ -1,0 +1,562 @@
+// figure_cmd.cpp - `attnmap figure`: its options and the sequence of steps (figure_cmd.hpp). The views are
+// maps/views.hpp's, the scales draw/scale.hpp's, the drawing draw/figures.hpp's; no maths here.
+#include "app/commands/figure_cmd.hpp"
+
+#include "app/cli/options.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <optional>
+
+#include "app/engine/paths.hpp"
+#include "app/engine/session.hpp"
+#include "app/engine/walk.hpp"
+#include "app/engine/provenance.hpp"
+#include "app/engine/render.hpp"
+#include "core/error.hpp"
+#include "draw/canvas.hpp"
+#include "draw/colormap.hpp"
+#include "draw/figures.hpp"
+#include "draw/scale.hpp"
+#include "io/hash.hpp"
+#include "maps/views.hpp"
+#include "model/classify.hpp"
+#include "model/sgemm.hpp"
+
+namespace attnmap {
+
+namespace fs = std::filesystem;
+
+CLI::App* add_figure_options(CLI::App& app, FigureArgs& a) {
+  CLI::App* f = app.add_subcommand(
+      "figure", "draw one figure for a paper: rows = images, columns = views (--views photo,L3/mean,rollout), "
+                "column titles, row labels and colour bars in the maps' units, as PNG, PDF or SVG (-o's extension)");
+  f->add_option("inputs", a.inputs, "image files, one row each (folders are walked as render walks them, sorted)")
+      ->required();
+  f->add_option("--views", a.views, "the columns, comma-separated; " + view_grammar())
+      ->required();
+  f->add_option("-o,--out", a.out, "the figure file: FIG.png, FIG.pdf or FIG.svg (replaced when it exists)")->required();
+  add_model_input_options(f, a.model);
+  f->add_option("--scale", a.scale, "one scale per unit over the figure's maps: run (bottom the smallest value, top the "
+                                    "99th percentile; values above in the top colour, the bar marked with a triangle and "
+                                    "'+'), figure (their min-max); map (each map its own min-max, no colour bar); "
+                                    "VMIN,VMAX (fixed; values above marked as run's)")
+      ->capture_default_str();
+  f->add_option("--width-in", a.width_in, "the figure's width in inches (7 for a two-column paper's full width)")
+      ->capture_default_str();
+  f->add_option("--dpi", a.dpi, "pixels per inch: the PNG's size and pHYs, the PDF/SVG page's scale")->capture_default_str();
+  std::string cmaps;
+  for (const auto& n : colormap_names()) cmaps += (cmaps.empty() ? "" : ", ") + n;
+  f->add_option("--colormap", a.colormap, "colour map: " + cmaps)->capture_default_str();
+  f->add_option("--style", a.style, "overlay | mask (photo x map on black) | contour (iso-lines at the ticks)")
+      ->capture_default_str();
+  f->add_option("--alpha", a.alpha, "opacity of the heatmap over the photo, 0..1")->capture_default_str();
+  f->add_flag("--alpha-by-value", a.alpha_by_value, "overlay opacity follows the value: --alpha x scaled value");
+  f->add_option("--upsample", a.upsample, "nearest | bilinear | bicubic")->capture_default_str();
+  f->add_option("--discard", a.discard, "rollout views: zero this fraction of the smallest fused attentions per layer, 0..1");
+  f->add_option("--class", a.class_spec, "class-specific views (chefer, gradcam, attn-grad): class index, label or "
+                                         "top1 (default top1; topK is refused: a cell holds one map)");
+  f->add_option("--gradcam-layer", a.gradcam_layer, "gradcam without @L: the block explained, negative from the end "
+                                                    "(default -1)");
+  f->add_option("--max-pixels", a.max_pixels, "refuse images with more pixels than this, before decoding")
+      ->capture_default_str();
+  f->add_flag("--no-exif", a.no_exif, "ignore the JPEG EXIF orientation");
+  f->add_flag("-q,--quiet", a.quiet, "print only errors");
+  f->add_option("--title", a.title, "a title on top of the figure (default: none)");
+  f->add_option("--row-labels", a.row_labels, "the row labels, one per image, comma-separated ('\\,' for a comma "
+                                              "inside a label, an empty item for none; default: the file names)");
+  f->add_option("--column-labels", a.column_labels, "the column titles, one per view of --views, comma-separated "
+                                                    "as --row-labels (default: the views' words, 'block 1, head 3')");
+  f->add_option("--block-numbering", a.block_numbering, "the number the column titles give the first block: 0 "
+                                                        "(default, as the view names) or 1 (block 1 .. depth)");
+  f->add_flag("--notes", a.notes, "draw the note of --scale map under the figure (default: printed on the terminal)");
+  f->add_option("--labels", a.labels, "the classifier's class names: one per line, a JSON list or a JSON object "
+                                      "{\"0\": \"tench\", ...} (id2label), as for render");
+  return f;
+}
+
+std::vector<std::string> split_label_list(const std::string& list) {
+  std::vector<std::string> items(1);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const char c = list[i];
+    if (c == '\\') {
+      if (i + 1 < list.size() && (list[i + 1] == ',' || list[i + 1] == '\\')) {
+        items.back() += list[++i];
+        continue;
+      }
+      throw Error("'" + list + "': a backslash escapes a comma (\\,) or a backslash (\\\\) only");
+    }
+    if (c == ',') items.emplace_back();
+    else items.back() += c;
+  }
+  return items;
+}
+
+namespace {
+
+// ---- step 1: the options, checked before the model is loaded ---------------------------------------------
+
+/// The options as the shared code reads them: loading and drawing through RenderOptions (as render), the
+/// figure's own beside it.
+struct FigurePlan {
+  RenderOptions ro = no_legend();  // no NAME.png is written: no legend in the record
+  std::vector<ViewSpec> views;
+  ScaleSpec scale;
+  ViewSettings settings;
+  ClassSpec classes;
+  StyleOptions style;
+  double width_in = 6.5;
+  std::optional<std::vector<std::string>> row_labels, column_labels;  ///< --row-labels, --column-labels
+};
+
+// The loading and drawing options into plan.ro / plan.style, as render reads them.
+void check_drawing_options(const FigureArgs& a, FigurePlan& p) {
+  RenderOptions& ro = p.ro;
+  ro.inputs = a.inputs;
+  apply_model_input(a.model, ro);
+  ro.colormap = with_flag("--colormap", [&] { return colormap_name(a.colormap); });  // Viridis -> viridis
+  ro.alpha = a.alpha;
+  ro.upsample = with_flag("--upsample", [&] { return parse_upsample(a.upsample); });
+  if (a.max_pixels < 1) throw Error("--max-pixels must be >= 1, found " + std::to_string(a.max_pixels));
+  ro.load.max_pixels = static_cast<uint64_t>(a.max_pixels);
+  ro.load.apply_exif = !a.no_exif;
+  ro.quiet = a.quiet;
+  ro.style = with_flag("--style", [&] { return parse_style(a.style); });
+  ro.alpha_by_value = a.alpha_by_value;
+  ro.dpi = a.dpi;
+  check_drawing_options(ro);
+  if (!(a.width_in > 0.0 && a.width_in <= 100.0)) throw Error("--width-in must be in (0, 100] inches, found " + shown_number(a.width_in));
+  p.width_in = a.width_in;
+  p.style.style = ro.style;
+  p.style.alpha_by_value = ro.alpha_by_value;
+  p.style.alpha = ro.alpha;
+  p.style.cmap = with_flag("--colormap", [&] { return colormap_table(ro.colormap); });
+  p.style.upsample = ro.upsample;
+}
+
+// The views and what goes with them: --scale, --discard, --class, --gradcam-layer.
+void check_view_options(const FigureArgs& a, FigurePlan& p) {
+  p.views = with_flag("--views:", [&] { return parse_views(a.views); });
+  bool maps = false, rollout = false, class_specific = false, gradcam_default = false;
+  for (const ViewSpec& v : p.views) {
+    maps = maps || v.kind != ViewKind::Photo;
+    rollout = rollout || v.kind == ViewKind::Rollout;
+    class_specific = class_specific || is_class_specific(v.kind);
+    gradcam_default = gradcam_default || (v.kind == ViewKind::GradCam && !v.layer_given);
+  }
+  if (!maps) throw Error("--views '" + a.views + "' has no map to show (photo is the photo alone): add a view such as L3/mean");
+  p.scale = with_flag("--scale", [&] { return parse_scale(a.scale); });
+  p.ro.scale = p.scale;
+  if (!a.discard.empty()) {
+    p.settings.discard = parse_number_option("--discard", a.discard);
+    p.ro.discard = p.settings.discard;
+    check_drawing_options(p.ro);
+    if (!rollout) throw Error("--discard applies to the rollout views; --views has none");
+    p.ro.discard = p.settings.discard;
+  }
+  if (!a.gradcam_layer.empty()) {
+    const int l = parse_int_option("--gradcam-layer", a.gradcam_layer);  // resolve_views checks it against the model
+    if (!gradcam_default) throw Error("--gradcam-layer applies to a gradcam view without @L<layer>; --views has none");
+    p.settings.gradcam_layer = l;
+    p.ro.gradcam_layer = p.settings.gradcam_layer;
+  }
+  if (!a.class_spec.empty()) {
+    if (!class_specific) throw Error("--class chooses the class of the class-specific views (chefer, gradcam, attn-grad); --views has none");
+    p.classes = with_flag("--class", [&] { return parse_class_spec(a.class_spec); });
+    if (p.classes.kind == ClassSpec::Kind::TopK && p.classes.k > 1)
+      throw Error("--class " + a.class_spec + ": a figure cell holds one map; use top1, a class index or a label "
+                  "(render --explain --class topK draws one file per class)");
+    p.ro.class_spec = a.class_spec;
+  }
+}
+
+// The words: --title, --row-labels (counted against the images later), --column-labels (one per view),
+// --block-numbering, --notes, --labels. Set after check_drawing_options: render's needs a --panel for them.
+void check_word_options(const FigureArgs& a, FigurePlan& p) {
+  if (!a.title.empty()) p.ro.title = a.title;
+  if (!a.row_labels.empty()) p.row_labels = with_flag("--row-labels", [&] { return split_label_list(a.row_labels); });
+  if (!a.column_labels.empty()) {
+    p.column_labels = with_flag("--column-labels", [&] { return split_label_list(a.column_labels); });
+    if (p.column_labels->size() != p.views.size())
+      throw Error("--column-labels has " + std::to_string(p.column_labels->size()) + " labels for the " +
+                  std::to_string(p.views.size()) + " views of --views (one per column, photo included)");
+  }
+  if (!a.block_numbering.empty()) p.ro.block_base = parse_block_numbering(a.block_numbering);
+  p.ro.notes = a.notes;
+  p.ro.labels_file = a.labels;
+}
+
+/// Every check that needs no model and reads no image (status 2): the options, -o's extension and folder,
+/// the label font.
+FigurePlan check_options(const FigureArgs& a) {
+  FigurePlan p;
+  check_drawing_options(a, p);
+  check_view_options(a, p);
+  const std::string ext = fs::path(a.out).extension().string();
+  if (ext != ".png" && ext != ".pdf" && ext != ".svg")
+    throw Error("-o " + a.out + ": a figure is written as .png, .pdf or .svg (the extension picks the format), found '" +
+                ext + "'");
+  check_figure_path(a.out);
+  with_flag("--width-in / --dpi:", [&] { check_comparison_width(static_cast<int>(p.views.size()), a.width_in, a.dpi); });
+  check_word_options(a, p);
+  figure_font();  // a missing font is one usage error, not a failure after every image was computed
+  return p;
+}
+
+// ---- step 2: inputs, -o against them, the model and the views ---------------------------------------------
+
+/// The images, one row each, in the order given (folders walked and sorted as render walks them).
+struct FigureInputs {
+  std::vector<std::string> roots;  ///< the inputs as given (files and folders)
+  std::vector<std::string> files;
+  std::vector<std::string> failed;  ///< "PATH: why" for inputs that do not exist or cannot be walked
+};
+
+FigureInputs plan_inputs(const FigurePlan& p) {
+  FigureInputs in;
+  in.roots = p.ro.inputs;
+  for (const std::string& input : p.ro.inputs) {
+    std::error_code ec;
+    if (!fs::is_directory(input, ec)) {  // a file is a row as given (named twice: two rows), a missing one fails
+      if (fs::exists(fs::symlink_status(input, ec))) in.files.push_back(input);
+      else in.failed.push_back(input + ": no such file or folder");
+      continue;
+    }
+    std::vector<std::string> missing;
+    std::vector<std::pair<std::string, std::string>> unreadable;
+    std::map<std::string, size_t> passed_over;  // attnmap's own outputs in a walked folder: not photos
+    for (const Job& j : plan_jobs({input}, "", &missing, {}, &unreadable, &passed_over)) in.files.push_back(j.input);
+    if (const std::string note = passed_over_summary(passed_over); !note.empty())
+      std::cerr << "attnmap: note: " << printable(input + ": " + note) << "\n";
+    for (const auto& u : unreadable) in.failed.push_back(u.second);
+  }
+  if (in.files.empty() && in.failed.empty()) throw Error(no_images_message(p.ro.inputs) + ": a figure needs at least one");
+  std::vector<std::string> missing;
+  for (const std::string& input : p.ro.inputs) {
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(input, ec))) missing.push_back(input);
+  }
+  if (const std::string none = all_inputs_missing(p.ro.inputs, missing, "draw"); !none.empty()) throw Error(none);
+  return in;
+}
+
+/// -o must not replace an input, the weights, their configs, the program, the label font or the --labels file.
+std::string check_out_file(const std::string& out, const std::string& weights_path, const FigureInputs& in,
+                           const std::string& labels_file) {
+  std::vector<ReadFile> reads = model_reads(weights_path);
+  for (const std::string& f : in.files) reads.push_back({f, "an input"});
+  if (const char* env = std::getenv("ATTNMAP_FONT"); env && *env) reads.push_back({env, "the label font"});
+  if (!labels_file.empty()) reads.push_back({labels_file, "the --labels file"});
+  // A PNG figure inside an input folder would be walked as a photo by the next run over that folder.
+  const std::string target = fs::absolute(out).lexically_normal().parent_path().string();
+  for (const std::string& input : in.roots) {
+    std::error_code ec;
+    if (!fs::is_directory(input, ec) || fs::path(out).extension() != ".png") continue;
+    const std::string dir = canonical_or_empty(input), parent = canonical_or_empty(target);
+    if (!dir.empty() && !parent.empty() && (parent == dir || parent.rfind(dir + "/", 0) == 0))
+      throw Error("-o " + out + " is inside the input folder " + input +
+                  ": the next run over that folder would take the figure for a photo; write it elsewhere (or as .pdf/.svg)");
+  }
+  return check_output_file("-o", out, reads);
+}
+
+std::vector<ResolvedView> resolve_figure_views(const FigurePlan& p, const ViTWeights& model) {
+  ViewSettings settings = p.settings;  // attn-grad without @L: the config's default view's block, as render
+  settings.attn_grad_layer = model.hp.default_layer.value_or(-1);
+  std::vector<ResolvedView> views = with_flag("--views:", [&] { return resolve_views(p.views, model.hp, model.head.present(), settings); });
+  for (const ResolvedView& v : views)
+    if (v.class_specific) {
+      with_flag("--class", [&] { check_class_spec(p.classes, model.head.out, model.hp.labels); });
+      break;
+    }
+  return views;
+}
+
+// ---- step 3: every image read, then every image's maps ----------------------------------------------------
+
+/// One row: the photo, where its map lies, and its maps in map-column order.
+struct FigureImage {
+  std::string input;
+  Image photo;
+  PhotoBox box;
+  std::vector<ViewMap> maps;
+  int class_index = -1;  ///< the class the class-specific views explain (-1: none asked)
+};
+
+std::string class_name(int c, const HParams& hp) {
+  return c >= 0 && static_cast<size_t>(c) < hp.labels.size() ? hp.labels[static_cast<size_t>(c)] : "class " + std::to_string(c);
+}
+
+/// Reads every image first (a bad file is found before any forward pass), then computes each one's views.
+/// Returns false, the failure printed as one line naming the file, when an image fails.
+bool compute_rows(const FigurePlan& p, const ViTWeights& model, const std::vector<ResolvedView>& views,
+                  const FigureInputs& in, std::vector<FigureImage>* rows) {
+  for (const std::string& f : in.failed) {
+    std::cerr << "attnmap: error: " << printable(f) << "; no figure written\n";
+    return false;
+  }
+  const HParams& hp = model.hp;
+  std::string current;
+  try {
+    for (const std::string& f : in.files) {
+      current = f;
+      rows->push_back(FigureImage{f, load_image(f, p.ro.load), {}, {}, -1});
+      const std::string w = small_image_warning(rows->back().photo.width, rows->back().photo.height, hp);
+      if (!w.empty() && !p.ro.quiet)
+        std::cerr << "attnmap: warning: " << printable(f + ": " + w.substr(std::string(kWarningNote).size())) << "\n";
+    }
+    for (FigureImage& r : *rows) {
+      current = r.input;
+      const ModelInput mi = preprocess(r.photo, hp.image_w, hp.image_h, p.ro.resize, hp.mean.data(), hp.std.data(),
+                                       hp.crop_pct.value_or(0.875f));
+      box_pixels(mi.box, r.photo.width, r.photo.height, &r.box.x0, &r.box.y0, &r.box.w, &r.box.h);
+      std::vector<float> logits;
+      r.maps = compute_views(model, mi.chw.data(), views, p.classes, &logits, &mi.box);
+      for (const ViewMap& m : r.maps)
+        if (m.class_index >= 0) r.class_index = m.class_index;
+    }
+  } catch (const std::exception& e) {
+    const std::string msg = with_flags(e.what());
+    std::cerr << "attnmap: error: " << printable(msg.compare(0, current.size(), current) == 0 ? msg : current + ": " + msg)
+              << "; no figure written\n";
+    return false;
+  }
+  return true;
+}
+
+// ---- step 4: scales, labels, the record, the file ---------------------------------------------------------
+
+/// The scales of the map columns: --scale map -> each map its own (no bar); otherwise one scale per unit
+/// (views of one unit share it: run over all their maps with the top at the 99th percentile as render's --scale
+/// run, figure their plain min-max, or the fixed bounds); `warnings` gets a line per scale on which most maps
+/// peak in its bottom quarter; `clips` how much of each scale's maps lies above its top (clip_stats; a scale
+/// with any value above gets clip_max: its bar's triangle and "+").
+ComparisonScales figure_scales(const FigurePlan& p, const std::vector<ResolvedView>& views,
+                               const std::vector<FigureImage>& rows, std::vector<std::string>* warnings,
+                               std::vector<ClipStats>* clips) {
+  ComparisonScales cs;
+  std::map<std::string, int> unit_index;
+  std::vector<std::vector<const std::vector<float>*>> unit_maps;
+  size_t k = 0;  // map column
+  for (const ResolvedView& v : views) {
+    if (v.spec.kind == ViewKind::Photo) continue;
+    if (p.scale.kind == ScaleKind::Map) {
+      cs.column_scale.push_back(-1);
+      ++k;
+      continue;
+    }
+    const auto it = unit_index.emplace(v.units, static_cast<int>(unit_index.size())).first;
+    if (static_cast<size_t>(it->second) == unit_maps.size()) unit_maps.emplace_back();
+    for (const FigureImage& r : rows) unit_maps[static_cast<size_t>(it->second)].push_back(&r.maps[k].map);
+    cs.column_scale.push_back(it->second);
+    ++k;
+  }
+  std::vector<std::string> units(unit_index.size());
+  for (const auto& [u, i] : unit_index) units[static_cast<size_t>(i)] = u;
+  for (size_t i = 0; i < units.size(); ++i) {
+    // run (the default) as render's --scale run: the top at the 99th percentile of every value, so one image's
+    // peak does not leave the other rows dark (issue 28); figure: the plain min-max of the figure's maps.
+    const bool robust = p.scale.kind == ScaleKind::Run;
+    Scale s = robust ? robust_scale_over(unit_maps[i], units[i]) : scale_over(unit_maps[i], units[i]);
+    if (p.scale.kind == ScaleKind::Fixed) s = resolve_scale(p.scale, {}, s);
+    clips->push_back(clip_stats(unit_maps[i], s));
+    s.clip_max = clips->back().above > 0 && !s.flat();
+    const size_t dim = robust ? maps_peaking_below(unit_maps[i], s, kDimPeakFraction) : 0;
+    if (2 * dim > unit_maps[i].size()) {
+      char buf[320];
+      std::snprintf(buf, sizeof buf, "%zu of %zu %s maps peak below %.0f%% of the figure's scale (under %.3g): they "
+                    "are drawn in its darkest colours; --scale map gives each map its own", dim, unit_maps[i].size(),
+                    units[i].c_str(), 100 * kDimPeakFraction, s.vmin + kDimPeakFraction * (s.vmax - s.vmin));
+      warnings->push_back(buf);
+    }
+    cs.scales.push_back(s);
+  }
+  return cs;
+}
+
+/// Column titles (view_label: the words every figure uses for a view; with one fixed class, the class after a
+/// class-specific view's).
+std::vector<std::string> column_titles(const FigurePlan& p, const std::vector<ResolvedView>& views, const HParams& hp,
+                                       const std::vector<FigureImage>& rows) {
+  std::vector<std::string> t;
+  for (const ResolvedView& v : views) {
+    const bool fixed = p.classes.kind != ClassSpec::Kind::TopK;
+    const std::string label = view_label(v, p.ro.block_base);
+    std::string title = v.class_specific && fixed ? label + ", " + class_name(rows[0].class_index, hp) : label;
+    if (!hp.class_token && reads_query_rows(v)) title += " \u00b7 patch-query mean (no class token)";
+    t.push_back(title);
+  }
+  return t;
+}
+
+/// Row labels: the file name; with --class top1 and a class-specific view, the class each row explains.
+std::string row_label(const FigurePlan& p, const FigureImage& r, const HParams& hp) {
+  const std::string name = fs::path(r.input).filename().string();
+  if (r.class_index < 0 || p.classes.kind != ClassSpec::Kind::TopK) return name;
+  return name + " \u00b7 " + class_name(r.class_index, hp);
+}
+
+/// The settings record of the figure: render's (make_provenance), with the figure's views, its scales and
+/// their bounds, its size and the images' names and SHA-256.
+std::string figure_record(const FigurePlan& p, const ViTWeights& model, const std::string& weights_path,
+                          const std::vector<ResolvedView>& views, const ComparisonScales& cs,
+                          const std::vector<ClipStats>& clips, const std::vector<FigureImage>& rows) {
+  RenderContext ctx;
+  ctx.model = &model;
+  ctx.opt = &p.ro;
+  nlohmann::ordered_json r = make_provenance(ctx, weights_path);
+  r["command"] = "figure";
+  std::string names;
+  bool rollout = false;
+  for (const ResolvedView& v : views) {
+    names += (names.empty() ? "" : ",") + v.name;
+    rollout = rollout || v.spec.kind == ViewKind::Rollout;
+  }
+  r["view"] = names;
+  r["discard"] = rollout ? nlohmann::ordered_json(p.settings.discard) : nlohmann::ordered_json(nullptr);
+  nlohmann::ordered_json bounds = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < cs.scales.size(); ++i) {
+    nlohmann::ordered_json cols = nlohmann::ordered_json::array();
+    size_t k = 0;  // map column
+    for (size_t c = 0; c < views.size(); ++c) {
+      if (views[c].spec.kind == ViewKind::Photo) continue;
+      if (cs.column_scale[k++] == static_cast<int>(i)) cols.push_back(views[c].name);  // the record: names
+    }
+    // What the bar hides: the largest value drawn on it, and whether (and for what share of the maps' cells)
+    // values lie above its top, drawn in the top colour.
+    bounds.push_back({{"units", cs.scales[i].units}, {"vmin", cs.scales[i].vmin}, {"vmax", cs.scales[i].vmax},
+                      {"columns", cols}, {"data_max", clips[i].data_max}, {"clipped", clips[i].above > 0},
+                      {"clipped_share", clips[i].share()}});
+  }
+  r["scale_bounds"] = bounds;
+  r["width_in"] = p.width_in;
+  if (p.row_labels) r["row_labels"] = *p.row_labels;
+  if (p.column_labels) r["column_labels"] = *p.column_labels;
+  nlohmann::ordered_json images = nlohmann::ordered_json::array();
+  for (const FigureImage& im : rows)
+    images.push_back({{"name", fs::path(im.input).filename().string()}, {"sha256", sha256_file(im.input)}});
+  r["images"] = images;
+  return provenance_text(r);
+}
+
+/// A line per colour bar that hides more than kClipNoteShare of its maps' cells above its top (the bar's
+/// triangle and "+" say so on the page; this says how much on the terminal).
+std::vector<std::string> clip_notes(const FigurePlan& p, const ComparisonScales& cs, const std::vector<ClipStats>& clips) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < cs.scales.size(); ++i) {
+    if (clips[i].share() <= kClipNoteShare) continue;
+    char buf[400];
+    std::snprintf(buf, sizeof buf, "the %s bar ends at %.3g but the maps reach %.3g: %.1f%% of their cells lie above "
+                  "it, drawn in its top colour (the bar's triangle and '+'); %s", cs.scales[i].units.c_str(),
+                  cs.scales[i].vmax, clips[i].data_max, 100.0 * clips[i].share(),
+                  p.scale.kind == ScaleKind::Fixed ? "a larger VMAX in --scale shows them"
+                                                   : "--scale figure puts the top at the largest value");
+    out.push_back(buf);
+  }
+  return out;
+}
+
+/// Refuses (usage error, status 2) a figure whose labels would have to be cut at --width-in: names the label
+/// and the width at which every label fits whole (comparison_fit).
+void check_labels_fit(const std::vector<std::string>& titles, const std::vector<FigureRow>& rows,
+                      const ComparisonScales& cs, const ComparisonOptions& co) {
+  const ComparisonFit fit = comparison_fit(titles, rows, cs, co);
+  if (fit.fits) return;
+  std::string msg = "the " + fit.what + " '" + fit.label + "' does not fit its place at --width-in " +
+                    shown_number(co.width_in) + ", even wrapped and at " + shown_number(kMinLabelPt) +
+                    " pt (words are never cut): ";
+  if (fit.needed_in > 0) msg += "the figure needs --width-in " + shown_number(fit.needed_in) + " or more";
+  else msg += "no width up to 100 in holds it";
+  throw Error(msg + " (or fewer views, or shorter --row-labels / --column-labels)");
+}
+
+/// The folders make_output_folder made for -o: removed again (when empty) unless the figure was written.
+struct MadeFolders {
+  std::vector<std::string> made;
+  bool keep = false;
+  ~MadeFolders() {
+    if (!keep) remove_made_folders(made);
+  }
+};
+
+}  // namespace
+
+int run_figure(const FigureArgs& a) {
+  const FigurePlan p = check_options(a);
+  const FigureInputs in = plan_inputs(p);
+  if (p.row_labels && p.row_labels->size() != in.files.size() + in.failed.size())
+    throw Error("--row-labels has " + std::to_string(p.row_labels->size()) + " labels for " +
+                std::to_string(in.files.size() + in.failed.size()) + " images (one per row, in the order of the rows)");
+  const RunWeights weights = run_weights(a.model.weights, p.ro.quiet);  // a path, or a Hub name fetched into the cache
+  const std::string& weights_path = weights.path;
+  const std::string target = check_out_file(a.out, weights_path, in, a.labels);
+  const std::shared_ptr<const ViTWeights> loaded = load_run_model(p.ro, weights);
+  const ViTWeights& model = *loaded;
+  const std::vector<ResolvedView> views = resolve_figure_views(p, model);
+  if (p.ro.precision == Precision::BF16 &&
+      std::any_of(views.begin(), views.end(), [](const ResolvedView& v) { return v.class_specific; }))
+    throw Error("--precision bf16: the class-specific views and explanations run in float32 only, not with "
+                "bfloat16 products");
+  MadeFolders made{make_output_folder("-o", a.out, target)};  // -o's folder, probed; removed unless written
+  // Once every usage check has passed (a refusal stays one line), as render.
+  if (a.model.weights.empty() && !a.quiet)
+    std::cerr << "attnmap: note: no -w given: the bundled default model, a small ViT trained on garment composites "
+                 "(not an ImageNet model); -w brings your own checkpoint (docs/checkpoints.md)\n";
+  note_precision_speed(p.ro);
+  const int blas = blas_threads_to_set(1, usable_cores(), std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));
+  set_blas_threads(blas);  // one image at a time, every core on its matrix products
+
+  std::vector<FigureImage> images;
+  if (!compute_rows(p, model, views, in, &images)) return 1;
+  const HParams& hp = model.hp;
+  std::vector<std::string> scale_warnings;
+  std::vector<ClipStats> clips;
+  const ComparisonScales cs = figure_scales(p, views, images, &scale_warnings, &clips);
+  for (const std::string& w : scale_warnings) std::cerr << "attnmap: warning: " << w << "\n";
+  if (!a.quiet)
+    for (const std::string& n : clip_notes(p, cs, clips)) std::cerr << "attnmap: note: " << printable(n) << "\n";
+  const std::vector<std::string> titles = column_titles(p, views, hp, images);
+  std::vector<FigureRow> rows;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const FigureImage& im = images[i];
+    FigureRow r{p.row_labels ? (*p.row_labels)[i] : row_label(p, im, hp), &im.photo, im.box, {}};
+    for (const ViewMap& m : im.maps) r.maps.push_back(GridMap{m.map, hp.grid_w, hp.grid_h, m.marked});
+    rows.push_back(std::move(r));
+  }
+  ComparisonOptions co;
+  co.width_in = a.width_in;
+  co.dpi = a.dpi;
+  co.provenance = figure_record(p, model, weights_path, views, cs, clips, images);
+  if (p.ro.title) co.title = *p.ro.title;
+  if (p.column_labels) co.column_labels = *p.column_labels;
+  // The note of --scale map: drawn only when asked (--notes); otherwise said on the terminal (a figure carries
+  // no words its author did not choose).
+  if (p.scale.kind == ScaleKind::Map) {
+    const std::string note = "Each map on its own min\u2013max (--scale map): colours do not compare across cells, so there is no colour bar.";
+    if (p.ro.notes) co.note = note;
+    else if (!a.quiet)
+      std::cerr << "attnmap: note: " << note.substr(0, note.size() - 1) << " (not drawn in the figure; --notes draws it)\n";
+  }
+  check_labels_fit(titles, rows, cs, co);
+  try {
+    write_comparison(target, titles, rows, cs, p.style, co);
+    made.keep = true;
+  } catch (const std::exception& e) {
+    std::cerr << "attnmap: error: " << printable(with_flags(e.what())) << "\n";
+    return 1;
+  }
+  if (!a.quiet)
+    std::cerr << "attnmap: wrote " << printable(a.out) << " (" << rows.size() << (rows.size() == 1 ? " image" : " images")
+              << " \u00d7 " << titles.size() << (titles.size() == 1 ? " view" : " views") << ")\n";
+  return 0;
+}
+
+}  // namespace attnmap

@@ -1,0 +1,303 @@
+// explore.cpp - one image's explorer: the forward pass with every attention matrix, the rows quantised and
+// packed per block under the size budget, the files written (explore.hpp, docs/explore.md).
+#include "app/engine/explore.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "app/engine/explore_pack.hpp"
+#include "app/engine/provenance.hpp"
+#include "core/error.hpp"
+#include "draw/overlay.hpp"
+#include "io/image_io.hpp"
+#include "io/npy.hpp"
+#include "model/vit.hpp"
+
+namespace attnmap {
+
+namespace fs = std::filesystem;
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+constexpr int kPhotoSide = 1024;  // photo.png's longer side at most (the heatmap is per patch anyway)
+
+// One block's data file: with and without its single heads (deflated payloads), and the per-map maxima.
+struct PackedBlock {
+  std::vector<uint8_t> fused, with_heads;
+  std::vector<float> map_max;  // (4 + H): the largest patch value of each map over every row
+};
+
+// The JS file of a block: one call of the page's registration function with the base64 of the payload.
+std::string block_script(int l, const std::vector<uint8_t>& packed) {
+  return "attnmapBlock(" + std::to_string(l) + ",\"" + base64_encode(packed) + "\");\n";
+}
+
+// Block l's maps quantised: the fusions and the block's rollout (R through blocks 0..l, `roll` advanced
+// here), then every head; their payloads deflated.
+PackedBlock pack_block(const float* probs, int H, int T, int P, RolloutAccumulator* roll) {
+  std::vector<QuantisedRows> maps;
+  const size_t TT = static_cast<size_t>(T) * T;
+  for (int f = 0; f < 3; ++f) {
+    const HeadSelect sel{f == 0 ? HeadSelect::Fusion::Mean : f == 1 ? HeadSelect::Fusion::Max : HeadSelect::Fusion::Min, 0};
+    const std::vector<float> fused = fuse_heads(probs, H, static_cast<int>(TT), sel);
+    maps.emplace_back();
+    quantise_rows(fused.data(), T, P, &maps.back());
+  }
+  roll->add_layer(probs);
+  maps.emplace_back();
+  quantise_rows(roll->rollout().data(), T, P, &maps.back());
+  PackedBlock b;
+  b.fused = deflate_bytes(block_payload(maps));
+  for (int h = 0; h < H; ++h) {
+    maps.emplace_back();
+    quantise_rows(probs + h * TT, T, P, &maps.back());
+  }
+  b.with_heads = deflate_bytes(block_payload(maps));
+  for (const QuantisedRows& m : maps) b.map_max.push_back(*std::max_element(m.hi.begin(), m.hi.end()));
+  return b;
+}
+
+// The prefix tokens' names, in token order: class token, distillation token, registers.
+std::vector<std::string> prefix_names(const HParams& hp) {
+  std::vector<std::string> names;
+  if (hp.class_token) names.push_back("class token");
+  for (int i = 0; i < hp.num_dist; ++i) names.push_back("distillation token");
+  for (int i = 0; i < hp.num_registers; ++i) names.push_back("register " + std::to_string(i));
+  while (static_cast<int>(names.size()) < hp.num_prefix) names.push_back("prefix " + std::to_string(names.size()));
+  return names;
+}
+
+// "0,2,3" for blocks 0, 2 and 3; "none".
+std::string block_list(const std::vector<int>& blocks) {
+  std::string s;
+  for (const int l : blocks) s += (s.empty() ? "" : ",") + std::to_string(l);
+  return s.empty() ? "none" : s;
+}
+
+// What the page holds, one line: the fused maps of every block; the single heads of the blocks stored; the
+// blocks that were asked for (--explore-blocks) or, without it, every block, whose heads the budget left out.
+std::string stored_line(const BlockChoice& c, int L, size_t budget, bool chosen) {
+  std::string s = "every row of the head mean / max / min and rollout of all " + std::to_string(L) + " blocks; ";
+  if (!c.dropped.empty())
+    s = "every row of the head mean / max / min and rollout of blocks " + std::to_string(c.dropped.back() + 1) + ".." +
+        std::to_string(L - 1) + " - LEFT OUT by the budget of " + megabytes(budget) + " MB (--budget-mb): block" +
+        (c.dropped.size() > 1 ? "s " : " ") + block_list(c.dropped) + " entirely; ";
+  std::vector<int> kept;
+  for (int l = 0; l < L; ++l)
+    if (c.heads[static_cast<size_t>(l)]) kept.push_back(l);
+  if (c.left_out.empty() && !chosen && c.dropped.empty())
+    return s + "every head of every block (" + megabytes(c.bytes) + " MB)";
+  if (!kept.empty() || chosen)
+    s += "single heads of block" + std::string(kept.size() > 1 ? "s " : " ") + block_list(kept) +
+         (chosen ? " (--explore-blocks)" : "") + (c.left_out.empty() ? "" : "; ");
+  if (!c.left_out.empty())
+    s += "LEFT OUT by the budget of " + megabytes(budget) + " MB (--budget-mb): the single heads of block" +
+         (c.left_out.size() > 1 ? "s " : " ") + block_list(c.left_out);
+  return s + " (" + megabytes(c.bytes) + " MB stored)";
+}
+
+// Where the page opens (issue 41): the class token's row (the first prefix token's without one; the centre
+// patch's when there is no prefix token) of the model's default view (the config's default_layer /
+// default_head, else the last block's mean, as render draws), or the nearest the budget stored.
+ojson start_view(const RenderContext& ctx, const BlockChoice& choice) {
+  const HParams& hp = ctx.model->hp;
+  const int P = hp.num_prefix, H = hp.num_heads;
+  int block = ctx.layer;
+  std::string head = ctx.head.fusion == HeadSelect::Fusion::Index ? "h" + std::to_string((ctx.head.index % H + H) % H)
+                                                                   : fusion_name(ctx.head, "h");
+  const std::string view = "L" + std::to_string(block) + "/" + head;
+  const bool from_config = hp.default_layer.has_value() || hp.default_head.has_value();
+  std::string note;
+  if (!choice.fused[static_cast<size_t>(block)]) {  // left out entirely: the last block stored
+    int b = hp.depth - 1;
+    while (b > 0 && !choice.fused[static_cast<size_t>(b)]) --b;
+    note = "block " + std::to_string(block) + " was left out by --budget-mb: opened on block " + std::to_string(b);
+    block = b;
+  }
+  if (head[0] == 'h' && !choice.heads[static_cast<size_t>(block)]) {
+    note += (note.empty() ? "" : "; ") + std::string("the single heads of block ") + std::to_string(block) +
+            " are not stored (--budget-mb, --explore-blocks): opened on the mean over heads";
+    head = "mean";
+  }
+  const std::string token = P == 0 ? "the centre patch's row (the model has no prefix token)"
+                            : hp.class_token ? "the class token's row" : "the first prefix token's row";
+  ojson s;
+  s["block"] = block;
+  s["head"] = head;
+  s["query"] = P > 0 ? 0 : P + (hp.grid_h / 2) * hp.grid_w + hp.grid_w / 2;
+  s["view"] = view;
+  s["text"] = "Opened on " + token + " of the model's default view " + view +
+              (from_config ? " (the weights' config default_layer / default_head)" : " (the last block, mean over heads)") +
+              (note.empty() ? "" : "; " + note) + ".";
+  return s;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  write_file_atomic(path, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+// The page's settings: sizes, tokens, data files, colour table, photo, budget, record.
+ojson page_meta(const RenderContext& ctx, const std::string& input, const BlockChoice& choice,
+                const std::vector<PackedBlock>& blocks, const Image& small, const Box& box, const Image& photo,
+                const std::string& record) {
+  const HParams& hp = ctx.model->hp;
+  ojson m;
+  m["image"] = fs::path(input).filename().string();
+  m["tokens"] = hp.tokens();
+  m["prefix"] = prefix_names(hp);
+  m["grid"] = {hp.grid_w, hp.grid_h};
+  m["blocks"] = hp.depth;
+  m["heads"] = hp.num_heads;
+  m["fused"] = {"mean", "max", "min", "rollout"};
+  m["heads_stored"] = choice.heads;
+  ojson files = ojson::array(), maxima = ojson::array();
+  for (int l = 0; l < hp.depth; ++l) {
+    char name[32];
+    std::snprintf(name, sizeof name, "data/block%02d.js", l);
+    files.push_back(choice.fused[static_cast<size_t>(l)] ? ojson(name) : ojson(nullptr));  // null: left out
+    maxima.push_back(blocks[l].map_max);
+  }
+  m["files"] = files;
+  m["map_max"] = maxima;
+  m["colormap"] = ctx.opt->colormap;
+  m["lut"] = std::vector<int>(ctx.cmap, ctx.cmap + 256 * 3);
+  m["alpha"] = ctx.opt->alpha;
+  m["photo"] = {{"file", "photo.png"}, {"width", small.width}, {"height", small.height}};
+  m["box"] = {box.x0 / photo.width, box.y0 / photo.height, box.x1 / photo.width, box.y1 / photo.height};
+  m["budget_mb"] = ctx.opt->explore_budget_mb;
+  m["data_bytes"] = choice.bytes;
+  m["left_out"] = choice.left_out;
+  m["dropped"] = choice.dropped;
+  m["stored"] = stored_line(choice, hp.depth, static_cast<size_t>(ctx.opt->explore_budget_mb * 1024 * 1024),
+                            !ctx.opt->explore_blocks.empty());
+  m["discard"] = ctx.opt->discard;
+  m["start"] = start_view(ctx, choice);
+  m["record"] = record.empty() ? ojson(nullptr) : ojson::parse(record);
+  return m;
+}
+
+size_t file_size_or_zero(const std::string& p) {
+  std::error_code ec;
+  const auto n = fs::file_size(p, ec);
+  return ec ? 0 : static_cast<size_t>(n);
+}
+
+}  // namespace
+
+ExploreResult write_explorer(const RenderContext& ctx, const std::string& input, const std::string& dir,
+                             const std::string& record, bool with_npy) {
+  const ViTWeights& model = *ctx.model;
+  const HParams& hp = model.hp;
+  const RenderOptions& opt = *ctx.opt;
+  check_explorer_folder(dir, input);
+  const std::vector<uint8_t> bytes = read_file(input);
+  const Image photo = decode_image(bytes.data(), bytes.size(), input, opt.load);
+  const ModelInput in = preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data(),
+                                   hp.crop_pct.value_or(0.875f));
+  ForwardOptions fo;
+  fo.keep_full = true;
+  const ForwardResult r = vit_forward(model, in.chw.data(), fo);
+  const int L = r.layers, H = r.heads, T = r.tokens;
+  const size_t per_layer = static_cast<size_t>(H) * T * T;
+  RolloutAccumulator roll(T, H, HeadSelect{HeadSelect::Fusion::Mean, 0}, opt.discard);
+  std::vector<PackedBlock> blocks;
+  std::vector<size_t> fused_sizes, head_sizes;
+  for (int l = 0; l < L; ++l) {
+    blocks.push_back(pack_block(r.attn.data() + l * per_layer, H, T, hp.num_prefix, &roll));
+    fused_sizes.push_back(block_script(l, blocks.back().fused).size());
+    head_sizes.push_back(block_script(l, blocks.back().with_heads).size() - fused_sizes.back());
+  }
+  const size_t budget = static_cast<size_t>(opt.explore_budget_mb * 1024.0 * 1024.0);
+  const BlockChoice choice = choose_blocks(fused_sizes, head_sizes, budget, explore_blocks(opt, L));
+
+  fs::create_directories(fs::path(dir) / "data");
+  ExploreResult res;
+  res.index = (fs::path(dir) / "index.html").string();
+  ::unlink(res.index.c_str());  // a page never points at data files of other settings, even after a crash
+  if (with_npy) {
+    const std::string npy = (fs::path(dir) / "attention.npy").string();
+    write_npy(npy, r.attn, {L, H, T, T});
+    if (!record.empty()) write_text(npy_sidecar_path(npy), record + "\n");
+  }
+  for (int l = 0; l < L; ++l) {
+    char name[32];
+    std::snprintf(name, sizeof name, "data/block%02d.js", l);
+    if (!choice.fused[static_cast<size_t>(l)]) {  // left out: no file, not even one of an earlier explorer
+      ::unlink((fs::path(dir) / name).c_str());
+      continue;
+    }
+    write_text((fs::path(dir) / name).string(), block_script(l, choice.heads[l] ? blocks[l].with_heads : blocks[l].fused));
+  }
+  const double shrink = std::min(1.0, static_cast<double>(kPhotoSide) / std::max(photo.width, photo.height));
+  const Image small = shrink < 1.0 ? resize_photo(photo, std::max(1, static_cast<int>(photo.width * shrink + 0.5)),
+                                                  std::max(1, static_cast<int>(photo.height * shrink + 0.5)))
+                                   : photo;
+  PngOptions po;  // the record marks the photo as the explorer's (a folder walk passes over it, a rerun replaces it)
+  if (!record.empty()) po.text.push_back({kProvenanceKeyword, record});
+  write_png((fs::path(dir) / "photo.png").string(), small, po);
+  const ojson meta = page_meta(ctx, input, choice, blocks, small, in.box, photo, record);
+  write_text(res.index, explore_page_html(meta));  // last: a page exists only with all its files
+  res.data_bytes = choice.bytes;
+  res.page_bytes = choice.bytes + file_size_or_zero(res.index) + file_size_or_zero((fs::path(dir) / "photo.png").string());
+  res.left_out = choice.left_out;
+  res.dropped = choice.dropped;
+  res.stored = meta["stored"].get<std::string>();
+  return res;
+}
+
+void check_explorer_folder(const std::string& dir, const std::string& input) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;  // made by the explorer (a file there is refused by the caller)
+  const std::string cdir = fs::weakly_canonical(dir, ec).string(), cin = fs::weakly_canonical(input, ec).string();
+  if (cin.size() > cdir.size() && cin.compare(0, cdir.size() + 1, cdir + "/") == 0)
+    throw Error(dir + " holds the input " + input + "; write the explorer into another folder");
+  const bool explorer = read_explorer_record((fs::path(dir) / "index.html").string()).has_value();
+  auto refuse = [&](const fs::path& p) {
+    return Error(dir + " holds " + p.string() + ", which is not an attnmap explorer's file; an explorer is written "
+                 "into a new or empty folder, or over an earlier explorer (nothing else is replaced)");
+  };
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name == "data" && e.is_directory()) {
+      for (const fs::directory_entry& d : fs::directory_iterator(e.path())) {
+        const std::string f = d.path().filename().string();
+        const bool block = f.size() == 10 && f.rfind("block", 0) == 0 && f.compare(7, 3, ".js") == 0 &&
+                           std::isdigit(static_cast<unsigned char>(f[5])) && std::isdigit(static_cast<unsigned char>(f[6]));
+        if (!block || !d.is_regular_file()) throw refuse(d.path());
+      }
+      continue;
+    }
+    const bool ours = name == "index.html" ? explorer
+                      : name == "photo.png" ? explorer || written_by_attnmap(e.path().string())
+                      : name == "attention.npy" || name == "attention.npy.json" ? explorer || read_sidecar(
+                            (fs::path(dir) / "attention.npy.json").string()).has_value()
+                                                                                  : false;
+    if (!ours || !e.is_regular_file()) throw refuse(e.path());
+  }
+}
+
+std::optional<nlohmann::json> read_explorer_record(const std::string& index_html) {
+  std::ifstream f(index_html, std::ios::binary);
+  if (!f) return std::nullopt;
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string open = "<script type=\"application/json\" id=\"attnmap-record\">";
+  const size_t a = text.find(open);
+  if (a == std::string::npos || text.find("<meta name=\"generator\" content=\"attnmap explore\">") == std::string::npos)
+    return std::nullopt;
+  const size_t b = text.find("</script>", a);
+  if (b == std::string::npos) return std::nullopt;
+  try {
+    nlohmann::json j = nlohmann::json::parse(text.substr(a + open.size(), b - a - open.size()));
+    if (j.is_object() && j.contains("attnmap_version")) return j;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+}  // namespace attnmap

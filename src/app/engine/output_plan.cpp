@@ -1,0 +1,161 @@
+// output_plan.cpp - the files one image writes, planned once, and the writers of the map files (see
+// output_plan.hpp).
+#include "app/engine/output_plan.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "app/engine/explore.hpp"
+#include "app/engine/provenance.hpp"
+#include "core/error.hpp"
+#include "io/image_io.hpp"
+#include "io/npy.hpp"
+
+namespace attnmap {
+
+namespace {
+
+bool per_class_files(const RenderContext& ctx) { return ctx.classes.kind == ClassSpec::Kind::TopK && ctx.classes.k > 1; }
+
+// NAME for one view, NAME.<tag> for each of several.
+std::string view_base(const RenderContext& ctx, const Job& job, const ResolvedView& v) {
+  return ctx.user_views == 1 ? job.out_base : job.out_base + "." + v.tag;
+}
+
+// One map's files: its PNG, and with --save-raw its .npy and sidecar (written before the PNG).
+void plan_map(const RenderContext& ctx, const std::string& base, size_t view, int cls, OutputPlan* plan) {
+  if (ctx.opt->writes(OutputKind::MapNpy)) {
+    plan->files.push_back({base + ".npy", OutputKind::MapNpy, view, cls});
+    plan->files.push_back({npy_sidecar_path(base + ".npy"), OutputKind::Sidecar, view, cls});
+  }
+  plan->files.push_back({base + ".png", OutputKind::MapPng, view, cls});
+}
+
+}  // namespace
+
+std::vector<std::string> OutputPlan::paths(OutputKind kind) const {
+  std::vector<std::string> out;
+  for (const PlannedFile& f : files)
+    if (f.kind == kind) out.push_back(f.path);
+  return out;
+}
+
+OutputPlan plan_outputs(const RenderContext& ctx, const Job& job, const std::vector<int>* classes) {
+  const RenderOptions& opt = *ctx.opt;
+  OutputPlan plan;
+  for (const FigureFormat ff : opt.figure_formats) {  // the figures first: the map PNGs are the last written
+    const std::string ext = figure_extension(ff);
+    if (opt.panel) plan.files.push_back({job.out_base + ".panel" + ext, OutputKind::Figure, 0, -1});
+    if (opt.strip_layers) plan.files.push_back({job.out_base + ".layers" + ext, OutputKind::Figure, 0, -1});
+    if (opt.heads_grid) plan.files.push_back({job.out_base + ".heads" + ext, OutputKind::Figure, 0, -1});
+  }
+  if (opt.writes(OutputKind::Explore))  // the explorer (app/explore.hpp): its index.html, written last of its files
+    plan.files.push_back({job.out_base + ".explore/index.html", OutputKind::Explore, 0, -1});
+  for (size_t i = 0; i < ctx.user_views; ++i) {
+    const ResolvedView& v = ctx.views[i];
+    const std::string base = view_base(ctx, job, v);
+    if (!v.class_specific || !per_class_files(ctx)) {
+      plan_map(ctx, base, i, -1, &plan);
+    } else if (!classes) {
+      plan.names_unknown = true;  // named once the classes are known
+    } else {
+      for (const int c : *classes) plan_map(ctx, base + ".class-" + class_file_label(c, ctx.model->hp.labels), i, c, &plan);
+    }
+  }
+  return plan;
+}
+
+FoundOutput find_output(const PlannedFile& f) {
+  FoundOutput o;
+  const bool png = std::filesystem::path(f.path).extension() == ".png";
+  switch (f.kind) {
+    case OutputKind::Sidecar:
+      o.record = read_sidecar(f.path);
+      o.ours = o.complete = o.record.has_value();
+      break;
+    case OutputKind::MapNpy:
+      o.ours = looks_written_by_attnmap_npy(f.path);
+      if (o.ours) o.record = read_sidecar(npy_sidecar_path(f.path));
+      o.complete = o.record.has_value();  // a .npy without its sidecar: an interrupted write
+      break;
+    case OutputKind::MapPng:
+    case OutputKind::Figure:
+      o.record = png ? read_png_provenance(f.path) : read_figure_record(f.path);
+      o.ours = o.record.has_value() || (png && written_by_attnmap(f.path));
+      o.complete = o.ours;
+      break;
+    case OutputKind::Explore:
+      o.record = read_explorer_record(f.path);
+      o.ours = o.complete = o.record.has_value();
+      break;
+  }
+  return o;
+}
+
+void check_replaceable(const OutputPlan& plan, bool per_class_only) {
+  namespace fs = std::filesystem;
+  for (const PlannedFile& f : plan.files) {
+    if (per_class_only && f.class_index < 0) continue;
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(f.path, ec);
+    if (!fs::exists(st)) continue;
+    if (!fs::is_regular_file(st))
+      throw Error("output " + f.path + " exists and is not a regular file (a link, folder, FIFO or device); it is "
+                  "left alone: choose another --out or move it away");
+    if (!find_output(f).ours)
+      throw Error("output " + f.path + " already exists and was not written by attnmap; it is left alone: "
+                  "choose another --out or move it away");
+  }
+}
+
+void remove_written_since(const OutputPlan& plan, std::filesystem::file_time_type since) {
+  namespace fs = std::filesystem;
+  for (const PlannedFile& f : plan.files) {
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::symlink_status(f.path, ec)) || fs::last_write_time(f.path, ec) < since || ec) continue;
+    if (f.kind == OutputKind::Sidecar || find_output(f).ours) fs::remove(f.path, ec);
+  }
+}
+
+std::vector<std::string> write_map_files(const RenderContext& ctx, const OutputPlan& plan, size_t view, int class_index,
+                                         const MapOutputs& data) {
+  std::vector<std::string> written;
+  for (const PlannedFile& f : plan.files) {
+    // A class-specific view's one file (one class asked) is planned without its class.
+    if (f.kind == OutputKind::Figure || f.kind == OutputKind::Explore || f.view != view || (f.class_index >= 0 && f.class_index != class_index)) continue;
+    switch (f.kind) {
+      case OutputKind::MapNpy:
+        write_map_npy(ctx, f, *data.raw, data.raw_shape);
+        break;
+      case OutputKind::MapPng:
+        write_map_png(ctx, f, *data.overlay, data.stats);
+        break;
+      case OutputKind::Sidecar:  // written with its .npy
+      case OutputKind::Figure:
+      case OutputKind::Explore:  // written by the render (draw_job_views)
+        continue;
+    }
+    written.push_back(f.path);
+  }
+  return written;
+}
+
+void write_map_png(const RenderContext& ctx, const PlannedFile& file, const Image& overlay, const std::string& stats) {
+  PngOptions po;
+  po.dpi = ctx.opt->dpi.value_or(0.0);
+  if (!ctx.provenance.empty()) po.text = {{kProvenanceKeyword, ctx.provenance}, {kStatsKeyword, stats}};
+  write_png(file.path, overlay, po);
+}
+
+void write_map_npy(const RenderContext& ctx, const PlannedFile& file, const std::vector<float>& data,
+                   const std::vector<int64_t>& shape) {
+  const std::string side = npy_sidecar_path(file.path);
+  if (!ctx.provenance.empty()) ::unlink(side.c_str());  // an interrupted write leaves no record at all
+  write_npy(file.path, data, shape);
+  if (ctx.provenance.empty()) return;
+  const std::string line = ctx.provenance + "\n";
+  write_file_atomic(side, std::vector<uint8_t>(line.begin(), line.end()));
+}
+
+}  // namespace attnmap

@@ -1,0 +1,229 @@
+// session.cpp - the model a run loads once (load_run_model: overrides, position embeddings, the backward
+// pass's matrices when a view needs them) and the run's threads (usable_cores, plan_threads).
+#include "app/engine/session.hpp"
+
+#include "app/cli/options.hpp"
+
+#include <malloc.h>
+#include <sched.h>
+#include <unistd.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "app/engine/paths.hpp"
+#include "checkpoint/labels.hpp"
+#include "core/error.hpp"
+#include "hub/hub_fetch.hpp"
+#include "maps/evaluate.hpp"
+#include "maps/views.hpp"
+#include "model/pos_embed.hpp"
+#include "model/sgemm.hpp"
+#include "model/vit.hpp"
+
+namespace attnmap {
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  const unsigned h = std::thread::hardware_concurrency();
+  return h > 0 ? static_cast<int>(h) : 1;
+}
+
+namespace {
+
+// True when a --views list names a class-specific view (chefer, gradcam, attn-grad: a backward pass), or
+// cannot be parsed (the run's own checks then refuse it with their message).
+bool views_need_backward(const std::string& views) {
+  if (views.empty()) return false;
+  try {
+    for (const ViewSpec& v : parse_views(views))
+      if (is_class_specific(v.kind)) return true;
+    return false;
+  } catch (const std::exception&) {
+    return true;
+  }
+}
+
+// What the address space holds now (VmSize of /proc/self/status), in bytes; 0 when unknown.
+unsigned long long address_space_used() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.compare(0, 7, "VmSize:") == 0) return std::strtoull(line.c_str() + 7, nullptr, 10) * 1024ull;
+  return 0;
+}
+
+// Address space a run needs beyond the loaded model: oneDNN's generated code and scratch, the images, the
+// thread stacks that can be had. Measured with the bundled model: 21 MB free was enough, 19 MB crashed
+// inside oneDNN (it does not check that its code could be mapped), so a margin above that.
+constexpr unsigned long long kAddressHeadroom = 32ull << 20;
+
+// Refuses a run whose address-space limit (ulimit -v, SGE h_vmem) leaves less than kAddressHeadroom free
+// once the model is loaded: one clear line and exit 2, not a crash in the middle of the first image.
+void check_address_headroom(const std::string& weights_path) {
+  struct rlimit lim {};
+  if (getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return;
+  const unsigned long long used = address_space_used(), limit = lim.rlim_cur;
+  if (used == 0 || used + kAddressHeadroom <= limit) return;
+  const unsigned long long mb = 1ull << 20;
+  throw Error("the address-space limit (ulimit -v, SGE h_vmem) of " + std::to_string(limit / mb) + " MB leaves " +
+              std::to_string(limit > used ? (limit - used) / mb : 0) + " MB free once " + weights_path +
+              " is loaded; a run needs " + std::to_string(kAddressHeadroom / mb) + " MB more (a limit of at least " +
+              std::to_string((used + kAddressHeadroom + mb - 1) / mb) + " MB with these weights)");
+}
+
+}  // namespace
+
+void use_one_malloc_arena_under_address_limit() {
+  struct rlimit lim {};
+  if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) mallopt(M_ARENA_MAX, 1);
+}
+
+std::string address_limit_note() {
+  struct rlimit lim {};
+  if (getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return "";
+  return " (the address-space limit, ulimit -v, is " + std::to_string(lim.rlim_cur >> 20) + " MB)";
+}
+
+void apply_class_names(ViTWeights& model, const RenderOptions& opt) {
+  HParams& hp = model.hp;
+  if (!opt.labels_file.empty()) {
+    if (!model.head.present())
+      throw Error("--labels " + opt.labels_file + ": the weights have no classifier head, so there are no classes to name");
+    if (with_flag("--labels", [&] { return read_label_map(opt.labels_file); }))  // eval takes it before this
+      throw Error("--labels " + opt.labels_file + ": a map of ground-truth label names to the model's classes, which "
+                  "only attnmap eval reads; here --labels takes the classifier's class names, one per class");
+    std::vector<std::string> names = with_flag("--labels", [&] { return read_labels_file(opt.labels_file); });
+    if (names.size() != static_cast<size_t>(model.head.out))
+      throw Error("--labels " + opt.labels_file + ": the classifier has " + std::to_string(model.head.out) +
+                  " classes, the file names " + std::to_string(names.size()));
+    hp.labels = std::move(names);
+    hp.source["labels"] = kLabelsFromFile + opt.labels_file;
+    return;
+  }
+  if (model.head.present() && model.head.out == 1000 && hp.labels.empty()) {
+    hp.labels = imagenet1k_names();
+    hp.source["labels"] = kLabelsAssumedImagenet + imagenet1k_names_source() + ")";
+    if (!opt.quiet && opt.names_classes)
+      std::cerr << "attnmap: note: a 1000-class head without class names: its classes are assumed to be "
+                   "ImageNet-1k's (0 tench ... 999 toilet tissue); give --labels FILE if they are not\n";
+  }
+}
+
+namespace {
+thread_local const RunHooks* t_run_hooks = nullptr;
+}  // namespace
+
+const RunHooks* run_hooks() { return t_run_hooks; }
+RunHooksScope::RunHooksScope(const RunHooks* hooks) : previous_(t_run_hooks) { t_run_hooks = hooks; }
+RunHooksScope::~RunHooksScope() { t_run_hooks = previous_; }
+
+bool run_needs_backward(const RenderOptions& opt) { return !opt.explain.empty() || views_need_backward(opt.views); }
+
+void finish_run_model(ViTWeights& model, const RenderOptions& opt, bool backward) {
+  if (opt.size)
+    with_flag("--size", [&] {
+      resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1],
+                         opt.pos_interp ? *opt.pos_interp : default_pos_interp(model.hp).mode);
+    });
+  // From here on the run reads nothing from the weights file (a file rewritten during the run changes no
+  // image). The class-specific views and --explain run the backward pass, which needs the plain matrices.
+  apply_class_names(model, opt);
+  model.precision = opt.precision;
+  const bool backward_pass = backward || run_needs_backward(opt);
+  if (opt.precision == Precision::BF16)
+    with_flag("--precision bf16:", [&] { prepare_weights(model, backward_pass); });
+  else
+    prepare_weights(model, backward_pass);
+}
+
+RunWeights run_weights(const std::string& arg, bool quiet, const std::function<bool()>& cancelled) {
+  if (arg.empty()) return {default_weights_path(), std::nullopt};
+  if (const RunHooks* h = run_hooks(); h && h->model && arg == h->model_name) return {arg, std::nullopt};
+  std::error_code ec;
+  if (!has_hub_prefix(arg) && std::filesystem::exists(std::filesystem::symlink_status(arg, ec)))
+    return {arg, hub_snapshot_ref(arg)};
+  std::string why;
+  const std::optional<HubName> name = parse_hub_name(arg, &why);
+  if (!name) {
+    if (has_hub_prefix(arg)) throw Error(arg + ": not a Hugging Face Hub name: " + why);
+    return {arg, std::nullopt};  // a path: the loader says it is missing
+  }
+  HubSnapshot snap;
+  try {
+    snap = fetch_hub_model(*name, hub_settings_from_env(), {quiet, ::isatty(2) == 1, cancelled});
+  } catch (const Error& e) {
+    throw Error(has_hub_prefix(arg) ? std::string(e.what())
+                                    : arg + ": no such file or folder; as a Hugging Face Hub name: " + e.what());
+  }
+  if (!quiet)
+    for (const std::string& n : snap.notes) std::cerr << "attnmap: note: " << printable(n) << "\n";
+  return {snap.folder, snap.ref};
+}
+
+ViTWeights load_weights(const RunWeights& weights, const ModelOverrides& ov) {
+  ViTWeights model;
+  try {
+    model = load_model(weights.path, ov);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (weights.hub)  // a file of the cache that does not parse: damaged, when its bytes are not its blob's name
+      if (const std::string bad = hub_snapshot_damage(weights.path); !bad.empty()) throw Error(bad + " (the load said: " + what + ")");
+    if (what.find(std::strerror(ENOMEM)) == std::string::npos || address_limit_note().empty()) throw;
+    throw Error(what + address_limit_note());  // a mapping refused under ulimit -v: say the limit
+  }
+  for (const FileHash& f : model.files)
+    if (const std::string bad = hub_blob_mismatch(f.path, f.sha256); !bad.empty()) throw Error(bad);
+  model.hub = weights.hub;
+  return model;
+}
+
+std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const RunWeights& weights, bool backward) {
+  const std::string& weights_path = weights.path;
+  if (const RunHooks* h = run_hooks(); h && h->model && weights_path == h->model_name)
+    return h->model(opt, backward);  // lent by the embedding program, its notices said when it was made
+  auto model = std::make_shared<ViTWeights>(load_weights(weights, opt.overrides));
+  finish_run_model(*model, opt, backward);
+  check_address_headroom(weights_path);
+  if (!opt.quiet)
+    for (const auto& n : model->notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + with_flags(n)) << "\n";
+  return model;
+}
+
+void note_precision_speed(const RenderOptions& opt) {
+  if (opt.precision != Precision::BF16 || opt.quiet) return;
+  const double r = bf16_speed_ratio();  // measured on this CPU once per process
+  if (r < 1.0)
+    std::cerr << "attnmap: note: --precision bf16: on this CPU bfloat16 products ran at " << std::fixed
+              << std::setprecision(2) << r << "x the float32 speed (oneDNN's bf16 kernels without AMX), so this run "
+              << "is slower than without --precision\n";
+}
+
+/// The worker threads for n images, and the forward pass's thread pool set to match. Cores are shared so that
+/// threads never exceed them: with one worker the pool gets every core (or the user's OPENBLAS_NUM_THREADS /
+/// OMP_NUM_THREADS, when fewer: e.g. 1 on a busy shared machine); with several, each worker is one image at
+/// a time on one thread (measured in docs/benchmarks.md).
+int plan_threads(const BatchOptions& bopt, size_t n) {
+  const int cores = usable_cores();
+  const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(bopt.jobs > 0 ? bopt.jobs : cores), std::max<size_t>(n, 1)));
+  const int blas =
+      blas_threads_to_set(workers, cores, std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));
+  set_blas_threads(blas);
+  return workers;
+}
+
+}  // namespace attnmap

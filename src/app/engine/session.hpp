@@ -1,0 +1,124 @@
+// session.hpp - what a run sets up once before its images: the model, loaded with the command line's
+// overrides (load_run_model), and the threads (usable_cores, plan_threads).
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "app/engine/batch_options.hpp"
+#include "app/engine/render.hpp"
+#include "checkpoint/weights.hpp"
+#include "hub/hub_name.hpp"
+
+namespace attnmap {
+
+/// Number of cores this process may run on (sched_getaffinity, so Slurm/cgroup CPU sets are honoured).
+int usable_cores();
+
+/// -w's value as a run reads it (issue 40, docs/hub.md).
+struct RunWeights {
+  std::string path;            ///< the file or folder load_model reads
+  std::optional<HubRef> hub;   ///< the Hub name it was fetched as, when it was one
+};
+
+/// -w's value resolved: "" the bundled default weights; a model lent by the embedding program (RunHooks) or an
+/// existing file or folder as it is (a path always wins over a name); else a Hugging Face Hub name (ORG/NAME,
+/// ORG/NAME@REV, hf-hub:ORG/NAME; hub/hub_name.hpp) found in huggingface_hub's cache or fetched into it
+/// (hub/hub_fetch.hpp), read as its snapshot folder. A value that is neither a path nor a name is passed on as
+/// a path (the loader says it is missing). Unless quiet: the download's progress bar on a terminal (a line
+/// per file otherwise) and the fetch's notes. Throws attnmap::Error "NAME: no such file or folder; as a
+/// Hugging Face Hub name: ..." when the Hub refuses or cannot give the model. A snapshot folder of the cache
+/// given as a path (CACHE/models--ORG--NAME/snapshots/COMMIT) keeps its name too. `cancelled` (may be empty):
+/// polled during a download (an embedding program's Ctrl-C: hub/hub_download.hpp).
+RunWeights run_weights(const std::string& arg, bool quiet, const std::function<bool()>& cancelled = {});
+
+/// The model of a run (render, figure), loaded once: load_model with the command line's overrides, position
+/// embeddings resampled to --size (opt.pos_interp, else the layout's default); its notices printed unless
+/// quiet. Throws attnmap::Error from the loader (exit 2: unusable weights), or when an address-space limit
+/// (ulimit -v) leaves too little room beside the loaded model for a run (oneDNN would crash in the first
+/// image).
+/// `backward`: prepare the weights for the backward pass whatever the views (eval scores the class-specific
+/// views); else only when --explain or a class-specific view asks.
+/// Class names come from --labels FILE (opt.labels_file), else the weights' config, else, for a 1000-class
+/// head, ImageNet-1k's (apply_class_names).
+/// Returned shared and read-only: a model lent by an embedding program (RunHooks) is not copied.
+/// load_model of run_weights' path (the overrides `ov`), with its Hub name (ViTWeights::hub); a cached blob
+/// whose bytes no longer match its name is refused (hub_blob_mismatch), and a mapping refused under an
+/// address-space limit names the limit. Throws attnmap::Error.
+ViTWeights load_weights(const RunWeights& weights, const ModelOverrides& ov);
+
+/// `weights` from run_weights (loaded by load_weights): the model records its Hub name (ViTWeights::hub); a cached blob whose bytes no
+/// longer match its name is refused (hub_blob_mismatch).
+std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const RunWeights& weights,
+                                                 bool backward = false);
+
+/// What load_run_model does after the file is read: position embeddings resampled to --size, class names
+/// (apply_class_names), the products' precision, prepare_weights (with the backward pass's plain matrices when
+/// `backward` or a view needs them). Throws attnmap::Error naming the flag (--size, --labels, --precision).
+void finish_run_model(ViTWeights& model, const RenderOptions& opt, bool backward);
+
+/// Whether a run with these options runs the backward pass: --explain, or a class-specific view in --views.
+bool run_needs_backward(const RenderOptions& opt);
+
+/// What a program embedding attnmap (the Python module, python/) lends the runs it starts on its own thread
+/// (RunHooksScope): a model already in memory under a name, used where a run's weights path is that name (the
+/// run's -w), and a call as each image of a render run ends. Nothing of the command line sees these.
+struct RunHooks {
+  std::string model_name;  ///< the weights "path" that means the lent model (empty: none)
+  /// The lent model prepared for a run with these options (finish_run_model); `backward`: as load_run_model's.
+  std::function<std::shared_ptr<const ViTWeights>(const RenderOptions& opt, bool backward)> model;
+  /// Called under the run's lock after each image: images ended, images of the run, the input, its status
+  /// ("done", "skipped" or "failed").
+  std::function<void(size_t done, size_t total, const std::string& input, const std::string& status)> progress;
+  /// Polled before each image of a render run: true stops the run after the images under way (an
+  /// interrupted run: their files complete, the manifest keeps its rows and is not compacted, no run figures).
+  std::function<bool()> cancelled;
+};
+/// Whether `hooks` (null: none) say the run is cancelled.
+inline bool run_cancelled(const RunHooks* hooks) { return hooks && hooks->cancelled && hooks->cancelled(); }
+/// The hooks of the calling thread's run (null: none).
+const RunHooks* run_hooks();
+/// Lends `hooks` to the runs started on this thread while it lives.
+class RunHooksScope {
+ public:
+  explicit RunHooksScope(const RunHooks* hooks);
+  ~RunHooksScope();
+  RunHooksScope(const RunHooksScope&) = delete;
+  RunHooksScope& operator=(const RunHooksScope&) = delete;
+
+ private:
+  const RunHooks* previous_;
+};
+
+/// With --precision bf16 (and not -q): a one-line note on stderr when this CPU runs bfloat16 products slower
+/// than float32 (bf16_speed_ratio < 1), so that a slower run is never slower in silence. Called by each
+/// command once every usage check has passed, before the images are computed.
+void note_precision_speed(const RenderOptions& opt);
+
+/// The class names of model.hp.labels: read from opt.labels_file (its count checked against the head's
+/// classes: Error "--labels FILE: the classifier has C classes, the file names N", exit 2), else kept from
+/// the config, else ImageNet-1k's for a 1000-class head (a note printed unless quiet). hp.source["labels"]
+/// says which: kLabelsFromFile + path, kLabelsAssumedImagenet + source + ")", or the config's entry.
+void apply_class_names(ViTWeights& model, const RenderOptions& opt);
+inline constexpr const char* kLabelsFromFile = "--labels ";
+inline constexpr const char* kLabelsAssumedImagenet = "assumed ImageNet-1k (a 1000-class head without names; ";
+
+/// Under an address-space limit (ulimit -v, SGE h_vmem): one malloc arena for every thread, as
+/// MALLOC_ARENA_MAX=1 gives. glibc reserves 64 MiB of address space for each thread's arena, which left too
+/// little for a library's thread stack (pango's font threads: one run in ten failed at 200 MB, none with one
+/// arena over 40 runs). Does nothing without a limit. For main, before any thread starts.
+void use_one_malloc_arena_under_address_limit();
+
+/// " (the address-space limit, ulimit -v, is N MB)" when the process has one, else "": what an out-of-memory
+/// message adds.
+std::string address_limit_note();
+
+/// The worker threads for n images, and the forward pass's thread pool set to match. Cores are shared so that
+/// threads never exceed them: with one worker the pool gets every core (or the user's OPENBLAS_NUM_THREADS /
+/// OMP_NUM_THREADS, when fewer: e.g. 1 on a busy shared machine); with several, each worker is one image at
+/// a time on one thread (measured in docs/benchmarks.md).
+int plan_threads(const BatchOptions& bopt, size_t n);
+
+}  // namespace attnmap
