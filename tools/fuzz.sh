@@ -12,7 +12,8 @@ secs="${1:-60}"
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_image fuzz_weights_json fuzz_safetensors fuzz_pth)
-bash tools/deps.sh test  # clang and its fuzzer runtime
+# clang and its fuzzer runtime (tools/test.sh has checked them already: ATTNMAP_DEPS_DONE=1)
+[ "${ATTNMAP_DEPS_DONE:-0}" = 1 ] || bash tools/deps.sh test
 # FUZZ_BUILD_DIR: a build folder configured with -DATTNMAP_FUZZ=ON already (tools/test.sh passes its
 # sanitizer build, build-san/); by default build-fuzz/, configured here.
 bdir="${FUZZ_BUILD_DIR:-build-fuzz}"
@@ -31,14 +32,16 @@ seeds_for() {
 }
 # One target: its libFuzzer run, its summary lines; status 1 (with the log's end) when it found something.
 run_one() {
-  local t="$1" log="$bdir/$1.log" status=0
+  local t="$1" log="$bdir/$1.log" status=0 d seeds=()
   mkdir -p "$bdir/corpus/$t"
   # -rss_limit_mb: an input that makes attnmap allocate more than this is a finding (no huge allocations).
-  # Seed folders that git does not carry while empty (e.g. fuzz/regressions/image) are left out.
-  # shellcheck disable=SC2046
+  # Seed folders that git does not carry while empty (e.g. fuzz/regressions/image) are left out. The seed
+  # folders are looked for and named from the top folder, before the cd into the build folder (looked for
+  # from there, none was found and every run started from an empty corpus).
+  for d in $(seeds_for "$t"); do if [ -d "$d" ]; then seeds+=("$PWD/$d"); fi; done
   (cd "$bdir" && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "./fuzz/$t" -max_total_time="$secs" \
      -timeout=20 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 "corpus/$t" \
-     $(for d in $(seeds_for "$t"); do [ -d "$d" ] && echo "../$d"; done)) >"$log" 2>&1 || status=$?
+     "${seeds[@]}") >"$log" 2>&1 || status=$?
   if [ "$status" -ne 0 ]; then
     echo "fuzz: $t FAILED (status $status); the end of $log:"
     tail -n 60 "$log"
@@ -60,7 +63,7 @@ for ((i = 0; i < ${#targets[@]}; i += at_once)); do
   for k in "${!pids[@]}"; do
     wait "${pids[$k]}" || failed=1
     t="${batch[$k]}"
-    grep -E "^(INFO: seed corpus|#[0-9]+ +DONE|stat::number_of_executed_units|SUMMARY|==[0-9]+==ERROR)" "$bdir/$t.log" || true
+    grep -E "^(INFO: seed corpus|#[0-9]+[[:space:]]+DONE|stat::number_of_executed_units|SUMMARY|==[0-9]+==ERROR)" "$bdir/$t.log" || true
     cat "$bdir/$t.summary"
   done
 done

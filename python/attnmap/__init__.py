@@ -27,7 +27,7 @@ except ImportError as _e:  # the source folder python/attnmap, or a build withou
     raise ImportError("attnmap's compiled part (_attnmap) is not beside %s: import the built package "
                       "(PYTHONPATH=build/python, a build with -DATTNMAP_PYTHON=ON) or install it with "
                       "tools/install_python.sh (%s)" % (__file__, _e)) from None
-from ._options import FORWARD_FLAGS, command_names, MODEL_KEYWORDS, MODEL_NAMES, reword, to_flags
+from ._options import forward_keywords, model_keywords, to_given
 
 AttnmapError = _attnmap.AttnmapError
 __version__ = _attnmap.__version__
@@ -44,9 +44,10 @@ def _error(message, exit_code=2):
     return e
 
 
-def _reraise(e, names):
-    """An AttnmapError from the engine, its flags reworded as the caller's keywords."""
-    err = _error(reword(str(e), names), getattr(e, "exit_code", 2))
+def _reraise(e):
+    """An AttnmapError from the engine raised again from here (its settings are spelled as keywords by the
+    engine)."""
+    err = _error(str(e), getattr(e, "exit_code", 2))
     raise err from None
 
 
@@ -93,12 +94,13 @@ def _image_arg(image):
 
 # ---- the model -----------------------------------------------------------------------------------------
 
-def _model_flags(kwargs, owner):
-    """The model's keywords as flags; `labels` may be a list of names (written to a file the model keeps)."""
-    unknown = sorted(set(kwargs) - set(MODEL_KEYWORDS) - {"quiet"})
+def _model_settings(kwargs, owner):
+    """The model's keywords as its settings as given, [(id, [values])]; `labels` may be a list of names
+    (written to a file the model keeps)."""
+    unknown = sorted(set(kwargs) - set(model_keywords()) - {"quiet"})
     if unknown:
         raise TypeError("unexpected keyword argument(s): %s (a model takes %s)" % (", ".join(unknown),
-                                                                                   ", ".join(MODEL_KEYWORDS)))
+                                                                                   ", ".join(model_keywords())))
     kw = {k: v for k, v in kwargs.items() if k != "quiet"}
     labels = kw.get("labels")
     if isinstance(labels, (list, tuple)):
@@ -110,8 +112,7 @@ def _model_flags(kwargs, owner):
         kw["labels"] = f.name
     if isinstance(kw.get("size"), int):
         kw["size"] = str(kw["size"])
-    flags, names = to_flags(kw)
-    return flags, {**command_names("render"), **MODEL_NAMES, **names}
+    return to_given(kw)
 
 
 def _shape_tuple(text):
@@ -134,14 +135,13 @@ class Model:
     the state dict's name: what records and messages call the weights).
     """
 
-    def __init__(self, engine, names, quiet):
+    def __init__(self, engine, quiet):
         self._m = engine
-        self._names = names
         try:
-            info = engine.info  # the model prepared as its runs use it: --size, labels, precision checked now
+            info = engine.info  # the model prepared as its runs use it: size, labels, precision checked now
         except AttnmapError as e:
-            _reraise(e, names)
-        self.notices = [reword(n, names) for n in engine.notices]
+            _reraise(e)
+        self.notices = list(engine.notices)
         if info["source"].get("labels", "").startswith("assumed ImageNet-1k"):
             self.notices.append("a 1000-class head without class names: its classes are assumed to be ImageNet-1k's "
                                 "(0 tench ... 999 toilet tissue); give labels= if they are not")
@@ -155,9 +155,7 @@ class Model:
 
     @property
     def info(self):
-        i = self._m.info
-        i["source"] = {k: reword(v, self._names) for k, v in i["source"].items()}
-        return i
+        return self._m.info
 
     def describe(self):
         """What ``attnmap inspect`` prints for these weights: family, sizes, settings with their sources,
@@ -199,11 +197,11 @@ class Model:
             raise TypeError("classes= takes one class (an index or a name) or 'topK', not a list")
         if views is not None:
             call["views"] = views if isinstance(views, str) else ",".join(views)
-        flags, names = to_flags(call, "render", "forward", FORWARD_FLAGS)
+        given = to_given(call, "render", "forward", forward_keywords())
         try:
-            raw = self._m.forward(items, flags, attentions)
+            raw = self._m.forward(items, given, attentions)
         except AttnmapError as e:
-            _reraise(e, {**command_names("render"), **self._names, **names})
+            _reraise(e)
         results = [Result(self, img, call, r) for img, r in zip(items, raw)]
         return results[0] if single else results
 
@@ -231,18 +229,18 @@ def load(path=None, **options):
     """
     path = default_weights() if path is None else os.fspath(path)
     holder = _Holder()
-    flags, names = _model_flags(options, holder)
+    given = _model_settings(options, holder)
     try:
-        engine = _attnmap.load(path, flags, bool(options.get("quiet", False)))
+        engine = _attnmap.load(path, given, bool(options.get("quiet", False)))
     except AttnmapError as e:
-        _reraise(e, names)
-    m = Model(engine, names, options.get("quiet", False))
+        _reraise(e)
+    m = Model(engine, options.get("quiet", False))
     m._holder = holder
     return m
 
 
 class _Holder:
-    """Owns what a model's flags point at (a labels file written from a list)."""
+    """Owns what a model's settings point at (a labels file written from a list)."""
 
 
 def _as_array(key, value):
@@ -309,13 +307,13 @@ def from_state_dict(state_dict, *, config=None, layout=None, name="state_dict", 
                      "change the maps); it reads %s" % (name, ", ".join(repr(k) for k in unknown),
                                                        ", ".join(sorted(_CONFIG_KEYS))))
     holder = _Holder()
-    flags, names = _model_flags(options, holder)
+    given = _model_settings(options, holder)
     items = [(str(k), _as_array(k, v)) for k, v in state_dict.items()]
     try:
-        engine = _attnmap.from_state_dict(items, json.dumps(config, default=_json_value), name, flags)
+        engine = _attnmap.from_state_dict(items, json.dumps(config, default=_json_value), name, given)
     except AttnmapError as e:
-        _reraise(e, names)
-    m = Model(engine, names, options.get("quiet", False))
+        _reraise(e)
+    m = Model(engine, options.get("quiet", False))
     if layout is not None and m.info["layout"] != layout:
         raise _error("%s: the tensors are the %s layout, not %s" % (name, m.info["layout"], layout))
     m._holder = holder

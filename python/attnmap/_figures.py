@@ -1,17 +1,19 @@
-"""Figures, evaluation and folders: the command line's render, figure and eval run in process.
+"""Figures, evaluation and folders: the engine's overlay, panel, figure and eval results in memory.
 
-Each call runs the command (app/command_line.hpp) with the model lent to it, in a temporary folder when the
-result is bytes, so the files are exactly the command line's (same pixels, same settings record).
+overlay() / panel() / figure() / evaluate() call the engine (python/src/figures_binding.hpp) with the model and
+the settings as given: the bytes are the files the command line writes (the same encoder, the same settings
+record), with no temporary folder and no captured output. render_folder() runs the batch engine with hooks
+(python/src/batch_binding.hpp): its rows, progress and lines come to Python callables as the run makes them.
+cli() alone runs the command line, its output captured line by line.
 """
 
 import json
 import os
-import re
 import sys
 import tempfile
 
 from . import _attnmap
-from ._options import command_names, reword, to_flags
+from ._options import to_given
 
 AttnmapError = _attnmap.AttnmapError
 
@@ -34,43 +36,13 @@ class _Tee:
         return "".join(self.text).splitlines()
 
 
-def _run(args, model=None, progress=None, quiet=True, names=None):
+def _run(args, quiet=True):
     """Runs the command line `args` (without the program name). Returns (exit status, stdout lines, stderr
     lines). quiet: nothing is printed (the lines are returned); else they go to sys.stdout / sys.stderr as
     they come."""
     out, err = _Tee(None if quiet else "stdout"), _Tee(None if quiet else "stderr")
-    engine = model._m if model is not None else None
-    rc = _attnmap.run([str(a) for a in args], engine, progress, out.write, err.write)
+    rc = _attnmap.run([str(a) for a in args], out.write, err.write)
     return rc, out.lines(), err.lines()
-
-
-def _errors(lines, names):
-    msgs = [l[len("attnmap: error: "):] for l in lines if l.startswith("attnmap: error: ")]
-    return reword("\n".join(msgs) if msgs else "\n".join(lines), names or {})
-
-
-def _raise(rc, err, names):
-    from . import _error
-    raise _error(_errors(err, names), rc)
-
-
-def _model_args(model, command="render"):
-    from . import load
-    if model is None:
-        model = load(quiet=True)
-    return model, ["-w", model.name] + list(model._m.flags), {**command_names(command), **model._names}
-
-
-def _image_file(image, folder, index, name=None):
-    """A path the command line can read: the path itself, or the array written as a PNG (lossless)."""
-    from . import _image_arg
-    image = _image_arg(image)
-    if isinstance(image, str):
-        return image
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, (name or ("image" if index is None else "image%d" % (index + 1))) + ".png")
-    _attnmap.write_png(path, image)
-    return path
 
 
 class Figure:
@@ -78,24 +50,16 @@ class Figure:
     (the settings record the file carries, a dict; {} when none), ``save(path)``. A notebook shows PNG and
     SVG figures (``_repr_png_`` / ``_repr_svg_``)."""
 
-    def __init__(self, data, fmt, name=""):
+    def __init__(self, data, fmt, name="", record=""):
         self.data = data
         self.format = fmt
         self.name = name
+        self._record = record  # the engine's record (JSON text) of the figure
 
     @property
     def record(self):
-        if self.format == "png":
-            return _png_record(self.data)
-        if self.format == "svg":
-            m = re.search(rb"<metadata[^>]*>(.*?)</metadata>", self.data, re.S)
-            text = m.group(1).decode("utf-8") if m else ""
-            import html
-            text = html.unescape(re.sub(r"<!\[CDATA\[(.*?)\]\]>", r"\1", text, flags=re.S)).strip()
-        else:
-            text = _pdf_subject(self.data)
         try:
-            return json.loads(text) if text else {}
+            return json.loads(self._record) if self._record else {}
         except ValueError:
             return {}
 
@@ -124,95 +88,28 @@ class Figure:
         return "<attnmap.Figure %s%s, %d bytes>" % (self.format, " " + self.name if self.name else "", len(self.data))
 
 
-def _pdf_subject(data):
-    """The PDF's /Subject string (where attnmap puts the settings record), decoded: a literal (...) string with
-    its escapes, or a <FEFF...> UTF-16 hex string."""
-    i = data.find(b"/Subject")
-    if i < 0:
-        return ""
-    j = i + len(b"/Subject")
-    while j < len(data) and data[j:j + 1] in b" \r\n\t":
-        j += 1
-    if data[j:j + 1] == b"<":
-        k = data.find(b">", j)
-        raw = bytes.fromhex(data[j + 1:k].decode("ascii"))
-        return raw[2:].decode("utf-16-be") if raw.startswith(b"\xfe\xff") else raw.decode("latin-1")
-    if data[j:j + 1] != b"(":
-        return ""
-    out, depth, k = bytearray(), 1, j + 1
-    esc = {b"n": b"\n", b"r": b"\r", b"t": b"\t", b"b": b"\b", b"f": b"\f"}
-    while k < len(data) and depth:
-        c = data[k:k + 1]
-        if c == b"\\":
-            n = data[k + 1:k + 2]
-            if n in esc:
-                out += esc[n]
-                k += 2
-            elif n.isdigit():
-                m = re.match(rb"[0-7]{1,3}", data[k + 1:k + 4])
-                out.append(int(m.group(0), 8))
-                k += 1 + len(m.group(0))
-            elif n in b"\r\n":
-                k += 2
-            else:
-                out += n
-                k += 2
-            continue
-        if c == b"(":
-            depth += 1
-        elif c == b")":
-            depth -= 1
-            if not depth:
-                break
-        out += c
-        k += 1
-    raw = bytes(out)
-    return raw[2:].decode("utf-16-be") if raw.startswith(b"\xfe\xff") else raw.decode("utf-8", "replace")
+def _the_model(model):
+    from . import load
+    return model if model is not None else load(quiet=True)
 
 
-def _png_record(data):
-    """The tEXt chunk `attnmap` of a PNG (the settings record), as a dict."""
-    import struct
-    pos = 8
-    while pos + 8 <= len(data):
-        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + n]
-        if kind == b"tEXt":
-            key, _, text = body.partition(b"\0")
-            if key == b"attnmap":
-                try:
-                    return json.loads(text.decode("latin-1"))
-                except ValueError:
-                    return {}
-        if kind == b"IEND":
-            break
-        pos += 12 + n
-    return {}
-
-
-def _read_tree(folder):
-    files = {}
-    for root, _, names in os.walk(folder):
-        for n in names:
-            p = os.path.join(root, n)
-            with open(p, "rb") as f:
-                files[os.path.relpath(p, folder)] = f.read()
-    return files
-
-
-def _render_image(image, model, flags, names, name=None):
-    """Runs `attnmap render` on one image into a temporary folder; returns {relative path: bytes}."""
+def _render_image(image, model, given, name=None):
+    """render's files of one image in memory (the engine's image outputs): a list of dicts with kind, view,
+    class, format, name, data (bytes) and record (JSON text)."""
+    from . import _error, _image_arg, _reraise
     if isinstance(image, (str, bytes, os.PathLike)) and not os.path.isfile(image):
-        from . import _error  # a failed input (exit_code 1), as forward() says it
-        p = os.fsdecode(image)
+        p = os.fsdecode(image)  # a failed input (exit_code 1), as forward() says it
         raise _error("%s: %s" % (p, "not a regular file" if os.path.exists(p) else "cannot open: No such file or directory"), 1)
-    with tempfile.TemporaryDirectory(prefix="attnmap-") as d:
-        src = _image_file(image, os.path.join(d, "in"), None, name)
-        out = os.path.join(d, "out")
-        rc, _, err = _run(["render", src, "--out", out, *flags, "-q"], model, names=names)
-        if rc != 0:
-            _raise(rc, err, names)
-        return _read_tree(out)
+    image = _image_arg(image)
+    if isinstance(image, str):
+        source, base = image, os.path.splitext(os.path.basename(image))[0]
+    else:  # an array: named as the command line would name its PNG
+        base = name or "image"
+        source = base + ".png"
+    try:
+        return model._m.render_outputs(image, given, source, base)
+    except AttnmapError as e:
+        _reraise(e)
 
 
 def _view_flags(target):
@@ -239,31 +136,27 @@ def overlay(image, map, *, model=None, **options):
     if "format" in options:
         raise TypeError("overlay() draws NAME.png, a PNG; panel() and figure() take format=")
     owner, view_opts = _view_flags(map)
-    model = model or owner
-    model, margs, names = _model_args(model)
-    flags, n2 = to_flags({**view_opts, **options}, "render", "overlay")
-    names.update(n2)
-    files = _render_image(image, model, margs + flags, names)
-    pngs = sorted(k for k in files if k.endswith(".png") and ".panel." not in k and ".layers." not in k
-                  and ".heads." not in k)
-    if len(pngs) != 1:
+    model = _the_model(model or owner)
+    files = _render_image(image, model, to_given({**view_opts, **options}, "render", "overlay"))
+    maps = [f for f in files if f["kind"] == "map"]
+    if len(maps) != 1:
         from . import _error
-        raise _error("overlay: the render wrote %d maps (%s); name one view (and one class)" % (len(pngs), ", ".join(pngs)))
-    return Figure(files[pngs[0]], "png", pngs[0])
+        raise _error("overlay: the render drew %d maps (%s); name one view (and one class)"
+                     % (len(maps), ", ".join(f["name"] for f in maps)))
+    return Figure(maps[0]["data"], "png", maps[0]["name"], maps[0]["record"])
 
 
 def panel(image, views=None, *, model=None, format="png", **options):
     """NAME.panel.* as ``attnmap render --panel`` draws it: photo | map | overlay for each view, a title and
     colour bars in the maps' units. format: "png", "pdf" or "svg". Returns a Figure."""
-    model, margs, names = _model_args(model)
+    model = _the_model(model)
     kw = dict(options)
     if views is not None:
         kw["views"] = views if isinstance(views, str) else ",".join(views)
-    flags, n2 = to_flags({**kw, "panel": True, "format": format}, "render", "panel")
-    names.update(n2)
-    files = _render_image(image, model, margs + flags, names)
-    want = [k for k in files if ".panel." in k and k.endswith("." + format)]
-    return Figure(files[sorted(want)[0]], format, sorted(want)[0])
+    files = _render_image(image, model, to_given({**kw, "panel": True, "format": format}, "render", "panel"))
+    want = sorted((f for f in files if f["kind"] == "figure" and ".panel." in f["name"] and f["format"] == format),
+                  key=lambda f: f["name"])
+    return Figure(want[0]["data"], format, want[0]["name"], want[0]["record"])
 
 
 def figure(images, views, *, model=None, format="png", names=None, **options):
@@ -272,7 +165,8 @@ def figure(images, views, *, model=None, format="png", names=None, **options):
     of a unit on one scale). images: paths, arrays or PIL images (arrays are named image1, image2, ... or
     `names`). options: scale, title, row_labels, column_labels, width_in, dpi, colormap, alpha, style,
     upsample, discard, classes, gradcam_layer, block_numbering, notes. Returns a Figure."""
-    model, margs, kwnames = _model_args(model, "figure")
+    from . import _image_arg, _reraise
+    model = _the_model(model)
     imgs = images if isinstance(images, (list, tuple)) else [images]
     if format not in ("png", "pdf", "svg"):
         raise ValueError("figure() format= is png, pdf or svg, found %r" % (format,))
@@ -285,18 +179,15 @@ def figure(images, views, *, model=None, format="png", names=None, **options):
                 raise ValueError("figure() names= are file stems without '/', found %r" % (n,))
     kw = dict(options)
     kw["views"] = views if isinstance(views, str) else ",".join(views)
-    flags, n2 = to_flags(kw, "figure", "figure")
-    kwnames.update(n2)
-    with tempfile.TemporaryDirectory(prefix="attnmap-") as d:
-        # each array in a folder of its own: two images may have the same name
-        srcs = [_image_file(im, os.path.join(d, "in", str(i)), i, names[i] if names else None)
-                for i, im in enumerate(imgs)]
-        out = os.path.join(d, "figure." + format)
-        rc, _, err = _run(["figure", *srcs, "-o", out, *margs, *flags, "-q"], model, names=kwnames)
-        if rc != 0:
-            _raise(rc, err, kwnames)
-        with open(out, "rb") as f:
-            return Figure(f.read(), format, "figure." + format)
+    given = to_given(kw, "figure", "figure")
+    sources = [_image_arg(im) for im in imgs]
+    labels = [s if isinstance(s, str) else (names[i] if names else "image%d" % (i + 1)) + ".png"
+              for i, s in enumerate(sources)]
+    try:
+        r = model._m.figure(sources, labels, given, format)
+    except AttnmapError as e:
+        _reraise(e)
+    return Figure(r["data"], format, "figure." + format, r["record"])
 
 
 class EvalReport:
@@ -326,31 +217,31 @@ def evaluate(images, masks, *, model=None, views=None, **options):
     game, energy in mask, their margins over the centre-prior and brightness baselines with bootstrap
     intervals; with perturb="drop" the deletion curves, with sanity=True the randomisation test).
     images: files or folders; masks: the folder of masks named like the images. Returns an EvalReport."""
-    model, margs, names = _model_args(model, "eval")
+    from . import _error, _reraise
+    model = _the_model(model)
     imgs = images if isinstance(images, (list, tuple)) else [images]
     kw = dict(options)
     if views is not None:
         kw["views"] = views if isinstance(views, str) else ",".join(views)
-    flags, n2 = to_flags(kw, "eval", "evaluate")
-    names.update(n2)
-    with tempfile.TemporaryDirectory(prefix="attnmap-") as d:
-        js = os.path.join(d, "report.json")
-        rc, out, err = _run(["eval", *[os.fspath(i) for i in imgs], "--masks", os.fspath(masks), "--json", js,
-                             *margs, *flags], model, names=names)
-        if rc == 2 or not os.path.exists(js):
-            _raise(rc or 2, err, names)
-        with open(js, encoding="utf-8") as f:
-            report = json.load(f)
-    if rc != 0 and not report.get("images"):  # nothing evaluated: an error, not an empty table
-        _raise(rc, err, names)
-    return EvalReport(report, "\n".join(out), rc)
+    given = to_given(kw, "eval", "evaluate")
+    given += [("inputs", [os.fspath(i) for i in imgs]), ("masks", [os.fspath(masks)])]
+    try:
+        r = model._m.evaluate(given)
+    except AttnmapError as e:
+        _reraise(e)
+    report = json.loads(r["report"])
+    if r["status"] != 0 and not report.get("images"):  # nothing evaluated: an error, not an empty table
+        raise _error("\n".join(r["errors"]) or "nothing was evaluated", r["status"])
+    text = r["text"]
+    return EvalReport(report, text[:-1] if text.endswith("\n") else text, r["status"])
 
 
 class RunReport:
     """What ``render_folder`` did: ``exit_code`` (0 all done or skipped, 1 some failed), ``rows`` (the
     manifest's rows, one dict per input: status, outputs, error, map statistics, top-5; a skipped image's
-    row is the run's that made it, "carried": true), ``failed`` ([(input, error)]), ``lines`` (what the run
-    printed)."""
+    row is the run's that made it, "carried": true; the engine's rows, in the manifest's order, also without
+    manifest=), ``failed`` ([(input, error)]), ``lines`` (what the run printed: standard output's lines, then
+    standard error's)."""
 
     def __init__(self, rc, rows, failed, lines):
         self.exit_code = rc
@@ -371,30 +262,49 @@ def render_folder(inputs, out, *, model=None, manifest=None, progress=None, quie
     "failed"), from the run's threads with the GIL held.
     Returns a RunReport; raises AttnmapError (exit_code 2) for unusable options or weights, before anything
     is written. A bad image is a failed row, never the end of the run."""
-    model, margs, names = _model_args(model)
+    from . import _reraise
+    model = _the_model(model)
     ins = inputs if isinstance(inputs, (list, tuple)) else [inputs]
     kw = dict(options)
     if kw.get("shard") is not None and not isinstance(kw["shard"], str):
         kw["shard"] = "%d/%d" % tuple(kw["shard"])
-    flags, n2 = to_flags(kw, "render", "render_folder")
-    names.update(n2)
+    given = to_given(kw, "render", "render_folder")
+    given += [("inputs", [os.fspath(i) for i in ins]), ("out", [os.fspath(out)])]
     if manifest is not None:
-        names["--manifest"] = "manifest"
+        given.append(("manifest", [os.fspath(manifest)]))
     if quiet:
-        flags.append("-q")
-    with tempfile.TemporaryDirectory(prefix="attnmap-") as d:
-        # Without manifest= the rows come from a manifest of the run's own, left out of the output folder.
-        mpath = os.fspath(manifest) if manifest is not None else os.path.join(d, "manifest.jsonl")
-        rc, out, err = _run(["render", *[os.fspath(i) for i in ins], "--out", os.fspath(out), "--manifest", mpath,
-                             *margs, *flags], model, progress=progress, quiet=quiet, names=names)
-        if rc == 2:
-            _raise(rc, err, names)
-        rows = []
-        if os.path.exists(mpath):
-            with open(mpath, encoding="utf-8") as f:
-                rows = [r for r in (json.loads(l) for l in f if l.strip()) if "input" in r]
+        given.append(("quiet", []))
+    rows, lines = {}, {"out": [], "err": []}
+
+    def on_line(stream, text):  # the run's lines, printed as the command line prints them unless quiet
+        if stream != "bar":
+            lines[stream].append(text)
+        if quiet:
+            return
+        f = sys.stdout if stream == "out" else sys.stderr
+        try:
+            f.write("\r\033[K" + text if stream == "bar" else text + "\n")
+            if stream == "bar":
+                f.flush()
+        except (OSError, ValueError):  # a closed stream: the line is lost, the run goes on
+            pass
+
+    def on_row(index, text):  # each input's manifest row, by its place in the manifest
+        rows[index] = json.loads(text)
+    try:
+        rc = model._m.render_folder(given, progress, on_line, on_row, not quiet and _isatty(sys.stderr))
+    except AttnmapError as e:
+        _reraise(e)
+    rows = [rows[i] for i in sorted(rows)]
     failed = [(r.get("input"), r.get("error")) for r in rows if r.get("status") == "failed"]
-    return RunReport(rc, rows, failed, out + err)
+    return RunReport(rc, rows, failed, lines["out"] + lines["err"])
+
+
+def _isatty(stream):
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def cli(args):
@@ -402,5 +312,5 @@ def cli(args):
     cat.jpg --panel``; its output goes to sys.stdout / sys.stderr. Returns the exit status."""
     if isinstance(args, (str, bytes)):
         raise TypeError("cli() takes the arguments as a list, e.g. cli(['inspect', 'weights.safetensors'])")
-    rc, _, _ = _run(list(args), None, None, quiet=False)
+    rc, _, _ = _run(list(args), quiet=False)
     return rc

@@ -1,8 +1,9 @@
 // attnmap_module.cpp - the Python extension attnmap._attnmap (pybind11): a model loaded from a file or built
-// from a state dict in memory, the forward pass's maps as NumPy arrays, and the command line in process with
-// that model lent to it (app/session.hpp RunHooks). The Python layer (python/attnmap/__init__.py) turns
-// keyword arguments into the command line's flags, so options are parsed, checked and worded in one place
-// (app/options_cli.cpp) and the maps are the CLI's, bit for bit.
+// from a state dict in memory, the forward pass's maps as NumPy arrays, the engine's figures, reports and batch
+// runs with that model lent to them (ModelSource), and the user's own command line in process (cli()). The Python layer (python/attnmap/__init__.py) turns
+// keyword arguments into settings as given ((id, values) pairs, through the flag registry's settings_of);
+// make_request (app/cli/flags.hpp) parses and checks them as it does the command line's, so options are
+// checked and worded in one place and the maps are the CLI's, bit for bit. Errors name keywords.
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -19,13 +20,14 @@
 #include <mutex>
 #include <shared_mutex>
 #include <sstream>
-#include <streambuf>
 #include <string>
 #include <vector>
 
 #include "app/cli/command_line.hpp"
+#include "app/cli/flags.hpp"
 #include "app/commands/inspect.hpp"
 #include "app/cli/options.hpp"
+#include "app/engine/outputs.hpp"
 #include "app/engine/paths.hpp"
 #include "app/engine/render.hpp"
 #include "app/engine/session.hpp"
@@ -37,6 +39,9 @@
 #include "maps/views.hpp"
 #include "model/sgemm.hpp"
 #include "model/vit.hpp"
+#include "batch_binding.hpp"
+#include "cli_binding.hpp"
+#include "figures_binding.hpp"
 
 namespace py = pybind11;
 using namespace attnmap;
@@ -79,53 +84,6 @@ class StateDictDigest {
   EVP_MD_CTX* ctx_;
 };
 
-// std::cout / std::cerr of a command run in process, forwarded line by line to a Python callable (the
-// Python layer's sink: sys.stdout / sys.stderr, or a list when quiet), from whichever thread writes.
-class PythonLineBuf : public std::streambuf {
- public:
-  explicit PythonLineBuf(py::object sink) : sink_(std::move(sink)) {}
-  ~PythonLineBuf() override {
-    py::gil_scoped_acquire gil;
-    sink_ = py::object();
-  }
-
-  void flush_line() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!line_.empty()) emit_locked();
-  }
-
- protected:
-  int overflow(int c) override {
-    if (c == traits_type::eof()) return 0;
-    std::lock_guard<std::mutex> lock(mu_);
-    line_ += static_cast<char>(c);
-    if (c == '\n') emit_locked();
-    return c;
-  }
-  std::streamsize xsputn(const char* s, std::streamsize n) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    line_.append(s, static_cast<size_t>(n));
-    if (line_.find('\n') != std::string::npos) emit_locked();
-    return n;
-  }
-  int sync() override { return 0; }
-
- private:
-  void emit_locked() {
-    std::string text;
-    text.swap(line_);
-    py::gil_scoped_acquire gil;
-    try {
-      sink_(py::str(text));
-    } catch (const py::error_already_set&) {
-      // a closed stream: the line is lost, the run goes on
-    }
-  }
-  py::object sink_;
-  std::mutex mu_;
-  std::string line_;
-};
-
 // The engine's process-wide state: a command run in process holds it alone (std::cout / std::cerr are the
 // process's; a run sizes the forward pass's thread pool for its workers), forward passes share it (the pool
 // runs one parallel_for at a time and the others inline). The pool is sized for one image at a time on every
@@ -143,7 +101,7 @@ unsigned long main_thread_ident() {
 }
 
 // Ctrl-C (SIGINT) while the engine holds the main thread: Python's handler cannot run then, so a handler of
-// ours notes it (g_sigint) for the engine to poll (RunHooks::cancelled, the Hub download's cancel), and
+// ours notes it (g_sigint) for the engine to poll (BatchHooks::cancelled, the Hub download's cancel), and
 // KeyboardInterrupt is raised when the engine has returned. Only on the main thread, where Python handles
 // signals; the previous handler is restored when the note ends.
 class SigintNote {
@@ -189,39 +147,49 @@ void size_pool_for_forward() {
   g_pool_for_forward = true;
 }
 
-// An input that cannot be read or used (an image file, an array): the command line's exit status 1 for it.
-struct InputFailure : Error {
-  using Error::Error;
-};
 
-// The options of a run of the model `name` made with `model_flags`, and a call's flags: `attnmap render`'s
-// parse and checks (parse_render_command). Throws attnmap::Error naming the flag.
-RenderOptions run_options(const std::vector<std::string>& model_flags, const std::string& name,
-                          const std::vector<std::string>& call_flags = {}) {
-  std::vector<std::string> args = model_flags;
-  args.insert(args.end(), call_flags.begin(), call_flags.end());
-  args.insert(args.end(), {"-w", name, "--", "IMAGE"});  // an input, never read: render's options need one
-  return parse_render_command(args);
+// Settings as the Python layer gives them: (setting id, values) pairs (_options.to_given), in the door's form.
+using GivenPairs = std::vector<std::pair<std::string, std::vector<std::string>>>;
+GivenSettings given_of(const GivenPairs& pairs) {
+  GivenSettings given;
+  for (const auto& [id, values] : pairs) given.push_back({id, values});
+  return given;
+}
+
+// The options of a run of the model `name` made with the settings `model_settings`, and a call's settings:
+// render's request through the one door (make_request), never an argv. Throws attnmap::Error naming settings.
+RenderOptions run_options(const GivenSettings& model_settings, const std::string& name, const GivenSettings& call = {}) {
+  GivenSettings given = model_settings;
+  given.insert(given.end(), call.begin(), call.end());
+  given.push_back({"weights", {name}});
+  given.push_back({"inputs", {"IMAGE"}});  // an input, never read: render's request needs one
+  return make_request("render", given).ro;
 }
 
 // ---- the model ------------------------------------------------------------------------------------------
 
 // A model as the Python layer holds it: the weights as loaded or built (not prepared), its name (the file's
-// path, or the state dict's name, which the runs' -w names), the options it was loaded with (the command
-// line's flags of the model: --size, --precision, --labels, --heads, ...), and the prepared forms, made once
-// each: for the forward pass alone and with the backward pass's matrices.
+// path, or the state dict's name, which its runs name as their weights), the settings it was made with (the
+// settings that make the model: size, precision, labels, heads, ...), and the prepared forms, made once each:
+// for the forward pass alone and with the backward pass's matrices.
 class Model {
  public:
-  Model(std::shared_ptr<ViTWeights> built, std::string name, std::vector<std::string> flags, bool from_file)
-      : built_(std::move(built)), name_(std::move(name)), flags_(std::move(flags)), from_file_(from_file) {}
+  Model(std::shared_ptr<ViTWeights> built, std::string name, GivenSettings given, bool from_file)
+      : built_(std::move(built)), name_(std::move(name)), given_(std::move(given)), from_file_(from_file) {}
 
   const std::string& name() const { return name_; }
   const ViTWeights& built() const { return *built_; }
-  const std::vector<std::string>& flags() const { return flags_; }
+  const GivenSettings& given() const { return given_; }
+  /// The model's settings as (id, values) pairs (Python: Model.given).
+  GivenPairs given_pairs() const {
+    GivenPairs out;
+    for (const GivenSetting& g : given_) out.emplace_back(g.id, g.values);
+    return out;
+  }
   bool from_file() const { return from_file_; }
 
-  // The run options of a forward call: the model's flags, then the call's, as `attnmap render`'s.
-  RenderOptions options(const std::vector<std::string>& call_flags) const { return run_options(flags_, name_, call_flags); }
+  // The run options of a forward call: the model's settings and the call's, as `attnmap render`'s request.
+  RenderOptions options(const GivenSettings& call) const { return run_options(given_, name_, call); }
 
   // The model prepared for a run (finish_run_model of a copy of the built weights), made once per kind.
   std::shared_ptr<const ViTWeights> prepared(const RenderOptions& opt, bool backward) {
@@ -241,7 +209,7 @@ class Model {
  private:
   std::shared_ptr<ViTWeights> built_;
   std::string name_;
-  std::vector<std::string> flags_;
+  GivenSettings given_;
   bool from_file_ = false;
   std::mutex mu_;
   std::shared_ptr<const ViTWeights> forward_, backward_;
@@ -292,14 +260,15 @@ py::dict model_info(Model& m) {
   d["param_count"] = w.param_count;
   d["query"] = hp.query_name();
   std::map<std::string, std::string> source;
-  for (const auto& [k, v] : hp.source) source[k] = with_flags(v);  // "{setting:size}" as the flag it is
+  for (const auto& [k, v] : hp.source) source[k] = spell_as_keywords(v);  // "{setting:size}": size
   d["source"] = source;
   return d;
 }
 
 // quiet: the Hub fetch's progress lines and notes are not printed (the loader's notes are Model.notices either way).
-std::shared_ptr<Model> load_file(const std::string& path, const std::vector<std::string>& flags, bool quiet) {
-  const RenderOptions opt = run_options(flags, path);  // a bad value is refused here, before any file is read
+std::shared_ptr<Model> load_file(const std::string& path, const GivenPairs& settings, bool quiet) {
+  const GivenSettings given = given_of(settings);
+  const RenderOptions opt = run_options(given, path);  // a bad value is refused here, before any file is read
   std::shared_ptr<ViTWeights> w;
   RunWeights rw;
   SigintNote sigint;  // Ctrl-C during a Hub download: it stops (its partial file kept), KeyboardInterrupt
@@ -312,7 +281,7 @@ std::shared_ptr<Model> load_file(const std::string& path, const std::vector<std:
     throw;
   }
   sigint.raise_if_interrupted();
-  return std::make_shared<Model>(std::move(w), rw.path, flags, true);
+  return std::make_shared<Model>(std::move(w), rw.path, given, true);
 }
 
 // A NumPy dtype's safetensors-style name ("F32", "I64", "BOOL", ...), for the tensor list and the digest.
@@ -329,8 +298,9 @@ std::string dtype_word(const py::dtype& dt) {
 // from_state_dict's tensors: (name, array) pairs, each array C-contiguous (the Python layer made them so).
 std::shared_ptr<Model> from_state_dict(const std::vector<std::pair<std::string, py::array>>& items,
                                        const std::string& config_json, const std::string& name,
-                                       const std::vector<std::string>& flags) {
-  const RenderOptions opt = run_options(flags, name);
+                                       const GivenPairs& settings) {
+  const GivenSettings given = given_of(settings);
+  const RenderOptions opt = run_options(given, name);
   RawWeights raw;
   raw.path = name;
   raw.config_where = "config";
@@ -393,7 +363,7 @@ std::shared_ptr<Model> from_state_dict(const std::vector<std::pair<std::string, 
   }
   w->format = "state_dict";
   w->weights_sha256 = digest.hex();
-  return std::make_shared<Model>(std::move(w), name, flags, false);
+  return std::make_shared<Model>(std::move(w), name, given, false);
 }
 
 // ---- the forward pass -----------------------------------------------------------------------------------
@@ -429,6 +399,15 @@ Image image_of(const py::object& obj, const RenderOptions& opt, std::string* sha
   *sha = sha256_bytes(img.rgb.data(), img.rgb.size());
   *label = "array " + std::to_string(img.height) + "x" + std::to_string(img.width) + "x3";
   return img;
+}
+
+// image_of, its failure an input's (exit status 1), as the command line's for a file it cannot read.
+Image input_image(const py::object& obj, const RenderOptions& opt, std::string* sha, std::string* label) {
+  try {
+    return image_of(obj, opt, sha, label);
+  } catch (const Error& e) {
+    throw InputFailure(e.what());
+  }
 }
 
 // The kind of a view in the grammar's words.
@@ -475,10 +454,10 @@ py::dict map_dict(const RenderContext& ctx, const ComputedViews& cv, ViewMap&& m
   return d;
 }
 
-// One forward call: every image's maps of the views the flags ask for, as dicts the Python layer wraps.
-py::list forward(Model& model, const std::vector<py::object>& images, const std::vector<std::string>& call_flags,
+// One forward call: every image's maps of the views the settings ask for, as dicts the Python layer wraps.
+py::list forward(Model& model, const std::vector<py::object>& images, const GivenPairs& settings,
                  bool attentions) {
-  RenderOptions opt = model.options(call_flags);
+  RenderOptions opt = model.options(given_of(settings));
   opt.quiet = true;
   std::shared_ptr<const ViTWeights> w;
   std::unique_ptr<RenderContext> ctx;
@@ -500,12 +479,7 @@ py::list forward(Model& model, const std::vector<py::object>& images, const std:
   for (const py::object& obj : images) {
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C between images
     std::string sha, label;
-    Image photo;
-    try {
-      photo = image_of(obj, opt, &sha, &label);
-    } catch (const Error& e) {
-      throw InputFailure(e.what());
-    }
+    Image photo = input_image(obj, opt, &sha, &label);
     ComputedViews cv;
     std::vector<float> attn;
     std::vector<float> logits;
@@ -551,66 +525,80 @@ py::list forward(Model& model, const std::vector<py::object>& images, const std:
 
 // ---- the command line in process ------------------------------------------------------------------------
 
-int run(const std::vector<std::string>& args, std::shared_ptr<Model> model, py::object progress, py::object out_sink,
-        py::object err_sink) {
-  RunHooks hooks;
-  if (model) {
-    hooks.model_name = model->name();
-    hooks.model = [model](const RenderOptions& opt, bool backward) { return model->prepared(opt, backward); };
-  }
-  std::shared_ptr<py::object> callback_error;  // the first exception the callback raised: raised after the run
-  std::mutex err_mu;
-  std::atomic<bool> stop{false};  // the callback raised: the run stops after the images under way
-  if (!progress.is_none()) {
-    hooks.progress = [progress, &callback_error, &err_mu, &stop](size_t done, size_t total, const std::string& input,
-                                                                 const std::string& status) {
-      py::gil_scoped_acquire gil;
-      try {
-        progress(done, total, input, status);
-      } catch (py::error_already_set& e) {
-        std::lock_guard<std::mutex> lock(err_mu);
-        if (!callback_error) callback_error = std::make_shared<py::object>(e.value());
-        stop = true;
-      }
-    };
-  }
-  hooks.cancelled = [&stop] { return stop.load() || g_sigint.load(); };
-  // Ctrl-C (SIGINT) during the run: the run stops after the images under way (their files complete, the
-  // manifest not compacted), and KeyboardInterrupt is raised when the run has returned.
+// attnmap.cli(args): the user's own command line, its standard output and error lines to the Python sinks
+// (cli_binding.hpp). Ctrl-C (SIGINT) during the run: a render stops after the images under way (their files
+// complete, the manifest not compacted), and KeyboardInterrupt is raised when the run has returned.
+int run(const std::vector<std::string>& args, py::object out_sink, py::object err_sink) {
   SigintNote sigint;
-  int rc = 0;
-  {
-    py::gil_scoped_release nogil;
-    std::unique_lock<std::shared_mutex> lock(g_engine_mu);
-    g_pool_for_forward = false;  // the run sizes the pool for its own workers
-    PythonLineBuf out(out_sink), err(err_sink);
-    std::streambuf* old_out = std::cout.rdbuf(&out);
-    std::streambuf* old_err = std::cerr.rdbuf(&err);
-    {
-      RunHooksScope scope(&hooks);
-      try {
-        std::vector<std::string> argv{"attnmap"};
-        argv.insert(argv.end(), args.begin(), args.end());
-        rc = run_command_line(argv);
-      } catch (...) {
-        std::cout.rdbuf(old_out);
-        std::cerr.rdbuf(old_err);
-        throw;
-      }
-    }
-    std::cout.flush();
-    std::cerr.flush();
-    out.flush_line();
-    err.flush_line();
-    std::cout.rdbuf(old_out);
-    std::cerr.rdbuf(old_err);
-  }
+  g_pool_for_forward = false;  // the run sizes the pool for its own workers
+  const int rc = attnmap_py::run_cli(args, out_sink, err_sink, g_engine_mu, [] { return g_sigint.load(); });
   sigint.raise_if_interrupted();
-  if (callback_error) {
-    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(callback_error->ptr())), callback_error->ptr());
-    throw py::error_already_set();
-  }
   return rc;
+}
+
+// ---- overlay, panel, figure, evaluate: the engine's results in memory (figures_binding.hpp) -------------
+
+ModelSource source_of(const std::shared_ptr<Model>& model) {
+  return [model](const RenderOptions& opt, bool backward) { return model->prepared(opt, backward); };
+}
+
+// The model's settings, a call's and the weights it is named by, as a command's settings as given.
+GivenSettings with_model(const Model& model, const GivenPairs& call) {
+  GivenSettings given = model.given();
+  for (const auto& [id, values] : call) given.push_back({id, values});
+  given.push_back({"weights", {model.name()}});
+  return given;
+}
+
+// Model.render_outputs: render's files of one image (a path or an array) in memory.
+py::list render_outputs(const std::shared_ptr<Model>& model, const py::object& image, const GivenPairs& settings,
+                        const std::string& input, const std::string& out_base) {
+  RenderOptions opt = model->options(given_of(settings));
+  opt.quiet = true;
+  std::string sha, label;
+  const Image photo = input_image(image, opt, &sha, &label);
+  return attnmap_py::image_output_list(opt, source_of(model), model->name(), photo, sha, input, out_base, g_engine_mu);
+}
+
+// Model.figure: the figure command's figure of `images` (paths or arrays, named `names`) in memory.
+py::dict figure_of(const std::shared_ptr<Model>& model, const std::vector<py::object>& images,
+                   const std::vector<std::string>& names, const GivenPairs& settings, const std::string& format) {
+  GivenSettings given = with_model(*model, settings);
+  given.push_back({"inputs", names});
+  const FigureArgs a = make_request("figure", given).figure;
+  RenderOptions limits;  // the images decoded as the figure decodes its files
+  limits.load.max_pixels = static_cast<uint64_t>(std::max(1LL, a.max_pixels));
+  limits.load.apply_exif = !a.no_exif;
+  std::vector<FigurePhoto> photos(images.size());
+  for (size_t i = 0; i < images.size(); ++i) {
+    photos[i].name = names.at(i);
+    std::string label;
+    try {
+      photos[i].photo = image_of(images[i], limits, &photos[i].sha256, &label);
+    } catch (const Error& e) {
+      throw InputFailure(std::string(e.what()) + "; no figure written");
+    }
+  }
+  return attnmap_py::figure_output(a, format, std::move(photos), source_of(model), model->name(), g_engine_mu);
+}
+
+// Model.render_folder: render over files and folders (`settings` name the inputs and --out) with this model
+// lent, rows, progress and lines to the Python callables (batch_binding.hpp). Ctrl-C or a callback's exception
+// stops the run after the images under way, then KeyboardInterrupt or that exception is raised.
+int render_folder(const std::shared_ptr<Model>& model, const GivenPairs& settings, py::object progress,
+                  py::object on_line, py::object on_row, bool progress_bar) {
+  SigintNote sigint;
+  g_pool_for_forward = false;  // the run sizes the pool for its own workers
+  const int rc = attnmap_py::run_batch(with_model(*model, settings), source_of(model), {progress, on_line, on_row},
+                                       progress_bar, g_engine_mu, [] { return g_sigint.load(); });
+  sigint.raise_if_interrupted();
+  return rc;
+}
+
+// Model.evaluate: eval's report in memory (`settings` name the inputs and masks).
+py::dict evaluate(const std::shared_ptr<Model>& model, const GivenPairs& settings) {
+  g_pool_for_forward = false;  // eval sizes the pool for its own products
+  return attnmap_py::eval_output(with_model(*model, settings), source_of(model), g_engine_mu);
 }
 
 }  // namespace
@@ -623,23 +611,23 @@ PYBIND11_MODULE(_attnmap, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const InputFailure& e) {  // exit_code 1, as the command line's status for a failed input
-      py::object instance = py::reinterpret_borrow<py::object>(error.ptr())(py::str(with_flags(e.what())));
+      py::object instance = py::reinterpret_borrow<py::object>(error.ptr())(py::str(spell_as_keywords(e.what())));
       instance.attr("exit_code") = 1;
       PyErr_SetObject(error.ptr(), instance.ptr());
     } catch (const Error& e) {
-      PyErr_SetString(error.ptr(), with_flags(e.what()).c_str());
+      PyErr_SetString(error.ptr(), spell_as_keywords(e.what()).c_str());
     }
   });
   m.attr("__version__") = ATTNMAP_VERSION;
 
   py::class_<Model, std::shared_ptr<Model>>(m, "Model")
       .def_property_readonly("name", &Model::name)
-      .def_property_readonly("flags", &Model::flags)
+      .def_property_readonly("given", &Model::given_pairs)
       .def_property_readonly("info", &model_info)
       .def_property_readonly("notices",
                              [](const Model& self) {
                                std::vector<std::string> out;
-                               for (const std::string& n : self.built().notices) out.push_back(with_flags(n));
+                               for (const std::string& n : self.built().notices) out.push_back(spell_as_keywords(n));
                                return out;
                              })
       .def_property_readonly("tensors",
@@ -649,14 +637,18 @@ PYBIND11_MODULE(_attnmap, m) {
                                return t;
                              })
       .def("describe", [](const Model& self) { return describe_model(self.built(), self.name()); })
-      .def("forward", &forward, py::arg("images"), py::arg("flags"), py::arg("attentions") = false);
+      .def("forward", &forward, py::arg("images"), py::arg("settings"), py::arg("attentions") = false)
+      .def("render_outputs", &render_outputs, py::arg("image"), py::arg("settings"), py::arg("input"), py::arg("out_base"))
+      .def("figure", &figure_of, py::arg("images"), py::arg("names"), py::arg("settings"), py::arg("format"))
+      .def("evaluate", &evaluate, py::arg("settings"))
+      .def("render_folder", &render_folder, py::arg("settings"), py::arg("progress"), py::arg("on_line"),
+           py::arg("on_row"), py::arg("progress_bar"));
 
-  m.def("load", &load_file, py::arg("path"), py::arg("flags"), py::arg("quiet") = false);
-  m.def("from_state_dict", &from_state_dict, py::arg("items"), py::arg("config_json"), py::arg("name"), py::arg("flags"));
-  m.def("run", &run, py::arg("args"), py::arg("model"), py::arg("progress"), py::arg("out"), py::arg("err"));
+  m.def("load", &load_file, py::arg("path"), py::arg("settings"), py::arg("quiet") = false);
+  m.def("from_state_dict", &from_state_dict, py::arg("items"), py::arg("config_json"), py::arg("name"), py::arg("settings"));
+  m.def("run", &run, py::arg("args"), py::arg("out"), py::arg("err"));
+  m.def("settings_of", &attnmap_py::settings_list, py::arg("command"));
   m.def("default_weights_path", &default_weights_path);
-  m.def("command_flags", &command_flags, py::arg("command"));
-  m.def("command_switches", &command_switches, py::arg("command"));
   m.def("write_png", [](const std::string& path, const py::array_t<uint8_t, py::array::c_style>& a) {
     if (a.ndim() != 3 || a.shape(2) != 3) throw Error("an image array must be uint8 (H, W, 3) RGB");
     Image img;

@@ -600,15 +600,15 @@ std::string canonical_svg_ids(const std::string& doc) {
   return out;
 }
 
-void Canvas::save(const std::string& path) {
+std::vector<uint8_t> Canvas::encode(const std::string& path) {
   if (impl_->finished) throw Error("figure: " + path + ": the canvas was already saved");
   if (format_ == FigureFormat::Png) {
     PngOptions po;
     po.dpi = dpi_;
     if (!provenance_.empty()) po.text.push_back({"attnmap", provenance_});
-    write_png(path, pixels(), po);
+    std::vector<uint8_t> png = encode_png(pixels(), po);
     impl_->finished = true;
-    return;
+    return png;
   }
   cairo_destroy(impl_->cr);
   impl_->cr = nullptr;
@@ -621,7 +621,9 @@ void Canvas::save(const std::string& path) {
     impl_->bytes.assign(doc.begin(), doc.end());
     if (!provenance_.empty()) insert_svg_metadata(&impl_->bytes, provenance_);
   }
-  write_file_atomic(path, impl_->bytes);
+  return std::move(impl_->bytes);
 }
+
+void Canvas::save(const std::string& path) { write_file_atomic(path, encode(path)); }
 
 }  // namespace attnmap

@@ -125,6 +125,9 @@ class Canvas {
   /// drawing alone: a PDF has no creation or modification date, an SVG's ids are canonical_svg_ids'. Throws
   /// attnmap::Error naming `path`. The canvas cannot be drawn on afterwards.
   void save(const std::string& path);
+  /// The file save writes, in memory (save = encode + io's write_file_atomic: the same bytes); `path` names
+  /// the figure in messages only. The canvas cannot be drawn on afterwards.
+  std::vector<uint8_t> encode(const std::string& path);
   /// Records how the figure was made (JSON text): a PNG gets it as tEXt `attnmap` (PNG 1.2 §11.3.4), a PDF as
   /// its Subject metadata, an SVG as a <metadata> element. Call before drawing; "" records nothing.
   void set_provenance(const std::string& text);

@@ -25,6 +25,13 @@ const uint8_t* colormap_table(const std::string& name) {
   throw Error("unknown colormap '" + name + "'");  // not reached: colormap_name knows the same names
 }
 
+Colormap parse_colormap(const std::string& name) {
+  Colormap c;
+  c.name = colormap_name(name);
+  c.table = colormap_table(c.name);
+  return c;
+}
+
 std::vector<std::string> colormap_names() {
   std::vector<std::string> out;
   for (const auto& m : kMaps) out.emplace_back(m.name);

@@ -249,6 +249,13 @@ int paper_text_px(double width_in, const std::function<int(int)>& width_of) {
   throw too_narrow();
 }
 
+std::string keep(const FigureOptions& opt, Canvas& c, const std::string& path, FigureFormat format) {
+  std::vector<uint8_t> bytes = c.encode(path);
+  if (opt.in_memory) opt.in_memory->push_back(FigureFile{path, format, std::move(bytes), opt.provenance});
+  else write_file_atomic(path, bytes);
+  return path;
+}
+
 std::string emit_at(const std::string& base, const FigureOptions& opt, FigureFormat format, double width_in, int w,
                     int h, const std::function<void(Canvas&)>& draw) {
   FigureOptions one = opt;
@@ -259,9 +266,7 @@ std::string emit_at(const std::string& base, const FigureOptions& opt, FigureFor
   Canvas c(w, h, page_dpi, format, width_in * opt.dpi / w);
   c.set_provenance(opt.provenance);
   draw(c);
-  const std::string path = base + figure_extension(format);
-  c.save(path);
-  return path;
+  return keep(opt, c, base + figure_extension(format), format);
 }
 
 std::vector<std::string> emit(const std::string& base, const FigureOptions& opt, int w, int h,
@@ -272,9 +277,7 @@ std::vector<std::string> emit(const std::string& base, const FigureOptions& opt,
     Canvas c(w, h, opt.dpi, f);
     c.set_provenance(opt.provenance);
     draw(c);
-    const std::string path = base + figure_extension(f);
-    c.save(path);
-    out.push_back(path);
+    out.push_back(keep(opt, c, base + figure_extension(f), f));
   }
   return out;
 }

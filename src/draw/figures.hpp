@@ -96,6 +96,15 @@ Image add_legend(const Image& overlay, const OverlayLegend& lg, const uint8_t* c
 /// the legend, the terminal and the figures write them (max_over_mean 0: "max 0.301").
 std::string contrast_phrase(double map_max, double max_over_mean, bool flat);
 
+/// One figure file drawn in memory: the path write_* would give it, its format and its bytes (the file's
+/// bytes exactly: writing them is what write_* does).
+struct FigureFile {
+  std::string path;
+  FigureFormat format = FigureFormat::Png;
+  std::vector<uint8_t> bytes;
+  std::string record;  ///< the settings record it carries (FigureOptions::provenance)
+};
+
 /// What every figure file shares.
 struct FigureOptions {
   std::vector<FigureFormat> formats = {FigureFormat::Png};
@@ -109,6 +118,8 @@ struct FigureOptions {
   /// How the figure was made (the run's settings record, JSON): PNG tEXt `attnmap`, PDF Subject, SVG
   /// <metadata>; empty: not recorded.
   std::string provenance;
+  /// Set: each file drawn is appended here (FigureFile) instead of written; the paths are returned alike.
+  std::vector<FigureFile>* in_memory = nullptr;
 };
 
 /// One labelled view of a panel: a row photo | map alone | overlay.
@@ -185,6 +196,7 @@ struct ComparisonOptions {
   /// The words over the columns instead of column_titles (which still say which column is "photo"); one per
   /// column, "" for an untitled column; empty: column_titles.
   std::vector<std::string> column_labels;
+  std::vector<FigureFile>* in_memory = nullptr;  ///< as FigureOptions::in_memory
 };
 
 /// The smallest size, in points, the labels of a comparison figure shrink to (a word longer than its place at

@@ -49,6 +49,7 @@ FigureOptions comparison_output(const std::string& path, const ComparisonOptions
   FigureOptions fo;
   fo.dpi = opt.dpi;
   fo.provenance = opt.provenance;
+  fo.in_memory = opt.in_memory;
   if (ext == ".png") fo.formats = {FigureFormat::Png};
   else if (ext == ".pdf") fo.formats = {FigureFormat::Pdf};
   else if (ext == ".svg") fo.formats = {FigureFormat::Svg};

@@ -453,6 +453,9 @@ double paper_width(const FigureOptions& opt, FigureFormat format, double vector_
 /// be wider than the page (the width is too small for text of that size).
 int paper_text_px(double width_in, const std::function<int(int)>& width_of);
 
+/// The finished canvas `c` as the file `path`: written atomically, or with opt.in_memory kept there. Returns path.
+std::string keep(const FigureOptions& opt, Canvas& c, const std::string& path, FigureFormat format);
+
 /// Draws the figure once in `format` (base + extension) at width_in inches: a PDF/SVG page that wide, a PNG
 /// of width_in x opt.dpi pixels (the drawing scaled); width_in 0: as emit.
 std::string emit_at(const std::string& base, const FigureOptions& opt, FigureFormat format, double width_in, int w,

@@ -52,6 +52,7 @@ bool parse_pixel(const std::string& s, double* out) {
 
 TokenQuery parse_query_text(const std::string& item, const std::string& s) {
   TokenQuery q;
+  q.written = s;
   if (s == "received") {
     q.kind = TokenQuery::Kind::Received;
     return q;

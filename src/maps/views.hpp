@@ -42,6 +42,7 @@ struct TokenQuery {
   double x = 0, y = 0;         ///< Pixel: the photo point in pixels
   std::string prefix;          ///< Prefix: "cls", "dist" or "reg<k>"
   int token = -1;              ///< resolved: the token index (prefix first); Pixel: per image (place_query)
+  std::string written;         ///< as written after the ':' ("q=r7c3", "received"); empty for ClassRow
 };
 
 struct ViewSpec {

@@ -62,6 +62,7 @@ long parse_count(const std::string& s) {
 ClassSpec parse_class_spec(const std::string& s) {
   if (s.empty()) throw Error("expects an index, a label, top1 or topK, found ''");
   ClassSpec spec;
+  spec.written = s;
   if (const long n = parse_count(s); n >= 0) {
     spec.kind = ClassSpec::Kind::Index;
     spec.index = static_cast<int>(n);

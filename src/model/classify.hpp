@@ -26,6 +26,7 @@ struct ClassSpec {
   int index = 0;     ///< Kind::Index, 0-based
   std::string name;  ///< Kind::Name
   int k = 1;         ///< Kind::TopK
+  std::string written = "top1";  ///< as given ("3", "Bag", "top5"): what settings records and messages show
 };
 
 /// Parses "N" (a non-negative integer), "topK" (K >= 1) or any other text as a label. Throws attnmap::Error

@@ -1,6 +1,5 @@
-// cli_words.cpp - the command line's words (see cli_words.hpp): one table of every option's help topic, value
-// name and number check, one of the other spellings a flag is accepted under, one of the flags suggested for
-// what users of other tools type; the help formatter; CLI11's parse errors in attnmap's words.
+// cli_words.cpp - the command line's words (see cli_words.hpp), from the flag registry (flag_table.cpp): the
+// help formatter, did-you-mean, CLI11's parse errors in attnmap's words.
 #include "app/cli/cli_words.hpp"
 
 #include <CLI/CLI.hpp>
@@ -14,152 +13,20 @@
 #include <sstream>
 #include <utility>
 
+#include "app/cli/flag_table.hpp"
+#include "app/cli/flags.hpp"
 #include "core/names.hpp"
 
 namespace attnmap {
 
 namespace {
 
-// The help's topics, in the order it lists them.
-const char* const kTopics[] = {"Input",  "Model", "Views",   "Drawing",    "Figures", "Output", "Folders and runs",
-                               "Scoring", "Statistics", "Other"};
-
-// What a number option reads: Int a whole number in int's range, Long in long long's, Block a whole number
-// or "last" (read as -1: blocks count from the end), Float a number as strtod reads it.
-enum class Number { None, Int, Long, Block, Float };
-
-// One option's words. A row naming a command is that command's (listed before the row for every command).
-struct OptionWords {
-  const char* flag;     ///< the long flag, "--jobs"
-  const char* command;  ///< "": every command's option of that flag
-  const char* topic;    ///< one of kTopics
-  const char* value;    ///< the value's name in the help; "" for a switch
-  Number number;
-  const char* expects;  ///< a number: what it is, in "expected <expects>, found 'X'"
-};
-
-constexpr Number kNo = Number::None;
-constexpr const char* kBlock = "a block index (0-based, negative from the end) or last";
-
-const OptionWords kOptions[] = {
-    {"--out", "figure", "Output", "FILE", kNo, ""},
-    {"--class", "figure", "Views", "INT|NAME|top1", kNo, ""},
-    {"--masks", "", "Input", "DIR", kNo, ""},
-    {"--max-pixels", "", "Input", "INT", Number::Long, "a whole number of pixels"},
-    {"--no-exif", "", "Input", "", kNo, ""},
-    {"--weights", "", "Model", "PATH", kNo, ""},
-    {"--key", "", "Model", "NAME", kNo, ""},
-    {"--heads", "", "Model", "INT", Number::Int, "a whole number of attention heads"},
-    {"--act", "", "Model", "NAME", kNo, ""},
-    {"--pool", "", "Model", "NAME", kNo, ""},
-    {"--size", "", "Model", "S|W,H", kNo, ""},
-    {"--pos-interp", "", "Model", "NAME", kNo, ""},
-    {"--resize", "", "Model", "squash|crop", kNo, ""},
-    {"--mean", "", "Model", "R,G,B", kNo, ""},
-    {"--std", "", "Model", "R,G,B", kNo, ""},
-    {"--precision", "", "Model", "fp32|bf16", kNo, ""},
-    {"--labels", "", "Model", "FILE", kNo, ""},
-    {"--layer", "", "Views", "INT|last", Number::Block, kBlock},
-    {"--head", "", "Views", "INT|mean|max|min", kNo, ""},
-    {"--rollout", "", "Views", "", kNo, ""},
-    {"--discard", "", "Views", "FLOAT", Number::Float, "a fraction from 0 to 1"},
-    {"--threshold", "", "Views", "FLOAT", Number::Float, "a fraction of the attention mass, in (0, 1]"},
-    {"--views", "", "Views", "LIST", kNo, ""},
-    {"--layers", "", "Views", "all", kNo, ""},
-    {"--query", "", "Views", "TOKEN", kNo, ""},
-    {"--column", "", "Views", "PATCH", kNo, ""},
-    {"--received", "", "Views", "", kNo, ""},
-    {"--explain", "", "Views", "NAME", kNo, ""},
-    {"--class", "", "Views", "INT|NAME|topK", kNo, ""},
-    {"--gradcam-layer", "", "Views", "INT|last", Number::Block, kBlock},
-    {"--colormap", "", "Drawing", "NAME", kNo, ""},
-    {"--alpha", "", "Drawing", "FLOAT", Number::Float, "an opacity from 0 to 1"},
-    {"--alpha-by-value", "", "Drawing", "", kNo, ""},
-    {"--upsample", "", "Drawing", "NAME", kNo, ""},
-    {"--style", "", "Drawing", "NAME", kNo, ""},
-    {"--scale", "", "Drawing", "NAME|VMIN,VMAX", kNo, ""},
-    {"--no-legend", "", "Drawing", "", kNo, ""},
-    {"--panel", "", "Figures", "", kNo, ""},
-    {"--strip", "", "Figures", "layers|heads", kNo, ""},
-    {"--heads-grid", "", "Figures", "", kNo, ""},
-    {"--dpi", "", "Figures", "FLOAT", Number::Float, "a number of pixels per inch"},
-    {"--width-in", "", "Figures", "FLOAT", Number::Float, "a width in inches"},
-    {"--strip-columns", "", "Figures", "INT", Number::Int, "a whole number of tiles per row"},
-    {"--title", "", "Figures", "TEXT", kNo, ""},
-    {"--row-labels", "", "Figures", "LIST", kNo, ""},
-    {"--column-labels", "", "Figures", "LIST", kNo, ""},
-    {"--block-numbering", "", "Figures", "0|1", kNo, ""},
-    {"--notes", "", "Figures", "", kNo, ""},
-    {"--figure-format", "", "Figures", "LIST", kNo, ""},
-    {"--out", "", "Output", "DIR", kNo, ""},
-    {"--save-raw", "", "Output", "", kNo, ""},
-    {"--all-heads", "", "Output", "", kNo, ""},
-    {"--explore", "", "Output", "", kNo, ""},
-    {"--budget-mb", "", "Output", "FLOAT", Number::Float, "a size in MiB"},
-    {"--explore-blocks", "", "Output", "LIST", kNo, ""},
-    {"--no-npy", "", "Output", "", kNo, ""},
-    {"--json", "", "Output", "FILE", kNo, ""},
-    {"--quiet", "", "Output", "", kNo, ""},
-    {"--jobs", "", "Folders and runs", "INT", Number::Int, "a whole number of workers (0 = one per core)"},
-    {"--ext", "", "Folders and runs", "LIST", kNo, ""},
-    {"--shard", "", "Folders and runs", "K/N", kNo, ""},
-    {"--manifest", "", "Folders and runs", "FILE", kNo, ""},
-    {"--skip-existing", "", "Folders and runs", "", kNo, ""},
-    {"--contact-sheet", "", "Folders and runs", "FILE", kNo, ""},
-    {"--sheet-columns", "", "Folders and runs", "INT", Number::Int, "a whole number of thumbnails per row"},
-    {"--gallery", "", "Folders and runs", "DIR", kNo, ""},
-    {"--progress-every", "", "Folders and runs", "INT", Number::Int, "a whole number of images (0 = automatic)"},
-    {"--tolerance", "", "Scoring", "INT", Number::Int, "a whole number of pixels"},
-    {"--fusions", "", "Scoring", "LIST", kNo, ""},
-    {"--perturb", "", "Scoring", "drop|zero", kNo, ""},
-    {"--sanity", "", "Scoring", "", kNo, ""},
-    {"--outlier-k", "", "Statistics", "FLOAT", Number::Float,
-     "a number K (an outlier's norm > median + K x 1.4826 x MAD)"},
-    {"--norm-block", "", "Statistics", "INT|last", Number::Block, kBlock},
-    {"--bins", "", "Statistics", "INT", Number::Int, "a whole number of histogram bins"},
-    {"--help", "", "Other", "", kNo, ""},
-    {"--version", "", "Other", "", kNo, ""},
-};
-
-// The commands' arguments as the usage line and the help name them.
-struct ArgumentWords {
-  const char* command;
-  const char* name;   ///< the positional's name in the option table
-  const char* usage;  ///< "INPUT..."
-};
-const ArgumentWords kArguments[] = {
-    {"render", "inputs", "INPUT..."}, {"eval", "inputs", "INPUT..."}, {"stats", "inputs", "INPUT..."},
-    {"figure", "inputs", "IMAGE..."}, {"explore", "image", "IMAGE"},  {"inspect", "weights", "WEIGHTS"},
-    {"download", "names", "NAME..."},
-};
-
-// Other spellings a flag is accepted under: the docs write "colour".
-const std::pair<const char*, const char*> kAliases[] = {{"--colourmap", "--colormap"}};
-
-// What users of other tools type, and the flag meant (edit distance finds the near misses: --view, --colour-map).
-const std::pair<const char*, const char*> kSuggestions[] = {
-    {"--output", "--out"},         {"--outdir", "--out"},         {"--output-dir", "--out"},
-    {"--model", "--weights"},      {"--checkpoint", "--weights"}, {"--ckpt", "--weights"},
-    {"--cmap", "--colormap"},      {"--color", "--colormap"},     {"--colour", "--colormap"},
-    {"--opacity", "--alpha"},      {"--threads", "--jobs"},       {"--workers", "--jobs"},
-    {"--block", "--layer"},        {"--fusion", "--head"},        {"--image-size", "--size"},
-    {"--img-size", "--size"},      {"--resolution", "--size"},    {"--npy", "--save-raw"},
-    {"--format", "--figure-format"},
-};
-
-// Each command's further reading, the help's last line.
-const std::pair<const char*, const char*> kDocs[] = {
-    {"render", "docs/cli.md, docs/figures.md, docs/batch.md"}, {"eval", "docs/evaluation.md"},
-    {"figure", "docs/figures.md"}, {"explore", "docs/explore.md"}, {"stats", "docs/stats.md"},
-    {"inspect", "docs/checkpoints.md"}, {"download", "docs/hub.md"}};
-
-// The row of `command`'s option `opt`; nullptr when the table has none (a positional).
-const OptionWords* words_of(const std::string& command, const CLI::Option& opt) {
+// The registry's row of `command`'s option `opt`; nullptr when none (a positional, --help).
+const Flag* words_of(const std::string& command, const CLI::Option& opt) {
   if (opt.get_lnames().empty()) return nullptr;
-  const std::string flag = "--" + opt.get_lnames()[0];
-  for (const OptionWords& w : kOptions)
-    if (flag == w.flag && (!*w.command || command == w.command)) return &w;
-  return nullptr;
+  const Flag* f = flag_spelled("--" + opt.get_lnames()[0]);
+  const CommandWords* c = command_named(command);
+  return f && c && (f->commands & c->bit) ? f : nullptr;
 }
 
 // The option of `cmd` spelled `flag` ("--jobs" or "-j"); nullptr when none.
@@ -173,40 +40,21 @@ const CLI::Option* find_flag(const CLI::App& cmd, const std::string& flag) {
   return nullptr;
 }
 
+// The option of `cmd` for the setting `id`; nullptr when none.
+const CLI::Option* find_setting(const CLI::App& cmd, const std::string& id) {
+  const Flag* f = flag_of(id);
+  return f ? find_flag(cmd, long_flag(*f)) : nullptr;
+}
+
 // An option as messages name it: "-j/--jobs", "--views"; a positional by its usage name.
 std::string shown_flag(const std::string& command, const CLI::Option& o) {
   if (o.get_positional()) {
-    for (const ArgumentWords& a : kArguments)
-      if (command == a.command && o.get_name() == a.name) return a.usage;
-    return o.get_name();
+    const CommandWords* c = command_named(command);
+    return c && o.get_name() == c->positional ? c->usage : o.get_name();
   }
   std::string s;
   for (const std::string& n : o.get_snames()) s += "-" + n + "/";
   return s + "--" + o.get_lnames().at(0);
-}
-
-// One number option's check: "" for a well-formed value (an empty one is left to refuse_empty_values), else
-// "expected <expects>, found 'S'". A whole number is rewritten in decimal (CLI11 would read "010" as octal),
-// a block's "last" as -1.
-std::string check_number(const OptionWords& w, std::string& s) {
-  if (s.empty()) return "";
-  const std::string refused = "expected " + std::string(w.expects) + ", found '" + s + "'";
-  if (std::isspace(static_cast<unsigned char>(s[0]))) return refused;
-  char* end = nullptr;
-  if (w.number == Number::Float) {
-    (void)std::strtod(s.c_str(), &end);
-    return *end == '\0' ? "" : refused;
-  }
-  if (w.number == Number::Block && s == "last") {
-    s = "-1";
-    return "";
-  }
-  errno = 0;
-  const long long v = std::strtoll(s.c_str(), &end, 10);
-  if (*end != '\0') return refused;
-  if (errno == ERANGE || (w.number != Number::Long && (v < INT_MIN || v > INT_MAX))) return refused + " (out of range)";
-  s = std::to_string(v);
-  return "";
 }
 
 // `text`'s words in lines of at most `width` columns, the first starting at column `from`, the others after
@@ -243,7 +91,7 @@ std::string laid_out(const std::string& left, const std::string& text, size_t co
   return out + wrapped(text, column, column, kHelpWidth) + "\n";
 }
 
-// The help of one command (or of attnmap itself): options by topic in kTopics' order, value names, defaults
+// The help of one command (or of attnmap itself): options by topic in help_topics()' order, value names, defaults
 // in the description, every line at most kHelpWidth columns.
 class HelpFormatter : public CLI::Formatter {
  public:
@@ -255,8 +103,8 @@ class HelpFormatter : public CLI::Formatter {
   std::string make_option_name(const CLI::Option* opt, bool is_positional) const override {
     if (is_positional) return shown_flag(command_, *opt);
     std::string name = opt->get_name(false, true);
-    for (const auto& [alias, flag] : kAliases)
-      if (!opt->get_lnames().empty() && flag == "--" + opt->get_lnames()[0]) name += std::string(",") + alias;
+    for (const auto& [alias, id] : flag_aliases())
+      if (!opt->get_lnames().empty() && flag_spelling(id) == "--" + opt->get_lnames()[0]) name += "," + alias;
     return name;
   }
 
@@ -295,9 +143,9 @@ class HelpFormatter : public CLI::Formatter {
            make_subcommands(app, mode) + "\n" + make_footer(app);
   }
 
-  // The options by topic, in kTopics' order (CLI11's make_groups is not virtual: make_help calls this).
+  // The options by topic, in help_topics()' order (CLI11's make_groups is not virtual: make_help calls this).
   std::string topic_groups(const CLI::App* app, CLI::AppFormatMode mode) const {
-    std::vector<std::string> order(std::begin(kTopics), std::end(kTopics));
+    std::vector<std::string> order = help_topics();
     for (const std::string& g : app->get_groups())
       if (std::find(order.begin(), order.end(), g) == order.end()) order.push_back(g);
     std::string out;
@@ -338,8 +186,8 @@ std::string unknown_flag_text(const CLI::App& app, const CLI::App& cmd, const st
   const std::string flag = arg.substr(0, arg.find('='));
   const std::string text = "unknown option " + flag;
   const CLI::Option* meant = nullptr;
-  for (const auto& [typed, target] : kSuggestions)
-    if (flag == typed) meant = find_flag(cmd, target);
+  for (const auto& [typed, id] : flag_suggestions())
+    if (flag == typed) meant = find_setting(cmd, id);
   if (!meant && flag.rfind("--", 0) == 0) {
     std::vector<std::string> names;
     std::vector<const CLI::Option*> options;
@@ -347,9 +195,9 @@ std::string unknown_flag_text(const CLI::App& app, const CLI::App& cmd, const st
       for (const std::string& n : o->get_lnames()) {
         names.push_back(n);
         options.push_back(o);
-        for (const auto& [alias, target] : kAliases)
-          if ("--" + n == target) {
-            names.push_back(std::string(alias).substr(2));
+        for (const auto& [alias, id] : flag_aliases())
+          if ("--" + n == flag_spelling(id)) {
+            names.push_back(alias.substr(2));
             options.push_back(o);
           }
       }
@@ -359,8 +207,8 @@ std::string unknown_flag_text(const CLI::App& app, const CLI::App& cmd, const st
   }
   if (meant) return text + "; did you mean " + shown_flag(cmd.get_name(), *meant) + "?";
   std::string declared = flag;  // --colourmap: the commands that take --colormap
-  for (const auto& [alias, target] : kAliases)
-    if (flag == alias) declared = target;
+  for (const auto& [alias, id] : flag_aliases())
+    if (flag == alias) declared = flag_spelling(id);
   std::vector<std::string> others;
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
     if (sub != &cmd && find_flag(*sub, declared)) others.push_back(sub->get_name());
@@ -383,8 +231,7 @@ const CLI::Option* named_option(const CLI::App& cmd, const std::string& name) {
 
 void dress_commands(CLI::App& app) {
   app.formatter(std::make_shared<HelpFormatter>(""));
-  for (CLI::Option* o : app.get_options())
-    if (const OptionWords* w = words_of("", *o)) o->group(w->topic);
+  for (CLI::Option* o : app.get_options()) o->group("Other");
   if (CLI::Option* help = app.get_help_ptr())
     help->description("this help: the commands (attnmap COMMAND --help: its options)");
   if (CLI::Option* version = app.get_version_ptr()) version->description("the version");
@@ -392,16 +239,10 @@ void dress_commands(CLI::App& app) {
     const std::string command = cmd->get_name();
     cmd->formatter(std::make_shared<HelpFormatter>(command));
     cmd->group("Commands");
-    for (const auto& [name, docs] : kDocs)
-      if (command == name) cmd->footer(std::string("More: ") + docs);
-    if (CLI::Option* help = cmd->get_help_ptr()) help->description("this help: the options by topic");
-    for (CLI::Option* opt : cmd->get_options()) {
-      const OptionWords* w = words_of(command, *opt);
-      if (!w) continue;
-      opt->group(w->topic);
-      if (*w->value) opt->type_name(w->value);
-      if (w->number != Number::None)
-        opt->transform(CLI::Validator([w](std::string& s) { return check_number(*w, s); }, ""));  // may rewrite
+    if (const CommandWords* c = command_named(command)) cmd->footer(std::string("More: ") + c->docs);
+    if (CLI::Option* help = cmd->get_help_ptr()) {
+      help->description("this help: the options by topic");
+      help->group("Other");
     }
   }
 }
@@ -413,8 +254,8 @@ void spell_flag_aliases(const CLI::App& app, std::vector<std::string>& args) {
     if (c->get_name() == args[1]) cmd = c;
   if (!cmd) return;
   for (size_t i = 2; i < args.size() && args[i] != "--"; ++i)
-    for (const auto& [alias, flag] : kAliases) {
-      const std::string a = alias;
+    for (const auto& [a, id] : flag_aliases()) {
+      const std::string flag = flag_spelling(id);
       if (!find_flag(*cmd, flag)) continue;
       if (args[i] == a) args[i] = flag;
       else if (args[i].rfind(a + "=", 0) == 0) args[i] = flag + args[i].substr(a.size());
@@ -438,7 +279,7 @@ std::string parse_error_text(const CLI::Error& e, const CLI::App& app) {
     const CLI::Option* o = colon == std::string::npos ? nullptr : named_option(*cmd, what.substr(0, colon));
     if (!o) return what;
     if (validation) return shown_flag(command, *o) + what.substr(colon);
-    const OptionWords* w = words_of(command, *o);
+    const Flag* w = words_of(command, *o);
     return shown_flag(command, *o) + " expects " +
            (w && w->number != Number::None ? std::string(w->expects) : o->get_type_name()) + ", found nothing";
   }
@@ -446,7 +287,7 @@ std::string parse_error_text(const CLI::Error& e, const CLI::App& app) {
     const size_t eq = what.find(" = ");  // "Could not convert: --jobs = abc"
     const CLI::Option* o = eq == std::string::npos ? nullptr : named_option(*cmd, what.substr(19, eq - 19));
     if (!o) return what;
-    const OptionWords* w = words_of(command, *o);
+    const Flag* w = words_of(command, *o);
     const std::string found = "found '" + what.substr(eq + 3) + "'";
     return shown_flag(command, *o) + ": " +
            (w && w->number != Number::None ? "expected " + std::string(w->expects) + ", " + found
@@ -487,7 +328,7 @@ std::vector<std::string> options_without_topic(const CLI::App& app) {
   for (const CLI::App* cmd : app.get_subcommands([](const CLI::App*) { return true; }))
     for (const CLI::Option* o : cmd->get_options())
       if (!o->get_positional() &&
-          std::find(std::begin(kTopics), std::end(kTopics), o->get_group()) == std::end(kTopics))
+          std::find(help_topics().begin(), help_topics().end(), o->get_group()) == help_topics().end())
         out.push_back(cmd->get_name() + " " + o->get_name());
   return out;
 }

@@ -1,8 +1,7 @@
-// cli_words.hpp - the command line's words (issue 41), for every command: each option's topic and value name
-// in the help (INT, FLOAT, PATH, LIST, ...) and its number check, the spellings accepted for a flag
-// (--colourmap), the flags suggested for an unknown one, the help laid out by topic in lines of at most 100
-// columns, and CLI11's parse errors in attnmap's words. One table each in cli_words.cpp: issue 42's flag
-// registry is to absorb them.
+// cli_words.hpp - the command line's words (issue 41), for every command, read from the flag registry
+// (app/cli/flag_table.hpp: each option's topic, value name and number check, the accepted spellings such as
+// --colourmap, the flags suggested for other tools' words): the help laid out by topic in lines of at most 100
+// columns, did-you-mean for an unknown flag or command, and CLI11's parse errors in attnmap's words.
 #pragma once
 #include <string>
 #include <vector>
@@ -17,10 +16,9 @@ namespace attnmap {
 /// The widest help line, in columns.
 constexpr size_t kHelpWidth = 100;
 
-/// After the option tables are built (add_commands): every option of every command of `app` gets its help
-/// topic (an option group), its value name and, for a number, a check that refuses a malformed value in
-/// attnmap's words ("-j/--jobs: expected a whole number of workers (0 = one per core), found 'abc'") and
-/// reads "last" as -1 for a block; `app` and its commands get the help formatter.
+/// After the commands are made from the registry (add_commands, which gives each option its topic, value name
+/// and number check): `app` and its commands get the help formatter, their help options' words and topic, and
+/// each command its further reading.
 void dress_commands(CLI::App& app);
 
 /// `args` (argv as strings: the program, the command, its options) with each accepted spelling of a flag

@@ -15,6 +15,8 @@
 
 #include "app/engine/batch.hpp"
 #include "app/cli/cli_words.hpp"
+#include "app/cli/flag_table.hpp"
+#include "app/cli/flags.hpp"
 #include "app/commands/download_cmd.hpp"
 #include "app/engine/explore.hpp"
 #include "app/commands/inspect.hpp"
@@ -61,58 +63,50 @@ bool check_command_word(CLI::App& app, int argc, char** argv) {
   return true;
 }
 
-int run_inspect(const attnmap::CliArgs& a, const CLI::App& inspect) {
+int run_inspect(const attnmap::CheckedRequest& r) {
   std::error_code ec;
-  const std::string& p = a.inspect_weights;
+  const std::string& p = r.inspect_weights;
   if (p.size() > 4 && p.compare(p.size() - 4, 4, ".png") == 0 && !std::filesystem::exists(p, ec))  // no weights name
-    throw attnmap::Error(a.inspect_weights + ": no such file (inspect reads a weights file or Hub name, or an output attnmap wrote)");
-  if (attnmap::looks_like_output(a.inspect_weights)) {  // a PNG or .npy render wrote: the settings that made it
-    std::cout << attnmap::describe_output(a.inspect_weights);
+    throw attnmap::Error(p + ": no such file (inspect reads a weights file or Hub name, or an output attnmap wrote)");
+  if (attnmap::looks_like_output(p)) {  // a PNG or .npy render wrote: the settings that made it
+    std::cout << attnmap::describe_output(p);
     return 0;
   }
-  const attnmap::RunHooks* h = attnmap::run_hooks();
-  if (h && h->model && a.inspect_weights == h->model_name) {  // a model an embedding program lends
-    std::cout << attnmap::describe_model(*h->model(attnmap::RenderOptions{}, false), a.inspect_weights);
-    return 0;
-  }
-  const attnmap::RunWeights rw = attnmap::run_weights(a.inspect_weights, false);  // a path, or a Hub name
-  const attnmap::ViTWeights w = attnmap::load_weights(rw, attnmap::inspect_overrides(a, inspect));
-  std::cout << attnmap::describe_model(w, a.inspect_weights);
+  const attnmap::RunWeights rw = attnmap::run_weights(p, false);  // a path, or a Hub name
+  const attnmap::ViTWeights w = attnmap::load_weights(rw, r.inspect_overrides);
+  std::cout << attnmap::describe_model(w, p);
   return 0;
 }
 
-// Runs the parsed command; throws attnmap::Error for an option value it refuses.
-int run_command(attnmap::CliArgs& a, const attnmap::Commands& c) {
-  if (c.inspect->parsed()) return run_inspect(a, *c.inspect);
-  if (c.download->parsed()) return attnmap::run_download(a.download_names, a.download_quiet);
-  if (c.explore->parsed()) {
-    attnmap::check_explore_options(a, *c.explore);
-    return attnmap::run_explore(a.ro);
-  }
-  if (c.figure->parsed()) {
-    attnmap::refuse_empty_values(*c.figure);
-    return attnmap::run_figure(a.figure);
-  }
-  if (c.stats->parsed()) {
-    attnmap::refuse_empty_values(*c.stats);
-    return attnmap::run_stats(a.stats);
-  }
-  attnmap::check_command(a, c);
-  if (c.eval->parsed()) return attnmap::run_eval(a.eo);
-  return attnmap::run_render(a.ro, a.bo);
+// The command parsed on `app`: its settings through the door (make_request), then its run; throws
+// attnmap::Error for a setting it refuses. `cancelled`: render's (BatchHooks::cancelled).
+int run_command(const CLI::App& app, const std::function<bool()>& cancelled) {
+  const CLI::App* cmd = nullptr;
+  for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (c->parsed()) cmd = c;
+  const attnmap::CheckedRequest r = attnmap::make_request(cmd->get_name(), attnmap::given_settings(*cmd));
+  if (r.command == "inspect") return run_inspect(r);
+  if (r.command == "download") return attnmap::run_download(r.download_names, r.download_quiet);
+  if (r.command == "explore") return attnmap::run_explore(r.ro);
+  if (r.command == "figure") return attnmap::run_figure(r.figure);
+  if (r.command == "stats") return attnmap::run_stats(r.stats);
+  if (r.command == "eval") return attnmap::run_eval(r.eo);
+  attnmap::BatchHooks hooks = attnmap::terminal_hooks();
+  hooks.cancelled = cancelled;
+  return attnmap::run_render(r.ro, r.bo, hooks);
 }
 
 }  // namespace
 
 namespace attnmap {
 
-int run_command_line(const std::vector<std::string>& args_in) {
+int run_command_line(const std::vector<std::string>& args_in, const std::function<bool()>& cancelled) {
   CLI::App app{"attnmap - draws where a Vision Transformer's class token looks, as a heatmap over the photo",
                "attnmap"};
   app.set_version_flag("--version", std::string("attnmap ") + ATTNMAP_VERSION);
   app.require_subcommand(1);
   CliArgs args;
-  const Commands commands = add_commands(app, args);
+  (void)add_commands(app, args);
   std::vector<std::string> store = args_in;
   if (store.empty()) store.push_back("attnmap");
   spell_flag_aliases(app, store);  // --colourmap: --colormap
@@ -134,7 +128,7 @@ int run_command_line(const std::vector<std::string>& args_in) {
     return 2;
   }
   try {
-    return run_command(args, commands);
+    return run_command(app, cancelled);
   } catch (const std::bad_alloc&) {
     std::cerr << "attnmap: error: out of memory before any image was rendered" << address_limit_note() << "\n";
     return 2;
@@ -160,32 +154,12 @@ RenderOptions parse_render_command(const std::vector<std::string>& render_args) 
   } catch (const CLI::ParseError& e) {
     throw Error(with_flags(parse_error_text(e, app)));
   }
-  check_command(args, commands);
-  return args.ro;
+  try {
+    return make_request("render", given_settings(*commands.render)).ro;
+  } catch (const Error& e) {
+    throw Error(spell_as_flags(e.what()));
+  }
 }
 
-namespace {
-
-// The long flags of `command`; only the switches (flags without a value) when `switches`.
-std::vector<std::string> flags_of(const std::string& command, bool switches) {
-  CLI::App app{"attnmap"};
-  CliArgs args;
-  (void)add_commands(app, args);
-  const CLI::App* cmd = nullptr;
-  for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; }))
-    if (c->get_name() == command) cmd = c;
-  if (!cmd) throw Error("no command '" + command + "'");
-  std::vector<std::string> flags;
-  for (const CLI::Option* o : cmd->get_options())
-    if (!switches || o->get_expected_max() == 0)
-      for (const std::string& n : o->get_lnames())
-        if (n != "help") flags.push_back("--" + n);
-  return flags;
-}
-
-}  // namespace
-
-std::vector<std::string> command_flags(const std::string& command) { return flags_of(command, false); }
-std::vector<std::string> command_switches(const std::string& command) { return flags_of(command, true); }
 
 }  // namespace attnmap

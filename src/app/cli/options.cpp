@@ -8,13 +8,12 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "app/cli/flags.hpp"
+
 namespace attnmap {
 
 std::string with_flags(const std::string& text) {
-  return spell_settings(text, [](std::string name) {
-    std::replace(name.begin(), name.end(), '_', '-');
-    return "--" + name;
-  });
+  return spell_as_flags(text);
 }
 
 std::string shown_number(double v) {
@@ -80,7 +79,7 @@ std::array<int, 2> parse_size_option(const std::string& flag, const std::string&
 }
 
 int checked_heads(int n) {
-  if (n <= 0) throw Error("--heads must be positive, found " + std::to_string(n));
+  if (n <= 0) throw Error(setting_ref("heads") + " must be positive, found " + std::to_string(n));
   return n;
 }
 
@@ -91,42 +90,64 @@ ResizeMode parse_resize_option(const std::string& flag, const std::string& s) {
 }
 
 void check_drawing_options(const RenderOptions& ro) {
-  if (!(ro.alpha >= 0.0f && ro.alpha <= 1.0f)) throw Error("--alpha must be in [0, 1], found " + shown_number(ro.alpha));
+  if (!(ro.alpha >= 0.0f && ro.alpha <= 1.0f))
+    throw Error(setting_ref("alpha") + " must be in [0, 1], found " + shown_number(ro.alpha));
   if (ro.alpha_by_value && ro.style != Style::Overlay)
-    throw Error("--alpha-by-value applies to --style overlay (mask and contour have no opacity)");
-  if (ro.dpi && !(*ro.dpi > 0.0 && *ro.dpi <= 100000.0)) throw Error("--dpi must be in (0, 100000], found " + shown_number(*ro.dpi));
-  if (!(ro.discard >= 0.0 && ro.discard <= 1.0)) throw Error("--discard must be in [0, 1], found " + shown_number(ro.discard));
+    throw Error(setting_ref("alpha_by_value") + " applies to " + setting_ref("style") +
+                " overlay (mask and contour have no opacity)");
+  if (ro.dpi && !(*ro.dpi > 0.0 && *ro.dpi <= 100000.0))
+    throw Error(setting_ref("dpi") + " must be in (0, 100000], found " + shown_number(*ro.dpi));
+  if (!(ro.discard >= 0.0 && ro.discard <= 1.0))
+    throw Error(setting_ref("discard") + " must be in [0, 1], found " + shown_number(ro.discard));
   if (ro.threshold && !(*ro.threshold > 0.0f && *ro.threshold <= 1.0f))
-    throw Error("--threshold must be in (0, 1], found " + shown_number(*ro.threshold));
+    throw Error(setting_ref("threshold") + " must be in (0, 1], found " + shown_number(*ro.threshold));
   if (ro.threshold && (ro.panel || ro.strip_layers || ro.style != Style::Overlay || ro.alpha_by_value || ro.scale))
-    throw Error("--threshold draws the DINO mask; --panel, --strip layers, --style, --alpha-by-value and --scale "
+    throw Error(setting_ref("threshold") + " draws the DINO mask; " + setting_ref("panel") + ", " +
+                setting_ref("strip") + " layers, " + setting_ref("style") + ", " +
+                setting_ref("alpha_by_value") + " and " + setting_ref("scale") +
+                " "
                 "apply to heatmaps");
-  if (ro.all_heads && !ro.writes(OutputKind::MapNpy)) throw Error("--all-heads is a --save-raw option: add --save-raw");
+  if (ro.all_heads && !ro.writes(OutputKind::MapNpy))
+    throw Error(setting_ref("all_heads") + " is a " + setting_ref("save_raw") + " option: add " +
+                setting_ref("save_raw"));
   if (ro.all_heads && ro.rollout)
-    throw Error("--all-heads cannot be combined with --rollout: rollout fuses the heads of every layer");
+    throw Error(setting_ref("all_heads") + " cannot be combined with " + setting_ref("rollout") +
+                ": rollout fuses the heads of every layer");
   if (ro.pos_interp && !ro.size)
-    throw Error("--pos-interp applies with --size (it chooses how --size resamples the position embeddings)");
-  if (ro.load.max_pixels < 1) throw Error("--max-pixels must be >= 1, found 0");
-  if (ro.figure_formats.empty()) throw Error("--figure-format needs at least one of png, pdf, svg");
+    throw Error(setting_ref("pos_interp") + " applies with " + setting_ref("size") + " (it chooses how " +
+                setting_ref("size") + " resamples the position embeddings)");
+  if (ro.load.max_pixels < 1) throw Error(setting_ref("max_pixels") + " must be >= 1, found 0");
+  if (ro.figure_formats.empty())
+    throw Error(setting_ref("figure_format") + " needs at least one of png, pdf, svg");
   if (ro.width_in && !(*ro.width_in > 0.0 && *ro.width_in <= 100.0))
-    throw Error("--width-in must be in (0, 100] inches, found " + shown_number(*ro.width_in));
+    throw Error(setting_ref("width_in") + " must be in (0, 100] inches, found " + shown_number(*ro.width_in));
   if (ro.width_in && !(ro.panel || ro.strip_layers || ro.heads_grid))
-    throw Error("--width-in sizes the figures: add --panel or --strip layers|heads");
+    throw Error(setting_ref("width_in") + " sizes the figures: add " + setting_ref("panel") + " or " +
+                setting_ref("strip") + " layers|heads");
   if (ro.strip_columns && *ro.strip_columns < 1)
-    throw Error("--strip-columns must be >= 1, found " + std::to_string(*ro.strip_columns));
+    throw Error(setting_ref("strip_columns") + " must be >= 1, found " + std::to_string(*ro.strip_columns));
   if (ro.strip_columns && !(ro.strip_layers || ro.heads_grid))
-    throw Error("--strip-columns lays out the strips: add --strip layers or --strip heads");
+    throw Error(setting_ref("strip_columns") + " lays out the strips: add " + setting_ref("strip") +
+                " layers or " + setting_ref("strip") + " heads");
   const bool figures = ro.panel || ro.strip_layers || ro.heads_grid;
-  if (ro.title && !figures) throw Error("--title titles the figures: add --panel or --strip layers|heads");
+  if (ro.title && !figures)
+    throw Error(setting_ref("title") + " titles the figures: add " + setting_ref("panel") + " or " +
+                setting_ref("strip") + " layers|heads");
   if (ro.block_base != 0 && !figures)
-    throw Error("--block-numbering numbers the blocks in the figures: add --panel or --strip layers|heads");
-  if (ro.notes && !figures) throw Error("--notes draws notes into the figures: add --panel or --strip layers|heads");
+    throw Error(setting_ref("block_numbering") + " numbers the blocks in the figures: add " +
+                setting_ref("panel") + " or " + setting_ref("strip") + " layers|heads");
+  if (ro.notes && !figures)
+    throw Error(setting_ref("notes") + " draws notes into the figures: add " + setting_ref("panel") + " or " +
+                setting_ref("strip") + " layers|heads");
 }
 
 int parse_block_numbering(const std::string& s) {
   if (s != "0" && s != "1")
-    throw Error("--block-numbering expects 0 (the first block is block 0, as --layer counts) or 1 (block 1, as "
-                "papers often count), found '" + s + "'");
+    throw Error(setting_ref("block_numbering") + " expects 0 (the first block is block 0, as " +
+                setting_ref("layer") +
+                " counts) or 1 (block 1, as "
+                "papers often count), found '" +
+                s + "'");
   return s == "1" ? 1 : 0;
 }
 

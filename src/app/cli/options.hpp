@@ -4,6 +4,7 @@
 // does). cli.cpp keeps main and the dispatch; figure_cmd.cpp keeps its own table and uses these parsers.
 #pragma once
 #include <array>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -22,7 +23,7 @@ class App;
 
 namespace attnmap {
 
-// The command line as given, before it is checked: the option tables bind to these.
+// A command's settings as given, stored by make_request (app/cli/request.cpp) before they are checked.
 struct CliArgs {
   RenderOptions ro;
   BatchOptions bo;
@@ -36,6 +37,7 @@ struct CliArgs {
   std::string key_s;                  // --key: the state dict inside a torch.save checkpoint
   std::string act_s, pool_s;          // --act, --pool: settings a checkpoint cannot hold
   std::string class_s, gradcam_layer_s;  // --class, --gradcam-layer (with --explain)
+  std::string colormap_s = "viridis", views_s, explain_s;  // --colormap, --views, --explain (parsed into ro)
   std::string scale_s, style_s = "overlay", dpi_s, formats_s = "png", width_in_s, strip_columns_s;
   std::string title_s, block_numbering_s;  // --title (may be given as '': no title), --block-numbering 0|1
   int heads = 0;
@@ -55,7 +57,7 @@ struct CliArgs {
 };
 
 
-/// The commands' option tables (CLI11), bound to one CliArgs.
+/// The commands as CLI11 holds them, made from the flag registry (add_commands).
 struct Commands {
   CLI::App* render;
   CLI::App* eval;
@@ -66,19 +68,17 @@ struct Commands {
   CLI::App* download;  ///< app/commands/download_cmd.cpp
 };
 
-/// Adds render, eval, inspect (their tables: app/cli/options_cli.cpp), figure (figure_cmd.cpp's) and stats
-/// (stats_cmd.cpp's) to `app`.
+/// Adds every command and its options to `app`, made from the flag registry (app/cli/flag_table.cpp; the
+/// settings are read back with given_settings, not bound to `a`, which stays for the callers that hold one).
 Commands add_commands(CLI::App& app, CliArgs& a);
 
-/// After parsing, for render and eval: refuses empty values, then parses and checks every option into a.ro,
-/// a.bo and a.eo (the checked structs the commands run with). Throws attnmap::Error naming the flag.
-void check_command(CliArgs& a, const Commands& c);
+/// For render and eval (`eval`), the settings stored in `a` by make_request (`given`: the ids given): parses
+/// and checks every option into a.ro, a.bo and a.eo (the checked structs the commands run with). Throws
+/// attnmap::Error naming settings as {setting:id}.
+void check_command(CliArgs& a, const std::set<std::string>& given, bool eval);
 
-/// inspect's --heads / --key / --act / --pool as the loader's overrides. Throws attnmap::Error naming the flag.
-ModelOverrides inspect_overrides(const CliArgs& a, const CLI::App& inspect);
-
-/// An empty value given on purpose (--json "", -w "") is refused for every option of the command.
-void refuse_empty_values(const CLI::App& used_app);
+/// inspect's heads / key / act / pool as the loader's overrides. Throws attnmap::Error naming the setting.
+ModelOverrides inspect_overrides(const CliArgs& a, const std::set<std::string>& given);
 
 /// Runs `parse` (a lower stage's parser or check of one flag's value) and puts the flag in front of its
 /// attnmap::Error: "--head " + "must be a head index or mean | max | min, found 'x'".
@@ -89,6 +89,12 @@ auto with_flag(const std::string& flag, F&& parse) -> decltype(parse()) {
   } catch (const Error& e) {
     throw Error(flag + " " + e.what());
   }
+}
+
+/// with_flag for a setting id: "{setting:head} " + the parser's message (spelled by the front end).
+template <class F>
+auto with_setting(const std::string& id, F&& parse) -> decltype(parse()) {
+  return with_flag(setting_ref(id), std::forward<F>(parse));
 }
 
 /// A lower stage's message or notice as the command line says it: each setting it names

@@ -10,8 +10,10 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "app/cli/options.hpp"
+#include "app/engine/batch_hooks.hpp"
 #include "app/engine/paths.hpp"
 #include "app/engine/session.hpp"
 #include "app/engine/walk.hpp"
@@ -39,15 +41,6 @@ size_t add_view(std::vector<ResolvedView>& views, const ViewSpec& spec, const Vi
   return views.size() - 1;
 }
 
-// --fusions (default mean) parsed. Throws attnmap::Error naming --fusions.
-std::vector<HeadSelect> parse_fusions(const std::vector<std::string>& fusions) {
-  std::vector<HeadSelect> out;
-  for (const std::string& f : fusions.empty() ? std::vector<std::string>{"mean"} : fusions) {
-    out.push_back(with_flag("--fusions: each", [&] { return parse_head(f); }));
-  }
-  return out;
-}
-
 // The selected view of --layer / --head / --rollout [--discard] (or the config's default) as a view: "L1/h3",
 // "rollout" (every block, mean, no discard), "rollout/max@L2 discard 0.1" (its own discard, beside the
 // standard rollout).
@@ -68,13 +61,13 @@ void default_views(EvalContext& ctx, const SelectedView& sel, bool explain) {
   const ViTWeights& model = *ctx.model;
   const EvalOptions& opt = *ctx.opt;
   const int depth = model.hp.depth;
-  const std::vector<HeadSelect> fusions = parse_fusions(opt.fusions);
+  const std::vector<HeadSelect> fusions = opt.fusions.empty() ? std::vector<HeadSelect>{HeadSelect{}} : opt.fusions;
   for (int l = 0; l < depth; ++l)
     for (const HeadSelect& h : fusions) {
       try {
         add_view(ctx.views, every_layer_views(depth, h)[static_cast<size_t>(l)], model, ctx.settings);
       } catch (const Error& e) {
-        throw Error(std::string("--fusions: ") + e.what());
+        throw Error(setting_ref("fusions") + ": " + e.what());
       }
     }
   ctx.selected = add_view(ctx.views, selected_spec(sel, opt), model, ctx.settings);
@@ -91,22 +84,25 @@ void default_views(EvalContext& ctx, const SelectedView& sel, bool explain) {
 // --fusions, --rollout and --head name views themselves: beside --views they are refused, in one line.
 void refuse_beside_views(const EvalOptions& opt) {
   if (!opt.fusions.empty())
-    throw Error("--fusions does not apply with --views: name each fusion in the list (L3/mean,L3/max,L3/h1)");
+    throw Error(setting_ref("fusions") + " does not apply with " + setting_ref("views") +
+                ": name each fusion in the list (L3/mean,L3/max,L3/h1)");
   if (opt.view.rollout)
-    throw Error("--rollout does not apply with --views: name the rollout in the list (rollout, rollout@L2, rollout/max)");
+    throw Error(setting_ref("rollout") + " does not apply with " + setting_ref("views") +
+                ": name the rollout in the list (rollout, rollout@L2, rollout/max)");
   if (opt.view.head)
-    throw Error("--head does not apply with --views: name the fusion in the view (L2/max, L2/h3, rollout/max)");
+    throw Error(setting_ref("head") + " does not apply with " + setting_ref("views") +
+                ": name the fusion in the view (L2/max, L2/h3, rollout/max)");
 }
 
-// --views LIST: render's grammar, "photo" refused; every error names the option.
-std::vector<ResolvedView> named_views(const ViTWeights& model, const std::string& list, const ViewSettings& settings) {
+// --views LIST (parsed by the options layer): "photo" refused; every error names the option.
+std::vector<ResolvedView> named_views(const ViTWeights& model, const std::vector<ViewSpec>& specs,
+                                      const ViewSettings& settings) {
   try {
-    const std::vector<ViewSpec> specs = parse_views(list);
     for (const ViewSpec& v : specs)
       if (v.kind == ViewKind::Photo) throw Error("'photo' is a column of `attnmap figure`; eval scores maps");
     return resolve_views(specs, model.hp, model.head.present(), settings);
   } catch (const Error& e) {
-    throw Error(std::string("--views: ") + e.what());
+    throw Error(setting_ref("views") + ": " + e.what());
   }
 }
 
@@ -115,13 +111,15 @@ void check_view_settings_used(const std::vector<ResolvedView>& views, const Eval
   auto any = [&views](bool (*pred)(const ResolvedView&)) { return std::any_of(views.begin(), views.end(), pred); };
   if (opt.view.layer &&
       !any([](const ResolvedView& v) { return v.spec.kind == ViewKind::AttnGrad && !v.spec.layer_given; }))
-    throw Error("--layer does not apply to --views: name the block in the view (L2/mean, rollout@L2, attn-grad@L2); "
-                "--layer chooses only attn-grad's block");
+    throw Error(setting_ref("layer") + " does not apply to " + setting_ref("views") +
+                ": name the block in the view (L2/mean, rollout@L2, attn-grad@L2); " + setting_ref("layer") +
+                " chooses only attn-grad's block");
   if (opt.view.discard > 0.0 && !any([](const ResolvedView& v) { return v.spec.kind == ViewKind::Rollout; }))
-    throw Error("--discard applies to the rollout views only: add rollout to --views");
+    throw Error(setting_ref("discard") + " applies to the rollout views only: add rollout to " + setting_ref("views"));
   if (opt.view.gradcam_layer &&
       !any([](const ResolvedView& v) { return v.spec.kind == ViewKind::GradCam && !v.spec.layer_given; }))
-    throw Error("--gradcam-layer applies to the gradcam view without @L<layer> only: add gradcam to --views");
+    throw Error(setting_ref("gradcam_layer") + " applies to the gradcam view without @L<layer> only: add gradcam to " +
+                setting_ref("views"));
 }
 
 }  // namespace
@@ -131,17 +129,17 @@ EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
   EvalContext ctx;
   ctx.model = &model;
   ctx.opt = &opt;
-  if (opt.tolerance_px < 0) throw Error("--tolerance must be >= 0 pixels");
+  if (opt.tolerance_px < 0) throw Error(setting_ref("tolerance") + " must be >= 0 pixels");
   const bool named = !opt.view.views.empty();
   if (named) refuse_beside_views(opt);
   const SelectedView sel = select_view(hp, opt.view);
   const std::string unavailable = explanations_unavailable(hp, model.head.present());
   if (!named && !unavailable.empty() && opt.view.gradcam_layer)
-    throw Error("--gradcam-layer: eval scores no gradcam view: " + unavailable);
+    throw Error(setting_ref("gradcam_layer") + ": eval scores no gradcam view: " + unavailable);
   try {
     ctx.settings.gradcam_layer = resolve_layer(opt.view.gradcam_layer.value_or(-1), hp.depth);
   } catch (const Error& e) {
-    throw Error(std::string("--gradcam-layer: ") + e.what());
+    throw Error(setting_ref("gradcam_layer") + ": " + e.what());
   }
   ctx.settings.attn_grad_layer = sel.layer;
   if (named) {
@@ -167,15 +165,15 @@ namespace {
 // would score every image against itself.
 void check_masks_folder(const EvalOptions& opt) {
   const RenderOptions& ro = opt.view;
-  if (opt.masks_dir.empty()) throw Error("--masks is required");
+  if (opt.masks_dir.empty()) throw Error(setting_ref("masks") + " is required");
   std::error_code ec;
   if (!fs::is_directory(opt.masks_dir, ec))
-    throw Error("--masks " + opt.masks_dir +
+    throw Error(setting_ref("masks") + " " + opt.masks_dir +
                 (fs::exists(opt.masks_dir, ec) ? ": not a folder (name the folder that holds the masks)" : ": no such folder"));
   const std::string masks_canon = canonical_or_empty(opt.masks_dir);
   for (const std::string& in : ro.inputs) {
     if (!masks_canon.empty() && fs::is_directory(in, ec) && canonical_or_empty(in) == masks_canon)
-      throw Error("--masks " + opt.masks_dir + " is also an input folder (" + in +
+      throw Error(setting_ref("masks") + " " + opt.masks_dir + " is also an input folder (" + in +
                   "); keep the masks in a folder of their own, e.g. DIR/masks");
   }
 }
@@ -208,20 +206,20 @@ JsonTarget prepare_json(const EvalOptions& opt, const std::string& weights_path,
   for (const auto& kv : masks.by_rel)
     for (const std::string& f : kv.second) reads.push_back({f, "a mask"});
   for (const fs::path& d : truth_dirs) reads.push_back({(d / eval::kLabelsCsv).string(), "a labels.csv that eval reads"});
-  if (!opt.view.labels_file.empty()) reads.push_back({opt.view.labels_file, "the --labels file"});
-  json.path = check_output_file("--json", opt.json_out, reads);
-  json.made = make_output_folder("--json", opt.json_out, json.path);
+  if (!opt.view.labels_file.empty()) reads.push_back({opt.view.labels_file, "the " + setting_ref("labels") + " file"});
+  json.path = check_output_file(setting_ref("json"), opt.json_out, reads);
+  json.made = make_output_folder(setting_ref("json"), opt.json_out, json.path);
   return json;
 }
 
 // Writes the --json document; false (the error printed, the folders made for it removed) when it fails.
-bool write_eval_json(const JsonTarget& json, const nlohmann::ordered_json& j) {
+bool write_eval_json(const JsonTarget& json, const nlohmann::ordered_json& j, const BatchHooks& hooks) {
   try {
     // File names are bytes; one that is not UTF-8 gets U+FFFD in the JSON (as in render's manifest).
     const std::string text = j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
     write_file_atomic(json.path, std::vector<uint8_t>(text.begin(), text.end()));
   } catch (const std::exception& e) {
-    std::cerr << "attnmap: error: " << printable(with_flags(e.what())) << "\n";
+    say(hooks, LineStream::Err, "attnmap: error: " + printable(with_flags(e.what())));
     remove_made_folders(json.made);
     return false;
   }
@@ -230,14 +228,15 @@ bool write_eval_json(const JsonTarget& json, const nlohmann::ordered_json& j) {
 
 // Inputs plan_jobs could not use: an error line and a JSON error entry each, counted as failed.
 void report_unusable_inputs(const std::vector<std::string>& missing,
-                            const std::vector<std::pair<std::string, std::string>>& unreadable, eval::EvalRun& run) {
+                            const std::vector<std::pair<std::string, std::string>>& unreadable, eval::EvalRun& run,
+                            const BatchHooks& hooks) {
   for (const auto& m : missing) {
-    std::cerr << "attnmap: error: " << printable(m) << ": no such file or folder\n";
+    say(hooks, LineStream::Err, "attnmap: error: " + printable(m) + ": no such file or folder");
     run.errors.push_back({{"file", m}, {"error", "no such file or folder"}});
     ++run.failed;
   }
   for (const auto& u : unreadable) {
-    std::cerr << "attnmap: error: " << printable(u.second) << "\n";
+    say(hooks, LineStream::Err, "attnmap: error: " + printable(u.second));
     run.errors.push_back({{"file", u.first}, {"error", u.second}});
     ++run.failed;
   }
@@ -249,7 +248,7 @@ std::string with_path(const std::string& input, const std::string& msg) {
 
 // Evaluates every job in order into run.done; an image that fails is reported and counted in run.
 void evaluate_jobs(const EvalContext& ctx, const std::vector<Job>& jobs, const eval::MaskIndex& masks,
-                   eval::TruthLookup& truth, int num_classes, eval::EvalRun& run) {
+                   eval::TruthLookup& truth, int num_classes, eval::EvalRun& run, const BatchHooks& hooks) {
   const EvalOptions& opt = *ctx.opt;
   const std::string masks_canon = canonical_or_empty(opt.masks_dir);
   const std::string masks_prefix = masks_canon.empty() ? std::string() : (fs::path(masks_canon) / "").string();
@@ -262,17 +261,18 @@ void evaluate_jobs(const EvalContext& ctx, const std::vector<Job>& jobs, const e
       const std::string stem = fs::path(job.input).stem().string();
       const std::vector<ItemMask> items = masks.find_items(rel.generic_string(), stem, ctx.model->hp.labels, truth.map());
       if (!ctx.model->head.present() && !noted_headless_items && masks.has_item_masks(rel.generic_string(), stem)) {
-        std::cerr << "attnmap: note: class-specific pointing: item masks such as " << printable(stem)
-                  << ".<class>.* are present, but the model has no classifier head (no class to ask for); skipped\n";
+        say(hooks, LineStream::Err, "attnmap: note: class-specific pointing: item masks such as " + printable(stem) +
+                                        ".<class>.* are present, but the model has no classifier head (no class to ask "
+                                        "for); skipped");
         noted_headless_items = true;
       }
       ImageEval ev = evaluate_image(ctx, job.input, mask_path, items, truth.truth_for(job.input));
-      for (const auto& n : ev.notes) std::cerr << "attnmap: note: " << printable(job.input + ": " + n) << "\n";
-      if (!opt.view.quiet) std::cout << printable(eval::image_line(ctx, ev, num_classes)) << "\n";
+      for (const auto& n : ev.notes) say(hooks, LineStream::Err, "attnmap: note: " + printable(job.input + ": " + n));
+      if (!opt.view.quiet) say(hooks, LineStream::Out, printable(eval::image_line(ctx, ev, num_classes)));
       run.done.push_back(std::move(ev));
     } catch (const std::exception& e) {
       ++run.failed;
-      std::cerr << "attnmap: error: " << printable(with_path(job.input, with_flags(e.what()))) << "\n";
+      say(hooks, LineStream::Err, "attnmap: error: " + printable(with_path(job.input, with_flags(e.what()))));
       run.errors.push_back({{"file", job.input}, {"error", with_flags(e.what())}});
     }
   }
@@ -281,27 +281,37 @@ void evaluate_jobs(const EvalContext& ctx, const std::vector<Job>& jobs, const e
 
 }  // namespace
 
-int run_eval(const EvalOptions& opt) {
+EvalResult eval_report(const EvalOptions& opt, const BatchHooks& given_hooks) {
+  EvalResult res;
+  BatchHooks hooks = given_hooks;  // the standard output's lines kept as the report's text too
+  hooks.on_line = [&res, &given_hooks](LineStream stream, const std::string& text) {
+    if (stream == LineStream::Out) res.text += text + "\n";
+    say(given_hooks, stream, text);
+  };
   const RenderOptions& ro = opt.view;
   check_masks_folder(opt);
-  if (!opt.json_out.empty()) check_output_name("--json", opt.json_out);  // before the model loads
+  if (!opt.json_out.empty()) check_output_name(setting_ref("json"), opt.json_out);  // before the model loads
   // --labels FILE: the model's class names, or a map of the ground truth's names to them (read_label_map).
   const std::optional<std::vector<LabelMapEntry>> label_map =
-      ro.labels_file.empty() ? std::nullopt : with_flag("--labels", [&] { return read_label_map(ro.labels_file); });
+      ro.labels_file.empty() ? std::nullopt : with_flag(setting_ref("labels"), [&] { return read_label_map(ro.labels_file); });
   RenderOptions load_opt = ro;
   if (label_map) load_opt.labels_file.clear();  // the class names stay the weights' (or ImageNet-1k's)
-  const RunWeights weights = run_weights(ro.weights, ro.quiet);  // a path, or a Hub name fetched into the cache
+  // A path, or a Hub name fetched into the cache; a model the program lends is only named.
+  const RunWeights weights = hooks.model ? RunWeights{ro.weights, std::nullopt} : run_weights(ro.weights, ro.quiet);
   const std::string& weights_path = weights.path;
-  const std::shared_ptr<const ViTWeights> loaded = load_run_model(load_opt, weights, /*backward=*/true);
+  const std::shared_ptr<const ViTWeights> loaded =
+      hooks.model ? hooks.model(load_opt, true) : load_run_model(load_opt, weights, /*backward=*/true);
   const ViTWeights& model = *loaded;  // eval scores the class-specific views
   const EvalContext ctx = make_eval_context(model, opt);
   set_eval_blas_threads();
   const bool classify = model.head.present();
   const int num_classes = classify ? model.head.out : 0;
   if (label_map && !classify)
-    throw Error("--labels " + ro.labels_file + ": the weights have no classifier head, so there are no classes to map to");
+    throw Error(setting_ref("labels") + " " + ro.labels_file +
+                ": the weights have no classifier head, so there are no classes to map to");
   LabelMap names_map;
-  if (label_map) names_map = with_flag("--labels", [&] { return resolve_label_map(*label_map, model.hp.labels, num_classes); });
+  if (label_map)
+    names_map = with_flag(setting_ref("labels"), [&] { return resolve_label_map(*label_map, model.hp.labels, num_classes); });
 
   // Inputs: plan_jobs walks folders (sorted, hidden entries skipped) and skips the masks folder given as its
   // "output" folder; out_base relative to it is the image's path below its input folder, without extension.
@@ -310,7 +320,7 @@ int run_eval(const EvalOptions& opt) {
   std::map<std::string, size_t> passed_over;  // attnmap's own outputs in the walked folders: not photos
   const std::vector<Job> jobs = plan_jobs(ro.inputs, opt.masks_dir, &missing, {}, &unreadable, &passed_over);
   if (const std::string note = passed_over_summary(passed_over); !note.empty())
-    std::cerr << "attnmap: note: " << printable(note) << "\n";
+    say(hooks, LineStream::Err, "attnmap: note: " + printable(note));
   // Nothing to evaluate is bad usage, as render's nothing to render (exit 2, before --json's folder is made).
   if (const std::string none = all_inputs_missing(ro.inputs, missing, "evaluate"); !none.empty()) throw Error(none);
   if (jobs.empty() && missing.empty() && unreadable.empty()) throw Error(no_images_message(ro.inputs));
@@ -318,35 +328,46 @@ int run_eval(const EvalOptions& opt) {
   const JsonTarget json = prepare_json(opt, weights_path, jobs, masks);
   // After the usage checks (a usage error is the only line), before any image.
   if (opt.perturb && !classify)
-    std::cerr << "attnmap: note: --perturb: the model has no classifier head, so there is no class probability to "
-                 "perturb against; perturbation skipped\n";
+    say(hooks, LineStream::Err, "attnmap: note: " + with_flags(setting_ref("perturb")) +
+                                    ": the model has no classifier head, so there is no class probability to perturb "
+                                    "against; perturbation skipped");
   const std::string unavailable = explanations_unavailable(model.hp, classify);
   if (ro.views.empty() && !unavailable.empty())
-    std::cerr << "attnmap: note: chefer, gradcam, attn-grad: " << unavailable << "; those views are left out\n";
+    say(hooks, LineStream::Err, "attnmap: note: chefer, gradcam, attn-grad: " + unavailable + "; those views are left out");
   if (ro.views.empty() && !cait_rollout_unavailable(model.hp).empty() && !ro.rollout)
-    std::cerr << "attnmap: note: rollout: " << cait_rollout_unavailable(model.hp) << "; that view is left out\n";
+    say(hooks, LineStream::Err, "attnmap: note: rollout: " + cait_rollout_unavailable(model.hp) + "; that view is left out");
   eval::TruthLookup truth(opt.masks_dir, model.hp, classify, num_classes, std::move(names_map),
                           label_map ? ro.labels_file : std::string());
-  truth.prepare(jobs);  // a foreign label set's one note, before any image
+  for (const std::string& line : truth.prepare(jobs)) say(hooks, LineStream::Err, line);  // before any image
 
   eval::EvalRun run;
-  report_unusable_inputs(missing, unreadable, run);
-  evaluate_jobs(ctx, jobs, masks, truth, num_classes, run);
+  report_unusable_inputs(missing, unreadable, run, hooks);
+  evaluate_jobs(ctx, jobs, masks, truth, num_classes, run, hooks);
   eval::Summary sum = eval::summarise(ctx, run.done);
   if (truth.foreign()) {
     sum.top1_not_computed = truth.foreign_note();
     sum.unknown_labels = truth.unknown_names();
   }
   const std::string undefined = eval::undefined_note(ctx, sum);
-  if (!undefined.empty()) std::cerr << "attnmap: note: " << undefined << "\n";
-  eval::print_summary(std::cout, ctx, sum, run.failed, classify);
-  if (!opt.json_out.empty() && !write_eval_json(json, eval::eval_json(ctx, weights_path, sum, run, classify))) return 1;
+  if (!undefined.empty()) say(hooks, LineStream::Err, "attnmap: note: " + undefined);
+  std::ostringstream summary;
+  eval::print_summary(summary, ctx, sum, run.failed, classify);
+  std::istringstream lines(summary.str());
+  for (std::string line; std::getline(lines, line);) say(hooks, LineStream::Out, line);
+  res.report = eval::eval_json(ctx, weights_path, sum, run, classify);
+  res.status = run.failed || sum.n == 0 ? 1 : 0;
+  if (!opt.json_out.empty() && !write_eval_json(json, res.report, hooks)) {
+    res.status = 1;
+    return res;
+  }
   if (!ro.quiet) {
     char line[160];
-    std::snprintf(line, sizeof line, "attnmap: %zu evaluated, %d failed, %.2f s\n", sum.n, run.failed, run.secs);
-    std::cerr << line;
+    std::snprintf(line, sizeof line, "attnmap: %zu evaluated, %d failed, %.2f s", sum.n, run.failed, run.secs);
+    say(hooks, LineStream::Err, line);
   }
-  return run.failed || sum.n == 0 ? 1 : 0;
+  return res;
 }
+
+int run_eval(const EvalOptions& opt) { return eval_report(opt, terminal_hooks()).status; }
 
 }  // namespace attnmap

@@ -9,6 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "app/engine/batch_hooks.hpp"
 #include "app/engine/render.hpp"
 #include "maps/faithfulness.hpp"
 #include "maps/views.hpp"
@@ -24,9 +27,9 @@ struct EvalOptions {
   std::string masks_dir;  ///< folder of masks named like the images (same file stem)
   std::string json_out;   ///< write the JSON report here (atomically); empty: none
   int tolerance_px = 0;   ///< pointing-game tolerance in image pixels (0: the maximum pixel itself)
-  /// --fusions: head fusions scored at every layer (mean | max | min | index); empty: not given (mean).
-  /// Refused beside --views.
-  std::vector<std::string> fusions;
+  /// --fusions parsed (parse_head of each item): head fusions scored at every layer (mean | max | min |
+  /// index); empty: not given (mean). Refused beside --views.
+  std::vector<HeadSelect> fusions;
   std::optional<PerturbMode> perturb;  ///< --perturb drop|zero: the perturbation test; unset: not run
   int perturb_seeds = 3;               ///< random removal orders averaged for the random baseline
   bool sanity = false;                 ///< --sanity: cascading model randomisation
@@ -140,5 +143,18 @@ ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const
 /// 1 when some failed (each printed with its reason) or none was found. Throws attnmap::Error for unusable
 /// weights or options (the caller exits with status 2).
 int run_eval(const EvalOptions& opt);
+
+/// eval's report in memory (issue 42).
+struct EvalResult {
+  nlohmann::ordered_json report;  ///< the JSON report, as --json writes it (written too when opt.json_out is set)
+  std::string text;               ///< what the command prints on standard output: per-image lines, the tables
+  int status = 0;                 ///< run_eval's exit status: 0, or 1 when an image failed or none was found
+};
+
+/// run_eval with its terminal text through hooks.on_line (LineStream::Out: the per-image lines and the
+/// tables, also kept in EvalResult::text; Err: notes and errors) and, when hooks.model is set, that model
+/// (asked for with the backward pass; opt.view.weights only names it in the report). run_eval is
+/// eval_report(opt, terminal_hooks()). Throws attnmap::Error for unusable weights or options.
+EvalResult eval_report(const EvalOptions& opt, const BatchHooks& hooks);
 
 }  // namespace attnmap

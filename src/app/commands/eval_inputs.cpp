@@ -116,8 +116,8 @@ void TruthLookup::unknown(const std::string& name, const std::string& source) {
   if (std::find(sources_.begin(), sources_.end(), source) == sources_.end()) sources_.push_back(source);
 }
 
-void TruthLookup::prepare(const std::vector<Job>& jobs) {
-  if (!classify_) return;
+std::vector<std::string> TruthLookup::prepare(const std::vector<Job>& jobs) {
+  if (!classify_) return {};
   // File names NNNN_<name> are labels when some of them name a class (or the user gave a map): then the
   // others are of another label set. When none does they are just names (0000_trouser_coat.png).
   std::vector<std::string> unmatched_names;
@@ -152,12 +152,14 @@ void TruthLookup::prepare(const std::vector<Job>& jobs) {
   }
   if (a_name_matched)
     for (const std::string& n : unmatched_names) unknown(n, "the file names");
+  std::vector<std::string> lines;
   if (foreign()) {  // one note; the rows' own notes bear on an accuracy that is not computed
-    std::cerr << "attnmap: note: " << printable(foreign_note()) << "\n";
-    return;
+    lines.push_back("attnmap: note: " + printable(with_flags(foreign_note())));
+    return lines;
   }
   // Printed under -q too, like the per-image mask notes: they bear on the figures.
-  for (const std::string& n : notes_) std::cerr << "attnmap: note: " << printable(n) << "\n";
+  for (const std::string& n : notes_) lines.push_back("attnmap: note: " + printable(n));
+  return lines;
 }
 
 std::optional<int> TruthLookup::truth_for(const std::string& input) const {
@@ -176,13 +178,14 @@ std::string TruthLookup::foreign_note() const {
   const auto src = hp_.source.find("labels");
   const std::string origin = src == hp_.source.end() ? "the weights' config"
                              : src->second.rfind(kLabelsAssumedImagenet, 0) == 0 ? "ImageNet-1k's, assumed for a 1000-class head without names"
-                             : src->second.rfind(kLabelsFromFile, 0) == 0 ? with_flags(src->second)
+                             : src->second.rfind(kLabelsFromFile, 0) == 0 ? src->second
                                                                           : "the weights' config";
   const std::string whose = hp_.labels.empty() ? "the model's " + std::to_string(num_classes_) + " classes, which have no names"
                                                : "the model's " + std::to_string(num_classes_) + " class names (" + origin + ")";
   return std::string(unknown_.size() == 1 ? "label " : "labels ") + names + " (" + from + ") " +
          (unknown_.size() == 1 ? "is" : "are") + " not among " + whose +
-         (map_file_.empty() ? "" : " nor in --labels " + map_file_) + ": top-1 accuracy not computed; --labels FILE maps " +
+         (map_file_.empty() ? "" : " nor in " + setting_ref("labels") + " " + map_file_) +
+         ": top-1 accuracy not computed; " + setting_ref("labels") + " FILE maps " +
          (unknown_.size() == 1 ? "it" : "them") + " to the model's classes (docs/evaluation.md)";
 }
 

@@ -64,7 +64,8 @@ class TruthLookup {
         map_file_(std::move(map_file)) {}
   /// Finds the truth of every job's input: reads the labels.csv files (their notes printed), and collects the
   /// names that are neither in the map nor among the model's classes. Nothing without a classifier head.
-  void prepare(const std::vector<Job>& jobs);
+  /// Returns the notes to print (whole lines, "attnmap: note: ..."), said under -q too.
+  std::vector<std::string> prepare(const std::vector<Job>& jobs);
   /// The input's class, if known: nothing without a head, for an input without a known class, and for every
   /// input when some ground-truth name is foreign (foreign()).
   std::optional<int> truth_for(const std::string& input) const;
@@ -73,7 +74,8 @@ class TruthLookup {
   /// The names foreign() counts, in order of first appearance, each once.
   const std::vector<std::string>& unknown_names() const { return unknown_; }
   /// The one note of a foreign label set: the names (the first five, how many more), where they came from,
-  /// whose class names they are not among, and how to map them; "" when none is foreign.
+  /// whose class names they are not among, and how to map them (settings as core/setting_ref.hpp's references,
+  /// spelled where the note is shown); "" when none is foreign.
   std::string foreign_note() const;
   const LabelMap& map() const { return map_; }
 

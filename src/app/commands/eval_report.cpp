@@ -70,7 +70,9 @@ std::string interval_cell(const Interval& ci) {
 void print_verdict(std::ostream& out, const EvalContext& ctx, const Summary& s) {
   const std::optional<size_t> bp = best_pointing_view(s), be = best_energy_view(s);
   out << "* selected view ("
-      << (ctx.opt->view.views.empty() ? "--layer/--head/--rollout or the model's default" : "the first of --views")
+      << with_flags(ctx.opt->view.views.empty()
+                        ? setting_ref("layer") + "/" + setting_ref("head") + "/" + setting_ref("rollout") + " or the model's default"
+                        : "the first of " + setting_ref("views"))
       << "); pointing tolerance " << ctx.opt->tolerance_px
       << " px; best pointing game: " << (bp ? ctx.views[*bp].name : "none")
       << ", best energy: " << (be ? ctx.views[*be].name : "none")
@@ -301,7 +303,7 @@ void print_summary(std::ostream& out, const EvalContext& ctx, const Summary& s, 
   if (classify) {
     if (!s.top1_not_computed.empty())
       out << "top-1 accuracy not computed: the ground-truth labels are not the model's class names (the note above "
-             "names them; --labels FILE maps them)\n";
+             "names them; " << with_flags(setting_ref("labels")) << " FILE maps them)\n";
     else if (s.labelled)
       out << "top-1 accuracy " << fmt("%.4f", static_cast<double>(s.correct) / s.labelled) << " (" << s.correct
           << " correct of " << s.labelled << " images with a known class)\n";
@@ -455,7 +457,8 @@ J summary_json(const EvalContext& ctx, const Summary& sum, const EvalRun& run, b
   if (!classify)
     s["top1"] = J();
   else if (!sum.top1_not_computed.empty())  // another label set: nothing counted
-    s["top1"] = J{{"correct", J()}, {"labelled", J()}, {"accuracy", J()}, {"not_computed", sum.top1_not_computed},
+    s["top1"] = J{{"correct", J()}, {"labelled", J()}, {"accuracy", J()},
+                  {"not_computed", with_flags(sum.top1_not_computed)},
                   {"unknown_labels", sum.unknown_labels}};
   else
     s["top1"] = J{{"correct", sum.correct},

@@ -4,8 +4,6 @@
 
 #include "app/cli/options.hpp"
 
-#include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -16,6 +14,7 @@
 #include <map>
 #include <optional>
 
+#include "app/engine/outputs.hpp"
 #include "app/engine/paths.hpp"
 #include "app/engine/session.hpp"
 #include "app/engine/walk.hpp"
@@ -34,54 +33,6 @@
 namespace attnmap {
 
 namespace fs = std::filesystem;
-
-CLI::App* add_figure_options(CLI::App& app, FigureArgs& a) {
-  CLI::App* f = app.add_subcommand(
-      "figure", "draw one figure for a paper: rows = images, columns = views (--views photo,L3/mean,rollout), "
-                "column titles, row labels and colour bars in the maps' units, as PNG, PDF or SVG (-o's extension)");
-  f->add_option("inputs", a.inputs, "image files, one row each (folders are walked as render walks them, sorted)")
-      ->required();
-  f->add_option("--views", a.views, "the columns, comma-separated; " + view_grammar())
-      ->required();
-  f->add_option("-o,--out", a.out, "the figure file: FIG.png, FIG.pdf or FIG.svg (replaced when it exists)")->required();
-  add_model_input_options(f, a.model);
-  f->add_option("--scale", a.scale, "one scale per unit over the figure's maps: run (bottom the smallest value, top the "
-                                    "99th percentile; values above in the top colour, the bar marked with a triangle and "
-                                    "'+'), figure (their min-max); map (each map its own min-max, no colour bar); "
-                                    "VMIN,VMAX (fixed; values above marked as run's)")
-      ->capture_default_str();
-  f->add_option("--width-in", a.width_in, "the figure's width in inches (7 for a two-column paper's full width)")
-      ->capture_default_str();
-  f->add_option("--dpi", a.dpi, "pixels per inch: the PNG's size and pHYs, the PDF/SVG page's scale")->capture_default_str();
-  std::string cmaps;
-  for (const auto& n : colormap_names()) cmaps += (cmaps.empty() ? "" : ", ") + n;
-  f->add_option("--colormap", a.colormap, "colour map: " + cmaps)->capture_default_str();
-  f->add_option("--style", a.style, "overlay | mask (photo x map on black) | contour (iso-lines at the ticks)")
-      ->capture_default_str();
-  f->add_option("--alpha", a.alpha, "opacity of the heatmap over the photo, 0..1")->capture_default_str();
-  f->add_flag("--alpha-by-value", a.alpha_by_value, "overlay opacity follows the value: --alpha x scaled value");
-  f->add_option("--upsample", a.upsample, "nearest | bilinear | bicubic")->capture_default_str();
-  f->add_option("--discard", a.discard, "rollout views: zero this fraction of the smallest fused attentions per layer, 0..1");
-  f->add_option("--class", a.class_spec, "class-specific views (chefer, gradcam, attn-grad): class index, label or "
-                                         "top1 (default top1; topK is refused: a cell holds one map)");
-  f->add_option("--gradcam-layer", a.gradcam_layer, "gradcam without @L: the block explained, negative from the end "
-                                                    "(default -1)");
-  f->add_option("--max-pixels", a.max_pixels, "refuse images with more pixels than this, before decoding")
-      ->capture_default_str();
-  f->add_flag("--no-exif", a.no_exif, "ignore the JPEG EXIF orientation");
-  f->add_flag("-q,--quiet", a.quiet, "print only errors");
-  f->add_option("--title", a.title, "a title on top of the figure (default: none)");
-  f->add_option("--row-labels", a.row_labels, "the row labels, one per image, comma-separated ('\\,' for a comma "
-                                              "inside a label, an empty item for none; default: the file names)");
-  f->add_option("--column-labels", a.column_labels, "the column titles, one per view of --views, comma-separated "
-                                                    "as --row-labels (default: the views' words, 'block 1, head 3')");
-  f->add_option("--block-numbering", a.block_numbering, "the number the column titles give the first block: 0 "
-                                                        "(default, as the view names) or 1 (block 1 .. depth)");
-  f->add_flag("--notes", a.notes, "draw the note of --scale map under the figure (default: printed on the terminal)");
-  f->add_option("--labels", a.labels, "the classifier's class names: one per line, a JSON list or a JSON object "
-                                      "{\"0\": \"tench\", ...} (id2label), as for render");
-  return f;
-}
 
 std::vector<std::string> split_label_list(const std::string& list) {
   std::vector<std::string> items(1);
@@ -122,29 +73,30 @@ void check_drawing_options(const FigureArgs& a, FigurePlan& p) {
   RenderOptions& ro = p.ro;
   ro.inputs = a.inputs;
   apply_model_input(a.model, ro);
-  ro.colormap = with_flag("--colormap", [&] { return colormap_name(a.colormap); });  // Viridis -> viridis
+  ro.colormap = with_flag(setting_ref("colormap"), [&] { return parse_colormap(a.colormap); });  // Viridis -> viridis
   ro.alpha = a.alpha;
-  ro.upsample = with_flag("--upsample", [&] { return parse_upsample(a.upsample); });
-  if (a.max_pixels < 1) throw Error("--max-pixels must be >= 1, found " + std::to_string(a.max_pixels));
+  ro.upsample = with_flag(setting_ref("upsample"), [&] { return parse_upsample(a.upsample); });
+  if (a.max_pixels < 1) throw Error(setting_ref("max_pixels") + " must be >= 1, found " + std::to_string(a.max_pixels));
   ro.load.max_pixels = static_cast<uint64_t>(a.max_pixels);
   ro.load.apply_exif = !a.no_exif;
   ro.quiet = a.quiet;
-  ro.style = with_flag("--style", [&] { return parse_style(a.style); });
+  ro.style = with_flag(setting_ref("style"), [&] { return parse_style(a.style); });
   ro.alpha_by_value = a.alpha_by_value;
   ro.dpi = a.dpi;
   check_drawing_options(ro);
-  if (!(a.width_in > 0.0 && a.width_in <= 100.0)) throw Error("--width-in must be in (0, 100] inches, found " + shown_number(a.width_in));
+  if (!(a.width_in > 0.0 && a.width_in <= 100.0))
+    throw Error(setting_ref("width_in") + " must be in (0, 100] inches, found " + shown_number(a.width_in));
   p.width_in = a.width_in;
   p.style.style = ro.style;
   p.style.alpha_by_value = ro.alpha_by_value;
   p.style.alpha = ro.alpha;
-  p.style.cmap = with_flag("--colormap", [&] { return colormap_table(ro.colormap); });
+  p.style.cmap = ro.colormap.table;
   p.style.upsample = ro.upsample;
 }
 
 // The views and what goes with them: --scale, --discard, --class, --gradcam-layer.
 void check_view_options(const FigureArgs& a, FigurePlan& p) {
-  p.views = with_flag("--views:", [&] { return parse_views(a.views); });
+  p.views = with_flag(setting_ref("views") + ":", [&] { return parse_views(a.views); });
   bool maps = false, rollout = false, class_specific = false, gradcam_default = false;
   for (const ViewSpec& v : p.views) {
     maps = maps || v.kind != ViewKind::Photo;
@@ -152,29 +104,35 @@ void check_view_options(const FigureArgs& a, FigurePlan& p) {
     class_specific = class_specific || is_class_specific(v.kind);
     gradcam_default = gradcam_default || (v.kind == ViewKind::GradCam && !v.layer_given);
   }
-  if (!maps) throw Error("--views '" + a.views + "' has no map to show (photo is the photo alone): add a view such as L3/mean");
-  p.scale = with_flag("--scale", [&] { return parse_scale(a.scale); });
+  if (!maps)
+    throw Error(setting_ref("views") + " '" + a.views +
+                "' has no map to show (photo is the photo alone): add a view such as L3/mean");
+  p.scale = with_flag(setting_ref("scale"), [&] { return parse_scale(a.scale); });
   p.ro.scale = p.scale;
   if (!a.discard.empty()) {
-    p.settings.discard = parse_number_option("--discard", a.discard);
+    p.settings.discard = parse_number_option(setting_ref("discard"), a.discard);
     p.ro.discard = p.settings.discard;
     check_drawing_options(p.ro);
-    if (!rollout) throw Error("--discard applies to the rollout views; --views has none");
+    if (!rollout) throw Error(setting_ref("discard") + " applies to the rollout views; " + setting_ref("views") + " has none");
     p.ro.discard = p.settings.discard;
   }
   if (!a.gradcam_layer.empty()) {
-    const int l = parse_int_option("--gradcam-layer", a.gradcam_layer);  // resolve_views checks it against the model
-    if (!gradcam_default) throw Error("--gradcam-layer applies to a gradcam view without @L<layer>; --views has none");
+    const int l = parse_int_option(setting_ref("gradcam_layer"), a.gradcam_layer);  // resolve_views checks it against the model
+    if (!gradcam_default)
+      throw Error(setting_ref("gradcam_layer") + " applies to a gradcam view without @L<layer>; " + setting_ref("views") +
+                  " has none");
     p.settings.gradcam_layer = l;
     p.ro.gradcam_layer = p.settings.gradcam_layer;
   }
   if (!a.class_spec.empty()) {
-    if (!class_specific) throw Error("--class chooses the class of the class-specific views (chefer, gradcam, attn-grad); --views has none");
-    p.classes = with_flag("--class", [&] { return parse_class_spec(a.class_spec); });
+    if (!class_specific)
+      throw Error(setting_ref("class_spec") + " chooses the class of the class-specific views (chefer, gradcam, attn-grad); " +
+                  setting_ref("views") + " has none");
+    p.classes = with_flag(setting_ref("class_spec"), [&] { return parse_class_spec(a.class_spec); });
     if (p.classes.kind == ClassSpec::Kind::TopK && p.classes.k > 1)
-      throw Error("--class " + a.class_spec + ": a figure cell holds one map; use top1, a class index or a label "
-                  "(render --explain --class topK draws one file per class)");
-    p.ro.class_spec = a.class_spec;
+      throw Error(setting_ref("class_spec") + " " + a.class_spec + ": a figure cell holds one map; use top1, a class index or a label "
+                  "(render " + setting_ref("explain") + " " + setting_ref("class_spec") + " topK draws one file per class)");
+    p.ro.class_spec = p.classes;
   }
 }
 
@@ -182,12 +140,13 @@ void check_view_options(const FigureArgs& a, FigurePlan& p) {
 // --block-numbering, --notes, --labels. Set after check_drawing_options: render's needs a --panel for them.
 void check_word_options(const FigureArgs& a, FigurePlan& p) {
   if (!a.title.empty()) p.ro.title = a.title;
-  if (!a.row_labels.empty()) p.row_labels = with_flag("--row-labels", [&] { return split_label_list(a.row_labels); });
+  if (!a.row_labels.empty())
+    p.row_labels = with_flag(setting_ref("row_labels"), [&] { return split_label_list(a.row_labels); });
   if (!a.column_labels.empty()) {
-    p.column_labels = with_flag("--column-labels", [&] { return split_label_list(a.column_labels); });
+    p.column_labels = with_flag(setting_ref("column_labels"), [&] { return split_label_list(a.column_labels); });
     if (p.column_labels->size() != p.views.size())
-      throw Error("--column-labels has " + std::to_string(p.column_labels->size()) + " labels for the " +
-                  std::to_string(p.views.size()) + " views of --views (one per column, photo included)");
+      throw Error(setting_ref("column_labels") + " has " + std::to_string(p.column_labels->size()) + " labels for the " +
+                  std::to_string(p.views.size()) + " views of " + setting_ref("views") + " (one per column, photo included)");
   }
   if (!a.block_numbering.empty()) p.ro.block_base = parse_block_numbering(a.block_numbering);
   p.ro.notes = a.notes;
@@ -196,16 +155,18 @@ void check_word_options(const FigureArgs& a, FigurePlan& p) {
 
 /// Every check that needs no model and reads no image (status 2): the options, -o's extension and folder,
 /// the label font.
-FigurePlan check_options(const FigureArgs& a) {
+/// `with_out`: -o is checked too (the command line; a figure in memory has none).
+FigurePlan check_options(const FigureArgs& a, bool with_out = true) {
   FigurePlan p;
   check_drawing_options(a, p);
   check_view_options(a, p);
   const std::string ext = fs::path(a.out).extension().string();
-  if (ext != ".png" && ext != ".pdf" && ext != ".svg")
+  if (with_out && ext != ".png" && ext != ".pdf" && ext != ".svg")
     throw Error("-o " + a.out + ": a figure is written as .png, .pdf or .svg (the extension picks the format), found '" +
                 ext + "'");
-  check_figure_path(a.out);
-  with_flag("--width-in / --dpi:", [&] { check_comparison_width(static_cast<int>(p.views.size()), a.width_in, a.dpi); });
+  if (with_out) check_figure_path(a.out);
+  with_flag(setting_ref("width_in") + " / " + setting_ref("dpi") + ":",
+            [&] { check_comparison_width(static_cast<int>(p.views.size()), a.width_in, a.dpi); });
   check_word_options(a, p);
   figure_font();  // a missing font is one usage error, not a failure after every image was computed
   return p;
@@ -254,7 +215,7 @@ std::string check_out_file(const std::string& out, const std::string& weights_pa
   std::vector<ReadFile> reads = model_reads(weights_path);
   for (const std::string& f : in.files) reads.push_back({f, "an input"});
   if (const char* env = std::getenv("ATTNMAP_FONT"); env && *env) reads.push_back({env, "the label font"});
-  if (!labels_file.empty()) reads.push_back({labels_file, "the --labels file"});
+  if (!labels_file.empty()) reads.push_back({labels_file, "the " + setting_ref("labels") + " file"});
   // A PNG figure inside an input folder would be walked as a photo by the next run over that folder.
   const std::string target = fs::absolute(out).lexically_normal().parent_path().string();
   for (const std::string& input : in.roots) {
@@ -271,10 +232,11 @@ std::string check_out_file(const std::string& out, const std::string& weights_pa
 std::vector<ResolvedView> resolve_figure_views(const FigurePlan& p, const ViTWeights& model) {
   ViewSettings settings = p.settings;  // attn-grad without @L: the config's default view's block, as render
   settings.attn_grad_layer = model.hp.default_layer.value_or(-1);
-  std::vector<ResolvedView> views = with_flag("--views:", [&] { return resolve_views(p.views, model.hp, model.head.present(), settings); });
+  std::vector<ResolvedView> views = with_flag(
+      setting_ref("views") + ":", [&] { return resolve_views(p.views, model.hp, model.head.present(), settings); });
   for (const ResolvedView& v : views)
     if (v.class_specific) {
-      with_flag("--class", [&] { check_class_spec(p.classes, model.head.out, model.hp.labels); });
+      with_flag(setting_ref("class_spec"), [&] { check_class_spec(p.classes, model.head.out, model.hp.labels); });
       break;
     }
   return views;
@@ -289,10 +251,27 @@ struct FigureImage {
   PhotoBox box;
   std::vector<ViewMap> maps;
   int class_index = -1;  ///< the class the class-specific views explain (-1: none asked)
+  std::string sha256;    ///< of the input's bytes (the record's images[].sha256)
 };
 
 std::string class_name(int c, const HParams& hp) {
   return c >= 0 && static_cast<size_t>(c) < hp.labels.size() ? hp.labels[static_cast<size_t>(c)] : "class " + std::to_string(c);
+}
+
+/// Each row's maps of `views` (one forward pass each); `current` names the row being computed.
+void compute_row_maps(const FigurePlan& p, const ViTWeights& model, const std::vector<ResolvedView>& views,
+                      std::vector<FigureImage>* rows, std::string* current) {
+  const HParams& hp = model.hp;
+  for (FigureImage& r : *rows) {
+    *current = r.input;
+    const ModelInput mi = preprocess(r.photo, hp.image_w, hp.image_h, p.ro.resize, hp.mean.data(), hp.std.data(),
+                                     hp.crop_pct.value_or(0.875f));
+    box_pixels(mi.box, r.photo.width, r.photo.height, &r.box.x0, &r.box.y0, &r.box.w, &r.box.h);
+    std::vector<float> logits;
+    r.maps = compute_views(model, mi.chw.data(), views, p.classes, &logits, &mi.box);
+    for (const ViewMap& m : r.maps)
+      if (m.class_index >= 0) r.class_index = m.class_index;
+  }
 }
 
 /// Reads every image first (a bad file is found before any forward pass), then computes each one's views.
@@ -308,21 +287,14 @@ bool compute_rows(const FigurePlan& p, const ViTWeights& model, const std::vecto
   try {
     for (const std::string& f : in.files) {
       current = f;
-      rows->push_back(FigureImage{f, load_image(f, p.ro.load), {}, {}, -1});
+      const std::vector<uint8_t> bytes = read_file(f);  // hashed and decoded from the same bytes
+      rows->push_back(FigureImage{f, decode_image(bytes.data(), bytes.size(), f, p.ro.load), {}, {}, -1,
+                                  sha256_bytes(bytes.data(), bytes.size())});
       const std::string w = small_image_warning(rows->back().photo.width, rows->back().photo.height, hp);
       if (!w.empty() && !p.ro.quiet)
         std::cerr << "attnmap: warning: " << printable(f + ": " + w.substr(std::string(kWarningNote).size())) << "\n";
     }
-    for (FigureImage& r : *rows) {
-      current = r.input;
-      const ModelInput mi = preprocess(r.photo, hp.image_w, hp.image_h, p.ro.resize, hp.mean.data(), hp.std.data(),
-                                       hp.crop_pct.value_or(0.875f));
-      box_pixels(mi.box, r.photo.width, r.photo.height, &r.box.x0, &r.box.y0, &r.box.w, &r.box.h);
-      std::vector<float> logits;
-      r.maps = compute_views(model, mi.chw.data(), views, p.classes, &logits, &mi.box);
-      for (const ViewMap& m : r.maps)
-        if (m.class_index >= 0) r.class_index = m.class_index;
-    }
+    compute_row_maps(p, model, views, rows, &current);
   } catch (const std::exception& e) {
     const std::string msg = with_flags(e.what());
     std::cerr << "attnmap: error: " << printable(msg.compare(0, current.size(), current) == 0 ? msg : current + ": " + msg)
@@ -373,8 +345,9 @@ ComparisonScales figure_scales(const FigurePlan& p, const std::vector<ResolvedVi
     if (2 * dim > unit_maps[i].size()) {
       char buf[320];
       std::snprintf(buf, sizeof buf, "%zu of %zu %s maps peak below %.0f%% of the figure's scale (under %.3g): they "
-                    "are drawn in its darkest colours; --scale map gives each map its own", dim, unit_maps[i].size(),
-                    units[i].c_str(), 100 * kDimPeakFraction, s.vmin + kDimPeakFraction * (s.vmax - s.vmin));
+                    "are drawn in its darkest colours; %s map gives each map its own", dim, unit_maps[i].size(),
+                    units[i].c_str(), 100 * kDimPeakFraction, s.vmin + kDimPeakFraction * (s.vmax - s.vmin),
+                    setting_ref("scale").c_str());
       warnings->push_back(buf);
     }
     cs.scales.push_back(s);
@@ -442,7 +415,7 @@ std::string figure_record(const FigurePlan& p, const ViTWeights& model, const st
   if (p.column_labels) r["column_labels"] = *p.column_labels;
   nlohmann::ordered_json images = nlohmann::ordered_json::array();
   for (const FigureImage& im : rows)
-    images.push_back({{"name", fs::path(im.input).filename().string()}, {"sha256", sha256_file(im.input)}});
+    images.push_back({{"name", fs::path(im.input).filename().string()}, {"sha256", im.sha256}});
   r["images"] = images;
   return provenance_text(r);
 }
@@ -457,8 +430,9 @@ std::vector<std::string> clip_notes(const FigurePlan& p, const ComparisonScales&
     std::snprintf(buf, sizeof buf, "the %s bar ends at %.3g but the maps reach %.3g: %.1f%% of their cells lie above "
                   "it, drawn in its top colour (the bar's triangle and '+'); %s", cs.scales[i].units.c_str(),
                   cs.scales[i].vmax, clips[i].data_max, 100.0 * clips[i].share(),
-                  p.scale.kind == ScaleKind::Fixed ? "a larger VMAX in --scale shows them"
-                                                   : "--scale figure puts the top at the largest value");
+                  (p.scale.kind == ScaleKind::Fixed ? "a larger VMAX in " + setting_ref("scale") + " shows them"
+                                                    : setting_ref("scale") + " figure puts the top at the largest value")
+                      .c_str());
     out.push_back(buf);
   }
   return out;
@@ -470,12 +444,14 @@ void check_labels_fit(const std::vector<std::string>& titles, const std::vector<
                       const ComparisonScales& cs, const ComparisonOptions& co) {
   const ComparisonFit fit = comparison_fit(titles, rows, cs, co);
   if (fit.fits) return;
-  std::string msg = "the " + fit.what + " '" + fit.label + "' does not fit its place at --width-in " +
+  std::string msg = "the " + fit.what + " '" + fit.label + "' does not fit its place at " + setting_ref("width_in") +
+                    " " +
                     shown_number(co.width_in) + ", even wrapped and at " + shown_number(kMinLabelPt) +
                     " pt (words are never cut): ";
-  if (fit.needed_in > 0) msg += "the figure needs --width-in " + shown_number(fit.needed_in) + " or more";
+  if (fit.needed_in > 0)
+    msg += "the figure needs " + setting_ref("width_in") + " " + shown_number(fit.needed_in) + " or more";
   else msg += "no width up to 100 in holds it";
-  throw Error(msg + " (or fewer views, or shorter --row-labels / --column-labels)");
+  throw Error(msg + " (or fewer views, or shorter " + setting_ref("row_labels") + " / " + setting_ref("column_labels") + ")");
 }
 
 /// The folders make_output_folder made for -o: removed again (when empty) unless the figure was written.
@@ -487,24 +463,89 @@ struct MadeFolders {
   }
 };
 
+/// --row-labels counted against the rows (usage error).
+void check_row_label_count(const FigurePlan& p, size_t rows) {
+  if (p.row_labels && p.row_labels->size() != rows)
+    throw Error(setting_ref("row_labels") + " has " + std::to_string(p.row_labels->size()) + " labels for " +
+                std::to_string(rows) + " images (one per row, in the order of the rows)");
+}
+
+/// The figure's views resolved for `model`; bf16 refused with a class-specific view (usage errors).
+std::vector<ResolvedView> figure_views(const FigurePlan& p, const ViTWeights& model) {
+  std::vector<ResolvedView> views = resolve_figure_views(p, model);
+  if (p.ro.precision == Precision::BF16 &&
+      std::any_of(views.begin(), views.end(), [](const ResolvedView& v) { return v.class_specific; }))
+    throw Error(setting_ref("precision") + " bf16: the class-specific views and explanations run in float32 only, not with "
+                "bfloat16 products");
+  return views;
+}
+
+/// Steps 4 on in memory: the scales, labels and record of the computed rows, and the figure drawn as the file
+/// `path` would hold it (its extension picks the format), into *out (its lines as they come: a caller prints
+/// them also when a label that does not fit throws a usage error); a drawing that fails is FigureResult::error.
+void draw_figure_rows(const FigurePlan& p, const ViTWeights& model, const std::string& weights_path,
+                      const std::vector<ResolvedView>& views, const std::vector<FigureImage>& images,
+                      const std::string& path, FigureResult* out) {
+  FigureResult& res = *out;
+  const HParams& hp = model.hp;
+  std::vector<std::string> scale_warnings;
+  std::vector<ClipStats> clips;
+  const ComparisonScales cs = figure_scales(p, views, images, &scale_warnings, &clips);
+  for (const std::string& w : scale_warnings) res.lines.push_back("attnmap: warning: " + with_flags(w));
+  if (!p.ro.quiet)
+    for (const std::string& n : clip_notes(p, cs, clips)) res.lines.push_back("attnmap: note: " + printable(with_flags(n)));
+  const std::vector<std::string> titles = column_titles(p, views, hp, images);
+  std::vector<FigureRow> rows;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const FigureImage& im = images[i];
+    FigureRow r{p.row_labels ? (*p.row_labels)[i] : row_label(p, im, hp), &im.photo, im.box, {}};
+    for (const ViewMap& m : im.maps) r.maps.push_back(GridMap{m.map, hp.grid_w, hp.grid_h, m.marked});
+    rows.push_back(std::move(r));
+  }
+  ComparisonOptions co;
+  co.width_in = p.width_in;
+  co.dpi = p.ro.dpi.value_or(300.0);
+  co.provenance = figure_record(p, model, weights_path, views, cs, clips, images);
+  if (p.ro.title) co.title = *p.ro.title;
+  if (p.column_labels) co.column_labels = *p.column_labels;
+  // The note of --scale map: drawn only when asked (--notes); otherwise said on the terminal (a figure carries
+  // no words its author did not choose).
+  if (p.scale.kind == ScaleKind::Map) {
+    const std::string note = with_flags("Each map on its own min\u2013max (" + setting_ref("scale") +
+                                        " map): colours do not compare across cells, so there is no colour bar.");
+    if (p.ro.notes) co.note = note;  // drawn: the flag's words, whichever front end asked
+    else if (!p.ro.quiet)
+      res.lines.push_back("attnmap: note: " + note.substr(0, note.size() - 1) + " (not drawn in the figure; " +
+                          with_flags(setting_ref("notes")) + " draws it)");
+  }
+  check_labels_fit(titles, rows, cs, co);
+  std::vector<FigureFile> drawn;
+  co.in_memory = &drawn;
+  try {
+    write_comparison(path, titles, rows, cs, p.style, co);
+  } catch (const std::exception& e) {
+    res.error = with_flags(e.what());
+    return;
+  }
+  res.bytes = std::move(drawn.at(0).bytes);
+  res.format = std::string(figure_extension(drawn.at(0).format)).substr(1);
+  res.record = co.provenance;
+  res.images = rows.size();
+  res.views = titles.size();
+}
+
 }  // namespace
 
 int run_figure(const FigureArgs& a) {
   const FigurePlan p = check_options(a);
   const FigureInputs in = plan_inputs(p);
-  if (p.row_labels && p.row_labels->size() != in.files.size() + in.failed.size())
-    throw Error("--row-labels has " + std::to_string(p.row_labels->size()) + " labels for " +
-                std::to_string(in.files.size() + in.failed.size()) + " images (one per row, in the order of the rows)");
+  check_row_label_count(p, in.files.size() + in.failed.size());
   const RunWeights weights = run_weights(a.model.weights, p.ro.quiet);  // a path, or a Hub name fetched into the cache
   const std::string& weights_path = weights.path;
   const std::string target = check_out_file(a.out, weights_path, in, a.labels);
   const std::shared_ptr<const ViTWeights> loaded = load_run_model(p.ro, weights);
   const ViTWeights& model = *loaded;
-  const std::vector<ResolvedView> views = resolve_figure_views(p, model);
-  if (p.ro.precision == Precision::BF16 &&
-      std::any_of(views.begin(), views.end(), [](const ResolvedView& v) { return v.class_specific; }))
-    throw Error("--precision bf16: the class-specific views and explanations run in float32 only, not with "
-                "bfloat16 products");
+  const std::vector<ResolvedView> views = figure_views(p, model);
   MadeFolders made{make_output_folder("-o", a.out, target)};  // -o's folder, probed; removed unless written
   // Once every usage check has passed (a refusal stays one line), as render.
   if (a.model.weights.empty() && !a.quiet)
@@ -516,47 +557,62 @@ int run_figure(const FigureArgs& a) {
 
   std::vector<FigureImage> images;
   if (!compute_rows(p, model, views, in, &images)) return 1;
-  const HParams& hp = model.hp;
-  std::vector<std::string> scale_warnings;
-  std::vector<ClipStats> clips;
-  const ComparisonScales cs = figure_scales(p, views, images, &scale_warnings, &clips);
-  for (const std::string& w : scale_warnings) std::cerr << "attnmap: warning: " << w << "\n";
-  if (!a.quiet)
-    for (const std::string& n : clip_notes(p, cs, clips)) std::cerr << "attnmap: note: " << printable(n) << "\n";
-  const std::vector<std::string> titles = column_titles(p, views, hp, images);
-  std::vector<FigureRow> rows;
-  for (size_t i = 0; i < images.size(); ++i) {
-    const FigureImage& im = images[i];
-    FigureRow r{p.row_labels ? (*p.row_labels)[i] : row_label(p, im, hp), &im.photo, im.box, {}};
-    for (const ViewMap& m : im.maps) r.maps.push_back(GridMap{m.map, hp.grid_w, hp.grid_h, m.marked});
-    rows.push_back(std::move(r));
-  }
-  ComparisonOptions co;
-  co.width_in = a.width_in;
-  co.dpi = a.dpi;
-  co.provenance = figure_record(p, model, weights_path, views, cs, clips, images);
-  if (p.ro.title) co.title = *p.ro.title;
-  if (p.column_labels) co.column_labels = *p.column_labels;
-  // The note of --scale map: drawn only when asked (--notes); otherwise said on the terminal (a figure carries
-  // no words its author did not choose).
-  if (p.scale.kind == ScaleKind::Map) {
-    const std::string note = "Each map on its own min\u2013max (--scale map): colours do not compare across cells, so there is no colour bar.";
-    if (p.ro.notes) co.note = note;
-    else if (!a.quiet)
-      std::cerr << "attnmap: note: " << note.substr(0, note.size() - 1) << " (not drawn in the figure; --notes draws it)\n";
-  }
-  check_labels_fit(titles, rows, cs, co);
+  FigureResult fig;
+  const auto print_lines = [&fig] {
+    for (const std::string& line : fig.lines) std::cerr << line << "\n";
+  };
   try {
-    write_comparison(target, titles, rows, cs, p.style, co);
+    draw_figure_rows(p, model, weights_path, views, images, target, &fig);
+  } catch (...) {
+    print_lines();
+    throw;
+  }
+  print_lines();
+  try {
+    if (!fig.error.empty()) throw Error(fig.error);
+    write_file_atomic(target, fig.bytes);  // the bytes figure_in_memory returns, written
     made.keep = true;
   } catch (const std::exception& e) {
     std::cerr << "attnmap: error: " << printable(with_flags(e.what())) << "\n";
     return 1;
   }
   if (!a.quiet)
-    std::cerr << "attnmap: wrote " << printable(a.out) << " (" << rows.size() << (rows.size() == 1 ? " image" : " images")
-              << " \u00d7 " << titles.size() << (titles.size() == 1 ? " view" : " views") << ")\n";
+    std::cerr << "attnmap: wrote " << printable(a.out) << " (" << fig.images << (fig.images == 1 ? " image" : " images")
+              << " \u00d7 " << fig.views << (fig.views == 1 ? " view" : " views") << ")\n";
   return 0;
+}
+
+FigureResult figure_in_memory(const FigureArgs& a, const std::string& format, std::vector<FigurePhoto> photos,
+                              const ModelSource& model_for, const std::string& weights_path) {
+  const std::string path = "figure." + format;
+  if (format != "png" && format != "pdf" && format != "svg")
+    throw Error("a figure is drawn as png, pdf or svg, found '" + format + "'");
+  const FigurePlan p = check_options(a, false);
+  if (photos.empty()) throw Error("a figure needs at least one image");
+  check_row_label_count(p, photos.size());
+  const std::shared_ptr<const ViTWeights> loaded = model_for(p.ro, false);
+  const ViTWeights& model = *loaded;
+  const std::vector<ResolvedView> views = figure_views(p, model);
+  std::vector<FigureImage> images;
+  std::vector<std::string> lines;
+  for (FigurePhoto& ph : photos) {
+    const std::string w = small_image_warning(ph.photo.width, ph.photo.height, model.hp);
+    if (!w.empty() && !p.ro.quiet)
+      lines.push_back("attnmap: warning: " + printable(ph.name + ": " + w.substr(std::string(kWarningNote).size())));
+    images.push_back(FigureImage{ph.name, std::move(ph.photo), {}, {}, -1, std::move(ph.sha256)});
+  }
+  std::string current;
+  try {
+    compute_row_maps(p, model, views, &images, &current);
+  } catch (const std::exception& e) {
+    const std::string msg = with_flags(e.what());
+    throw InputFailure((msg.compare(0, current.size(), current) == 0 ? msg : current + ": " + msg) + "; no figure written");
+  }
+  FigureResult fig;
+  fig.lines = std::move(lines);
+  draw_figure_rows(p, model, weights_path, views, images, path, &fig);
+  if (!fig.error.empty()) throw InputFailure(fig.error);
+  return fig;
 }
 
 }  // namespace attnmap

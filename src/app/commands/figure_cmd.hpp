@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "app/cli/model_args.hpp"
+#include "app/engine/outputs.hpp"
 #include "io/image_io.hpp"
 
 namespace CLI {
@@ -47,9 +48,6 @@ struct FigureArgs {
 /// a backslash; an item may be empty (no label). Throws attnmap::Error for a backslash before anything else.
 std::vector<std::string> split_label_list(const std::string& list);
 
-/// Adds the `figure` subcommand and its options to `app`, bound to `a`. Returns the subcommand.
-CLI::App* add_figure_options(CLI::App& app, FigureArgs& a);
-
 /// Runs `attnmap figure`: checks every option, the -o path, the weights and the views (attnmap::Error,
 /// status 2, before any image is read), reads every image (a file that cannot be read or decoded: one line
 /// naming it on standard error, nothing written, returns 1), computes all views of each image from one
@@ -57,5 +55,31 @@ CLI::App* add_figure_options(CLI::App& app, FigureArgs& a);
 /// units differ) and writes the one figure -o names, with the settings record in it. Returns 0 when the
 /// figure is written, 1 when an image failed or the figure could not be written.
 int run_figure(const FigureArgs& a);
+
+/// One image of a figure drawn in memory: its name (the row label and the record's images[].name, e.g.
+/// "cat.jpg"), its decoded photo and the SHA-256 of the bytes it was decoded from (the record's).
+struct FigurePhoto {
+  std::string name;
+  Image photo;
+  std::string sha256;
+};
+
+/// The figure `attnmap figure` draws, in memory (issue 42).
+struct FigureResult {
+  std::vector<uint8_t> bytes;      ///< the file -o would hold, bit for bit (run_figure writes these bytes)
+  std::string format;              ///< "png", "pdf" or "svg"
+  std::string record;              ///< its settings record (JSON text): PNG tEXt `attnmap`, PDF Subject, SVG <metadata>
+  std::vector<std::string> lines;  ///< what the command prints on standard error: whole lines ("attnmap: note: ...")
+  std::string error;               ///< the drawing failed (run_figure: status 1); empty: drawn
+  size_t images = 0, views = 0;    ///< rows and columns
+};
+
+/// `attnmap figure` in memory: `a` checked as run_figure checks it (without -o, its inputs and the weights:
+/// `photos` are the rows, `model_for` gives the model prepared for the figure's RenderOptions, `weights_path`
+/// is what the record names), every row's views computed and the figure drawn as a `format` file ("png",
+/// "pdf", "svg"). Throws attnmap::Error (usage, status 2) for bad options or views, InputFailure (status 1)
+/// when a row's maps or the drawing fail.
+FigureResult figure_in_memory(const FigureArgs& a, const std::string& format, std::vector<FigurePhoto> photos,
+                              const ModelSource& model_for, const std::string& weights_path);
 
 }  // namespace attnmap

@@ -195,7 +195,7 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
   if (hp.source.count("pos_prefix")) row("pos_prefix", std::to_string(hp.pos_prefix), src("pos_prefix"));
   if (!w.pos_embed.empty()) {  // what --size would do without --pos-interp
     const PosInterpChoice pi = default_pos_interp(hp);
-    row("pos_interp", pos_interp_name(pi.mode), "default for --size: " + pi.why + "; " + pos_interp_call(pi.mode));
+    row("pos_interp", pos_interp_name(pi.mode), "default for " + setting_ref("size") + ": " + pi.why + "; " + pos_interp_call(pi.mode));
   }
   if (!hp.labels.empty()) {
     // All names when there are few (the bundled model's 10); the first five of a long list (ImageNet's 1000).

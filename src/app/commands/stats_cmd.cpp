@@ -2,8 +2,6 @@
 // (stats_cmd.hpp). The maths is maps/head_stats.hpp's; the tables, JSON and figures are stats_report.cpp's.
 #include "app/commands/stats_cmd.hpp"
 
-#include <CLI/CLI.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -31,41 +29,6 @@ namespace attnmap {
 
 namespace fs = std::filesystem;
 
-CLI::App* add_stats_options(CLI::App& app, StatsArgs& a) {
-  CLI::App* s = app.add_subcommand(
-      "stats", "per block and head: mean attention distance (ViT paper Fig. 7), attention entropy, the class token's "
-               "attention to itself and the other prefix tokens; per block the token norms and their high-norm "
-               "outliers (registers paper Fig. 3); CSV, JSON, figures (docs/stats.md)");
-  s->add_option("inputs", a.inputs, "image files or folders (folders are walked recursively, sorted)")->required();
-  s->add_option("-o,--out", a.out, "output folder, created if missing")->required();
-  add_model_input_options(s, a.model);
-  s->add_option("--outlier-k", a.outlier_k, "a patch token is a high-norm outlier when its norm > median + K x 1.4826 x MAD "
-                                            "of its image's patch-token norms at that block")->capture_default_str();
-  s->add_option("--norm-block", a.norm_block, "the block whose token norms the histogram and the outlier maps show, "
-                                              "negative from the end")->capture_default_str();
-  s->add_option("--bins", a.bins, "bins of the token-norm histogram")->capture_default_str();
-  s->add_option("--figure-format", a.formats, "formats of the figures: png, pdf, svg, comma-separated")->capture_default_str();
-  s->add_option("--dpi", a.dpi, "pixels per inch of the figures (PNG size and pHYs, PDF/SVG page scale)")->capture_default_str();
-  s->add_option("--width-in", a.width_in, "the figures' width in inches")->capture_default_str();
-  std::string cmaps;
-  for (const auto& n : colormap_names()) cmaps += (cmaps.empty() ? "" : ", ") + n;
-  s->add_option("--colormap", a.colormap, "colour map of the outlier maps' token norms: " + cmaps)->capture_default_str();
-  s->add_option("--alpha", a.alpha, "opacity of the norm map over the photo, 0..1")->capture_default_str();
-  s->add_option("-j,--jobs", a.jobs, "images computed at once; 0 (the default) = one per usable core");
-  s->add_option("--ext", a.ext, "extensions picked in folders, e.g. jpg,png (default: every format attnmap reads)")
-      ->expected(1)
-      ->allow_extra_args(false)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  s->add_option("--manifest", a.manifest, "write a header line with the run's settings, then one JSON line per input "
-                                          "(status, error, outputs, milliseconds), as render does");
-  s->add_option("--max-pixels", a.max_pixels, "refuse images with more pixels than this, before decoding")->capture_default_str();
-  s->add_flag("--no-exif", a.no_exif, "ignore the JPEG EXIF orientation");
-  s->add_flag("-q,--quiet", a.quiet, "print only errors");
-  s->add_flag("--notes", a.notes, "draw each figure's definition (what the distance and the outlier rule are) under it "
-                                  "(default: none; docs/stats.md has them)");
-  return s;
-}
-
 namespace {
 
 /// The options as the shared code reads them (loading and the outlier maps' drawing through RenderOptions).
@@ -82,26 +45,28 @@ StatsPlan check_options(const StatsArgs& a) {
   ro.inputs = a.inputs;
   ro.out_dir = a.out;
   apply_model_input(a.model, ro);
-  ro.colormap = a.colormap;
+  ro.colormap = with_flag(setting_ref("colormap"), [&] { return parse_colormap(a.colormap); });
   ro.alpha = a.alpha;
-  if (a.max_pixels < 1) throw Error("--max-pixels must be >= 1, found " + std::to_string(a.max_pixels));
+  if (a.max_pixels < 1) throw Error(setting_ref("max_pixels") + " must be >= 1, found " + std::to_string(a.max_pixels));
   ro.load.max_pixels = static_cast<uint64_t>(a.max_pixels);
   ro.load.apply_exif = !a.no_exif;
   ro.quiet = a.quiet;
   ro.names_classes = false;  // stats names no class: no note on the head's class names
   ro.dpi = a.dpi;
-  p.formats = with_flag("--figure-format", [&] { return parse_figure_formats(a.formats); });
+  p.formats = with_flag(setting_ref("figure_format"), [&] { return parse_figure_formats(a.formats); });
   ro.figure_formats = p.formats;
   check_drawing_options(ro);
-  if (!(a.width_in > 0.0 && a.width_in <= 100.0)) throw Error("--width-in must be in (0, 100] inches, found " + shown_number(a.width_in));
-  if (!(a.outlier_k > 0.0 && a.outlier_k < 1e6)) throw Error("--outlier-k must be a positive number, found " + shown_number(a.outlier_k));
-  if (a.bins < 1 || a.bins > 10000) throw Error("--bins must be in 1..10000, found " + std::to_string(a.bins));
+  if (!(a.width_in > 0.0 && a.width_in <= 100.0))
+    throw Error(setting_ref("width_in") + " must be in (0, 100] inches, found " + shown_number(a.width_in));
+  if (!(a.outlier_k > 0.0 && a.outlier_k < 1e6))
+    throw Error(setting_ref("outlier_k") + " must be a positive number, found " + shown_number(a.outlier_k));
+  if (a.bins < 1 || a.bins > 10000) throw Error(setting_ref("bins") + " must be in 1..10000, found " + std::to_string(a.bins));
   if (a.jobs < 0) throw Error("-j must be >= 0 (0: the number of cores), found " + std::to_string(a.jobs));
   p.bo.jobs = a.jobs;
   p.bo.ext = parse_extensions(a.ext);
   p.bo.manifest = a.manifest;
   p.style.alpha = ro.alpha;
-  p.style.cmap = with_flag("--colormap", [&] { return colormap_table(ro.colormap); });
+  p.style.cmap = ro.colormap.table;
   figure_font();  // a missing font is one usage error, not a failure after every image
   return p;
 }
@@ -191,7 +156,7 @@ StatsRun make_run(const StatsArgs& a, const StatsPlan& p, const ViTWeights& mode
   run.depth = hp.depth;
   run.num_registers = hp.num_registers;
   run.prefix_names = prefix_token_names(hp.num_dist, hp.num_registers);
-  run.norm_block = with_flag("--norm-block", [&] { return resolve_layer(a.norm_block, hp.depth); });
+  run.norm_block = with_flag(setting_ref("norm_block"), [&] { return resolve_layer(a.norm_block, hp.depth); });
   run.outlier_k = a.outlier_k;
   run.bins = a.bins;
   run.width_in = a.width_in;

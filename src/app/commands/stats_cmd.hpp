@@ -41,9 +41,6 @@ struct StatsArgs {
   bool notes = false;                    ///< --notes: the figures' definitions drawn under them (issue 28)
 };
 
-/// Adds the `stats` subcommand and its options to `app`, bound to `a`. Returns the subcommand.
-CLI::App* add_stats_options(CLI::App& app, StatsArgs& a);
-
 /// One image's statistics: per block its head statistics and its token norms (T) with their summary.
 struct ImageStatsResult {
   std::string input;

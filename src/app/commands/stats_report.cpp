@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "app/commands/stats_cmd.hpp"
+#include "app/cli/options.hpp"
 #include "core/error.hpp"
 #include "draw/plots.hpp"
 #include "io/image_io.hpp"
@@ -155,7 +156,7 @@ std::vector<std::string> distance_figure(const StatsRun& run, const HeadTable& t
   DotPlot p;
   const std::string weights = run.record.value("weights", std::string());
   p.title = "Mean attention distance per head, " + std::to_string(n) + (n == 1 ? " image" : " images") + " (" + weights + ")";
-  p.x_label = "block (0 = first, as --layer counts)";
+  p.x_label = with_flags("block (0 = first, as " + setting_ref("layer") + " counts)");  // drawn: the flag's words
   p.y_label = "mean attention distance (pixels of the " + size_text(run) + " input)";
   const int H = run.layout.heads;
   const std::vector<Rgb> colors = series_colors(H);

@@ -1,21 +1,17 @@
-// batch.cpp - `attnmap render` over many inputs (run_render): the options checked, the jobs planned, every
-// image rendered by worker threads with its own error handling, skipped when its outputs exist (resume),
-// printed, counted and put in the manifest in input order, with progress; then the run's figures.
+// batch.cpp - `attnmap render` over many inputs (run_render): after the checks and the plan (batch_plan.cpp),
+// every image rendered by worker threads with its own error handling, skipped when its outputs exist (resume),
+// its row, lines and progress given to the run's hooks (batch_hooks.hpp) and put in the manifest in input
+// order; then the run's figures.
 #include "app/engine/batch.hpp"
+#include "app/engine/batch_plan.hpp"
 #include "app/engine/output_plan.hpp"
-#include <unistd.h>
 
 #include <algorithm>
 #include <new>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <iostream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -44,103 +40,16 @@ std::string with_path(const std::string& input, const std::string& msg) {
   return msg.compare(0, input.size(), input) == 0 ? msg : input + ": " + msg;
 }
 
-std::string fmt_duration(double s) {
-  if (!(s >= 0) || s > 359999) return "--:--";
-  const long t = std::lround(s);
-  char b[32];
-  if (t >= 3600)
-    std::snprintf(b, sizeof b, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-  else
-    std::snprintf(b, sizeof b, "%ld:%02ld", t / 60, t % 60);
-  return b;
-}
-
-/// Progress on standard error: a redrawn bar on a terminal, a plain line every `every` images otherwise.
-class Progress {
- public:
-  Progress(size_t total, bool enabled, int every)
-      : total_(total), enabled_(enabled && total > 0), tty_(::isatty(2) == 1), t0_(std::chrono::steady_clock::now()) {
-    every_ = every > 0 ? static_cast<size_t>(every) : std::clamp<size_t>((total + 9) / 10, 1, 100);
-  }
-  /// Clears the bar so that a message can be printed on a clean line (lock held).
-  void clear() {
-    if (shown_) std::cerr << "\r\033[K" << std::flush;
-    shown_ = false;
-  }
-  /// One more image finished (lock held). `processed` counts skipped ones; `rendered` the others.
-  void tick(size_t processed, size_t skipped) {
-    if (!enabled_) return;
-    const auto now = std::chrono::steady_clock::now();
-    const double el = std::chrono::duration<double>(now - t0_).count();
-    const size_t work = processed - skipped;  // images actually rendered (done or failed)
-    const double rate = el > 0 ? static_cast<double>(work) / el : 0.0;
-    const double eta = rate > 0 ? static_cast<double>(total_ - processed) / rate : -1.0;
-    // Nothing rendered yet, every image so far skipped: no rate or ETA to tell ("0.0 images/s, ETA --:--").
-    char speed[96];
-    if (work == 0)
-      std::snprintf(speed, sizeof speed, processed == total_ ? "all %zu skipped" : "%zu skipped so far", skipped);
-    else
-      std::snprintf(speed, sizeof speed, "%.1f images/s, ETA %s", rate, fmt_duration(eta).c_str());
-    char line[200];
-    if (tty_) {
-      if (processed < total_ && now - last_ < std::chrono::milliseconds(100) && shown_) return;
-      last_ = now;
-      const int width = 28;
-      const int fill = static_cast<int>(static_cast<double>(width) * static_cast<double>(processed) /
-                                        static_cast<double>(total_));
-      std::string bar(static_cast<size_t>(fill), '#');
-      bar.resize(static_cast<size_t>(width), '.');
-      std::snprintf(line, sizeof line, "\r\033[K[%s] %zu/%zu  %s", bar.c_str(), processed, total_, speed);
-      std::cerr << line << std::flush;
-      shown_ = true;
-    } else if (processed % every_ == 0 || processed == total_) {
-      std::snprintf(line, sizeof line, "attnmap: %zu/%zu images, %s\n", processed, total_, speed);
-      std::cerr << line << std::flush;
-    }
-  }
-
- private:
-  size_t total_;
-  bool enabled_, tty_;
-  size_t every_ = 1;
-  bool shown_ = false;
-  std::chrono::steady_clock::time_point t0_, last_{};
-};
-
 // run_render's steps, in the order it takes them: check the options, load the model, plan the jobs, check
 // the manifest and output folder, run the jobs, write the summary.
 
-/// Options that need no model: -j, --shard, an --out that is an input folder, the --manifest name.
-void check_batch_options(const RenderOptions& opt, const BatchOptions& bopt) {
-  if (bopt.jobs < 0) throw Error("--jobs must be >= 1 (or 0 for the number of cores), found " + std::to_string(bopt.jobs));
-  if (bopt.shard_count < 1 || bopt.shard_index < 1 || bopt.shard_index > bopt.shard_count)
-    throw Error("--shard expects K/N with 1 <= K <= N");
-  // -o naming an input folder: every run would render the previous run's overlays as new inputs.
-  const std::string out_canon = canonical_or_empty(opt.out_dir);
-  for (const std::string& in : opt.inputs) {
-    std::error_code ec;
-    if (!opt.out_dir.empty() && fs::is_directory(in, ec) && canonical_or_empty(in) == out_canon)
-      throw Error("the output folder is the input folder " + in + "; choose another --out");
-  }
-  if (!bopt.manifest.empty()) check_output_name("--manifest", bopt.manifest);  // before the model loads
-  check_run_figure_options(bopt);
-  if (opt.scale && opt.scale->kind == ScaleKind::Run) {  // one scale over every map of the run needs them all
-    if (bopt.skip_existing)
-      throw Error("--scale run cannot be combined with --skip-existing: the run's scale needs every image's maps "
-                  "(render them all again, or give the bounds: --scale VMIN,VMAX)");
-    if (bopt.shard_count > 1)
-      throw Error("--scale run cannot be combined with --shard: each shard would have a scale of its own (give the "
-                  "bounds instead: --scale VMIN,VMAX)");
-  }
-}
-
 /// One note when the system started fewer image workers than asked (a process limit: ulimit -u, a cgroup's
 /// pids.max): the run goes on with those it has.
-void note_fewer_workers(int got, int asked, bool quiet) {
+void note_fewer_workers(int got, int asked, bool quiet, const BatchHooks& hooks) {
   if (got < asked && !quiet)
-    std::cerr << "attnmap: note: the system refused more threads (a process limit: ulimit -u, or the pids limit of "
-              << "a Slurm or Kubernetes cgroup): " << got << " of the " << asked << " image workers (-j) started; "
-              << "the run goes on with " << got << "\n";
+    say(hooks, LineStream::Err, "attnmap: note: the system refused more threads (a process limit: ulimit -u, or the pids "
+        "limit of a Slurm or Kubernetes cgroup): " + std::to_string(got) + " of the " + std::to_string(asked) +
+        " image workers (-j) started; the run goes on with " + std::to_string(got));
 }
 
 /// --scale run, first pass: every job's maps computed (on `workers` threads) and kept (maps are small; the
@@ -151,7 +60,7 @@ struct Precomputed {
   std::vector<std::string> errors;
   std::map<std::string, RunScale> scales;  ///< the run's scale of each unit, with its counts
 };
-Precomputed precompute_views(RenderContext* ctx, const std::vector<Job>& jobs, int workers) {
+Precomputed precompute_views(RenderContext* ctx, const std::vector<Job>& jobs, int workers, const BatchHooks& hooks) {
   Precomputed p;
   p.views.resize(jobs.size());
   p.errors.resize(jobs.size());
@@ -167,7 +76,7 @@ Precomputed precompute_views(RenderContext* ctx, const std::vector<Job>& jobs, i
       }
     }
   };
-  run_on_threads(workers, worker, [&](int got) { note_fewer_workers(got, workers, ctx->opt->quiet); },
+  run_on_threads(workers, worker, [&](int got) { note_fewer_workers(got, workers, ctx->opt->quiet, hooks); },
                  kLibraryThreadRoom);
   std::vector<const ComputedViews*> computed;
   for (const auto& v : p.views)
@@ -195,132 +104,14 @@ std::string run_scales_text(const RenderContext& ctx, const Precomputed& pre, st
       out += buf;
     }
     if (r.maps > 0 && 2 * r.dim > r.maps) {
-      std::snprintf(buf, sizeof buf, "--scale run: %zu of %zu %s maps peak below %.0f%% of the scale (under %.3g): they "
-                    "are drawn in its darkest colours; --scale figure gives each image's figures their own scale",
-                    r.dim, r.maps, units.c_str(), 100 * kDimPeakFraction, s.vmin + kDimPeakFraction * (s.vmax - s.vmin));
+      const std::string scale = setting_ref("scale");
+      std::snprintf(buf, sizeof buf, "%s run: %zu of %zu %s maps peak below %.0f%% of the scale (under %.3g): they "
+                    "are drawn in its darkest colours; %s figure gives each image's figures their own scale",
+                    scale.c_str(), r.dim, r.maps, units.c_str(), 100 * kDimPeakFraction, s.vmin + kDimPeakFraction * (s.vmax - s.vmin), scale.c_str());
       warnings->push_back(buf);
     }
   }
   return out.empty() ? "no map was computed (every image failed), so there is no run scale" : out;
-}
-
-/// Every input's job and this shard's, with what the per-image checks need.
-struct JobPlan {
-  std::vector<Job> all;   ///< every input, named over the whole sorted list
-  std::vector<Job> jobs;  ///< this shard's: sorted index i with i % N == K-1
-  std::vector<std::pair<std::string, std::string>> pre;  ///< (input, error): failed before rendering
-  std::set<std::string> input_canon;    ///< the inputs' resolved paths: no output may replace one
-  std::set<std::string> overlay_paths;  ///< every NAME.png: no NAME.heads.png may replace one
-  /// passed_over_summary of the image files of types attnmap cannot decode ("" when none): printed under -q
-  /// too, and not in the manifest (they are not inputs of the run).
-  std::string passed_note;
-};
-
-JobPlan plan_run(const RenderOptions& opt, const BatchOptions& bopt) {
-  JobPlan p;
-  std::vector<std::string> missing;
-  std::vector<std::pair<std::string, std::string>> unreadable;
-  std::map<std::string, size_t> passed_over;  // image files of types attnmap cannot decode, by extension
-  p.all = plan_jobs(opt.inputs, opt.out_dir, &missing, bopt.ext, &unreadable, &passed_over);
-  p.passed_note = passed_over_summary(passed_over);
-  for (const auto& m : missing) p.pre.push_back({m, m + ": no such file or folder"});
-  for (const auto& u : unreadable) p.pre.push_back(u);
-  for (const auto& j : p.all) p.input_canon.insert(canonical_or_empty(j.input));
-  // NAME.heads.png of one input must not be another input's overlay (inputs "x.png" and "x.heads.png").
-  for (const auto& j : p.all) p.overlay_paths.insert(j.out_base + ".png");
-  // Names were resolved over all inputs first, so every shard names a file exactly as the full run does.
-  for (size_t i = 0; i < p.all.size(); ++i)
-    if (i % static_cast<size_t>(bopt.shard_count) == static_cast<size_t>(bopt.shard_index - 1)) p.jobs.push_back(p.all[i]);
-  return p;
-}
-
-/// The files a file the run writes besides its images' outputs (the manifest, the contact sheet, the
-/// gallery) must not replace: the weights (and their side configs), the program, the inputs, every output
-/// of the run's images (of every shard: the shards together write one full run's files), the label font.
-std::vector<ReadFile> run_reads(const RenderOptions& opt, const std::string& weights_path, const JobPlan& plan,
-                                const RenderContext& ctx) {
-  std::vector<ReadFile> reads = model_reads(weights_path);
-  for (const std::string& in : opt.inputs) reads.push_back({in, "an input"});
-  for (const Job& j : plan.all) reads.push_back({j.input, "an input"});
-  for (const Job& j : plan.all)  // every shard's: the shards together write one full run's files
-    for (const PlannedFile& f : plan_outputs(ctx, j).files) reads.push_back({f.path, "an output of this run"});
-  if (!ctx.font_file.empty()) reads.push_back({ctx.font_file, "the label font"});
-  if (!opt.labels_file.empty()) reads.push_back({opt.labels_file, "the --labels file"});
-  return reads;
-}
-
-/// Nothing to render is a usage error (exit 2, before any folder is made): no image in the inputs (an --ext
-/// that picks none says which extensions it asked for), or every input named on the command line missing. A
-/// missing input beside others that exist stays a failure of its own (exit 1, a manifest row).
-void check_something_to_render(const JobPlan& plan, const std::vector<std::string>& inputs, const BatchOptions& bopt) {
-  if (!plan.all.empty()) return;
-  const bool all_missing = !plan.pre.empty() && std::all_of(plan.pre.begin(), plan.pre.end(), [](const auto& p) {
-    return p.second == p.first + ": no such file or folder";
-  });
-  if (all_missing) {
-    std::string names;
-    for (size_t i = 0; i < plan.pre.size() && i < 3; ++i) names += (i ? ", " : "") + plan.pre[i].first;
-    if (plan.pre.size() > 3) names += ", ...";
-    throw Error(names + ": no such file or folder; nothing to render");
-  }
-  if (!plan.pre.empty()) return;  // unreadable folders and the like: failures of their own (exit 1)
-  if (!plan.passed_note.empty()) std::cerr << "attnmap: note: " << plan.passed_note << "\n";
-  throw Error(no_images_message(inputs, bopt.ext));
-}
-
-/// The manifest must not truncate a file of run_reads. Returns the resolved path (what is checked is what
-/// is opened); "" without --manifest.
-std::string check_manifest_path(const BatchOptions& bopt, const std::vector<ReadFile>& reads) {
-  if (bopt.manifest.empty()) return {};
-  const std::string path = check_output_file("--manifest", bopt.manifest, reads);
-  check_replaceable_manifest(path, bopt.manifest);  // never another file
-  // Writable, checked before any folder is made (the output folder, or the manifest's own): the file itself
-  // when it exists (a read-only manifest), else the nearest folder that exists on its way.
-  std::error_code ec;
-  if (fs::exists(fs::symlink_status(path, ec))) {
-    if (::access(path.c_str(), W_OK) != 0)
-      throw Error("--manifest " + bopt.manifest + ": cannot write the manifest: " + std::strerror(errno));
-    return path;
-  }
-  fs::path folder = fs::path(path).parent_path();
-  while (!folder.empty() && !fs::exists(fs::symlink_status(folder, ec)) && folder != folder.parent_path())
-    folder = folder.parent_path();
-  if (folder.empty()) folder = ".";
-  if (!fs::is_directory(folder, ec) || ::access(folder.c_str(), W_OK | X_OK) != 0)
-    throw Error("--manifest " + bopt.manifest + ": cannot create the manifest in " + folder.string() + ": " +
-                (fs::is_directory(folder, ec) ? std::string(std::strerror(errno)) : std::string("not a folder")));
-  // Its folder made now (as the manifest would make it), before the output folder: what the permission bits
-  // do not tell (a read-only mount, /proc) is found here, not after the run's folder exists.
-  const fs::path made = fs::path(path).parent_path();
-  fs::create_directories(made, ec);
-  if (ec || ::access(made.c_str(), W_OK | X_OK) != 0)
-    throw Error("--manifest " + bopt.manifest + ": cannot create the manifest in " + made.string() + ": " +
-                (ec ? ec.message() : std::string(std::strerror(errno))));
-  // The bits can say yes where a file cannot be made (root in /sys, some FUSE mounts): one file made and
-  // removed again is the proof.
-  std::string probe = (made / ".attnmap-manifest-probe-XXXXXX").string();
-  const int fd = ::mkstemp(probe.data());
-  if (fd < 0)
-    throw Error("--manifest " + bopt.manifest + ": cannot create the manifest in " + made.string() + ": " +
-                std::strerror(errno));
-  ::close(fd);
-  ::unlink(probe.c_str());
-  return path;
-}
-
-/// The output folder, once: a bad --out is one usage error, not one error per image.
-void prepare_output_folder(const RenderOptions& opt) {
-  if (opt.out_dir.empty()) throw Error("--out is empty; name an output folder");
-  std::error_code ec;
-  if (fs::exists(fs::symlink_status(opt.out_dir, ec)) && !fs::is_directory(opt.out_dir, ec))
-    throw Error(opt.out_dir + ": the output folder exists and is not a folder");
-  fs::create_directories(opt.out_dir, ec);
-  if (ec || !fs::is_directory(opt.out_dir))
-    throw Error(opt.out_dir + ": cannot create the output folder: " +
-                (ec ? ec.message() : std::string("a file of that name exists")));
-  // Unwritable (permissions, read-only mount, immutable): one usage error, not one failure per image.
-  if (::access(opt.out_dir.c_str(), W_OK | X_OK) != 0)
-    throw Error(opt.out_dir + ": cannot write into the output folder: " + std::strerror(errno));
 }
 
 /// Runs a planned batch: the failures found while planning, then every job on the worker threads, each
@@ -328,10 +119,11 @@ void prepare_output_folder(const RenderOptions& opt) {
 class BatchRun {
  public:
   /// `settings`: the run's record (make_provenance); `prev`: the earlier manifests' rows of these settings.
+  /// `hooks`: where its rows, progress and lines go, and whether it is cancelled.
   BatchRun(const RenderContext& ctx, const BatchOptions& bopt, const JobPlan& plan, const std::string& manifest_path,
-           const nlohmann::ordered_json& settings, std::map<std::string, PrevRow> prev,
+           const nlohmann::ordered_json& settings, std::map<std::string, PrevRow> prev, const BatchHooks& hooks,
            const Precomputed* pre = nullptr)
-      : ctx_(ctx), opt_(*ctx.opt), bopt_(bopt), plan_(plan), pre_(pre), n_pre_(plan.pre.size()),
+      : hooks_(hooks), ctx_(ctx), opt_(*ctx.opt), bopt_(bopt), plan_(plan), pre_(pre), n_pre_(plan.pre.size()),
         pre_rows_(bopt.shard_index == 1 ? n_pre_ : 0), settings_(nlohmann::json::parse(settings.dump())),
         prev_(std::move(prev)),
         manifest_(manifest_path, pre_rows_ + plan.jobs.size(),
@@ -346,29 +138,28 @@ class BatchRun {
   /// and one manifest entry each, in shard 1's manifest only (concatenated shard manifests list every input once).
   void report_planning_failures() {
     for (size_t i = 0; i < n_pre_; ++i) {
-      std::cerr << "attnmap: error: " << printable(plan_.pre[i].second) << "\n";
+      error_line(plan_.pre[i].second);
       ++failed_;
       Outcome o;
       o.input = plan_.pre[i].first;
       o.status = "failed";
       o.error = plan_.pre[i].second;
       if (i < rows_.size()) rows_[i] = RunRow{o.input, manifest_line(o)};
-      const std::string err = i < pre_rows_ ? manifest_.put(i, manifest_line(o)) : std::string();
-      if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
+      if (i < pre_rows_) put_row(i, o, manifest_line(o));
     }
   }
 
   /// Renders every job on `workers` threads (the calling thread alone for one).
   void run_jobs(int workers) {
     const size_t n = plan_.jobs.size();
-    Progress progress(n, !opt_.quiet, bopt_.progress_every);
+    BatchProgress progress(hooks_, n, !opt_.quiet, bopt_.progress_every);
     progress_ = &progress;
     t0_ = std::chrono::steady_clock::now();
     std::atomic<size_t> next{0};
     auto worker = [&]() {
-      for (size_t i = next++; i < n && !run_cancelled(hooks_); i = next++) process(i);
+      for (size_t i = next++; i < n && !batch_cancelled(hooks_); i = next++) process(i);
     };
-    run_on_threads(workers, worker, [&](int got) { note_fewer_workers(got, workers, opt_.quiet); },
+    run_on_threads(workers, worker, [&](int got) { note_fewer_workers(got, workers, opt_.quiet, hooks_); },
                    kLibraryThreadRoom);
     progress.clear();
     progress_ = nullptr;
@@ -378,19 +169,20 @@ class BatchRun {
   /// status: 1 when any input failed.
   int finish() {
     const std::string err = manifest_.compact();
-    if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
+    if (!err.empty()) error_line(err);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    if (!plan_.passed_note.empty()) std::cerr << "attnmap: note: " << plan_.passed_note << "\n";
+    if (!plan_.passed_note.empty()) say(hooks_, LineStream::Err, "attnmap: note: " + plan_.passed_note);
     if (!opt_.quiet) {
       if (no_stats_ > 0)
-        std::cerr << "attnmap: note: " << no_stats_ << " skipped image(s) have no statistics in the manifest: no row "
-                  << "of an earlier manifest made with these settings, none in the PNG and no .npy to compute them from\n";
+        say(hooks_, LineStream::Err, "attnmap: note: " + std::to_string(no_stats_) + " skipped image(s) have no "
+            "statistics in the manifest: no row of an earlier manifest made with these settings, none in the PNG and no "
+            ".npy to compute them from");
       char redone[64] = "";
       if (redone_ > 0) std::snprintf(redone, sizeof redone, " (%zu redone: settings changed)", redone_);
       char line[256];
-      std::snprintf(line, sizeof line, "attnmap: %zu done%s, %zu failed, %zu skipped, %.2f s\n", done_, redone, failed_,
+      std::snprintf(line, sizeof line, "attnmap: %zu done%s, %zu failed, %zu skipped, %.2f s", done_, redone, failed_,
                     skipped_, secs);
-      std::cerr << line;
+      say(hooks_, LineStream::Err, line);
     }
     return failed_ ? 1 : 0;
   }
@@ -400,7 +192,7 @@ class BatchRun {
   void check_output_names(const OutputPlan& plan) const {
     for (const PlannedFile& f : plan.files) {
       if (plan_.input_canon.count(canonical_or_empty(f.path)))
-        throw Error("output " + f.path + " would overwrite an input file; choose another --out");
+        throw Error("output " + f.path + " would overwrite an input file; choose another " + setting_ref("out"));
       if (f.kind == OutputKind::Figure && plan_.overlay_paths.count(f.path))
         throw Error("output " + f.path + " would overwrite the overlay of another input of that name; rename it");
     }
@@ -567,36 +359,50 @@ class BatchRun {
     progress_->clear();
     for (const auto& note : notes) {  // a note written "warning: ..." (a tiny image) is printed as a warning
       const bool warn = note.rfind(kWarningNote, 0) == 0;
-      std::cerr << (warn ? "attnmap: warning: " : "attnmap: note: ")
-                << printable(job.input + ": " + (warn ? note.substr(std::string(kWarningNote).size()) : note)) << "\n";
+      say(hooks_, LineStream::Err, (warn ? "attnmap: warning: " : "attnmap: note: ") +
+          printable(job.input + ": " + (warn ? note.substr(std::string(kWarningNote).size()) : note)));
     }
     if (o.status == "failed") {
       ++failed_;
-      std::cerr << "attnmap: error: " << printable(o.error) << "\n";
+      error_line(o.error);
     } else if (o.status == "skipped") {
       ++skipped_;
       if (!o.stats) ++no_stats_;
     } else {
       ++done_;
       if (!change.empty() && redone_++ == 0 && !opt_.quiet)  // the first one says why; the summary counts them
-        std::cerr << "attnmap: note: " << printable(job.input + ": rendered again, its outputs were made with other settings (" +
-                                                    change + ")") << "\n";
-      if (!opt_.quiet) {
-        std::cout << printable(job.input + " -> " + (o.shown.empty() ? o.outputs.front() : o.shown)) << "\n";
-        for (const std::string& l : o.shown_more) std::cout << "  " << printable(l) << "\n";
-        if (const std::string also = also_wrote_line(o.outputs, o.shown, o.shown_more); !also.empty()) std::cout << "  " << printable(also) << "\n";
-        if (!o.top5.empty()) std::cout << "  top-5: " << printable(format_top_k(o.top5)) << "\n";
-        std::cout << std::flush;
-      }
+        say(hooks_, LineStream::Err, "attnmap: note: " + printable(job.input + ": rendered again, its outputs were made "
+                                                                   "with other settings (" + change + ")"));
+      if (!opt_.quiet) print_done(o);
     }
     if (!rows_.empty()) rows_[pre_rows_ + i] = RunRow{run_row_label(job.input, job.out_base, opt_.out_dir), line};
-    const std::string err = manifest_.put(pre_rows_ + i, std::move(line));
-    if (!err.empty()) std::cerr << "attnmap: error: " << printable(err) << "\n";
+    put_row(pre_rows_ + i, o, std::move(line));
     progress_->tick(done_ + failed_ + skipped_ - n_pre_, skipped_);
-    if (hooks_ && hooks_->progress) hooks_->progress(done_ + failed_ + skipped_ - n_pre_, plan_.jobs.size(), job.input, o.status);
+    if (hooks_.on_progress) hooks_.on_progress(done_ + failed_ + skipped_ - n_pre_, plan_.jobs.size(), job.input, o.status);
   }
 
-  const RunHooks* hooks_ = run_hooks();  // the run's thread's (an embedding program's: the Python module's progress=)
+  /// A rendered image's lines on standard output: "INPUT -> FILE", the lines under it, the files it also
+  /// wrote, its top-5 classes.
+  void print_done(const Outcome& o) const {
+    say(hooks_, LineStream::Out, printable(o.input + " -> " + (o.shown.empty() ? o.outputs.front() : o.shown)));
+    for (const std::string& l : o.shown_more) say(hooks_, LineStream::Out, "  " + printable(l));
+    if (const std::string also = also_wrote_line(o.outputs, o.shown, o.shown_more); !also.empty())
+      say(hooks_, LineStream::Out, "  " + printable(also));
+    if (!o.top5.empty()) say(hooks_, LineStream::Out, "  top-5: " + printable(format_top_k(o.top5)));
+  }
+
+  /// "attnmap: error: MESSAGE" on standard error.
+  void error_line(const std::string& message) const { say(hooks_, LineStream::Err, "attnmap: error: " + printable(message)); }
+
+  /// Row `index` of the manifest (lock held): to the hooks' sink, then to the manifest (an error line when
+  /// writing it failed).
+  void put_row(size_t index, const Outcome& o, std::string line) {
+    if (hooks_.on_row) hooks_.on_row(BatchRow{index, o.input, o.status, line});
+    const std::string err = manifest_.put(index, std::move(line));
+    if (!err.empty()) error_line(err);
+  }
+
+  const BatchHooks& hooks_;
   const RenderContext& ctx_;
   const RenderOptions& opt_;
   const BatchOptions& bopt_;
@@ -610,76 +416,92 @@ class BatchRun {
   std::vector<RunRow> rows_;  // with --contact-sheet / --gallery: every input's row, for the run's figures
   std::mutex mu_;  // guards the counters, the terminal and the manifest
   size_t done_ = 0, failed_ = 0, skipped_ = 0, redone_ = 0, no_stats_ = 0;
-  Progress* progress_ = nullptr;
+  BatchProgress* progress_ = nullptr;
   std::chrono::steady_clock::time_point t0_;
 };
 
+/// The notes of a run once every usage check has passed (a refusal stays one line): the bundled model's
+/// (no -w), bf16's speed on this CPU, the figures asked for that this run does not draw.
+void say_run_notes(const RenderOptions& opt, const BatchHooks& hooks) {
+  if (opt.quiet) return;
+  if (opt.weights.empty())  // the first run explains itself
+    say(hooks, LineStream::Err, "attnmap: note: no -w given: the bundled default model, a small ViT trained on garment "
+        "composites (not an ImageNet model; on ordinary photos its maps show what it finds salient); -w brings your own "
+        "checkpoint (docs/checkpoints.md)");
+  say(hooks, LineStream::Err, precision_speed_note(opt));
+  for (const std::string& n : undrawn_figure_notes(opt)) say(hooks, LineStream::Err, "attnmap: note: " + n);
+}
+
+/// --scale run's first pass (precompute_views), its bounds put in the run's record `settings` and printed
+/// (under -q too: they are what --scale VMIN,VMAX needs to draw more images the same way).
+Precomputed run_scale_pass(RenderContext* ctx, nlohmann::ordered_json* settings, const JobPlan& plan, int workers,
+                           const BatchHooks& hooks) {
+  Precomputed pre = precompute_views(ctx, plan.jobs, workers, hooks);
+  nlohmann::ordered_json bounds = nlohmann::ordered_json::object();
+  for (const auto& [units, sc] : ctx->run_scales) bounds[units] = {sc.vmin, sc.vmax};
+  (*settings)["scale_bounds"] = bounds;  // part of how every file was made: each record, the manifest's header
+  ctx->provenance = provenance_text(*settings);
+  std::vector<std::string> warnings;
+  const std::string text = run_scales_text(*ctx, pre, &warnings);
+  say(hooks, LineStream::Err, "attnmap: note: " + printable(with_flags(setting_ref("scale") + " run: " + text)));
+  for (const std::string& w : warnings) say(hooks, LineStream::Err, "attnmap: warning: " + printable(with_flags(w)));
+  return pre;
+}
+
+/// The output folder made and the run's lock claimed (held to the end of the run: no second run writes these
+/// images or this manifest meanwhile); refused, the folder this run made goes again (it is empty).
+void claim_output_folder(RunLock* lock, const RenderOptions& opt, const BatchOptions& bopt,
+                         const std::string& manifest_path) {
+  std::error_code ec;
+  const bool out_existed = fs::exists(fs::symlink_status(opt.out_dir, ec));
+  prepare_output_folder(opt);
+  try {
+    lock->claim(opt.out_dir, bopt.shard_count > 1, manifest_path);
+  } catch (const Error&) {
+    if (!out_existed) fs::remove(opt.out_dir, ec);
+    throw;
+  }
+}
+
 }  // namespace
 
-int run_render(const RenderOptions& opt, const BatchOptions& bopt) {
+int run_render(const RenderOptions& opt, const BatchOptions& bopt, const BatchHooks& hooks) {
   check_batch_options(opt, bopt);
-  const RunWeights weights = run_weights(opt.weights, opt.quiet);  // a path, or a Hub name fetched into the cache
-  const std::shared_ptr<const ViTWeights> loaded = load_run_model(opt, weights);
+  // The model: the one the program lends, else -w's file, folder or Hub name (fetched into the cache).
+  const RunWeights weights = hooks.model ? RunWeights{opt.weights, std::nullopt} : run_weights(opt.weights, opt.quiet);
+  const std::shared_ptr<const ViTWeights> loaded = hooks.model ? hooks.model(opt, false) : load_run_model(opt, weights);
   const ViTWeights& model = *loaded;
   RenderContext ctx = make_render_context(model, opt);
   nlohmann::ordered_json settings = make_provenance(ctx, weights.path);  // hashes the weights once
   ctx.provenance = provenance_text(settings);
   const JobPlan plan = plan_run(opt, bopt);
-  check_something_to_render(plan, opt.inputs, bopt);
+  check_something_to_render(plan, opt.inputs, bopt, hooks);
   std::vector<ReadFile> reads = run_reads(opt, weights.path, plan, ctx);
   const std::string manifest_path = check_manifest_path(bopt, reads);
   if (wants_run_figures(bopt)) {
-    if (!manifest_path.empty()) reads.push_back({manifest_path, "the --manifest file"});
+    if (!manifest_path.empty()) reads.push_back({manifest_path, "the " + setting_ref("manifest") + " file"});
     check_run_figure_paths(opt, bopt, std::move(reads));
   }
-  std::error_code ec;
-  const bool out_existed = fs::exists(fs::symlink_status(opt.out_dir, ec));
-  prepare_output_folder(opt);
-  RunLock lock;  // held to the end of the run: no second run writes these images or this manifest meanwhile
-  try {
-    lock.claim(opt.out_dir, bopt.shard_count > 1, manifest_path);
-  } catch (const Error&) {
-    if (!out_existed) fs::remove(opt.out_dir, ec);  // refused: the folder this run made goes (it is empty)
-    throw;
-  }
-  // Once every usage check has passed (a refusal stays one line).
-  if (opt.weights.empty() && !opt.quiet)  // the first run explains itself
-    std::cerr << "attnmap: note: no -w given: the bundled default model, a small ViT trained on garment composites "
-                 "(not an ImageNet model; on ordinary photos its maps show what it finds salient); -w brings your own "
-                 "checkpoint (docs/checkpoints.md)\n";
-  note_precision_speed(opt);
-
-  if (!opt.quiet)
-    for (const std::string& n : undrawn_figure_notes(opt)) std::cerr << "attnmap: note: " << n << "\n";
+  RunLock lock;
+  claim_output_folder(&lock, opt, bopt, manifest_path);
+  say_run_notes(opt, hooks);
   const int workers = plan_threads(bopt, plan.jobs.size());
   std::optional<Precomputed> pre;
-  if (opt.scale && opt.scale->kind == ScaleKind::Run) {
-    pre = precompute_views(&ctx, plan.jobs, workers);
-    // The bounds are part of how every file was made: in each record and the manifest's header, and printed
-    // under -q too (they are what --scale VMIN,VMAX needs to draw more images the same way).
-    nlohmann::ordered_json bounds = nlohmann::ordered_json::object();
-    for (const auto& [units, sc] : ctx.run_scales) bounds[units] = {sc.vmin, sc.vmax};
-    settings["scale_bounds"] = bounds;
-    ctx.provenance = provenance_text(settings);
-    std::vector<std::string> warnings;
-    const std::string text = run_scales_text(ctx, *pre, &warnings);
-    std::cerr << "attnmap: note: --scale run: " << printable(text) << "\n";
-    for (const std::string& w : warnings) std::cerr << "attnmap: warning: " << printable(w) << "\n";
-  }
+  if (opt.scale && opt.scale->kind == ScaleKind::Run) pre = run_scale_pass(&ctx, &settings, plan, workers, hooks);
   // Read before this run appends to its manifest: skipped images keep the statistics, status and time that
   // earlier runs recorded (the run's own manifest; after shards, theirs).
   std::map<std::string, PrevRow> prev;
   if (bopt.skip_existing)
     prev = read_previous_rows(earlier_manifests(manifest_path, opt.out_dir, bopt.shard_count),
                               nlohmann::json::parse(settings.dump()));
-  BatchRun run(ctx, bopt, plan, manifest_path, settings, std::move(prev), pre ? &*pre : nullptr);
+  BatchRun run(ctx, bopt, plan, manifest_path, settings, std::move(prev), hooks, pre ? &*pre : nullptr);
   run.report_planning_failures();
   run.run_jobs(workers);
-  if (run_cancelled(run_hooks())) return 1;  // interrupted: the manifest keeps its rows uncompacted, no run figures
+  if (batch_cancelled(hooks)) return 1;  // interrupted: the manifest keeps its rows uncompacted, no run figures
   if (!opt.quiet)  // a fixed --scale that hid peaks: one line per unit for the whole run
-    for (const std::string& n : ctx.clip_tally->notes(opt)) std::cerr << "attnmap: note: " << printable(n) << "\n";
+    for (const std::string& n : ctx.clip_tally->notes(opt)) say(hooks, LineStream::Err, "attnmap: note: " + printable(n));
   const int figures = write_run_figures(opt, bopt, run.rows(), nlohmann::json::parse(settings.dump()), ctx.provenance,
-                                        sheet_scale(ctx, run.rows()));
+                                        sheet_scale(ctx, run.rows()), hooks);
   return std::max(run.finish(), figures);
 }
 

@@ -3,6 +3,7 @@
 // (batch_options.hpp, paths.hpp, walk.hpp, session.hpp, manifest.hpp); the first four are included here for
 // the callers that still include this one.
 #pragma once
+#include "app/engine/batch_hooks.hpp"
 #include "app/engine/batch_options.hpp"
 #include "app/engine/paths.hpp"
 #include "app/engine/render.hpp"
@@ -14,6 +15,7 @@ namespace attnmap {
 /// Runs `attnmap render`: weights loaded once (and hashed once for the settings record, make_provenance,
 /// that every output carries), the shard's images rendered by `jobs` worker threads (OpenBLAS
 /// single-threaded inside each worker when jobs > 1, all cores when jobs == 1), progress on standard error,
+/// everything it prints through `hooks` (its model, its rows, progress and cancellation too: batch_hooks.hpp),
 /// one manifest line per input in sorted input order after the run's header line (docs/provenance.md:
 /// with --skip-existing, skipped images keep the statistics of the earlier manifest, their PNG or .npy, and
 /// the status and time of the run that made them from the earlier manifest or, after shards, the shards'
@@ -24,6 +26,6 @@ namespace attnmap {
 /// written, for unusable weights, bad options, an --out that is an input folder or cannot be created, a
 /// --manifest naming an input, the weights or an output of the run, or an unwritable manifest. The forward
 /// pass's threads follow blas_threads_to_set (the user's OPENBLAS_NUM_THREADS / OMP_NUM_THREADS cap them).
-int run_render(const RenderOptions& opt, const BatchOptions& bopt = {});
+int run_render(const RenderOptions& opt, const BatchOptions& bopt, const BatchHooks& hooks);
 
 }  // namespace attnmap

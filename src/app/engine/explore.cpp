@@ -12,6 +12,7 @@
 
 #include "app/engine/explore_pack.hpp"
 #include "app/engine/provenance.hpp"
+#include "app/cli/options.hpp"
 #include "core/error.hpp"
 #include "draw/overlay.hpp"
 #include "io/image_io.hpp"
@@ -86,7 +87,7 @@ std::string stored_line(const BlockChoice& c, int L, size_t budget, bool chosen)
   std::string s = "every row of the head mean / max / min and rollout of all " + std::to_string(L) + " blocks; ";
   if (!c.dropped.empty())
     s = "every row of the head mean / max / min and rollout of blocks " + std::to_string(c.dropped.back() + 1) + ".." +
-        std::to_string(L - 1) + " - LEFT OUT by the budget of " + megabytes(budget) + " MB (--budget-mb): block" +
+        std::to_string(L - 1) + " - LEFT OUT by the budget of " + megabytes(budget) + " MB (" + setting_ref("budget_mb") + "): block" +
         (c.dropped.size() > 1 ? "s " : " ") + block_list(c.dropped) + " entirely; ";
   std::vector<int> kept;
   for (int l = 0; l < L; ++l)
@@ -95,9 +96,9 @@ std::string stored_line(const BlockChoice& c, int L, size_t budget, bool chosen)
     return s + "every head of every block (" + megabytes(c.bytes) + " MB)";
   if (!kept.empty() || chosen)
     s += "single heads of block" + std::string(kept.size() > 1 ? "s " : " ") + block_list(kept) +
-         (chosen ? " (--explore-blocks)" : "") + (c.left_out.empty() ? "" : "; ");
+         (chosen ? " (" + setting_ref("explore_blocks") + ")" : "") + (c.left_out.empty() ? "" : "; ");
   if (!c.left_out.empty())
-    s += "LEFT OUT by the budget of " + megabytes(budget) + " MB (--budget-mb): the single heads of block" +
+    s += "LEFT OUT by the budget of " + megabytes(budget) + " MB (" + setting_ref("budget_mb") + "): the single heads of block" +
          (c.left_out.size() > 1 ? "s " : " ") + block_list(c.left_out);
   return s + " (" + megabytes(c.bytes) + " MB stored)";
 }
@@ -117,12 +118,12 @@ ojson start_view(const RenderContext& ctx, const BlockChoice& choice) {
   if (!choice.fused[static_cast<size_t>(block)]) {  // left out entirely: the last block stored
     int b = hp.depth - 1;
     while (b > 0 && !choice.fused[static_cast<size_t>(b)]) --b;
-    note = "block " + std::to_string(block) + " was left out by --budget-mb: opened on block " + std::to_string(b);
+    note = "block " + std::to_string(block) + " was left out by " + setting_ref("budget_mb") + ": opened on block " + std::to_string(b);
     block = b;
   }
   if (head[0] == 'h' && !choice.heads[static_cast<size_t>(block)]) {
     note += (note.empty() ? "" : "; ") + std::string("the single heads of block ") + std::to_string(block) +
-            " are not stored (--budget-mb, --explore-blocks): opened on the mean over heads";
+            " are not stored (" + setting_ref("budget_mb") + ", " + setting_ref("explore_blocks") + "): opened on the mean over heads";
     head = "mean";
   }
   const std::string token = P == 0 ? "the centre patch's row (the model has no prefix token)"
@@ -165,7 +166,7 @@ ojson page_meta(const RenderContext& ctx, const std::string& input, const BlockC
   }
   m["files"] = files;
   m["map_max"] = maxima;
-  m["colormap"] = ctx.opt->colormap;
+  m["colormap"] = ctx.opt->colormap.name;
   m["lut"] = std::vector<int>(ctx.cmap, ctx.cmap + 256 * 3);
   m["alpha"] = ctx.opt->alpha;
   m["photo"] = {{"file", "photo.png"}, {"width", small.width}, {"height", small.height}};
@@ -242,7 +243,8 @@ ExploreResult write_explorer(const RenderContext& ctx, const std::string& input,
   if (!record.empty()) po.text.push_back({kProvenanceKeyword, record});
   write_png((fs::path(dir) / "photo.png").string(), small, po);
   const ojson meta = page_meta(ctx, input, choice, blocks, small, in.box, photo, record);
-  write_text(res.index, explore_page_html(meta));  // last: a page exists only with all its files
+  // last: a page exists only with all its files; the settings its lines name spelled as the command line's flags
+  write_text(res.index, with_flags(explore_page_html(meta)));
   res.data_bytes = choice.bytes;
   res.page_bytes = choice.bytes + file_size_or_zero(res.index) + file_size_or_zero((fs::path(dir) / "photo.png").string());
   res.left_out = choice.left_out;

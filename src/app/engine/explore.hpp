@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,7 @@ struct ExploreResult {
   size_t page_bytes = 0;         ///< index.html + photo.png + data/ (the page as it opens)
   std::vector<int> left_out;     ///< blocks whose single heads were left out by the budget
   std::vector<int> dropped;      ///< blocks left out entirely by the budget (their fusions did not fit)
-  std::string stored;            ///< what the page holds, one line for the terminal (and the page)
+  std::string stored;  ///< what the page holds, one line for the terminal (and the page); names settings as {setting:id}
 };
 
 /// Writes the explorer of `input` into `dir` (made if missing): index.html (the page, its script and the
@@ -54,13 +55,9 @@ std::optional<nlohmann::json> read_explorer_record(const std::string& index_html
 /// The page: index.html's text around `meta` (the page's settings, data files and record; explore.cpp).
 std::string explore_page_html(const nlohmann::ordered_json& meta);
 
-/// attnmap explore's option table (bound to `a`: the render options' variables, so the model and
-/// preprocessing options are render's) and its checks after parsing. Throws attnmap::Error naming the flag.
-CLI::App* add_explore_options(CLI::App& app, CliArgs& a);
-void check_explore_options(CliArgs& a, const CLI::App& explore);
-
-/// render's --explore, --budget-mb and --explore-blocks (bound to `a`).
-void add_render_explore_options(CLI::App* render, CliArgs& a);
+/// attnmap explore's checks of its settings as stored in `a` by make_request (app/cli/request.cpp; `given`:
+/// the ids given; the model and preprocessing settings are render's). Throws attnmap::Error naming settings.
+void check_explore_options(CliArgs& a, const std::set<std::string>& given);
 
 /// --budget-mb and --explore-blocks into `ro` (shared by explore and render --explore).
 void apply_explore_budget(const std::string& budget, const std::string& blocks, RenderOptions& ro);

@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <cstring>
 
+// The registry's spelling, not a setting reference: tests/test_explore.cpp reads this message from
+// choose_blocks itself (no front end in between) and expects the flag.
+#include "app/cli/flags.hpp"
 #include "core/error.hpp"
 
 namespace attnmap {
@@ -121,7 +124,7 @@ BlockChoice choose_blocks(const std::vector<size_t>& fused, const std::vector<si
   }
   if (L > 0 && !c.fused[static_cast<size_t>(L - 1)])
     throw Error("the fused maps of the last block alone need " + megabytes(fused.back()) +
-                " MB, more than the budget of " + megabytes(budget) + " MB: raise --budget-mb");
+                " MB, more than the budget of " + megabytes(budget) + " MB: raise " + flag_spelling("budget_mb"));
   for (int l = 0; l < L; ++l)
     if (!c.fused[static_cast<size_t>(l)]) c.dropped.push_back(l);
   std::vector<int> order = preferred;

@@ -19,6 +19,7 @@
 
 #include "app/engine/paths.hpp"
 #include "core/error.hpp"
+#include "core/setting_ref.hpp"
 #include "io/image_io.hpp"
 
 namespace attnmap {
@@ -110,7 +111,7 @@ void check_replaceable_manifest(const std::string& path, const std::string& flag
   f.read(&first[0], static_cast<std::streamsize>(first.size()));
   first.resize(static_cast<size_t>(f.gcount()));
   if (!first.empty() && first != head)
-    throw Error("--manifest " + flag_value + ": the file exists and is not an attnmap manifest (it does not start "
+    throw Error(setting_ref("manifest") + " " + flag_value + ": the file exists and is not an attnmap manifest (it does not start "
                 "with a manifest's header line); a manifest never replaces another file: choose another name");
 }
 

@@ -9,6 +9,7 @@
 #include "app/engine/explore.hpp"
 #include "app/engine/provenance.hpp"
 #include "core/error.hpp"
+#include "core/setting_ref.hpp"
 #include "io/image_io.hpp"
 #include "io/npy.hpp"
 
@@ -102,10 +103,10 @@ void check_replaceable(const OutputPlan& plan, bool per_class_only) {
     if (!fs::exists(st)) continue;
     if (!fs::is_regular_file(st))
       throw Error("output " + f.path + " exists and is not a regular file (a link, folder, FIFO or device); it is "
-                  "left alone: choose another --out or move it away");
+                  "left alone: choose another " + setting_ref("out") + " or move it away");
     if (!find_output(f).ours)
       throw Error("output " + f.path + " already exists and was not written by attnmap; it is left alone: "
-                  "choose another --out or move it away");
+                  "choose another " + setting_ref("out") + " or move it away");
   }
 }
 
@@ -118,44 +119,43 @@ void remove_written_since(const OutputPlan& plan, std::filesystem::file_time_typ
   }
 }
 
-std::vector<std::string> write_map_files(const RenderContext& ctx, const OutputPlan& plan, size_t view, int class_index,
+std::vector<OutputFile> map_file_outputs(const RenderContext& ctx, const OutputPlan& plan, size_t view, int class_index,
                                          const MapOutputs& data) {
-  std::vector<std::string> written;
+  std::vector<OutputFile> out;
   for (const PlannedFile& f : plan.files) {
     // A class-specific view's one file (one class asked) is planned without its class.
     if (f.kind == OutputKind::Figure || f.kind == OutputKind::Explore || f.view != view || (f.class_index >= 0 && f.class_index != class_index)) continue;
     switch (f.kind) {
       case OutputKind::MapNpy:
-        write_map_npy(ctx, f, *data.raw, data.raw_shape);
+        out.push_back({f, "npy", npy_encode(*data.raw, data.raw_shape), ctx.provenance});
         break;
-      case OutputKind::MapPng:
-        write_map_png(ctx, f, *data.overlay, data.stats);
+      case OutputKind::Sidecar: {  // the .npy's record, when the run records one
+        if (ctx.provenance.empty()) continue;
+        const std::string line = ctx.provenance + "\n";
+        out.push_back({f, "json", std::vector<uint8_t>(line.begin(), line.end()), ctx.provenance});
         break;
-      case OutputKind::Sidecar:  // written with its .npy
+      }
+      case OutputKind::MapPng: {
+        PngOptions po;
+        po.dpi = ctx.opt->dpi.value_or(0.0);
+        if (!ctx.provenance.empty()) po.text = {{kProvenanceKeyword, ctx.provenance}, {kStatsKeyword, data.stats}};
+        out.push_back({f, "png", encode_png(*data.overlay, po), ctx.provenance});
+        break;
+      }
       case OutputKind::Figure:
-      case OutputKind::Explore:  // written by the render (draw_job_views)
+      case OutputKind::Explore:  // drawn by the render (image_outputs, draw_job_views)
         continue;
     }
-    written.push_back(f.path);
   }
-  return written;
+  return out;
 }
 
-void write_map_png(const RenderContext& ctx, const PlannedFile& file, const Image& overlay, const std::string& stats) {
-  PngOptions po;
-  po.dpi = ctx.opt->dpi.value_or(0.0);
-  if (!ctx.provenance.empty()) po.text = {{kProvenanceKeyword, ctx.provenance}, {kStatsKeyword, stats}};
-  write_png(file.path, overlay, po);
-}
-
-void write_map_npy(const RenderContext& ctx, const PlannedFile& file, const std::vector<float>& data,
-                   const std::vector<int64_t>& shape) {
-  const std::string side = npy_sidecar_path(file.path);
-  if (!ctx.provenance.empty()) ::unlink(side.c_str());  // an interrupted write leaves no record at all
-  write_npy(file.path, data, shape);
-  if (ctx.provenance.empty()) return;
-  const std::string line = ctx.provenance + "\n";
-  write_file_atomic(side, std::vector<uint8_t>(line.begin(), line.end()));
+void write_output_file(const OutputFile& f) {
+  if (f.file.kind == OutputKind::MapNpy && !f.record.empty()) {  // an interrupted write leaves no record at all
+    const std::string side = npy_sidecar_path(f.file.path);
+    ::unlink(side.c_str());
+  }
+  write_file_atomic(f.file.path, f.bytes);
 }
 
 }  // namespace attnmap

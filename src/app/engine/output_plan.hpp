@@ -67,19 +67,24 @@ struct MapOutputs {
   std::string stats;                        ///< the PNG's tEXt `attnmap:stats`
 };
 
-/// Writes every planned file of one map (view `view`, class `class_index`) in plan order, each by its kind's
-/// writer (a new per-image kind adds its case here); figures are drawn by the render. Returns the paths
-/// written (sidecars, written with their .npy, are not listed). Throws attnmap::Error from the writers.
-std::vector<std::string> write_map_files(const RenderContext& ctx, const OutputPlan& plan, size_t view, int class_index,
+/// One file of an image as bytes in memory (issue 42): what render writes at `path`, bit for bit.
+struct OutputFile {
+  PlannedFile file;          ///< its path, kind, view and class (a figure's view 0, class -1)
+  std::string format;        ///< "png", "pdf", "svg", "npy" or "json" (a sidecar)
+  std::vector<uint8_t> bytes;
+  std::string record;        ///< the settings record it carries (JSON text; "" none): a map PNG's tEXt `attnmap`,
+                             ///< a figure's (with its colour bars), a .npy's sidecar's
+};
+
+/// The planned files of one map (view `view`, class `class_index`) in plan order, each encoded by its kind's
+/// encoder (a new per-image kind adds its case here): a map PNG with --dpi and, with a run record, tEXt
+/// `attnmap` (the record) and `attnmap:stats` (data.stats); a .npy of data.raw; its sidecar (the record and a
+/// newline). Figures are drawn by the render. Throws attnmap::Error from the encoders.
+std::vector<OutputFile> map_file_outputs(const RenderContext& ctx, const OutputPlan& plan, size_t view, int class_index,
                                          const MapOutputs& data);
 
-/// Writes a map PNG (atomically) with --dpi and, with a run record, tEXt `attnmap` (the record) and
-/// `attnmap:stats` (`stats`, the map's statistics).
-void write_map_png(const RenderContext& ctx, const PlannedFile& file, const Image& overlay, const std::string& stats);
-
-/// Writes a .npy (atomically): `data` of `shape`. With a run record its sidecar is removed first and written
-/// after, so a sidecar never describes a .npy of other settings.
-void write_map_npy(const RenderContext& ctx, const PlannedFile& file, const std::vector<float>& data,
-                   const std::vector<int64_t>& shape);
+/// Writes `f` atomically (io's write_file_atomic). A .npy with a sidecar after it removes the old sidecar first,
+/// so a sidecar never describes a .npy of other settings (write the sidecar after it).
+void write_output_file(const OutputFile& f);
 
 }  // namespace attnmap

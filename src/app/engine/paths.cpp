@@ -6,6 +6,7 @@
 
 #include "checkpoint/weights.hpp"
 #include "core/error.hpp"
+#include "core/setting_ref.hpp"
 
 namespace attnmap {
 
@@ -39,7 +40,7 @@ std::string default_weights_path() {
   for (const char* p : {ATTNMAP_SOURCE_WEIGHTS, ATTNMAP_INSTALLED_WEIGHTS})
     if (fs::exists(p, ec)) return p;
   throw Error(std::string("no weights given and the bundled default is missing (looked for ") + ATTNMAP_SOURCE_WEIGHTS +
-              "); pass --weights");
+              "); pass " + setting_ref("weights"));
 }
 
 }  // namespace attnmap

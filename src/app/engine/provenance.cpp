@@ -104,7 +104,7 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
   r["crop_pct"] = opt.resize == ResizeMode::Crop ? float_json(hp.crop_pct.value_or(0.875f)) : ojson(nullptr);
   r["mean"] = rgb_json(hp.mean);
   r["std"] = rgb_json(hp.std);
-  r["colormap"] = opt.colormap;
+  r["colormap"] = opt.colormap.name;
   r["alpha"] = float_json(opt.alpha);
   r["upsample"] = upsample_name(opt.upsample);
   r["scale"] = scale_json(opt);
@@ -115,24 +115,24 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
   // bfloat16 products (issue 30): maps made in float32 are other maps; a float32 record stays as before.
   if (opt.precision == Precision::BF16) r["precision"] = "bf16";
   if (opt.size) r["pos_interp"] = pos_interp_name(opt.pos_interp ? *opt.pos_interp : default_pos_interp(hp).mode);
-  if (!opt.explain.empty()) {
-    r["explain"] = opt.explain;
-    r["class"] = opt.class_spec.value_or("top1");
-    if (opt.explain == "gradcam") r["gradcam_layer"] = opt.gradcam_layer.value_or(-1);
+  if (opt.explain) {
+    r["explain"] = opt.explain->written;
+    r["class"] = opt.class_spec.value_or(ClassSpec{}).written;
+    if (opt.explain->kind == ViewKind::GradCam) r["gradcam_layer"] = opt.gradcam_layer.value_or(-1);
     if (ctx.views.front().spec.kind == ViewKind::AttnGrad) r["attn_grad_layer"] = ctx.views.front().spec.layer;
   }
   if (any_user_view(ctx, [](const ResolvedView& v) { return v.class_specific; }) && !r.contains("class"))
-    r["class"] = opt.class_spec.value_or("top1");
+    r["class"] = opt.class_spec.value_or(ClassSpec{}).written;
   // A named gradcam / attn-grad without @L: its block comes from --gradcam-layer / --layer, which its name
   // ("gradcam") does not say; the resolved block is recorded so a run with another is not skipped.
-  for (size_t i = 0; opt.explain.empty() && i < ctx.user_views; ++i) {  // (--explain records its own above)
+  for (size_t i = 0; !opt.explain && i < ctx.user_views; ++i) {  // (--explain records its own above)
     const ResolvedView& v = ctx.views[i];
     if (v.spec.layer_given || !v.class_specific || v.spec.kind == ViewKind::Chefer) continue;
     r[v.spec.kind == ViewKind::GradCam ? "gradcam_block" : "attn_grad_block"] = v.spec.layer;
   }
   // The strips' block and fusion (--layer / --head) when the named views do not imply them: a strip made with
   // others is not this one.
-  if ((opt.heads_grid || opt.strip_layers) && (ctx.views_given || !opt.explain.empty())) {
+  if ((opt.heads_grid || opt.strip_layers) && (ctx.views_given || opt.explain)) {
     r["strip_block"] = ctx.layer;
     r["strip_heads"] = fusion_name(ctx.head, "h");
   }

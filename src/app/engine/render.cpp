@@ -25,20 +25,21 @@ int requested_layer(const HParams& hp, const RenderOptions& opt) {
   return opt.layer.value_or(opt.rollout ? -1 : hp.default_layer.value_or(-1));
 }
 
-std::string requested_head(const HParams& hp, const RenderOptions& opt) {
-  return opt.head.value_or(opt.rollout ? "mean" : hp.default_head.value_or("mean"));
+HeadSelect requested_head(const HParams& hp, const RenderOptions& opt) {
+  if (opt.head) return *opt.head;
+  return opt.rollout ? HeadSelect{} : parse_head(hp.default_head.value_or("mean"));
 }
 
 void apply_model_flags(const std::string& act, const std::string& pool, ModelOverrides& ov) {
   try {
     if (!act.empty()) ov.act = parse_activation(act);
   } catch (const Error& e) {
-    throw Error(std::string("--act: ") + e.what());
+    throw Error(setting_ref("act") + ": " + e.what());
   }
   try {
     if (!pool.empty()) ov.pool = parse_pool(pool);
   } catch (const Error& e) {
-    throw Error(std::string("--pool: ") + e.what());
+    throw Error(setting_ref("pool") + ": " + e.what());
   }
 }
 
@@ -47,23 +48,23 @@ SelectedView select_view(const HParams& hp, const RenderOptions& opt) {
   auto from_config = [&hp](const char* key, const Error& e) {
     const auto it = hp.source.find(key);
     return Error(std::string("the weights' config ") + key + (it == hp.source.end() ? "" : " (" + it->second + ")") +
-                 ": " + e.what() + " (pass --layer / --head to choose another view)");
+                 ": " + e.what() + " (pass " + setting_ref("layer") + " / " + setting_ref("head") + " to choose another view)");
   };
   SelectedView v;
   try {
     v.layer = resolve_layer(requested_layer(hp, opt), hp.depth);
   } catch (const Error& e) {
-    if (opt.layer) throw Error(std::string("--layer: ") + e.what());
+    if (opt.layer) throw Error(setting_ref("layer") + ": " + e.what());
     if (opt.rollout || !hp.default_layer) throw;
     throw from_config("default_layer", e);
   }
   try {
-    v.head = opt.head ? with_flag("--head", [&] { return parse_head(*opt.head); }) : parse_head(requested_head(hp, opt));
+    v.head = requested_head(hp, opt);
     const std::vector<float> probe(static_cast<size_t>(hp.num_heads), 0.0f);
     fuse_heads(probe.data(), hp.num_heads, 1, v.head);  // throws for a head index out of range
   } catch (const Error& e) {
     const std::string m = e.what();
-    if (opt.head) throw Error(m.rfind("--head", 0) == 0 ? m : "--head: " + m);
+    if (opt.head) throw Error(m.rfind(setting_ref("head"), 0) == 0 ? m : setting_ref("head") + ": " + m);
     if (opt.rollout || !hp.default_head) throw;
     throw from_config("default_head", e);
   }
@@ -76,12 +77,12 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
   ctx.model = &model;
   ctx.opt = &opt;
   if (opt.writes(OutputKind::Explore) && !cait_rollout_unavailable(hp).empty())  // CaiT (model/cait.hpp)
-    throw Error("--explore: the explorer shows every block's full attention and its rollout, which this model does "
+    throw Error(setting_ref("explore") + ": the explorer shows every block's full attention and its rollout, which this model does "
                 "not have: " + cait_rollout_unavailable(hp));
   const SelectedView view = select_view(hp, opt);
   ctx.layer = view.layer;
   ctx.head = view.head;
-  ctx.cmap = with_flag("--colormap", [&] { return colormap_table(opt.colormap); });
+  ctx.cmap = opt.colormap.table;
   check_drawing_options(opt);  // the options layer checks them too: a caller of run_render may not have
   if (opt.heads_grid || opt.panel || opt.strip_layers) {  // before any image: a missing font is one usage error
     ctx.font_family = figure_font();
@@ -90,7 +91,7 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
     try {
       ctx.font_family = figure_font();
     } catch (const Error& e) {
-      throw Error(std::string(e.what()) + " (or pass --no-legend: overlays without the legend need no font)");
+      throw Error(std::string(e.what()) + " (or pass " + setting_ref("no_legend") + ": overlays without the legend need no font)");
     }
     if (const char* env = std::getenv("ATTNMAP_FONT"); env && *env) ctx.font_file = env;
   }
@@ -130,10 +131,11 @@ std::vector<std::string> ClipTally::notes(const RenderOptions& opt) const {
   for (const auto& [units, u] : units_) {
     if (u.clipped == 0) continue;
     char buf[480];
-    std::snprintf(buf, sizeof buf, "--scale %s,%s: the %s bar clipped more than %.1f%% of the cells of %zu of %zu "
+    std::snprintf(buf, sizeof buf, "%s %s,%s: the %s bar clipped more than %.1f%% of the cells of %zu of %zu "
                   "images' figures (up to %.1f%% of a bar's cells; their maps reach %.3g, the bar ends at %.3g): drawn "
                   "in its top colour, each such bar marked with a triangle and '+'; a larger VMAX shows them",
-                  shown_number(opt.scale->vmin).c_str(), shown_number(opt.scale->vmax).c_str(), units.c_str(),
+                  setting_ref("scale").c_str(), shown_number(opt.scale->vmin).c_str(),
+                  shown_number(opt.scale->vmax).c_str(), units.c_str(),
                   100.0 * kClipNoteShare, u.clipped, u.images, 100.0 * u.share, u.data_max, u.vmax);
     out.push_back(buf);
   }
@@ -252,7 +254,12 @@ namespace {
 
 // --scale map on a strip: each tile on its own min-max, so no colour bar can stand for them all.
 bool own_scales(const RenderOptions& opt) { return opt.scale && opt.scale->kind == ScaleKind::Map; }
-constexpr const char* kOwnScales = "; each tile on its own min\u2013max (--scale map): colours do not compare across tiles.";
+// The note drawn under such a strip: words of the figure, so the setting is spelled as the flag (the same
+// pixels whichever front end asked).
+std::string own_scales_note() {
+  return with_flags("; each tile on its own min\u2013max (" + setting_ref("scale") +
+                    " map): colours do not compare across tiles.");
+}
 
 // NAME.png is the heads' fusion that the heads sheet ends with: the single attention view of --layer / --head.
 bool shows_fused_map(const RenderContext& ctx) {
@@ -285,6 +292,7 @@ FigureOptions figure_options(const RenderContext& ctx, const std::vector<DrawnBa
   fo.dpi = opt.dpi.value_or(300.0);
   fo.width_in = opt.width_in.value_or(0.0);
   fo.provenance = with_colour_bars(ctx.provenance, bars);
+  fo.in_memory = ctx.figures_in_memory;
   return fo;
 }
 
@@ -339,7 +347,7 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
                           : shows_fused_map(ctx) ? "the fused map shown in " + fs::path(job.out_base).filename().string() + ".png"
                                                  : "the heads fused by " + fusion_name(ctx.head, "head ")) +
              (opt.threshold ? "; each tile its own DINO mask (" + std::string(mass) + " of the mass)."
-                            : own_scales(opt) ? kOwnScales : "; one colour scale for all tiles.");
+                            : own_scales(opt) ? own_scales_note() : "; one colour scale for all tiles.");
   std::vector<DrawnBar> drawn;
   if (!opt.threshold && !own_scales(opt)) {
     fig.scale = &scale;
@@ -382,7 +390,7 @@ std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, 
                               heads_phrase(ctx.head) +
                               (opt.rollout && opt.discard > 0.0 ? ", discard " + shown_number(opt.discard) : "") +
                               (own_scales(opt) ? "" : "; one colour scale");
-  fig.note = own_scales(opt) && opt.notes ? std::string(kOwnScales + 2) : "";
+  fig.note = own_scales(opt) && opt.notes ? own_scales_note().substr(2) : "";
   fig.cols = opt.strip_columns.value_or(layer_strip_columns(static_cast<int>(tiles.size())));
   std::vector<DrawnBar> drawn;
   if (!own_scales(opt)) {
@@ -404,8 +412,8 @@ std::string small_image_warning(int width, int height, const HParams& hp) {
 std::vector<std::string> undrawn_figure_notes(const RenderOptions& opt) {
   std::vector<std::string> out;
   if (opt.notes || !(opt.strip_layers || opt.heads_grid) || !own_scales(opt)) return out;
-  out.push_back(std::string("--scale map: each strip tile is drawn on its own min\u2013max, so colours do not compare "
-                            "across tiles and the strips have no colour bar (--notes writes this under the tiles)"));
+  out.push_back(setting_ref("scale") + " map: each strip tile is drawn on its own min\u2013max, so colours do not compare "
+                "across tiles and the strips have no colour bar (" + setting_ref("notes") + " writes this under the tiles)");
   return out;
 }
 

@@ -14,6 +14,7 @@
 
 #include "maps/attention_maps.hpp"
 #include "maps/evaluate.hpp"
+#include "draw/colormap.hpp"
 #include "draw/figures.hpp"
 #include "maps/explain.hpp"
 #include "maps/views.hpp"
@@ -45,8 +46,8 @@ struct RenderOptions {
   std::string weights;              ///< weights file; empty: the bundled default
   std::string out_dir = "attnmap-out";
   std::optional<int> layer;          ///< unset: see requested_layer
-  std::optional<std::string> head;   ///< unset: see requested_head
-  std::string colormap = "viridis";
+  std::optional<HeadSelect> head;    ///< --head parsed (parse_head); unset: see requested_head
+  Colormap colormap;                 ///< --colormap parsed (parse_colormap); its name is what records keep
   float alpha = 0.5f;
   Upsample upsample = Upsample::Bilinear;
   ResizeMode resize = ResizeMode::Squash;
@@ -86,14 +87,17 @@ struct RenderOptions {
   bool quiet = false;
   LoadOptions load;
   // Class-specific explanation maps (issue 19; app/explain_render.cpp).
-  std::string explain;                     ///< "chefer" | "gradcam" | "attn-grad"; empty: the attention views
-  std::optional<std::string> class_spec;   ///< --class N | NAME | top1 | topK (unset: top1)
+  /// --explain chefer | gradcam | attn-grad as the class-specific view it names, without @L
+  /// (parse_class_specific_view; its word is .written); unset: the attention views
+  std::optional<ViewSpec> explain;
+  std::optional<ClassSpec> class_spec;     ///< --class N | NAME | top1 | topK parsed (unset: top1)
   std::optional<int> gradcam_layer;        ///< --gradcam-layer, before resolving negatives (unset: -1)
   // Several views in one run (issue 17; app/engine/views_render.cpp).
-  std::string views;                       ///< --views LIST (maps/views.hpp grammar); empty: the single view
+  std::vector<ViewSpec> views;             ///< --views LIST parsed (maps/views.hpp parse_views); empty: the single view
   /// --query TOKEN / --column r<row>c<col> / --received: the token query of the single view, --layers all and
-  /// the strips, as written after a view's ':' ("q=r7c3", "k=r7c3", "received"); empty: the default row
-  std::string query;
+  /// the strips, parsed as written after a view's ':' (parse_token_query of "q=r7c3", "k=r7c3", "received");
+  /// unset: the default row
+  std::optional<TokenQuery> query;
   bool layers_all = false;                 ///< --layers all: L0/F .. L<depth-1>/F, F = --head (or the default)
   // The explorer (issue 27; attnmap explore, render --explore; app/engine/explore.hpp).
   double explore_budget_mb = 8.0;          ///< --budget-mb: the page's data files at most this many MiB
@@ -141,7 +145,8 @@ class ClipTally {
   /// One image's bars (every figure and overlay of it).
   void add_image(const std::vector<DrawnBar>& bars);
   /// With a fixed --scale VMIN,VMAX: one line per unit whose bar clipped past kClipNoteShare in some image
-  /// ("--scale 0,0.05: the attention probability bar ... 3 of 4 images ..."); none otherwise (--scale run has
+  /// ("{setting:scale} 0,0.05: the attention probability bar ... 3 of 4 images ...": the setting a reference
+  /// of core/setting_ref.hpp, spelled by the caller); none otherwise (--scale run has
   /// its own note; figure and map scales end at the maps' largest value).
   std::vector<std::string> notes(const RenderOptions& opt) const;
 
@@ -184,6 +189,9 @@ struct RenderContext {
   std::map<std::string, Scale> run_scales;
   /// The run's tally of clipping bars (make_render_context makes it; copies share it; null: not tallied).
   std::shared_ptr<ClipTally> clip_tally;
+  /// Set (one image's copy, app/engine/outputs.hpp image_outputs): its figures are drawn into this list
+  /// (figure_options' FigureOptions::in_memory), not written.
+  std::vector<FigureFile>* figures_in_memory = nullptr;
 };
 
 /// What rendering one image produced.
@@ -220,7 +228,8 @@ inline constexpr int kSmallImageSide = 16;
 std::string small_image_warning(int width, int height, const HParams& hp);
 
 /// The run's notes that figures no longer draw unless --notes asks (e.g. --scale map on a strip): one line each
-/// for the terminal, said once per run; empty when --notes draws them or no figure has them.
+/// for the terminal (settings named as core/setting_ref.hpp's references), said once per run; empty when --notes
+/// draws them or no figure has them.
 std::vector<std::string> undrawn_figure_notes(const RenderOptions& opt);
 
 /// --act and --pool (empty: not given) into `ov`; throws attnmap::Error naming the flag for a bad value.
@@ -229,11 +238,13 @@ void apply_model_flags(const std::string& act, const std::string& pool, ModelOve
 /// The block (before resolving negatives) and head fusion the options ask for. Unset --layer/--head take
 /// the model's config default view (default_layer / default_head, else -1 and "mean") for the plain view,
 /// and the paper's for --rollout: every block, heads averaged (Abnar & Zuidema 2020).
+/// requested_head parses the config's default_head (the model's word, not an option). Throws attnmap::Error.
 int requested_layer(const HParams& hp, const RenderOptions& opt);
-std::string requested_head(const HParams& hp, const RenderOptions& opt);
+HeadSelect requested_head(const HParams& hp, const RenderOptions& opt);
 
-/// The requested view checked against the model: `layer` resolved to [0, depth), `head` parsed, its index
-/// checked against the model's heads (negative indices kept: they count from the end). Throws
+/// The requested view checked against the model: `layer` resolved to [0, depth), `head` (--head, or the
+/// config's default parsed), its index checked against the model's heads (negative indices kept: they count
+/// from the end). Throws
 /// attnmap::Error for an out-of-range or malformed value; when the value is the weights' config default
 /// (no --layer/--head), the message names that config entry and where it was read.
 struct SelectedView {

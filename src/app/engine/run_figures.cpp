@@ -25,18 +25,20 @@ namespace fs = std::filesystem;
 
 void check_run_figure_options(const BatchOptions& bopt) {
   if (bopt.sheet_columns_given && bopt.contact_sheet.empty())
-    throw Error("--sheet-columns applies to --contact-sheet: add --contact-sheet FILE.png");
-  if (bopt.sheet_columns < 1) throw Error("--sheet-columns must be >= 1, found " + std::to_string(bopt.sheet_columns));
+    throw Error(setting_ref("sheet_columns") + " applies to " + setting_ref("contact_sheet") + ": add " +
+                setting_ref("contact_sheet") + " FILE.png");
+  if (bopt.sheet_columns < 1) throw Error(setting_ref("sheet_columns") + " must be >= 1, found " + std::to_string(bopt.sheet_columns));
   if (!bopt.contact_sheet.empty()) {
-    check_output_name("--contact-sheet", bopt.contact_sheet);
+    check_output_name(setting_ref("contact_sheet"), bopt.contact_sheet);
     if (fs::path(bopt.contact_sheet).extension() != ".png")
-      throw Error("--contact-sheet " + bopt.contact_sheet + ": a contact sheet is a PNG; name a .png file");
+      throw Error(setting_ref("contact_sheet") + " " + bopt.contact_sheet + ": a contact sheet is a PNG; name a .png file");
   }
   if (bopt.shard_count > 1 && wants_run_figures(bopt))
-    throw Error(std::string(bopt.contact_sheet.empty() ? "--gallery" : "--contact-sheet") +
-                " shows a whole run, but --shard " + std::to_string(bopt.shard_index) + "/" +
+    throw Error(setting_ref(bopt.contact_sheet.empty() ? "gallery" : "contact_sheet") +
+                " shows a whole run, but " + setting_ref("shard") + " " + std::to_string(bopt.shard_index) + "/" +
                 std::to_string(bopt.shard_count) + " renders only part of it: once every shard is done, run the same "
-                "command without --shard and with --skip-existing to draw it from the written overlays");
+                "command without " + setting_ref("shard") + " and with " + setting_ref("skip_existing") +
+                " to draw it from the written overlays");
 }
 
 namespace {
@@ -57,7 +59,7 @@ void check_outside_input_folders(const std::string& flag, const std::string& pat
     const std::string dir = canonical_or_empty(in);
     if (target == dir || under(target, dir))
       throw Error(flag + " " + path + " is inside the input folder " + in +
-                  ": the next run would render it as a photo; put it under --out or elsewhere");
+                  ": the next run would render it as a photo; put it under " + setting_ref("out") + " or elsewhere");
   }
 }
 
@@ -81,14 +83,14 @@ void check_sheet_pages(const std::string& sheet, const std::string& target, cons
   const std::string stem = t.stem().string(), dir = t.parent_path().string();
   for (const auto& [c, what] : files)
     if (fs::path(c).parent_path() == t.parent_path() && is_sheet_page(fs::path(c).filename().string(), stem))
-      throw Error("--contact-sheet " + sheet + ": its page " + c + " would replace " + what + "; choose another name");
+      throw Error(setting_ref("contact_sheet") + " " + sheet + ": its page " + c + " would replace " + what + "; choose another name");
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (!is_sheet_page(name, stem)) continue;
     const fs::file_status st = fs::symlink_status(it->path(), ec);
     if (!fs::is_regular_file(st) || !written_by_attnmap(it->path().string()))
-      throw Error("--contact-sheet " + sheet + ": " + it->path().string() + " already exists and was not written by "
+      throw Error(setting_ref("contact_sheet") + " " + sheet + ": " + it->path().string() + " already exists and was not written by "
                   "attnmap; it is left alone: choose another name or move it away");
   }
 }
@@ -99,15 +101,16 @@ void check_sheet_path(const RenderOptions& opt, const BatchOptions& bopt, const 
   try {
     check_figure_path(sheet);
   } catch (const Error& e) {
-    throw Error(std::string("--contact-sheet ") + e.what());
+    throw Error(setting_ref("contact_sheet") + " " + e.what());
   }
-  const std::string target = check_output_file("--contact-sheet", sheet, reads);
+  const std::string target = check_output_file(setting_ref("contact_sheet"), sheet, reads);
   check_sheet_pages(sheet, target, files);
-  check_outside_input_folders("--contact-sheet", sheet, opt);
+  check_outside_input_folders(setting_ref("contact_sheet"), sheet, opt);
   if (!bopt.gallery.empty()) {
     const std::string thumbs = canonical_or_empty(fs::path(bopt.gallery) / "thumbs");
     if (target == thumbs || under(target, thumbs))
-      throw Error("--contact-sheet " + sheet + " is inside the gallery's thumbs/ folder, which --gallery rewrites");
+      throw Error(setting_ref("contact_sheet") + " " + sheet + " is inside the gallery's thumbs/ folder, which " +
+                  setting_ref("gallery") + " rewrites");
   }
   (void)figure_font();  // a missing font is one usage error now, not a failure after the run
 }
@@ -117,22 +120,22 @@ void check_gallery_path(const RenderOptions& opt, const BatchOptions& bopt, cons
   const std::string& dir = bopt.gallery;
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    throw Error("--gallery " + dir + " is an existing file; name a folder (it gets index.html and thumbs/)");
+    throw Error(setting_ref("gallery") + " " + dir + " is an existing file; name a folder (it gets index.html and thumbs/)");
   const std::string index = (fs::path(dir) / "index.html").string();
   try {
     check_figure_path(index);
   } catch (const Error& e) {
-    throw Error(std::string("--gallery ") + e.what());
+    throw Error(setting_ref("gallery") + " " + e.what());
   }
-  const std::string target = check_output_file("--gallery", index, reads);
+  const std::string target = check_output_file(setting_ref("gallery"), index, reads);
   if (fs::exists(target, ec) && !is_attnmap_gallery(target))
-    throw Error("--gallery " + dir + ": " + index + " already exists and is not an attnmap gallery; it is left alone: "
+    throw Error(setting_ref("gallery") + " " + dir + ": " + index + " already exists and is not an attnmap gallery; it is left alone: "
                 "choose another folder or move it away");
   const std::string thumbs = canonical_or_empty(fs::path(dir) / "thumbs");
   for (const auto& [c, what] : files)
     if (under(c, thumbs))
-      throw Error("--gallery " + dir + ": its thumbs/ folder would replace " + c + ", " + what + "; choose another folder");
-  check_outside_input_folders("--gallery", dir, opt);
+      throw Error(setting_ref("gallery") + " " + dir + ": its thumbs/ folder would replace " + c + ", " + what + "; choose another folder");
+  check_outside_input_folders(setting_ref("gallery"), dir, opt);
 }
 
 }  // namespace
@@ -145,7 +148,7 @@ void check_run_figure_paths(const RenderOptions& opt, const BatchOptions& bopt, 
     if (std::string c = canonical_or_empty(r.path); !c.empty()) files.emplace(std::move(c), r.what);
   if (!bopt.contact_sheet.empty()) check_sheet_path(opt, bopt, reads, files);
   if (!bopt.gallery.empty()) {
-    if (!bopt.contact_sheet.empty()) reads.push_back({bopt.contact_sheet, "the --contact-sheet file"});
+    if (!bopt.contact_sheet.empty()) reads.push_back({bopt.contact_sheet, "the " + setting_ref("contact_sheet") + " file"});
     check_gallery_path(opt, bopt, reads, files);
   }
 }
@@ -289,12 +292,12 @@ GalleryEntry gallery_entry(const nlohmann::json& j) {
 }
 
 // "view L1/h3", or with several views "view L1/h3 (the first of --views L1/h3,L3/mean,rollout)": the sheet's
-// thumbnails and the gallery's statistics are the first view's.
+// thumbnails and the gallery's statistics are the first view's. Words of those files: the setting spelled as the flag.
 std::string shown_view(const nlohmann::json& settings) {
   const std::string views = setting(settings, "view");
   const size_t comma = views.find(',');
   if (comma == std::string::npos) return "view " + views;
-  return "view " + views.substr(0, comma) + " (the first of --views " + views + ")";
+  return "view " + views.substr(0, comma) + " (the first of " + with_flags(setting_ref("views")) + " " + views + ")";
 }
 
 /// The sheet's record: the run's with "colour_bars", its bar's entry (as a figure's, with_colour_bars) when
@@ -320,8 +323,10 @@ std::string sheet_record(const std::string& provenance, const std::vector<RunRow
   return provenance_text(r);
 }
 
-void write_sheet(const RenderOptions& opt, const BatchOptions& bopt, const std::vector<RunRow>& rows,
-                const nlohmann::json& settings, const std::string& provenance, const SheetScale& sheet_scale) {
+/// The contact sheet written; returns its pages' paths.
+std::vector<std::string> write_sheet(const RenderOptions& opt, const BatchOptions& bopt, const std::vector<RunRow>& rows,
+                                     const nlohmann::json& settings, const std::string& provenance,
+                                     const SheetScale& sheet_scale) {
   size_t failed = 0;
   const std::vector<SheetItem> items = sheet_items(opt, rows, &failed);
   std::string title = opt.out_dir + " \u2014 " + std::to_string(rows.size()) + " input" + (rows.size() == 1 ? "" : "s") +
@@ -336,13 +341,12 @@ void write_sheet(const RenderOptions& opt, const BatchOptions& bopt, const std::
   std::error_code ec;
   const fs::path parent = fs::path(bopt.contact_sheet).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);
-  const std::vector<std::string> pages = write_contact_sheet(bopt.contact_sheet, title, items, so);
-  if (!opt.quiet)
-    for (const std::string& p : pages) std::cout << printable("contact sheet -> " + p) << "\n";
+  return write_contact_sheet(bopt.contact_sheet, title, items, so);
 }
 
-void write_page(const RenderOptions& opt, const BatchOptions& bopt, const std::vector<RunRow>& rows,
-               const nlohmann::json& settings, const std::string& provenance) {
+/// The gallery written; returns the line that says so.
+std::string write_page(const RenderOptions& opt, const BatchOptions& bopt, const std::vector<RunRow>& rows,
+                       const nlohmann::json& settings, const std::string& provenance) {
   std::vector<GalleryEntry> entries;
   entries.reserve(rows.size());
   for (const RunRow& r : rows) entries.push_back(gallery_entry(nlohmann::json::parse(r.manifest)));
@@ -352,9 +356,7 @@ void write_page(const RenderOptions& opt, const BatchOptions& bopt, const std::v
                 "\u2026), " + shown_view(settings) + ", " + std::to_string(rows.size()) + " inputs";
   go.thumb_text = {{kProvenanceKeyword, provenance}};
   const int thumbs = write_gallery(bopt.gallery, entries, go);
-  if (!opt.quiet)
-    std::cout << printable("gallery -> " + (fs::path(bopt.gallery) / "index.html").string() + " (" +
-                           std::to_string(thumbs) + " thumbnails)") << "\n";
+  return "gallery -> " + (fs::path(bopt.gallery) / "index.html").string() + " (" + std::to_string(thumbs) + " thumbnails)";
 }
 
 }  // namespace
@@ -377,21 +379,28 @@ SheetScale sheet_scale(const RenderContext& ctx, const std::vector<RunRow>& rows
 }
 
 int write_run_figures(const RenderOptions& opt, const BatchOptions& bopt, const std::vector<RunRow>& rows,
-                      const nlohmann::json& settings, const std::string& provenance, const SheetScale& sheet_scale) {
+                      const nlohmann::json& settings, const std::string& provenance, const SheetScale& sheet_scale,
+                      const BatchHooks& hooks) {
   int status = 0;
   if (rows.empty()) return status;
-  auto attempt = [&](const char* flag, const std::string& path, auto&& write) {
+  auto attempt = [&](const char* id, const std::string& path, auto&& write) {
     try {
       write();
     } catch (const std::exception& e) {
-      std::cerr << "attnmap: error: " << printable(std::string(flag) + " " + path + ": " + with_flags(e.what())) << "\n";
+      say(hooks, LineStream::Err, "attnmap: error: " + printable(with_flags(setting_ref(id)) + " " + path + ": " + with_flags(e.what())));
       status = 1;
     }
   };
   if (!bopt.contact_sheet.empty())
-    attempt("--contact-sheet", bopt.contact_sheet, [&] { write_sheet(opt, bopt, rows, settings, provenance, sheet_scale); });
-  if (!bopt.gallery.empty()) attempt("--gallery", bopt.gallery, [&] { write_page(opt, bopt, rows, settings, provenance); });
-  std::cout << std::flush;
+    attempt("contact_sheet", bopt.contact_sheet, [&] {
+      for (const std::string& p : write_sheet(opt, bopt, rows, settings, provenance, sheet_scale))
+        if (!opt.quiet) say(hooks, LineStream::Out, printable("contact sheet -> " + p));
+    });
+  if (!bopt.gallery.empty())
+    attempt("gallery", bopt.gallery, [&] {
+      const std::string line = write_page(opt, bopt, rows, settings, provenance);
+      if (!opt.quiet) say(hooks, LineStream::Out, printable(line));
+    });
   return status;
 }
 

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/engine/batch_hooks.hpp"
 #include "app/engine/batch_options.hpp"
 #include "app/engine/paths.hpp"
 #include "app/engine/render.hpp"
@@ -46,8 +47,8 @@ std::string run_row_label(const std::string& input, const std::string& out_base,
 /// failed input is a grey tile with its error; second line "top-1 p% · peak v" and " · flat" for a flat map,
 /// from the manifest's statistics; the colour bar of sheet_scale, its record's "colour_bars" entry with the
 /// rows' largest map_max and how many clip) and the gallery (write_gallery, one GalleryEntry per row from its
-/// manifest fields; subtitle: the weights and the view of `settings`, the run's record). Prints the paths
-/// written on standard output unless opt.quiet, an error line for a figure that could not be written.
+/// manifest fields; subtitle: the weights and the view of `settings`, the run's record). Says the paths
+/// written on standard output unless opt.quiet, an error line for a figure that could not be written (`hooks`).
 /// Returns 0, or 1 when a figure could not be written.
 /// The contact sheet's colour bar: `scale` the one every overlay of the run is drawn on (--scale run: the
 /// first view's unit's run scale; --scale VMIN,VMAX: the bounds), unset when each overlay has its own
@@ -57,7 +58,8 @@ struct SheetScale {
   const uint8_t* cmap = nullptr;
 };
 int write_run_figures(const RenderOptions& opt, const BatchOptions& bopt, const std::vector<RunRow>& rows,
-                      const nlohmann::json& settings, const std::string& provenance, const SheetScale& sheet_scale = {});
+                      const nlohmann::json& settings, const std::string& provenance, const SheetScale& sheet_scale,
+                      const BatchHooks& hooks);
 
 /// The sheet's colour bar for the run of `ctx`: the scale of the overlays it shows (the first view's) when
 /// they share one (--scale run or VMIN,VMAX; with clip_max when some row's map_max lies above the top); no

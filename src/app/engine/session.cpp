@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -45,17 +46,9 @@ int usable_cores() {
 
 namespace {
 
-// True when a --views list names a class-specific view (chefer, gradcam, attn-grad: a backward pass), or
-// cannot be parsed (the run's own checks then refuse it with their message).
-bool views_need_backward(const std::string& views) {
-  if (views.empty()) return false;
-  try {
-    for (const ViewSpec& v : parse_views(views))
-      if (is_class_specific(v.kind)) return true;
-    return false;
-  } catch (const std::exception&) {
-    return true;
-  }
+// True when --views names a class-specific view (chefer, gradcam, attn-grad: a backward pass).
+bool views_need_backward(const std::vector<ViewSpec>& views) {
+  return std::any_of(views.begin(), views.end(), [](const ViewSpec& v) { return is_class_specific(v.kind); });
 }
 
 // What the address space holds now (VmSize of /proc/self/status), in bytes; 0 when unknown.
@@ -103,13 +96,16 @@ void apply_class_names(ViTWeights& model, const RenderOptions& opt) {
   HParams& hp = model.hp;
   if (!opt.labels_file.empty()) {
     if (!model.head.present())
-      throw Error("--labels " + opt.labels_file + ": the weights have no classifier head, so there are no classes to name");
-    if (with_flag("--labels", [&] { return read_label_map(opt.labels_file); }))  // eval takes it before this
-      throw Error("--labels " + opt.labels_file + ": a map of ground-truth label names to the model's classes, which "
-                  "only attnmap eval reads; here --labels takes the classifier's class names, one per class");
-    std::vector<std::string> names = with_flag("--labels", [&] { return read_labels_file(opt.labels_file); });
+      throw Error(setting_ref("labels") + " " + opt.labels_file +
+                  ": the weights have no classifier head, so there are no classes to name");
+    if (with_flag(setting_ref("labels"), [&] { return read_label_map(opt.labels_file); }))  // eval takes it before this
+      throw Error(setting_ref("labels") + " " + opt.labels_file +
+                  ": a map of ground-truth label names to the model's classes, which only attnmap eval reads; here " +
+                  setting_ref("labels") + " takes the classifier's class names, one per class");
+    std::vector<std::string> names = with_flag(setting_ref("labels"), [&] { return read_labels_file(opt.labels_file); });
     if (names.size() != static_cast<size_t>(model.head.out))
-      throw Error("--labels " + opt.labels_file + ": the classifier has " + std::to_string(model.head.out) +
+      throw Error(setting_ref("labels") + " " + opt.labels_file + ": the classifier has " +
+                  std::to_string(model.head.out) +
                   " classes, the file names " + std::to_string(names.size()));
     hp.labels = std::move(names);
     hp.source["labels"] = kLabelsFromFile + opt.labels_file;
@@ -120,23 +116,16 @@ void apply_class_names(ViTWeights& model, const RenderOptions& opt) {
     hp.source["labels"] = kLabelsAssumedImagenet + imagenet1k_names_source() + ")";
     if (!opt.quiet && opt.names_classes)
       std::cerr << "attnmap: note: a 1000-class head without class names: its classes are assumed to be "
-                   "ImageNet-1k's (0 tench ... 999 toilet tissue); give --labels FILE if they are not\n";
+                   "ImageNet-1k's (0 tench ... 999 toilet tissue); give "
+                << with_flags(setting_ref("labels")) << " FILE if they are not\n";
   }
 }
 
-namespace {
-thread_local const RunHooks* t_run_hooks = nullptr;
-}  // namespace
-
-const RunHooks* run_hooks() { return t_run_hooks; }
-RunHooksScope::RunHooksScope(const RunHooks* hooks) : previous_(t_run_hooks) { t_run_hooks = hooks; }
-RunHooksScope::~RunHooksScope() { t_run_hooks = previous_; }
-
-bool run_needs_backward(const RenderOptions& opt) { return !opt.explain.empty() || views_need_backward(opt.views); }
+bool run_needs_backward(const RenderOptions& opt) { return opt.explain || views_need_backward(opt.views); }
 
 void finish_run_model(ViTWeights& model, const RenderOptions& opt, bool backward) {
   if (opt.size)
-    with_flag("--size", [&] {
+    with_flag(setting_ref("size"), [&] {
       resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1],
                          opt.pos_interp ? *opt.pos_interp : default_pos_interp(model.hp).mode);
     });
@@ -146,14 +135,13 @@ void finish_run_model(ViTWeights& model, const RenderOptions& opt, bool backward
   model.precision = opt.precision;
   const bool backward_pass = backward || run_needs_backward(opt);
   if (opt.precision == Precision::BF16)
-    with_flag("--precision bf16:", [&] { prepare_weights(model, backward_pass); });
+    with_flag(setting_ref("precision") + " bf16:", [&] { prepare_weights(model, backward_pass); });
   else
     prepare_weights(model, backward_pass);
 }
 
 RunWeights run_weights(const std::string& arg, bool quiet, const std::function<bool()>& cancelled) {
   if (arg.empty()) return {default_weights_path(), std::nullopt};
-  if (const RunHooks* h = run_hooks(); h && h->model && arg == h->model_name) return {arg, std::nullopt};
   std::error_code ec;
   if (!has_hub_prefix(arg) && std::filesystem::exists(std::filesystem::symlink_status(arg, ec)))
     return {arg, hub_snapshot_ref(arg)};
@@ -194,8 +182,6 @@ ViTWeights load_weights(const RunWeights& weights, const ModelOverrides& ov) {
 
 std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const RunWeights& weights, bool backward) {
   const std::string& weights_path = weights.path;
-  if (const RunHooks* h = run_hooks(); h && h->model && weights_path == h->model_name)
-    return h->model(opt, backward);  // lent by the embedding program, its notices said when it was made
   auto model = std::make_shared<ViTWeights>(load_weights(weights, opt.overrides));
   finish_run_model(*model, opt, backward);
   check_address_headroom(weights_path);
@@ -204,13 +190,19 @@ std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const
   return model;
 }
 
-void note_precision_speed(const RenderOptions& opt) {
-  if (opt.precision != Precision::BF16 || opt.quiet) return;
+std::string precision_speed_note(const RenderOptions& opt) {
+  if (opt.precision != Precision::BF16 || opt.quiet) return "";
   const double r = bf16_speed_ratio();  // measured on this CPU once per process
-  if (r < 1.0)
-    std::cerr << "attnmap: note: --precision bf16: on this CPU bfloat16 products ran at " << std::fixed
-              << std::setprecision(2) << r << "x the float32 speed (oneDNN's bf16 kernels without AMX), so this run "
-              << "is slower than without --precision\n";
+  if (r >= 1.0) return "";
+  std::ostringstream note;
+  note << "attnmap: note: " << setting_ref("precision") << " bf16: on this CPU bfloat16 products ran at " << std::fixed
+       << std::setprecision(2) << r << "x the float32 speed (oneDNN's bf16 kernels without AMX), so this run is slower "
+       << "than without " << setting_ref("precision");
+  return note.str();
+}
+
+void note_precision_speed(const RenderOptions& opt) {
+  if (const std::string note = precision_speed_note(opt); !note.empty()) std::cerr << with_flags(note) << "\n";
 }
 
 /// The worker threads for n images, and the forward pass's thread pool set to match. Cores are shared so that

@@ -11,6 +11,7 @@
 #include "app/engine/render.hpp"
 #include "checkpoint/weights.hpp"
 #include "hub/hub_name.hpp"
+#include "core/setting_ref.hpp"
 
 namespace attnmap {
 
@@ -23,8 +24,7 @@ struct RunWeights {
   std::optional<HubRef> hub;   ///< the Hub name it was fetched as, when it was one
 };
 
-/// -w's value resolved: "" the bundled default weights; a model lent by the embedding program (RunHooks) or an
-/// existing file or folder as it is (a path always wins over a name); else a Hugging Face Hub name (ORG/NAME,
+/// -w's value resolved: "" the bundled default weights; an existing file or folder as it is (a path always wins over a name); else a Hugging Face Hub name (ORG/NAME,
 /// ORG/NAME@REV, hf-hub:ORG/NAME; hub/hub_name.hpp) found in huggingface_hub's cache or fetched into it
 /// (hub/hub_fetch.hpp), read as its snapshot folder. A value that is neither a path nor a name is passed on as
 /// a path (the loader says it is missing). Unless quiet: the download's progress bar on a terminal (a line
@@ -43,7 +43,8 @@ RunWeights run_weights(const std::string& arg, bool quiet, const std::function<b
 /// views); else only when --explain or a class-specific view asks.
 /// Class names come from --labels FILE (opt.labels_file), else the weights' config, else, for a 1000-class
 /// head, ImageNet-1k's (apply_class_names).
-/// Returned shared and read-only: a model lent by an embedding program (RunHooks) is not copied.
+/// Returned shared and read-only. (A program that holds a model in memory lends it to a run instead:
+/// outputs.hpp's ModelSource, BatchHooks::model.)
 /// load_model of run_weights' path (the overrides `ov`), with its Hub name (ViTWeights::hub); a cached blob
 /// whose bytes no longer match its name is refused (hub_blob_mismatch), and a mapping refused under an
 /// address-space limit names the limit. Throws attnmap::Error.
@@ -62,47 +63,19 @@ void finish_run_model(ViTWeights& model, const RenderOptions& opt, bool backward
 /// Whether a run with these options runs the backward pass: --explain, or a class-specific view in --views.
 bool run_needs_backward(const RenderOptions& opt);
 
-/// What a program embedding attnmap (the Python module, python/) lends the runs it starts on its own thread
-/// (RunHooksScope): a model already in memory under a name, used where a run's weights path is that name (the
-/// run's -w), and a call as each image of a render run ends. Nothing of the command line sees these.
-struct RunHooks {
-  std::string model_name;  ///< the weights "path" that means the lent model (empty: none)
-  /// The lent model prepared for a run with these options (finish_run_model); `backward`: as load_run_model's.
-  std::function<std::shared_ptr<const ViTWeights>(const RenderOptions& opt, bool backward)> model;
-  /// Called under the run's lock after each image: images ended, images of the run, the input, its status
-  /// ("done", "skipped" or "failed").
-  std::function<void(size_t done, size_t total, const std::string& input, const std::string& status)> progress;
-  /// Polled before each image of a render run: true stops the run after the images under way (an
-  /// interrupted run: their files complete, the manifest keeps its rows and is not compacted, no run figures).
-  std::function<bool()> cancelled;
-};
-/// Whether `hooks` (null: none) say the run is cancelled.
-inline bool run_cancelled(const RunHooks* hooks) { return hooks && hooks->cancelled && hooks->cancelled(); }
-/// The hooks of the calling thread's run (null: none).
-const RunHooks* run_hooks();
-/// Lends `hooks` to the runs started on this thread while it lives.
-class RunHooksScope {
- public:
-  explicit RunHooksScope(const RunHooks* hooks);
-  ~RunHooksScope();
-  RunHooksScope(const RunHooksScope&) = delete;
-  RunHooksScope& operator=(const RunHooksScope&) = delete;
-
- private:
-  const RunHooks* previous_;
-};
-
 /// With --precision bf16 (and not -q): a one-line note on stderr when this CPU runs bfloat16 products slower
 /// than float32 (bf16_speed_ratio < 1), so that a slower run is never slower in silence. Called by each
 /// command once every usage check has passed, before the images are computed.
 void note_precision_speed(const RenderOptions& opt);
+/// That note's line ("attnmap: note: {setting:precision} bf16: ...": spelled by the caller), "" when there is none.
+std::string precision_speed_note(const RenderOptions& opt);
 
 /// The class names of model.hp.labels: read from opt.labels_file (its count checked against the head's
-/// classes: Error "--labels FILE: the classifier has C classes, the file names N", exit 2), else kept from
+/// classes: Error "{setting:labels} FILE: the classifier has C classes, the file names N", exit 2), else kept from
 /// the config, else ImageNet-1k's for a 1000-class head (a note printed unless quiet). hp.source["labels"]
 /// says which: kLabelsFromFile + path, kLabelsAssumedImagenet + source + ")", or the config's entry.
 void apply_class_names(ViTWeights& model, const RenderOptions& opt);
-inline constexpr const char* kLabelsFromFile = "--labels ";
+inline const std::string kLabelsFromFile = setting_ref("labels") + " ";  // "{setting:labels} ", spelled where shown
 inline constexpr const char* kLabelsAssumedImagenet = "assumed ImageNet-1k (a 1000-class head without names; ";
 
 /// Under an address-space limit (ulimit -v, SGE h_vmem): one malloc arena for every thread, as

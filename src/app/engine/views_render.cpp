@@ -16,6 +16,7 @@
 #include "app/engine/provenance.hpp"
 #include "app/cli/options.hpp"
 #include "app/engine/output_plan.hpp"
+#include "app/engine/outputs.hpp"
 #include "app/engine/render.hpp"
 #include "core/error.hpp"
 #include "io/hash.hpp"
@@ -31,33 +32,40 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// "--query, --column and --received" (as references): the settings that choose an attention view's row.
+std::string row_settings() {
+  return setting_ref("query") + ", " + setting_ref("column") + " and " + setting_ref("received");
+}
+
 void refuse_with_views(const RenderOptions& opt) {
-  const char* what = opt.rollout ? "--rollout (name the view 'rollout' in --views)"
-                     : !opt.explain.empty()
-                         ? "--explain (name the method in --views: chefer, gradcam, attn-grad)"
-                     : opt.all_heads ? "--all-heads (--strip heads draws every head)"
-                                     : nullptr;
-  if (what) throw Error(std::string("--views / --layers cannot be combined with ") + what);
+  const std::string views = setting_ref("views");
+  const std::string what = opt.rollout ? setting_ref("rollout") + " (name the view 'rollout' in " + views + ")"
+                           : opt.explain
+                               ? setting_ref("explain") + " (name the method in " + views + ": chefer, gradcam, attn-grad)"
+                           : opt.all_heads ? setting_ref("all_heads") + " (" + setting_ref("strip") + " heads draws every head)"
+                                           : "";
+  if (!what.empty()) throw Error(views + " / " + setting_ref("layers") + " cannot be combined with " + what);
 }
 
 // The single view that --layer / --head / --rollout / --explain name, as a view: "L1/h3", "rollout@L2",
 // "gradcam". attn-grad's block and gradcam's come from the run's settings (--layer, --gradcam-layer).
 ViewSpec single_view(const RenderContext& ctx, const RenderOptions& opt) {
   ViewSpec v;
-  if (!opt.explain.empty()) {
-    v = with_flag("--explain", [&] { return parse_class_specific_view(opt.explain); });
-    const std::string flag = "--explain " + v.written;
-    if (opt.rollout) throw Error(flag + " cannot be combined with --rollout: both name the map to draw");
-    if (opt.all_heads) throw Error(flag + " cannot be combined with --all-heads: it saves the heads of an attention view");
-    if (!opt.query.empty())
-      throw Error(flag + " explains a class; --query, --column and --received choose the row of an attention view");
+  if (opt.explain) {
+    v = *opt.explain;
+    const std::string flag = setting_ref("explain") + " " + v.written;
+    if (opt.rollout) throw Error(flag + " cannot be combined with " + setting_ref("rollout") + ": both name the map to draw");
+    if (opt.all_heads)
+      throw Error(flag + " cannot be combined with " + setting_ref("all_heads") + ": it saves the heads of an attention view");
+    if (opt.query)
+      throw Error(flag + " explains a class; " + row_settings() + " choose the row of an attention view");
     return v;
   }
   v.kind = opt.rollout ? ViewKind::Rollout : ViewKind::Attention;
   v.layer = ctx.layer;
   v.head = ctx.head;
   v.written = (opt.rollout ? "rollout/" : "L" + std::to_string(ctx.layer) + "/") + fusion_name(ctx.head, "h") +
-              (opt.rollout ? "@L" + std::to_string(ctx.layer) : "") + (opt.query.empty() ? "" : ":" + opt.query);
+              (opt.rollout ? "@L" + std::to_string(ctx.layer) : "") + (opt.query ? ":" + opt.query->written : "");
   v.query = ctx.query;
   return v;
 }
@@ -93,29 +101,31 @@ void add_auxiliary_views(RenderContext& ctx, const HParams& hp, bool has_head) {
 // attn-grad's block (no @L), --layers all's fusion, the strips' block and fusion. Given for none of them,
 // they would be ignored: refused instead (one rule for --views and --explain).
 void check_layer_and_head_apply(const RenderContext& ctx, const RenderOptions& opt) {
-  const bool named = !opt.views.empty() || !opt.explain.empty();
+  const bool named = !opt.views.empty() || opt.explain;
   if (!named) return;  // --layers all alone, or the single view of --layer / --head
-  const std::string what = opt.views.empty() ? "--explain " + opt.explain : std::string("--views");
+  const std::string what = opt.views.empty() ? setting_ref("explain") + " " + opt.explain->written : setting_ref("views");
   const bool strips = opt.heads_grid || opt.strip_layers;
   const bool attn_grad_default =
       any_user_view(ctx, [](const ResolvedView& v) { return v.spec.kind == ViewKind::AttnGrad && !v.spec.layer_given; });
   if (opt.layer && !strips && !attn_grad_default)
-    throw Error("--layer does not apply to " + what + ": name the block in the view (L2/mean, attn-grad@L2, "
-                "rollout@L2; chefer runs through every block, gradcam takes --gradcam-layer); --layer chooses only "
+    throw Error(setting_ref("layer") + " does not apply to " + what + ": name the block in the view (L2/mean, attn-grad@L2, "
+                "rollout@L2; chefer runs through every block, gradcam takes " + setting_ref("gradcam_layer") + "); " +
+                setting_ref("layer") + " chooses only "
                 "attn-grad's block and the strips'");
   if (opt.head && !strips && !opt.layers_all)
-    throw Error("--head does not apply to " + what + ": name the fusion in the view (L2/max, L2/h3, rollout/max; "
-                "the class-specific methods average the heads); --head chooses only --layers all's fusion and the "
+    throw Error(setting_ref("head") + " does not apply to " + what + ": name the fusion in the view (L2/max, L2/h3, rollout/max; "
+                "the class-specific methods average the heads); " + setting_ref("head") + " chooses only " +
+                setting_ref("layers") + " all's fusion and the "
                 "strips'");
 }
 
 // With --views: --query / --column / --received apply to --layers all and the strips only; without them the
 // strips follow the query every attention or rollout view of --views names (or the default row when they differ).
 void choose_strip_query(RenderContext& ctx, const RenderOptions& opt) {
-  if (!opt.query.empty()) {
+  if (opt.query) {
     if (!opt.layers_all && !opt.strip_layers && !opt.heads_grid)
-      throw Error("--query, --column and --received choose the row of the single view, --layers all and the strips; "
-                  "with --views name the query in each view (L5/h3:q=r7c3, rollout:k=r2c4, L3/mean:received)");
+      throw Error(row_settings() + " choose the row of the single view, " + setting_ref("layers") + " all and the strips; "
+                  "with " + setting_ref("views") + " name the query in each view (L5/h3:q=r7c3, rollout:k=r2c4, L3/mean:received)");
     return;
   }
   if (const std::optional<TokenQuery> q = shared_user_query(ctx)) ctx.query = *q;
@@ -125,19 +135,21 @@ void choose_strip_query(RenderContext& ctx, const RenderOptions& opt) {
 void check_view_settings_apply(RenderContext& ctx, const ViTWeights& model, const RenderOptions& opt) {
   const bool named = ctx.views_given;
   if (opt.discard > 0.0 && !any_user_view(ctx, [](const ResolvedView& v) { return v.spec.kind == ViewKind::Rollout; }))
-    throw Error(named ? "--discard applies to the rollout views only: add rollout to --views"
-                      : "--discard applies to --rollout only");
+    throw Error(named ? setting_ref("discard") + " applies to the rollout views only: add rollout to " + setting_ref("views")
+                      : setting_ref("discard") + " applies to " + setting_ref("rollout") + " only");
   if (any_user_view(ctx, [](const ResolvedView& v) { return v.class_specific; })) {
-    ctx.classes = with_flag("--class", [&] { return parse_class_spec(opt.class_spec.value_or("top1")); });
-    with_flag("--class", [&] { check_class_spec(ctx.classes, model.head.out, model.hp.labels); });
+    ctx.classes = opt.class_spec.value_or(ClassSpec{});  // unset: top1
+    with_flag(setting_ref("class_spec"), [&] { check_class_spec(ctx.classes, model.head.out, model.hp.labels); });
   } else if (opt.class_spec) {
-    throw Error("--class chooses the class of a class-specific view: add --explain chefer|gradcam|attn-grad, or "
-                "chefer, gradcam or attn-grad to --views");
+    throw Error(setting_ref("class_spec") + " chooses the class of a class-specific view: add " + setting_ref("explain") +
+                " chefer|gradcam|attn-grad, or "
+                "chefer, gradcam or attn-grad to " + setting_ref("views"));
   }
   if (opt.gradcam_layer &&
       !any_user_view(ctx, [](const ResolvedView& v) { return v.spec.kind == ViewKind::GradCam && !v.spec.layer_given; }))
-    throw Error("--gradcam-layer applies to the gradcam view without @L<layer> only: add --explain gradcam, or "
-                "gradcam to --views");
+    throw Error(setting_ref("gradcam_layer") + " applies to the gradcam view without @L<layer> only: add " +
+                setting_ref("explain") + " gradcam, or "
+                "gradcam to " + setting_ref("views"));
 }
 
 // "Bag 98.9%": the class's label (or "class N" without labels) and its softmax probability.
@@ -148,14 +160,6 @@ std::string class_phrase(int c, const std::vector<std::string>& labels, const st
   return (labels.size() == probs.size() && i < labels.size() ? labels[i] : "class " + std::to_string(c)) + p;
 }
 
-std::vector<ViewSpec> parse_view_list(const std::string& flag, const std::string& list) {
-  try {
-    return parse_views(list);
-  } catch (const Error& e) {
-    throw Error(flag + ": " + e.what());
-  }
-}
-
 // A view that cannot be computed for this model: its name (as the user wrote it) is in the message; the
 // option that asked for it is added here ("--views: 'chefer': ...", "--explain chefer: ...").
 std::vector<ResolvedView> resolve_for(const std::string& flag, const std::vector<ViewSpec>& specs, const HParams& hp,
@@ -164,7 +168,7 @@ std::vector<ResolvedView> resolve_for(const std::string& flag, const std::vector
     return resolve_views(specs, hp, has_head, settings);
   } catch (const Error& e) {
     const std::string msg = e.what(), quoted = "'" + specs.front().written + "': ";
-    if (flag == "--explain" && msg.rfind(quoted, 0) == 0)
+    if (flag == setting_ref("explain") && msg.rfind(quoted, 0) == 0)
       throw Error(flag + " " + specs.front().written + ": " + msg.substr(quoted.size()));
     throw Error(flag + ": " + msg);
   }
@@ -175,9 +179,9 @@ std::vector<ResolvedView> resolve_for(const std::string& flag, const std::vector
 std::vector<int> explore_blocks(const RenderOptions& opt, int depth) {
   std::vector<int> out;
   for (const int l : opt.explore_blocks) {
-    const int b = with_flag("--explore-blocks", [&] { return resolve_layer(l, depth); });
+    const int b = with_flag(setting_ref("explore_blocks"), [&] { return resolve_layer(l, depth); });
     if (std::find(out.begin(), out.end(), b) != out.end())
-      throw Error("--explore-blocks names block " + std::to_string(b) + " twice");
+      throw Error(setting_ref("explore_blocks") + " names block " + std::to_string(b) + " twice");
     out.push_back(b);
   }
   return out;
@@ -202,29 +206,31 @@ void make_views_context(RenderContext& ctx, const ViTWeights& model, const Rende
   const HParams& hp = model.hp;
   const bool has_head = model.head.present();
   ctx.views_given = !opt.views.empty() || opt.layers_all;
-  if (!opt.query.empty()) ctx.query = parse_token_query(opt.query);  // checked by the options layer
+  if (opt.query) ctx.query = *opt.query;
   std::vector<ViewSpec> specs;
-  std::string flag = "--views";
+  std::string flag = setting_ref("views");
   if (ctx.views_given) {
     refuse_with_views(opt);
-    if (!opt.views.empty()) specs = parse_view_list("--views", opt.views);
+    specs = opt.views;
     for (const ViewSpec& v : specs)
       if (v.kind == ViewKind::Photo)
-        throw Error("--views: 'photo' is a column of `attnmap figure`; a render panel shows the photo already");
+        throw Error(setting_ref("views") + ": 'photo' is a column of `attnmap figure`; a render panel shows the photo already");
   } else {
     specs = {single_view(ctx, opt)};
-    flag = !opt.explain.empty()           ? "--explain"
-           : opt.query.rfind("q=", 0) == 0 ? "--query"
-           : opt.query.rfind("k=", 0) == 0 ? "--column"
-           : opt.query == "received"       ? "--received"
-           : opt.rollout                   ? "--rollout"
-                                           : "--layer / --head";
+    using Q = TokenQuery::Kind;
+    const Q q = opt.query ? opt.query->kind : Q::ClassRow;
+    flag = opt.explain              ? setting_ref("explain")
+           : q == Q::KeyPatch       ? setting_ref("column")
+           : q == Q::Received       ? setting_ref("received")
+           : q != Q::ClassRow       ? setting_ref("query")
+           : opt.rollout            ? setting_ref("rollout")
+                                    : setting_ref("layer") + " / " + setting_ref("head");
   }
   ctx.view_settings.discard = opt.discard;
   try {
     ctx.view_settings.gradcam_layer = resolve_layer(opt.gradcam_layer.value_or(-1), hp.depth);
   } catch (const Error& e) {
-    throw Error(std::string("--gradcam-layer: ") + e.what());
+    throw Error(setting_ref("gradcam_layer") + ": " + e.what());
   }
   ctx.view_settings.attn_grad_layer = ctx.layer;  // --layer, else the config's default, else the last block
   if (!specs.empty()) ctx.views = resolve_for(flag, specs, hp, has_head, ctx.view_settings);
@@ -350,10 +356,10 @@ std::vector<float> concat(const std::vector<std::vector<float>>& maps) {
   return out;
 }
 
-// One map's files from the plan: with --save-raw its .npy (with --all-heads every head of the block,
-// (H, grid_h, grid_w)) and sidecar, then its PNG.
-void write_view_files(const RenderContext& ctx, const ComputedViews& cv, const OutputPlan& plan, const Image& overlay,
-                      const ViewMap& m, RenderResult* res, const std::optional<std::array<int, 2>>& photo_px) {
+// One map's files from the plan, in memory: with --save-raw its .npy (with --all-heads every head of the block,
+// (H, grid_h, grid_w)) and sidecar, then its PNG; their paths (not the sidecar's) in out->result.outputs.
+void view_files(const RenderContext& ctx, const ComputedViews& cv, const Image& overlay, const ViewMap& m,
+                ImageOutputs* out, const std::optional<std::array<int, 2>>& photo_px) {
   const HParams& hp = ctx.model->hp;
   MapOutputs data{&m.map, {hp.grid_h, hp.grid_w}, &overlay, stats_text(ctx, cv, m, photo_px)};
   std::vector<float> heads;
@@ -362,8 +368,17 @@ void write_view_files(const RenderContext& ctx, const ComputedViews& cv, const O
     data.raw = &heads;
     data.raw_shape = {hp.num_heads, hp.grid_h, hp.grid_w};
   }
-  const std::vector<std::string> written = write_map_files(ctx, plan, m.view, m.class_index, data);
-  res->outputs.insert(res->outputs.end(), written.begin(), written.end());
+  for (OutputFile& f : map_file_outputs(ctx, out->plan, m.view, m.class_index, data)) {
+    if (f.file.kind != OutputKind::Sidecar) out->result.outputs.push_back(f.file.path);
+    out->files.push_back(std::move(f));
+  }
+}
+
+// A figure drawn in memory as one of the image's files.
+OutputFile figure_file(FigureFile&& f) {
+  std::string ext = figure_extension(f.format);
+  return OutputFile{PlannedFile{std::move(f.path), OutputKind::Figure, 0, -1}, ext.substr(1), std::move(f.bytes),
+                    std::move(f.record)};
 }
 
 // The panel's scale of each row: --scale map -> its own; figure (default) -> shared by the rows of one unit;
@@ -454,41 +469,39 @@ void set_shown_lines(const RenderContext& ctx, const ComputedViews& cv, const st
 
 }  // namespace
 
-RenderResult draw_job_views(const RenderContext& run_ctx, const Job& job, const ComputedViews& cv) {
+ImageOutputs image_outputs(const RenderContext& run_ctx, const Job& job, const ComputedViews& cv, const Image* given) {
   RenderContext ctx = run_ctx;  // this image's record: the run's with the input's fingerprint
   ctx.provenance = image_provenance(run_ctx.provenance, cv.input_sha256);
+  std::vector<FigureFile> drawn_figures;
+  ctx.figures_in_memory = &drawn_figures;
   const HParams& hp = ctx.model->hp;
   const RenderOptions& opt = *ctx.opt;
-  RenderResult res;
+  ImageOutputs out;
+  out.record = ctx.provenance;
+  RenderResult& res = out.result;
   res.notes = cv.notes;
   res.top5 = cv.top5;
   std::optional<Image> reread;  // --scale run kept no photo: decoded again; otherwise the one computed from
-  if (!cv.photo) {
+  if (!cv.photo && !given) {
     const std::vector<uint8_t> bytes = read_file(job.input);
     if (sha256_bytes(bytes.data(), bytes.size()) != cv.input_sha256)
       throw Error(job.input + ": the file changed while the run computed its maps; nothing written for it");
     reread = decode_image(bytes.data(), bytes.size(), job.input, opt.load);
   }
-  const Image& photo = cv.photo ? *cv.photo : *reread;
+  const Image& photo = cv.photo ? *cv.photo : given ? *given : *reread;
   int bx = 0, by = 0, bw = 0, bh = 0;
   box_pixels(cv.box, photo.width, photo.height, &bx, &by, &bw, &bh);
-  const OutputPlan plan = plan_outputs(ctx, job, &cv.classes);
-  check_replaceable(plan, true);  // the per-class names, known now (the batch checked the others)
-  fs::create_directories(fs::path(job.out_base + ".png").parent_path());
+  out.plan = plan_outputs(ctx, job, &cv.classes);
   const PhotoBox box{bx, by, bw, bh};
   const bool query_rows = opt.heads_grid || opt.strip_layers ||
                           any_user_view(ctx, [](const ResolvedView& v) { return reads_query_rows(v); });
   const std::string title = opt.title ? *opt.title : figure_title(job, hp, res.top5, query_rows, ctx.model->head.out);
-  // The figures first, the overlays last: a run interrupted in between leaves no NAME.png that --skip-existing
-  // would take for a finished image.
   std::vector<const ViewMap*> rows;
   for (const ViewMap& m : cv.maps)
     if (m.view < ctx.user_views) rows.push_back(&m);
   std::vector<DrawnBar> bars;  // every colour bar of the image's figures and overlays: the run's ClipTally
   std::vector<std::string> figures = write_view_strips(ctx, job, photo, box, cv, title, &bars);
-  if (opt.writes(OutputKind::Explore))  // its own forward pass with every attention matrix (app/explore.hpp)
-    figures.push_back(write_explorer(ctx, job.input, job.out_base + ".explore", ctx.provenance,
-                                     opt.writes(OutputKind::MapNpy)).index);
+  out.explorer_at = figures.size();  // the explorer is the render's to write (draw_job_views)
   if (opt.panel) {
     const std::vector<Scale> scales = panel_scales(ctx, rows);
     std::vector<PanelRow> panel;
@@ -504,16 +517,16 @@ RenderResult draw_job_views(const RenderContext& run_ctx, const Job& job, const 
     bool flat = false;
     std::vector<uint8_t> mask;
     const std::string& units = ctx.views[m->view].units;
-    Image out = draw_view(photo, bx, by, bw, bh, m->map, ctx, &flat, &mask, units, m->marked);
+    Image overlay = draw_view(photo, bx, by, bw, bh, m->map, ctx, &flat, &mask, units, m->marked);
     if (flat) res.notes.push_back("the " + map_label(ctx, cv, *m) + " map is constant; drawn flat (no contrast)");
     const MapStats st = map_statistics(m->map, hp.grid_h, hp.grid_w);
     if (!opt.threshold) bars.push_back(drawn_bar({&m->map}, single_scale(ctx, m->map, units)));
     if (draws_legend(opt)) {  // the strip under the photo: the scale NAME.png is drawn on, and the contrast
       const OverlayLegend lg{single_scale(ctx, m->map, units), static_cast<double>(st.max), st.max_over_mean, st.flat()};
-      out = add_legend(out, lg, ctx.cmap);
+      overlay = add_legend(overlay, lg, ctx.cmap);
     }
-    write_view_files(ctx, cv, plan, out, *m, &res, draws_legend(opt) ? std::optional<std::array<int, 2>>({photo.width, photo.height})
-                                                                     : std::nullopt);
+    view_files(ctx, cv, overlay, *m, &out, draws_legend(opt) ? std::optional<std::array<int, 2>>({photo.width, photo.height})
+                                                             : std::nullopt);
     pngs.push_back(res.outputs.back());
     // The terminal names a flat map (max / mean below 1.25) after its file.
     shown.push_back(pngs.back() + (st.flat() ? " (" + contrast_phrase(st.max, st.max_over_mean, true) + ")" : ""));
@@ -530,8 +543,15 @@ RenderResult draw_job_views(const RenderContext& run_ctx, const Job& job, const 
   std::stable_partition(res.outputs.begin(), res.outputs.end(), [](const std::string& p) {
     return p.size() > 4 && p.compare(p.size() - 4, 4, ".png") == 0;
   });
+  out.explorer_at += res.outputs.size();
   res.outputs.insert(res.outputs.end(), figures.begin(), figures.end());
-  return res;
+  // The figures first in writing order, the overlays last: a run interrupted in between leaves no NAME.png
+  // that --skip-existing would take for a finished image.
+  std::vector<OutputFile> files;
+  for (FigureFile& f : drawn_figures) files.push_back(figure_file(std::move(f)));
+  for (OutputFile& f : out.files) files.push_back(std::move(f));
+  out.files = std::move(files);
+  return out;
 }
 
 }  // namespace attnmap

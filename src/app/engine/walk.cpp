@@ -11,7 +11,11 @@
 
 #include "app/engine/paths.hpp"
 #include "app/engine/provenance.hpp"
+// The registry's spelling in no_images_message, not a setting reference: tests/test_walk.cpp reads that text
+// from the function itself (no front end in between) and expects the flag.
+#include "app/cli/flags.hpp"
 #include "core/error.hpp"
+#include "core/setting_ref.hpp"
 
 namespace attnmap {
 
@@ -128,7 +132,7 @@ std::string no_images_message(const std::vector<std::string>& inputs, const std:
   std::string e;
   for (const std::string& x : exts) e += (e.empty() ? "" : ",") + x;
   return "no images found in " + (names.empty() ? std::string("the inputs") : names) +
-         (e.empty() ? "" : " with --ext " + e + " (no file there has such an extension)");
+         (e.empty() ? "" : " with " + flag_spelling("ext") + " " + e + " (no file there has such an extension)");
 }
 
 std::string passed_over_summary(const std::map<std::string, size_t>& passed_over) {
@@ -165,7 +169,7 @@ std::vector<std::string> parse_extensions(const std::vector<std::string>& items)
       const size_t comma = std::min(item.find(',', pos), item.size());
       std::string e = item.substr(pos, comma - pos);
       while (!e.empty() && e.front() == '.') e.erase(e.begin());
-      if (e.empty()) throw Error("--ext expects extensions such as jpg,png; found an empty item in '" + item + "'");
+      if (e.empty()) throw Error(setting_ref("ext") + " expects extensions such as jpg,png; found an empty item in '" + item + "'");
       out.push_back(lower(e));
       pos = comma + 1;
     }
@@ -186,7 +190,7 @@ void parse_shard(const std::string& s, int* index, int* count) {
     ok = ok && *end == '\0' && std::isdigit(static_cast<unsigned char>(ns[0]));
   }
   if (!ok || n < 1 || n > 1000000 || k < 1 || k > n)
-    throw Error("--shard expects K/N with 1 <= K <= N (e.g. 1/4), found '" + s + "'");
+    throw Error(setting_ref("shard") + " expects K/N with 1 <= K <= N (e.g. 1/4), found '" + s + "'");
   *index = static_cast<int>(k);
   *count = static_cast<int>(n);
 }

@@ -1,0 +1,57 @@
+// batch_plan.hpp - the steps of a batch run (run_render, batch.cpp) before any image is rendered: the options
+// that need no model checked, the inputs planned into jobs (this shard's), the files nothing may replace, the
+// manifest's path and the output folder checked and made. Internal to batch.cpp.
+#pragma once
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "app/engine/batch_hooks.hpp"
+#include "app/engine/batch_options.hpp"
+#include "app/engine/paths.hpp"
+#include "app/engine/render.hpp"
+#include "app/engine/walk.hpp"
+
+namespace attnmap {
+
+/// Options that need no model: -j, --shard, an --out that is an input folder, the --manifest name, the run
+/// figures' options, --scale run with --skip-existing or --shard. Throws attnmap::Error.
+void check_batch_options(const RenderOptions& opt, const BatchOptions& bopt);
+
+/// Every input's job and this shard's, with what the per-image checks need.
+struct JobPlan {
+  std::vector<Job> all;   ///< every input, named over the whole sorted list
+  std::vector<Job> jobs;  ///< this shard's: sorted index i with i % N == K-1
+  std::vector<std::pair<std::string, std::string>> pre;  ///< (input, error): failed before rendering
+  std::set<std::string> input_canon;    ///< the inputs' resolved paths: no output may replace one
+  std::set<std::string> overlay_paths;  ///< every NAME.png: no NAME.heads.png may replace one
+  /// passed_over_summary of the image files of types attnmap cannot decode ("" when none): printed under -q
+  /// too, and not in the manifest (they are not inputs of the run).
+  std::string passed_note;
+};
+
+/// Every input planned (plan_jobs over the whole sorted list, so every shard names a file as the full run
+/// does), this shard's jobs picked, the inputs missing or unreadable kept as failures.
+JobPlan plan_run(const RenderOptions& opt, const BatchOptions& bopt);
+
+/// The files a file the run writes besides its images' outputs (the manifest, the contact sheet, the
+/// gallery) must not replace: the weights (and their side configs), the program, the inputs, every output
+/// of the run's images (of every shard: the shards together write one full run's files), the label font.
+std::vector<ReadFile> run_reads(const RenderOptions& opt, const std::string& weights_path, const JobPlan& plan,
+                                const RenderContext& ctx);
+
+/// Nothing to render is a usage error (exit 2, before any folder is made): no image in the inputs (an --ext
+/// that picks none says which extensions it asked for; the note of image files passed over said first), or
+/// every input named on the command line missing. Throws attnmap::Error.
+void check_something_to_render(const JobPlan& plan, const std::vector<std::string>& inputs, const BatchOptions& bopt,
+                               const BatchHooks& hooks);
+
+/// The manifest must not truncate a file of `reads`, nor replace a file that is not a manifest, and must be
+/// writable (its folder made). Returns the resolved path; "" without --manifest. Throws attnmap::Error.
+std::string check_manifest_path(const BatchOptions& bopt, const std::vector<ReadFile>& reads);
+
+/// The output folder, once: a bad --out is one usage error, not one error per image. Throws attnmap::Error.
+void prepare_output_folder(const RenderOptions& opt);
+
+}  // namespace attnmap
