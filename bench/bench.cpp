@@ -29,7 +29,7 @@
 #include "maps/upsample.hpp"
 #include "model/kernels.hpp"
 #include "model/preprocess.hpp"
-#include "app/engine/batch.hpp"
+#include "engine/batch.hpp"
 #include "model/sgemm.hpp"
 #include "model/vit.hpp"
 #include "checkpoint/weights.hpp"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "app/engine/batch.hpp"
+#include "engine/batch.hpp"
 #include "checkpoint/weights.hpp"
 #include "maps/attention_maps.hpp"
 #include "maps/explain.hpp"

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "maps/attention_maps.hpp"
-#include "app/engine/batch.hpp"
+#include "engine/batch.hpp"
 #include "core/error.hpp"
 #include "io/image_io.hpp"
 #include "io/npy.hpp"

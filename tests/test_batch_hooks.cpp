@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/flags.hpp"
-#include "app/engine/batch.hpp"
+#include "engine/batch.hpp"
 #include "checkpoint/weights.hpp"
 #include "test_util.hpp"
 

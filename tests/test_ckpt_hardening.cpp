@@ -46,7 +46,7 @@ void replace_by_rename(const fs::path& target, const std::string& bytes) {
 }
 
 // provenance's definition of a folder / index hash: SHA-256 of the "HASH  NAME\n" listing of every file
-// model_files names that exists, each hashed from disk (what app/engine/provenance.cpp computed before).
+// model_files names that exists, each hashed from disk (what engine/provenance.cpp computed before).
 std::string listing_hash_from_disk(const std::string& weights_path) {
   std::string listing;
   for (const std::string& f : model_files(weights_path))

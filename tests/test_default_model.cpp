@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "app/engine/batch.hpp"
+#include "engine/batch.hpp"
 #include "test_util.hpp"
 #include "checkpoint/weights.hpp"
 

@@ -12,14 +12,14 @@
 #include <spng.h>
 #include <sys/stat.h>
 
-#include "app/engine/batch.hpp"
+#include "engine/batch.hpp"
 #include "model/classify.hpp"
 #include "core/error.hpp"
 #include "app/commands/eval_cmd.hpp"
 #include "maps/evaluate.hpp"
 #include "io/image_io.hpp"
 #include "io/npy.hpp"
-#include "app/engine/render.hpp"
+#include "engine/render.hpp"
 #include "test_util.hpp"
 #include "model/vit.hpp"
 

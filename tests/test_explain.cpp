@@ -11,7 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "app/engine/provenance.hpp"
+#include "engine/provenance.hpp"
 #include "core/error.hpp"
 #include "io/image_io.hpp"
 #include "io/npy.hpp"

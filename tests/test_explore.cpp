@@ -8,8 +8,8 @@
 #include <fstream>
 #include <random>
 
-#include "app/engine/explore.hpp"
-#include "app/engine/explore_pack.hpp"
+#include "engine/explore.hpp"
+#include "engine/explore_pack.hpp"
 #include "core/error.hpp"
 #include "imagenet_head_model.hpp"
 #include "test_util.hpp"

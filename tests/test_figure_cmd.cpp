@@ -13,7 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "app/engine/provenance.hpp"
+#include "engine/provenance.hpp"
 #include "checkpoint/weights.hpp"
 #include "draw/overlay.hpp"
 #include "draw/scale.hpp"

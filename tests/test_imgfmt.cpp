@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "app/engine/batch.hpp"
+#include "engine/batch.hpp"
 #include "core/error.hpp"
 #include "io/image_io.hpp"
 #include "test_util.hpp"

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "maps/attention_maps.hpp"
-#include "app/engine/batch.hpp"
+#include "engine/batch.hpp"
 #include "core/error.hpp"
 #include "app/commands/inspect.hpp"
 #include "io/npy.hpp"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "app/commands/eval_parts.hpp"
-#include "app/engine/provenance.hpp"
+#include "engine/provenance.hpp"
 #include "draw/canvas.hpp"
 #include "draw/colormap.hpp"
 #include "draw/figures.hpp"

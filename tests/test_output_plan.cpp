@@ -1,4 +1,4 @@
-// The output plan (issue 25, app/engine/output_plan.hpp): every file of an image - map PNGs, .npy, sidecars and the
+// The output plan (issue 25, engine/output_plan.hpp): every file of an image - map PNGs, .npy, sidecars and the
 // figures in every format - is checked the same way before it is written and by --skip-existing, and a
 // skipped image's row lists them all.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "app/engine/provenance.hpp"
+#include "engine/provenance.hpp"
 #include "test_util.hpp"
 
 using namespace attnmap;

@@ -1,4 +1,4 @@
-// The engine's results in memory (issue 42; app/engine/outputs.hpp, figure_in_memory, eval_report) are the
+// The engine's results in memory (issue 42; engine/outputs.hpp, figure_in_memory, eval_report) are the
 // command line's files bit for bit: one image's NAME.png, .npy, sidecar, panel and strips in every figure
 // format; the figure command's figure; eval's --json report.
 #include <gtest/gtest.h>
@@ -11,9 +11,9 @@
 #include "app/cli/flags.hpp"
 #include "app/commands/eval_cmd.hpp"
 #include "app/commands/figure_cmd.hpp"
-#include "app/engine/outputs.hpp"
-#include "app/engine/provenance.hpp"
-#include "app/engine/session.hpp"
+#include "engine/outputs.hpp"
+#include "engine/provenance.hpp"
+#include "engine/session.hpp"
 #include "io/hash.hpp"
 #include "io/image_io.hpp"
 #include "test_util.hpp"

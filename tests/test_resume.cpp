@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/engine/provenance.hpp"
+#include "engine/provenance.hpp"
 #include "core/error.hpp"
 #include "io/hash.hpp"
 #include "io/image_io.hpp"

@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/engine/batch.hpp"
+#include "engine/batch.hpp"
 #include "core/error.hpp"
 #include "io/image_io.hpp"
 #include "model/preprocess.hpp"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "app/engine/provenance.hpp"
+#include "engine/provenance.hpp"
 #include "core/error.hpp"
 #include "draw/colormap.hpp"
 #include "draw/figures.hpp"

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "app/engine/provenance.hpp"
+#include "engine/provenance.hpp"
 #include "draw/colormap.hpp"
 #include "draw/plots.hpp"
 #include "io/image_io.hpp"

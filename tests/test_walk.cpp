@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "app/engine/walk.hpp"
+#include "engine/walk.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;

@@ -12,8 +12,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "app/engine/provenance.hpp"
-#include "app/engine/render.hpp"
+#include "engine/provenance.hpp"
+#include "engine/render.hpp"
 #include "checkpoint/labels.hpp"
 #include "core/error.hpp"
 #include "core/names.hpp"

@@ -6,7 +6,7 @@ import pathlib
 import re
 import sys
 
-STAGES = ("core", "io", "hub", "checkpoint", "model", "maps", "draw")
+STAGES = ("core", "io", "hub", "checkpoint", "model", "maps", "draw", "engine")
 LITERAL = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 FLAG = re.compile(r'(?<![\w-])--[a-z]')
 

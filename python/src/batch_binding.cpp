@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "app/cli/options.hpp"
-#include "app/engine/batch.hpp"
+#include "engine/batch.hpp"
 
 namespace attnmap_py {
 

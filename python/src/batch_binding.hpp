@@ -10,7 +10,7 @@
 #include <string>
 
 #include "app/cli/flags.hpp"
-#include "app/engine/outputs.hpp"
+#include "engine/outputs.hpp"
 
 namespace attnmap_py {
 

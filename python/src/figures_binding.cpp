@@ -9,7 +9,7 @@
 #include <mutex>
 
 #include "app/commands/eval_cmd.hpp"
-#include "app/engine/provenance.hpp"
+#include "engine/provenance.hpp"
 #include "core/error.hpp"
 
 namespace attnmap_py {

@@ -1,5 +1,5 @@
 // figures_binding.hpp - overlay(), panel(), figure() and evaluate() on the engine's results in memory (issue 42):
-// one image's files as bytes with their records (app/engine/outputs.hpp), the figure command's figure
+// one image's files as bytes with their records (engine/outputs.hpp), the figure command's figure
 // (figure_in_memory), eval's report (eval_report). No argv, no temporary folder, no captured output. The
 // module's bindings (attnmap_module.cpp) pass the model (ModelSource) and the settings as given (make_request).
 #pragma once
@@ -11,7 +11,7 @@
 
 #include "app/cli/flags.hpp"
 #include "app/commands/figure_cmd.hpp"
-#include "app/engine/outputs.hpp"
+#include "engine/outputs.hpp"
 
 namespace attnmap_py {
 

@@ -1,6 +1,9 @@
 // setting_ref.hpp - a user setting named inside a lower stage's message, spelled by the front end.
 #pragma once
 #include <string>
+#include <utility>
+
+#include "core/error.hpp"
 
 namespace attnmap {
 
@@ -28,5 +31,35 @@ std::string spell_settings(const std::string& text, Spell spell) {
   out.append(text, from, std::string::npos);
   return out;
 }
+
+/// Runs `parse` (a lower stage's parser or check of one value) and puts `prefix` in front of its attnmap::Error:
+/// with_prefix(setting_ref("head"), ...) -> "{setting:head} must be a head index or mean | max | min, found 'x'".
+template <class F>
+auto with_prefix(const std::string& prefix, F&& parse) -> decltype(parse()) {
+  try {
+    return std::forward<F>(parse)();
+  } catch (const Error& e) {
+    throw Error(prefix + " " + e.what());
+  }
+}
+
+/// with_prefix for a setting: "{setting:ID} " + the parser's message (spelled by the front end).
+template <class F>
+auto with_setting(const std::string& id, F&& parse) -> decltype(parse()) {
+  return with_prefix(setting_ref(id), std::forward<F>(parse));
+}
+
+/// How a setting is spelled in the text the engine writes into files and says on a terminal (the explorer's
+/// page, a figure's drawn note, a manifest row's error, a note line): one speller for the whole process, set by
+/// the front ends' flag registry when it is linked (app/cli/flags.cpp: "max_pixels" -> "--max-pixels"), so the
+/// files are the same bits whichever front end made them. Unset: "{setting:ID}" is kept.
+using SettingSpeller = std::string (*)(const std::string& id);
+void set_setting_speller(SettingSpeller spell);
+
+/// `text` with every "{setting:ID}" spelled by the speller set with set_setting_speller.
+std::string spelled_settings(const std::string& text);
+
+/// A number as a setting's message shows it: "%g" ("0.5", "1e+06").
+std::string shown_number(double v);
 
 }  // namespace attnmap

@@ -9,7 +9,7 @@
 
 namespace attnmap {
 
-/// One input of a run, as its manifest line says it (src/app/engine/batch.cpp manifest_line).
+/// One input of a run, as its manifest line says it (src/engine/batch.cpp manifest_line).
 struct GalleryEntry {
   std::string input;                 ///< the input's path as the run named it
   std::string status;                ///< "done", "failed" or "skipped"

@@ -1,7 +1,7 @@
 // cli.cpp - main: the process set-up, then the command line (app/command_line.hpp).
 #include "app/cli/command_line.hpp"
-#include "app/engine/paths.hpp"
-#include "app/engine/session.hpp"
+#include "engine/paths.hpp"
+#include "engine/session.hpp"
 #include "io/image_io.hpp"
 
 int main(int argc, char** argv) {

@@ -13,17 +13,17 @@
 #include <memory>
 #include <new>
 
-#include "app/engine/batch.hpp"
+#include "engine/batch.hpp"
 #include "app/cli/cli_words.hpp"
 #include "app/cli/flag_table.hpp"
 #include "app/cli/flags.hpp"
 #include "app/commands/download_cmd.hpp"
-#include "app/engine/explore.hpp"
+#include "engine/explore.hpp"
 #include "app/commands/inspect.hpp"
 #include "app/cli/options.hpp"
-#include "app/engine/paths.hpp"
-#include "app/engine/provenance.hpp"
-#include "app/engine/session.hpp"
+#include "engine/paths.hpp"
+#include "engine/provenance.hpp"
+#include "engine/session.hpp"
 #include "checkpoint/weights.hpp"
 #include "core/error.hpp"
 #include "io/image_io.hpp"

@@ -26,6 +26,12 @@ std::string keyword_spelling(const std::string& id) {
   return f && *f->keyword ? f->keyword : id;
 }
 
+namespace {
+// The engine's texts (files, notes) spell settings as the command line does, whichever front end runs it:
+// the registry is linked into both (core/setting_ref.hpp set_setting_speller).
+[[maybe_unused]] const bool kSpellerSet = (set_setting_speller(&flag_spelling), true);
+}  // namespace
+
 std::string spell_as_flags(const std::string& text) {
   return spell_settings(text, flag_spelling);
 }

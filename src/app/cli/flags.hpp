@@ -12,8 +12,8 @@
 #include "app/commands/eval_cmd.hpp"
 #include "app/commands/figure_cmd.hpp"
 #include "app/commands/stats_cmd.hpp"
-#include "app/engine/batch_options.hpp"
-#include "app/engine/render.hpp"
+#include "engine/batch_options.hpp"
+#include "engine/render.hpp"
 #include "core/setting_ref.hpp"
 
 namespace attnmap {

@@ -9,10 +9,10 @@
 #include <type_traits>
 #include <utility>
 
-#include "app/engine/batch_options.hpp"
+#include "engine/batch_options.hpp"
 #include "app/commands/eval_cmd.hpp"
 #include "app/commands/figure_cmd.hpp"
-#include "app/engine/render.hpp"
+#include "engine/render.hpp"
 #include "app/commands/stats_cmd.hpp"
 #include "core/error.hpp"
 #include "core/setting_ref.hpp"
@@ -80,30 +80,10 @@ void check_command(CliArgs& a, const std::set<std::string>& given, bool eval);
 /// inspect's heads / key / act / pool as the loader's overrides. Throws attnmap::Error naming the setting.
 ModelOverrides inspect_overrides(const CliArgs& a, const std::set<std::string>& given);
 
-/// Runs `parse` (a lower stage's parser or check of one flag's value) and puts the flag in front of its
-/// attnmap::Error: "--head " + "must be a head index or mean | max | min, found 'x'".
-template <class F>
-auto with_flag(const std::string& flag, F&& parse) -> decltype(parse()) {
-  try {
-    return std::forward<F>(parse)();
-  } catch (const Error& e) {
-    throw Error(flag + " " + e.what());
-  }
-}
-
-/// with_flag for a setting id: "{setting:head} " + the parser's message (spelled by the front end).
-template <class F>
-auto with_setting(const std::string& id, F&& parse) -> decltype(parse()) {
-  return with_flag(setting_ref(id), std::forward<F>(parse));
-}
-
 /// A lower stage's message or notice as the command line says it: each setting it names
 /// (core/setting_ref.hpp, "{setting:max_pixels}") spelled as its flag ("--max-pixels"). Applied where such
 /// text reaches the terminal, a manifest row or a report.
 std::string with_flags(const std::string& text);
-
-/// A number as an option's message shows it: "%g" ("0.5", "1e+06").
-std::string shown_number(double v);
 
 /// An integer in [-1000000, 1000000]; throws attnmap::Error "FLAG expects an integer, found 'S'".
 int parse_int_option(const std::string& flag, const std::string& s);
@@ -118,12 +98,6 @@ int checked_heads(int n);
 /// squash | crop.
 ResizeMode parse_resize_option(const std::string& flag, const std::string& s);
 
-/// The model-free checks of render's and figure's drawing options, written once: --alpha in [0, 1],
-/// --alpha-by-value with --style overlay, --dpi in (0, 100000], --discard in [0, 1], --threshold in (0, 1]
-/// and not with the heatmap-only figure options, --all-heads with --save-raw and not with --rollout,
-/// --pos-interp with --size, --max-pixels >= 1, at least one figure format. Throws attnmap::Error naming the
-/// flag. --title, --block-numbering and --notes need a figure (--panel, --strip).
-void check_drawing_options(const RenderOptions& ro);
 
 /// --block-numbering's value: "0" or "1" (the number figures give the first block). Throws naming the flag.
 int parse_block_numbering(const std::string& s);

@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "app/cli/options.hpp"
-#include "app/engine/explore.hpp"
-#include "app/engine/walk.hpp"
+#include "engine/explore.hpp"
+#include "engine/walk.hpp"
 #include "core/setting_ref.hpp"
 #include "draw/colormap.hpp"
 #include "maps/explain.hpp"
@@ -49,7 +49,7 @@ void apply_view_options(CliArgs& a) {
   if (!a.layer_s.empty()) ro.layer = parse_int_option(setting_ref("layer"), a.layer_s);
   if (!a.head_s.empty()) ro.head = with_setting("head", [&] { return parse_head(a.head_s); });
   if (!a.views_s.empty())
-    ro.views = with_flag(setting_ref("views") + ":", [&] { return parse_views(a.views_s); });
+    ro.views = with_prefix(setting_ref("views") + ":", [&] { return parse_views(a.views_s); });
   if (!a.size_s.empty()) ro.size = parse_size_option(setting_ref("size"), a.size_s);
   if (!a.pos_interp_s.empty())
     ro.pos_interp = with_setting("pos_interp", [&] { return parse_pos_interp(a.pos_interp_s); });
@@ -78,7 +78,7 @@ void apply_view_options(CliArgs& a) {
   const std::string query_flag = !a.query_s.empty()    ? setting_ref("query")
                                  : !a.column_s.empty() ? setting_ref("column")
                                                        : setting_ref("received");
-  if (!query.empty()) ro.query = with_flag(query_flag, [&] { return parse_token_query(query); });
+  if (!query.empty()) ro.query = with_prefix(query_flag, [&] { return parse_token_query(query); });
   if (!a.scale_s.empty()) ro.scale = with_setting("scale", [&] { return parse_scale(a.scale_s); });
   ro.style = with_setting("style", [&] { return parse_style(a.style_s); });
   if (!a.dpi_s.empty()) ro.dpi = parse_number_option(setting_ref("dpi"), a.dpi_s);
@@ -144,7 +144,7 @@ void check_command(CliArgs& a, const std::set<std::string>& given, bool eval) {
   eo.fusions.clear();
   std::stringstream fs(a.fusions_s);  // empty: --fusions not given (an empty value is refused earlier)
   for (std::string f; std::getline(fs, f, ',');)
-    eo.fusions.push_back(with_flag(setting_ref("fusions") + ": each", [&] { return parse_head(f); }));
+    eo.fusions.push_back(with_prefix(setting_ref("fusions") + ": each", [&] { return parse_head(f); }));
   if (!a.fusions_s.empty() && a.fusions_s.back() == ',')  // getline drops an empty last item; ",," is caught later
     throw Error(setting_ref("fusions") + " expects a comma-separated list such as mean,max, found '" +
                 a.fusions_s + "'");

@@ -8,7 +8,7 @@
 #include "app/cli/flag_table.hpp"
 #include "app/cli/flags.hpp"
 #include "app/cli/options.hpp"
-#include "app/engine/explore.hpp"
+#include "engine/explore.hpp"
 #include "core/error.hpp"
 
 namespace attnmap {

@@ -13,10 +13,10 @@
 #include <sstream>
 
 #include "app/cli/options.hpp"
-#include "app/engine/batch_hooks.hpp"
-#include "app/engine/paths.hpp"
-#include "app/engine/session.hpp"
-#include "app/engine/walk.hpp"
+#include "engine/batch_hooks.hpp"
+#include "engine/paths.hpp"
+#include "engine/session.hpp"
+#include "engine/walk.hpp"
 #include "app/commands/eval_parts.hpp"
 #include "core/error.hpp"
 #include "maps/evaluate.hpp"
@@ -293,7 +293,7 @@ EvalResult eval_report(const EvalOptions& opt, const BatchHooks& given_hooks) {
   if (!opt.json_out.empty()) check_output_name(setting_ref("json"), opt.json_out);  // before the model loads
   // --labels FILE: the model's class names, or a map of the ground truth's names to them (read_label_map).
   const std::optional<std::vector<LabelMapEntry>> label_map =
-      ro.labels_file.empty() ? std::nullopt : with_flag(setting_ref("labels"), [&] { return read_label_map(ro.labels_file); });
+      ro.labels_file.empty() ? std::nullopt : with_prefix(setting_ref("labels"), [&] { return read_label_map(ro.labels_file); });
   RenderOptions load_opt = ro;
   if (label_map) load_opt.labels_file.clear();  // the class names stay the weights' (or ImageNet-1k's)
   // A path, or a Hub name fetched into the cache; a model the program lends is only named.
@@ -311,7 +311,7 @@ EvalResult eval_report(const EvalOptions& opt, const BatchHooks& given_hooks) {
                 ": the weights have no classifier head, so there are no classes to map to");
   LabelMap names_map;
   if (label_map)
-    names_map = with_flag(setting_ref("labels"), [&] { return resolve_label_map(*label_map, model.hp.labels, num_classes); });
+    names_map = with_prefix(setting_ref("labels"), [&] { return resolve_label_map(*label_map, model.hp.labels, num_classes); });
 
   // Inputs: plan_jobs walks folders (sorted, hidden entries skipped) and skips the masks folder given as its
   // "output" folder; out_base relative to it is the image's path below its input folder, without extension.

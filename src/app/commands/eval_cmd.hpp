@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/engine/batch_hooks.hpp"
-#include "app/engine/render.hpp"
+#include "engine/batch_hooks.hpp"
+#include "engine/render.hpp"
 #include "maps/faithfulness.hpp"
 #include "maps/views.hpp"
 

@@ -6,9 +6,9 @@
 #include <iostream>
 
 #include "app/cli/options.hpp"
-#include "app/engine/paths.hpp"
-#include "app/engine/session.hpp"
-#include "app/engine/walk.hpp"
+#include "engine/paths.hpp"
+#include "engine/session.hpp"
+#include "engine/walk.hpp"
 #include "app/commands/eval_parts.hpp"
 #include "core/error.hpp"
 #include "maps/evaluate.hpp"

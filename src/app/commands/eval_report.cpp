@@ -5,7 +5,7 @@
 
 #include "app/commands/eval_parts.hpp"
 #include "app/cli/options.hpp"
-#include "app/engine/provenance.hpp"
+#include "engine/provenance.hpp"
 #include "model/classify.hpp"
 
 namespace attnmap {

@@ -4,12 +4,12 @@
 #include <iostream>
 #include <sstream>
 
-#include "app/engine/explore.hpp"
-#include "app/engine/explore_pack.hpp"
+#include "engine/explore.hpp"
+#include "engine/explore_pack.hpp"
 #include "app/cli/options.hpp"
-#include "app/engine/provenance.hpp"
-#include "app/engine/paths.hpp"
-#include "app/engine/session.hpp"
+#include "engine/provenance.hpp"
+#include "engine/paths.hpp"
+#include "engine/session.hpp"
 #include "core/error.hpp"
 #include "draw/colormap.hpp"
 #include "io/hash.hpp"
@@ -43,7 +43,7 @@ void check_explore_options(CliArgs& a, const std::set<std::string>& given) {
                 " makes one per image");
   if (!a.size_s.empty()) ro.size = parse_size_option(setting_ref("size"), a.size_s);
   if (!a.pos_interp_s.empty())
-    ro.pos_interp = with_flag(setting_ref("pos_interp"), [&] { return parse_pos_interp(a.pos_interp_s); });
+    ro.pos_interp = with_prefix(setting_ref("pos_interp"), [&] { return parse_pos_interp(a.pos_interp_s); });
   if (!a.discard_s.empty()) ro.discard = parse_number_option(setting_ref("discard"), a.discard_s);
   ro.resize = parse_resize_option(setting_ref("resize"), a.resize_s);
   if (given.count("heads")) ro.overrides.num_heads = checked_heads(a.heads);
@@ -59,7 +59,7 @@ void check_explore_options(CliArgs& a, const std::set<std::string>& given) {
   ro.legend = false;  // no NAME.png: no legend, no font needed, none in the record
   if (a.no_npy) ro.map_files.clear();  // the record says whether attention.npy was written
   check_drawing_options(ro);
-  ro.colormap = with_flag(setting_ref("colormap"), [&] { return parse_colormap(a.colormap_s); });
+  ro.colormap = with_prefix(setting_ref("colormap"), [&] { return parse_colormap(a.colormap_s); });
 }
 
 int run_explore(const RenderOptions& ro_in) {

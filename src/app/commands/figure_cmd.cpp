@@ -14,12 +14,12 @@
 #include <map>
 #include <optional>
 
-#include "app/engine/outputs.hpp"
-#include "app/engine/paths.hpp"
-#include "app/engine/session.hpp"
-#include "app/engine/walk.hpp"
-#include "app/engine/provenance.hpp"
-#include "app/engine/render.hpp"
+#include "engine/outputs.hpp"
+#include "engine/paths.hpp"
+#include "engine/session.hpp"
+#include "engine/walk.hpp"
+#include "engine/provenance.hpp"
+#include "engine/render.hpp"
 #include "core/error.hpp"
 #include "draw/canvas.hpp"
 #include "draw/colormap.hpp"
@@ -73,14 +73,14 @@ void check_drawing_options(const FigureArgs& a, FigurePlan& p) {
   RenderOptions& ro = p.ro;
   ro.inputs = a.inputs;
   apply_model_input(a.model, ro);
-  ro.colormap = with_flag(setting_ref("colormap"), [&] { return parse_colormap(a.colormap); });  // Viridis -> viridis
+  ro.colormap = with_prefix(setting_ref("colormap"), [&] { return parse_colormap(a.colormap); });  // Viridis -> viridis
   ro.alpha = a.alpha;
-  ro.upsample = with_flag(setting_ref("upsample"), [&] { return parse_upsample(a.upsample); });
+  ro.upsample = with_prefix(setting_ref("upsample"), [&] { return parse_upsample(a.upsample); });
   if (a.max_pixels < 1) throw Error(setting_ref("max_pixels") + " must be >= 1, found " + std::to_string(a.max_pixels));
   ro.load.max_pixels = static_cast<uint64_t>(a.max_pixels);
   ro.load.apply_exif = !a.no_exif;
   ro.quiet = a.quiet;
-  ro.style = with_flag(setting_ref("style"), [&] { return parse_style(a.style); });
+  ro.style = with_prefix(setting_ref("style"), [&] { return parse_style(a.style); });
   ro.alpha_by_value = a.alpha_by_value;
   ro.dpi = a.dpi;
   check_drawing_options(ro);
@@ -96,7 +96,7 @@ void check_drawing_options(const FigureArgs& a, FigurePlan& p) {
 
 // The views and what goes with them: --scale, --discard, --class, --gradcam-layer.
 void check_view_options(const FigureArgs& a, FigurePlan& p) {
-  p.views = with_flag(setting_ref("views") + ":", [&] { return parse_views(a.views); });
+  p.views = with_prefix(setting_ref("views") + ":", [&] { return parse_views(a.views); });
   bool maps = false, rollout = false, class_specific = false, gradcam_default = false;
   for (const ViewSpec& v : p.views) {
     maps = maps || v.kind != ViewKind::Photo;
@@ -107,7 +107,7 @@ void check_view_options(const FigureArgs& a, FigurePlan& p) {
   if (!maps)
     throw Error(setting_ref("views") + " '" + a.views +
                 "' has no map to show (photo is the photo alone): add a view such as L3/mean");
-  p.scale = with_flag(setting_ref("scale"), [&] { return parse_scale(a.scale); });
+  p.scale = with_prefix(setting_ref("scale"), [&] { return parse_scale(a.scale); });
   p.ro.scale = p.scale;
   if (!a.discard.empty()) {
     p.settings.discard = parse_number_option(setting_ref("discard"), a.discard);
@@ -128,7 +128,7 @@ void check_view_options(const FigureArgs& a, FigurePlan& p) {
     if (!class_specific)
       throw Error(setting_ref("class_spec") + " chooses the class of the class-specific views (chefer, gradcam, attn-grad); " +
                   setting_ref("views") + " has none");
-    p.classes = with_flag(setting_ref("class_spec"), [&] { return parse_class_spec(a.class_spec); });
+    p.classes = with_prefix(setting_ref("class_spec"), [&] { return parse_class_spec(a.class_spec); });
     if (p.classes.kind == ClassSpec::Kind::TopK && p.classes.k > 1)
       throw Error(setting_ref("class_spec") + " " + a.class_spec + ": a figure cell holds one map; use top1, a class index or a label "
                   "(render " + setting_ref("explain") + " " + setting_ref("class_spec") + " topK draws one file per class)");
@@ -141,9 +141,9 @@ void check_view_options(const FigureArgs& a, FigurePlan& p) {
 void check_word_options(const FigureArgs& a, FigurePlan& p) {
   if (!a.title.empty()) p.ro.title = a.title;
   if (!a.row_labels.empty())
-    p.row_labels = with_flag(setting_ref("row_labels"), [&] { return split_label_list(a.row_labels); });
+    p.row_labels = with_prefix(setting_ref("row_labels"), [&] { return split_label_list(a.row_labels); });
   if (!a.column_labels.empty()) {
-    p.column_labels = with_flag(setting_ref("column_labels"), [&] { return split_label_list(a.column_labels); });
+    p.column_labels = with_prefix(setting_ref("column_labels"), [&] { return split_label_list(a.column_labels); });
     if (p.column_labels->size() != p.views.size())
       throw Error(setting_ref("column_labels") + " has " + std::to_string(p.column_labels->size()) + " labels for the " +
                   std::to_string(p.views.size()) + " views of " + setting_ref("views") + " (one per column, photo included)");
@@ -165,7 +165,7 @@ FigurePlan check_options(const FigureArgs& a, bool with_out = true) {
     throw Error("-o " + a.out + ": a figure is written as .png, .pdf or .svg (the extension picks the format), found '" +
                 ext + "'");
   if (with_out) check_figure_path(a.out);
-  with_flag(setting_ref("width_in") + " / " + setting_ref("dpi") + ":",
+  with_prefix(setting_ref("width_in") + " / " + setting_ref("dpi") + ":",
             [&] { check_comparison_width(static_cast<int>(p.views.size()), a.width_in, a.dpi); });
   check_word_options(a, p);
   figure_font();  // a missing font is one usage error, not a failure after every image was computed
@@ -232,11 +232,11 @@ std::string check_out_file(const std::string& out, const std::string& weights_pa
 std::vector<ResolvedView> resolve_figure_views(const FigurePlan& p, const ViTWeights& model) {
   ViewSettings settings = p.settings;  // attn-grad without @L: the config's default view's block, as render
   settings.attn_grad_layer = model.hp.default_layer.value_or(-1);
-  std::vector<ResolvedView> views = with_flag(
+  std::vector<ResolvedView> views = with_prefix(
       setting_ref("views") + ":", [&] { return resolve_views(p.views, model.hp, model.head.present(), settings); });
   for (const ResolvedView& v : views)
     if (v.class_specific) {
-      with_flag(setting_ref("class_spec"), [&] { check_class_spec(p.classes, model.head.out, model.hp.labels); });
+      with_prefix(setting_ref("class_spec"), [&] { check_class_spec(p.classes, model.head.out, model.hp.labels); });
       break;
     }
   return views;

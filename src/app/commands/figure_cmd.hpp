@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "app/cli/model_args.hpp"
-#include "app/engine/outputs.hpp"
+#include "engine/outputs.hpp"
 #include "io/image_io.hpp"
 
 namespace CLI {

@@ -6,7 +6,7 @@
 
 #include "core/error.hpp"
 #include "app/cli/options.hpp"
-#include "app/engine/render.hpp"
+#include "engine/render.hpp"
 #include "model/cait.hpp"
 #include "model/pos_embed.hpp"
 

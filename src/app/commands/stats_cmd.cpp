@@ -8,12 +8,12 @@
 #include <iostream>
 #include <mutex>
 
-#include "app/engine/manifest.hpp"
+#include "engine/manifest.hpp"
 #include "app/cli/options.hpp"
-#include "app/engine/paths.hpp"
-#include "app/engine/provenance.hpp"
-#include "app/engine/session.hpp"
-#include "app/engine/walk.hpp"
+#include "engine/paths.hpp"
+#include "engine/provenance.hpp"
+#include "engine/session.hpp"
+#include "engine/walk.hpp"
 #include "core/error.hpp"
 #include "core/threads.hpp"
 #include "draw/canvas.hpp"
@@ -45,7 +45,7 @@ StatsPlan check_options(const StatsArgs& a) {
   ro.inputs = a.inputs;
   ro.out_dir = a.out;
   apply_model_input(a.model, ro);
-  ro.colormap = with_flag(setting_ref("colormap"), [&] { return parse_colormap(a.colormap); });
+  ro.colormap = with_prefix(setting_ref("colormap"), [&] { return parse_colormap(a.colormap); });
   ro.alpha = a.alpha;
   if (a.max_pixels < 1) throw Error(setting_ref("max_pixels") + " must be >= 1, found " + std::to_string(a.max_pixels));
   ro.load.max_pixels = static_cast<uint64_t>(a.max_pixels);
@@ -53,7 +53,7 @@ StatsPlan check_options(const StatsArgs& a) {
   ro.quiet = a.quiet;
   ro.names_classes = false;  // stats names no class: no note on the head's class names
   ro.dpi = a.dpi;
-  p.formats = with_flag(setting_ref("figure_format"), [&] { return parse_figure_formats(a.formats); });
+  p.formats = with_prefix(setting_ref("figure_format"), [&] { return parse_figure_formats(a.formats); });
   ro.figure_formats = p.formats;
   check_drawing_options(ro);
   if (!(a.width_in > 0.0 && a.width_in <= 100.0))
@@ -156,7 +156,7 @@ StatsRun make_run(const StatsArgs& a, const StatsPlan& p, const ViTWeights& mode
   run.depth = hp.depth;
   run.num_registers = hp.num_registers;
   run.prefix_names = prefix_token_names(hp.num_dist, hp.num_registers);
-  run.norm_block = with_flag(setting_ref("norm_block"), [&] { return resolve_layer(a.norm_block, hp.depth); });
+  run.norm_block = with_prefix(setting_ref("norm_block"), [&] { return resolve_layer(a.norm_block, hp.depth); });
   run.outlier_k = a.outlier_k;
   run.bins = a.bins;
   run.width_in = a.width_in;

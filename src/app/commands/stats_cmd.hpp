@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/engine/batch_options.hpp"
+#include "engine/batch_options.hpp"
 #include "app/cli/model_args.hpp"
-#include "app/engine/render.hpp"
+#include "engine/render.hpp"
 #include "draw/figures.hpp"
 #include "maps/head_stats.hpp"
 

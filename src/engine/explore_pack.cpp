@@ -1,5 +1,5 @@
 // explore_pack.cpp - quantised rows, the block files' bytes, deflate / base64 and the budget (explore_pack.hpp).
-#include "app/engine/explore_pack.hpp"
+#include "engine/explore_pack.hpp"
 
 #include <zlib.h>
 
@@ -10,7 +10,7 @@
 
 // The registry's spelling, not a setting reference: tests/test_explore.cpp reads this message from
 // choose_blocks itself (no front end in between) and expects the flag.
-#include "app/cli/flags.hpp"
+#include "core/setting_ref.hpp"
 #include "core/error.hpp"
 
 namespace attnmap {
@@ -124,7 +124,7 @@ BlockChoice choose_blocks(const std::vector<size_t>& fused, const std::vector<si
   }
   if (L > 0 && !c.fused[static_cast<size_t>(L - 1)])
     throw Error("the fused maps of the last block alone need " + megabytes(fused.back()) +
-                " MB, more than the budget of " + megabytes(budget) + " MB: raise " + flag_spelling("budget_mb"));
+                " MB, more than the budget of " + megabytes(budget) + " MB: raise " + spelled_settings(setting_ref("budget_mb")));
   for (int l = 0; l < L; ++l)
     if (!c.fused[static_cast<size_t>(l)]) c.dropped.push_back(l);
   std::vector<int> order = preferred;

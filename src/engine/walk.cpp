@@ -1,6 +1,6 @@
 // walk.cpp - inputs into jobs: the folder walk (hidden entries, links, .attnmap-ignore, unsupported image
 // types counted), output names over the whole sorted list, --ext lists and --shard K/N.
-#include "app/engine/walk.hpp"
+#include "engine/walk.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -9,11 +9,11 @@
 #include <map>
 #include <set>
 
-#include "app/engine/paths.hpp"
-#include "app/engine/provenance.hpp"
+#include "engine/paths.hpp"
+#include "engine/provenance.hpp"
 // The registry's spelling in no_images_message, not a setting reference: tests/test_walk.cpp reads that text
 // from the function itself (no front end in between) and expects the flag.
-#include "app/cli/flags.hpp"
+#include "core/setting_ref.hpp"
 #include "core/error.hpp"
 #include "core/setting_ref.hpp"
 
@@ -132,7 +132,7 @@ std::string no_images_message(const std::vector<std::string>& inputs, const std:
   std::string e;
   for (const std::string& x : exts) e += (e.empty() ? "" : ",") + x;
   return "no images found in " + (names.empty() ? std::string("the inputs") : names) +
-         (e.empty() ? "" : " with " + flag_spelling("ext") + " " + e + " (no file there has such an extension)");
+         (e.empty() ? "" : " with " + spelled_settings(setting_ref("ext")) + " " + e + " (no file there has such an extension)");
 }
 
 std::string passed_over_summary(const std::map<std::string, size_t>& passed_over) {

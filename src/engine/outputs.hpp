@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/engine/output_plan.hpp"
-#include "app/engine/render.hpp"
+#include "engine/output_plan.hpp"
+#include "engine/render.hpp"
 #include "core/error.hpp"
 
 namespace attnmap {

@@ -1,4 +1,4 @@
-#include "app/engine/provenance.hpp"
+#include "engine/provenance.hpp"
 
 #include <cctype>
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "app/engine/session.hpp"
+#include "engine/session.hpp"
 #include "core/error.hpp"
 #include "draw/figure_metadata.hpp"
 #include "io/hash.hpp"

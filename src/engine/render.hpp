@@ -35,7 +35,7 @@ enum class OutputKind {
   MapNpy,   ///< the same map as computed (--save-raw), NAME[...].npy
   Sidecar,  ///< the .npy's record, NAME[...].npy.json (with MapNpy)
   Figure,   ///< a figure of the image: NAME.panel.*, NAME.layers.*, NAME.heads.* in every --figure-format
-  Explore,  ///< the image's explorer (--explore, app/engine/explore.hpp): NAME.explore/index.html and its files
+  Explore,  ///< the image's explorer (--explore, engine/explore.hpp): NAME.explore/index.html and its files
 };
 
 /// Everything `attnmap render` was asked to do (filled by the CLI; no maths here).
@@ -92,14 +92,14 @@ struct RenderOptions {
   std::optional<ViewSpec> explain;
   std::optional<ClassSpec> class_spec;     ///< --class N | NAME | top1 | topK parsed (unset: top1)
   std::optional<int> gradcam_layer;        ///< --gradcam-layer, before resolving negatives (unset: -1)
-  // Several views in one run (issue 17; app/engine/views_render.cpp).
+  // Several views in one run (issue 17; engine/views_render.cpp).
   std::vector<ViewSpec> views;             ///< --views LIST parsed (maps/views.hpp parse_views); empty: the single view
   /// --query TOKEN / --column r<row>c<col> / --received: the token query of the single view, --layers all and
   /// the strips, parsed as written after a view's ':' (parse_token_query of "q=r7c3", "k=r7c3", "received");
   /// unset: the default row
   std::optional<TokenQuery> query;
   bool layers_all = false;                 ///< --layers all: L0/F .. L<depth-1>/F, F = --head (or the default)
-  // The explorer (issue 27; attnmap explore, render --explore; app/engine/explore.hpp).
+  // The explorer (issue 27; attnmap explore, render --explore; engine/explore.hpp).
   double explore_budget_mb = 8.0;          ///< --budget-mb: the page's data files at most this many MiB
   std::vector<int> explore_blocks;         ///< --explore-blocks: only these blocks' single heads (empty: as fit)
 };
@@ -189,7 +189,7 @@ struct RenderContext {
   std::map<std::string, Scale> run_scales;
   /// The run's tally of clipping bars (make_render_context makes it; copies share it; null: not tallied).
   std::shared_ptr<ClipTally> clip_tally;
-  /// Set (one image's copy, app/engine/outputs.hpp image_outputs): its figures are drawn into this list
+  /// Set (one image's copy, engine/outputs.hpp image_outputs): its figures are drawn into this list
   /// (figure_options' FigureOptions::in_memory), not written.
   std::vector<FigureFile>* figures_in_memory = nullptr;
 };
@@ -361,5 +361,12 @@ std::map<std::string, RunScale> run_scales_over(const RenderContext& ctx,
                                                 const std::vector<const ComputedViews*>& computed);
 /// Draws and writes every file of one image from its computed maps (the photo read again).
 RenderResult draw_job_views(const RenderContext& ctx, const Job& job, const ComputedViews& cv);
+
+/// The model-free checks of render's and figure's drawing options, written once: --alpha in [0, 1],
+/// --alpha-by-value with --style overlay, --dpi in (0, 100000], --discard in [0, 1], --threshold in (0, 1]
+/// and not with the heatmap-only figure options, --all-heads with --save-raw and not with --rollout,
+/// --pos-interp with --size, --max-pixels >= 1, at least one figure format. Throws attnmap::Error naming the
+/// setting ({setting:id}). --title, --block-numbering and --notes need a figure (--panel, --strip).
+void check_drawing_options(const RenderOptions& ro);
 
 }  // namespace attnmap

@@ -1,6 +1,6 @@
 // manifest.cpp - the manifest's rows and header, the Manifest file written in input order and compacted at
 // the end of a run, and the earlier manifests a --skip-existing run reads back (its own, the shards').
-#include "app/engine/manifest.hpp"
+#include "engine/manifest.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -17,7 +17,7 @@
 #include <fstream>
 #include <set>
 
-#include "app/engine/paths.hpp"
+#include "engine/paths.hpp"
 #include "core/error.hpp"
 #include "core/setting_ref.hpp"
 #include "io/image_io.hpp"

@@ -12,12 +12,12 @@
 #include <filesystem>
 #include <optional>
 
-#include "app/engine/explore.hpp"
-#include "app/engine/provenance.hpp"
-#include "app/cli/options.hpp"
-#include "app/engine/output_plan.hpp"
-#include "app/engine/outputs.hpp"
-#include "app/engine/render.hpp"
+#include "engine/explore.hpp"
+#include "engine/provenance.hpp"
+#include "core/setting_ref.hpp"
+#include "engine/output_plan.hpp"
+#include "engine/outputs.hpp"
+#include "engine/render.hpp"
 #include "core/error.hpp"
 #include "io/hash.hpp"
 #include "io/image_io.hpp"
@@ -139,7 +139,7 @@ void check_view_settings_apply(RenderContext& ctx, const ViTWeights& model, cons
                       : setting_ref("discard") + " applies to " + setting_ref("rollout") + " only");
   if (any_user_view(ctx, [](const ResolvedView& v) { return v.class_specific; })) {
     ctx.classes = opt.class_spec.value_or(ClassSpec{});  // unset: top1
-    with_flag(setting_ref("class_spec"), [&] { check_class_spec(ctx.classes, model.head.out, model.hp.labels); });
+    with_prefix(setting_ref("class_spec"), [&] { check_class_spec(ctx.classes, model.head.out, model.hp.labels); });
   } else if (opt.class_spec) {
     throw Error(setting_ref("class_spec") + " chooses the class of a class-specific view: add " + setting_ref("explain") +
                 " chefer|gradcam|attn-grad, or "
@@ -179,7 +179,7 @@ std::vector<ResolvedView> resolve_for(const std::string& flag, const std::vector
 std::vector<int> explore_blocks(const RenderOptions& opt, int depth) {
   std::vector<int> out;
   for (const int l : opt.explore_blocks) {
-    const int b = with_flag(setting_ref("explore_blocks"), [&] { return resolve_layer(l, depth); });
+    const int b = with_prefix(setting_ref("explore_blocks"), [&] { return resolve_layer(l, depth); });
     if (std::find(out.begin(), out.end(), b) != out.end())
       throw Error(setting_ref("explore_blocks") + " names block " + std::to_string(b) + " twice");
     out.push_back(b);

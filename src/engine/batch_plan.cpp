@@ -1,6 +1,6 @@
 // batch_plan.cpp - a batch run's steps before any image is rendered (batch_plan.hpp): options checked, jobs
 // planned, the manifest's path and the output folder checked.
-#include "app/engine/batch_plan.hpp"
+#include "engine/batch_plan.hpp"
 
 #include <unistd.h>
 
@@ -10,10 +10,10 @@
 #include <filesystem>
 #include <map>
 
-#include "app/cli/options.hpp"
-#include "app/engine/manifest.hpp"
-#include "app/engine/output_plan.hpp"
-#include "app/engine/run_figures.hpp"
+#include "core/setting_ref.hpp"
+#include "engine/manifest.hpp"
+#include "engine/output_plan.hpp"
+#include "engine/run_figures.hpp"
 #include "core/error.hpp"
 
 namespace attnmap {

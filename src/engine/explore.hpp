@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/engine/render.hpp"
+#include "engine/render.hpp"
 
 namespace CLI {
 class App;

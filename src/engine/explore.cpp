@@ -1,6 +1,6 @@
 // explore.cpp - one image's explorer: the forward pass with every attention matrix, the rows quantised and
 // packed per block under the size budget, the files written (explore.hpp, docs/explore.md).
-#include "app/engine/explore.hpp"
+#include "engine/explore.hpp"
 
 #include <unistd.h>
 
@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "app/engine/explore_pack.hpp"
-#include "app/engine/provenance.hpp"
-#include "app/cli/options.hpp"
+#include "engine/explore_pack.hpp"
+#include "engine/provenance.hpp"
+#include "core/setting_ref.hpp"
 #include "core/error.hpp"
 #include "draw/overlay.hpp"
 #include "io/image_io.hpp"
@@ -244,7 +244,7 @@ ExploreResult write_explorer(const RenderContext& ctx, const std::string& input,
   write_png((fs::path(dir) / "photo.png").string(), small, po);
   const ojson meta = page_meta(ctx, input, choice, blocks, small, in.box, photo, record);
   // last: a page exists only with all its files; the settings its lines name spelled as the command line's flags
-  write_text(res.index, with_flags(explore_page_html(meta)));
+  write_text(res.index, spelled_settings(explore_page_html(meta)));
   res.data_bytes = choice.bytes;
   res.page_bytes = choice.bytes + file_size_or_zero(res.index) + file_size_or_zero((fs::path(dir) / "photo.png").string());
   res.left_out = choice.left_out;

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "app/engine/render.hpp"
+#include "engine/render.hpp"
 
 namespace attnmap {
 

@@ -1,6 +1,6 @@
 // batch_hooks.cpp - the command line's batch hooks (terminal_hooks: the run's text on std::cout / std::cerr)
 // and the run's progress (BatchProgress) written through the hooks.
-#include "app/engine/batch_hooks.hpp"
+#include "engine/batch_hooks.hpp"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "app/cli/options.hpp"
+#include "core/setting_ref.hpp"
 
 namespace attnmap {
 
@@ -18,9 +18,9 @@ BatchHooks terminal_hooks() {
   h.progress_bar = ::isatty(2) == 1;
   h.on_line = [](LineStream stream, const std::string& text) {
     if (stream == LineStream::Out)
-      std::cout << with_flags(text) << "\n" << std::flush;
+      std::cout << spelled_settings(text) << "\n" << std::flush;
     else if (stream == LineStream::Err)
-      std::cerr << with_flags(text) << "\n";
+      std::cerr << spelled_settings(text) << "\n";
     else
       std::cerr << "\r\033[K" << text << std::flush;
   };

@@ -1,5 +1,5 @@
 // paths.cpp - the files a run reads (model_reads) and the bundled default weights.
-#include "app/engine/paths.hpp"
+#include "engine/paths.hpp"
 
 
 #include <filesystem>

@@ -3,12 +3,12 @@
 // (batch_options.hpp, paths.hpp, walk.hpp, session.hpp, manifest.hpp); the first four are included here for
 // the callers that still include this one.
 #pragma once
-#include "app/engine/batch_hooks.hpp"
-#include "app/engine/batch_options.hpp"
-#include "app/engine/paths.hpp"
-#include "app/engine/render.hpp"
-#include "app/engine/session.hpp"
-#include "app/engine/walk.hpp"
+#include "engine/batch_hooks.hpp"
+#include "engine/batch_options.hpp"
+#include "engine/paths.hpp"
+#include "engine/render.hpp"
+#include "engine/session.hpp"
+#include "engine/walk.hpp"
 
 namespace attnmap {
 

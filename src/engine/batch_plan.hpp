@@ -7,11 +7,11 @@
 #include <utility>
 #include <vector>
 
-#include "app/engine/batch_hooks.hpp"
-#include "app/engine/batch_options.hpp"
-#include "app/engine/paths.hpp"
-#include "app/engine/render.hpp"
-#include "app/engine/walk.hpp"
+#include "engine/batch_hooks.hpp"
+#include "engine/batch_options.hpp"
+#include "engine/paths.hpp"
+#include "engine/render.hpp"
+#include "engine/walk.hpp"
 
 namespace attnmap {
 

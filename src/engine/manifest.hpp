@@ -15,9 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/engine/batch_options.hpp"
-#include "app/engine/provenance.hpp"
-#include "app/engine/render.hpp"
+#include "engine/batch_options.hpp"
+#include "engine/provenance.hpp"
+#include "engine/render.hpp"
 
 namespace attnmap {
 

@@ -1,4 +1,4 @@
-#include "app/engine/render.hpp"
+#include "engine/render.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,8 +8,8 @@
 
 #include <unistd.h>
 
-#include "app/cli/options.hpp"
-#include "app/engine/provenance.hpp"
+#include "core/setting_ref.hpp"
+#include "engine/provenance.hpp"
 #include "model/cait.hpp"
 #include "model/classify.hpp"
 #include "draw/colormap.hpp"
@@ -257,7 +257,7 @@ bool own_scales(const RenderOptions& opt) { return opt.scale && opt.scale->kind 
 // The note drawn under such a strip: words of the figure, so the setting is spelled as the flag (the same
 // pixels whichever front end asked).
 std::string own_scales_note() {
-  return with_flags("; each tile on its own min\u2013max (" + setting_ref("scale") +
+  return spelled_settings("; each tile on its own min\u2013max (" + setting_ref("scale") +
                     " map): colours do not compare across tiles.");
 }
 
@@ -439,6 +439,58 @@ std::string also_wrote_line(const std::vector<std::string>& outputs, const std::
 
 RenderResult render_image(const RenderContext& ctx, const Job& job) {
   return draw_job_views(ctx, job, compute_job_views(ctx, job));
+}
+
+void check_drawing_options(const RenderOptions& ro) {
+  if (!(ro.alpha >= 0.0f && ro.alpha <= 1.0f))
+    throw Error(setting_ref("alpha") + " must be in [0, 1], found " + shown_number(ro.alpha));
+  if (ro.alpha_by_value && ro.style != Style::Overlay)
+    throw Error(setting_ref("alpha_by_value") + " applies to " + setting_ref("style") +
+                " overlay (mask and contour have no opacity)");
+  if (ro.dpi && !(*ro.dpi > 0.0 && *ro.dpi <= 100000.0))
+    throw Error(setting_ref("dpi") + " must be in (0, 100000], found " + shown_number(*ro.dpi));
+  if (!(ro.discard >= 0.0 && ro.discard <= 1.0))
+    throw Error(setting_ref("discard") + " must be in [0, 1], found " + shown_number(ro.discard));
+  if (ro.threshold && !(*ro.threshold > 0.0f && *ro.threshold <= 1.0f))
+    throw Error(setting_ref("threshold") + " must be in (0, 1], found " + shown_number(*ro.threshold));
+  if (ro.threshold && (ro.panel || ro.strip_layers || ro.style != Style::Overlay || ro.alpha_by_value || ro.scale))
+    throw Error(setting_ref("threshold") + " draws the DINO mask; " + setting_ref("panel") + ", " +
+                setting_ref("strip") + " layers, " + setting_ref("style") + ", " +
+                setting_ref("alpha_by_value") + " and " + setting_ref("scale") +
+                " "
+                "apply to heatmaps");
+  if (ro.all_heads && !ro.writes(OutputKind::MapNpy))
+    throw Error(setting_ref("all_heads") + " is a " + setting_ref("save_raw") + " option: add " +
+                setting_ref("save_raw"));
+  if (ro.all_heads && ro.rollout)
+    throw Error(setting_ref("all_heads") + " cannot be combined with " + setting_ref("rollout") +
+                ": rollout fuses the heads of every layer");
+  if (ro.pos_interp && !ro.size)
+    throw Error(setting_ref("pos_interp") + " applies with " + setting_ref("size") + " (it chooses how " +
+                setting_ref("size") + " resamples the position embeddings)");
+  if (ro.load.max_pixels < 1) throw Error(setting_ref("max_pixels") + " must be >= 1, found 0");
+  if (ro.figure_formats.empty())
+    throw Error(setting_ref("figure_format") + " needs at least one of png, pdf, svg");
+  if (ro.width_in && !(*ro.width_in > 0.0 && *ro.width_in <= 100.0))
+    throw Error(setting_ref("width_in") + " must be in (0, 100] inches, found " + shown_number(*ro.width_in));
+  if (ro.width_in && !(ro.panel || ro.strip_layers || ro.heads_grid))
+    throw Error(setting_ref("width_in") + " sizes the figures: add " + setting_ref("panel") + " or " +
+                setting_ref("strip") + " layers|heads");
+  if (ro.strip_columns && *ro.strip_columns < 1)
+    throw Error(setting_ref("strip_columns") + " must be >= 1, found " + std::to_string(*ro.strip_columns));
+  if (ro.strip_columns && !(ro.strip_layers || ro.heads_grid))
+    throw Error(setting_ref("strip_columns") + " lays out the strips: add " + setting_ref("strip") +
+                " layers or " + setting_ref("strip") + " heads");
+  const bool figures = ro.panel || ro.strip_layers || ro.heads_grid;
+  if (ro.title && !figures)
+    throw Error(setting_ref("title") + " titles the figures: add " + setting_ref("panel") + " or " +
+                setting_ref("strip") + " layers|heads");
+  if (ro.block_base != 0 && !figures)
+    throw Error(setting_ref("block_numbering") + " numbers the blocks in the figures: add " +
+                setting_ref("panel") + " or " + setting_ref("strip") + " layers|heads");
+  if (ro.notes && !figures)
+    throw Error(setting_ref("notes") + " draws notes into the figures: add " + setting_ref("panel") + " or " +
+                setting_ref("strip") + " layers|heads");
 }
 
 }  // namespace attnmap

@@ -8,10 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/engine/batch_hooks.hpp"
-#include "app/engine/batch_options.hpp"
-#include "app/engine/paths.hpp"
-#include "app/engine/render.hpp"
+#include "engine/batch_hooks.hpp"
+#include "engine/batch_options.hpp"
+#include "engine/paths.hpp"
+#include "engine/render.hpp"
 
 namespace attnmap {
 

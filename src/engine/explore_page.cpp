@@ -1,7 +1,7 @@
 // explore_page.cpp - the explorer's index.html: style, markup and script inline, the page's settings and
 // record as JSON; the data files are loaded per block with <script> tags (file:// allows no fetch) and
 // inflated with DecompressionStream('deflate'). No request leaves the folder (docs/explore.md).
-#include "app/engine/explore.hpp"
+#include "engine/explore.hpp"
 
 #include <string>
 

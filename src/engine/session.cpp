@@ -1,8 +1,8 @@
 // session.cpp - the model a run loads once (load_run_model: overrides, position embeddings, the backward
 // pass's matrices when a view needs them) and the run's threads (usable_cores, plan_threads).
-#include "app/engine/session.hpp"
+#include "engine/session.hpp"
 
-#include "app/cli/options.hpp"
+#include "core/setting_ref.hpp"
 
 #include <malloc.h>
 #include <sched.h>
@@ -21,7 +21,7 @@
 #include <string>
 #include <thread>
 
-#include "app/engine/paths.hpp"
+#include "engine/paths.hpp"
 #include "checkpoint/labels.hpp"
 #include "core/error.hpp"
 #include "hub/hub_fetch.hpp"
@@ -98,11 +98,11 @@ void apply_class_names(ViTWeights& model, const RenderOptions& opt) {
     if (!model.head.present())
       throw Error(setting_ref("labels") + " " + opt.labels_file +
                   ": the weights have no classifier head, so there are no classes to name");
-    if (with_flag(setting_ref("labels"), [&] { return read_label_map(opt.labels_file); }))  // eval takes it before this
+    if (with_prefix(setting_ref("labels"), [&] { return read_label_map(opt.labels_file); }))  // eval takes it before this
       throw Error(setting_ref("labels") + " " + opt.labels_file +
                   ": a map of ground-truth label names to the model's classes, which only attnmap eval reads; here " +
                   setting_ref("labels") + " takes the classifier's class names, one per class");
-    std::vector<std::string> names = with_flag(setting_ref("labels"), [&] { return read_labels_file(opt.labels_file); });
+    std::vector<std::string> names = with_prefix(setting_ref("labels"), [&] { return read_labels_file(opt.labels_file); });
     if (names.size() != static_cast<size_t>(model.head.out))
       throw Error(setting_ref("labels") + " " + opt.labels_file + ": the classifier has " +
                   std::to_string(model.head.out) +
@@ -117,7 +117,7 @@ void apply_class_names(ViTWeights& model, const RenderOptions& opt) {
     if (!opt.quiet && opt.names_classes)
       std::cerr << "attnmap: note: a 1000-class head without class names: its classes are assumed to be "
                    "ImageNet-1k's (0 tench ... 999 toilet tissue); give "
-                << with_flags(setting_ref("labels")) << " FILE if they are not\n";
+                << spelled_settings(setting_ref("labels")) << " FILE if they are not\n";
   }
 }
 
@@ -125,7 +125,7 @@ bool run_needs_backward(const RenderOptions& opt) { return opt.explain || views_
 
 void finish_run_model(ViTWeights& model, const RenderOptions& opt, bool backward) {
   if (opt.size)
-    with_flag(setting_ref("size"), [&] {
+    with_prefix(setting_ref("size"), [&] {
       resample_pos_embed(model, (*opt.size)[0], (*opt.size)[1],
                          opt.pos_interp ? *opt.pos_interp : default_pos_interp(model.hp).mode);
     });
@@ -135,7 +135,7 @@ void finish_run_model(ViTWeights& model, const RenderOptions& opt, bool backward
   model.precision = opt.precision;
   const bool backward_pass = backward || run_needs_backward(opt);
   if (opt.precision == Precision::BF16)
-    with_flag(setting_ref("precision") + " bf16:", [&] { prepare_weights(model, backward_pass); });
+    with_prefix(setting_ref("precision") + " bf16:", [&] { prepare_weights(model, backward_pass); });
   else
     prepare_weights(model, backward_pass);
 }
@@ -186,7 +186,7 @@ std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const
   finish_run_model(*model, opt, backward);
   check_address_headroom(weights_path);
   if (!opt.quiet)
-    for (const auto& n : model->notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + with_flags(n)) << "\n";
+    for (const auto& n : model->notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + spelled_settings(n)) << "\n";
   return model;
 }
 
@@ -202,7 +202,7 @@ std::string precision_speed_note(const RenderOptions& opt) {
 }
 
 void note_precision_speed(const RenderOptions& opt) {
-  if (const std::string note = precision_speed_note(opt); !note.empty()) std::cerr << with_flags(note) << "\n";
+  if (const std::string note = precision_speed_note(opt); !note.empty()) std::cerr << spelled_settings(note) << "\n";
 }
 
 /// The worker threads for n images, and the forward pass's thread pool set to match. Cores are shared so that

@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "app/engine/outputs.hpp"
-#include "app/engine/render.hpp"
+#include "engine/outputs.hpp"
+#include "engine/render.hpp"
 
 namespace attnmap {
 

@@ -1,11 +1,11 @@
 // outputs.cpp - the render's files of one image written from their bytes in memory (see outputs.hpp;
 // image_outputs, which draws them, is in views_render.cpp beside the views' drawing).
-#include "app/engine/outputs.hpp"
+#include "engine/outputs.hpp"
 
 #include <filesystem>
 
-#include "app/engine/explore.hpp"
-#include "app/engine/provenance.hpp"
+#include "engine/explore.hpp"
+#include "engine/provenance.hpp"
 
 namespace attnmap {
 

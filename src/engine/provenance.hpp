@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/engine/render.hpp"
+#include "engine/render.hpp"
 
 namespace attnmap {
 

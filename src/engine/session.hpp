@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
-#include "app/engine/batch_options.hpp"
-#include "app/engine/render.hpp"
+#include "engine/batch_options.hpp"
+#include "engine/render.hpp"
 #include "checkpoint/weights.hpp"
 #include "hub/hub_name.hpp"
 #include "core/setting_ref.hpp"

@@ -1,4 +1,4 @@
-#include "app/engine/run_figures.hpp"
+#include "engine/run_figures.hpp"
 
 #include <algorithm>
 #include <array>
@@ -10,9 +10,9 @@
 #include <iostream>
 #include <map>
 
-#include "app/cli/options.hpp"
-#include "app/engine/paths.hpp"
-#include "app/engine/provenance.hpp"
+#include "core/setting_ref.hpp"
+#include "engine/paths.hpp"
+#include "engine/provenance.hpp"
 #include "core/error.hpp"
 #include "draw/canvas.hpp"
 #include "draw/figures.hpp"
@@ -297,7 +297,7 @@ std::string shown_view(const nlohmann::json& settings) {
   const std::string views = setting(settings, "view");
   const size_t comma = views.find(',');
   if (comma == std::string::npos) return "view " + views;
-  return "view " + views.substr(0, comma) + " (the first of " + with_flags(setting_ref("views")) + " " + views + ")";
+  return "view " + views.substr(0, comma) + " (the first of " + spelled_settings(setting_ref("views")) + " " + views + ")";
 }
 
 /// The sheet's record: the run's with "colour_bars", its bar's entry (as a figure's, with_colour_bars) when
@@ -387,7 +387,7 @@ int write_run_figures(const RenderOptions& opt, const BatchOptions& bopt, const 
     try {
       write();
     } catch (const std::exception& e) {
-      say(hooks, LineStream::Err, "attnmap: error: " + printable(with_flags(setting_ref(id)) + " " + path + ": " + with_flags(e.what())));
+      say(hooks, LineStream::Err, "attnmap: error: " + printable(spelled_settings(setting_ref(id)) + " " + path + ": " + spelled_settings(e.what())));
       status = 1;
     }
   };

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "app/engine/render.hpp"
+#include "engine/render.hpp"
 
 namespace attnmap {
 

@@ -1,13 +1,13 @@
 // output_plan.cpp - the files one image writes, planned once, and the writers of the map files (see
 // output_plan.hpp).
-#include "app/engine/output_plan.hpp"
+#include "engine/output_plan.hpp"
 
 #include <unistd.h>
 
 #include <filesystem>
 
-#include "app/engine/explore.hpp"
-#include "app/engine/provenance.hpp"
+#include "engine/explore.hpp"
+#include "engine/provenance.hpp"
 #include "core/error.hpp"
 #include "core/setting_ref.hpp"
 #include "io/image_io.hpp"

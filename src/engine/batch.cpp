@@ -2,9 +2,9 @@
 // every image rendered by worker threads with its own error handling, skipped when its outputs exist (resume),
 // its row, lines and progress given to the run's hooks (batch_hooks.hpp) and put in the manifest in input
 // order; then the run's figures.
-#include "app/engine/batch.hpp"
-#include "app/engine/batch_plan.hpp"
-#include "app/engine/output_plan.hpp"
+#include "engine/batch.hpp"
+#include "engine/batch_plan.hpp"
+#include "engine/output_plan.hpp"
 
 #include <algorithm>
 #include <new>
@@ -17,10 +17,10 @@
 #include <set>
 
 #include <nlohmann/json.hpp>
-#include "app/engine/manifest.hpp"
-#include "app/cli/options.hpp"
-#include "app/engine/provenance.hpp"
-#include "app/engine/run_figures.hpp"
+#include "engine/manifest.hpp"
+#include "core/setting_ref.hpp"
+#include "engine/provenance.hpp"
+#include "engine/run_figures.hpp"
 #include "io/run_lock.hpp"
 #include "model/classify.hpp"
 #include "core/error.hpp"
@@ -72,7 +72,7 @@ Precomputed precompute_views(RenderContext* ctx, const std::vector<Job>& jobs, i
       } catch (const std::bad_alloc&) {
         p.errors[i] = jobs[i].input + ": out of memory" + address_limit_note();
       } catch (const std::exception& e) {
-        p.errors[i] = with_flags(e.what());
+        p.errors[i] = spelled_settings(e.what());
       }
     }
   };
@@ -336,7 +336,7 @@ class BatchRun {
       o.error = job.input + ": out of memory" + address_limit_note();
     } catch (const std::exception& e) {
       o.status = "failed";
-      o.error = with_path(job.input, with_flags(e.what()));
+      o.error = with_path(job.input, spelled_settings(e.what()));
     } catch (...) {
       o.status = "failed";
       o.error = job.input + ": unknown error";
@@ -443,8 +443,8 @@ Precomputed run_scale_pass(RenderContext* ctx, nlohmann::ordered_json* settings,
   ctx->provenance = provenance_text(*settings);
   std::vector<std::string> warnings;
   const std::string text = run_scales_text(*ctx, pre, &warnings);
-  say(hooks, LineStream::Err, "attnmap: note: " + printable(with_flags(setting_ref("scale") + " run: " + text)));
-  for (const std::string& w : warnings) say(hooks, LineStream::Err, "attnmap: warning: " + printable(with_flags(w)));
+  say(hooks, LineStream::Err, "attnmap: note: " + printable(spelled_settings(setting_ref("scale") + " run: " + text)));
+  for (const std::string& w : warnings) say(hooks, LineStream::Err, "attnmap: warning: " + printable(spelled_settings(w)));
   return pre;
 }
 
