@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <iostream>
+#include <filesystem>
 #include <memory>
 #include <atomic>
 #include <mutex>
@@ -25,6 +26,7 @@
 
 #include "app/cli/command_line.hpp"
 #include "app/cli/flags.hpp"
+#include "app/commands/figure_cmd.hpp"
 #include "app/commands/inspect.hpp"
 #include "app/cli/options.hpp"
 #include "engine/outputs.hpp"
@@ -561,8 +563,37 @@ py::list render_outputs(const std::shared_ptr<Model>& model, const py::object& i
 }
 
 // Model.figure: the figure command's figure of `images` (paths or arrays, named `names`) in memory.
-py::dict figure_of(const std::shared_ptr<Model>& model, const std::vector<py::object>& images,
-                   const std::vector<std::string>& names, const GivenPairs& settings, const std::string& format) {
+// figure()'s images as rows: a path to a folder walked as the figure command walks it (its files, named by
+// their paths); every path missing: the command's usage error (exit 2).
+void walk_figure_folders(std::vector<py::object>& images, std::vector<std::string>& names) {
+  std::vector<std::string> paths;
+  for (const py::object& im : images)
+    if (py::isinstance<py::str>(im)) paths.push_back(im.cast<std::string>());
+  std::vector<std::string> failed;
+  if (paths.size() == images.size()) (void)figure_input_files(paths, &failed);  // throws when all are missing
+  std::vector<py::object> rows;
+  std::vector<std::string> row_names;
+  for (size_t i = 0; i < images.size(); ++i) {
+    std::error_code ec;
+    const bool folder = py::isinstance<py::str>(images[i]) &&
+                        std::filesystem::is_directory(images[i].cast<std::string>(), ec);
+    if (!folder) {
+      rows.push_back(images[i]);
+      row_names.push_back(names.at(i));
+      continue;
+    }
+    for (const std::string& f : figure_input_files({images[i].cast<std::string>()}, &failed)) {
+      rows.push_back(py::str(f));
+      row_names.push_back(f);
+    }
+  }
+  images = std::move(rows);
+  names = std::move(row_names);
+}
+
+py::dict figure_of(const std::shared_ptr<Model>& model, std::vector<py::object> images,
+                   std::vector<std::string> names, const GivenPairs& settings, const std::string& format) {
+  walk_figure_folders(images, names);
   GivenSettings given = with_model(*model, settings);
   given.push_back({"inputs", names});
   const FigureArgs a = make_request("figure", given).figure;

@@ -286,7 +286,7 @@ EvalResult eval_report(const EvalOptions& opt, const BatchHooks& given_hooks) {
   BatchHooks hooks = given_hooks;  // the standard output's lines kept as the report's text too
   hooks.on_line = [&res, &given_hooks](LineStream stream, const std::string& text) {
     if (stream == LineStream::Out) res.text += text + "\n";
-    say(given_hooks, stream, text);
+    if (given_hooks.on_line) given_hooks.on_line(stream, text);  // a blank line too: the report's separators
   };
   const RenderOptions& ro = opt.view;
   check_masks_folder(opt);
@@ -353,7 +353,7 @@ EvalResult eval_report(const EvalOptions& opt, const BatchHooks& given_hooks) {
   std::ostringstream summary;
   eval::print_summary(summary, ctx, sum, run.failed, classify);
   std::istringstream lines(summary.str());
-  for (std::string line; std::getline(lines, line);) say(hooks, LineStream::Out, line);
+  for (std::string line; std::getline(lines, line);) hooks.on_line(LineStream::Out, line);  // blank lines kept
   res.report = eval::eval_json(ctx, weights_path, sum, run, classify);
   res.status = run.failed || sum.n == 0 ? 1 : 0;
   if (!opt.json_out.empty() && !write_eval_json(json, res.report, hooks)) {

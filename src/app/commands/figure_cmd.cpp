@@ -184,28 +184,7 @@ struct FigureInputs {
 FigureInputs plan_inputs(const FigurePlan& p) {
   FigureInputs in;
   in.roots = p.ro.inputs;
-  for (const std::string& input : p.ro.inputs) {
-    std::error_code ec;
-    if (!fs::is_directory(input, ec)) {  // a file is a row as given (named twice: two rows), a missing one fails
-      if (fs::exists(fs::symlink_status(input, ec))) in.files.push_back(input);
-      else in.failed.push_back(input + ": no such file or folder");
-      continue;
-    }
-    std::vector<std::string> missing;
-    std::vector<std::pair<std::string, std::string>> unreadable;
-    std::map<std::string, size_t> passed_over;  // attnmap's own outputs in a walked folder: not photos
-    for (const Job& j : plan_jobs({input}, "", &missing, {}, &unreadable, &passed_over)) in.files.push_back(j.input);
-    if (const std::string note = passed_over_summary(passed_over); !note.empty())
-      std::cerr << "attnmap: note: " << printable(input + ": " + note) << "\n";
-    for (const auto& u : unreadable) in.failed.push_back(u.second);
-  }
-  if (in.files.empty() && in.failed.empty()) throw Error(no_images_message(p.ro.inputs) + ": a figure needs at least one");
-  std::vector<std::string> missing;
-  for (const std::string& input : p.ro.inputs) {
-    std::error_code ec;
-    if (!fs::exists(fs::symlink_status(input, ec))) missing.push_back(input);
-  }
-  if (const std::string none = all_inputs_missing(p.ro.inputs, missing, "draw"); !none.empty()) throw Error(none);
+  in.files = figure_input_files(p.ro.inputs, &in.failed);
   return in;
 }
 
@@ -535,6 +514,35 @@ void draw_figure_rows(const FigurePlan& p, const ViTWeights& model, const std::s
 }
 
 }  // namespace
+
+std::vector<std::string> figure_input_files(const std::vector<std::string>& inputs, std::vector<std::string>* failed) {
+  FigureInputs in;
+  for (const std::string& input : inputs) {
+    std::error_code ec;
+    if (!fs::is_directory(input, ec)) {  // a file is a row as given (named twice: two rows), a missing one fails
+      if (fs::exists(fs::symlink_status(input, ec))) in.files.push_back(input);
+      else in.failed.push_back(input + ": no such file or folder");
+      continue;
+    }
+    std::vector<std::string> missing;
+    std::vector<std::pair<std::string, std::string>> unreadable;
+    std::map<std::string, size_t> passed_over;  // attnmap's own outputs in a walked folder: not photos
+    for (const Job& j : plan_jobs({input}, "", &missing, {}, &unreadable, &passed_over)) in.files.push_back(j.input);
+    if (const std::string note = passed_over_summary(passed_over); !note.empty())
+      std::cerr << "attnmap: note: " << printable(input + ": " + note) << "\n";
+    for (const auto& u : unreadable) in.failed.push_back(u.second);
+  }
+  if (in.files.empty() && in.failed.empty()) throw Error(no_images_message(inputs) + ": a figure needs at least one");
+  std::vector<std::string> missing;
+  for (const std::string& input : inputs) {
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(input, ec))) missing.push_back(input);
+  }
+  if (const std::string none = all_inputs_missing(inputs, missing, "draw"); !none.empty()) throw Error(none);
+  *failed = std::move(in.failed);
+  return in.files;
+}
+
 
 int run_figure(const FigureArgs& a) {
   const FigurePlan p = check_options(a);

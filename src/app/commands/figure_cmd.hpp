@@ -58,6 +58,12 @@ int run_figure(const FigureArgs& a);
 
 /// One image of a figure drawn in memory: its name (the row label and the record's images[].name, e.g.
 /// "cat.jpg"), its decoded photo and the SHA-256 of the bytes it was decoded from (the record's).
+/// The figure's rows from its inputs as given: a file as given (named twice: two rows), a folder walked and
+/// sorted as render walks it (attnmap's own outputs passed over, with a note on standard error). `failed` gets
+/// "PATH: why" for an input that does not exist or cannot be read. Throws attnmap::Error when every input is
+/// missing or nothing is found (a usage error, exit 2).
+std::vector<std::string> figure_input_files(const std::vector<std::string>& inputs, std::vector<std::string>* failed);
+
 struct FigurePhoto {
   std::string name;
   Image photo;
