@@ -214,3 +214,13 @@ def rgb_array(path):
     """An image file as the uint8 (H, W, 3) RGB array PIL decodes (use lossless files for same-bits tests)."""
     Image = need("PIL.Image")
     return np.array(Image.open(path).convert("RGB"), dtype=np.uint8, copy=True)
+
+
+def composites_folder(tmp_path, names):
+    """A folder tmp_path/in holding copies of data/composites' `names`."""
+    import shutil
+    src = tmp_path / "in"
+    src.mkdir()
+    for n in names:
+        shutil.copy(DATA / "composites" / n, src / n)
+    return src

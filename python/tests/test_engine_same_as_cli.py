@@ -1,22 +1,17 @@
 """figure() and evaluate() on the engine give what the command line gives (issue 42's fresh-eyes findings): a
 folder among figure()'s images is walked as `attnmap figure` walks it (the same bytes), every image missing is
 the command's usage error (exit 2), and evaluate()'s text keeps the report's blank separator lines."""
-import shutil
 import subprocess
 
 import pytest
 
-from amtest import CLI, DATA
+from amtest import CLI, DATA, composites_folder
 
 NAMES = sorted(p.name for p in (DATA / "composites").glob("*.png"))[:3]
 
 
 def _folder(tmp_path):
-    src = tmp_path / "in"
-    src.mkdir()
-    for n in NAMES:
-        shutil.copy(DATA / "composites" / n, src / n)
-    return src
+    return composites_folder(tmp_path, NAMES)
 
 
 def test_a_folder_is_walked_as_the_figure_command_walks_it(attnmap, default_model, tmp_path):

@@ -1,21 +1,16 @@
 """render_folder() on the batch engine's hooks: rows from the engine (no manifest written unless manifest=), the
 run's lines printed to sys.stdout / sys.stderr as the command line prints them (none with quiet=True) and kept in
 RunReport.lines, errors naming keywords."""
-import shutil
 
 import pytest
 
-from amtest import DATA
+from amtest import DATA, composites_folder
 
 NAMES = ["0000_trouser.png", "0001_sneaker.png"]
 
 
 def _folder(tmp_path):
-    src = tmp_path / "in"
-    src.mkdir()
-    for n in NAMES:
-        shutil.copy(DATA / "composites" / n, src / n)
-    return src
+    return composites_folder(tmp_path, NAMES)
 
 
 def test_rows_without_a_manifest_and_lines_to_sys_streams(attnmap, default_model, tmp_path, capsys):
