@@ -14,7 +14,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "app/commands/inspect.hpp"
+#include "engine/inspect/inspect.hpp"
 #include "checkpoint/weights.hpp"
 #include "checkpoint/weights_safetensors.hpp"
 #include "core/error.hpp"

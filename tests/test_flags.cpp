@@ -1,13 +1,20 @@
 // test_flags.cpp - issue 42: the flag registry (app/cli/flags.hpp) and the one door. Each setting's spelling
 // as a flag and as a Python keyword, settings_of for the Python module, make_request from settings as given
 // (the same checks as the command line: numbers in attnmap's words, a setting of another command refused,
-// errors naming {setting:id}), and every registry row of every command stored by make_request.
+// errors naming {setting:id}), every registry row of every command stored by make_request, and each
+// command's help order and did-you-mean as before the registry.
 #include <gtest/gtest.h>
 
-#include <string>
+#include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "app/cli/cli_words.hpp"
 #include "app/cli/flag_table.hpp"
 #include "app/cli/flags.hpp"
+#include "app/cli/options.hpp"
 #include "core/error.hpp"
 
 using namespace attnmap;
@@ -20,6 +27,21 @@ std::string request_error(const std::string& command, const GivenSettings& given
     (void)make_request(command, given);
   } catch (const Error& e) {
     return e.what();
+  }
+  return "";
+}
+
+// The parse error of `attnmap ARGS...` as the command line words it (parse_error_text), "" when it parses.
+std::string parse_error(const std::vector<std::string>& args) {
+  CLI::App app{"attnmap", "attnmap"};
+  CliArgs a;
+  (void)add_commands(app, a);
+  std::vector<std::string> argv = args;
+  std::reverse(argv.begin(), argv.end());  // CLI11 reads a vector from its back
+  try {
+    app.parse(argv);
+  } catch (const CLI::ParseError& e) {
+    return parse_error_text(e, app);
   }
   return "";
 }
@@ -95,4 +117,39 @@ TEST(Flags, EveryRowIsStored) {
       EXPECT_EQ(why.find("has no place"), std::string::npos) << c.name << " " << f.id << ": " << why;
       EXPECT_EQ(why.find("is not a setting"), std::string::npos) << c.name << " " << f.id << ": " << why;
     }
+}
+
+// Each command's help lists a topic's flags in the order it did before the registry (figure: --scale first
+// of the drawing), and did-you-mean offers every flag a typed prefix starts (up to three), as the help
+// lists them; a unique prefix, however short, its flag.
+TEST(Flags, HelpOrderAndSuggestionsAsBeforeTheRegistry) {
+  std::vector<std::string> drawing, figures;
+  for (const Flag* f : flags_in_help_order(kFigure)) {
+    if (std::string(f->topic) == "Drawing") drawing.push_back(f->id);
+    if (std::string(f->topic) == "Figures") figures.push_back(f->id);
+  }
+  EXPECT_EQ(drawing, (std::vector<std::string>{"scale", "colormap", "style", "alpha", "alpha_by_value", "upsample"}));
+  EXPECT_EQ(figures, (std::vector<std::string>{"width_in", "dpi", "title", "row_labels", "column_labels",
+                                               "block_numbering", "notes"}));
+  CLI::App app{"attnmap", "attnmap"};
+  CliArgs a;
+  (void)add_commands(app, a);
+  const std::string help = app.get_subcommand("figure")->help("attnmap figure");
+  const size_t scale = help.find("\n  --scale "), colormap = help.find("\n  --colormap,--colourmap NAME");
+  ASSERT_NE(scale, std::string::npos) << help;
+  ASSERT_NE(colormap, std::string::npos) << help;
+  EXPECT_LT(scale, colormap) << help;
+  EXPECT_LT(help.find("\n  --width-in "), help.find("\n  --dpi ")) << help;
+  EXPECT_EQ(flags_in_help_order(kRender).front()->id, std::string("inputs"));  // the argument first
+
+  EXPECT_EQ(parse_error({"render", "--col", "x.png"}), "unknown option --col; did you mean --column or --colormap?");
+  EXPECT_EQ(parse_error({"figure", "--col=x", "x.png"}),
+            "unknown option --col; did you mean --colormap or --column-labels?");
+  EXPECT_EQ(parse_error({"render", "--colo", "x"}), "unknown option --colo; did you mean --colormap?");
+  EXPECT_EQ(parse_error({"render", "--hea", "x"}), "unknown option --hea; did you mean --heads, --head or --heads-grid?");
+  EXPECT_EQ(parse_error({"render", "--sa", "x"}), "unknown option --sa; did you mean --save-raw?");
+  EXPECT_EQ(parse_error({"eval", "--sa", "x"}), "unknown option --sa; did you mean --sanity?");
+  EXPECT_EQ(parse_error({"render", "--no-", "x"}), "unknown option --no-; did you mean --no-exif or --no-legend?");
+  EXPECT_EQ(parse_error({"figure", "--esize", "x"}), "unknown option --esize; did you mean --size?");
+  EXPECT_EQ(parse_error({"stats", "--colour-map", "x"}), "unknown option --colour-map; did you mean --colormap?");
 }

@@ -12,7 +12,7 @@
 #include "maps/attention_maps.hpp"
 #include "engine/batch.hpp"
 #include "core/error.hpp"
-#include "app/commands/inspect.hpp"
+#include "engine/inspect/inspect.hpp"
 #include "io/npy.hpp"
 #include "test_util.hpp"
 #include "model/vit.hpp"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "app/commands/eval_parts.hpp"
+#include "engine/eval/eval_parts.hpp"
 #include "engine/provenance.hpp"
 #include "draw/canvas.hpp"
 #include "draw/colormap.hpp"

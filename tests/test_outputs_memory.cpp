@@ -11,6 +11,7 @@
 #include "app/cli/flags.hpp"
 #include "app/commands/eval_cmd.hpp"
 #include "app/commands/figure_cmd.hpp"
+#include "app/commands/stats_cmd.hpp"
 #include "engine/outputs.hpp"
 #include "engine/provenance.hpp"
 #include "engine/session.hpp"
@@ -135,4 +136,51 @@ TEST_F(MemoryOutputs, EvalReportEqualsTheJsonFile) {
   EXPECT_EQ(mem.text, r.out) << "the text differs from what eval prints";
   ASSERT_FALSE(err.empty());
   EXPECT_EQ(err.back().rfind("attnmap: 4 evaluated, 0 failed", 0), 0u) << err.back();
+}
+
+// stats' per-image lines (each image's "INPUT -> MAP" or error as it ends, the closing "wrote" line) come
+// through the hooks, settings as {setting:id}; the command line prints exactly those lines on standard error.
+TEST_F(MemoryOutputs, StatsLinesComeThroughTheHooks) {
+  const std::string img = (kSet / "images" / "0000_coat.png").string();
+  const std::string missing = (dir / "nosuch.png").string();
+  const fs::path out = dir / "st";
+  const CliRun r = run_attnmap("stats " + q(img) + " " + q(missing) + " -w " + q(kWeights) + " -o " + q(out) + " -j 1");
+  ASSERT_EQ(r.status, 1) << r.err;
+  StatsArgs a;
+  a.inputs = {img, missing};
+  a.out = out.string();
+  a.model.weights = kWeights;
+  a.jobs = 1;
+  std::vector<std::string> err;
+  BatchHooks hooks;
+  hooks.on_line = [&err](LineStream s, const std::string& text) {
+    EXPECT_EQ(s, LineStream::Err) << text;
+    err.push_back(text);
+  };
+  EXPECT_EQ(compute_stats(check_stats_args(a), hooks), 1);
+  ASSERT_EQ(err.size(), 3u);
+  EXPECT_EQ(err[0], "attnmap: error: " + missing + ": no such file or folder");
+  EXPECT_EQ(err[1], "attnmap: " + img + " -> " + (out / "outliers" / "0000_coat.png").string());
+  EXPECT_EQ(err[2].rfind("attnmap: wrote ", 0), 0u) << err[2];
+  EXPECT_EQ(r.err, err[0] + "\n" + err[1] + "\n" + err[2] + "\n");
+}
+
+// figure's lines come through the hooks too: a row that cannot be read is one error line, nothing written.
+TEST_F(MemoryOutputs, FigureLinesComeThroughTheHooks) {
+  const std::string img = (kSet / "images" / "0000_coat.png").string();
+  const std::string missing = (dir / "nosuch.png").string();
+  FigureArgs a;
+  a.inputs = {img, missing};
+  a.views = "photo,L1/mean";
+  a.out = (dir / "fig.png").string();
+  a.model.weights = kWeights;
+  std::vector<std::string> err;
+  BatchHooks hooks;
+  hooks.on_line = [&err](LineStream s, const std::string& text) {
+    if (s == LineStream::Err) err.push_back(text);
+  };
+  EXPECT_EQ(figure_to_file(check_figure_args(a), hooks), 1);
+  ASSERT_EQ(err.size(), 1u);
+  EXPECT_EQ(err[0], "attnmap: error: " + missing + ": no such file or folder; no figure written");
+  EXPECT_FALSE(fs::exists(dir / "fig.png"));
 }

@@ -8,7 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "app/commands/inspect.hpp"
+#include "engine/inspect/inspect.hpp"
 #include "checkpoint/weights.hpp"
 #include "core/error.hpp"
 #include "io/npy.hpp"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "app/commands/inspect.hpp"
+#include "engine/inspect/inspect.hpp"
 #include "checkpoint/pickle.hpp"
 #include "checkpoint/weights.hpp"
 #include "checkpoint/weights_pth.hpp"

@@ -42,7 +42,8 @@ def main():
     src = pathlib.Path(__file__).resolve().parent.parent / "src"
     bad = []
     for stage in STAGES:
-        for path in sorted((src / stage).glob("*.[ch]pp")) + sorted((src / stage).glob("*.inc")):
+        # a stage's subfolders (engine/eval/, app/cli/) are the stage's
+        for path in sorted((src / stage).rglob("*.[ch]pp")) + sorted((src / stage).rglob("*.inc")):
             for number, code in code_lines(path.read_text(encoding="utf-8")):
                 for lit in LITERAL.findall(code):
                     if FLAG.search(lit):

@@ -9,6 +9,8 @@ function or class, not on their own.
 --check exits 1 when any function is over LIMIT (default 100); ctest Layout.NoFunctionOverLimit runs it.
 --files MAX_LINES lists (and with --check fails on) the source files of src/ over MAX_LINES lines instead
 (issue 25: no file over about 700 lines); ctest Layout.NoFileOverLimit runs it.
+--folders MAX_FILES lists (and with --check fails on) the folders of src/ holding more than MAX_FILES source
+files of their own, subfolders not counted (issue 42: no folder over 32); ctest Layout.NoFolderOverLimit runs it.
 """
 import glob
 import os
@@ -46,7 +48,7 @@ def blank_literals(text):
 
 def long_functions(root, limit):
     found = []
-    for path in sorted(glob.glob(os.path.join(root, 'src', '*', '*.[ch]pp'))):
+    for path in sorted(glob.glob(os.path.join(root, 'src', '**', '*.[ch]pp'), recursive=True)):
         lines = blank_literals(open(path, encoding='utf-8').read()).split('\n')
         i = 0
         while i < len(lines):
@@ -77,22 +79,33 @@ def long_functions(root, limit):
 
 def long_files(root, limit):
     found = []
-    for path in sorted(glob.glob(os.path.join(root, 'src', '*', '*.[ch]pp'))):
+    for path in sorted(glob.glob(os.path.join(root, 'src', '**', '*.[ch]pp'), recursive=True)):
         n = open(path, encoding='utf-8').read().count('\n')
         if n > limit:
             found.append((n, os.path.relpath(path, root)))
     return found
 
 
+def full_folders(root, limit):
+    """(count, folder) of each folder of root/src with more than `limit` .cpp/.hpp/.h files of its own."""
+    out = []
+    for folder, _, names in os.walk(os.path.join(root, 'src')):
+        n = sum(1 for f in names if f.endswith(('.cpp', '.hpp', '.h')))
+        if n > limit:
+            out.append((n, os.path.relpath(folder, root)))
+    return sorted(out, reverse=True)
+
+
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if '--files' in sys.argv:
-        limit = int(sys.argv[sys.argv.index('--files') + 1])
-        files = long_files(root, limit)
-        for n, path in files:
-            print(f'{n:5d} lines  {path}')
-        print(f'{len(files)} file(s) over {limit} lines')
-        sys.exit(1 if '--check' in sys.argv and files else 0)
+    for flag, find, unit in (('--folders', full_folders, 'source files'), ('--files', long_files, 'lines')):
+        if flag in sys.argv:
+            limit = int(sys.argv[sys.argv.index(flag) + 1])
+            found = find(root, limit)
+            for n, path in found:
+                print(f'{n:5d} {unit}  {path}')
+            print(f'{len(found)} {"folder" if flag == "--folders" else "file"}(s) over {limit} {unit}')
+            sys.exit(1 if '--check' in sys.argv and found else 0)
     args = [a for a in sys.argv[1:] if a != '--check']
     limit = int(args[0]) if args else 100
     found = long_functions(root, limit)

@@ -189,7 +189,7 @@ def main():
     cache = json.load(open(cache_path)) if os.path.exists(cache_path) else {}
     for e in json.load(open(os.path.join(a.build, "compile_commands.json"))):
         f = os.path.realpath(e["file"])
-        if not f.startswith(graph.src + os.sep):
+        if not f.startswith(graph.src + os.sep) or not os.path.exists(f):  # outside src/, or moved since configured
             continue
         stamp = newest_stamp(f, graph.src)
         if cache.get(f, {}).get("stamp") != stamp:

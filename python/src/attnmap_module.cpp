@@ -27,7 +27,7 @@
 #include "app/cli/command_line.hpp"
 #include "app/cli/flags.hpp"
 #include "app/commands/figure_cmd.hpp"
-#include "app/commands/inspect.hpp"
+#include "engine/inspect/inspect.hpp"
 #include "app/cli/options.hpp"
 #include "engine/outputs.hpp"
 #include "engine/paths.hpp"

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 
+#include "app/cli/flags.hpp"
 #include "app/cli/options.hpp"
 #include "engine/batch.hpp"
 
@@ -51,7 +52,7 @@ attnmap::BatchHooks python_hooks(const BatchCallbacks& calls, bool progress_bar,
   h.progress_bar = progress_bar;
   h.on_line = [on_line = calls.on_line, errors](LineStream stream, const std::string& text) {
     const char* name = stream == LineStream::Out ? "out" : stream == LineStream::Err ? "err" : "bar";
-    const std::string spelled = attnmap::with_flags(text);
+    const std::string spelled = attnmap::spell_as_flags(text);
     errors->call([&] { on_line(name, py::str(spelled)); });
   };
   h.on_row = [on_row = calls.on_row, errors](const attnmap::BatchRow& row) {

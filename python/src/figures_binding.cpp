@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 
+#include "app/cli/flags.hpp"
 #include "app/commands/eval_cmd.hpp"
 #include "engine/provenance.hpp"
 #include "core/error.hpp"
@@ -99,7 +100,8 @@ py::dict eval_output(const GivenSettings& given, const ModelSource& model, std::
   hooks.on_line = [&errors, &mu](LineStream stream, const std::string& text) {  // standard output: EvalResult::text
     static const std::string kError = "attnmap: error: ";
     std::lock_guard<std::mutex> lock(mu);
-    if (stream == LineStream::Err && text.compare(0, kError.size(), kError) == 0) errors.push_back(text.substr(kError.size()));
+    if (stream == LineStream::Err && text.compare(0, kError.size(), kError) == 0)
+      errors.push_back(spell_as_flags(text.substr(kError.size())));  // as the command line says them
   };
   EvalResult res;
   {

@@ -81,20 +81,12 @@ def test_ctrl_c_stops_a_download_and_keeps_its_partial_file(tmp_path):
     partial blob is kept for the next load."""
     ports, server = _start_hub(tmp_path, "--rate", "8000")  # 64 kB: about 8 s
     try:
-        for _ in range(200):
-            if ports.exists():
-                break
-            time.sleep(0.05)
-        env = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:" + ports.read_text().split()[0],
-                   HF_HUB_CACHE=str(tmp_path / "cache"), HF_HOME=str(tmp_path / "hf_home"),
-                   PYTHONPATH=os.environ.get("ATTNMAP_PYTHON_PATH", str(ROOT / "build" / "python")))
-        for var in ("HF_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
-            env.pop(var, None)
-        code = ("import attnmap\ntry:\n    attnmap.load('test-org/tiny-vit', quiet=True)\n"
-                "except KeyboardInterrupt:\n    print('interrupted')\n")
-        child = subprocess.Popen(["/usr/bin/python3", "-c", code], env=env, stdout=subprocess.PIPE, text=True)
-        for _ in range(400):  # until the download has begun: its .incomplete file exists
-            if list((tmp_path / "cache").rglob("*.incomplete")):
+        child = _load_in_child(tmp_path, ports)
+        # Until bytes of the blob have arrived: its .incomplete file is made before the GET (as huggingface_hub
+        # opens it), so its mere existence does not mean a byte came; a Ctrl-C before the first byte keeps an
+        # empty partial file (a later run resumes from byte 0), which is not what this test asserts.
+        for _ in range(400):
+            if any(f.stat().st_size > 0 for f in (tmp_path / "cache").rglob("*.incomplete")):
                 break
             time.sleep(0.05)
         t = time.time()
@@ -107,3 +99,44 @@ def test_ctrl_c_stops_a_download_and_keeps_its_partial_file(tmp_path):
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=10)
+
+
+def test_ctrl_c_stops_a_stalled_download_at_once(tmp_path):
+    """Ctrl-C while the server sends nothing (one 4096-byte chunk, then a stall) stops load() at once, not when
+    the stall times out (HF_HUB_DOWNLOAD_TIMEOUT, 10 s) and a retry brings a byte; the bytes received are kept."""
+    ports, server = _start_hub(tmp_path, "--rate", "1")  # the first 4096 bytes, then none for 4096 s
+    try:
+        child = _load_in_child(tmp_path, ports, "HF_HUB_DOWNLOAD_TIMEOUT")
+        for _ in range(400):  # until the first chunk is in the partial file; then the server stalls
+            if any(f.stat().st_size == 4096 for f in (tmp_path / "cache").rglob("*.incomplete")):
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)  # the transfer now waits for bytes that do not come
+        t = time.time()
+        child.send_signal(signal.SIGINT)
+        out, _ = child.communicate(timeout=30)
+        assert out.startswith("interrupted"), out
+        assert time.time() - t < 4.0  # libcurl's progress call polls the Ctrl-C about once a second
+        partial = list((tmp_path / "cache").rglob("*.incomplete"))
+        assert len(partial) == 1 and partial[0].stat().st_size == 4096
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=10)
+
+
+def _load_in_child(tmp_path, ports, *unset):
+    """A child Python that loads the fake Hub's model (the Hub of _start_hub, once its ports file is written)
+    and prints 'interrupted' on KeyboardInterrupt; `unset`: environment variables left out besides the Hub's
+    token and offline ones."""
+    for _ in range(200):
+        if ports.exists():
+            break
+        time.sleep(0.05)
+    env = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:" + ports.read_text().split()[0],
+               HF_HUB_CACHE=str(tmp_path / "cache"), HF_HOME=str(tmp_path / "hf_home"),
+               PYTHONPATH=os.environ.get("ATTNMAP_PYTHON_PATH", str(ROOT / "build" / "python")))
+    for var in ("HF_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") + unset:
+        env.pop(var, None)
+    code = ("import attnmap\ntry:\n    attnmap.load('test-org/tiny-vit', quiet=True)\n"
+            "except KeyboardInterrupt:\n    print('interrupted')\n")
+    return subprocess.Popen(["/usr/bin/python3", "-c", code], env=env, stdout=subprocess.PIPE, text=True)

@@ -420,18 +420,6 @@ class BatchRun {
   std::chrono::steady_clock::time_point t0_;
 };
 
-/// The notes of a run once every usage check has passed (a refusal stays one line): the bundled model's
-/// (no -w), bf16's speed on this CPU, the figures asked for that this run does not draw.
-void say_run_notes(const RenderOptions& opt, const BatchHooks& hooks) {
-  if (opt.quiet) return;
-  if (opt.weights.empty())  // the first run explains itself
-    say(hooks, LineStream::Err, "attnmap: note: no -w given: the bundled default model, a small ViT trained on garment "
-        "composites (not an ImageNet model; on ordinary photos its maps show what it finds salient); -w brings your own "
-        "checkpoint (docs/checkpoints.md)");
-  say(hooks, LineStream::Err, precision_speed_note(opt));
-  for (const std::string& n : undrawn_figure_notes(opt)) say(hooks, LineStream::Err, "attnmap: note: " + n);
-}
-
 /// --scale run's first pass (precompute_views), its bounds put in the run's record `settings` and printed
 /// (under -q too: they are what --scale VMIN,VMAX needs to draw more images the same way).
 Precomputed run_scale_pass(RenderContext* ctx, nlohmann::ordered_json* settings, const JobPlan& plan, int workers,
@@ -448,43 +436,17 @@ Precomputed run_scale_pass(RenderContext* ctx, nlohmann::ordered_json* settings,
   return pre;
 }
 
-/// The output folder made and the run's lock claimed (held to the end of the run: no second run writes these
-/// images or this manifest meanwhile); refused, the folder this run made goes again (it is empty).
-void claim_output_folder(RunLock* lock, const RenderOptions& opt, const BatchOptions& bopt,
-                         const std::string& manifest_path) {
-  std::error_code ec;
-  const bool out_existed = fs::exists(fs::symlink_status(opt.out_dir, ec));
-  prepare_output_folder(opt);
-  try {
-    lock->claim(opt.out_dir, bopt.shard_count > 1, manifest_path);
-  } catch (const Error&) {
-    if (!out_existed) fs::remove(opt.out_dir, ec);
-    throw;
-  }
-}
-
 }  // namespace
 
 int run_render(const RenderOptions& opt, const BatchOptions& bopt, const BatchHooks& hooks) {
-  check_batch_options(opt, bopt);
-  // The model: the one the program lends, else -w's file, folder or Hub name (fetched into the cache).
-  const RunWeights weights = hooks.model ? RunWeights{opt.weights, std::nullopt} : run_weights(opt.weights, opt.quiet);
-  const std::shared_ptr<const ViTWeights> loaded = hooks.model ? hooks.model(opt, false) : load_run_model(opt, weights);
-  const ViTWeights& model = *loaded;
-  RenderContext ctx = make_render_context(model, opt);
-  nlohmann::ordered_json settings = make_provenance(ctx, weights.path);  // hashes the weights once
+  const RunModel model = open_run_model(opt, hooks);  // lent by the program, else -w's (fetched from the Hub)
+  RenderContext ctx = make_render_context(*model.weights, opt);
+  nlohmann::ordered_json settings = make_provenance(ctx, model.source.path);  // hashes the weights once
   ctx.provenance = provenance_text(settings);
-  const JobPlan plan = plan_run(opt, bopt);
-  check_something_to_render(plan, opt.inputs, bopt, hooks);
-  std::vector<ReadFile> reads = run_reads(opt, weights.path, plan, ctx);
-  const std::string manifest_path = check_manifest_path(bopt, reads);
-  if (wants_run_figures(bopt)) {
-    if (!manifest_path.empty()) reads.push_back({manifest_path, "the " + setting_ref("manifest") + " file"});
-    check_run_figure_paths(opt, bopt, std::move(reads));
-  }
-  RunLock lock;
-  claim_output_folder(&lock, opt, bopt, manifest_path);
-  say_run_notes(opt, hooks);
+  RunLock lock;  // held to the run's end
+  const RunPlan runplan = plan_batch(ctx, bopt, model.source.path, &lock, hooks);
+  const JobPlan& plan = runplan.jobs;
+  const std::string& manifest_path = runplan.manifest_path;
   const int workers = plan_threads(bopt, plan.jobs.size());
   std::optional<Precomputed> pre;
   if (opt.scale && opt.scale->kind == ScaleKind::Run) pre = run_scale_pass(&ctx, &settings, plan, workers, hooks);

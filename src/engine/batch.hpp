@@ -26,6 +26,13 @@ namespace attnmap {
 /// written, for unusable weights, bad options, an --out that is an input folder or cannot be created, a
 /// --manifest naming an input, the weights or an output of the run, or an unwritable manifest. The forward
 /// pass's threads follow blas_threads_to_set (the user's OPENBLAS_NUM_THREADS / OMP_NUM_THREADS cap them).
+/// The options are the door's (make_request: check_drawing_options, check_batch_options; both front ends make
+/// them there): run_render checks nothing of them again.
 int run_render(const RenderOptions& opt, const BatchOptions& bopt, const BatchHooks& hooks);
+
+/// Render's options that need no model, checked at the door (make_request) before anything loads: -j,
+/// --shard, an --out that is an input folder, the --manifest name, the run figures' options, --scale run with
+/// --skip-existing or --shard. Throws attnmap::Error naming settings as {setting:id}.
+void check_batch_options(const RenderOptions& opt, const BatchOptions& bopt);
 
 }  // namespace attnmap

@@ -50,7 +50,7 @@ struct BatchHooks {
 };
 
 /// The command line's hooks: Out lines to std::cout, Err lines to std::cerr (each with its newline, settings
-/// spelled as flags: with_flags), the bar
+/// spelled as flags: spell_as_flags), the bar
 /// redrawn on std::cerr ("\r\033[K" before it) when standard error is a terminal; no model, rows or cancel.
 BatchHooks terminal_hooks();
 

@@ -19,7 +19,7 @@ struct BatchOptions {
   int shard_index = 1;             ///< this run renders the inputs whose 0-based sorted index i has
   int shard_count = 1;             ///< i % shard_count == shard_index - 1
   int progress_every = 0;          ///< non-terminal progress: a line per this many images; 0: automatic
-  // Figures of the whole run, drawn after its images (app/run_figures.hpp, docs/figures.md).
+  // Figures of the whole run, drawn after its images (engine/run_figures.hpp, docs/figures.md).
   std::string contact_sheet;       ///< FILE.png: every input's overlay in a labelled grid; empty: none
   int sheet_columns = 6;           ///< thumbnails per row of the contact sheet
   bool sheet_columns_given = false;  ///< --sheet-columns was given (refused without --contact-sheet)

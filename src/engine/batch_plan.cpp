@@ -1,6 +1,7 @@
 // batch_plan.cpp - a batch run's steps before any image is rendered (batch_plan.hpp): options checked, jobs
 // planned, the manifest's path and the output folder checked.
 #include "engine/batch_plan.hpp"
+#include "engine/batch.hpp"
 
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "engine/manifest.hpp"
 #include "engine/output_plan.hpp"
 #include "engine/run_figures.hpp"
+#include "engine/session.hpp"
 #include "core/error.hpp"
 
 namespace attnmap {
@@ -137,7 +139,7 @@ std::string check_manifest_path(const BatchOptions& bopt, const std::vector<Read
 }
 
 /// The output folder, once: a bad --out is one usage error, not one error per image.
-void prepare_output_folder(const RenderOptions& opt) {
+void prepare_output_folder(const OutputSpec& opt) {
   if (opt.out_dir.empty()) throw Error(setting_ref("out") + " is empty; name an output folder");
   std::error_code ec;
   if (fs::exists(fs::symlink_status(opt.out_dir, ec)) && !fs::is_directory(opt.out_dir, ec))
@@ -149,6 +151,50 @@ void prepare_output_folder(const RenderOptions& opt) {
   // Unwritable (permissions, read-only mount, immutable): one usage error, not one failure per image.
   if (::access(opt.out_dir.c_str(), W_OK | X_OK) != 0)
     throw Error(opt.out_dir + ": cannot write into the output folder: " + std::strerror(errno));
+}
+
+namespace {
+
+/// The output folder made and the run's lock claimed; refused, the folder this run made goes again (it is
+/// empty).
+void claim_output_folder(RunLock* lock, const RenderOptions& opt, const BatchOptions& bopt,
+                         const std::string& manifest_path) {
+  std::error_code ec;
+  const bool out_existed = fs::exists(fs::symlink_status(opt.out_dir, ec));
+  prepare_output_folder(opt);
+  try {
+    lock->claim(opt.out_dir, bopt.shard_count > 1, manifest_path);
+  } catch (const Error&) {
+    if (!out_existed) fs::remove(opt.out_dir, ec);
+    throw;
+  }
+}
+
+/// The notes of a run once every usage check has passed (a refusal stays one line): the bundled model's
+/// (no -w), bf16's speed on this CPU, the figures asked for that this run does not draw.
+void say_run_notes(const RenderOptions& opt, const BatchHooks& hooks) {
+  if (opt.quiet) return;
+  say(hooks, LineStream::Err, default_model_note(opt, true));  // the first run explains itself
+  say(hooks, LineStream::Err, precision_speed_note(opt));
+  for (const std::string& n : undrawn_figure_notes(opt)) say(hooks, LineStream::Err, "attnmap: note: " + n);
+}
+
+}  // namespace
+
+RunPlan plan_batch(const RenderContext& ctx, const BatchOptions& bopt, const std::string& weights_path, RunLock* lock,
+                   const BatchHooks& hooks) {
+  const RenderOptions& opt = *ctx.opt;
+  RunPlan p{plan_run(opt, bopt), ""};
+  check_something_to_render(p.jobs, opt.inputs, bopt, hooks);
+  std::vector<ReadFile> reads = run_reads(opt, weights_path, p.jobs, ctx);
+  p.manifest_path = check_manifest_path(bopt, reads);
+  if (wants_run_figures(bopt)) {
+    if (!p.manifest_path.empty()) reads.push_back({p.manifest_path, "the " + setting_ref("manifest") + " file"});
+    check_run_figure_paths(opt, bopt, std::move(reads));
+  }
+  claim_output_folder(lock, opt, bopt, p.manifest_path);
+  say_run_notes(opt, hooks);
+  return p;
 }
 
 }  // namespace attnmap

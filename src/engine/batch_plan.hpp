@@ -12,12 +12,10 @@
 #include "engine/paths.hpp"
 #include "engine/render.hpp"
 #include "engine/walk.hpp"
+#include "io/run_lock.hpp"
 
 namespace attnmap {
 
-/// Options that need no model: -j, --shard, an --out that is an input folder, the --manifest name, the run
-/// figures' options, --scale run with --skip-existing or --shard. Throws attnmap::Error.
-void check_batch_options(const RenderOptions& opt, const BatchOptions& bopt);
 
 /// Every input's job and this shard's, with what the per-image checks need.
 struct JobPlan {
@@ -52,6 +50,22 @@ void check_something_to_render(const JobPlan& plan, const std::vector<std::strin
 std::string check_manifest_path(const BatchOptions& bopt, const std::vector<ReadFile>& reads);
 
 /// The output folder, once: a bad --out is one usage error, not one error per image. Throws attnmap::Error.
-void prepare_output_folder(const RenderOptions& opt);
+void prepare_output_folder(const OutputSpec& opt);
+
+/// A run's plan before its first image: this shard's jobs and the resolved manifest path ("" without one).
+struct RunPlan {
+  JobPlan jobs;
+  std::string manifest_path;
+};
+
+/// A run planned, in the order a refusal must come: the inputs walked into jobs (plan_run), nothing to
+/// render refused, the files the run must not replace gathered (run_reads) and the manifest's and run
+/// figures' paths checked against them, then the output folder made and claimed (`lock`, held by the caller
+/// to the run's end: no second run writes these images or this manifest meanwhile; refused, a folder this
+/// run made goes again). Last, the run's notes (no -w, bf16's speed, figures asked for and not drawn): a
+/// refusal stays one line. `ctx` is the run's (make_render_context: its outputs and font); `weights_path` the
+/// file the run reads. Throws attnmap::Error (exit 2) before anything is written.
+RunPlan plan_batch(const RenderContext& ctx, const BatchOptions& bopt, const std::string& weights_path, RunLock* lock,
+                   const BatchHooks& hooks);
 
 }  // namespace attnmap

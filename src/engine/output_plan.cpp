@@ -51,7 +51,7 @@ OutputPlan plan_outputs(const RenderContext& ctx, const Job& job, const std::vec
     if (opt.strip_layers) plan.files.push_back({job.out_base + ".layers" + ext, OutputKind::Figure, 0, -1});
     if (opt.heads_grid) plan.files.push_back({job.out_base + ".heads" + ext, OutputKind::Figure, 0, -1});
   }
-  if (opt.writes(OutputKind::Explore))  // the explorer (app/explore.hpp): its index.html, written last of its files
+  if (opt.writes(OutputKind::Explore))  // the explorer (engine/explore.hpp): its index.html, written last of its files
     plan.files.push_back({job.out_base + ".explore/index.html", OutputKind::Explore, 0, -1});
   for (size_t i = 0; i < ctx.user_views; ++i) {
     const ResolvedView& v = ctx.views[i];

@@ -46,7 +46,7 @@ const char* upsample_name(Upsample u) {
 }
 
 /// --scale as written: map (the default of NAME.png), figure, run or [VMIN, VMAX].
-ojson scale_json(const RenderOptions& opt) {
+ojson scale_json(const ViewRequest& opt) {
   if (!opt.scale) return "map";
   switch (opt.scale->kind) {
     case ScaleKind::Figure: return "figure";

@@ -21,11 +21,11 @@ namespace attnmap {
 
 namespace fs = std::filesystem;
 
-int requested_layer(const HParams& hp, const RenderOptions& opt) {
+int requested_layer(const HParams& hp, const ViewRequest& opt) {
   return opt.layer.value_or(opt.rollout ? -1 : hp.default_layer.value_or(-1));
 }
 
-HeadSelect requested_head(const HParams& hp, const RenderOptions& opt) {
+HeadSelect requested_head(const HParams& hp, const ViewRequest& opt) {
   if (opt.head) return *opt.head;
   return opt.rollout ? HeadSelect{} : parse_head(hp.default_head.value_or("mean"));
 }
@@ -43,7 +43,7 @@ void apply_model_flags(const std::string& act, const std::string& pool, ModelOve
   }
 }
 
-SelectedView select_view(const HParams& hp, const RenderOptions& opt) {
+SelectedView select_view(const HParams& hp, const ViewRequest& opt) {
   // A bad value from the weights' config (not from the command line) says so, or the user looks for an option.
   auto from_config = [&hp](const char* key, const Error& e) {
     const auto it = hp.source.find(key);
@@ -83,7 +83,6 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
   ctx.layer = view.layer;
   ctx.head = view.head;
   ctx.cmap = opt.colormap.table;
-  check_drawing_options(opt);  // the options layer checks them too: a caller of run_render may not have
   if (opt.heads_grid || opt.panel || opt.strip_layers) {  // before any image: a missing font is one usage error
     ctx.font_family = figure_font();
     if (const char* env = std::getenv("ATTNMAP_FONT"); env && *env) ctx.font_file = env;
@@ -124,7 +123,7 @@ void ClipTally::add_image(const std::vector<DrawnBar>& bars) {
   }
 }
 
-std::vector<std::string> ClipTally::notes(const RenderOptions& opt) const {
+std::vector<std::string> ClipTally::notes(const ViewRequest& opt) const {
   std::vector<std::string> out;
   if (!opt.scale || opt.scale->kind != ScaleKind::Fixed) return out;
   std::lock_guard<std::mutex> lock(mu_);

@@ -27,7 +27,7 @@
 
 namespace attnmap {
 
-/// The kinds of file one image writes (app/output_plan.hpp plans them and writes each). A new per-image kind
+/// The kinds of file one image writes (engine/output_plan.hpp plans them and writes each). A new per-image kind
 /// is a line here, the flag that asks for it (options_cli.cpp, adding it to RenderOptions::map_files) and its
 /// plan line and writer (output_plan.cpp).
 enum class OutputKind {
@@ -38,55 +38,30 @@ enum class OutputKind {
   Explore,  ///< the image's explorer (--explore, engine/explore.hpp): NAME.explore/index.html and its files
 };
 
-/// Everything `attnmap render` was asked to do (filled by the CLI; no maths here).
-struct RenderOptions {
-  /// Whether `kind` is asked for beside each map's PNG (map_files).
-  bool writes(OutputKind kind) const { return std::find(map_files.begin(), map_files.end(), kind) != map_files.end(); }
-  std::vector<std::string> inputs;  ///< files or folders
-  std::string weights;              ///< weights file; empty: the bundled default
-  std::string out_dir = "attnmap-out";
-  std::optional<int> layer;          ///< unset: see requested_layer
-  std::optional<HeadSelect> head;    ///< --head parsed (parse_head); unset: see requested_head
-  Colormap colormap;                 ///< --colormap parsed (parse_colormap); its name is what records keep
-  float alpha = 0.5f;
-  Upsample upsample = Upsample::Bilinear;
-  ResizeMode resize = ResizeMode::Squash;
-  ModelOverrides overrides;
+/// The model a run uses (issue 42's ModelSpec): where its weights come from and every setting that changes
+/// its numbers. session.hpp's load_run_model reads it.
+struct ModelSpec {
+  std::string weights;              ///< -w: a file, a folder or a Hub name; empty: the bundled default
+  ModelOverrides overrides;         ///< heads, eps, activation, pooling, mean/std... given (checkpoint/weights.hpp)
   Precision precision = Precision::F32;  ///< --precision: the products' arithmetic (ViTWeights::precision)
-  std::vector<OutputKind> map_files;  ///< written per map beside its PNG, as asked: MapNpy (--save-raw)
-  bool all_heads = false;            ///< with MapNpy: the .npy holds every head, (H, grid_h, grid_w)
-  bool rollout = false;              ///< draw attention rollout through layers 0..layer instead of one layer
-  double discard = 0.0;              ///< rollout: fraction of the smallest fused entries zeroed per layer
-  std::optional<float> threshold;    ///< DINO mask: keep the largest attentions holding this mass, in (0, 1]
-  bool heads_grid = false;           ///< also write NAME.heads.*: one labelled tile per head + the fused map
-                                     ///< (--strip heads; --heads-grid is its old name)
-  // Figures (docs/figures.md): written in figure_formats, at dpi.
-  bool panel = false;                ///< NAME.panel.*: photo | map alone | overlay, title, colour bar
-  bool strip_layers = false;         ///< NAME.layers.*: the map at every block (heads fused by --head)
-  std::optional<ScaleSpec> scale;    ///< --scale; unset: map for NAME.png, figure for panels and strips
-  Style style = Style::Overlay;      ///< --style
-  bool alpha_by_value = false;       ///< --alpha-by-value
-  /// NAME.png carries a legend strip under the photo (colour bar, range, contrast; draw/figures.hpp
-  /// add_legend); --no-legend: the bare overlay. Never with --threshold (a mask has no colour scale).
-  bool legend = true;
-  std::optional<double> dpi;         ///< --dpi: pHYs of every PNG (none in NAME.png when unset), PDF/SVG page size
-  std::vector<FigureFormat> figure_formats = {FigureFormat::Png};  ///< --figure-format of the figures
-  std::optional<double> width_in;    ///< --width-in: panels and strips this many inches wide (FigureOptions)
-  std::optional<int> strip_columns;  ///< --strip-columns: tiles per row of both strips (unset: layers
-                                     ///< layer_strip_columns, heads ceil(sqrt(H + 1)))
-  // Words the author chooses (issue 28; docs/figures.md "Words").
-  std::optional<std::string> title;  ///< --title: the figures' title instead of the automatic one ("": none)
-  int block_base = 0;                ///< --block-numbering: the number figures give the first block (0 or 1)
-  bool notes = false;                ///< --notes: draw the explanatory notes into figures (else the terminal)
+  std::optional<std::array<int, 2>> size;  ///< (width, height): model input size; position embeddings resampled
+  std::optional<PosInterp> pos_interp;     ///< with size: how they are resampled; unset: the layout's default
   std::string labels_file;           ///< --labels FILE: the classifier's class names (checkpoint/labels.hpp)
   /// The run names classes (top-5, titles, --class, eval's accuracy): apply_class_names' note on assumed
   /// ImageNet-1k names is printed. explore and stats, which use no classifier, turn it off.
   bool names_classes = true;
-  std::optional<std::array<int, 2>> size;  ///< (width, height): model input size; position embeddings resampled
-  std::optional<PosInterp> pos_interp;     ///< with size: how they are resampled; unset: the layout's default
-  bool quiet = false;
-  LoadOptions load;
-  // Class-specific explanation maps (issue 19; app/explain_render.cpp).
+};
+
+/// What a run shows of the model (issue 42's ViewRequest): which attention (views, layer, head, rollout,
+/// query, class-specific explanation and its class) and how a map is drawn (colour map, scale, style).
+/// engine/views_render.cpp resolves it against the model (make_views_context).
+struct ViewRequest {
+  std::optional<int> layer;          ///< unset: see requested_layer
+  std::optional<HeadSelect> head;    ///< --head parsed (parse_head); unset: see requested_head
+  bool rollout = false;              ///< draw attention rollout through layers 0..layer instead of one layer
+  double discard = 0.0;              ///< rollout: fraction of the smallest fused entries zeroed per layer
+  std::optional<float> threshold;    ///< DINO mask: keep the largest attentions holding this mass, in (0, 1]
+  // Class-specific explanation maps (issue 19; engine/views_render.cpp, maps/explain.hpp).
   /// --explain chefer | gradcam | attn-grad as the class-specific view it names, without @L
   /// (parse_class_specific_view; its word is .written); unset: the attention views
   std::optional<ViewSpec> explain;
@@ -99,9 +74,53 @@ struct RenderOptions {
   /// unset: the default row
   std::optional<TokenQuery> query;
   bool layers_all = false;                 ///< --layers all: L0/F .. L<depth-1>/F, F = --head (or the default)
+  // How a map is drawn.
+  Colormap colormap;                 ///< --colormap parsed (parse_colormap); its name is what records keep
+  float alpha = 0.5f;
+  Upsample upsample = Upsample::Bilinear;
+  std::optional<ScaleSpec> scale;    ///< --scale; unset: map for NAME.png, figure for panels and strips
+  Style style = Style::Overlay;      ///< --style
+  bool alpha_by_value = false;       ///< --alpha-by-value
+};
+
+/// Which files and figures each image gets and how they are laid out (issue 42's OutputSpec); the output
+/// plan (engine/output_plan.hpp) and the figures (render.cpp figure_options) read it.
+struct OutputSpec {
+  /// Whether `kind` is asked for beside each map's PNG (map_files).
+  bool writes(OutputKind kind) const { return std::find(map_files.begin(), map_files.end(), kind) != map_files.end(); }
+  std::string out_dir = "attnmap-out";
+  std::vector<OutputKind> map_files;  ///< written per map beside its PNG, as asked: MapNpy (--save-raw)
+  bool all_heads = false;            ///< with MapNpy: the .npy holds every head, (H, grid_h, grid_w)
+  bool heads_grid = false;           ///< also write NAME.heads.*: one labelled tile per head + the fused map
+                                     ///< (--strip heads; --heads-grid is its old name)
+  // Figures (docs/figures.md): written in figure_formats, at dpi.
+  bool panel = false;                ///< NAME.panel.*: photo | map alone | overlay, title, colour bar
+  bool strip_layers = false;         ///< NAME.layers.*: the map at every block (heads fused by --head)
+  /// NAME.png carries a legend strip under the photo (colour bar, range, contrast; draw/figures.hpp
+  /// add_legend); --no-legend: the bare overlay. Never with --threshold (a mask has no colour scale).
+  bool legend = true;
+  std::optional<double> dpi;         ///< --dpi: pHYs of every PNG (none in NAME.png when unset), PDF/SVG page size
+  std::vector<FigureFormat> figure_formats = {FigureFormat::Png};  ///< --figure-format of the figures
+  std::optional<double> width_in;    ///< --width-in: panels and strips this many inches wide (FigureOptions)
+  std::optional<int> strip_columns;  ///< --strip-columns: tiles per row of both strips (unset: layers
+                                     ///< layer_strip_columns, heads ceil(sqrt(H + 1)))
+  // Words the author chooses (issue 28; docs/figures.md "Words").
+  std::optional<std::string> title;  ///< --title: the figures' title instead of the automatic one ("": none)
+  int block_base = 0;                ///< --block-numbering: the number figures give the first block (0 or 1)
+  bool notes = false;                ///< --notes: draw the explanatory notes into figures (else the terminal)
   // The explorer (issue 27; attnmap explore, render --explore; engine/explore.hpp).
   double explore_budget_mb = 8.0;          ///< --budget-mb: the page's data files at most this many MiB
   std::vector<int> explore_blocks;         ///< --explore-blocks: only these blocks' single heads (empty: as fit)
+};
+
+/// Everything `attnmap render` was asked to do, as the door made it (app/cli/request.cpp make_request; no
+/// maths here): the model, the views and the outputs, and how the inputs are read. A function that needs one
+/// part takes that part (a RenderOptions is each of them).
+struct RenderOptions : ModelSpec, ViewRequest, OutputSpec {
+  std::vector<std::string> inputs;  ///< files or folders
+  ResizeMode resize = ResizeMode::Squash;  ///< how a photo becomes the model's input (model/preprocess.hpp)
+  LoadOptions load;                 ///< how an input is decoded (pixel limit, EXIF orientation: io/image_io.hpp)
+  bool quiet = false;
 };
 
 /// RenderOptions with legend off: for the commands that write no NAME.png (figure, stats, explore).
@@ -148,7 +167,7 @@ class ClipTally {
   /// ("{setting:scale} 0,0.05: the attention probability bar ... 3 of 4 images ...": the setting a reference
   /// of core/setting_ref.hpp, spelled by the caller); none otherwise (--scale run has
   /// its own note; figure and map scales end at the maps' largest value).
-  std::vector<std::string> notes(const RenderOptions& opt) const;
+  std::vector<std::string> notes(const ViewRequest& opt) const;
 
  private:
   struct Unit {
@@ -239,8 +258,8 @@ void apply_model_flags(const std::string& act, const std::string& pool, ModelOve
 /// the model's config default view (default_layer / default_head, else -1 and "mean") for the plain view,
 /// and the paper's for --rollout: every block, heads averaged (Abnar & Zuidema 2020).
 /// requested_head parses the config's default_head (the model's word, not an option). Throws attnmap::Error.
-int requested_layer(const HParams& hp, const RenderOptions& opt);
-HeadSelect requested_head(const HParams& hp, const RenderOptions& opt);
+int requested_layer(const HParams& hp, const ViewRequest& opt);
+HeadSelect requested_head(const HParams& hp, const ViewRequest& opt);
 
 /// The requested view checked against the model: `layer` resolved to [0, depth), `head` (--head, or the
 /// config's default parsed), its index checked against the model's heads (negative indices kept: they count
@@ -251,12 +270,13 @@ struct SelectedView {
   int layer = 0;
   HeadSelect head;
 };
-SelectedView select_view(const HParams& hp, const RenderOptions& opt);
+SelectedView select_view(const HParams& hp, const ViewRequest& opt);
 
 /// Resolves the view (layer, head, colour map; the model's config defaults where options are unset), checks
-/// it against the model and the options against each other, and checks the label font when a figure
-/// (panel, strip, heads grid) is asked for. Throws attnmap::Error for an out-of-range
-/// layer/head/discard/threshold, an unknown name, contradictory options or a missing font.
+/// it against the model, and checks the label font when a figure (panel, strip, heads grid) or a legend is
+/// asked for. `opt` as the door made it (make_request: the options against each other, check_drawing_options,
+/// are checked there, once). Throws attnmap::Error for an out-of-range layer/head/discard/threshold, a view
+/// the model cannot give, an unknown name or a missing font.
 RenderContext make_render_context(const ViTWeights& model, const RenderOptions& opt);
 
 /// One map (grid_h, grid_w) over `photo` inside the box (x, y, w, h): a heatmap (min-max scaled; --scale
@@ -313,7 +333,7 @@ std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, 
                                       const std::vector<std::vector<float>>& layer_maps, const std::string& title,
                                       int marked = -1, std::vector<DrawnBar>* bars = nullptr);
 
-// ---- The views of a run (app/views_render.cpp) ----
+// ---- The views of a run (engine/views_render.cpp) ----
 
 /// Whether one of the user's views (ctx.views[0..user_views)) satisfies `pred`.
 bool any_user_view(const RenderContext& ctx, bool (*pred)(const ResolvedView&));
@@ -323,7 +343,7 @@ bool any_user_view(const RenderContext& ctx, bool (*pred)(const ResolvedView&));
 std::optional<TokenQuery> shared_user_query(const RenderContext& ctx);
 /// --explore-blocks resolved against `depth` (negative from the end), in the order given. Throws attnmap::Error
 /// naming the flag for a block out of range or named twice.
-std::vector<int> explore_blocks(const RenderOptions& opt, int depth);
+std::vector<int> explore_blocks(const OutputSpec& opt, int depth);
 /// Fills ctx.views: --views / --layers all, or the single view of --layer / --head / --rollout / --explain,
 /// then the strips' and --all-heads' views; ctx.classes for a class-specific view. Checked against the model
 /// and the other options: throws attnmap::Error (exit 2) for a bad view name, a class-specific view without

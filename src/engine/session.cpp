@@ -190,6 +190,20 @@ std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const
   return model;
 }
 
+std::string default_model_note(const RenderOptions& opt, bool on_photos) {
+  if (!opt.weights.empty() || opt.quiet) return "";
+  return std::string("attnmap: note: no -w given: the bundled default model, a small ViT trained on garment composites "
+                     "(not an ImageNet model") + (on_photos ? "; on ordinary photos its maps show what it finds salient" : "") +
+         "); -w brings your own checkpoint (docs/checkpoints.md)";
+}
+
+RunModel open_run_model(const RenderOptions& opt, const BatchHooks& hooks) {
+  if (hooks.model) return {RunWeights{opt.weights, std::nullopt}, hooks.model(opt, false)};
+  RunWeights source = run_weights(opt.weights, opt.quiet);
+  std::shared_ptr<const ViTWeights> weights = load_run_model(opt, source);
+  return {std::move(source), std::move(weights)};
+}
+
 std::string precision_speed_note(const RenderOptions& opt) {
   if (opt.precision != Precision::BF16 || opt.quiet) return "";
   const double r = bf16_speed_ratio();  // measured on this CPU once per process

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/batch_hooks.hpp"
 #include "engine/batch_options.hpp"
 #include "engine/render.hpp"
 #include "checkpoint/weights.hpp"
@@ -55,6 +56,17 @@ ViTWeights load_weights(const RunWeights& weights, const ModelOverrides& ov);
 std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const RunWeights& weights,
                                                  bool backward = false);
 
+/// A run's model and where it came from.
+struct RunModel {
+  RunWeights source;                          ///< -w's value resolved (the lent model's: -w as given)
+  std::shared_ptr<const ViTWeights> weights;  ///< loaded and prepared for the run's options
+};
+
+/// The run's model: the one the program lends (hooks.model, prepared for `opt`; -w is then only named in the
+/// records), else -w's file, folder or Hub name (run_weights, fetched into the cache) loaded by
+/// load_run_model. Throws attnmap::Error (exit 2: unusable weights or a name the Hub cannot give).
+RunModel open_run_model(const RenderOptions& opt, const BatchHooks& hooks);
+
 /// What load_run_model does after the file is read: position embeddings resampled to --size, class names
 /// (apply_class_names), the products' precision, prepare_weights (with the backward pass's plain matrices when
 /// `backward` or a view needs them). Throws attnmap::Error naming the flag (--size, --labels, --precision).
@@ -68,6 +80,10 @@ bool run_needs_backward(const RenderOptions& opt);
 /// command once every usage check has passed, before the images are computed.
 void note_precision_speed(const RenderOptions& opt);
 /// That note's line ("attnmap: note: {setting:precision} bf16: ...": spelled by the caller), "" when there is none.
+
+/// The note of a run on the bundled default model (-w not given; "" when it was, or quiet): what the model is
+/// and that -w brings one's own. `on_photos`: also what its maps show on ordinary photos (render's wording).
+std::string default_model_note(const RenderOptions& opt, bool on_photos);
 std::string precision_speed_note(const RenderOptions& opt);
 
 /// The class names of model.hp.labels: read from opt.labels_file (its count checked against the head's

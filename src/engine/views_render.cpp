@@ -176,7 +176,7 @@ std::vector<ResolvedView> resolve_for(const std::string& flag, const std::vector
 
 }  // namespace
 
-std::vector<int> explore_blocks(const RenderOptions& opt, int depth) {
+std::vector<int> explore_blocks(const OutputSpec& opt, int depth) {
   std::vector<int> out;
   for (const int l : opt.explore_blocks) {
     const int b = with_prefix(setting_ref("explore_blocks"), [&] { return resolve_layer(l, depth); });

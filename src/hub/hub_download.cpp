@@ -144,24 +144,29 @@ void open_partial(Partial& p, int64_t size, const std::string& label) {
 }
 
 // The GETs of one blob: resumed from what the .incomplete file holds, up to kMaxResumes cuts in a row.
+// `cancelled` is polled before each GET and while one runs (bytes or none); bytes already received are
+// written before it stops, so the partial file keeps all that came.
 void fetch_bytes(const HubSettings& s, const HubFileMeta& m, Partial& p, const std::string& label, ProgressLine& bar,
                  const std::function<bool()>& cancelled) {
   HttpHeaders headers;
   if (!s.token.empty() && url_origin(m.url) == url_origin(s.endpoint)) headers.push_back("Authorization: Bearer " + s.token);
   bool stop = false;
+  const auto stopping = [&] { return stop || (stop = cancelled && cancelled()); };
   HttpSink sink{[&](const char* d, size_t n) {
-                  if (cancelled && cancelled()) return !(stop = true);
                   const bool ok = p.write(d, n);
                   bar.update(p.have);
-                  return ok;
+                  return ok && !stopping();
                 },
-                [&] { return p.restart(); }};
+                [&] { return p.restart(); }, stopping};
+  const auto interrupted = [&] {
+    return Error(label + ": interrupted; the partial download " + p.path + " is kept: the next run resumes it");
+  };
   for (int cuts = 0;;) {
     if (p.have == m.size && m.size > 0) return;
+    if (stopping()) throw interrupted();
     const int64_t before = p.have;
     const HttpAnswer a = http_get_to(m.url, headers, p.have, s.etag_timeout, s.download_timeout, sink);
-    if (stop)
-      throw Error(label + ": interrupted; the partial download " + p.path + " is kept: the next run resumes it");
+    if (stop) throw interrupted();
     if (p.write_errno) {
       const int e = p.write_errno;
       p.discard();
@@ -181,7 +186,8 @@ void fetch_bytes(const HubSettings& s, const HubFileMeta& m, Partial& p, const s
       throw Error(label + ": the download stopped " + std::to_string(kMaxResumes + 1) + " times (" +
                   (a.reached ? "short answer" : a.failure) + "); " + std::to_string(p.have) + " of " +
                   std::to_string(m.size) + " bytes are kept in " + p.path + ": run again to resume");
-    std::this_thread::sleep_for(std::chrono::milliseconds(200 * cuts));
+    for (int waited = 0; waited < 200 * cuts && !stopping(); waited += 50)  // the pause before a retry
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 

@@ -11,8 +11,9 @@
 namespace attnmap {
 
 /// How to fetch: `quiet` no progress and no download lines; `progress_bar` a bar on the terminal (stderr);
-/// `cancelled` (may be empty) polled as bytes arrive and between requests: true stops the fetch (an embedding
-/// program's Ctrl-C), the partial download kept for the next run.
+/// `cancelled` (may be empty) polled before each request, as bytes arrive and while none do (about once a
+/// second): true stops the fetch (an embedding program's Ctrl-C), the partial download kept for the next run
+/// with every byte received (empty when none came: the next run starts it from byte 0).
 struct HubFetchOptions {
   bool quiet = false;
   bool progress_bar = false;

@@ -167,6 +167,12 @@ size_t on_stream(char* data, size_t size, size_t n, void* p) {
   return size * n;
 }
 
+// libcurl's progress call, made as bytes move and about once a second while none do: non-zero aborts.
+int on_progress(void* p, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  const auto* s = static_cast<Stream*>(p);
+  return s->sink->stop && s->sink->stop() ? 1 : 0;
+}
+
 }  // namespace
 
 HttpAnswer http_head(const std::string& url, const HttpHeaders& headers, long timeout_s) {
@@ -203,6 +209,11 @@ HttpAnswer http_get_to(const std::string& url, const HttpHeaders& headers, int64
   r.api->easy_setopt(r.curl, CURLOPT_LOW_SPEED_TIME, stall_timeout_s);
   r.api->easy_setopt(r.curl, CURLOPT_WRITEFUNCTION, &on_stream);
   r.api->easy_setopt(r.curl, CURLOPT_WRITEDATA, &s);
+  if (sink.stop) {
+    r.api->easy_setopt(r.curl, CURLOPT_NOPROGRESS, 0L);
+    r.api->easy_setopt(r.curl, CURLOPT_XFERINFOFUNCTION, &on_progress);
+    r.api->easy_setopt(r.curl, CURLOPT_XFERINFODATA, &s);
+  }
   return r.perform();
 }
 

@@ -38,10 +38,13 @@ HttpAnswer http_get_small(const std::string& url, const HttpHeaders& headers, lo
 
 /// Where a streamed GET's bytes go: called with each chunk; returns false to stop (a write failure: its
 /// reason is the sink's to keep). `restart` is called when the server answers 200 to a Range request (the
-/// file is sent whole: what was written must be dropped); returns false to stop.
+/// file is sent whole: what was written must be dropped); returns false to stop. `stop` (may be empty) is
+/// polled while the transfer runs, bytes or none (at least about once a second while none come: a stalled
+/// server, a slow connect): true aborts it (reached false, not transient).
 struct HttpSink {
   std::function<bool(const char* data, size_t n)> write;
   std::function<bool()> restart;
+  std::function<bool()> stop;
 };
 
 /// GET `url` from byte `offset` (a Range request when offset > 0), redirects followed, streamed into `sink`.

@@ -111,7 +111,7 @@ struct MapStats {
 };
 
 /// A map whose maximum is less than this times its mean is "flat" (nearly uniform): the threshold attnmap
-/// eval uses for its flat views (app/eval_parts.hpp kFlatPeakToMean; a test checks they agree). A random-weight
+/// eval uses for its flat views (engine/eval/eval_parts.hpp kFlatPeakToMean; a test checks they agree). A random-weight
 /// ViT's class-token maps sit at 1.02-1.2; a trained model's mostly well above 1.5.
 inline constexpr double kFlatMaxOverMean = 1.25;
 

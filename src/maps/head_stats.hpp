@@ -2,7 +2,7 @@
 // stream, as the papers report them: mean attention distance (Dosovitskiy et al. 2021, ViT, Fig. 7 and
 // App. D.7), attention entropy, the class token's attention to itself and to the other prefix tokens, and the
 // high-norm outlier tokens of the registers paper (Darcet et al. 2024, "Vision Transformers Need Registers",
-// Fig. 3). Plain functions on one image's tensors; `attnmap stats` (app/stats_cmd.cpp) aggregates them.
+// Fig. 3). Plain functions on one image's tensors; `attnmap stats` (engine/stats/stats.cpp) aggregates them.
 // docs/stats.md states every definition.
 #pragma once
 #include <string>

@@ -181,31 +181,54 @@ bool looks_like_flag(const std::string& arg) {
          (std::isalpha(static_cast<unsigned char>(arg[1])) || arg[1] == '-');
 }
 
-// "unknown option --view; did you mean --views?"; another command's flag is said to be one.
+// The options of `cmd` the mistyped long flag `--typed` may mean, in the help's order (--help last): those
+// whose name or accepted alias starts with `typed` ("col": --column, --colormap; "sa": --save-raw) when there
+// are at most three, else the nearest name (core/names.hpp nearest_name); none when no name is near.
+std::vector<const CLI::Option*> meant_options(const CLI::App& cmd, const std::string& typed) {
+  std::vector<const CLI::Option*> in_order;
+  for (const CLI::Option* o : cmd.get_options())
+    if (o != cmd.get_help_ptr()) in_order.push_back(o);
+  if (cmd.get_help_ptr()) in_order.push_back(cmd.get_help_ptr());
+  std::vector<std::string> names;
+  std::vector<const CLI::Option*> options;
+  for (const CLI::Option* o : in_order)
+    for (const std::string& n : o->get_lnames()) {
+      names.push_back(n);
+      options.push_back(o);
+      for (const auto& [alias, id] : flag_aliases())
+        if ("--" + n == flag_spelling(id)) {
+          names.push_back(alias.substr(2));
+          options.push_back(o);
+        }
+    }
+  const std::string low = ascii_lower(typed);
+  std::vector<const CLI::Option*> prefixed;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (!low.empty() && names[i].rfind(low, 0) == 0 &&
+        std::find(prefixed.begin(), prefixed.end(), options[i]) == prefixed.end())
+      prefixed.push_back(options[i]);
+  if (!prefixed.empty() && prefixed.size() <= 3) return prefixed;
+  const std::string near = nearest_name(names, typed);
+  for (size_t i = 0; i < names.size() && !near.empty(); ++i)
+    if (names[i] == near) return {options[i]};
+  return {};
+}
+
+// "unknown option --view; did you mean --views?" ("--col": "did you mean --column or --colormap?"); another
+// command's flag is said to be one.
 std::string unknown_flag_text(const CLI::App& app, const CLI::App& cmd, const std::string& arg) {
   const std::string flag = arg.substr(0, arg.find('='));
   const std::string text = "unknown option " + flag;
-  const CLI::Option* meant = nullptr;
+  std::vector<const CLI::Option*> meant;
   for (const auto& [typed, id] : flag_suggestions())
-    if (flag == typed) meant = find_setting(cmd, id);
-  if (!meant && flag.rfind("--", 0) == 0) {
-    std::vector<std::string> names;
-    std::vector<const CLI::Option*> options;
-    for (const CLI::Option* o : cmd.get_options())
-      for (const std::string& n : o->get_lnames()) {
-        names.push_back(n);
-        options.push_back(o);
-        for (const auto& [alias, id] : flag_aliases())
-          if ("--" + n == flag_spelling(id)) {
-            names.push_back(alias.substr(2));
-            options.push_back(o);
-          }
-      }
-    const std::string near = nearest_name(names, flag.substr(2));
-    for (size_t i = 0; i < names.size() && !near.empty(); ++i)
-      if (names[i] == near) meant = options[i];
+    if (flag == typed && find_setting(cmd, id)) meant = {find_setting(cmd, id)};
+  if (meant.empty() && flag.rfind("--", 0) == 0) meant = meant_options(cmd, flag.substr(2));
+  if (!meant.empty()) {
+    std::string list;
+    for (size_t i = 0; i < meant.size(); ++i)
+      list += (i == 0 ? "" : i + 1 == meant.size() ? " or " : ", ") + shown_flag(cmd.get_name(), *meant[i]);
+    return text + "; did you mean " + list + "?";
   }
-  if (meant) return text + "; did you mean " + shown_flag(cmd.get_name(), *meant) + "?";
   std::string declared = flag;  // --colourmap: the commands that take --colormap
   for (const auto& [alias, id] : flag_aliases())
     if (flag == alias) declared = flag_spelling(id);

@@ -1,7 +1,7 @@
 // command_line.cpp - the command line in process: parse, check and run one command (run_command_line), as
 // main does after its process set-up; and render's options parsed alone (parse_render_command) for a program
 // that embeds attnmap (python/). The options layer (options.hpp, options_cli.cpp) parses and checks; the
-// commands do the work (batch.cpp, eval_cmd.cpp, inspect.cpp, figure_cmd.cpp, stats_cmd.cpp, explore_cmd.cpp).
+// commands' mains (app/commands/) run the engine's work (engine/batch.cpp, eval/, inspect/, figure/, stats/).
 #include "app/cli/command_line.hpp"
 
 #include <filesystem>
@@ -19,7 +19,7 @@
 #include "app/cli/flags.hpp"
 #include "app/commands/download_cmd.hpp"
 #include "engine/explore.hpp"
-#include "app/commands/inspect.hpp"
+#include "engine/inspect/inspect.hpp"
 #include "app/cli/options.hpp"
 #include "engine/paths.hpp"
 #include "engine/provenance.hpp"
@@ -123,8 +123,8 @@ int run_command_line(const std::vector<std::string>& args_in, const std::functio
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    std::cerr << "attnmap: error: " << printable(with_flags(usage_error_text(e, app, store.size() > 1 ? store[1] : "")))
-              << "\n";
+    const std::string command = store.size() > 1 ? store[1] : "";
+    std::cerr << "attnmap: error: " << printable(spell_as_flags(usage_error_text(e, app, command))) << "\n";
     return 2;
   }
   try {
@@ -133,7 +133,7 @@ int run_command_line(const std::vector<std::string>& args_in, const std::functio
     std::cerr << "attnmap: error: out of memory before any image was rendered" << address_limit_note() << "\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "attnmap: error: " << printable(with_flags(e.what())) << "\n";
+    std::cerr << "attnmap: error: " << printable(spell_as_flags(e.what())) << "\n";
     return 2;
   }
 }
@@ -152,7 +152,7 @@ RenderOptions parse_render_command(const std::vector<std::string>& render_args) 
   try {
     app.parse(argc, argv_v.data());
   } catch (const CLI::ParseError& e) {
-    throw Error(with_flags(parse_error_text(e, app)));
+    throw Error(spell_as_flags(parse_error_text(e, app)));
   }
   try {
     return make_request("render", given_settings(*commands.render)).ro;

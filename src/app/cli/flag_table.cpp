@@ -2,12 +2,14 @@
 // with its help texts per command, the commands' words, the accepted aliases and the suggestions.
 #include "app/cli/flag_table.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <sstream>
 
-#include "app/cli/options.hpp"
+#include "app/cli/flags.hpp"
 #include "draw/colormap.hpp"
 #include "maps/views.hpp"
 
@@ -18,8 +20,9 @@ namespace {
 constexpr Number kNo = Number::None;
 constexpr const char* kBlock = "a block index (0-based, negative from the end) or last";
 
-// The settings, in the help's order within each topic. Columns: id, spelling, keyword ("" = id), commands,
-// traits, required in, topic, value name, number check, what the number is.
+// The settings, in the help's order within each topic (unless the command has its own: kHelpOrders).
+// Columns: id, spelling, keyword ("" = id), commands, traits, required in, topic, value name, number check,
+// what the number is.
 const Flag kFlags[] = {
     {"inputs", "inputs", "", kRender | kEval | kFigure | kExplore | kStats, kPositional | kRepeat,
      kRender | kEval | kFigure | kExplore | kStats, "", "", kNo, ""},
@@ -462,6 +465,19 @@ const FlagText kTexts[] = {
     {"names", kDownload, "ORG/NAME, ORG/NAME@REVISION or hf-hub:ORG/NAME", "", nullptr},
 };
 
+// A command's own order within its topics (ids, topic by topic), where it differs from the registry's: the
+// order each command's help had before the registry (issue 42 kept it). Settings not named here follow the
+// named ones of their topic, in the registry's order.
+const std::pair<unsigned, const char*> kHelpOrders[] = {
+    {kEval, "masks max_pixels no_exif  weights resize heads key act pool labels size pos_interp precision mean "
+            "std  json quiet"},
+    {kFigure, "weights key heads act pool size pos_interp resize mean std precision labels  views discard "
+              "class_spec gradcam_layer  scale colormap style alpha alpha_by_value upsample  width_in dpi "
+              "title row_labels column_labels block_numbering notes"},
+    {kExplore, "weights resize size pos_interp heads key act pool mean std  out budget_mb explore_blocks no_npy"},
+    {kStats, "weights key heads act pool size pos_interp resize mean std precision  figure_format dpi width_in"},
+};
+
 const CommandWords kCommands[] = {
     {"render", kRender, "render class-token attention heatmaps over images",
      "docs/cli.md, docs/figures.md, docs/batch.md", "INPUT...", "inputs"},
@@ -510,6 +526,26 @@ const std::vector<std::string>& help_topics() {
 const std::vector<Flag>& all_flags() {
   static const std::vector<Flag> flags(std::begin(kFlags), std::end(kFlags));
   return flags;
+}
+
+std::vector<const Flag*> flags_in_help_order(unsigned bit) {
+  std::vector<std::string> own;  // the command's own order, when it has one
+  for (const auto& [command, ids] : kHelpOrders) {
+    if (command != bit) continue;
+    std::istringstream words(ids);
+    for (std::string id; words >> id;) own.push_back(id);
+  }
+  const auto& topics = help_topics();
+  const auto rank = [&](const Flag* f) {
+    const long topic = std::find(topics.begin(), topics.end(), f->topic) - topics.begin();
+    const long at = std::find(own.begin(), own.end(), f->id) - own.begin();
+    return std::make_pair((f->traits & kPositional) ? -1 : topic, at);  // at = own.size(): not named
+  };
+  std::vector<const Flag*> out;
+  for (const Flag& f : all_flags())
+    if (f.commands & bit) out.push_back(&f);
+  std::stable_sort(out.begin(), out.end(), [&](const Flag* a, const Flag* b) { return rank(a) < rank(b); });
+  return out;
 }
 
 const std::vector<CommandWords>& all_commands() {
@@ -578,7 +614,7 @@ std::string filled(std::string text, const Flag& f) {
 
 std::string help_of(const Flag& f, unsigned bit) {
   const FlagText* t = text_row(f, bit);
-  return t ? with_flags(filled(t->help, f)) : "";
+  return t ? spell_as_flags(filled(t->help, f)) : "";
 }
 
 std::string shown_default_of(const Flag& f, unsigned bit) {

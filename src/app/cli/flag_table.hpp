@@ -77,8 +77,12 @@ struct CommandWords {
 
 /// The help's topics, in the order it lists them.
 const std::vector<std::string>& help_topics();
-/// Every setting, in the registry's order (the help's order within a topic).
+/// Every setting, in the registry's order (the help's order within a topic, unless the command has its own).
 const std::vector<Flag>& all_flags();
+/// The settings of the command `bit` in the order its help lists them (and CLI11 holds them): the argument
+/// first, then by topic in help_topics()' order; within a topic the command's own order where the table
+/// gives one (the order each command's help had before the registry), else the registry's.
+std::vector<const Flag*> flags_in_help_order(unsigned bit);
 /// Every command, in the order the top help lists them.
 const std::vector<CommandWords>& all_commands();
 /// The command named `name`; nullptr when none.

@@ -124,8 +124,7 @@ Commands add_commands(CLI::App& app, CliArgs&) {
   std::vector<CLI::App*> made;
   for (const CommandWords& c : all_commands()) {
     CLI::App* cmd = app.add_subcommand(c.name, spell_as_flags(c.description));
-    for (const Flag& f : all_flags())
-      if (f.commands & c.bit) add_setting(cmd, c, f);
+    for (const Flag* f : flags_in_help_order(c.bit)) add_setting(cmd, c, *f);
     made.push_back(cmd);
   }
   dress_commands(app);  // the help formatter, footers (app/cli/cli_words.cpp)

@@ -8,13 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "app/cli/flags.hpp"
-
 namespace attnmap {
-
-std::string with_flags(const std::string& text) {
-  return spell_as_flags(text);
-}
 
 int parse_int_option(const std::string& flag, const std::string& s) {
   char* end = nullptr;

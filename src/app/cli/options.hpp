@@ -1,7 +1,7 @@
 // options.hpp - the options layer (issue 25): every command's flags are parsed and checked here, once, into
 // checked option structs (RenderOptions, BatchOptions, EvalOptions, FigureArgs' plan). The stages below name
 // no flag in their errors: a parser here runs them and puts the flag in front (as ripgrep's argument layer
-// does). cli.cpp keeps main and the dispatch; figure_cmd.cpp keeps its own table and uses these parsers.
+// does). cli.cpp keeps main, command_line.cpp the dispatch; the flags themselves are app/cli/flag_table.cpp's.
 #pragma once
 #include <array>
 #include <set>
@@ -48,11 +48,11 @@ struct CliArgs {
   std::string perturb_s;  // eval --perturb drop|zero
   std::string inspect_weights;
   int inspect_heads = 0;
-  FigureArgs figure;  // attnmap figure (app/figure_cmd.cpp)
+  FigureArgs figure;  // attnmap figure (app/commands/figure_cmd.cpp, engine/figure/)
   std::string budget_s, explore_blocks_s;  // --budget-mb, --explore-blocks (explore, render --explore)
   bool no_npy = false;                     // explore --no-npy
-  StatsArgs stats;    // attnmap stats (app/stats_cmd.cpp)
-  std::vector<std::string> download_names;  // attnmap download NAME... (app/download_cmd.cpp)
+  StatsArgs stats;    // attnmap stats (app/commands/stats_cmd.cpp, engine/stats/)
+  std::vector<std::string> download_names;  // attnmap download NAME... (app/commands/download_cmd.cpp)
   bool download_quiet = false;
 };
 
@@ -79,11 +79,6 @@ void check_command(CliArgs& a, const std::set<std::string>& given, bool eval);
 
 /// inspect's heads / key / act / pool as the loader's overrides. Throws attnmap::Error naming the setting.
 ModelOverrides inspect_overrides(const CliArgs& a, const std::set<std::string>& given);
-
-/// A lower stage's message or notice as the command line says it: each setting it names
-/// (core/setting_ref.hpp, "{setting:max_pixels}") spelled as its flag ("--max-pixels"). Applied where such
-/// text reaches the terminal, a manifest row or a report.
-std::string with_flags(const std::string& text);
 
 /// An integer in [-1000000, 1000000]; throws attnmap::Error "FLAG expects an integer, found 'S'".
 int parse_int_option(const std::string& flag, const std::string& s);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "app/cli/options.hpp"
+#include "engine/batch.hpp"
 #include "engine/explore.hpp"
 #include "engine/walk.hpp"
 #include "core/setting_ref.hpp"
@@ -133,7 +134,10 @@ void check_command(CliArgs& a, const std::set<std::string>& given, bool eval) {
   apply_view_options(a);
   apply_run_options(a, given, eval);
   check_drawing_options(a.ro);
-  if (!eval) return;
+  if (!eval) {
+    check_batch_options(a.ro, a.bo);  // render's: before the model loads (run_render takes them checked)
+    return;
+  }
   if (a.ro.precision != Precision::F32)
     throw Error(setting_ref("precision") +
                 " bf16: eval runs in float32 only (its deletion curves and scores are not measured in bf16)");

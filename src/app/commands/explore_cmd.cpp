@@ -6,6 +6,7 @@
 
 #include "engine/explore.hpp"
 #include "engine/explore_pack.hpp"
+#include "app/cli/flags.hpp"
 #include "app/cli/options.hpp"
 #include "engine/provenance.hpp"
 #include "engine/paths.hpp"
@@ -100,15 +101,15 @@ int run_explore(const RenderOptions& ro_in) {
     record = image_provenance(provenance_text(settings), sha256_bytes(bytes.data(), bytes.size()));
     res = write_explorer(ctx, input, ro.out_dir, record, write_npy);
   } catch (const Error& e) {
-    std::cerr << "attnmap: error: " << printable(with_flags(e.what())) << "\n";
+    std::cerr << "attnmap: error: " << printable(spell_as_flags(e.what())) << "\n";
     return 1;
   }
   if (!ro.quiet) {
     std::cout << printable(input + " -> " + res.index) << "\n";
-    std::cout << "  stored: " << printable(with_flags(res.stored)) << "\n";
+    std::cout << "  stored: " << printable(spell_as_flags(res.stored)) << "\n";
     std::cout << "  page: " << megabytes(res.page_bytes) << " MB (data " << megabytes(res.data_bytes) << " MB)\n";
   }
-  const std::string budget = with_flags(setting_ref("budget_mb"));
+  const std::string budget = spell_as_flags(setting_ref("budget_mb"));
   if (!res.dropped.empty())
     std::cerr << "attnmap: note: " << printable(input) << ": " << res.dropped.size()
               << " blocks left out entirely by " << budget << " (their fused maps did not fit): see the page's 'stored' line\n";

@@ -1,4 +1,4 @@
-// stats_report.cpp - what `attnmap stats` writes once every image is computed (stats_cmd.hpp,
+// stats_report.cpp - what stats writes once every image is computed (stats.hpp,
 // write_stats_report): heads.csv, heads_per_image.csv, norms.csv, stats.json, the attention-distance figure
 // and the token-norm histogram (docs/stats.md).
 #include <algorithm>
@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <limits>
 
-#include "app/commands/stats_cmd.hpp"
-#include "app/cli/options.hpp"
 #include "core/error.hpp"
+#include "core/setting_ref.hpp"
+#include "engine/stats/stats.hpp"
 #include "draw/plots.hpp"
 #include "io/image_io.hpp"
 
@@ -156,7 +156,7 @@ std::vector<std::string> distance_figure(const StatsRun& run, const HeadTable& t
   DotPlot p;
   const std::string weights = run.record.value("weights", std::string());
   p.title = "Mean attention distance per head, " + std::to_string(n) + (n == 1 ? " image" : " images") + " (" + weights + ")";
-  p.x_label = with_flags("block (0 = first, as " + setting_ref("layer") + " counts)");  // drawn: the flag's words
+  p.x_label = spelled_settings("block (0 = first, as " + setting_ref("layer") + " counts)");  // drawn: the flag's words
   p.y_label = "mean attention distance (pixels of the " + size_text(run) + " input)";
   const int H = run.layout.heads;
   const std::vector<Rgb> colors = series_colors(H);

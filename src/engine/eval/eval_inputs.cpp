@@ -5,12 +5,12 @@
 #include <filesystem>
 #include <iostream>
 
-#include "app/cli/options.hpp"
 #include "engine/paths.hpp"
 #include "engine/session.hpp"
 #include "engine/walk.hpp"
-#include "app/commands/eval_parts.hpp"
+#include "engine/eval/eval_parts.hpp"
 #include "core/error.hpp"
+#include "core/setting_ref.hpp"
 #include "maps/evaluate.hpp"
 
 namespace attnmap {
@@ -154,7 +154,7 @@ std::vector<std::string> TruthLookup::prepare(const std::vector<Job>& jobs) {
     for (const std::string& n : unmatched_names) unknown(n, "the file names");
   std::vector<std::string> lines;
   if (foreign()) {  // one note; the rows' own notes bear on an accuracy that is not computed
-    lines.push_back("attnmap: note: " + printable(with_flags(foreign_note())));
+    lines.push_back("attnmap: note: " + printable(foreign_note()));
     return lines;
   }
   // Printed under -q too, like the per-image mask notes: they bear on the figures.

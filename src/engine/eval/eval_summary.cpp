@@ -2,7 +2,7 @@
 // energy, ratios), the baselines, class-specific pointing, the perturbation curves and the sanity correlations.
 #include <algorithm>
 
-#include "app/commands/eval_parts.hpp"
+#include "engine/eval/eval_parts.hpp"
 
 namespace attnmap {
 namespace eval {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "app/commands/eval_parts.hpp"
-#include "app/cli/options.hpp"
+#include "core/setting_ref.hpp"
+#include "engine/eval/eval_parts.hpp"
 #include "engine/provenance.hpp"
 #include "model/classify.hpp"
 
@@ -70,9 +70,9 @@ std::string interval_cell(const Interval& ci) {
 void print_verdict(std::ostream& out, const EvalContext& ctx, const Summary& s) {
   const std::optional<size_t> bp = best_pointing_view(s), be = best_energy_view(s);
   out << "* selected view ("
-      << with_flags(ctx.opt->view.views.empty()
-                        ? setting_ref("layer") + "/" + setting_ref("head") + "/" + setting_ref("rollout") + " or the model's default"
-                        : "the first of " + setting_ref("views"))
+      << (ctx.opt->view.views.empty()
+              ? setting_ref("layer") + "/" + setting_ref("head") + "/" + setting_ref("rollout") + " or the model's default"
+              : "the first of " + setting_ref("views"))
       << "); pointing tolerance " << ctx.opt->tolerance_px
       << " px; best pointing game: " << (bp ? ctx.views[*bp].name : "none")
       << ", best energy: " << (be ? ctx.views[*be].name : "none")
@@ -303,7 +303,7 @@ void print_summary(std::ostream& out, const EvalContext& ctx, const Summary& s, 
   if (classify) {
     if (!s.top1_not_computed.empty())
       out << "top-1 accuracy not computed: the ground-truth labels are not the model's class names (the note above "
-             "names them; " << with_flags(setting_ref("labels")) << " FILE maps them)\n";
+             "names them; " << setting_ref("labels") << " FILE maps them)\n";
     else if (s.labelled)
       out << "top-1 accuracy " << fmt("%.4f", static_cast<double>(s.correct) / s.labelled) << " (" << s.correct
           << " correct of " << s.labelled << " images with a known class)\n";
@@ -458,7 +458,7 @@ J summary_json(const EvalContext& ctx, const Summary& sum, const EvalRun& run, b
     s["top1"] = J();
   else if (!sum.top1_not_computed.empty())  // another label set: nothing counted
     s["top1"] = J{{"correct", J()}, {"labelled", J()}, {"accuracy", J()},
-                  {"not_computed", with_flags(sum.top1_not_computed)},
+                  {"not_computed", spelled_settings(sum.top1_not_computed)},
                   {"unknown_labels", sum.unknown_labels}};
   else
     s["top1"] = J{{"correct", sum.correct},
@@ -512,7 +512,7 @@ J eval_json(const EvalContext& ctx, const std::string& weights_path, const Summa
   if (ro.size) {  // only then: the JSON of a run without --size is as before
     const HParams& hp = ctx.model->hp;
     j["size"] = {hp.image_w, hp.image_h};
-    j["pos_interp"] = with_flags(hp.source.at("pos_interp"));
+    j["pos_interp"] = spelled_settings(hp.source.at("pos_interp"));
   }
   j["selected_view"] = ctx.views[ctx.selected].name;
   j["query"] = ctx.model->hp.query_name();  // whose attention row the maps are: "class token" or "mean over patch queries"

@@ -8,7 +8,7 @@
 #include <limits>
 #include <set>
 
-#include "app/commands/eval_cmd.hpp"
+#include "engine/eval/eval.hpp"
 #include "core/error.hpp"
 #include "draw/overlay.hpp"
 #include "maps/evaluate.hpp"

@@ -1,4 +1,4 @@
-// eval_parts.hpp - what the eval_*.cpp files share, used by `attnmap eval` alone: the masks and class truth
+// eval_parts.hpp - what the engine/eval/ files share, used by eval alone (eval.hpp): the masks and class truth
 // of the inputs (eval_inputs.cpp), a run's results and their means (eval_summary.cpp), and the tables and the
 // JSON report (eval_report.cpp).
 #pragma once
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "app/commands/eval_cmd.hpp"
+#include "engine/eval/eval.hpp"
 #include "maps/evaluate.hpp"
 
 namespace attnmap {

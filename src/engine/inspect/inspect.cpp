@@ -1,11 +1,12 @@
-#include "app/commands/inspect.hpp"
+// inspect.cpp - what attnmap made of a checkpoint (inspect.hpp: describe_model).
+#include "engine/inspect/inspect.hpp"
 
 #include <cstdio>
 #include <map>
 #include <sstream>
 
 #include "core/error.hpp"
-#include "app/cli/options.hpp"
+#include "core/setting_ref.hpp"
 #include "engine/render.hpp"
 #include "model/cait.hpp"
 #include "model/pos_embed.hpp"
@@ -218,7 +219,7 @@ std::string describe_model(const ViTWeights& w, const std::string& path) {
     o << "notes:\n";
     for (const auto& n : notes) o << "  " << n << "\n";
   }
-  return with_flags(o.str());
+  return spelled_settings(o.str());  // the same text from either front end
 }
 
 }  // namespace attnmap
