@@ -19,8 +19,8 @@ RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev li
 # (tools/test.sh runs npm ci in tests/browser); firefox-esr: ctest Explore.Firefox, the explorer in Firefox.
 # python3-pytest, python3-torchvision (pulls python3-torch), python3-pil: ctest Python.Pytest (python/tests);
 # jupyter-nbconvert and python3-ipykernel: ctest Python.Notebook runs docs/notebook.ipynb headless
-# (tools/run_notebook.sh).
-TEST=(libgtest-dev util-linux clang libclang-rt-14-dev poppler-utils librsvg2-bin slurm-wlm munge
+# (tools/run_notebook.sh). ninja-build: tools/test.sh's build folders (Ninja keeps both cores busy between stages).
+TEST=(libgtest-dev util-linux clang libclang-rt-14-dev ninja-build poppler-utils librsvg2-bin slurm-wlm munge
       python3 nodejs npm chromium firefox-esr
       python3-pytest python3-torch python3-torchvision python3-pil jupyter-nbconvert python3-ipykernel)
 PACKAGES=("${RUNTIME[@]}")
