@@ -152,4 +152,7 @@ TEST(Flags, HelpOrderAndSuggestionsAsBeforeTheRegistry) {
   EXPECT_EQ(parse_error({"render", "--no-", "x"}), "unknown option --no-; did you mean --no-exif or --no-legend?");
   EXPECT_EQ(parse_error({"figure", "--esize", "x"}), "unknown option --esize; did you mean --size?");
   EXPECT_EQ(parse_error({"stats", "--colour-map", "x"}), "unknown option --colour-map; did you mean --colormap?");
+  // A flag the typed text starts wins over the field's other word for a setting (--fusion: --head elsewhere).
+  EXPECT_EQ(parse_error({"eval", "--fusion", "mean", "x"}), "unknown option --fusion; did you mean --fusions?");
+  EXPECT_EQ(parse_error({"render", "--fusion", "mean", "x"}), "unknown option --fusion; did you mean --head?");
 }

@@ -4,6 +4,7 @@
 // data/composites against the reference of the bundled model.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -287,4 +288,34 @@ TEST_F(StatsCli, ExitCodesAndPrefixColumns) {
     EXPECT_FALSE(fs::exists(dir / "usage" / "stats.json")) << args;
   }
   EXPECT_EQ(run_attnmap("stats " + q(photo)).status, 2);  // no -o
+}
+
+// --manifest never replaces a file that is not a manifest, as render's: an input, the weights, another image,
+// one of the run's own outputs (each refused, exit 2, the file's bytes untouched); a bad -o is one usage error
+// in render's words; a manifest of its own is appended to again.
+TEST_F(StatsCli, AManifestNeverReplacesAnotherFileAndABadOutIsOneUsageError) {
+  fs::create_directories(dir / "in");
+  const std::string photo = (dir / "in" / "bag.png").string(), other = (dir / "in" / "coat.png").string();
+  fs::copy_file(std::string(ATTNMAP_DATA_DIR) + "/composites/0002_bag.png", photo);
+  fs::copy_file(std::string(ATTNMAP_DATA_DIR) + "/composites/0003_coat.png", other);
+  const std::string weights = (dir / "w.json").string();
+  fs::copy_file(fixture("layouts/dinov2_fb/weights.json"), weights);
+  fs::copy_file(fixture("layouts/dinov2_fb/config.json"), dir / "config.json");  // its heads, beside it
+  const std::string out = (dir / "out").string();
+  ASSERT_EQ(run_attnmap("stats " + q(photo) + " -w " + q(weights) + " -o " + q(out) + " -q").status, 0);
+  for (const std::string& victim : {photo, other, weights, out + "/heads.csv", out + "/outliers/bag.png"}) {
+    const std::string before = slurp(victim);
+    const CliRun r = run_attnmap("stats " + q(photo) + " -w " + q(weights) + " -o " + q(out) + " -q --manifest " + q(victim));
+    EXPECT_EQ(r.status, 2) << victim << ": " << r.err;
+    EXPECT_NE(r.err.find("--manifest " + victim), std::string::npos) << r.err;
+    EXPECT_EQ(slurp(victim), before) << victim;
+  }
+  const CliRun file_as_out = run_attnmap("stats " + q(photo) + " -w " + q(weights) + " -o " + q(other) + " -q");
+  EXPECT_EQ(file_as_out.status, 2);
+  EXPECT_NE(file_as_out.err.find(other + ": the output folder exists and is not a folder"), std::string::npos) << file_as_out.err;
+  const std::string manifest = (dir / "m.jsonl").string();
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(run_attnmap("stats " + q(photo) + " -w " + q(weights) + " -o " + q(out) + " -q --manifest " + q(manifest)).status, 0);
+  const std::string rows = slurp(manifest);
+  EXPECT_EQ(std::count(rows.begin(), rows.end(), '\n'), 2) << "a header and one row: " << rows;
 }

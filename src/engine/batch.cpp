@@ -439,12 +439,14 @@ Precomputed run_scale_pass(RenderContext* ctx, nlohmann::ordered_json* settings,
 }  // namespace
 
 int run_render(const RenderOptions& opt, const BatchOptions& bopt, const BatchHooks& hooks) {
+  JobPlan jobs = plan_run(opt, bopt);  // the inputs walked: nothing to render is refused before the model loads
+  check_something_to_render(jobs, opt.inputs, bopt, hooks);
   const RunModel model = open_run_model(opt, hooks);  // lent by the program, else -w's (fetched from the Hub)
   RenderContext ctx = make_render_context(*model.weights, opt);
   nlohmann::ordered_json settings = make_provenance(ctx, model.source.path);  // hashes the weights once
   ctx.provenance = provenance_text(settings);
   RunLock lock;  // held to the run's end
-  const RunPlan runplan = plan_batch(ctx, bopt, model.source.path, &lock, hooks);
+  const RunPlan runplan = plan_batch(std::move(jobs), ctx, bopt, model.source.path, &lock, hooks);
   const JobPlan& plan = runplan.jobs;
   const std::string& manifest_path = runplan.manifest_path;
   const int workers = plan_threads(bopt, plan.jobs.size());

@@ -181,11 +181,10 @@ void say_run_notes(const RenderOptions& opt, const BatchHooks& hooks) {
 
 }  // namespace
 
-RunPlan plan_batch(const RenderContext& ctx, const BatchOptions& bopt, const std::string& weights_path, RunLock* lock,
-                   const BatchHooks& hooks) {
+RunPlan plan_batch(JobPlan jobs, const RenderContext& ctx, const BatchOptions& bopt, const std::string& weights_path,
+                   RunLock* lock, const BatchHooks& hooks) {
   const RenderOptions& opt = *ctx.opt;
-  RunPlan p{plan_run(opt, bopt), ""};
-  check_something_to_render(p.jobs, opt.inputs, bopt, hooks);
+  RunPlan p{std::move(jobs), ""};
   std::vector<ReadFile> reads = run_reads(opt, weights_path, p.jobs, ctx);
   p.manifest_path = check_manifest_path(bopt, reads);
   if (wants_run_figures(bopt)) {

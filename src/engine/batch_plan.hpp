@@ -58,14 +58,15 @@ struct RunPlan {
   std::string manifest_path;
 };
 
-/// A run planned, in the order a refusal must come: the inputs walked into jobs (plan_run), nothing to
-/// render refused, the files the run must not replace gathered (run_reads) and the manifest's and run
-/// figures' paths checked against them, then the output folder made and claimed (`lock`, held by the caller
+/// A run planned, in the order a refusal must come, from its jobs (plan_run, checked by
+/// check_something_to_render before the model loads): the files the run must not replace gathered
+/// (run_reads) and the manifest's and run figures' paths checked against them, then the output folder made
+/// and claimed (`lock`, held by the caller
 /// to the run's end: no second run writes these images or this manifest meanwhile; refused, a folder this
 /// run made goes again). Last, the run's notes (no -w, bf16's speed, figures asked for and not drawn): a
 /// refusal stays one line. `ctx` is the run's (make_render_context: its outputs and font); `weights_path` the
 /// file the run reads. Throws attnmap::Error (exit 2) before anything is written.
-RunPlan plan_batch(const RenderContext& ctx, const BatchOptions& bopt, const std::string& weights_path, RunLock* lock,
-                   const BatchHooks& hooks);
+RunPlan plan_batch(JobPlan jobs, const RenderContext& ctx, const BatchOptions& bopt, const std::string& weights_path,
+                   RunLock* lock, const BatchHooks& hooks);
 
 }  // namespace attnmap

@@ -219,9 +219,14 @@ std::vector<const CLI::Option*> meant_options(const CLI::App& cmd, const std::st
 std::string unknown_flag_text(const CLI::App& app, const CLI::App& cmd, const std::string& arg) {
   const std::string flag = arg.substr(0, arg.find('='));
   const std::string text = "unknown option " + flag;
+  // A flag of the command that starts with what was typed first (eval's --fusion: --fusions), then the
+  // field's other words for a setting (--fusion elsewhere: --head), then the nearest name.
+  bool starts_a_flag = false;
+  for (const CLI::Option* o : cmd.get_options())
+    for (const std::string& n : o->get_lnames()) starts_a_flag |= flag.size() > 2 && ("--" + n).rfind(flag, 0) == 0;
   std::vector<const CLI::Option*> meant;
   for (const auto& [typed, id] : flag_suggestions())
-    if (flag == typed && find_setting(cmd, id)) meant = {find_setting(cmd, id)};
+    if (!starts_a_flag && flag == typed && find_setting(cmd, id)) meant = {find_setting(cmd, id)};
   if (meant.empty() && flag.rfind("--", 0) == 0) meant = meant_options(cmd, flag.substr(2));
   if (!meant.empty()) {
     std::string list;

@@ -3,6 +3,7 @@
 #include "app/commands/stats_cmd.hpp"
 
 #include "app/cli/options.hpp"
+#include "engine/batch.hpp"
 #include "core/error.hpp"
 #include "core/setting_ref.hpp"
 #include "draw/canvas.hpp"
@@ -46,6 +47,7 @@ StatsPlan check_stats_args(const StatsArgs& a) {
   p.style.alpha = ro.alpha;
   p.style.cmap = ro.colormap.table;
   figure_font();  // a missing font is one usage error, not a failure after every image
+  check_batch_options(ro, p.bo);  // as render's, before the model loads: -o an input folder, the --manifest name
   return p;
 }
 

@@ -12,6 +12,7 @@
 #include "core/threads.hpp"
 #include "draw/colormap.hpp"
 #include "draw/plots.hpp"
+#include "engine/batch_plan.hpp"
 #include "engine/manifest.hpp"
 #include "engine/paths.hpp"
 #include "engine/provenance.hpp"
@@ -134,6 +135,24 @@ StatsRun make_run(const StatsPlan& p, const ViTWeights& model, const std::string
   return run;
 }
 
+/// The files a stats manifest must not replace (check_manifest_path, as render's): the weights and the
+/// program, the inputs, and the run's own outputs (its tables, JSON, figures and outlier maps).
+std::vector<ReadFile> stats_reads(const RenderOptions& ro, const std::vector<Job>& jobs, const std::string& weights_path) {
+  std::vector<ReadFile> reads = model_reads(weights_path);
+  for (const std::string& in : ro.inputs) reads.push_back({in, "an input"});
+  const fs::path dir(ro.out_dir);
+  for (const Job& j : jobs) {
+    reads.push_back({j.input, "an input"});
+    reads.push_back({j.out_base + ".png", "an output of this run"});
+  }
+  for (const char* name : {"heads.csv", "heads_per_image.csv", "norms.csv", "stats.json"})
+    reads.push_back({(dir / name).string(), "an output of this run"});
+  for (const char* name : {"attention_distance", "token_norms"})
+    for (const FigureFormat f : {FigureFormat::Png, FigureFormat::Pdf, FigureFormat::Svg})
+      reads.push_back({(dir / name).string() + figure_extension(f), "an output of this run"});
+  return reads;
+}
+
 }  // namespace
 
 int compute_stats(const StatsPlan& p, const BatchHooks& hooks) {
@@ -150,12 +169,13 @@ int compute_stats(const StatsPlan& p, const BatchHooks& hooks) {
   const std::shared_ptr<const ViTWeights> loaded = load_run_model(ro, weights);
   const ViTWeights& model = *loaded;
   StatsRun run = make_run(p, model, weights_path);
+  const std::string manifest_path = check_manifest_path(p.bo, stats_reads(ro, jobs, weights_path));
+  prepare_output_folder(ro);  // render's checks: a file in the way, a folder that cannot be made or written
   run.figures.provenance = provenance_text(run.record);
   if (const std::string note = passed_over_summary(passed_over); !note.empty() && !ro.quiet)
     say(hooks, LineStream::Err, "attnmap: note: " + printable(note));
   say(hooks, LineStream::Err, default_model_note(ro, false));
   note_precision_speed(ro);
-  fs::create_directories(ro.out_dir);
 
   std::vector<ImageStatsResult> results(missing.size() + unreadable.size() + jobs.size());
   size_t k = 0;
@@ -163,7 +183,7 @@ int compute_stats(const StatsPlan& p, const BatchHooks& hooks) {
   for (const auto& u : unreadable) results[k].input = u.first, results[k++].error = u.second;
   const size_t first_job = k;
   const std::vector<double> dist = patch_distances(run.layout.grid_w, run.layout.grid_h, run.layout.patch);
-  Manifest manifest(p.bo.manifest, results.size(), p.bo.manifest.empty() ? "" : manifest_header(run.record, ro, p.bo, results.size()));
+  Manifest manifest(manifest_path, results.size(), p.bo.manifest.empty() ? "" : manifest_header(run.record, ro, p.bo, results.size()));
   std::mutex lock;
   auto finish = [&](size_t i) {  // each image's line and manifest row as it ends, under the lock
     const ImageStatsResult& r = results[i];
