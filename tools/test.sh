@@ -65,7 +65,7 @@ suite_status=0
 LSAN_OPTIONS="suppressions=$(pwd)/tools/lsan.supp:print_suppressions=0" \
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-san --output-on-failure -j"$jobs" --timeout 900 \
+  ctest --test-dir build-san --output-on-failure --no-tests=error -j"$jobs" --timeout 900 \
     -E '^(Readme\.EveryCommandRuns|Slurm\.ArrayJobShardsEqualOneRun|Gallery\.Browser|Explore\.Firefox|Tools\.ExportWeightsHeads|Layout\..*)$' \
   || suite_status=$?
 cjk_status=0

@@ -140,16 +140,12 @@ StatsRun make_run(const StatsPlan& p, const ViTWeights& model, const std::string
 std::vector<ReadFile> stats_reads(const RenderOptions& ro, const std::vector<Job>& jobs, const std::string& weights_path) {
   std::vector<ReadFile> reads = model_reads(weights_path);
   for (const std::string& in : ro.inputs) reads.push_back({in, "an input"});
-  const fs::path dir(ro.out_dir);
   for (const Job& j : jobs) {
     reads.push_back({j.input, "an input"});
-    reads.push_back({j.out_base + ".png", "an output of this run"});
+    reads.push_back({j.out_base + ".png", "an output of this run"});  // its outlier map
   }
-  for (const char* name : {"heads.csv", "heads_per_image.csv", "norms.csv", "stats.json"})
-    reads.push_back({(dir / name).string(), "an output of this run"});
-  for (const char* name : {"attention_distance", "token_norms"})
-    for (const FigureFormat f : {FigureFormat::Png, FigureFormat::Pdf, FigureFormat::Svg})
-      reads.push_back({(dir / name).string() + figure_extension(f), "an output of this run"});
+  for (const std::string& f : stats_report_paths(ro.out_dir, {FigureFormat::Png, FigureFormat::Pdf, FigureFormat::Svg}))
+    reads.push_back({f, "an output of this run"});  // every format: an earlier run's figures are outputs too
   return reads;
 }
 

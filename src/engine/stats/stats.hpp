@@ -74,4 +74,8 @@ int compute_stats(const StatsPlan& p, const BatchHooks& hooks);
 /// run.out_dir; returns the paths written. Throws attnmap::Error when a file cannot be written. (stats_report.cpp)
 std::vector<std::string> write_stats_report(const StatsRun& run, const std::vector<ImageStatsResult>& images);
 
+/// Every file write_stats_report may write in `out_dir` (its tables, stats.json, its two figures in each
+/// of `formats`): what a --manifest must not replace.
+std::vector<std::string> stats_report_paths(const std::string& out_dir, const std::vector<FigureFormat>& formats);
+
 }  // namespace attnmap

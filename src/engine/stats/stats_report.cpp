@@ -18,6 +18,26 @@ namespace attnmap {
 namespace fs = std::filesystem;
 
 namespace {
+// The report's files in its folder (write_stats_report, stats_report_paths).
+constexpr const char* kHeadsCsv = "heads.csv";
+constexpr const char* kPerImageCsv = "heads_per_image.csv";
+constexpr const char* kNormsCsv = "norms.csv";
+constexpr const char* kStatsJson = "stats.json";
+constexpr const char* kDistanceFigure = "attention_distance";  // + each figure format's extension
+constexpr const char* kNormsFigure = "token_norms";
+}  // namespace
+
+std::vector<std::string> stats_report_paths(const std::string& out_dir, const std::vector<FigureFormat>& formats) {
+  const fs::path dir(out_dir);
+  std::vector<std::string> out;
+  for (const char* name : {kHeadsCsv, kPerImageCsv, kNormsCsv, kStatsJson}) out.push_back((dir / name).string());
+  for (const char* name : {kDistanceFigure, kNormsFigure})
+    for (const FigureFormat f : formats) out.push_back((dir / name).string() + figure_extension(f));
+  return out;
+}
+
+
+namespace {
 
 using Json = nlohmann::ordered_json;
 
@@ -174,7 +194,7 @@ std::vector<std::string> distance_figure(const StatsRun& run, const HeadTable& t
     p.note = "Attention-weighted distance between query and key patch centres (patch " + std::to_string(run.layout.patch) +
            " px), summed over patch keys (prefix tokens left out, weights not renormalised), averaged over patch queries and "
            "images; a block's heads are spread sideways in head order.";
-  return write_dot_plot((fs::path(run.out_dir) / "attention_distance").string(), p, run.width_in, run.figures);
+  return write_dot_plot((fs::path(run.out_dir) / kDistanceFigure).string(), p, run.width_in, run.figures);
 }
 
 std::vector<std::string> norm_histogram(const StatsRun& run, const std::vector<const ImageStatsResult*>& images) {
@@ -210,7 +230,7 @@ std::vector<std::string> norm_histogram(const StatsRun& run, const std::vector<c
     p.note = std::string(outliers ? "High-norm outliers: " : "No high-norm outliers at this block (") + "norm > median + " +
              std::string(k) + "\u00b71.4826\u00b7MAD of their image's patch-token norms" +
              (outliers ? " at this block. " : "). ") + std::to_string(run.bins) + " equal bins from the smallest to the largest norm.";
-  return write_histogram((fs::path(run.out_dir) / "token_norms").string(), p, run.width_in, run.figures);
+  return write_histogram((fs::path(run.out_dir) / kNormsFigure).string(), p, run.width_in, run.figures);
 }
 
 }  // namespace
@@ -228,7 +248,7 @@ std::vector<std::string> write_stats_report(const StatsRun& run, const std::vect
   std::vector<std::string> wrote;
   std::string csv = head_header(run);
   head_rows(csv, "", run, mean);
-  write_text((dir / "heads.csv").string(), csv);
+  write_text((dir / kHeadsCsv).string(), csv);
   std::string per = "input," + head_header(run);
   Json per_image = Json::array();
   for (const ImageStatsResult* im : done) {
@@ -237,9 +257,9 @@ std::vector<std::string> write_stats_report(const StatsRun& run, const std::vect
     per_image.push_back({{"input", im->input}, {"outlier_map", im->outlier_map}, {"milliseconds", im->milliseconds},
                          {"heads", head_json(run, t)}, {"norms", norm_json(im->norm_summary, true)}});
   }
-  write_text((dir / "heads_per_image.csv").string(), per);
-  write_text((dir / "norms.csv").string(), norms_csv(run, done));
-  wrote.insert(wrote.end(), {(dir / "heads.csv").string(), (dir / "heads_per_image.csv").string(), (dir / "norms.csv").string()});
+  write_text((dir / kPerImageCsv).string(), per);
+  write_text((dir / kNormsCsv).string(), norms_csv(run, done));
+  wrote.insert(wrote.end(), {(dir / kHeadsCsv).string(), (dir / kPerImageCsv).string(), (dir / kNormsCsv).string()});
   Json j;
   j["attnmap_stats"] = 1;
   j["settings"] = run.record;
@@ -256,8 +276,8 @@ std::vector<std::string> write_stats_report(const StatsRun& run, const std::vect
   norms.erase("outliers");
   j["norms"] = norms;
   j["per_image"] = per_image;
-  write_text((dir / "stats.json").string(), j.dump(1, ' ', false, Json::error_handler_t::replace) + "\n");
-  wrote.push_back((dir / "stats.json").string());
+  write_text((dir / kStatsJson).string(), j.dump(1, ' ', false, Json::error_handler_t::replace) + "\n");
+  wrote.push_back((dir / kStatsJson).string());
   for (const std::string& f : distance_figure(run, mean, done.size())) wrote.push_back(f);
   for (const std::string& f : norm_histogram(run, done)) wrote.push_back(f);
   return wrote;
