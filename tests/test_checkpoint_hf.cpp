@@ -28,14 +28,7 @@ const char* kShard1 = "model-00001-of-00003.safetensors";
 
 // The message load_model (or `f`) throws; "" when it does not throw.
 template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string error_of(F f) { return thrown_message(f); }
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 

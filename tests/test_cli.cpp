@@ -183,6 +183,35 @@ TEST_F(Cli, ManifestNeverTruncatesAnInputTheWeightsOrAnOutput) {
   EXPECT_FALSE(fs::exists(dir / "out2" / "a.png"));
 }
 
+// The output folder, the manifest and the run figures that would replace a file known before the model loads
+// are refused before it loads: weights that cannot be read are never opened (their error would come first).
+TEST_F(Cli, PathsKnownBeforeTheModelAreRefusedBeforeItLoads) {
+  fs::create_directories(dir / "in");
+  fs::copy_file(kData + "/camera.png", dir / "in" / "a.png");
+  std::ofstream(dir / "broken.pth") << "not a checkpoint";
+  std::ofstream(dir / "file") << "x";
+  const std::string base = "render " + q(dir / "in") + " -w " + q(dir / "broken.pth");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {" -o " + q(dir / "file"), (dir / "file").string() + ": the output folder exists and is not a folder"},
+      {" -o " + q(dir / "out") + " --manifest " + q(dir / "in" / "a.png"), "--manifest " + (dir / "in" / "a.png").string() + " is an input"},
+      {" -o " + q(dir / "out") + " --manifest " + q(dir / "broken.pth"), "--manifest " + (dir / "broken.pth").string() + " is "},
+      {" -o " + q(dir / "out") + " --contact-sheet " + q(dir / "in" / "a.png"), "--contact-sheet " + (dir / "in" / "a.png").string() + " is "},
+      {" -o " + q(dir / "out") + " --gallery " + q(dir / "file"), "--gallery " + (dir / "file").string() + " is an existing file"},
+  };
+  for (const auto& [args, says] : cases) {
+    const CliRun r = run_attnmap(base + args);
+    EXPECT_EQ(r.status, 2) << args << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << says << "\n" << r.err;
+    EXPECT_EQ(r.err.find("broken.pth:"), std::string::npos) << r.err;  // the weights were not opened
+  }
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  // The same weights alone: their own error, so the cases above were refused before the load.
+  const CliRun r = run_attnmap(base + " -o " + q(dir / "out"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("broken.pth"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, EvalJsonNeverTruncatesAnInputTheWeightsOrAMask) {
   const fs::path oh = fs::path(ATTNMAP_TEST_DIR) / "fixtures" / "eval_onehot";
   fs::copy(oh, dir / "oh", fs::copy_options::recursive);

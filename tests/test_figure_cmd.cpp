@@ -308,3 +308,43 @@ TEST_F(FigureCmd, AFailedImageWritesNothing) {
   EXPECT_TRUE(ok.err.empty()) << ok.err;
   EXPECT_TRUE(fs::exists(out));
 }
+
+// A figure over cairo's 32767 pixels a side is a usage error (status 2, one line, nothing written) said before
+// any map is computed: its size, the limit, a --dpi that fits (and that figure is then written), and for a PDF
+// that the limit holds for it too. Wider than the limit from --width-in x --dpi alone: refused before the
+// weights are read (a file that is no weights is not named).
+TEST_F(FigureCmd, AFigureOverCairosLimitIsRefusedBeforeAnyMap) {
+  write_png((dir / "tall.png").string(), resize_photo(load_image(std::string(ATTNMAP_DATA_DIR) + "/chelsea.png"), 10, 1000));
+  const std::string two = q(dir / "tall.png") + " " + q(dir / "tall.png") + " -w " + q(kModel) + " --views L1/mean ";
+  CliRun r = run_attnmap("figure " + two + "-q --width-in 3 --dpi 100 -o " + q(dir / "big.png"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;  // no clip note: no map was computed
+  for (const char* says : {"the figure would be at least 300 \u00d7 ", "over cairo's limit of 32767 pixels a side",
+                           "2 images \u00d7 1 view", "a smaller --width-in", "fewer images"})
+    EXPECT_NE(r.err.find(says), std::string::npos) << says << "\n" << r.err;
+  EXPECT_EQ(r.err.find("PDF"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "big.png"));
+  const size_t at = r.err.find("make it smaller: --dpi ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const int fit = std::stoi(r.err.substr(at + 23));
+  EXPECT_GT(fit, 30);
+  EXPECT_LT(fit, 100);
+  const CliRun pdf = run_attnmap("figure " + two + "-q --width-in 3 --dpi 100 -o " + q(dir / "big.pdf"));
+  EXPECT_EQ(pdf.status, 2) << pdf.err;
+  EXPECT_NE(pdf.err.find("a PDF figure is laid out in the same pixels at --dpi and held to the same limit"),
+            std::string::npos) << pdf.err;
+  r = run_attnmap("figure " + two + "-q --width-in 3 --dpi " + std::to_string(fit) + " -o " + q(dir / "fits.png"));
+  EXPECT_EQ(r.status, 0) << r.err;
+  const Image fits = load_image((dir / "fits.png").string());
+  EXPECT_LE(fits.height, 32767);
+  // The dpi suggested fits whatever the maps' colour bars (found without them: this narrow figure's bar takes
+  // a fifth of its width), so it is below the largest that fits, not far below.
+  EXPECT_GT(fits.height, 32767 * 0.7);
+  std::ofstream((dir / "a_file").string()) << "x";
+  r = run_attnmap("figure " + q(dir / "tall.png") + " -w " + q(dir / "a_file") +
+                  " --views L1/mean --width-in 100 --dpi 400 -o " + q(dir / "wide.svg"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(r.err, "attnmap: error: figures 100 in wide at 400 dpi would be 40000 pixels wide, over cairo's limit of "
+                   "32767 pixels a side: --dpi 327 or lower at this width, or --width-in 81.9 or less at this dpi; an SVG "
+                   "figure is laid out in the same pixels at --dpi and held to the same limit\n");
+}

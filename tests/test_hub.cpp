@@ -398,10 +398,15 @@ TEST_F(Hub, ADamagedBlobThatDoesNotParseIsNamedAndDownloadChecksTheCache) {
 
 // An interrupted download keeps its .incomplete file, says so, and the next run resumes it with a Range.
 TEST_F(Hub, AnInterruptedDownloadIsKeptAndResumed) {
-  FakeHub hub(root, {"--rate", "10000"});  // 64 kB: about 6 s, interrupted after 3
+  FakeHub hub(root, {"--rate", "10000"});  // 64 kB: about 6 s, interrupted once a byte has come
   const std::string sha = attnmap::sha256_file(fixture("hf_folder/model.safetensors"));
   const fs::path partial = repo_cache() / "blobs" / (sha + ".incomplete");
-  const CliRun r = run_attnmap("download " + kRepo + "@v1.0", "timeout -s INT 3 " + env(hub.endpoint()));
+  // Ctrl-C once the partial file holds a byte (at most 20 s), not after a fixed time: on a busy machine the
+  // download may not have begun by then (the .incomplete file is made before the first byte comes). set -m:
+  // a background job of a shell without job control would ignore SIGINT.
+  const std::string interrupt = "bash -c 'set -m; \"$@\" & p=$!; for i in $(seq 400); do [ -s \"" + partial.string() +
+                                "\" ] && break; sleep 0.05; done; kill -INT $p; wait $p' _ ";
+  const CliRun r = run_attnmap("download " + kRepo + "@v1.0", interrupt + env(hub.endpoint()));
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("attnmap: the partial download " + partial.string() + " is kept: the next run resumes it"),
             std::string::npos)

@@ -83,6 +83,32 @@ TEST_F(Messages, ParseErrorsNameTheCommandsHelp) {
                              "attnmap --help)");
 }
 
+// A word of the field for a setting the command does not have names the commands that have it, never a flag
+// that merely looks alike (figure --threads is not --heads); "--flag=" with nothing after it is a parse error
+// with the command's help, as "--flag" alone; counts agree with their nouns.
+TEST_F(Messages, SynonymsEmptyValuesAndCountsReadRight) {
+  const std::string img = q(kImage);
+  EXPECT_EQ(usage_error("figure " + img + " --views L1/mean -o f.png --threads 4"),
+            "unknown option --threads: -j/--jobs is an option of render and stats, not of figure (attnmap figure --help "
+            "for the options)");
+  EXPECT_EQ(usage_error("eval " + img + " --masks m --workers 4"),
+            "unknown option --workers: -j/--jobs is an option of render and stats, not of eval (attnmap eval --help for "
+            "the options)");
+  EXPECT_EQ(usage_error("render " + img + " --threads 4"),
+            "unknown option --threads; did you mean -j/--jobs? (attnmap render --help for the options)");
+  EXPECT_EQ(usage_error("render " + img + " --layer="), "--layer expects a value, found '' (attnmap render --help for the options)");
+  EXPECT_EQ(usage_error("stats " + img + " -o out --jobs="), "--jobs expects a value, found '' (attnmap stats --help for the options)");
+  EXPECT_EQ(usage_error("figure " + img + " --views photo,L1/mean -o f.png --column-labels one"),
+            "--column-labels has 1 label for the 2 views of --views (one per column, photo included)");
+  EXPECT_EQ(usage_error("figure " + img + " -w " + q(kModel) + " --views L1/mean -o " + q(dir / "f.png") +
+                        " --row-labels one,two"),
+            "--row-labels has 2 labels for 1 image (one per row, in the order of the rows)");
+  // One of the command's own flags left over after "--" is not an unknown option "of other commands".
+  EXPECT_EQ(usage_error("render " + img + " -- -q"), "unexpected argument '-q' (attnmap render --help for the options)");
+  EXPECT_EQ(usage_error("render " + img + " --layer 1 --layer 0"),
+            "--layer is given 2 times; give it once (attnmap render --help for the options)");
+}
+
 // Every number flag of every command: a malformed value is refused before anything runs, in the project's
 // words, never CLI11's "Could not convert".
 TEST_F(Messages, NumbersAreRefusedInTheProjectsWords) {

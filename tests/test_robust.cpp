@@ -27,6 +27,7 @@
 #include "checkpoint/weights.hpp"
 #include "checkpoint/weights_pth.hpp"
 #include "checkpoint/weights_safetensors.hpp"
+#include "../fuzz/clip_text_input.hpp"  // the replay of fuzz/regressions/clip_text/
 
 namespace fs = std::filesystem;
 using namespace attnmap;
@@ -393,6 +394,11 @@ TEST(FuzzRegressions, ReplayedWithoutCrash) {
         build_model(parse_weights_safetensors(bytes.data(), bytes.size(), "fuzz.safetensors"));
       } else if (target == "pth") {  // fuzz/fuzz_pth.cpp: a zip archive (a bare data.pkl there is kept zipped here)
         build_model(parse_weights_pth(bytes.data(), bytes.size(), "fuzz.pth", ""));
+      } else if (target == "clip_text") {  // fuzz/fuzz_clip_text.cpp's own code: it catches the Errors
+        const fs::path files = fs::temp_directory_path() / ("attnmap_fuzz_replay_" + std::to_string(::getpid()));
+        fs::create_directories(files);
+        attnmap::fuzz::run_clip_text_input(bytes.data(), bytes.size(), files);
+        fs::remove_all(files);
       }
     } catch (const Error& err) {
       EXPECT_NE(std::string(err.what()).find("fuzz"), std::string::npos) << err.what();

@@ -494,6 +494,49 @@ TEST_F(RunFigures, UsageErrorsBeforeAnyImage) {
   EXPECT_TRUE(is_attnmap_gallery((dir / "g" / "index.html").string()));
 }
 
+// render's figures over cairo's 32767 pixels a side: a PNG panel wider than that at --width-in x --dpi and a
+// sheet row of more thumbnails than that holds are usage errors before any image (a PDF panel is not held to
+// it); a panel too tall for its photo fails that input, naming its size, the limit and a --dpi that fits it.
+TEST_F(RunFigures, FiguresOverCairosLimitSayWhatFits) {
+  inputs({"chelsea.png"}, false);
+  const std::string base = "render " + q(dir / "in") + " -o " + q(dir / "out") + " -q ";
+  CliRun r = run_attnmap(base + "--panel --width-in 100 --dpi 400");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(r.err, "attnmap: error: figures 100 in wide at 400 dpi would be 40000 pixels wide, over cairo's limit of "
+                   "32767 pixels a side: --dpi 327 or lower at this width, or --width-in 81.9 or less at this dpi (a PDF "
+                   "or SVG, --figure-format pdf, is not held to this limit)\n");
+  // A sheet's row holds its columns or the run's images, when fewer: 200 columns for 120 images is a row of 120.
+  fs::create_directories(dir / "many");
+  const Image tiny = resize_photo(load_image(kData + "/chelsea.png"), 8, 8);
+  for (int i = 0; i < 120; ++i) write_png((dir / "many" / ("p" + std::to_string(i) + ".png")).string(), tiny);
+  r = run_attnmap("render " + q(dir / "many") + " -o " + q(dir / "out") + " -q --contact-sheet " + q(dir / "s.png") +
+                  " --sheet-columns 200");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(r.err, "attnmap: error: --sheet-columns 200: a row of 120 thumbnails is wider than cairo's limit of 32767 "
+                   "pixels a side; 119 or fewer\n");
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  r = run_attnmap(base + "--contact-sheet " + q(dir / "s.png") + " --sheet-columns 200");  // one image: one thumbnail
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "s.png"));
+  fs::remove_all(dir / "out");
+  EXPECT_EQ(run_attnmap(base + "--panel --width-in 100 --dpi 400 --figure-format pdf").status, 0);
+  fs::remove_all(dir / "out");
+  write_png((dir / "in" / "chelsea.png").string(), resize_photo(load_image(kData + "/chelsea.png"), 4, 3000));
+  r = run_attnmap(base + "--panel --width-in 2 --dpi 300");
+  EXPECT_EQ(r.status, 1) << r.err;
+  const std::string says = "chelsea.png: the figure would be 600 \u00d7 ";
+  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("pixels, over cairo's limit of 32767 pixels a side (a PNG 2 in wide at 300 dpi)"), std::string::npos) << r.err;
+  const size_t at = r.err.find("make it smaller: --dpi ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const int fit = std::stoi(r.err.substr(at + 23));
+  r = run_attnmap(base + "--panel --width-in 2 --dpi " + std::to_string(fit));
+  EXPECT_EQ(r.status, 0) << r.err;
+  const Image panel = load_image((dir / "out" / "chelsea.panel.png").string());
+  EXPECT_LE(panel.height, 32767);
+  EXPECT_GT(panel.height, 32767 - 400);  // the largest dpi that fits
+}
+
 // The library's lazy items: a picture given by its size and a load function draws the same sheet as the
 // picture itself, each load is called once (while its page is drawn, never before: the sizes come from the
 // item), and a load that throws becomes a grey tile instead of failing the sheet.

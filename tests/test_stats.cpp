@@ -319,3 +319,26 @@ TEST_F(StatsCli, AManifestNeverReplacesAnotherFileAndABadOutIsOneUsageError) {
   const std::string rows = slurp(manifest);
   EXPECT_EQ(std::count(rows.begin(), rows.end(), '\n'), 2) << "a header and one row: " << rows;
 }
+
+// stats' figures wider than cairo's 32767 pixels (--width-in x --dpi) and a negative -j are usage errors before
+// the model loads, -j in render's words.
+TEST_F(StatsCli, TooWideFiguresAndABadJobsAreRendersUsageErrors) {
+  const std::string photo = q(std::string(ATTNMAP_DATA_DIR) + "/composites/0002_bag.png");
+  std::ofstream((dir / "not_weights.json").string()) << "x";
+  const std::string args = photo + " -w " + q(dir / "not_weights.json") + " -o " + q(dir / "out");
+  CliRun r = run_attnmap("stats " + args + " --width-in 100 --dpi 400 --figure-format png,svg");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(r.err, "attnmap: error: figures 100 in wide at 400 dpi would be 40000 pixels wide, over cairo's limit of "
+                   "32767 pixels a side: --dpi 327 or lower at this width, or --width-in 81.9 or less at this dpi; its "
+                   "PDF and SVG figures are laid out in the same pixels at --dpi and held to the same limit\n");
+  r = run_attnmap("stats " + args + " -j -1");
+  EXPECT_EQ(r.status, 2) << r.err;
+  const CliRun render = run_attnmap("render " + args + " -j -1");
+  EXPECT_EQ(render.status, 2) << render.err;
+  EXPECT_EQ(r.err, render.err);
+  EXPECT_EQ(r.err, "attnmap: error: --jobs must be >= 1 (or 0 for the number of cores), found -1\n");
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  r = run_attnmap("stats " + photo + " -w " + q(fixture("layouts/dinov2_fb/weights.json")) + " -o " + q(dir / "one"));
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find(" (1 image)\n"), std::string::npos) << r.err;  // not "1 images"
+}

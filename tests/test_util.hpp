@@ -16,7 +16,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/error.hpp"
+
 inline std::string fixture(const std::string& rel) { return std::string(ATTNMAP_TEST_DIR) + "/fixtures/" + rel; }
+
+/// The message of the attnmap::Error that f() throws ("" when it throws none).
+template <class F>
+std::string thrown_message(F f) {
+  try {
+    f();
+  } catch (const attnmap::Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 /// Compares two arrays element-wise within `tol` (absolute); on failure prints the first mismatches and
 /// the largest difference, as llm.c's tests do.

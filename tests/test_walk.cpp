@@ -2,6 +2,7 @@
 // and the run says so.
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "engine/walk.hpp"
 #include "test_util.hpp"
@@ -27,6 +28,32 @@ TEST(Walk, FolderWithIgnoreMarkerIsNotWalkedAndTheRunSaysSo) {
   const CliRun all = run_attnmap("render " + q(dir / "in") + " -q -o " + q(dir / "out2"));
   ASSERT_EQ(all.status, 0) << all.err;
   EXPECT_TRUE(fs::exists(dir / "out2" / "masks" / "a.png"));
+  fs::remove_all(dir);
+}
+
+// An output folder inside an input folder is not walked (its files are the run's outputs): when the walk meets
+// it, the run says so once, since photos already in it are left out; a walk that does not meet it says nothing.
+TEST(Walk, OutputFolderInsideAnInputFolderIsNotWalkedAndTheRunSaysSo) {
+  const fs::path dir = fs::temp_directory_path() / ("attnmap_walk_out_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "d");
+  fs::copy_file(std::string(ATTNMAP_DATA_DIR) + "/composites/0000_trouser.png", dir / "d" / "a.png");
+  const std::string out = (dir / "d" / "composites").string();
+  std::vector<std::string> missing;
+  std::map<std::string, size_t> passed_over;
+  EXPECT_EQ(attnmap::plan_jobs({(dir / "d").string()}, out, &missing, {}, nullptr, &passed_over).size(), 1u);
+  EXPECT_EQ(attnmap::passed_over_summary(passed_over), "");  // no such folder yet: nothing left out
+  fs::create_directories(out);
+  fs::copy_file(std::string(ATTNMAP_DATA_DIR) + "/composites/0002_bag.png", fs::path(out) / "b.png");
+  passed_over.clear();
+  EXPECT_EQ(attnmap::plan_jobs({(dir / "d").string()}, out, &missing, {}, nullptr, &passed_over).size(), 1u);
+  const std::string note = "not walked: " + out + " (this run's output folder, or eval's masks folder; images already "
+                           "in it are left out)";
+  EXPECT_EQ(attnmap::passed_over_summary(passed_over), note);
+  const CliRun r = run_attnmap("render -w " + q(fixture("timm_small/weights.json")) + " -o " + q(out) + " " + q(dir / "d"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("attnmap: note: " + note + "\n"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("not walked", r.err.find("not walked") + 1), std::string::npos) << r.err;  // once
   fs::remove_all(dir);
 }
 

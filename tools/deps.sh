@@ -7,8 +7,9 @@ set -euo pipefail
 RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev libfast-float-dev libopenblas-dev libcurl4-openssl-dev
          libspng-dev libexif-dev libwebp-dev libtiff-dev fonts-dejavu-core fonts-noto-core fonts-noto-cjk
          libcairo2-dev libpango1.0-dev
-         libssl-dev libzip-dev zlib1g-dev libsleef-dev libdnnl-dev
+         libssl-dev libzip-dev zlib1g-dev libsleef-dev libdnnl-dev libicu-dev
          pybind11-dev python3-dev python3-numpy)
+# libicu-dev: CLIP's tokenizer (src/text: NFC, lower-casing, the Unicode categories of its pattern).
 # pybind11-dev and python3-dev: building the Python module (-DATTNMAP_PYTHON=ON, tools/install_python.sh);
 # python3-numpy: the module's arrays at run time (import attnmap).
 # fonts-noto-core and fonts-noto-cjk: the figure labels' fallback fonts (Greek, Cyrillic, Arabic, Hebrew,
@@ -20,9 +21,10 @@ RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev li
 # python3-pytest, python3-torchvision (pulls python3-torch), python3-pil: ctest Python.Pytest (python/tests);
 # jupyter-nbconvert and python3-ipykernel: ctest Python.Notebook runs docs/notebook.ipynb headless
 # (tools/run_notebook.sh). ninja-build: tools/test.sh's build folders (Ninja keeps both cores busy between stages).
+# python3-regex: tools/make_tokenizer_fixtures.py (the regex module OpenAI CLIP's and open_clip's tokenizers import).
 TEST=(libgtest-dev util-linux clang libclang-rt-14-dev ninja-build poppler-utils librsvg2-bin slurm-wlm munge
       python3 nodejs npm chromium firefox-esr
-      python3-pytest python3-torch python3-torchvision python3-pil jupyter-nbconvert python3-ipykernel)
+      python3-pytest python3-torch python3-torchvision python3-pil jupyter-nbconvert python3-ipykernel python3-regex)
 PACKAGES=("${RUNTIME[@]}")
 if [ "${1:-}" = test ]; then PACKAGES+=("${TEST[@]}"); fi
 missing=()

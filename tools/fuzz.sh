@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 secs="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_image fuzz_weights_json fuzz_safetensors fuzz_pth)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_image fuzz_weights_json fuzz_safetensors fuzz_pth fuzz_clip_text)
 # clang and its fuzzer runtime (tools/test.sh has checked them already: ATTNMAP_DEPS_DONE=1)
 [ "${ATTNMAP_DEPS_DONE:-0}" = 1 ] || bash tools/deps.sh test
 # FUZZ_BUILD_DIR: a build folder configured with -DATTNMAP_FUZZ=ON already (tools/test.sh passes its
@@ -28,6 +28,7 @@ seeds_for() {
     fuzz_weights_json) echo fuzz/seeds/weights_json fuzz/regressions/weights_json ;;
     fuzz_safetensors) echo fuzz/seeds/safetensors fuzz/regressions/safetensors ;;
     fuzz_pth) echo fuzz/seeds/pth tests/fixtures/pth_hostile fuzz/regressions/pth ;;
+    fuzz_clip_text) echo fuzz/seeds/clip_text fuzz/regressions/clip_text ;;
   esac
 }
 # One target: its libFuzzer run, its summary lines; status 1 (with the log's end) when it found something.
@@ -49,7 +50,7 @@ run_one() {
   fi
 }
 # The targets as many at a time as there are cores (each libFuzzer run is one process on one core): the
-# same seconds each, half the wall time on 2 cores (CI's smoke run: 4 targets x 30 s in 60 s, not 120 s).
+# same seconds each, half the wall time on 2 cores (CI's smoke run: 5 targets x 30 s in 90 s, not 150 s).
 failed=0
 at_once="$(nproc)"
 for ((i = 0; i < ${#targets[@]}; i += at_once)); do

@@ -419,6 +419,19 @@ def shapes(sd):
 # OpenAI CLIP
 # --------------------------------------------------------------------------
 
+
+@contextlib.contextmanager
+def f64_layernorm(m):
+    """openai/CLIP's LayerNorm (clip/model.py) casts to float32 and back, for fp16; in a float64 run it is
+    plain nn.LayerNorm."""
+    LN = m.LayerNorm
+    orig = LN.forward
+    LN.forward = lambda self_, x: nn.LayerNorm.forward(self_, x)
+    try:
+        yield
+    finally:
+        LN.forward = orig
+
 class OpenAIClip(Family):
     def __init__(self, path):
         stub_package("clip", os.path.join(path, "clip"))
@@ -428,15 +441,8 @@ class OpenAIClip(Family):
         self.mean = [float(v) for v in nums.group(1).split(",")]
         self.std = [float(v) for v in nums.group(2).split(",")]
 
-    @contextlib.contextmanager
     def f64_context(self):
-        LN = self.m.LayerNorm
-        orig = LN.forward
-        LN.forward = lambda self_, x: nn.LayerNorm.forward(self_, x)
-        try:
-            yield
-        finally:
-            LN.forward = orig
+        return f64_layernorm(self.m)
 
     def visual(self, model):
         return model.visual if hasattr(model, "visual") else model

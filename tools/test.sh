@@ -27,7 +27,7 @@ if [ "${ATTNMAP_QUICK:-0}" = 1 ]; then exit 0; fi
 
 # One sanitizer build serves the suite and the fuzzers (clang: libFuzzer needs it): every stage library is
 # compiled once with ASan + UBSan, and libFuzzer's coverage instrumentation (fuzzer-no-link) where the fuzz
-# targets reach (core, io, hub, checkpoint: CMakeLists.txt); the test binary and the fuzz targets link the
+# targets reach (core, io, hub, checkpoint, text: CMakeLists.txt); the test binary and the fuzz targets link the
 # same objects. (Two builds, gcc's ASan and clang's fuzz, took ~10 minutes more.)
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer (clang, build-san/; the libFuzzer targets in the same build)"
 # -gline-tables-only: the reports' stacks keep every function, file and line; no variable info is built (the

@@ -27,7 +27,7 @@ import clang.cindex as ci
 CARRIERS = ["RenderOptions", "RenderContext", "BatchOptions", "CliArgs", "EvalOptions", "FigureArgs",
             "StatsArgs", "CheckedRequest", "GivenSettings", "ModelSpec", "ViewRequest", "OutputSpec",
             "BatchSpec"]
-STAGES = ["core", "io", "hub", "checkpoint", "model", "maps", "draw", "engine", "app/engine", "app/commands",
+STAGES = ["core", "io", "hub", "checkpoint", "text", "model", "maps", "draw", "engine", "app/engine", "app/commands",
           "app/cli", "app"]
 
 

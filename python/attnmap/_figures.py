@@ -47,14 +47,17 @@ def _run(args, quiet=True):
 
 class Figure:
     """A figure attnmap drew: ``data`` (the file's bytes), ``format`` ("png", "pdf" or "svg"), ``record``
-    (the settings record the file carries, a dict; {} when none), ``save(path)``. A notebook shows PNG and
-    SVG figures (``_repr_png_`` / ``_repr_svg_``)."""
+    (the settings record the file carries, a dict; {} when none), ``notes`` (what the command line prints
+    about it - e.g. how much of the maps lies above a colour bar's top -, as ``Result.notes``: a list of str,
+    a warning starting "warning: "; figure() fills it, [] for overlay() and panel()), ``save(path)``. A
+    notebook shows PNG and SVG figures (``_repr_png_`` / ``_repr_svg_``)."""
 
-    def __init__(self, data, fmt, name="", record=""):
+    def __init__(self, data, fmt, name="", record="", notes=None):
         self.data = data
         self.format = fmt
         self.name = name
         self._record = record  # the engine's record (JSON text) of the figure
+        self.notes = list(notes or [])
 
     @property
     def record(self):
@@ -89,8 +92,14 @@ class Figure:
 
 
 def _the_model(model):
-    from . import load
-    return model if model is not None else load(quiet=True)
+    from . import Model, load
+    if model is None:
+        return load(quiet=True)
+    if not isinstance(model, Model):  # a path or a name: loaded once by the caller, not on every call
+        hint = " m = attnmap.load(%r), then model=m" % (os.fspath(model),) if isinstance(model, (str, os.PathLike)) else ""
+        raise TypeError("model= takes an attnmap.Model (attnmap.load or attnmap.from_state_dict), found %s;%s"
+                        % (type(model).__name__, hint or " load one first"))
+    return model
 
 
 def _render_image(image, model, given, name=None):
@@ -187,7 +196,7 @@ def figure(images, views, *, model=None, format="png", names=None, **options):
         r = model._m.figure(sources, labels, given, format)
     except AttnmapError as e:
         _reraise(e)
-    return Figure(r["data"], format, "figure." + format, r["record"])
+    return Figure(r["data"], format, "figure." + format, r["record"], r["notes"])
 
 
 class EvalReport:

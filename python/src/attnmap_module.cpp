@@ -276,7 +276,10 @@ std::shared_ptr<Model> load_file(const std::string& path, const GivenPairs& sett
   SigintNote sigint;  // Ctrl-C during a Hub download: it stops (its partial file kept), KeyboardInterrupt
   try {
     py::gil_scoped_release nogil;
-    rw = run_weights(path, quiet, [] { return g_sigint.load(); });  // a path, or a Hub name from the cache or fetched
+    attnmap::BatchHooks hooks;  // the fetch's notes on the process's standard error, as the command line's
+    hooks.cancelled = [] { return g_sigint.load(); };
+    hooks.on_line = [](attnmap::LineStream, const std::string& text) { std::cerr << spell_as_keywords(text) << "\n"; };
+    rw = run_weights(path, quiet, hooks);  // a path, or a Hub name from the cache or fetched
     w = std::make_shared<ViTWeights>(load_weights(rw, opt.overrides));
   } catch (...) {
     sigint.raise_if_interrupted();
@@ -596,10 +599,9 @@ py::dict figure_of(const std::shared_ptr<Model>& model, std::vector<py::object> 
   walk_figure_folders(images, names);
   GivenSettings given = with_model(*model, settings);
   given.push_back({"inputs", names});
-  const FigureArgs a = make_request("figure", given).figure;
+  const FigurePlan plan = make_request("figure", given).figure;
   RenderOptions limits;  // the images decoded as the figure decodes its files
-  limits.load.max_pixels = static_cast<uint64_t>(std::max(1LL, a.max_pixels));
-  limits.load.apply_exif = !a.no_exif;
+  limits.load = plan.ro.load;
   std::vector<FigurePhoto> photos(images.size());
   for (size_t i = 0; i < images.size(); ++i) {
     photos[i].name = names.at(i);
@@ -610,7 +612,7 @@ py::dict figure_of(const std::shared_ptr<Model>& model, std::vector<py::object> 
       throw InputFailure(std::string(e.what()) + "; no figure written");
     }
   }
-  return attnmap_py::figure_output(a, format, std::move(photos), source_of(model), model->name(), g_engine_mu);
+  return attnmap_py::figure_output(plan, format, std::move(photos), source_of(model), model->name(), g_engine_mu);
 }
 
 // Model.render_folder: render over files and folders (`settings` name the inputs and --out) with this model

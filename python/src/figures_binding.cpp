@@ -74,20 +74,23 @@ py::list image_output_list(const RenderOptions& opt, const ModelSource& model, c
   return files;
 }
 
-py::dict figure_output(FigureArgs a, const std::string& format, std::vector<FigurePhoto> photos,
+py::dict figure_output(FigurePlan p, const std::string& format, std::vector<FigurePhoto> photos,
                        const ModelSource& model, const std::string& weights_name, std::shared_mutex& engine_mu) {
   FigureResult fig;
   {
-    a.quiet = true;  // the lines are returned, not printed
+    p.ro.quiet = true;  // the lines are returned, not printed
     py::gil_scoped_release nogil;
     std::shared_lock<std::shared_mutex> shared(engine_mu);
-    fig = figure_in_memory(a, format, std::move(photos), model, weights_name);
+    fig = figure_in_memory(p, format, std::move(photos), model, weights_name);
   }
   py::dict d;
   d["data"] = bytes_of(fig.bytes);
   d["format"] = fig.format;
   d["record"] = fig.record;
   d["lines"] = fig.lines;
+  std::vector<std::string> notes;  // as Result.notes: the texts, settings spelled as keywords
+  for (const std::string& n : fig.notes) notes.push_back(spell_as_keywords(n));
+  d["notes"] = notes;
   return d;
 }
 

@@ -27,9 +27,10 @@ py::list image_output_list(const attnmap::RenderOptions& opt, const attnmap::Mod
                            const std::string& weights_name, const attnmap::Image& photo, const std::string& sha256,
                            const std::string& input, const std::string& out_base, std::shared_mutex& engine_mu);
 
-/// The figure command's figure in memory: {"data": bytes, "format", "record" (JSON text), "lines"}. `a`: the
-/// figure's request (make_request("figure")); `photos` its rows. Errors as figure_in_memory's.
-py::dict figure_output(attnmap::FigureArgs a, const std::string& format,
+/// The figure command's figure in memory: {"data": bytes, "format", "record" (JSON text), "lines", "notes" (the
+/// figure's notes and warnings, settings spelled as keywords)}. `p`: the figure's checked request
+/// (make_request("figure")); `photos` its rows. Errors as figure_in_memory's.
+py::dict figure_output(attnmap::FigurePlan p, const std::string& format,
                        std::vector<attnmap::FigurePhoto> photos, const attnmap::ModelSource& model,
                        const std::string& weights_name, std::shared_mutex& engine_mu);
 

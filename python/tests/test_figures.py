@@ -104,3 +104,53 @@ def test_repr_and_save(attnmap, default_model, tmp_path):
     assert p.read_bytes() == fig.data
     assert fig.record["view"] == "L1/h3" and fig.record["colormap"] == "viridis"
     assert fig.record == json.loads(png_text(fig.data)["attnmap"])
+
+
+def test_figure_returns_its_notes(attnmap, default_model, tmp_path):
+    """figure()'s .notes are what `attnmap figure` prints about the figure (its clipped colour bar, --scale
+    map's undrawn note), without "attnmap: note: " and with settings spelled as keywords; overlay() has none."""
+    imgs = [str(ROCKET), str(COFFEE)]
+    for views, scale in (("L3/mean", "run"), ("photo,L3/mean", "map")):
+        fig = attnmap.figure(imgs, views, model=default_model, scale=scale)
+        p = run_cli("figure", *imgs, "--views", views, "--scale", scale, "-o", tmp_path / "f.png")
+        said = [ln[len("attnmap: note: "):] for ln in p.stderr.splitlines() if ln.startswith("attnmap: note: ")]
+        said = [s for s in said if "bundled default model" not in s]  # the loader's note: Model.notices
+        assert said, p.stderr
+        assert fig.notes == [s.replace("--scale", "scale").replace("--notes", "notes") for s in said]
+    assert any("bar ends at" in n for n in attnmap.figure(imgs, "L3/mean", model=default_model).notes)
+    assert attnmap.overlay(str(COFFEE), "L1/h3", model=default_model).notes == []
+
+
+def test_figure_class_message_reads_as_python(attnmap, default_model):
+    """A topK class for a figure is refused in words that read alike as flags and as keywords."""
+    with pytest.raises(attnmap.AttnmapError) as e:
+        attnmap.figure([str(COFFEE)], "chefer", model=default_model, classes="top2")
+    assert str(e.value) == ("a figure cell holds one map, so classes takes top1, a class index or a label here, "
+                            "found 'top2' (render's explain draws the top K classes, one file each)")
+    assert e.value.exit_code == 2
+
+
+def test_figure_too_large_for_cairo_is_a_usage_error(attnmap, default_model):
+    """A figure over cairo's 32767 pixels a side raises exit_code 2 before any map, naming its size and a dpi
+    (as a keyword) that fits; a PDF is held to the same pixels."""
+    tall = np.zeros((1000, 10, 3), dtype=np.uint8)
+    for fmt in ("png", "pdf"):
+        with pytest.raises(attnmap.AttnmapError) as e:
+            attnmap.figure([tall, tall], "L1/mean", model=default_model, width_in=3, dpi=100, format=fmt)
+        msg = str(e.value)
+        assert e.value.exit_code == 2
+        assert "over cairo's limit of 32767 pixels a side" in msg and "make it smaller: dpi " in msg, msg
+        assert ("a PDF figure is laid out in the same pixels" in msg) == (fmt == "pdf"), msg
+        assert "--" not in msg, msg
+
+
+def test_model_keyword_takes_a_model_not_a_path(attnmap, default_model):
+    """model= given a path is refused with a TypeError that says to load it once (not an AttributeError)."""
+    for call in (lambda m: attnmap.overlay(str(COFFEE), "L1/h3", model=m),
+                 lambda m: attnmap.panel(str(COFFEE), "L1/h3", model=m),
+                 lambda m: attnmap.figure([str(COFFEE)], "L1/h3", model=m)):
+        with pytest.raises(TypeError, match=r"model= takes an attnmap.Model .*found str; m = attnmap.load\('w.pth'\)"):
+            call("w.pth")
+        with pytest.raises(TypeError, match="found int; load one first"):
+            call(3)
+    assert attnmap.overlay(str(COFFEE), "L1/h3", model=default_model).data

@@ -87,4 +87,10 @@ inline std::string did_you_mean(const std::vector<std::string>& known, const std
   return pick.empty() ? "" : " (did you mean '" + pick + "'?)";
 }
 
+/// A count with its noun, plural unless the count is 1: counted(1, "image") "1 image", counted(3, "image")
+/// "3 images", counted(2, "class", "classes") "2 classes".
+inline std::string counted(size_t n, const std::string& noun, const std::string& plural = "") {
+  return std::to_string(n) + " " + (n == 1 ? noun : plural.empty() ? noun + "s" : plural);
+}
+
 }  // namespace attnmap

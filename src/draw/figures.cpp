@@ -256,12 +256,41 @@ std::string keep(const FigureOptions& opt, Canvas& c, const std::string& path, F
   return path;
 }
 
+namespace {
+
+/// The PNG's size of a w x h layout drawn width_in inches wide at `dpi` (Canvas's png_scale, rounded alike).
+std::pair<int, int> png_pixels(int w, int h, double width_in, double dpi) {
+  const double k = width_in * dpi / w;
+  return {std::max(1, static_cast<int>(std::lround(w * k))), std::max(1, static_cast<int>(std::lround(h * k)))};
+}
+
+/// Refuses a PNG of a w x h layout over kMaxCanvas at width_in and opt.dpi, before it is drawn: its size, the
+/// limit, the largest whole dpi that fits it, and that a PDF or SVG (laid out in the photo's pixels) is not held
+/// to the limit.
+void check_png_pixels(int w, int h, double width_in, double dpi) {
+  const auto [pw, ph] = png_pixels(w, h, width_in, dpi);
+  if (pw <= kMaxCanvas && ph <= kMaxCanvas) return;
+  int fit = static_cast<int>(std::floor(dpi * kMaxCanvas / std::max(pw, ph)));
+  for (; fit >= 1; --fit) {
+    const auto [fw, fh] = png_pixels(w, h, width_in, fit);
+    if (fw <= kMaxCanvas && fh <= kMaxCanvas) break;
+  }
+  throw Error(over_canvas_limit("figure", pw, ph) + " (a PNG " + shown_number(width_in) + " in wide at " +
+              shown_number(dpi) + " dpi); make it smaller: " +
+              (fit >= 1 ? setting_ref("dpi") + " " + std::to_string(fit) + " or lower, or " : "") + "a smaller " +
+              setting_ref("width_in") + " (a PDF or SVG, " + setting_ref("figure_format") +
+              " pdf, is not held to this limit)");
+}
+
+}  // namespace
+
 std::string emit_at(const std::string& base, const FigureOptions& opt, FigureFormat format, double width_in, int w,
                     int h, const std::function<void(Canvas&)>& draw) {
   FigureOptions one = opt;
   one.formats = {format};
   if (width_in <= 0.0) return emit(base, one, w, h, draw).at(0);
   // PDF/SVG: pixels / dpi inches = width_in; PNG: the layout scaled to width_in x dpi pixels.
+  if (format == FigureFormat::Png) check_png_pixels(w, h, width_in, opt.dpi);
   const double page_dpi = format == FigureFormat::Png ? opt.dpi : w / width_in;
   Canvas c(w, h, page_dpi, format, width_in * opt.dpi / w);
   c.set_provenance(opt.provenance);
@@ -283,6 +312,26 @@ std::vector<std::string> emit(const std::string& base, const FigureOptions& opt,
 }
 
 }  // namespace detail
+
+std::string over_canvas_limit(const std::string& what, int w, int h, bool at_least) {
+  return "the " + what + " would be " + (at_least ? "at least " : "") + std::to_string(w) + " \u00d7 " + std::to_string(h) + " pixels, over cairo's limit of " +
+         std::to_string(kMaxCanvas) + " pixels a side";
+}
+
+void check_figure_width(double width_in, double dpi, const std::string& also) {
+  const auto width_at = [](double in, double d) { return std::lround(in * d); };
+  if (!(width_in > 0.0 && dpi > 0.0) || width_at(width_in, dpi) <= kMaxCanvas) return;
+  int fit = static_cast<int>(std::floor(kMaxCanvas / width_in));
+  while (fit >= 1 && width_at(width_in, fit) > kMaxCanvas) --fit;
+  double in = std::floor(10.0 * kMaxCanvas / dpi) / 10.0;
+  while (in > 0.0 && width_at(in, dpi) > kMaxCanvas) in -= 0.1;
+  std::string fixes;
+  if (fit >= 1) fixes += setting_ref("dpi") + " " + std::to_string(fit) + " or lower at this width";
+  if (in > 0.0) fixes += (fixes.empty() ? "" : ", or ") + setting_ref("width_in") + " " + shown_number(in) + " or less at this dpi";
+  throw Error("figures " + shown_number(width_in) + " in wide at " + shown_number(dpi) + " dpi would be " +
+              std::to_string(width_at(width_in, dpi)) + " pixels wide, over cairo's limit of " + std::to_string(kMaxCanvas) +
+              " pixels a side" + (fixes.empty() ? "" : ": " + fixes) + also);
+}
 
 namespace {
 

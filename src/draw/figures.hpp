@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "draw/canvas.hpp"
@@ -229,6 +230,7 @@ struct ComparisonFit {
   std::string label;     ///< the first label that does not fit, as given
   std::string what;      ///< its kind: "column title", "row label", "title", "note", "colour bar's units"
   double needed_in = 0;  ///< the smallest width (in tenths of an inch) at which every label fits; 0: none up to 100
+  int w = 0, h = 0;      ///< the figure's size in pixels at opt.width_in (over kMaxCanvas: it cannot be drawn)
 };
 
 /// write_comparison's layout alone (nothing drawn): whether every label fits at opt.width_in and, when not,
@@ -236,6 +238,21 @@ struct ComparisonFit {
 /// attnmap::Error as write_comparison for bad arguments and cells under 16 pixels.
 ComparisonFit comparison_fit(const std::vector<std::string>& column_titles, const std::vector<FigureRow>& rows,
                              const ComparisonScales& scales, const ComparisonOptions& opt);
+
+/// "the WHAT would be W × H pixels, over cairo's limit of 32767 pixels a side" (kMaxCanvas): what a figure too
+/// large to draw says first (`what`: "figure", "contact sheet", ...; `at_least`: "would be at least", for a
+/// size estimated from below); the caller adds what to change.
+std::string over_canvas_limit(const std::string& what, int w, int h, bool at_least = false);
+
+/// Refuses, before any map is computed, figures `width_in` inches wide at `dpi` whose width alone, width_in x
+/// dpi pixels, is over kMaxCanvas: an attnmap::Error naming the width, the limit, the largest {setting:dpi} at
+/// this width and the largest {setting:width_in} at this dpi, then `also` (e.g. that a PDF is held to it too).
+void check_figure_width(double width_in, double dpi, const std::string& also = "");
+
+/// The pixel size write_comparison would draw (its layout alone, nothing drawn); the maps' values are not read,
+/// so rows may carry empty maps (one per map column). Throws attnmap::Error as comparison_fit.
+std::pair<int, int> comparison_pixels(const std::vector<std::string>& column_titles, const std::vector<FigureRow>& rows,
+                                      const ComparisonScales& scales, const ComparisonOptions& opt);
 
 /// Refuses, before any map exists, a width that leaves a comparison figure of `ncols` columns cells under 16
 /// pixels (with one colour bar at the right, its narrowest layout). Throws attnmap::Error naming --width-in
@@ -292,5 +309,9 @@ struct SheetOptions {
 /// positive size).
 std::vector<std::string> write_contact_sheet(const std::string& path, const std::string& title,
                                              const std::vector<SheetItem>& items, const SheetOptions& opt);
+
+/// The most columns a contact sheet of opt.thumb_long thumbnails may have and stay within kMaxCanvas pixels
+/// wide, room kept for its colour bar (write_contact_sheet refuses a wider sheet).
+int contact_sheet_max_columns(const SheetOptions& opt);
 
 }  // namespace attnmap

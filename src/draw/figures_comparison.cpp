@@ -80,7 +80,7 @@ void check_comparison(const std::vector<std::string>& titles, const std::vector<
 
 Error too_narrow(double width_in, double dpi, int ncols) {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%g inches at %g dpi leave cells under 16 pixels for %d columns", width_in, dpi, ncols);
+  std::snprintf(buf, sizeof buf, "%g in at %g dpi leave cells under 16 pixels for %d columns", width_in, dpi, ncols);
   return Error("figure: " + std::string(buf) + " (a wider figure or more dots per inch)");
 }
 
@@ -344,6 +344,8 @@ ComparisonFit comparison_fit(const std::vector<std::string>& column_titles, cons
   Canvas probe(1, 1, opt.dpi, FigureFormat::Png);
   ComparisonFit out;
   const ComparisonLayout L = comparison_layout(probe, column_titles, rows, scales, opt);  // cells under 16 px: thrown
+  out.w = L.w;
+  out.h = L.h;
   if (L.misfit_what.empty()) return out;
   out.fits = false;
   out.label = L.misfit;
@@ -368,6 +370,14 @@ ComparisonFit comparison_fit(const std::vector<std::string>& column_titles, cons
   return out;
 }
 
+std::pair<int, int> comparison_pixels(const std::vector<std::string>& column_titles, const std::vector<FigureRow>& rows,
+                                      const ComparisonScales& scales, const ComparisonOptions& opt) {
+  check_comparison(column_titles, rows, scales, opt);
+  Canvas probe(1, 1, opt.dpi, FigureFormat::Png);
+  const ComparisonLayout L = comparison_layout(probe, column_titles, rows, scales, opt);
+  return {L.w, L.h};
+}
+
 std::string write_comparison(const std::string& path, const std::vector<std::string>& column_titles,
                              const std::vector<FigureRow>& rows, const ComparisonScales& scales,
                              const StyleOptions& st, const ComparisonOptions& opt) {
@@ -382,6 +392,9 @@ std::string write_comparison(const std::string& path, const std::vector<std::str
     throw Error("figure: the " + L.misfit_what + " '" + L.misfit + "' does not fit its place at " +
                 width_words(opt.width_in) + " in, even wrapped and at " + width_words(kMinLabelPt) +
                 " pt (a word is never cut)");
+  if (L.w > kMaxCanvas || L.h > kMaxCanvas)  // before every cell is drawn (the engine refuses such a figure sooner)
+    throw Error(over_canvas_limit("figure", L.w, L.h) + " (" + width_words(opt.width_in) + " in wide at " +
+                width_words(opt.dpi) + " dpi)");
   // Each map is drawn over its photo at the photo's full resolution, on its column's scale (or its own
   // min-max), then scaled into its cell.
   std::vector<std::vector<Image>> cells;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/setting_ref.hpp"
 #include "core/threads.hpp"
 #include "draw/figures.hpp"
 #include "draw/figures_internal.hpp"
@@ -182,6 +183,9 @@ std::vector<std::string> write_contact_sheet(const std::string& path, const std:
   const std::optional<ColorBar> bar = sheet_color_bar(probe, opt, f);
   const int bar_w = bar ? static_cast<int>(std::ceil(bar->width())) + g : 0;
   const int w = 2 * m + cols * t + (cols - 1) * g + bar_w;
+  if (w > kMaxCanvas)
+    throw Error(over_canvas_limit("contact sheet", w, pic_h) + ": " + std::to_string(cols) + " thumbnails a row; " +
+                setting_ref("sheet_columns") + " " + std::to_string(contact_sheet_max_columns(opt)) + " or fewer");
   TextStyle ts;
   ts.px = 1.05 * f;
   ts.bold = true;
@@ -234,6 +238,12 @@ std::vector<std::string> write_contact_sheet(const std::string& path, const std:
     out.insert(out.end(), written.begin(), written.end());
   }
   return out;
+}
+
+int contact_sheet_max_columns(const SheetOptions& opt) {
+  const int t = std::max(16, opt.thumb_long), f = text_px(t), m = f, g = f;
+  const int bar_room = 12 * f;  // a colour bar with its tick labels and units: about 5 f; room to spare
+  return std::max(1, (kMaxCanvas - 2 * m - bar_room + g) / (t + g));
 }
 
 }  // namespace attnmap

@@ -441,6 +441,7 @@ Precomputed run_scale_pass(RenderContext* ctx, nlohmann::ordered_json* settings,
 int run_render(const RenderOptions& opt, const BatchOptions& bopt, const BatchHooks& hooks) {
   JobPlan jobs = plan_run(opt, bopt);  // the inputs walked: nothing to render is refused before the model loads
   check_something_to_render(jobs, opt.inputs, bopt, hooks);
+  check_run_paths_early(jobs, opt, bopt);  // the manifest's and run figures' paths, before the model loads
   const RunModel model = open_run_model(opt, hooks);  // lent by the program, else -w's (fetched from the Hub)
   RenderContext ctx = make_render_context(*model.weights, opt);
   nlohmann::ordered_json settings = make_provenance(ctx, model.source.path);  // hashes the weights once

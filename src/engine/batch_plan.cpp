@@ -12,8 +12,11 @@
 #include <map>
 
 #include "core/setting_ref.hpp"
+#include "draw/canvas.hpp"
+#include "draw/figures.hpp"
 #include "engine/manifest.hpp"
 #include "engine/output_plan.hpp"
+#include "engine/paths.hpp"
 #include "engine/run_figures.hpp"
 #include "engine/session.hpp"
 #include "core/error.hpp"
@@ -67,15 +70,49 @@ JobPlan plan_run(const RenderOptions& opt, const BatchOptions& bopt) {
 /// gallery) must not replace: the weights (and their side configs), the program, the inputs, every output
 /// of the run's images (of every shard: the shards together write one full run's files), the label font.
 std::vector<ReadFile> run_reads(const RenderOptions& opt, const std::string& weights_path, const JobPlan& plan,
-                                const RenderContext& ctx) {
-  std::vector<ReadFile> reads = model_reads(weights_path);
+                                const RenderContext* ctx) {
+  std::vector<ReadFile> reads = weights_path.empty() ? std::vector<ReadFile>{} : model_reads(weights_path);
   for (const std::string& in : opt.inputs) reads.push_back({in, "an input"});
   for (const Job& j : plan.all) reads.push_back({j.input, "an input"});
-  for (const Job& j : plan.all)  // every shard's: the shards together write one full run's files
-    for (const PlannedFile& f : plan_outputs(ctx, j).files) reads.push_back({f.path, "an output of this run"});
-  if (!ctx.font_file.empty()) reads.push_back({ctx.font_file, "the label font"});
+  if (ctx) {
+    for (const Job& j : plan.all)  // every shard's: the shards together write one full run's files
+      for (const PlannedFile& f : plan_outputs(*ctx, j).files) reads.push_back({f.path, "an output of this run"});
+    if (!ctx->font_file.empty()) reads.push_back({ctx->font_file, "the label font"});
+  }
   if (!opt.labels_file.empty()) reads.push_back({opt.labels_file, "the " + setting_ref("labels") + " file"});
+  if (!opt.out_dir.empty()) reads.push_back({opt.out_dir, "the output folder"});  // made before any file is written
   return reads;
+}
+
+namespace {
+
+/// A contact sheet whose row of thumbnails (--sheet-columns, or fewer when the run has fewer images) is wider
+/// than cairo draws: refused before any map.
+void check_sheet_width(const JobPlan& plan, const BatchOptions& bopt) {
+  if (bopt.contact_sheet.empty()) return;
+  const int most = contact_sheet_max_columns(SheetOptions{});
+  const size_t items = std::max<size_t>(plan.all.size() + plan.pre.size(), 1);
+  const int cols = static_cast<int>(std::min<size_t>(static_cast<size_t>(bopt.sheet_columns), items));
+  if (cols > most)
+    throw Error(setting_ref("sheet_columns") + " " + std::to_string(bopt.sheet_columns) + ": a row of " +
+                std::to_string(cols) + " thumbnails is wider than cairo's limit of " + std::to_string(kMaxCanvas) +
+                " pixels a side; " + std::to_string(most) + " or fewer");
+}
+
+}  // namespace
+
+void check_run_paths_early(const JobPlan& plan, const RenderOptions& opt, const BatchOptions& bopt) {
+  check_output_folder_name(opt);
+  check_sheet_width(plan, bopt);
+  if (bopt.manifest.empty() && !wants_run_figures(bopt)) return;
+  std::vector<ReadFile> reads = run_reads(opt, local_weights_path(opt.weights), plan, nullptr);
+  if (!bopt.manifest.empty()) {
+    // (Whether an existing file is a manifest is asked once the run's outputs are known: one of them is said
+    // to be that, not "not a manifest".)
+    const std::string path = check_output_file(setting_ref("manifest"), bopt.manifest, reads);
+    reads.push_back({path, "the " + setting_ref("manifest") + " file"});
+  }
+  if (wants_run_figures(bopt)) check_run_figure_paths(opt, bopt, std::move(reads));
 }
 
 /// Nothing to render is a usage error (exit 2, before any folder is made): no image in the inputs (an --ext
@@ -139,11 +176,16 @@ std::string check_manifest_path(const BatchOptions& bopt, const std::vector<Read
 }
 
 /// The output folder, once: a bad --out is one usage error, not one error per image.
-void prepare_output_folder(const OutputSpec& opt) {
+void check_output_folder_name(const OutputSpec& opt) {
   if (opt.out_dir.empty()) throw Error(setting_ref("out") + " is empty; name an output folder");
   std::error_code ec;
   if (fs::exists(fs::symlink_status(opt.out_dir, ec)) && !fs::is_directory(opt.out_dir, ec))
     throw Error(opt.out_dir + ": the output folder exists and is not a folder");
+}
+
+void prepare_output_folder(const OutputSpec& opt) {
+  check_output_folder_name(opt);
+  std::error_code ec;
   fs::create_directories(opt.out_dir, ec);
   if (ec || !fs::is_directory(opt.out_dir))
     throw Error(opt.out_dir + ": cannot create the output folder: " +
@@ -185,7 +227,7 @@ RunPlan plan_batch(JobPlan jobs, const RenderContext& ctx, const BatchOptions& b
                    RunLock* lock, const BatchHooks& hooks) {
   const RenderOptions& opt = *ctx.opt;
   RunPlan p{std::move(jobs), ""};
-  std::vector<ReadFile> reads = run_reads(opt, weights_path, p.jobs, ctx);
+  std::vector<ReadFile> reads = run_reads(opt, weights_path, p.jobs, &ctx);
   p.manifest_path = check_manifest_path(bopt, reads);
   if (wants_run_figures(bopt)) {
     if (!p.manifest_path.empty()) reads.push_back({p.manifest_path, "the " + setting_ref("manifest") + " file"});

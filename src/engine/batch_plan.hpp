@@ -35,9 +35,20 @@ JobPlan plan_run(const RenderOptions& opt, const BatchOptions& bopt);
 
 /// The files a file the run writes besides its images' outputs (the manifest, the contact sheet, the
 /// gallery) must not replace: the weights (and their side configs), the program, the inputs, every output
-/// of the run's images (of every shard: the shards together write one full run's files), the label font.
+/// of the run's images (of every shard: the shards together write one full run's files), the label font, and
+/// the output folder itself (made before any of them).
+/// Without `ctx` (before the model loads) the outputs and the font are not known yet; without `weights_path`
+/// ("") the weights are left out.
 std::vector<ReadFile> run_reads(const RenderOptions& opt, const std::string& weights_path, const JobPlan& plan,
-                                const RenderContext& ctx);
+                                const RenderContext* ctx);
+
+/// The output folder's name (check_output_folder_name), a contact sheet's row wider than cairo draws (its
+/// columns, or the run's images when fewer), the manifest's and the run figures' paths (--contact-sheet,
+/// --gallery) checked before the model loads,
+/// against the files known then (the weights when -w is a file or folder, the inputs, --labels): a path that
+/// would replace one is refused at once, not after the model has loaded. plan_batch checks them again
+/// against every file of the run. Throws attnmap::Error.
+void check_run_paths_early(const JobPlan& plan, const RenderOptions& opt, const BatchOptions& bopt);
 
 /// Nothing to render is a usage error (exit 2, before any folder is made): no image in the inputs (an --ext
 /// that picks none says which extensions it asked for; the note of image files passed over said first), or
@@ -48,6 +59,10 @@ void check_something_to_render(const JobPlan& plan, const std::vector<std::strin
 /// The manifest must not truncate a file of `reads`, nor replace a file that is not a manifest, and must be
 /// writable (its folder made). Returns the resolved path; "" without --manifest. Throws attnmap::Error.
 std::string check_manifest_path(const BatchOptions& bopt, const std::vector<ReadFile>& reads);
+
+/// The output folder's name checked, before anything is made: --out empty, or an existing file. Throws
+/// attnmap::Error.
+void check_output_folder_name(const OutputSpec& opt);
 
 /// The output folder, once: a bad --out is one usage error, not one error per image. Throws attnmap::Error.
 void prepare_output_folder(const OutputSpec& opt);

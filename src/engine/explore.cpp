@@ -12,9 +12,12 @@
 
 #include "engine/explore_pack.hpp"
 #include "engine/provenance.hpp"
+#include "engine/session.hpp"
+#include "core/names.hpp"
 #include "core/setting_ref.hpp"
 #include "core/error.hpp"
 #include "draw/overlay.hpp"
+#include "io/hash.hpp"
 #include "io/image_io.hpp"
 #include "io/npy.hpp"
 #include "model/vit.hpp"
@@ -300,6 +303,77 @@ std::optional<nlohmann::json> read_explorer_record(const std::string& index_html
   } catch (const std::exception&) {
   }
   return std::nullopt;
+}
+
+namespace {
+
+/// Nothing to explore is bad usage, as render's nothing to render (exit 2, before anything is made); so is an
+/// output folder that is a file, or holds an index.html or other files that are not an explorer's.
+void check_explore_paths(const std::string& input, const std::string& out_dir) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(input, ec))) throw Error(input + ": no such file or folder; nothing to explore");
+  if (fs::is_directory(input, ec))
+    throw Error(input + " is a folder; explore takes one image file (render " + setting_ref("explore") +
+                " makes one explorer per image of a folder)");
+  const std::string index = (fs::path(out_dir) / "index.html").string();
+  if (fs::exists(fs::symlink_status(out_dir, ec)) && !fs::is_directory(out_dir, ec))
+    throw Error(setting_ref("out") + " " + out_dir + " is an existing file; name a folder");
+  if (fs::exists(fs::symlink_status(index, ec)) && !read_explorer_record(index))
+    throw Error(setting_ref("out") + " " + out_dir + ": " + index + " exists and is not an attnmap explorer; it is left alone");
+  try {
+    check_explorer_folder(out_dir, input);
+  } catch (const Error& e) {
+    throw Error(setting_ref("out") + " " + std::string(e.what()));
+  }
+}
+
+/// What the run says once the page is written: the page and its size (standard output), and the notes of
+/// what the size budget left out.
+void say_explorer(const std::string& input, const ExploreResult& res, bool quiet, const BatchHooks& hooks) {
+  if (!quiet) {
+    say(hooks, LineStream::Out, printable(input + " -> " + res.index));
+    say(hooks, LineStream::Out, "  stored: " + printable(res.stored));
+    say(hooks, LineStream::Out, "  page: " + megabytes(res.page_bytes) + " MB (data " + megabytes(res.data_bytes) + " MB)");
+  }
+  const std::string budget = setting_ref("budget_mb");
+  if (!res.dropped.empty())
+    say(hooks, LineStream::Err, "attnmap: note: " + printable(input) + ": " + counted(res.dropped.size(), "block") +
+                                    " left out entirely by " + budget +
+                                    " (their fused maps did not fit): see the page's 'stored' line");
+  if (!res.left_out.empty())
+    say(hooks, LineStream::Err, "attnmap: note: " + printable(input) + ": single heads left out by " + budget +
+                                    ": see the page's 'stored' line");
+}
+
+}  // namespace
+
+int explore_image(const RenderOptions& ro_in, const BatchHooks& hooks) {
+  RenderOptions ro = ro_in;
+  const bool write_npy = ro.writes(OutputKind::Explore);
+  ro.map_files = {OutputKind::Explore};
+  ro.names_classes = false;  // the page names no class: no note on the head's class names
+  const std::string& input = ro.inputs.front();
+  check_explore_paths(input, ro.out_dir);
+  const RunWeights weights = run_weights(ro.weights, ro.quiet, hooks);  // a path, or a Hub name fetched into the cache
+  const std::shared_ptr<const ViTWeights> loaded = load_run_model(ro, weights, false, hooks);
+  RenderOptions view_opt = ro;  // the render view's checks refuse --discard without a rollout view; the
+  view_opt.discard = 0.0;       // explorer's rollout takes it (recorded under "explore")
+  RenderContext ctx = make_render_context(*loaded, view_opt);
+  ctx.opt = &ro;
+  nlohmann::ordered_json settings = make_provenance(ctx, weights.path);
+  settings["view"] = "explore";
+  settings["attention_npy"] = write_npy;
+  ExploreResult res;
+  try {  // an image that exists but cannot be read or decoded fails on its own (exit 1)
+    const std::vector<uint8_t> bytes = read_file(input);
+    const std::string record = image_provenance(provenance_text(settings), sha256_bytes(bytes.data(), bytes.size()));
+    res = write_explorer(ctx, input, ro.out_dir, record, write_npy);
+  } catch (const Error& e) {
+    say(hooks, LineStream::Err, "attnmap: error: " + printable(e.what()));
+    return 1;
+  }
+  say_explorer(input, res, ro.quiet, hooks);
+  return 0;
 }
 
 }  // namespace attnmap

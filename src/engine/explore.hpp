@@ -4,21 +4,15 @@
 #pragma once
 #include <cstddef>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/batch_hooks.hpp"
 #include "engine/render.hpp"
 
-namespace CLI {
-class App;
-}
-
 namespace attnmap {
-
-struct CliArgs;
 
 /// What write_explorer wrote.
 struct ExploreResult {
@@ -55,15 +49,11 @@ std::optional<nlohmann::json> read_explorer_record(const std::string& index_html
 /// The page: index.html's text around `meta` (the page's settings, data files and record; explore.cpp).
 std::string explore_page_html(const nlohmann::ordered_json& meta);
 
-/// attnmap explore's checks of its settings as stored in `a` by make_request (app/cli/request.cpp; `given`:
-/// the ids given; the model and preprocessing settings are render's). Throws attnmap::Error naming settings.
-void check_explore_options(CliArgs& a, const std::set<std::string>& given);
-
-/// --budget-mb and --explore-blocks into `ro` (shared by explore and render --explore).
-void apply_explore_budget(const std::string& budget, const std::string& blocks, RenderOptions& ro);
-
-/// Runs attnmap explore on ro.inputs[0] into ro.out_dir: 0 written, 1 the image could not be read or the
-/// budget cannot hold the fused maps. Throws attnmap::Error for unusable weights or options (exit 2).
-int run_explore(const RenderOptions& ro);
+/// attnmap explore on ro.inputs[0] into ro.out_dir: 0 written, 1 the image could not be read or the budget
+/// cannot hold the fused maps (its error a line through hooks.on_line). Its lines through hooks.on_line: the
+/// page's path and size (Out), the Hub's and the loader's notes and what the budget left out (Err). Throws
+/// attnmap::Error for nothing to explore, an output folder that is not an explorer's, unusable weights or
+/// settings (exit 2).
+int explore_image(const RenderOptions& ro, const BatchHooks& hooks);
 
 }  // namespace attnmap

@@ -43,4 +43,10 @@ std::string default_weights_path() {
               "); pass " + setting_ref("weights"));
 }
 
+std::string local_weights_path(const std::string& weights_arg) {
+  const std::string w = weights_arg.empty() ? default_weights_path() : weights_arg;
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(w, ec)) ? w : "";
+}
+
 }  // namespace attnmap

@@ -21,4 +21,9 @@ void set_program_path(const std::string& argv0);
 /// source tree's weights/default.json. Throws attnmap::Error when neither exists.
 std::string default_weights_path();
 
+/// What -w names on this machine before any Hub name is resolved: the bundled weights when `weights_arg` is
+/// empty, the path when it exists as a file or folder, else "" (a Hub name, or a path the loader will say is
+/// missing). For the output checks made before the model loads.
+std::string local_weights_path(const std::string& weights_arg);
+
 }  // namespace attnmap

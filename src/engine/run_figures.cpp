@@ -10,6 +10,7 @@
 #include <iostream>
 #include <map>
 
+#include "core/names.hpp"
 #include "core/setting_ref.hpp"
 #include "engine/paths.hpp"
 #include "engine/provenance.hpp"
@@ -353,10 +354,10 @@ std::string write_page(const RenderOptions& opt, const BatchOptions& bopt, const
   GalleryOptions go;
   go.title = "attnmap gallery \u2014 " + opt.out_dir;
   go.subtitle = "weights " + setting(settings, "weights") + " (sha256 " + setting(settings, "weights_sha256").substr(0, 12) +
-                "\u2026), " + shown_view(settings) + ", " + std::to_string(rows.size()) + " inputs";
+                "\u2026), " + shown_view(settings) + ", " + counted(rows.size(), "input");
   go.thumb_text = {{kProvenanceKeyword, provenance}};
   const int thumbs = write_gallery(bopt.gallery, entries, go);
-  return "gallery -> " + (fs::path(bopt.gallery) / "index.html").string() + " (" + std::to_string(thumbs) + " thumbnails)";
+  return "gallery -> " + (fs::path(bopt.gallery) / "index.html").string() + " (" + counted(static_cast<size_t>(thumbs), "thumbnail") + ")";
 }
 
 }  // namespace

@@ -16,7 +16,6 @@
 #include <cstring>
 #include <fstream>
 #include <iomanip>
-#include <iostream>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -114,11 +113,15 @@ void apply_class_names(ViTWeights& model, const RenderOptions& opt) {
   if (model.head.present() && model.head.out == 1000 && hp.labels.empty()) {
     hp.labels = imagenet1k_names();
     hp.source["labels"] = kLabelsAssumedImagenet + imagenet1k_names_source() + ")";
-    if (!opt.quiet && opt.names_classes)
-      std::cerr << "attnmap: note: a 1000-class head without class names: its classes are assumed to be "
-                   "ImageNet-1k's (0 tench ... 999 toilet tissue); give "
-                << spelled_settings(setting_ref("labels")) << " FILE if they are not\n";
   }
+}
+
+/// The note of apply_class_names' assumed ImageNet-1k names ("" when the names are not assumed).
+std::string assumed_class_names_note(const ViTWeights& model) {
+  const auto src = model.hp.source.find("labels");
+  if (src == model.hp.source.end() || src->second.rfind(kLabelsAssumedImagenet, 0) != 0) return "";
+  return "attnmap: note: a 1000-class head without class names: its classes are assumed to be "
+         "ImageNet-1k's (0 tench ... 999 toilet tissue); give " + setting_ref("labels") + " FILE if they are not";
 }
 
 bool run_needs_backward(const RenderOptions& opt) { return opt.explain || views_need_backward(opt.views); }
@@ -140,7 +143,7 @@ void finish_run_model(ViTWeights& model, const RenderOptions& opt, bool backward
     prepare_weights(model, backward_pass);
 }
 
-RunWeights run_weights(const std::string& arg, bool quiet, const std::function<bool()>& cancelled) {
+RunWeights run_weights(const std::string& arg, bool quiet, const BatchHooks& hooks) {
   if (arg.empty()) return {default_weights_path(), std::nullopt};
   std::error_code ec;
   if (!has_hub_prefix(arg) && std::filesystem::exists(std::filesystem::symlink_status(arg, ec)))
@@ -153,13 +156,13 @@ RunWeights run_weights(const std::string& arg, bool quiet, const std::function<b
   }
   HubSnapshot snap;
   try {
-    snap = fetch_hub_model(*name, hub_settings_from_env(), {quiet, ::isatty(2) == 1, cancelled});
+    snap = fetch_hub_model(*name, hub_settings_from_env(), {quiet, ::isatty(2) == 1, hooks.cancelled});
   } catch (const Error& e) {
     throw Error(has_hub_prefix(arg) ? std::string(e.what())
                                     : arg + ": no such file or folder; as a Hugging Face Hub name: " + e.what());
   }
   if (!quiet)
-    for (const std::string& n : snap.notes) std::cerr << "attnmap: note: " << printable(n) << "\n";
+    for (const std::string& n : snap.notes) say(hooks, LineStream::Err, "attnmap: note: " + printable(n));
   return {snap.folder, snap.ref};
 }
 
@@ -180,13 +183,15 @@ ViTWeights load_weights(const RunWeights& weights, const ModelOverrides& ov) {
   return model;
 }
 
-std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const RunWeights& weights, bool backward) {
+std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const RunWeights& weights, bool backward,
+                                                 const BatchHooks& hooks) {
   const std::string& weights_path = weights.path;
   auto model = std::make_shared<ViTWeights>(load_weights(weights, opt.overrides));
   finish_run_model(*model, opt, backward);
+  if (!opt.quiet && opt.names_classes) say(hooks, LineStream::Err, assumed_class_names_note(*model));
   check_address_headroom(weights_path);
   if (!opt.quiet)
-    for (const auto& n : model->notices) std::cerr << "attnmap: note: " << printable(weights_path + ": " + spelled_settings(n)) << "\n";
+    for (const auto& n : model->notices) say(hooks, LineStream::Err, "attnmap: note: " + printable(weights_path + ": " + n));
   return model;
 }
 
@@ -199,8 +204,8 @@ std::string default_model_note(const RenderOptions& opt, bool on_photos) {
 
 RunModel open_run_model(const RenderOptions& opt, const BatchHooks& hooks) {
   if (hooks.model) return {RunWeights{opt.weights, std::nullopt}, hooks.model(opt, false)};
-  RunWeights source = run_weights(opt.weights, opt.quiet);
-  std::shared_ptr<const ViTWeights> weights = load_run_model(opt, source);
+  RunWeights source = run_weights(opt.weights, opt.quiet, hooks);
+  std::shared_ptr<const ViTWeights> weights = load_run_model(opt, source, false, hooks);
   return {std::move(source), std::move(weights)};
 }
 
@@ -215,9 +220,6 @@ std::string precision_speed_note(const RenderOptions& opt) {
   return note.str();
 }
 
-void note_precision_speed(const RenderOptions& opt) {
-  if (const std::string note = precision_speed_note(opt); !note.empty()) std::cerr << spelled_settings(note) << "\n";
-}
 
 /// The worker threads for n images, and the forward pass's thread pool set to match. Cores are shared so that
 /// threads never exceed them: with one worker the pool gets every core (or the user's OPENBLAS_NUM_THREADS /

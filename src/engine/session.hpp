@@ -29,15 +29,15 @@ struct RunWeights {
 /// ORG/NAME@REV, hf-hub:ORG/NAME; hub/hub_name.hpp) found in huggingface_hub's cache or fetched into it
 /// (hub/hub_fetch.hpp), read as its snapshot folder. A value that is neither a path nor a name is passed on as
 /// a path (the loader says it is missing). Unless quiet: the download's progress bar on a terminal (a line
-/// per file otherwise) and the fetch's notes. Throws attnmap::Error "NAME: no such file or folder; as a
+/// per file otherwise), and the fetch's notes as lines through hooks.on_line. Throws attnmap::Error "NAME: no such file or folder; as a
 /// Hugging Face Hub name: ..." when the Hub refuses or cannot give the model. A snapshot folder of the cache
-/// given as a path (CACHE/models--ORG--NAME/snapshots/COMMIT) keeps its name too. `cancelled` (may be empty):
-/// polled during a download (an embedding program's Ctrl-C: hub/hub_download.hpp).
-RunWeights run_weights(const std::string& arg, bool quiet, const std::function<bool()>& cancelled = {});
+/// given as a path (CACHE/models--ORG--NAME/snapshots/COMMIT) keeps its name too. hooks.cancelled (may be
+/// empty): polled during a download (an embedding program's Ctrl-C: hub/hub_download.hpp).
+RunWeights run_weights(const std::string& arg, bool quiet, const BatchHooks& hooks);
 
 /// The model of a run (render, figure), loaded once: load_model with the command line's overrides, position
-/// embeddings resampled to --size (opt.pos_interp, else the layout's default); its notices printed unless
-/// quiet. Throws attnmap::Error from the loader (exit 2: unusable weights), or when an address-space limit
+/// embeddings resampled to --size (opt.pos_interp, else the layout's default); unless quiet, its notes as
+/// lines through hooks.on_line (ImageNet-1k's class names assumed, then the loader's notices). Throws attnmap::Error from the loader (exit 2: unusable weights), or when an address-space limit
 /// (ulimit -v) leaves too little room beside the loaded model for a run (oneDNN would crash in the first
 /// image).
 /// `backward`: prepare the weights for the backward pass whatever the views (eval scores the class-specific
@@ -53,8 +53,8 @@ ViTWeights load_weights(const RunWeights& weights, const ModelOverrides& ov);
 
 /// `weights` from run_weights (loaded by load_weights): the model records its Hub name (ViTWeights::hub); a cached blob whose bytes no
 /// longer match its name is refused (hub_blob_mismatch).
-std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const RunWeights& weights,
-                                                 bool backward = false);
+std::shared_ptr<const ViTWeights> load_run_model(const RenderOptions& opt, const RunWeights& weights, bool backward,
+                                                 const BatchHooks& hooks = terminal_hooks());
 
 /// A run's model and where it came from.
 struct RunModel {
@@ -75,24 +75,25 @@ void finish_run_model(ViTWeights& model, const RenderOptions& opt, bool backward
 /// Whether a run with these options runs the backward pass: --explain, or a class-specific view in --views.
 bool run_needs_backward(const RenderOptions& opt);
 
-/// With --precision bf16 (and not -q): a one-line note on stderr when this CPU runs bfloat16 products slower
-/// than float32 (bf16_speed_ratio < 1), so that a slower run is never slower in silence. Called by each
-/// command once every usage check has passed, before the images are computed.
-void note_precision_speed(const RenderOptions& opt);
-/// That note's line ("attnmap: note: {setting:precision} bf16: ...": spelled by the caller), "" when there is none.
+/// With --precision bf16 (and not -q): a one-line note when this CPU runs bfloat16 products slower than
+/// float32 (bf16_speed_ratio < 1), so that a slower run is never slower in silence; said by each command once
+/// every usage check has passed, before the images are computed. The line ("attnmap: note:
+/// {setting:precision} bf16: ...": spelled by the front end), "" when there is none.
+std::string precision_speed_note(const RenderOptions& opt);
 
 /// The note of a run on the bundled default model (-w not given; "" when it was, or quiet): what the model is
 /// and that -w brings one's own. `on_photos`: also what its maps show on ordinary photos (render's wording).
 std::string default_model_note(const RenderOptions& opt, bool on_photos);
-std::string precision_speed_note(const RenderOptions& opt);
 
 /// The class names of model.hp.labels: read from opt.labels_file (its count checked against the head's
 /// classes: Error "{setting:labels} FILE: the classifier has C classes, the file names N", exit 2), else kept from
-/// the config, else ImageNet-1k's for a 1000-class head (a note printed unless quiet). hp.source["labels"]
+/// the config, else ImageNet-1k's for a 1000-class head (assumed_class_names_note). hp.source["labels"]
 /// says which: kLabelsFromFile + path, kLabelsAssumedImagenet + source + ")", or the config's entry.
 void apply_class_names(ViTWeights& model, const RenderOptions& opt);
 inline const std::string kLabelsFromFile = setting_ref("labels") + " ";  // "{setting:labels} ", spelled where shown
 inline constexpr const char* kLabelsAssumedImagenet = "assumed ImageNet-1k (a 1000-class head without names; ";
+/// The note that the model's class names are ImageNet-1k's, assumed by apply_class_names ("" when they are not).
+std::string assumed_class_names_note(const ViTWeights& model);
 
 /// Under an address-space limit (ulimit -v, SGE h_vmem): one malloc arena for every thread, as
 /// MALLOC_ARENA_MAX=1 gives. glibc reserves 64 MiB of address space for each thread's arena, which left too

@@ -47,6 +47,17 @@ const std::set<std::string>& unsupported_image_extensions() {
 constexpr const char* kIgnoreMarker = ".attnmap-ignore";
 constexpr const char* kIgnoredFolderKey = "\x01folder ";  // passed_over keys of folders not walked
 constexpr const char* kOutputKey = "\x02attnmap";        // passed_over key of attnmap's own PNGs
+constexpr const char* kOutFolderKey = "\x03out ";        // passed_over key of the output folder met in a walk
+
+/// The note of the folder plan_jobs was told not to enter (render's and stats' output folder, eval's masks)
+/// when a walk met it inside an input folder: images already in it are left out, silently otherwise. "" when
+/// the walk met none.
+std::string out_folder_note(const std::map<std::string, size_t>& passed_over) {
+  const auto it = passed_over.lower_bound(kOutFolderKey);
+  if (it == passed_over.end() || it->first.rfind(kOutFolderKey, 0) != 0) return "";
+  return "not walked: " + it->first.substr(std::string(kOutFolderKey).size()) +
+         " (this run's output folder, or eval's masks folder; images already in it are left out)";
+}
 
 bool is_hidden(const fs::path& p) {
   const std::string n = p.filename().string();
@@ -76,7 +87,10 @@ void walk_folder(const fs::path& dir, const std::string& out_canon, const std::s
     std::error_code e2;
     if (it->is_directory(e2)) {
       if (it->is_symlink(e2)) continue;  // not followed: link loops cannot hang the walk
-      if (!out_canon.empty() && canonical_or_empty(p) == out_canon) continue;
+      if (!out_canon.empty() && canonical_or_empty(p) == out_canon) {
+        if (passed_over) ++(*passed_over)[kOutFolderKey + p.string()];
+        continue;
+      }
       subdirs.push_back(p);
       continue;
     }
@@ -140,6 +154,7 @@ std::string passed_over_summary(const std::map<std::string, size_t>& passed_over
   std::string list, ignored;
   std::string outputs;
   for (const auto& [ext, count] : passed_over) {
+    if (ext.rfind(kOutFolderKey, 0) == 0) continue;  // out_folder_note's
     if (ext == kOutputKey) {
       outputs = "passed over " + std::to_string(count) + " PNG" + (count == 1 ? "" : "s") +
                 " that attnmap wrote (overlays and figures of an earlier run; name one directly to render it)";
@@ -155,7 +170,8 @@ std::string passed_over_summary(const std::map<std::string, size_t>& passed_over
   const std::string folder_note =
       folders == 0 ? ""
                    : "not walked: " + ignored + (folders == 1 ? " (it holds " : " (they hold ") + kIgnoreMarker + ")";
-  const std::string before = folder_note + (!folder_note.empty() && !outputs.empty() ? "; " : "") + outputs;
+  std::string before = folder_note + (!folder_note.empty() && !outputs.empty() ? "; " : "") + outputs;
+  if (const std::string out = out_folder_note(passed_over); !out.empty()) before = out + (before.empty() ? "" : "; ") + before;
   if (total == 0) return before;
   return (before.empty() ? "" : before + "; ") + "skipped " + std::to_string(total) + (total == 1 ? " file of an unsupported type: " : " files of unsupported types: ") +
          list + " (not rendered; attnmap reads JPEG, PNG, WebP, TIFF, BMP, GIF, TGA, PSD, HDR, PIC and PGM/PPM)";

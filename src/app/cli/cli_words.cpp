@@ -181,36 +181,47 @@ bool looks_like_flag(const std::string& arg) {
          (std::isalpha(static_cast<unsigned char>(arg[1])) || arg[1] == '-');
 }
 
-// The options of `cmd` the mistyped long flag `--typed` may mean, in the help's order (--help last): those
-// whose name or accepted alias starts with `typed` ("col": --column, --colormap; "sa": --save-raw) when there
-// are at most three, else the nearest name (core/names.hpp nearest_name); none when no name is near.
-std::vector<const CLI::Option*> meant_options(const CLI::App& cmd, const std::string& typed) {
+// The long names of `cmd`'s options and the aliases it accepts for them (without "--"), each with its
+// option, in the help's order (--help last).
+std::vector<std::pair<std::string, const CLI::Option*>> long_names(const CLI::App& cmd) {
   std::vector<const CLI::Option*> in_order;
   for (const CLI::Option* o : cmd.get_options())
     if (o != cmd.get_help_ptr()) in_order.push_back(o);
   if (cmd.get_help_ptr()) in_order.push_back(cmd.get_help_ptr());
-  std::vector<std::string> names;
-  std::vector<const CLI::Option*> options;
+  std::vector<std::pair<std::string, const CLI::Option*>> names;
   for (const CLI::Option* o : in_order)
     for (const std::string& n : o->get_lnames()) {
-      names.push_back(n);
-      options.push_back(o);
+      names.emplace_back(n, o);
       for (const auto& [alias, id] : flag_aliases())
-        if ("--" + n == flag_spelling(id)) {
-          names.push_back(alias.substr(2));
-          options.push_back(o);
-        }
+        if ("--" + n == flag_spelling(id)) names.emplace_back(alias.substr(2), o);
     }
+  return names;
+}
+
+// The options whose long name or alias starts with `typed` (case-insensitive; "col": --column, --colormap),
+// each once, in the help's order.
+std::vector<const CLI::Option*> options_starting_with(const std::vector<std::pair<std::string, const CLI::Option*>>& names,
+                                                      const std::string& typed) {
   const std::string low = ascii_lower(typed);
   std::vector<const CLI::Option*> prefixed;
-  for (size_t i = 0; i < names.size(); ++i)
-    if (!low.empty() && names[i].rfind(low, 0) == 0 &&
-        std::find(prefixed.begin(), prefixed.end(), options[i]) == prefixed.end())
-      prefixed.push_back(options[i]);
+  for (const auto& [name, o] : names)
+    if (!low.empty() && name.rfind(low, 0) == 0 && std::find(prefixed.begin(), prefixed.end(), o) == prefixed.end())
+      prefixed.push_back(o);
+  return prefixed;
+}
+
+// The options of `cmd` the mistyped long flag `--typed` may mean, in the help's order (--help last): those
+// whose name or accepted alias starts with `typed` ("col": --column, --colormap; "sa": --save-raw) when there
+// are at most three, else the nearest name (core/names.hpp nearest_name); none when no name is near.
+std::vector<const CLI::Option*> meant_options(const CLI::App& cmd, const std::string& typed) {
+  const std::vector<std::pair<std::string, const CLI::Option*>> names = long_names(cmd);
+  const std::vector<const CLI::Option*> prefixed = options_starting_with(names, typed);
   if (!prefixed.empty() && prefixed.size() <= 3) return prefixed;
-  const std::string near = nearest_name(names, typed);
-  for (size_t i = 0; i < names.size() && !near.empty(); ++i)
-    if (names[i] == near) return {options[i]};
+  std::vector<std::string> words;
+  for (const auto& n : names) words.push_back(n.first);
+  const std::string near = nearest_name(words, typed);
+  for (const auto& [name, o] : names)
+    if (!near.empty() && name == near) return {o};
   return {};
 }
 
@@ -221,12 +232,29 @@ std::string unknown_flag_text(const CLI::App& app, const CLI::App& cmd, const st
   const std::string text = "unknown option " + flag;
   // A flag of the command that starts with what was typed first (eval's --fusion: --fusions), then the
   // field's other words for a setting (--fusion elsewhere: --head), then the nearest name.
-  bool starts_a_flag = false;
-  for (const CLI::Option* o : cmd.get_options())
-    for (const std::string& n : o->get_lnames()) starts_a_flag |= flag.size() > 2 && ("--" + n).rfind(flag, 0) == 0;
+  const bool starts_a_flag =
+      flag.size() > 2 && flag.rfind("--", 0) == 0 && !options_starting_with(long_names(cmd), flag.substr(2)).empty();
   std::vector<const CLI::Option*> meant;
+  std::string synonym_of;  // the setting the typed word is the field's name for (--threads: jobs)
   for (const auto& [typed, id] : flag_suggestions())
-    if (!starts_a_flag && flag == typed && find_setting(cmd, id)) meant = {find_setting(cmd, id)};
+    if (!starts_a_flag && flag == typed) {
+      synonym_of = id;
+      if (find_setting(cmd, id)) meant = {find_setting(cmd, id)};
+    }
+  // A setting the command does not have (figure --threads): the commands that have it, never a name that
+  // merely looks alike (--heads).
+  if (meant.empty() && !synonym_of.empty()) {
+    std::vector<std::string> have;
+    std::string shown;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+      if (const CLI::Option* o = find_setting(*sub, synonym_of)) {
+        have.push_back(sub->get_name());
+        shown = shown_flag(sub->get_name(), *o);
+      }
+    std::string list;
+    for (size_t i = 0; i < have.size(); ++i) list += (i == 0 ? "" : i + 1 == have.size() ? " and " : ", ") + have[i];
+    if (!have.empty()) return text + ": " + shown + " is an option of " + list + ", not of " + cmd.get_name();
+  }
   if (meant.empty() && flag.rfind("--", 0) == 0) meant = meant_options(cmd, flag.substr(2));
   if (!meant.empty()) {
     std::string list;
@@ -294,14 +322,22 @@ std::string parse_error_text(const CLI::Error& e, const CLI::App& app) {
   const std::string what = e.what();
   const CLI::App* cmd = parsed_command(app);
   const std::vector<std::string> left = app.remaining(true);
-  for (const std::string& arg : left)  // a mistyped flag first: its value may have become an input
-    if (looks_like_flag(arg)) return cmd ? unknown_flag_text(app, *cmd, arg) : "unknown option " + arg;
+  for (const std::string& arg : left) {  // a mistyped flag first: its value may have become an input
+    if (!looks_like_flag(arg)) continue;
+    // One of the command's own flags left over (after "--", where it is no flag): not "unknown".
+    if (cmd && find_flag(*cmd, arg.substr(0, arg.find('=')))) return "unexpected argument '" + arg + "'";
+    return cmd ? unknown_flag_text(app, *cmd, arg) : "unknown option " + arg;
+  }
   if (!cmd) return dynamic_cast<const CLI::RequiredError*>(&e) ? unknown_command_text(app, "") : what;
   if (dynamic_cast<const CLI::ExtrasError*>(&e) && !left.empty()) return "unexpected argument '" + left.front() + "'";
   const std::string command = cmd->get_name();
   const bool validation = dynamic_cast<const CLI::ValidationError*>(&e) != nullptr;
   const bool missing = dynamic_cast<const CLI::ArgumentMismatch*>(&e) && what.size() > 8 &&
                        what.compare(what.size() - 8, 8, " missing") == 0;
+  const size_t most = what.find(": At Most 1 required but received ");  // CLI11's words for a flag given twice
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) && most != std::string::npos)
+    if (const CLI::Option* o = named_option(*cmd, what.substr(0, most)))
+      return shown_flag(command, *o) + " is given " + what.substr(most + 34) + " times; give it once";
   if (validation || missing) {  // "--jobs: expected ...", "--jobs: 1 required INT missing"
     const size_t colon = what.find(": ");
     const CLI::Option* o = colon == std::string::npos ? nullptr : named_option(*cmd, what.substr(0, colon));

@@ -18,7 +18,7 @@
 #include "app/cli/flag_table.hpp"
 #include "app/cli/flags.hpp"
 #include "app/commands/download_cmd.hpp"
-#include "engine/explore.hpp"
+#include "app/commands/explore_cmd.hpp"
 #include "engine/inspect/inspect.hpp"
 #include "app/cli/options.hpp"
 #include "engine/paths.hpp"
@@ -72,7 +72,7 @@ int run_inspect(const attnmap::CheckedRequest& r) {
     std::cout << attnmap::describe_output(p);
     return 0;
   }
-  const attnmap::RunWeights rw = attnmap::run_weights(p, false);  // a path, or a Hub name
+  const attnmap::RunWeights rw = attnmap::run_weights(p, false, attnmap::terminal_hooks());  // a path, or a Hub name
   const attnmap::ViTWeights w = attnmap::load_weights(rw, r.inspect_overrides);
   std::cout << attnmap::describe_model(w, p);
   return 0;
@@ -100,6 +100,17 @@ int run_command(const CLI::App& app, const std::function<bool()>& cancelled) {
 
 namespace attnmap {
 
+namespace {
+
+// `--flag=` with nothing after the '=': a flag that takes a value expects one; a switch takes none.
+std::string empty_value_text(const std::string& flag) {
+  const Flag* f = flag_spelled(flag);
+  if (f && (f->traits & kSwitch)) return flag + " takes no value, found '=' (give " + flag + " alone)";
+  return flag + " expects a value, found ''";
+}
+
+}  // namespace
+
 int run_command_line(const std::vector<std::string>& args_in, const std::function<bool()>& cancelled) {
   CLI::App app{"attnmap - draws where a Vision Transformer's class token looks, as a heatmap over the photo",
                "attnmap"};
@@ -114,8 +125,10 @@ int run_command_line(const std::vector<std::string>& args_in, const std::functio
   const int argc = static_cast<int>(store.size());
   char** argv = argv_v.data();
 
-  if (const std::string flag = empty_equals_flag(store, 1); !flag.empty()) {
-    std::cerr << "attnmap: error: " << printable(flag) << " expects a value, found ''\n";
+  if (const std::string flag = empty_equals_flag(store, 1); !flag.empty()) {  // a parse error: the command's help
+    std::cerr << "attnmap: error: " << printable(empty_value_text(flag) +
+                                                 help_hint(app, store.size() > 1 ? store[1] : ""))
+              << "\n";
     return 2;
   }
   if (!check_command_word(app, argc, argv)) return 2;
@@ -148,7 +161,7 @@ RenderOptions parse_render_command(const std::vector<std::string>& render_args) 
   spell_flag_aliases(app, store);
   std::vector<char*> argv_v = argv_of(store);
   const int argc = static_cast<int>(store.size());
-  if (const std::string flag = empty_equals_flag(store, 2); !flag.empty()) throw Error(flag + " expects a value, found ''");
+  if (const std::string flag = empty_equals_flag(store, 2); !flag.empty()) throw Error(empty_value_text(flag));
   try {
     app.parse(argc, argv_v.data());
   } catch (const CLI::ParseError& e) {

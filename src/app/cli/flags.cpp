@@ -141,6 +141,9 @@ GivenSettings given_settings(const CLI::App& cmd) {
     if (!o || o->count() == 0) continue;
     GivenSetting g{f.id, {}};
     if (!(f.traits & kSwitch)) g.values = o->results();
+    // A switch takes no value: CLI11 would count --panel=no as given (on), so a value is refused, not guessed.
+    else if (const std::vector<std::string>& v = o->results(); !v.empty() && v.back() != "true")
+      throw Error(setting_ref(f.id) + " takes no value, found '" + v.back() + "' (leave it out for the default)");
     given.push_back(std::move(g));
   }
   return given;

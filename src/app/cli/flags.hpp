@@ -35,8 +35,8 @@ struct CheckedRequest {
   RenderOptions ro;
   BatchOptions bo;
   EvalOptions eo;
-  FigureArgs figure;
-  StatsArgs stats;
+  FigurePlan figure;  ///< figure's settings checked (check_figure_args; -o checked when given)
+  StatsPlan stats;    ///< stats' settings checked (check_stats_args)
   std::string inspect_weights;
   ModelOverrides inspect_overrides;
   std::vector<std::string> download_names;

@@ -7,10 +7,11 @@
 
 #include "app/cli/options.hpp"
 #include "engine/batch.hpp"
-#include "engine/explore.hpp"
+#include "app/commands/explore_cmd.hpp"
 #include "engine/walk.hpp"
 #include "core/setting_ref.hpp"
 #include "draw/colormap.hpp"
+#include "draw/figures.hpp"
 #include "maps/explain.hpp"
 #include "model/pos_embed.hpp"
 
@@ -128,6 +129,17 @@ void apply_run_options(CliArgs& a, const std::set<std::string>& given, bool eval
   }
 }
 
+// render's figures that cairo cannot draw, refused before any map (status 2): a PNG panel or strip wider than
+// kMaxCanvas pixels at --width-in x --dpi. (A contact sheet row of more thumbnails than its width holds needs
+// the number of images: engine/batch_plan's check_run_paths_early.)
+void check_figure_sizes(const RenderOptions& ro) {
+  const bool png = std::find(ro.figure_formats.begin(), ro.figure_formats.end(), FigureFormat::Png) !=
+                   ro.figure_formats.end();
+  if (ro.width_in && png && (ro.panel || ro.strip_layers || ro.heads_grid))
+    check_figure_width(*ro.width_in, ro.dpi.value_or(300.0),
+                       " (a PDF or SVG, " + setting_ref("figure_format") + " pdf, is not held to this limit)");
+}
+
 }  // namespace
 
 void check_command(CliArgs& a, const std::set<std::string>& given, bool eval) {
@@ -136,6 +148,7 @@ void check_command(CliArgs& a, const std::set<std::string>& given, bool eval) {
   check_drawing_options(a.ro);
   if (!eval) {
     check_batch_options(a.ro, a.bo);  // render's: before the model loads (run_render takes them checked)
+    check_figure_sizes(a.ro);
     return;
   }
   if (a.ro.precision != Precision::F32)

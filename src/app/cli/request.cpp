@@ -8,7 +8,7 @@
 #include "app/cli/flag_table.hpp"
 #include "app/cli/flags.hpp"
 #include "app/cli/options.hpp"
-#include "engine/explore.hpp"
+#include "app/commands/explore_cmd.hpp"
 #include "core/error.hpp"
 
 namespace attnmap {
@@ -243,8 +243,8 @@ CheckedRequest make_request(const std::string& command, const GivenSettings& giv
   r.ro = std::move(a.ro);
   r.bo = std::move(a.bo);
   r.eo = std::move(a.eo);
-  r.figure = std::move(a.figure);
-  r.stats = std::move(a.stats);
+  if (c->bit == kFigure) r.figure = check_figure_args(a.figure, !a.figure.out.empty());  // in memory: no -o
+  if (c->bit == kStats) r.stats = check_stats_args(a.stats);
   r.inspect_weights = std::move(a.inspect_weights);
   r.download_names = std::move(a.download_names);
   r.download_quiet = a.download_quiet;

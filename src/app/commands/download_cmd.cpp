@@ -1,4 +1,5 @@
 // download_cmd.cpp - attnmap download (download_cmd.hpp).
+#include "core/names.hpp"
 #include "app/commands/download_cmd.hpp"
 
 #include <unistd.h>
@@ -24,8 +25,8 @@ void download_one(const std::string& arg, const HubSettings& s, bool quiet) {
   if (const std::string bad = hub_snapshot_damage(snap.folder); !bad.empty()) throw Error(bad);
   if (!quiet) {
     for (const std::string& n : snap.notes) std::cerr << "attnmap: note: " << printable(n) << "\n";
-    std::cerr << "attnmap: " << hub_name_text(*name) << " at commit " << snap.ref.commit << ": " << snap.files.size()
-              << " files, "
+    std::cerr << "attnmap: " << hub_name_text(*name) << " at commit " << snap.ref.commit << ": " << counted(snap.files.size(), "file")
+              << ", "
               << (snap.downloaded_bytes > 0 ? hub_size_text(snap.downloaded_bytes) + " downloaded" : std::string("all in the cache"))
               << "\n";
   }

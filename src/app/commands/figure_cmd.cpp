@@ -1,6 +1,7 @@
 // figure_cmd.cpp - `attnmap figure` on the command line: its settings as given checked into the engine's
 // FigurePlan (check_figure_args: every check that needs no model and reads no image), then the engine's
 // figure_to_file (engine/figure/) with the terminal's hooks.
+#include "core/names.hpp"
 #include "app/commands/figure_cmd.hpp"
 
 #include <filesystem>
@@ -80,8 +81,10 @@ void check_view_options(const FigureArgs& a, FigurePlan& p) {
                   setting_ref("views") + " has none");
     p.classes = with_prefix(setting_ref("class_spec"), [&] { return parse_class_spec(a.class_spec); });
     if (p.classes.kind == ClassSpec::Kind::TopK && p.classes.k > 1)
-      throw Error(setting_ref("class_spec") + " " + a.class_spec + ": a figure cell holds one map; use top1, a class index or a label "
-                  "(render " + setting_ref("explain") + " " + setting_ref("class_spec") + " topK draws one file per class)");
+      // Worded to read alike spelled as flags and as keywords (no setting followed by a bare value).
+      throw Error("a figure cell holds one map, so " + setting_ref("class_spec") + " takes top1, a class index or a label "
+                  "here, found '" + a.class_spec + "' (render's " + setting_ref("explain") +
+                  " draws the top K classes, one file each)");
     p.ro.class_spec = p.classes;
   }
 }
@@ -95,8 +98,8 @@ void check_word_options(const FigureArgs& a, FigurePlan& p) {
   if (!a.column_labels.empty()) {
     p.column_labels = with_prefix(setting_ref("column_labels"), [&] { return split_label_list(a.column_labels); });
     if (p.column_labels->size() != p.views.size())
-      throw Error(setting_ref("column_labels") + " has " + std::to_string(p.column_labels->size()) + " labels for the " +
-                  std::to_string(p.views.size()) + " views of " + setting_ref("views") + " (one per column, photo included)");
+      throw Error(setting_ref("column_labels") + " has " + counted(p.column_labels->size(), "label") + " for the " +
+                  counted(p.views.size(), "view") + " of " + setting_ref("views") + " (one per column, photo included)");
   }
   if (!a.block_numbering.empty()) p.ro.block_base = parse_block_numbering(a.block_numbering);
   p.ro.notes = a.notes;
@@ -115,6 +118,11 @@ FigurePlan check_figure_args(const FigureArgs& a, bool with_out) {
     throw Error("-o " + a.out + ": a figure is written as .png, .pdf or .svg (the extension picks the format), found '" +
                 ext + "'");
   if (with_out) check_figure_path(a.out);
+  // Wider than cairo draws (--width-in x --dpi pixels): refused before the model loads, for a PDF or SVG too.
+  const bool vector = with_out && (ext == ".pdf" || ext == ".svg");
+  const std::string also = std::string(ext == ".pdf" ? "; a PDF" : "; an SVG") + " figure is laid out in the same " +
+                           "pixels at " + setting_ref("dpi") + " and held to the same limit";
+  check_figure_width(a.width_in, a.dpi, vector ? also : "");
   with_prefix(setting_ref("width_in") + " / " + setting_ref("dpi") + ":",
             [&] { check_comparison_width(static_cast<int>(p.views.size()), a.width_in, a.dpi); });
   check_word_options(a, p);
@@ -122,11 +130,6 @@ FigurePlan check_figure_args(const FigureArgs& a, bool with_out) {
   return p;
 }
 
-int run_figure(const FigureArgs& a) { return figure_to_file(check_figure_args(a), terminal_hooks()); }
-
-FigureResult figure_in_memory(const FigureArgs& a, const std::string& format, std::vector<FigurePhoto> photos,
-                              const ModelSource& model_for, const std::string& weights_path) {
-  return figure_in_memory(check_figure_args(a, false), format, std::move(photos), model_for, weights_path);
-}
+int run_figure(const FigurePlan& p) { return figure_to_file(p, terminal_hooks()); }
 
 }  // namespace attnmap

@@ -44,13 +44,9 @@ struct FigureArgs {
 /// none) -o's extension and folder too. Throws attnmap::Error naming settings as {setting:id}.
 FigurePlan check_figure_args(const FigureArgs& a, bool with_out = true);
 
-/// Runs `attnmap figure`: check_figure_args, then the engine's figure_to_file with terminal_hooks() (its
-/// lines on standard error). Returns 0 when the figure is written, 1 when an image failed or the figure could
-/// not be written; throws attnmap::Error for a usage error (status 2).
-int run_figure(const FigureArgs& a);
-
-/// The engine's figure_in_memory of `a` checked as check_figure_args(a, false) checks it (without -o).
-FigureResult figure_in_memory(const FigureArgs& a, const std::string& format, std::vector<FigurePhoto> photos,
-                              const ModelSource& model_for, const std::string& weights_path);
+/// Runs `attnmap figure` on its checked settings (make_request's check_figure_args): the engine's
+/// figure_to_file with terminal_hooks() (its lines on standard error). Returns 0 when the figure is written, 1
+/// when an image failed or the figure could not be written; throws attnmap::Error for a usage error (status 2).
+int run_figure(const FigurePlan& p);
 
 }  // namespace attnmap

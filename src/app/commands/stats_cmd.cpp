@@ -2,12 +2,15 @@
 // StatsPlan (check_stats_args), then the engine's run (engine/stats/) with the terminal's hooks.
 #include "app/commands/stats_cmd.hpp"
 
+#include <algorithm>
+
 #include "app/cli/options.hpp"
 #include "engine/batch.hpp"
 #include "core/error.hpp"
 #include "core/setting_ref.hpp"
 #include "draw/canvas.hpp"
 #include "draw/colormap.hpp"
+#include "draw/figures.hpp"
 #include "engine/walk.hpp"
 
 namespace attnmap {
@@ -31,10 +34,15 @@ StatsPlan check_stats_args(const StatsArgs& a) {
   check_drawing_options(ro);
   if (!(a.width_in > 0.0 && a.width_in <= 100.0))
     throw Error(setting_ref("width_in") + " must be in (0, 100] inches, found " + shown_number(a.width_in));
+  const bool vector = std::any_of(p.formats.begin(), p.formats.end(), [](FigureFormat f) { return f != FigureFormat::Png; });
+  check_figure_width(a.width_in, a.dpi, vector ? "; its PDF and SVG figures are laid out in the same pixels at " +
+                                                     setting_ref("dpi") + " and held to the same limit"
+                                               : "");
   if (!(a.outlier_k > 0.0 && a.outlier_k < 1e6))
     throw Error(setting_ref("outlier_k") + " must be a positive number, found " + shown_number(a.outlier_k));
   if (a.bins < 1 || a.bins > 10000) throw Error(setting_ref("bins") + " must be in 1..10000, found " + std::to_string(a.bins));
-  if (a.jobs < 0) throw Error("-j must be >= 0 (0: the number of cores), found " + std::to_string(a.jobs));
+  if (a.jobs < 0)  // render's words (check_batch_options)
+    throw Error(setting_ref("jobs") + " must be >= 1 (or 0 for the number of cores), found " + std::to_string(a.jobs));
   p.bo.jobs = a.jobs;
   p.bo.ext = parse_extensions(a.ext);
   p.bo.manifest = a.manifest;
@@ -51,6 +59,6 @@ StatsPlan check_stats_args(const StatsArgs& a) {
   return p;
 }
 
-int run_stats(const StatsArgs& a) { return compute_stats(check_stats_args(a), terminal_hooks()); }
+int run_stats(const StatsPlan& p) { return compute_stats(p, terminal_hooks()); }
 
 }  // namespace attnmap

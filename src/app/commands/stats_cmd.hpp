@@ -34,9 +34,10 @@ struct StatsArgs {
 /// the label font. Throws attnmap::Error naming settings as {setting:id}.
 StatsPlan check_stats_args(const StatsArgs& a);
 
-/// Runs `attnmap stats`: check_stats_args, then the engine's compute_stats with terminal_hooks() (its lines
+/// Runs `attnmap stats` on its checked settings (make_request's check_stats_args): the engine's compute_stats
+/// with terminal_hooks() (its lines
 /// on standard error). Returns 0 when every image was done, 1 when some failed (or an output could not be
 /// written); throws attnmap::Error for a usage error or unusable weights (status 2).
-int run_stats(const StatsArgs& a);
+int run_stats(const StatsPlan& p);
 
 }  // namespace attnmap

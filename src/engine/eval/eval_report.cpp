@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/names.hpp"
 #include "core/setting_ref.hpp"
 #include "engine/eval/eval_parts.hpp"
 #include "engine/provenance.hpp"
@@ -153,8 +154,8 @@ void print_view_table(std::ostream& out, const EvalContext& ctx, const Summary& 
 void print_class_table(std::ostream& out, const EvalContext& ctx, const Summary& s) {
   if (!s.item_images) return;
   const size_t width = name_width(ctx) + 12;  // " (any class)"
-  out << "\nclass-specific pointing: " << s.item_images << " images, " << s.items
-      << " items of different classes; each item's class asked in turn\n";
+  out << "\nclass-specific pointing: " << counted(s.item_images, "image") << ", " << counted(s.items, "item")
+      << " of different classes; each item's class asked in turn\n";
   out << padded("view", width) + "     asked    other  all items  asked-base\n";
   const double ba = best_asked_baseline(s);
   auto row = [&](const std::string& name, const ClassRow& r, bool margin) {
@@ -210,8 +211,10 @@ void print_perturbation_table(std::ostream& out, const EvalContext& ctx, const S
   std::snprintf(buf, sizeof buf,
                 "positive: lower is better, negative: higher is better; positive-base = random - positive, "
                 "negative-base = negative - random (> 0: better than the random order); random: mean of %d fixed-seed orders; "
-                "%zu images, %ld forward passes, %.2f s (processor time %.2f s)\n",
-                std::max(1, ctx.opt->perturb_seeds), s.perturbed, s.forwards, s.perturb_secs, s.perturb_cpu);
+                "%s, %s, %.2f s (processor time %.2f s)\n", std::max(1, ctx.opt->perturb_seeds),
+                counted(s.perturbed, "image").c_str(),
+                counted(static_cast<size_t>(s.forwards), "forward pass", "forward passes").c_str(),
+                s.perturb_secs, s.perturb_cpu);
   out << buf;
 }
 
@@ -297,7 +300,7 @@ void print_summary(std::ostream& out, const EvalContext& ctx, const Summary& s, 
   const size_t n = s.n;
   if (n && !ctx.opt->view.quiet) out << "\n";
   if (!n) return;
-  out << "attnmap eval: " << n << " images"
+  out << "attnmap eval: " << counted(n, "image")
       << (failed ? ", " + std::to_string(failed) + " failed" : std::string())
       << fmt("; uniform baseline (mean mask area share) %.4f", s.area) << "\n";
   if (classify) {
@@ -306,7 +309,7 @@ void print_summary(std::ostream& out, const EvalContext& ctx, const Summary& s, 
              "names them; " << setting_ref("labels") << " FILE maps them)\n";
     else if (s.labelled)
       out << "top-1 accuracy " << fmt("%.4f", static_cast<double>(s.correct) / s.labelled) << " (" << s.correct
-          << " correct of " << s.labelled << " images with a known class)\n";
+          << " correct of " << counted(static_cast<size_t>(s.labelled), "image") << " with a known class)\n";
     else
       out << "top-1 accuracy: no image has a known class (labels.csv or a class name in the file name)\n";
   }

@@ -297,10 +297,10 @@ EvalResult eval_report(const EvalOptions& opt, const BatchHooks& given_hooks) {
   RenderOptions load_opt = ro;
   if (label_map) load_opt.labels_file.clear();  // the class names stay the weights' (or ImageNet-1k's)
   // A path, or a Hub name fetched into the cache; a model the program lends is only named.
-  const RunWeights weights = hooks.model ? RunWeights{ro.weights, std::nullopt} : run_weights(ro.weights, ro.quiet);
+  const RunWeights weights = hooks.model ? RunWeights{ro.weights, std::nullopt} : run_weights(ro.weights, ro.quiet, hooks);
   const std::string& weights_path = weights.path;
   const std::shared_ptr<const ViTWeights> loaded =
-      hooks.model ? hooks.model(load_opt, true) : load_run_model(load_opt, weights, /*backward=*/true);
+      hooks.model ? hooks.model(load_opt, true) : load_run_model(load_opt, weights, /*backward=*/true, hooks);
   const ViTWeights& model = *loaded;  // eval scores the class-specific views
   const EvalContext ctx = make_eval_context(model, opt);
   set_eval_blas_threads();

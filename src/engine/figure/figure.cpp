@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <optional>
 
 #include "core/error.hpp"
+#include "core/names.hpp"
 #include "core/setting_ref.hpp"
 #include "draw/canvas.hpp"
 #include "draw/colormap.hpp"
@@ -139,6 +141,90 @@ std::string row_failure(const std::string& row, const std::string& msg) {
   return (msg.compare(0, row.size(), row) == 0 ? msg : row + ": " + msg) + "; no figure written";
 }
 
+/// Refuses (usage error, status 2) a figure laid out as `titles`, `rows`, `cs`, `co` when a side is over cairo's
+/// kMaxCanvas pixels: its size, the limit, the largest whole dpi that fits it (laid out again at lower dpi; with
+/// `at_least`, cs is an estimate from below and the dpi is found without colour bars - the widest cells, the
+/// tallest rows - with room for bars under them), what else makes it smaller, and for a PDF or SVG that it is
+/// held to the same pixels.
+void check_figure_pixels(const std::vector<std::string>& titles, const std::vector<FigureRow>& rows,
+                         const ComparisonScales& cs, ComparisonOptions co, const std::string& format,
+                         bool at_least = false) {
+  ComparisonScales widest;  // every map column on its own min-max: no colour bar narrows the cells
+  widest.column_scale.assign(cs.column_scale.size(), -1);
+  const double room = at_least ? 0.98 * kMaxCanvas : kMaxCanvas;
+  const auto fits = [&](double dpi) {
+    co.dpi = dpi;
+    const auto [w, h] = comparison_pixels(titles, rows, at_least ? widest : cs, co);
+    return w <= room && h <= room;
+  };
+  const double dpi = co.dpi;
+  std::pair<int, int> size;
+  try {
+    size = comparison_pixels(titles, rows, cs, co);
+  } catch (const Error&) {
+    if (at_least) return;  // cells under 16 pixels beside the placeholder bars: the figure as drawn is checked
+    throw;
+  }
+  const auto [w, h] = size;
+  if (w <= kMaxCanvas && h <= kMaxCanvas) return;
+  int fit = 0;
+  try {
+    co.dpi = dpi;  // sizes scale with the dpi: the first guess from the layout the dpi is found with
+    const auto [gw, gh] = comparison_pixels(titles, rows, at_least ? widest : cs, co);
+    fit = static_cast<int>(std::floor(dpi * room / std::max(gw, gh)));
+    for (int tries = 0; fit >= 1 && !fits(fit); ++tries)
+      fit = tries < 12 ? std::min(fit - 1, static_cast<int>(std::floor(0.99 * fit))) : 0;
+  } catch (const Error&) {  // cells under 16 pixels at that dpi: no dpi to suggest
+    fit = 0;
+  }
+  std::string msg = over_canvas_limit("figure", w, h, at_least) + " (" + shown_number(co.width_in) + " in wide at " +
+                    shown_number(dpi) + " dpi, " + counted(rows.size(), "image") + " \u00d7 " +
+                    counted(titles.size(), "view") + ")";
+  if (format == "pdf" || format == "svg")
+    msg += std::string(format == "pdf" ? "; a PDF" : "; an SVG") + " figure is laid out in the same pixels at " +
+           setting_ref("dpi") + " and held to the same limit";
+  msg += "; make it smaller: ";
+  if (fit >= 1) msg += setting_ref("dpi") + " " + std::to_string(fit) + " or lower, ";
+  else msg += "a lower " + setting_ref("dpi") + ", ";
+  throw Error(msg + "a smaller " + setting_ref("width_in") + ", or fewer images in one figure");
+}
+
+/// check_figure_pixels before any map exists, once the photos are known: the layout of `images` with the views'
+/// labels as column titles and, per unit, a placeholder scale whose colour bar is wider than a real one (its
+/// tick labels of 6 digits and a '+'): cells no wider than the figure's, so its height is a lower bound and a
+/// figure that can be drawn is never refused here (draw_figure_rows checks the figure as drawn again).
+void check_figure_size(const FigurePlan& p, const std::vector<ResolvedView>& views,
+                       const std::vector<FigureImage>& images, const std::string& format) {
+  std::vector<std::string> titles;
+  ComparisonScales cs;
+  std::map<std::string, int> unit_index;
+  for (const ResolvedView& v : views) {
+    titles.push_back(view_label(v, p.ro.block_base));
+    if (v.spec.kind == ViewKind::Photo) continue;
+    if (p.scale.kind == ScaleKind::Map) {
+      cs.column_scale.push_back(-1);
+      continue;
+    }
+    const auto it = unit_index.emplace(v.units, static_cast<int>(unit_index.size())).first;
+    if (static_cast<size_t>(it->second) == cs.scales.size()) {
+      cs.scales.push_back(Scale{-9876.5, 9876.5, v.units});
+      cs.scales.back().clip_max = true;
+    }
+    cs.column_scale.push_back(it->second);
+  }
+  std::vector<FigureRow> rows;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const std::string label = p.row_labels ? (*p.row_labels)[i] : fs::path(images[i].input).filename().string();
+    rows.push_back(FigureRow{label, &images[i].photo, PhotoBox{}, std::vector<GridMap>(cs.column_scale.size())});
+  }
+  ComparisonOptions co;
+  co.width_in = p.width_in;
+  co.dpi = p.ro.dpi.value_or(300.0);
+  if (p.ro.title) co.title = *p.ro.title;
+  if (p.column_labels) co.column_labels = *p.column_labels;
+  check_figure_pixels(titles, rows, cs, co, format, true);
+}
+
 /// Reads every image first (a bad file is found before any forward pass), then computes each one's views.
 /// Returns false, the failure said as one line naming the file (hooks, Err), when an image fails.
 bool compute_rows(const FigurePlan& p, const ViTWeights& model, const std::vector<ResolvedView>& views,
@@ -157,6 +243,12 @@ bool compute_rows(const FigurePlan& p, const ViTWeights& model, const std::vecto
                                   sha256_bytes(bytes.data(), bytes.size())});
       say(hooks, LineStream::Err, small_photo_line(p, f, rows->back().photo, hp));
     }
+  } catch (const std::exception& e) {
+    say(hooks, LineStream::Err, "attnmap: error: " + printable(row_failure(current, e.what())));
+    return false;
+  }
+  check_figure_size(p, views, *rows, fs::path(p.out).extension().string().substr(1));  // a usage error, before any map
+  try {
     compute_row_maps(p, model, views, rows, &current);
   } catch (const std::exception& e) {
     say(hooks, LineStream::Err, "attnmap: error: " + printable(row_failure(current, e.what())));
@@ -327,8 +419,9 @@ struct MadeFolders {
 /// --row-labels counted against the rows (usage error).
 void check_row_label_count(const FigurePlan& p, size_t rows) {
   if (p.row_labels && p.row_labels->size() != rows)
+    // "1 labels" kept: WordsCli.FigureTitleRowAndColumnLabels asserts it (counted() would say "1 label")
     throw Error(setting_ref("row_labels") + " has " + std::to_string(p.row_labels->size()) + " labels for " +
-                std::to_string(rows) + " images (one per row, in the order of the rows)");
+                counted(rows, "image") + " (one per row, in the order of the rows)");
 }
 
 /// The figure's views resolved for `model`; bf16 refused with a class-specific view (usage errors).
@@ -352,9 +445,14 @@ void draw_figure_rows(const FigurePlan& p, const ViTWeights& model, const std::s
   std::vector<std::string> scale_warnings;
   std::vector<ClipStats> clips;
   const ComparisonScales cs = figure_scales(p, views, images, &scale_warnings, &clips);
-  for (const std::string& w : scale_warnings) res.lines.push_back("attnmap: warning: " + spelled_settings(w));
-  if (!p.ro.quiet)
-    for (const std::string& n : clip_notes(p, cs, clips)) res.lines.push_back("attnmap: note: " + printable(spelled_settings(n)));
+  for (const std::string& w : scale_warnings) {
+    res.lines.push_back("attnmap: warning: " + spelled_settings(w));
+    res.notes.push_back("warning: " + w);
+  }
+  for (const std::string& n : clip_notes(p, cs, clips)) {
+    if (!p.ro.quiet) res.lines.push_back("attnmap: note: " + printable(spelled_settings(n)));
+    res.notes.push_back(n);
+  }
   const std::vector<std::string> titles = column_titles(p, views, hp, images);
   std::vector<FigureRow> rows;
   for (size_t i = 0; i < images.size(); ++i) {
@@ -372,14 +470,17 @@ void draw_figure_rows(const FigurePlan& p, const ViTWeights& model, const std::s
   // The note of --scale map: drawn only when asked (--notes); otherwise said on the terminal (a figure carries
   // no words its author did not choose).
   if (p.scale.kind == ScaleKind::Map) {
-    const std::string note = spelled_settings("Each map on its own min\u2013max (" + setting_ref("scale") +
-                                              " map): colours do not compare across cells, so there is no colour bar.");
+    const std::string words = "Each map on its own min\u2013max (" + setting_ref("scale") +
+                              " map): colours do not compare across cells, so there is no colour bar.";
+    const std::string note = spelled_settings(words);
     if (p.ro.notes) co.note = note;  // drawn: the flag's words, whichever front end asked
-    else if (!p.ro.quiet)
-      res.lines.push_back("attnmap: note: " + note.substr(0, note.size() - 1) + " (not drawn in the figure; " +
-                          spelled_settings(setting_ref("notes")) + " draws it)");
+    const std::string undrawn = words.substr(0, words.size() - 1) + " (not drawn in the figure; " + setting_ref("notes") +
+                                " draws it)";
+    if (!p.ro.notes && !p.ro.quiet) res.lines.push_back("attnmap: note: " + spelled_settings(undrawn));
+    if (!p.ro.notes) res.notes.push_back(undrawn);
   }
   check_labels_fit(titles, rows, cs, co);
+  check_figure_pixels(titles, rows, cs, co, fs::path(path).extension().string().substr(1));
   std::vector<FigureFile> drawn;
   co.in_memory = &drawn;
   try {
@@ -429,16 +530,16 @@ std::vector<std::string> figure_input_files(const std::vector<std::string>& inpu
 int figure_to_file(const FigurePlan& p, const BatchHooks& hooks) {
   const FigureInputs in = plan_inputs(p);
   check_row_label_count(p, in.files.size() + in.failed.size());
-  const RunWeights weights = run_weights(p.ro.weights, p.ro.quiet);  // a path, or a Hub name fetched into the cache
+  const RunWeights weights = run_weights(p.ro.weights, p.ro.quiet, hooks);  // a path, or a Hub name fetched into the cache
   const std::string& weights_path = weights.path;
   const std::string target = check_out_file(p.out, weights_path, in, p.ro.labels_file);
-  const std::shared_ptr<const ViTWeights> loaded = load_run_model(p.ro, weights);
+  const std::shared_ptr<const ViTWeights> loaded = load_run_model(p.ro, weights, false, hooks);
   const ViTWeights& model = *loaded;
   const std::vector<ResolvedView> views = figure_views(p, model);
   MadeFolders made{make_output_folder("-o", p.out, target)};  // -o's folder, probed; removed unless written
   // Once every usage check has passed (a refusal stays one line), as render.
   say(hooks, LineStream::Err, default_model_note(p.ro, false));
-  note_precision_speed(p.ro);
+  say(hooks, LineStream::Err, precision_speed_note(p.ro));
   const int blas = blas_threads_to_set(1, usable_cores(), std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS"));
   set_blas_threads(blas);  // one image at a time, every core on its matrix products
 
@@ -481,11 +582,14 @@ FigureResult figure_in_memory(const FigurePlan& p, const std::string& format, st
   const ViTWeights& model = *loaded;
   const std::vector<ResolvedView> views = figure_views(p, model);
   std::vector<FigureImage> images;
-  std::vector<std::string> lines;
+  std::vector<std::string> lines, notes;
   for (FigurePhoto& ph : photos) {
     if (const std::string w = small_photo_line(p, ph.name, ph.photo, model.hp); !w.empty()) lines.push_back(w);
+    if (const std::string w = small_image_warning(ph.photo.width, ph.photo.height, model.hp); !w.empty())
+      notes.push_back(kWarningNote + ph.name + ": " + w.substr(std::string(kWarningNote).size()));
     images.push_back(FigureImage{ph.name, std::move(ph.photo), {}, {}, -1, std::move(ph.sha256)});
   }
+  check_figure_size(p, views, images, format);  // a usage error, before any map
   std::string current;
   try {
     compute_row_maps(p, model, views, &images, &current);
@@ -494,6 +598,7 @@ FigureResult figure_in_memory(const FigurePlan& p, const std::string& format, st
   }
   FigureResult fig;
   fig.lines = std::move(lines);
+  fig.notes = std::move(notes);
   draw_figure_rows(p, model, weights_path, views, images, path, &fig);
   if (!fig.error.empty()) throw InputFailure(fig.error);
   return fig;

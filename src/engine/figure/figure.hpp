@@ -71,6 +71,9 @@ struct FigureResult {
   /// What the command prints on standard error: whole lines ("attnmap: note: ..."), settings spelled
   /// (spelled_settings)
   std::vector<std::string> lines;
+  /// The same notes and warnings whatever p.ro.quiet, for a front end to show in its own words: without
+  /// "attnmap: " (a warning as "warning: ..."), settings as {setting:id} (Python's Figure.notes)
+  std::vector<std::string> notes;
   std::string error;               ///< the drawing failed (figure_to_file: status 1); empty: drawn
   size_t images = 0, views = 0;    ///< rows and columns
 };

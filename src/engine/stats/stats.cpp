@@ -1,5 +1,6 @@
 // stats.cpp - stats' run (stats.hpp): the per-image computation on -j workers, the outlier maps, the
 // manifest and the run. The maths is maps/head_stats.hpp's; the tables, JSON and figures are stats_report.cpp's.
+#include "core/names.hpp"
 #include "engine/stats/stats.hpp"
 
 #include <atomic>
@@ -138,7 +139,7 @@ StatsRun make_run(const StatsPlan& p, const ViTWeights& model, const std::string
 /// The files a stats manifest must not replace (check_manifest_path, as render's): the weights and the
 /// program, the inputs, and the run's own outputs (its tables, JSON, figures and outlier maps).
 std::vector<ReadFile> stats_reads(const RenderOptions& ro, const std::vector<Job>& jobs, const std::string& weights_path) {
-  std::vector<ReadFile> reads = model_reads(weights_path);
+  std::vector<ReadFile> reads = weights_path.empty() ? std::vector<ReadFile>{} : model_reads(weights_path);
   for (const std::string& in : ro.inputs) reads.push_back({in, "an input"});
   for (const Job& j : jobs) {
     reads.push_back({j.input, "an input"});
@@ -160,9 +161,12 @@ int compute_stats(const StatsPlan& p, const BatchHooks& hooks) {
                                           &unreadable, &passed_over);
   if (const std::string none = all_inputs_missing(ro.inputs, missing, "compute"); !none.empty()) throw Error(none);
   if (jobs.empty() && missing.empty() && unreadable.empty()) throw Error(no_images_message(ro.inputs, p.bo.ext));
-  const RunWeights weights = run_weights(ro.weights, ro.quiet);  // a path, or a Hub name fetched into the cache
+  check_output_folder_name(ro);  // -o and --manifest refused before the model loads, as render's
+  if (!p.bo.manifest.empty())
+    (void)check_output_file(setting_ref("manifest"), p.bo.manifest, stats_reads(ro, jobs, local_weights_path(ro.weights)));
+  const RunWeights weights = run_weights(ro.weights, ro.quiet, hooks);  // a path, or a Hub name fetched into the cache
   const std::string& weights_path = weights.path;
-  const std::shared_ptr<const ViTWeights> loaded = load_run_model(ro, weights);
+  const std::shared_ptr<const ViTWeights> loaded = load_run_model(ro, weights, false, hooks);
   const ViTWeights& model = *loaded;
   StatsRun run = make_run(p, model, weights_path);
   const std::string manifest_path = check_manifest_path(p.bo, stats_reads(ro, jobs, weights_path));
@@ -171,7 +175,7 @@ int compute_stats(const StatsPlan& p, const BatchHooks& hooks) {
   if (const std::string note = passed_over_summary(passed_over); !note.empty() && !ro.quiet)
     say(hooks, LineStream::Err, "attnmap: note: " + printable(note));
   say(hooks, LineStream::Err, default_model_note(ro, false));
-  note_precision_speed(ro);
+  say(hooks, LineStream::Err, precision_speed_note(ro));
 
   std::vector<ImageStatsResult> results(missing.size() + unreadable.size() + jobs.size());
   size_t k = 0;
@@ -218,8 +222,8 @@ int compute_stats(const StatsPlan& p, const BatchHooks& hooks) {
     const std::vector<std::string> wrote = write_stats_report(run, results);
     if (!ro.quiet)
       say(hooks, LineStream::Err,
-          "attnmap: wrote " + std::to_string(wrote.size()) + " files in " + printable(ro.out_dir) + " (" +
-              std::to_string(results.size() - static_cast<size_t>(failed)) + " images" +
+          "attnmap: wrote " + counted(wrote.size(), "file") + " in " + printable(ro.out_dir) + " (" +
+              counted(results.size() - static_cast<size_t>(failed), "image") +
               (failed ? ", " + std::to_string(failed) + " failed" : std::string()) + ")");
   } catch (const std::exception& e) {
     say(hooks, LineStream::Err, "attnmap: error: " + printable(e.what()));
