@@ -212,6 +212,26 @@ TEST_F(Cli, PathsKnownBeforeTheModelAreRefusedBeforeItLoads) {
   EXPECT_NE(r.err.find("broken.pth"), std::string::npos) << r.err;
 }
 
+// Everything after "--" is an input, also when inputs come before it (CLI11 alone called them "not
+// expected"); a switch given a value is refused, never taken as given ("--panel=no" drew a panel).
+TEST_F(Cli, InputsOnBothSidesOfDashesAndSwitchesWithoutValues) {
+  fs::create_directories(dir / "in");
+  fs::copy_file(kData + "/camera.png", dir / "in" / "a.png");
+  fs::copy_file(kData + "/camera.png", dir / "in" / "-b.png");
+  const std::string a = q(dir / "in" / "a.png"), b = q(dir / "in" / "-b.png");
+  CliRun r = run_attnmap("render " + a + " -o " + q(dir / "out") + " -q -- " + b);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "out" / "a.png"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "-b.png"));
+  r = run_attnmap("render " + a + " -o " + q(dir / "o2") + " --panel=no");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "attnmap: error: --panel takes no value, found 'no' (leave it out for the default)\n");
+  r = run_attnmap("render " + a + " -o " + q(dir / "o2") + " --panel=");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--panel takes no value, found '=' (give --panel alone)"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "o2"));
+}
+
 TEST_F(Cli, EvalJsonNeverTruncatesAnInputTheWeightsOrAMask) {
   const fs::path oh = fs::path(ATTNMAP_TEST_DIR) / "fixtures" / "eval_onehot";
   fs::copy(oh, dir / "oh", fs::copy_options::recursive);

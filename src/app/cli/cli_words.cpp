@@ -391,7 +391,7 @@ std::vector<std::string> options_without_topic(const CLI::App& app) {
   std::vector<std::string> out;
   for (const CLI::App* cmd : app.get_subcommands([](const CLI::App*) { return true; }))
     for (const CLI::Option* o : cmd->get_options())
-      if (!o->get_positional() &&
+      if (!o->get_positional() && !o->get_group().empty() &&  // group "": hidden, never in the help
           std::find(help_topics().begin(), help_topics().end(), o->get_group()) == help_topics().end())
         out.push_back(cmd->get_name() + " " + o->get_name());
   return out;

@@ -43,6 +43,7 @@ std::string help_hint(const CLI::App& app, const std::string& command);
 std::string unknown_command_text(const CLI::App& app, const std::string& word);
 
 /// Each command's options that the tables give no help topic, as "command --flag" (a test keeps it empty).
+/// Hidden options (group "", not in the help: the inputs after "--") are not counted.
 std::vector<std::string> options_without_topic(const CLI::App& app);
 
 }  // namespace attnmap

@@ -133,7 +133,7 @@ int run_command_line(const std::vector<std::string>& args_in, const std::functio
   }
   if (!check_command_word(app, argc, argv)) return 2;
   try {
-    app.parse(argc, argv);
+    parse_command_line(app, store);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     const std::string command = store.size() > 1 ? store[1] : "";
@@ -159,11 +159,9 @@ RenderOptions parse_render_command(const std::vector<std::string>& render_args) 
   std::vector<std::string> store{"attnmap", "render"};
   store.insert(store.end(), render_args.begin(), render_args.end());
   spell_flag_aliases(app, store);
-  std::vector<char*> argv_v = argv_of(store);
-  const int argc = static_cast<int>(store.size());
   if (const std::string flag = empty_equals_flag(store, 2); !flag.empty()) throw Error(empty_value_text(flag));
   try {
-    app.parse(argc, argv_v.data());
+    parse_command_line(app, store);
   } catch (const CLI::ParseError& e) {
     throw Error(spell_as_flags(parse_error_text(e, app)));
   }

@@ -92,13 +92,20 @@ std::vector<SettingInfo> settings_of(const std::string& command) {
 
 namespace {
 
+// The hidden option that carries a command's inputs written after "--" (parse_command_line).
+constexpr const char* kInputsAfterDashes = "--inputs-after-dashes";
+
 // One registry row as an option (or the argument) of the command `c`.
 void add_setting(CLI::App* cmd, const CommandWords& c, const Flag& f) {
   const std::string help = help_of(f, c.bit);
   CLI::Option* o = nullptr;
   if (f.traits & kPositional) {
     o = cmd->add_option(c.positional)->description(help);
-    if (f.traits & kRepeat) o->expected(CLI::detail::expected_max_vector_size);
+    if (f.traits & kRepeat) {
+      o->expected(CLI::detail::expected_max_vector_size);
+      cmd->add_option(kInputsAfterDashes)->group("")->expected(1)->allow_extra_args(false)->multi_option_policy(
+          CLI::MultiOptionPolicy::TakeAll);
+    }
   } else if (f.traits & kSwitch) {
     o = cmd->add_flag_function(
         f.names, [](std::int64_t) {}, help);
@@ -131,6 +138,25 @@ Commands add_commands(CLI::App& app, CliArgs&) {
   return Commands{made[0], made[1], made[2], made[3], made[4], made[5], made[6]};
 }
 
+void parse_command_line(CLI::App& app, std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  try {
+    app.parse(static_cast<int>(args.size()), argv.data());
+  } catch (const CLI::ExtrasError&) {
+    const auto dashes = std::find(args.begin() + std::min<std::ptrdiff_t>(2, static_cast<std::ptrdiff_t>(args.size())), args.end(), "--");
+    const std::string name = args.size() > 1 ? args[1] : "";
+    const auto cmds = app.get_subcommands([&name](const CLI::App* s) { return s->get_name() == name; });
+    if (dashes == args.end() || cmds.empty() || !cmds.front()->get_option_no_throw(kInputsAfterDashes)) throw;
+    std::vector<std::string> again(args.begin(), dashes);
+    for (auto it = dashes + 1; it != args.end(); ++it) again.push_back(std::string(kInputsAfterDashes) + "=" + *it);
+    app.clear();
+    std::vector<char*> argv2;
+    for (std::string& a : again) argv2.push_back(a.data());
+    app.parse(static_cast<int>(again.size()), argv2.data());
+  }
+}
+
 GivenSettings given_settings(const CLI::App& cmd) {
   const CommandWords* c = command_named(cmd.get_name());
   GivenSettings given;
@@ -138,12 +164,14 @@ GivenSettings given_settings(const CLI::App& cmd) {
   for (const Flag& f : all_flags()) {
     if (!(f.commands & c->bit)) continue;
     const CLI::Option* o = cmd.get_option_no_throw((f.traits & kPositional) ? c->positional : long_flag(f));
-    if (!o || o->count() == 0) continue;
+    const CLI::Option* after = (f.traits & kPositional) ? cmd.get_option_no_throw(kInputsAfterDashes) : nullptr;
+    if (!o || o->count() + (after ? after->count() : 0) == 0) continue;
     GivenSetting g{f.id, {}};
     if (!(f.traits & kSwitch)) g.values = o->results();
     // A switch takes no value: CLI11 would count --panel=no as given (on), so a value is refused, not guessed.
     else if (const std::vector<std::string>& v = o->results(); !v.empty() && v.back() != "true")
       throw Error(setting_ref(f.id) + " takes no value, found '" + v.back() + "' (leave it out for the default)");
+    if (after) g.values.insert(g.values.end(), after->results().begin(), after->results().end());
     given.push_back(std::move(g));
   }
   return given;

@@ -72,6 +72,12 @@ struct Commands {
 /// settings are read back with given_settings, not bound to `a`, which stays for the callers that hold one).
 Commands add_commands(CLI::App& app, CliArgs& a);
 
+/// Parses `args` (argv as main gets it: the program, the command, its arguments) on `app`. CLI11 hands what
+/// follows "--" to the parent app once a command's list of inputs holds a value ("render a.png -o d --
+/// b.png": "b.png not expected"); then the tokens after "--" are parsed again as a hidden option of the
+/// command that given_settings appends to its inputs, in order. Throws CLI::ParseError as CLI::App::parse.
+void parse_command_line(CLI::App& app, std::vector<std::string> args);
+
 /// For render and eval (`eval`), the settings stored in `a` by make_request (`given`: the ids given): parses
 /// and checks every option into a.ro, a.bo and a.eo (the checked structs the commands run with). Throws
 /// attnmap::Error naming settings as {setting:id}.
