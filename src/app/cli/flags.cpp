@@ -139,10 +139,13 @@ Commands add_commands(CLI::App& app, CliArgs&) {
 }
 
 void parse_command_line(CLI::App& app, std::vector<std::string> args) {
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
+  const auto parse = [&app](std::vector<std::string>& words) {  // argv as main gets it
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(w.data());
+    app.parse(static_cast<int>(words.size()), argv.data());
+  };
   try {
-    app.parse(static_cast<int>(args.size()), argv.data());
+    parse(args);
   } catch (const CLI::ExtrasError&) {
     const auto dashes = std::find(args.begin() + std::min<std::ptrdiff_t>(2, static_cast<std::ptrdiff_t>(args.size())), args.end(), "--");
     const std::string name = args.size() > 1 ? args[1] : "";
@@ -151,9 +154,7 @@ void parse_command_line(CLI::App& app, std::vector<std::string> args) {
     std::vector<std::string> again(args.begin(), dashes);
     for (auto it = dashes + 1; it != args.end(); ++it) again.push_back(std::string(kInputsAfterDashes) + "=" + *it);
     app.clear();
-    std::vector<char*> argv2;
-    for (std::string& a : again) argv2.push_back(a.data());
-    app.parse(static_cast<int>(again.size()), argv2.data());
+    parse(again);
   }
 }
 
