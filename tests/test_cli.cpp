@@ -230,6 +230,10 @@ TEST_F(Cli, InputsOnBothSidesOfDashesAndSwitchesWithoutValues) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--panel takes no value, found '=' (give --panel alone)"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir / "o2"));
+  // "-o=DIR" is DIR, as Python's argparse reads it (CLI11 made a folder named "=DIR").
+  r = run_attnmap("render " + a + " -o=" + q(dir / "o3") + " -q");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "o3" / "a.png"));
 }
 
 TEST_F(Cli, EvalJsonNeverTruncatesAnInputTheWeightsOrAMask) {

@@ -11,6 +11,9 @@ stops (file, function) and counts:
   moves up     a stop in a higher stage than the stop before it (src/ stages, lowest first: core io hub
                checkpoint model maps draw, then app/'s engine, then the front ends app/commands, app/cli),
   returns      a stop in a file that is not the previous stop's but was visited earlier.
+--follow parts (the default) follows a call given the options or any part of them (a path, a number, a
+list taken out of them); --follow whole only a call given an options object itself (an argument of a
+carrier type), i.e. where the options as such go.
 
 Needs Debian's python3-clang-14 and a compile_commands.json (configure with -DCMAKE_EXPORT_COMPILE_COMMANDS=ON;
 no build needed):
@@ -24,6 +27,7 @@ import sys
 
 import clang.cindex as ci
 
+CACHE_FORMAT = 2  # bump when Graph's records change
 CARRIERS = ["RenderOptions", "RenderContext", "BatchOptions", "CliArgs", "EvalOptions", "FigureArgs",
             "StatsArgs", "CheckedRequest", "GivenSettings", "ModelSpec", "ViewRequest", "OutputSpec",
             "BatchSpec"]
@@ -107,10 +111,13 @@ class Graph:
             for ch in node.get_children():
                 if ch.kind == ci.CursorKind.CALL_EXPR and ch.referenced is not None:
                     args = [sorted(refs(a)) for a in ch.get_arguments()]
+                    whole = [bool(self.carrier_type(a.type)) for a in ch.get_arguments()]
                     kids = list(ch.get_children())
                     if kids and kids[0].kind == ci.CursorKind.MEMBER_REF_EXPR:
                         args.append(sorted(refs(kids[0])))
-                    out.append((ch.referenced.get_usr(), args))
+                        obj = list(kids[0].get_children())
+                        whole.append(bool(obj) and bool(self.carrier_type(obj[0].type)))
+                    out.append((ch.referenced.get_usr(), args, whole))
                 walk(ch)
         walk(fn)
         return out
@@ -134,7 +141,7 @@ class Graph:
         visit(tu.cursor)
 
 
-def trace(graph, root):
+def trace(graph, root, follow):
     """Depth first from `root`, calls in the order written: a call is followed when one of its arguments
     refers to the options - a declaration of a carrier type, or a parameter that received the options."""
     starts = [u for u, d in graph.defs.items() if d[1] == root]
@@ -148,11 +155,12 @@ def trace(graph, root):
         stops.append((rel, name, line))
         held = set(tainted) | {p for p, carrier in params if carrier}
         params = [tuple(p) for p in params]
-        for callee, args in calls:
+        for callee, args, whole in calls:
             d = graph.defs.get(callee)
             if d is None or callee in seen:
                 continue
-            hot = [i for i, refs in enumerate(args) if any(carrier or u in held for u, carrier in refs)]
+            hot = [i for i, refs in enumerate(args) if any(carrier or u in held for u, carrier in refs)
+                   and (follow == "parts" or whole[i])]
             if hot:
                 go(callee, {d[3][i][0] for i in hot if i < len(d[3])})
     go(starts[0], set())
@@ -179,6 +187,9 @@ def main():
     ap.add_argument("--src", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
     ap.add_argument("--root", default="run_render")
     ap.add_argument("--carriers", default=",".join(CARRIERS))
+    ap.add_argument("--follow", choices=["parts", "whole"], default="parts",
+                    help="parts: a call that is given the options or any part of them (a path, a number);"
+                         " whole: a call that is given an options object itself (a carrier type)")
     ap.add_argument("--json", action="store_true", help="print the counts as JSON only")
     ap.add_argument("--libclang", default="/usr/lib/x86_64-linux-gnu/libclang-14.so.1")
     a = ap.parse_args()
@@ -191,7 +202,7 @@ def main():
         f = os.path.realpath(e["file"])
         if not f.startswith(graph.src + os.sep) or not os.path.exists(f):  # outside src/, or moved since configured
             continue
-        stamp = newest_stamp(f, graph.src)
+        stamp = [CACHE_FORMAT, newest_stamp(f, graph.src)]
         if cache.get(f, {}).get("stamp") != stamp:
             one = Graph(a.src, graph.carriers)
             one.add_tu(index.parse(f, args=compile_args(e)))
@@ -199,7 +210,7 @@ def main():
         for usr, d in cache[f]["defs"].items():
             graph.defs.setdefault(usr, d)
     json.dump(cache, open(cache_path, "w"))
-    stops = trace(graph, a.root)
+    stops = trace(graph, a.root, a.follow)
     counts = count(stops)
     if a.json:
         print(json.dumps(counts))

@@ -222,7 +222,8 @@ def load(path=None, **options):
 
     options: key (the state dict inside a checkpoint), heads, mean, std (3 numbers each), act, pool,
     size (S or (W, H): position embeddings resampled), pos_interp, labels (a file, or a list of class
-    names), precision ("fp32" | "bf16"), quiet (True: the loader's notes - a setting inferred, a tensor
+    names), precision ("fp32" | "bf16"), text (a CLIP's classes: a text or a list of texts, one per item;
+    texts= a file, prompt= a template or a list, vocab=, truncate_text=: docs/text.md), quiet (True: the loader's notes - a setting inferred, a tensor
     absent and taken as zero, ImageNet-1k class names assumed - are not printed to sys.stderr; they are in
     ``Model.notices`` either way; default False, as the command line).
     Raises AttnmapError (exit_code 2) naming the file and tensor for weights it cannot use.

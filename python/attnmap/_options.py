@@ -68,7 +68,8 @@ def to_given(kwargs, command=None, caller=None, allowed=None):
     TypeError for any other keyword.
 
     True -> the switch given; False / None -> nothing (a negated keyword such as exif=False -> its switch);
-    a list or tuple -> comma-separated; anything else -> str().
+    a list or tuple -> one value per item for a repeatable setting (text=["a dog", "a cat"] as --text twice),
+    else comma-separated; anything else -> str().
     """
     table = settings(command or "render")
     given = []
@@ -94,6 +95,8 @@ def to_given(kwargs, command=None, caller=None, allowed=None):
             continue
         if value is True:
             given.append((s["id"], []))
+        elif s["repeatable"] and isinstance(value, (list, tuple)):  # text=["a dog", "a cat"]: --text twice
+            given.append((s["id"], [_value(key, v) for v in value]))
         elif value is not False:
             given.append((s["id"], [_value(key, value)]))
     return given

@@ -243,7 +243,7 @@ py::dict model_info(Model& m) {
   d["num_prefix"] = hp.num_prefix;
   d["class_token"] = hp.class_token;
   d["num_registers"] = hp.num_registers;
-  d["num_classes"] = w.head.present() ? w.head.out : 0;
+  d["num_classes"] = w.num_classes();  // a head's classes, or the texts (load(text=[...]))
   d["labels"] = hp.labels;
   d["mean"] = py::make_tuple(hp.mean[0], hp.mean[1], hp.mean[2]);
   d["std"] = py::make_tuple(hp.std[0], hp.std[1], hp.std[2]);

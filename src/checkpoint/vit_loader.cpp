@@ -346,6 +346,35 @@ void take_norm_and_head(Loader& ld, const RawWeights& raw, const FileConfig& fc,
   if (w.head.bias.empty()) no_bias.push_back(ld.file_name("head.bias"));
 }
 
+// CLIP's visual projection into the joint image-text space (the zero-shot head reads it): OpenAI / OpenCLIP
+// `proj` / `visual.proj` (D, E), stored transposed as (E, D); Hugging Face CLIPModel `visual_projection.weight`
+// (E, D) as is. Absent: w.proj stays empty.
+void take_clip_proj(Loader& ld, int64_t D, ViTWeights& w) {
+  const bool hf = ld.scheme().layout == Layout::HfClip;
+  if (!hf && ld.scheme().layout != Layout::Clip) return;
+  std::string name = hf ? "visual_projection.weight" : "visual.proj";
+  if (!hf && !ld.file_has(name)) name = "proj";
+  if (!ld.file_has(name)) return;
+  const Tensor* t = ld.find_name(name);
+  const std::string expect = hf ? "(E, " + std::to_string(D) + ")" : "(" + std::to_string(D) + ", E)";
+  if (!t)
+    throw Error(ld.path() + ": tensor '" + name + "' has a dtype attnmap does not read (expected F32, F16, BF16 or F64 of shape " +
+                expect + ")");
+  if (t->rank() != 2 || dim(*t, hf ? 1 : 0) != D)
+    throw Error(ld.path() + ": tensor '" + name + "' has shape " + shape_str(t->shape) + ", expected " + expect);
+  const int64_t E = dim(*t, hf ? 0 : 1);
+  w.proj.out = static_cast<int>(E);
+  w.proj.in = static_cast<int>(D);
+  if (hf) {
+    w.proj.weight = t->data;
+    return;
+  }
+  w.proj.weight.resize(static_cast<size_t>(E * D));
+  float* p = w.proj.weight.mutable_data();
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t e = 0; e < E; ++e) p[static_cast<size_t>(e * D + d)] = t->data[static_cast<size_t>(d * E + e)];
+}
+
 }  // namespace
 
 ViTWeights build_vit(const RawWeights& raw, const KeyIndex& idx, const Scheme& sc, const FileConfig& fc,
@@ -374,6 +403,7 @@ ViTWeights build_vit(const RawWeights& raw, const KeyIndex& idx, const Scheme& s
   check_block_biases(ld, w, no_bias);
   if (w.patch_embed.bias.empty()) no_bias.push_back(ld.file_name("patch_embed.proj.bias"));
   take_norm_and_head(ld, raw, fc, ov, D, w, no_bias);
+  take_clip_proj(ld, D, w);
   if (!no_bias.empty()) {
     std::string s;
     for (size_t i = 0; i < no_bias.size(); ++i) s += (i ? ", " : "") + no_bias[i];

@@ -77,6 +77,14 @@ class Loader {
     return Error(raw_.path + ": tensor '" + file_name(canon) + "' has shape " + shape_str(found) + ", expected " + expected);
   }
 
+  /// The tensor named as in the file (wrapper prefixes removed), marked as read; nullptr when absent.
+  const Tensor* find_name(const std::string& name) {
+    auto it = idx_.names.find(name);
+    if (it == idx_.names.end()) return nullptr;
+    used_.insert(it->first);
+    return &raw_.tensors.at(it->second);
+  }
+
   /// Marks the canonical tensor (if the file has it) as not read, for `reason`.
   void skip(const std::string& canon, const std::string& reason) { skip_name(scheme_.name(canon), reason); }
   /// The same for a tensor named as in the file (wrapper prefixes removed).

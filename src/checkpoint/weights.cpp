@@ -435,6 +435,46 @@ SideConfig read_side_config(const std::string& dir) {
   return sc;
 }
 
+namespace {
+
+// A CLIP's text tower, handed over raw (checkpoint cannot build it; model/clip_text.hpp does): which family's
+// names (text_layout), the file's text settings (text_config: open_clip_config.json "model_cfg", a Hugging
+// Face config.json whole), and with ov.keep_text its tensors (names with wrappers removed), then listed as read.
+void hand_over_text(ViTWeights& w, const RawWeights& raw, const KeyIndex& idx, const SideConfig& side,
+                    const ModelOverrides& ov) {
+  if (w.hp.layout != Layout::Clip && w.hp.layout != Layout::HfClip) return;
+  std::map<std::string, std::string> norm_of;  // name in the file -> normalised
+  for (const auto& kv : idx.names) norm_of[kv.second] = kv.first;
+  bool any = false;
+  for (ViTWeights::TensorUse& u : w.tensors) {
+    if (u.reason.rfind("CLIP text tower", 0) != 0) continue;
+    any = true;
+    if (!ov.keep_text) continue;
+    auto n = norm_of.find(u.name);
+    auto t = raw.tensors.find(u.name);
+    if (n == norm_of.end() || t == raw.tensors.end()) continue;  // a dtype attnmap does not read: left unread
+    w.text_tensors[n->second] = t->second;
+    u.reason.clear();
+  }
+  if (!any) return;
+  auto ends_with = [](const std::string& s, const std::string& e) {
+    return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
+  };
+  w.text_layout = w.hp.layout == Layout::HfClip ? "hugging_face" : "openai";
+  for (const auto& kv : side.texts) {
+    if (w.hp.layout == Layout::Clip && ends_with(kv.first, "open_clip_config.json")) {
+      const json c = json::parse(kv.second, nullptr, false);
+      w.text_layout = "open_clip";
+      if (c.is_object() && c.contains("model_cfg")) w.text_config = c["model_cfg"];
+    } else if (w.hp.layout == Layout::HfClip && ends_with(kv.first, "/config.json")) {
+      const json c = json::parse(kv.second, nullptr, false);
+      if (c.is_object()) w.text_config = c;
+    }
+  }
+}
+
+}  // namespace
+
 ViTWeights build_model(const RawWeights& raw_in, const SideConfig& side, const ModelOverrides& ov) {
   const FileConfig side_fc = parse_config(raw_in.path + " (side config)", side.values, [&](const std::string& k) {
     auto it = side.source.find(k);
@@ -478,6 +518,7 @@ ViTWeights build_model(const RawWeights& raw_in, const SideConfig& side, const M
   w.files.insert(w.files.end(), side.files.begin(), side.files.end());
   w.notices.insert(w.notices.end(), side.notices.begin(), side.notices.end());
   check_hf_side_config(w, side);  // config.json hidden_size / num_hidden_layers against the weights
+  hand_over_text(w, raw, idx, side, ov);
   for (const auto& kv : raw_in.tensors) w.param_count += kv.second.numel();
   return w;
 }

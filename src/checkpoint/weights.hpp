@@ -151,6 +151,18 @@ struct RopeTables {
 /// GELU, residuals and the maps in float32.
 enum class Precision { F32, BF16 };
 
+/// CLIP zero-shot classes (issue 43): the texts as a classifier head of the vision model. With classes > 0,
+/// the forward pass's logits are the N image-text logits
+///   logits[j] = scale * <normalize(proj(pooled normed class token)), text[j]>   (CLIP.forward's logits_per_image)
+/// and everything that uses logits and class names (top-5, --class, chefer / gradcam / attn-grad) reads them.
+struct ZeroShotHead {
+  Floats text;                      ///< (N, E) the texts' features, each row L2-normalised
+  int classes = 0;                  ///< N; 0: no zero-shot head
+  float scale = 0.0f;               ///< exp(logit_scale) (100 for trained OpenAI models)
+  std::vector<std::string> labels;  ///< the N texts as the user gave them (the class names)
+  bool present() const { return classes > 0; }
+};
+
 struct ViTWeights {
   HParams hp;
   Precision precision = Precision::F32;  ///< set by the caller before prepare_weights (model/sgemm.hpp bf16_supported)
@@ -170,6 +182,21 @@ struct ViTWeights {
   LinearW head;                   ///< classifier (C, D), optional
   LinearW head_dist;              ///< DeiT distilled: classifier on the distillation token (C, D), optional;
                                   ///< logits = (head(class) + head_dist(distillation)) / 2 (timm, eval mode)
+  /// CLIP's visual projection (E, D), no bias: OpenAI / OpenCLIP `proj` / `visual.proj` (D, E) stored
+  /// transposed here; HF CLIPModel `visual_projection.weight` (E, D) as is. Empty for other families.
+  LinearW proj;
+  ZeroShotHead zero_shot;         ///< the texts as classes (set by the caller with texts); empty otherwise
+  /// The loader's hand-over of a CLIP text tower (ModelOverrides::keep_text; checkpoint cannot build it):
+  /// the text tensors with their names as in the file, the file's text settings (OpenCLIP
+  /// open_clip_config.json "model_cfg" object, HF config.json whole object; null when none), and which
+  /// family's names they are: "openai", "open_clip", "hugging_face", or "" (none).
+  TensorMap text_tensors;
+  nlohmann::json text_config;
+  std::string text_layout;
+  /// Whether the model has classes: a classifier head or zero-shot texts.
+  bool has_classes() const { return head.present() || zero_shot.classes > 0; }
+  /// The number of classes: the texts when given, else the head's outputs (0: none).
+  int num_classes() const { return zero_shot.classes > 0 ? zero_shot.classes : head.out; }
   std::vector<std::string> notices;  ///< things worth telling the user (guessed settings, overrides)
   /// Every tensor of the file: consumed, or not read with the reason it cannot change the maps.
   struct TensorUse {
@@ -208,6 +235,9 @@ struct ModelOverrides {
   std::optional<std::string> key;  ///< --key: the entry of a PyTorch checkpoint holding the state dict
   std::optional<Activation> act;   ///< --act: the MLP activation, for files that cannot say it
   std::optional<Pool> pool;        ///< --pool: what the classifier reads, for files that cannot say it
+  /// Keep a CLIP text tower: its tensors move into ViTWeights::text_tensors (listed as consumed) with
+  /// text_config and text_layout; false: listed as not read, as before.
+  bool keep_text = false;
 };
 
 /// Builds a ViT from parsed tensors: detects the layout by key names, reads the "config" object, infers

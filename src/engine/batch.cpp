@@ -22,6 +22,7 @@
 #include "engine/provenance.hpp"
 #include "engine/run_figures.hpp"
 #include "io/run_lock.hpp"
+#include "core/names.hpp"
 #include "model/classify.hpp"
 #include "core/error.hpp"
 #include "core/threads.hpp"
@@ -388,7 +389,11 @@ class BatchRun {
     for (const std::string& l : o.shown_more) say(hooks_, LineStream::Out, "  " + printable(l));
     if (const std::string also = also_wrote_line(o.outputs, o.shown, o.shown_more); !also.empty())
       say(hooks_, LineStream::Out, "  " + printable(also));
-    if (!o.top5.empty()) say(hooks_, LineStream::Out, "  top-5: " + printable(format_top_k(o.top5)));
+    if (o.top5.empty()) return;
+    const ZeroShotHead& texts = ctx_.model->zero_shot;  // CLIP's texts: the softmax is over them alone
+    const std::string what = texts.present() ? "  top-" + std::to_string(o.top5.size()) + " of " + counted(static_cast<size_t>(texts.classes), "text") +
+                                                 " (zero-shot): " : "  top-5: ";
+    say(hooks_, LineStream::Out, what + printable(format_top_k(o.top5)));
   }
 
   /// "attnmap: error: MESSAGE" on standard error.

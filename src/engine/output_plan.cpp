@@ -8,6 +8,7 @@
 
 #include "engine/explore.hpp"
 #include "engine/provenance.hpp"
+#include "engine/text/zero_shot.hpp"
 #include "core/error.hpp"
 #include "core/setting_ref.hpp"
 #include "io/image_io.hpp"
@@ -61,7 +62,7 @@ OutputPlan plan_outputs(const RenderContext& ctx, const Job& job, const std::vec
     } else if (!classes) {
       plan.names_unknown = true;  // named once the classes are known
     } else {
-      for (const int c : *classes) plan_map(ctx, base + ".class-" + class_file_label(c, ctx.model->hp.labels), i, c, &plan);
+      for (const int c : *classes) plan_map(ctx, base + ".class-" + class_file_name(*ctx.model, c), i, c, &plan);
     }
   }
   return plan;

@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "core/names.hpp"
 #include "core/setting_ref.hpp"
 #include "engine/provenance.hpp"
 #include "model/cait.hpp"
@@ -236,7 +237,7 @@ std::string top1_phrase(const std::vector<std::pair<std::string, float>>& top5, 
 
 // "chelsea.png - timm ViT, 4 blocks x 4 heads, 224x224 input (14x14 patches of 16 px) - top-1 Coat 63.2%"
 std::string figure_title(const Job& job, const HParams& hp, const std::vector<std::pair<std::string, float>>& top5,
-                         bool query_rows, int num_classes) {
+                         bool query_rows, int num_classes, bool zero_shot) {
   char buf[256];
   std::snprintf(buf, sizeof buf, "%s \u2014 %s ViT, %d blocks \u00d7 %d heads, %d\u00d7%d input (%d\u00d7%d patches of %d px)",
                 fs::path(job.input).filename().string().c_str(), layout_name(hp.layout).c_str(), hp.depth, hp.num_heads,
@@ -245,7 +246,8 @@ std::string figure_title(const Job& job, const HParams& hp, const std::vector<st
   // A model without a class token: the map is not a class token's row, and the title says what it is.
   if (!hp.class_token && query_rows) t += " — no class token: mean of the patch queries' rows (attention received)";
   const std::string top1 = top1_phrase(top5, num_classes);
-  if (!top1.empty()) t += top1.rfind("no confident", 0) == 0 ? " \u2014 " + top1 : " \u2014 top-1: " + top1;
+  const std::string of = zero_shot ? "zero-shot top-1 of " + counted(static_cast<size_t>(num_classes), "text") : "top-1";
+  if (!top1.empty()) t += top1.rfind("no confident", 0) == 0 ? " \u2014 " + top1 : " \u2014 " + of + ": " + top1;
   return t;
 }
 

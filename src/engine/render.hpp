@@ -38,6 +38,18 @@ enum class OutputKind {
   Explore,  ///< the image's explorer (--explore, engine/explore.hpp): NAME.explore/index.html and its files
 };
 
+/// Texts as the model's classes (issue 43; CLIP without a head; engine/text/zero_shot.hpp encodes them).
+struct TextSpec {
+  std::vector<std::string> texts;      ///< --text values, then --texts FILE's lines, in order (the classes)
+  std::string texts_file;              ///< --texts FILE ("" not given), for the record
+  std::vector<std::string> templates;  ///< --prompt: "{}" replaced by each text; several averaged (CLIP's recipe)
+  std::string vocab;                   ///< --vocab FILE|FOLDER; "": the weights' folder's, else the bundled one
+  bool truncate = false;               ///< --truncate-text: a text over the context cut as open_clip does
+  /// --prompt with --labels FILE and no texts: the file's names are the texts (ModelSpec::labels_file)
+  bool labels_as_texts = false;
+  bool given() const { return !texts.empty() || labels_as_texts; }
+};
+
 /// The model a run uses (issue 42's ModelSpec): where its weights come from and every setting that changes
 /// its numbers. session.hpp's load_run_model reads it.
 struct ModelSpec {
@@ -50,6 +62,7 @@ struct ModelSpec {
   /// The run names classes (top-5, titles, --class, eval's accuracy): apply_class_names' note on assumed
   /// ImageNet-1k names is printed. explore and stats, which use no classifier, turn it off.
   bool names_classes = true;
+  TextSpec text;                     ///< --text / --texts / --prompt / --vocab: texts as the classes (CLIP)
 };
 
 /// What a run shows of the model (issue 42's ViewRequest): which attention (views, layer, head, rollout,
@@ -315,8 +328,9 @@ std::string with_colour_bars(const std::string& record, const std::vector<DrawnB
 /// class token the title then says whose rows they are.
 /// `num_classes`: the head's classes; a top-1 probability under min(2 / C, 1 / C + 0.1) (near the uniform
 /// 1 / C, as an untrained head gives) is written "no confident class (top-1 0.1%, uniform 0.1%)" instead.
+/// `zero_shot`: the classes are CLIP's texts: "zero-shot top-1 of 3 texts: a dog 84.0%".
 std::string figure_title(const Job& job, const HParams& hp, const std::vector<std::pair<std::string, float>>& top5,
-                         bool query_rows = true, int num_classes = 0);
+                         bool query_rows = true, int num_classes = 0, bool zero_shot = false);
 /// "Coat 63.2%", or "no confident class (top-1 0.11%, uniform 0.1%)" when the top-1 probability is under
 /// min(2 / num_classes, 1 / num_classes + 0.1); "" without classes.
 std::string top1_phrase(const std::vector<std::pair<std::string, float>>& top5, int num_classes);

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "engine/paths.hpp"
+#include "engine/text/zero_shot.hpp"
 #include "checkpoint/labels.hpp"
 #include "core/error.hpp"
 #include "hub/hub_fetch.hpp"
@@ -93,6 +94,7 @@ std::string address_limit_note() {
 
 void apply_class_names(ViTWeights& model, const RenderOptions& opt) {
   HParams& hp = model.hp;
+  if (has_text_classes(model)) return;  // the texts are the classes (apply_texts)
   if (!opt.labels_file.empty()) {
     if (!model.head.present())
       throw Error(setting_ref("labels") + " " + opt.labels_file +
@@ -134,6 +136,7 @@ void finish_run_model(ViTWeights& model, const RenderOptions& opt, bool backward
     });
   // From here on the run reads nothing from the weights file (a file rewritten during the run changes no
   // image). The class-specific views and --explain run the backward pass, which needs the plain matrices.
+  if (opt.text.given()) apply_texts(model, opt);  // texts as the classes of a CLIP (engine/text/zero_shot.hpp)
   apply_class_names(model, opt);
   model.precision = opt.precision;
   const bool backward_pass = backward || run_needs_backward(opt);

@@ -139,7 +139,7 @@ void check_view_settings_apply(RenderContext& ctx, const ViTWeights& model, cons
                       : setting_ref("discard") + " applies to " + setting_ref("rollout") + " only");
   if (any_user_view(ctx, [](const ResolvedView& v) { return v.class_specific; })) {
     ctx.classes = opt.class_spec.value_or(ClassSpec{});  // unset: top1
-    with_prefix(setting_ref("class_spec"), [&] { check_class_spec(ctx.classes, model.head.out, model.hp.labels); });
+    with_prefix(setting_ref("class_spec"), [&] { check_class_spec(ctx.classes, model.num_classes(), model.hp.labels); });
   } else if (opt.class_spec) {
     throw Error(setting_ref("class_spec") + " chooses the class of a class-specific view: add " + setting_ref("explain") +
                 " chefer|gradcam|attn-grad, or "
@@ -204,7 +204,7 @@ bool any_user_view(const RenderContext& ctx, bool (*pred)(const ResolvedView&)) 
 
 void make_views_context(RenderContext& ctx, const ViTWeights& model, const RenderOptions& opt) {
   const HParams& hp = model.hp;
-  const bool has_head = model.head.present();
+  const bool has_head = model.has_classes();  // a head or zero-shot texts
   ctx.views_given = !opt.views.empty() || opt.layers_all;
   if (opt.query) ctx.query = *opt.query;
   std::vector<ViewSpec> specs;
@@ -305,13 +305,17 @@ std::map<std::string, RunScale> run_scales_over(const RenderContext& ctx,
 
 namespace {
 
+// What a class is called after a view's name: ", class " ("chefer, class Coat 63.2%"); CLIP's texts are its
+// classes: ", text: " ("chefer, text: a dog 84.6%", the softmax over the texts given).
+std::string class_word(const RenderContext& ctx) { return ctx.model->zero_shot.present() ? ", text: " : ", class "; }
+
 // A map's label in figures and notes: view_label ("block 3, mean of heads"); for a class-specific view with
 // its class: "Grad-CAM, block 3, class Coat 63.2%".
 std::string map_label(const RenderContext& ctx, const ComputedViews& cv, const ViewMap& m) {
   const ResolvedView& v = ctx.views[m.view];
   const int base = ctx.opt->block_base;
   if (m.class_index < 0) return view_label(v, base);
-  return view_label(v, base) + ", class " + class_phrase(m.class_index, ctx.model->hp.labels, cv.probs);
+  return view_label(v, base) + class_word(ctx) + class_phrase(m.class_index, ctx.model->hp.labels, cv.probs);
 }
 
 // " (flat)" after a figure's label of a map whose max / mean is below kFlatMaxOverMean (1.25), else "".
@@ -447,13 +451,14 @@ void set_shown_lines(const RenderContext& ctx, const ComputedViews& cv, const st
   const auto& labels = ctx.model->hp.labels;
   if (rows.size() == 1) {
     if (rows[0]->class_index >= 0)
-      res->shown = pngs[0] + " (" + ctx.views[rows[0]->view].name + ", class " +
+      res->shown = pngs[0] + " (" + ctx.views[rows[0]->view].name + class_word(ctx) +
                    class_phrase(rows[0]->class_index, labels, cv.probs) + ")";
     return;
   }
   const bool one_view = std::all_of(rows.begin(), rows.end(), [&](const ViewMap* m) { return m->view == rows[0]->view; });
   if (one_view && rows[0]->class_index >= 0) {
-    res->shown = ctx.views[rows[0]->view].name + " maps of the top " + std::to_string(rows.size()) + " classes:";
+    const char* what = ctx.model->zero_shot.present() ? " texts:" : " classes:";
+    res->shown = ctx.views[rows[0]->view].name + " maps of the top " + std::to_string(rows.size()) + what;
     for (size_t i = 0; i < rows.size(); ++i)
       res->shown_more.push_back(class_phrase(rows[i]->class_index, labels, cv.probs) + " -> " + pngs[i]);
     return;
@@ -462,7 +467,7 @@ void set_shown_lines(const RenderContext& ctx, const ComputedViews& cv, const st
   for (size_t i = 0; i < rows.size(); ++i) {
     const ResolvedView& v = ctx.views[rows[i]->view];
     res->shown_more.push_back(
-        (rows[i]->class_index < 0 ? v.name : v.name + ", class " + class_phrase(rows[i]->class_index, labels, cv.probs)) +
+        (rows[i]->class_index < 0 ? v.name : v.name + class_word(ctx) + class_phrase(rows[i]->class_index, labels, cv.probs)) +
         " -> " + pngs[i]);
   }
 }
@@ -495,7 +500,8 @@ ImageOutputs image_outputs(const RenderContext& run_ctx, const Job& job, const C
   const PhotoBox box{bx, by, bw, bh};
   const bool query_rows = opt.heads_grid || opt.strip_layers ||
                           any_user_view(ctx, [](const ResolvedView& v) { return reads_query_rows(v); });
-  const std::string title = opt.title ? *opt.title : figure_title(job, hp, res.top5, query_rows, ctx.model->head.out);
+  const std::string title = opt.title ? *opt.title : figure_title(job, hp, res.top5, query_rows, ctx.model->num_classes(),
+                                                                 ctx.model->zero_shot.present());
   std::vector<const ViewMap*> rows;
   for (const ViewMap& m : cv.maps)
     if (m.view < ctx.user_views) rows.push_back(&m);

@@ -176,9 +176,11 @@ std::vector<std::vector<double>> perturbation_curves(const ViTWeights& model, co
                                                      const std::vector<std::vector<int>>& orders, PerturbMode mode,
                                                      int target, double unperturbed) {
   const HParams& hp = model.hp;
-  if (!model.head.present()) throw Error("perturbation: the model has no classifier head (nothing to perturb against)");
-  if (target < 0 || target >= model.head.out)
-    throw Error("perturbation: target class " + std::to_string(target) + " outside 0.." + std::to_string(model.head.out - 1));
+  if (!model.has_classes())  // a classifier head, or CLIP's texts (zero-shot classes)
+    throw Error("perturbation: the model has no classifier head (nothing to perturb against)");
+  if (target < 0 || target >= model.num_classes())
+    throw Error("perturbation: target class " + std::to_string(target) + " outside 0.." +
+                std::to_string(model.num_classes() - 1));
   const int N = hp.grid_w * hp.grid_h;
   for (const auto& o : orders) check_order(o, N);
   const size_t B = orders.size();

@@ -625,7 +625,7 @@ std::vector<ViewMap> compute_views(const ViTWeights& model, const float* image,
       rollouts.add(l, probs);
       queries.add(l, probs);
     };
-  fo.to_end = model.head.present() ||  // the logits (top-5) need every block, the probe the final tokens
+  fo.to_end = model.has_classes() ||  // the logits (top-5) need every block, the probe the final tokens
               std::any_of(views.begin(), views.end(), [](const ResolvedView& v) { return v.spec.kind == ViewKind::Probe; });
   const ForwardResult r = vit_forward(model, image, fo);
   agnostic_maps(model, r, views, rollouts, queries, &maps);

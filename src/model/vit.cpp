@@ -389,6 +389,11 @@ std::vector<float> pooled_forward(ForwardResult& r, const ViTWeights& w, const f
 void logits_forward(ForwardResult& r, const ViTWeights& w, const float* tokens, int T) {
   const int D = w.hp.dim;
   const std::vector<float> pooled = pooled_forward(r, w, tokens, T);  // (D)
+  if (w.zero_shot.present()) {  // CLIP: the texts are the classes (issue 43)
+    r.logits.resize(static_cast<size_t>(w.zero_shot.classes));
+    zero_shot_logits(r.logits.data(), w, pooled.data());
+    return;
+  }
   r.logits.resize(static_cast<size_t>(w.head.out));
   linear(r.logits.data(), pooled.data(), w.head, 1);  // (C)
   if (w.head_dist.present()) {  // DeiT distilled: (head(class) + head_dist(distillation)) / 2
@@ -413,7 +418,7 @@ void final_forward(std::vector<ForwardResult>& res, Activations& a, const ViTWei
     ForwardResult& r = res[static_cast<size_t>(b)];
     const float* tb = fin + static_cast<size_t>(b) * T * D;
     r.tokens_out.assign(tb, tb + static_cast<size_t>(T) * D);
-    if (w.head.present()) {
+    if (w.has_classes()) {
       logits_forward(r, w, tb, T);
     } else if (hp.pool == Pool::Map) {
       (void)pooled_forward(r, w, tb, T);  // the probe's attention, without a classifier
@@ -591,6 +596,8 @@ void prepare_weights(ViTWeights& w, bool backward) {
   }
   prepare_linear(w.head, backward);
   prepare_linear(w.head_dist, backward);
+  own(w.proj.weight);  // CLIP's visual projection (zero_shot_logits multiplies by it directly)
+  own(w.zero_shot.text);
 }
 
 ForwardResult vit_forward(const ViTWeights& w, const float* image, const ForwardOptions& opt) {

@@ -75,6 +75,16 @@ void embed_tokens(float* x, const ViTWeights& w, const float* image);
 /// for BF16 on a CPU without native bf16 kernels (bf16_supported), with `backward`, or for CaiT.
 void prepare_weights(ViTWeights& w, bool backward);
 
+/// CLIP zero-shot logits (issue 43), from the pooled vector (D) the classifier would read (the final-normed class
+/// token: OpenAI ln_post(x[:, 0]), HF post_layernorm(pooler)): e = proj pooled (E), logits (N)[j] =
+/// scale * <e / |e|, text[j]> (CLIP.forward's logits_per_image). Throws attnmap::Error when w.proj is absent or its
+/// width is not the texts'.
+void zero_shot_logits(float* logits, const ViTWeights& w, const float* pooled);
+
+/// The gradient of zero-shot logit j with respect to the pooled vector, into dpooled (D) (overwritten):
+/// d logit_j / d e = scale * (t_j - <e^, t_j> e^) / |e|, then through proj (proj^T).
+void zero_shot_logit_grad(float* dpooled, const ViTWeights& w, const float* pooled, int j);
+
 /// Resolves a possibly negative layer index against `depth`; throws attnmap::Error when out of range.
 int resolve_layer(int layer, int depth);
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/setting_ref.hpp"
 #include "model/sgemm.hpp"
 #include "model/vit.hpp"
 
@@ -56,8 +57,11 @@ void scale_branch(float* out, const float* d, const Floats& gamma, int T, int D)
 void check_model(const ViTWeights& w) {
   if (w.precision != Precision::F32)
     throw Error("the class-specific views and explanations run in float32 only, not with bfloat16 products");
-  const std::string why = explanations_unavailable(w.hp, w.head.present());
+  const std::string why = explanations_unavailable(w.hp, w.has_classes());
   if (!why.empty()) throw Error("class-specific views (chefer, gradcam, attn-grad) are not available: " + why);
+  if (w.zero_shot.present() && !w.proj.present())
+    throw Error("class-specific views (chefer, gradcam, attn-grad) are not available: the texts need CLIP's visual "
+                "projection (proj), which the weights do not hold");
 }
 
 // One block's forward (vit_forward's steps on one image), keeping what the backward needs. x (T, D) in/out.
@@ -94,7 +98,7 @@ void block_forward(BlockTape& bt, float* x, const ViTWeights& w, int l, const Ta
   bt.pre_gelu.resize(static_cast<size_t>(T) * M);
   linear(bt.pre_gelu.data(), xn.data(), blk.fc1, T);
   std::vector<float> hid = bt.pre_gelu;
-  gelu_forward(hid.data(), hid.size());
+  activation_forward(hid.data(), hid.size(), hp.act);  // GELU, or QuickGELU (CLIP)
   linear(y.data(), hid.data(), blk.fc2, T);
   add_branch(x, y.data(), blk.ls2, T, D);
 }
@@ -102,6 +106,9 @@ void block_forward(BlockTape& bt, float* x, const ViTWeights& w, int l, const Ta
 }  // namespace
 
 std::string explanations_unavailable(const HParams& hp, bool has_head) {
+  if (!has_head && hp.residual_mlp && (hp.layout == Layout::Clip || hp.layout == Layout::HfClip))
+    return "a CLIP image tower has no classifier head: give texts (" + setting_ref("text") +
+           ") to explain their image-text logits";
   if (!has_head || !hp.residual_mlp) return "the model has no classifier head, so there is no class to explain";
   // The backward pass is written for the plain ViT block; a variant it does not differentiate is refused by
   // name rather than explained with the wrong gradient.
@@ -116,7 +123,7 @@ std::string explanations_unavailable(const HParams& hp, bool has_head) {
   else if (hp.pool != Pool::ClassToken) why = "its classifier reads the " + pool_name(hp.pool);
   else if (hp.qk_norm) why = "its blocks normalise queries and keys (qk_norm)";
   else if (hp.swiglu) why = "its MLP is SwiGLU";
-  else if (hp.act != Activation::Gelu) why = "its MLP activation is " + activation_name(hp.act);
+  else if (hp.act == Activation::GeluTanh) why = "its MLP activation is " + activation_name(hp.act);
   else if (!hp.attn_proj) why = "its attention has no output projection";
   if (why.empty()) return "";
   return why + ", which attnmap's backward pass does not differentiate yet (" + layout_name(hp.layout) + " layout)";
@@ -139,6 +146,11 @@ ForwardTape vit_forward_tape_tokens(const ViTWeights& w, const float* x0, const 
   tape.x_final = x;
   std::vector<float> fin = x;
   if (w.norm.present()) layernorm_taped(fin.data(), &tape.fin_mean, &tape.fin_rstd, x.data(), w.norm, T, D, hp.eps);
+  if (w.zero_shot.present()) {  // CLIP: the texts' logits on the final-normed class token, as vit_forward
+    tape.logits.resize(static_cast<size_t>(w.zero_shot.classes));
+    zero_shot_logits(tape.logits.data(), w, fin.data());
+    return tape;
+  }
   tape.logits.resize(static_cast<size_t>(w.head.out));
   linear(tape.logits.data(), fin.data(), w.head, 1);
   if (w.head_dist.present()) {  // DeiT distilled: (head(class) + head_dist(distillation)) / 2, as vit_forward
@@ -187,6 +199,66 @@ void gelu_backward(float* d, const float* x, size_t n) {
   }
 }
 
+void quick_gelu_backward(float* d, const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    const double sg = 1.0 / (1.0 + std::exp(-1.702 * v));
+    d[i] = static_cast<float>(d[i] * (sg + 1.702 * v * sg * (1.0 - sg)));
+  }
+}
+
+namespace {
+
+// e = proj pooled (E) in double; returns |e|.
+double clip_embedding(std::vector<double>& e, const ViTWeights& w, const float* pooled) {
+  const int E = w.proj.out, D = w.proj.in;
+  if (!w.proj.present())
+    throw Error("zero-shot texts need CLIP's visual projection (proj), which the weights do not hold");
+  if (w.zero_shot.text.size() != static_cast<size_t>(w.zero_shot.classes) * static_cast<size_t>(E) || D != w.hp.dim)
+    throw Error("zero-shot texts: " + std::to_string(w.zero_shot.classes) + " text features of width " +
+                std::to_string(w.zero_shot.classes ? w.zero_shot.text.size() / static_cast<size_t>(w.zero_shot.classes) : 0) +
+                ", but the visual projection gives " + std::to_string(E));
+  e.assign(static_cast<size_t>(E), 0.0);
+  double n2 = 0.0;
+  for (int r = 0; r < E; ++r) {
+    double acc = 0.0;
+    const float* row = w.proj.weight.data() + static_cast<size_t>(r) * D;
+    for (int j = 0; j < D; ++j) acc += static_cast<double>(row[j]) * pooled[j];
+    e[static_cast<size_t>(r)] = acc;
+    n2 += acc * acc;
+  }
+  return std::sqrt(n2);
+}
+
+}  // namespace
+
+void zero_shot_logits(float* logits, const ViTWeights& w, const float* pooled) {
+  std::vector<double> e;
+  const double n = std::max(clip_embedding(e, w, pooled), 1e-30);
+  const int E = w.proj.out;
+  for (int c = 0; c < w.zero_shot.classes; ++c) {
+    double dot = 0.0;
+    for (int r = 0; r < E; ++r) dot += e[static_cast<size_t>(r)] * w.zero_shot.text[static_cast<size_t>(c) * E + r];
+    logits[c] = static_cast<float>(w.zero_shot.scale * dot / n);
+  }
+}
+
+void zero_shot_logit_grad(float* dpooled, const ViTWeights& w, const float* pooled, int j) {
+  std::vector<double> e;
+  const double n = std::max(clip_embedding(e, w, pooled), 1e-30);
+  const int E = w.proj.out, D = w.proj.in;
+  const float* t = w.zero_shot.text.data() + static_cast<size_t>(j) * E;
+  double cos = 0.0;
+  for (int r = 0; r < E; ++r) cos += e[static_cast<size_t>(r)] / n * t[r];
+  std::vector<double> de(static_cast<size_t>(E));
+  for (int r = 0; r < E; ++r) de[static_cast<size_t>(r)] = w.zero_shot.scale * (t[r] - cos * e[static_cast<size_t>(r)] / n) / n;
+  for (int k = 0; k < D; ++k) {
+    double acc = 0.0;
+    for (int r = 0; r < E; ++r) acc += de[static_cast<size_t>(r)] * w.proj.weight[static_cast<size_t>(r) * D + k];
+    dpooled[k] = static_cast<float>(acc);
+  }
+}
+
 void attention_backward(float* dqkv, float* dprobs, const float* dout, const float* qkv, const float* probs,
                         int T, int H, int dk) {
   const int inner = H * dk, ld = 3 * inner;
@@ -223,7 +295,20 @@ std::vector<float> head_backward(const ViTWeights& w, const ForwardTape& tape, i
   const int T = tape.tokens, D = tape.dim;
   std::vector<float> dfin(static_cast<size_t>(T) * D, 0.0f);
   const float s = w.head_dist.present() ? 0.5f : 1.0f;
-  for (int j = 0; j < D; ++j) dfin[static_cast<size_t>(j)] = s * w.head.weight[static_cast<size_t>(c) * D + j];
+  if (w.zero_shot.present()) {  // CLIP: through the normalised projection of the final-normed class token
+    std::vector<float> pooled(static_cast<size_t>(D));
+    const float* x0 = tape.x_final.data();  // the class token (row 0), normalised again as the forward did
+    if (w.norm.present()) {
+      for (int j = 0; j < D; ++j)
+        pooled[static_cast<size_t>(j)] = (x0[j] - tape.fin_mean[0]) * tape.fin_rstd[0] * w.norm.weight[static_cast<size_t>(j)] +
+                                         w.norm.bias[static_cast<size_t>(j)];
+    } else {
+      std::copy_n(x0, D, pooled.begin());
+    }
+    zero_shot_logit_grad(dfin.data(), w, pooled.data(), c);
+  } else {
+    for (int j = 0; j < D; ++j) dfin[static_cast<size_t>(j)] = s * w.head.weight[static_cast<size_t>(c) * D + j];
+  }
   if (w.head_dist.present())
     for (int j = 0; j < D; ++j)
       dfin[static_cast<size_t>(D + j)] = 0.5f * w.head_dist.weight[static_cast<size_t>(c) * D + j];
@@ -241,9 +326,10 @@ BackwardResult vit_backward(const ViTWeights& w, const ForwardTape& tape, int ta
   check_model(w);
   const int L = static_cast<int>(tape.blocks.size()), T = tape.tokens, D = tape.dim, H = tape.heads;
   const int dk = tape.head_dim, inner = H * dk;
-  if (target_class < 0 || target_class >= w.head.out)
-    throw Error("class " + std::to_string(target_class) + " out of range: the classifier has " +
-                std::to_string(w.head.out) + " classes (0.." + std::to_string(w.head.out - 1) + ")");
+  const int C = w.num_classes();
+  if (target_class < 0 || target_class >= C)
+    throw Error("class " + std::to_string(target_class) + " out of range: the classifier has " + std::to_string(C) +
+                " classes (0.." + std::to_string(C - 1) + ")");
   if (opt.lowest_layer < 0 || opt.lowest_layer >= L)
     throw Error("backward: lowest layer " + std::to_string(opt.lowest_layer) + " outside 0.." + std::to_string(L - 1));
   if (opt.ln1_layer >= L || (opt.ln1_layer >= 0 && opt.ln1_layer < opt.lowest_layer))
@@ -261,7 +347,10 @@ BackwardResult vit_backward(const ViTWeights& w, const ForwardTape& tape, int ta
     scale_branch(dbr.data(), dx.data(), blk.ls2, T, D);
     std::vector<float> dh(static_cast<size_t>(T) * M);
     sgemm(false, false, T, M, D, 1.0f, dbr.data(), D, blk.fc2.weight.data(), M, 0.0f, dh.data(), M);
-    gelu_backward(dh.data(), bt.pre_gelu.data(), dh.size());
+    if (w.hp.act == Activation::QuickGelu)
+      quick_gelu_backward(dh.data(), bt.pre_gelu.data(), dh.size());
+    else
+      gelu_backward(dh.data(), bt.pre_gelu.data(), dh.size());
     sgemm(false, false, T, D, M, 1.0f, dh.data(), M, blk.fc1.weight.data(), D, 0.0f, dln.data(), D);
     layernorm_backward(dx.data(), dln.data(), bt.x_mid.data(), blk.norm2.weight.data(), bt.ln2_mean.data(),
                        bt.ln2_rstd.data(), T, D);  // dx is now d(x_mid)

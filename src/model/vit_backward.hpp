@@ -89,6 +89,9 @@ void layernorm_backward(float* din, const float* dout, const float* in, const fl
 /// In place: d (n) *= GELU'(x) for exact GELU x * Phi(x): GELU'(x) = Phi(x) + x * phi(x).
 void gelu_backward(float* d, const float* x, size_t n);
 
+/// In place: d (n) *= QuickGELU'(x) for x * sigmoid(1.702 x) (OpenAI CLIP): s + 1.702 x s (1 - s).
+void quick_gelu_backward(float* d, const float* x, size_t n);
+
 /// Attention backward on one image: from dout (T, H*dk) and the forward's qkv (T, 3*H*dk) and probs (H, T, T),
 /// writes dprobs (H, T, T) = dlogit/dA and dqkv (T, 3*H*dk) = [dQ | dK | dV]. Softmax backward:
 /// dS = A * (dA - rowsum(dA * A)); S = scale * Q K^T gives dQ = scale dS K, dK = scale dS^T Q; dV = A^T dout.

@@ -54,6 +54,11 @@ const Flag kFlags[] = {
      "NAME", kNo, ""},
     {"precision", "--precision", "", kRender | kEval | kFigure | kStats, kModel, 0, "Model", "fp32|bf16", kNo,
      ""},
+    {"text", "--text", "", kRender, kRepeat | kModel, 0, "Text", "PHRASE", kNo, ""},
+    {"texts", "--texts", "", kRender, kModel, 0, "Text", "FILE", kNo, ""},
+    {"prompt", "--prompt", "", kRender, kRepeat | kModel, 0, "Text", "TEMPLATE", kNo, ""},
+    {"vocab", "--vocab", "", kRender, kModel, 0, "Text", "FILE|DIR", kNo, ""},
+    {"truncate_text", "--truncate-text", "", kRender, kSwitch | kModel, 0, "Text", "", kNo, ""},
     {"layer", "--layer", "", kRender | kEval, kForward, 0, "Views", "INT|last", Number::Block, kBlock},
     {"head", "--head", "", kRender | kEval, kForward, 0, "Views", "INT|mean|max|min", kNo, ""},
     {"rollout", "--rollout", "", kRender | kEval, kSwitch | kForward, 0, "Views", "", kNo, ""},
@@ -287,6 +292,18 @@ const FlagText kTexts[] = {
      "the classifier's class names: one per line, a JSON list or a JSON object {\"0\": \"tench\", ...} "
      "(id2label), as for render",
      "", nullptr},
+    {"text", kRender,
+     "a text as a class of a CLIP model (its text tower; may be repeated): top-5 over the texts (softmax of "
+     "logit_scale x cosine), {setting:class_spec} and the class-specific views take them (docs/text.md)", "", nullptr},
+    {"texts", kRender, "texts from a file, one per line (UTF-8; BOM, blank lines and end spaces dropped)", "", nullptr},
+    {"prompt", kRender,
+     "a template, {} = the text ('a photo of a {}.'); several: their normalised text features averaged (CLIP's "
+     "zero-shot recipe); with no texts, {setting:labels} FILE's names fill it", "", nullptr},
+    {"vocab", kRender,
+     "the tokenizer's vocabulary: bpe_simple_vocab_16e6.txt.gz, tokenizer.json, vocab.json + merges.txt or their "
+     "folder (default: the weights' folder's, else the bundled OpenAI one)", "", nullptr},
+    {"truncate_text", kRender, "cut a text over the 77-token context as open_clip does (default: refused)", "",
+     nullptr},
     {"mean", kRender | kEval | kFigure | kExplore | kStats,
      "R,G,B normalisation mean (overrides the weights' config)", "", nullptr},
     {"std", kRender | kEval | kFigure | kExplore | kStats,
@@ -518,7 +535,7 @@ const CommandWords kCommands[] = {
 
 const std::vector<std::string>& help_topics() {
   static const std::vector<std::string> topics = {
-      "Input",   "Model",      "Views", "Drawing", "Figures", "Output", "Folders and runs",
+      "Input",   "Model",  "Text",    "Views", "Drawing", "Figures", "Output", "Folders and runs",
       "Scoring", "Statistics", "Other"};
   return topics;
 }

@@ -138,12 +138,35 @@ Commands add_commands(CLI::App& app, CliArgs&) {
   return Commands{made[0], made[1], made[2], made[3], made[4], made[5], made[6]};
 }
 
+namespace {
+
+// "-o=out" as Python's argparse reads it: the value "out" (CLI11, like getopt, took "=out" and made a folder
+// named "=out"). Only a short option that takes a value, only before "--".
+void split_short_equals(const CLI::App& app, std::vector<std::string>& args) {
+  const std::string name = args.size() > 1 ? args[1] : "";
+  const auto cmds = app.get_subcommands([&name](const CLI::App* s) { return s->get_name() == name; });
+  if (cmds.empty()) return;
+  for (size_t i = 2; i < args.size() && args[i] != "--"; ++i) {
+    const std::string& a = args[i];
+    if (a.size() < 3 || a[0] != '-' || a[1] == '-' || a[2] != '=') continue;
+    const CLI::Option* o = cmds.front()->get_option_no_throw(a.substr(0, 2));
+    if (!o || o->get_type_size_max() <= 0) continue;  // a switch: CLI11 says it takes no value
+    const std::string value = a.substr(3);
+    args[i] = a.substr(0, 2);
+    args.insert(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, value);
+    ++i;
+  }
+}
+
+}  // namespace
+
 void parse_command_line(CLI::App& app, std::vector<std::string> args) {
   const auto parse = [&app](std::vector<std::string>& words) {  // argv as main gets it
     std::vector<char*> argv;
     for (std::string& w : words) argv.push_back(w.data());
     app.parse(static_cast<int>(words.size()), argv.data());
   };
+  split_short_equals(app, args);
   try {
     parse(args);
   } catch (const CLI::ExtrasError&) {

@@ -8,6 +8,7 @@
 #include "app/cli/options.hpp"
 #include "engine/batch.hpp"
 #include "app/commands/explore_cmd.hpp"
+#include "engine/text/zero_shot.hpp"
 #include "engine/walk.hpp"
 #include "core/setting_ref.hpp"
 #include "draw/colormap.hpp"
@@ -129,6 +130,40 @@ void apply_run_options(CliArgs& a, const std::set<std::string>& given, bool eval
   }
 }
 
+// --text, --texts, --prompt, --vocab, --truncate-text into a.ro.text (texts as a CLIP's classes; the model
+// loads its text tower for them: ModelOverrides::keep_text). --texts FILE is read here, before the model.
+void apply_text_options(CliArgs& a) {
+  TextSpec& t = a.ro.text;
+  t.texts = a.text_v;
+  if (!a.texts_s.empty()) {
+    const std::vector<std::string> more = read_texts_file(a.texts_s);
+    t.texts.insert(t.texts.end(), more.begin(), more.end());
+    t.texts_file = a.texts_s;
+  }
+  for (size_t i = 0; i < t.texts.size(); ++i)
+    if (std::find(t.texts.begin(), t.texts.begin() + static_cast<long>(i), t.texts[i]) != t.texts.begin() + static_cast<long>(i))
+      throw Error(setting_ref("text") + " '" + printable(t.texts[i]) + "' is given twice (each text is a class)");
+  for (const std::string& p : a.prompt_v)
+    if (p.find("{}") == std::string::npos)
+      throw Error(setting_ref("prompt") + " '" + printable(p) + "' has no {} for the text (e.g. 'a photo of a {}.')");
+  t.templates = a.prompt_v;
+  t.vocab = a.vocab_s;
+  t.truncate = a.truncate_text;
+  if (t.texts.empty() && !t.templates.empty()) {
+    if (a.ro.labels_file.empty())
+      throw Error(setting_ref("prompt") + " fills its {} with texts: give " + setting_ref("text") + ", " +
+                  setting_ref("texts") + " or " + setting_ref("labels") + " FILE");
+    t.labels_as_texts = true;
+  } else if (t.texts.empty() && (!t.vocab.empty() || t.truncate)) {
+    throw Error(setting_ref(t.truncate ? "truncate_text" : "vocab") + " applies to texts: give " +
+                setting_ref("text") + " or " + setting_ref("texts"));
+  } else if (!t.texts.empty() && !a.ro.labels_file.empty()) {
+    throw Error(setting_ref("labels") + " names a classifier's classes; with " + setting_ref("text") +
+                " the texts are the classes (with " + setting_ref("prompt") + " and no texts, its names fill the template)");
+  }
+  keep_text_tower(a.ro.overrides, t.given());
+}
+
 // render's figures that cairo cannot draw, refused before any map (status 2): a PNG panel or strip wider than
 // kMaxCanvas pixels at --width-in x --dpi. (A contact sheet row of more thumbnails than its width holds needs
 // the number of images: engine/batch_plan's check_run_paths_early.)
@@ -147,6 +182,7 @@ void check_command(CliArgs& a, const std::set<std::string>& given, bool eval) {
   apply_run_options(a, given, eval);
   check_drawing_options(a.ro);
   if (!eval) {
+    apply_text_options(a);
     check_batch_options(a.ro, a.bo);  // render's: before the model loads (run_render takes them checked)
     check_figure_sizes(a.ro);
     return;

@@ -35,7 +35,7 @@ ImagePass run_passes(const EvalContext& ctx, const ViTWeights& model, const Mode
   ForwardOptions fo;
   fo.last_layer = model.hp.depth - 1;
   fo.keep_full = ctx.keep_full;  // rollout and token queries read every block's full matrices
-  fo.to_end = model.head.present();
+  fo.to_end = model.has_classes();
   ImagePass p;
   p.fwd = vit_forward(model, in.chw.data(), fo);
   p.box = in.box;

@@ -34,7 +34,7 @@ namespace {
 // Adds `spec` resolved to `views` unless a view of that name is there already; returns its index.
 size_t add_view(std::vector<ResolvedView>& views, const ViewSpec& spec, const ViTWeights& model,
                 const ViewSettings& settings) {
-  ResolvedView r = resolve_views({spec}, model.hp, model.head.present(), settings).front();
+  ResolvedView r = resolve_views({spec}, model.hp, model.has_classes(), settings).front();
   for (size_t i = 0; i < views.size(); ++i)
     if (views[i].name == r.name) return i;
   views.push_back(std::move(r));
@@ -100,7 +100,7 @@ std::vector<ResolvedView> named_views(const ViTWeights& model, const std::vector
   try {
     for (const ViewSpec& v : specs)
       if (v.kind == ViewKind::Photo) throw Error("'photo' is a column of `attnmap figure`; eval scores maps");
-    return resolve_views(specs, model.hp, model.head.present(), settings);
+    return resolve_views(specs, model.hp, model.has_classes(), settings);
   } catch (const Error& e) {
     throw Error(setting_ref("views") + ": " + e.what());
   }

@@ -1,0 +1,270 @@
+// zero_shot.cpp - texts as a CLIP model's classes (zero_shot.hpp): read, tokenized, encoded by the file's
+// text tower, averaged over the templates, normalised into ViTWeights::zero_shot.
+#include "engine/text/zero_shot.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "checkpoint/labels.hpp"
+#include "core/error.hpp"
+#include "core/setting_ref.hpp"
+#include "io/hash.hpp"
+#include "model/classify.hpp"
+#include "model/clip_text.hpp"
+#include "text/clip_tokenizer.hpp"
+#include "text/clip_vocab.hpp"
+
+namespace attnmap {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kRecordKey = "zero_shot";  // hp.source's key of the record (a JSON text)
+
+std::string trimmed(const std::string& s) {
+  const char* ws = " \t\r\n\v\f";
+  const size_t a = s.find_first_not_of(ws);
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(ws) - a + 1);
+}
+
+// The folder of the weights (a Hugging Face or open_clip folder holds its tokenizer's files); "" when unknown.
+std::string weights_folder(const ViTWeights& model) {
+  if (model.files.empty()) return "";
+  return fs::path(model.files.front().path).parent_path().string();
+}
+
+bool has_tokenizer_files(const std::string& dir) {
+  std::error_code ec;
+  const fs::path p(dir);
+  return !dir.empty() && (fs::is_regular_file(p / "tokenizer.json", ec) ||
+                          (fs::is_regular_file(p / "vocab.json", ec) && fs::is_regular_file(p / "merges.txt", ec)));
+}
+
+// The vocabulary: --vocab, else the tokenizer files of the weights' folder (not for OpenAI's own layout, whose
+// files carry none), else the bundled OpenAI vocabulary.
+ClipVocab find_vocab(const std::string& layout, const std::string& folder, const TextSpec& spec) {
+  if (!spec.vocab.empty()) return with_prefix(setting_ref("vocab"), [&] { return read_clip_vocab(spec.vocab); });
+  if (layout != "openai" && has_tokenizer_files(folder)) return read_clip_vocab(folder);
+  return read_openai_bpe(bundled_clip_vocab_path());
+}
+
+// Refuses a vocabulary whose ids the tower cannot read or whose <|endoftext|> is not where the tower pools.
+void check_vocab_fits(const ClipVocab& vocab, const ClipTextHParams& hp, const std::string& where, bool given) {
+  const int eot = hp.pool == ClipTextPool::eos ? hp.eos_id : hp.eot_id();
+  const bool pools_at_eot = hp.pool == ClipTextPool::first || hp.pool == ClipTextPool::last || vocab.end_id == eot;
+  if (static_cast<int>(vocab.tokens.size()) <= hp.vocab_size && pools_at_eot) return;
+  const std::string whose = given ? setting_ref("vocab") + " " + printable(vocab.path)
+                                  : "the vocabulary found (" + printable(vocab.path) + ")";
+  throw Error(whose + ": " + std::to_string(vocab.tokens.size()) +
+              " tokens, <|endoftext|> " + std::to_string(vocab.end_id) + "; the text tower of " + where + " has " +
+              std::to_string(hp.vocab_size) + " token embeddings and pools at " + clip_text_pool_name(hp.pool) +
+              (hp.pool == ClipTextPool::first || hp.pool == ClipTextPool::last ? "" : " id " + std::to_string(eot)) +
+              ": not this model's vocabulary" + (given ? "" : "; give its own with " + setting_ref("vocab")));
+}
+
+// The files a vocabulary was read from, as read_clip_vocab names them in ClipVocab::path.
+std::vector<std::string> vocab_files(const ClipVocab& v) {
+  const std::string sep = " + ";
+  const size_t at = v.path.find(sep);
+  if (v.source == VocabSource::hf_vocab_merges && at != std::string::npos)
+    return {v.path.substr(0, at), v.path.substr(at + sep.size())};
+  return {v.path};
+}
+
+nlohmann::ordered_json vocab_json(const ClipVocab& v) {
+  nlohmann::ordered_json files = nlohmann::ordered_json::array();
+  for (const std::string& f : vocab_files(v))
+    files.push_back({{"file", fs::path(f).filename().string()}, {"sha256", sha256_file(f)}});
+  return files.size() == 1 ? files.front() : files;
+}
+
+// The texts of the run: --text and --texts as given, or --labels FILE's names with --prompt.
+std::vector<std::string> run_texts(const ModelSpec& spec) {
+  if (!spec.text.labels_as_texts) return spec.text.texts;
+  return with_prefix(setting_ref("labels"), [&] { return read_labels_file(spec.labels_file); });
+}
+
+// Refuses a model the texts cannot be classes of: one with a classifier head, one without a text tower.
+// Refuses a model with a classifier head: its classes are the head's.
+void check_no_head(const ViTWeights& model, const std::string& where) {
+  if (model.head.present())
+    throw Error(setting_ref("text") + ": " + where + " has a classifier head of " + std::to_string(model.head.out) +
+                " classes, not a CLIP image-text model: texts become the classes of a CLIP model only (its text "
+                "tower and visual projection); this model's classes are its head's (" + setting_ref("labels") + " names them)");
+}
+
+// Refuses a CLIP without a text tower or visual projection.
+void check_text_model(const ViTWeights& model, const std::string& where) {
+  const std::string text = setting_ref("text");
+  if (model.text_tensors.empty())
+    throw Error(text + ": " + where + " holds no CLIP text tower (no token_embedding / transformer.* / "
+                "text_model.* tensors: a vision-only file, e.g. timm's or open_clip's visual weights alone); texts "
+                "need the whole CLIP checkpoint (OpenAI's ViT-B-16.pt, open_clip's open_clip_pytorch_model.bin, "
+                "a Hugging Face CLIPModel folder)");
+  if (!model.proj.present())
+    throw Error(text + ": " + where + " has a text tower but no visual projection (proj / visual.proj / "
+                "visual_projection): image and text features cannot be compared");
+}
+
+// The token ids of every prompt, each named in an error by its text.
+std::vector<std::vector<int32_t>> tokenize_all(const ClipTokenizer& tok, const std::vector<std::string>& prompts,
+                                               const TextSpec& spec, int context) {
+  std::vector<std::vector<int32_t>> ids;
+  ids.reserve(prompts.size());
+  const ContextOverflow overflow = spec.truncate ? ContextOverflow::truncate : ContextOverflow::refuse;
+  for (const std::string& p : prompts) {
+    try {
+      ids.push_back(tok.tokenize(p, overflow, static_cast<size_t>(context)));
+    } catch (const Error& e) {
+      std::string why = e.what();
+      if (!spec.truncate && why.find("token") != std::string::npos)
+        why += " (" + setting_ref("truncate_text") + " cuts it as open_clip does)";
+      throw Error(setting_ref("text") + " '" + printable(p) + "': " + why);
+    }
+  }
+  return ids;
+}
+
+}  // namespace
+
+std::vector<std::string> read_texts_file(const std::string& path) {
+  const std::string name = setting_ref("texts") + " " + printable(path);
+  std::ifstream in(path, std::ios::binary);
+  std::error_code ec;
+  if (!in || fs::is_directory(path, ec)) throw Error(name + ": cannot be read (not a file)");
+  std::ostringstream all;
+  all << in.rdbuf();
+  std::string text = all.str();
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // a byte-order mark (Windows editors)
+  std::vector<std::string> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (std::string t = trimmed(line); !t.empty()) out.push_back(std::move(t));
+  if (out.empty()) throw Error(name + ": no text in it (one text per line; blank lines are skipped)");
+  return out;
+}
+
+std::string fill_template(const std::string& templ, const std::string& text) {
+  std::string out;
+  size_t from = 0;
+  for (size_t at; (at = templ.find("{}", from)) != std::string::npos; from = at + 2) out += templ.substr(from, at - from) + text;
+  return out + templ.substr(from);
+}
+
+namespace {
+
+// The texts' features as the zero-shot head holds them, and the run's record.
+struct EncodedTexts {
+  std::vector<float> text;  // (N, E), rows L2-normalised
+  int classes = 0, dim = 0;
+  float scale = 0.0f;
+  std::vector<std::string> labels;
+  nlohmann::ordered_json record;
+};
+
+// The run's texts through the model's text tower (clip_text_config of its layout): tokenized by its rules, encoded
+// once each prompt, each prompt's features normalised, averaged over the templates and normalised again (CLIP's
+// zero-shot recipe: prompt-ensembling in openai/CLIP's notebook Prompt_Engineering_for_ImageNet).
+EncodedTexts encode_run_texts(const ViTWeights& model, const ModelSpec& spec, const std::string& where) {
+  EncodedTexts out;
+  out.labels = run_texts(spec);
+  const std::vector<std::string>& texts = out.labels;
+  for (size_t i = 0; i < texts.size(); ++i)
+    if (std::find(texts.begin(), texts.begin() + static_cast<long>(i), texts[i]) != texts.begin() + static_cast<long>(i))
+      throw Error(setting_ref("text") + " '" + printable(texts[i]) + "' is given twice (each text is a class)");
+  const std::vector<std::string> templates = spec.text.templates.empty() ? std::vector<std::string>{"{}"}
+                                                                         : spec.text.templates;
+  const ClipTextConfig cfg = clip_text_config(model.text_layout, model.text_config, model.text_tensors, where);
+  const ClipTextWeights tower = build_clip_text(model.text_tensors, cfg, where);
+  const ClipVocab vocab = find_vocab(model.text_layout, weights_folder(model), spec.text);
+  check_vocab_fits(vocab, tower.hp, where, !spec.text.vocab.empty());
+  const ClipTextRules rules = cfg.rules;
+  const ClipTokenizer tok(vocab, rules);
+  std::vector<std::string> prompts;
+  for (const std::string& t : texts)
+    for (const std::string& tm : templates) prompts.push_back(fill_template(tm, t));
+  std::vector<float> each = encode_text(tower, tokenize_all(tok, prompts, spec.text, tower.hp.context_length));
+  const size_t N = texts.size(), T = templates.size(), E = static_cast<size_t>(tower.hp.embed_dim);
+  l2_normalize_rows(each.data(), static_cast<int>(N * T), static_cast<int>(E));
+  out.text.assign(N * E, 0.0f);
+  for (size_t i = 0; i < N; ++i)
+    for (size_t t = 0; t < T; ++t)
+      for (size_t e = 0; e < E; ++e) out.text[i * E + e] += each[(i * T + t) * E + e];
+  l2_normalize_rows(out.text.data(), static_cast<int>(N), static_cast<int>(E));  // the sum's direction: the mean's
+  out.classes = static_cast<int>(N);
+  out.dim = static_cast<int>(E);
+  out.scale = clip_logit_scale(tower);
+  out.record = {{"texts", texts}, {"templates", spec.text.templates}, {"vocab", vocab_json(vocab)},
+                {"rules", text_rules_name(rules)}, {"truncate", spec.text.truncate}};
+  if (spec.text.labels_as_texts)
+    out.record["labels_file"] = {{"file", fs::path(spec.labels_file).filename().string()},
+                                 {"sha256", sha256_file(spec.labels_file)}};
+  if (!spec.text.texts_file.empty())
+    out.record["texts_file"] = {{"file", fs::path(spec.text.texts_file).filename().string()},
+                                {"sha256", sha256_file(spec.text.texts_file)}};
+  return out;
+}
+
+}  // namespace
+
+void apply_texts(ViTWeights& model, const ModelSpec& spec) {
+  const std::string where = model.files.empty() ? std::string("the model") : printable(model.files.front().path);
+  check_no_head(model, where);
+  check_text_model(model, where);
+  EncodedTexts enc = encode_run_texts(model, spec, where);
+  model.zero_shot.text = std::move(enc.text);
+  model.zero_shot.classes = enc.classes;
+  model.zero_shot.scale = enc.scale;
+  model.zero_shot.labels = enc.labels;
+  model.hp.labels = enc.labels;
+  model.hp.source["labels"] = setting_ref("text");
+  model.hp.source[kRecordKey] = enc.record.dump();
+  model.text_tensors.clear();  // the tower's weights (a third of a ViT-B/16 CLIP) are not kept for the run
+}
+
+bool has_text_classes(const ViTWeights& model) { return model.zero_shot.present(); }
+
+void keep_text_tower(ModelOverrides& ov, bool keep) { ov.keep_text = keep; }
+
+std::vector<std::string> text_file_labels(const std::vector<std::string>& texts) {
+  const auto safe = [](unsigned char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+  };
+  std::vector<std::string> out;
+  for (const std::string& t : texts) {
+    std::string s = t;
+    bool hashed = s.size() > 48 || s.empty();
+    for (char& c : s) {
+      if (safe(static_cast<unsigned char>(c))) continue;
+      hashed = hashed || c != ' ';
+      c = '_';
+    }
+    if (!s.empty() && s[0] == '.') s[0] = '_';
+    if (!hashed && std::find(out.begin(), out.end(), s) == out.end()) {
+      out.push_back(s);
+      continue;
+    }
+    out.push_back(s.substr(0, 40) + "-" + sha256_text(t).substr(0, 8));
+  }
+  return out;
+}
+
+std::string class_file_name(const ViTWeights& model, int index) {
+  if (!has_text_classes(model) || index < 0 || static_cast<size_t>(index) >= model.hp.labels.size())
+    return class_file_label(index, model.hp.labels);
+  return text_file_labels(model.hp.labels)[static_cast<size_t>(index)];
+}
+
+nlohmann::ordered_json zero_shot_record(const ViTWeights& model) {
+  const auto it = model.hp.source.find(kRecordKey);
+  if (it == model.hp.source.end()) return nullptr;
+  return nlohmann::ordered_json::parse(it->second);
+}
+
+}  // namespace attnmap

@@ -1,0 +1,51 @@
+// zero_shot.hpp - texts as a CLIP model's classes (issue 43 part 2): the texts of a run (--text, --texts,
+// --prompt, --vocab) tokenized with CLIP's tokenizer, encoded by the file's text tower, averaged over the
+// templates and L2-normalised into the model's zero-shot head (ViTWeights::zero_shot), which makes the image-
+// text logits the model's logits (top-5, --class, the class-specific views). docs/text.md.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "checkpoint/weights.hpp"
+#include "engine/render.hpp"
+
+namespace attnmap {
+
+/// The texts of a --texts FILE: one per line, UTF-8; a byte-order mark at the start is dropped, "\r\n" read as
+/// "\n", white space at both ends of a line dropped, blank lines skipped (nothing else: '#' is text). Errors
+/// (naming {setting:texts} and the file): cannot be read, no text in it.
+std::vector<std::string> read_texts_file(const std::string& path);
+
+/// `templ` with every "{}" replaced by `text` (str.format of CLIP's prompt templates, one field).
+std::string fill_template(const std::string& templ, const std::string& text);
+
+/// The texts as the model's classes: model.zero_shot set from spec.text (its texts, or with labels_as_texts
+/// the names of spec.labels_file) and hp.labels = the texts; the text tower's tensors dropped. The tokenizer's
+/// rules are the text tower's family's (model.text_layout), its vocabulary --vocab, else the tokenizer files
+/// of the weights' folder (Hugging Face / open_clip layouts), else the bundled OpenAI vocabulary.
+/// hp.source["zero_shot"] holds the record (zero_shot_record). Errors (exit 2; naming the setting, the file
+/// and why): a model with a classifier head, a file without a text tower or visual projection, a vocabulary
+/// that is not the tower's, a text over the tower's context (unless spec.text.truncate), not UTF-8.
+void apply_texts(ViTWeights& model, const ModelSpec& spec);
+
+/// Each text's name in file names (NAME.class-<name>.png), safe on every file system and unique in the run:
+/// spaces -> '_'; a text with any other character outside [A-Za-z0-9._-] (punctuation, '/', non-ASCII), over
+/// 48 bytes, or whose name another text of the run already has, gets the first 40 bytes of that form (each
+/// other byte '_', no leading '.') then '-' and 8 hex digits of the text's SHA-256 ("a dog" -> "a_dog",
+/// "a dog/cat" -> "a_dog_cat-5d1a...", "猫" -> "___-c0ffee12"); at most 49 bytes.
+std::vector<std::string> text_file_labels(const std::vector<std::string>& texts);
+
+/// A class's name in file names: text_file_labels for a model whose classes are texts, else class_file_label.
+std::string class_file_name(const ViTWeights& model, int index);
+
+/// Whether the model's classes are texts (apply_texts has run).
+bool has_text_classes(const ViTWeights& model);
+
+/// Asks the loader to keep the CLIP text tower's tensors for the texts (ModelOverrides::keep_text).
+void keep_text_tower(ModelOverrides& ov, bool keep);
+
+/// The provenance record of apply_texts' run: {"texts", "templates", "vocab": {"file", "sha256"} (a list for
+/// vocab.json + merges.txt), "rules", "truncate"}, as a JSON object; null when the model has no texts.
+nlohmann::ordered_json zero_shot_record(const ViTWeights& model);
+
+}  // namespace attnmap

@@ -1,0 +1,200 @@
+// render --text / --texts / --prompt / --vocab / --truncate-text (issue 43 part 2, docs/text.md): texts as a
+// CLIP model's classes. The door's refusals, the models texts cannot be classes of, the per-text file names,
+// and (tests/fixtures/clip_zero_shot/, made by the family's own code) the zero-shot probabilities end to end.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/text/zero_shot.hpp"
+#include "io/hash.hpp"
+#include "io/npy.hpp"
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+using namespace attnmap;
+
+namespace {
+
+const std::string kData = ATTNMAP_DATA_DIR;
+
+class TextCli : public TempDirTest {
+ protected:
+  // A CLIP with a text tower (OpenAI's layout, vocabulary of 64: any real text is refused by its ids).
+  std::string clip() const { return fixture("families/openai_clip_full/model_openai.pth"); }
+  CliRun render(const std::string& weights, const std::string& extra) const {
+    return run_attnmap("render " + q(kData + "/chelsea.png") + " -w " + q(weights) + " -o " + q(dir / "out") +
+                       " -q --act quickgelu " + extra);
+  }
+  std::string write(const std::string& name, const std::string& bytes) const {
+    std::ofstream(dir / name, std::ios::binary) << bytes;
+    return (dir / name).string();
+  }
+};
+
+}  // namespace
+
+// Every refusal that needs no model: status 2, the flag named, nothing written.
+TEST_F(TextCli, TheDoorRefusesWhatCannotWork) {
+  const std::string blank = write("blank.txt", "\xEF\xBB\xBF\n  \r\n\t\n");
+  const std::string labels = write("labels.txt", "dog\ncat\n");
+  struct Case {
+    std::string extra, says;
+  };
+  const Case cases[] = {
+      {"--text dog --prompt 'a photo'", "--prompt 'a photo' has no {} for the text"},
+      {"--prompt 'a {}'", "--prompt fills its {} with texts: give --text, --texts or --labels FILE"},
+      {"--vocab " + q(dir / "v.json"), "--vocab applies to texts"},
+      {"--truncate-text", "--truncate-text applies to texts"},
+      {"--text dog --text dog", "--text 'dog' is given twice"},
+      {"--text dog --texts " + q(labels) + " --text cat", "--text 'dog' is given twice"},
+      {"--text dog --labels " + q(labels), "--labels names a classifier's classes; with --text the texts are"},
+      {"--texts " + q(dir / "missing.txt"), "--texts " + (dir / "missing.txt").string() + ": cannot be read"},
+      {"--texts " + q(blank), ": no text in it"},
+      {"--text ''", "--text expects a value, found ''"},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = render(clip(), c.extra);
+    EXPECT_EQ(r.status, 2) << c.extra << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.extra << "\n" << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir / "out" / "chelsea.png"));
+  // The commands that do not take texts yet say so by the flag's name.
+  const CliRun e = run_attnmap("eval " + q(kData + "/chelsea.png") + " --masks " + q(dir) + " --text dog");
+  EXPECT_EQ(e.status, 2) << e.err;
+  EXPECT_NE(e.err.find("--text"), std::string::npos) << e.err;
+}
+
+// A checkpoint that cannot take texts: exit 2 naming the file and why.
+TEST_F(TextCli, ModelsWithoutATextTowerOrWithAHeadAreRefused) {
+  const std::string visual = fixture("families/openai_clip_visual/model.pth");
+  const CliRun v = render(visual, "--text dog --text cat");
+  EXPECT_EQ(v.status, 2) << v.err;
+  EXPECT_NE(v.err.find("model.pth holds no CLIP text tower"), std::string::npos) << v.err;
+  EXPECT_NE(v.err.find("--text"), std::string::npos) << v.err;
+  const CliRun h = run_attnmap("render " + q(kData + "/chelsea.png") + " -w " + q(fixture("timm_small/weights.json")) +
+                               " -o " + q(dir / "out") + " -q --text dog");
+  EXPECT_EQ(h.status, 2) << h.err;
+  EXPECT_NE(h.err.find("weights.json has a classifier head of"), std::string::npos) << h.err;
+  EXPECT_NE(h.err.find("not a CLIP image-text model"), std::string::npos) << h.err;
+  EXPECT_FALSE(fs::exists(dir / "out" / "chelsea.png"));
+}
+
+// The texts' names in file names: safe for any text, unique in the run, short.
+TEST(TextFileLabels, SafeUniqueAndShortForAnyText) {
+  const std::string long_text(300, 'x');
+  const std::vector<std::string> texts = {"a dog",     "a_dog",       "a dog/cat", "../../etc/passwd", "\xE7\x8C\xAB",
+                                          "\xE7\x8A\xAC", ".hidden", long_text,   "a dog!",    "a dog?"};
+  const std::vector<std::string> names = text_file_labels(texts);
+  ASSERT_EQ(names.size(), texts.size());
+  EXPECT_EQ(names[0], "a_dog");  // spaces only: readable, no hash
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());  // unique
+  for (const std::string& n : names) {
+    EXPECT_LE(n.size(), 49u) << n;
+    EXPECT_NE(n[0], '.') << n;
+    for (const char c : n)
+      EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.') << n;
+  }
+  EXPECT_EQ(names[2].substr(0, 10), "a_dog_cat-");  // what it was, then the hash
+  EXPECT_EQ(text_file_labels({"a dog/cat"}), std::vector<std::string>{names[2]});  // the same text, the same name
+  EXPECT_EQ(fill_template("a photo of a {}, a type of {}.", "dog"), "a photo of a dog, a type of dog.");
+}
+
+// ---- end to end on tests/fixtures/clip_zero_shot (OpenAI CLIP's own code: probabilities, chefer maps) ----
+
+namespace {
+
+class ZeroShotCli : public TempDirTest {
+ protected:
+  const std::string F = fixture("clip_zero_shot");
+  nlohmann::json meta() const { return nlohmann::json::parse(slurp(F + "/meta.json")); }
+  CliRun render(const std::string& extra) const {
+    return run_attnmap("render " + q(F + "/input.png") + " -w " + q(F + "/model.safetensors") + " -o " +
+                       q(dir / "out") + " " + extra);
+  }
+  std::string texts() const { return "--text 'a dog' --text 'a cat' --text 'a photo of a bird'"; }
+  // The manifest's first image row and its header's settings.
+  std::pair<nlohmann::json, nlohmann::json> manifest() const {
+    std::istringstream lines(slurp(dir / "m.jsonl"));
+    std::string header, row;
+    std::getline(lines, header);
+    std::getline(lines, row);
+    return {nlohmann::json::parse(header)["settings"], nlohmann::json::parse(row)};
+  }
+};
+
+}  // namespace
+
+// The top-5 line and the manifest's top5: the texts as labels, softmax over the texts of exp(logit_scale) x
+// cos, equal to OpenAI CLIP's logits_per_image.softmax to 1e-4, with either vocabulary file.
+TEST_F(ZeroShotCli, ProbabilitiesAreTheFamilysOverTheTexts) {
+  const nlohmann::json m = meta();
+  for (const std::string vocab : {"bpe_small.txt.gz", "vocab.json"}) {
+    fs::remove_all(dir / "out");
+    const CliRun r = render(texts() + " --vocab " + q(F + "/" + vocab) + " --manifest " + q(dir / "m.jsonl"));
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("  top-3 of 3 texts (zero-shot): a dog 84.0%, a cat 15.2%, a photo of a bird 0.8%"), std::string::npos) << r.out;
+    const auto [settings, row] = manifest();
+    ASSERT_EQ(row["top5"].size(), 3u) << row;
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(row["top5"][i]["label"], m["texts"][i]) << vocab;
+      EXPECT_NEAR(row["top5"][i]["probability"].get<double>(), m["probs"][i].get<double>(), 1e-4) << vocab << " " << i;
+    }
+    const nlohmann::json& z = settings["zero_shot"];
+    EXPECT_EQ(z["texts"], m["texts"]);
+    EXPECT_EQ(z["rules"], "openai");  // the tower's family, whatever the vocabulary's file
+    const nlohmann::json& v = z["vocab"].is_array() ? z["vocab"][0] : z["vocab"];
+    EXPECT_EQ(v["file"], vocab);
+    EXPECT_EQ(v["sha256"], sha256_file(F + "/" + vocab));
+  }
+}
+
+// One relevance map per text, named by a safe form of the text; the map of "a dog" is the family's chefer map
+// (autograd through OpenAI's code) to 1e-4 of its peak.
+TEST_F(ZeroShotCli, OneMapPerTextNamedByTheText) {
+  const CliRun r = render("-q --vocab " + q(F + "/bpe_small.txt.gz") +
+                          " --text 'a dog' --text 'a cat' --text 'a photo of a bird' --views L-1/mean,chefer --class top3"
+                          " --panel --save-raw");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* name : {"input.L1-mean.png", "input.panel.png", "input.chefer.class-a_dog.png",
+                           "input.chefer.class-a_cat.png", "input.chefer.class-a_photo_of_a_bird.png"})
+    EXPECT_TRUE(fs::exists(dir / "out" / name)) << name;
+  std::vector<long> shape;
+  const std::vector<float> want = read_npy(F + "/chefer.npy", &shape);
+  ASSERT_EQ(shape, (std::vector<long>{3, 4, 4}));
+  for (size_t t = 0; t < 3; ++t) {
+    const std::string label = text_file_labels({"a dog", "a cat", "a photo of a bird"})[t];
+    const std::vector<float> got = read_npy((dir / "out" / ("input.chefer.class-" + label + ".npy")).string(), nullptr);
+    const std::vector<float> row(want.begin() + static_cast<long>(t * 16), want.begin() + static_cast<long>(t * 16 + 16));
+    float peak = 0;
+    for (const float x : row) peak = std::max(peak, std::abs(x));
+    EXPECT_TRUE(all_close(got, row, 1e-4 * peak, label));
+  }
+}
+
+// Texts the run cannot use: exit 2 with the reason; --truncate-text cuts an over-long one as open_clip does.
+TEST_F(ZeroShotCli, LongTextsAndWrongVocabulariesAreRefused) {
+  std::string long_text = "a";
+  for (int i = 0; i < 80; ++i) long_text += " a";  // 81 tokens + 2 > 77
+  const std::string small = " --vocab " + q(F + "/bpe_small.txt.gz");
+  const CliRun l = render("-q --text dog --text '" + long_text + "'" + small);
+  EXPECT_EQ(l.status, 2) << l.err;
+  EXPECT_NE(l.err.find("--text 'a a a"), std::string::npos) << l.err;
+  EXPECT_NE(l.err.find("--truncate-text"), std::string::npos) << l.err;
+  EXPECT_EQ(render("-q --text dog --text '" + long_text + "' --truncate-text" + small).status, 0);
+  const CliRun b = render("-q --text dog");  // the bundled OpenAI vocabulary: 49408 tokens, the tower has 534
+  EXPECT_EQ(b.status, 2) << b.err;
+  EXPECT_NE(b.err.find("token embeddings"), std::string::npos) << b.err;
+  EXPECT_NE(b.err.find("not this model's vocabulary; give its own with --vocab"), std::string::npos) << b.err;
+  std::ofstream(dir / "bad.txt.gz") << "not gzip";
+  const CliRun d = render("-q --text dog --vocab " + q(dir / "bad.txt.gz"));
+  EXPECT_EQ(d.status, 2) << d.err;
+  EXPECT_NE(d.err.find("--vocab"), std::string::npos) << d.err;
+  EXPECT_NE(d.err.find("bad.txt.gz"), std::string::npos) << d.err;
+}

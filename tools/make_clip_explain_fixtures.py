@@ -1,0 +1,449 @@
+#!/usr/bin/python3
+"""Fixtures for CLIP zero-shot classes and text-conditioned explanation maps (issue 43), made by running
+OpenAI CLIP's OWN code (clip/model.py for the model, clip/simple_tokenizer.py for the token ids).
+
+Writes tests/fixtures/clip_zero_shot/ (what each file holds: meta.json "files"):
+  model.safetensors  a whole clip.model.CLIP state dict (vision + text tower), F16 (the model's values are
+                     F16-rounded before any run, so every reference is of exactly the stored values);
+                     __metadata__ config {"num_heads": 2, "act": "quickgelu"} (the vision width 32 is below
+                     CLIP's width // 64 head rule)
+  vocab.json, merges.txt  a small byte-level BPE vocabulary in Hugging Face's format: the 256 byte characters,
+                     their "</w>" forms, the first MERGES merges of OpenAI's bpe_simple_vocab_16e6.txt.gz,
+                     <|startoftext|>, <|endoftext|> (last, so argmax pooling finds it); bpe_small.txt.gz the same
+                     merges as OpenAI's SimpleTokenizer reads them (the ids come from SimpleTokenizer)
+  input.png          a 32x32 RGB picture (the model's input size: resize and centre crop are identities)
+  input.npy          (3, 32, 32) CLIP's _transform of input.png as torchvision computes it in float32:
+                     (u8 / 255 - OPENAI_CLIP_MEAN) / OPENAI_CLIP_STD
+  image_features.npy (E)       CLIP.encode_image(input) (not normalised)
+  text_features.npy  (N, E)    CLIP.encode_text(ids), L2-normalised as CLIP.forward does
+  logits.npy         (N)       CLIP.forward(input, ids)[0][0] = logits_per_image
+  probs.npy          (N)       logits_per_image.softmax(dim=-1): the zero-shot probabilities
+  chefer.npy         (N, gh, gw)     per text j: Chefer et al. rules 5-6 on dlogit_j/dA (all blocks)
+  gradcam.npy        (N, L, gh, gw)  per text j and block l: Grad-CAM with block l's ln_1 output as activation
+  attn_grad.npy      (N, L, gh, gw)  per text j and block l: mean_h (dA * A)^+, class-token row
+The maps follow tools/make_explain_fixtures.py's definitions exactly (docs/explain.md), with the target
+one-hot on the image-text logit j; the gradients are autograd through CLIP.forward in float64.
+
+openai/CLIP is NOT part of attnmap: extract it outside the project and pass the path:
+  git --git-dir=<CLIP.git> archive HEAD | tar -x -C /tmp/clipsrc
+  /usr/bin/python3 tools/make_clip_explain_fixtures.py --clip /tmp/clipsrc --clip-commit <40 hex>
+Runs on Debian's /usr/bin/python3 (torch 1.13, numpy, regex, PIL for the PNG); shims in meta.json "shims".
+"""
+
+import argparse
+import gzip
+import importlib
+import json
+import math
+import os
+import sys
+import types
+from collections import OrderedDict
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from fixture_lib import save_npy, write_meta  # noqa: E402
+from make_family_fixtures_clip import f64_layernorm, randomize, repo_commit, stub_package  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(HERE), "tests", "fixtures", "clip_zero_shot")
+GENERATOR = "tools/make_clip_explain_fixtures.py"
+MERGES = 20
+TEXTS = ["a dog", "a cat", "a photo of a bird"]
+EMBED = 16
+VIS = dict(input_resolution=32, patch_size=8, width=32, layers=2, heads=2, output_dim=EMBED)
+TXT = dict(context_length=77, transformer_width=64, transformer_heads=1, transformer_layers=1)
+LOGIT_SCALE = 3.0  # exp(3) = 20.1 (trained OpenAI models: 4.6052, exp = 100)
+TARGET_ROW_MAX = 0.7
+
+SHIMS = [
+    "clip/__init__.py not executed (it imports clip/clip.py: torchvision); clip/model.py and "
+    "clip/simple_tokenizer.py imported from a stub package 'clip' whose __path__ is the snapshot's clip/ folder",
+    "ftfy (imported by simple_tokenizer.py) stubbed: fix_text returns the text unchanged (the texts are ASCII)",
+    "the visual tower is a clip.model.VisionTransformer(width=32, heads=2) set as model.visual after "
+    "CLIP(...) is built (CLIP.__init__ derives vision heads = width // 64, 0 for width 32)",
+    "float64 run only: clip.model.LayerNorm.forward (fp16 guard) replaced by nn.LayerNorm.forward, as "
+    "tools/make_family_fixtures_clip.py does; the float32 run uses the original",
+    "attention probabilities with their gradients: while each visual block's nn.MultiheadAttention runs, "
+    "torch.nn.functional.softmax is wrapped to keep its output (the probabilities that multiply V inside "
+    "F.multi_head_attention_forward) with retain_grad; ln_1 outputs kept by forward hooks with retain_grad",
+    "preprocessing: CLIP's _transform (Resize(32, bicubic), CenterCrop(32), ToTensor, Normalize) is computed "
+    "directly as (u8 / 255 - mean) / std in float32 (resize and crop are identities on a 32x32 picture); "
+    "mean / std read from clip/clip.py",
+]
+
+
+def install_ftfy_stub():
+    ftfy = types.ModuleType("ftfy")
+    ftfy.fix_text = lambda s: s
+    sys.modules["ftfy"] = ftfy
+
+
+def small_bpe(clip_dir, folder):
+    """The first MERGES merges of OpenAI's vocabulary as a SimpleTokenizer bpe file and as HF vocab/merges."""
+    lines = gzip.open(os.path.join(clip_dir, "clip", "bpe_simple_vocab_16e6.txt.gz")).read().decode("utf-8").split("\n")
+    header, merges = lines[0], lines[1:1 + MERGES]
+    path = os.path.join(folder, "bpe_small.txt.gz")
+    with gzip.GzipFile(path, "wb", mtime=0) as f:  # no trailing newline: SimpleTokenizer would read '' as a merge
+        f.write(("\n".join([header] + merges)).encode("utf-8"))
+    return path, merges
+
+
+def write_hf_vocab(tok, merges, folder):
+    with open(os.path.join(folder, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(tok.encoder, f, ensure_ascii=False)
+    with open(os.path.join(folder, "merges.txt"), "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n" + "\n".join(merges) + "\n")
+
+
+def make_png(gen, folder, mean, std):
+    """A smooth 32x32 picture (gradients and blobs) as uint8; the PNG and its exact preprocessed tensor."""
+    from PIL import Image
+    S = VIS["input_resolution"]
+    yy, xx = torch.meshgrid(torch.linspace(0, 1, S, dtype=torch.float64), torch.linspace(0, 1, S, dtype=torch.float64),
+                            indexing="ij")
+    chans = []
+    for c in range(3):
+        v = 0.3 + 0.4 * (xx * (c - 1) + yy * (1 - c) * 0.5)
+        for _ in range(3):
+            cy, cx = torch.rand(2, generator=gen, dtype=torch.float64)
+            r = 0.08 + 0.2 * torch.rand(1, generator=gen, dtype=torch.float64)
+            v = v + 0.4 * torch.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * r ** 2))
+        chans.append(v.clamp(0, 1))
+    u8 = (torch.stack(chans) * 255).round().to(torch.uint8)
+    Image.fromarray(u8.permute(1, 2, 0).numpy(), "RGB").save(os.path.join(folder, "input.png"))
+    back = torch.from_numpy(np.asarray(Image.open(os.path.join(folder, "input.png")).convert("RGB")).copy())
+    assert torch.equal(back.permute(2, 0, 1), u8)
+    x = u8.float().div(255)  # torchvision ToTensor
+    return (x - torch.tensor(mean).view(3, 1, 1)) / torch.tensor(std).view(3, 1, 1)  # Normalize
+
+
+class Recorder:
+    """Each visual block's attention probabilities and ln_1 output, in the graph, gradients retained."""
+
+    def __init__(self, visual):
+        self.probs, self.ln1, self.undo = [], [], []
+        for b in visual.transformer.resblocks:
+            h = b.ln_1.register_forward_hook(self.keep_ln1)
+            self.undo.append(h.remove)
+            if not isinstance(b.attn, nn.MultiheadAttention):  # OpenCLIP Attention (use_sdpa off): attn_drop(A)
+                h = b.attn.attn_drop.register_forward_hook(self.keep_probs)
+                self.undo.append(h.remove)
+                continue
+            orig = b.attn.forward
+
+            def fwd(*a, _orig=orig, **k):
+                sm = F.softmax
+
+                def rec(t, *aa, **kk):
+                    p = sm(t, *aa, **kk)
+                    if p.requires_grad:
+                        p.retain_grad()
+                    self.probs.append(p)
+                    return p
+                F.softmax = rec
+                try:
+                    return _orig(*a, **k)
+                finally:
+                    F.softmax = sm
+            b.attn.forward = fwd
+            self.undo.append(lambda m=b.attn: m.__dict__.pop("forward"))
+
+    def keep_probs(self, mod, inp, out):
+        if out.requires_grad:
+            out.retain_grad()
+        self.probs.append(out)
+
+    def keep_ln1(self, mod, inp, out):
+        if out.requires_grad:
+            out.retain_grad()
+        self.ln1.append(out)
+
+    def close(self):
+        for u in self.undo:
+            u()
+
+
+def clip_forward(m, model, x, text, dtype, record=False):
+    mm = model.to(dtype)
+    rec = Recorder(mm.visual) if record else None
+    try:
+        ctx = f64_layernorm(m) if dtype == torch.float64 else torch.enable_grad()
+        with ctx:
+            per_image, _ = mm(x.to(dtype).unsqueeze(0), text)
+    finally:
+        if rec:
+            rec.close()
+    return per_image[0], rec
+
+
+def probs_of(a):
+    return a[0] if a.dim() == 4 else a  # (B, H, T, T) OpenCLIP, (B*H, T, T) nn.MultiheadAttention
+
+
+def tokens_of(y):
+    return y[0] if y.shape[0] == 1 else y[:, 0]  # (B, T, D) batch-first, (T, B, D) OpenAI's LND
+
+
+def explain(m, model, x, text, forward=None):
+    """For each text j, fresh graph: chefer (gh, gw), gradcam (L, gh, gw), attn_grad (L, gh, gw)."""
+    g = VIS["input_resolution"] // VIS["patch_size"]
+    out = {"chefer": [], "gradcam": [], "attn_grad": []}
+    for j in range(text.shape[0]):
+        logits, rec = (forward or clip_forward)(m, model, x, text, torch.float64, record=True)
+        assert len(rec.probs) == VIS["layers"] and probs_of(rec.probs[0]).shape[0] == VIS["heads"]
+        logits[j].backward()
+        T = rec.probs[0].shape[-1]
+        R = torch.eye(T, dtype=torch.float64)
+        ag, gc = [], []
+        for a, y in zip(rec.probs, rec.ln1):  # blocks 0..L-1, as make_explain_fixtures.py
+            cam = (probs_of(a.grad) * probs_of(a.detach())).clamp(min=0).mean(dim=0)
+            R = R + cam @ R
+            ag.append(cam[0, 1:].reshape(g, g))
+            act, gr = tokens_of(y.detach())[1:], tokens_of(y.grad)[1:]
+            w = gr.mean(dim=0)
+            gc.append(torch.relu((act * w).sum(-1)).reshape(g, g))
+        out["chefer"].append(R[0, 1:].reshape(g, g))
+        out["gradcam"].append(torch.stack(gc))
+        out["attn_grad"].append(torch.stack(ag))
+        model.zero_grad(set_to_none=True)
+    return {k: torch.stack(v) for k, v in out.items()}
+
+
+def tune_peaky(m, model, x, text, forward=None):
+    """Each visual block's query and key rows scaled by one factor so its mean row max (float64) is TARGET."""
+    report = []
+    for i, b in enumerate(model.visual.transformer.resblocks):
+        D = b.attn.in_proj_weight.shape[1]
+        base_w = b.attn.in_proj_weight.detach()[:2 * D].clone()
+        base_b = b.attn.in_proj_bias.detach()[:2 * D].clone()
+
+        def metric(s):
+            with torch.no_grad():
+                b.attn.in_proj_weight[:2 * D] = base_w * s
+                b.attn.in_proj_bias[:2 * D] = base_b * s
+            with torch.no_grad():
+                _, rec = (forward or clip_forward)(m, model, x, text, torch.float64, record=True)
+            return probs_of(rec.probs[i]).max(-1).values.mean().item()
+        lo, hi = 0.02, 1.0
+        while metric(hi) < TARGET_ROW_MAX:
+            lo, hi = hi, hi * 2
+        for _ in range(40):
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if metric(mid) < TARGET_ROW_MAX else (lo, mid)
+        report.append({"block": i, "qk_scale": round(hi, 6), "mean_row_max": round(metric(hi), 4)})
+    return report
+
+
+def save_arrays(folder, x, img_f, txt_f, logits, probs, maps):
+    """The case's arrays: the input, both features, the logits, their softmax and each map (float32 .npy)."""
+    save_npy(os.path.join(folder, "input.npy"), x.numpy())
+    save_npy(os.path.join(folder, "image_features.npy"), img_f.float().numpy())
+    save_npy(os.path.join(folder, "text_features.npy"), txt_f.float().numpy())
+    save_npy(os.path.join(folder, "logits.npy"), logits.float().numpy())
+    save_npy(os.path.join(folder, "probs.npy"), probs.float().numpy())
+    for k, v in maps.items():
+        save_npy(os.path.join(folder, k + ".npy"), v.float().numpy())
+
+
+def write_safetensors_f16(path, sd, config):
+    md = {"format": "pt"}
+    if config is not None:
+        md["config"] = json.dumps(config, separators=(",", ":"))
+    header, blobs, off = {"__metadata__": md}, [], 0
+    for name in sorted(sd):
+        a = sd[name].double().numpy()
+        h16 = a.astype("<f2")
+        assert np.array_equal(h16.astype(np.float64), a), name  # the values are F16-exact
+        b = h16.tobytes()
+        header[name] = {"dtype": "F16", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((-len(h)) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+OPEN_CLIP_SHIMS = [
+    "open_clip/__init__.py not executed: model.py / transformer.py / layers.py imported from a stub package "
+    "(tools/make_family_fixtures_clip.py's OpenClip, with its torchvision / ftfy stubs)",
+    "Attention.use_sdpa = False on every open_clip Attention (F.scaled_dot_product_attention(scale=) needs "
+    "torch >= 2.1): OpenCLIP's own explicit path; the probabilities with their gradients from a forward hook on "
+    "attn.attn_drop (identity in eval) with retain_grad; ln_1 outputs by forward hooks",
+    "logits: CLIP.forward returns the normalised features and logit_scale.exp(); logits_per_image = "
+    "scale * image_features @ text_features.T as open_clip's ClipLoss / zero-shot code computes it",
+    "token ids: OpenAI's SimpleTokenizer on the small vocabulary (open_clip's SimpleTokenizer is the same code)",
+]
+
+
+def open_clip_case(args, ids, vocab_size, png_x_fn):
+    from make_family_fixtures_clip import OpenClip
+    commit = repo_commit(args.open_clip, args.open_clip_commit)
+    fam = OpenClip(args.open_clip)
+    fam.load_model_module()
+    folder = os.path.join(OUT, "open_clip")
+    os.makedirs(folder, exist_ok=True)
+    cfg = dict(embed_dim=EMBED, quick_gelu=False,
+               vision_cfg=dict(image_size=32, layers=VIS["layers"], width=VIS["width"], head_width=16, patch_size=8),
+               text_cfg=dict(context_length=77, vocab_size=vocab_size, width=64, heads=1, layers=1))
+    torch.manual_seed(343)
+    model = fam.prepare(fam.model.CLIP(**cfg)).eval()
+    pp = dict(fam.transform.PreprocessCfg().__dict__)
+    pp["size"] = model.visual.image_size  # as factory.create_model sets it
+    fam.model.set_model_preprocess_cfg(model.visual, pp)
+    gen = torch.Generator().manual_seed(1343)
+    randomize(model, gen, {"visual.class_embedding": 0.5, "visual.positional_embedding": 0.5,
+                           "visual.proj": VIS["width"] ** -0.5, "positional_embedding": 0.5,
+                           "text_projection": 64 ** -0.5}, keep=("logit_scale",))
+    with torch.no_grad():
+        model.logit_scale.fill_(LOGIT_SCALE)
+    text = torch.zeros(len(ids), 77, dtype=torch.long)
+    for i, r in enumerate(ids):
+        text[i, :len(r)] = torch.tensor(r)
+    x = png_x_fn(list(model.visual.image_mean), list(model.visual.image_std))
+
+    def fwd(_m, mdl, xx, tt, dtype, record=False):
+        mm = mdl.to(dtype)
+        rec = Recorder(mm.visual) if record else None
+        try:
+            imf, txf, scale = mm(xx.to(dtype).unsqueeze(0), tt)[:3]
+        finally:
+            if rec:
+                rec.close()
+        return (scale * imf @ txf.T)[0], rec
+    peaky = tune_peaky(None, model, x, text, forward=fwd)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.half().float())
+    sd = OrderedDict((k, v.detach().clone()) for k, v in model.state_dict().items() if v.is_floating_point())
+    write_safetensors_f16(os.path.join(folder, "model.safetensors"), sd, None)
+    fam.save_config_for_hf(types.SimpleNamespace(visual=model.visual), __import__("pathlib").Path(folder) /
+                           "open_clip_config.json", model_config=cfg)
+    with torch.no_grad():
+        l64, _ = fwd(None, model, x, text, torch.float64)
+        mm = model.to(torch.float64)
+        txt_f = mm.encode_text(text, normalize=True)
+        img_f = mm.encode_image(x.double().unsqueeze(0))[0]
+        l32, _ = fwd(None, model, x, text, torch.float32)
+    spread = (l32.double() - l64).abs().max().item()
+    probs = l64.softmax(dim=-1)
+    maps = explain(None, model.double(), x, text, forward=fwd)
+    save_arrays(folder, x, img_f, txt_f, l64, probs, maps)
+    write_meta(folder, family="OpenCLIP", generator=GENERATOR, shims=OPEN_CLIP_SHIMS,
+               source={"repo": "mlfoundations/open_clip", "commit": commit,
+                       "files": ["src/open_clip/model.py", "src/open_clip/transformer.py", "src/open_clip/layers.py",
+                                 "src/open_clip/push_to_hf_hub.py"]},
+               model_cfg=cfg, texts=TEXTS, ids=ids, peaky=peaky, scale=math.exp(model.logit_scale.item()),
+               logits_spread_f32_f64=spread, max_abs={k: float(v.abs().max()) for k, v in maps.items()},
+               probs=probs.tolist(),
+               description="open_clip.model.CLIP(**model_cfg) (exact GELU), F16 values, open_clip_config.json by "
+                           "save_config_for_hf; the same input.png, texts and ids as the OpenAI case; maps by "
+                           "autograd through CLIP.forward, target scale * <image, text_j>.")
+    print("open_clip probs", probs.tolist(), "spread %.3g" % spread, "peaky", peaky)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--clip", required=True, help="a folder holding openai/CLIP (git archive or checkout)")
+    ap.add_argument("--clip-commit", help="its commit (40 hex digits), when the folder is no git checkout")
+    ap.add_argument("--open-clip", help="a folder holding mlfoundations/open_clip's src/ (optional second case)")
+    ap.add_argument("--open-clip-commit", help="its commit (40 hex digits)")
+    args = ap.parse_args()
+    commit = repo_commit(args.clip, args.clip_commit)
+    torch.set_num_threads(1)
+    install_ftfy_stub()
+    stub_package("clip", os.path.join(args.clip, "clip"))
+    m = importlib.import_module("clip.model")
+    st = importlib.import_module("clip.simple_tokenizer")
+    src = open(os.path.join(args.clip, "clip", "clip.py")).read()
+    import re
+    nums = re.search(r"Normalize\(\(([^)]*)\),\s*\(([^)]*)\)\)", src)
+    mean = [float(v) for v in nums.group(1).split(",")]
+    std = [float(v) for v in nums.group(2).split(",")]
+    os.makedirs(OUT, exist_ok=True)
+
+    bpe_path, merges = small_bpe(args.clip, OUT)
+    tok = st.SimpleTokenizer(bpe_path=bpe_path)
+    vocab_size = len(tok.encoder)
+    assert vocab_size == 512 + MERGES + 2 and tok.encoder["<|endoftext|>"] == vocab_size - 1
+    write_hf_vocab(tok, merges, OUT)
+    sot, eot = tok.encoder["<|startoftext|>"], tok.encoder["<|endoftext|>"]
+    ids = [[sot] + tok.encode(t) + [eot] for t in TEXTS]
+    text = torch.zeros(len(TEXTS), TXT["context_length"], dtype=torch.long)  # clip.tokenize: zero padding
+    for i, r in enumerate(ids):
+        text[i, :len(r)] = torch.tensor(r)
+
+    torch.manual_seed(243)
+    model = m.CLIP(embed_dim=EMBED, image_resolution=32, vision_layers=1, vision_width=64, vision_patch_size=8,
+                   vocab_size=vocab_size, **TXT).eval()
+    model.visual = m.VisionTransformer(**VIS)
+    gen = torch.Generator().manual_seed(1243)
+    randomize(model, gen, {"visual.class_embedding": 0.5, "visual.positional_embedding": 0.5,
+                           "visual.proj": VIS["width"] ** -0.5, "positional_embedding": 0.5,
+                           "text_projection": TXT["transformer_width"] ** -0.5}, keep=("logit_scale",))
+    with torch.no_grad():
+        model.logit_scale.fill_(LOGIT_SCALE)
+    x = make_png(gen, OUT, mean, std)
+    peaky = tune_peaky(m, model, x, text)
+    with torch.no_grad():  # the stored values: F16-rounded, and every run below is of them
+        for p in model.parameters():
+            p.copy_(p.half().float())
+    sd = OrderedDict((k, v.detach().clone()) for k, v in model.state_dict().items())
+    write_safetensors_f16(os.path.join(OUT, "model.safetensors"), sd, {"num_heads": VIS["heads"], "act": "quickgelu"})
+
+    with torch.no_grad():
+        l64, _ = clip_forward(m, model, x, text, torch.float64)
+        mm = model.to(torch.float64)
+        with f64_layernorm(m):
+            img_f = mm.encode_image(x.double().unsqueeze(0))[0]
+            txt_f = mm.encode_text(text)
+        txt_f = txt_f / txt_f.norm(dim=1, keepdim=True)
+        l32, _ = clip_forward(m, model, x, text, torch.float32)
+    spread = (l32.double() - l64).abs().max().item()
+    probs = l64.softmax(dim=-1)
+    # CLIP.forward's logits from the recorded features: the features are what the test feeds attnmap
+    again = math.exp(model.logit_scale.item()) * (txt_f @ (img_f / img_f.norm()))
+    assert (again - l64).abs().max().item() < 1e-12
+    maps = explain(m, model.double(), x, text)
+    assert (maps["chefer"][0] - maps["chefer"][1]).abs().max() > 1e-3, "the texts' maps do not differ"
+    save_arrays(OUT, x, img_f, txt_f, l64, probs, maps)
+    write_meta(OUT, family="OpenAI CLIP", generator=GENERATOR, shims=SHIMS,
+               source={"repo": "openai/CLIP", "commit": commit,
+                       "files": ["clip/model.py", "clip/simple_tokenizer.py", "clip/clip.py",
+                                 "clip/bpe_simple_vocab_16e6.txt.gz (first %d merges)" % MERGES]},
+               vision=dict(VIS, grid=[4, 4], tokens=17, num_prefix=1, act="quickgelu", eps=1e-5, mean=mean, std=std),
+               text=dict(TXT, vocab_size=vocab_size, sot=sot, eot=eot, embed_dim=EMBED),
+               logit_scale=LOGIT_SCALE, scale=math.exp(model.logit_scale.item()),
+               texts=TEXTS, ids=ids, peaky=peaky,
+               logits_spread_f32_f64=spread, max_abs={k: float(v.abs().max()) for k, v in maps.items()},
+               probs=probs.tolist(),
+               files={"model.safetensors": "clip.model.CLIP state_dict, F16 values, config in __metadata__",
+                      "vocab.json / merges.txt": "HF byte-level BPE: 512 byte tokens, %d merges, SOT, EOT" % MERGES,
+                      "bpe_small.txt.gz": "the same merges for OpenAI's SimpleTokenizer",
+                      "input.png": "32x32 RGB; input.npy its exact preprocessing (3, 32, 32)",
+                      "image_features.npy": "(E) encode_image", "text_features.npy": "(N, E) normalised",
+                      "logits.npy": "(N) logits_per_image[0]", "probs.npy": "(N) softmax",
+                      "chefer.npy": "(N, 4, 4)", "gradcam.npy": "(N, L, 4, 4) activation = block l ln_1",
+                      "attn_grad.npy": "(N, L, 4, 4) block l"},
+               description="clip.model.CLIP(embed_dim=16, vocab_size=%d, context_length=77, transformer_width=64, "
+                           "transformer_heads=1, transformer_layers=1) with visual = VisionTransformer("
+                           "input_resolution=32, patch_size=8, width=32, layers=2, heads=2, output_dim=16); "
+                           "references in float64 on the stored F16 values; maps by autograd through "
+                           "CLIP.forward, target one-hot on logits_per_image[0, j]." % vocab_size)
+    if args.open_clip:
+        def png(mean_, std_):  # the same picture: OpenCLIP's default mean / std are OpenAI's
+            assert np.allclose(mean_, mean, atol=0) and np.allclose(std_, std, atol=0), (mean_, std_)
+            return x
+        open_clip_case(args, ids, vocab_size, png)
+    print("ids", ids)
+    print("probs", probs.tolist(), "logit spread f32/f64 %.3g" % spread)
+    print("max", {k: float(v.abs().max()) for k, v in maps.items()}, "peaky", peaky)
+
+
+if __name__ == "__main__":
+    main()
