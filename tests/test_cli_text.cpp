@@ -16,6 +16,8 @@
 #include "io/hash.hpp"
 #include "io/npy.hpp"
 #include "test_util.hpp"
+#include "text/clip_tokenizer.hpp"
+#include "text/clip_vocab.hpp"
 
 namespace fs = std::filesystem;
 using namespace attnmap;
@@ -185,8 +187,9 @@ TEST_F(ZeroShotCli, LongTextsAndWrongVocabulariesAreRefused) {
   const std::string small = " --vocab " + q(F + "/bpe_small.txt.gz");
   const CliRun l = render("-q --text dog --text '" + long_text + "'" + small);
   EXPECT_EQ(l.status, 2) << l.err;
-  EXPECT_NE(l.err.find("--text 'a a a"), std::string::npos) << l.err;
-  EXPECT_NE(l.err.find("--truncate-text"), std::string::npos) << l.err;
+  EXPECT_NE(l.err.find("--text: text \"a a a"), std::string::npos) << l.err;  // its first 60 bytes
+  EXPECT_NE(l.err.find("give --truncate-text to cut it as open_clip does)"), std::string::npos) << l.err;
+  EXPECT_LT(l.err.size(), 400u) << l.err;
   EXPECT_EQ(render("-q --text dog --text '" + long_text + "' --truncate-text" + small).status, 0);
   const CliRun b = render("-q --text dog");  // the bundled OpenAI vocabulary: 49408 tokens, the tower has 534
   EXPECT_EQ(b.status, 2) << b.err;
@@ -197,4 +200,74 @@ TEST_F(ZeroShotCli, LongTextsAndWrongVocabulariesAreRefused) {
   EXPECT_EQ(d.status, 2) << d.err;
   EXPECT_NE(d.err.find("--vocab"), std::string::npos) << d.err;
   EXPECT_NE(d.err.find("bad.txt.gz"), std::string::npos) << d.err;
+}
+
+// A transformers CLIPModel folder (save_pretrained's config.json + model.safetensors + preprocessor_config.json,
+// the tokenizer's vocab.json + merges.txt beside them), given as -w FOLDER with no --vocab: the folder's own
+// vocabulary and Hugging Face's tokenizer rules, the visual_projection, pooling at eos_token_id 533; the
+// probabilities are CLIPModel's logits_per_image.softmax (float64) to 1e-4 and the chefer map of each text is
+// autograd through CLIPModel.forward to 1e-4 of its peak. The folder is copied alone into the test's directory,
+// so no vocabulary is found next to it by accident.
+TEST_F(ZeroShotCli, HuggingFaceFolderUsesItsOwnTokenizerFiles) {
+  const std::string hf = F + "/hf";
+  const nlohmann::json m = nlohmann::json::parse(slurp(hf + "/meta.json"));
+  // Hugging Face's rules on the folder's files give the ids transformers' CLIPTokenizer gave (meta.json "ids").
+  const ClipTokenizer tok(read_clip_vocab(hf), ClipTextRules::hugging_face);
+  for (size_t i = 0; i < 3; ++i) {
+    const std::vector<int32_t> ids = tok.tokenize(m["texts"][i].get<std::string>());
+    EXPECT_EQ(std::vector<int>(ids.begin(), ids.end()), m["ids"][i].get<std::vector<int>>()) << m["texts"][i];
+  }
+  fs::copy(hf, dir / "hf");
+  const CliRun r = run_attnmap("render " + q(F + "/input.png") + " -w " + q(dir / "hf") + " -o " + q(dir / "out") +
+                               " " + texts() + " --views chefer --class top3 --save-raw --manifest " + q(dir / "m.jsonl"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("  top-3 of 3 texts (zero-shot): a cat 88.1%, a photo of a bird 6.9%, a dog 5.0%"), std::string::npos) << r.out;
+  const auto [settings, row] = manifest();
+  ASSERT_EQ(row["top5"].size(), 3u) << row;
+  for (size_t i = 0; i < 3; ++i) {
+    const std::string label = row["top5"][i]["label"];
+    const size_t j = static_cast<size_t>(std::find(m["texts"].begin(), m["texts"].end(), label) - m["texts"].begin());
+    ASSERT_LT(j, 3u) << label;
+    EXPECT_NEAR(row["top5"][i]["probability"].get<double>(), m["probs"][j].get<double>(), 1e-4) << label;
+  }
+  const nlohmann::json& z = settings["zero_shot"];
+  EXPECT_EQ(z["rules"], "hugging_face");
+  ASSERT_TRUE(z["vocab"].is_array()) << z;
+  ASSERT_EQ(z["vocab"].size(), 2u) << z;
+  EXPECT_EQ(z["vocab"][0]["file"], "vocab.json");
+  EXPECT_EQ(z["vocab"][0]["sha256"], sha256_file(hf + "/vocab.json"));
+  EXPECT_EQ(z["vocab"][1]["file"], "merges.txt");
+  EXPECT_EQ(z["vocab"][1]["sha256"], sha256_file(hf + "/merges.txt"));
+  std::vector<long> shape;
+  const std::vector<float> want = read_npy(hf + "/chefer.npy", &shape);
+  ASSERT_EQ(shape, (std::vector<long>{3, 4, 4}));
+  const std::vector<std::string> labels = text_file_labels(m["texts"].get<std::vector<std::string>>());
+  for (size_t t = 0; t < 3; ++t) {
+    const std::vector<float> got = read_npy((dir / "out" / ("input.class-" + labels[t] + ".npy")).string(), nullptr);
+    const std::vector<float> ref(want.begin() + static_cast<long>(t * 16), want.begin() + static_cast<long>(t * 16 + 16));
+    float peak = 0;
+    for (const float x : ref) peak = std::max(peak, std::abs(x));
+    EXPECT_TRUE(all_close(got, ref, 1e-4 * peak, labels[t]));
+  }
+}
+
+// Texts that are one class to CLIP's tokenizer (case, white space) or blank are refused, not split; a cut text
+// and a single text are said.
+TEST_F(ZeroShotCli, TextsThatTokenizeAlikeOrAreBlankAreRefusedAndCutsAreSaid) {
+  const std::string small = " --vocab " + q(F + "/bpe_small.txt.gz");
+  const CliRun same = render("-q --text 'a dog' --text 'A  DOG '" + small);
+  EXPECT_EQ(same.status, 2) << same.err;
+  EXPECT_NE(same.err.find("--text 'A  DOG ' is the same tokens as 'a dog'"), std::string::npos) << same.err;
+  const CliRun blank = render("-q --text 'a dog' --text '   '" + small);
+  EXPECT_EQ(blank.status, 2) << blank.err;
+  EXPECT_NE(blank.err.find("--text '   ' is blank"), std::string::npos) << blank.err;
+  std::string long_text = "cat";
+  for (int i = 0; i < 80; ++i) long_text += " a";
+  const CliRun cut = render("--text dog --text '" + long_text + "' --truncate-text" + small);
+  EXPECT_EQ(cut.status, 0) << cut.err;
+  EXPECT_NE(cut.err.find(" tokens, cut to 77 (--truncate-text)"), std::string::npos) << cut.err;
+  const CliRun one = render("--text dog" + small);
+  EXPECT_EQ(one.status, 0) << one.err;
+  EXPECT_NE(one.err.find("one text: its probability is 100% by construction"), std::string::npos) << one.err;
+  EXPECT_NE(one.out.find("top-1 of 1 text (zero-shot): dog 100.0%"), std::string::npos) << one.out;
 }

@@ -2,7 +2,8 @@
 // a classifier head of the vision model (ViTWeights::zero_shot), against OpenAI CLIP's own code run by
 // tools/make_clip_explain_fixtures.py (tests/fixtures/clip_zero_shot/: a tiny random CLIP, three texts,
 // logits_per_image and its softmax, and per text the chefer / gradcam / attn-grad maps by autograd through
-// CLIP.forward). The text features come from the fixture, so the text tower is not under test here.
+// CLIP.forward; hf/: the same by transformers' CLIPModel). The text features come from the fixture, so the text
+// tower is not under test here.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,13 +26,24 @@ using namespace attnmap;
 
 namespace {
 
-// The family, its fixture folder and the text layout the loader names.
+// The family, its fixture folder, the text layout the loader names and the family's tensor names: the visual
+// projection, the token embedding (with the text width), the text projection and a text block's attention.
 struct Family {
   const char* name;
   const char* folder;
   const char* text_layout;
+  const char* proj = "visual.proj";
+  const char* token_embedding = "token_embedding.weight";
+  int64_t text_width = 64;
+  const char* text_projection = "text_projection";
+  const char* text_block = "transformer.resblocks.0.attn.in_proj_weight";
 };
-const Family kFamilies[] = {{"openai", "clip_zero_shot/", "openai"}, {"open_clip", "clip_zero_shot/open_clip/", "open_clip"}};
+const Family kFamilies[] = {
+    {"openai", "clip_zero_shot/", "openai"},
+    {"open_clip", "clip_zero_shot/open_clip/", "open_clip"},
+    // transformers CLIPModel.save_pretrained (config.json beside model.safetensors)
+    {"hf", "clip_zero_shot/hf/", "hugging_face", "visual_projection.weight", "text_model.embeddings.token_embedding.weight", 32,
+     "text_projection.weight", "text_model.encoder.layers.0.self_attn.q_proj.weight"}};
 void PrintTo(const Family& f, std::ostream* os) { *os << f.name; }
 
 std::string kDir;  // the current family's folder (set by the fixture)
@@ -60,8 +72,9 @@ ViTWeights model_with_texts() {
   const std::vector<float> t = npy("text_features.npy", &s);
   w.zero_shot.text = Floats(t);
   w.zero_shot.classes = static_cast<int>(s[0]);
-  w.zero_shot.scale = static_cast<float>(meta()["scale"].get<double>());
-  for (const auto& x : meta()["texts"]) w.zero_shot.labels.push_back(x.get<std::string>());
+  const nlohmann::json m = meta();  // kept: a range-for over meta()["texts"] would iterate a destroyed temporary
+  w.zero_shot.scale = static_cast<float>(m["scale"].get<double>());
+  for (const auto& x : m["texts"]) w.zero_shot.labels.push_back(x.get<std::string>());
   prepare_weights(w, true);
   return w;
 }
@@ -85,8 +98,8 @@ TEST_P(ClipZeroShot, ProjIsReadAndTheTextTowerHandedOverOnlyOnRequest) {
   EXPECT_EQ(w.text_layout, GetParam().text_layout);
   int text_unread = 0;
   for (const auto& u : w.tensors) {
-    if (u.name == "visual.proj") {
-      EXPECT_EQ(u.reason, "") << "visual.proj is read";
+    if (u.name == GetParam().proj) {
+      EXPECT_EQ(u.reason, "") << u.name << " is read";
     }
     if (u.reason.rfind("CLIP text tower", 0) == 0) ++text_unread;
   }
@@ -115,11 +128,11 @@ TEST_P(ClipZeroShot, ProjIsReadAndTheTextTowerHandedOverOnlyOnRequest) {
   const ViTWeights k = load_model(kDir + "model.safetensors", ov);
   EXPECT_EQ(k.text_layout, GetParam().text_layout);
   EXPECT_EQ(k.text_config.is_null(), std::string(GetParam().name) == "openai") << k.text_config.dump();
-  ASSERT_TRUE(k.text_tensors.count("token_embedding.weight"));
-  EXPECT_EQ(k.text_tensors.at("token_embedding.weight").shape, (std::vector<int64_t>{534, 64}));
-  EXPECT_TRUE(k.text_tensors.count("text_projection"));
+  ASSERT_TRUE(k.text_tensors.count(GetParam().token_embedding));
+  EXPECT_EQ(k.text_tensors.at(GetParam().token_embedding).shape, (std::vector<int64_t>{534, GetParam().text_width}));
+  EXPECT_TRUE(k.text_tensors.count(GetParam().text_projection));
   EXPECT_TRUE(k.text_tensors.count("logit_scale"));
-  EXPECT_TRUE(k.text_tensors.count("transformer.resblocks.0.attn.in_proj_weight"));
+  EXPECT_TRUE(k.text_tensors.count(GetParam().text_block));
   for (const auto& u : k.tensors) EXPECT_EQ(u.reason, "") << u.name << " is read with keep_text";
 }
 

@@ -267,12 +267,14 @@ def _dtype_bytes(a, dtype):
     return bits.astype("<i2").tobytes()
 
 
-def write_safetensors(path, tensors, dtype="F32", metadata=None, pad_to=8):
+def write_safetensors(path, tensors, dtype="F32", metadata=None, pad_to=8, keep_0d=False):
     """Write {name: array} as a safetensors file with every tensor in `dtype`
     (F32, F16 or BF16).  Tensors are laid out in name order, contiguously; the
     header is padded with spaces to a multiple of `pad_to` bytes, as the
-    reference implementation does.  Returns {name: float32 array of the values
-    actually stored} for reference computations."""
+    reference implementation does.  A 0-d tensor is stored with shape (1,)
+    unless `keep_0d` (shape (), as torch's OpenAI CLIP logit_scale).  Returns
+    {name: float32 array of the values actually stored} for reference
+    computations."""
     stored, header, blobs, off = {}, {}, [], 0
     if metadata is not None:
         header["__metadata__"] = metadata
@@ -280,7 +282,8 @@ def write_safetensors(path, tensors, dtype="F32", metadata=None, pad_to=8):
         a = tensor_to_f32(tensors[name])
         stored[name] = round_to_dtype(a, dtype)
         b = _dtype_bytes(a, dtype)
-        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        shape = list(tensors[name].shape) if keep_0d and len(tensors[name].shape) == 0 else list(a.shape)
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
     h = json.dumps(header, separators=(",", ":")).encode()

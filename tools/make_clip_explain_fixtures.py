@@ -24,9 +24,23 @@ Writes tests/fixtures/clip_zero_shot/ (what each file holds: meta.json "files"):
 The maps follow tools/make_explain_fixtures.py's definitions exactly (docs/explain.md), with the target
 one-hot on the image-text logit j; the gradients are autograd through CLIP.forward in float64.
 
-openai/CLIP is NOT part of attnmap: extract it outside the project and pass the path:
+Optional cases in subfolders, each with the same input.png, texts and definitions:
+  open_clip/  (--open-clip) open_clip.model.CLIP, F16 model.safetensors + open_clip_config.json
+  hf/         (--transformers) a transformers v4.48.3 CLIPModel (vision 32x32 patch 8 width 32, 2 layers, 2 heads;
+              text width 32, 1 layer, vocab 534, bos 532, eos_token_id 533, pad_token_id HF's default 1;
+              projection_dim 16) as its own save_pretrained writes it (config.json + F32 model.safetensors) and
+              CLIPImageProcessor.save_pretrained (preprocessor_config.json: CLIP's mean / std, resize and crop to
+              32), with vocab.json + merges.txt copied beside them (no tokenizer.json: transformers makes one only
+              with the tokenizers package); ids from transformers' slow CLIPTokenizer on those files (meta "ids"),
+              the batch padded as CLIPProcessor(padding=True) does; logits_per_image of CLIPModel.forward in
+              float64 and the maps by autograd through it (attention from output_attentions=True, eager)
+
+The families' code is NOT part of attnmap: extract it outside the project and pass the paths:
   git --git-dir=<CLIP.git> archive HEAD | tar -x -C /tmp/clipsrc
-  /usr/bin/python3 tools/make_clip_explain_fixtures.py --clip /tmp/clipsrc --clip-commit <40 hex>
+  git --git-dir=<transformers.git> archive 298b3f19303294293f7af075609481d64cb13de3 src | tar -x -C /tmp/hf
+  /usr/bin/python3 tools/make_clip_explain_fixtures.py --clip /tmp/clipsrc --clip-commit <40 hex> \
+      [--open-clip /tmp/oc --open-clip-commit <40 hex>] [--transformers /tmp/hf]
+(transformers is imported as tools/make_family_fixtures_hf.py does, with its shims SHIMS_HF, plus HF_SHIMS here.)
 Runs on Debian's /usr/bin/python3 (torch 1.13, numpy, regex, PIL for the PNG); shims in meta.json "shims".
 """
 
@@ -36,7 +50,9 @@ import importlib
 import json
 import math
 import os
+import shutil
 import sys
+import tempfile
 import types
 from collections import OrderedDict
 
@@ -47,8 +63,8 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from fixture_lib import save_npy, write_meta  # noqa: E402
-from make_family_fixtures_clip import f64_layernorm, randomize, repo_commit, stub_package  # noqa: E402
+from fixture_lib import save_npy, write_meta, write_safetensors  # noqa: E402
+from make_family_fixtures_clip import f64_layernorm, randomize, repo_commit, smooth_picture, stub_package  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(HERE), "tests", "fixtures", "clip_zero_shot")
 GENERATOR = "tools/make_clip_explain_fixtures.py"
@@ -104,17 +120,7 @@ def make_png(gen, folder, mean, std):
     """A smooth 32x32 picture (gradients and blobs) as uint8; the PNG and its exact preprocessed tensor."""
     from PIL import Image
     S = VIS["input_resolution"]
-    yy, xx = torch.meshgrid(torch.linspace(0, 1, S, dtype=torch.float64), torch.linspace(0, 1, S, dtype=torch.float64),
-                            indexing="ij")
-    chans = []
-    for c in range(3):
-        v = 0.3 + 0.4 * (xx * (c - 1) + yy * (1 - c) * 0.5)
-        for _ in range(3):
-            cy, cx = torch.rand(2, generator=gen, dtype=torch.float64)
-            r = 0.08 + 0.2 * torch.rand(1, generator=gen, dtype=torch.float64)
-            v = v + 0.4 * torch.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * r ** 2))
-        chans.append(v.clamp(0, 1))
-    u8 = (torch.stack(chans) * 255).round().to(torch.uint8)
+    u8 = (smooth_picture(gen, S, 0.0) * 255).round().to(torch.uint8)
     Image.fromarray(u8.permute(1, 2, 0).numpy(), "RGB").save(os.path.join(folder, "input.png"))
     back = torch.from_numpy(np.asarray(Image.open(os.path.join(folder, "input.png")).convert("RGB")).copy())
     assert torch.equal(back.permute(2, 0, 1), u8)
@@ -214,6 +220,18 @@ def explain(m, model, x, text, forward=None):
     return {k: torch.stack(v) for k, v in out.items()}
 
 
+def peaky_scale(metric):
+    """The smallest q/k scale (by bisection in log scale, from 0.02) whose block's mean row max metric(scale)
+    reaches TARGET_ROW_MAX."""
+    lo, hi = 0.02, 1.0
+    while metric(hi) < TARGET_ROW_MAX:
+        lo, hi = hi, hi * 2
+    for _ in range(40):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if metric(mid) < TARGET_ROW_MAX else (lo, mid)
+    return hi
+
+
 def tune_peaky(m, model, x, text, forward=None):
     """Each visual block's query and key rows scaled by one factor so its mean row max (float64) is TARGET."""
     report = []
@@ -229,12 +247,7 @@ def tune_peaky(m, model, x, text, forward=None):
             with torch.no_grad():
                 _, rec = (forward or clip_forward)(m, model, x, text, torch.float64, record=True)
             return probs_of(rec.probs[i]).max(-1).values.mean().item()
-        lo, hi = 0.02, 1.0
-        while metric(hi) < TARGET_ROW_MAX:
-            lo, hi = hi, hi * 2
-        for _ in range(40):
-            mid = math.sqrt(lo * hi)
-            lo, hi = (mid, hi) if metric(mid) < TARGET_ROW_MAX else (lo, mid)
+        hi = peaky_scale(metric)
         report.append({"block": i, "qk_scale": round(hi, 6), "mean_row_max": round(metric(hi), 4)})
     return report
 
@@ -251,22 +264,14 @@ def save_arrays(folder, x, img_f, txt_f, logits, probs, maps):
 
 
 def write_safetensors_f16(path, sd, config):
+    """sd as F16 safetensors (its values are F16-exact: checked), the model's config in the metadata."""
     md = {"format": "pt"}
     if config is not None:
         md["config"] = json.dumps(config, separators=(",", ":"))
-    header, blobs, off = {"__metadata__": md}, [], 0
     for name in sorted(sd):
         a = sd[name].double().numpy()
-        h16 = a.astype("<f2")
-        assert np.array_equal(h16.astype(np.float64), a), name  # the values are F16-exact
-        b = h16.tobytes()
-        header[name] = {"dtype": "F16", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((-len(h)) % 8)
-    with open(path, "wb") as f:
-        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+        assert np.array_equal(a.astype("<f2").astype(np.float64), a), name  # the values are F16-exact
+    write_safetensors(path, sd, dtype="F16", metadata=md, keep_0d=True)
 
 
 OPEN_CLIP_SHIMS = [
@@ -346,6 +351,166 @@ def open_clip_case(args, ids, vocab_size, png_x_fn):
                            "autograd through CLIP.forward, target scale * <image, text_j>.")
     print("open_clip probs", probs.tolist(), "spread %.3g" % spread, "peaky", peaky)
 
+HF_SHIMS = [
+    "ftfy and the other cases' import stubs (ftfy, torchvision) taken out of sys.modules before transformers is "
+    "imported (transformers probes packages with importlib.util.find_spec, which a stub without __spec__ breaks): "
+    "CLIPTokenizer then takes its own no-ftfy path (BasicTokenizer(strip_accents=False, do_split_on_punc=False), "
+    "lower case), the path transformers takes without ftfy",
+    "transformers.tokenization_utils_base.AddedToken (its stand-in when the tokenizers package is absent: "
+    "@dataclass(frozen=False, eq=True), so unhashable) given __hash__ = hash(content) and "
+    "__setstate__ = update its fields, as tokenizers' AddedToken has; without them PreTrainedTokenizer.__init__ fails "
+    "(`token not in self._added_tokens_encoder`, then `token.__setstate__(...)` in _add_tokens)",
+    "peaky attention: each vision layer's self_attn.q_proj and k_proj (weight and bias) scaled by one factor so the "
+    "block's mean row max (float64) is TARGET_ROW_MAX, as the other cases scale the q / k rows of in_proj",
+    "attention probabilities with their gradients: CLIPModel.forward(output_attentions=True) with "
+    "attn_implementation='eager'; vision_model_output.attentions[l] (the softmax output, (B, H, T, T), a view "
+    "the attention product reads) with retain_grad; layer_norm1 outputs of the vision layers by forward hooks",
+    "pixel_values: the OpenAI case's input.npy ((u8 / 255 - mean) / std in float32 of ../input.png); "
+    "CLIPImageProcessor (the saved preprocessor_config.json) on input.png is checked equal to it to 1e-6",
+]
+
+
+def hf_tune_peaky(model, forward):
+    """Each vision layer's q_proj / k_proj scaled by one factor so its mean row max (float64) is TARGET."""
+    report = []
+    for i, layer in enumerate(model.vision_model.encoder.layers):
+        lins = [layer.self_attn.q_proj, layer.self_attn.k_proj]
+        base = [(l.weight.detach().clone(), l.bias.detach().clone()) for l in lins]
+
+        def metric(s):
+            with torch.no_grad():
+                for l, (w, b) in zip(lins, base):
+                    l.weight.copy_(w * s)
+                    l.bias.copy_(b * s)
+                _, rec = forward(None, model, None, None, torch.float64, record=True)
+            return probs_of(rec.probs[i]).max(-1).values.mean().item()
+        hi = peaky_scale(metric)
+        report.append({"block": i, "qk_scale": round(hi, 6), "mean_row_max": round(metric(hi), 4)})
+    return report
+
+
+class HfRecorder:
+    """The vision layers' layer_norm1 outputs (hooks) and, once the forward returned, its attentions."""
+
+    def __init__(self, vision):
+        self.probs, self.ln1 = [], []
+        self.handles = [layer.layer_norm1.register_forward_hook(self.keep_ln1) for layer in vision.encoder.layers]
+
+    def keep_ln1(self, mod, inp, out):
+        if out.requires_grad:
+            out.retain_grad()
+        self.ln1.append(out)
+
+    def keep_probs(self, attentions):
+        for a in attentions:
+            if a.requires_grad:
+                a.retain_grad()
+            self.probs.append(a)
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+
+
+def hf_case(args, x, ids_openai, vocab_size, mean, std):
+    """tests/fixtures/clip_zero_shot/hf/: a transformers CLIPModel saved by save_pretrained, the vocabulary files
+    beside it, ids from transformers' CLIPTokenizer, probabilities and maps by autograd through CLIPModel."""
+    for name in [n for n, mod in sys.modules.items() if n.split(".")[0] in ("torchvision", "ftfy")]:
+        if getattr(sys.modules[name], "__spec__", None) is None:
+            del sys.modules[name]
+    import make_family_fixtures_hf as mfh
+    from make_clip_text_family_fixtures import HF_F64_SHIM, f64_default
+    T = mfh.import_transformers(args.transformers)
+    folder = mfh.fresh(os.path.join(OUT, "hf"))
+    V = vocab_size  # the OpenAI case's vocabulary: <|startoftext|> V - 2, <|endoftext|> V - 1
+    text_cfg = dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                    max_position_embeddings=77, bos_token_id=V - 2, eos_token_id=V - 1)
+    vision_cfg = dict(image_size=32, patch_size=8, hidden_size=VIS["width"], intermediate_size=64,
+                      num_hidden_layers=VIS["layers"], num_attention_heads=VIS["heads"])
+    torch.manual_seed(446)
+    model = T.CLIPModel(T.CLIPConfig(text_config=text_cfg, vision_config=vision_cfg, projection_dim=EMBED,
+                                     attn_implementation="eager")).eval()
+    assert type(model.vision_model.encoder.layers[0].self_attn).__name__ == "CLIPAttention"
+    gen = torch.Generator().manual_seed(1446)
+    randomize(model, gen, {"vision_model.embeddings.class_embedding": 0.5}, keep=("logit_scale",))
+    with torch.no_grad():
+        model.logit_scale.fill_(LOGIT_SCALE)
+    for f in ("vocab.json", "merges.txt"):  # the vocabulary files, read by transformers' slow CLIPTokenizer
+        shutil.copy(os.path.join(OUT, f), os.path.join(folder, f))
+    import transformers.tokenization_utils_base as tub
+    if not tub.is_tokenizers_available():  # HF_SHIMS: tokenizers' AddedToken is hashable by its content
+        tub.AddedToken.__hash__ = lambda self: hash(self.content)
+        tub.AddedToken.__setstate__ = lambda self, state: self.__dict__.update(state)
+    tok = T.CLIPTokenizer(os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt"))
+    ids = [tok(t)["input_ids"] for t in TEXTS]
+    batch = tok(TEXTS, padding=True)  # as CLIPProcessor(text=..., padding=True): <|endoftext|> pads, with a mask
+    input_ids = torch.tensor(batch["input_ids"])
+    mask = torch.tensor(batch["attention_mask"])
+
+    def fwd(_m, mdl, _x, _t, dtype, record=False):
+        mm = mdl.to(dtype)
+        rec = HfRecorder(mm.vision_model) if record else None
+        try:
+            with f64_default(dtype):
+                out = mm(input_ids=input_ids, attention_mask=mask, pixel_values=x.to(dtype).unsqueeze(0),
+                         output_attentions=record, return_dict=True)
+        finally:
+            if rec:
+                rec.close()
+        if rec:
+            rec.keep_probs(out.vision_model_output.attentions)
+        return out.logits_per_image[0], rec
+    peaky = hf_tune_peaky(model, fwd)
+    model.float()
+    proc = T.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32},
+                                image_mean=mean, image_std=std)
+    from PIL import Image
+    px = proc(images=Image.open(os.path.join(OUT, "input.png")), return_tensors="pt")["pixel_values"][0]
+    proc_diff = (px.float() - x).abs().max().item()
+    assert proc_diff <= 1e-6, proc_diff
+    tmp = tempfile.mkdtemp()
+    try:  # save_pretrained into an empty folder (hf_save checks what it wrote), then moved beside the vocabulary
+        mfh.hf_save(model, tmp, proc)
+        for f in sorted(os.listdir(tmp)):
+            shutil.move(os.path.join(tmp, f), os.path.join(folder, f))
+    finally:
+        shutil.rmtree(tmp)
+    with torch.no_grad():
+        l64, _ = fwd(None, model, None, None, torch.float64)
+        mm = model.to(torch.float64)
+        with f64_default(torch.float64):
+            img_f = mm.get_image_features(pixel_values=x.double().unsqueeze(0))[0]
+            txt_f = mm.get_text_features(input_ids=input_ids, attention_mask=mask)
+        txt_f = txt_f / txt_f.norm(dim=1, keepdim=True)
+        l32, _ = fwd(None, model, None, None, torch.float32)
+    spread = (l32.double() - l64).abs().max().item()
+    probs = l64.softmax(dim=-1)
+    again = math.exp(LOGIT_SCALE) * (txt_f @ (img_f / img_f.norm()))
+    assert (again - l64).abs().max().item() < 1e-12
+    maps = explain(None, model.double(), x, input_ids, forward=fwd)
+    assert (maps["chefer"][0] - maps["chefer"][1]).abs().max() > 1e-3, "the texts' maps do not differ"
+    save_arrays(folder, x, img_f, txt_f, l64, probs, maps)
+    write_meta(folder, family="Hugging Face transformers CLIPModel", generator=GENERATOR,
+               shims=mfh.SHIMS_HF + [HF_F64_SHIM] + HF_SHIMS,
+               source=mfh.hf_source(["models/clip/modeling_clip.py", "models/clip/configuration_clip.py",
+                                     "models/clip/tokenization_clip.py", "models/clip/image_processing_clip.py",
+                                     "modeling_utils.py"]),
+               text_config=text_cfg, vision_config=vision_cfg, projection_dim=EMBED, pad_token_id=model.config.text_config.pad_token_id,
+               texts=TEXTS, ids=ids, ids_equal_openai_simple_tokenizer=ids == ids_openai,
+               input_ids_padded=batch["input_ids"], attention_mask=batch["attention_mask"],
+               logit_scale=LOGIT_SCALE, scale=math.exp(LOGIT_SCALE), peaky=peaky, processor_max_diff=proc_diff,
+               logits_spread_f32_f64=spread, max_abs={k: float(v.abs().max()) for k, v in maps.items()},
+               logits=l64.tolist(), probs=probs.tolist(),
+               files={"config.json / model.safetensors / preprocessor_config.json": "CLIPModel.save_pretrained "
+                      "(F32) and CLIPImageProcessor.save_pretrained", "vocab.json / merges.txt": "copies of ../",
+                      "input.npy": "pixel_values (3, 32, 32) of ../input.png"},
+               description="transformers CLIPModel(CLIPConfig(text_config, vision_config, projection_dim=16)), "
+                           "eager attention, random weights; ids by CLIPTokenizer on vocab.json / merges.txt; "
+                           "logits_per_image[0] and its softmax in float64 on the stored float32 weights; maps by "
+                           "autograd through CLIPModel.forward, target one-hot on logits_per_image[0, j].")
+    print("hf ids", ids, "equal to SimpleTokenizer's:", ids == ids_openai)
+    print("hf probs", probs.tolist(), "spread %.3g" % spread, "peaky", peaky, "processor diff %.3g" % proc_diff)
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -353,6 +518,7 @@ def main():
     ap.add_argument("--clip-commit", help="its commit (40 hex digits), when the folder is no git checkout")
     ap.add_argument("--open-clip", help="a folder holding mlfoundations/open_clip's src/ (optional second case)")
     ap.add_argument("--open-clip-commit", help="its commit (40 hex digits)")
+    ap.add_argument("--transformers", help="a transformers tree at v4.48.3 holding src/ (optional third case: hf/)")
     args = ap.parse_args()
     commit = repo_commit(args.clip, args.clip_commit)
     torch.set_num_threads(1)
@@ -440,6 +606,8 @@ def main():
             assert np.allclose(mean_, mean, atol=0) and np.allclose(std_, std, atol=0), (mean_, std_)
             return x
         open_clip_case(args, ids, vocab_size, png)
+    if args.transformers:
+        hf_case(args, x, ids, vocab_size, mean, std)
     print("ids", ids)
     print("probs", probs.tolist(), "logit spread f32/f64 %.3g" % spread)
     print("max", {k: float(v.abs().max()) for k, v in maps.items()}, "peaky", peaky)

@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import json  # noqa: E402
 
-from fixture_lib import save_npy, write_meta  # noqa: E402
+from fixture_lib import save_npy, write_meta, write_safetensors  # noqa: E402
 from make_family_fixtures_clip import f64_layernorm, randomize, repo_commit, stub_package  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(HERE), "tests", "fixtures", "clip_text")
@@ -91,20 +91,9 @@ def id_sequences(gen):
 
 
 def write_safetensors_f32(path, sd):
-    """sd's float32 tensors as safetensors, shapes as they are: fixture_lib.write_safetensors would store the
-    0-d logit_scale as (1,) (np.ascontiguousarray makes 0-d arrays 1-d), and OpenAI's is ()."""
-    header, blobs, off = {}, [], 0
-    for name in sorted(sd):
-        t = sd[name]
-        assert t.dtype == torch.float32
-        b = t.numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((-len(h)) % 8)
-    with open(path, "wb") as f:
-        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+    """sd's float32 tensors as safetensors, shapes as they are (OpenAI's logit_scale is 0-d)."""
+    assert all(t.dtype == torch.float32 for t in sd.values())
+    write_safetensors(path, sd, keep_0d=True)
 
 
 def encode(m, model, text, dtype):

@@ -289,9 +289,9 @@ def randomize(model, gen, extra=None, keep=()):
     assert not left, "parameters left at their init: %s" % left
 
 
-def make_input(gen, size, mean, std):
-    """A smooth synthetic RGB picture in [0, 1] (gradients, blobs, a little noise), normalised with
-    the family's mean / std in float32: exactly what enters the patch embedding."""
+def smooth_picture(gen, size, noise):
+    """A smooth synthetic RGB picture (3, size, size) in [0, 1], float64: gradients, three blobs a channel and,
+    when `noise` > 0, Gaussian noise of that standard deviation."""
     yy, xx = torch.meshgrid(torch.linspace(0, 1, size, dtype=torch.float64),
                             torch.linspace(0, 1, size, dtype=torch.float64), indexing="ij")
     chans = []
@@ -301,9 +301,16 @@ def make_input(gen, size, mean, std):
             cy, cx = torch.rand(2, generator=gen, dtype=torch.float64)
             r = 0.08 + 0.2 * torch.rand(1, generator=gen, dtype=torch.float64)
             v = v + 0.4 * torch.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * r ** 2))
-        v = v + 0.05 * torch.randn(size, size, generator=gen, dtype=torch.float64)
+        if noise > 0:
+            v = v + noise * torch.randn(size, size, generator=gen, dtype=torch.float64)
         chans.append(v.clamp(0, 1))
-    img = torch.stack(chans).float()
+    return torch.stack(chans)
+
+
+def make_input(gen, size, mean, std):
+    """A smooth synthetic RGB picture in [0, 1] (gradients, blobs, a little noise), normalised with
+    the family's mean / std in float32: exactly what enters the patch embedding."""
+    img = smooth_picture(gen, size, 0.05).float()
     m = torch.tensor(mean, dtype=torch.float32).view(3, 1, 1)
     s = torch.tensor(std, dtype=torch.float32).view(3, 1, 1)
     return (img - m) / s

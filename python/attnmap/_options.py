@@ -37,6 +37,9 @@ def forward_keywords():
 def _value(key, value):
     if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):  # NumPy / torch values
         value = value.tolist()
+    if isinstance(value, (bytes, bytearray, dict, set)):  # str() would make "b'a dog'" or "{'a': 1}" a value
+        raise TypeError("%s=%r: expected a str, a number or a path (a list or tuple of them), found %s"
+                        % (key, value, type(value).__name__))
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     if isinstance(value, (list, tuple)):
@@ -96,6 +99,8 @@ def to_given(kwargs, command=None, caller=None, allowed=None):
         if value is True:
             given.append((s["id"], []))
         elif s["repeatable"] and isinstance(value, (list, tuple)):  # text=["a dog", "a cat"]: --text twice
+            if any(isinstance(v, (list, tuple)) for v in value):
+                raise TypeError("%s=%r: expected a list of values, found a list inside it" % (key, value))
             given.append((s["id"], [_value(key, v) for v in value]))
         elif value is not False:
             given.append((s["id"], [_value(key, value)]))

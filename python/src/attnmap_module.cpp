@@ -33,6 +33,7 @@
 #include "engine/paths.hpp"
 #include "engine/render.hpp"
 #include "engine/session.hpp"
+#include "engine/text/zero_shot.hpp"
 #include "checkpoint/layouts.hpp"
 #include "checkpoint/weights.hpp"
 #include "core/error.hpp"
@@ -449,7 +450,8 @@ py::dict map_dict(const RenderContext& ctx, const ComputedViews& cv, ViewMap&& m
                                 ? hp.labels[static_cast<size_t>(m.class_index)]
                                 : "class " + std::to_string(m.class_index);
   d["class_name"] = m.class_index >= 0 ? py::object(py::str(cname)) : py::object(py::none());
-  d["class_tag"] = m.class_index >= 0 ? py::object(py::str(class_file_label(m.class_index, hp.labels))) : py::object(py::none());
+  // the file-name form render writes (a CLIP's texts: text_file_labels, unique and safe for any text)
+  d["class_tag"] = m.class_index >= 0 ? py::object(py::str(class_file_name(*ctx.model, m.class_index))) : py::object(py::none());
   d["written"] = v.spec.written;
   d["class_probability"] = m.class_index >= 0 && static_cast<size_t>(m.class_index) < cv.probs.size()
                                ? py::object(py::float_(cv.probs[static_cast<size_t>(m.class_index)]))

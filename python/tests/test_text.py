@@ -44,3 +44,15 @@ def test_texts_as_classes_end_to_end(attnmap):
     for (_, p), want in zip(r.top5, meta["probs"]):
         assert abs(p - want) < 1e-4
     assert len(r.maps) == 3
+
+
+def test_values_str_would_garble_are_type_errors_and_class_tag_is_the_file_name(attnmap):
+    """text=b"a dog" was the class "b'a dog'"; class_tag is the name render writes, also for texts that need
+    a hash ("a/bird" -> a_bird-548cee40, as NAME.class-a_bird-548cee40.png)."""
+    fx = FIX / "clip_zero_shot"
+    for bad in (b"a dog", {"a": 1}, [["a", "b"]]):
+        with pytest.raises(TypeError):
+            attnmap.load(str(fx / "model.safetensors"), text=bad, vocab=str(fx / "vocab.json"), quiet=True)
+    m = attnmap.load(str(fx / "model.safetensors"), text=["a dog", "a/bird"], vocab=str(fx / "vocab.json"), quiet=True)
+    maps = m.forward(str(fx / "input.png"), views="chefer", classes="top2").maps
+    assert sorted((mp.class_name, mp.class_tag) for mp in maps) == [("a dog", "a_dog"), ("a/bird", "a_bird-548cee40")]

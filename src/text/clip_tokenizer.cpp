@@ -101,8 +101,9 @@ void find_all(const std::u32string& s, size_t begin, size_t end, ClipTextRules r
   }
 }
 
-// The text's start for a message: at most 60 bytes, cut between UTF-8 sequences, "..." when cut.
-std::string text_head(const std::string& text) {
+}  // namespace
+
+std::string clip_text_head(const std::string& text) {
   if (text.size() <= 60) return printable(text);
   size_t end = 0;
   while (end < 60) {
@@ -113,10 +114,8 @@ std::string text_head(const std::string& text) {
   return printable(text.substr(0, end)) + "...";
 }
 
-}  // namespace
-
 std::u32string clean_clip_text(const std::string& text, ClipTextRules rules) {
-  std::u32string s = nfc(utf8_to_code_points(text, "text \"" + text_head(text) + "\""));
+  std::u32string s = nfc(utf8_to_code_points(text, "text \"" + clip_text_head(text) + "\""));
   if (rules == ClipTextRules::hugging_face)  // NFC, Replace(\s+, " "), Lowercase
     return lower_each_code_point(collapse(s, is_white_space));
   s = strip(html_unescape(html_unescape(s)), is_python_space);  // basic_clean (ftfy: NFC only)
@@ -222,7 +221,7 @@ void ClipTokenizer::bpe(const std::string& piece, std::vector<int32_t>& out) con
 
 std::vector<int32_t> ClipTokenizer::encode(const std::string& text) const {
   if (text.size() > kMaxClipTextBytes)
-    throw Error("text \"" + text_head(text) + "\": " + std::to_string(text.size()) +
+    throw Error("text \"" + clip_text_head(text) + "\": " + std::to_string(text.size()) +
                 " bytes, more than the " + std::to_string(kMaxClipTextBytes) + " a CLIP text may have (its context holds " +
                 std::to_string(kClipContext) + " tokens)");
   std::vector<int32_t> ids;
@@ -246,7 +245,7 @@ std::vector<int32_t> ClipTokenizer::tokenize(const std::string& text, ContextOve
   ids.push_back(vocab_.end_id);
   if (ids.size() <= context) return ids;
   if (overflow == ContextOverflow::refuse)
-    throw Error("text \"" + text_head(text) + "\" is " +
+    throw Error("text \"" + clip_text_head(text) + "\" is " +
                 std::to_string(ids.size()) + " tokens with <|startoftext|> and <|endoftext|>, more than CLIP's context of " +
                 std::to_string(context) + " (expected at most " + std::to_string(context) +
                 "; shorten it, or truncate it as open_clip does)");

@@ -40,6 +40,9 @@ constexpr size_t kClipContext = 77;
 /// The most UTF-8 bytes a text may have (a bound on the BPE's work; a CLIP text holds 75 tokens).
 constexpr size_t kMaxClipTextBytes = 16 * 1024;
 
+/// A text's start for a message: at most 60 bytes, cut between UTF-8 sequences, "..." when cut; printable.
+std::string clip_text_head(const std::string& text);
+
 /// The text after the rules' clean-up, before pre-tokenisation (code points). Errors: text not UTF-8.
 std::u32string clean_clip_text(const std::string& text, ClipTextRules rules);
 

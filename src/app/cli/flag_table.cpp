@@ -368,11 +368,11 @@ const FlagText kTexts[] = {
     {"explain", kRender,
      "draw a class-specific explanation instead of attention: chefer (Chefer et al. 2021, every block) | "
      "gradcam (Grad-CAM on a block's norm1 tokens) | attn-grad ({setting:layer}'s attention x gradient); "
-     "needs a classifier head",
+     "needs a classifier head, or a CLIP's {setting:text} (the image-text logit)",
      "", nullptr},
     {"class_spec", kRender,
-     "with {setting:explain}: class index, label, top1 or topK (one map per class, NAME.class-LABEL.png); "
-     "default top1",
+     "with {setting:explain}: class index, label (a CLIP's text), top1 or topK (one map per class, "
+     "NAME.class-LABEL.png); default top1",
      "", nullptr},
     {"class_spec", kFigure,
      "class-specific views (chefer, gradcam, attn-grad): class index, label or top1 (default top1; topK is "

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <cstdint>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -112,23 +114,56 @@ void check_text_model(const ViTWeights& model, const std::string& where) {
                 "visual_projection): image and text features cannot be compared");
 }
 
-// The token ids of every prompt, each named in an error by its text.
+// The token ids of every prompt, each named in an error by its text; with --truncate-text, a note for each
+// prompt cut to the context (the count it had).
 std::vector<std::vector<int32_t>> tokenize_all(const ClipTokenizer& tok, const std::vector<std::string>& prompts,
-                                               const TextSpec& spec, int context) {
+                                               const TextSpec& spec, int context, std::vector<std::string>& notes) {
   std::vector<std::vector<int32_t>> ids;
   ids.reserve(prompts.size());
   const ContextOverflow overflow = spec.truncate ? ContextOverflow::truncate : ContextOverflow::refuse;
+  const size_t C = static_cast<size_t>(context);
   for (const std::string& p : prompts) {
     try {
-      ids.push_back(tok.tokenize(p, overflow, static_cast<size_t>(context)));
+      ids.push_back(tok.tokenize(p, overflow, C));
+      if (spec.truncate && ids.back().size() == C)  // cut, or exactly the context: count it whole
+        if (const size_t n = tok.tokenize(p, ContextOverflow::truncate, SIZE_MAX).size(); n > C)
+          notes.push_back(setting_ref("text") + " \"" + clip_text_head(p) + "\": " + std::to_string(n) +
+                          " tokens, cut to " + std::to_string(C) + " (" + setting_ref("truncate_text") + ")");
     } catch (const Error& e) {
-      std::string why = e.what();
-      if (!spec.truncate && why.find("token") != std::string::npos)
-        why += " (" + setting_ref("truncate_text") + " cuts it as open_clip does)";
-      throw Error(setting_ref("text") + " '" + printable(p) + "': " + why);
+      std::string why = e.what();  // names the text (its first 60 bytes)
+      const std::string cut = "truncate it as open_clip does)";
+      if (const size_t at = why.find(cut); at != std::string::npos)
+        why.replace(at, cut.size(), "give " + setting_ref("truncate_text") + " to cut it as open_clip does)");
+      throw Error(setting_ref("text") + ": " + why);
     }
   }
   return ids;
+}
+
+// Refuses a text that is blank, given twice, or whose prompts are the same token ids as another text's (CLIP's
+// clean-up lower-cases and collapses white space: "a dog", "A DOG" and "a dog " are one class, which would
+// split its probability).
+void check_distinct_texts(const std::vector<std::string>& texts, const std::vector<std::vector<int32_t>>& ids,
+                          size_t templates) {
+  const std::string text = setting_ref("text");
+  std::map<std::string, size_t> seen_text;
+  std::map<std::vector<int32_t>, size_t> seen_ids;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    if (trimmed(texts[i]).empty()) throw Error(text + " '" + printable(texts[i]) + "' is blank (a class needs words)");
+    if (!seen_text.emplace(texts[i], i).second)
+      throw Error(text + " '" + clip_text_head(texts[i]) + "' is given twice (each text is a class)");
+    std::vector<int32_t> all;
+    for (size_t t = 0; t < templates; ++t) {
+      const std::vector<int32_t>& one = ids[i * templates + t];
+      all.insert(all.end(), one.begin(), one.end());
+      all.push_back(-1);
+    }
+    const auto [at, fresh] = seen_ids.emplace(std::move(all), i);
+    if (!fresh)
+      throw Error(text + " '" + clip_text_head(texts[i]) + "' is the same tokens as '" + clip_text_head(texts[at->second]) +
+                  "' (CLIP's tokenizer lower-cases, collapses white space and may cut long texts): one class given "
+                  "twice would split its probability; give it once");
+  }
 }
 
 }  // namespace
@@ -166,6 +201,7 @@ struct EncodedTexts {
   float scale = 0.0f;
   std::vector<std::string> labels;
   nlohmann::ordered_json record;
+  std::vector<std::string> notes;  // for the user (the loader's notices)
 };
 
 // The run's texts through the model's text tower (clip_text_config of its layout): tokenized by its rules, encoded
@@ -175,9 +211,6 @@ EncodedTexts encode_run_texts(const ViTWeights& model, const ModelSpec& spec, co
   EncodedTexts out;
   out.labels = run_texts(spec);
   const std::vector<std::string>& texts = out.labels;
-  for (size_t i = 0; i < texts.size(); ++i)
-    if (std::find(texts.begin(), texts.begin() + static_cast<long>(i), texts[i]) != texts.begin() + static_cast<long>(i))
-      throw Error(setting_ref("text") + " '" + printable(texts[i]) + "' is given twice (each text is a class)");
   const std::vector<std::string> templates = spec.text.templates.empty() ? std::vector<std::string>{"{}"}
                                                                          : spec.text.templates;
   const ClipTextConfig cfg = clip_text_config(model.text_layout, model.text_config, model.text_tensors, where);
@@ -189,7 +222,12 @@ EncodedTexts encode_run_texts(const ViTWeights& model, const ModelSpec& spec, co
   std::vector<std::string> prompts;
   for (const std::string& t : texts)
     for (const std::string& tm : templates) prompts.push_back(fill_template(tm, t));
-  std::vector<float> each = encode_text(tower, tokenize_all(tok, prompts, spec.text, tower.hp.context_length));
+  const std::vector<std::vector<int32_t>> ids = tokenize_all(tok, prompts, spec.text, tower.hp.context_length, out.notes);
+  check_distinct_texts(texts, ids, templates.size());
+  if (texts.size() == 1)
+    out.notes.push_back("one text: its probability is 100% by construction (a softmax over the texts given); its "
+                        "maps explain its image-text logit");
+  std::vector<float> each = encode_text(tower, ids);
   const size_t N = texts.size(), T = templates.size(), E = static_cast<size_t>(tower.hp.embed_dim);
   l2_normalize_rows(each.data(), static_cast<int>(N * T), static_cast<int>(E));
   out.text.assign(N * E, 0.0f);
@@ -225,6 +263,7 @@ void apply_texts(ViTWeights& model, const ModelSpec& spec) {
   model.hp.labels = enc.labels;
   model.hp.source["labels"] = setting_ref("text");
   model.hp.source[kRecordKey] = enc.record.dump();
+  for (std::string& n : enc.notes) model.notices.push_back(std::move(n));
   model.text_tensors.clear();  // the tower's weights (a third of a ViT-B/16 CLIP) are not kept for the run
 }
 
