@@ -87,6 +87,13 @@ inline std::string did_you_mean(const std::vector<std::string>& known, const std
   return pick.empty() ? "" : " (did you mean '" + pick + "'?)";
 }
 
+/// `s` without the characters of `chars` at either end ("" when it holds only those).
+inline std::string trim_chars(const std::string& s, const char* chars) {
+  const size_t a = s.find_first_not_of(chars);
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(chars) - a + 1);
+}
+
 /// A count with its noun, plural unless the count is 1: counted(1, "image") "1 image", counted(3, "image")
 /// "3 images", counted(2, "class", "classes") "2 classes".
 inline std::string counted(size_t n, const std::string& noun, const std::string& plural = "") {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/names.hpp"
 #include "core/tensor.hpp"
 
 namespace attnmap {
@@ -262,11 +263,7 @@ bool read_record(std::istream& in, std::vector<std::string>* fields, int* line_n
   return true;
 }
 
-std::string trim(const std::string& s) {
-  const size_t a = s.find_first_not_of(" \t");
-  if (a == std::string::npos) return "";
-  return s.substr(a, s.find_last_not_of(" \t") - a + 1);
-}
+std::string trim(const std::string& s) { return trim_chars(s, " \t"); }
 
 }  // namespace
 

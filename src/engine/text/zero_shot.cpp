@@ -13,6 +13,7 @@
 
 #include "checkpoint/labels.hpp"
 #include "core/error.hpp"
+#include "core/names.hpp"
 #include "core/setting_ref.hpp"
 #include "io/hash.hpp"
 #include "model/classify.hpp"
@@ -28,12 +29,7 @@ namespace {
 
 constexpr const char* kRecordKey = "zero_shot";  // hp.source's key of the record (a JSON text)
 
-std::string trimmed(const std::string& s) {
-  const char* ws = " \t\r\n\v\f";
-  const size_t a = s.find_first_not_of(ws);
-  if (a == std::string::npos) return "";
-  return s.substr(a, s.find_last_not_of(ws) - a + 1);
-}
+std::string trimmed(const std::string& s) { return trim_chars(s, " \t\r\n\v\f"); }
 
 // The folder of the weights (a Hugging Face or open_clip folder holds its tokenizer's files); "" when unknown.
 std::string weights_folder(const ViTWeights& model) {
