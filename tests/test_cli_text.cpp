@@ -14,6 +14,7 @@
 
 #include "engine/text/zero_shot.hpp"
 #include "io/hash.hpp"
+#include "io/image_io.hpp"
 #include "io/npy.hpp"
 #include "test_util.hpp"
 #include "text/clip_tokenizer.hpp"
@@ -60,6 +61,8 @@ TEST_F(TextCli, TheDoorRefusesWhatCannotWork) {
       {"--texts " + q(dir / "missing.txt"), "--texts " + (dir / "missing.txt").string() + ": cannot be read"},
       {"--texts " + q(blank), ": no text in it"},
       {"--text ''", "--text expects a value, found ''"},
+      {"--texts " + q(write("utf16.txt", std::string("\xFF\xFE" "d\0o\0g\0", 8))), "utf16.txt: is UTF-16 or binary (a UTF-16 byte-order mark); save it as UTF-8"},
+      {"--texts " + q(write("latin1.txt", "a dog\na caf\xE9\n")), "latin1.txt: line 2: not UTF-8 at byte 5"},
   };
   for (const Case& c : cases) {
     const CliRun r = render(clip(), c.extra);
@@ -162,8 +165,10 @@ TEST_F(ZeroShotCli, ProbabilitiesAreTheFamilysOverTheTexts) {
 TEST_F(ZeroShotCli, OneMapPerTextNamedByTheText) {
   const CliRun r = render("-q --vocab " + q(F + "/bpe_small.txt.gz") +
                           " --text 'a dog' --text 'a cat' --text 'a photo of a bird' --views L-1/mean,chefer --class top3"
-                          " --panel --save-raw");
+                          " --panel --save-raw --gallery " + q(dir / "gallery"));
   ASSERT_EQ(r.status, 0) << r.err;
+  // The gallery's subtitle says what its percentages are over.
+  EXPECT_NE(slurp(dir / "gallery" / "index.html").find(", zero-shot over 3 texts, 1 input</p>"), std::string::npos);
   for (const char* name : {"input.L1-mean.png", "input.panel.png", "input.chefer.class-a_dog.png",
                            "input.chefer.class-a_cat.png", "input.chefer.class-a_photo_of_a_bird.png"})
     EXPECT_TRUE(fs::exists(dir / "out" / name)) << name;
@@ -200,6 +205,15 @@ TEST_F(ZeroShotCli, LongTextsAndWrongVocabulariesAreRefused) {
   EXPECT_EQ(d.status, 2) << d.err;
   EXPECT_NE(d.err.find("--vocab"), std::string::npos) << d.err;
   EXPECT_NE(d.err.find("bad.txt.gz"), std::string::npos) << d.err;
+  const CliRun none = render("-q --text dog --vocab " + q(dir / "nowhere"));
+  EXPECT_NE(none.err.find("nowhere: no such file or folder"), std::string::npos) << none.err;
+  // --class among texts: the messages count texts, not a classifier's classes.
+  const std::string two = "-q --text 'a dog' --text 'a cat' --views chefer" + small;
+  const CliRun i = render(two + " --class 5");
+  EXPECT_EQ(i.status, 2) << i.err;
+  EXPECT_NE(i.err.find("--class 5 out of range: 0..1 (2 texts)"), std::string::npos) << i.err;
+  const CliRun n = render(two + " --class 'a bird'");
+  EXPECT_NE(n.err.find("--class 'a bird' is not one of the texts: a dog, a cat"), std::string::npos) << n.err;
 }
 
 // A transformers CLIPModel folder (save_pretrained's config.json + model.safetensors + preprocessor_config.json,
@@ -270,4 +284,47 @@ TEST_F(ZeroShotCli, TextsThatTokenizeAlikeOrAreBlankAreRefusedAndCutsAreSaid) {
   EXPECT_EQ(one.status, 0) << one.err;
   EXPECT_NE(one.err.find("one text: its probability is 100% by construction"), std::string::npos) << one.err;
   EXPECT_NE(one.out.find("top-1 of 1 text (zero-shot): dog 100.0%"), std::string::npos) << one.out;
+}
+
+// --resize crop on a CLIP crops as the family's preprocessing does (shorter side to the input size, centre
+// crop: crop_pct 1.0, recorded with its source), not timm's 0.875: a 48x32 photo's map is the map of its middle
+// 32x32 square, exactly.
+TEST_F(ZeroShotCli, ResizeCropIsClipsCentreCrop) {
+  const Image middle = load_image(F + "/input.png");
+  ASSERT_EQ(middle.width, 32);
+  Image wide;
+  wide.width = 48;
+  wide.height = 32;
+  wide.rgb.assign(48 * 32 * 3, 0);
+  for (int y = 0; y < 32; ++y)
+    for (int x = 0; x < 48; ++x)
+      for (int c = 0; c < 3; ++c)
+        wide.rgb[(static_cast<size_t>(y) * 48 + x) * 3 + c] =
+            x >= 8 && x < 40 ? middle.rgb[(static_cast<size_t>(y) * 32 + (x - 8)) * 3 + c]
+                             : static_cast<uint8_t>((x * 37 + y * 11 + c * 101) % 256);  // anything but the middle
+  write_png((dir / "wide.png").string(), wide);
+  const std::string model = " -w " + q(F + "/model.safetensors") + " -q --save-raw --views L-1/mean";
+  const CliRun c = run_attnmap("render " + q(dir / "wide.png") + model + " --resize crop -o " + q(dir / "c"));
+  ASSERT_EQ(c.status, 0) << c.err;
+  const CliRun s = run_attnmap("render " + q(F + "/input.png") + model + " -o " + q(dir / "s"));
+  ASSERT_EQ(s.status, 0) << s.err;
+  EXPECT_EQ(read_npy((dir / "c" / "wide.npy").string(), nullptr),
+            read_npy((dir / "s" / "input.npy").string(), nullptr));
+  const nlohmann::json rec = nlohmann::json::parse(slurp(dir / "c" / "wide.npy.json"));
+  EXPECT_EQ(rec.at("crop_pct"), 1.0) << rec.dump();
+  const CliRun i = run_attnmap("inspect " + q(F + "/model.safetensors"));
+  EXPECT_NE(i.out.find("default (CLIP's preprocessing: shorter side to the input size, centre crop; for the clip "
+                       "layout)"), std::string::npos) << i.out;
+}
+
+// --skip-existing with --class topK (K >= 2): the per-class files' names come from the classes an earlier run
+// explained (its PNGs' top-5), so the same run again skips the image; other texts render it again.
+TEST_F(ZeroShotCli, SkipExistingFindsTheTopKFilesOfAnEarlierRun) {
+  const std::string run = "--vocab " + q(F) + " --views chefer --class top2 --save-raw --skip-existing";
+  ASSERT_EQ(render(run + " --text 'a dog' --text 'a cat'").status, 0);
+  const CliRun again = render(run + " --text 'a dog' --text 'a cat'");
+  EXPECT_EQ(again.status, 0) << again.err;
+  EXPECT_NE(again.err.find("attnmap: 0 done, 0 failed, 1 skipped"), std::string::npos) << again.err;
+  const CliRun other = render(run + " --text 'a dog' --text 'a photo of a bird'");
+  EXPECT_NE(other.err.find("attnmap: 1 done"), std::string::npos) << other.err;
 }

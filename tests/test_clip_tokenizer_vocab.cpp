@@ -135,7 +135,9 @@ TEST_F(ClipVocabFiles, DamagedHuggingFaceFilesNameTheFileAndLineOrEntry) {
   EXPECT_MESSAGE_HAS(error_of([&] { read_hf_tokenizer_json(tj.string()); }), tj.string() + ": no \"model\" object");
   fs::create_directories(dir / "empty");
   EXPECT_MESSAGE_HAS(error_of([&] { read_clip_vocab((dir / "empty").string()); }), "a folder without tokenizer.json or vocab.json + merges.txt");
+  write_bytes(dir / "x.bin", "x");
   EXPECT_MESSAGE_HAS(error_of([&] { read_clip_vocab((dir / "x.bin").string()); }), "not a CLIP vocabulary");
+  EXPECT_MESSAGE_HAS(error_of([&] { read_clip_vocab((dir / "y.bin").string()); }), "y.bin: no such file or folder");
 }
 
 TEST_F(ClipVocabFiles, SizesAreCheckedBeforeReading) {

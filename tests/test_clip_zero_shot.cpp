@@ -3,7 +3,8 @@
 // tools/make_clip_explain_fixtures.py (tests/fixtures/clip_zero_shot/: a tiny random CLIP, three texts,
 // logits_per_image and its softmax, and per text the chefer / gradcam / attn-grad maps by autograd through
 // CLIP.forward; hf/: the same by transformers' CLIPModel). The text features come from the fixture, so the text
-// tower is not under test here.
+// tower is not under test here. chefer_last.npy: Chefer's CLIP notebook's default (the last block only), the view
+// chefer@L-1.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "io/image_io.hpp"
 #include "io/npy.hpp"
 #include "maps/explain.hpp"
+#include "maps/views.hpp"
 #include "model/preprocess.hpp"
 #include "model/vit.hpp"
 #include "model/vit_backward.hpp"
@@ -194,4 +196,116 @@ TEST_P(ClipZeroShot, ProbabilitiesAndMapsMatchClipForwardAutograd) {
   std::snprintf(buf, sizeof buf, "%.3g", worst);
   RecordProperty("max_map_diff_of_peak", buf);
   EXPECT_THROW(vit_backward(w, tape, 3, {}), Error);
+}
+
+// Chefer's CLIP notebook (Transformer-MM-Explainability CLIP_explainability.ipynb, interpret() at its default
+// start_layer = -1 = the last block only) recomputed through openai/CLIP's own CLIP.forward
+// (chefer_last.npy): the view chefer@L-1, through the view engine and through render, <= 1e-4 of its peak.
+TEST(ClipZeroShotChefer, LastBlockViewEqualsChefersClipNotebook) {
+  kDir = std::string(ATTNMAP_TEST_DIR) + "/fixtures/clip_zero_shot/";
+  const ViTWeights w = model_with_texts();
+  const std::vector<float> x = npy("input.npy");
+  const ForwardTape tape = vit_forward_tape(w, x.data());
+  std::vector<int64_t> shape;
+  const std::vector<float> want = npy("chefer_last.npy", &shape), all = npy("chefer.npy");
+  ASSERT_EQ(shape, (std::vector<int64_t>{3, 4, 4}));
+  const std::vector<ResolvedView> v = resolve_views(parse_views("chefer@L-1,chefer,attn-grad@L-1"), w.hp, true, ViewSettings{});
+  EXPECT_EQ(v[0].name, "chefer@L1");
+  const ViewPass pass{&w, nullptr, &tape};
+  const size_t N = 16;
+  double worst = 0;
+  for (int j = 0; j < 3; ++j) {
+    const std::vector<float> ref(want.begin() + j * static_cast<long>(N), want.begin() + (j + 1) * static_cast<long>(N));
+    const std::vector<float> got = view_map(pass, v[0], j);
+    ASSERT_EQ(got.size(), N);
+    ASSERT_GT(peak(ref), 1e-3f) << j;
+    for (size_t i = 0; i < N; ++i) {
+      EXPECT_NEAR(got[i], ref[i], 1e-4f * peak(ref)) << "text " << j << " patch " << i;
+      worst = std::max(worst, std::fabs(got[i] - ref[i]) / static_cast<double>(peak(ref)));
+    }
+    // R = I + Abar_last: its class row past the class token is attn-grad at the last block, exactly.
+    EXPECT_EQ(got, view_map(pass, v[2], j)) << j;
+    EXPECT_EQ(got, explain_map(w, tape, j, ExplainRequest{ViewKind::Chefer, 0, 1})) << j;
+    // "chefer" stays every block (the generic method), another map.
+    const std::vector<float> every = view_map(pass, v[1], j);
+    EXPECT_EQ(every, explain_map(w, tape, j, ExplainRequest{ViewKind::Chefer, 0, 0}));
+    float apart = 0;
+    for (size_t i = 0; i < N; ++i) {
+      EXPECT_NEAR(every[i], all[static_cast<size_t>(j) * N + i], 1e-4f * peak(every)) << j << " " << i;
+      apart = std::max(apart, std::fabs(every[i] - got[i]));
+    }
+    EXPECT_GT(apart, 0.1f * peak(every)) << j;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", worst);
+  RecordProperty("max_map_diff_of_peak", buf);
+  EXPECT_THROW(explain_map(w, tape, 0, ExplainRequest{ViewKind::Chefer, 0, 2}), Error);
+
+  // render: --views and --explain take it; files, terminal and map label name it.
+  const std::filesystem::path out = std::filesystem::temp_directory_path() / ("attnmap_chefer_last_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(out);
+  const std::string common = q(kDir + "input.png") + " --save-raw -w " + q(kDir + "model.safetensors") + " --vocab " + q(kDir) +
+                             " --text 'a dog' --text 'a cat' --text 'a photo of a bird' -o " + q(out);
+  const CliRun r = run_attnmap("render " + common + " --views chefer,chefer@L-1 --class top3");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("chefer@L1, text: a dog "), std::string::npos) << r.out;
+  const char* files[] = {"input.chefer-L1.class-a_dog.npy", "input.chefer-L1.class-a_cat.npy", "input.chefer-L1.class-a_photo_of_a_bird.npy"};
+  for (int j = 0; j < 3; ++j) {
+    const std::vector<float> got = read_npy((out / files[j]).string(), nullptr);
+    const std::vector<float> ref(want.begin() + j * static_cast<long>(N), want.begin() + (j + 1) * static_cast<long>(N));
+    ASSERT_EQ(got.size(), N) << files[j];
+    for (size_t i = 0; i < N; ++i) EXPECT_NEAR(got[i], ref[i], 1e-4f * peak(ref)) << files[j] << " " << i;
+  }
+  const CliRun e = run_attnmap("render " + common + " -q --explain chefer@L-1 --class 'a cat'");
+  ASSERT_EQ(e.status, 0) << e.err;
+  const std::vector<float> cat = read_npy((out / "input.npy").string(), nullptr);
+  ASSERT_EQ(cat.size(), N);
+  for (size_t i = 0; i < N; ++i) EXPECT_NEAR(cat[i], want[N + i], 1e-4f * peak(cat)) << i;
+  std::filesystem::remove_all(out);
+}
+
+// chefer@L<k>: Chefer's rules from block k to the last; names canonical, words say which blocks.
+TEST(ClipZeroShotChefer, FromBlockNamesLabelsAndRefusals) {
+  HParams hp;
+  hp.depth = 12;
+  hp.num_heads = 2;
+  hp.residual_mlp = true;
+  const auto v = resolve_views(parse_views("chefer,chefer@L-1,chefer@L-2,chefer@L9"), hp, true, ViewSettings{});
+  ASSERT_EQ(v.size(), 4u);
+  EXPECT_EQ(v[0].name, "chefer");
+  EXPECT_EQ(v[0].spec.layer, 0);
+  EXPECT_EQ(view_label(v[0]), "Chefer relevance");
+  EXPECT_EQ(v[1].name, "chefer@L11");
+  EXPECT_EQ(v[1].tag, "chefer-L11");
+  EXPECT_EQ(v[1].units, "Chefer relevance");
+  EXPECT_TRUE(v[1].class_specific);
+  EXPECT_EQ(view_label(v[1]), "Chefer relevance (last block)");
+  EXPECT_EQ(view_label(v[1], 1), "Chefer relevance (last block)");
+  EXPECT_EQ(v[2].name, "chefer@L10");
+  EXPECT_EQ(view_label(v[2]), "Chefer relevance, blocks 10\u201311");
+  EXPECT_EQ(view_label(v[3]), "Chefer relevance, blocks 9\u201311");
+  EXPECT_EQ(view_label(v[3], 1), "Chefer relevance, blocks 10\u201312");
+  auto error_of = [&](const std::string& list) {
+    try {
+      resolve_views(parse_views(list), hp, true, ViewSettings{});
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_of("chefer,chefer@L0").find("'chefer@L0' names the view chefer a second time"), std::string::npos);
+  EXPECT_NE(error_of("chefer@Llast,chefer@L11").find("names the view chefer@L11 a second time"), std::string::npos);
+  EXPECT_NE(error_of("chefer@L12").find("'chefer@L12'"), std::string::npos);
+  EXPECT_NE(error_of("chefer@3").find("after '@' comes L<layer>"), std::string::npos);
+  EXPECT_NE(view_grammar().find("chefer[@L<first block>]"), std::string::npos);
+  // render's --explain: chefer@L<k> is the method; gradcam's and attn-grad's blocks are run settings there.
+  EXPECT_EQ(parse_class_specific_view("chefer@L-1").written, "chefer@L-1");
+  EXPECT_EQ(parse_class_specific_view("chefer@L-1").layer, -1);
+  try {
+    parse_class_specific_view("gradcam@L1");
+    ADD_FAILURE() << "gradcam@L1 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the block of gradcam is {setting:gradcam_layer}"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_class_specific_view("chefer@"), Error);
 }

@@ -92,6 +92,17 @@ TEST(Preprocess, CropBoxFollowsTimmEval) {
   EXPECT_NEAR(wide.box.x0, 4 * 451.0 / 73, 1e-9);
   EXPECT_NEAR(wide.box.y0, 2 * 300.0 / 36, 1e-9);
   EXPECT_NEAR(wide.box.x1, 68 * 451.0 / 73, 1e-9);
+  // crop_pct as a float (a preprocessor's 32 / 40 = 0.8f, 0.800000012): 32 / 0.8f resizes to 40, as timm's
+  // double and CLIPImageProcessor's shortest_edge 40 do, not to floor(39.9999994) = 39. 50x40 stays 50x40: the
+  // crop is (9, 4) to (41, 36) in the photo's own pixels.
+  img.width = 50;
+  img.height = 40;
+  img.rgb.assign(50 * 40 * 3, 128);
+  const ModelInput hf = preprocess(img, 32, 32, ResizeMode::Crop, mean, sd, 32.0f / 40.0f);
+  EXPECT_NEAR(hf.box.x0, 9, 1e-9);
+  EXPECT_NEAR(hf.box.y0, 4, 1e-9);
+  EXPECT_NEAR(hf.box.x1, 41, 1e-9);
+  EXPECT_NEAR(hf.box.y1, 36, 1e-9);
 }
 
 // --resize crop computes only the crop box of the resized picture; it must equal resizing the whole

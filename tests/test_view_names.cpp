@@ -77,7 +77,9 @@ TEST(ViewNames, BadNamesAreRefusedNamingTheItem) {
   EXPECT_NE(error_of("Lx/mean").find("'x' is not a block index"), std::string::npos);
   EXPECT_NE(error_of("L3/mean,,rollout").find("an empty view"), std::string::npos);
   EXPECT_NE(error_of("").find("an empty view"), std::string::npos);
-  EXPECT_NE(error_of("chefer@L1").find("takes no @L"), std::string::npos);
+  // chefer@L<k> is Chefer's relevance from block k (issue 43; it was refused before): its refusals
+  EXPECT_NE(error_of("chefer@L4").find("'chefer@L4': layer 4 out of range"), std::string::npos) << error_of("chefer@L4");
+  EXPECT_NE(error_of("chefer@1").find("after '@' comes L<layer>"), std::string::npos);
   EXPECT_NE(error_of("gradcam@3").find("after '@' comes L<layer>"), std::string::npos);
   EXPECT_NE(error_of("L-1/mean,L3/mean").find("names the view L3/mean a second time"), std::string::npos);
   EXPECT_NE(error_of("L1/h3,L1/h-1").find("'L1/h-1' names the view L1/h3 a second time"), std::string::npos);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan + UBSan) in build-fuzz/ and runs each for SECONDS (default 60)
-# seeded with the committed corpus. CI runs the 60 s smoke run (tools/test.sh); for a longer local run:
+# seeded with the committed corpus. CI runs a 20 s smoke run (tools/test.sh); for a longer local run:
 #     bash tools/fuzz.sh 3600            # one hour per target
 #     bash tools/fuzz.sh 600 fuzz_image  # one target
 # New interesting inputs collect in build-fuzz/corpus/TARGET (not committed). A crash stops the run with
@@ -50,7 +50,7 @@ run_one() {
   fi
 }
 # The targets as many at a time as there are cores (each libFuzzer run is one process on one core): the
-# same seconds each, half the wall time on 2 cores (CI's smoke run: 5 targets x 30 s in 90 s, not 150 s).
+# same seconds each, half the wall time on 2 cores (CI's smoke run: 5 targets x 20 s in 60 s, not 100 s).
 failed=0
 at_once="$(nproc)"
 for ((i = 0; i < ${#targets[@]}; i += at_once)); do

@@ -21,6 +21,12 @@ Writes tests/fixtures/clip_zero_shot/ (what each file holds: meta.json "files"):
   chefer.npy         (N, gh, gw)     per text j: Chefer et al. rules 5-6 on dlogit_j/dA (all blocks)
   gradcam.npy        (N, L, gh, gw)  per text j and block l: Grad-CAM with block l's ln_1 output as activation
   attn_grad.npy      (N, L, gh, gw)  per text j and block l: mean_h (dA * A)^+, class-token row
+  chefer_last.npy    (N, gh, gw)     per text j: the image relevance of Chefer's CLIP notebook at its default
+                     (hila-chefer/Transformer-MM-Explainability CLIP_explainability.ipynb, interpret() with
+                     start_layer = -1, which it turns into len(blocks) - 1: the last block only), recomputed here
+                     as that notebook computes it: the image repeated once per text, the one-hot sum of
+                     logits_per_image's diagonal, autograd.grad per block; attnmap's chefer@L-1.
+                     chefer_last.json says how (the notebook's code is not copied here)
 The maps follow tools/make_explain_fixtures.py's definitions exactly (docs/explain.md), with the target
 one-hot on the image-text logit j; the gradients are autograd through CLIP.forward in float64.
 
@@ -218,6 +224,62 @@ def explain(m, model, x, text, forward=None):
         out["attn_grad"].append(torch.stack(ag))
         model.zero_grad(set_to_none=True)
     return {k: torch.stack(v) for k, v in out.items()}
+
+
+NOTEBOOK = {"repo": "hila-chefer/Transformer-MM-Explainability", "commit": "58eaea85ac9c34aff052f368514b35d2e4c8dd3c",
+            "file": "CLIP_explainability.ipynb", "function": "interpret(image, texts, model, device, start_layer=-1)"}
+
+
+def notebook_last_block(m, model, x, text):
+    """Chefer's CLIP notebook's image_relevance at its default start_layer = -1 (N, gh, gw), as the notebook
+    computes it (described, not copied): images = the image repeated N times; target = sum of one_hot * logits_per_image
+    with one_hot on the diagonal (image i with text i); start_layer = -1 becomes len(blocks) - 1; R = I (T x T) per
+    image; for each visual block i >= start_layer: grad = d target / d attn_probs, cam = mean over heads of
+    (grad * attn_probs) clamped at 0, R = R + cam @ R; image_relevance = R[:, 0, 1:]. float64 on the F16 values."""
+    N, g = text.shape[0], VIS["input_resolution"] // VIS["patch_size"]
+    mm = model.to(torch.float64)
+    rec = Recorder(mm.visual)
+    try:
+        with f64_layernorm(m):
+            per_image, _ = mm(x.double().unsqueeze(0).repeat(N, 1, 1, 1), text)
+    finally:
+        rec.close()
+    target = (torch.eye(N, dtype=torch.float64) * per_image).sum()
+    blocks = rec.probs
+    start = len(blocks) - 1
+    T = blocks[0].shape[-1]
+    R = torch.eye(T, dtype=torch.float64).unsqueeze(0).expand(N, T, T)
+    for i, a in enumerate(blocks):
+        if i < start:
+            continue
+        grad = torch.autograd.grad(target, [a], retain_graph=True)[0].detach()
+        cam = (grad * a.detach()).reshape(N, -1, T, T).clamp(min=0).mean(dim=1)
+        R = R + torch.bmm(cam, R)
+    model.zero_grad(set_to_none=True)
+    return R[:, 0, 1:].reshape(N, g, g), start
+
+
+def save_notebook_case(m, model, x, text, maps, clip_commit):
+    """chefer_last.npy and chefer_last.json: new files beside the others (which stay as they were)."""
+    last, start = notebook_last_block(m, model, x, text)
+    same_as_attn_grad = (last - maps["attn_grad"][:, -1]).abs().max().item()
+    assert same_as_attn_grad < 1e-9, same_as_attn_grad  # R = I + Abar_last: its row 0 past the class token
+    assert (last - maps["chefer"]).abs().max().item() > 1e-3, "the last block alone equals every block"
+    save_npy(os.path.join(OUT, "chefer_last.npy"), last.float().numpy())
+    with open(os.path.join(OUT, "chefer_last.json"), "w") as f:
+        json.dump({"file": "chefer_last.npy (N, 4, 4) float32, per text of meta.json's texts",
+                   "generator": GENERATOR, "notebook": NOTEBOOK,
+                   "model": {"repo": "openai/CLIP", "commit": clip_commit, "files": ["clip/model.py"]},
+                   "start_layer": {"given": -1, "used": start, "blocks": VIS["layers"]},
+                   "definition": "images = the input repeated once per text; target = sum_i logits_per_image[i, i]; "
+                                 "R = I (T x T); for visual blocks i >= start_layer: R <- R + mean_h((dtarget/dA_i * "
+                                 "A_i)^+) R; the map R[i, 0, 1:] (the patch tokens). float64 autograd through "
+                                 "clip.model.CLIP.forward (shims as meta.json's)",
+                   "max_abs": float(last.abs().max()),
+                   "max_diff_from_attn_grad_last_block": same_as_attn_grad,
+                   "max_diff_from_chefer_all_blocks": (last - maps["chefer"]).abs().max().item()}, f, indent=1)
+        f.write("\n")
+    print("chefer_last (notebook, start_layer %d) max %.4g, vs attn_grad[-1] %.3g" % (start, last.abs().max(), same_as_attn_grad))
 
 
 def peaky_scale(metric):
@@ -601,6 +663,7 @@ def main():
                            "input_resolution=32, patch_size=8, width=32, layers=2, heads=2, output_dim=16); "
                            "references in float64 on the stored F16 values; maps by autograd through "
                            "CLIP.forward, target one-hot on logits_per_image[0, j]." % vocab_size)
+    save_notebook_case(m, model, x, text, maps, commit)
     if args.open_clip:
         def png(mean_, std_):  # the same picture: OpenCLIP's default mean / std are OpenAI's
             assert np.allclose(mean_, mean, atol=0) and np.allclose(std_, std, atol=0), (mean_, std_)

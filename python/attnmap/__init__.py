@@ -180,7 +180,8 @@ class Model:
             float32 (T = prefix tokens + patches), from a second forward pass.
         options: render's options as keywords: layer, head, rollout, discard, query, column, received,
             classes ("top1", "top3", an index or a class name), explain, gradcam_layer, resize
-            ("squash" | "crop"), exif, max_pixels.
+            ("squash" | "crop"), exif, max_pixels; a CLIP's texts for this call: text (a text or a list), texts
+            (a file), prompt, vocab, truncate_text, as load() takes them (over load()'s; docs/python.md).
         The GIL is released while the model runs; several threads may call forward at once.
         Raises AttnmapError with exit_code 2 for a bad option or view, and with exit_code 1 (the command
         line's status for a failed input) naming the image for one that cannot be read or used.
@@ -193,17 +194,72 @@ class Model:
             except AttnmapError as e:
                 raise (e if single else _error("images[%d]: %s" % (i, e), 1)) from None
         call = dict(options)
+        text_kw = {k: call.pop(k) for k in _TEXT_KEYWORDS if k in call}
+        if text_kw.get("text") is not None or text_kw.get("texts") is not None:  # load()'s vocab=, prompt=, ...
+            text_kw = dict(getattr(self, "_text_defaults", {}), **text_kw)
+        text_given = to_given(_text_values(text_kw)) if any(v is not None for v in text_kw.values()) else []
         if isinstance(call.get("classes"), (list, tuple)):
             raise TypeError("classes= takes one class (an index or a name) or 'topK', not a list")
         if views is not None:
             call["views"] = views if isinstance(views, str) else ",".join(views)
         given = to_given(call, "render", "forward", forward_keywords())
         try:
-            raw = self._m.forward(items, given, attentions)
+            raw = self._m.forward(items, given, attentions, text_given)
         except AttnmapError as e:
             _reraise(e)
-        results = [Result(self, img, call, r) for img, r in zip(items, raw)]
+        results = [Result(self, img, call, r, bool(text_given)) for img, r in zip(items, raw)]
         return results[0] if single else results
+
+    def encode_text(self, texts, *, prompt=None, vocab=None, truncate_text=False):
+        """CLIP's text features: (N, E) float32, each row L2-normalised - the family's ``encode_text`` (OpenAI
+        ``CLIP.encode_text``, open_clip's, HF ``get_text_features``) divided by its norm, tokenized by the family's
+        rules (docs/text.md).
+
+        texts: a str or a list of str (duplicates allowed: one row each). prompt: a template ("a photo of a
+        {}.") or a list of them: each text's features over the templates, each normalised, averaged and
+        normalised again (CLIP's prompt ensemble). vocab: a vocabulary file or folder (default: the weights'
+        folder's tokenizer files, else the bundled OpenAI vocabulary). truncate_text: cut a text over the
+        77-token context as open_clip does (default: refused).
+        The first text call reads the weights file again for its text tower (kept from then on; docs/python.md).
+        Raises AttnmapError (exit_code 2): a model without a text tower, a text over the context, ...
+        """
+        single = isinstance(texts, (str, os.PathLike))
+        items = [texts] if single else list(texts)
+        for t in items:
+            if not isinstance(t, str):
+                raise TypeError("encode_text() takes a str or a list of str, found %s" % type(t).__name__)
+        defaults = getattr(self, "_text_defaults", {})  # load()'s vocab=, prompt=, truncate_text= without texts
+        prompt = defaults.get("prompt") if prompt is None else prompt
+        vocab = defaults.get("vocab") if vocab is None else vocab
+        truncate_text = truncate_text or bool(defaults.get("truncate_text", False))
+        prompts = [] if prompt is None else [prompt] if isinstance(prompt, str) else list(prompt)
+        try:
+            return self._m.encode_text(items, [str(p) for p in prompts],
+                                       "" if vocab is None else os.fspath(vocab), bool(truncate_text))
+        except AttnmapError as e:
+            _reraise(e)
+
+    def encode_image(self, images, **options):
+        """CLIP's image features: the projected class token, L2-normalised (``encode_image`` divided by its
+        norm): (E,) float32 for one image, (B, E) for a list. images as forward(); options: resize
+        ("squash" | "crop"), exif, max_pixels, as forward()."""
+        single = not isinstance(images, (list, tuple))
+        items = [_image_arg(x) for x in ([images] if single else images)]
+        given = to_given(options, "render", "encode_image", frozenset(["resize", "exif", "max_pixels"]))
+        try:
+            out = self._m.encode_image(items, given)
+        except AttnmapError as e:
+            _reraise(e)
+        return out[0] if single else out
+
+    @property
+    def logit_scale(self):
+        """CLIP's logit scale, ``exp(logit_scale)`` (100 for OpenAI's trained models): logits_per_image =
+        logit_scale * encode_image(img) @ encode_text(texts).T. Reads the text tower (as encode_text)."""
+        try:
+            return self._m.logit_scale
+        except AttnmapError as e:
+            _reraise(e)
 
     def views(self, image, views, **options):
         """``forward(image, views=views, **options).maps``: a list of Map."""
@@ -213,6 +269,15 @@ class Model:
         """Class-specific maps (``--explain``): method "chefer" (Chefer et al. 2021 relevance), "gradcam" or
         "attn-grad", for classes ("top1", "topK", an index or a class name). A list of Map, one per class."""
         return self.forward(image, explain=method, classes=classes, **options).maps
+
+
+# The keywords that give a CLIP's texts (docs/text.md): load()'s, and forward()'s for one call.
+_TEXT_KEYWORDS = ("text", "texts", "prompt", "vocab", "truncate_text")
+
+
+def _text_values(kw):
+    """forward()'s text keywords as load() takes them (a path as its str)."""
+    return {k: (os.fspath(v) if isinstance(v, os.PathLike) else v) for k, v in kw.items()}
 
 
 def load(path=None, **options):
@@ -230,6 +295,7 @@ def load(path=None, **options):
     """
     path = default_weights() if path is None else os.fspath(path)
     holder = _Holder()
+    defaults = _text_defaults(options)
     given = _model_settings(options, holder)
     try:
         engine = _attnmap.load(path, given, bool(options.get("quiet", False)))
@@ -237,7 +303,18 @@ def load(path=None, **options):
         _reraise(e)
     m = Model(engine, options.get("quiet", False))
     m._holder = holder
+    m._text_defaults = defaults
     return m
+
+
+def _text_defaults(options):
+    """load()'s vocab=, prompt=, truncate_text= given without texts (the command line refuses them there: they
+    would do nothing): taken out of `options` and kept for the model's later text calls (forward(text=),
+    encode_text), where a call's own keyword wins. prompt= with labels= stays: the names fill it (docs/text.md)."""
+    if options.get("text") is not None or options.get("texts") is not None:
+        return {}
+    keys = ("vocab", "truncate_text") if options.get("labels") is not None else ("vocab", "truncate_text", "prompt")
+    return {k: options.pop(k) for k in keys if options.get(k) is not None}
 
 
 class _Holder:
@@ -356,6 +433,8 @@ class Map:
         return overlay(self._result.image, self, **options)
 
     def _repr_png_(self):
+        if self._result._call_texts:
+            return None  # no overlay of a call's texts (overlay() says why); the notebook shows repr()
         return self.overlay().data
 
 
@@ -365,8 +444,9 @@ class Result:
     ([(label, probability)]), ``attentions`` ((L, H, T, T) float32 with attentions=True, else None),
     ``box`` (x, y, w, h: the model input's box on the photo), ``notes``, ``input_sha256``."""
 
-    def __init__(self, model, image, call, raw):
+    def __init__(self, model, image, call, raw, call_texts=False):
         self.model = model
+        self._call_texts = call_texts  # forward(text=...): the figures of this result would draw the model's
         # its own copy of an array: a later change to the caller's array does not change the picture of a map
         self.image = image.copy() if isinstance(image, np.ndarray) else image
         self.options = call
@@ -406,6 +486,9 @@ class Result:
 
     def panel(self, format="png", **options):
         """The image's panel (photo | map | overlay per view, colour bars), as ``render --panel``."""
+        if self._call_texts:
+            raise _error("panel(): the texts were given to forward(); the figures draw a model's own texts: "
+                         "attnmap.load(path, text=[...]) and panel(image, model=that)")
         return panel(self.image, model=self.model, format=format, **{**self.options, **options})
 
 

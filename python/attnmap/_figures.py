@@ -126,6 +126,10 @@ def _view_flags(target):
     from . import Map
     if isinstance(target, Map):
         r = target._result
+        if r._call_texts:  # the render would draw the model's own texts, not the call's
+            from . import _error
+            raise _error("overlay(): this map explains a text given to forward(); the figures draw a model's own "
+                         "texts: attnmap.load(path, text=[...]), then overlay(image, view, model=that)")
         opts = {k: v for k, v in r.options.items()
                 if k not in ("views", "layer", "head", "rollout", "explain", "classes", "query", "column",
                              "received")}

@@ -9,8 +9,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <openssl/evp.h>
-
 #include <csignal>
 #include <cmath>
 #include <cstring>
@@ -45,9 +43,14 @@
 #include "batch_binding.hpp"
 #include "cli_binding.hpp"
 #include "figures_binding.hpp"
+#include "sigint_note.hpp"
+#include "state_dict_digest.hpp"
+#include "text_binding.hpp"
 
 namespace py = pybind11;
 using namespace attnmap;
+using attnmap_py::g_sigint;
+using attnmap_py::SigintNote;
 
 namespace {
 
@@ -61,82 +64,11 @@ py::array_t<T> to_numpy(std::vector<T>&& v, std::vector<py::ssize_t> shape) {
   return py::array_t<T>(shape, owned->data(), keep);
 }
 
-// SHA-256 over a state dict, in name order: for each tensor its name, '\n', its shape as PyTorch prints it,
-// '\n', then its float32 values little-endian (a non-float tensor: its dtype name and its int64 values). The
-// record's weights_sha256 of a model built in memory: two state dicts with the same names, shapes and values
-// have the same digest.
-class StateDictDigest {
- public:
-  StateDictDigest() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
-  ~StateDictDigest() { EVP_MD_CTX_free(ctx_); }
-  StateDictDigest(const StateDictDigest&) = delete;
-  StateDictDigest& operator=(const StateDictDigest&) = delete;
-  void add(const void* p, size_t n) { EVP_DigestUpdate(ctx_, p, n); }
-  void add(const std::string& s) { add(s.data(), s.size()); }
-  std::string hex() {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    EVP_DigestFinal_ex(ctx_, md, &n);
-    static const char* digits = "0123456789abcdef";
-    std::string out;
-    for (unsigned int i = 0; i < n; ++i) out += digits[md[i] >> 4], out += digits[md[i] & 15];
-    return out;
-  }
-
- private:
-  EVP_MD_CTX* ctx_;
-};
-
 // The engine's process-wide state: a command run in process holds it alone (std::cout / std::cerr are the
 // process's; a run sizes the forward pass's thread pool for its workers), forward passes share it (the pool
 // runs one parallel_for at a time and the others inline). The pool is sized for one image at a time on every
 // core before the first forward pass, and again after a command run (g_pool_for_forward false).
 std::shared_mutex g_engine_mu;
-// SIGINT noted during a command run (run()'s handler; lock-free, so async-signal-safe).
-std::atomic<bool> g_sigint{false};
-static_assert(std::atomic<bool>::is_always_lock_free, "the SIGINT flag must be lock-free");
-
-// The interpreter's main thread (where Python handles signals).
-unsigned long main_thread_ident() {
-  static const unsigned long ident =
-      py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
-  return ident;
-}
-
-// Ctrl-C (SIGINT) while the engine holds the main thread: Python's handler cannot run then, so a handler of
-// ours notes it (g_sigint) for the engine to poll (BatchHooks::cancelled, the Hub download's cancel), and
-// KeyboardInterrupt is raised when the engine has returned. Only on the main thread, where Python handles
-// signals; the previous handler is restored when the note ends.
-class SigintNote {
- public:
-  SigintNote() : on_(PyThread_get_thread_ident() == main_thread_ident()) {
-    if (!on_) return;
-    g_sigint = false;
-    struct sigaction sa {};
-    sa.sa_handler = [](int) { g_sigint = true; };
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &previous_);
-  }
-  ~SigintNote() { restore(); }
-  SigintNote(const SigintNote&) = delete;
-  SigintNote& operator=(const SigintNote&) = delete;
-  /// Restores the previous handler, then raises KeyboardInterrupt (py::error_already_set) when a SIGINT came.
-  void raise_if_interrupted() {
-    restore();
-    if (on_ && g_sigint.exchange(false)) {
-      PyErr_SetNone(PyExc_KeyboardInterrupt);
-      throw py::error_already_set();
-    }
-  }
-
- private:
-  void restore() {
-    if (on_ && !restored_) sigaction(SIGINT, &previous_, nullptr);
-    restored_ = true;
-  }
-  bool on_, restored_ = false;
-  struct sigaction previous_ {};
-};
 std::atomic<bool> g_pool_for_forward{false};
 
 // With the GIL released: the pool sized as the command line sizes it for a single image.
@@ -178,7 +110,8 @@ RenderOptions run_options(const GivenSettings& model_settings, const std::string
 class Model {
  public:
   Model(std::shared_ptr<ViTWeights> built, std::string name, GivenSettings given, bool from_file)
-      : built_(std::move(built)), name_(std::move(name)), given_(std::move(given)), from_file_(from_file) {}
+      : built_(std::move(built)), name_(std::move(name)), given_(std::move(given)), from_file_(from_file),
+        texts_(name_, from_file) {}
 
   const std::string& name() const { return name_; }
   const ViTWeights& built() const { return *built_; }
@@ -190,6 +123,9 @@ class Model {
     return out;
   }
   bool from_file() const { return from_file_; }
+  /// Texts given after the model is made (text_binding.hpp), and the overrides a re-read of the file uses.
+  attnmap_py::ModelTexts& texts() { return texts_; }
+  ModelOverrides overrides() const { return options({}).overrides; }
 
   // The run options of a forward call: the model's settings and the call's, as `attnmap render`'s request.
   RenderOptions options(const GivenSettings& call) const { return run_options(given_, name_, call); }
@@ -216,6 +152,7 @@ class Model {
   bool from_file_ = false;
   std::mutex mu_;
   std::shared_ptr<const ViTWeights> forward_, backward_;
+  attnmap_py::ModelTexts texts_;
 };
 
 // The model as its runs see it: prepared (--size's grid, the class names of --labels or ImageNet-1k's).
@@ -318,7 +255,7 @@ std::shared_ptr<Model> from_state_dict(const std::vector<std::pair<std::string, 
   if (!raw.config.is_object()) throw Error(name + ": config must be a dict (the attnmap config object)");
   std::vector<std::pair<std::string, py::array>> sorted = items;
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  StateDictDigest digest;
+  attnmap_py::StateDictDigest digest;
   std::vector<std::string> skipped_names;
   for (size_t i = 0; i + 1 < sorted.size(); ++i)
     if (sorted[i].first == sorted[i + 1].first) throw Error(name + ": tensor " + sorted[i].first + " is given twice");
@@ -461,21 +398,32 @@ py::dict map_dict(const RenderContext& ctx, const ComputedViews& cv, ViewMap&& m
   return d;
 }
 
+// forward's model: prepared, with a call's texts (text=[...]) as its classes when given (text_binding.hpp).
+std::shared_ptr<const ViTWeights> run_model(Model& model, const RenderOptions& opt, bool backward, bool call_texts) {
+  std::shared_ptr<const ViTWeights> w = model.prepared(opt, backward);
+  if (!call_texts) return w;
+  return model.texts().with_texts(std::move(w), model.built(), model.overrides(), opt,
+                                  backward || run_needs_backward(opt));
+}
+
 // One forward call: every image's maps of the views the settings ask for, as dicts the Python layer wraps.
+// text_settings (text, texts, prompt, vocab, truncate_text): the call's texts, over the model's (with_call_texts).
 py::list forward(Model& model, const std::vector<py::object>& images, const GivenPairs& settings,
-                 bool attentions) {
-  RenderOptions opt = model.options(given_of(settings));
+                 bool attentions, const GivenPairs& text_settings) {
+  GivenSettings given = attnmap_py::with_call_texts(model.given(), given_of(text_settings));
+  RenderOptions opt = run_options(given, model.name(), given_of(settings));
   opt.quiet = true;
+  const bool call_texts = !text_settings.empty();
   std::shared_ptr<const ViTWeights> w;
   std::unique_ptr<RenderContext> ctx;
   {
     py::gil_scoped_release nogil;
     size_pool_for_forward();  // the forward pass on every core, as the command line's single image
     std::shared_lock<std::shared_mutex> shared(g_engine_mu);
-    w = model.prepared(opt, false);
+    w = run_model(model, opt, false, call_texts);
     ctx = std::make_unique<RenderContext>(make_render_context(*w, opt));
     if (std::any_of(ctx->views.begin(), ctx->views.end(), [](const ResolvedView& v) { return v.class_specific; })) {
-      w = model.prepared(opt, true);
+      w = run_model(model, opt, true, call_texts);
       ctx = std::make_unique<RenderContext>(make_render_context(*w, opt));
     }
   }
@@ -516,7 +464,12 @@ py::list forward(Model& model, const std::vector<py::object>& images, const Give
     r["probs"] = cv.probs.empty() ? py::object(py::none()) : py::object(to_numpy(std::vector<double>(cv.probs), {static_cast<py::ssize_t>(cv.probs.size())}));
     r["top5"] = cv.top5;
     r["box"] = py::make_tuple(cv.box.x0, cv.box.y0, cv.box.x1 - cv.box.x0, cv.box.y1 - cv.box.y0);
-    r["notes"] = cv.notes;
+    std::vector<std::string> notes;  // a call's texts' notes first (one text; a text cut), then the run's
+    if (call_texts)
+      for (const std::string& n : model.texts().features(model.built(), model.overrides(), opt, true)->notes)
+        notes.push_back(spell_as_keywords(n));
+    notes.insert(notes.end(), cv.notes.begin(), cv.notes.end());
+    r["notes"] = notes;
     r["classes"] = cv.classes;
     if (attentions) {
       const HParams& hp = w->hp;
@@ -528,6 +481,36 @@ py::list forward(Model& model, const std::vector<py::object>& images, const Give
     out.append(r);
   }
   return out;
+}
+
+// Model.encode_image: (B, E) float32, each row CLIP's normalised image feature (engine encode_images).
+py::array_t<float> encode_image(Model& model, const std::vector<py::object>& images, const GivenPairs& settings) {
+  RenderOptions opt = model.options(given_of(settings));
+  std::shared_ptr<const ViTWeights> w;
+  {
+    py::gil_scoped_release nogil;
+    size_pool_for_forward();
+    std::shared_lock<std::shared_mutex> shared(g_engine_mu);
+    w = model.prepared(opt, false);
+  }
+  const HParams& hp = w->hp;
+  std::vector<ModelInput> inputs;
+  for (const py::object& obj : images) {
+    std::string sha, label;
+    const Image photo = input_image(obj, opt, &sha, &label);
+    inputs.push_back(preprocess(photo, hp.image_w, hp.image_h, opt.resize, hp.mean.data(), hp.std.data(),
+                                hp.crop_pct.value_or(0.875f)));
+  }
+  std::vector<const float*> chw;
+  for (const ModelInput& in : inputs) chw.push_back(in.chw.data());
+  std::vector<float> out;
+  {
+    py::gil_scoped_release nogil;
+    std::shared_lock<std::shared_mutex> shared(g_engine_mu);
+    out = encode_images(*w, chw);
+  }
+  const py::ssize_t B = static_cast<py::ssize_t>(inputs.size()), E = B ? static_cast<py::ssize_t>(out.size()) / B : 0;
+  return to_numpy(std::move(out), {B, E});
 }
 
 // ---- the command line in process ------------------------------------------------------------------------
@@ -672,7 +655,16 @@ PYBIND11_MODULE(_attnmap, m) {
                                return t;
                              })
       .def("describe", [](const Model& self) { return describe_model(self.built(), self.name()); })
-      .def("forward", &forward, py::arg("images"), py::arg("settings"), py::arg("attentions") = false)
+      .def("forward", &forward, py::arg("images"), py::arg("settings"), py::arg("attentions") = false,
+           py::arg("text_settings") = GivenPairs{})
+      .def("encode_image", &encode_image, py::arg("images"), py::arg("settings"))
+      .def("encode_text", [](Model& self, const std::vector<std::string>& texts, const std::vector<std::string>& prompts,
+                             const std::string& vocab, bool truncate) {
+        return attnmap_py::encode_text_array(self.texts(), self.built(), self.overrides(), texts, prompts,
+                                             vocab.empty() ? attnmap_py::given_vocab(self.given()) : vocab, truncate,
+                                             g_engine_mu); })
+      .def_property_readonly("logit_scale", [](Model& self) {
+        return attnmap_py::logit_scale_of(self.texts(), self.built(), self.overrides(), g_engine_mu); })
       .def("render_outputs", &render_outputs, py::arg("image"), py::arg("settings"), py::arg("input"), py::arg("out_base"))
       .def("figure", &figure_of, py::arg("images"), py::arg("names"), py::arg("settings"), py::arg("format"))
       .def("evaluate", &evaluate, py::arg("settings"))

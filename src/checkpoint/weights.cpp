@@ -208,6 +208,13 @@ void apply_common(HParams& hp, const FileConfig& fc, const ModelOverrides& ov, c
   take(ov.std, hp.std, "std", "command line");
   for (float s : hp.std)
     if (!(s > 0)) throw Error(path + ": std must be positive in every channel");
+  if (hp.layout == Layout::Clip || hp.layout == Layout::HfClip) {
+    // OpenAI CLIP's _transform, open_clip's image_transform and HF's CLIPImageProcessor: the shorter side to the
+    // input size, then a centre crop of it (timm's crop_pct 1.0), not timm's 0.875
+    hp.crop_pct = 1.0f;
+    hp.source["crop_pct"] = std::string("default (CLIP's preprocessing: shorter side to the input size, centre "
+                                        "crop; for the ") + info.name + " layout)";
+  }
   if (fc.crop_pct && !(*fc.crop_pct > 0 && *fc.crop_pct <= 1)) throw Error(path + ": crop_pct must be in (0, 1]");
   if (fc.crop_pct) {
     hp.crop_pct = fc.crop_pct;

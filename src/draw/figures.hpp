@@ -197,6 +197,10 @@ struct ComparisonOptions {
   /// The words over the columns instead of column_titles (which still say which column is "photo"); one per
   /// column, "" for an untitled column; empty: column_titles.
   std::vector<std::string> column_labels;
+  /// A short line under each map cell (e.g. a CLIP text's zero-shot probability, "93.1%"): one list per row,
+  /// one item per map column ("" none); empty: no caption line, the figure as without the field. A caption
+  /// wider than its cell is a label that does not fit ("cell caption").
+  std::vector<std::vector<std::string>> captions;
   std::vector<FigureFile>* in_memory = nullptr;  ///< as FigureOptions::in_memory
 };
 
@@ -235,9 +239,16 @@ struct ComparisonFit {
 
 /// write_comparison's layout alone (nothing drawn): whether every label fits at opt.width_in and, when not,
 /// the width that would do (found by bisection in tenths of an inch: wider cells hold longer words). Throws
-/// attnmap::Error as write_comparison for bad arguments and cells under 16 pixels.
+/// attnmap::Error as write_comparison for bad arguments and cells under 16 pixels. `as_drawn`: also as
+/// write_comparison lays out again a shared bar whose units are longer than the bar (wrapped to its height,
+/// the bar wider, the cells narrower), so that "fits" means write_comparison draws it; without it that second
+/// layout is not made (the answer the figures before texts were checked with).
 ComparisonFit comparison_fit(const std::vector<std::string>& column_titles, const std::vector<FigureRow>& rows,
-                             const ComparisonScales& scales, const ComparisonOptions& opt);
+                             const ComparisonScales& scales, const ComparisonOptions& opt, bool as_drawn = false);
+
+/// comparison_fit(...).fits without the search for the width that would do (one layout, or two as_drawn).
+bool comparison_fits(const std::vector<std::string>& column_titles, const std::vector<FigureRow>& rows,
+                     const ComparisonScales& scales, const ComparisonOptions& opt, bool as_drawn = false);
 
 /// "the WHAT would be W × H pixels, over cairo's limit of 32767 pixels a side" (kMaxCanvas): what a figure too
 /// large to draw says first (`what`: "figure", "contact sheet", ...; `at_least`: "would be at least", for a

@@ -76,6 +76,11 @@ void check_comparison(const std::vector<std::string>& titles, const std::vector<
                 std::to_string(nmaps) + " map columns");
   for (const int k : scales.column_scale)
     if (k >= static_cast<int>(scales.scales.size())) throw Error("figure: a column's scale " + std::to_string(k) + " is not given");
+  if (!opt.captions.empty() && opt.captions.size() != rows.size())
+    throw Error("figure: " + std::to_string(opt.captions.size()) + " rows of captions for " + std::to_string(rows.size()) + " rows");
+  for (const auto& c : opt.captions)
+    if (c.size() != nmaps)
+      throw Error("figure: " + std::to_string(c.size()) + " captions for " + std::to_string(nmaps) + " map columns");
 }
 
 Error too_narrow(double width_in, double dpi, int ncols) {
@@ -89,7 +94,9 @@ struct ComparisonLayout {
   int w = 0, h = 0;
   double f = 0, m = 0, g = 0, line_h = 0, x0 = 0, cell_w = 0, y0 = 0, total = 0;
   double label_col = 0;          ///< the row labels' column: one line, or as many as they wrap onto
-  std::vector<double> row_h;
+  std::vector<double> row_h;     ///< the cells' heights (a row's caption line, cap_h, under them)
+  double cap_h = 0;              ///< the caption line under each row's cells (ComparisonOptions::captions); 0: none
+  TextStyle caption;
   std::optional<ColorBar> vbar;  ///< one scale for every map column: the bar at the right, from bx
   double bx = 0, right = 0;
   std::vector<BarSpan> spans;    ///< otherwise: a bar under each run, at bars_y
@@ -193,7 +200,7 @@ void place_cells(ComparisonLayout& L, const std::vector<FigureRow>& rows, int nc
   L.total = 0;
   for (const FigureRow& r : rows) {
     L.row_h.push_back(std::round(L.cell_w * r.photo->height / r.photo->width));
-    L.total += L.row_h.back();
+    L.total += L.row_h.back() + L.cap_h;
   }
   L.total += L.g * static_cast<double>(rows.size() - 1);
 }
@@ -253,6 +260,10 @@ ComparisonLayout comparison_layout(Canvas& probe, const std::vector<std::string>
   L.label.px = L.f;
   L.label.color = kInk;
   L.line_h = probe.measure("Ag", L.label).h;
+  L.caption = L.label;  // the cells' captions: centred under each cell, one line, a little smaller
+  L.caption.px = 0.9 * L.f;
+  L.caption.align = Align::Center;
+  if (!opt.captions.empty()) L.cap_h = std::ceil(probe.measure("Ag", L.caption).h + 0.2 * L.g);
   const int shared = one_scale(scales);
   if (shared >= 0) L.vbar.emplace(probe, scales.scales[static_cast<size_t>(shared)], 0.9 * L.f, bar_len);
   const int ncols = static_cast<int>(titles.size());
@@ -270,6 +281,10 @@ ComparisonLayout comparison_layout(Canvas& probe, const std::vector<std::string>
     L.label_col = std::ceil(need);
   }
   if (!row_misfit.empty()) L.refuse(row_misfit, "row label");
+  for (const auto& row : opt.captions)  // one line each, measured unwrapped
+    for (const std::string& c : row)
+      if (!c.empty() && probe.measure(c, L.caption).w > L.cell_w + 0.01) L.refuse(c, "cell caption");
+  L.caption.width = L.cell_w;  // drawn centred in the cell
   place_titles(probe, L, opt.column_labels.empty() ? titles : opt.column_labels, floor_px);
   L.heading = L.label;
   L.heading.px = 1.05 * L.f;
@@ -312,6 +327,16 @@ ComparisonLayout comparison_layout(Canvas& probe, const std::vector<std::string>
   return L;
 }
 
+/// comparison_layout as write_comparison draws it: when the shared bar's units are longer than the bar, laid out
+/// again with them wrapped to its height (the bar then narrower or wider: other cells).
+ComparisonLayout drawn_layout(Canvas& probe, const std::vector<std::string>& titles, const std::vector<FigureRow>& rows,
+                              const ComparisonScales& scales, const ComparisonOptions& opt) {
+  ComparisonLayout L = comparison_layout(probe, titles, rows, scales, opt);
+  if (L.vbar && !L.vbar->scale.units.empty() && probe.measure(L.vbar->scale.units, L.vbar->units_style()).w > L.total)
+    L = comparison_layout(probe, titles, rows, scales, opt, L.total);
+  return L;
+}
+
 std::string width_words(double width_in) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", width_in);
@@ -339,11 +364,15 @@ void check_comparison_width(int ncols, double width_in, double dpi) {
 }
 
 ComparisonFit comparison_fit(const std::vector<std::string>& column_titles, const std::vector<FigureRow>& rows,
-                             const ComparisonScales& scales, const ComparisonOptions& opt) {
+                             const ComparisonScales& scales, const ComparisonOptions& opt, bool as_drawn) {
   check_comparison(column_titles, rows, scales, opt);
   Canvas probe(1, 1, opt.dpi, FigureFormat::Png);
   ComparisonFit out;
-  const ComparisonLayout L = comparison_layout(probe, column_titles, rows, scales, opt);  // cells under 16 px: thrown
+  const auto layout = [&](const ComparisonOptions& o) {
+    return as_drawn ? drawn_layout(probe, column_titles, rows, scales, o)
+                    : comparison_layout(probe, column_titles, rows, scales, o);
+  };
+  const ComparisonLayout L = layout(opt);  // cells under 16 px: thrown
   out.w = L.w;
   out.h = L.h;
   if (L.misfit_what.empty()) return out;
@@ -355,7 +384,7 @@ ComparisonFit comparison_fit(const std::vector<std::string>& column_titles, cons
     ComparisonOptions o = opt;
     o.width_in = tenths / 10.0;
     try {
-      return comparison_layout(probe, column_titles, rows, scales, o).misfit_what.empty();
+      return layout(o).misfit_what.empty();
     } catch (const Error&) {
       return false;
     }
@@ -368,6 +397,15 @@ ComparisonFit comparison_fit(const std::vector<std::string>& column_titles, cons
   }
   out.needed_in = hi / 10.0;
   return out;
+}
+
+bool comparison_fits(const std::vector<std::string>& column_titles, const std::vector<FigureRow>& rows,
+                     const ComparisonScales& scales, const ComparisonOptions& opt, bool as_drawn) {
+  check_comparison(column_titles, rows, scales, opt);
+  Canvas probe(1, 1, opt.dpi, FigureFormat::Png);
+  return (as_drawn ? drawn_layout(probe, column_titles, rows, scales, opt)
+                   : comparison_layout(probe, column_titles, rows, scales, opt))
+      .misfit_what.empty();
 }
 
 std::pair<int, int> comparison_pixels(const std::vector<std::string>& column_titles, const std::vector<FigureRow>& rows,
@@ -384,10 +422,7 @@ std::string write_comparison(const std::string& path, const std::vector<std::str
   const FigureOptions fo = comparison_output(path, opt);
   check_comparison(column_titles, rows, scales, opt);
   Canvas probe(1, 1, opt.dpi, FigureFormat::Png);
-  ComparisonLayout L = comparison_layout(probe, column_titles, rows, scales, opt);
-  // The shared bar's units longer than the bar: laid out again with them wrapped to its height.
-  if (L.vbar && !L.vbar->scale.units.empty() && probe.measure(L.vbar->scale.units, L.vbar->units_style()).w > L.total)
-    L = comparison_layout(probe, column_titles, rows, scales, opt, L.total);
+  const ComparisonLayout L = drawn_layout(probe, column_titles, rows, scales, opt);
   if (!L.misfit_what.empty())
     throw Error("figure: the " + L.misfit_what + " '" + L.misfit + "' does not fit its place at " +
                 width_words(opt.width_in) + " in, even wrapped and at " + width_words(kMinLabelPt) +
@@ -428,7 +463,12 @@ std::string write_comparison(const std::string& path, const std::vector<std::str
       if (!rows[r].label.empty()) c.text(L.row_labels[r], L.m + L.label_col / 2, y + L.row_h[r] / 2, rl);
       for (int k = 0; k < ncols; ++k)
         c.image(cells[r][static_cast<size_t>(k)], col_x(k), y, L.cell_w, L.row_h[r], Filter::Good);
-      y += L.row_h[r] + L.g;
+      for (size_t k = 0, m = 0; !opt.captions.empty() && k < column_titles.size(); ++k) {  // m: map column
+        if (column_titles[k] == "photo") continue;
+        const std::string& cap = opt.captions[r][m++];
+        if (!cap.empty()) c.text(cap, col_x(static_cast<int>(k)), y + L.row_h[r] + 0.2 * L.g, L.caption);
+      }
+      y += L.row_h[r] + L.cap_h + L.g;
     }
     if (L.vbar) L.vbar->draw(c, st.cmap, L.bx, L.y0, L.total);
     for (size_t i = 0; i < L.spans.size(); ++i) {

@@ -313,7 +313,9 @@ class BatchRun {
   Outcome handle(size_t index, const Job& job, std::vector<std::string>* notes, std::string* change) const {
     Outcome o;
     o.input = job.input;
-    const OutputPlan plan = plan_outputs(ctx_, job);
+    OutputPlan plan = plan_outputs(ctx_, job);
+    if (bopt_.skip_existing && plan.names_unknown)  // --class topK: the classes an earlier run explained
+      if (const std::optional<std::vector<int>> earlier = earlier_top_classes(ctx_, job)) plan = plan_outputs(ctx_, job, &*earlier);
     const auto attempt = fs::file_time_type::clock::now();
     try {
       check_output_names(plan);

@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "engine/explore_pack.hpp"
 #include "engine/provenance.hpp"
 #include "engine/session.hpp"
+#include "engine/text/zero_shot.hpp"
 #include "core/names.hpp"
 #include "core/setting_ref.hpp"
 #include "core/error.hpp"
@@ -20,6 +22,8 @@
 #include "io/hash.hpp"
 #include "io/image_io.hpp"
 #include "io/npy.hpp"
+#include "maps/views.hpp"
+#include "model/classify.hpp"
 #include "model/vit.hpp"
 
 namespace attnmap {
@@ -146,10 +150,80 @@ void write_text(const std::string& path, const std::string& text) {
   write_file_atomic(path, std::vector<uint8_t>(text.begin(), text.end()));
 }
 
+// With zero-shot texts (a CLIP given texts, issue 43): each text's class-specific maps (chefer, gradcam,
+// attn-grad) as the view engine computes them for render (compute_views, --class topK), the texts' logits and
+// probabilities (the softmax over the texts given). Maps of the kMaxTextMaps most probable texts.
+constexpr int kMaxTextMaps = 16;
+constexpr const char* kTextsFile = "data/texts.js";
+
+struct TextMaps {
+  std::vector<ResolvedView> views;  // chefer, gradcam, attn-grad (the run's gradcam / attn-grad blocks)
+  std::vector<int> mapped;          // the texts with maps, ascending
+  std::vector<float> logits;        // (texts): exp(logit_scale) x cos(image, text)
+  std::vector<float> maps;          // (views, mapped, grid_h * grid_w), float32 as computed
+  std::string script;               // data/texts.js: attnmapTexts("<base64 of maps, little-endian>")
+};
+
+TextMaps text_maps(const RenderContext& ctx, const ModelInput& in) {
+  const ViTWeights& model = *ctx.model;
+  TextMaps t;
+  t.views = resolve_views(class_specific_views(), model.hp, true, ctx.view_settings);
+  ClassSpec top;
+  top.k = std::min(model.num_classes(), kMaxTextMaps);
+  top.written = "top" + std::to_string(top.k);
+  const std::vector<ViewMap> maps = compute_views(model, in.chw.data(), t.views, top, &t.logits, &in.box);
+  for (const ViewMap& m : maps)
+    if (m.view == 0) t.mapped.push_back(m.class_index);
+  std::sort(t.mapped.begin(), t.mapped.end());
+  const size_t G = static_cast<size_t>(model.hp.grid_h) * model.hp.grid_w, J = t.mapped.size();
+  t.maps.assign(t.views.size() * J * G, 0.0f);
+  for (const ViewMap& m : maps) {
+    const size_t j = static_cast<size_t>(std::lower_bound(t.mapped.begin(), t.mapped.end(), m.class_index) - t.mapped.begin());
+    if (m.map.size() != G) throw Error("the " + t.views[m.view].name + " map has " + std::to_string(m.map.size()) + " values, expected " + std::to_string(G));
+    std::copy(m.map.begin(), m.map.end(), t.maps.begin() + static_cast<long>((m.view * J + j) * G));
+  }
+  std::vector<uint8_t> raw(t.maps.size() * sizeof(float));
+  if (!raw.empty()) std::memcpy(raw.data(), t.maps.data(), raw.size());  // x86/ARM: little-endian
+  t.script = "attnmapTexts(\"" + base64_encode(raw) + "\");\n";
+  return t;
+}
+
+// The page's "texts": the texts as given, their logits and probabilities, the methods, which texts have maps.
+ojson texts_meta(const RenderContext& ctx, const TextMaps& t) {
+  const std::vector<double> probs = class_probabilities(t.logits);
+  ojson m, methods = ojson::array();
+  m["labels"] = ctx.model->hp.labels;
+  m["logits"] = t.logits;
+  m["probs"] = probs;
+  for (const ResolvedView& v : t.views)
+    methods.push_back({{"view", v.name}, {"label", view_label(v, ctx.opt->block_base)}, {"units", v.units}});
+  m["methods"] = methods;
+  m["mapped"] = t.mapped;
+  int best = t.mapped.front();
+  for (const int i : t.mapped)
+    if (probs[static_cast<size_t>(i)] > probs[static_cast<size_t>(best)]) best = i;
+  m["start"] = best;
+  m["file"] = kTextsFile;
+  m["bytes"] = t.script.size();
+  const ojson record = zero_shot_record(*ctx.model);
+  m["templates"] = record.is_object() && record.contains("templates") ? record["templates"] : ojson::array();
+  return m;
+}
+
+// The stored line's part for the texts: "; the chefer, gradcam and attn-grad maps of 2 texts (0.01 MB)".
+std::string texts_stored(const TextMaps& t, size_t texts) {
+  std::string s = "; the ";
+  for (size_t i = 0; i < t.views.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == t.views.size() ? " and " : ", ") + t.views[i].name;
+  s += " maps of " + (t.mapped.size() == texts ? counted(texts, "text")
+                                                 : "the " + std::to_string(t.mapped.size()) + " most probable of " + counted(texts, "text"));
+  return s + " (" + megabytes(t.script.size()) + " MB)";
+}
+
 // The page's settings: sizes, tokens, data files, colour table, photo, budget, record.
 ojson page_meta(const RenderContext& ctx, const std::string& input, const BlockChoice& choice,
                 const std::vector<PackedBlock>& blocks, const Image& small, const Box& box, const Image& photo,
-                const std::string& record) {
+                const std::string& record, const TextMaps* texts) {
   const HParams& hp = ctx.model->hp;
   ojson m;
   m["image"] = fs::path(input).filename().string();
@@ -175,15 +249,34 @@ ojson page_meta(const RenderContext& ctx, const std::string& input, const BlockC
   m["photo"] = {{"file", "photo.png"}, {"width", small.width}, {"height", small.height}};
   m["box"] = {box.x0 / photo.width, box.y0 / photo.height, box.x1 / photo.width, box.y1 / photo.height};
   m["budget_mb"] = ctx.opt->explore_budget_mb;
-  m["data_bytes"] = choice.bytes;
+  m["data_bytes"] = choice.bytes + (texts ? texts->script.size() : 0);
   m["left_out"] = choice.left_out;
   m["dropped"] = choice.dropped;
   m["stored"] = stored_line(choice, hp.depth, static_cast<size_t>(ctx.opt->explore_budget_mb * 1024 * 1024),
-                            !ctx.opt->explore_blocks.empty());
+                            !ctx.opt->explore_blocks.empty()) +
+                (texts ? texts_stored(*texts, hp.labels.size()) : "");
   m["discard"] = ctx.opt->discard;
   m["start"] = start_view(ctx, choice);
+  if (texts) m["texts"] = texts_meta(ctx, *texts);
   m["record"] = record.empty() ? ojson(nullptr) : ojson::parse(record);
   return m;
+}
+
+// choose_blocks under --budget-mb less `texts` bytes (the texts' maps, stored first: they were asked for).
+// Throws attnmap::Error when the texts' maps alone, or with the last block's fusions, exceed the budget.
+BlockChoice choose_within_budget(const std::vector<size_t>& fused, const std::vector<size_t>& heads,
+                                 const RenderOptions& opt, int L, size_t texts) {
+  const size_t budget = static_cast<size_t>(opt.explore_budget_mb * 1024.0 * 1024.0);
+  if (texts > budget)
+    throw Error("the texts' relevance maps alone need " + megabytes(texts) + " MB, more than the budget of " +
+                megabytes(budget) + " MB: raise " + spelled_settings(setting_ref("budget_mb")));
+  try {
+    return choose_blocks(fused, heads, budget - texts, explore_blocks(opt, L));
+  } catch (const Error& e) {
+    if (texts == 0) throw;
+    throw Error(std::string(e.what()) + " (" + megabytes(texts) + " MB of the " + megabytes(budget) +
+                " MB hold the texts' relevance maps)");
+  }
 }
 
 size_t file_size_or_zero(const std::string& p) {
@@ -217,8 +310,9 @@ ExploreResult write_explorer(const RenderContext& ctx, const std::string& input,
     fused_sizes.push_back(block_script(l, blocks.back().fused).size());
     head_sizes.push_back(block_script(l, blocks.back().with_heads).size() - fused_sizes.back());
   }
-  const size_t budget = static_cast<size_t>(opt.explore_budget_mb * 1024.0 * 1024.0);
-  const BlockChoice choice = choose_blocks(fused_sizes, head_sizes, budget, explore_blocks(opt, L));
+  std::optional<TextMaps> texts;  // a CLIP given texts: their maps, taken from the budget first
+  if (has_text_classes(model)) texts = text_maps(ctx, in);
+  const BlockChoice choice = choose_within_budget(fused_sizes, head_sizes, opt, L, texts ? texts->script.size() : 0);
 
   fs::create_directories(fs::path(dir) / "data");
   ExploreResult res;
@@ -229,6 +323,8 @@ ExploreResult write_explorer(const RenderContext& ctx, const std::string& input,
     write_npy(npy, r.attn, {L, H, T, T});
     if (!record.empty()) write_text(npy_sidecar_path(npy), record + "\n");
   }
+  if (texts) write_text((fs::path(dir) / kTextsFile).string(), texts->script);
+  else ::unlink((fs::path(dir) / kTextsFile).c_str());  // an earlier explorer's texts are not this page's
   for (int l = 0; l < L; ++l) {
     char name[32];
     std::snprintf(name, sizeof name, "data/block%02d.js", l);
@@ -245,14 +341,16 @@ ExploreResult write_explorer(const RenderContext& ctx, const std::string& input,
   PngOptions po;  // the record marks the photo as the explorer's (a folder walk passes over it, a rerun replaces it)
   if (!record.empty()) po.text.push_back({kProvenanceKeyword, record});
   write_png((fs::path(dir) / "photo.png").string(), small, po);
-  const ojson meta = page_meta(ctx, input, choice, blocks, small, in.box, photo, record);
+  const ojson meta = page_meta(ctx, input, choice, blocks, small, in.box, photo, record, texts ? &*texts : nullptr);
   // last: a page exists only with all its files; the settings its lines name spelled as the command line's flags
   write_text(res.index, spelled_settings(explore_page_html(meta)));
-  res.data_bytes = choice.bytes;
-  res.page_bytes = choice.bytes + file_size_or_zero(res.index) + file_size_or_zero((fs::path(dir) / "photo.png").string());
+  res.data_bytes = meta["data_bytes"].get<size_t>();
+  res.page_bytes = res.data_bytes + file_size_or_zero(res.index) + file_size_or_zero((fs::path(dir) / "photo.png").string());
   res.left_out = choice.left_out;
   res.dropped = choice.dropped;
   res.stored = meta["stored"].get<std::string>();
+  res.texts = texts ? hp.labels.size() : 0;
+  res.texts_mapped = texts ? texts->mapped.size() : 0;
   return res;
 }
 
@@ -274,7 +372,7 @@ void check_explorer_folder(const std::string& dir, const std::string& input) {
         const std::string f = d.path().filename().string();
         const bool block = f.size() == 10 && f.rfind("block", 0) == 0 && f.compare(7, 3, ".js") == 0 &&
                            std::isdigit(static_cast<unsigned char>(f[5])) && std::isdigit(static_cast<unsigned char>(f[6]));
-        if (!block || !d.is_regular_file()) throw refuse(d.path());
+        if (!(block || f == "texts.js") || !d.is_regular_file()) throw refuse(d.path());
       }
       continue;
     }
@@ -343,6 +441,10 @@ void say_explorer(const std::string& input, const ExploreResult& res, bool quiet
   if (!res.left_out.empty())
     say(hooks, LineStream::Err, "attnmap: note: " + printable(input) + ": single heads left out by " + budget +
                                     ": see the page's 'stored' line");
+  if (res.texts_mapped < res.texts)
+    say(hooks, LineStream::Err, "attnmap: note: " + printable(input) + ": the page has the maps of the " +
+                                    std::to_string(res.texts_mapped) + " most probable of the " + counted(res.texts, "text") +
+                                    " (at most " + std::to_string(kMaxTextMaps) + "); every text's probability is listed");
 }
 
 }  // namespace

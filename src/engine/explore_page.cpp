@@ -293,7 +293,118 @@ function keys(ev) {
   else return;
   ev.preventDefault(); update();
 }
-setup();
+)HTML";
+
+// With texts only (a CLIP given texts, issue 43; meta "texts"): the text selector, inserted before the page's
+// setup; a page without texts is the same bytes as before.
+const char* const kTexts = R"HTML(// Texts: each text's relevance maps (M.texts.methods) over the photo, with its zero-shot probability.
+const X = M.texts, NT = X.labels.length, J = X.mapped.length;
+Object.assign(S, { text: X.start, method: 0, textScale: "map" });  // text -1: the attention rows
+let textMaps = null;
+window.attnmap.texts = null;
+window.attnmapTexts = (b64) => {
+  const bin = atob(b64), u = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) u[i] = bin.charCodeAt(i);
+  textMaps = window.attnmap.texts = new Float32Array(u.buffer);
+  update();
+};
+const pct = (p) => (100 * p).toFixed(1) + "%";
+function textRow(m, t) {
+  const j = X.mapped.indexOf(t), v = textMaps.subarray((m * J + j) * N, (m * J + j + 1) * N);
+  let lo = Infinity, hi = -Infinity;
+  for (const x of v) { lo = Math.min(lo, x); hi = Math.max(hi, x); }
+  return { v, lo, hi };
+}
+function textBounds(m, r) {
+  if (S.textScale === "map") return [r.lo, r.hi];
+  let lo = Infinity, hi = -Infinity;
+  for (const x of textMaps.subarray(m * J * N, (m + 1) * J * N)) { lo = Math.min(lo, x); hi = Math.max(hi, x); }
+  return [lo, hi];
+}
+const drawRows = draw;
+draw = function () {
+  const on = S.text >= 0 && textMaps !== null;
+  document.body.classList.toggle("textmode", on);
+  for (const tr of $("texttable").rows) tr.className = Number(tr.dataset.text) === S.text ? "on" : "";
+  $("text").value = S.text; $("method").value = S.method;
+  if (!on) return drawRows();
+  const m = S.method, r = textRow(m, S.text), b = textBounds(m, r), meth = X.methods[m];
+  paint($("heat"), r, b);
+  $("heat").style.opacity = S.alpha;
+  const q = S.query; S.query = -1; drawMarks(); S.query = q;  // no query patch: a text's map has none
+  drawBar(b, meth.units);
+  $("scalename").textContent = S.textScale === "map" ? "per map" : "shared";
+  $("scalewhat").textContent = S.textScale === "map"
+    ? "\u2014 this map's own min\u2013max (" + fmt(b[0]) + "\u2013" + fmt(b[1]) + ") fills the colours, as render's NAME.png: texts are not comparable by colour"
+    : "\u2014 " + fmt(b[0]) + "\u2013" + fmt(b[1]) + ", the min\u2013max of the " + meth.view + " maps of the " + J + " texts shown, as render's {setting:panel}: texts are comparable by colour";
+  $("query").innerHTML = "<b id='textmethod'></b> for the text <b id='textname'></b>: <span id='textprob'></span> of the " + NT + " texts";
+  $("textmethod").textContent = meth.label; $("textname").textContent = "\u201c" + X.labels[S.text] + "\u201d";
+  $("textprob").textContent = pct(X.probs[S.text]);
+  if (S.key < 0) $("keyinfo").textContent = "hover a patch for its value";
+  else {
+    $("keyinfo").innerHTML = "patch " + tokenName(P + S.key).slice(6) + ": <b id='keyval'></b> (" + meth.units + ")";
+    $("keyval").textContent = fmt(r.v[S.key]); $("keyval").dataset.v = r.v[S.key];
+  }
+  window.attnmap.drawn++;
+};
+function setupTexts() {
+  const st = document.createElement("style");
+  st.textContent = "body.textmode #heads,body.textmode #headsnote,body.textmode #prefixvals,body.textmode #rowinfo," +
+    "body.textmode #start,body.textmode #prefix,body.textmode .rowsonly{display:none}" +
+    "body:not(.textmode) .textonly{display:none}#texttable tr{cursor:pointer}#texttable tr.on{background:#dde}" +
+    "#texttable .nomap{color:#888}.pbar{display:inline-block;height:8px;background:#335}";
+  document.head.appendChild(st);
+  $("block").closest(".row").classList.add("rowsonly");
+  document.querySelector("input[name=scale]").closest(".row").classList.add("rowsonly");
+  const d = document.createElement("div");
+  d.innerHTML = "<div class='row'>map <select id='text'></select> <span class='textonly'>method <select id='method'></select></span></div>" +
+    "<div class='row textonly'>scale <label><input type='radio' name='textscale' value='map' checked>per map (its own min..max)</label>" +
+    " <label><input type='radio' name='textscale' value='shared'>shared by the texts</label></div>" +
+    "<div class='row' id='textnote'></div><table class='row' id='texttable'></table>";
+  $("side").insertBefore(d, $("side").firstChild);
+  const add = (sel, v, t) => { const o = document.createElement("option"); o.value = v; o.textContent = t; sel.appendChild(o); };
+  add($("text"), -1, "attention rows (blocks, heads)");
+  const byProb = X.mapped.slice().sort((a, b) => X.probs[b] - X.probs[a]);  // as the table: most probable first
+  for (const t of byProb) add($("text"), t, X.labels[t] + " \u2014 " + pct(X.probs[t]));
+  X.methods.forEach((m, i) => add($("method"), i, m.label));
+  const order = X.labels.map((_, i) => i).sort((a, b) => X.probs[b] - X.probs[a]);
+  for (const t of order) {
+    const tr = $("texttable").insertRow(), has = X.mapped.includes(t);
+    tr.dataset.text = t; if (!has) tr.classList.add("nomap");
+    tr.insertCell().textContent = X.labels[t];
+    const p = tr.insertCell(); p.className = "tp"; p.dataset.v = X.probs[t]; p.textContent = pct(X.probs[t]);
+    const bar = document.createElement("span"); bar.className = "pbar"; bar.style.width = Math.round(120 * X.probs[t]) + "px";
+    tr.insertCell().appendChild(bar);
+    if (has) tr.onclick = () => { S.text = t; update(); };
+    else tr.insertCell().textContent = "no map";
+  }
+  $("textnote").textContent = "Zero-shot probabilities over the " + NT + " texts given (CLIP's softmax of exp(logit_scale) \u00d7 cos(image, text)" +
+    (X.templates.length ? ", each text put into " + (X.templates.length > 1 ? "the " + X.templates.length + " templates and averaged" : "the template " + JSON.stringify(X.templates[0])) : "") +
+    "): they sum to 1 over these texts only, so another list gives other numbers." +
+    (J < NT ? " Maps of the " + J + " most probable texts." : "") + " Opened on the most probable text's map; keys: t next text, m method, s scale.";
+  $("text").onchange = () => { S.text = Number($("text").value); update(); };
+  $("method").onchange = () => { S.method = Number($("method").value); update(); };
+  for (const r of document.querySelectorAll("input[name=textscale]")) r.onchange = () => { S.textScale = r.value; update(); };
+  document.addEventListener("keydown", (ev) => {
+    if (ev.target.tagName === "SELECT" || ev.target.tagName === "INPUT") return;
+    const cyc = [-1].concat(byProb);
+    if (ev.key === "t") S.text = cyc[(cyc.indexOf(S.text) + 1) % cyc.length];
+    else if (ev.key === "m" && S.text >= 0) S.method = (S.method + 1) % X.methods.length;
+    else if (ev.key === "s" && S.text >= 0) {
+      S.textScale = S.textScale === "map" ? "shared" : "map";
+      document.querySelector("input[name=textscale][value=" + S.textScale + "]").checked = true;
+    } else return;
+    ev.preventDefault(); ev.stopImmediatePropagation(); update();
+  });
+  const s = document.createElement("script");
+  s.src = X.file;
+  s.onerror = () => { window.attnmap.error = "cannot load " + X.file; $("textnote").textContent = "error: cannot load " + X.file; };
+  document.head.appendChild(s);
+}
+setupTexts();
+)HTML";
+
+const char* const kTail = R"HTML(setup();
 </script></body></html>
 )HTML";
 
@@ -309,7 +420,8 @@ std::string explore_page_html(const nlohmann::ordered_json& meta) {
   const std::string dumped = meta.dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace);
   std::string record = meta.contains("record") ? meta["record"].dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace) : "null";
   return std::string(kHead) + "<script type=\"application/json\" id=\"attnmap-record\">" + script_safe(record) +
-         "</script>\n<script type=\"application/json\" id=\"attnmap-meta\">" + script_safe(dumped) + "</script>\n" + kBody;
+         "</script>\n<script type=\"application/json\" id=\"attnmap-meta\">" + script_safe(dumped) + "</script>\n" + kBody +
+         (meta.contains("texts") ? kTexts : "") + kTail;
 }
 
 }  // namespace attnmap

@@ -68,6 +68,35 @@ OutputPlan plan_outputs(const RenderContext& ctx, const Job& job, const std::vec
   return plan;
 }
 
+std::optional<std::vector<int>> earlier_top_classes(const RenderContext& ctx, const Job& job) {
+  const int k = ctx.classes.k, C = ctx.model->num_classes();
+  if (!per_class_files(ctx) || k > 5) return std::nullopt;
+  const std::vector<std::string>& labels = ctx.model->hp.labels;
+  auto label = [&](int c) { return labels.size() == static_cast<size_t>(C) ? labels[static_cast<size_t>(c)] : "class " + std::to_string(c); };
+  for (size_t i = 0; i < ctx.user_views; ++i) {
+    if (!ctx.views[i].class_specific) continue;
+    const std::string base = view_base(ctx, job, ctx.views[i]) + ".class-";
+    for (int c = 0; c < C; ++c) {
+      std::error_code ec;
+      const std::string png = base + class_file_name(*ctx.model, c) + ".png";
+      if (!std::filesystem::is_regular_file(png, ec)) continue;
+      const std::optional<ImageStats> st = read_png_stats(png);
+      if (!st || st->top5.size() < static_cast<size_t>(k)) return std::nullopt;
+      std::vector<int> out;
+      for (int j = 0; j < k; ++j)
+        for (int d = 0; d < C; ++d)
+          if (label(d) == st->top5[static_cast<size_t>(j)].first) {
+            out.push_back(d);
+            break;
+          }
+      if (out.size() != static_cast<size_t>(k)) return std::nullopt;
+      return out;
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 FoundOutput find_output(const PlannedFile& f) {
   FoundOutput o;
   const bool png = std::filesystem::path(f.path).extension() == ".png";

@@ -39,6 +39,13 @@ struct OutputPlan {
 /// --save-raw, and the figures (panel, layers strip, heads sheet) in every figure format.
 OutputPlan plan_outputs(const RenderContext& ctx, const Job& job, const std::vector<int>* classes = nullptr);
 
+/// --skip-existing with --class topK (K >= 2): the K classes an earlier run of this image explained, read from
+/// the first per-class PNG found (probing NAME[.<tag>].class-<label>.png over the model's classes) - its
+/// recorded top-5, most probable first. nullopt when none is found, K > 5 or a label is not the model's. The
+/// caller plans with them and compares every file's record with the run's, so a guess from another run's
+/// file only makes the image rendered again.
+std::optional<std::vector<int>> earlier_top_classes(const RenderContext& ctx, const Job& job);
+
 /// A planned file already on disk, as --skip-existing and the replace check see it (each kind's mark read by
 /// its kind: a PNG's record or signature, a .npy's header, a sidecar's JSON, a figure's record).
 struct FoundOutput {

@@ -47,7 +47,11 @@ struct TextSpec {
   bool truncate = false;               ///< --truncate-text: a text over the context cut as open_clip does
   /// --prompt with --labels FILE and no texts: the file's names are the texts (ModelSpec::labels_file)
   bool labels_as_texts = false;
-  bool given() const { return !texts.empty() || labels_as_texts; }
+  /// eval's --prompt without texts: the class names of eval's ground truth (labels.csv labels, item masks
+  /// STEM.<class>.*, numbered file names NNNN_<class>) fill the template(s) and are the texts; eval puts them
+  /// in `texts` before the model loads (engine/eval/eval_run.cpp). Unused by the other commands.
+  bool truth_names = false;
+  bool given() const { return !texts.empty() || labels_as_texts || truth_names; }
 };
 
 /// The model a run uses (issue 42's ModelSpec): where its weights come from and every setting that changes

@@ -294,11 +294,25 @@ GalleryEntry gallery_entry(const nlohmann::json& j) {
 
 // "view L1/h3", or with several views "view L1/h3 (the first of --views L1/h3,L3/mean,rollout)": the sheet's
 // thumbnails and the gallery's statistics are the first view's. Words of those files: the setting spelled as the flag.
+// With a class-specific view chosen by --class other than top1, the tiles are that class's maps while their
+// labels give each image's top-1: "(class 'a cat')", "(class top3: the first of each image's)". With texts as the
+// classes: ", zero-shot over 2 texts".
 std::string shown_view(const nlohmann::json& settings) {
   const std::string views = setting(settings, "view");
   const size_t comma = views.find(',');
-  if (comma == std::string::npos) return "view " + views;
-  return "view " + views.substr(0, comma) + " (the first of " + spelled_settings(setting_ref("views")) + " " + views + ")";
+  std::string s = comma == std::string::npos ? "view " + views
+                                             : "view " + views.substr(0, comma) + " (the first of " +
+                                                   spelled_settings(setting_ref("views")) + " " + views + ")";
+  const std::string cls = settings.contains("class") && settings["class"].is_string() ? settings["class"].get<std::string>() : "";
+  const std::string first = views.substr(0, comma);
+  const bool specific = first.rfind("chefer", 0) == 0 || first.rfind("gradcam", 0) == 0 || first.rfind("attn-grad", 0) == 0;
+  if (specific && !cls.empty() && cls != "top1") {
+    const bool top = cls.size() > 3 && cls.compare(0, 3, "top") == 0;
+    s += top ? " (class " + cls + ": the first of each image's)" : " (class '" + cls + "')";
+  }
+  if (settings.contains("zero_shot") && settings["zero_shot"].is_object() && settings["zero_shot"].contains("texts"))
+    s += ", zero-shot over " + counted(settings["zero_shot"]["texts"].size(), "text");
+  return s;
 }
 
 /// The sheet's record: the run's with "colour_bars", its bar's entry (as a figure's, with_colour_bars) when

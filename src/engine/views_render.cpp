@@ -18,6 +18,7 @@
 #include "engine/output_plan.hpp"
 #include "engine/outputs.hpp"
 #include "engine/render.hpp"
+#include "engine/text/zero_shot.hpp"
 #include "core/error.hpp"
 #include "io/hash.hpp"
 #include "io/image_io.hpp"
@@ -109,7 +110,7 @@ void check_layer_and_head_apply(const RenderContext& ctx, const RenderOptions& o
       any_user_view(ctx, [](const ResolvedView& v) { return v.spec.kind == ViewKind::AttnGrad && !v.spec.layer_given; });
   if (opt.layer && !strips && !attn_grad_default)
     throw Error(setting_ref("layer") + " does not apply to " + what + ": name the block in the view (L2/mean, attn-grad@L2, "
-                "rollout@L2; chefer runs through every block, gradcam takes " + setting_ref("gradcam_layer") + "); " +
+                "rollout@L2, chefer@L2 from block 2; gradcam takes " + setting_ref("gradcam_layer") + "); " +
                 setting_ref("layer") + " chooses only "
                 "attn-grad's block and the strips'");
   if (opt.head && !strips && !opt.layers_all)
@@ -139,7 +140,8 @@ void check_view_settings_apply(RenderContext& ctx, const ViTWeights& model, cons
                       : setting_ref("discard") + " applies to " + setting_ref("rollout") + " only");
   if (any_user_view(ctx, [](const ResolvedView& v) { return v.class_specific; })) {
     ctx.classes = opt.class_spec.value_or(ClassSpec{});  // unset: top1
-    with_prefix(setting_ref("class_spec"), [&] { check_class_spec(ctx.classes, model.num_classes(), model.hp.labels); });
+    with_prefix(setting_ref("class_spec"),
+                [&] { check_class_spec(ctx.classes, model.num_classes(), model.hp.labels, has_text_classes(model)); });
   } else if (opt.class_spec) {
     throw Error(setting_ref("class_spec") + " chooses the class of a class-specific view: add " + setting_ref("explain") +
                 " chefer|gradcam|attn-grad, or "

@@ -69,8 +69,12 @@ std::vector<float> explain_map(const ViTWeights& w, const ForwardTape& tape, int
     return patch_part(row, hp);
   }
   if (req.method != ViewKind::Chefer) throw Error("explain_map: the view kind is not class-specific");
-  // Chefer rules 5-6. R_L = (I + Abar_L) ... (I + Abar_1); its row 0 is r = e_0^T (I + Abar_L) ... (I + Abar_1),
-  // accumulated as the backward reaches blocks L, L-1, ..., 1: r <- r + r Abar_b.
+  if (req.first_block < 0 || req.first_block >= L)
+    throw Error("Chefer relevance from block " + std::to_string(req.first_block) + ": out of range (0.." +
+                std::to_string(L - 1) + ")");
+  // Chefer rules 5-6. R_L = (I + Abar_L) ... (I + Abar_f) (f = first_block, 1-based here); its row 0 is
+  // r = e_0^T (I + Abar_L) ... (I + Abar_f), accumulated as the backward reaches blocks L, L-1, ..., f:
+  // r <- r + r Abar_b. The backward stops at f (Chefer's CLIP notebook skips the blocks before start_layer).
   std::vector<float> r(static_cast<size_t>(T), 0.0f), next(static_cast<size_t>(T));
   r[0] = 1.0f;
   bo.on_attn_grad = [&](int, const float* probs, const float* dprobs) {
@@ -82,6 +86,7 @@ std::vector<float> explain_map(const ViTWeights& w, const ForwardTape& tape, int
     }
     r.swap(next);
   };
+  bo.lowest_layer = req.first_block;
   vit_backward(w, tape, target_class, bo);
   return patch_part(r, hp);
 }

@@ -12,6 +12,7 @@
 #include "checkpoint/layouts.hpp"
 #include "core/error.hpp"
 #include "core/names.hpp"
+#include "core/setting_ref.hpp"
 #include "model/cait.hpp"
 #include "model/vit.hpp"
 #include "model/vit_backward.hpp"
@@ -30,12 +31,13 @@ struct MethodRow {
   const char* word;   ///< in the grammar, names and file names
   const char* label;  ///< describe_view; a kind with a block adds ", block N"
   const char* units;  ///< what a value is
-  int ViewSettings::*default_layer;  ///< the block without @L; nullptr: the kind runs through every block
+  int ViewSettings::*default_layer;  ///< the block without @L; nullptr: the kind runs through blocks
+  bool from_block;  ///< @L<k> is the first block it runs through (default 0: every block)
 };
 constexpr MethodRow kMethods[] = {
-    {ViewKind::Chefer, "chefer", "Chefer relevance", "Chefer relevance", nullptr},
-    {ViewKind::GradCam, "gradcam", "Grad-CAM", "Grad-CAM activation", &ViewSettings::gradcam_layer},
-    {ViewKind::AttnGrad, "attn-grad", "attn \u00d7 grad", "attention \u00d7 gradient", &ViewSettings::attn_grad_layer},
+    {ViewKind::Chefer, "chefer", "Chefer relevance", "Chefer relevance", nullptr, true},
+    {ViewKind::GradCam, "gradcam", "Grad-CAM", "Grad-CAM activation", &ViewSettings::gradcam_layer, false},
+    {ViewKind::AttnGrad, "attn-grad", "attn \u00d7 grad", "attention \u00d7 gradient", &ViewSettings::attn_grad_layer, false},
 };
 
 const MethodRow* method_row(ViewKind kind) {
@@ -95,7 +97,8 @@ std::optional<ViewSpec> parse_method_view(const std::string& item) {
   v.kind = row->kind;
   v.layer_given = at != std::string::npos;
   if (!v.layer_given) return v;
-  if (!row->default_layer) throw bad_view(item, method + " runs through every block; it takes no @L<layer>");
+  if (!row->default_layer && !row->from_block)
+    throw bad_view(item, method + " runs through every block; it takes no @L<layer>");
   const std::string rest = item.substr(at + 1);
   if (rest.size() < 2 || rest[0] != 'L') throw bad_view(item, "after '@' comes L<layer>");
   v.layer = parse_layer_text(item, rest.substr(1));
@@ -218,7 +221,8 @@ int resolve_view_layer(const ViewSpec& v, int layer, int depth) {
 
 std::string view_grammar() {
   std::string methods;
-  for (const MethodRow& m : kMethods) methods += std::string(m.word) + (m.default_layer ? "[@L<layer>]" : "") + ", ";
+  for (const MethodRow& m : kMethods)
+    methods += std::string(m.word) + (m.default_layer ? "[@L<layer>]" : m.from_block ? "[@L<first block>]" : "") + ", ";
   return "a view is L<layer>/<fusion> (layer an index, negative from the end, or 'last'; fusion mean, max, min or "
          "h<head>), rollout[/<fusion>][@L<layer>], probe[/<fusion>], " + methods + "or photo; an attention or rollout "
          "view may end in :q=r<row>c<col> | :q=x<x>y<y> | :q=cls | :q=dist | :q=reg<k> (that token's row), "
@@ -239,8 +243,12 @@ std::vector<ViewSpec> class_specific_views() {
 }
 
 ViewSpec parse_class_specific_view(const std::string& word) {
-  for (const MethodRow& m : kMethods)
-    if (word == m.word) return parse_one_view(word);
+  for (const MethodRow& m : kMethods)  // chefer@L-1 too: its block is part of the method, not a run setting
+    if (word == m.word || (m.from_block && word.rfind(std::string(m.word) + "@", 0) == 0)) return parse_one_view(word);
+  for (const MethodRow& m : kMethods)  // gradcam@L3: its block is the run's setting here
+    if (m.default_layer && word.rfind(std::string(m.word) + "@", 0) == 0)
+      throw Error("expects " + class_specific_view_words() + ", found '" + word + "' (the block of " + m.word + " is " +
+                  setting_ref(m.default_layer == &ViewSettings::gradcam_layer ? "gradcam_layer" : "layer") + " here)");
   throw Error("expects " + class_specific_view_words() + ", found '" + word + "'");
 }
 
@@ -306,6 +314,9 @@ std::string describe_kind(const ResolvedView& v, int block_base) {
     default: break;
   }
   const MethodRow* m = method_row(v.spec.kind);
+  if (m && m->from_block && v.spec.layer > 0)  // chefer@L<k>: which blocks it accumulates
+    return m->label + (v.spec.layer == v.depth - 1 ? std::string(" (last block)")
+                                                   : ", blocks " + block + "\u2013" + std::to_string(v.depth - 1 + block_base));
   return m ? m->label + (m->default_layer ? ", block " + block : std::string()) : v.name;
 }
 
@@ -357,6 +368,11 @@ ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, co
       const MethodRow& m = *method_row(v.kind);
       r.name = m.word;
       r.units = m.units;
+      r.depth = hp.depth;
+      if (m.from_block) {  // chefer@L<k>: blocks k..last; "chefer" is from block 0 (every block)
+        r.spec.layer = v.layer_given ? resolve_view_layer(v, v.layer, hp.depth) : 0;
+        if (r.spec.layer > 0) r.name += "@L" + std::to_string(r.spec.layer);
+      }
       if (!m.default_layer) break;
       r.spec.layer = resolve_view_layer(v, v.layer_given ? v.layer : settings.*m.default_layer, hp.depth);
       if (v.layer_given) r.name += "@L" + std::to_string(r.spec.layer);
@@ -584,7 +600,11 @@ std::vector<float> view_map(const ViewPass& pass, const ResolvedView& v, int cla
       if (pass.fwd) return probe_map(*pass.fwd, hp, v.spec.head);
       break;
     default:  // a class-specific kind
-      if (pass.tape) return explain_map(*pass.model, *pass.tape, class_index, ExplainRequest{v.spec.kind, v.spec.layer});
+      if (pass.tape) {
+        ExplainRequest req{v.spec.kind, v.spec.layer};
+        if (v.spec.kind == ViewKind::Chefer) req = ExplainRequest{v.spec.kind, 0, std::max(0, v.spec.layer)};
+        return explain_map(*pass.model, *pass.tape, class_index, req);
+      }
       break;
   }
   throw Error("'" + v.name + "': the forward pass did not keep what this view needs");

@@ -22,7 +22,9 @@ namespace attnmap {
 ///                       every block), heads fused by mean unless given; ViewSettings::discard applies
 ///   probe[/<fusion>]    an attention-pool (MAP) head's learned probe query over the final tokens (timm
 ///                       AttentionPoolLatent: SigLIP), heads fused by mean unless given; models with such a head
-///   chefer              Chefer et al.'s relevance, class-specific (issue 19, maps/explain.hpp), for --class
+///   chefer[@L<layer>]   Chefer et al.'s relevance, class-specific (issue 19, maps/explain.hpp), for --class,
+///                       accumulated over blocks <layer>..last (default 0: every block, the generic method;
+///                       chefer@L-1: the last block only, the default of Chefer's CLIP notebook)
 ///   gradcam[@L<layer>]  Grad-CAM on block <layer>'s norm1 (default: the run's --gradcam-layer, else the
 ///   last) attn-grad[@L<layer>] one block's attention x gradient (default: ViewSettings::attn_grad_layer)
 ///   photo               the photo alone (a column of `attnmap figure`; not a map)
@@ -47,7 +49,8 @@ struct TokenQuery {
 
 struct ViewSpec {
   ViewKind kind = ViewKind::Attention;
-  int layer = -1;           ///< Attention / AttnGrad / GradCam: the block as written (negative from the end)
+  int layer = -1;           ///< Attention / AttnGrad / GradCam: the block as written (negative from the end);
+                            ///< Chefer: the first block accumulated (resolved: 0 without @L)
   bool layer_given = true;  ///< false for gradcam / attn-grad without @L: the run's default applies
   HeadSelect head;          ///< Attention / Rollout: how the heads are fused
   TokenQuery query;         ///< Attention / Rollout: the token whose row (or the patch whose column) is read
@@ -80,21 +83,23 @@ struct ViewSettings {
 struct ResolvedView {
   ViewSpec spec;      ///< layer resolved to 0..depth-1
   std::string name;   ///< canonical, as eval prints it: "L3/mean", "L1/h3" (h-1 of 4 heads is h3), "rollout",
-                      ///< "rollout/max", "chefer", "gradcam", "attn-grad@L2"
+                      ///< "rollout/max", "chefer", "chefer@L11" (from block 11), "gradcam", "attn-grad@L2"
   std::string tag;    ///< the name in file names: '/' and '@' become '-' ("L3-mean", "attn-grad-L2")
   std::string units;  ///< what a value is: "attention probability", "rollout mass", "Chefer relevance", ...
   bool class_specific = false;  ///< chefer, gradcam, attn-grad: one map per explained class
   double discard = 0.0;         ///< Rollout: ViewSettings::discard (0 for the others)
   bool class_attention = false; ///< Attention at a CaiT class-attention block (model/cait.hpp): named so
   bool patch_query_mean = false; ///< Attention at a CaiT self-attention block: the patch queries' mean row
+  int depth = 0;                 ///< class-specific views: the model's blocks (chefer@L<k>'s words name them)
 };
 
 /// The class-specific views' words, from the table: "chefer, gradcam or attn-grad".
 std::string class_specific_view_words();
 /// One view of each class-specific kind as written without @L ("chefer", "gradcam", "attn-grad"): eval's rows.
 std::vector<ViewSpec> class_specific_views();
-/// `word` as a class-specific view without @L (render's --explain); throws attnmap::Error "expects chefer,
-/// gradcam or attn-grad, found 'x'" otherwise.
+/// `word` as a class-specific view without @L, or chefer@L<k> (render's --explain: gradcam's and attn-grad's
+/// blocks are run settings there); throws attnmap::Error "expects chefer, gradcam or attn-grad, found 'x'"
+/// otherwise.
 ViewSpec parse_class_specific_view(const std::string& word);
 
 /// Whether a kind of view explains a class (needs the backward pass and a classifier head). The one place
@@ -119,7 +124,8 @@ ResolvedView place_query(const ResolvedView& v, const HParams& hp, const Box& bo
 int marked_patch(const ResolvedView& v, const HParams& hp);
 
 /// What a view shows in words, short enough for a paper figure's column title: "block 1, head 3", "block 3,
-/// mean" (the heads' mean), "rollout 0–3, mean", "pool probe, max", "Chefer relevance", "Grad-CAM, block 11",
+/// mean" (the heads' mean), "rollout 0–3, mean", "pool probe, max", "Chefer relevance", "Chefer relevance
+/// (last block)" (chefer@L-1; "Chefer relevance, blocks 9–11" for chefer@L9 of 12 blocks), "Grad-CAM, block 11",
 /// "attn × grad, block 2"; a token query adds what is asked: "block 5, head 3, query patch (7, 3)",
 /// "…, query pixel (120, 85)", "…, register 2's row", "…, attention to patch (7, 3)", "…, attention received".
 /// `block_base`: the number the words give the first block (0, as --layer and the view names count; 1 for a

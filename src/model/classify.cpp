@@ -84,32 +84,35 @@ namespace {
 
 // The index of the label spec.name names (exact, else ASCII case folded), or throws: no labels, none, several
 // differing only in case, with the nearest label suggested.
-int named_class(const ClassSpec& spec, int C, const std::vector<std::string>& labels) {
+int named_class(const ClassSpec& spec, int C, const std::vector<std::string>& labels, bool texts = false) {
   if (labels.size() != static_cast<size_t>(C))
     throw Error("'" + spec.name + "': the weights' config has no class labels; give an index 0.." +
                 std::to_string(C - 1) + ", top1 or topK (or the class names: {setting:labels})");
   const long i = find_name(labels, spec.name);
   if (i >= 0) return static_cast<int>(i);
-  if (i == -2) throw Error("'" + spec.name + "' matches several labels that differ only in case; write it exactly");
+  const std::string what = texts ? "text" : "label";
+  if (i == -2) throw Error("'" + spec.name + "' matches several " + what + "s that differ only in case; write it exactly");
   std::string all;
   if (labels.size() <= 30) {
     for (const auto& l : labels) all += (all.empty() ? "" : ", ") + l;
     all = ": " + all;
   } else {
-    all = " (one of " + std::to_string(labels.size()) + " labels)";
+    all = " (one of " + std::to_string(labels.size()) + " " + what + "s)";
   }
-  throw Error("'" + spec.name + "' is not one of the labels" + did_you_mean(labels, spec.name) + all);
+  throw Error("'" + spec.name + "' is not one of the " + what + "s" + did_you_mean(labels, spec.name) + all);
 }
 
 }  // namespace
 
-void check_class_spec(const ClassSpec& spec, int C, const std::vector<std::string>& labels) {
-  const std::string range = " (the classifier has " + std::to_string(C) + " classes)";
+void check_class_spec(const ClassSpec& spec, int C, const std::vector<std::string>& labels, bool texts) {
+  const std::string range = texts ? " (" + std::to_string(C) + (C == 1 ? " text)" : " texts)")
+                                  : " (the classifier has " + std::to_string(C) + " classes)";
   if (spec.kind == ClassSpec::Kind::Index && spec.index >= C)
     throw Error(std::to_string(spec.index) + " out of range: 0.." + std::to_string(C - 1) + range);
   if (spec.kind == ClassSpec::Kind::TopK && spec.k > C)
-    throw Error("top" + std::to_string(spec.k) + " asks for more classes than there are" + range);
-  if (spec.kind == ClassSpec::Kind::Name) (void)named_class(spec, C, labels);
+    throw Error("top" + std::to_string(spec.k) + " asks for more " + (texts ? "texts" : "classes") + " than there are" +
+                range);
+  if (spec.kind == ClassSpec::Kind::Name) (void)named_class(spec, C, labels, texts);
 }
 
 std::vector<int> resolve_classes(const ClassSpec& spec, const std::vector<float>& logits,

@@ -35,8 +35,8 @@ ClassSpec parse_class_spec(const std::string& s);
 
 /// Checks the spec against a head of C classes with `labels` (config "labels": C names, or empty). Throws
 /// attnmap::Error for an index >= C, K > C, or a name that is not a label (the message lists the labels, or
-/// says there are none).
-void check_class_spec(const ClassSpec& spec, int C, const std::vector<std::string>& labels);
+/// says there are none). `texts`: the classes are a CLIP's texts (labels = the texts): the messages say texts.
+void check_class_spec(const ClassSpec& spec, int C, const std::vector<std::string>& labels, bool texts = false);
 
 /// The classes the spec names for these logits (C): one index, or the K most probable.
 std::vector<int> resolve_classes(const ClassSpec& spec, const std::vector<float>& logits,

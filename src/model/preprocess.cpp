@@ -84,9 +84,16 @@ ModelInput preprocess(const Image& img, int width, int height, ResizeMode mode, 
     // it (torchvision Resize(int): long side = int(scale * long / short)); a (H, W) size resizes to exactly
     // (floor(H / crop_pct), floor(W / crop_pct)).
     // Sizes in 64 bits: a 1x9000000 strip would overflow int here.
+    // crop_pct arrives as a float (0.8f = 0.800000012: 32 / 0.8f = 39.99999940 would floor to 39 where timm's
+    // double 32 / 0.8 and CLIPImageProcessor's shortest_edge give 40): a quotient within 1e-6 (relative) of a
+    // whole number is that number.
+    auto scaled = [crop_pct](int size) {
+      const double q = size / crop_pct, n = std::round(q);
+      return static_cast<int64_t>(std::abs(q - n) <= 1e-6 * n ? n : std::floor(q));
+    };
     int64_t rw = 0, rh = 0;
     if (width == height) {
-      const int64_t scale = static_cast<int64_t>(std::floor(width / crop_pct));
+      const int64_t scale = scaled(width);
       if (img.width <= img.height) {
         rw = scale;
         rh = static_cast<int64_t>(static_cast<double>(scale) * img.height / img.width);
@@ -95,8 +102,8 @@ ModelInput preprocess(const Image& img, int width, int height, ResizeMode mode, 
         rw = static_cast<int64_t>(static_cast<double>(scale) * img.width / img.height);
       }
     } else {
-      rw = static_cast<int64_t>(std::floor(width / crop_pct));
-      rh = static_cast<int64_t>(std::floor(height / crop_pct));
+      rw = scaled(width);
+      rh = scaled(height);
     }
     rw = std::max<int64_t>(rw, width);
     rh = std::max<int64_t>(rh, height);

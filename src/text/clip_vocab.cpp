@@ -336,6 +336,7 @@ ClipVocab read_hf_tokenizer_json(const std::string& path) {
 ClipVocab read_clip_vocab(const std::string& path) {
   std::error_code ec;
   const fs::path p(path);
+  if (!fs::exists(p, ec)) throw Error(printable(path) + ": no such file or folder");
   if (fs::is_directory(p, ec)) {
     if (fs::is_regular_file(p / "tokenizer.json", ec)) return read_hf_tokenizer_json((p / "tokenizer.json").string());
     if (fs::is_regular_file(p / "vocab.json", ec) && fs::is_regular_file(p / "merges.txt", ec))

@@ -8,13 +8,17 @@
 // token's row of the model's default view (the bundled model's config: block 1, head 3), shows each row's
 // max as "x uniform" (max / mean of its patch keys, checked against the .npy) and says which scale is on
 // (per row or shared). Saves a screenshot of the page as it opens (explore.open.png) and at the end.
-//   usage: node explore_test.mjs INDEX_HTML SCREENSHOT_PNG
+// With TEXTS_INDEX_HTML (an explorer of a CLIP given texts, issue 43): the page opens on the most probable
+// text's map with its probability, picking another text and another method redraws the heatmap with that map
+// (every patch's pixel the colour of data/texts.js's value on the per-map scale), a hovered patch shows the
+// map's value, and the probabilities listed are the texts'. Screenshot (chromium): SCREENSHOT's name with .text.png.
+//   usage: node explore_test.mjs INDEX_HTML SCREENSHOT_PNG [TEXTS_INDEX_HTML]
 import puppeteer from 'puppeteer-core';
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-const [indexHtml, shot] = process.argv.slice(2);
+const [indexHtml, shot, textsHtml] = process.argv.slice(2);
 if (!indexHtml || !shot) {
   console.error('usage: node explore_test.mjs INDEX_HTML SCREENSHOT_PNG');
   process.exit(2);
@@ -77,6 +81,64 @@ function exactRow(l, head, i) {
     r[k] = head === 'mean' ? v.reduce((a, b) => a + b, 0) / H : head === 'max' ? Math.max(...v) : Math.min(...v);
   }
   return r;
+}
+
+// The texts' explorer (a CLIP given texts): opened as the first page, its maps read from data/texts.js here.
+async function textsPage(file) {
+  const tdir = path.dirname(path.resolve(file)), tUrl = pathToFileURL(tdir).href + '/';
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1280, height: 900 });
+  if (!firefox) await page.setOfflineMode(true);
+  await page.setRequestInterception(true);
+  const outside = [], errors = [];
+  page.on('request', (r) => { if (r.url().startsWith(tUrl)) r.continue(); else { outside.push(r.url()); r.abort('blockedbyclient'); } });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.goto(pathToFileURL(path.resolve(file)).href, { waitUntil: 'load' });
+  await page.waitForFunction(() => window.attnmap && ((window.attnmap.texts && document.body.classList.contains('textmode')) || window.attnmap.error), { timeout: 20000 });
+  const meta = await page.evaluate(() => window.attnmap.meta), X = meta.texts, [GW, GH] = meta.grid, N = GW * GH, J = X.mapped.length;
+  const b64 = fs.readFileSync(path.join(tdir, X.file), 'latin1').match(/^attnmapTexts\("([^"]*)"\);\n$/)[1], b = Buffer.from(b64, 'base64');
+  const maps = new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.length));
+  const pct = (p) => (100 * p).toFixed(1) + '%';
+  // What the page shows: the state, the text's name and probability, every patch's heatmap pixel.
+  const shown = () => page.evaluate(() => {
+    const c = document.getElementById('heat'), px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    return { state: { ...window.attnmap.state }, name: document.getElementById('textname').textContent,
+      prob: document.getElementById('textprob').textContent, px: Array.from(px), drawn: window.attnmap.drawn };
+  });
+  async function checkMap(t, m, what) {
+    const st = await shown(), v = maps.subarray((m * J + X.mapped.indexOf(t)) * N, (m * J + X.mapped.indexOf(t) + 1) * N);
+    const lo = Math.min(...v), hi = Math.max(...v);
+    let bad = 0;
+    for (let k = 0; k < N; k++) {
+      const lv = hi > lo ? Math.floor((v[k] - lo) / (hi - lo) * 255 + 0.5) : 0;
+      const ok = [lv - 1, lv, lv + 1].some((x) => x >= 0 && x < 256 && [0, 1, 2].every((c) => meta.lut[3 * x + c] === st.px[4 * k + c]));
+      if (!ok) bad++;
+    }
+    check(st.state.text === t && st.state.method === m && bad === 0,
+      `texts: ${what}: ${X.methods[m].view} of "${X.labels[t]}" drawn, every patch its value's colour on the per-map scale (${bad} of ${N} off)`);
+    check(st.name === '\u201c' + X.labels[t] + '\u201d' && st.prob === pct(X.probs[t]), `texts: ${what}: named ${st.name} with ${st.prob} of the ${X.labels.length} texts`);
+    return st;
+  }
+  const top = X.probs.indexOf(Math.max(...X.probs));
+  const open = await checkMap(top, 0, 'opens on the most probable text');
+  const probs = await page.$$eval('#texttable .tp', (e) => e.map((x) => Number(x.dataset.v)));
+  check(probs.length === X.labels.length && Math.abs(probs.reduce((a, c) => a + c, 0) - 1) < 1e-9, 'texts: the listed probabilities sum to 1 over the texts: ' + probs.map(pct).join(', '));
+  const note = await page.$eval('#textnote', (e) => e.textContent);
+  check(note.includes('over the ' + X.labels.length + ' texts given'), 'texts: the page says what the probabilities are over: ' + note.slice(0, 60));
+  const other = X.mapped.find((t) => t !== top);
+  await page.select('#text', String(other));
+  await page.waitForFunction((n) => window.attnmap.drawn > n, { timeout: 20000 }, open.drawn);
+  const st = await checkMap(other, 0, 'another text picked');
+  check(st.px.some((x, i) => x !== open.px[i]), 'texts: the heatmap changed with the text');
+  await page.keyboard.press('m');
+  await page.waitForFunction(() => window.attnmap.state.method === 1, { timeout: 20000 });
+  await checkMap(other, 1, 'key m: the next method');
+  const box = await (await page.$('#marks')).boundingBox(), k = N - 1;
+  await page.mouse.move(box.x + ((k % GW) + 0.5) * box.width / GW, box.y + (Math.floor(k / GW) + 0.5) * box.height / GH);
+  const kv = await page.$eval('#keyval', (e) => Number(e.dataset.v));
+  check(kv === maps[(1 * J + X.mapped.indexOf(other)) * N + k], `texts: the hovered patch shows the map's value ${kv}`);
+  check(outside.length === 0 && errors.length === 0, 'texts: no request left the folder, no script error' + outside.concat(errors).join('; '));
+  if (!firefox) await page.screenshot({ path: shot.replace(/\.png$/, '.text.png'), clip: { x: 0, y: 0, width: 1280, height: 480 } });
 }
 
 // BROWSER=firefox: Debian's firefox-esr through WebDriver BiDi (ctest Explore.Firefox); default chromium.
@@ -226,6 +288,11 @@ try {
   check(outside.length === 0, 'no request left ' + dirUrl + (outside.length ? ': ' + outside.join(', ') : ''));
   check(errors.length === 0, 'no script error' + (errors.length ? ': ' + errors.join('; ') : ''));
   await page.screenshot({ path: shot, fullPage: true });
+  if (textsHtml) {
+    const t0 = Date.now();
+    await textsPage(textsHtml);
+    console.log(`texts page: ${Date.now() - t0} ms`);
+  }
 } catch (e) {
   failed++;
   console.log('FAILED: ' + (e && e.stack ? e.stack : e));

@@ -54,11 +54,14 @@ const Flag kFlags[] = {
      "NAME", kNo, ""},
     {"precision", "--precision", "", kRender | kEval | kFigure | kStats, kModel, 0, "Model", "fp32|bf16", kNo,
      ""},
-    {"text", "--text", "", kRender, kRepeat | kModel, 0, "Text", "PHRASE", kNo, ""},
-    {"texts", "--texts", "", kRender, kModel, 0, "Text", "FILE", kNo, ""},
-    {"prompt", "--prompt", "", kRender, kRepeat | kModel, 0, "Text", "TEMPLATE", kNo, ""},
-    {"vocab", "--vocab", "", kRender, kModel, 0, "Text", "FILE|DIR", kNo, ""},
-    {"truncate_text", "--truncate-text", "", kRender, kSwitch | kModel, 0, "Text", "", kNo, ""},
+    {"text", "--text", "", kRender | kEval | kFigure | kExplore, kRepeat | kModel, 0, "Text", "PHRASE", kNo,
+     ""},
+    {"texts", "--texts", "", kRender | kEval | kFigure | kExplore, kModel, 0, "Text", "FILE", kNo, ""},
+    {"prompt", "--prompt", "", kRender | kEval | kFigure | kExplore, kRepeat | kModel, 0, "Text", "TEMPLATE",
+     kNo, ""},
+    {"vocab", "--vocab", "", kRender | kEval | kFigure | kExplore, kModel, 0, "Text", "FILE|DIR", kNo, ""},
+    {"truncate_text", "--truncate-text", "", kRender | kEval | kFigure | kExplore, kSwitch | kModel, 0, "Text",
+     "", kNo, ""},
     {"layer", "--layer", "", kRender | kEval, kForward, 0, "Views", "INT|last", Number::Block, kBlock},
     {"head", "--head", "", kRender | kEval, kForward, 0, "Views", "INT|mean|max|min", kNo, ""},
     {"rollout", "--rollout", "", kRender | kEval, kSwitch | kForward, 0, "Views", "", kNo, ""},
@@ -271,8 +274,8 @@ const FlagText kTexts[] = {
     {"upsample", kRender | kFigure, "nearest | bilinear | bicubic", "bilinear", nullptr},
     {"upsample", kEval, "map to image pixels: nearest | bilinear | bicubic", "bilinear", nullptr},
     {"resize", kRender,
-     "squash (whole image to the model size) | crop (timm eval: shorter side to size/0.875, centre crop; the "
-     "map is drawn inside the crop box only)",
+     "squash (whole image to the model size) | crop (timm eval: shorter side to size/crop_pct, 0.875 unless the "
+     "config says (CLIP: 1.0), centre crop; the map is drawn inside the crop box only)",
      "squash", nullptr},
     {"resize", kEval, "squash | crop (as for render; outside the crop box the map is 0)", "squash", nullptr},
     {"resize", kFigure | kStats, "squash | crop (as for render)", "squash", nullptr},
@@ -292,18 +295,23 @@ const FlagText kTexts[] = {
      "the classifier's class names: one per line, a JSON list or a JSON object {\"0\": \"tench\", ...} "
      "(id2label), as for render",
      "", nullptr},
-    {"text", kRender,
+    {"text", kRender | kEval | kFigure | kExplore,
      "a text as a class of a CLIP model (its text tower; may be repeated): top-5 over the texts (softmax of "
      "logit_scale x cosine), {setting:class_spec} and the class-specific views take them (docs/text.md)", "", nullptr},
-    {"texts", kRender, "texts from a file, one per line (UTF-8; BOM, blank lines and end spaces dropped)", "", nullptr},
-    {"prompt", kRender,
+    {"texts", kRender | kEval | kFigure | kExplore,
+     "texts from a file, one per line (UTF-8; BOM, blank lines and end spaces dropped)", "", nullptr},
+    {"prompt", kRender | kFigure | kExplore,
      "a template, {} = the text ('a photo of a {}.'); several: their normalised text features averaged (CLIP's "
      "zero-shot recipe); with no texts, {setting:labels} FILE's names fill it", "", nullptr},
-    {"vocab", kRender,
+    {"prompt", kEval,
+     "a template, {} = the text ('a photo of a {}.'); several: their normalised text features averaged (CLIP's "
+     "zero-shot recipe); with no texts, the ground truth's class names fill it (labels.csv, item masks "
+     "STEM.<class>.png, file names NNNN_<class>; docs/evaluation.md), or {setting:labels} FILE's names", "", nullptr},
+    {"vocab", kRender | kEval | kFigure | kExplore,
      "the tokenizer's vocabulary: bpe_simple_vocab_16e6.txt.gz, tokenizer.json, vocab.json + merges.txt or their "
      "folder (default: the weights' folder's, else the bundled OpenAI one)", "", nullptr},
-    {"truncate_text", kRender, "cut a text over the 77-token context as open_clip does (default: refused)", "",
-     nullptr},
+    {"truncate_text", kRender | kEval | kFigure | kExplore,
+     "cut a text over the 77-token context as open_clip does (default: refused)", "", nullptr},
     {"mean", kRender | kEval | kFigure | kExplore | kStats,
      "R,G,B normalisation mean (overrides the weights' config)", "", nullptr},
     {"std", kRender | kEval | kFigure | kExplore | kStats,
@@ -366,8 +374,8 @@ const FlagText kTexts[] = {
     {"figure_format", kRender | kStats, "formats of the figures: png, pdf, svg, comma-separated", "png",
      nullptr},
     {"explain", kRender,
-     "draw a class-specific explanation instead of attention: chefer (Chefer et al. 2021, every block) | "
-     "gradcam (Grad-CAM on a block's norm1 tokens) | attn-grad ({setting:layer}'s attention x gradient); "
+     "draw a class-specific explanation instead of attention: chefer (Chefer et al. 2021, every block; "
+     "chefer@L-1: the last block only, as Chefer's CLIP notebook) | gradcam (Grad-CAM on a block's norm1 tokens) | attn-grad ({setting:layer}'s attention x gradient); "
      "needs a classifier head, or a CLIP's {setting:text} (the image-text logit)",
      "", nullptr},
     {"class_spec", kRender,

@@ -52,9 +52,7 @@ struct CliArgs {
   std::string budget_s, explore_blocks_s;  // --budget-mb, --explore-blocks (explore, render --explore)
   bool no_npy = false;                     // explore --no-npy
   StatsArgs stats;    // attnmap stats (app/commands/stats_cmd.cpp, engine/stats/)
-  std::vector<std::string> text_v, prompt_v;  // --text, --prompt (repeatable)
-  std::string texts_s, vocab_s;               // --texts FILE, --vocab FILE|FOLDER
-  bool truncate_text = false;                 // --truncate-text
+  TextArgs text;                              // --text, --texts, --prompt, --vocab, --truncate-text
   std::vector<std::string> download_names;  // attnmap download NAME... (app/commands/download_cmd.cpp)
   bool download_quiet = false;
 };

@@ -44,6 +44,42 @@ void apply_model_input(const ModelInputArgs& a, RenderOptions& ro) {
   ro.precision = parse_precision_option(setting_ref("precision"), a.precision);
 }
 
+// --text, --texts, --prompt, --vocab, --truncate-text into ro.text (model_args.hpp): texts as a CLIP's classes
+// (the model loads its text tower for them: ModelOverrides::keep_text). --texts FILE is read here, before the
+// model.
+void apply_text_args(const TextArgs& a, RenderOptions& ro) {
+  TextSpec& t = ro.text;
+  t.texts = a.text;
+  if (!a.texts.empty()) {
+    const std::vector<std::string> more = read_texts_file(a.texts);
+    t.texts.insert(t.texts.end(), more.begin(), more.end());
+    t.texts_file = a.texts;
+  }
+  for (size_t i = 0; i < t.texts.size(); ++i)
+    if (std::find(t.texts.begin(), t.texts.begin() + static_cast<long>(i), t.texts[i]) != t.texts.begin() + static_cast<long>(i))
+      throw Error(setting_ref("text") + " '" + printable(t.texts[i]) + "' is given twice (each text is a class)");
+  for (const std::string& p : a.prompt)
+    if (p.find("{}") == std::string::npos)
+      throw Error(setting_ref("prompt") + " '" + printable(p) + "' has no {} for the text (e.g. 'a photo of a {}.')");
+  t.templates = a.prompt;
+  t.vocab = a.vocab;
+  t.truncate = a.truncate;
+  if (t.texts.empty() && !t.templates.empty()) {
+    if (ro.labels_file.empty() && !t.truth_names)  // eval: the ground truth's class names (TextSpec::truth_names)
+      throw Error(setting_ref("prompt") + " fills its {} with texts: give " + setting_ref("text") + ", " +
+                  setting_ref("texts") + " or " + setting_ref("labels") + " FILE");
+    t.labels_as_texts = !ro.labels_file.empty();
+    t.truth_names = t.truth_names && !t.labels_as_texts;
+  } else if (t.texts.empty() && (!t.vocab.empty() || t.truncate)) {
+    throw Error(setting_ref(t.truncate ? "truncate_text" : "vocab") + " applies to texts: give " +
+                setting_ref("text") + " or " + setting_ref("texts"));
+  } else if (!t.texts.empty() && !ro.labels_file.empty()) {
+    throw Error(setting_ref("labels") + " names a classifier's classes; with " + setting_ref("text") +
+                " the texts are the classes (with " + setting_ref("prompt") + " and no texts, its names fill the template)");
+  }
+  keep_text_tower(ro.overrides, t.given());
+}
+
 namespace {
 
 // The view options (--layer, --head, --size, --discard, --threshold, --strip, --scale, ...) into a.ro.
@@ -130,39 +166,6 @@ void apply_run_options(CliArgs& a, const std::set<std::string>& given, bool eval
   }
 }
 
-// --text, --texts, --prompt, --vocab, --truncate-text into a.ro.text (texts as a CLIP's classes; the model
-// loads its text tower for them: ModelOverrides::keep_text). --texts FILE is read here, before the model.
-void apply_text_options(CliArgs& a) {
-  TextSpec& t = a.ro.text;
-  t.texts = a.text_v;
-  if (!a.texts_s.empty()) {
-    const std::vector<std::string> more = read_texts_file(a.texts_s);
-    t.texts.insert(t.texts.end(), more.begin(), more.end());
-    t.texts_file = a.texts_s;
-  }
-  for (size_t i = 0; i < t.texts.size(); ++i)
-    if (std::find(t.texts.begin(), t.texts.begin() + static_cast<long>(i), t.texts[i]) != t.texts.begin() + static_cast<long>(i))
-      throw Error(setting_ref("text") + " '" + printable(t.texts[i]) + "' is given twice (each text is a class)");
-  for (const std::string& p : a.prompt_v)
-    if (p.find("{}") == std::string::npos)
-      throw Error(setting_ref("prompt") + " '" + printable(p) + "' has no {} for the text (e.g. 'a photo of a {}.')");
-  t.templates = a.prompt_v;
-  t.vocab = a.vocab_s;
-  t.truncate = a.truncate_text;
-  if (t.texts.empty() && !t.templates.empty()) {
-    if (a.ro.labels_file.empty())
-      throw Error(setting_ref("prompt") + " fills its {} with texts: give " + setting_ref("text") + ", " +
-                  setting_ref("texts") + " or " + setting_ref("labels") + " FILE");
-    t.labels_as_texts = true;
-  } else if (t.texts.empty() && (!t.vocab.empty() || t.truncate)) {
-    throw Error(setting_ref(t.truncate ? "truncate_text" : "vocab") + " applies to texts: give " +
-                setting_ref("text") + " or " + setting_ref("texts"));
-  } else if (!t.texts.empty() && !a.ro.labels_file.empty()) {
-    throw Error(setting_ref("labels") + " names a classifier's classes; with " + setting_ref("text") +
-                " the texts are the classes (with " + setting_ref("prompt") + " and no texts, its names fill the template)");
-  }
-  keep_text_tower(a.ro.overrides, t.given());
-}
 
 // render's figures that cairo cannot draw, refused before any map (status 2): a PNG panel or strip wider than
 // kMaxCanvas pixels at --width-in x --dpi. (A contact sheet row of more thumbnails than its width holds needs
@@ -181,8 +184,10 @@ void check_command(CliArgs& a, const std::set<std::string>& given, bool eval) {
   apply_view_options(a);
   apply_run_options(a, given, eval);
   check_drawing_options(a.ro);
+  // eval's --prompt without texts: the class names of its ground truth fill it (engine/eval/eval_run.cpp).
+  a.ro.text.truth_names = eval && a.text.text.empty() && a.text.texts.empty() && !a.text.prompt.empty();
+  apply_text_args(a.text, a.ro);
   if (!eval) {
-    apply_text_options(a);
     check_batch_options(a.ro, a.bo);  // render's: before the model loads (run_render takes them checked)
     check_figure_sizes(a.ro);
     return;

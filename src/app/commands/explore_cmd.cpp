@@ -49,6 +49,7 @@ void check_explore_options(CliArgs& a, const std::set<std::string>& given) {
   ro.load.max_pixels = static_cast<uint64_t>(a.max_pixels);
   ro.load.apply_exif = !a.no_exif;
   apply_explore_budget(a.budget_s, a.explore_blocks_s, ro);
+  apply_text_args(a.text, ro);  // texts: a CLIP's classes, one relevance map each on the page
   ro.map_files = {OutputKind::Explore};
   ro.legend = false;  // no NAME.png: no legend, no font needed, none in the record
   if (a.no_npy) ro.map_files.clear();  // the record says whether attention.npy was written

@@ -19,6 +19,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Texts asked (--text, --texts, or --prompt naming the --labels): a class-specific view may be a column per text.
+bool has_texts(const FigureArgs& a) { return !a.text.text.empty() || !a.text.texts.empty() || !a.text.prompt.empty(); }
+
 // The loading and drawing options into plan.ro / plan.style, as render reads them.
 void check_drawing_options(const FigureArgs& a, FigurePlan& p) {
   RenderOptions& ro = p.ro;
@@ -84,7 +87,8 @@ void check_view_options(const FigureArgs& a, FigurePlan& p) {
       // Worded to read alike spelled as flags and as keywords (no setting followed by a bare value).
       throw Error("a figure cell holds one map, so " + setting_ref("class_spec") + " takes top1, a class index or a label "
                   "here, found '" + a.class_spec + "' (render's " + setting_ref("explain") +
-                  " draws the top K classes, one file each)");
+                  " draws the top K classes, one file each" +
+                  (has_texts(a) ? "; with texts, leave " + setting_ref("class_spec") + " out for a column per text)" : ")"));
     p.ro.class_spec = p.classes;
   }
 }
@@ -97,13 +101,14 @@ void check_word_options(const FigureArgs& a, FigurePlan& p) {
     p.row_labels = with_prefix(setting_ref("row_labels"), [&] { return split_label_list(a.row_labels); });
   if (!a.column_labels.empty()) {
     p.column_labels = with_prefix(setting_ref("column_labels"), [&] { return split_label_list(a.column_labels); });
-    if (p.column_labels->size() != p.views.size())
+    if (p.column_labels->size() != p.views.size() && !has_texts(a))  // with texts: counted once the columns are known
       throw Error(setting_ref("column_labels") + " has " + counted(p.column_labels->size(), "label") + " for the " +
                   counted(p.views.size(), "view") + " of " + setting_ref("views") + " (one per column, photo included)");
   }
   if (!a.block_numbering.empty()) p.ro.block_base = parse_block_numbering(a.block_numbering);
   p.ro.notes = a.notes;
   p.ro.labels_file = a.labels;
+  apply_text_args(a.text, p.ro);
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ struct FigureArgs {
   std::string block_numbering;      ///< --block-numbering 0|1 (unset: 0)
   bool notes = false;               ///< --notes: draw the note (--scale map's) under the figure
   std::string labels;               ///< --labels FILE: the classifier's class names
+  TextArgs text;                    ///< --text, --texts, --prompt, --vocab, --truncate-text: a CLIP's texts
 };
 
 /// Every check that needs no model and reads no image (status 2): the options into the engine's FigurePlan,

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "engine/paths.hpp"
 #include "engine/session.hpp"
@@ -56,13 +57,26 @@ MaskIndex::MaskIndex(const std::string& dir) {
   }
 }
 
+const std::vector<std::string>* MaskIndex::item_files(const std::string& rel_stem, const std::string& stem) const {
+  auto it = items_by_rel.find(rel_stem);
+  if (!rel_stem.empty() && it != items_by_rel.end()) return &it->second;
+  auto is = items_by_stem.find(stem);
+  return is != items_by_stem.end() ? &is->second : nullptr;
+}
+
+std::vector<std::string> MaskIndex::item_names(const std::string& rel_stem, const std::string& stem) const {
+  std::vector<std::string> out;
+  if (const std::vector<std::string>* hit = item_files(rel_stem, stem))
+    for (const std::string& f : *hit) {
+      const std::string st = fs::path(f).stem().string();
+      out.push_back(st.substr(st.rfind('.') + 1));
+    }
+  return out;
+}
+
 std::vector<ItemMask> MaskIndex::find_items(const std::string& rel_stem, const std::string& stem,
                                             const std::vector<std::string>& labels, const LabelMap& map) const {
-  const std::vector<std::string>* hit = nullptr;
-  auto it = items_by_rel.find(rel_stem);
-  if (!rel_stem.empty() && it != items_by_rel.end()) hit = &it->second;
-  auto is = items_by_stem.find(stem);
-  if (!hit && is != items_by_stem.end()) hit = &is->second;
+  const std::vector<std::string>* hit = item_files(rel_stem, stem);
   std::vector<ItemMask> out;
   if (!hit) return out;
   for (const std::string& f : *hit) {
@@ -105,6 +119,70 @@ std::string mask_for_job(const Job& job, const std::string& masks_dir, const std
   if (!mask_path)
     throw Error("no mask named '" + fs::path(job.input).stem().string() + ".*' in " + masks_dir);
   return *mask_path;
+}
+
+namespace {
+
+// A class name from a file name: '_' read as a space ("ankle_boot" -> "ankle boot"), as a prompt wants it.
+std::string spaced(std::string name) {
+  std::replace(name.begin(), name.end(), '_', ' ');
+  return name;
+}
+
+// The names of the ground truth by class (normalise_label), each with its first spelling.
+struct NameSet {
+  std::map<std::string, std::string> by_key;
+  void add(const std::string& name) {
+    if (const std::string k = normalise_label(name); !k.empty()) by_key.emplace(k, name);
+  }
+  bool has(const std::string& name) const { return by_key.count(normalise_label(name)) > 0; }
+};
+
+}  // namespace
+
+std::vector<std::string> truth_class_names(const std::string& masks_dir, const std::vector<Job>& jobs,
+                                           const MaskIndex& masks, const std::vector<std::string>& texts) {
+  std::map<std::string, std::map<std::string, LabelRow>> csv;  // by folder, read once ({} without one)
+  auto rows_of = [&csv](const fs::path& folder) -> const std::map<std::string, LabelRow>& {
+    auto it = csv.find(folder.string());
+    if (it != csv.end()) return it->second;
+    std::error_code e;
+    const fs::path p = folder / kLabelsCsv;
+    return csv.emplace(folder.string(), fs::is_regular_file(p, e) ? read_label_rows(p.string())
+                                                                  : std::map<std::string, LabelRow>{}).first->second;
+  };
+  NameSet labelled, from_files;  // labels.csv labels, then item masks; the numbered file names apart
+  std::vector<std::string> numbered_names;
+  for (const Job& job : jobs) {
+    const fs::path p(job.input);
+    bool has_label = false;
+    for (const fs::path& folder : truth_folders(masks_dir, job.input)) {
+      const auto& rows = rows_of(folder);
+      for (const std::string& k : {p.filename().string(), p.stem().string()}) {
+        const auto it = rows.find(k);
+        if (it == rows.end()) continue;
+        has_label = !it->second.label.empty();  // a row without a label: the next folder, then the file name
+        if (has_label) labelled.add(it->second.label);
+        break;
+      }
+      if (has_label) break;
+    }
+    const std::string rel = fs::path(job.out_base).lexically_relative(masks_dir).generic_string();
+    for (const std::string& item : masks.item_names(rel, p.stem().string())) from_files.add(spaced(item));
+    bool numbered = false;
+    const std::string name = filename_label(job.input, &numbered);
+    if (!has_label && numbered) numbered_names.push_back(spaced(name));
+  }
+  for (const auto& kv : from_files.by_key) labelled.by_key.emplace(kv);  // the labels.csv spelling first
+  // Numbered file names are classes when there is nothing else, or when some of them names a class.
+  bool take = labelled.by_key.empty();
+  for (const std::string& n : numbered_names)
+    take = take || labelled.has(n) || find_label(texts, n).has_value();
+  if (take)
+    for (const std::string& n : numbered_names) labelled.add(n);
+  std::vector<std::string> out;
+  for (const auto& kv : labelled.by_key) out.push_back(kv.second);  // sorted by their normalised form
+  return out;
 }
 
 void TruthLookup::unknown(const std::string& name, const std::string& source) {
@@ -199,6 +277,8 @@ const std::map<std::string, LabelRow>* TruthLookup::csv_for(const fs::path& fold
     std::error_code e;
     if (fs::is_regular_file(p, e)) {
       m = read_label_rows(p.string());
+      if (text_classes_)  // the texts are named: a label_index numbers no text
+        for (auto& kv : *m) kv.second.index.clear();
       std::vector<const LabelRow*> rows;  // in line order
       for (const auto& kv : *m) rows.push_back(&kv.second);
       std::sort(rows.begin(), rows.end(), [](const LabelRow* a, const LabelRow* b) { return a->line < b->line; });

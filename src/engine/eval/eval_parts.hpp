@@ -37,11 +37,16 @@ struct MaskIndex {
   /// first), found by relative path first, else by bare stem; in file-name order.
   std::vector<ItemMask> find_items(const std::string& rel_stem, const std::string& stem,
                                    const std::vector<std::string>& labels, const LabelMap& map = {}) const;
+  /// The <class> of each item mask of an image (STEM.<class>.*, as written), found as find_items finds them.
+  std::vector<std::string> item_names(const std::string& rel_stem, const std::string& stem) const;
   /// Some mask STEM.<anything> exists for the image (an item mask, whether or not <anything> is a class).
   bool has_item_masks(const std::string& rel_stem, const std::string& stem) const;
   /// The image's mask; rel_stem: its path below its input folder without extension. Throws attnmap::Error
   /// when several masks match.
   std::optional<std::string> find(const std::string& rel_stem, const std::string& stem) const;
+
+ private:
+  const std::vector<std::string>* item_files(const std::string& rel_stem, const std::string& stem) const;
 };
 
 /// The job's mask. Throws attnmap::Error for an image inside the masks folder (masks_prefix: the canonical
@@ -57,11 +62,12 @@ std::string mask_for_job(const Job& job, const std::string& masks_dir, const std
 /// is not computed, rather than counted against classes the labels do not mean.
 class TruthLookup {
  public:
-  /// `map_file`: the --labels file the map came from ("" without one).
+  /// `map_file`: the --labels file the map came from ("" without one). `text_classes`: the model's classes are
+  /// texts (a CLIP's zero-shot classes), named only: a labels.csv label_index is not read.
   TruthLookup(const std::string& masks_dir, const HParams& hp, bool classify, int num_classes, LabelMap map = {},
-              std::string map_file = "")
+              std::string map_file = "", bool text_classes = false)
       : masks_dir_(masks_dir), hp_(hp), classify_(classify), num_classes_(num_classes), map_(std::move(map)),
-        map_file_(std::move(map_file)) {}
+        map_file_(std::move(map_file)), text_classes_(text_classes) {}
   /// Finds the truth of every job's input: reads the labels.csv files (their notes printed), and collects the
   /// names that are neither in the map nor among the model's classes. Nothing without a classifier head.
   /// Returns the notes to print (whole lines, "attnmap: note: ..."), said under -q too.
@@ -89,11 +95,22 @@ class TruthLookup {
   const int num_classes_;
   const LabelMap map_;
   const std::string map_file_;
+  const bool text_classes_;
   std::map<std::string, std::optional<std::map<std::string, LabelRow>>> csv_cache_;
   std::map<std::string, std::optional<int>> truth_;  ///< by input
   std::vector<std::string> unknown_, unknown_keys_, sources_;
   std::vector<std::string> notes_;  ///< the labels.csv files' notes (printed by prepare unless foreign)
 };
+
+/// The class names eval's ground truth holds, for texts as the classes (a CLIP's zero-shot classes): each
+/// input's labels.csv label (as TruthLookup finds it; label_index is not read), the <class> of its item masks
+/// (STEM.<class>.*), and the numbered file names NNNN_<class> of the inputs without a label - these only when
+/// there is no label or item mask at all, or when one of them names one of those or one of `texts` (else they
+/// are just names, as TruthLookup takes them). A name from a file name has '_' read as a space ("ankle_boot" ->
+/// "ankle boot"). One name per class (normalise_label: case, spaces and punctuation ignored), the labels.csv
+/// spelling first, sorted by that normalised form. Throws attnmap::Error for a malformed labels.csv.
+std::vector<std::string> truth_class_names(const std::string& masks_dir, const std::vector<Job>& jobs,
+                                           const MaskIndex& masks, const std::vector<std::string>& texts = {});
 
 /// What a run produced: the images evaluated, and the failures (counted, and as JSON error entries).
 struct EvalRun {

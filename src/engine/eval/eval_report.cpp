@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/error.hpp"
 #include "core/names.hpp"
 #include "core/setting_ref.hpp"
 #include "engine/eval/eval_parts.hpp"
 #include "engine/provenance.hpp"
+#include "engine/text/zero_shot.hpp"
 #include "model/classify.hpp"
 
 namespace attnmap {
@@ -137,8 +139,8 @@ void print_view_table(std::ostream& out, const EvalContext& ctx, const Summary& 
            "(the attention each patch receives)\n";
   print_verdict(out, ctx, s);
   if (ctx.class_specific)
-    out << class_specific_views(ctx) << ": class-specific, here each image's top-1 class; the other views are "
-                                        "class-agnostic\n";
+    out << class_specific_views(ctx) << ": class-specific, here each image's top-1 "
+        << (has_text_classes(*ctx.model) ? "text" : "class") << "; the other views are class-agnostic\n";
   out << "baselines (no model): centre prior = Gaussian at the image centre, sigma 0.25 x the shorter side; "
          "brightness = the photo's luma (Rec. 709) as the map; uniform map: energy = mask area share; random map: "
          "expected pointing = mask area share; pointing-base = pointing - "
@@ -155,7 +157,8 @@ void print_class_table(std::ostream& out, const EvalContext& ctx, const Summary&
   if (!s.item_images) return;
   const size_t width = name_width(ctx) + 12;  // " (any class)"
   out << "\nclass-specific pointing: " << counted(s.item_images, "image") << ", " << counted(s.items, "item")
-      << " of different classes; each item's class asked in turn\n";
+      << " of different classes; each item's " << (has_text_classes(*ctx.model) ? "text" : "class")
+      << " asked in turn\n";
   out << padded("view", width) + "     asked    other  all items  asked-base\n";
   const double ba = best_asked_baseline(s);
   auto row = [&](const std::string& name, const ClassRow& r, bool margin) {
@@ -190,7 +193,8 @@ void print_perturbation_table(std::ostream& out, const EvalContext& ctx, const S
   const std::vector<double> f = perturbation_fractions();
   out << "\nperturbation (" << (*ctx.opt->perturb == PerturbMode::Drop ? "drop: patch tokens leave the sequence"
                                                                    : "zero: patch pixels set to black")
-      << "; target = each image's top-1; AUC of its probability over 0-90 % of the patches removed)\n";
+      << "; target = each image's top-1" << (has_text_classes(*ctx.model) ? " text" : "")
+      << "; AUC of its probability over 0-90 % of the patches removed)\n";
   out << padded("view", width) + "  positive  negative  neg-pos  positive-base  negative-base\n";
   const double rnd = trapezoid_auc(f, s.random);
   for (size_t v = 0; v < ctx.views.size(); ++v) {
@@ -248,6 +252,45 @@ void print_sanity_table(std::ostream& out, const EvalContext& ctx, const Summary
       << (list.empty() ? "none" : list) << fmt("; %.2f s\n", s.sanity_secs);
 }
 
+// The templates the model's texts were encoded with (its record: a model lent by Python has its own); empty:
+// none (the texts alone).
+std::vector<std::string> text_templates(const EvalContext& ctx) {
+  const J z = zero_shot_record(*ctx.model);
+  return z.is_object() && z.contains("templates") ? z["templates"].get<std::vector<std::string>>()
+                                                  : std::vector<std::string>{};
+}
+
+// "'a', 'b', 'c' and 4 more": at most `most` strings, quoted.
+std::string quoted_list(const std::vector<std::string>& v, size_t most) {
+  std::string out;
+  for (size_t i = 0; i < v.size() && i < most; ++i) out += (i ? ", '" : "'") + printable(v[i]) + "'";
+  if (v.size() > most) out += " and " + std::to_string(v.size() - most) + " more";
+  return out;
+}
+
+// The line that says the classes are texts: how many, where they came from, the template(s), the texts as
+// the text tower read them ("classes: 2 texts (CLIP zero-shot: ...), the ground truth's class names in the
+// template 'a photo of a {}.': 'a photo of a bird.', 'a photo of a dog.'"; several templates: the texts alone).
+std::string texts_line(const EvalContext& ctx) {
+  const TextSpec& t = ctx.opt->view.text;
+  const std::vector<std::string>& texts = ctx.model->hp.labels;
+  const std::vector<std::string> templates = text_templates(ctx);
+  std::string line = "classes: " + counted(texts.size(), "text") + " (CLIP zero-shot: top-1 and the class-specific " +
+                     "views are over them), " +
+                     (t.truth_names ? std::string("the ground truth's class names")
+                      : t.labels_as_texts ? "the names of " + setting_ref("labels") + " " + printable(ctx.opt->view.labels_file)
+                                          : "given with " + setting_ref("text") + "/" + setting_ref("texts"));
+  if (templates.size() == 1) {
+    std::vector<std::string> prompts;
+    for (const std::string& x : texts) prompts.push_back(fill_template(templates[0], x));
+    return line + " in the template '" + printable(templates[0]) + "': " + quoted_list(prompts, 8);
+  }
+  if (templates.size() > 1)
+    line += " in " + std::to_string(templates.size()) + " templates, their text features averaged (" +
+            quoted_list(templates, 4) + ")";
+  return line + ": " + quoted_list(texts, 8);
+}
+
 }  // namespace
 
 std::string fmt(const char* f, double v) {
@@ -303,6 +346,7 @@ void print_summary(std::ostream& out, const EvalContext& ctx, const Summary& s, 
   out << "attnmap eval: " << counted(n, "image")
       << (failed ? ", " + std::to_string(failed) + " failed" : std::string())
       << fmt("; uniform baseline (mean mask area share) %.4f", s.area) << "\n";
+  if (has_text_classes(*ctx.model)) out << texts_line(ctx) << "\n";
   if (classify) {
     if (!s.top1_not_computed.empty())
       out << "top-1 accuracy not computed: the ground-truth labels are not the model's class names (the note above "
@@ -451,6 +495,26 @@ J summary_views_json(const EvalContext& ctx, const Summary& sum) {
   return views;
 }
 
+// The texts as the classes: render's record (texts, templates, vocabulary, rules, truncate, files) with where
+// the texts came from, how many, and each text's prompts (one per template, as the text tower read them).
+J texts_json(const EvalContext& ctx) {
+  const TextSpec& t = ctx.opt->view.text;
+  J z = zero_shot_record(*ctx.model);
+  z["classes"] = "texts";
+  z["from"] = t.truth_names ? "ground truth" : t.labels_as_texts ? "labels" : "text";
+  z["count"] = ctx.model->hp.labels.size();
+  J prompts = J::array();
+  std::vector<std::string> templates = text_templates(ctx);
+  if (templates.empty()) templates = {"{}"};  // the texts alone
+  for (const std::string& x : ctx.model->hp.labels) {
+    J each = J::array();
+    for (const std::string& tm : templates) each.push_back(fill_template(tm, x));
+    prompts.push_back(each);
+  }
+  z["prompts"] = prompts;
+  return z;
+}
+
 // The summary object of the JSON.
 J summary_json(const EvalContext& ctx, const Summary& sum, const EvalRun& run, bool classify) {
   J s;
@@ -467,6 +531,7 @@ J summary_json(const EvalContext& ctx, const Summary& sum, const EvalRun& run, b
     s["top1"] = J{{"correct", sum.correct},
                   {"labelled", sum.labelled},
                   {"accuracy", sum.labelled ? J(static_cast<double>(sum.correct) / sum.labelled) : J()}};
+  if (classify && has_text_classes(*ctx.model)) s["top1"]["over_texts"] = ctx.model->num_classes();  // zero-shot
   s["views"] = summary_views_json(ctx, sum);
   s["explain"] = ctx.class_specific ? J{{"target", "top-1"},
                                         {"gradcam_layer", ctx.settings.gradcam_layer},
@@ -512,6 +577,7 @@ J eval_json(const EvalContext& ctx, const std::string& weights_path, const Summa
                                                      : "bilinear";
   j["resize"] = ro.resize == ResizeMode::Crop ? "crop" : "squash";
   if (!ro.labels_file.empty()) j["labels"] = ro.labels_file;  // the class names, or the map of the truth's names
+  if (has_text_classes(*ctx.model)) j["zero_shot"] = texts_json(ctx);  // only then: a run without texts as before
   if (ro.size) {  // only then: the JSON of a run without --size is as before
     const HParams& hp = ctx.model->hp;
     j["size"] = {hp.image_w, hp.image_h};

@@ -15,6 +15,7 @@
 #include "engine/batch_hooks.hpp"
 #include "engine/paths.hpp"
 #include "engine/session.hpp"
+#include "engine/text/zero_shot.hpp"
 #include "engine/walk.hpp"
 #include "core/error.hpp"
 #include "core/setting_ref.hpp"
@@ -133,7 +134,7 @@ EvalContext make_eval_context(const ViTWeights& model, const EvalOptions& opt) {
   const bool named = !opt.view.views.empty();
   if (named) refuse_beside_views(opt);
   const SelectedView sel = select_view(hp, opt.view);
-  const std::string unavailable = explanations_unavailable(hp, model.head.present());
+  const std::string unavailable = explanations_unavailable(hp, model.has_classes());  // a head, or CLIP's texts
   if (!named && !unavailable.empty() && opt.view.gradcam_layer)
     throw Error(setting_ref("gradcam_layer") + ": eval scores no gradcam view: " + unavailable);
   try {
@@ -260,7 +261,7 @@ void evaluate_jobs(const EvalContext& ctx, const std::vector<Job>& jobs, const e
       const fs::path rel = fs::path(job.out_base).lexically_relative(opt.masks_dir);
       const std::string stem = fs::path(job.input).stem().string();
       const std::vector<ItemMask> items = masks.find_items(rel.generic_string(), stem, ctx.model->hp.labels, truth.map());
-      if (!ctx.model->head.present() && !noted_headless_items && masks.has_item_masks(rel.generic_string(), stem)) {
+      if (!ctx.model->has_classes() && !noted_headless_items && masks.has_item_masks(rel.generic_string(), stem)) {
         say(hooks, LineStream::Err, "attnmap: note: class-specific pointing: item masks such as " + printable(stem) +
                                         ".<class>.* are present, but the model has no classifier head (no class to ask "
                                         "for); skipped");
@@ -277,6 +278,72 @@ void evaluate_jobs(const EvalContext& ctx, const std::vector<Job>& jobs, const e
     }
   }
   run.secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The inputs eval walks (plan_jobs: folders sorted, hidden entries skipped, the masks folder given as its
+// "output" folder so that it is skipped; out_base relative to it is the image's path below its input folder,
+// without extension). Says the note on attnmap's own outputs passed over; throws when nothing is left to
+// evaluate (bad usage, as render's nothing to render).
+struct PlannedInputs {
+  std::vector<Job> jobs;
+  std::vector<std::string> missing;
+  std::vector<std::pair<std::string, std::string>> unreadable;
+};
+
+PlannedInputs plan_inputs(const EvalOptions& opt, const BatchHooks& hooks) {
+  const RenderOptions& ro = opt.view;
+  PlannedInputs in;
+  std::map<std::string, size_t> passed_over;  // attnmap's own outputs in the walked folders: not photos
+  in.jobs = plan_jobs(ro.inputs, opt.masks_dir, &in.missing, {}, &in.unreadable, &passed_over);
+  if (const std::string note = passed_over_summary(passed_over); !note.empty())
+    say(hooks, LineStream::Err, "attnmap: note: " + printable(note));
+  if (const std::string none = all_inputs_missing(ro.inputs, in.missing, "evaluate"); !none.empty()) throw Error(none);
+  if (in.jobs.empty() && in.missing.empty() && in.unreadable.empty()) throw Error(no_images_message(ro.inputs));
+  return in;
+}
+
+// "'bird', 'fish' and 2 more": the first five names of a list, quoted.
+std::string quoted_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 5; ++i) out += (i ? ", '" : "'") + printable(names[i]) + "'";
+  if (names.size() > 5) out += " and " + std::to_string(names.size() - 5) + " more";
+  return out;
+}
+
+// --prompt without texts: the ground truth's class names (truth_class_names) are the texts. Throws when the
+// inputs name no class.
+std::vector<std::string> truth_texts(const EvalOptions& opt, const std::vector<Job>& jobs, const eval::MaskIndex& masks) {
+  std::vector<std::string> names = eval::truth_class_names(opt.masks_dir, jobs, masks);
+  if (names.empty())
+    throw Error(setting_ref("prompt") + " without texts fills its {} with the class names of the ground truth, and " +
+                opt.masks_dir + " names none (a labels.csv with a label column, item masks STEM.<class>.png, file " +
+                "names NNNN_<class>.png); give the texts with " + setting_ref("text") + " or " + setting_ref("texts"));
+  return names;
+}
+
+// With texts given (--text, --texts, --prompt with --labels FILE): every class the ground truth names must be a
+// text (compared as eval compares labels: case, spaces and punctuation ignored); else a usage error naming them.
+void check_truth_among_texts(const EvalOptions& opt, const std::vector<Job>& jobs, const eval::MaskIndex& masks,
+                             const std::vector<std::string>& texts) {
+  std::vector<std::string> missing;
+  for (const std::string& n : eval::truth_class_names(opt.masks_dir, jobs, masks, texts)) {
+    if (!find_label(texts, n)) missing.push_back(n);
+    std::vector<std::string> alike;  // a class two texts name: either could be "right"; refused, not guessed
+    for (const std::string& t : texts)
+      if (normalise_label(t) == normalise_label(n)) alike.push_back(t);
+    if (alike.size() > 1)
+      throw Error(setting_ref("text") + ": the ground truth's class '" + n + "' is named by " +
+                  std::to_string(alike.size()) + " texts (" + quoted_names(alike) + ", compared ignoring case, " +
+                  "spaces and punctuation): its accuracy and pointing need one text per class; keep one of them");
+  }
+  if (missing.empty()) return;
+  const std::string flag = opt.view.text.labels_as_texts ? setting_ref("labels") : setting_ref("text");
+  throw Error(flag + ": the ground truth's class " + (missing.size() == 1 ? "name " : "names ") + quoted_names(missing) +
+              (missing.size() == 1 ? " is" : " are") + " not among the " + std::to_string(texts.size()) + " texts (" +
+              quoted_names(texts) + "; compared ignoring case, spaces and punctuation): each class the masks, " +
+              eval::kLabelsCsv + " or file names name must be a text for its accuracy and its class-specific " +
+              "pointing; add " + (missing.size() == 1 ? "it" : "them") + ", or give " + setting_ref("prompt") +
+              " alone to make the ground truth's class names the texts");
 }
 
 }  // namespace
@@ -296,6 +363,18 @@ EvalResult eval_report(const EvalOptions& opt, const BatchHooks& given_hooks) {
       ro.labels_file.empty() ? std::nullopt : with_prefix(setting_ref("labels"), [&] { return read_label_map(ro.labels_file); });
   RenderOptions load_opt = ro;
   if (label_map) load_opt.labels_file.clear();  // the class names stay the weights' (or ImageNet-1k's)
+  if (label_map && ro.text.given())
+    throw Error(setting_ref("labels") + " " + ro.labels_file + ": a map of ground-truth names to a classifier's " +
+                "classes; with texts the classes are the texts, which the ground truth names directly (" +
+                setting_ref("prompt") + " alone makes its class names the texts)");
+  // --prompt without texts: the ground truth's class names fill it, so the inputs are planned before the model.
+  std::optional<PlannedInputs> planned;
+  std::optional<eval::MaskIndex> early_masks;
+  if (ro.text.truth_names && ro.text.texts.empty()) {
+    planned = plan_inputs(opt, hooks);
+    early_masks.emplace(opt.masks_dir);
+    load_opt.text.texts = truth_texts(opt, planned->jobs, *early_masks);
+  }
   // A path, or a Hub name fetched into the cache; a model the program lends is only named.
   const RunWeights weights = hooks.model ? RunWeights{ro.weights, std::nullopt} : run_weights(ro.weights, ro.quiet, hooks);
   const std::string& weights_path = weights.path;
@@ -304,8 +383,8 @@ EvalResult eval_report(const EvalOptions& opt, const BatchHooks& given_hooks) {
   const ViTWeights& model = *loaded;  // eval scores the class-specific views
   const EvalContext ctx = make_eval_context(model, opt);
   set_eval_blas_threads();
-  const bool classify = model.head.present();
-  const int num_classes = classify ? model.head.out : 0;
+  const bool classify = model.has_classes();  // a classifier head, or CLIP's texts (zero-shot classes)
+  const int num_classes = classify ? model.num_classes() : 0;
   if (label_map && !classify)
     throw Error(setting_ref("labels") + " " + ro.labels_file +
                 ": the weights have no classifier head, so there are no classes to map to");
@@ -313,18 +392,13 @@ EvalResult eval_report(const EvalOptions& opt, const BatchHooks& given_hooks) {
   if (label_map)
     names_map = with_prefix(setting_ref("labels"), [&] { return resolve_label_map(*label_map, model.hp.labels, num_classes); });
 
-  // Inputs: plan_jobs walks folders (sorted, hidden entries skipped) and skips the masks folder given as its
-  // "output" folder; out_base relative to it is the image's path below its input folder, without extension.
-  std::vector<std::string> missing;
-  std::vector<std::pair<std::string, std::string>> unreadable;
-  std::map<std::string, size_t> passed_over;  // attnmap's own outputs in the walked folders: not photos
-  const std::vector<Job> jobs = plan_jobs(ro.inputs, opt.masks_dir, &missing, {}, &unreadable, &passed_over);
-  if (const std::string note = passed_over_summary(passed_over); !note.empty())
-    say(hooks, LineStream::Err, "attnmap: note: " + printable(note));
-  // Nothing to evaluate is bad usage, as render's nothing to render (exit 2, before --json's folder is made).
-  if (const std::string none = all_inputs_missing(ro.inputs, missing, "evaluate"); !none.empty()) throw Error(none);
-  if (jobs.empty() && missing.empty() && unreadable.empty()) throw Error(no_images_message(ro.inputs));
-  const eval::MaskIndex masks(opt.masks_dir);
+  // Inputs (nothing to evaluate is bad usage: exit 2, before --json's folder is made).
+  if (!planned) planned = plan_inputs(opt, hooks);
+  const std::vector<Job>& jobs = planned->jobs;
+  if (!early_masks) early_masks.emplace(opt.masks_dir);
+  const eval::MaskIndex& masks = *early_masks;
+  const bool text_classes = has_text_classes(model);
+  if (text_classes && !ro.text.truth_names) check_truth_among_texts(opt, jobs, masks, model.hp.labels);
   const JsonTarget json = prepare_json(opt, weights_path, jobs, masks);
   // After the usage checks (a usage error is the only line), before any image.
   if (opt.perturb && !classify)
@@ -337,11 +411,11 @@ EvalResult eval_report(const EvalOptions& opt, const BatchHooks& given_hooks) {
   if (ro.views.empty() && !cait_rollout_unavailable(model.hp).empty() && !ro.rollout)
     say(hooks, LineStream::Err, "attnmap: note: rollout: " + cait_rollout_unavailable(model.hp) + "; that view is left out");
   eval::TruthLookup truth(opt.masks_dir, model.hp, classify, num_classes, std::move(names_map),
-                          label_map ? ro.labels_file : std::string());
+                          label_map ? ro.labels_file : std::string(), text_classes);
   for (const std::string& line : truth.prepare(jobs)) say(hooks, LineStream::Err, line);  // before any image
 
   eval::EvalRun run;
-  report_unusable_inputs(missing, unreadable, run, hooks);
+  report_unusable_inputs(planned->missing, planned->unreadable, run, hooks);
   evaluate_jobs(ctx, jobs, masks, truth, num_classes, run, hooks);
   eval::Summary sum = eval::summarise(ctx, run.done);
   if (truth.foreign()) {

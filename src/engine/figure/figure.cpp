@@ -18,6 +18,8 @@
 #include "core/setting_ref.hpp"
 #include "draw/canvas.hpp"
 #include "draw/colormap.hpp"
+#include "engine/figure/figure_text.hpp"
+#include "engine/text/zero_shot.hpp"
 #include "engine/paths.hpp"
 #include "engine/provenance.hpp"
 #include "engine/session.hpp"
@@ -88,10 +90,11 @@ std::vector<ResolvedView> resolve_figure_views(const FigurePlan& p, const ViTWei
   ViewSettings settings = p.settings;  // attn-grad without @L: the config's default view's block, as render
   settings.attn_grad_layer = model.hp.default_layer.value_or(-1);
   std::vector<ResolvedView> views = with_prefix(
-      setting_ref("views") + ":", [&] { return resolve_views(p.views, model.hp, model.head.present(), settings); });
+      setting_ref("views") + ":", [&] { return resolve_views(p.views, model.hp, model.has_classes(), settings); });
   for (const ResolvedView& v : views)
     if (v.class_specific) {
-      with_prefix(setting_ref("class_spec"), [&] { check_class_spec(p.classes, model.head.out, model.hp.labels); });
+      with_prefix(setting_ref("class_spec"),
+                  [&] { check_class_spec(p.classes, model.num_classes(), model.hp.labels, has_text_classes(model)); });
       break;
     }
   return views;
@@ -105,8 +108,9 @@ struct FigureImage {
   Image photo;
   PhotoBox box;
   std::vector<ViewMap> maps;
-  int class_index = -1;  ///< the class the class-specific views explain (-1: none asked)
+  int class_index = -1;  ///< the class the class-specific views explain (-1: none asked, or a column per text)
   std::string sha256;    ///< of the input's bytes (the record's images[].sha256)
+  std::vector<double> probs;  ///< with texts: each text's zero-shot probability (softmax over the texts)
 };
 
 std::string class_name(int c, const HParams& hp) {
@@ -114,18 +118,20 @@ std::string class_name(int c, const HParams& hp) {
 }
 
 /// Each row's maps of `views` (one forward pass each); `current` names the row being computed.
-void compute_row_maps(const FigurePlan& p, const ViTWeights& model, const std::vector<ResolvedView>& views,
+void compute_row_maps(const FigurePlan& p, const ViTWeights& model, const FigureColumns& cols,
                       std::vector<FigureImage>* rows, std::string* current) {
   const HParams& hp = model.hp;
+  const ClassSpec classes = computed_classes(p, cols, model.num_classes());
   for (FigureImage& r : *rows) {
     *current = r.input;
     const ModelInput mi = preprocess(r.photo, hp.image_w, hp.image_h, p.ro.resize, hp.mean.data(), hp.std.data(),
                                      hp.crop_pct.value_or(0.875f));
     box_pixels(mi.box, r.photo.width, r.photo.height, &r.box.x0, &r.box.y0, &r.box.w, &r.box.h);
     std::vector<float> logits;
-    r.maps = compute_views(model, mi.chw.data(), views, p.classes, &logits, &mi.box);
+    r.maps = column_maps(cols, compute_views(model, mi.chw.data(), cols.computed, classes, &logits, &mi.box));
+    if (cols.zero_shot && !logits.empty()) r.probs = class_probabilities(logits);
     for (const ViewMap& m : r.maps)
-      if (m.class_index >= 0) r.class_index = m.class_index;
+      if (m.class_index >= 0 && !cols.per_text) r.class_index = m.class_index;
   }
 }
 
@@ -140,6 +146,11 @@ std::string small_photo_line(const FigurePlan& p, const std::string& name, const
 std::string row_failure(const std::string& row, const std::string& msg) {
   return (msg.compare(0, row.size(), row) == 0 ? msg : row + ": " + msg) + "; no figure written";
 }
+
+std::vector<std::string> column_titles(const FigurePlan& p, const FigureColumns& cols, const HParams& hp, int fixed_class);
+void check_labels_fit(const std::vector<std::string>& titles, const std::vector<FigureRow>& rows,
+                      const ComparisonScales& cs, const ComparisonOptions& co, const std::string& fewer = "views",
+                      bool as_drawn = false);
 
 /// Refuses (usage error, status 2) a figure laid out as `titles`, `rows`, `cs`, `co` when a side is over cairo's
 /// kMaxCanvas pixels: its size, the limit, the largest whole dpi that fits it (laid out again at lower dpi; with
@@ -193,14 +204,17 @@ void check_figure_pixels(const std::vector<std::string>& titles, const std::vect
 /// labels as column titles and, per unit, a placeholder scale whose colour bar is wider than a real one (its
 /// tick labels of 6 digits and a '+'): cells no wider than the figure's, so its height is a lower bound and a
 /// figure that can be drawn is never refused here (draw_figure_rows checks the figure as drawn again).
-void check_figure_size(const FigurePlan& p, const std::vector<ResolvedView>& views,
+void check_figure_size(const FigurePlan& p, const FigureColumns& cols, const HParams& hp,
                        const std::vector<FigureImage>& images, const std::string& format) {
-  std::vector<std::string> titles;
+  std::vector<std::string> titles = column_titles(p, cols, hp, -1);
+  std::vector<std::string> captions;  // with texts: a placeholder as wide as the widest probability
   ComparisonScales cs;
   std::map<std::string, int> unit_index;
-  for (const ResolvedView& v : views) {
-    titles.push_back(view_label(v, p.ro.block_base));
+  for (size_t j = 0; j < cols.views.size(); ++j) {
+    const ResolvedView& v = cols.views[j];
+    if (!cols.zero_shot) titles[j] = view_label(v, p.ro.block_base);  // as before texts, byte for byte
     if (v.spec.kind == ViewKind::Photo) continue;
+    captions.push_back(cols.zero_shot && v.class_specific ? probability_caption(1.0) : "");
     if (p.scale.kind == ScaleKind::Map) {
       cs.column_scale.push_back(-1);
       continue;
@@ -222,12 +236,19 @@ void check_figure_size(const FigurePlan& p, const std::vector<ResolvedView>& vie
   co.dpi = p.ro.dpi.value_or(300.0);
   if (p.ro.title) co.title = *p.ro.title;
   if (p.column_labels) co.column_labels = *p.column_labels;
+  if (cols.zero_shot && cols.class_specific) co.captions.assign(rows.size(), captions);
+  if (cols.per_text) {  // a column per text: labels that cannot fit refused before any map
+    ComparisonScales widest;  // no bars, the widest cells: a figure that can be drawn is never refused here
+    widest.column_scale.assign(cs.column_scale.size(), -1);
+    // the width named is the placeholder bars' (wider than the real ones): at it the figure is drawn
+    if (!comparison_fits(titles, rows, widest, co, true)) check_labels_fit(titles, rows, cs, co, "views or texts", true);
+  }
   check_figure_pixels(titles, rows, cs, co, format, true);
 }
 
 /// Reads every image first (a bad file is found before any forward pass), then computes each one's views.
 /// Returns false, the failure said as one line naming the file (hooks, Err), when an image fails.
-bool compute_rows(const FigurePlan& p, const ViTWeights& model, const std::vector<ResolvedView>& views,
+bool compute_rows(const FigurePlan& p, const ViTWeights& model, const FigureColumns& cols,
                   const FigureInputs& in, std::vector<FigureImage>* rows, const BatchHooks& hooks) {
   for (const std::string& f : in.failed) {
     say(hooks, LineStream::Err, "attnmap: error: " + printable(f) + "; no figure written");
@@ -240,16 +261,16 @@ bool compute_rows(const FigurePlan& p, const ViTWeights& model, const std::vecto
       current = f;
       const std::vector<uint8_t> bytes = read_file(f);  // hashed and decoded from the same bytes
       rows->push_back(FigureImage{f, decode_image(bytes.data(), bytes.size(), f, p.ro.load), {}, {}, -1,
-                                  sha256_bytes(bytes.data(), bytes.size())});
+                                  sha256_bytes(bytes.data(), bytes.size()), {}});
       say(hooks, LineStream::Err, small_photo_line(p, f, rows->back().photo, hp));
     }
   } catch (const std::exception& e) {
     say(hooks, LineStream::Err, "attnmap: error: " + printable(row_failure(current, e.what())));
     return false;
   }
-  check_figure_size(p, views, *rows, fs::path(p.out).extension().string().substr(1));  // a usage error, before any map
+  check_figure_size(p, cols, hp, *rows, fs::path(p.out).extension().string().substr(1));  // usage error, before any map
   try {
-    compute_row_maps(p, model, views, rows, &current);
+    compute_row_maps(p, model, cols, rows, &current);
   } catch (const std::exception& e) {
     say(hooks, LineStream::Err, "attnmap: error: " + printable(row_failure(current, e.what())));
     return false;
@@ -310,13 +331,17 @@ ComparisonScales figure_scales(const FigurePlan& p, const std::vector<ResolvedVi
 
 /// Column titles (view_label: the words every figure uses for a view; with one fixed class, the class after a
 /// class-specific view's).
-std::vector<std::string> column_titles(const FigurePlan& p, const std::vector<ResolvedView>& views, const HParams& hp,
-                                       const std::vector<FigureImage>& rows) {
+/// With texts: a column per text titled "Chefer relevance, text: a dog" (a fixed class likewise). `fixed`: the
+/// fixed class's index (-1: not known yet, the view's words alone).
+std::vector<std::string> column_titles(const FigurePlan& p, const FigureColumns& cols, const HParams& hp, int fixed_class) {
   std::vector<std::string> t;
-  for (const ResolvedView& v : views) {
-    const bool fixed = p.classes.kind != ClassSpec::Kind::TopK;
+  for (size_t j = 0; j < cols.views.size(); ++j) {
+    const ResolvedView& v = cols.views[j];
+    const bool fixed = p.classes.kind != ClassSpec::Kind::TopK && fixed_class >= 0;
     const std::string label = view_label(v, p.ro.block_base);
-    std::string title = v.class_specific && fixed ? label + ", " + class_name(rows[0].class_index, hp) : label;
+    std::string title = v.class_specific && fixed ? label + ", " + class_name(fixed_class, hp) : label;
+    if (cols.zero_shot && v.class_specific && (fixed || cols.text[j] >= 0))
+      title = text_column_title(label, class_name(fixed ? fixed_class : cols.text[j], hp));
     if (!hp.class_token && reads_query_rows(v)) title += " \u00b7 patch-query mean (no class token)";
     t.push_back(title);
   }
@@ -331,10 +356,12 @@ std::string row_label(const FigurePlan& p, const FigureImage& r, const HParams& 
 }
 
 /// The settings record of the figure: render's (make_provenance), with the figure's views, its scales and
-/// their bounds, its size and the images' names and SHA-256.
+/// their bounds, its size and the images' names and SHA-256; with texts also the column titles and each
+/// image's probabilities (in the texts' order).
 std::string figure_record(const FigurePlan& p, const ViTWeights& model, const std::string& weights_path,
-                          const std::vector<ResolvedView>& views, const ComparisonScales& cs,
+                          const FigureColumns& fc, const std::vector<std::string>& titles, const ComparisonScales& cs,
                           const std::vector<ClipStats>& clips, const std::vector<FigureImage>& rows) {
+  const std::vector<ResolvedView>& views = fc.views;
   RenderContext ctx;
   ctx.model = &model;
   ctx.opt = &p.ro;
@@ -342,7 +369,7 @@ std::string figure_record(const FigurePlan& p, const ViTWeights& model, const st
   r["command"] = "figure";
   std::string names;
   bool rollout = false;
-  for (const ResolvedView& v : views) {
+  for (const ResolvedView& v : fc.computed) {  // the views as given (a column per text counted once)
     names += (names.empty() ? "" : ",") + v.name;
     rollout = rollout || v.spec.kind == ViewKind::Rollout;
   }
@@ -354,7 +381,9 @@ std::string figure_record(const FigurePlan& p, const ViTWeights& model, const st
     size_t k = 0;  // map column
     for (size_t c = 0; c < views.size(); ++c) {
       if (views[c].spec.kind == ViewKind::Photo) continue;
-      if (cs.column_scale[k++] == static_cast<int>(i)) cols.push_back(views[c].name);  // the record: names
+      if (cs.column_scale[k++] != static_cast<int>(i)) continue;
+      const int t = fc.text[c];  // the record: names ("chefer \u00b7 a dog" for a text's column)
+      cols.push_back(t < 0 ? views[c].name : views[c].name + " \u00b7 " + class_name(t, model.hp));
     }
     // What the bar hides: the largest value drawn on it, and whether (and for what share of the maps' cells)
     // values lie above its top, drawn in the top colour.
@@ -366,9 +395,12 @@ std::string figure_record(const FigurePlan& p, const ViTWeights& model, const st
   r["width_in"] = p.width_in;
   if (p.row_labels) r["row_labels"] = *p.row_labels;
   if (p.column_labels) r["column_labels"] = *p.column_labels;
+  if (fc.zero_shot) r["column_titles"] = titles;
   nlohmann::ordered_json images = nlohmann::ordered_json::array();
-  for (const FigureImage& im : rows)
+  for (const FigureImage& im : rows) {
     images.push_back({{"name", fs::path(im.input).filename().string()}, {"sha256", im.sha256}});
+    if (fc.zero_shot) images.back()["probabilities"] = im.probs;
+  }
   r["images"] = images;
   return provenance_text(r);
 }
@@ -392,10 +424,12 @@ std::vector<std::string> clip_notes(const FigurePlan& p, const ComparisonScales&
 }
 
 /// Refuses (usage error, status 2) a figure whose labels would have to be cut at --width-in: names the label
-/// and the width at which every label fits whole (comparison_fit).
+/// and the width at which every label fits whole (comparison_fit, `as_drawn` as it says), and suggests fewer
+/// `fewer` ("views", or "views or texts" for a column per text).
 void check_labels_fit(const std::vector<std::string>& titles, const std::vector<FigureRow>& rows,
-                      const ComparisonScales& cs, const ComparisonOptions& co) {
-  const ComparisonFit fit = comparison_fit(titles, rows, cs, co);
+                      const ComparisonScales& cs, const ComparisonOptions& co, const std::string& fewer,
+                      bool as_drawn) {
+  const ComparisonFit fit = comparison_fit(titles, rows, cs, co, as_drawn);
   if (fit.fits) return;
   std::string msg = "the " + fit.what + " '" + fit.label + "' does not fit its place at " + setting_ref("width_in") +
                     " " +
@@ -404,7 +438,7 @@ void check_labels_fit(const std::vector<std::string>& titles, const std::vector<
   if (fit.needed_in > 0)
     msg += "the figure needs " + setting_ref("width_in") + " " + shown_number(fit.needed_in) + " or more";
   else msg += "no width up to 100 in holds it";
-  throw Error(msg + " (or fewer views, or shorter " + setting_ref("row_labels") + " / " + setting_ref("column_labels") + ")");
+  throw Error(msg + " (or fewer " + fewer + ", or shorter " + setting_ref("row_labels") + " / " + setting_ref("column_labels") + ")");
 }
 
 /// The folders make_output_folder made for -o: removed again (when empty) unless the figure was written.
@@ -424,22 +458,29 @@ void check_row_label_count(const FigurePlan& p, size_t rows) {
                 counted(rows, "image") + " (one per row, in the order of the rows)");
 }
 
-/// The figure's views resolved for `model`; bf16 refused with a class-specific view (usage errors).
-std::vector<ResolvedView> figure_views(const FigurePlan& p, const ViTWeights& model) {
+/// The figure's views resolved for `model` and its columns (figure_columns: with texts a column per text); bf16
+/// refused with a class-specific view, and a column per text too narrow for --width-in (usage errors).
+FigureColumns figure_views(const FigurePlan& p, const ViTWeights& model) {
   std::vector<ResolvedView> views = resolve_figure_views(p, model);
   if (p.ro.precision == Precision::BF16 &&
       std::any_of(views.begin(), views.end(), [](const ResolvedView& v) { return v.class_specific; }))
     throw Error(setting_ref("precision") + " bf16: the class-specific views and explanations run in float32 only, not with "
                 "bfloat16 products");
-  return views;
+  FigureColumns cols = figure_columns(p, model, views);
+  if (cols.per_text)  // the columns the texts add, checked as check_figure_args checks the views' count
+    with_prefix(setting_ref("width_in") + " / " + setting_ref("dpi") + ":", [&] {
+      check_comparison_width(static_cast<int>(cols.views.size()), p.width_in, p.ro.dpi.value_or(300.0));
+    });
+  return cols;
 }
 
 /// Steps 4 on in memory: the scales, labels and record of the computed rows, and the figure drawn as the file
 /// `path` would hold it (its extension picks the format), into *out (its lines as they come: a caller prints
 /// them also when a label that does not fit throws a usage error); a drawing that fails is FigureResult::error.
 void draw_figure_rows(const FigurePlan& p, const ViTWeights& model, const std::string& weights_path,
-                      const std::vector<ResolvedView>& views, const std::vector<FigureImage>& images,
+                      const FigureColumns& cols, const std::vector<FigureImage>& images,
                       const std::string& path, FigureResult* out) {
+  const std::vector<ResolvedView>& views = cols.views;
   FigureResult& res = *out;
   const HParams& hp = model.hp;
   std::vector<std::string> scale_warnings;
@@ -453,18 +494,24 @@ void draw_figure_rows(const FigurePlan& p, const ViTWeights& model, const std::s
     if (!p.ro.quiet) res.lines.push_back("attnmap: note: " + printable(spelled_settings(n)));
     res.notes.push_back(n);
   }
-  const std::vector<std::string> titles = column_titles(p, views, hp, images);
+  const std::vector<std::string> titles = column_titles(p, cols, hp, images[0].class_index);
   std::vector<FigureRow> rows;
+  ComparisonOptions co;
   for (size_t i = 0; i < images.size(); ++i) {
     const FigureImage& im = images[i];
     FigureRow r{p.row_labels ? (*p.row_labels)[i] : row_label(p, im, hp), &im.photo, im.box, {}};
-    for (const ViewMap& m : im.maps) r.maps.push_back(GridMap{m.map, hp.grid_w, hp.grid_h, m.marked});
+    std::vector<std::string> captions;  // with texts: each text cell's zero-shot probability
+    for (const ViewMap& m : im.maps) {
+      r.maps.push_back(GridMap{m.map, hp.grid_w, hp.grid_h, m.marked});
+      const bool p_known = m.class_index >= 0 && static_cast<size_t>(m.class_index) < im.probs.size();
+      captions.push_back(p_known ? probability_caption(im.probs[static_cast<size_t>(m.class_index)]) : "");
+    }
+    if (cols.zero_shot && cols.class_specific) co.captions.push_back(std::move(captions));
     rows.push_back(std::move(r));
   }
-  ComparisonOptions co;
   co.width_in = p.width_in;
   co.dpi = p.ro.dpi.value_or(300.0);
-  co.provenance = figure_record(p, model, weights_path, views, cs, clips, images);
+  co.provenance = figure_record(p, model, weights_path, cols, titles, cs, clips, images);
   if (p.ro.title) co.title = *p.ro.title;
   if (p.column_labels) co.column_labels = *p.column_labels;
   // The note of --scale map: drawn only when asked (--notes); otherwise said on the terminal (a figure carries
@@ -479,7 +526,9 @@ void draw_figure_rows(const FigurePlan& p, const ViTWeights& model, const std::s
     if (!p.ro.notes && !p.ro.quiet) res.lines.push_back("attnmap: note: " + spelled_settings(undrawn));
     if (!p.ro.notes) res.notes.push_back(undrawn);
   }
-  check_labels_fit(titles, rows, cs, co);
+  // The percentages under the maps say on the page what they are (as a bar's units say what its colours are).
+  if (!co.captions.empty()) co.note += (co.note.empty() ? "" : " ") + zero_shot_key(model.num_classes());
+  check_labels_fit(titles, rows, cs, co, cols.per_text ? "views or texts" : "views", cols.per_text);
   check_figure_pixels(titles, rows, cs, co, fs::path(path).extension().string().substr(1));
   std::vector<FigureFile> drawn;
   co.in_memory = &drawn;
@@ -535,7 +584,7 @@ int figure_to_file(const FigurePlan& p, const BatchHooks& hooks) {
   const std::string target = check_out_file(p.out, weights_path, in, p.ro.labels_file);
   const std::shared_ptr<const ViTWeights> loaded = load_run_model(p.ro, weights, false, hooks);
   const ViTWeights& model = *loaded;
-  const std::vector<ResolvedView> views = figure_views(p, model);
+  const FigureColumns views = figure_views(p, model);
   MadeFolders made{make_output_folder("-o", p.out, target)};  // -o's folder, probed; removed unless written
   // Once every usage check has passed (a refusal stays one line), as render.
   say(hooks, LineStream::Err, default_model_note(p.ro, false));
@@ -580,16 +629,16 @@ FigureResult figure_in_memory(const FigurePlan& p, const std::string& format, st
   check_row_label_count(p, photos.size());
   const std::shared_ptr<const ViTWeights> loaded = model_for(p.ro, false);
   const ViTWeights& model = *loaded;
-  const std::vector<ResolvedView> views = figure_views(p, model);
+  const FigureColumns views = figure_views(p, model);
   std::vector<FigureImage> images;
   std::vector<std::string> lines, notes;
   for (FigurePhoto& ph : photos) {
     if (const std::string w = small_photo_line(p, ph.name, ph.photo, model.hp); !w.empty()) lines.push_back(w);
     if (const std::string w = small_image_warning(ph.photo.width, ph.photo.height, model.hp); !w.empty())
       notes.push_back(kWarningNote + ph.name + ": " + w.substr(std::string(kWarningNote).size()));
-    images.push_back(FigureImage{ph.name, std::move(ph.photo), {}, {}, -1, std::move(ph.sha256)});
+    images.push_back(FigureImage{ph.name, std::move(ph.photo), {}, {}, -1, std::move(ph.sha256), {}});
   }
-  check_figure_size(p, views, images, format);  // a usage error, before any map
+  check_figure_size(p, views, model.hp, images, format);  // a usage error, before any map
   std::string current;
   try {
     compute_row_maps(p, model, views, &images, &current);

@@ -3,6 +3,7 @@
 #include "engine/text/zero_shot.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <cstdint>
 #include <fstream>
@@ -18,8 +19,10 @@
 #include "io/hash.hpp"
 #include "model/classify.hpp"
 #include "model/clip_text.hpp"
+#include "model/vit.hpp"
 #include "text/clip_tokenizer.hpp"
 #include "text/clip_vocab.hpp"
+#include "text/unicode_text.hpp"
 
 namespace attnmap {
 
@@ -173,10 +176,19 @@ std::vector<std::string> read_texts_file(const std::string& path) {
   all << in.rdbuf();
   std::string text = all.str();
   if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // a byte-order mark (Windows editors)
+  if (text.compare(0, 2, "\xFF\xFE") == 0 || text.compare(0, 2, "\xFE\xFF") == 0 || text.find('\0') != std::string::npos)
+    throw Error(name + ": is UTF-16 or binary (" + (text[0] == '\xFF' || text[0] == '\xFE' ? "a UTF-16 byte-order mark" : "NUL bytes") +
+                "); save it as UTF-8, one text per line");
   std::vector<std::string> out;
   std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);)
-    if (std::string t = trimmed(line); !t.empty()) out.push_back(std::move(t));
+  int number = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++number;
+    if (std::string t = trimmed(line); !t.empty()) {
+      (void)utf8_to_code_points(t, name + ": line " + std::to_string(number));  // not UTF-8: the line named
+      out.push_back(std::move(t));
+    }
+  }
   if (out.empty()) throw Error(name + ": no text in it (one text per line; blank lines are skipped)");
   return out;
 }
@@ -188,54 +200,61 @@ std::string fill_template(const std::string& templ, const std::string& text) {
   return out + templ.substr(from);
 }
 
-namespace {
+TextTower build_text_tower(const ViTWeights& model) {
+  const std::string where = model.files.empty() ? std::string("the model") : printable(model.files.front().path);
+  check_no_head(model, where);
+  check_text_model(model, where);
+  const ClipTextConfig cfg = clip_text_config(model.text_layout, model.text_config, model.text_tensors, where);
+  TextTower t;
+  t.weights = build_clip_text(model.text_tensors, cfg, where);
+  t.rules = cfg.rules;
+  t.layout = model.text_layout;
+  t.folder = weights_folder(model);
+  t.where = where;
+  return t;
+}
 
-// The texts' features as the zero-shot head holds them, and the run's record.
-struct EncodedTexts {
-  std::vector<float> text;  // (N, E), rows L2-normalised
-  int classes = 0, dim = 0;
-  float scale = 0.0f;
-  std::vector<std::string> labels;
-  nlohmann::ordered_json record;
-  std::vector<std::string> notes;  // for the user (the loader's notices)
-};
+bool file_has_text_tower(const ViTWeights& model) {
+  if (!model.text_tensors.empty()) return true;
+  return std::any_of(model.tensors.begin(), model.tensors.end(),
+                     [](const ViTWeights::TensorUse& u) { return u.reason.rfind("CLIP text tower", 0) == 0; });
+}
 
-// The run's texts through the model's text tower (clip_text_config of its layout): tokenized by its rules, encoded
-// once each prompt, each prompt's features normalised, averaged over the templates and normalised again (CLIP's
-// zero-shot recipe: prompt-ensembling in openai/CLIP's notebook Prompt_Engineering_for_ImageNet).
-EncodedTexts encode_run_texts(const ViTWeights& model, const ModelSpec& spec, const std::string& where) {
-  EncodedTexts out;
+// The texts through the tower: tokenized by its rules, encoded once each prompt, each prompt's features
+// normalised, averaged over the templates and normalised again (CLIP's zero-shot recipe: prompt-ensembling in
+// openai/CLIP's notebook Prompt_Engineering_for_ImageNet).
+TextFeatures encode_texts(const TextTower& tower, const ModelSpec& spec, bool as_classes) {
+  TextFeatures out;
   out.labels = run_texts(spec);
   const std::vector<std::string>& texts = out.labels;
+  if (texts.empty()) throw Error(setting_ref("text") + ": no text given (a list of one or more texts)");
   const std::vector<std::string> templates = spec.text.templates.empty() ? std::vector<std::string>{"{}"}
                                                                          : spec.text.templates;
-  const ClipTextConfig cfg = clip_text_config(model.text_layout, model.text_config, model.text_tensors, where);
-  const ClipTextWeights tower = build_clip_text(model.text_tensors, cfg, where);
-  const ClipVocab vocab = find_vocab(model.text_layout, weights_folder(model), spec.text);
-  check_vocab_fits(vocab, tower.hp, where, !spec.text.vocab.empty());
-  const ClipTextRules rules = cfg.rules;
-  const ClipTokenizer tok(vocab, rules);
+  const ClipVocab vocab = find_vocab(tower.layout, tower.folder, spec.text);
+  check_vocab_fits(vocab, tower.weights.hp, tower.where, !spec.text.vocab.empty());
+  const ClipTokenizer tok(vocab, tower.rules);
   std::vector<std::string> prompts;
   for (const std::string& t : texts)
     for (const std::string& tm : templates) prompts.push_back(fill_template(tm, t));
-  const std::vector<std::vector<int32_t>> ids = tokenize_all(tok, prompts, spec.text, tower.hp.context_length, out.notes);
-  check_distinct_texts(texts, ids, templates.size());
-  if (texts.size() == 1)
+  const std::vector<std::vector<int32_t>> ids =
+      tokenize_all(tok, prompts, spec.text, tower.weights.hp.context_length, out.notes);
+  if (as_classes) check_distinct_texts(texts, ids, templates.size());
+  if (as_classes && texts.size() == 1)
     out.notes.push_back("one text: its probability is 100% by construction (a softmax over the texts given); its "
                         "maps explain its image-text logit");
-  std::vector<float> each = encode_text(tower, ids);
-  const size_t N = texts.size(), T = templates.size(), E = static_cast<size_t>(tower.hp.embed_dim);
+  std::vector<float> each = encode_text(tower.weights, ids);
+  const size_t N = texts.size(), T = templates.size(), E = static_cast<size_t>(tower.weights.hp.embed_dim);
   l2_normalize_rows(each.data(), static_cast<int>(N * T), static_cast<int>(E));
   out.text.assign(N * E, 0.0f);
   for (size_t i = 0; i < N; ++i)
     for (size_t t = 0; t < T; ++t)
       for (size_t e = 0; e < E; ++e) out.text[i * E + e] += each[(i * T + t) * E + e];
   l2_normalize_rows(out.text.data(), static_cast<int>(N), static_cast<int>(E));  // the sum's direction: the mean's
-  out.classes = static_cast<int>(N);
+  out.count = static_cast<int>(N);
   out.dim = static_cast<int>(E);
-  out.scale = clip_logit_scale(tower);
+  out.scale = clip_logit_scale(tower.weights);
   out.record = {{"texts", texts}, {"templates", spec.text.templates}, {"vocab", vocab_json(vocab)},
-                {"rules", text_rules_name(rules)}, {"truncate", spec.text.truncate}};
+                {"rules", text_rules_name(tower.rules)}, {"truncate", spec.text.truncate}};
   if (spec.text.labels_as_texts)
     out.record["labels_file"] = {{"file", fs::path(spec.labels_file).filename().string()},
                                  {"sha256", sha256_file(spec.labels_file)}};
@@ -245,22 +264,53 @@ EncodedTexts encode_run_texts(const ViTWeights& model, const ModelSpec& spec, co
   return out;
 }
 
-}  // namespace
+void set_text_classes(ViTWeights& model, const TextFeatures& f) {
+  model.zero_shot.text = std::vector<float>(f.text);
+  model.zero_shot.classes = f.count;
+  model.zero_shot.scale = f.scale;
+  model.zero_shot.labels = f.labels;
+  model.hp.labels = f.labels;
+  model.hp.source["labels"] = setting_ref("text");
+  model.hp.source[kRecordKey] = f.record.dump();
+  for (const std::string& n : f.notes) model.notices.push_back(n);
+}
 
 void apply_texts(ViTWeights& model, const ModelSpec& spec) {
-  const std::string where = model.files.empty() ? std::string("the model") : printable(model.files.front().path);
-  check_no_head(model, where);
-  check_text_model(model, where);
-  EncodedTexts enc = encode_run_texts(model, spec, where);
-  model.zero_shot.text = std::move(enc.text);
-  model.zero_shot.classes = enc.classes;
-  model.zero_shot.scale = enc.scale;
-  model.zero_shot.labels = enc.labels;
-  model.hp.labels = enc.labels;
-  model.hp.source["labels"] = setting_ref("text");
-  model.hp.source[kRecordKey] = enc.record.dump();
-  for (std::string& n : enc.notes) model.notices.push_back(std::move(n));
+  const TextTower tower = build_text_tower(model);
+  set_text_classes(model, encode_texts(tower, spec, true));
   model.text_tensors.clear();  // the tower's weights (a third of a ViT-B/16 CLIP) are not kept for the run
+}
+
+std::vector<float> encode_images(const ViTWeights& model, const std::vector<const float*>& images) {
+  const std::string where = model.files.empty() ? std::string("the model") : printable(model.files.front().path);
+  if (!model.proj.present())
+    throw Error(where + " has no visual projection (OpenAI / OpenCLIP proj, Hugging Face visual_projection): "
+                "image features in CLIP's embedding space need a CLIP image tower with its projection");
+  if (model.hp.pool != Pool::ClassToken || model.fc_norm.present())
+    throw Error(where + ": CLIP image features read the class token after the final LayerNorm; this model pools "
+                "otherwise");
+  ForwardOptions fo;
+  fo.to_end = true;
+  const std::vector<ForwardResult> res = vit_forward(model, images, fo);
+  const int D = model.hp.dim, E = model.proj.out;
+  std::vector<float> out(res.size() * static_cast<size_t>(E));
+  for (size_t b = 0; b < res.size(); ++b) {
+    const float* pooled = res[b].tokens_out.data();  // the class token, final-normed (T, D) row 0
+    std::vector<double> e(static_cast<size_t>(E), 0.0);
+    double norm = 0.0;
+    for (int r = 0; r < E; ++r) {
+      double acc = 0.0;
+      for (int k = 0; k < D; ++k) acc += static_cast<double>(model.proj.weight[static_cast<size_t>(r) * D + k]) * pooled[k];
+      e[static_cast<size_t>(r)] = acc;
+      norm += acc * acc;
+    }
+    norm = std::sqrt(norm);
+    if (!(norm > 0.0) || !std::isfinite(norm))
+      throw Error(where + ": image " + std::to_string(b) + "'s CLIP feature has norm " + std::to_string(norm) +
+                  ": it cannot be normalised");
+    for (int r = 0; r < E; ++r) out[b * static_cast<size_t>(E) + static_cast<size_t>(r)] = static_cast<float>(e[static_cast<size_t>(r)] / norm);
+  }
+  return out;
 }
 
 bool has_text_classes(const ViTWeights& model) { return model.zero_shot.present(); }

@@ -8,6 +8,7 @@
 
 #include "checkpoint/weights.hpp"
 #include "engine/render.hpp"
+#include "model/clip_text.hpp"
 
 namespace attnmap {
 
@@ -27,6 +28,53 @@ std::string fill_template(const std::string& templ, const std::string& text);
 /// and why): a model with a classifier head, a file without a text tower or visual projection, a vocabulary
 /// that is not the tower's, a text over the tower's context (unless spec.text.truncate), not UTF-8.
 void apply_texts(ViTWeights& model, const ModelSpec& spec);
+
+/// A CLIP's text tower built once, to encode texts given after the model is made (the Python module's
+/// forward(text=...), encode_text): the tower, its tokenizer rules, the weights' folder (its tokenizer files) and
+/// the name its messages use.
+struct TextTower {
+  ClipTextWeights weights;
+  ClipTextRules rules = ClipTextRules::openai;
+  std::string layout, folder, where;
+};
+
+/// The text tower of `model` built from its text tensors (handed over by a load with ModelOverrides::keep_text).
+/// Errors (exit 2, naming the setting {setting:text} and the file) as apply_texts': a classifier head, no text
+/// tower, no visual projection, a tower the family's config cannot build.
+TextTower build_text_tower(const ViTWeights& model);
+
+/// Whether the loader saw a CLIP text tower in the file (read or listed as not read).
+bool file_has_text_tower(const ViTWeights& model);
+
+/// Texts encoded by a text tower: `text` (N, E), each row L2-normalised - per text, each template's feature
+/// (CLIP.encode_text) normalised, averaged over the templates and normalised again (one template: the text's
+/// normalised feature); `scale` = exp(logit_scale); `labels` the texts as given; `record` the provenance
+/// (zero_shot_record's form); `notes` for the user (texts cut by truncate).
+struct TextFeatures {
+  std::vector<float> text;
+  int count = 0, dim = 0;
+  float scale = 0.0f;
+  std::vector<std::string> labels;
+  nlohmann::ordered_json record;
+  std::vector<std::string> notes;
+};
+
+/// spec.text's texts (its templates, vocabulary, truncation) through `tower`. as_classes: the texts are to be
+/// classes, so a blank text, a text given twice or two texts of the same tokens are refused (apply_texts'
+/// checks) and a single text gets a note; otherwise (embeddings) only an empty list is refused. Errors (exit 2)
+/// as apply_texts': a vocabulary that is not the tower's, a text over the context (unless spec.text.truncate).
+TextFeatures encode_texts(const TextTower& tower, const ModelSpec& spec, bool as_classes);
+
+/// `features` as the classes of `model` (which may be prepared already: only zero_shot, hp.labels and the
+/// record change), as apply_texts sets them; its notes appended to model.notices.
+void set_text_classes(ViTWeights& model, const TextFeatures& features);
+
+/// CLIP image features: for each image (a normalised (3, hp.image_h, hp.image_w) input, model/preprocess.hpp),
+/// the class token after the final LayerNorm (OpenAI ln_post(x[:, 0]), HF post_layernorm(pooler)) times the
+/// visual projection, L2-normalised: CLIP.encode_image then features / features.norm(). (B, E) row-major.
+/// `model` prepared (prepare_weights). Errors (exit 2): a model without a visual projection (not a CLIP), a
+/// pooling other than the class token.
+std::vector<float> encode_images(const ViTWeights& model, const std::vector<const float*>& images);
 
 /// Each text's name in file names (NAME.class-<name>.png), safe on every file system and unique in the run:
 /// spaces -> '_'; a text with any other character outside [A-Za-z0-9._-] (punctuation, '/', non-ASCII), over
