@@ -44,7 +44,9 @@ san_skip+=":Hub.CacheServesWhenTheHubIsDownAndOfflineAsksNothing:Hub.AnInterrupt
 san_skip+=":Hub.TwoProcessesDownloadABlobOnce"
 san_skip+=":Resume.EachChangedSettingRerendersAndTheSameRunSkips:Eval.RolloutAsTheSelectedView"
 san_skip+=":OutputPlan.SkipExistingReadsEveryFigureRecord:RunFigures.ContactSheetPagesAndSkippedImagesFromDisk"
-san_skip+=":Limits.FiguresAreTheSameBytesWhateverJobsAndResume"
+san_skip+=":Limits.FiguresAreTheSameBytesWhateverJobsAndResume:Render.EveryLayoutRendersUnchangedInBothFormats"
+san_skip+=":LegendCli.RandomWeightModelIsFlatInTerminalManifestPngAndPanel:Resume.ANamedGradcamsBlockIsRecorded"
+san_skip+=":EvalVerdict.RandomWeightModelIsFlatAndBeatsNoBaseline:DefaultModel.LocalisesAndClassifiesTheComposites"
 # shellcheck disable=SC2046
 CC=clang CXX=clang++ cmake $(generator build-san) -S . -B build-san -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNMAP_SANITIZE=ON \
   -DATTNMAP_FUZZ=ON -DATTNMAP_BUILD_TESTS=ON -DATTNMAP_BUILD_BENCH=OFF \
@@ -85,11 +87,13 @@ if [ "$suite_status" != 0 ] || [ "$cjk_status" != 0 ]; then exit 1; fi
 # only the browser differs: 15 s of firefox under ASan's timings) - and the
 # three Hub tests that mostly wait (a Hub down and its retries, a throttled download interrupted, two processes
 # on one throttled blob: 25 s of waiting under ASan; the other Hub tests run the same fetch, resume and lock
-# code there); and the five longest end-to-end runs, 122 s of the suite's 941 s under ASan (CI took 1819 s of
+# code there); and the eleven longest end-to-end runs, 187 s of the suite's CPU under ASan (CI took 1819 s of
 # its 30 minutes): --skip-existing rerun once per changed setting (33 renders, 41 s), eval's selected rollout
-# (30 s), skip-existing's figure records (19 s), the contact sheet's pages (17 s), the same bytes whatever
-# --jobs and resume (16 s) - the same record, resume, eval and figure code runs under ASan in the other tests
-# of their suites.)
+# (30 s), every layout rendered in both formats (20 s), skip-existing's figure records (19 s), the contact
+# sheet's pages (17 s), the same bytes whatever --jobs and resume (16 s), the random model's flat legend
+# (14 s), eval's verdict on a random model (12 s), gradcam's block in the record (11 s), the default model on
+# the composites (8 s) - the same loaders, record, resume, eval, legend and figure code runs under ASan in the
+# other tests of their suites (and the loaders' parsers in the fuzzers).)
 
 echo "== libFuzzer smoke runs"
 # 20 s a target (5 targets, 2 at a time: 60 s; at 30 s, 90 s): a smoke run, each target from its seeds (the suite
