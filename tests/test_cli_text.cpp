@@ -56,7 +56,8 @@ TEST_F(TextCli, TheDoorRefusesWhatCannotWork) {
       {"--vocab " + q(dir / "v.json"), "--vocab applies to texts"},
       {"--truncate-text", "--truncate-text applies to texts"},
       {"--text dog --text dog", "--text 'dog' is given twice"},
-      {"--text dog --texts " + q(labels) + " --text cat", "--text 'dog' is given twice"},
+      {"--text dog --texts " + q(labels) + " --text cat", "labels.txt: line 1: 'dog' is given twice"},
+      {"--texts " + q(write("twice.txt", "a dog\n\na cat\na dog\n")), "twice.txt: line 4: 'a dog' is given twice"},
       {"--text dog --labels " + q(labels), "--labels names a classifier's classes; with --text the texts are"},
       {"--texts " + q(dir / "missing.txt"), "--texts " + (dir / "missing.txt").string() + ": cannot be read"},
       {"--texts " + q(blank), ": no text in it"},
@@ -178,6 +179,10 @@ TEST_F(ZeroShotCli, OneMapPerTextNamedByTheText) {
   for (size_t t = 0; t < 3; ++t) {
     const std::string label = text_file_labels({"a dog", "a cat", "a photo of a bird"})[t];
     const std::vector<float> got = read_npy((dir / "out" / ("input.chefer.class-" + label + ".npy")).string(), nullptr);
+    // its sidecar names the text it explains (a result, beside the run's settings)
+    const nlohmann::json side = nlohmann::json::parse(slurp(dir / "out" / ("input.chefer.class-" + label + ".npy.json")));
+    EXPECT_EQ(side["explained_class"]["label"], (std::vector<std::string>{"a dog", "a cat", "a photo of a bird"}[t]));
+    EXPECT_EQ(side["explained_class"]["index"], t);
     const std::vector<float> row(want.begin() + static_cast<long>(t * 16), want.begin() + static_cast<long>(t * 16 + 16));
     float peak = 0;
     for (const float x : row) peak = std::max(peak, std::abs(x));

@@ -6,6 +6,8 @@
 
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/explore.hpp"
 #include "engine/provenance.hpp"
 #include "engine/text/zero_shot.hpp"
@@ -161,7 +163,17 @@ std::vector<OutputFile> map_file_outputs(const RenderContext& ctx, const OutputP
         break;
       case OutputKind::Sidecar: {  // the .npy's record, when the run records one
         if (ctx.provenance.empty()) continue;
-        const std::string line = ctx.provenance + "\n";
+        std::string line = ctx.provenance + "\n";
+        // A class-specific map's class (or text), as its PNG's statistics name it: a result, not a setting
+        // (same_settings leaves it out), so a --class topK file says which class it is.
+        const nlohmann::json st = nlohmann::json::parse(data.stats, nullptr, false);
+        if (st.is_object() && st.contains("explained_class")) {
+          nlohmann::ordered_json rec = nlohmann::ordered_json::parse(ctx.provenance, nullptr, false);
+          if (rec.is_object()) {
+            rec["explained_class"] = nlohmann::ordered_json::parse(st["explained_class"].dump());
+            line = provenance_text(rec) + "\n";
+          }
+        }
         out.push_back({f, "json", std::vector<uint8_t>(line.begin(), line.end()), ctx.provenance});
         break;
       }

@@ -177,7 +177,7 @@ bool same_settings(const nlohmann::json& a, const nlohmann::json& b) {
   if (!a.is_object() || !b.is_object()) return false;
   nlohmann::json x = a, y = b;
   // Names (the weights' hash says what they are), and a figure's results (what its colour bars hide).
-  for (const char* informative : {"weights", "hub", "colour_bars"}) {
+  for (const char* informative : {"weights", "hub", "colour_bars", "explained_class"}) {
     x.erase(informative);
     y.erase(informative);
   }
@@ -192,7 +192,9 @@ std::string settings_change(const nlohmann::json& was, const nlohmann::json& now
     std::string s = v.dump();
     return s.size() > 20 ? s.substr(0, 12) + "..." : s;
   };
-  auto informative = [](const std::string& k) { return k == "weights" || k == "hub" || k == "colour_bars"; };
+  auto informative = [](const std::string& k) {
+    return k == "weights" || k == "hub" || k == "colour_bars" || k == "explained_class";
+  };
   for (auto it = now.begin(); it != now.end(); ++it) {
     if (informative(it.key())) continue;
     const nlohmann::json old = was.contains(it.key()) ? was[it.key()] : nlohmann::json();

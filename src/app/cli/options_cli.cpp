@@ -50,14 +50,19 @@ void apply_model_input(const ModelInputArgs& a, RenderOptions& ro) {
 void apply_text_args(const TextArgs& a, RenderOptions& ro) {
   TextSpec& t = ro.text;
   t.texts = a.text;
+  std::vector<int> lines;  // --texts FILE's line of each of its texts
   if (!a.texts.empty()) {
-    const std::vector<std::string> more = read_texts_file(a.texts);
+    const std::vector<std::string> more = read_texts_file(a.texts, &lines);
     t.texts.insert(t.texts.end(), more.begin(), more.end());
     t.texts_file = a.texts;
   }
   for (size_t i = 0; i < t.texts.size(); ++i)
-    if (std::find(t.texts.begin(), t.texts.begin() + static_cast<long>(i), t.texts[i]) != t.texts.begin() + static_cast<long>(i))
-      throw Error(setting_ref("text") + " '" + printable(t.texts[i]) + "' is given twice (each text is a class)");
+    if (std::find(t.texts.begin(), t.texts.begin() + static_cast<long>(i), t.texts[i]) != t.texts.begin() + static_cast<long>(i)) {
+      const std::string where = i < a.text.size() ? setting_ref("text")
+                                                  : setting_ref("texts") + " " + printable(a.texts) + ": line " +
+                                                        std::to_string(lines[i - a.text.size()]) + ":";
+      throw Error(where + " '" + printable(t.texts[i]) + "' is given twice (each text is a class)");
+    }
   for (const std::string& p : a.prompt)
     if (p.find("{}") == std::string::npos)
       throw Error(setting_ref("prompt") + " '" + printable(p) + "' has no {} for the text (e.g. 'a photo of a {}.')");

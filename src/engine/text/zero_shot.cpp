@@ -167,7 +167,7 @@ void check_distinct_texts(const std::vector<std::string>& texts, const std::vect
 
 }  // namespace
 
-std::vector<std::string> read_texts_file(const std::string& path) {
+std::vector<std::string> read_texts_file(const std::string& path, std::vector<int>* line_numbers) {
   const std::string name = setting_ref("texts") + " " + printable(path);
   std::ifstream in(path, std::ios::binary);
   std::error_code ec;
@@ -187,6 +187,7 @@ std::vector<std::string> read_texts_file(const std::string& path) {
     if (std::string t = trimmed(line); !t.empty()) {
       (void)utf8_to_code_points(t, name + ": line " + std::to_string(number));  // not UTF-8: the line named
       out.push_back(std::move(t));
+      if (line_numbers) line_numbers->push_back(number);
     }
   }
   if (out.empty()) throw Error(name + ": no text in it (one text per line; blank lines are skipped)");

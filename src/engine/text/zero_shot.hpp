@@ -14,8 +14,9 @@ namespace attnmap {
 
 /// The texts of a --texts FILE: one per line, UTF-8; a byte-order mark at the start is dropped, "\r\n" read as
 /// "\n", white space at both ends of a line dropped, blank lines skipped (nothing else: '#' is text). Errors
-/// (naming {setting:texts} and the file): cannot be read, no text in it.
-std::vector<std::string> read_texts_file(const std::string& path);
+/// (naming {setting:texts} and the file): cannot be read, UTF-16 or binary, a line that is not UTF-8 (its number),
+/// no text in it. `line_numbers`: each text's line (1-based), for messages about it.
+std::vector<std::string> read_texts_file(const std::string& path, std::vector<int>* line_numbers = nullptr);
 
 /// `templ` with every "{}" replaced by `text` (str.format of CLIP's prompt templates, one field).
 std::string fill_template(const std::string& templ, const std::string& text);
