@@ -87,7 +87,7 @@ if [ "$suite_status" != 0 ] || [ "$cjk_status" != 0 ]; then exit 1; fi
 # only the browser differs: 15 s of firefox under ASan's timings) - and the
 # three Hub tests that mostly wait (a Hub down and its retries, a throttled download interrupted, two processes
 # on one throttled blob: 25 s of waiting under ASan; the other Hub tests run the same fetch, resume and lock
-# code there); and the eleven longest end-to-end runs, 187 s of the suite's CPU under ASan (CI took 1819 s of
+# code there); and the ten longest end-to-end runs, 187 s of the suite's CPU under ASan (CI took 1819 s of
 # its 30 minutes): --skip-existing rerun once per changed setting (33 renders, 41 s), eval's selected rollout
 # (30 s), every layout rendered in both formats (20 s), skip-existing's figure records (19 s), the contact
 # sheet's pages (17 s), the same bytes whatever --jobs and resume (16 s), the random model's flat legend
