@@ -80,9 +80,7 @@ pybind11::array_t<float> encode_text_array(ModelTexts& texts, const ViTWeights& 
                                            const std::vector<std::string>& list,
                                            const std::vector<std::string>& prompts, const std::string& vocab,
                                            bool truncate, std::shared_mutex& engine_mu) {
-  for (const std::string& p : prompts)
-    if (p.find("{}") == std::string::npos)
-      throw Error(setting_ref("prompt") + " '" + printable(p) + "' has no {} for the text (e.g. 'a photo of a {}.')");
+  check_prompt_templates(prompts);
   ModelSpec spec;
   spec.text.texts = list;
   spec.text.templates = prompts;

@@ -19,6 +19,7 @@
 #include "draw/figures.hpp"
 #include "draw/gallery.hpp"
 #include "io/image_io.hpp"
+#include "maps/views.hpp"
 
 namespace attnmap {
 
@@ -304,8 +305,11 @@ std::string shown_view(const nlohmann::json& settings) {
                                              : "view " + views.substr(0, comma) + " (the first of " +
                                                    spelled_settings(setting_ref("views")) + " " + views + ")";
   const std::string cls = settings.contains("class") && settings["class"].is_string() ? settings["class"].get<std::string>() : "";
-  const std::string first = views.substr(0, comma);
-  const bool specific = first.rfind("chefer", 0) == 0 || first.rfind("gradcam", 0) == 0 || first.rfind("attn-grad", 0) == 0;
+  bool specific = false;  // the first view's kind, by the view grammar (a record's view is written by it)
+  try {
+    specific = is_class_specific(parse_views(views.substr(0, comma)).front().kind);
+  } catch (const Error&) {
+  }
   if (specific && !cls.empty() && cls != "top1") {
     const bool top = cls.size() > 3 && cls.compare(0, 3, "top") == 0;
     s += top ? " (class " + cls + ": the first of each image's)" : " (class '" + cls + "')";

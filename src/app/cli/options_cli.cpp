@@ -63,9 +63,7 @@ void apply_text_args(const TextArgs& a, RenderOptions& ro) {
                                                         std::to_string(lines[i - a.text.size()]) + ":";
       throw Error(where + " '" + printable(t.texts[i]) + "' is given twice (each text is a class)");
     }
-  for (const std::string& p : a.prompt)
-    if (p.find("{}") == std::string::npos)
-      throw Error(setting_ref("prompt") + " '" + printable(p) + "' has no {} for the text (e.g. 'a photo of a {}.')");
+  check_prompt_templates(a.prompt);
   t.templates = a.prompt;
   t.vocab = a.vocab;
   t.truncate = a.truncate;

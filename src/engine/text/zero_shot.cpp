@@ -194,6 +194,12 @@ std::vector<std::string> read_texts_file(const std::string& path, std::vector<in
   return out;
 }
 
+void check_prompt_templates(const std::vector<std::string>& templates) {
+  for (const std::string& p : templates)
+    if (p.find("{}") == std::string::npos)
+      throw Error(setting_ref("prompt") + " '" + printable(p) + "' has no {} for the text (e.g. 'a photo of a {}.')");
+}
+
 std::string fill_template(const std::string& templ, const std::string& text) {
   std::string out;
   size_t from = 0;

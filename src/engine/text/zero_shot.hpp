@@ -18,6 +18,9 @@ namespace attnmap {
 /// no text in it. `line_numbers`: each text's line (1-based), for messages about it.
 std::vector<std::string> read_texts_file(const std::string& path, std::vector<int>* line_numbers = nullptr);
 
+/// Refuses a prompt template without "{}" (where the text goes), naming {setting:prompt} and the template.
+void check_prompt_templates(const std::vector<std::string>& templates);
+
 /// `templ` with every "{}" replaced by `text` (str.format of CLIP's prompt templates, one field).
 std::string fill_template(const std::string& templ, const std::string& text);
 
