@@ -8,6 +8,8 @@
 //                                                  (the forward's own calls replayed stage by stage), decode,
 //                                                  resize, overlay, PNG of PHOTO (best of ITERS)
 //   attnmap_bench check WEIGHTS B OUT.bin          the maps (B, N) float32 of bench/onnx/ort_vit.js's input
+//   attnmap_bench precision [M] [REPS]             GFLOP/s of ViT-B/16's block products at M rows (197) in
+//                                                  float32 and bfloat16, and their ratio (weights in cache)
 // Prints "key value" lines that bench/run.sh parses.  The products use every usable core, or
 // $ATTNMAP_BENCH_THREADS threads (the 1 -> 2 core scaling); forward and check run in bfloat16 with
 // $ATTNMAP_BENCH_PRECISION=bf16 (as --precision bf16).
@@ -172,6 +174,51 @@ int stages(const std::string& weights, const std::string& photo, int iters) {
 
 }  // namespace
 
+// The ViT-B/16 block's four products (qkv, proj, fc1, fc2) at M rows through linear() in float32 and in
+// bfloat16 (weights packed once each, as the forward pass does), interleaved, best of `reps`: GFLOP/s per
+// layer and for the block, and the ratio fp32 time / bf16 time (issue 45: the products' own speed-up, with
+// the weights in cache).
+int precision_products(int M, int reps) {
+  struct Shape { int N, K; const char* name; };
+  const Shape shapes[] = {{2304, 768, "qkv"}, {768, 768, "proj"}, {3072, 768, "fc1"}, {768, 3072, "fc2"}};
+  std::mt19937 g(1);
+  std::normal_distribution<float> d(0, 1);
+  std::vector<LinearW> f32, b16;
+  for (const Shape& s : shapes) {
+    LinearW l;
+    l.out = s.N;
+    l.in = s.K;
+    std::vector<float> w(static_cast<size_t>(s.N) * s.K);
+    for (auto& v : w) v = 0.02f * d(g);
+    l.weight = Floats(std::move(w));
+    l.bias = Floats(std::vector<float>(static_cast<size_t>(s.N), 0.01f));
+    f32.push_back(l);
+    b16.push_back(l);  // its own packed copy
+  }
+  std::vector<float> X(static_cast<size_t>(M) * 3072), Y(static_cast<size_t>(M) * 3072);
+  for (auto& v : X) v = d(g);
+  std::vector<double> tf(4, 1e30), tb(4, 1e30);
+  for (int r = -1; r < reps; ++r)  // r = -1: packing and the primitives, not timed
+    for (size_t i = 0; i < 4; ++i) {
+      auto t = Clock::now();
+      linear(Y.data(), X.data(), f32[i], M, Precision::F32);
+      if (r >= 0) tf[i] = std::min(tf[i], secs_since(t));
+      t = Clock::now();
+      linear(Y.data(), X.data(), b16[i], M, Precision::BF16);
+      if (r >= 0) tb[i] = std::min(tb[i], secs_since(t));
+    }
+  double sf = 0, sb = 0, flops = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    const double fl = 2.0 * M * shapes[i].N * shapes[i].K;
+    std::printf("products_%s_m%d_gflops fp32 %.1f bf16 %.1f ratio %.2f\n", shapes[i].name, M, fl / tf[i] / 1e9,
+                fl / tb[i] / 1e9, tf[i] / tb[i]);
+    sf += tf[i], sb += tb[i], flops += fl;
+  }
+  std::printf("products_block_m%d_gflops_fp32 %.1f\nproducts_block_m%d_gflops_bf16 %.1f\nproducts_block_m%d_bf16_over_fp32 %.2f\n",
+              M, flops / sf / 1e9, M, flops / sb / 1e9, M, sf / sb);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: attnmap_bench sgemm [SIZE] | forward WEIGHTS ITERS B... | load WEIGHTS\n");
@@ -191,6 +238,13 @@ int main(int argc, char** argv) {
       best = std::max(best, sgemm_gflops(mnk[0], mnk[1], mnk[2], 5, /*as_linear=*/true));
     std::printf("sgemm_vitb_shapes_gflops %.2f\n", best);
     return 0;
+  }
+  if (cmd == "precision") {  // fp32 vs bf16 products (needs avx512_bf16 and the oneDNN back-end)
+    if (!bf16_supported()) {
+      std::fprintf(stderr, "attnmap_bench precision: no native bf16 matmul on this CPU or build\n");
+      return 2;
+    }
+    return precision_products(argc > 2 ? std::atoi(argv[2]) : 197, argc > 3 ? std::atoi(argv[3]) : 20);
   }
   if (cmd == "stages" && argc >= 5) return stages(argv[2], argv[3], std::atoi(argv[4]));
   if (cmd == "check" && argc >= 5) {  // the peer's input pattern, exact in float32 in both programs

@@ -279,5 +279,5 @@ TEST(ClipTextFamilies, RefusesConfigsItCannotFollow) {
   EXPECT_TRUE(has(thrown_message([&] { clip_text_config("hugging_face", nullptr, d.tensors, "m"); }),
                   "m: a Hugging Face CLIP text tower needs config.json's text_config"));
   EXPECT_EQ(thrown_message([&] { clip_text_config("siglip", nullptr, d.tensors, "m"); }),
-            "m: unknown text tower layout 'siglip' (expected openai, open_clip or hugging_face)");
+            "m: unknown text tower layout 'siglip' (expected openai, open_clip, hugging_face or hugging_face_siglip)");
 }

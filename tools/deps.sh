@@ -7,9 +7,11 @@ set -euo pipefail
 RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev libfast-float-dev libopenblas-dev libcurl4-openssl-dev
          libspng-dev libexif-dev libwebp-dev libtiff-dev fonts-dejavu-core fonts-noto-core fonts-noto-cjk
          libcairo2-dev libpango1.0-dev
-         libssl-dev libzip-dev zlib1g-dev libsleef-dev libdnnl-dev libicu-dev
+         libssl-dev libzip-dev zlib1g-dev libsleef-dev libdnnl-dev libicu-dev libsentencepiece-dev
          pybind11-dev python3-dev python3-numpy)
 # libicu-dev: CLIP's tokenizer (src/text: NFC, lower-casing, the Unicode categories of its pattern).
+# libsentencepiece-dev: SigLIP's tokenizer (src/text/siglip_tokenizer: its headers; libsentencepiece0, which it
+# depends on, is opened at the first SigLIP text).
 # pybind11-dev and python3-dev: building the Python module (-DATTNMAP_PYTHON=ON, tools/install_python.sh);
 # python3-numpy: the module's arrays at run time (import attnmap).
 # fonts-noto-core and fonts-noto-cjk: the figure labels' fallback fonts (Greek, Cyrillic, Arabic, Hebrew,
@@ -22,9 +24,13 @@ RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev li
 # jupyter-nbconvert and python3-ipykernel: ctest Python.Notebook runs docs/notebook.ipynb headless
 # (tools/run_notebook.sh). ninja-build: tools/test.sh's build folders (Ninja keeps both cores busy between stages).
 # python3-regex: tools/make_tokenizer_fixtures.py (the regex module OpenAI CLIP's and open_clip's tokenizers import).
+# python3-sentencepiece: tools/make_siglip_spm.py (trains tests/fixtures/siglip/spiece.model) and
+# tools/make_siglip_tokenizer_fixtures.py (transformers' SiglipTokenizer imports the sentencepiece module);
+# python3-protobuf: tools/make_siglip_fixtures.py (SiglipTokenizer reads spiece.model's normaliser through it).
 TEST=(libgtest-dev util-linux clang libclang-rt-14-dev ninja-build poppler-utils librsvg2-bin slurm-wlm munge
       python3 nodejs npm chromium firefox-esr
-      python3-pytest python3-torch python3-torchvision python3-pil jupyter-nbconvert python3-ipykernel python3-regex)
+      python3-pytest python3-torch python3-torchvision python3-pil jupyter-nbconvert python3-ipykernel python3-regex
+      python3-sentencepiece python3-protobuf)
 PACKAGES=("${RUNTIME[@]}")
 if [ "${1:-}" = test ]; then PACKAGES+=("${TEST[@]}"); fi
 missing=()

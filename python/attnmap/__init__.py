@@ -261,6 +261,16 @@ class Model:
         except AttnmapError as e:
             _reraise(e)
 
+    @property
+    def logit_bias(self):
+        """SigLIP's logit bias, added to every logit (0.0 for CLIP): logits_per_image = logit_scale *
+        encode_image(img) @ encode_text(texts).T + logit_bias, and a SigLIP's probabilities are
+        torch.sigmoid of each (Result.score_rule "sigmoid"). Reads the text tower (as encode_text)."""
+        try:
+            return self._m.logit_bias
+        except AttnmapError as e:
+            _reraise(e)
+
     def views(self, image, views, **options):
         """``forward(image, views=views, **options).maps``: a list of Map."""
         return self.forward(image, views=views, **options).maps
@@ -441,7 +451,9 @@ class Map:
 class Result:
     """The maps of one image: ``maps`` (list of Map, in view order; ``result[view name]`` picks one),
     ``probs`` ((C,) float64 class probabilities, None without a classifier head), ``top5``
-    ([(label, probability)]), ``attentions`` ((L, H, T, T) float32 with attentions=True, else None),
+    ([(label, probability)]), ``score_rule`` (how probs were computed: "softmax" over the classes - a head, or
+    CLIP over its texts -, "sigmoid" of each text alone - SigLIP, they need not sum to 1 -; None without
+    classes), ``attentions`` ((L, H, T, T) float32 with attentions=True, else None),
     ``box`` (x, y, w, h: the model input's box on the photo), ``notes``, ``input_sha256``."""
 
     def __init__(self, model, image, call, raw, call_texts=False):
@@ -453,6 +465,7 @@ class Result:
         self.maps = [Map(d, self) for d in raw["maps"]]
         self.probs = raw["probs"]
         self.top5 = raw["top5"]
+        self.score_rule = raw["score_rule"]
         self.attentions = raw["attentions"]
         self.box = raw["box"]
         self.notes = raw["notes"]
@@ -481,7 +494,8 @@ class Result:
         return len(self.maps)
 
     def __repr__(self):
-        top = "" if not self.top5 else ", top-1 %s %.1f%%" % (self.top5[0][0], 100 * self.top5[0][1])
+        rule = "sigmoid " if self.score_rule == "sigmoid" else ""  # SigLIP: the text's own sigmoid, as render's labels
+        top = "" if not self.top5 else ", top-1 %s %s%.1f%%" % (self.top5[0][0], rule, 100 * self.top5[0][1])
         return "<attnmap.Result %s: %s%s>" % (self.input, ", ".join(m.view for m in self.maps), top)
 
     def panel(self, format="png", **options):

@@ -31,6 +31,7 @@
 #include "engine/paths.hpp"
 #include "engine/render.hpp"
 #include "engine/session.hpp"
+#include "engine/text/score_words.hpp"
 #include "engine/text/zero_shot.hpp"
 #include "checkpoint/layouts.hpp"
 #include "checkpoint/weights.hpp"
@@ -463,6 +464,8 @@ py::list forward(Model& model, const std::vector<py::object>& images, const Give
     r["maps"] = maps;
     r["probs"] = cv.probs.empty() ? py::object(py::none()) : py::object(to_numpy(std::vector<double>(cv.probs), {static_cast<py::ssize_t>(cv.probs.size())}));
     r["top5"] = cv.top5;
+    // how probs / top5 were computed: "softmax" (a head; CLIP over the texts) or "sigmoid" (SigLIP, each text alone)
+    r["score_rule"] = cv.probs.empty() ? py::object(py::none()) : py::object(py::str(score_rule_name(w->zero_shot.rule)));
     r["box"] = py::make_tuple(cv.box.x0, cv.box.y0, cv.box.x1 - cv.box.x0, cv.box.y1 - cv.box.y0);
     std::vector<std::string> notes;  // a call's texts' notes first (one text; a text cut), then the run's
     if (call_texts)
@@ -665,6 +668,8 @@ PYBIND11_MODULE(_attnmap, m) {
                                              g_engine_mu); })
       .def_property_readonly("logit_scale", [](Model& self) {
         return attnmap_py::logit_scale_of(self.texts(), self.built(), self.overrides(), g_engine_mu); })
+      .def_property_readonly("logit_bias", [](Model& self) {
+        return attnmap_py::logit_scale_of(self.texts(), self.built(), self.overrides(), g_engine_mu, true); })
       .def("render_outputs", &render_outputs, py::arg("image"), py::arg("settings"), py::arg("input"), py::arg("out_base"))
       .def("figure", &figure_of, py::arg("images"), py::arg("names"), py::arg("settings"), py::arg("format"))
       .def("evaluate", &evaluate, py::arg("settings"))

@@ -99,10 +99,11 @@ pybind11::array_t<float> encode_text_array(ModelTexts& texts, const ViTWeights& 
 }
 
 double logit_scale_of(ModelTexts& texts, const ViTWeights& built, const ModelOverrides& ov,
-                      std::shared_mutex& engine_mu) {
+                      std::shared_mutex& engine_mu, bool bias) {
   pybind11::gil_scoped_release nogil;
   std::shared_lock<std::shared_mutex> shared(engine_mu);
-  return clip_logit_scale(texts.tower(built, ov)->weights);
+  const ClipTextWeights& w = texts.tower(built, ov)->weights;
+  return bias ? static_cast<double>(w.logit_bias) : clip_logit_scale(w);
 }
 
 std::string text_key(const ModelSpec& spec, bool as_classes) {

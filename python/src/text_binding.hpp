@@ -62,9 +62,10 @@ pybind11::array_t<float> encode_text_array(ModelTexts& texts, const attnmap::ViT
                                            const std::vector<std::string>& prompts, const std::string& vocab,
                                            bool truncate, std::shared_mutex& engine_mu);
 
-/// Model.logit_scale: exp(logit_scale) of the text tower (CLIP.forward's logit_scale.exp()).
+/// Model.logit_scale: exp(logit_scale) of the text tower (CLIP.forward's logit_scale.exp()); with `bias`
+/// Model.logit_bias: its logit_bias (SigLIP's, added to every logit; 0 for CLIP).
 double logit_scale_of(ModelTexts& texts, const attnmap::ViTWeights& built, const attnmap::ModelOverrides& ov,
-                      std::shared_mutex& engine_mu);
+                      std::shared_mutex& engine_mu, bool bias = false);
 
 /// The cache key of spec.text (texts, templates, vocabulary, truncation, as_classes).
 std::string text_key(const attnmap::ModelSpec& spec, bool as_classes);

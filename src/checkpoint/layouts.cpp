@@ -17,6 +17,8 @@ const char* const kMaskToken =
 const char* const kClipProj =
     "projection into CLIP's joint image-text space, after the last block: changes no attention map";
 const char* const kClipText = "CLIP text tower (the image's attention maps never read it)";
+const char* const kSiglipText = "SigLIP text tower (the image's attention maps never read it)";
+const char* const kPositionIds = "position indices 0..N (an arange buffer): the order attnmap uses";
 
 // clang-format off
 // The attention variants of issue 29 (relative position bias, rotary positions, talking heads and class
@@ -64,7 +66,11 @@ const std::vector<LayoutInfo>& table() {
       {Layout::TimmSiglip, "timm-siglip",
        "timm-siglip (timm SigLIP ViT, vit_*_siglip_*: no class token, attention-pool head)", 1e-6f,
        "default (timm 1e-6)", PosInterp::Timm, "timm names: timm >= 0.9 resample_abs_pos_embed", Stats::Half,
-       Activation::Gelu, HeadRule::Sizes, {}},
+       Activation::Gelu, HeadRule::Sizes,
+       // a whole SigLIP: Hugging Face SiglipModel (text_model.*) or OpenCLIP's CustomTextCLIP (text.*)
+       {{"text_model.*", kSiglipText}, {"text.*", kSiglipText}, {"logit_scale", kSiglipText},
+        {"logit_bias", kSiglipText}, {"vision_model.embeddings.position_ids", kPositionIds},
+        {"embeddings.position_ids", kPositionIds}}},
       {Layout::Deit3, "deit3", "deit3 (facebookresearch/deit models_v2.py, DeiT-III: LayerScale gamma_1 / gamma_2)",
        1e-6f, "default (DeiT-III 1e-6)", PosInterp::TimmLegacy,
        "facebookresearch/deit: timm 0.6 resize_pos_embed (size=, bicubic, no antialias)", Stats::ImageNet,
@@ -107,7 +113,7 @@ const std::vector<LayoutInfo>& table() {
        HeadRule::D64,
        {{"text_model.*", kClipText}, {"text_projection.*", kClipText}, {"logit_scale", kClipText},
         {"logit_bias", kClipText}, {"visual_projection.*", kClipProj},
-        {"vision_model.embeddings.position_ids", "position indices 0..N (an arange buffer): the order attnmap uses"}}},
+        {"vision_model.embeddings.position_ids", kPositionIds}}},
       {Layout::Torchvision, "torchvision", "torchvision (torchvision.models.VisionTransformer)", 1e-6f,
        "default (torchvision 1e-6)", PosInterp::Torchvision,
        "torchvision names: torchvision.models.vision_transformer.interpolate_embeddings", Stats::ImageNet,

@@ -163,6 +163,41 @@ Scheme hf_clip_scheme(const std::string& m) {
   return sc;
 }
 
+// Hugging Face SiglipVisionModel / SiglipModel's vision tower (models/siglip/modeling_siglip.py), read as timm's
+// vit_*_siglip_* (the same model: no class token, post_layernorm is timm's final norm, and the MAP head
+// SiglipMultiheadAttentionPoolingHead is timm's AttentionPoolLatent with nn.MultiheadAttention's fused in_proj,
+// the canonical attn_pool.in_proj.*, which take_attn_pool splits into q = rows [0, D) and kv = rows [D, 3D)).
+// `m` is "vision_model." (SiglipVisionModel, SiglipModel) or "" (SiglipVisionTransformer).
+Scheme hf_siglip_scheme(const std::string& m) {
+  Scheme sc;
+  sc.layout = Layout::TimmSiglip;
+  sc.separate_qkv = true;
+  sc.act = Activation::GeluTanh;
+  sc.act_why = "default (Hugging Face SiglipVisionConfig hidden_act gelu_pytorch_tanh: no config says otherwise)";
+  sc.name = [m](const std::string& c) {
+    std::string idx, rest, s = c;
+    if (split_block(c, idx, rest)) {
+      const std::string b = m + "encoder.layers." + idx + ".";
+      if (swap_prefix(rest, "norm1.", "layer_norm1.") || swap_prefix(rest, "norm2.", "layer_norm2.") ||
+          swap_prefix(rest, "attn.q.", "self_attn.q_proj.") || swap_prefix(rest, "attn.k.", "self_attn.k_proj.") ||
+          swap_prefix(rest, "attn.v.", "self_attn.v_proj.") || swap_prefix(rest, "attn.proj.", "self_attn.out_proj.") ||
+          swap_prefix(rest, "mlp.fc1.", "mlp.fc1.") || swap_prefix(rest, "mlp.fc2.", "mlp.fc2."))
+        return b + rest;
+      return b + "hf:" + rest;
+    }
+    if (c == "pos_embed") return m + "embeddings.position_embedding.weight";
+    if (c == "attn_pool.latent") return m + "head.probe";
+    if (c == "attn_pool.in_proj.weight") return m + "head.attention.in_proj_weight";
+    if (c == "attn_pool.in_proj.bias") return m + "head.attention.in_proj_bias";
+    if (swap_prefix(s, "patch_embed.proj.", "embeddings.patch_embedding.") || swap_prefix(s, "norm.", "post_layernorm.") ||
+        swap_prefix(s, "attn_pool.proj.", "head.attention.out_proj.") || swap_prefix(s, "attn_pool.norm.", "head.layernorm.") ||
+        swap_prefix(s, "attn_pool.mlp.", "head.mlp."))
+      return m + s;
+    return m + "hf:" + c;
+  };
+  return sc;
+}
+
 // OpenAI CLIP clip/model.py VisionTransformer and OpenCLIP open_clip/transformer.py VisionTransformer;
 // `v` is "visual." inside a whole CLIP model, "" for the visual tower alone.
 Scheme clip_scheme(const std::string& v) {
@@ -257,6 +292,24 @@ Layout timm_family(const KeyIndex& idx) {
   return Layout::Timm;
 }
 
+// A whole OpenCLIP model whose image tower is a timm trunk (open_clip timm_model.py TimmModel, `visual.trunk.*`;
+// ViT-B-16-SigLIP and the other SigLIP configs: timm_model_name vit_*_siglip_*, timm_proj none): the trunk's timm
+// names under "visual.trunk.". Its text tower (`text.*`), logit_scale and logit_bias are the timm-siglip layout's
+// ignored tensors (handed over for texts). Other timm trunks are refused: save the tower alone.
+Scheme open_clip_trunk_scheme(const KeyIndex& idx, const std::string& path) {
+  KeyIndex sub;
+  for (const auto& kv : idx.names)
+    if (starts_with(kv.first, "visual.trunk.")) sub.names[kv.first.substr(13)] = kv.second;
+  const Layout l = timm_family(sub);
+  if (l != Layout::TimmSiglip)
+    throw Error(path + ": an OpenCLIP model with a timm image tower ('visual.trunk.*') that is not a SigLIP ViT "
+                "(attn_pool.latent without cls_token): save the tower alone (model.visual.trunk.state_dict()) and "
+                "pass that file");
+  Scheme sc = timm_scheme(l);
+  sc.name = [](const std::string& c) { return "visual.trunk." + c; };
+  return sc;
+}
+
 }  // namespace
 
 KeyIndex index_keys(const RawWeights& raw) {
@@ -296,11 +349,15 @@ KeyIndex index_keys(const RawWeights& raw) {
 }
 
 Scheme detect_scheme(const KeyIndex& idx, const std::string& path) {
+  // Hugging Face SigLIP before CLIP, whose embeddings have the same names: its MAP head's probe, or (a tower
+  // saved with vision_use_head false, e.g. PaliGemma's) no class embedding and no pre-LayerNorm.
+  for (const char* m : {"vision_model.", ""}) {
+    const std::string ms = m;
+    if (idx.has(ms + "embeddings.patch_embedding.weight") &&
+        (idx.has(ms + "head.probe") || (!idx.has(ms + "embeddings.class_embedding") && !idx.has(ms + "pre_layrnorm.weight"))))
+      return hf_siglip_scheme(m);
+  }
   // Families attnmap knows but does not read: said by name rather than as a missing tensor.
-  for (const char* m : {"vision_model.", ""})
-    if (idx.has(std::string(m) + "head.probe") && idx.has(std::string(m) + "embeddings.patch_embedding.weight"))
-      throw Error(path + ": a Hugging Face SigLIP vision tower (SiglipVisionModel names), which attnmap does not read "
-                  "yet; timm's vit_*_siglip_* checkpoints of the same models are read");
   if (idx.has("visual.layer1.0.conv1.weight") || idx.has("layer1.0.conv1.weight") || idx.has("visual.attnpool.c_proj.weight"))
     throw Error(path + ": a ResNet (e.g. OpenAI CLIP RN50's visual tower), not a Vision Transformer: attnmap draws "
                 "ViT attention");
@@ -322,9 +379,7 @@ Scheme detect_scheme(const KeyIndex& idx, const std::string& path) {
   if (idx.has("to_patch_embedding.2.weight") || idx.has("transformer.layers.0.0.to_qkv.weight"))
     return vit_pytorch_scheme(idx, idx.has("cls_token") ? Layout::VitPytorch : Layout::SimpleVit);
   if (idx.has("patch_embed.proj.weight") || idx.has("cls_token")) return timm_scheme(timm_family(idx));
-  if (idx.has("visual.trunk.patch_embed.proj.weight"))
-    throw Error(path + ": an OpenCLIP model with a timm image tower ('visual.trunk.*'): save the tower alone "
-                "(model.visual.trunk.state_dict()) and pass that file");
+  if (idx.has("visual.trunk.patch_embed.proj.weight")) return open_clip_trunk_scheme(idx, path);
   throw Error(path +
               ": unknown weights layout: none of 'patch_embed.proj.weight' (timm / DINO / DeiT / DINOv2 / MAE), "
               "'embeddings.patch_embeddings.projection.weight' (Hugging Face ViT / DeiT / Dinov2), "

@@ -33,6 +33,11 @@ struct Scheme {
   Layout layout = Layout::Timm;
   bool separate_qkv = false;  ///< query / key / value as three linears (Hugging Face) instead of one fused qkv
   std::function<std::string(const std::string&)> name = [](const std::string& c) { return c; };
+  /// The MLP activation the naming's own code defaults to where it differs from the layout's (Hugging Face
+  /// SigLIP names read as timm-siglip: SiglipVisionConfig's hidden_act gelu_pytorch_tanh), with why; unset:
+  /// the layout's.
+  std::optional<Activation> act;
+  std::string act_why;
 };
 
 /// The layout of a file by the tensors it holds (the first family whose tell-tale tensors are present) and

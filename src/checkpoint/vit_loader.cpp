@@ -291,7 +291,25 @@ void check_block_biases(Loader& ld, const ViTWeights& w, std::vector<std::string
   }
 }
 
-// timm's AttentionPoolLatent (attn_pool.*): one latent probe, q (D, D), kv (2D, D), proj, norm, mlp.
+// nn.MultiheadAttention's fused in_proj (3D, D) (Hugging Face SiglipMultiheadAttentionPoolingHead's
+// head.attention.in_proj_weight / in_proj_bias) as timm's q (rows [0, D)) and kv (rows [D, 3D): [k; v]), which is
+// how MultiheadAttention splits it (F.multi_head_attention_forward, _in_projection_packed).
+void take_fused_pool_in_proj(Loader& ld, int64_t D, AttentionPoolW& p) {
+  const Floats w = ld.take("attn_pool.in_proj.weight", {3 * D, D});
+  const Floats b = ld.take_opt("attn_pool.in_proj.bias", {3 * D});
+  const size_t DD = static_cast<size_t>(D * D), d = static_cast<size_t>(D);
+  p.q.weight = std::vector<float>(w.begin(), w.begin() + DD);
+  p.kv.weight = std::vector<float>(w.begin() + DD, w.end());
+  if (!b.empty()) {
+    p.q.bias = std::vector<float>(b.begin(), b.begin() + d);
+    p.kv.bias = std::vector<float>(b.begin() + d, b.end());
+  }
+  p.q.out = p.q.in = p.kv.in = static_cast<int>(D);
+  p.kv.out = static_cast<int>(2 * D);
+}
+
+// timm's AttentionPoolLatent (attn_pool.*): one latent probe, q (D, D), kv (2D, D) (or a fused in_proj, above),
+// proj, norm, mlp.
 AttentionPoolW take_attn_pool(Loader& ld, int64_t D) {
   AttentionPoolW p;
   int64_t K = 0;
@@ -299,8 +317,12 @@ AttentionPoolW take_attn_pool(Loader& ld, int64_t D) {
   if (K != 1)
     throw Error(ld.path() + ": tensor '" + ld.file_name("attn_pool.latent") + "' holds " + std::to_string(K) +
                 " latent probes; attnmap reads an attention pool with one (latent_len = 1)");
-  p.q = take_linear(ld, "attn_pool.q", D, D);
-  p.kv = take_linear(ld, "attn_pool.kv", 2 * D, D);
+  if (ld.has("attn_pool.in_proj.weight")) {
+    take_fused_pool_in_proj(ld, D, p);
+  } else {
+    p.q = take_linear(ld, "attn_pool.q", D, D);
+    p.kv = take_linear(ld, "attn_pool.kv", 2 * D, D);
+  }
   p.proj = take_linear(ld, "attn_pool.proj", D, D);
   p.norm = take_norm(ld, "attn_pool.norm", D);
   const Tensor& fc1 = ld.need("attn_pool.mlp.fc1.weight", "(M, D)");

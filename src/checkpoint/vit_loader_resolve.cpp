@@ -177,15 +177,21 @@ void resolve_activation(Loader& ld, const FileConfig& fc, const ModelOverrides& 
                                    : std::string("timm's vit_*_clip_* use GELU, vit_*_clip_quickgelu_* QuickGELU")) +
                 "; give " + setting_ref("act") + " quickgelu or " + setting_ref("act") + " gelu (or a config: " +
                 (l == Layout::Clip ? "open_clip_config.json" : "config.json with the timm architecture") + ")");
+  } else if (ld.scheme().act) {  // a naming whose own code defaults otherwise (Hugging Face SigLIP)
+    hp.act = *ld.scheme().act;
+    hp.source["act"] = ld.scheme().act_why;
   } else {
     hp.act = info.act;
     hp.source["act"] = l == Layout::HfClip ? std::string("default (CLIPVisionConfig hidden_act quick_gelu: the config.json omits it)")
                                            : std::string("default (") + info.name + ")";
   }
   // The command line wins, but a user should see what it replaced.
-  if (ov.act && (fc.act || l != Layout::Clip) && *ov.act != (fc.act ? *fc.act : info.act))
-    w.notices.push_back(setting_ref("act") + " " + activation_name(*ov.act) + " replaces " + activation_name(fc.act ? *fc.act : info.act) +
-                       (fc.act ? " from " + src_of(fc, "act") : " (the " + std::string(info.name) + " layout's own)"));
+  const Activation own = fc.act ? *fc.act : ld.scheme().act ? *ld.scheme().act : info.act;
+  if (ov.act && (fc.act || l != Layout::Clip) && *ov.act != own)
+    w.notices.push_back(setting_ref("act") + " " + activation_name(*ov.act) + " replaces " + activation_name(own) +
+                       (fc.act ? " from " + src_of(fc, "act")
+                        : ld.scheme().act ? " (" + ld.scheme().act_why + ")"
+                                          : " (the " + std::string(info.name) + " layout's own)"));
 }
 
 }  // namespace detail

@@ -311,7 +311,21 @@ void read_open_clip_config(const std::string& file, ReadJson read_json, SideConf
   if (!mc.is_object()) throw Error(file + ": \"model_cfg\" must be an object");
   put("act", mc.value("quick_gelu", false) ? "quickgelu" : "gelu", "model_cfg.quick_gelu");
   const json vc = mc.value("vision_cfg", json::object());
-  if (vc.is_object()) {
+  if (vc.is_object() && vc.contains("timm_model_name")) {  // a timm trunk (timm_model.py TimmModel): timm's settings
+    put("architecture", vc["timm_model_name"], "model_cfg.vision_cfg.timm_model_name");
+    if (vc.contains("image_size")) put("image_size", vc["image_size"], "model_cfg.vision_cfg.image_size");
+    std::string act_from = "model_cfg.vision_cfg.timm_model_name: a timm trunk, whose blocks use timm's nn.GELU "
+                           "(model_cfg.quick_gelu is for open_clip's own towers)";
+    json act = "gelu";
+    const json kw = vc.value("timm_model_kwargs", json::object());  // passed to timm.create_model
+    if (kw.is_object()) {
+      for (const char* k : {"num_heads", "img_size", "patch_size"})
+        if (kw.contains(k))
+          put(std::string(k) == "img_size" ? "image_size" : k, kw[k], std::string("model_cfg.vision_cfg.timm_model_kwargs.") + k);
+      if (kw.contains("act_layer")) act = kw["act_layer"], act_from = "model_cfg.vision_cfg.timm_model_kwargs.act_layer";
+    }
+    put("act", act, act_from);
+  } else if (vc.is_object()) {
     if (vc.contains("image_size")) put("image_size", vc["image_size"], "model_cfg.vision_cfg.image_size");
     if (vc.contains("patch_size")) put("patch_size", vc["patch_size"], "model_cfg.vision_cfg.patch_size");
     const json nk = vc.value("norm_kwargs", json::object());
@@ -447,14 +461,17 @@ namespace {
 // A CLIP's text tower, handed over raw (checkpoint cannot build it; model/clip_text.hpp does): which family's
 // names (text_layout), the file's text settings (text_config: open_clip_config.json "model_cfg", a Hugging
 // Face config.json whole), and with ov.keep_text its tensors (names with wrappers removed), then listed as read.
+// A whole SigLIP (issue 43) likewise: Hugging Face SiglipModel ("hugging_face_siglip": text_model.*, logit_scale,
+// logit_bias; config.json whole) and OpenCLIP's ("open_clip": text.*, logit_scale, logit_bias; model_cfg).
 void hand_over_text(ViTWeights& w, const RawWeights& raw, const KeyIndex& idx, const SideConfig& side,
                     const ModelOverrides& ov) {
-  if (w.hp.layout != Layout::Clip && w.hp.layout != Layout::HfClip) return;
+  const bool siglip = w.hp.layout == Layout::TimmSiglip;
+  if (w.hp.layout != Layout::Clip && w.hp.layout != Layout::HfClip && !siglip) return;
   std::map<std::string, std::string> norm_of;  // name in the file -> normalised
   for (const auto& kv : idx.names) norm_of[kv.second] = kv.first;
   bool any = false;
   for (ViTWeights::TensorUse& u : w.tensors) {
-    if (u.reason.rfind("CLIP text tower", 0) != 0) continue;
+    if (u.reason.rfind(siglip ? "SigLIP text tower" : "CLIP text tower", 0) != 0) continue;
     any = true;
     if (!ov.keep_text) continue;
     auto n = norm_of.find(u.name);
@@ -467,13 +484,14 @@ void hand_over_text(ViTWeights& w, const RawWeights& raw, const KeyIndex& idx, c
   auto ends_with = [](const std::string& s, const std::string& e) {
     return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
   };
-  w.text_layout = w.hp.layout == Layout::HfClip ? "hugging_face" : "openai";
+  const bool hf = w.hp.layout == Layout::HfClip || (siglip && idx.names.count("text_model.embeddings.token_embedding.weight"));
+  w.text_layout = hf ? (siglip ? "hugging_face_siglip" : "hugging_face") : siglip ? "open_clip" : "openai";
   for (const auto& kv : side.texts) {
-    if (w.hp.layout == Layout::Clip && ends_with(kv.first, "open_clip_config.json")) {
+    if (!hf && ends_with(kv.first, "open_clip_config.json")) {
       const json c = json::parse(kv.second, nullptr, false);
       w.text_layout = "open_clip";
       if (c.is_object() && c.contains("model_cfg")) w.text_config = c["model_cfg"];
-    } else if (w.hp.layout == Layout::HfClip && ends_with(kv.first, "/config.json")) {
+    } else if (hf && ends_with(kv.first, "/config.json")) {
       const json c = json::parse(kv.second, nullptr, false);
       if (c.is_object()) w.text_config = c;
     }

@@ -155,10 +155,17 @@ enum class Precision { F32, BF16 };
 /// the forward pass's logits are the N image-text logits
 ///   logits[j] = scale * <normalize(proj(pooled normed class token)), text[j]>   (CLIP.forward's logits_per_image)
 /// and everything that uses logits and class names (top-5, --class, chefer / gradcam / attn-grad) reads them.
+/// How a model's logits become the probabilities it reports: a softmax over the classes (a classifier head;
+/// CLIP over the texts given, CLIP.forward's logits_per_image.softmax) or each logit's own sigmoid (SigLIP,
+/// Zhai et al. 2023: every text scored alone, the probabilities need not sum to 1).
+enum class ScoreRule { softmax, sigmoid };
+
 struct ZeroShotHead {
   Floats text;                      ///< (N, E) the texts' features, each row L2-normalised
   int classes = 0;                  ///< N; 0: no zero-shot head
   float scale = 0.0f;               ///< exp(logit_scale) (100 for trained OpenAI models)
+  float bias = 0.0f;                ///< logit_bias added to every logit (SigLIP; 0 for CLIP)
+  ScoreRule rule = ScoreRule::softmax;  ///< softmax over the texts (CLIP) or a sigmoid per text (SigLIP)
   std::vector<std::string> labels;  ///< the N texts as the user gave them (the class names)
   bool present() const { return classes > 0; }
 };

@@ -21,6 +21,7 @@
 #include "core/setting_ref.hpp"
 #include "engine/provenance.hpp"
 #include "engine/run_figures.hpp"
+#include "engine/text/score_words.hpp"
 #include "io/run_lock.hpp"
 #include "core/names.hpp"
 #include "model/classify.hpp"
@@ -393,8 +394,9 @@ class BatchRun {
       say(hooks_, LineStream::Out, "  " + printable(also));
     if (o.top5.empty()) return;
     const ZeroShotHead& texts = ctx_.model->zero_shot;  // CLIP's texts: the softmax is over them alone
+    const std::string aside = zero_shot_rule_aside(texts.rule);  // SigLIP: each text's own sigmoid
     const std::string what = texts.present() ? "  top-" + std::to_string(o.top5.size()) + " of " + counted(static_cast<size_t>(texts.classes), "text") +
-                                                 " (zero-shot): " : "  top-5: ";
+                                                 " (zero-shot" + (aside.empty() ? "" : "; " + aside) + "): " : "  top-5: ";
     say(hooks_, LineStream::Out, what + printable(format_top_k(o.top5)));
   }
 

@@ -14,6 +14,7 @@
 #include "engine/explore_pack.hpp"
 #include "engine/provenance.hpp"
 #include "engine/session.hpp"
+#include "engine/text/score_words.hpp"
 #include "engine/text/zero_shot.hpp"
 #include "core/names.hpp"
 #include "core/setting_ref.hpp"
@@ -152,7 +153,8 @@ void write_text(const std::string& path, const std::string& text) {
 
 // With zero-shot texts (a CLIP given texts, issue 43): each text's class-specific maps (chefer, gradcam,
 // attn-grad) as the view engine computes them for render (compute_views, --class topK), the texts' logits and
-// probabilities (the softmax over the texts given). Maps of the kMaxTextMaps most probable texts.
+// probabilities (the softmax over the texts given; SigLIP's sigmoid of each text alone). Maps of the
+// kMaxTextMaps most probable texts.
 constexpr int kMaxTextMaps = 16;
 constexpr const char* kTextsFile = "data/texts.js";
 
@@ -188,9 +190,26 @@ TextMaps text_maps(const RenderContext& ctx, const ModelInput& in) {
   return t;
 }
 
+// The page's note on the texts' probabilities: what they are (score_words.hpp), the templates. CLIP's: "Zero-shot
+// probabilities over the 3 texts given (CLIP's softmax of exp(logit_scale) x cos(image, text), each text put into
+// the template "a photo of a {}."): they sum to 1 over these texts only, so another list gives other numbers."
+std::string texts_note(ScoreRule rule, size_t texts, const ojson& templates) {
+  std::string tm;
+  if (!templates.empty())  // the template as JSON.stringify writes it
+    tm = ", each text put into " + (templates.size() > 1 ? "the " + std::to_string(templates.size()) + " templates and averaged"
+                                                         : "the template " + templates[0].dump(-1, ' ', false, ojson::error_handler_t::replace));
+  if (rule == ScoreRule::sigmoid)
+    return "Zero-shot probabilities of the " + counted(texts, "text") + " given: " +
+           zero_shot_scores_phrase(rule, texts, "the sigmoid of exp(logit_scale) \u00d7 cos(image, text) + logit_bias" + tm) +
+           ", so another list of texts leaves each text's number as it is.";
+  return "Zero-shot probabilities over the " + std::to_string(texts) + " texts given (CLIP's softmax of exp(logit_scale) "
+         "\u00d7 cos(image, text)" + tm + "): they sum to 1 over these texts only, so another list gives other numbers.";
+}
+
 // The page's "texts": the texts as given, their logits and probabilities, the methods, which texts have maps.
 ojson texts_meta(const RenderContext& ctx, const TextMaps& t) {
-  const std::vector<double> probs = class_probabilities(t.logits);
+  const ScoreRule rule = ctx.model->zero_shot.rule;  // softmax over the texts, or SigLIP's sigmoid per text
+  const std::vector<double> probs = class_probabilities(t.logits, rule);
   ojson m, methods = ojson::array();
   m["labels"] = ctx.model->hp.labels;
   m["logits"] = t.logits;
@@ -207,6 +226,8 @@ ojson texts_meta(const RenderContext& ctx, const TextMaps& t) {
   m["bytes"] = t.script.size();
   const ojson record = zero_shot_record(*ctx.model);
   m["templates"] = record.is_object() && record.contains("templates") ? record["templates"] : ojson::array();
+  m["rule"] = score_rule_name(rule);
+  m["note"] = texts_note(rule, t.logits.size(), m["templates"]);
   return m;
 }
 

@@ -337,7 +337,8 @@ draw = function () {
   $("scalewhat").textContent = S.textScale === "map"
     ? "\u2014 this map's own min\u2013max (" + fmt(b[0]) + "\u2013" + fmt(b[1]) + ") fills the colours, as render's NAME.png: texts are not comparable by colour"
     : "\u2014 " + fmt(b[0]) + "\u2013" + fmt(b[1]) + ", the min\u2013max of the " + meth.view + " maps of the " + J + " texts shown, as render's {setting:panel}: texts are comparable by colour";
-  $("query").innerHTML = "<b id='textmethod'></b> for the text <b id='textname'></b>: <span id='textprob'></span> of the " + NT + " texts";
+  $("query").innerHTML = "<b id='textmethod'></b> for the text <b id='textname'></b>: <span id='textprob'></span>" +
+    (X.rule === "sigmoid" ? ", its own sigmoid (scored alone, not a share of the " + NT + " texts)" : " of the " + NT + " texts");
   $("textmethod").textContent = meth.label; $("textname").textContent = "\u201c" + X.labels[S.text] + "\u201d";
   $("textprob").textContent = pct(X.probs[S.text]);
   if (S.key < 0) $("keyinfo").textContent = "hover a patch for its value";
@@ -378,9 +379,7 @@ function setupTexts() {
     if (has) tr.onclick = () => { S.text = t; update(); };
     else tr.insertCell().textContent = "no map";
   }
-  $("textnote").textContent = "Zero-shot probabilities over the " + NT + " texts given (CLIP's softmax of exp(logit_scale) \u00d7 cos(image, text)" +
-    (X.templates.length ? ", each text put into " + (X.templates.length > 1 ? "the " + X.templates.length + " templates and averaged" : "the template " + JSON.stringify(X.templates[0])) : "") +
-    "): they sum to 1 over these texts only, so another list gives other numbers." +
+  $("textnote").textContent = X.note +  // what the probabilities are: CLIP's softmax or SigLIP's sigmoid (explore.cpp)
     (J < NT ? " Maps of the " + J + " most probable texts." : "") + " Opened on the most probable text's map; keys: t next text, m method, s scale.";
   $("text").onchange = () => { S.text = Number($("text").value); update(); };
   $("method").onchange = () => { S.method = Number($("method").value); update(); };

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "engine/session.hpp"
-#include "engine/text/zero_shot.hpp"
+#include "engine/text/score_words.hpp"
 #include "core/error.hpp"
 #include "draw/figure_metadata.hpp"
 #include "io/hash.hpp"
@@ -158,8 +158,9 @@ ojson make_provenance(const RenderContext& ctx, const std::string& weights_path)
     else if (it->second.rfind(kLabelsAssumedImagenet, 0) == 0)
       r["labels"] = it->second;
   }
-  // Texts as the classes (issue 43): the texts, templates, vocabulary file and SHA-256, tokenizer rules.
-  if (nlohmann::ordered_json z = zero_shot_record(*ctx.model); !z.is_null()) r["zero_shot"] = std::move(z);
+  // Texts as the classes (issue 43): the texts, templates, vocabulary file and SHA-256, tokenizer rules;
+  // "score_rule": "sigmoid" for SigLIP's scores (score_words.hpp).
+  if (nlohmann::ordered_json z = zero_shot_settings(*ctx.model); !z.is_null()) r["zero_shot"] = std::move(z);
   if (opt.writes(OutputKind::Explore))  // the explorer's data (--explore, attnmap explore): what it stores
     r["explore"] = {{"budget_mb", opt.explore_budget_mb}, {"blocks", opt.explore_blocks}, {"discard", opt.discard}};
   return r;

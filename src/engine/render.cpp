@@ -11,6 +11,7 @@
 #include "core/names.hpp"
 #include "core/setting_ref.hpp"
 #include "engine/provenance.hpp"
+#include "engine/text/score_words.hpp"
 #include "model/cait.hpp"
 #include "model/classify.hpp"
 #include "draw/colormap.hpp"
@@ -221,13 +222,13 @@ std::string tile_label(const std::string& name, const std::vector<float>& map,
 
 }  // namespace
 
-std::string top1_phrase(const std::vector<std::pair<std::string, float>>& top5, int num_classes) {
+std::string top1_phrase(const std::vector<std::pair<std::string, float>>& top5, int num_classes, ScoreRule rule) {
   if (top5.empty()) return "";
   char buf[160];
   const double p = static_cast<double>(top5[0].second);
   // Near uniform (1/C): no class to crown. Twice uniform, but at most 10 points above it (2/C would ask a
   // 2-class head for 100 %).
-  if (num_classes > 1 && p < std::min(2.0 / num_classes, 1.0 / num_classes + 0.1)) {
+  if (rule == ScoreRule::softmax && num_classes > 1 && p < std::min(2.0 / num_classes, 1.0 / num_classes + 0.1)) {
     std::snprintf(buf, sizeof buf, "no confident class (top-1 %.2g%%, uniform %.2g%%)", 100.0 * p, 100.0 / num_classes);
     return buf;
   }
@@ -237,7 +238,7 @@ std::string top1_phrase(const std::vector<std::pair<std::string, float>>& top5, 
 
 // "chelsea.png - timm ViT, 4 blocks x 4 heads, 224x224 input (14x14 patches of 16 px) - top-1 Coat 63.2%"
 std::string figure_title(const Job& job, const HParams& hp, const std::vector<std::pair<std::string, float>>& top5,
-                         bool query_rows, int num_classes, bool zero_shot) {
+                         bool query_rows, int num_classes, bool zero_shot, ScoreRule rule) {
   char buf[256];
   std::snprintf(buf, sizeof buf, "%s \u2014 %s ViT, %d blocks \u00d7 %d heads, %d\u00d7%d input (%d\u00d7%d patches of %d px)",
                 fs::path(job.input).filename().string().c_str(), layout_name(hp.layout).c_str(), hp.depth, hp.num_heads,
@@ -245,8 +246,10 @@ std::string figure_title(const Job& job, const HParams& hp, const std::vector<st
   std::string t = buf;
   // A model without a class token: the map is not a class token's row, and the title says what it is.
   if (!hp.class_token && query_rows) t += " — no class token: mean of the patch queries' rows (attention received)";
-  const std::string top1 = top1_phrase(top5, num_classes);
-  const std::string of = zero_shot ? "zero-shot top-1 of " + counted(static_cast<size_t>(num_classes), "text") : "top-1";
+  const std::string top1 = top1_phrase(top5, num_classes, rule);
+  const std::string of = zero_shot ? "zero-shot top-1 of " + counted(static_cast<size_t>(num_classes), "text") +
+                                         zero_shot_rule_parenthesis(rule)
+                                   : "top-1";
   if (!top1.empty()) t += top1.rfind("no confident", 0) == 0 ? " \u2014 " + top1 : " \u2014 " + of + ": " + top1;
   return t;
 }

@@ -332,12 +332,16 @@ std::string with_colour_bars(const std::string& record, const std::vector<DrawnB
 /// class token the title then says whose rows they are.
 /// `num_classes`: the head's classes; a top-1 probability under min(2 / C, 1 / C + 0.1) (near the uniform
 /// 1 / C, as an untrained head gives) is written "no confident class (top-1 0.1%, uniform 0.1%)" instead.
-/// `zero_shot`: the classes are CLIP's texts: "zero-shot top-1 of 3 texts: a dog 84.0%".
+/// `zero_shot`: the classes are CLIP's texts: "zero-shot top-1 of 3 texts: a dog 84.0%"; `rule`
+/// ScoreRule::sigmoid (SigLIP): "zero-shot top-1 of 3 texts (sigmoid, each text alone): a dog 12.0%".
 std::string figure_title(const Job& job, const HParams& hp, const std::vector<std::pair<std::string, float>>& top5,
-                         bool query_rows = true, int num_classes = 0, bool zero_shot = false);
+                         bool query_rows = true, int num_classes = 0, bool zero_shot = false,
+                         ScoreRule rule = ScoreRule::softmax);
 /// "Coat 63.2%", or "no confident class (top-1 0.11%, uniform 0.1%)" when the top-1 probability is under
-/// min(2 / num_classes, 1 / num_classes + 0.1); "" without classes.
-std::string top1_phrase(const std::vector<std::pair<std::string, float>>& top5, int num_classes);
+/// min(2 / num_classes, 1 / num_classes + 0.1); "" without classes. A sigmoid's scores (`rule`; SigLIP) are
+/// each class's own, with no uniform share to compare with: always "a dog 12.0%".
+std::string top1_phrase(const std::vector<std::pair<std::string, float>>& top5, int num_classes,
+                        ScoreRule rule = ScoreRule::softmax);
 /// NAME.heads.*: one tile per head (head_maps, H x (grid_h, grid_w)) of block ctx.layer plus the fused `map`
 /// (or, for a single --head, `mean_map`), one scale, a colour bar. Returns the paths written; `bars` (when
 /// given) gets the colour bar drawn (write_layers alike).
@@ -373,7 +377,7 @@ void make_views_context(RenderContext& ctx, const ViTWeights& model, const Rende
 struct ComputedViews {
   std::vector<ViewMap> maps;
   std::vector<std::pair<std::string, float>> top5;
-  std::vector<double> probs;        ///< softmax of the logits (empty without a head)
+  std::vector<double> probs;        ///< the logits' probabilities by model.zero_shot.rule (empty without a head)
   std::vector<int> classes;         ///< the classes the class-specific views explain, most probable first
   std::vector<std::string> notes;   ///< the decoder's
   std::optional<Image> photo;       ///< kept for drawing unless --scale run (then read again: photos are big)

@@ -14,6 +14,7 @@
 #include "core/setting_ref.hpp"
 #include "engine/paths.hpp"
 #include "engine/provenance.hpp"
+#include "engine/text/score_words.hpp"
 #include "core/error.hpp"
 #include "draw/canvas.hpp"
 #include "draw/figures.hpp"
@@ -297,7 +298,8 @@ GalleryEntry gallery_entry(const nlohmann::json& j) {
 // thumbnails and the gallery's statistics are the first view's. Words of those files: the setting spelled as the flag.
 // With a class-specific view chosen by --class other than top1, the tiles are that class's maps while their
 // labels give each image's top-1: "(class 'a cat')", "(class top3: the first of each image's)". With texts as the
-// classes: ", zero-shot over 2 texts".
+// classes: ", zero-shot over 2 texts"; a SigLIP's (record "score_rule": "sigmoid"): ", zero-shot over 2 texts
+// (sigmoid, each text alone)".
 std::string shown_view(const nlohmann::json& settings) {
   const std::string views = setting(settings, "view");
   const size_t comma = views.find(',');
@@ -314,8 +316,12 @@ std::string shown_view(const nlohmann::json& settings) {
     const bool top = cls.size() > 3 && cls.compare(0, 3, "top") == 0;
     s += top ? " (class " + cls + ": the first of each image's)" : " (class '" + cls + "')";
   }
-  if (settings.contains("zero_shot") && settings["zero_shot"].is_object() && settings["zero_shot"].contains("texts"))
-    s += ", zero-shot over " + counted(settings["zero_shot"]["texts"].size(), "text");
+  if (settings.contains("zero_shot") && settings["zero_shot"].is_object() && settings["zero_shot"].contains("texts")) {
+    const nlohmann::json& z = settings["zero_shot"];
+    const bool sigmoid = z.contains("score_rule") && z["score_rule"] == score_rule_name(ScoreRule::sigmoid);
+    s += ", zero-shot over " + counted(z["texts"].size(), "text") +
+         zero_shot_rule_parenthesis(sigmoid ? ScoreRule::sigmoid : ScoreRule::softmax);
+  }
   return s;
 }
 

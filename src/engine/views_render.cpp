@@ -18,6 +18,7 @@
 #include "engine/output_plan.hpp"
 #include "engine/outputs.hpp"
 #include "engine/render.hpp"
+#include "engine/text/score_words.hpp"
 #include "engine/text/zero_shot.hpp"
 #include "core/error.hpp"
 #include "io/hash.hpp"
@@ -154,11 +155,12 @@ void check_view_settings_apply(RenderContext& ctx, const ViTWeights& model, cons
                 "gradcam to " + setting_ref("views"));
 }
 
-// "Bag 98.9%": the class's label (or "class N" without labels) and its softmax probability.
-std::string class_phrase(int c, const std::vector<std::string>& labels, const std::vector<double>& probs) {
+// "Bag 98.9%": the class's label (or "class N" without labels) and its softmax probability; a SigLIP's text
+// with its own sigmoid: "a dog, sigmoid 12.0%" (score_percent).
+std::string class_phrase(int c, const std::vector<std::string>& labels, const std::vector<double>& probs,
+                         ScoreRule rule) {
   const auto i = static_cast<size_t>(c);
-  char p[32] = "";
-  if (i < probs.size()) std::snprintf(p, sizeof p, " %.1f%%", 100.0 * probs[i]);
+  const std::string p = i >= probs.size() ? "" : (rule == ScoreRule::sigmoid ? ", " : " ") + score_percent(probs[i], rule);
   return (labels.size() == probs.size() && i < labels.size() ? labels[i] : "class " + std::to_string(c)) + p;
 }
 
@@ -272,8 +274,8 @@ ComputedViews compute_photo_views(const RenderContext& ctx, Image photo, std::st
   std::vector<float> logits;
   cv.maps = compute_views(model, in.chw.data(), ctx.views, ctx.classes, &logits, &in.box);
   if (!logits.empty()) {
-    cv.top5 = top_k_classes(logits, hp.labels, 5);
-    cv.probs = class_probabilities(logits);
+    cv.top5 = top_k_classes(logits, hp.labels, 5, model.zero_shot.rule);  // softmax, or SigLIP's sigmoid per text
+    cv.probs = class_probabilities(logits, model.zero_shot.rule);
   }
   const auto first = std::find_if(cv.maps.begin(), cv.maps.end(), [](const ViewMap& m) { return m.class_index >= 0; });
   for (auto it = first; it != cv.maps.end() && it->view == first->view; ++it)  // the explained classes, in order
@@ -308,8 +310,11 @@ std::map<std::string, RunScale> run_scales_over(const RenderContext& ctx,
 namespace {
 
 // What a class is called after a view's name: ", class " ("chefer, class Coat 63.2%"); CLIP's texts are its
-// classes: ", text: " ("chefer, text: a dog 84.6%", the softmax over the texts given).
+// classes: ", text: " ("chefer, text: a dog 84.6%", the softmax over the texts given; a SigLIP's "chefer, text:
+// a dog, sigmoid 12.0%", class_phrase).
 std::string class_word(const RenderContext& ctx) { return ctx.model->zero_shot.present() ? ", text: " : ", class "; }
+// How the model's probabilities were computed (a classifier head: softmax; texts: ZeroShotHead::rule).
+ScoreRule rule_of(const RenderContext& ctx) { return ctx.model->zero_shot.rule; }
 
 // A map's label in figures and notes: view_label ("block 3, mean of heads"); for a class-specific view with
 // its class: "Grad-CAM, block 3, class Coat 63.2%".
@@ -317,7 +322,7 @@ std::string map_label(const RenderContext& ctx, const ComputedViews& cv, const V
   const ResolvedView& v = ctx.views[m.view];
   const int base = ctx.opt->block_base;
   if (m.class_index < 0) return view_label(v, base);
-  return view_label(v, base) + class_word(ctx) + class_phrase(m.class_index, ctx.model->hp.labels, cv.probs);
+  return view_label(v, base) + class_word(ctx) + class_phrase(m.class_index, ctx.model->hp.labels, cv.probs, rule_of(ctx));
 }
 
 // " (flat)" after a figure's label of a map whose max / mean is below kFlatMaxOverMean (1.25), else "".
@@ -454,7 +459,7 @@ void set_shown_lines(const RenderContext& ctx, const ComputedViews& cv, const st
   if (rows.size() == 1) {
     if (rows[0]->class_index >= 0)
       res->shown = pngs[0] + " (" + ctx.views[rows[0]->view].name + class_word(ctx) +
-                   class_phrase(rows[0]->class_index, labels, cv.probs) + ")";
+                   class_phrase(rows[0]->class_index, labels, cv.probs, rule_of(ctx)) + ")";
     return;
   }
   const bool one_view = std::all_of(rows.begin(), rows.end(), [&](const ViewMap* m) { return m->view == rows[0]->view; });
@@ -462,14 +467,15 @@ void set_shown_lines(const RenderContext& ctx, const ComputedViews& cv, const st
     const char* what = ctx.model->zero_shot.present() ? " texts:" : " classes:";
     res->shown = ctx.views[rows[0]->view].name + " maps of the top " + std::to_string(rows.size()) + what;
     for (size_t i = 0; i < rows.size(); ++i)
-      res->shown_more.push_back(class_phrase(rows[i]->class_index, labels, cv.probs) + " -> " + pngs[i]);
+      res->shown_more.push_back(class_phrase(rows[i]->class_index, labels, cv.probs, rule_of(ctx)) + " -> " + pngs[i]);
     return;
   }
   res->shown = std::to_string(rows.size()) + " maps:";
   for (size_t i = 0; i < rows.size(); ++i) {
     const ResolvedView& v = ctx.views[rows[i]->view];
     res->shown_more.push_back(
-        (rows[i]->class_index < 0 ? v.name : v.name + class_word(ctx) + class_phrase(rows[i]->class_index, labels, cv.probs)) +
+        (rows[i]->class_index < 0 ? v.name
+                                  : v.name + class_word(ctx) + class_phrase(rows[i]->class_index, labels, cv.probs, rule_of(ctx))) +
         " -> " + pngs[i]);
   }
 }
@@ -503,7 +509,7 @@ ImageOutputs image_outputs(const RenderContext& run_ctx, const Job& job, const C
   const bool query_rows = opt.heads_grid || opt.strip_layers ||
                           any_user_view(ctx, [](const ResolvedView& v) { return reads_query_rows(v); });
   const std::string title = opt.title ? *opt.title : figure_title(job, hp, res.top5, query_rows, ctx.model->num_classes(),
-                                                                 ctx.model->zero_shot.present());
+                                                                 ctx.model->zero_shot.present(), rule_of(ctx));
   std::vector<const ViewMap*> rows;
   for (const ViewMap& m : cv.maps)
     if (m.view < ctx.user_views) rows.push_back(&m);

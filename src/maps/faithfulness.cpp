@@ -199,7 +199,8 @@ std::vector<std::vector<double>> perturbation_curves(const ViTWeights& model, co
       if (mode == PerturbMode::Zero) inputs[b] = zeroed[b].data();
     }
     const std::vector<ForwardResult> r = vit_forward(model, inputs, fo);
-    for (size_t b = 0; b < B; ++b) curves[b].push_back(class_probabilities(r[b].logits)[static_cast<size_t>(target)]);
+    for (size_t b = 0; b < B; ++b)  // a SigLIP's texts: the target's own sigmoid, as torch.sigmoid(logits_per_image)
+      curves[b].push_back(class_probabilities(r[b].logits, model.zero_shot.rule)[static_cast<size_t>(target)]);
   }
   return curves;
 }

@@ -61,7 +61,8 @@ int removed_at_step(int n, int step);
 
 /// The perturbation curve of one image: for each step i of perturbation_fractions, the first
 /// removed_at_step(N, i) patches of `order` (N = grid_w * grid_h entries, a permutation) are removed as
-/// `mode` says, the model is run to its logits, and the softmax probability of class `target` recorded.
+/// `mode` says, the model is run to its logits, and the softmax probability of class `target` recorded (a
+/// model whose zero_shot.rule is ScoreRule::sigmoid, SigLIP's texts: the target's own sigmoid).
 /// Step 0 is `unperturbed` (the caller's probability on the whole image, not recomputed). `chw` is the
 /// normalised (3, image_h, image_w) input. Returns 10 probabilities. Throws attnmap::Error when the model
 /// has no head, target is out of range or order is not a permutation of 0..N-1.

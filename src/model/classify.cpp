@@ -10,7 +10,7 @@
 
 namespace attnmap {
 
-std::vector<double> class_probabilities(const std::vector<float>& logits) {
+std::vector<double> class_probabilities(const std::vector<float>& logits, ScoreRule rule) {
   if (logits.empty()) throw Error("classifier: no logits");
   double mx = -INFINITY;
   for (float v : logits) {
@@ -18,6 +18,13 @@ std::vector<double> class_probabilities(const std::vector<float>& logits) {
     mx = std::max(mx, static_cast<double>(v));
   }
   std::vector<double> p(logits.size());
+  if (rule == ScoreRule::sigmoid) {  // each logit alone; the stable form for either sign
+    for (size_t i = 0; i < logits.size(); ++i) {
+      const double x = logits[i];
+      p[i] = x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x));
+    }
+    return p;
+  }
   double s = 0;
   for (size_t i = 0; i < logits.size(); ++i) s += p[i] = std::exp(static_cast<double>(logits[i]) - mx);
   for (double& v : p) v /= s;
@@ -37,8 +44,9 @@ std::vector<int> top_k_indices(const std::vector<float>& logits, int k) {
 }
 
 std::vector<std::pair<std::string, float>> top_k_classes(const std::vector<float>& logits,
-                                                         const std::vector<std::string>& labels, int k) {
-  const std::vector<double> p = class_probabilities(logits);
+                                                         const std::vector<std::string>& labels, int k,
+                                                         ScoreRule rule) {
+  const std::vector<double> p = class_probabilities(logits, rule);
   std::vector<std::pair<std::string, float>> out;
   for (const int i : top_k_indices(logits, k)) {
     const size_t u = static_cast<size_t>(i);

@@ -4,17 +4,21 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/weights.hpp"
+
 namespace attnmap {
 
 /// softmax(logits) (C) -> probabilities (C), computed in double with the maximum subtracted (stable), as
-/// torch.softmax(logits, -1). Throws attnmap::Error for an empty or non-finite input.
-std::vector<double> class_probabilities(const std::vector<float>& logits);
+/// torch.softmax(logits, -1); ScoreRule::sigmoid: each logit's own 1 / (1 + exp(-logit)) (torch.sigmoid,
+/// SigLIP). Throws attnmap::Error for an empty or non-finite input.
+std::vector<double> class_probabilities(const std::vector<float>& logits, ScoreRule rule = ScoreRule::softmax);
 
 /// The k most probable classes, most probable first (ties: lower index first), as (name, probability).
 /// The name is labels[i] when `labels` has one name per class (C entries, config "labels"), else
 /// "class i" (0-based index into the head's outputs). k is capped at C.
 std::vector<std::pair<std::string, float>> top_k_classes(const std::vector<float>& logits,
-                                                         const std::vector<std::string>& labels, int k = 5);
+                                                         const std::vector<std::string>& labels, int k = 5,
+                                                         ScoreRule rule = ScoreRule::softmax);
 
 /// Indices of the k most probable classes, most probable first (ties: lower index first); k capped at C.
 std::vector<int> top_k_indices(const std::vector<float>& logits, int k);

@@ -1,6 +1,7 @@
 // clip_text.cpp - CLIP's text tower (OpenAI, OpenCLIP and Hugging Face names): weights from a state dict,
-// encode_text, logits. Follows openai/CLIP clip/model.py line by line, with open_clip's and HF's variations;
-// see clip_text.hpp. The configs are read in clip_text_config.cpp.
+// encode_text, logits. Follows openai/CLIP clip/model.py line by line, with open_clip's and HF's variations,
+// and SigLIP's text tower (HF modeling_siglip.py SiglipTextTransformer; open_clip transformer.py TextTransformer
+// with no_causal_mask, pool_type last, proj_bias); see clip_text.hpp. The configs are read in clip_text_config.cpp.
 #include "model/clip_text.hpp"
 
 #include <algorithm>
@@ -75,21 +76,27 @@ class TextReader {
 struct TowerNames {
   std::string family;  // for messages: "OpenAI CLIP's text tower (clip/model.py)"
   std::string tok, pos, blocks, ln_1, in_proj_w, in_proj_b, out_proj, ln_2, fc1, fc2, ln_final, proj;
+  std::string proj_bias;  // HF: the projection's bias ("" for CLIPModel's bias-free text_projection)
   std::vector<std::string> owned;  // name prefixes (or exact names) of the tower: unread ones are refused
   bool hf = false;
 };
 
 TowerNames tower_names(const ClipTextConfig& cfg) {
   TowerNames n;
-  if (cfg.layout == ClipTextLayout::hugging_face) {
+  if (cfg.layout == ClipTextLayout::hugging_face || cfg.layout == ClipTextLayout::hugging_face_siglip) {
+    const bool siglip = cfg.layout == ClipTextLayout::hugging_face_siglip;
     const std::string P = cfg.prefix.empty() ? "text_model." : cfg.prefix;
-    n.family = "Hugging Face CLIPModel's text tower (modeling_clip.py CLIPTextTransformer)";
+    n.family = siglip ? "Hugging Face SiglipModel's text tower (modeling_siglip.py SiglipTextTransformer)"
+                      : "Hugging Face CLIPModel's text tower (modeling_clip.py CLIPTextTransformer)";
     n.tok = P + "embeddings.token_embedding.weight";
     n.pos = P + "embeddings.position_embedding.weight";
     n.blocks = P + "encoder.layers.";
     n.ln_1 = "layer_norm1", n.out_proj = "self_attn.out_proj", n.ln_2 = "layer_norm2";
     n.fc1 = "mlp.fc1", n.fc2 = "mlp.fc2", n.ln_final = P + "final_layer_norm", n.proj = "text_projection.weight";
     n.owned = {P, "text_projection."};
+    if (siglip) {  // SiglipTextTransformer.head = nn.Linear(hidden_size, projection_size), bias included
+      n.proj = P + "head.weight", n.proj_bias = P + "head.bias";
+    }
     n.hf = true;
     return n;
   }
@@ -325,6 +332,11 @@ void read_projection(TextReader& rd, const TensorMap& t, const TowerNames& nm, C
   const int W = w.hp.width;
   const std::string Ws = std::to_string(W);
   std::vector<int> d;
+  if (!cfg.projection) {  // open_clip proj_type none: text_projection = None, the feature is the pooled row
+    w.hp.embed_dim = W;
+    check_setting(W, cfg.embed_dim, "embed_dim", nm.ln_final + ".weight", cfg, where);
+    return;
+  }
   const bool linear = nm.hf || (cfg.layout == ClipTextLayout::open_clip && t.count(nm.proj) == 0 &&
                                 t.count(nm.proj + ".weight") > 0);
   const std::string name = nm.hf ? nm.proj : linear ? nm.proj + ".weight" : nm.proj;
@@ -342,6 +354,7 @@ void read_projection(TextReader& rd, const TensorMap& t, const TowerNames& nm, C
       for (int i = 0; i < W; ++i) tr[static_cast<size_t>(i) * E + e] = proj.data[static_cast<size_t>(e) * W + i];
     w.text_projection = std::move(tr);
     if (!nm.hf) w.text_projection_bias = rd.take(nm.proj + ".bias", {E});
+    if (!nm.proj_bias.empty()) w.text_projection_bias = rd.take(nm.proj_bias, {E});
   }
   check_setting(w.hp.embed_dim, cfg.embed_dim, "embed_dim", name, cfg, where);
 }
@@ -399,8 +412,16 @@ ClipTextWeights build_clip_text(const TensorMap& tensors, const ClipTextConfig& 
     w.blocks.push_back(read_block(rd, nm, nm.blocks + std::to_string(l) + ".", W, hp.mlp_hidden, hp.layer_scale));
   read_projection(rd, tensors, nm, w, cfg, where);
   const bool oc = cfg.layout == ClipTextLayout::open_clip;
-  w.logit_scale = read_scalar(rd, tensors, "logit_scale", oc);  // torch.ones([]) * np.log(1 / 0.07): shape ()
-  if (oc && tensors.count("logit_bias") > 0) w.logit_bias = read_scalar(rd, tensors, "logit_bias", true);
+  const bool hf_siglip = cfg.layout == ClipTextLayout::hugging_face_siglip;
+  // torch.ones([]) * np.log(1 / 0.07): shape (); open_clip nonscalar_logit_scale and HF SiglipModel
+  // (nn.Parameter(torch.randn(1))): (1,)
+  w.logit_scale = read_scalar(rd, tensors, "logit_scale", oc || hf_siglip);
+  if ((oc && tensors.count("logit_bias") > 0) || hf_siglip) {
+    // logits = cos * logit_scale.exp() + logit_bias, scored each alone with torch.sigmoid (HF SiglipModel.forward
+    // docstring; open_clip: init_logit_bias models, trained with SigLipLoss, zero-shot by sigmoid)
+    w.logit_bias = read_scalar(rd, tensors, "logit_bias", true);
+    w.rule = ScoreRule::sigmoid;
+  }
   if (oc) read_attn_mask(rd, tensors, cfg.prefix + "attn_mask", hp, where);
   if (nm.hf) read_position_ids(rd, tensors, cfg.prefix.empty() ? "text_model.embeddings.position_ids"
                                                                : cfg.prefix + "embeddings.position_ids",
@@ -453,6 +474,7 @@ std::vector<float> encode_text(const ClipTextWeights& w, const std::vector<std::
   std::vector<float> rows(static_cast<size_t>(N) * Wz), normed(rows.size());
   for (int n = 0; n < N; ++n) std::copy_n(a.x.data() + static_cast<size_t>(pooled[n]) * Wz, Wz, rows.data() + n * Wz);
   kernels::layernorm(normed.data(), rows.data(), w.ln_final.weight.data(), w.ln_final.bias.data(), N, W, hp.eps);
+  if (w.text_projection.empty()) return normed;  // open_clip proj_type none: (N, W) as is (E == W)
   std::vector<float> features(static_cast<size_t>(N) * E);  // (N, E) = (N, W) @ text_projection (W, E) + bias
   sgemm(false, false, N, E, W, 1.0f, normed.data(), W, w.text_projection.data(), E, 0.0f, features.data(), E);
   if (!w.text_projection_bias.empty())

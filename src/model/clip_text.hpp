@@ -1,9 +1,11 @@
 // clip_text.hpp - CLIP's text tower as the three families build it: OpenAI CLIP (openai/CLIP clip/model.py:
 // CLIP.__init__, CLIP.encode_text, CLIP.forward, build_model), OpenCLIP (mlfoundations/open_clip model.py CLIP /
 // CustomTextCLIP, transformer.py TextTransformer, text_global_pool) and Hugging Face CLIPModel (transformers
-// models/clip/modeling_clip.py CLIPTextTransformer): the weights read from a state dict's names and the
-// family's config, the forward pass from token ids to text features, and the image-text logits. Issue 43,
-// item 1 (docs/text.md "Text tower").
+// models/clip/modeling_clip.py CLIPTextTransformer), and SigLIP's text tower (issue 43 item 6): Hugging Face
+// SiglipModel (transformers models/siglip/modeling_siglip.py SiglipTextTransformer) and open_clip's SigLIP
+// (CustomTextCLIP + TextTransformer(no_causal_mask, pool_type last, proj_bias)): the weights read from a state
+// dict's names and the family's config, the forward pass from token ids to text features, and the image-text
+// logits. Issue 43, item 1 (docs/text.md "Text tower", "SigLIP").
 #pragma once
 #include <cstdint>
 #include <map>
@@ -15,11 +17,14 @@
 #include "checkpoint/weights.hpp"
 #include "core/tensor.hpp"
 #include "text/clip_tokenizer.hpp"
+#include "text/siglip_tokenizer.hpp"
 
 namespace attnmap {
 
-/// Which family's names and rules a text tower follows.
-enum class ClipTextLayout { openai, open_clip, hugging_face };
+/// Which family's names and rules a text tower follows: OpenAI CLIP, open_clip (CLIP or, with a SigLIP
+/// tokenizer, SigLIP), Hugging Face CLIPModel, Hugging Face SiglipModel (ViTWeights::text_layout
+/// "hugging_face_siglip").
+enum class ClipTextLayout { openai, open_clip, hugging_face, hugging_face_siglip };
 
 /// Where a text's feature is read (open_clip text_global_pool's names): argmax = the position of the highest
 /// id (OpenAI; open_clip 'argmax'; HF when eos_token_id == 2), eos = the first position holding eos_id
@@ -70,18 +75,28 @@ struct ClipTextConfig {
   /// Each setting's source, e.g. {"heads", "open_clip_config.json model_cfg.text_cfg.heads"}.
   std::map<std::string, std::string> source;
   ClipTextRules rules = ClipTextRules::openai;  ///< the tokenizer rules that go with the layout
+  /// SigLIP's SentencePiece tokenizer instead of CLIP's (HF SiglipModel; open_clip text_cfg.hf_tokenizer_name
+  /// a SigLIP tokenizer with tokenizer_kwargs {"clean": "canonicalize"}), with these rules.
+  bool siglip_tokenizer = false;
+  SiglipTextRules siglip_rules = SiglipTextRules::hugging_face;
+  std::string tokenizer_name;  ///< open_clip text_cfg.hf_tokenizer_name ("" otherwise), for messages
+  bool projection = true;      ///< false: open_clip proj_type "none" (the pooled row is the feature)
 };
 
-/// The config for a text tower handed over by the loader: `layout` "openai" | "open_clip" | "hugging_face"
-/// (ViTWeights::text_layout), `config` its settings (open_clip_config.json's "model_cfg" object, HF's whole
+/// The config for a text tower handed over by the loader: `layout` "openai" | "open_clip" | "hugging_face" |
+/// "hugging_face_siglip" (ViTWeights::text_layout), `config` its settings (open_clip_config.json's "model_cfg" object, HF's whole
 /// config.json, or null), `tensors` the tower's tensors (the prefix is read from their names). OpenAI: as
 /// build_model (heads = width // 64, eps 1e-5, QuickGELU, argmax). open_clip: model_cfg.text_cfg with
 /// CLIPTextCfg's defaults for keys it lacks, quick_gelu at model level (else exact GELU), act_kwargs
-/// {approximate: tanh}, norm_kwargs {eps}. HF: text_config with CLIPTextConfig's defaults (v4.48: 8 heads,
-/// quick_gelu, eps 1e-5, eos 49407). Throws attnmap::Error for an unknown layout, HF without a config, or a
-/// setting this tower cannot honour (open_clip hf_model_name, text_arch other than clip, embed_cls,
-/// custom attention blocks, pool none; HF hidden_act other than quick_gelu / gelu / gelu_new /
-/// gelu_pytorch_tanh), naming it.
+/// {approximate: tanh}, norm_kwargs {eps}; hf_tokenizer_name "timm/ViT-B-16-SigLIP" (or its -i18n-256) with
+/// tokenizer_kwargs {clean: canonicalize}: SigLIP's tokenizer, padded with </s> (1). HF: text_config with
+/// CLIPTextConfig's defaults (v4.48: 8 heads, quick_gelu, eps 1e-5, eos 49407). HF SigLIP: text_config with
+/// SiglipTextConfig's defaults (vocab 32000, 768 wide, 12 heads, 12 layers, 64 positions, gelu_pytorch_tanh,
+/// eps 1e-6, pad 1, projection_size = hidden_size), no causal mask, the last position. Throws attnmap::Error for
+/// an unknown layout, HF without a config, or a setting this tower cannot honour (open_clip hf_model_name,
+/// text_arch other than clip, embed_cls, custom attention blocks, pool none, a tokenizer other than CLIP's or
+/// SigLIP's (SigLIP 2's Gemma tokenizer named); HF hidden_act other than quick_gelu / gelu / gelu_new /
+/// gelu_pytorch_tanh; HF model_type siglip2), naming it.
 ClipTextConfig clip_text_config(const std::string& layout, const nlohmann::json& config, const TensorMap& tensors,
                                 const std::string& where);
 
@@ -106,7 +121,11 @@ struct ClipTextWeights {
   Floats text_projection;       ///< (W, E): features = x @ text_projection (an nn.Linear / HF weight transposed)
   Floats text_projection_bias;  ///< (E) open_clip proj_bias; empty without
   float logit_scale = 0.0f;     ///< log of the logits' scale (shape (); CLIP.forward uses logit_scale.exp())
-  float logit_bias = 0.0f;      ///< open_clip logit_bias (0 without): logits + bias; softmax over texts unchanged
+  float logit_bias = 0.0f;      ///< open_clip / HF SigLIP logit_bias (0 without): logits + bias
+  /// How the logits become probabilities: a sigmoid per text for a tower with logit_bias (HF SiglipModel:
+  /// torch.sigmoid(logits_per_image); open_clip: a model with init_logit_bias was trained with the SigLIP loss and
+  /// is scored with torch.sigmoid), else CLIP's softmax over the texts.
+  ScoreRule rule = ScoreRule::softmax;
   /// The names of every tensor read (all of them consumed), in the order read.
   std::vector<std::string> tensors;
 };
@@ -117,7 +136,8 @@ struct ClipTextWeights {
 /// text_projection or text_projection.{weight, bias}, attn_mask if saved), HF CLIPModel (text_model.embeddings.
 /// {token_embedding, position_embedding}.weight, text_model.encoder.layers.N.{layer_norm1, self_attn.{q,k,v,
 /// out}_proj, layer_norm2, mlp.fc1, mlp.fc2}.*, text_model.final_layer_norm.*, text_projection.weight (E, W)),
-/// and logit_scale (+ open_clip logit_bias); other tensors (visual.*) are left alone. `where` (a file name)
+/// HF SiglipModel (the same text_model.* names, text_model.head.{weight (E, W), bias (E)} for the projection,
+/// logit_scale (1,) and logit_bias (1,)), and logit_scale (+ open_clip logit_bias); other tensors (visual.*) are left alone. `where` (a file name)
 /// starts each message. Throws attnmap::Error naming the tensor, with the expected and found shape, for a
 /// missing or misshaped tensor, a block index missing below the highest, heads not dividing the width, a shape
 /// differing from the config's setting, or a name under the tower's prefixes that the family's tower does not
@@ -137,7 +157,8 @@ void prepare_clip_text(const ClipTextWeights& w);
 /// 0..i) unless hp.causal is off; ln_final; the pooled row (hp.pool: argmax of the ids, the first one when it
 /// repeats; the first id == eos_id; position 0; the last position); @ text_projection (+ bias). With the causal
 /// mask, positions after the pooled one cannot change its row, so they are not computed; without it, or for
-/// pool last, the sequence is padded with pad_id to the context first (as the family's tokenizer pads).
+/// pool last, the sequence is padded with pad_id to the context first (as the family's tokenizer pads; SigLIP:
+/// </s>, id 1, so ids already padded by SiglipTokenizer to the context are read as given).
 /// Throws attnmap::Error for an empty or too long sequence, an id outside [0, V), or a sequence without its
 /// end-of-text id (argmax: V - 1; eos: eos_id), naming the sequence.
 std::vector<float> encode_text(const ClipTextWeights& w, const std::vector<std::vector<int32_t>>& ids);

@@ -31,7 +31,9 @@ void linear(float* Y, const float* X, const float* W, const float* b, int M, int
 /// forward pass spends its time in. With the oneDNN back-end the weights are packed once into the layout of
 /// its matmul kernels, one block of output columns at a time (the tiles' column blocks), kept with
 /// lin.weight (Floats::derived; a change to the weights drops it) and reused by every later call, as ONNX
-/// Runtime pre-packs its initializers; a weight tensor viewed in place from a file mapping then hands its
+/// Runtime pre-packs its initializers (the column blocks packed in parallel on the thread pool, into one
+/// allocation per layer whose whole 2 MiB pieces ask for transparent huge pages; the packed values do not
+/// depend on either); a weight tensor viewed in place from a file mapping then hands its
 /// pages back to the system (the packed copy replaces them in memory). Each row of Y is computed the same
 /// way whatever M is, so a batch of images gives each image the bits it gets alone. OpenBLAS back-end: the
 /// same as linear(Y, X, W, b, M, N, K). Throws attnmap::Error when the back-end refuses the shape.

@@ -381,6 +381,7 @@ std::vector<float> pooled_forward(ForwardResult& r, const ViTWeights& w, const f
     const std::vector<float> u = v;
     layernorm_forward(v.data(), u.data(), w.fc_norm.weight.data(), w.fc_norm.bias.data(), 1, D, hp.eps);
   }
+  r.pooled = v;
   return v;
 }
 

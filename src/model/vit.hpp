@@ -48,6 +48,9 @@ struct ForwardResult {
                                   ///< with head_dist on the distillation token); to_end and a head present
   std::vector<float> pool_attn;   ///< (H, T) an attention-pool head's probe attention over the final tokens
                                   ///< (hp.pool == Pool::Map, timm AttentionPoolLatent); to_end
+  /// (D) the pooled vector a head or the texts read (hp.pool, then fc_norm); to_end with a head, texts or an
+  /// attention pool (SigLIP's image embedding: HF pooler_output, timm forward_head(pre_logits=True)); else empty.
+  std::vector<float> pooled;
 };
 
 /// Runs B images through the model. `images[b]` is a normalised (3, H, W) tensor with H = hp.image_h,
@@ -77,8 +80,10 @@ void prepare_weights(ViTWeights& w, bool backward);
 
 /// CLIP zero-shot logits (issue 43), from the pooled vector (D) the classifier would read (the final-normed class
 /// token: OpenAI ln_post(x[:, 0]), HF post_layernorm(pooler)): e = proj pooled (E), logits (N)[j] =
-/// scale * <e / |e|, text[j]> (CLIP.forward's logits_per_image). Throws attnmap::Error when w.proj is absent or its
-/// width is not the texts'.
+/// scale * <e / |e|, text[j]> + bias (CLIP.forward's logits_per_image; bias 0). SigLIP (no projection, hp.pool Map):
+/// e = pooled, the attention-pool head's output (HF SiglipModel.forward: logit_scale.exp() * cos + logit_bias).
+/// Throws attnmap::Error when neither w.proj nor an attention pool gives the embedding, or its width is not the
+/// texts'.
 void zero_shot_logits(float* logits, const ViTWeights& w, const float* pooled);
 
 /// The gradient of zero-shot logit j with respect to the pooled vector, into dpooled (D) (overwritten):

@@ -57,6 +57,10 @@ void scale_branch(float* out, const float* d, const Floats& gamma, int T, int D)
 void check_model(const ViTWeights& w) {
   if (w.precision != Precision::F32)
     throw Error("the class-specific views and explanations run in float32 only, not with bfloat16 products");
+  if (w.zero_shot.present() && w.hp.pool == Pool::Map)  // SigLIP: the texts' logits read the MAP head's output
+    throw Error("class-specific views (chefer, gradcam, attn-grad) are not available: the texts' logits read SigLIP's "
+                "attention-pool head (MAP: a learned probe attending over the final tokens), which attnmap's backward "
+                "pass does not differentiate yet (" + layout_name(w.hp.layout) + " layout)");
   const std::string why = explanations_unavailable(w.hp, w.has_classes());
   if (!why.empty()) throw Error("class-specific views (chefer, gradcam, attn-grad) are not available: " + why);
   if (w.zero_shot.present() && !w.proj.present())
@@ -105,6 +109,17 @@ void block_forward(BlockTape& bt, float* x, const ViTWeights& w, int l, const Ta
 
 }  // namespace
 
+namespace {
+
+// Whether the classes are zero-shot texts (engine/text set_text_classes records the class names' source as the
+// texts' setting) rather than a classifier head's.
+bool texts_are_classes(const HParams& hp) {
+  const auto it = hp.source.find("labels");
+  return it != hp.source.end() && it->second == setting_ref("text");
+}
+
+}  // namespace
+
 std::string explanations_unavailable(const HParams& hp, bool has_head) {
   if (!has_head && hp.residual_mlp && (hp.layout == Layout::Clip || hp.layout == Layout::HfClip))
     return "a CLIP image tower has no classifier head: give texts (" + setting_ref("text") +
@@ -120,6 +135,8 @@ std::string explanations_unavailable(const HParams& hp, bool has_head) {
     why = std::string("its blocks rotate queries and keys (") + (hp.rope == Rope::Dinov3 ? "DINOv3" : "EVA-02") +
           " rotary position embedding)";
   else if (hp.has_mlp_norm) why = "its MLP has a sub-LayerNorm (mlp.norm)";
+  else if (hp.pool == Pool::Map && texts_are_classes(hp))  // SigLIP with texts (issue 44)
+    why = "the texts' logits read SigLIP's attention-pool head (MAP: a learned probe attending over the final tokens)";
   else if (hp.pool != Pool::ClassToken) why = "its classifier reads the " + pool_name(hp.pool);
   else if (hp.qk_norm) why = "its blocks normalise queries and keys (qk_norm)";
   else if (hp.swiglu) why = "its MLP is SwiGLU";
@@ -209,11 +226,25 @@ void quick_gelu_backward(float* d, const float* x, size_t n) {
 
 namespace {
 
-// e = proj pooled (E) in double; returns |e|.
+// e = proj pooled (E) in double, or for a model without a projection whose pooled vector is its image embedding
+// (SigLIP: the attention-pool head's output, HF pooler_output / timm forward_head(pre_logits=True)) e = pooled;
+// returns |e|.
 double clip_embedding(std::vector<double>& e, const ViTWeights& w, const float* pooled) {
+  if (!w.proj.present() && w.hp.pool == Pool::Map) {
+    const int D = w.hp.dim;
+    if (w.zero_shot.text.size() != static_cast<size_t>(w.zero_shot.classes) * static_cast<size_t>(D))
+      throw Error("zero-shot texts: " + std::to_string(w.zero_shot.classes) + " text features of width " +
+                  std::to_string(w.zero_shot.classes ? w.zero_shot.text.size() / static_cast<size_t>(w.zero_shot.classes) : 0) +
+                  ", but the attention-pool head's image embedding has width " + std::to_string(D));
+    e.assign(pooled, pooled + D);
+    double n2 = 0.0;
+    for (double v : e) n2 += v * v;
+    return std::sqrt(n2);
+  }
   const int E = w.proj.out, D = w.proj.in;
   if (!w.proj.present())
-    throw Error("zero-shot texts need CLIP's visual projection (proj), which the weights do not hold");
+    throw Error("zero-shot texts need CLIP's visual projection (proj) or SigLIP's attention-pool head, which the "
+                "weights do not hold");
   if (w.zero_shot.text.size() != static_cast<size_t>(w.zero_shot.classes) * static_cast<size_t>(E) || D != w.hp.dim)
     throw Error("zero-shot texts: " + std::to_string(w.zero_shot.classes) + " text features of width " +
                 std::to_string(w.zero_shot.classes ? w.zero_shot.text.size() / static_cast<size_t>(w.zero_shot.classes) : 0) +
@@ -235,11 +266,11 @@ double clip_embedding(std::vector<double>& e, const ViTWeights& w, const float* 
 void zero_shot_logits(float* logits, const ViTWeights& w, const float* pooled) {
   std::vector<double> e;
   const double n = std::max(clip_embedding(e, w, pooled), 1e-30);
-  const int E = w.proj.out;
+  const size_t E = e.size();
   for (int c = 0; c < w.zero_shot.classes; ++c) {
     double dot = 0.0;
-    for (int r = 0; r < E; ++r) dot += e[static_cast<size_t>(r)] * w.zero_shot.text[static_cast<size_t>(c) * E + r];
-    logits[c] = static_cast<float>(w.zero_shot.scale * dot / n);
+    for (size_t r = 0; r < E; ++r) dot += e[r] * w.zero_shot.text[static_cast<size_t>(c) * E + r];
+    logits[c] = static_cast<float>(w.zero_shot.scale * dot / n + w.zero_shot.bias);
   }
 }
 

@@ -166,7 +166,7 @@ PerturbEval perturb_image(const EvalContext& ctx, const ModelInput& in, const Fo
   const ViTWeights& model = *ctx.model;
   PerturbEval pe;
   pe.target = target;
-  const double p0 = class_probabilities(fwd.logits)[static_cast<size_t>(target)];
+  const double p0 = class_probabilities(fwd.logits, model.zero_shot.rule)[static_cast<size_t>(target)];  // as the curve's
   // Every order of the image in one batch per step: views' positive and negative, then the random ones.
   std::vector<std::vector<int>> orders;
   std::vector<size_t> scored;  // the views with curves, in order
@@ -232,7 +232,7 @@ ImageEval evaluate_image(const EvalContext& ctx, const std::string& input, const
   const ImagePass p = run_passes(ctx, model, in);
   int target = -1;
   if (!p.fwd.logits.empty()) {
-    ev.top5 = top_k_classes(p.fwd.logits, hp.labels, 5);
+    ev.top5 = top_k_classes(p.fwd.logits, hp.labels, 5, model.zero_shot.rule);  // SigLIP: each text's own sigmoid
     ev.predicted = static_cast<int>(std::max_element(p.fwd.logits.begin(), p.fwd.logits.end()) - p.fwd.logits.begin());
     target = *ev.predicted;
   }

@@ -8,6 +8,7 @@
 #include "core/setting_ref.hpp"
 #include "engine/eval/eval_parts.hpp"
 #include "engine/provenance.hpp"
+#include "engine/text/score_words.hpp"
 #include "engine/text/zero_shot.hpp"
 #include "model/classify.hpp"
 
@@ -194,7 +195,7 @@ void print_perturbation_table(std::ostream& out, const EvalContext& ctx, const S
   out << "\nperturbation (" << (*ctx.opt->perturb == PerturbMode::Drop ? "drop: patch tokens leave the sequence"
                                                                    : "zero: patch pixels set to black")
       << "; target = each image's top-1" << (has_text_classes(*ctx.model) ? " text" : "")
-      << "; AUC of its probability over 0-90 % of the patches removed)\n";
+      << "; AUC of its probability" << zero_shot_rule_parenthesis(ctx.model->zero_shot.rule) << " over 0-90 % of the patches removed)\n";
   out << padded("view", width) + "  positive  negative  neg-pos  positive-base  negative-base\n";
   const double rnd = trapezoid_auc(f, s.random);
   for (size_t v = 0; v < ctx.views.size(); ++v) {
@@ -275,8 +276,9 @@ std::string texts_line(const EvalContext& ctx) {
   const TextSpec& t = ctx.opt->view.text;
   const std::vector<std::string>& texts = ctx.model->hp.labels;
   const std::vector<std::string> templates = text_templates(ctx);
-  std::string line = "classes: " + counted(texts.size(), "text") + " (CLIP zero-shot: top-1 and the class-specific " +
-                     "views are over them), " +
+  const std::string aside = zero_shot_rule_aside(ctx.model->zero_shot.rule);  // SigLIP: "sigmoid, each text alone"
+  std::string line = "classes: " + counted(texts.size(), "text") + (aside.empty() ? " (CLIP zero-shot" : " (SigLIP zero-shot, " + aside) +
+                     ": top-1 and the class-specific views are over them), " +
                      (t.truth_names ? std::string("the ground truth's class names")
                       : t.labels_as_texts ? "the names of " + setting_ref("labels") + " " + printable(ctx.opt->view.labels_file)
                                           : "given with " + setting_ref("text") + "/" + setting_ref("texts"));
@@ -309,7 +311,7 @@ std::string image_line(const EvalContext& ctx, const ImageEval& ev, int num_clas
     line += (s.hit ? " hit" : " miss") + fmt(", energy %.3f", s.energy) + fmt(" (mask area %.3f,", ev.area_share) +
             fmt(" %.2fx)", s.energy / ev.area_share);
   if (!ev.top5.empty()) {
-    line += "; top-5: " + format_top_k(ev.top5);
+    line += "; top-5" + zero_shot_rule_parenthesis(ctx.model->zero_shot.rule) + ": " + format_top_k(ev.top5);
     if (ev.truth) {
       const std::string t = hp.labels.size() == static_cast<size_t>(num_classes)
                                 ? hp.labels[static_cast<size_t>(*ev.truth)]
@@ -499,7 +501,7 @@ J summary_views_json(const EvalContext& ctx, const Summary& sum) {
 // the texts came from, how many, and each text's prompts (one per template, as the text tower read them).
 J texts_json(const EvalContext& ctx) {
   const TextSpec& t = ctx.opt->view.text;
-  J z = zero_shot_record(*ctx.model);
+  J z = zero_shot_settings(*ctx.model);  // with "score_rule": "sigmoid" for a SigLIP's texts
   z["classes"] = "texts";
   z["from"] = t.truth_names ? "ground truth" : t.labels_as_texts ? "labels" : "text";
   z["count"] = ctx.model->hp.labels.size();

@@ -110,7 +110,7 @@ struct FigureImage {
   std::vector<ViewMap> maps;
   int class_index = -1;  ///< the class the class-specific views explain (-1: none asked, or a column per text)
   std::string sha256;    ///< of the input's bytes (the record's images[].sha256)
-  std::vector<double> probs;  ///< with texts: each text's zero-shot probability (softmax over the texts)
+  std::vector<double> probs;  ///< with texts: each text's zero-shot probability (softmax over the texts, or SigLIP's sigmoid)
 };
 
 std::string class_name(int c, const HParams& hp) {
@@ -129,7 +129,7 @@ void compute_row_maps(const FigurePlan& p, const ViTWeights& model, const Figure
     box_pixels(mi.box, r.photo.width, r.photo.height, &r.box.x0, &r.box.y0, &r.box.w, &r.box.h);
     std::vector<float> logits;
     r.maps = column_maps(cols, compute_views(model, mi.chw.data(), cols.computed, classes, &logits, &mi.box));
-    if (cols.zero_shot && !logits.empty()) r.probs = class_probabilities(logits);
+    if (cols.zero_shot && !logits.empty()) r.probs = class_probabilities(logits, cols.rule);
     for (const ViewMap& m : r.maps)
       if (m.class_index >= 0 && !cols.per_text) r.class_index = m.class_index;
   }
@@ -214,7 +214,7 @@ void check_figure_size(const FigurePlan& p, const FigureColumns& cols, const HPa
     const ResolvedView& v = cols.views[j];
     if (!cols.zero_shot) titles[j] = view_label(v, p.ro.block_base);  // as before texts, byte for byte
     if (v.spec.kind == ViewKind::Photo) continue;
-    captions.push_back(cols.zero_shot && v.class_specific ? probability_caption(1.0) : "");
+    captions.push_back(cols.zero_shot && v.class_specific ? probability_caption(1.0, cols.rule) : "");
     if (p.scale.kind == ScaleKind::Map) {
       cs.column_scale.push_back(-1);
       continue;
@@ -504,7 +504,7 @@ void draw_figure_rows(const FigurePlan& p, const ViTWeights& model, const std::s
     for (const ViewMap& m : im.maps) {
       r.maps.push_back(GridMap{m.map, hp.grid_w, hp.grid_h, m.marked});
       const bool p_known = m.class_index >= 0 && static_cast<size_t>(m.class_index) < im.probs.size();
-      captions.push_back(p_known ? probability_caption(im.probs[static_cast<size_t>(m.class_index)]) : "");
+      captions.push_back(p_known ? probability_caption(im.probs[static_cast<size_t>(m.class_index)], cols.rule) : "");
     }
     if (cols.zero_shot && cols.class_specific) co.captions.push_back(std::move(captions));
     rows.push_back(std::move(r));
@@ -527,7 +527,7 @@ void draw_figure_rows(const FigurePlan& p, const ViTWeights& model, const std::s
     if (!p.ro.notes) res.notes.push_back(undrawn);
   }
   // The percentages under the maps say on the page what they are (as a bar's units say what its colours are).
-  if (!co.captions.empty()) co.note += (co.note.empty() ? "" : " ") + zero_shot_key(model.num_classes());
+  if (!co.captions.empty()) co.note += (co.note.empty() ? "" : " ") + zero_shot_key(model.num_classes(), cols.rule);
   check_labels_fit(titles, rows, cs, co, cols.per_text ? "views or texts" : "views", cols.per_text);
   check_figure_pixels(titles, rows, cs, co, fs::path(path).extension().string().substr(1));
   std::vector<FigureFile> drawn;

@@ -3,11 +3,11 @@
 #include "engine/figure/figure_text.hpp"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "core/error.hpp"
 #include "core/names.hpp"
 #include "core/setting_ref.hpp"
+#include "engine/text/score_words.hpp"
 #include "engine/text/zero_shot.hpp"
 
 namespace attnmap {
@@ -16,6 +16,7 @@ FigureColumns figure_columns(const FigurePlan& p, const ViTWeights& model, const
   FigureColumns c;
   c.computed = views;
   c.zero_shot = has_text_classes(model);
+  c.rule = model.zero_shot.rule;
   c.class_specific = std::any_of(views.begin(), views.end(), [](const ResolvedView& v) { return v.class_specific; });
   if (p.ro.text.given() && !c.class_specific)
     throw Error("the texts of " + setting_ref("text") + " / " + setting_ref("texts") + " are the targets of the "
@@ -68,15 +69,13 @@ std::string text_column_title(const std::string& view_words, const std::string& 
   return view_words + ", text: " + text;  // render's class_word for texts (views_render.cpp)
 }
 
-std::string probability_caption(double p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * p);  // as render's class_phrase
-  return buf;
+std::string probability_caption(double p, ScoreRule rule) {
+  return score_percent(p, rule);  // as render's class_phrase
 }
 
-std::string zero_shot_key(int texts) {
-  return "Percentages under the maps: each text's zero-shot probability for that image, CLIP's softmax over the " +
-         counted(static_cast<size_t>(texts), "text") + " given (not a classifier's classes).";
+std::string zero_shot_key(int texts, ScoreRule rule) {
+  return "Percentages under the maps: each text's zero-shot probability for that image, " +
+         zero_shot_scores_phrase(rule, static_cast<size_t>(texts), "not a classifier's classes") + ".";
 }
 
 }  // namespace attnmap

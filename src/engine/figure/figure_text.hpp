@@ -1,7 +1,8 @@
 // figure_text.hpp - `attnmap figure` with a CLIP's texts as its classes (issue 43; docs/text.md "Figures"):
 // a column per text for each class-specific view (chefer, gradcam, attn-grad) unless the class is fixed,
 // each titled with its text, each cell captioned with the text's zero-shot probability for that image, and
-// the line that says under the figure what the percentages are (a softmax over the N texts given).
+// the line that says under the figure what the percentages are (a softmax over the N texts given; SigLIP's
+// sigmoid of each text alone).
 #pragma once
 #include <cstddef>
 #include <string>
@@ -22,6 +23,7 @@ struct FigureColumns {
   std::vector<ResolvedView> computed;  ///< the views compute_views runs, each once (the views as given)
   std::vector<size_t> source;          ///< per column: its view in `computed`
   bool zero_shot = false;              ///< the model's classes are texts (apply_texts)
+  ScoreRule rule = ScoreRule::softmax; ///< how their probabilities are computed (model.zero_shot.rule)
   bool per_text = false;               ///< a column per text for each class-specific view
   bool class_specific = false;         ///< some view is class-specific
 };
@@ -43,10 +45,11 @@ std::vector<ViewMap> column_maps(const FigureColumns& c, std::vector<ViewMap> ma
 /// A text column's title: the view's words and the text, as render's map labels ("Chefer relevance, text: a dog").
 std::string text_column_title(const std::string& view_words, const std::string& text);
 
-/// A cell's caption: the probability as render's labels write it ("93.1%").
-std::string probability_caption(double p);
+/// A cell's caption: the probability as render's labels write it ("93.1%"; SigLIP's "sigmoid 12.0%").
+std::string probability_caption(double p, ScoreRule rule = ScoreRule::softmax);
 
-/// The line under a figure whose cells carry texts' probabilities: what they are, over how many texts.
-std::string zero_shot_key(int texts);
+/// The line under a figure whose cells carry texts' probabilities: what they are, over how many texts
+/// (score_words.hpp's zero_shot_scores_phrase).
+std::string zero_shot_key(int texts, ScoreRule rule = ScoreRule::softmax);
 
 }  // namespace attnmap

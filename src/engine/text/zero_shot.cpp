@@ -22,6 +22,7 @@
 #include "model/vit.hpp"
 #include "text/clip_tokenizer.hpp"
 #include "text/clip_vocab.hpp"
+#include "text/siglip_tokenizer.hpp"
 #include "text/unicode_text.hpp"
 
 namespace attnmap {
@@ -47,9 +48,34 @@ bool has_tokenizer_files(const std::string& dir) {
                           (fs::is_regular_file(p / "vocab.json", ec) && fs::is_regular_file(p / "merges.txt", ec)));
 }
 
+// What a --vocab path holds, by its names: SigLIP's SentencePiece model (a .model file; a folder with
+// spiece.model and no CLIP tokenizer files) or a CLIP vocabulary (bpe_simple_vocab_16e6.txt.gz, vocab.json,
+// merges.txt, tokenizer.json; a folder with these and no spiece.model).
+bool names_siglip_model(const std::string& path) {
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_directory(p, ec)) return fs::is_regular_file(p / "spiece.model", ec) && !has_tokenizer_files(path);
+  return p.extension() == ".model";
+}
+
+bool names_clip_vocab(const std::string& path) {
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_directory(p, ec)) return has_tokenizer_files(path) && !fs::is_regular_file(p / "spiece.model", ec);
+  const std::string f = p.filename().string();
+  const auto ends = [&](const std::string& e) { return f.size() >= e.size() && f.compare(f.size() - e.size(), e.size(), e) == 0; };
+  return f == "vocab.json" || f == "merges.txt" || f == "tokenizer.json" || ends(".txt.gz") || ends(".txt");
+}
+
 // The vocabulary: --vocab, else the tokenizer files of the weights' folder (not for OpenAI's own layout, whose
-// files carry none), else the bundled OpenAI vocabulary.
-ClipVocab find_vocab(const std::string& layout, const std::string& folder, const TextSpec& spec) {
+// files carry none), else the bundled OpenAI vocabulary. A SigLIP SentencePiece model given to a CLIP tower is
+// refused naming both.
+ClipVocab find_vocab(const std::string& layout, const std::string& folder, const TextSpec& spec,
+                     const std::string& where) {
+  if (!spec.vocab.empty() && names_siglip_model(spec.vocab))
+    throw Error(setting_ref("vocab") + " " + printable(spec.vocab) + " is SigLIP's SentencePiece tokenizer model, but "
+                "the text tower of " + where + " is CLIP's (layout " + layout + "), which reads a CLIP vocabulary "
+                "(bpe_simple_vocab_16e6.txt.gz, vocab.json + merges.txt or tokenizer.json)");
   if (!spec.vocab.empty()) return with_prefix(setting_ref("vocab"), [&] { return read_clip_vocab(spec.vocab); });
   if (layout != "openai" && has_tokenizer_files(folder)) return read_clip_vocab(folder);
   return read_openai_bpe(bundled_clip_vocab_path());
@@ -85,6 +111,62 @@ nlohmann::ordered_json vocab_json(const ClipVocab& v) {
   return files.size() == 1 ? files.front() : files;
 }
 
+// tokenizer_config.json next to a SentencePiece model: SigLIP 2's Gemma tokenizer (tokenizer_class
+// GemmaTokenizer[Fast]) is refused by name; SigLIP's (SiglipTokenizer, or T5's in timm's open_clip repositories)
+// and a folder without the file pass.
+void check_tokenizer_class(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path cfg = dir / "tokenizer_config.json";
+  if (!fs::is_regular_file(cfg, ec) || fs::file_size(cfg, ec) > (1u << 20)) return;
+  std::ifstream in(cfg);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object() || !j.contains("tokenizer_class") || !j["tokenizer_class"].is_string()) return;
+  const std::string cls = j["tokenizer_class"].get<std::string>();
+  if (cls.find("Gemma") != std::string::npos)
+    throw Error(printable(cfg.string()) + ": tokenizer_class \"" + cls + "\" is SigLIP 2's Gemma tokenizer (256k "
+                "vocabulary), which attnmap does not read; SigLIP's SentencePiece tokenizer (SiglipTokenizer) is read");
+}
+
+// SigLIP's SentencePiece model: --vocab (a .model file, or a folder holding spiece.model), else spiece.model in
+// the weights' folder. A CLIP vocabulary given to the SigLIP tower is refused naming both; a missing file says
+// where it looked and that --vocab can name it.
+SiglipTokenizer siglip_tokenizer(const TextTower& tower, const TextSpec& spec) {
+  const std::string vocab = setting_ref("vocab");
+  std::error_code ec;
+  fs::path file;
+  if (!spec.vocab.empty()) {
+    if (names_clip_vocab(spec.vocab))
+      throw Error(vocab + " " + printable(spec.vocab) + " is a CLIP vocabulary, but the text tower of " + tower.where +
+                  " is SigLIP's, which reads SigLIP's SentencePiece tokenizer model (spiece.model): give that file, "
+                  "or a folder holding it");
+    file = fs::is_directory(spec.vocab, ec) ? fs::path(spec.vocab) / "spiece.model" : fs::path(spec.vocab);
+    if (fs::is_directory(spec.vocab, ec) && !fs::is_regular_file(file, ec))
+      throw Error(vocab + " " + printable(spec.vocab) + ": a folder without spiece.model, SigLIP's SentencePiece "
+                  "tokenizer model that the text tower of " + tower.where + " reads");
+  } else {
+    file = fs::path(tower.folder) / "spiece.model";
+    if (tower.folder.empty() || !fs::is_regular_file(file, ec))
+      throw Error("the SigLIP text tower of " + tower.where + " needs SigLIP's SentencePiece tokenizer model, "
+                  "spiece.model: " + (tower.folder.empty() ? std::string("the weights have no folder to look in")
+                                                            : "not found in " + printable(tower.folder) + " (the weights' folder)") +
+                  "; name it with " + vocab + " FILE (the spiece.model of the model's Hugging Face repository, or a "
+                  "folder holding it)");
+  }
+  check_tokenizer_class(file.parent_path());
+  if (spec.vocab.empty()) return SiglipTokenizer(file.string(), tower.siglip_rules);
+  return with_prefix(vocab, [&] { return SiglipTokenizer(file.string(), tower.siglip_rules); });
+}
+
+// Refuses a SentencePiece model whose ids the tower cannot read (more pieces than token embeddings).
+void check_siglip_fits(const SiglipTokenizer& tok, const TextTower& tower, bool given) {
+  const int V = tower.weights.hp.vocab_size;
+  if (tok.vocab_size() <= V) return;
+  throw Error((given ? setting_ref("vocab") + " " : std::string("the tokenizer model found, ")) + printable(tok.file()) +
+              ": " + std::to_string(tok.vocab_size()) + " SentencePiece pieces; the text tower of " + tower.where +
+              " has " + std::to_string(V) + " token embeddings: not this model's tokenizer" +
+              (given ? "" : "; give its own with " + setting_ref("vocab")));
+}
+
 // The texts of the run: --text and --texts as given, or --labels FILE's names with --prompt.
 std::vector<std::string> run_texts(const ModelSpec& spec) {
   if (!spec.text.labels_as_texts) return spec.text.texts;
@@ -108,14 +190,33 @@ void check_text_model(const ViTWeights& model, const std::string& where) {
                 "text_model.* tensors: a vision-only file, e.g. timm's or open_clip's visual weights alone); texts "
                 "need the whole CLIP checkpoint (OpenAI's ViT-B-16.pt, open_clip's open_clip_pytorch_model.bin, "
                 "a Hugging Face CLIPModel folder)");
-  if (!model.proj.present())
+  if (!model.proj.present() && model.hp.pool != Pool::Map)
     throw Error(text + ": " + where + " has a text tower but no visual projection (proj / visual.proj / "
-                "visual_projection): image and text features cannot be compared");
+                "visual_projection) nor SigLIP's attention-pool head: image and text features cannot be compared");
 }
 
+// The image embedding's width (CLIP: the projection's outputs; SigLIP: the attention-pool head's output, the
+// model width) against the text tower's.
+void check_embedding_widths(const ViTWeights& model, const ClipTextWeights& tower, const std::string& where) {
+  const int image = model.proj.present() ? model.proj.out : model.hp.dim;
+  if (image != tower.hp.embed_dim)
+    throw Error(setting_ref("text") + ": " + where + ": the image embedding is " + std::to_string(image) +
+                " wide (" + (model.proj.present() ? "the visual projection" : "the attention-pool head") +
+                ") and the text tower's " + std::to_string(tower.hp.embed_dim) + ": they cannot be compared");
+}
+
+// The ids of a prompt before any cut, counted as the tokenizer frames them (CLIP: with <|startoftext|> and
+// <|endoftext|>; SigLIP: with </s>, without the padding).
+size_t full_count(const ClipTokenizer& tok, const std::string& p) {
+  return tok.tokenize(p, ContextOverflow::truncate, SIZE_MAX).size();
+}
+size_t full_count(const SiglipTokenizer& tok, const std::string& p) { return tok.encode(p).size() + 1; }
+
 // The token ids of every prompt, each named in an error by its text; with --truncate-text, a note for each
-// prompt cut to the context (the count it had).
-std::vector<std::vector<int32_t>> tokenize_all(const ClipTokenizer& tok, const std::vector<std::string>& prompts,
+// prompt cut to the context (the count it had). Tok: ClipTokenizer, or SiglipTokenizer (whose ids are padded
+// with </s> to exactly the context, as SigLIP's tokenizers pad: the tower reads them as given).
+template <class Tok>
+std::vector<std::vector<int32_t>> tokenize_all(const Tok& tok, const std::vector<std::string>& prompts,
                                                const TextSpec& spec, int context, std::vector<std::string>& notes) {
   std::vector<std::vector<int32_t>> ids;
   ids.reserve(prompts.size());
@@ -125,14 +226,16 @@ std::vector<std::vector<int32_t>> tokenize_all(const ClipTokenizer& tok, const s
     try {
       ids.push_back(tok.tokenize(p, overflow, C));
       if (spec.truncate && ids.back().size() == C)  // cut, or exactly the context: count it whole
-        if (const size_t n = tok.tokenize(p, ContextOverflow::truncate, SIZE_MAX).size(); n > C)
+        if (const size_t n = full_count(tok, p); n > C)
           notes.push_back(setting_ref("text") + " \"" + clip_text_head(p) + "\": " + std::to_string(n) +
                           " tokens, cut to " + std::to_string(C) + " (" + setting_ref("truncate_text") + ")");
     } catch (const Error& e) {
       std::string why = e.what();  // names the text (its first 60 bytes)
-      const std::string cut = "truncate it as open_clip does)";
-      if (const size_t at = why.find(cut); at != std::string::npos)
-        why.replace(at, cut.size(), "give " + setting_ref("truncate_text") + " to cut it as open_clip does)");
+      for (const std::string who : {"open_clip does)", "SigLIP's tokenizers do)"}) {
+        const std::string cut = "truncate it as " + who;
+        if (const size_t at = why.find(cut); at != std::string::npos)
+          why.replace(at, cut.size(), "give " + setting_ref("truncate_text") + " to cut it as " + who);
+      }
       throw Error(setting_ref("text") + ": " + why);
     }
   }
@@ -143,7 +246,7 @@ std::vector<std::vector<int32_t>> tokenize_all(const ClipTokenizer& tok, const s
 // clean-up lower-cases and collapses white space: "a dog", "A DOG" and "a dog " are one class, which would
 // split its probability).
 void check_distinct_texts(const std::vector<std::string>& texts, const std::vector<std::vector<int32_t>>& ids,
-                          size_t templates) {
+                          size_t templates, bool siglip) {
   const std::string text = setting_ref("text");
   std::map<std::string, size_t> seen_text;
   std::map<std::vector<int32_t>, size_t> seen_ids;
@@ -160,8 +263,10 @@ void check_distinct_texts(const std::vector<std::string>& texts, const std::vect
     const auto [at, fresh] = seen_ids.emplace(std::move(all), i);
     if (!fresh)
       throw Error(text + " '" + clip_text_head(texts[i]) + "' is the same tokens as '" + clip_text_head(texts[at->second]) +
-                  "' (CLIP's tokenizer lower-cases, collapses white space and may cut long texts): one class given "
-                  "twice would split its probability; give it once");
+                  (siglip ? "' (SigLIP's tokenizer lower-cases, drops punctuation, collapses white space and may cut "
+                            "long texts): one class given twice; give it once"
+                          : "' (CLIP's tokenizer lower-cases, collapses white space and may cut long texts): one class given "
+                            "twice would split its probability; give it once"));
   }
 }
 
@@ -214,7 +319,10 @@ TextTower build_text_tower(const ViTWeights& model) {
   const ClipTextConfig cfg = clip_text_config(model.text_layout, model.text_config, model.text_tensors, where);
   TextTower t;
   t.weights = build_clip_text(model.text_tensors, cfg, where);
+  check_embedding_widths(model, t.weights, where);
   t.rules = cfg.rules;
+  t.siglip = cfg.siglip_tokenizer;
+  t.siglip_rules = cfg.siglip_rules;
   t.layout = model.text_layout;
   t.folder = weights_folder(model);
   t.where = where;
@@ -224,7 +332,9 @@ TextTower build_text_tower(const ViTWeights& model) {
 bool file_has_text_tower(const ViTWeights& model) {
   if (!model.text_tensors.empty()) return true;
   return std::any_of(model.tensors.begin(), model.tensors.end(),
-                     [](const ViTWeights::TensorUse& u) { return u.reason.rfind("CLIP text tower", 0) == 0; });
+                     [](const ViTWeights::TensorUse& u) {
+                       return u.reason.rfind("CLIP text tower", 0) == 0 || u.reason.rfind("SigLIP text tower", 0) == 0;
+                     });
 }
 
 // The texts through the tower: tokenized by its rules, encoded once each prompt, each prompt's features
@@ -237,16 +347,25 @@ TextFeatures encode_texts(const TextTower& tower, const ModelSpec& spec, bool as
   if (texts.empty()) throw Error(setting_ref("text") + ": no text given (a list of one or more texts)");
   const std::vector<std::string> templates = spec.text.templates.empty() ? std::vector<std::string>{"{}"}
                                                                          : spec.text.templates;
-  const ClipVocab vocab = find_vocab(tower.layout, tower.folder, spec.text);
-  check_vocab_fits(vocab, tower.weights.hp, tower.where, !spec.text.vocab.empty());
-  const ClipTokenizer tok(vocab, tower.rules);
   std::vector<std::string> prompts;
   for (const std::string& t : texts)
     for (const std::string& tm : templates) prompts.push_back(fill_template(tm, t));
-  const std::vector<std::vector<int32_t>> ids =
-      tokenize_all(tok, prompts, spec.text, tower.weights.hp.context_length, out.notes);
-  if (as_classes) check_distinct_texts(texts, ids, templates.size());
-  if (as_classes && texts.size() == 1)
+  const int context = tower.weights.hp.context_length;
+  std::vector<std::vector<int32_t>> ids;
+  nlohmann::ordered_json vocab_record;
+  if (tower.siglip) {  // SigLIP's SentencePiece tokenizer, its ids padded with </s> to the context
+    const SiglipTokenizer tok = siglip_tokenizer(tower, spec.text);
+    check_siglip_fits(tok, tower, !spec.text.vocab.empty());
+    ids = tokenize_all(tok, prompts, spec.text, context, out.notes);
+    vocab_record = {{"file", fs::path(tok.file()).filename().string()}, {"sha256", sha256_file(tok.file())}};
+  } else {
+    const ClipVocab vocab = find_vocab(tower.layout, tower.folder, spec.text, tower.where);
+    check_vocab_fits(vocab, tower.weights.hp, tower.where, !spec.text.vocab.empty());
+    ids = tokenize_all(ClipTokenizer(vocab, tower.rules), prompts, spec.text, context, out.notes);
+    vocab_record = vocab_json(vocab);
+  }
+  if (as_classes) check_distinct_texts(texts, ids, templates.size(), tower.siglip);
+  if (as_classes && texts.size() == 1 && tower.weights.rule == ScoreRule::softmax)
     out.notes.push_back("one text: its probability is 100% by construction (a softmax over the texts given); its "
                         "maps explain its image-text logit");
   std::vector<float> each = encode_text(tower.weights, ids);
@@ -260,8 +379,13 @@ TextFeatures encode_texts(const TextTower& tower, const ModelSpec& spec, bool as
   out.count = static_cast<int>(N);
   out.dim = static_cast<int>(E);
   out.scale = clip_logit_scale(tower.weights);
-  out.record = {{"texts", texts}, {"templates", spec.text.templates}, {"vocab", vocab_json(vocab)},
-                {"rules", text_rules_name(tower.rules)}, {"truncate", spec.text.truncate}};
+  out.bias = tower.weights.logit_bias;
+  out.rule = tower.weights.rule;
+  out.record = {{"texts", texts}, {"templates", spec.text.templates}, {"vocab", vocab_record},
+                {"rules", tower.siglip ? siglip_rules_name(tower.siglip_rules) : text_rules_name(tower.rules)},
+                {"truncate", spec.text.truncate}};
+  // CLIP's records stay as they were; the score rule is added by score_words.cpp zero_shot_settings (SCORES)
+  if (tower.siglip) out.record["tokenizer"] = "siglip";
   if (spec.text.labels_as_texts)
     out.record["labels_file"] = {{"file", fs::path(spec.labels_file).filename().string()},
                                  {"sha256", sha256_file(spec.labels_file)}};
@@ -275,6 +399,8 @@ void set_text_classes(ViTWeights& model, const TextFeatures& f) {
   model.zero_shot.text = std::vector<float>(f.text);
   model.zero_shot.classes = f.count;
   model.zero_shot.scale = f.scale;
+  model.zero_shot.bias = f.bias;
+  model.zero_shot.rule = f.rule;
   model.zero_shot.labels = f.labels;
   model.hp.labels = f.labels;
   model.hp.source["labels"] = setting_ref("text");
@@ -290,24 +416,29 @@ void apply_texts(ViTWeights& model, const ModelSpec& spec) {
 
 std::vector<float> encode_images(const ViTWeights& model, const std::vector<const float*>& images) {
   const std::string where = model.files.empty() ? std::string("the model") : printable(model.files.front().path);
-  if (!model.proj.present())
-    throw Error(where + " has no visual projection (OpenAI / OpenCLIP proj, Hugging Face visual_projection): "
-                "image features in CLIP's embedding space need a CLIP image tower with its projection");
-  if (model.hp.pool != Pool::ClassToken || model.fc_norm.present())
+  // SigLIP (no projection): the image embedding is the attention-pool head's output (HF pooler_output, timm
+  // forward_head(pre_logits=True), open_clip encode_image with timm_proj none), ForwardResult::pooled.
+  const bool map = !model.proj.present() && model.hp.pool == Pool::Map;
+  if (!model.proj.present() && !map)
+    throw Error(where + " has no visual projection (OpenAI / OpenCLIP proj, Hugging Face visual_projection) and no "
+                "SigLIP attention-pool head: image features in CLIP's embedding space need a CLIP image tower with its "
+                "projection, or a SigLIP one");
+  if (!map && (model.hp.pool != Pool::ClassToken || model.fc_norm.present()))
     throw Error(where + ": CLIP image features read the class token after the final LayerNorm; this model pools "
                 "otherwise");
   ForwardOptions fo;
   fo.to_end = true;
   const std::vector<ForwardResult> res = vit_forward(model, images, fo);
-  const int D = model.hp.dim, E = model.proj.out;
+  const int D = model.hp.dim, E = map ? D : model.proj.out;
   std::vector<float> out(res.size() * static_cast<size_t>(E));
   for (size_t b = 0; b < res.size(); ++b) {
-    const float* pooled = res[b].tokens_out.data();  // the class token, final-normed (T, D) row 0
+    const float* pooled = map ? res[b].pooled.data() : res[b].tokens_out.data();  // else: the final-normed class token
     std::vector<double> e(static_cast<size_t>(E), 0.0);
     double norm = 0.0;
     for (int r = 0; r < E; ++r) {
       double acc = 0.0;
-      for (int k = 0; k < D; ++k) acc += static_cast<double>(model.proj.weight[static_cast<size_t>(r) * D + k]) * pooled[k];
+      if (map) acc = pooled[r];
+      for (int k = 0; k < D && !map; ++k) acc += static_cast<double>(model.proj.weight[static_cast<size_t>(r) * D + k]) * pooled[k];
       e[static_cast<size_t>(r)] = acc;
       norm += acc * acc;
     }

@@ -27,18 +27,25 @@ std::string fill_template(const std::string& templ, const std::string& text);
 /// The texts as the model's classes: model.zero_shot set from spec.text (its texts, or with labels_as_texts
 /// the names of spec.labels_file) and hp.labels = the texts; the text tower's tensors dropped. The tokenizer's
 /// rules are the text tower's family's (model.text_layout), its vocabulary --vocab, else the tokenizer files
-/// of the weights' folder (Hugging Face / open_clip layouts), else the bundled OpenAI vocabulary.
+/// of the weights' folder (Hugging Face / open_clip layouts), else the bundled OpenAI vocabulary. A SigLIP tower
+/// reads SigLIP's SentencePiece model: --vocab (a .model file, or a folder holding spiece.model), else
+/// spiece.model in the weights' folder; a CLIP vocabulary for a SigLIP tower (and a SentencePiece model for a
+/// CLIP one) is refused naming both.
 /// hp.source["zero_shot"] holds the record (zero_shot_record). Errors (exit 2; naming the setting, the file
-/// and why): a model with a classifier head, a file without a text tower or visual projection, a vocabulary
-/// that is not the tower's, a text over the tower's context (unless spec.text.truncate), not UTF-8.
+/// and why): a model with a classifier head, a file without a text tower or visual projection (SigLIP: without
+/// its attention-pool head), a vocabulary that is not the tower's, a missing spiece.model (where it looked), a
+/// text over the tower's context (unless spec.text.truncate), not UTF-8.
 void apply_texts(ViTWeights& model, const ModelSpec& spec);
 
 /// A CLIP's text tower built once, to encode texts given after the model is made (the Python module's
 /// forward(text=...), encode_text): the tower, its tokenizer rules, the weights' folder (its tokenizer files) and
-/// the name its messages use.
+/// the name its messages use. A SigLIP tower (siglip) reads SigLIP's SentencePiece tokenizer (spiece.model) with
+/// siglip_rules instead of CLIP's.
 struct TextTower {
   ClipTextWeights weights;
   ClipTextRules rules = ClipTextRules::openai;
+  bool siglip = false;
+  SiglipTextRules siglip_rules = SiglipTextRules::hugging_face;
   std::string layout, folder, where;
 };
 
@@ -47,17 +54,20 @@ struct TextTower {
 /// tower, no visual projection, a tower the family's config cannot build.
 TextTower build_text_tower(const ViTWeights& model);
 
-/// Whether the loader saw a CLIP text tower in the file (read or listed as not read).
+/// Whether the loader saw a CLIP (or SigLIP) text tower in the file (read or listed as not read).
 bool file_has_text_tower(const ViTWeights& model);
 
 /// Texts encoded by a text tower: `text` (N, E), each row L2-normalised - per text, each template's feature
 /// (CLIP.encode_text) normalised, averaged over the templates and normalised again (one template: the text's
-/// normalised feature); `scale` = exp(logit_scale); `labels` the texts as given; `record` the provenance
-/// (zero_shot_record's form); `notes` for the user (texts cut by truncate).
+/// normalised feature); `scale` = exp(logit_scale); `bias` the tower's logit_bias (SigLIP; 0 for CLIP) and `rule`
+/// how its logits become probabilities (ClipTextWeights::rule); `labels` the texts as given; `record` the
+/// provenance (zero_shot_record's form); `notes` for the user (texts cut by truncate).
 struct TextFeatures {
   std::vector<float> text;
   int count = 0, dim = 0;
   float scale = 0.0f;
+  float bias = 0.0f;
+  ScoreRule rule = ScoreRule::softmax;
   std::vector<std::string> labels;
   nlohmann::ordered_json record;
   std::vector<std::string> notes;
