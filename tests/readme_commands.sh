@@ -3,7 +3,8 @@
 # after the quick start (attnmap on the PATH), in a scratch folder where data/ is the project's and the
 # recipes' placeholders exist: photos/ (a few of data/'s photos), vit.safetensors (a tiny timm-layout
 # fixture with its config.json), model.pth (the same as a wrapped torch.save checkpoint) and
-# openai/clip_visual.pth (a tiny OpenAI CLIP visual tower, tests/fixtures/families/openai_clip_visual), and the
+# openai/clip_visual.pth (a tiny OpenAI CLIP visual tower, tests/fixtures/families/openai_clip_visual), the texts'
+# placeholders (photo.jpg, clip-vit-base-patch16/, siglip-base-patch16-224/, classes.txt), and the
 # recipes' Hub names served by tests/hub/fake_hub.py on 127.0.0.1 (HF_ENDPOINT). Each command must exit 0. The quick start's and the test command's own
 # lines (bash tools/...) are not run here: the second is what CI runs, the first is checked on a fresh clone.
 # Then the README's pictures that those commands write are compared with the committed ones
@@ -23,6 +24,12 @@ cp "$src/tests/fixtures/layouts/timm/config.json" "$work/config.json"
 cp "$src/tests/fixtures/layouts/timm/weights.wrapped.pth" "$work/model.pth"  # a training checkpoint {model, ...}
 mkdir -p "$work/openai"  # a folder of its own: the config.json above belongs to vit.safetensors
 cp "$src/tests/fixtures/families/openai_clip_visual/model.pth" "$work/openai/clip_visual.pth"  # CLIP's visual tower
+# The texts' recipes: photo.jpg, a Hugging Face CLIPModel folder and a SiglipModel folder (tiny, with their
+# tokenizer files: tests/fixtures/clip_zero_shot/hf, tests/fixtures/siglip/hf) and classes.txt.
+cp "$src/data/rocket.jpg" "$work/photo.jpg"
+cp -r "$src/tests/fixtures/clip_zero_shot/hf" "$work/clip-vit-base-patch16"
+cp -r "$src/tests/fixtures/siglip/hf" "$work/siglip-base-patch16-224"
+printf 'dog\ncat\nrocket\n' >"$work/classes.txt"
 # The Hub names of the recipes (docs/hub.md), served by the stand-in for the Hub's endpoints on 127.0.0.1
 # (tests/hub/fake_hub.py: bounded, stops with this script) from fixtures: a tiny model each, under the name.
 hub_repo() {  # NAME FIXTURE_DIR FILE... (FILE or FIXTURE_FILE=REPO_FILE)

@@ -160,3 +160,20 @@ TEST_F(FigureText, RefusalsNameTheSetting) {
   EXPECT_EQ((*rec)["column_titles"].size(), 31u);
   EXPECT_EQ((*rec)["column_titles"][30], "Chefer relevance, text: thing 29");
 }
+
+// A SigLIP's texts have no class-specific view yet (its attention-pool head: issue 44), so a figure of its texts
+// without one is refused saying the texts cannot be maps yet - never with the advice to add chefer, which would
+// then be refused too (tests/fixtures/siglip/hf; render's --class: python/tests/test_scores.py).
+class FigureSiglipText : public TempDirTest {};
+
+TEST_F(FigureSiglipText, RefusalSaysTheTextsCannotBeMapsYet) {
+  const CliRun r = run_attnmap("figure " + q(fixture("siglip/image.png")) + " -w " + q(fixture("siglip/hf")) +
+                               " -q --text cat --views photo,L1/mean -o " + q(dir / "no.png"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(r.err, "attnmap: error: --text / --texts: this model's texts cannot be shown as maps yet: the class-specific "
+                   "views (chefer, gradcam, attn-grad) are not available: the texts' logits read SigLIP's attention-pool "
+                   "head (MAP: a learned probe attending over the final tokens), which attnmap's backward pass does not "
+                   "differentiate yet (timm-siglip layout); a figure without --text / --texts draws the attention views, "
+                   "and render gives the texts' scores (its top-5 line; in Python, forward()'s probs)\n");
+  EXPECT_TRUE(fs::is_empty(dir));
+}

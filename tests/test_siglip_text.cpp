@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +20,7 @@
 #include "io/hash.hpp"
 #include "model/classify.hpp"
 #include "model/clip_text.hpp"
+#include "siglip_fixture.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -263,4 +267,76 @@ TEST(SiglipText, SameTokensAndLongTextsAsForClip) {
   const TextFeatures cut = encode_texts(hf, spec, true);
   ASSERT_EQ(cut.notes.size(), 1u);
   EXPECT_TRUE(has(cut.notes[0], " tokens, cut to 16 (")) << cut.notes[0];
+}
+
+// What SigLIP's tokenizer cannot read is not scored silently: a text with nothing left after the clean-up
+// ("!!!": punctuation only) is refused as a class (a note as an embedding); a text whose pieces are all <unk>
+// (CJK or an emoji in the fixture's English vocabulary of 1,000 pieces) gets a note, one with some <unk> pieces
+// none; two all-<unk> texts are refused as one class saying so; texts of a --texts FILE are named by its
+// file and line.
+TEST(SiglipText, TextsTheTokenizerCannotReadAreRefusedOrSaid) {
+  const TextTower hf = build_text_tower(load_with_text(kHf));
+  const TextTower oc = build_text_tower(load_with_text(kOpenClip));
+  ModelSpec spec;
+  spec.text.texts = {"dog", "!!!"};
+  EXPECT_TRUE(has(thrown_message([&] { encode_texts(hf, spec, true); }),
+                  "'!!!' is empty after SigLIP's clean-up (punctuation removed): a class needs words"));
+  const TextFeatures emb = encode_texts(hf, spec, false);  // as embeddings (encode_text): a note, not an error
+  EXPECT_EQ(emb.count, 2);
+  ASSERT_EQ(emb.notes.size(), 1u);
+  EXPECT_TRUE(has(emb.notes[0], "'!!!' is empty after SigLIP's clean-up (punctuation removed): its feature reads no text"))
+      << emb.notes[0];
+  ModelSpec ocs = spec;
+  ocs.text.texts = {"dog", "?! _"};  // open_clip's clean-up: "_" a space, punctuation removed
+  ocs.text.vocab = fixture("siglip/spiece.model");
+  EXPECT_TRUE(has(thrown_message([&] { encode_texts(oc, ocs, true); }), "'?! _' is empty after SigLIP's clean-up"));
+  spec.text.texts = {"dog", "猫", "a猫"};
+  const TextFeatures unk = encode_texts(hf, spec, true);
+  ASSERT_EQ(unk.notes.size(), 1u);  // 'a猫' reads its "a": no note (as "café" with "é" unknown, test above)
+  EXPECT_EQ(unk.notes[0], "every piece of '猫' is unknown to the tokenizer (<unk>): its score does not read the text");
+  spec.text.texts = {"🐶", "猫"};
+  EXPECT_TRUE(has(thrown_message([&] { encode_texts(hf, spec, true); }),
+                  "'猫' is the same tokens as '🐶': every piece of both is unknown to the tokenizer (<unk>), so the "
+                  "model cannot tell them apart"));
+  // texts from a --texts FILE (after the --text ones): the file and the line, of both texts
+  const fs::path file = fs::temp_directory_path() / ("attnmap_siglip_texts_" + std::to_string(::getpid()) + ".txt");
+  std::ofstream(file) << "a dog\n\n犬\n猫\n";
+  spec.text.texts = {"a cat"};
+  const std::vector<std::string> lines = read_texts_file(file.string());
+  spec.text.texts.insert(spec.text.texts.end(), lines.begin(), lines.end());
+  spec.text.texts_file = file.string();
+  const std::string from_file = thrown_message([&] { encode_texts(hf, spec, true); });
+  EXPECT_TRUE(has(from_file, file.string() + ": line 4: '猫' is the same tokens as '犬' on line 3: every piece")) << from_file;
+  std::ofstream(file) << "a dog\nA DOG!\n";  // the same tokens for SigLIP's clean-up
+  spec.text.texts = {"a cat", "a dog", "A DOG!"};
+  const std::string same = thrown_message([&] { encode_texts(hf, spec, true); });
+  EXPECT_TRUE(has(same, file.string() + ": line 2: 'A DOG!' is the same tokens as 'a dog' on line 1 (SigLIP's")) << same;
+  spec.text.texts = {"A DOG!", "a dog"};  // the file no longer matches the texts: named as --text
+  EXPECT_FALSE(has(thrown_message([&] { encode_texts(hf, spec, true); }), ": line "));
+  fs::remove(file);
+  // the command line: exit 2, the flag spelled
+  const CliRun r = run_attnmap("render " + q(fixture("siglip/image.png")) + " -w " + q(fixture("siglip/hf")) +
+                               " --text '!!!' --text dog -q -o " + q(fs::temp_directory_path() / "attnmap_siglip_never"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.err, "--text '!!!' is empty after SigLIP's clean-up (punctuation removed): a class needs words"))
+      << r.err;
+}
+
+// A SigLIP image tower alone (a Hugging Face SiglipVisionModel folder: vision_model.* only) with texts: refused
+// naming SigLIP's whole checkpoints, not CLIP's (the model's attention-pool head says it is a SigLIP).
+TEST(SiglipText, VisionOnlyFolderNamesSiglipsWholeCheckpoint) {
+  const fs::path tmp = fs::temp_directory_path() / ("attnmap_siglip_vonly_" + std::to_string(::getpid()));
+  write_siglip_vision_only(fixture("siglip/hf"), tmp);
+  ModelOverrides ov;
+  ov.keep_text = true;
+  const std::string msg = thrown_message([&] { build_text_tower(load_model(tmp.string(), ov)); });
+  const CliRun r = run_attnmap("render " + q(fixture("siglip/image.png")) + " -w " + q(tmp) + " --text dog -q -o " +
+                               q(tmp / "out"));
+  fs::remove_all(tmp);
+  EXPECT_TRUE(has(msg, tmp.string() + "/model.safetensors holds no SigLIP text tower (a SigLIP image tower alone")) << msg;
+  EXPECT_TRUE(has(msg, "texts need the whole SigLIP checkpoint (a Hugging Face SiglipModel folder with its "
+                       "spiece.model, or open_clip's SigLIP open_clip_pytorch_model.bin")) << msg;
+  EXPECT_FALSE(has(msg, "CLIPModel")) << msg;
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.err, "--text: ") && has(r.err, "holds no SigLIP text tower")) << r.err;
 }

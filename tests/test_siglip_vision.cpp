@@ -18,6 +18,7 @@
 #include "io/image_io.hpp"
 #include "model/vit.hpp"
 #include "model/vit_backward.hpp"
+#include "siglip_fixture.hpp"
 #include "test_util.hpp"
 
 using namespace attnmap;
@@ -190,33 +191,7 @@ INSTANTIATE_TEST_SUITE_P(Families, SiglipVision, ::testing::ValuesIn(kFamilies),
 // tower as the whole model's, with nothing left to hand over.
 TEST(SiglipVisionOnly, HuggingFaceVisionModelFolderReads) {
   const fs::path tmp = fs::temp_directory_path() / ("attnmap_siglip_vision_" + std::to_string(::getpid()));
-  fs::create_directories(tmp);
-  // the whole model's safetensors without its text tower (offsets rewritten), as SiglipVisionModel saves it
-  const std::string bytes = slurp(dir() + "hf/model.safetensors");
-  uint64_t n = 0;
-  std::memcpy(&n, bytes.data(), 8);
-  const nlohmann::json h = nlohmann::json::parse(bytes.substr(8, n));
-  nlohmann::json out = nlohmann::json::object();
-  std::string data;
-  for (const auto& kv : h.items()) {
-    if (kv.key().rfind("vision_model.", 0) != 0) continue;
-    const auto off = kv.value()["data_offsets"];
-    const std::string piece = bytes.substr(8 + n + off[0].get<size_t>(), off[1].get<size_t>() - off[0].get<size_t>());
-    out[kv.key()] = {{"dtype", kv.value()["dtype"]}, {"shape", kv.value()["shape"]},
-                     {"data_offsets", {data.size(), data.size() + piece.size()}}};
-    data += piece;
-  }
-  std::string head = out.dump();
-  head.append((8 - head.size() % 8) % 8, ' ');
-  std::ofstream st(tmp / "model.safetensors", std::ios::binary);
-  const uint64_t hn = head.size();
-  st.write(reinterpret_cast<const char*>(&hn), 8);
-  st << head << data;
-  st.close();
-  std::ifstream cin_(dir() + "hf/config.json");
-  nlohmann::json vc = nlohmann::json::parse(cin_)["vision_config"];
-  vc["architectures"] = {"SiglipVisionModel"};
-  std::ofstream(tmp / "config.json") << vc.dump(2);
+  write_siglip_vision_only(dir() + "hf", tmp);  // SiglipVisionModel.save_pretrained's folder
   const ViTWeights w = load_model(tmp.string());
   EXPECT_EQ(w.hp.layout, Layout::TimmSiglip);
   EXPECT_EQ(w.hp.num_heads, 4);

@@ -211,15 +211,16 @@ class Model:
         return results[0] if single else results
 
     def encode_text(self, texts, *, prompt=None, vocab=None, truncate_text=False):
-        """CLIP's text features: (N, E) float32, each row L2-normalised - the family's ``encode_text`` (OpenAI
-        ``CLIP.encode_text``, open_clip's, HF ``get_text_features``) divided by its norm, tokenized by the family's
-        rules (docs/text.md).
+        """CLIP's or SigLIP's text features: (N, E) float32, each row L2-normalised - the family's ``encode_text``
+        (OpenAI ``CLIP.encode_text``, open_clip's, HF ``get_text_features``) divided by its norm, tokenized by the
+        family's rules (CLIP's BPE; SigLIP's SentencePiece spiece.model; docs/text.md).
 
         texts: a str or a list of str (duplicates allowed: one row each). prompt: a template ("a photo of a
         {}.") or a list of them: each text's features over the templates, each normalised, averaged and
-        normalised again (CLIP's prompt ensemble). vocab: a vocabulary file or folder (default: the weights'
-        folder's tokenizer files, else the bundled OpenAI vocabulary). truncate_text: cut a text over the
-        77-token context as open_clip does (default: refused).
+        normalised again (CLIP's prompt ensemble). vocab: a vocabulary file or folder (CLIP's BPE files; SigLIP's
+        spiece.model or a folder holding it; default: the weights' folder's tokenizer files, else for CLIP the
+        bundled OpenAI vocabulary). truncate_text: cut a text over the text tower's context (CLIP: 77 tokens,
+        SigLIP: 64) as open_clip does (default: refused).
         The first text call reads the weights file again for its text tower (kept from then on; docs/python.md).
         Raises AttnmapError (exit_code 2): a model without a text tower, a text over the context, ...
         """
@@ -240,8 +241,9 @@ class Model:
             _reraise(e)
 
     def encode_image(self, images, **options):
-        """CLIP's image features: the projected class token, L2-normalised (``encode_image`` divided by its
-        norm): (E,) float32 for one image, (B, E) for a list. images as forward(); options: resize
+        """CLIP's or SigLIP's image features, L2-normalised (the family's ``encode_image`` / HF
+        ``get_image_features`` divided by its norm): CLIP's projected class token, SigLIP's attention-pool head
+        output (no projection). (E,) float32 for one image, (B, E) for a list. images as forward(); options: resize
         ("squash" | "crop"), exif, max_pixels, as forward()."""
         single = not isinstance(images, (list, tuple))
         items = [_image_arg(x) for x in ([images] if single else images)]

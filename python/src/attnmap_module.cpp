@@ -486,7 +486,7 @@ py::list forward(Model& model, const std::vector<py::object>& images, const Give
   return out;
 }
 
-// Model.encode_image: (B, E) float32, each row CLIP's normalised image feature (engine encode_images).
+// Model.encode_image: (B, E) float32, each row CLIP's or SigLIP's normalised image feature (engine encode_images).
 py::array_t<float> encode_image(Model& model, const std::vector<py::object>& images, const GivenPairs& settings) {
   RenderOptions opt = model.options(given_of(settings));
   std::shared_ptr<const ViTWeights> w;

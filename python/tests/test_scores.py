@@ -5,6 +5,7 @@ SigLIP made by transformers' SiglipModel, expected.json) and tests/fixtures/clip
 import json
 
 import numpy as np
+import pytest
 
 from amtest import FIX
 
@@ -43,3 +44,17 @@ def test_siglip_logits_are_scale_times_cos_plus_bias(attnmap):
     np.testing.assert_allclose(got, want, atol=1e-5)
     assert abs(m.logit_bias - (-2.0)) < 1e-3  # the fixture's logit_bias, stored as float16
     assert attnmap.load(str(CLIP / "model.safetensors"), quiet=True).logit_bias == 0.0
+
+
+def test_siglip_texts_are_not_maps_yet_and_the_refusal_says_so(attnmap):
+    """A SigLIP's texts have no class-specific view (its attention-pool head: issue 44): a figure of its texts, or
+    classes= without such a view, is refused saying the texts cannot be maps yet, not advising to add chefer."""
+    m = attnmap.load(str(SIGLIP / "hf"), text=["cat", "dog"], quiet=True)
+    img = str(SIGLIP / "image.png")
+    for call in (lambda: attnmap.figure(img, "photo,L1/mean", model=m), lambda: m.forward(img, classes="dog")):
+        with pytest.raises(attnmap.AttnmapError) as e:
+            call()
+        msg = str(e.value)
+        assert "this model's texts cannot be shown as maps yet" in msg, msg
+        assert "SigLIP's attention-pool head" in msg and "forward()'s probs" in msg, msg
+        assert "add chefer" not in msg and "add explain" not in msg, msg

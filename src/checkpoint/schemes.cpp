@@ -138,21 +138,29 @@ Scheme hf_scheme(Layout layout, const std::string& m, const KeyIndex& keys) {
 
 // Hugging Face CLIPVisionModel (models/clip/modeling_clip.py); `m` is "vision_model." (CLIPVisionModel,
 // CLIPModel) or "" (CLIPVisionTransformer).
+// A block's canonical name `c` as Hugging Face's CLIP and SigLIP encoders name it (CLIPEncoderLayer,
+// SiglipEncoderLayer: the same names) into `out`; false when `c` is no block's.
+bool hf_encoder_block_name(const std::string& m, const std::string& c, std::string& out) {
+  std::string idx, rest;
+  if (!split_block(c, idx, rest)) return false;
+  const std::string b = m + "encoder.layers." + idx + ".";
+  if (swap_prefix(rest, "norm1.", "layer_norm1.") || swap_prefix(rest, "norm2.", "layer_norm2.") ||
+      swap_prefix(rest, "attn.q.", "self_attn.q_proj.") || swap_prefix(rest, "attn.k.", "self_attn.k_proj.") ||
+      swap_prefix(rest, "attn.v.", "self_attn.v_proj.") || swap_prefix(rest, "attn.proj.", "self_attn.out_proj.") ||
+      swap_prefix(rest, "mlp.fc1.", "mlp.fc1.") || swap_prefix(rest, "mlp.fc2.", "mlp.fc2."))
+    out = b + rest;
+  else
+    out = b + "hf:" + rest;
+  return true;
+}
+
 Scheme hf_clip_scheme(const std::string& m) {
   Scheme sc;
   sc.layout = Layout::HfClip;
   sc.separate_qkv = true;
   sc.name = [m](const std::string& c) {
-    std::string idx, rest, s = c;
-    if (split_block(c, idx, rest)) {
-      const std::string b = m + "encoder.layers." + idx + ".";
-      if (swap_prefix(rest, "norm1.", "layer_norm1.") || swap_prefix(rest, "norm2.", "layer_norm2.") ||
-          swap_prefix(rest, "attn.q.", "self_attn.q_proj.") || swap_prefix(rest, "attn.k.", "self_attn.k_proj.") ||
-          swap_prefix(rest, "attn.v.", "self_attn.v_proj.") || swap_prefix(rest, "attn.proj.", "self_attn.out_proj.") ||
-          swap_prefix(rest, "mlp.fc1.", "mlp.fc1.") || swap_prefix(rest, "mlp.fc2.", "mlp.fc2."))
-        return b + rest;
-      return b + "hf:" + rest;
-    }
+    std::string s = c, block;
+    if (hf_encoder_block_name(m, c, block)) return block;
     if (c == "cls_token") return m + "embeddings.class_embedding";
     if (c == "pos_embed") return m + "embeddings.position_embedding.weight";
     if (swap_prefix(s, "patch_embed.proj.", "embeddings.patch_embedding.") || swap_prefix(s, "norm_pre.", "pre_layrnorm.") ||
@@ -175,16 +183,8 @@ Scheme hf_siglip_scheme(const std::string& m) {
   sc.act = Activation::GeluTanh;
   sc.act_why = "default (Hugging Face SiglipVisionConfig hidden_act gelu_pytorch_tanh: no config says otherwise)";
   sc.name = [m](const std::string& c) {
-    std::string idx, rest, s = c;
-    if (split_block(c, idx, rest)) {
-      const std::string b = m + "encoder.layers." + idx + ".";
-      if (swap_prefix(rest, "norm1.", "layer_norm1.") || swap_prefix(rest, "norm2.", "layer_norm2.") ||
-          swap_prefix(rest, "attn.q.", "self_attn.q_proj.") || swap_prefix(rest, "attn.k.", "self_attn.k_proj.") ||
-          swap_prefix(rest, "attn.v.", "self_attn.v_proj.") || swap_prefix(rest, "attn.proj.", "self_attn.out_proj.") ||
-          swap_prefix(rest, "mlp.fc1.", "mlp.fc1.") || swap_prefix(rest, "mlp.fc2.", "mlp.fc2."))
-        return b + rest;
-      return b + "hf:" + rest;
-    }
+    std::string s = c, block;
+    if (hf_encoder_block_name(m, c, block)) return block;
     if (c == "pos_embed") return m + "embeddings.position_embedding.weight";
     if (c == "attn_pool.latent") return m + "head.probe";
     if (c == "attn_pool.in_proj.weight") return m + "head.attention.in_proj_weight";

@@ -26,6 +26,7 @@
 #include "maps/views.hpp"
 #include "model/classify.hpp"
 #include "model/vit.hpp"
+#include "model/vit_backward.hpp"
 
 namespace attnmap {
 
@@ -154,7 +155,9 @@ void write_text(const std::string& path, const std::string& text) {
 // With zero-shot texts (a CLIP given texts, issue 43): each text's class-specific maps (chefer, gradcam,
 // attn-grad) as the view engine computes them for render (compute_views, --class topK), the texts' logits and
 // probabilities (the softmax over the texts given; SigLIP's sigmoid of each text alone). Maps of the
-// kMaxTextMaps most probable texts.
+// kMaxTextMaps most probable texts. For a model whose class-specific views are not available
+// (explanations_unavailable: SigLIP's attention-pool head, issue 44) the texts' scores only, from the page's
+// own forward pass, and the reason on the page.
 constexpr int kMaxTextMaps = 16;
 constexpr const char* kTextsFile = "data/texts.js";
 
@@ -164,11 +167,29 @@ struct TextMaps {
   std::vector<float> logits;        // (texts): exp(logit_scale) x cos(image, text)
   std::vector<float> maps;          // (views, mapped, grid_h * grid_w), float32 as computed
   std::string script;               // data/texts.js: attnmapTexts("<base64 of maps, little-endian>")
+  std::string unavailable;          // why there are no maps ("" with maps): explanations_unavailable's reason
 };
 
-TextMaps text_maps(const RenderContext& ctx, const ModelInput& in) {
+// Why the texts can have no class-specific maps on this model ("" when they can): the view engine's reason, or
+// the run's bfloat16 products (the backward pass runs in float32 only, vit_backward.cpp).
+std::string text_maps_unavailable(const ViTWeights& model) {
+  if (model.precision != Precision::F32)
+    return "they run in float32 only, not with the bfloat16 products of " + setting_ref("precision") + " bf16";
+  return explanations_unavailable(model.hp, model.has_classes());
+}
+
+// `logits`: the page's forward pass's (to_end), used when the maps are unavailable (no backward pass is run).
+TextMaps text_maps(const RenderContext& ctx, const ModelInput& in, const std::vector<float>& logits) {
   const ViTWeights& model = *ctx.model;
   TextMaps t;
+  t.unavailable = text_maps_unavailable(model);
+  if (!t.unavailable.empty()) {  // the scores only: no views, no maps, no data/texts.js
+    t.logits = logits;
+    if (t.logits.size() != model.hp.labels.size())
+      throw Error("the forward pass gave " + std::to_string(t.logits.size()) + " zero-shot logits, expected one per text (" +
+                  std::to_string(model.hp.labels.size()) + ")");
+    return t;
+  }
   t.views = resolve_views(class_specific_views(), model.hp, true, ctx.view_settings);
   ClassSpec top;
   top.k = std::min(model.num_classes(), kMaxTextMaps);
@@ -206,6 +227,21 @@ std::string texts_note(ScoreRule rule, size_t texts, const ojson& templates) {
          "\u00d7 cos(image, text)" + tm + "): they sum to 1 over these texts only, so another list gives other numbers.";
 }
 
+// The page's "texts" of a model without class-specific maps, after its labels, logits and probs: no methods, no
+// maps, the note on the scores and "no_maps", the page's line saying why.
+ojson scores_only_meta(const RenderContext& ctx, const TextMaps& t, ojson m) {
+  const ScoreRule rule = ctx.model->zero_shot.rule;
+  m["methods"] = ojson::array();
+  m["mapped"] = ojson::array();
+  const ojson record = zero_shot_record(*ctx.model);
+  m["templates"] = record.is_object() && record.contains("templates") ? record["templates"] : ojson::array();
+  m["rule"] = score_rule_name(rule);
+  m["note"] = texts_note(rule, t.logits.size(), m["templates"]);
+  m["no_maps"] = "No maps of the texts: the class-specific views (" + class_specific_view_words() +
+                 ") are not available: " + t.unavailable + ". The attention rows below are as without texts.";
+  return m;
+}
+
 // The page's "texts": the texts as given, their logits and probabilities, the methods, which texts have maps.
 ojson texts_meta(const RenderContext& ctx, const TextMaps& t) {
   const ScoreRule rule = ctx.model->zero_shot.rule;  // softmax over the texts, or SigLIP's sigmoid per text
@@ -214,6 +250,7 @@ ojson texts_meta(const RenderContext& ctx, const TextMaps& t) {
   m["labels"] = ctx.model->hp.labels;
   m["logits"] = t.logits;
   m["probs"] = probs;
+  if (!t.unavailable.empty()) return scores_only_meta(ctx, t, m);
   for (const ResolvedView& v : t.views)
     methods.push_back({{"view", v.name}, {"label", view_label(v, ctx.opt->block_base)}, {"units", v.units}});
   m["methods"] = methods;
@@ -233,6 +270,9 @@ ojson texts_meta(const RenderContext& ctx, const TextMaps& t) {
 
 // The stored line's part for the texts: "; the chefer, gradcam and attn-grad maps of 2 texts (0.01 MB)".
 std::string texts_stored(const TextMaps& t, size_t texts) {
+  if (!t.unavailable.empty())  // "; the zero-shot scores of 2 texts, no maps (chefer, gradcam or attn-grad: ...)"
+    return "; the zero-shot scores of " + counted(texts, "text") + ", no maps (" + class_specific_view_words() +
+           ": not available in this run)";
   std::string s = "; the ";
   for (size_t i = 0; i < t.views.size(); ++i)
     s += (i == 0 ? "" : i + 1 == t.views.size() ? " and " : ", ") + t.views[i].name;
@@ -320,6 +360,8 @@ ExploreResult write_explorer(const RenderContext& ctx, const std::string& input,
                                    hp.crop_pct.value_or(0.875f));
   ForwardOptions fo;
   fo.keep_full = true;
+  // texts without maps: their logits from this pass (the same rows; with maps, compute_views gives them)
+  fo.to_end = has_text_classes(model) && !text_maps_unavailable(model).empty();
   const ForwardResult r = vit_forward(model, in.chw.data(), fo);
   const int L = r.layers, H = r.heads, T = r.tokens;
   const size_t per_layer = static_cast<size_t>(H) * T * T;
@@ -332,7 +374,7 @@ ExploreResult write_explorer(const RenderContext& ctx, const std::string& input,
     head_sizes.push_back(block_script(l, blocks.back().with_heads).size() - fused_sizes.back());
   }
   std::optional<TextMaps> texts;  // a CLIP given texts: their maps, taken from the budget first
-  if (has_text_classes(model)) texts = text_maps(ctx, in);
+  if (has_text_classes(model)) texts = text_maps(ctx, in, r.logits);
   const BlockChoice choice = choose_within_budget(fused_sizes, head_sizes, opt, L, texts ? texts->script.size() : 0);
 
   fs::create_directories(fs::path(dir) / "data");
@@ -344,8 +386,8 @@ ExploreResult write_explorer(const RenderContext& ctx, const std::string& input,
     write_npy(npy, r.attn, {L, H, T, T});
     if (!record.empty()) write_text(npy_sidecar_path(npy), record + "\n");
   }
-  if (texts) write_text((fs::path(dir) / kTextsFile).string(), texts->script);
-  else ::unlink((fs::path(dir) / kTextsFile).c_str());  // an earlier explorer's texts are not this page's
+  if (texts && texts->unavailable.empty()) write_text((fs::path(dir) / kTextsFile).string(), texts->script);
+  else ::unlink((fs::path(dir) / kTextsFile).c_str());  // an earlier explorer's maps are not this page's (none: no file)
   for (int l = 0; l < L; ++l) {
     char name[32];
     std::snprintf(name, sizeof name, "data/block%02d.js", l);
@@ -372,6 +414,7 @@ ExploreResult write_explorer(const RenderContext& ctx, const std::string& input,
   res.stored = meta["stored"].get<std::string>();
   res.texts = texts ? hp.labels.size() : 0;
   res.texts_mapped = texts ? texts->mapped.size() : 0;
+  res.texts_unavailable = texts ? texts->unavailable : "";
   return res;
 }
 
@@ -462,7 +505,11 @@ void say_explorer(const std::string& input, const ExploreResult& res, bool quiet
   if (!res.left_out.empty())
     say(hooks, LineStream::Err, "attnmap: note: " + printable(input) + ": single heads left out by " + budget +
                                     ": see the page's 'stored' line");
-  if (res.texts_mapped < res.texts)
+  if (!res.texts_unavailable.empty())
+    say(hooks, LineStream::Err, "attnmap: note: " + printable(input) + ": the page lists the zero-shot scores of " + counted(res.texts, "text") +
+                                    " without maps: the class-specific views are not available: " +
+                                    printable(res.texts_unavailable));
+  else if (res.texts_mapped < res.texts)
     say(hooks, LineStream::Err, "attnmap: note: " + printable(input) + ": the page has the maps of the " +
                                     std::to_string(res.texts_mapped) + " most probable of the " + counted(res.texts, "text") +
                                     " (at most " + std::to_string(kMaxTextMaps) + "); every text's probability is listed");

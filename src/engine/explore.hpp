@@ -22,6 +22,7 @@ struct ExploreResult {
   std::vector<int> left_out;     ///< blocks whose single heads were left out by the budget
   std::vector<int> dropped;      ///< blocks left out entirely by the budget (their fusions did not fit)
   size_t texts = 0, texts_mapped = 0;  ///< a CLIP given texts: how many, and how many have maps on the page
+  std::string texts_unavailable;  ///< texts without maps: why (the class-specific views' reason, e.g. SigLIP's)
   std::string stored;  ///< what the page holds, one line for the terminal (and the page); names settings as {setting:id}
 };
 
@@ -30,7 +31,9 @@ struct ExploreResult {
 /// rows, explore_pack.hpp: mean / max / min over heads and rollout through blocks 0..NN for every block,
 /// every head of the blocks that fit ctx.opt->explore_budget_mb), with zero-shot texts (a CLIP given texts)
 /// data/texts.js (the chefer, gradcam and attn-grad maps of each text, at most the 16 most probable, as
-/// render's compute_views gives them; taken from the budget first) and, with `with_npy`, attention.npy (float32
+/// render's compute_views gives them; taken from the budget first; a model whose class-specific views are not
+/// available, explanations_unavailable - SigLIP - gets the texts' scores and the reason on the page, no
+/// texts.js) and, with `with_npy`, attention.npy (float32
 /// (L, H, T, T): softmax(QK^T/sqrt(d_k)) of every block, as computed) with its sidecar attention.npy.json.
 /// One forward pass (model/vit.hpp keep_full); rollout by maps/attention_maps RolloutAccumulator, heads
 /// averaged, ctx.opt->discard, so its rows are `render --rollout`'s. Throws attnmap::Error naming the input

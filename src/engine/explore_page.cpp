@@ -403,6 +403,30 @@ function setupTexts() {
 setupTexts();
 )HTML";
 
+// Texts without maps (a model whose class-specific views are not available, e.g. SigLIP's; meta "texts" with
+// "no_maps"): the texts' scores, most probable first with a bar, what they are, and why there are no maps.
+const char* const kTextScores = R"HTML(// Texts: their zero-shot scores only (M.texts.no_maps says why there are no maps).
+function setupTextScores() {
+  const X = M.texts, pct = (p) => (100 * p).toFixed(1) + "%", st = document.createElement("style");
+  st.textContent = ".pbar{display:inline-block;height:8px;background:#335}";
+  document.head.appendChild(st);
+  const d = document.createElement("div");
+  d.innerHTML = "<div class='row' id='textnote'></div><table class='row' id='texttable'></table><div class='row warn' id='nomaps'></div>";
+  $("side").insertBefore(d, $("side").firstChild);
+  $("textnote").textContent = X.note;  // what the scores are: SigLIP's sigmoid of each text alone (explore.cpp)
+  $("nomaps").textContent = X.no_maps;
+  for (const t of X.labels.map((_, i) => i).sort((a, b) => X.probs[b] - X.probs[a])) {
+    const tr = $("texttable").insertRow();
+    tr.dataset.text = t;
+    tr.insertCell().textContent = X.labels[t];
+    const p = tr.insertCell(); p.className = "tp"; p.dataset.v = X.probs[t]; p.textContent = pct(X.probs[t]);
+    const bar = document.createElement("span"); bar.className = "pbar"; bar.style.width = Math.round(120 * X.probs[t]) + "px";
+    tr.insertCell().appendChild(bar);
+  }
+}
+setupTextScores();
+)HTML";
+
 const char* const kTail = R"HTML(setup();
 </script></body></html>
 )HTML";
@@ -420,7 +444,7 @@ std::string explore_page_html(const nlohmann::ordered_json& meta) {
   std::string record = meta.contains("record") ? meta["record"].dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace) : "null";
   return std::string(kHead) + "<script type=\"application/json\" id=\"attnmap-record\">" + script_safe(record) +
          "</script>\n<script type=\"application/json\" id=\"attnmap-meta\">" + script_safe(dumped) + "</script>\n" + kBody +
-         (meta.contains("texts") ? kTexts : "") + kTail;
+         (!meta.contains("texts") ? "" : meta["texts"].contains("no_maps") ? kTextScores : kTexts) + kTail;
 }
 
 }  // namespace attnmap

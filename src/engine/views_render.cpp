@@ -144,6 +144,13 @@ void check_view_settings_apply(RenderContext& ctx, const ViTWeights& model, cons
     with_prefix(setting_ref("class_spec"),
                 [&] { check_class_spec(ctx.classes, model.num_classes(), model.hp.labels, has_text_classes(model)); });
   } else if (opt.class_spec) {
+    const std::string why = class_views_unavailable(model);  // adding such a view would be refused: say why
+    if (!why.empty() && has_text_classes(model))
+      throw Error(setting_ref("class_spec") + " chooses the text of a class-specific view, and " + texts_not_maps(why) +
+                  "; without " + setting_ref("class_spec") + " " + texts_scores_where());
+    if (!why.empty())
+      throw Error(setting_ref("class_spec") + " chooses the class of a class-specific view (chefer, gradcam, attn-grad), "
+                  "which this model cannot draw: " + why);
     throw Error(setting_ref("class_spec") + " chooses the class of a class-specific view: add " + setting_ref("explain") +
                 " chefer|gradcam|attn-grad, or "
                 "chefer, gradcam or attn-grad to " + setting_ref("views"));

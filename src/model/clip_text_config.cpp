@@ -165,6 +165,31 @@ ClipTextConfig open_clip_config(const json& config, const TensorMap& tensors, co
   return cfg;
 }
 
+// The sizes, eps and activation of a transformers text config (CLIPTextConfig, SiglipTextConfig: the same keys),
+// each with the family's default `d` for a key the config.json leaves out.
+struct HfTextDefaults {
+  int width, heads, layers, context, vocab, hidden;
+  double eps;
+  const char* act;
+};
+
+void read_hf_text_sizes(Settings& t, const HfTextDefaults& d, ClipTextConfig& cfg, const std::string& where) {
+  cfg.width = t.get<int>("hidden_size", d.width, "width");
+  cfg.heads = t.get<int>("num_attention_heads", d.heads, "heads");
+  cfg.layers = t.get<int>("num_hidden_layers", d.layers, "layers");
+  cfg.context_length = t.get<int>("max_position_embeddings", d.context, "context_length");
+  cfg.vocab_size = t.get<int>("vocab_size", d.vocab, "vocab_size");
+  cfg.mlp_hidden = t.get<int>("intermediate_size", d.hidden, "mlp_hidden");
+  cfg.eps = static_cast<float>(t.get<double>("layer_norm_eps", d.eps, "eps"));
+  const std::string act = t.get<std::string>("hidden_act", d.act, "act");
+  if (act == "quick_gelu") cfg.act = Activation::QuickGelu;
+  else if (act == "gelu") cfg.act = Activation::Gelu;
+  else if (act == "gelu_new" || act == "gelu_pytorch_tanh") cfg.act = Activation::GeluTanh;
+  else
+    throw Error(where + ": " + cfg.source["act"] + " = \"" + act +
+                "\": an activation this text tower does not compute (quick_gelu, gelu, gelu_new, gelu_pytorch_tanh)");
+}
+
 // Hugging Face: CLIPTextConfig's values (defaults of v4.48.3 for keys a config.json leaves out).
 ClipTextConfig hf_config(const json& config, const std::string& where) {
   ClipTextConfig cfg;
@@ -179,22 +204,9 @@ ClipTextConfig hf_config(const json& config, const std::string& where) {
   Settings t(tc, whole ? "config.json text_config" : "config.json", "transformers CLIPTextConfig default", cfg);
   Settings m(config, "config.json", "transformers CLIPConfig default", cfg);
   t.where_ = m.where_ = where;
-  cfg.width = t.get<int>("hidden_size", 512, "width");
-  cfg.heads = t.get<int>("num_attention_heads", 8, "heads");
-  cfg.layers = t.get<int>("num_hidden_layers", 12, "layers");
-  cfg.context_length = t.get<int>("max_position_embeddings", 77, "context_length");
-  cfg.vocab_size = t.get<int>("vocab_size", 49408, "vocab_size");
-  cfg.mlp_hidden = t.get<int>("intermediate_size", 2048, "mlp_hidden");
-  cfg.eps = static_cast<float>(t.get<double>("layer_norm_eps", 1e-5, "eps"));
+  read_hf_text_sizes(t, {512, 8, 12, 77, 49408, 2048, 1e-5, "quick_gelu"}, cfg, where);
   // CLIPModel: nn.Linear(text_embed_dim, config.projection_dim); CLIPTextModelWithProjection: the text config's
   cfg.embed_dim = whole ? m.get<int>("projection_dim", 512, "embed_dim") : t.get<int>("projection_dim", 512, "embed_dim");
-  const std::string act = t.get<std::string>("hidden_act", "quick_gelu", "act");
-  if (act == "quick_gelu") cfg.act = Activation::QuickGelu;
-  else if (act == "gelu") cfg.act = Activation::Gelu;
-  else if (act == "gelu_new" || act == "gelu_pytorch_tanh") cfg.act = Activation::GeluTanh;
-  else
-    throw Error(where + ": " + cfg.source["act"] + " = \"" + act +
-                "\": an activation this text tower does not compute (quick_gelu, gelu, gelu_new, gelu_pytorch_tanh)");
   // CLIPTextTransformer.forward: eos_token_id == 2 (configs before PR #24773) -> argmax of the ids, else the
   // first position holding eos_token_id
   const int eos = t.get<int>("eos_token_id", 49407, "eos_id");
@@ -226,23 +238,10 @@ ClipTextConfig hf_siglip_config(const json& config, const std::string& where) {
                   "siglip) is read");
   Settings t(tc, whole ? "config.json text_config" : "config.json", "transformers SiglipTextConfig default", cfg);
   t.where_ = where;
-  cfg.width = t.get<int>("hidden_size", 768, "width");
-  cfg.heads = t.get<int>("num_attention_heads", 12, "heads");
-  cfg.layers = t.get<int>("num_hidden_layers", 12, "layers");
-  cfg.context_length = t.get<int>("max_position_embeddings", 64, "context_length");
-  cfg.vocab_size = t.get<int>("vocab_size", 32000, "vocab_size");
-  cfg.mlp_hidden = t.get<int>("intermediate_size", 3072, "mlp_hidden");
-  cfg.eps = static_cast<float>(t.get<double>("layer_norm_eps", 1e-6, "eps"));
+  read_hf_text_sizes(t, {768, 12, 12, 64, 32000, 3072, 1e-6, "gelu_pytorch_tanh"}, cfg, where);
   // projection_size = hidden_size when not given (and in transformers versions before it existed: head is
   // nn.Linear(embed_dim, embed_dim))
   cfg.embed_dim = t.get<int>("projection_size", cfg.width, "embed_dim");
-  const std::string act = t.get<std::string>("hidden_act", "gelu_pytorch_tanh", "act");
-  if (act == "quick_gelu") cfg.act = Activation::QuickGelu;
-  else if (act == "gelu") cfg.act = Activation::Gelu;
-  else if (act == "gelu_new" || act == "gelu_pytorch_tanh") cfg.act = Activation::GeluTanh;
-  else
-    throw Error(where + ": " + cfg.source["act"] + " = \"" + act +
-                "\": an activation this text tower does not compute (quick_gelu, gelu, gelu_new, gelu_pytorch_tanh)");
   cfg.causal = false;
   cfg.source["causal"] = "none (modeling_siglip.py SiglipTextTransformer: no causal mask)";
   cfg.pool = ClipTextPool::last;

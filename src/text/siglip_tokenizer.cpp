@@ -214,6 +214,8 @@ SiglipTokenizer& SiglipTokenizer::operator=(SiglipTokenizer&&) noexcept = defaul
 
 int SiglipTokenizer::vocab_size() const { return sp_->GetPieceSize(); }
 
+std::string SiglipTokenizer::piece(int32_t id) const { return sp_->IdToPiece(id); }
+
 // SiglipTokenizer._tokenize(piece): canonicalize_text, then sp_model.encode(unk_token + text, out_type=str)
 // with the first unk_token_length pieces dropped (if there are that many). The model is used as loaded
 // (SentencePieceBackend.__init__ with legacy=True, the default: add_dummy_prefix kept).

@@ -68,6 +68,8 @@ class SiglipTokenizer {
   std::string clean(const std::string& text) const;
 
   int vocab_size() const;          // the model's pieces (SentencePieceProcessor::GetPieceSize)
+  /// The piece of an id in [0, vocab_size()) (SentencePieceProcessor::IdToPiece: "▁a", "</s>", "<unk>").
+  std::string piece(int32_t id) const;
   int32_t eos_id() const { return eos_id_; }  // "</s>" (1 in T5's and SigLIP's vocabularies)
   int32_t pad_id() const { return eos_id_; }  // "</s>" too: SiglipTokenizer's pad_token, open_clip's pad_id
   int32_t unk_id() const { return unk_id_; }  // "<unk>"

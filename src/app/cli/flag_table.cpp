@@ -296,8 +296,10 @@ const FlagText kTexts[] = {
      "(id2label), as for render",
      "", nullptr},
     {"text", kRender | kEval | kFigure | kExplore,
-     "a text as a class of a CLIP model (its text tower; may be repeated): top-5 over the texts (softmax of "
-     "logit_scale x cosine), {setting:class_spec} and the class-specific views take them (docs/text.md)", "", nullptr},
+     "a text as a class of a CLIP or SigLIP model (its text tower; may be repeated): top-5 over the texts (CLIP: "
+     "softmax of logit_scale x cosine over them; SigLIP: each text's own sigmoid of logit_scale x cosine + "
+     "logit_bias); a CLIP's are also the classes the class-specific views explain (docs/text.md)",
+     "", nullptr},
     {"texts", kRender | kEval | kFigure | kExplore,
      "texts from a file, one per line (UTF-8; BOM, blank lines and end spaces dropped)", "", nullptr},
     {"prompt", kRender | kFigure | kExplore,
@@ -308,10 +310,12 @@ const FlagText kTexts[] = {
      "zero-shot recipe); with no texts, the ground truth's class names fill it (labels.csv, item masks "
      "STEM.<class>.png, file names NNNN_<class>; docs/evaluation.md), or {setting:labels} FILE's names", "", nullptr},
     {"vocab", kRender | kEval | kFigure | kExplore,
-     "the tokenizer's vocabulary: bpe_simple_vocab_16e6.txt.gz, tokenizer.json, vocab.json + merges.txt or their "
-     "folder (default: the weights' folder's, else the bundled OpenAI one)", "", nullptr},
+     "the tokenizer's vocabulary: CLIP's bpe_simple_vocab_16e6.txt.gz, tokenizer.json, vocab.json + merges.txt or "
+     "their folder; SigLIP's SentencePiece spiece.model (a .model file or a folder holding it) (default: the weights' "
+     "folder's, else for CLIP the bundled OpenAI one)", "", nullptr},
     {"truncate_text", kRender | kEval | kFigure | kExplore,
-     "cut a text over the 77-token context as open_clip does (default: refused)", "", nullptr},
+     "cut a text over the text tower's context (CLIP: 77 tokens, SigLIP: 64) as open_clip does (default: refused)",
+     "", nullptr},
     {"mean", kRender | kEval | kFigure | kExplore | kStats,
      "R,G,B normalisation mean (overrides the weights' config)", "", nullptr},
     {"std", kRender | kEval | kFigure | kExplore | kStats,

@@ -278,7 +278,8 @@ std::string texts_line(const EvalContext& ctx) {
   const std::vector<std::string> templates = text_templates(ctx);
   const std::string aside = zero_shot_rule_aside(ctx.model->zero_shot.rule);  // SigLIP: "sigmoid, each text alone"
   std::string line = "classes: " + counted(texts.size(), "text") + (aside.empty() ? " (CLIP zero-shot" : " (SigLIP zero-shot, " + aside) +
-                     ": top-1 and the class-specific views are over them), " +
+                     (ctx.class_specific ? ": top-1 and the class-specific views are over them), "
+                                         : ": top-1 is over them; no class-specific view is scored), ") +
                      (t.truth_names ? std::string("the ground truth's class names")
                       : t.labels_as_texts ? "the names of " + setting_ref("labels") + " " + printable(ctx.opt->view.labels_file)
                                           : "given with " + setting_ref("text") + "/" + setting_ref("texts"));

@@ -18,10 +18,16 @@ FigureColumns figure_columns(const FigurePlan& p, const ViTWeights& model, const
   c.zero_shot = has_text_classes(model);
   c.rule = model.zero_shot.rule;
   c.class_specific = std::any_of(views.begin(), views.end(), [](const ResolvedView& v) { return v.class_specific; });
-  if (p.ro.text.given() && !c.class_specific)
+  if (p.ro.text.given() && !c.class_specific) {
+    const std::string why = class_views_unavailable(model);  // SigLIP's texts (issue 44): adding chefer is refused
+    if (!why.empty())
+      throw Error(setting_ref("text") + " / " + setting_ref("texts") + ": " + texts_not_maps(why) + "; a figure without " +
+                  setting_ref("text") + " / " + setting_ref("texts") + " draws the attention views, and " +
+                  texts_scores_where());
     throw Error("the texts of " + setting_ref("text") + " / " + setting_ref("texts") + " are the targets of the "
                 "class-specific views (chefer, gradcam, attn-grad), and " + setting_ref("views") +
                 " has none: the figure would not show them; add chefer to " + setting_ref("views"));
+  }
   c.per_text = c.zero_shot && c.class_specific && !p.ro.class_spec;
   const int n = c.per_text ? model.num_classes() : 1;
   for (size_t i = 0; i < views.size(); ++i) {

@@ -5,6 +5,7 @@
 
 #include "core/names.hpp"
 #include "engine/text/zero_shot.hpp"
+#include "model/vit_backward.hpp"
 
 namespace attnmap {
 
@@ -33,5 +34,16 @@ nlohmann::ordered_json zero_shot_settings(const ViTWeights& model) {
   if (z.is_object() && model.zero_shot.rule == ScoreRule::sigmoid) z["score_rule"] = score_rule_name(model.zero_shot.rule);
   return z;
 }
+
+std::string class_views_unavailable(const ViTWeights& model) {
+  return model.has_classes() ? explanations_unavailable(model.hp, true) : "";  // a head, or the texts
+}
+
+std::string texts_not_maps(const std::string& why) {
+  return "this model's texts cannot be shown as maps yet: the class-specific views (chefer, gradcam, attn-grad) "
+         "are not available: " + why;
+}
+
+std::string texts_scores_where() { return "render gives the texts' scores (its top-5 line; in Python, forward()'s probs)"; }
 
 }  // namespace attnmap

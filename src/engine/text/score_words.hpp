@@ -34,4 +34,18 @@ std::string zero_shot_rule_parenthesis(ScoreRule rule);
 /// "sigmoid" for a sigmoid-scored model (SigLIP); a softmax model's record as before (no key: softmax).
 nlohmann::ordered_json zero_shot_settings(const ViTWeights& model);
 
+/// Why the model's classes (a classifier head's or its zero-shot texts) cannot be drawn as class-specific views
+/// (chefer, gradcam, attn-grad): the words of the refusal those views get (explanations_unavailable, as
+/// resolve_views asks it), e.g. SigLIP's texts read its attention-pool head (issue 44). "" when they can be
+/// drawn, or when the model has no classes (the advice to add such a view stays as it was).
+std::string class_views_unavailable(const ViTWeights& model);
+
+/// The words when the texts' class-specific views cannot be drawn (why: class_views_unavailable, non-empty):
+/// "this model's texts cannot be shown as maps yet: the class-specific views (...) are not available: <why>".
+std::string texts_not_maps(const std::string& why);
+
+/// Where a model's texts' scores are given when they cannot be maps: "render gives the texts' scores (its
+/// top-5 line; in Python, forward()'s probs)".
+std::string texts_scores_where();
+
 }  // namespace attnmap

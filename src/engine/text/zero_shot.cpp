@@ -185,6 +185,11 @@ void check_no_head(const ViTWeights& model, const std::string& where) {
 // Refuses a CLIP without a text tower or visual projection.
 void check_text_model(const ViTWeights& model, const std::string& where) {
   const std::string text = setting_ref("text");
+  if (model.text_tensors.empty() && (model.hp.layout == Layout::TimmSiglip || model.hp.pool == Pool::Map))
+    throw Error(text + ": " + where + " holds no SigLIP text tower (a SigLIP image tower alone, attention-pool head: "
+                "e.g. a Hugging Face SiglipVisionModel folder or timm's vit_*_siglip_* weights); texts need the whole "
+                "SigLIP checkpoint (a Hugging Face SiglipModel folder with its spiece.model, or open_clip's SigLIP "
+                "open_clip_pytorch_model.bin with its open_clip_config.json)");
   if (model.text_tensors.empty())
     throw Error(text + ": " + where + " holds no CLIP text tower (no token_embedding / transformer.* / "
                 "text_model.* tensors: a vision-only file, e.g. timm's or open_clip's visual weights alone); texts "
@@ -242,18 +247,88 @@ std::vector<std::vector<int32_t>> tokenize_all(const Tok& tok, const std::vector
   return ids;
 }
 
+// How messages name the run's texts: "{setting:text} 'a dog'", or for a text read from --texts FILE
+// "{setting:texts} FILE: line N: 'a dog'" (the run's texts are the --text values, then the file's: the file is
+// read again for its line numbers only when a message names a text; a file that no longer matches names none).
+class TextNames {
+ public:
+  TextNames(const std::vector<std::string>& texts, const TextSpec& spec) : texts_(texts), spec_(spec) {}
+  // The text's line in the --texts file; 0: not from the file.
+  int line(size_t i) const {
+    if (spec_.texts_file.empty() || spec_.labels_as_texts) return 0;
+    std::vector<int> lines;
+    std::vector<std::string> file;
+    try {
+      file = read_texts_file(spec_.texts_file, &lines);
+    } catch (const Error&) {
+      return 0;
+    }
+    if (file.size() > texts_.size()) return 0;
+    const size_t first = texts_.size() - file.size();
+    if (i < first || !std::equal(file.begin(), file.end(), texts_.begin() + static_cast<long>(first))) return 0;
+    return lines[i - first];
+  }
+  // The subject of a message: "--text 'X'" or "--texts FILE: line N: 'X'".
+  std::string operator()(size_t i) const {
+    const int n = line(i);
+    const std::string quoted = "'" + clip_text_head(texts_[i]) + "'";
+    if (n == 0) return setting_ref("text") + " " + quoted;
+    return setting_ref("texts") + " " + printable(spec_.texts_file) + ": line " + std::to_string(n) + ": " + quoted;
+  }
+  // Another text named in the same message: "'X'", or "'X' on line N" for one from the file.
+  std::string other(size_t i) const {
+    const int n = line(i);
+    return "'" + clip_text_head(texts_[i]) + "'" + (n == 0 ? "" : " on line " + std::to_string(n));
+  }
+
+ private:
+  const std::vector<std::string>& texts_;
+  const TextSpec& spec_;
+};
+
+// What SigLIP's tokenizer leaves of each text alone (no template), for the checks CLIP's tokenizer needs not:
+// a text with no piece left after the clean-up (punctuation only: "!!!") is refused as a class (its score would
+// be the template's or </s>'s alone; as embeddings it gets a note); a text whose pieces are all <unk> (a CJK
+// label or an emoji in T5's English vocabulary) gets a note. A text with some <unk> pieces gets none: its known
+// words are read, as by the families' own code ("café" where "é" is unknown). The bare word-boundary piece "▁"
+// is not counted as a piece of the text. Returns, per text, whether every piece is <unk> (check_distinct_texts
+// then says why two such texts are one class).
+std::vector<bool> check_siglip_texts(const SiglipTokenizer& tok, const std::vector<std::string>& texts,
+                                     const TextNames& names, bool as_classes, std::vector<std::string>& notes) {
+  std::map<int32_t, bool> boundary;  // id -> the piece is only "▁"s
+  std::vector<bool> unknown_only(texts.size(), false);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    size_t pieces = 0, unknown = 0;
+    for (const int32_t id : tok.encode(texts[i])) {
+      auto [at, fresh] = boundary.emplace(id, false);
+      if (fresh) at->second = id != tok.unk_id() && tok.piece(id).find_first_not_of("\xE2\x96\x81") == std::string::npos;
+      pieces += !at->second;
+      unknown += id == tok.unk_id();
+    }
+    const std::string empty = names(i) + " is empty after SigLIP's clean-up (punctuation removed)";
+    if (pieces == 0 && as_classes) throw Error(empty + ": a class needs words");
+    if (pieces == 0) notes.push_back(empty + ": its feature reads no text");
+    unknown_only[i] = pieces > 0 && unknown == pieces;
+    if (unknown_only[i])
+      notes.push_back("every piece of '" + clip_text_head(texts[i]) + "' is unknown to the tokenizer (<unk>): its "
+                      "score does not read the text");
+  }
+  return unknown_only;
+}
+
 // Refuses a text that is blank, given twice, or whose prompts are the same token ids as another text's (CLIP's
 // clean-up lower-cases and collapses white space: "a dog", "A DOG" and "a dog " are one class, which would
-// split its probability).
+// split its probability). unknown_only (SigLIP; empty for CLIP): the texts whose pieces are all <unk>, which
+// are one class for that reason.
 void check_distinct_texts(const std::vector<std::string>& texts, const std::vector<std::vector<int32_t>>& ids,
-                          size_t templates, bool siglip) {
-  const std::string text = setting_ref("text");
+                          size_t templates, bool siglip, const TextNames& names,
+                          const std::vector<bool>& unknown_only) {
   std::map<std::string, size_t> seen_text;
   std::map<std::vector<int32_t>, size_t> seen_ids;
   for (size_t i = 0; i < texts.size(); ++i) {
-    if (trimmed(texts[i]).empty()) throw Error(text + " '" + printable(texts[i]) + "' is blank (a class needs words)");
-    if (!seen_text.emplace(texts[i], i).second)
-      throw Error(text + " '" + clip_text_head(texts[i]) + "' is given twice (each text is a class)");
+    if (trimmed(texts[i]).empty())
+      throw Error(setting_ref("text") + " '" + printable(texts[i]) + "' is blank (a class needs words)");
+    if (!seen_text.emplace(texts[i], i).second) throw Error(names(i) + " is given twice (each text is a class)");
     std::vector<int32_t> all;
     for (size_t t = 0; t < templates; ++t) {
       const std::vector<int32_t>& one = ids[i * templates + t];
@@ -261,11 +336,15 @@ void check_distinct_texts(const std::vector<std::string>& texts, const std::vect
       all.push_back(-1);
     }
     const auto [at, fresh] = seen_ids.emplace(std::move(all), i);
+    const size_t j = at->second;
+    if (!fresh && !unknown_only.empty() && unknown_only[i] && unknown_only[j])
+      throw Error(names(i) + " is the same tokens as " + names.other(j) + ": every piece of both is unknown to "
+                  "the tokenizer (<unk>), so the model cannot tell them apart (and reads neither text)");
     if (!fresh)
-      throw Error(text + " '" + clip_text_head(texts[i]) + "' is the same tokens as '" + clip_text_head(texts[at->second]) +
-                  (siglip ? "' (SigLIP's tokenizer lower-cases, drops punctuation, collapses white space and may cut "
+      throw Error(names(i) + " is the same tokens as " + names.other(j) +
+                  (siglip ? " (SigLIP's tokenizer lower-cases, drops punctuation, collapses white space and may cut "
                             "long texts): one class given twice; give it once"
-                          : "' (CLIP's tokenizer lower-cases, collapses white space and may cut long texts): one class given "
+                          : " (CLIP's tokenizer lower-cases, collapses white space and may cut long texts): one class given "
                             "twice would split its probability; give it once"));
   }
 }
@@ -353,10 +432,13 @@ TextFeatures encode_texts(const TextTower& tower, const ModelSpec& spec, bool as
   const int context = tower.weights.hp.context_length;
   std::vector<std::vector<int32_t>> ids;
   nlohmann::ordered_json vocab_record;
+  const TextNames names(texts, spec.text);
+  std::vector<bool> unknown_only;  // SigLIP: the texts whose pieces are all <unk>
   if (tower.siglip) {  // SigLIP's SentencePiece tokenizer, its ids padded with </s> to the context
     const SiglipTokenizer tok = siglip_tokenizer(tower, spec.text);
     check_siglip_fits(tok, tower, !spec.text.vocab.empty());
     ids = tokenize_all(tok, prompts, spec.text, context, out.notes);
+    unknown_only = check_siglip_texts(tok, texts, names, as_classes, out.notes);
     vocab_record = {{"file", fs::path(tok.file()).filename().string()}, {"sha256", sha256_file(tok.file())}};
   } else {
     const ClipVocab vocab = find_vocab(tower.layout, tower.folder, spec.text, tower.where);
@@ -364,7 +446,7 @@ TextFeatures encode_texts(const TextTower& tower, const ModelSpec& spec, bool as
     ids = tokenize_all(ClipTokenizer(vocab, tower.rules), prompts, spec.text, context, out.notes);
     vocab_record = vocab_json(vocab);
   }
-  if (as_classes) check_distinct_texts(texts, ids, templates.size(), tower.siglip);
+  if (as_classes) check_distinct_texts(texts, ids, templates.size(), tower.siglip, names, unknown_only);
   if (as_classes && texts.size() == 1 && tower.weights.rule == ScoreRule::softmax)
     out.notes.push_back("one text: its probability is 100% by construction (a softmax over the texts given); its "
                         "maps explain its image-text logit");

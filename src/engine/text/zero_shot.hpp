@@ -32,9 +32,11 @@ std::string fill_template(const std::string& templ, const std::string& text);
 /// spiece.model in the weights' folder; a CLIP vocabulary for a SigLIP tower (and a SentencePiece model for a
 /// CLIP one) is refused naming both.
 /// hp.source["zero_shot"] holds the record (zero_shot_record). Errors (exit 2; naming the setting, the file
-/// and why): a model with a classifier head, a file without a text tower or visual projection (SigLIP: without
-/// its attention-pool head), a vocabulary that is not the tower's, a missing spiece.model (where it looked), a
-/// text over the tower's context (unless spec.text.truncate), not UTF-8.
+/// and why): a model with a classifier head, a file without a text tower (a SigLIP image tower alone: named as
+/// such, with SigLIP's whole checkpoints) or visual projection (SigLIP: without its attention-pool head), a
+/// vocabulary that is not the tower's, a missing spiece.model (where it looked), a text over the tower's context
+/// (unless spec.text.truncate), not UTF-8, a text SigLIP's clean-up leaves empty. A message about a text of
+/// spec.text.texts_file names the file and the line.
 void apply_texts(ViTWeights& model, const ModelSpec& spec);
 
 /// A CLIP's text tower built once, to encode texts given after the model is made (the Python module's
@@ -61,7 +63,7 @@ bool file_has_text_tower(const ViTWeights& model);
 /// (CLIP.encode_text) normalised, averaged over the templates and normalised again (one template: the text's
 /// normalised feature); `scale` = exp(logit_scale); `bias` the tower's logit_bias (SigLIP; 0 for CLIP) and `rule`
 /// how its logits become probabilities (ClipTextWeights::rule); `labels` the texts as given; `record` the
-/// provenance (zero_shot_record's form); `notes` for the user (texts cut by truncate).
+/// provenance (zero_shot_record's form); `notes` for the user (texts cut by truncate, SigLIP texts all <unk>).
 struct TextFeatures {
   std::vector<float> text;
   int count = 0, dim = 0;
@@ -74,8 +76,10 @@ struct TextFeatures {
 };
 
 /// spec.text's texts (its templates, vocabulary, truncation) through `tower`. as_classes: the texts are to be
-/// classes, so a blank text, a text given twice or two texts of the same tokens are refused (apply_texts'
-/// checks) and a single text gets a note; otherwise (embeddings) only an empty list is refused. Errors (exit 2)
+/// classes, so a blank text, a text given twice, two texts of the same tokens (said so when both are all <unk>)
+/// and (SigLIP) a text with no piece left after the clean-up are refused (apply_texts' checks) and a single
+/// softmax text gets a note; otherwise (embeddings) only an empty list is refused and an empty SigLIP text gets a
+/// note. A SigLIP text whose every piece is <unk> gets a note (one with some <unk> pieces none). Errors (exit 2)
 /// as apply_texts': a vocabulary that is not the tower's, a text over the context (unless spec.text.truncate).
 TextFeatures encode_texts(const TextTower& tower, const ModelSpec& spec, bool as_classes);
 
