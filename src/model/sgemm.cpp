@@ -219,8 +219,12 @@ struct PackedStorage {
   explicit PackedStorage(size_t bytes) {
     constexpr size_t kHuge = size_t{2} << 20, kPage = 4096;
     const size_t rounded = (std::max<size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
-    base = std::aligned_alloc(rounded >= kHuge ? kHuge : kPage, rounded);
-    if (base == nullptr) throw std::bad_alloc();
+    // posix_memalign, not aligned_alloc: the size need not be a multiple of the alignment (C11 asks that of
+    // aligned_alloc, and AddressSanitizer enforces it), so no memory is added to round it up
+    if (posix_memalign(&base, rounded >= kHuge ? kHuge : kPage, rounded) != 0) {
+      base = nullptr;
+      throw std::bad_alloc();
+    }
 #if defined(MADV_HUGEPAGE)
     if (rounded >= kHuge) (void)madvise(base, rounded / kHuge * kHuge, MADV_HUGEPAGE);
 #endif
