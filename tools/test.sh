@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command: install dependencies, build attnmap and its tests, run the whole test suite with ctest;
 # then the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer (clang, build-san/), then a
-# short run of every libFuzzer target from that same build (tools/fuzz.sh, FUZZ_SECONDS each, default 20).
+# short run of every libFuzzer target from that same build (tools/fuzz.sh, FUZZ_SECONDS each, default 15).
 # ATTNMAP_QUICK=1 skips the sanitizer and fuzz stages (for a fast local edit-test loop).
 set -euo pipefail
 cd "$(dirname "$0")/.."
