@@ -175,7 +175,7 @@ struct TextMaps {
 std::string text_maps_unavailable(const ViTWeights& model) {
   if (model.precision != Precision::F32)
     return "they run in float32 only, not with the bfloat16 products of " + setting_ref("precision") + " bf16";
-  return explanations_unavailable(model.hp, model.has_classes());
+  return class_views_unavailable(model);  // the check render's --class and figure ask (score_words.hpp)
 }
 
 // `logits`: the page's forward pass's (to_end), used when the maps are unavailable (no backward pass is run).
