@@ -167,7 +167,8 @@ TEST(Beit, TableResizeKeepsClassEntriesAndRefusesNonSquare) {
 
 // Class-specific views: the bias is a constant added to the scores, so the backward of the scores is the plain
 // one; the tape's forward adds it as vit_forward does. dlogit/dA of every block and head against torch autograd
-// through timm's own Beit (class-token head); a mean-pooling BEiT (as released) is refused by its pooling.
+// through timm's own Beit (class-token head); a mean-pooling BEiT (as released) follows the patch-query mean
+// (issue 44; that pooling's backward is checked against timm's autograd in tests/test_explain_pools.cpp).
 TEST(Beit, AttentionGradientsMatchAutogradThroughTimmsBeit) {
   const auto meta = beit_meta("beit_abs_relpos");
   const ViTWeights w = load_model(beit_dir("beit_abs_relpos") + "model.pth");
@@ -195,13 +196,11 @@ TEST(Beit, AttentionGradientsMatchAutogradThroughTimmsBeit) {
   std::printf("beit autograd: largest dlogit/dA difference %.2g (tolerance %.2g, max |g| %.2g)\n", largest, tol,
               meta["explain"]["max_abs"].get<double>());
   const ViTWeights released = load_model(beit_dir("beit_relpos") + "model.pth");
-  EXPECT_EQ(explanations_unavailable(released.hp, true),
-            "its classifier reads the mean of the patch tokens, which attnmap's backward pass does not differentiate "
-            "yet (beit layout)");
+  EXPECT_EQ(explanations_unavailable(released.hp, true), "");
+  EXPECT_EQ(explain_query(released.hp), ExplainQuery::PatchMean);
 }
 
-// From the CLI: chefer and rollout render for a class-token BEiT; a mean-pooling BEiT's chefer is refused,
-// exit 2; --size renders a shared-table BEiT v2; inspect names the family, the bias and the checked index.
+// From the CLI: chefer and rollout render for a class-token BEiT, and chefer for a mean-pooling BEiT (issue 44); --size renders a shared-table BEiT v2; inspect names the family, the bias and the checked index.
 TEST(Beit, CliRendersExplainsRefusesAndInspects) {
   const fs::path out = fs::temp_directory_path() / ("attnmap_beit_" + std::to_string(::getpid()));
   fs::remove_all(out);
@@ -211,8 +210,7 @@ TEST(Beit, CliRendersExplainsRefusesAndInspects) {
   EXPECT_EQ(ex.status, 0) << ex.err;
   const CliRun no = run_attnmap("render " + img + " -w " + q(beit_dir("beit_relpos") + "model.pth") + " -o " + q(out) +
                                 " --explain chefer -q");
-  EXPECT_EQ(no.status, 2) << no.err;
-  EXPECT_NE(no.err.find("its classifier reads the mean of the patch tokens"), std::string::npos) << no.err;
+  EXPECT_EQ(no.status, 0) << no.err;
   const CliRun ro = run_attnmap("render " + img + " -w " + wt + " -o " + q(out) + " --rollout -q");
   EXPECT_EQ(ro.status, 0) << ro.err;
   const CliRun sz = run_attnmap("render " + img + " -w " + q(beit_dir("beitv2_shared") + "model.safetensors") + " -o " +

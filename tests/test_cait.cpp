@@ -270,42 +270,48 @@ TEST(Cait, AMissingOrUnknownTensorIsRefusedByName) {
                    "blocks_token_only.0.attn.rel_pos (64,): a relative position bias"), std::string::npos) << e;
 }
 
-// Rollout, token queries and the class-specific views are refused by name with one line, exit 2; the
-// attention views work (render default view and --layer 0, figure --layers) and say which block is which.
-TEST(Cait, TheCliRefusesWhatItCannotComputeAndNamesTheBlocks) {
+// Rollout, the class-specific views and patch queries in the self-attention blocks work (issue 44; their
+// numbers: test_cait_explain.cpp); what CaiT's blocks do not have (a class row in a self-attention block, patch
+// queries in a class-attention block, column means) is refused by name with one line, exit 2; stats (every
+// block's attention over every token) stays refused; the explorer is written; the attention views say which block is which.
+TEST(Cait, TheCliDrawsRolloutExplanationsAndPatchQueriesAndRefusesWhatCaitLacks) {
   const fs::path out = fs::temp_directory_path() / ("attnmap_cait_" + std::to_string(::getpid()));
   fs::remove_all(out);
   const std::string ws = " -w " + q(fixture(kCase + "model.safetensors")) + " -q";
   const std::string w = ws + " -o " + q(out);
   const std::string img = q(std::string(ATTNMAP_DATA_DIR) + "/chelsea.png");
   CliRun r = run_attnmap("render " + img + w + " --rollout");
-  EXPECT_EQ(r.status, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find("attention rollout is not available: CaiT has no class token in its self-attention blocks and "
-                       "its class-attention blocks compute only the class token's row (cait layout)"), std::string::npos) << r.err;
-  r = run_attnmap("render " + img + w + " --explain chefer");
-  EXPECT_EQ(r.status, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find("CaiT's talking heads mix the heads and its class token is absent from the self-attention "
-                       "blocks: attnmap's backward pass does not differentiate it (cait layout)"), std::string::npos) << r.err;
-  for (const char* view : {"gradcam", "attn-grad"}) {
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  for (const char* view : {"chefer", "gradcam", "attn-grad"}) {
     r = run_attnmap("render " + img + w + " --explain " + view);
-    EXPECT_EQ(r.status, 2) << view << r.err;
+    EXPECT_EQ(r.status, 0) << view << r.err;
   }
-  r = run_attnmap("render " + img + w + " --views 'L1/mean:q=r1c1'");
-  EXPECT_EQ(r.status, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find("token queries are not available"), std::string::npos) << r.err;
+  r = run_attnmap("render " + img + w + " --views 'L1/mean:q=r1c1,L1/mean:k=r0c0,rollout:q=r2c2,L4/mean:q=cls'");
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  const std::pair<const char*, const char*> refused[] = {
+      {"rollout@L1", "a CaiT rollout ending at self-attention block 1 has no class-token row"},
+      {"L1/mean:q=cls", "CaiT's class token is not in self-attention block 1"},
+      {"L4/mean:q=r1c1", "in CaiT's class-attention block 4 only the class token queries"},
+      {"L1/mean:received", "CaiT has no block in which every token is a query"}};
+  for (const auto& [view, words] : refused) {
+    r = run_attnmap("render " + img + w + " --views '" + view + "'");
+    EXPECT_EQ(r.status, 2) << view << r.out << r.err;
+    EXPECT_NE(r.err.find(words), std::string::npos) << r.err;
+  }
 
   r = run_attnmap("stats " + img + w);
   EXPECT_EQ(r.status, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("attnmap stats reads every block's attention over every token"), std::string::npos) << r.err;
-  r = run_attnmap("render " + img + w + " --explore");
-  EXPECT_EQ(r.status, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find("--explore: the explorer shows every block's full attention and its rollout"), std::string::npos) << r.err;
-  // eval's default list leaves rollout and the class-specific views out, with a note each.
+  r = run_attnmap("render " + img + w + " --explore");  // the explorer marks absent what CaiT lacks (test_explore_cait.cpp)
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  // eval's default list has rollout and the class-specific views, without a note.
   r = run_attnmap("eval -q --masks " + q(std::string(ATTNMAP_DATA_DIR) + "/composites/masks") + " " +
                   q(std::string(ATTNMAP_DATA_DIR) + "/composites/0002_bag.png") + ws);
   EXPECT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.err.find("note: rollout: CaiT has no class token"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("note: chefer, gradcam, attn-grad: CaiT's talking heads"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("note: rollout"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("note: chefer, gradcam, attn-grad"), std::string::npos) << r.err;
+  for (const char* view : {"\nrollout ", "\nchefer ", "\ngradcam ", "\nattn-grad "})
+    EXPECT_NE(r.out.find(view), std::string::npos) << view << r.out;
   EXPECT_NE(r.out.find("L4/mean *"), std::string::npos) << r.out;  // the default view: the last class-attention block
 
   r = run_attnmap("render " + img + w + " --strip heads --strip layers --panel");

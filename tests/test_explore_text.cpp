@@ -3,9 +3,10 @@
 // writes for that text, and the texts' zero-shot probabilities; render --explore writes the same; without
 // texts the page has no text part; the maps count in --budget-mb. Fixture: tests/fixtures/clip_zero_shot/ (a
 // tiny OpenAI CLIP, 32x32, 4x4 patches; its probabilities and chefer maps by autograd through openai/CLIP). A
-// SigLIP (tests/fixtures/siglip/hf), without class-specific views: its texts' sigmoid scores and why no maps.
+// SigLIP (tests/fixtures/siglip/hf): its texts' sigmoid scores and their maps through the attention-pool probe.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -150,12 +151,12 @@ TEST_F(ExploreText, WithoutTextsNoneAndTheBudgetCountsThem) {
   EXPECT_FALSE(fs::exists(dir / "y" / "index.html"));
 }
 
-// A model whose class-specific views are not available (the SigLIP fixture, tests/fixtures/siglip/hf: its texts'
-// logits read the attention-pool head, which the backward pass does not differentiate, issue 44): explore and
-// render --explore write the page (exit 0) with the texts as given, their sigmoid scores (transformers'
-// torch.sigmoid(logits_per_image), expected.json, to 1e-5), what they are, no methods, maps or texts.js (an
-// earlier one removed), and the page's line saying why; the attention rows as ever.
-TEST_F(ExploreText, SiglipScoresWithoutMapsAndTheReason) {
+// SigLIP (tests/fixtures/siglip/hf): its texts' logits read the attention-pool head, which the backward pass
+// follows (issue 44): explore and render --explore write the page (exit 0) with the texts as given, their sigmoid
+// scores (transformers' torch.sigmoid(logits_per_image), expected.json, to 1e-5), what they are, and one map per
+// text and method (an earlier texts.js replaced), the chefer map of the most probable text equal to the one from
+// transformers' autograd (hf/explain_maps.npy, tools/make_explain_pool_fixtures.py) to 1e-4 of its peak.
+TEST_F(ExploreText, SiglipScoresAndMapsThroughTheProbe) {
   const std::string S = fixture("siglip");
   const std::vector<std::string> texts = nlohmann::json::parse(slurp(S + "/texts.json"))["texts"];
   const nlohmann::json e = nlohmann::json::parse(slurp(S + "/hf/expected.json"))["probabilities"]["values"];
@@ -167,7 +168,6 @@ TEST_F(ExploreText, SiglipScoresWithoutMapsAndTheReason) {
   std::ofstream(dir / "x" / "data" / "texts.js") << "attnmapTexts(\"\");\n";  // an earlier page's maps
   const CliRun r = run_attnmap("explore " + q(S + "/image.png") + args + " --no-npy -o " + q(dir / "x"));
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_FALSE(fs::exists(dir / "x" / "data" / "texts.js"));
   const nlohmann::json m = meta_of(dir / "x" / "index.html");
   ASSERT_TRUE(m.is_object() && m.contains("texts")) << m.dump().substr(0, 300);
   const nlohmann::json& t = m["texts"];
@@ -178,23 +178,29 @@ TEST_F(ExploreText, SiglipScoresWithoutMapsAndTheReason) {
     EXPECT_NEAR(t["probs"][i].get<double>(), 1.0 / (1.0 + std::exp(-t["logits"][i].get<double>())), 1e-12) << texts[i];
   }
   EXPECT_EQ(t["rule"], "sigmoid");
-  EXPECT_EQ(t["methods"], nlohmann::json::array());
-  EXPECT_EQ(t["mapped"], nlohmann::json::array());
-  EXPECT_FALSE(t.contains("file"));
+  ASSERT_EQ(t["methods"].size(), 3u);
+  EXPECT_EQ(t["methods"][0]["label"], "Chefer relevance \u00b7 pool-probe query");
+  EXPECT_EQ(t["mapped"], nlohmann::json({0, 1, 2, 3, 4}));
+  EXPECT_EQ(t["file"], "data/texts.js");
+  EXPECT_FALSE(t.contains("no_maps"));
   EXPECT_EQ(t["note"], "Zero-shot probabilities of the 5 texts given: SigLIP's sigmoid score of each text alone (they "
                        "need not sum to 1; the sigmoid of exp(logit_scale) \u00d7 cos(image, text) + logit_bias), so "
                        "another list of texts leaves each text's number as it is.");
-  EXPECT_EQ(t["no_maps"], "No maps of the texts: the class-specific views (chefer, gradcam or attn-grad) are not "
-                          "available: the texts' logits read SigLIP's attention-pool head (MAP: a learned probe attending "
-                          "over the final tokens), which attnmap's backward pass does not differentiate yet (timm-siglip "
-                          "layout). The attention rows below are as without texts.");
-  EXPECT_NE(m["stored"].get<std::string>().find("; the zero-shot scores of 5 texts, no maps (chefer, gradcam or "
-                                                "attn-grad: not available in this run)"), std::string::npos) << m["stored"];
+  const int j = nlohmann::json::parse(slurp(S + "/hf/explain.json"))["target_class"].get<int>();
+  EXPECT_EQ(t["start"], j);  // the most probable text, the one the reference explains
+  const std::vector<float> maps = text_maps(dir / "x" / "data" / "texts.js");
+  ASSERT_EQ(maps.size(), 3u * 5u * 16u);
+  std::vector<int64_t> shape;
+  const std::vector<float> want = read_npy(S + "/hf/explain_maps.npy", &shape);  // row 0: chefer
+  float peak = 0;
+  for (size_t p = 0; p < 16; ++p) peak = std::max(peak, std::abs(want[p]));
+  for (size_t p = 0; p < 16; ++p) EXPECT_NEAR(maps[static_cast<size_t>(j) * 16 + p], want[p], 1e-4 * peak) << p;
+  EXPECT_NE(m["stored"].get<std::string>().find("the chefer, gradcam and attn-grad maps of 5 texts"), std::string::npos)
+      << m["stored"];
   const std::string html = slurp(dir / "x" / "index.html");
-  EXPECT_NE(html.find("setupTextScores();"), std::string::npos);
-  EXPECT_EQ(html.find("setupTexts();"), std::string::npos);
+  EXPECT_NE(html.find("setupTexts();"), std::string::npos);
   EXPECT_TRUE(fs::exists(dir / "x" / "data" / "block00.js"));
-  // render --explore over two images: both pages, no image failed; the same scores for the same photo.
+  // render --explore over two images: both pages, no image failed; the same scores and maps for the same photo.
   fs::copy_file(S + "/image.png", dir / "b.png");
   const CliRun rr = run_attnmap("render " + q(S + "/image.png") + " " + q(dir / "b.png") + args + " --explore -o " + q(dir / "r"));
   ASSERT_EQ(rr.status, 0) << rr.err;
@@ -202,6 +208,7 @@ TEST_F(ExploreText, SiglipScoresWithoutMapsAndTheReason) {
     const nlohmann::json rm = meta_of(dir / "r" / (std::string(name) + ".explore") / "index.html");
     ASSERT_TRUE(rm.is_object() && rm.contains("texts")) << name;
     EXPECT_EQ(rm["texts"]["probs"], t["probs"]) << name;
-    EXPECT_EQ(rm["texts"]["no_maps"], t["no_maps"]) << name;
+    EXPECT_EQ(slurp(dir / "r" / (std::string(name) + ".explore") / "data" / "texts.js"),
+              slurp(dir / "x" / "data" / "texts.js")) << name;
   }
 }

@@ -97,7 +97,8 @@ TEST_P(Families, MatchTheFamilysOwnCode) {
   ViTWeights w = load_model(dir + ff.path, ov);
   const HParams& hp = w.hp;
   const int S = meta["image_size"].get<int>();
-  if (hp.pos_sincos && hp.image_w != S) resample_pos_embed(w, S, S);  // SimpleViT: any size (--size)
+  // SimpleViT, and a DINOv3 as facebookresearch saves it (rotary positions only, no size in the file): any size (--size)
+  if ((hp.pos_sincos || hp.layout == Layout::Dinov3) && hp.image_w != S) resample_pos_embed(w, S, S);
   EXPECT_EQ(layout_name(hp.layout), meta["layout"].get<std::string>());
   EXPECT_EQ(hp.image_w, meta["image_size"].get<int>());
   EXPECT_EQ(hp.patch, meta["patch"].get<int>());
@@ -203,6 +204,37 @@ TEST(FamilyRefusals, AnUnknownTensorStopsTheLoadByName) {
   fs::remove_all(dir);
 }
 
+// A timm VisionTransformer on the mean patch token with neither norm nor fc_norm (a fresh user's find) is
+// refused naming both (vision_transformer.py:800-902: one of them unless final_norm=False, as model_args may say).
+TEST(FamilyRefusals, AMeanPoolWithoutAnyFinalNormIsRefused) {
+  RawWeights raw = load_weights_pth(family_dir("timm_gap_reg") + "model.pth", "");
+  for (const char* n : {"norm.weight", "norm.bias", "fc_norm.weight", "fc_norm.bias"}) raw.tensors.erase(n);
+  raw.config = {{"architecture", "vit_betwixt_patch16_reg4_gap_256"}, {"num_heads", 3}, {"image_size", 32}};
+  const std::string e = build_error(raw);
+  EXPECT_NE(e.find("missing tensor 'fc_norm.weight' or 'norm.weight' (expected shape (48,)"), std::string::npos) << e;
+  EXPECT_NE(e.find("{\"final_norm\": false}"), std::string::npos) << e;
+  raw.config["fc_norm"] = false;  // model_args fc_norm=False (the *_gap_* models): norm is the one
+  EXPECT_NE(build_error(raw).find("missing tensor 'norm.weight' (expected"), std::string::npos);
+  raw.config["final_norm"] = false;
+  const ViTWeights w = build_model(raw);
+  EXPECT_EQ(w.hp.pool, Pool::MeanPatches);
+  EXPECT_FALSE(w.norm.present() || w.fc_norm.present());
+}
+
+// timm's config.json global_pool decides a VisionTransformer's pooling, as timm's forward_head does (it used to be
+// read for Eva only: a class-token file saved with global_pool='avg' was pooled on its class token).
+TEST(FamilyRefusals, TimmGlobalPoolFromTheConfigIsThePooling) {
+  RawWeights raw = load_weights_safetensors(family_dir("timm_clip") + "model.safetensors");
+  raw.config = {{"architecture", "vit_base_patch16_clip_224"}, {"num_heads", 3}, {"image_size", 32}, {"act", "gelu"}};
+  EXPECT_EQ(build_model(raw).hp.pool, Pool::ClassToken);
+  raw.config["global_pool"] = "avg";
+  const ViTWeights w = build_model(raw);
+  EXPECT_EQ(w.hp.pool, Pool::MeanPatches);
+  EXPECT_NE(w.hp.source.at("pool").find("global_pool"), std::string::npos) << w.hp.source.at("pool");
+  raw.config["global_pool"] = "avgmax";  // a pooling attnmap does not compute: refused, naming it
+  EXPECT_NE(build_error(raw).find("global_pool \"avgmax\""), std::string::npos) << build_error(raw);
+}
+
 // The six that used to give a confident wrong map (issue 24): each now matches its family (Families.*) or
 // is refused by name when the file cannot say what its family's code fixes.
 TEST(FamilyRefusals, SettingsAFileCannotHoldAreAskedForNotGuessed) {
@@ -251,23 +283,18 @@ TEST(FamilyRefusals, NoClassTokenIsNamedOnTheFigureAndInTheRecord) {
   EXPECT_NE(rec.out.find("mean over patch queries"), std::string::npos) << rec.out;
   const CliRun fig = run_attnmap("inspect " + q(out / "chelsea.panel.png"));
   EXPECT_EQ(fig.status, 0) << fig.err;
-  // Class-specific views are refused by name for a variant the backward pass does not differentiate.
+  // Class-specific views follow the attention-pool probe (issue 44; tests/test_explain_pools.cpp checks them
+  // against autograd through timm): chefer renders.
   const CliRun ex = run_attnmap("render " + q(std::string(ATTNMAP_DATA_DIR) + "/chelsea.png") + " -w " +
                                 q(family_dir("timm_siglip") + "model.safetensors") + " -o " + q(out) +
                                 " --explain chefer -q");
-  EXPECT_NE(ex.status, 0);
-  EXPECT_EQ(ex.status, 2);
-  EXPECT_NE(ex.err.find("--explain chefer: its classifier reads the attention-pool probe, which attnmap's backward "
-                        "pass does not differentiate yet (timm-siglip layout)"),
-            std::string::npos) << ex.err;
-  // eval leaves them out with a note instead of failing every image.
+  EXPECT_EQ(ex.status, 0) << ex.err;
+  // eval scores them too, with no note that they are left out.
   const CliRun ev = run_attnmap("eval -q --masks " + q(std::string(ATTNMAP_DATA_DIR) + "/composites/masks") + " " +
                                 q(std::string(ATTNMAP_DATA_DIR) + "/composites/0002_bag.png") + " -w " +
                                 q(family_dir("timm_siglip") + "model.safetensors"));
   EXPECT_EQ(ev.status, 0) << ev.err;
-  EXPECT_NE(ev.err.find("note: chefer, gradcam, attn-grad: its classifier reads the attention-pool probe, which "
-                        "attnmap's backward pass does not differentiate yet (timm-siglip layout); those views are left out"),
-            std::string::npos) << ev.err;
+  EXPECT_EQ(ev.err.find("those views are left out"), std::string::npos) << ev.err;
   fs::remove_all(out);
 }
 
@@ -387,17 +414,7 @@ TEST(FamilyRefusals, ResumeRedoesAMapMadeWithOtherModelFlags) {
 // Families attnmap knows but does not read are named, not reported as a missing tensor. (Hugging Face SigLIP
 // names were in this list until issue 43 point 6: they are read now, so a misshaped one is named as such.)
 TEST(FamilyRefusals, KnownUnreadFamiliesAreNamed) {
-  auto with = [](std::initializer_list<const char*> names) {
-    RawWeights raw;
-    raw.path = "x.safetensors";
-    for (const char* n : names) {
-      Tensor t;
-      t.shape = {4};
-      t.data.assign(4, 0.0f);
-      raw.tensors[n] = t;
-    }
-    return raw;
-  };
+  auto with = [](std::initializer_list<const char*> names) { return raw_with_names("x.safetensors", names, 0.0f); };
   EXPECT_NE(build_error(with({"vision_model.head.probe", "vision_model.embeddings.patch_embedding.weight"}))
                 .find("tensor 'vision_model.embeddings.patch_embedding.weight' has shape (4,), expected (D, 3, P, P)"),
             std::string::npos);
@@ -441,5 +458,28 @@ TEST(FamilyViews, AttentionPoolProbeIsAView) {
                                 " -o " + q(out) + " --views probe -q");
   EXPECT_EQ(no.status, 2);
   EXPECT_NE(no.err.find("--views: 'probe': the model has no attention-pool (MAP) head"), std::string::npos) << no.err;
+  fs::remove_all(out);
+}
+
+// The probe beside a class-specific view: that run takes the taped forward (model/vit_backward.cpp), whose
+// probe attention (ForwardTape::probe_attn) must give the probe view the very map a probe-alone run draws
+// (same layer functions, same order: bit for bit), not "the forward pass did not run the attention pool".
+TEST(FamilyViews, ProbeBesideClassSpecificViewMatchesProbeAlone) {
+  const fs::path out = fs::temp_directory_path() / ("attnmap_probe_chefer_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  const std::string img = std::string(ATTNMAP_DATA_DIR) + "/chelsea.png";
+  const std::string weights = family_dir("timm_siglip") + "model.safetensors";
+  const CliRun both = run_attnmap("render " + q(img) + " -w " + q(weights) + " -o " + q(out / "both") +
+                                  " --views probe,chefer --save-raw -q");
+  ASSERT_EQ(both.status, 0) << both.err;
+  const CliRun alone = run_attnmap("render " + q(img) + " -w " + q(weights) + " -o " + q(out / "alone") +
+                                   " --views probe --save-raw -q");
+  ASSERT_EQ(alone.status, 0) << alone.err;
+  std::vector<int64_t> shape, shape_alone;
+  const std::vector<float> got = read_npy((out / "both" / "chelsea.probe.npy").string(), &shape);
+  const std::vector<float> want = read_npy((out / "alone" / "chelsea.npy").string(), &shape_alone);
+  EXPECT_EQ(shape, shape_alone);
+  EXPECT_EQ(got, want);  // bit for bit
+  EXPECT_TRUE(fs::exists(out / "both" / "chelsea.chefer.npy"));
   fs::remove_all(out);
 }

@@ -161,19 +161,21 @@ TEST_F(FigureText, RefusalsNameTheSetting) {
   EXPECT_EQ((*rec)["column_titles"][30], "Chefer relevance, text: thing 29");
 }
 
-// A SigLIP's texts have no class-specific view yet (its attention-pool head: issue 44), so a figure of its texts
-// without one is refused saying the texts cannot be maps yet - never with the advice to add chefer, which would
-// then be refused too (tests/fixtures/siglip/hf; render's --class: python/tests/test_scores.py).
+// A SigLIP's texts are class-specific views through its attention-pool probe (issue 44): a figure of its texts
+// without one gets CLIP's advice to add chefer; with chefer, its columns name the probe's query and the texts
+// (tests/fixtures/siglip/hf; the maps' values: tests/test_explain_pools.cpp against transformers' autograd).
 class FigureSiglipText : public TempDirTest {};
 
-TEST_F(FigureSiglipText, RefusalSaysTheTextsCannotBeMapsYet) {
+TEST_F(FigureSiglipText, TextsAreMapsThroughTheProbe) {
   const CliRun r = run_attnmap("figure " + q(fixture("siglip/image.png")) + " -w " + q(fixture("siglip/hf")) +
                                " -q --text cat --views photo,L1/mean -o " + q(dir / "no.png"));
   EXPECT_EQ(r.status, 2) << r.err;
-  EXPECT_EQ(r.err, "attnmap: error: --text / --texts: this model's texts cannot be shown as maps yet: the class-specific "
-                   "views (chefer, gradcam, attn-grad) are not available: the texts' logits read SigLIP's attention-pool "
-                   "head (MAP: a learned probe attending over the final tokens), which attnmap's backward pass does not "
-                   "differentiate yet (timm-siglip layout); a figure without --text / --texts draws the attention views, "
-                   "and render gives the texts' scores (its top-5 line; in Python, forward()'s probs)\n");
+  EXPECT_NE(r.err.find("--views has none: the figure would not show them; add chefer to --views"), std::string::npos)
+      << r.err;
   EXPECT_TRUE(fs::is_empty(dir));
+  const CliRun ok = run_attnmap("figure " + q(fixture("siglip/image.png")) + " -w " + q(fixture("siglip/hf")) +
+                                " -q --text cat --views photo,chefer -o " + q(dir / "yes.png"));
+  ASSERT_EQ(ok.status, 0) << ok.err;
+  const CliRun in = run_attnmap("inspect " + q(dir / "yes.png"));
+  EXPECT_NE(in.out.find("Chefer relevance \u00b7 pool-probe query, text: cat"), std::string::npos) << in.out;
 }

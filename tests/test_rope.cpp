@@ -111,28 +111,17 @@ TEST(Rope, RolloutMatchesNumpyRolloutOfTheFamilysAttention) {
   }
 }
 
-// Class-specific views are refused by name (exit 2, one line); inspect names the rope.
-TEST(Rope, ClassSpecificViewsAreRefusedByName) {
+// Class-specific views are available through rope and SwiGLU since issue 44 (their numbers against timm's
+// autograd: test_explain_families.cpp); inspect names the rope.
+TEST(Rope, ClassSpecificViewsAreAvailableAndInspectNamesTheRope) {
   const ViTWeights eva = load_model(case_dir("eva02_gelu") + "model.pth");
-  EXPECT_EQ(explanations_unavailable(eva.hp, true),
-            "its blocks rotate queries and keys (EVA-02 rotary position embedding), which attnmap's backward pass "
-            "does not differentiate yet (eva layout)");
+  EXPECT_EQ(explanations_unavailable(eva.hp, true), "");
   const ViTWeights packed = load_model(case_dir("timm_swiglu_packed") + "model.pth");
-  EXPECT_NE(explanations_unavailable(packed.hp, true).find("its MLP is SwiGLU"), std::string::npos);
-  const fs::path out = fs::temp_directory_path() / ("attnmap_rope_cli_" + std::to_string(::getpid()));
-  const CliRun ex = run_attnmap("render " + q(std::string(ATTNMAP_DATA_DIR) + "/chelsea.png") + " -w " +
-                                q(case_dir("dinov3_small") + "model.safetensors") + " -o " + q(out) +
-                                " --explain chefer -q");
-  EXPECT_EQ(ex.status, 2);
-  EXPECT_NE(ex.err.find("--explain chefer: its blocks rotate queries and keys (DINOv3 rotary position embedding), "
-                        "which attnmap's backward pass does not differentiate yet (eva layout)"),
-            std::string::npos) << ex.err;
-  EXPECT_EQ(std::count(ex.err.begin(), ex.err.end(), '\n'), 1) << ex.err;
+  EXPECT_EQ(explanations_unavailable(packed.hp, true), "");
   const CliRun in = run_attnmap("inspect " + q(case_dir("eva02_tiny") + "model.safetensors"));
   EXPECT_EQ(in.status, 0) << in.err;
   EXPECT_NE(in.out.find("rotary:      EVA-02 RoPE on the patch tokens' queries and keys (interleaved layout"),
             std::string::npos) << in.out;
-  fs::remove_all(out);
 }
 
 // Without the config naming the architecture, whether the model rotates (EVA-02, DINOv3) or not (EVA-01) is
@@ -162,18 +151,14 @@ TEST(Rope, EvaWithoutItsArchitectureIsAskedFor) {
   const std::string post = load_error((dir / "model.pth").string());
   EXPECT_NE(post.find("timm's post-norm Eva block (EvaBlockPostNorm"), std::string::npos) << post;
   fs::remove_all(dir);
-  // facebookresearch DINOv3's own names are refused by name, not read as DINOv2 (mask_token) with a tensor missing.
+  // facebookresearch DINOv3's own names (storage_tokens) are its layout, not DINOv2's (mask_token): a timm file
+  // half renamed is refused by the tensor its rotary positions need (tests/test_dinov3_fb.cpp reads whole ones).
   RawWeights raw = load_weights_safetensors(case_dir("dinov3_small") + "model.safetensors");
   raw.tensors["storage_tokens"] = raw.tensors.at("reg_token");
   raw.tensors.erase("reg_token");
   raw.tensors["mask_token"] = raw.tensors.at("cls_token");
-  try {
-    build_model(raw);
-    ADD_FAILURE() << "facebookresearch DINOv3 names were read";
-  } catch (const Error& err) {
-    EXPECT_NE(std::string(err.what()).find("facebookresearch DINOv3 names (storage_tokens, rope_embed.periods)"),
-              std::string::npos) << err.what();
-  }
+  const std::string fb = build_error(raw);
+  EXPECT_NE(fb.find("missing tensor 'rope_embed.periods'"), std::string::npos) << fb;
 }
 
 // An architecture that is not the tensors' is refused, never trusted into a map without rotary positions
@@ -248,4 +233,55 @@ TEST(Rope, FastPathsBatchesAndKeptPatchesAgree) {
     const ForwardResult c = vit_forward(w, input.data(), kept);
     EXPECT_TRUE(all_close(c.attn, a.attn, 1e-6, std::string(name) + " every patch kept"));
   }
+}
+
+// timm Eva's final LayerNorm and default pool (a fresh user's finds): a mean pool with neither norm nor fc_norm
+// is refused by the tensor timm builds (eva.py:644-651) unless model_args say the model has none; a DINOv3 whose
+// config gives no global_pool is pooled as timm builds vit_*_dinov3* ('avg', eva.py:2762-3091: the family's
+// logits), and a file whose final norms are not what the architecture's default builds is asked for its pool.
+TEST(Rope, EvaFinalNormAndDefaultPoolFollowTimm) {
+  const auto drop = [](RawWeights& raw, const std::string& prefix) {
+    for (auto it = raw.tensors.begin(); it != raw.tensors.end();)
+      it = it->first.rfind(prefix, 0) == 0 ? raw.tensors.erase(it) : std::next(it);
+  };
+  RawWeights eva = load_weights_safetensors(case_dir("eva02_tiny") + "model.safetensors");
+  drop(eva, "fc_norm.");
+  eva.config = {{"architecture", "eva02_tiny_patch14_224"}, {"num_heads", 3}, {"global_pool", "avg"}};
+  const std::string e = build_error(eva);
+  EXPECT_NE(e.find("missing tensor 'fc_norm.weight' (expected shape (48,); timm's Eva applies fc_norm"), std::string::npos) << e;
+  EXPECT_NE(e.find("\"use_fc_norm\": false, \"use_post_transformer_norm\": false"), std::string::npos) << e;
+  eva.config["use_fc_norm"] = false;
+  eva.config["use_post_transformer_norm"] = false;
+  EXPECT_EQ(build_error(eva), "");  // the config says the model has neither
+  eva.config.erase("use_fc_norm");
+  eva.config.erase("use_post_transformer_norm");
+  eva.config.erase("global_pool");  // eva02_tiny's default: 'avg' with fc_norm, so the same refusal
+  EXPECT_NE(build_error(eva).find("missing tensor 'fc_norm.weight'"), std::string::npos);
+  RawWeights token = load_weights_safetensors(case_dir("eva02_tiny") + "model.safetensors");
+  token.tensors["norm.weight"] = token.tensors.at("fc_norm.weight");  // as saved with global_pool='token'
+  token.tensors["norm.bias"] = token.tensors.at("fc_norm.bias");
+  drop(token, "fc_norm.");
+  token.config = eva.config;
+  const std::string asked = build_error(token);
+  EXPECT_NE(asked.find("are not what timm builds for eva02_tiny_patch14_224 by default (fc_norm, no norm"), std::string::npos) << asked;
+  ModelOverrides cls;
+  cls.pool = Pool::ClassToken;
+  EXPECT_EQ(build_model(token, cls).hp.pool, Pool::ClassToken);
+
+  const std::string dir = case_dir("dinov3_small");
+  RawWeights d3 = load_weights_safetensors(dir + "model.safetensors");
+  d3.config = {{"architecture", "vit_small_patch16_dinov3"}, {"num_heads", 3}, {"image_size", 32}};
+  ViTWeights w = build_model(d3);
+  EXPECT_EQ(w.hp.pool, Pool::MeanPatches);
+  EXPECT_NE(w.hp.source["pool"].find("timm's default for architecture vit_small_patch16_dinov3"), std::string::npos);
+  prepare_weights(w, false);
+  std::vector<int64_t> shape;
+  const std::vector<float> input = read_npy(dir + "input.npy", &shape);
+  ForwardOptions fo;
+  fo.to_end = true;
+  const std::vector<float> logits = read_npy(dir + "logits.npy", &shape);
+  EXPECT_TRUE(all_close(vit_forward(w, input.data(), fo).logits, logits, 1e-4, "dinov3 without global_pool"));
+  drop(d3, "norm.");
+  const std::string d3e = build_error(d3);
+  EXPECT_NE(d3e.find("missing tensor 'norm.weight' (expected shape (48,); timm's Eva applies norm"), std::string::npos) << d3e;
 }

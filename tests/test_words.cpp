@@ -323,6 +323,33 @@ TEST_F(WordsCli, RenderTitleAndBlockNumbering) {
   EXPECT_FALSE(fs::exists(dir / "out3"));
 }
 
+// The layer strip says whose row its tiles show, as the figure's map labels do, in its title as the heads
+// strip does: CaiT's self-attention blocks "blocks 0–2: patch-query mean (no class token in them)", its
+// class-attention blocks named so in their tiles (the class token's row); a model without a class token says it
+// in the title too (timm_gap). A token query names its row only (no "patch-query mean").
+TEST_F(WordsCli, LayerStripNamesTheQueryRow) {
+  if (!have("pdftotext")) GTEST_SKIP() << "pdftotext missing";
+  CliRun r = run_attnmap("render " + q(dir / "cat.png") + " -w " + q(fixture("cait/cait_tiny/model.pth")) + " -o " +
+                         q(dir / "cait") + " --explain chefer --strip layers --figure-format pdf -q");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string cait = pdf_text(dir / "cait" / "cat.layers.pdf");
+  EXPECT_NE(cait.find("blocks 0\u20132: patch-query mean (no class token in them)"), std::string::npos) << cait;
+  EXPECT_NE(cait.find("class-attention block 3 "), std::string::npos) << cait;  // the class token's row
+  // A token query reads its own row, not the patch queries' mean: the label names the query only.
+  r = run_attnmap("figure " + q(dir / "cat.png") + " -w " + q(fixture("cait/cait_tiny/model.pth")) +
+                  " --views L0/mean:q=r1c1 -o " + q(dir / "q.pdf") + " -q");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string queried = pdf_text(dir / "q.pdf");
+  EXPECT_NE(queried.find("query patch (1, 1)"), std::string::npos) << queried;
+  EXPECT_EQ(queried.find("patch-query mean"), std::string::npos) << queried;
+  r = run_attnmap("render " + q(dir / "cat.png") + " -w " + q(fixture("families/timm_gap/model.pth")) + " -o " +
+                  q(dir / "gap") + " --explain chefer --strip layers --figure-format pdf -q");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string gap = pdf_text(dir / "gap" / "cat.layers.pdf");
+  EXPECT_NE(gap.find("no class token: mean of the patch queries' rows"), std::string::npos) << gap;
+  EXPECT_EQ(gap.find("patch-query mean"), std::string::npos) << gap;  // said once, in the title
+}
+
 // figure: --title, --row-labels, --column-labels, --block-numbering in the figure and its record; counts
 // that do not match are usage errors naming the flag and both counts.
 TEST_F(WordsCli, FigureTitleRowAndColumnLabels) {

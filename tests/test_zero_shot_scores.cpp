@@ -182,10 +182,9 @@ TEST_F(ZeroShotScores, RenderFigureExploreAndCurvesFollowTheSigmoidRule) {
 // SigLIP end to end (tests/fixtures/siglip/: a tiny SigLIP made by transformers' SiglipModel and by open_clip,
 // five texts): render's top-5 line says the numbers are each text's own sigmoid and gives the family's
 // torch.sigmoid(logits_per_image) (expected.json), most probable first; the manifest's top5 holds them (1e-5;
-// measured 2e-7) and its settings say "score_rule": "sigmoid". (SigLIP has no class-specific view yet - its
-// attention-pool probe is not differentiated - so no figure takes its texts and the explorer lists only their
-// scores (ExploreText.SiglipScoresWithoutMapsAndTheReason); the figure's wording is tested above on the CLIP
-// fixture.)
+// measured 2e-7) and its settings say "score_rule": "sigmoid". (Its texts' maps through the attention-pool
+// probe, issue 44: ExplainPools.SiglipTextLogitMatchesAutogradThroughTransformers,
+// ExploreText.SiglipScoresAndMapsThroughTheProbe, FigureSiglipText.TextsAreMapsThroughTheProbe.)
 TEST_F(ZeroShotScores, SiglipTopFiveLineAndManifestAreEachTextsOwnSigmoid) {
   const std::string S = fixture("siglip");
   const std::vector<std::string> texts = nlohmann::json::parse(slurp(S + "/texts.json"))["texts"];

@@ -27,10 +27,12 @@ RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev li
 # python3-sentencepiece: tools/make_siglip_spm.py (trains tests/fixtures/siglip/spiece.model) and
 # tools/make_siglip_tokenizer_fixtures.py (transformers' SiglipTokenizer imports the sentencepiece module);
 # python3-protobuf: tools/make_siglip_fixtures.py (SiglipTokenizer reads spiece.model's normaliser through it).
+# python3-tqdm, python3-filelock: transformers' import (tools/make_family_fixtures_hf*.py, make_siglip_fixtures.py,
+# make_explain_pool_fixtures.py --transformers).
 TEST=(libgtest-dev util-linux clang libclang-rt-14-dev ninja-build poppler-utils librsvg2-bin slurm-wlm munge
       python3 nodejs npm chromium firefox-esr
       python3-pytest python3-torch python3-torchvision python3-pil jupyter-nbconvert python3-ipykernel python3-regex
-      python3-sentencepiece python3-protobuf)
+      python3-sentencepiece python3-protobuf python3-tqdm python3-filelock)
 PACKAGES=("${RUNTIME[@]}")
 if [ "${1:-}" = test ]; then PACKAGES+=("${TEST[@]}"); fi
 missing=()

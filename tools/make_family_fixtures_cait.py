@@ -26,6 +26,8 @@ over [class; patches]. So a case folder here holds (read by tests/test_cait.cpp)
                    'module.' and CaiT's pos_embed covers the patches only)
   model.pth        torch.save(model.state_dict()), timm's names; model.safetensors the same tensors (F32)
   meta.json        sizes, tolerances (max(1e-5, 2 x timm's own float32-vs-float64 spread)), traps, source
+  explain.json, explain_*.npy, rollout.npy: the class-specific maps and rollout of issue 44 (write_explain:
+                   autograd through timm's Cait in float64 and numpy; explain.json says what each array holds)
 All references are timm's forward in float64 on the stored float32 weights and input.
 Traps (asserted > 100 x tolerance): talking heads dropped (proj_l / proj_w identity), LayerScale dropped
 (gammas 1), class-attention blocks dropped (the last self-attention block's patch-query mean drawn instead).
@@ -118,6 +120,123 @@ def runs(model, x32):
     s64, c64, l64 = capture(m64, x32.double())
     spread = max(mt.max_diff(s32.double(), s64), mt.max_diff(c32.double(), c64))
     return m64, s64, c64, l64, spread, mt.max_diff(l32.double(), l64)
+
+
+def explain_capture(model, x, target):
+    """timm's float64 forward with hooks and autograd of logit[target]: per self-attention block the mixed
+    weights W = proj_w(P) that multiply V (the output of attn.attn_drop) and P (proj_w's input), per
+    class-attention block the class rows (attn_drop's output); each block's norm1 output; their gradients."""
+    got = {"w": [], "p": [], "ca": [], "n1": []}
+    hs = []
+
+    def keep(key, t):
+        t.retain_grad()
+        got[key].append(t)
+
+    for blk in model.blocks:
+        hs.append(blk.attn.attn_drop.register_forward_hook(lambda m, i, o: keep("w", o)))
+        hs.append(blk.attn.proj_w.register_forward_pre_hook(lambda m, i: got["p"].append(i[0].detach())))
+    for blk in model.blocks_token_only:
+        blk.attn.fused_attn = False
+        hs.append(blk.attn.attn_drop.register_forward_hook(lambda m, i, o: keep("ca", o)))
+    for blk in list(model.blocks) + list(model.blocks_token_only):
+        hs.append(blk.norm1.register_forward_hook(lambda m, i, o: keep("n1", o)))
+    try:
+        logits = model(x)
+        logits[0, target].backward()
+    finally:
+        for h in hs:
+            h.remove()
+    return got, logits[0].detach()
+
+
+def write_explain(folder, m64, x, commit):
+    """The class-specific maps of issue 44 (docs/explain.md "CaiT") by autograd through timm's own Cait, float64,
+    in numpy from dlogit/dA; and attention rollout from timm's attention. New files only: explain.json and
+    explain_*.npy / rollout*.npy (meta.json and the forward fixtures stay as they are)."""
+    import numpy as np
+    mm = copy.deepcopy(m64)
+    mm.zero_grad()
+    with torch.no_grad():
+        target = int(torch.argmax(mm(x.double())[0]))
+    got, logits = explain_capture(mm, x.double(), target)
+    N, T, L, SA = (S // P) ** 2, (S // P) ** 2 + 1, DEPTH + DEPTH_CA, DEPTH
+    W = np.stack([t.detach()[0].numpy() for t in got["w"]])          # (SA, H, N, N)
+    dW = np.stack([t.grad[0].numpy() for t in got["w"]])
+    Pm = np.stack([t.permute(0, 3, 1, 2)[0].numpy() for t in got["p"]])  # (SA, H, N, N) the softmax
+    A_ca = np.stack([t.detach()[0, :, 0, :].numpy() for t in got["ca"]])  # (C, H, T)
+    dA_ca = np.stack([t.grad[0, :, 0, :].numpy() for t in got["ca"]])
+    act = [t.detach()[0].numpy() for t in got["n1"]]                # SA (N, D), CA (T, D)
+    grad = [t.grad[0].numpy() for t in got["n1"]]
+
+    def abar_sa(l):
+        return np.maximum(dW[l] * W[l], 0).mean(axis=0)              # (N, N)
+
+    def abar_ca(j):
+        return np.maximum(dA_ca[j] * A_ca[j], 0).mean(axis=0)        # (T)
+
+    def chefer(first):
+        r = np.zeros(T)
+        r[0] = 1.0
+        for l in range(L - 1, first - 1, -1):
+            if l >= SA:
+                r = r + r[0] * abar_ca(l - SA)
+            else:
+                r[1:] = r[1:] + r[1:] @ abar_sa(l)
+        return r[1:]
+
+    attn_grad = np.stack([abar_sa(l).mean(axis=0) if l < SA else abar_ca(l - SA)[1:] for l in range(L)])
+    gradcam = []
+    for l in range(L):
+        a, g = (act[l], grad[l]) if l < SA else (act[l][1:], grad[l][1:])
+        gradcam.append(np.maximum(a @ g.mean(axis=0), 0))
+    # rollout (docs/explain.md): per block the head mean of what the attention views record, in (T, T): a
+    # self-attention block's softmax P over the patch rows / columns, a class-attention block's class row; + I,
+    # rows normalised to 1; R = Ahat_last ... Ahat_0.
+    R = np.eye(T)
+    for l in range(L):
+        A = np.zeros((T, T))
+        if l < SA:
+            A[1:, 1:] = Pm[l].mean(axis=0)
+        else:
+            A[0] = A_ca[l - SA].mean(axis=0)
+        A = A + np.eye(T)
+        A = A / A.sum(axis=1, keepdims=True)
+        R = A @ R
+    fl.save_npy(os.path.join(folder, "explain_chefer.npy"), np.stack([chefer(0), chefer(SA)]).astype(np.float64))
+    fl.save_npy(os.path.join(folder, "explain_attn_grad.npy"), attn_grad)
+    fl.save_npy(os.path.join(folder, "explain_gradcam.npy"), np.stack(gradcam))
+    fl.save_npy(os.path.join(folder, "explain_w_sa.npy"), W)
+    fl.save_npy(os.path.join(folder, "explain_dw_sa.npy"), dW)
+    fl.save_npy(os.path.join(folder, "explain_da_ca.npy"), dA_ca)
+    fl.save_npy(os.path.join(folder, "rollout.npy"), R)
+    info = {"case": "cait_tiny", "class": target, "logit": float(logits[target]), "generator": GENERATOR,
+            "source": {"repo": "huggingface/pytorch-image-models", "commit": commit, "files": ["timm/models/cait.py"]},
+            "input": "input.npy; weights model.pth (float64 copy of the stored float32 weights)",
+            "autograd": "torch.autograd on timm's Cait in float64: logits[0, class].backward(); tensors kept with "
+                        "retain_grad from forward hooks",
+            "files": {
+                "explain_w_sa.npy": "(SA, H, N, N) per self-attention block the talking heads' proj_w(P), the "
+                                    "weights that multiply V (output of blocks.i.attn.attn_drop)",
+                "explain_dw_sa.npy": "(SA, H, N, N) dlogit/d of the above",
+                "explain_da_ca.npy": "(C, H, T) per class-attention block dlogit/d(class row of softmax(q k^T scale)) "
+                                     "(output of blocks_token_only.j.attn.attn_drop, fused_attn off)",
+                "explain_chefer.npy": "(2, N) Chefer from block 0 (chefer) and from block SA (chefer@L<SA>): r = e_cls; "
+                                      "class-attention blocks last to first r <- r + r_cls mean_h (dA*A)^+; then "
+                                      "self-attention blocks r_p <- r_p + r_p mean_h (dW*W)^+; the patch part",
+                "explain_attn_grad.npy": "(L, N) per block: class-attention block: mean_h (dA*A)^+ class row; "
+                                         "self-attention block: mean over the N patch queries of mean_h (dW*W)^+",
+                "explain_gradcam.npy": "(L, N) per block: ReLU(act . mean_i grad_i) over the patch rows of that "
+                                      "block's norm1 output (self-attention: all N rows; class-attention: rows 1..N)",
+                "rollout.npy": "(T, T) rollout R = Ahat_{L-1} ... Ahat_0, Ahat = rownorm(mean_h A + I), A (T, T): "
+                               "self-attention blocks the softmax P (proj_w's input) in rows / columns 1..N, "
+                               "class-attention blocks the class row in row 0"},
+            "tolerance_relative_to_peak": 1e-4}
+    with open(os.path.join(folder, "explain.json"), "w") as f:
+        import json
+        json.dump(info, f, indent=1, sort_keys=True)
+        f.write("\n")
+    print("explain: class %d, chefer peak %.3e, rollout row sum %.6f" % (target, chefer(0).max(), R[0].sum()))
 
 
 def main():
@@ -252,6 +371,7 @@ def main():
             "description": "timm Cait, 32x32 patch 8, D 64, 4 heads, 3 talking-heads self-attention blocks "
                            "(mlp_ratio 2) + 2 class-attention blocks (mlp_ratio_token_only 3), 5 classes"}
     fl.write_meta(folder, **meta)
+    write_explain(folder, m64, x, commit)
     print("cait_tiny spread %.1e tol %.1e (other %.1e) logits tol %.1e row-max %s" % (
         spread, tol, tol2, ltol, ["%.2f" % v for v in meta["weights"]["mean_row_max"]]))
     for t in traps:

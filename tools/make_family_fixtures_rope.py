@@ -17,7 +17,9 @@ code (see tests/fixtures/families/FORMAT.md):
 
 Each case also has an `other_size`: timm's own model built at the second size, the checkpoint loaded through
 timm's checkpoint_filter_fn for the family (pos_embed resampled by resample_abs_pos_embed; the rotary tables
-computed by the model for its grid).
+computed by the model for its grid). Each case also has the autograd references of the class-specific maps
+(issue 44, tools/fixture_explain.py): grad_attn.npy, and for a class-token classifier chefer / gradcam /
+attn_grad .npy; `--explain-only` writes them alone for the existing cases.
 
     /usr/bin/python3 tools/make_family_fixtures_rope.py --timm /work/ext/timm [--out ...] [--cases a,b]
 
@@ -36,6 +38,7 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fixture_explain  # noqa: E402
 import fixture_lib as fl  # noqa: E402
 import make_family_fixtures_timm as mtf  # noqa: E402
 
@@ -321,6 +324,8 @@ def main():
     ap.add_argument("--timm-commit")
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "fixtures", "families"))
     ap.add_argument("--cases", default="", help="comma-separated subset of case names")
+    ap.add_argument("--explain-only", action="store_true",
+                    help="write only the autograd explanation references (tools/fixture_explain.py) of the existing cases")
     args = ap.parse_args()
     timm, tc = mtf.import_timm(args.timm, args.timm_commit, fused_attn=False)
     want = [c for c in args.cases.split(",") if c]
@@ -332,11 +337,17 @@ def main():
         P = build_at().patch_embed.patch_size[0]
         mtf.S, mtf.P = S, P  # run_case writes them to meta.json
         c.build = lambda size=None, b=build_at: b(size)
+        folder = os.path.join(args.out, c.name)
+        token_pool = c.settings.get("global_pool", "").startswith("token")
+        if args.explain_only:
+            fixture_explain.add_explain(c, folder, token_pool, "timm's own model (%s)" % c.name)
+            continue
         gen = torch.Generator().manual_seed(c.seed + 1)
         x = torch.randn((3, S, S), generator=gen, dtype=torch.float64).float()
         mtf.run_case(c, args.out, x)
         add_other_size(c, os.path.join(args.out, c.name), c.seed + 2)
         add_rollout(os.path.join(args.out, c.name))
+        fixture_explain.add_explain(c, folder, token_pool, "timm's own model (%s)" % c.name)
 
 
 if __name__ == "__main__":

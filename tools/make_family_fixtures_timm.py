@@ -956,6 +956,11 @@ def mae_case(mae_path, mae_commit, timm_commit):
 
 # --------------------------------------------------------------------------
 
+# Cases with a class-token classifier whose blocks issue 44 made differentiable: grad_attn / chefer / gradcam /
+# attn_grad .npy and meta "explain" by tools/fixture_explain.py.
+EXPLAIN_CASES = ("timm_qknorm",)
+
+
 def import_timm(path, commit=None, fused_attn=True):
     """Imports timm from its work tree `path` (one torch thread, the torchvision stub installed first) and returns
     (the timm module, its commit: `commit`, else git_commit's rule). fused_attn=False switches timm to its manual
@@ -980,6 +985,8 @@ def main():
     ap.add_argument("--mae-commit")
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "fixtures", "families"))
     ap.add_argument("--cases", default="", help="comma-separated subset of case names")
+    ap.add_argument("--explain-only", action="store_true",
+                    help="write only the autograd explanation references (tools/fixture_explain.py) of EXPLAIN_CASES")
     args = ap.parse_args()
     _, tc = import_timm(args.timm, args.timm_commit)
 
@@ -994,7 +1001,11 @@ def main():
     for c in cases:
         if want and c.name not in want:
             continue
-        run_case(c, args.out, x)
+        if not args.explain_only:
+            run_case(c, args.out, x)
+        if c.name in EXPLAIN_CASES:  # issue 44: autograd references of the class-specific maps
+            import fixture_explain
+            fixture_explain.add_explain(c, os.path.join(args.out, c.name), True, "timm's own model (%s)" % c.name)
 
 
 if __name__ == "__main__":

@@ -356,7 +356,8 @@ _CONFIG_KEYS = frozenset([
     "num_heads", "layer_norm_eps", "mean", "std", "patch_size", "image_size", "crop_pct", "interpolation",
     "architecture", "labels", "default_layer", "default_head", "act", "pool", "global_pool",
     "use_rot_pos_emb", "rope_type", "ref_feat_shape", "rope_temperature", "rope_rotate_half", "rope_grid_offset",
-    "rope_grid_indexing", "use_post_norm", "use_abs_pos_emb", "num_reg_tokens"])
+    "rope_grid_indexing", "use_post_norm", "use_abs_pos_emb", "num_reg_tokens",
+    "use_fc_norm", "use_post_transformer_norm", "final_norm", "fc_norm"])
 
 
 def _json_value(v):

@@ -46,15 +46,18 @@ def test_siglip_logits_are_scale_times_cos_plus_bias(attnmap):
     assert attnmap.load(str(CLIP / "model.safetensors"), quiet=True).logit_bias == 0.0
 
 
-def test_siglip_texts_are_not_maps_yet_and_the_refusal_says_so(attnmap):
-    """A SigLIP's texts have no class-specific view (its attention-pool head: issue 44): a figure of its texts, or
-    classes= without such a view, is refused saying the texts cannot be maps yet, not advising to add chefer."""
+def test_siglip_texts_are_maps_through_the_probe(attnmap):
+    """A SigLIP's texts are class-specific views through its attention-pool probe (issue 44): a figure of its
+    texts, or classes= without such a view, gets CLIP's advice to add one; with chefer, the map of that text."""
     m = attnmap.load(str(SIGLIP / "hf"), text=["cat", "dog"], quiet=True)
     img = str(SIGLIP / "image.png")
     for call in (lambda: attnmap.figure(img, "photo,L1/mean", model=m), lambda: m.forward(img, classes="dog")):
         with pytest.raises(attnmap.AttnmapError) as e:
             call()
         msg = str(e.value)
-        assert "this model's texts cannot be shown as maps yet" in msg, msg
-        assert "SigLIP's attention-pool head" in msg and "forward()'s probs" in msg, msg
-        assert "add chefer" not in msg and "add explain" not in msg, msg
+        assert "add chefer" in msg or "add explain" in msg, msg
+        assert "cannot be shown as maps" not in msg, msg
+    r = m.forward(img, classes="dog", explain="chefer")
+    assert len(r.maps) == 1
+    assert "pool-probe query" in repr(r.maps[0]) and "class dog" in repr(r.maps[0]), repr(r.maps[0])
+    assert r.score_rule == "sigmoid"

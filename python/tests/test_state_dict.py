@@ -183,3 +183,21 @@ def test_keywords_as_flags(attnmap):
     assert "heads" in str(e.value) and "--heads" not in str(e.value)
     m = attnmap.from_state_dict(sd, heads=3)
     assert m.info["num_heads"] == 3
+
+
+def test_timm_dinov3_pool_and_eva_final_norm(attnmap):
+    """A timm DINOv3 given as a state dict with its architecture and no global_pool is pooled as timm builds
+    vit_*_dinov3* (the mean of the patch tokens: eva.py's Eva default, use_fc_norm=False), the same probabilities
+    as the file with its config.json; an EVA-02 with a mean pool and neither norm nor fc_norm is refused by name."""
+    d = FIX / "families" / "dinov3_small"
+    sd, _ = read_safetensors(d / "model.safetensors")
+    m = attnmap.from_state_dict(sd, config={"architecture": "vit_small_patch16_dinov3", "num_heads": 3, "image_size": 32})
+    r_mem = m.forward(str(IMAGES[0]), views="rollout")
+    r_file = attnmap.load(str(d / "model.safetensors")).forward(str(IMAGES[0]), views="rollout")
+    assert np.array_equal(r_mem.probs, r_file.probs)
+    e_sd, _ = read_safetensors(FIX / "families" / "eva02_tiny" / "model.safetensors")
+    for k in ("fc_norm.weight", "fc_norm.bias"):
+        del e_sd[k]
+    with pytest.raises(attnmap.AttnmapError) as e:
+        attnmap.from_state_dict(e_sd, config={"architecture": "eva02_tiny_patch14_224", "num_heads": 3})
+    assert "missing tensor 'fc_norm.weight'" in str(e.value) and e.value.exit_code == 2

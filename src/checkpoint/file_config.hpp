@@ -28,13 +28,23 @@ struct FileConfig {
   /// timm Eva's rotary settings and global_pool as given (config keys or timm config.json model_args, kEvaArgs), checked
   /// where they are read (vit_loader_eva.cpp).
   nlohmann::json eva_args = nlohmann::json::object();
+  /// Hugging Face BeitConfig's switches (kHfBeitArgs, from config.json), checked against the tensors (vit_loader_beit.cpp).
+  nlohmann::json beit_args = nlohmann::json::object();
 };
+
+/// BeitConfig / Data2VecVisionConfig keys that say which tensors its model has (issue 44), with the config class's
+/// default (what save_pretrained leaves out): a file that disagrees is refused by name.
+constexpr const char* kHfBeitArgs[] = {"use_relative_position_bias", "use_shared_relative_position_bias",
+                                       "use_absolute_position_embeddings", "layer_scale_init_value"};
 
 /// The timm Eva settings its tensors do not fix (read by vit_loader_eva.cpp): model_args of its rotary
 /// position embedding, and timm config.json's global_pool (what the classifier reads).
 constexpr const char* kEvaArgs[] = {"use_rot_pos_emb", "rope_type", "ref_feat_shape", "rope_temperature",
                                      "rope_rotate_half", "rope_grid_offset", "rope_grid_indexing", "global_pool",
-                                     "use_post_norm", "use_abs_pos_emb", "num_reg_tokens"};
+                                     "use_post_norm", "use_abs_pos_emb", "num_reg_tokens",
+                                     // the final LayerNorms (vit_loader_resolve.cpp check_final_norm): timm Eva's
+                                     // switches, timm VisionTransformer's final_norm / fc_norm
+                                     "use_fc_norm", "use_post_transformer_norm", "final_norm", "fc_norm"};
 
 /// Where `key` came from ("config (file)" when not recorded).
 std::string src_of(const FileConfig& fc, const std::string& key);

@@ -38,6 +38,22 @@ std::vector<LayoutInfo> variant_rows() {
        "default (timm LayerNorm 1e-6; DINOv3 architectures 1e-5)", PosInterp::Timm,
        "timm Eva: pos_embed by resample_abs_pos_embed (bicubic, antialias), rotary tables recomputed for the grid",
        Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {}},
+      // ---- facebookresearch DINOv3's own names (issue 44 point 3; src/checkpoint/vit_loader_eva.cpp) ----
+      // The heads from rope_embed.periods (D_head / 4 of them); HeadRule::Sizes is never reached.
+      {Layout::Dinov3, "dinov3",
+       "dinov3 (facebookresearch DINOv3 DinoVisionTransformer: storage tokens, rotary positions from the stored "
+       "rope_embed.periods, masked key bias)",
+       1e-5f, "default (every released DINOv3 ViT, dinov3/hub/backbones.py, and every dinov3 training config with "
+       "storage tokens: norm_layer 'layernormbf16', nn.LayerNorm eps 1e-5)", PosInterp::Timm,
+       "no position table: RopePositionEmbedding computes the rotary angles for any grid",
+       Stats::ImageNet, Activation::Gelu, HeadRule::Sizes,
+       {{"mask_token", "mask token: DinoVisionTransformer.prepare_tokens_with_masks adds 0 * mask_token to the "
+                       "class token when no mask is given (no change: its values are checked finite)"},
+        {"local_cls_norm.*", "untie_global_and_local_cls_norm: the norm of the local crops' class and storage "
+                             "tokens, used in training only (forward_features_list: self.training); never in eval"},
+        {"cls_norm.*", "untie_cls_and_patch_norms: the final norm of the class and storage tokens after the last "
+                       "block; a DINOv3 backbone has no classifier, and no attention map reads the final norms"},
+        {"dino_head.*", kDinoHead}, {"ibot_head.*", kDinoHead}}},
       // issue 29: BEiT (timm beit.py; microsoft/unilm beit / beit2 use the same names)
       {Layout::Beit, "beit",
        "beit (timm Beit / microsoft/unilm BEiT, BEiT v2: relative position bias, LayerScale gamma_1 / gamma_2)", 1e-6f,
@@ -45,6 +61,21 @@ std::vector<LayoutInfo> variant_rows() {
        "timm beit.py checkpoint_filter_fn: resample_abs_pos_embed (bicubic, antialias) for pos_embed, "
        "resize_rel_pos_bias_table for the relative position tables",
        Stats::ImageNet, Activation::Gelu, HeadRule::Sizes, {{"mask_token", kMaskToken}}},
+      // issue 44: Hugging Face BEiT (models/beit/modeling_beit.py; Data2VecVision has the same names under
+      // data2vec_vision.), read through hf_beit_scheme onto the beit layout's canonical names.
+      {Layout::HfBeit, "hf-beit",
+       "hf-beit (Hugging Face BeitModel / BeitForImageClassification, Data2VecVision: relative position bias, "
+       "LayerScale lambda_1 / lambda_2)",
+       1e-12f, "default (Hugging Face BeitConfig 1e-12)", PosInterp::Hf,
+       "Hugging Face BeitPatchEmbeddings: size=, bicubic, align_corners=False (class row kept); the relative "
+       "position tables bilinearly (BeitRelativePositionBias)",
+       Stats::Half, Activation::Gelu, HeadRule::Sizes,
+       {{"embeddings.mask_token", kMaskToken}, {"beit.embeddings.mask_token", kMaskToken},
+        {"data2vec_vision.embeddings.mask_token", kMaskToken},
+        {"lm_head.*", "BeitForMaskedImageModeling's head: predicts visual tokens of masked patches after the "
+                      "encoder; changes no attention map"},
+        {"layernorm.*", "BeitForMaskedImageModeling's LayerNorm before lm_head (after the encoder): changes no "
+                        "attention map"}}},
   };
 }
 

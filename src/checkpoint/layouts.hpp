@@ -30,6 +30,8 @@ enum class Layout {
   Cait,         ///< timm / facebookresearch CaiT: talking-heads self-attention blocks, then class-attention blocks
   Eva,          ///< timm Eva (EVA-02, DINOv3 as timm builds them): rotary positions, q_bias / v_bias, SwiGLU
   Beit,         ///< timm Beit / microsoft/unilm BEiT, BEiT v2: relative position bias, q_bias / v_bias, gamma_1 / gamma_2
+  Dinov3,       ///< facebookresearch DINOv3 DinoVisionTransformer: storage tokens, rotary periods stored, bias_mask
+  HfBeit,       ///< Hugging Face BeitModel / BeitForImageClassification (and Data2VecVision's): BEiT, lambda_1 / lambda_2
 };
 
 /// How --size resamples the position embeddings: each framework's own F.interpolate call (torch 1.13 semantics).

@@ -136,6 +136,70 @@ Scheme hf_scheme(Layout layout, const std::string& m, const KeyIndex& keys) {
   return sc;
 }
 
+// Hugging Face BeitModel / BeitForImageClassification (models/beit/modeling_beit.py, issue 44) onto the beit
+// layout's canonical names: `m` is "beit.", "data2vec_vision." (Data2VecVision*, the same modules) or "" (a bare
+// BeitModel). LayerScale lambda_1 / lambda_2; the relative position table per layer
+// (attention.attention.relative_position_bias.*) or shared (encoder.relative_position_bias.*), each with the
+// relative_position_index buffer files of transformers before 4.31 hold; use_mean_pooling's pooler.layernorm is
+// timm's fc_norm, layernorm (use_mean_pooling false) the final norm; the classifier is outside `m`.
+Scheme hf_beit_scheme(const std::string& m) {
+  Scheme sc;
+  sc.layout = Layout::HfBeit;
+  sc.separate_qkv = true;
+  sc.name = [m](const std::string& c) {
+    std::string idx, rest, s = c;
+    const std::string rel = "attention.attention.relative_position_bias.";
+    if (split_block(c, idx, rest)) {
+      const std::string b = m + "encoder.layer." + idx + ".";
+      if (swap_prefix(rest, "norm1.", "layernorm_before.") || swap_prefix(rest, "norm2.", "layernorm_after.") ||
+          swap_prefix(rest, "attn.q.", "attention.attention.query.") ||
+          swap_prefix(rest, "attn.k.", "attention.attention.key.") ||
+          swap_prefix(rest, "attn.v.", "attention.attention.value.") ||
+          swap_prefix(rest, "attn.proj.", "attention.output.dense.") ||
+          swap_prefix(rest, "mlp.fc1.", "intermediate.dense.") || swap_prefix(rest, "mlp.fc2.", "output.dense.") ||
+          swap_prefix(rest, "attn.relative_position_", rel + "relative_position_"))
+        return b + rest;
+      if (rest == "ls1.gamma") return b + "lambda_1";
+      if (rest == "ls2.gamma") return b + "lambda_2";
+      return b + "hf:" + rest;
+    }
+    if (c == "cls_token") return m + "embeddings.cls_token";
+    if (c == "pos_embed") return m + "embeddings.position_embeddings";
+    if (swap_prefix(s, "patch_embed.proj.", "embeddings.patch_embeddings.projection.") ||
+        swap_prefix(s, "rel_pos_bias.", "encoder.relative_position_bias.") || swap_prefix(s, "norm.", "layernorm.") ||
+        swap_prefix(s, "fc_norm.", "pooler.layernorm."))
+      return m + s;
+    if (swap_prefix(s, "head.", "classifier.")) return s;
+    return m + "hf:" + c;
+  };
+  return sc;
+}
+
+// The base-model attribute of a Hugging Face BEiT file ("beit.", "data2vec_vision.", or "" for a bare BeitModel,
+// told from a ViTModel by BEiT's own tensors); nullopt when the file is none.
+std::optional<std::string> hf_beit_prefix(const KeyIndex& idx) {
+  for (const char* m : {"beit.", "data2vec_vision."})
+    if (idx.has(std::string(m) + "embeddings.patch_embeddings.projection.weight")) return std::string(m);
+  if (!idx.has("embeddings.patch_embeddings.projection.weight")) return std::nullopt;
+  const std::string l0 = "encoder.layer.0.";
+  if (idx.has(l0 + "lambda_1") || idx.has(l0 + "attention.attention.relative_position_bias.relative_position_bias_table") ||
+      idx.has("encoder.relative_position_bias.relative_position_bias_table") || idx.has("pooler.layernorm.weight") ||
+      (idx.has(l0 + "attention.attention.query.bias") && !idx.has(l0 + "attention.attention.key.bias")))
+    return std::string();
+  return std::nullopt;
+}
+
+// A Swin Transformer (timm swin_transformer(_v2).py `layers.S.blocks.B.*`, Hugging Face Swin / Swinv2
+// `swin.encoder.layers.S.blocks.B.*`): the tensor that tells it, "" when the file is none.
+std::string swin_tell(const KeyIndex& idx) {
+  for (const char* n : {"layers.0.blocks.0.attn.relative_position_bias_table", "layers.0.blocks.0.norm1.weight",
+                        "swin.encoder.layers.0.blocks.0.layernorm_before.weight",
+                        "swinv2.encoder.layers.0.blocks.0.layernorm_before.weight",
+                        "encoder.layers.0.blocks.0.layernorm_before.weight"})
+    if (idx.has(n)) return n;
+  return "";
+}
+
 // Hugging Face CLIPVisionModel (models/clip/modeling_clip.py); `m` is "vision_model." (CLIPVisionModel,
 // CLIPModel) or "" (CLIPVisionTransformer).
 // A block's canonical name `c` as Hugging Face's CLIP and SigLIP encoders name it (CLIPEncoderLayer,
@@ -361,8 +425,12 @@ Scheme detect_scheme(const KeyIndex& idx, const std::string& path) {
   if (idx.has("visual.layer1.0.conv1.weight") || idx.has("layer1.0.conv1.weight") || idx.has("visual.attnpool.c_proj.weight"))
     throw Error(path + ": a ResNet (e.g. OpenAI CLIP RN50's visual tower), not a Vision Transformer: attnmap draws "
                 "ViT attention");
+  if (const std::string swin = swin_tell(idx); !swin.empty())
+    throw Error(path + ": a Swin Transformer ('" + swin + "'): windowed attention without a global token; not read "
+                "(attnmap draws the attention of Vision Transformers over all patches)");
   for (const char* m : {"vision_model.", ""})
     if (idx.has(std::string(m) + "embeddings.patch_embedding.weight")) return hf_clip_scheme(m);
+  if (const std::optional<std::string> m = hf_beit_prefix(idx)) return hf_beit_scheme(*m);
   for (const char* m : {"", "vit.", "deit.", "dinov2.", "dinov2_with_registers."}) {
     const std::string ms = m;
     if (!idx.has(ms + "embeddings.patch_embeddings.projection.weight")) continue;

@@ -48,8 +48,8 @@ Scheme detect_scheme(const KeyIndex& idx, const std::string& path);
 /// attention is not fused. `detected` is returned unless the file has Eva's tell-tale tensors
 /// (attn.q_bias without a relative position table, mlp.fc1_g, attn.q_proj, or reg_token + gamma_1 without
 /// pos_embed) or `architecture` names a timm Eva model (eva_*, eva02_*, *_dinov3*, ...).
-/// A facebookresearch DINOv3 state dict (storage_tokens, rope_embed.periods) is refused by name (`path` in the
-/// message). Throws attnmap::Error.
+/// A facebookresearch DINOv3 state dict (storage_tokens or rope_embed.periods) gets the dinov3 layout's scheme
+/// (storage_tokens the registers, SwiGLU w1 / w2 / w3). Throws attnmap::Error (`path` in the message).
 Scheme eva_or(const Scheme& detected, const KeyIndex& idx, const std::optional<std::string>& architecture,
               const std::string& path);
 

@@ -122,8 +122,10 @@ LinearW take_qkv(Loader& ld, const std::string& b, int64_t D, int64_t inner) {
       if (bb.empty()) bb.assign(static_cast<size_t>(inner), 0.0f);
       bias.insert(bias.end(), bb.begin(), bb.end());
     }
-    // timm Eva (qkv_fused=False): q_proj and v_proj have biases, k_proj never has one (its bias is zero).
-    const bool eva_qv = ld.scheme().layout == Layout::Eva && with_bias == 2 && !ld.has(b + "attn.k.bias");
+    // timm Eva (qkv_fused=False) and Hugging Face BEiT (BeitSelfAttention: key = nn.Linear(bias=False)): query
+    // and value have biases, the key never has one (its bias is zero).
+    const bool eva_qv = (ld.scheme().layout == Layout::Eva || ld.scheme().layout == Layout::HfBeit) && with_bias == 2 &&
+                        !ld.has(b + "attn.k.bias");
     if (with_bias > 0 && with_bias < 3 && !eva_qv) {  // HF ViTConfig.qkv_bias gives all three or none
       for (const char* p : parts)
         if (!ld.has(b + "attn." + p + ".bias")) ld.missing(b + "attn." + p + ".bias", shape_str({inner}), "query, key and value biases come together");
@@ -365,6 +367,10 @@ void take_norm_and_head(Loader& ld, const RawWeights& raw, const FileConfig& fc,
   // torchvision encoder.ln): a head without it would give other probabilities than the model's.
   if (w.hp.pool == Pool::ClassToken && !w.norm.present())
     ld.missing("norm.weight", shape_str({D}), "the classifier head reads the final LayerNorm");
+  check_final_norm(ld, fc, w, D);  // a mean pool with neither norm nor fc_norm (vit_loader_resolve.cpp)
+  // Hugging Face BEiT's use_mean_pooling: the classifier reads pooler.layernorm(the mean of the patch tokens).
+  if (w.hp.pool == Pool::MeanPatches && sc.layout == Layout::HfBeit && !w.fc_norm.present())
+    ld.missing("fc_norm.weight", shape_str({D}), "use_mean_pooling: the classifier reads the pooler's LayerNorm of the mean patch token");
   if (w.head.bias.empty()) no_bias.push_back(ld.file_name("head.bias"));
 }
 
@@ -408,7 +414,7 @@ ViTWeights build_vit(const RawWeights& raw, const KeyIndex& idx, const Scheme& s
   hp.layout = sc.layout;
   const int64_t D = vit_pytorch(sc.layout) ? take_patch_linear(ld, fc, w) : take_patch_conv(ld, fc, w);
   const bool fb_registers = take_prefix_tokens(ld, D, w);
-  if (sc.layout == Layout::Beit && !ld.has("pos_embed"))
+  if (beit_like(sc.layout) && !ld.has("pos_embed"))
     take_beit_grid(ld, fc, w);  // BEiT as released: relative positions only
   else
     take_pos_embed(ld, fc, fb_registers, D, w);
@@ -416,11 +422,15 @@ ViTWeights build_vit(const RawWeights& raw, const KeyIndex& idx, const Scheme& s
   hp.depth = count_blocks(ld);
   hp.source["depth"] = "inferred from the block count";
   const int64_t inner = attention_width(ld, D);
-  resolve_heads(sc.layout == Layout::Beit ? beit_config(ld, fc, ov) : fc, ov, raw.path, inner, w);
+  resolve_heads(beit_like(sc.layout)               ? beit_config(ld, fc, ov)
+                : sc.layout == Layout::Dinov3 ? dinov3_config(ld, fc, ov, D)  // heads from rope_embed.periods
+                                              : fc,
+                ov, raw.path, inner, w);
   resolve_activation(ld, fc, ov, w);
   resolve_rope(ld, fc, w);  // timm Eva: EVA-02 / DINOv3 rotary positions (vit_loader_eva.cpp)
   for (int i = 0; i < hp.depth; ++i) w.blocks.push_back(take_block(ld, i, D, inner, hp));
-  if (sc.layout == Layout::Beit) take_beit_rel_pos(ld, w);
+  if (beit_like(sc.layout)) take_beit_rel_pos(ld, w);
+  if (sc.layout == Layout::Dinov3) take_dinov3_masks(ld, fc, w);  // facebookresearch DINOv3: qkv.bias_mask
   std::vector<std::string> no_bias;
   check_block_biases(ld, w, no_bias);
   if (w.patch_embed.bias.empty()) no_bias.push_back(ld.file_name("patch_embed.proj.bias"));

@@ -1,7 +1,7 @@
 // vit_loader_beit.cpp - build_vit's BEiT part (issue 29; timm beit.py, microsoft/unilm beit / beit2 names):
 // the relative position bias tables, per block (blocks.i.attn.relative_position_bias_table) or shared
 // (rel_pos_bias.relative_position_bias_table), their index buffers checked, the grid of a BEiT without an
-// absolute pos_embed, and the head count a table gives.
+// absolute pos_embed, and the head count a table gives; Hugging Face BEiT's config switches checked (issue 44).
 #include <cmath>
 #include <string>
 
@@ -65,12 +65,36 @@ void check_index(Loader& ld, const std::string& canon, int gh, int gw) {
                      " grid (timm gen_relative_position_index), by which the bias is gathered");
 }
 
+// Hugging Face BEiT (issue 44): config.json's switches (or BeitConfig's defaults, which save_pretrained leaves out)
+// say which tensors BeitModel has; a file with others, or without them, is refused by the tensor's name
+// (transformers would drop the one and initialise the other at random).
+void check_hf_beit_switches(const Loader& ld, const FileConfig& fc) {
+  const struct {
+    const char* key;
+    const char* canon;
+  } switches[] = {{"use_relative_position_bias", "blocks.0.attn.relative_position_bias_table"},
+                  {"use_shared_relative_position_bias", kShared},
+                  {"use_absolute_position_embeddings", "pos_embed"},
+                  {"layer_scale_init_value", "blocks.0.ls1.gamma"}};
+  for (const auto& s : switches) {
+    if (!fc.beit_args.contains(s.key)) continue;
+    const nlohmann::json& v = fc.beit_args.at(s.key);
+    const std::string said = std::string(s.key) + " = " + v.dump().substr(0, 40) + " (" + src_of(fc, s.key) + ")";
+    if (!v.is_boolean() && !v.is_number()) throw Error(ld.path() + ": " + said + ": expected true / false or a number");
+    const bool on = v.is_boolean() ? v.get<bool>() : v.get<double>() > 0;  // BeitLayer: lambda_1 if init_values > 0
+    if (on == ld.has(s.canon)) continue;
+    throw Error(ld.path() + ": " + said + " but the file " + (on ? "has no" : "has") + " tensor '" + ld.file_name(s.canon) +
+                "'" + (on ? ": transformers would initialise it at random" : ": BeitModel built from this config would not use it"));
+  }
+}
+
 }  // namespace
 
 // A table's second dimension is the head count: used when neither the command line nor a config says it
 // (the loader checks every table against the heads in the end, whatever said them).
 FileConfig beit_config(Loader& ld, const FileConfig& fc, const ModelOverrides& ov) {
   FileConfig out = fc;
+  if (ld.scheme().layout == Layout::HfBeit) check_hf_beit_switches(ld, fc);
   const std::string t = first_table(ld);
   if (ov.num_heads || fc.num_heads || t.empty()) return out;
   const Tensor& tab = ld.need(t, "(rows, H)");

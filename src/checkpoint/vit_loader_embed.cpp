@@ -169,7 +169,8 @@ void take_pos_embed(Loader& ld, const FileConfig& fc, bool fb_registers, int64_t
                      " or config image_size)");
     return;
   }
-  if (ld.scheme().layout == Layout::Eva && !ld.has("pos_embed")) {  // DINOv3 (timm use_abs_pos_emb=False): rotary only
+  // DINOv3 (timm use_abs_pos_emb=False; facebookresearch's has none at all): rotary only
+  if ((ld.scheme().layout == Layout::Eva && !ld.has("pos_embed")) || ld.scheme().layout == Layout::Dinov3) {
     hp.pos_prefix = 0;
     resolve_grid(hp, fc, 0, false, ld.path(), "",
                  "default (224; no position table: the rotary positions are computed for any grid, " + setting_ref("size") +

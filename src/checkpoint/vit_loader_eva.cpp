@@ -1,10 +1,15 @@
 // vit_loader_eva.cpp - timm Eva (timm/models/eva.py: EVA-02, DINOv3 as timm builds them; issue 29): its
 // naming scheme, its rotary position settings (from the architecture name and the config's model_args),
-// the SwiGLU with separate gate / value projections, and the defaults its files do not hold.
+// the SwiGLU with separate gate / value projections, and the defaults its files do not hold. And DINOv3 as
+// facebookresearch saves it (dinov3/models/vision_transformer.py; issue 44): the same blocks under Meta's names,
+// its heads and rotary periods from rope_embed.periods, its masked key bias (qkv.bias_mask).
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "checkpoint/vit_loader_internal.hpp"
 #include "core/error.hpp"
+#include "core/setting_ref.hpp"
 
 namespace attnmap {
 
@@ -30,14 +35,31 @@ bool eva_tensors(const KeyIndex& idx) {
          (idx.has("reg_token") && idx.has("blocks.0.gamma_1") && !idx.has("pos_embed"));
 }
 
+// facebookresearch DINOv3 (DinoVisionTransformer) names onto the canonical ones: storage_tokens are the
+// registers, SwiGLUFFN's w1 (gate) / w2 / w3 timm's fc1_g / fc1_x / fc2; the rest (norm1, attn.qkv, attn.proj,
+// ls1.gamma, norm2, mlp.fc1 / fc2, norm) are the canonical names already.
+Scheme dinov3_scheme(const KeyIndex& idx) {
+  Scheme sc;
+  sc.layout = Layout::Dinov3;
+  const bool swiglu = idx.has("blocks.0.mlp.w1.weight");
+  sc.name = [swiglu](const std::string& c) {
+    if (c == "reg_token") return std::string("storage_tokens");
+    const size_t dot = starts_with(c, "blocks.") ? c.find('.', 7) : std::string::npos;
+    if (dot == std::string::npos) return c;
+    const std::string b = c.substr(0, dot + 1), rest = c.substr(dot + 1);
+    if (starts_with(rest, "mlp.fc1_g.")) return b + "mlp.w1." + rest.substr(10);
+    if (starts_with(rest, "mlp.fc1_x.")) return b + "mlp.w2." + rest.substr(10);
+    if (swiglu && starts_with(rest, "mlp.fc2.")) return b + "mlp.w3." + rest.substr(8);
+    return c;
+  };
+  return sc;
+}
+
 }  // namespace
 
 Scheme eva_or(const Scheme& detected, const KeyIndex& idx, const std::optional<std::string>& architecture,
               const std::string& path) {
-  if (idx.has("storage_tokens") || idx.has("rope_embed.periods"))
-    throw Error(path + ": facebookresearch DINOv3 names (storage_tokens, rope_embed.periods), which attnmap does not "
-                "read yet; timm's vit_*_dinov3 checkpoints of the same models (timm/ on the Hugging Face hub, or "
-                "timm's checkpoint_filter_fn) are read");
+  if (idx.has("storage_tokens") || idx.has("rope_embed.periods")) return dinov3_scheme(idx);  // facebookresearch's
   const std::string arch = architecture ? *architecture : "";
   // ROPE-ViT / Perception Encoder (timm Eva models whose rotary positions attnmap does not compute) are refused
   // whatever layout their tensors look like (a Perception Encoder's norm_pre reads as timm-clip).
@@ -90,6 +112,96 @@ void eva_defaults(HParams& hp) {
 
 namespace detail {
 
+// ---- facebookresearch DINOv3 (issue 44 point 3) ----
+
+FileConfig dinov3_config(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, int64_t D) {
+  // norm_layer 'rmsnorm' (dinov3/layers/rms_norm.py): a weight and no bias, x / rms(x) * weight
+  if (ld.has("blocks.0.norm1.weight") && !ld.has("blocks.0.norm1.bias"))
+    throw Error(ld.path() + ": tensor '" + ld.file_name("blocks.0.norm1.weight") + "' has no bias beside it: DINOv3's "
+                "norm_layer 'rmsnorm' (RMSNorm), which attnmap does not compute (it reads 'layernorm' / 'layernormbf16')");
+  const std::string pn = ld.file_name("rope_embed.periods");
+  const Tensor& p = ld.need("rope_embed.periods", "(D_head / 4)");
+  if (p.rank() != 1 || dim(p, 0) < 1) throw ld.shape_error("rope_embed.periods", "(D_head / 4)", p.shape);
+  const int64_t dh = 4 * dim(p, 0);
+  if (D % dh != 0)
+    throw Error(ld.path() + ": tensor '" + pn + "' " + shape_str(p.shape) + " holds the periods of heads of width 4 x " +
+                std::to_string(dim(p, 0)) + " = " + std::to_string(dh) + ", which does not divide D = " + std::to_string(D));
+  const int heads = static_cast<int>(D / dh);
+  const std::string why = "inferred from " + pn + " " + shape_str(p.shape) + " (RopePositionEmbedding holds D_head / 4 "
+                          "periods: D_head " + std::to_string(dh) + ", D / D_head heads)";
+  const std::optional<int> given = ov.num_heads ? ov.num_heads : fc.num_heads;
+  if (given && *given != heads)
+    throw Error(ld.path() + ": " + (ov.num_heads ? std::string("the command line") : src_of(fc, "num_heads")) + " gives " +
+                std::to_string(*given) + " heads, but " + why + " there are " + std::to_string(heads) +
+                ": DINOv3 computes its rotary angles per head from these periods");
+  FileConfig out = fc;
+  if (!given) {
+    out.num_heads = heads;
+    out.src["num_heads"] = why;
+  }
+  return out;
+}
+
+void take_dinov3_rope(Loader& ld, ViTWeights& w) {
+  HParams& hp = w.hp;
+  const Floats p = ld.take("rope_embed.periods", {hp.head_dim / 4});
+  double worst = 0;  // against the periods of base 100 (every released config) as timm computes them
+  for (size_t j = 0; j < p.size(); ++j) {
+    if (!(std::isfinite(p[j]) && p[j] > 0))
+      throw Error(ld.path() + ": tensor '" + ld.file_name("rope_embed.periods") + "' holds " + std::to_string(p[j]) +
+                  " at " + std::to_string(j) + ": periods must be positive and finite");
+    const double base = std::pow(100.0f, 2.0f * static_cast<float>(j) / static_cast<float>(hp.head_dim / 2));
+    worst = std::max(worst, std::fabs(p[j] - base) / base);
+  }
+  hp.rope = Rope::Dinov3;
+  hp.rope_half = true;         // rope_rotate_half, angles tiled twice (RopePositionEmbedding.forward)
+  hp.rope_temperature = 100;   // pos_embed_rope_base of every hub backbone; the stored periods are what is used
+  hp.rope_periods.assign(p.begin(), p.end());
+  char diff[32];
+  std::snprintf(diff, sizeof diff, "%.3g%%", 100 * worst);
+  hp.source["rope"] = "facebookresearch DINOv3 RopePositionEmbedding from the stored " + ld.file_name("rope_embed.periods") +
+                      " (as the hub's float32 buffer holds them; " +
+                      (worst == 0 ? std::string("equal to") : "up to " + std::string(diff) + " off") +
+                      " base 100's 100^(2j/(d_k/2)), bfloat16 in the released distilled models): coordinates 2 (i + 0.5) / g "
+                      "- 1 per axis (normalize_coords 'separate', every hub backbone), no shift / jitter / rescale "
+                      "(eval), rotate-half; class and storage tokens unrotated";
+}
+
+void take_dinov3_masks(Loader& ld, const FileConfig& fc, ViTWeights& w) {
+  const int64_t n = 3 * w.hp.inner();
+  bool masked = false;
+  for (int i = 0; i < w.hp.depth; ++i) {
+    const std::string m = "blocks." + std::to_string(i) + ".attn.qkv.bias_mask";
+    if (i > 0 && ld.has(m) != masked)
+      ld.missing(masked ? m : "blocks.0.attn.qkv.bias_mask", shape_str({n}), "mask_k_bias holds for every block");
+    masked = ld.has(m);
+    if (!masked) continue;
+    LinearW& qkv = w.blocks[static_cast<size_t>(i)].qkv;
+    if (qkv.bias.empty())
+      ld.missing("blocks." + std::to_string(i) + ".attn.qkv.bias", shape_str({n}), "LinearKMaskedBias keeps bias_mask only with a bias");
+    const Floats mask = ld.take(m, {n});
+    float* b = qkv.bias.mutable_data();  // (3 inner) rows [q; k; v]: F.linear(x, weight, bias * bias_mask)
+    for (int64_t j = 0; j < n; ++j) {
+      if (!std::isfinite(mask[static_cast<size_t>(j)]))
+        throw Error(ld.path() + ": tensor '" + ld.file_name(m) + "' holds " + std::to_string(mask[static_cast<size_t>(j)]) +
+                    " at " + std::to_string(j) + " (LinearKMaskedBias fills it with NaN until a state dict is loaded)");
+      b[j] *= mask[static_cast<size_t>(j)];
+    }
+  }
+  // prepare_tokens_with_masks: cls_token + 0 * mask_token, which only a non-finite value would change
+  auto mt = ld.raw().tensors.find(ld.file_name("mask_token"));
+  if (mt != ld.raw().tensors.end())
+    for (float v : mt->second.data)
+      if (!std::isfinite(v))
+        throw Error(ld.path() + ": tensor '" + mt->first + "' holds " + std::to_string(v) + ": DINOv3 adds 0 * mask_token "
+                    "to the class token, which is then not a number");
+  // The eps is not in the file: 1e-5 for every config with storage tokens (the released ones), 1e-6 for the rest.
+  if (!fc.eps && !ld.has("reg_token"))
+    throw Error(ld.path() + ": a DINOv3 without storage tokens, whose LayerNorm eps the file does not say: the released "
+                "models (4 storage tokens) use norm_layer 'layernormbf16' (eps 1e-5), dinov3's ssl_default_config "
+                "'layernorm' (eps 1e-6). Put a config.json {\"layer_norm_eps\": 1e-6} (or 1e-5) beside the file");
+}
+
 namespace {
 
 // A model_args value, or the architecture's default `def` (with `why` recorded).
@@ -127,6 +239,7 @@ void check_architecture_fits(const Loader& ld, const FileConfig& fc, const std::
 
 void resolve_rope(Loader& ld, const FileConfig& fc, ViTWeights& w) {
   HParams& hp = w.hp;
+  if (hp.layout == Layout::Dinov3) return take_dinov3_rope(ld, w);
   if (hp.layout != Layout::Eva) return;
   const std::string arch = fc.architecture ? *fc.architecture : "";
   const std::string said = arch.empty() ? "" : "architecture " + arch + " (" + src_of(fc, "architecture") + ")";
@@ -233,6 +346,38 @@ LinearW take_split_swiglu(Loader& ld, const std::string& b, int64_t D, int64_t& 
     l.bias.insert_back(x.bias.begin(), x.bias.end());
   }
   return l;
+}
+
+EvaHead eva_head(const FileConfig& fc, const std::string& arch, const Pool* pool) {
+  EvaHead h;
+  const bool clip = (starts_with(arch, "eva02_") || starts_with(arch, "eva_")) && contains(arch, "_clip_");
+  const bool dinov3 = contains(arch, "_dinov3");
+  h.pool = pool ? *pool : clip ? Pool::ClassToken : Pool::MeanPatches;
+  h.why = clip     ? "eva.py:1996-2078: eva_giant / eva02_*_clip_* pass global_pool='token'"
+          : dinov3 ? "eva.py:2762-3091: vit_*_dinov3* keep Eva's global_pool='avg' with use_fc_norm=False"
+                   : "eva.py:540: Eva's global_pool='avg'";
+  h.fc_norm = !dinov3 && h.pool == Pool::MeanPatches;  // eva.py:644-647: activate_fc_norm = global_pool == 'avg'
+  if (const nlohmann::json* v = rope_arg(fc, "use_fc_norm"))
+    if (v->is_boolean()) h.fc_norm = v->get<bool>();
+  h.norm = !h.fc_norm;  // eva.py:648-651: activate_post_norm = not activate_fc_norm
+  if (const nlohmann::json* v = rope_arg(fc, "use_post_transformer_norm"))
+    if (v->is_boolean()) h.norm = v->get<bool>();
+  return h;
+}
+
+Pool eva_default_pool(const Loader& ld, const FileConfig& fc, const ViTWeights& w, bool check, std::string& why) {
+  const std::string& arch = *fc.architecture;
+  const EvaHead h = eva_head(fc, arch, nullptr);
+  why = "timm's default for architecture " + arch + " (" + src_of(fc, "architecture") + "; " + h.why + ")";
+  const bool has_norm = w.norm.present(), has_fc = w.fc_norm.present();
+  if (!check || !ld.has("head.weight") || (!has_norm && !has_fc) || (has_norm == h.norm && has_fc == h.fc_norm)) return h.pool;
+  const auto list = [&](bool norm, bool fc_norm) {
+    return norm && fc_norm ? "norm and fc_norm" : norm ? "norm, no fc_norm" : fc_norm ? "fc_norm, no norm" : "neither norm nor fc_norm";
+  };
+  throw Error(ld.path() + ": the config gives no global_pool and the file's final LayerNorms (" + list(has_norm, has_fc) +
+              ") are not what timm builds for " + arch + " by default (" + list(h.norm, h.fc_norm) + "; " + h.why +
+              "): the model was saved with another global_pool, and which token the classifier reads is not in the "
+              "file. Give global_pool in its config.json (timm saves it there) or " + setting_ref("pool") + " cls|mean");
 }
 
 }  // namespace detail

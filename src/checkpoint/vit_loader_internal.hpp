@@ -16,6 +16,9 @@ namespace detail {
 
 inline int64_t dim(const Tensor& t, int i) { return t.shape[static_cast<size_t>(i)]; }
 
+/// timm / unilm BEiT or Hugging Face BEiT (issue 44): relative position tables, a grid without pos_embed.
+inline bool beit_like(Layout l) { return l == Layout::Beit || l == Layout::HfBeit; }
+
 // Looks tensors up by canonical name through the layout's scheme and the file's key index, checks shapes,
 // remembers which tensors were used and why the others were not. Messages name tensors as in the file.
 class Loader {
@@ -132,6 +135,30 @@ void resolve_rope(Loader& ld, const FileConfig& fc, ViTWeights& w);
 // vit_loader_eva.cpp: an MLP's two input halves, EVA-02 / timm SwiGLU mlp.fc1_g (M, D) and mlp.fc1_x (M, D),
 // as one (2M, D) linear with rows [gate; x] (silu(gate) * x, as swiglu_forward computes).
 LinearW take_split_swiglu(Loader& ld, const std::string& b, int64_t D, int64_t& M);
+// vit_loader_eva.cpp: what timm builds after the blocks of Eva `arch` (eva.py at aa4b585): the pool (`pool` when the
+// config or command line gives it, else the architecture's default), whether fc_norm and norm exist (model_args
+// use_fc_norm / use_post_transformer_norm over the defaults), and `why` (the eva.py lines) for the default pool.
+struct EvaHead {
+  Pool pool = Pool::MeanPatches;
+  bool fc_norm = false, norm = true;
+  std::string why;
+};
+EvaHead eva_head(const FileConfig& fc, const std::string& arch, const Pool* pool);
+// vit_loader_eva.cpp: the pool of an Eva whose config names the architecture and no global_pool: timm's default for
+// it (`why` says so); with `check` (no --pool given) throws attnmap::Error when the file has a head and final
+// LayerNorms other than that default builds (saved with another global_pool: the pool is not in the file).
+Pool eva_default_pool(const Loader& ld, const FileConfig& fc, const ViTWeights& w, bool check, std::string& why);
+// vit_loader_resolve.cpp: a classifier on the mean patch token without any final LayerNorm (neither norm nor
+// fc_norm) in a timm-named family whose code always has one is refused, naming the tensor(s) expected.
+void check_final_norm(const Loader& ld, const FileConfig& fc, const ViTWeights& w, int64_t D);
+// vit_loader_eva.cpp (issue 44): facebookresearch DINOv3's own files. dinov3_config: fc with the head count
+// of rope_embed.periods (D / (4 x its length); a config or command-line count that differs is refused), RMSNorm
+// refused. take_dinov3_rope (from resolve_rope): the stored periods into hp. take_dinov3_masks (after the
+// blocks): each qkv bias times its bias_mask, mask_token checked finite, the eps refused for a file without
+// storage tokens and no config.
+FileConfig dinov3_config(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, int64_t D);
+void take_dinov3_rope(Loader& ld, ViTWeights& w);
+void take_dinov3_masks(Loader& ld, const FileConfig& fc, ViTWeights& w);
 // vit_loader_beit.cpp (issue 29): BEiT's relative position tables, its grid without pos_embed, its heads.
 FileConfig beit_config(Loader& ld, const FileConfig& fc, const ModelOverrides& ov);
 void take_beit_grid(Loader& ld, const FileConfig& fc, ViTWeights& w);

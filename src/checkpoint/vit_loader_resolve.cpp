@@ -117,7 +117,8 @@ bool resolve_pool(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, Vi
   } else if (l == Layout::VitPytorch) {
     hp.pool = Pool::ClassToken;
     hp.source["pool"] = "vit-pytorch: a (1, D) class token is stored only with pool='cls'";
-  } else if (l == Layout::Eva && fc.eva_args.contains("global_pool")) {  // timm config.json global_pool (eva.py)
+  } else if ((l == Layout::Eva || l == Layout::Timm || l == Layout::TimmClip) && fc.eva_args.contains("global_pool") &&
+             fc.eva_args.at("global_pool") != "") {  // timm config.json global_pool (eva.py, vision_transformer.py)
     const nlohmann::json& g = fc.eva_args.at("global_pool");
     try {
       hp.pool = parse_pool(g.is_string() ? g.get<std::string>() : g.dump());
@@ -125,7 +126,9 @@ bool resolve_pool(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, Vi
       throw Error(ld.path() + ": global_pool " + g.dump() + " (" + src_of(fc, "global_pool") + "): " + e.what());
     }
     hp.source["pool"] = "global_pool from " + src_of(fc, "global_pool");
-} else if (w.fc_norm.present()) {
+  } else if (l == Layout::Eva && fc.architecture) {  // timm's default for the architecture (vit_loader_eva.cpp)
+    hp.pool = eva_default_pool(ld, fc, w, !ov.pool, hp.source["pool"]);
+  } else if (w.fc_norm.present()) {
     hp.pool = Pool::MeanPatches;
     hp.source["pool"] = "inferred from " + ld.file_name("fc_norm.weight") + " (timm global_pool='avg')";
   } else {
@@ -145,6 +148,49 @@ bool resolve_pool(Loader& ld, const FileConfig& fc, const ModelOverrides& ov, Vi
   if (hp.pool == Pool::ClassToken && !hp.class_token)
     throw Error(ld.path() + ": pool 'cls' (" + hp.source["pool"] + ") but the model has no class token");
   return true;
+}
+
+void check_final_norm(const Loader& ld, const FileConfig& fc, const ViTWeights& w, int64_t D) {
+  const Layout l = w.hp.layout;
+  if (w.hp.pool != Pool::MeanPatches || w.norm.present() || w.fc_norm.present()) return;
+  if (l != Layout::Timm && l != Layout::TimmClip && l != Layout::Mae && l != Layout::Deit3 && l != Layout::Eva &&
+      l != Layout::Beit)
+    return;
+  const auto said = [&](const char* k, bool& v) {
+    const auto it = fc.eva_args.find(k);
+    if (it == fc.eva_args.end() || !it->is_boolean()) return false;
+    v = it->get<bool>();
+    return true;
+  };
+  std::string expected, why, way_out;
+  if (l == Layout::Eva) {  // eva.py:644-651 (fc_norm when global_pool == 'avg', else norm), :738, :751
+    const EvaHead h = eva_head(fc, fc.architecture ? *fc.architecture : "", &w.hp.pool);
+    if (!h.fc_norm && !h.norm) return;  // the config says use_fc_norm and use_post_transformer_norm false
+    expected = "'" + ld.file_name(h.fc_norm ? "fc_norm.weight" : "norm.weight") + "'";
+    why = std::string("timm's Eva applies ") + (h.fc_norm ? "fc_norm to the mean patch token (global_pool 'avg')"
+                                                           : "norm to the tokens (use_fc_norm=False)") + " before the head";
+    way_out = ". A model built with use_fc_norm=False and use_post_transformer_norm=False has neither: say so in "
+              "config.json model_args {\"use_fc_norm\": false, \"use_post_transformer_norm\": false}";
+  } else {
+    // vision_transformer.py:800-902: use_fc_norm = global_pool in ('avg', 'avgmax', 'max') unless fc_norm says;
+    // norm without fc_norm, fc_norm without norm, both Identity only with final_norm=False (vit_intern300m_*,
+    // :4625). BEiT (beit.py:565-567) and MAE's fine-tuning ViT: fc_norm with mean pooling.
+    bool v = true;
+    if (said("final_norm", v) && !v) return;
+    if (fc.architecture && fc.architecture->rfind("vit_intern300m_", 0) == 0) return;
+    const bool fc_said = said("fc_norm", v);
+    if (fc_said || l == Layout::Beit || l == Layout::Mae)
+      expected = "'" + ld.file_name(!fc_said || v ? "fc_norm.weight" : "norm.weight") + "'";
+    else
+      expected = "'" + ld.file_name("fc_norm.weight") + "' or '" + ld.file_name("norm.weight") + "'";
+    why = "the classifier reads the mean patch token after a final LayerNorm (timm: fc_norm after pooling, or "
+          "norm before it with fc_norm=False)";
+    if (l == Layout::Timm || l == Layout::TimmClip)
+      way_out = ". A timm VisionTransformer built with final_norm=False has neither: say so in config.json model_args "
+                "{\"final_norm\": false}";
+  }
+  throw Error(ld.path() + ": missing tensor " + expected + " (expected shape " + shape_str({D}) + "; " + why +
+              "; the file has neither norm nor fc_norm)" + way_out);
 }
 
 // The MLP activation: the command line, the config, the architecture name (timm *_quickgelu_*), an OpenAI

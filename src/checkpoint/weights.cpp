@@ -127,6 +127,8 @@ FileConfig parse_config(const std::string& path, const json& c, const std::funct
   if (c.contains("hf_config")) fc.hf_config = true;
   for (const char* k : kEvaArgs)  // timm Eva's rotary settings, checked where they are read (vit_loader_eva.cpp)
     if (c.contains(k)) fc.eva_args[k] = c.at(k), mark(k);
+  for (const char* k : kHfBeitArgs)  // Hugging Face BeitConfig's switches, checked in vit_loader_beit.cpp
+    if (c.contains(k)) fc.beit_args[k] = c.at(k), mark(k);
   if (c.contains("default_layer")) fc.default_layer = config_int(path, c, "default_layer"), mark("default_layer");
   if (c.contains("default_head")) {
     const json& v = c.at("default_head");
@@ -162,6 +164,7 @@ FileConfig merge_config(FileConfig lo, const FileConfig& hi) {
   take(lo.pool, hi.pool);
   if (!hi.labels.empty()) lo.labels = hi.labels;
   for (const auto& kv : hi.eva_args.items()) lo.eva_args[kv.key()] = kv.value();
+  for (const auto& kv : hi.beit_args.items()) lo.beit_args[kv.key()] = kv.value();
   lo.hf_config = lo.hf_config || hi.hf_config;
   for (const auto& kv : hi.src) lo.src[kv.first] = kv.second;
   return lo;
@@ -430,6 +433,18 @@ SideConfig read_side_config(const std::string& dir) {
       if (v.contains("image_size")) put("image_size", v["image_size"], at + "image_size");
       if (v.contains("patch_size")) put("patch_size", v["patch_size"], at + "patch_size");
       if (v.contains("hidden_act")) put("act", v["hidden_act"], at + "hidden_act");
+      // BeitConfig / Data2VecVisionConfig (issue 44): what the classifier reads; save_pretrained omits the default true
+      const std::string type = c.contains("model_type") && c["model_type"].is_string() ? c["model_type"].get<std::string>() : "";
+      if (v.contains("use_mean_pooling") && v["use_mean_pooling"].is_boolean())
+        put("pool", v["use_mean_pooling"].get<bool>() ? "mean" : "cls", at + "use_mean_pooling");
+      else if (type == "beit" || type == "data2vec-vision")
+        put("pool", "mean", "use_mean_pooling not given: the config class's default true");
+      for (const char* k : kHfBeitArgs) {
+        if (v.contains(k))
+          put(k, v[k], at + k);
+        else if (type == "beit" || type == "data2vec-vision")  // BeitConfig's defaults
+          put(k, std::string(k) == "layer_scale_init_value" ? json(0.1) : json(false), std::string(k) + " not given: the config class's default");
+      }
       if (c.contains("id2label") && c["id2label"].is_object()) {
         const json& m = c["id2label"];
         json labels = json::array();
@@ -534,7 +549,7 @@ ViTWeights build_model(const RawWeights& raw_in, const SideConfig& side, const M
     w.notices.push_back("config has " + std::to_string(w.hp.labels.size()) + " labels but the classifier head has " +
                         std::to_string(w.head.out) + " classes");
   // BEiT (issue 29): index buffers whose values were read and checked (the tensor list says so) are not "skipped".
-  bool only_checked_ints = w.hp.layout == Layout::Beit && !raw.skipped.empty();
+  bool only_checked_ints = (w.hp.layout == Layout::Beit || w.hp.layout == Layout::HfBeit) && !raw.skipped.empty();
   for (const auto& kv : raw.skipped)
     only_checked_ints = only_checked_ints && raw.ints.count(kv.first) && kv.first.find("relative_position_index") != std::string::npos;
   for (auto& n : raw.notices)

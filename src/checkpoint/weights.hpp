@@ -51,6 +51,9 @@ struct HParams {
   bool rope_half = false;            ///< rotate-half layout (DINOv3) instead of interleaved pairs (EVA-02)
   float rope_temperature = 10000.f;  ///< EVA-02: frequency base; DINOv3: period base
   int rope_ref_h = 0, rope_ref_w = 0;  ///< EVA-02 ref_feat_shape (the grid coordinates are scaled to it); 0: none
+  /// DINOv3 as facebookresearch saves it: its rope_embed.periods (d_k/4) as stored (bfloat16 in the released
+  /// distilled models), used instead of rope_temperature^(2j/(d_k/2)); empty: computed from the temperature.
+  std::vector<float> rope_periods;
   Activation act = Activation::Gelu; ///< the MLP's activation (GELU MLPs)
   Pool pool = Pool::ClassToken;      ///< what the classifier reads
   bool pos_sincos = false;           ///< positions computed: SimpleViT's 2-D sin-cos table for the grid

@@ -438,11 +438,13 @@ void add_hf_side_config(const std::string& dir, SideConfig& sc) {
       sc.source[key] = "config.json (" + cfg + ": " + at + ")";
     }
     static const std::set<std::string> kTypes = {"vit", "deit", "dinov2", "dinov2_with_registers", "clip",
-                                                 "clip_vision_model", "siglip", "siglip_vision_model"};
+                                                 "clip_vision_model", "siglip", "siglip_vision_model", "beit",
+                                                 "data2vec-vision"};
     if (c.contains("model_type") && (!c["model_type"].is_string() || !kTypes.count(c["model_type"].get<std::string>())))
       sc.notices.push_back(cfg + ": model_type " + c["model_type"].dump() +
                            " is not one attnmap knows (vit, deit, dinov2, dinov2_with_registers, clip, "
-                           "clip_vision_model, siglip, siglip_vision_model): the tensor names decide the layout");
+                           "clip_vision_model, siglip, siglip_vision_model, beit, data2vec-vision): the tensor "
+                           "names decide the layout");
   }
   const bool cfg_has_image_size = sc.values.contains("image_size") &&
                                   sc.source.count("image_size") && sc.source["image_size"].rfind("config.json", 0) == 0;

@@ -267,6 +267,7 @@ void read_metadata_config(const json& header, const std::string& path, RawWeight
 Floats view_f32(const uint8_t* p, size_t n, const std::shared_ptr<const void>& keep, bool file_mapped,
                 const std::function<void(const std::string&)>& fail) {
   const float* f = reinterpret_cast<const float*>(p);
+  if (file_mapped) populate_for_reading(p, n * sizeof(float));  // its pages in one call, not a fault each
   uint32_t bad = 0;  // exponent all ones: infinity or NaN; one pass without branches, then find the first
   for (size_t i = 0; i < n; ++i) {
     uint32_t b = 0;

@@ -38,8 +38,10 @@ Image blend_overlay(const Image& photo, const std::vector<float>& map01, int map
     for (int x = 0; x < map_w; ++x) {
       const uint8_t* c = colormap_lookup(colormap, map01[static_cast<size_t>(y) * map_w + x]);
       uint8_t* p = &out.rgb[(static_cast<size_t>(y + y0) * photo.width + static_cast<size_t>(x + x0)) * 3];
-      for (int k = 0; k < 3; ++k)
-        p[k] = static_cast<uint8_t>(std::lround((1.0f - alpha) * static_cast<float>(p[k]) + alpha * static_cast<float>(c[k])));
+      for (int k = 0; k < 3; ++k) {  // v >= 0 (alpha in [0, 1]): floor(v + 0.5) in double is std::lround(v), inlined
+        const float v = (1.0f - alpha) * static_cast<float>(p[k]) + alpha * static_cast<float>(c[k]);
+        p[k] = static_cast<uint8_t>(static_cast<int>(static_cast<double>(v) + 0.5));
+      }
     }
   }
   return out;

@@ -451,6 +451,7 @@ int run_render(const RenderOptions& opt, const BatchOptions& bopt, const BatchHo
   JobPlan jobs = plan_run(opt, bopt);  // the inputs walked: nothing to render is refused before the model loads
   check_something_to_render(jobs, opt.inputs, bopt, hooks);
   check_run_paths_early(jobs, opt, bopt);  // the manifest's and run figures' paths, before the model loads
+  plan_load_threads();  // the weights packed on every core (plan_threads below sets the pool for the images)
   const RunModel model = open_run_model(opt, hooks);  // lent by the program, else -w's (fetched from the Hub)
   RenderContext ctx = make_render_context(*model.weights, opt);
   nlohmann::ordered_json settings = make_provenance(ctx, model.source.path);  // hashes the weights once

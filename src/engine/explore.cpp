@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "engine/explore_pack.hpp"
 #include "engine/provenance.hpp"
@@ -48,29 +50,94 @@ std::string block_script(int l, const std::vector<uint8_t>& packed) {
   return "attnmapBlock(" + std::to_string(l) + ",\"" + base64_encode(packed) + "\");\n";
 }
 
+// CaiT (model/cait.hpp; any other model: nothing): marks absent what block l does not have, so that no zero of
+// the recorded (T, T) matrix is shown as attention. Attention (rollout false): the class row exists at a
+// class-attention block only, the patch rows at a self-attention block only. Rollout: the patch rows at every
+// block (through the self-attention blocks; the class-attention blocks leave the patches as they are), the
+// class row from the first class-attention block on. The class token is a key of the class row only (no
+// patch ever attends to it).
+void mark_cait_absent(const HParams& hp, int l, bool rollout, QuantisedRows* m) {
+  if (hp.class_attn_blocks == 0) return;
+  const bool ca = hp.is_class_attention(l);
+  if (!ca) mark_absent_row(m, 0);
+  for (int i = 1; i < m->tokens; ++i) {
+    if (ca && !rollout) mark_absent_row(m, i);
+    else mark_absent_key(m, i, 0);
+  }
+}
+
+// The largest patch value of a map over its rows (absent rows, NaN, skipped).
+float largest_hi(const QuantisedRows& m) {
+  float best = -std::numeric_limits<float>::infinity();
+  for (const float v : m.hi) best = std::fmax(best, v);
+  return best;
+}
+
 // Block l's maps quantised: the fusions and the block's rollout (R through blocks 0..l, `roll` advanced
-// here), then every head; their payloads deflated.
-PackedBlock pack_block(const float* probs, int H, int T, int P, RolloutAccumulator* roll) {
+// here), then every head (CaiT's absent rows and keys marked); their payloads deflated.
+PackedBlock pack_block(const float* probs, const HParams& hp, int l, int H, int T, RolloutAccumulator* roll) {
   std::vector<QuantisedRows> maps;
+  const int P = hp.num_prefix;
   const size_t TT = static_cast<size_t>(T) * T;
   for (int f = 0; f < 3; ++f) {
     const HeadSelect sel{f == 0 ? HeadSelect::Fusion::Mean : f == 1 ? HeadSelect::Fusion::Max : HeadSelect::Fusion::Min, 0};
     const std::vector<float> fused = fuse_heads(probs, H, static_cast<int>(TT), sel);
     maps.emplace_back();
     quantise_rows(fused.data(), T, P, &maps.back());
+    mark_cait_absent(hp, l, false, &maps.back());
   }
   roll->add_layer(probs);
   maps.emplace_back();
   quantise_rows(roll->rollout().data(), T, P, &maps.back());
+  mark_cait_absent(hp, l, true, &maps.back());
   PackedBlock b;
   b.fused = deflate_bytes(block_payload(maps));
   for (int h = 0; h < H; ++h) {
     maps.emplace_back();
     quantise_rows(probs + h * TT, T, P, &maps.back());
+    mark_cait_absent(hp, l, false, &maps.back());
   }
   b.with_heads = deflate_bytes(block_payload(maps));
-  for (const QuantisedRows& m : maps) b.map_max.push_back(*std::max_element(m.hi.begin(), m.hi.end()));
+  for (const QuantisedRows& m : maps) b.map_max.push_back(largest_hi(m));
   return b;
+}
+
+// attention.npy's (L, H, T, T) for a CaiT model: the recorded matrices with NaN where a block has no row or
+// key (a self-attention block's class row and column, a class-attention block's patch rows); any other
+// model's as computed.
+std::vector<float> npy_attention(const HParams& hp, const ForwardResult& r) {
+  std::vector<float> a = r.attn;
+  if (hp.class_attn_blocks == 0) return a;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const size_t T = static_cast<size_t>(r.tokens);
+  for (int l = 0; l < r.layers; ++l)
+    for (int h = 0; h < r.heads; ++h) {
+      float* m = a.data() + (static_cast<size_t>(l) * r.heads + h) * T * T;
+      for (size_t i = 0; i < T; ++i)
+        for (size_t k = 0; k < T; ++k)
+          if (hp.is_class_attention(l) ? i > 0 : (i == 0 || k == 0)) m[i * T + k] = nan;
+    }
+  return a;
+}
+
+// CaiT only: why the page marks rows and keys absent (page meta "absent"; docs/explore.md "CaiT").
+ojson cait_absent_meta(const HParams& hp) {
+  const int first = hp.depth - hp.class_attn_blocks, last = hp.depth - 1;
+  const std::string sa = "self-attention blocks 0.." + std::to_string(first - 1),  // as the page's block selector counts
+                    ca = "class-attention blocks " + std::to_string(first) + ".." + std::to_string(last);
+  ojson a;
+  a["class_blocks"] = {first, last};
+  a["class_row"] = "CaiT's class token is no query in its " + sa + " (it is not in them): it attends only in its " + ca +
+                   " (its rollout row exists from block " + std::to_string(first) + " on); pick a patch";
+  a["patch_rows"] = "in CaiT's " + ca + " only the class token queries: the patches have no row there (pick the class token, "
+                    "or the rollout: these blocks leave the patches as they are, so the patches' rollout rows exist)";
+  a["rollout_rows"] = "rollout at a class-attention block: the class token's row and the patches' rows (their rollout "
+                      "through the " + sa + ")";
+  a["sa_rows"] = "A patch's row there is CaiT's talking-heads softmax P = softmax(proj_l(QK\u1d40/\u221ad_k)) over the "
+                 "patches (model/cait.hpp), the probabilities before proj_w mixes the heads";
+  a["class_key"] = "no patch attends to CaiT's class token (the patches are no queries in the class-attention blocks, "
+                   "and the class token is not in the self-attention blocks)";
+  return a;
 }
 
 // The prefix tokens' names, in token order: class token, distillation token, registers.
@@ -135,12 +202,14 @@ ojson start_view(const RenderContext& ctx, const BlockChoice& choice) {
             " are not stored (" + setting_ref("budget_mb") + ", " + setting_ref("explore_blocks") + "): opened on the mean over heads";
     head = "mean";
   }
+  const bool cait_sa = hp.class_attn_blocks > 0 && !hp.is_class_attention(block);  // CaiT: no class row there
   const std::string token = P == 0 ? "the centre patch's row (the model has no prefix token)"
+                            : cait_sa ? "the centre patch's row (CaiT's class token is not in self-attention block " + std::to_string(block) + ")"
                             : hp.class_token ? "the class token's row" : "the first prefix token's row";
   ojson s;
   s["block"] = block;
   s["head"] = head;
-  s["query"] = P > 0 ? 0 : P + (hp.grid_h / 2) * hp.grid_w + hp.grid_w / 2;
+  s["query"] = P > 0 && !cait_sa ? 0 : P + (hp.grid_h / 2) * hp.grid_w + hp.grid_w / 2;
   s["view"] = view;
   s["text"] = "Opened on " + token + " of the model's default view " + view +
               (from_config ? " (the weights' config default_layer / default_head)" : " (the last block, mean over heads)") +
@@ -156,7 +225,7 @@ void write_text(const std::string& path, const std::string& text) {
 // attn-grad) as the view engine computes them for render (compute_views, --class topK), the texts' logits and
 // probabilities (the softmax over the texts given; SigLIP's sigmoid of each text alone). Maps of the
 // kMaxTextMaps most probable texts. For a model whose class-specific views are not available
-// (explanations_unavailable: SigLIP's attention-pool head, issue 44) the texts' scores only, from the page's
+// (explanations_unavailable, or bf16 products; a SigLIP has maps since issue 44) the texts' scores only, from the page's
 // own forward pass, and the reason on the page.
 constexpr int kMaxTextMaps = 16;
 constexpr const char* kTextsFile = "data/texts.js";
@@ -318,6 +387,10 @@ ojson page_meta(const RenderContext& ctx, const std::string& input, const BlockC
                 (texts ? texts_stored(*texts, hp.labels.size()) : "");
   m["discard"] = ctx.opt->discard;
   m["start"] = start_view(ctx, choice);
+  if (hp.class_attn_blocks > 0) {  // CaiT: rows and keys its blocks do not have are stored absent (NaN)
+    m["absent"] = cait_absent_meta(hp);
+    m["stored"] = m["stored"].get<std::string>() + "; CaiT: the rows and keys its blocks do not have are stored as absent, not as zeros";
+  }
   if (texts) m["texts"] = texts_meta(ctx, *texts);
   m["record"] = record.empty() ? ojson(nullptr) : ojson::parse(record);
   return m;
@@ -369,7 +442,7 @@ ExploreResult write_explorer(const RenderContext& ctx, const std::string& input,
   std::vector<PackedBlock> blocks;
   std::vector<size_t> fused_sizes, head_sizes;
   for (int l = 0; l < L; ++l) {
-    blocks.push_back(pack_block(r.attn.data() + l * per_layer, H, T, hp.num_prefix, &roll));
+    blocks.push_back(pack_block(r.attn.data() + l * per_layer, hp, l, H, T, &roll));
     fused_sizes.push_back(block_script(l, blocks.back().fused).size());
     head_sizes.push_back(block_script(l, blocks.back().with_heads).size() - fused_sizes.back());
   }
@@ -383,7 +456,7 @@ ExploreResult write_explorer(const RenderContext& ctx, const std::string& input,
   ::unlink(res.index.c_str());  // a page never points at data files of other settings, even after a crash
   if (with_npy) {
     const std::string npy = (fs::path(dir) / "attention.npy").string();
-    write_npy(npy, r.attn, {L, H, T, T});
+    write_npy(npy, npy_attention(hp, r), {L, H, T, T});
     if (!record.empty()) write_text(npy_sidecar_path(npy), record + "\n");
   }
   if (texts && texts->unavailable.empty()) write_text((fs::path(dir) / kTextsFile).string(), texts->script);

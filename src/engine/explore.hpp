@@ -22,7 +22,7 @@ struct ExploreResult {
   std::vector<int> left_out;     ///< blocks whose single heads were left out by the budget
   std::vector<int> dropped;      ///< blocks left out entirely by the budget (their fusions did not fit)
   size_t texts = 0, texts_mapped = 0;  ///< a CLIP given texts: how many, and how many have maps on the page
-  std::string texts_unavailable;  ///< texts without maps: why (the class-specific views' reason, e.g. SigLIP's)
+  std::string texts_unavailable;  ///< texts without maps: why (the class-specific views' reason, e.g. bf16 products)
   std::string stored;  ///< what the page holds, one line for the terminal (and the page); names settings as {setting:id}
 };
 
@@ -32,9 +32,11 @@ struct ExploreResult {
 /// every head of the blocks that fit ctx.opt->explore_budget_mb), with zero-shot texts (a CLIP given texts)
 /// data/texts.js (the chefer, gradcam and attn-grad maps of each text, at most the 16 most probable, as
 /// render's compute_views gives them; taken from the budget first; a model whose class-specific views are not
-/// available, explanations_unavailable - SigLIP - gets the texts' scores and the reason on the page, no
+/// available (explanations_unavailable, or bf16 products) gets the texts' scores and the reason on the page, no
 /// texts.js) and, with `with_npy`, attention.npy (float32
 /// (L, H, T, T): softmax(QK^T/sqrt(d_k)) of every block, as computed) with its sidecar attention.npy.json.
+/// A CaiT (model/cait.hpp): the rows and keys a block does not have are stored absent (NaN, explore_pack.hpp
+/// mark_absent_row / mark_absent_key; NaN in attention.npy too) and the page says why (docs/explore.md "CaiT").
 /// One forward pass (model/vit.hpp keep_full); rollout by maps/attention_maps RolloutAccumulator, heads
 /// averaged, ctx.opt->discard, so its rows are `render --rollout`'s. Throws attnmap::Error naming the input
 /// (unreadable, undecodable) or the budget (the fused maps alone exceed it).

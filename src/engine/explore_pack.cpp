@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 // The registry's spelling, not a setting reference: tests/test_explore.cpp reads this message from
 // choose_blocks itself (no front end in between) and expects the flag.
@@ -47,6 +48,19 @@ float dequantised(const QuantisedRows& r, int row, int key) {
   const float lo = r.lo[row], hi = r.hi[row];
   const uint8_t q = r.q[static_cast<size_t>(row) * N + (key - r.prefix)];
   return static_cast<float>(lo + q * ((static_cast<double>(hi) - lo) / 255.0));
+}
+
+void mark_absent_row(QuantisedRows* r, int row) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const int N = r->tokens - r->prefix;
+  r->lo.at(static_cast<size_t>(row)) = r->hi.at(static_cast<size_t>(row)) = nan;
+  for (int k = 0; k < r->prefix; ++k) mark_absent_key(r, row, k);
+  std::fill_n(r->q.begin() + static_cast<long>(row) * N, N, uint8_t{0});
+}
+
+void mark_absent_key(QuantisedRows* r, int row, int key) {
+  if (key < 0 || key >= r->prefix) throw Error("mark_absent_key: key " + std::to_string(key) + " is not a prefix key");
+  r->prefix_w.at(static_cast<size_t>(row) * r->prefix + key) = std::numeric_limits<float>::quiet_NaN();
 }
 
 namespace {

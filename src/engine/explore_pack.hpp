@@ -27,8 +27,15 @@ struct QuantisedRows {
 /// attnmap::Error for P outside [0, T) or a non-finite value.
 void quantise_rows(const float* m, int T, int P, QuantisedRows* out);
 
-/// The value stored for row `row`, key column `key` (0..T-1; prefix keys exact).
+/// The value stored for row `row`, key column `key` (0..T-1; prefix keys exact); NaN where marked absent.
 float dequantised(const QuantisedRows& r, int row, int key);
+
+/// Marks row `row` absent (a query the model does not have in that block: CaiT, model/cait.hpp): its lo, hi
+/// and prefix weights become NaN, its levels 0. The page draws no heatmap for it and says why.
+void mark_absent_row(QuantisedRows* r, int row);
+
+/// Marks prefix key `key` (< prefix) of row `row` absent (a key that row's query never attends to): NaN.
+void mark_absent_key(QuantisedRows* r, int row, int key);
 
 /// The bytes of several matrices' rows as one block file carries them: every matrix's float32 part (lo, hi,
 /// prefix weights; little-endian, as typed arrays read them) in order, then every matrix's levels in order.

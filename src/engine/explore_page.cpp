@@ -295,6 +295,52 @@ function keys(ev) {
 }
 )HTML";
 
+// CaiT only (meta "absent", model/cait.hpp): rows and keys a block does not have are stored as NaN
+// (explore.cpp mark_cait_absent); the page draws no heatmap for them and says why, beside the class token's
+// button (disabled at a self-attention block) and on the query line. Other pages are the same bytes as before.
+const char* const kAbsent = R"HTML(// CaiT: absent rows (no heatmap, the reason) and the class key absent from the patches' rows.
+const AB = M.absent, caBlock = (l) => l >= AB.class_blocks[0];
+const storedRow = row, storedPaint = paint, drawAll = draw;
+row = function (l, head, i) {
+  const r = storedRow(l, head, i);
+  r.absent = Number.isNaN(r.lo);
+  r.keyAbsent = !r.absent && Array.from(r.pre).some((x) => Number.isNaN(x));
+  r.pre = r.pre.filter((x) => !Number.isNaN(x));  // CaiT's one prefix token: the class key, or nothing
+  return r;
+};
+paint = function (canvas, r, b) {
+  if (!r.absent) return storedPaint(canvas, r, b);
+  canvas.width = GW; canvas.height = GH; canvas.getContext("2d").clearRect(0, 0, GW, GH);  // no row: nothing drawn
+};
+draw = function () {
+  drawAll();
+  if (document.body.classList.contains("textmode")) return;
+  const l = S.block, r = row(l, S.head, S.query), ca = caBlock(l), why = S.query === 0 ? AB.class_row : AB.patch_rows;
+  for (const x of $("prefix").children)
+    if (x.dataset.token === "0") { x.disabled = !ca; x.title = ca ? "" : AB.class_row; }
+  $("absentnote").textContent = "Block " + l + ": " + (!ca ? AB.class_row + ". " + AB.sa_rows : S.head === "rollout" ? AB.rollout_rows : AB.patch_rows) + ".";
+  window.attnmap.absent = r.absent;
+  if (r.keyAbsent) {
+    const tr = $("prefixvals").insertRow();
+    tr.insertCell().textContent = "key " + M.prefix[0];
+    const v = tr.insertCell(); v.className = "absent"; v.textContent = "absent: " + AB.class_key;
+  }
+  if (!r.absent) return;
+  $("query").insertAdjacentHTML("beforeend", " — <b class='flat' id='absentrow'>no row in this block</b>");
+  $("rowinfo").textContent = "No heatmap: " + why + ".";
+  $("keyinfo").textContent = "this query has no row in block " + l + " (nothing is stored for it, not zeros)";
+  $("ticks").innerHTML = ""; $("scalewhat").textContent = "— no row to scale";
+  for (const c of $("heads").querySelectorAll("figcaption")) { c.textContent = c.parentNode.dataset.head + ": no row"; c.className = ""; }
+};
+{
+  const d = document.createElement("div"), st = document.createElement("style");
+  d.className = "row"; d.id = "absentnote";
+  $("prefix").insertAdjacentElement("afterend", d);
+  st.textContent = "button:disabled{opacity:.45}";
+  document.head.appendChild(st);
+}
+)HTML";
+
 // With texts only (a CLIP given texts, issue 43; meta "texts"): the text selector, inserted before the page's
 // setup; a page without texts is the same bytes as before.
 const char* const kTexts = R"HTML(// Texts: each text's relevance maps (M.texts.methods) over the photo, with its zero-shot probability.
@@ -443,7 +489,7 @@ std::string explore_page_html(const nlohmann::ordered_json& meta) {
   const std::string dumped = meta.dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace);
   std::string record = meta.contains("record") ? meta["record"].dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace) : "null";
   return std::string(kHead) + "<script type=\"application/json\" id=\"attnmap-record\">" + script_safe(record) +
-         "</script>\n<script type=\"application/json\" id=\"attnmap-meta\">" + script_safe(dumped) + "</script>\n" + kBody +
+         "</script>\n<script type=\"application/json\" id=\"attnmap-meta\">" + script_safe(dumped) + "</script>\n" + kBody + (meta.contains("absent") ? kAbsent : "") +
          (!meta.contains("texts") ? "" : meta["texts"].contains("no_maps") ? kTextScores : kTexts) + kTail;
 }
 

@@ -78,9 +78,6 @@ RenderContext make_render_context(const ViTWeights& model, const RenderOptions& 
   RenderContext ctx;
   ctx.model = &model;
   ctx.opt = &opt;
-  if (opt.writes(OutputKind::Explore) && !cait_rollout_unavailable(hp).empty())  // CaiT (model/cait.hpp)
-    throw Error(setting_ref("explore") + ": the explorer shows every block's full attention and its rollout, which this model does "
-                "not have: " + cait_rollout_unavailable(hp));
   const SelectedView view = select_view(hp, opt);
   ctx.layer = view.layer;
   ctx.head = view.head;
@@ -364,6 +361,27 @@ std::vector<std::string> write_heads(const RenderContext& ctx, const Job& job, c
   return write_tiles(job.out_base + ".heads", fig, tiles, labels, figure_options(ctx, drawn));
 }
 
+namespace {
+
+// The layer strip's words for the blocks whose tiles show the patch queries' mean row, as the figure's map
+// labels say it (ResolvedView::patch_query_mean: CaiT's self-attention blocks, no class token in them):
+// " · blocks 0–2: patch-query mean (no class token in them)"; "" when no tile does.
+std::string patch_mean_phrase(const RenderContext& ctx) {
+  int first = -1, last = -1;
+  for (size_t l = 0; l < ctx.aux.layers_n; ++l)
+    if (ctx.views[ctx.aux.layers + l].patch_query_mean) {
+      if (first < 0) first = static_cast<int>(l);
+      last = static_cast<int>(l);
+    }
+  if (first < 0) return "";
+  const int base = ctx.opt->block_base;
+  return first == last ? " \u00b7 block " + std::to_string(first + base) + ": patch-query mean (no class token in it)"
+                       : " \u00b7 blocks " + std::to_string(first + base) + "\u2013" + std::to_string(last + base) +
+                             ": patch-query mean (no class token in them)";
+}
+
+}  // namespace
+
 // NAME.layers.*: the map at every block (rollout 0..l for every l with --rollout), one row, one scale.
 std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, const Image& photo, const PhotoBox& box,
                                       const std::vector<std::vector<float>>& layer_maps, const std::string& title,
@@ -391,7 +409,7 @@ std::vector<std::string> write_layers(const RenderContext& ctx, const Job& job, 
                               (opt.rollout ? "attention rollout through blocks " + std::to_string(opt.block_base) +
                                                  "\u2026l for every block l, "
                                            : std::string("every block, ")) +
-                              heads_phrase(ctx.head) +
+                              heads_phrase(ctx.head) + patch_mean_phrase(ctx) +
                               (opt.rollout && opt.discard > 0.0 ? ", discard " + shown_number(opt.discard) : "") +
                               (own_scales(opt) ? "" : "; one colour scale");
   fig.note = own_scales(opt) && opt.notes ? own_scales_note().substr(2) : "";

@@ -86,6 +86,14 @@ void use_one_malloc_arena_under_address_limit() {
   if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) mallopt(M_ARENA_MAX, 1);
 }
 
+void keep_freed_memory_for_the_next_image() {
+  struct rlimit lim {};
+  if (getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur != RLIM_INFINITY) return;
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_")) return;
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit systems
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);  // twice it, as the dynamic rule sets
+}
+
 std::string address_limit_note() {
   struct rlimit lim {};
   if (getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return "";
@@ -228,6 +236,10 @@ std::string precision_speed_note(const RenderOptions& opt) {
 /// threads never exceed them: with one worker the pool gets every core (or the user's OPENBLAS_NUM_THREADS /
 /// OMP_NUM_THREADS, when fewer: e.g. 1 on a busy shared machine); with several, each worker is one image at
 /// a time on one thread (measured in docs/benchmarks.md).
+void plan_load_threads() {
+  set_blas_threads(blas_threads_to_set(1, usable_cores(), std::getenv("OPENBLAS_NUM_THREADS"), std::getenv("OMP_NUM_THREADS")));
+}
+
 int plan_threads(const BatchOptions& bopt, size_t n) {
   const int cores = usable_cores();
   const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(bopt.jobs > 0 ? bopt.jobs : cores), std::max<size_t>(n, 1)));

@@ -101,6 +101,13 @@ std::string assumed_class_names_note(const ViTWeights& model);
 /// arena over 40 runs). Does nothing without a limit. For main, before any thread starts.
 void use_one_malloc_arena_under_address_limit();
 
+/// Without an address-space limit, and unless MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ are set: glibc's
+/// malloc starts at the thresholds its own dynamic rule reaches after a 32 MiB block is freed (blocks under
+/// 32 MiB from the heap, up to 64 MiB of freed heap kept), so an image's photo, overlay and PNG buffers reuse
+/// the previous image's memory instead of being mapped, zero-filled by the kernel page by page and unmapped per
+/// image (bench/bf16_folder.sh: ~10000 page faults fewer over 16 photos). For main, before any thread starts.
+void keep_freed_memory_for_the_next_image();
+
 /// " (the address-space limit, ulimit -v, is N MB)" when the process has one, else "": what an out-of-memory
 /// message adds.
 std::string address_limit_note();
@@ -110,5 +117,11 @@ std::string address_limit_note();
 /// OMP_NUM_THREADS, when fewer: e.g. 1 on a busy shared machine); with several, each worker is one image at
 /// a time on one thread (measured in docs/benchmarks.md).
 int plan_threads(const BatchOptions& bopt, size_t n);
+
+/// The forward pass's thread pool for loading a model, before plan_threads: every core (or OPENBLAS_NUM_THREADS /
+/// OMP_NUM_THREADS, when fewer), as for one worker, so that the packing of the weights (prepare_weights: column
+/// blocks in parallel) does not run on the one thread the pool has until it is set. The packed values do not
+/// depend on the thread count.
+void plan_load_threads();
 
 }  // namespace attnmap

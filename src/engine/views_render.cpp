@@ -322,6 +322,12 @@ namespace {
 std::string class_word(const RenderContext& ctx) { return ctx.model->zero_shot.present() ? ", text: " : ", class "; }
 // How the model's probabilities were computed (a classifier head: softmax; texts: ZeroShotHead::rule).
 ScoreRule rule_of(const RenderContext& ctx) { return ctx.model->zero_shot.rule; }
+// class_word + class_phrase: ", class Coat 63.2%"; without class names ", class 3 24.9%" (class_phrase's own
+// "class N", not "class class 3").
+std::string class_suffix(const RenderContext& ctx, const ComputedViews& cv, int c) {
+  const bool named = ctx.model->hp.labels.size() == cv.probs.size();
+  return (named ? class_word(ctx) : std::string(", ")) + class_phrase(c, ctx.model->hp.labels, cv.probs, rule_of(ctx));
+}
 
 // A map's label in figures and notes: view_label ("block 3, mean of heads"); for a class-specific view with
 // its class: "Grad-CAM, block 3, class Coat 63.2%".
@@ -329,7 +335,7 @@ std::string map_label(const RenderContext& ctx, const ComputedViews& cv, const V
   const ResolvedView& v = ctx.views[m.view];
   const int base = ctx.opt->block_base;
   if (m.class_index < 0) return view_label(v, base);
-  return view_label(v, base) + class_word(ctx) + class_phrase(m.class_index, ctx.model->hp.labels, cv.probs, rule_of(ctx));
+  return view_label(v, base) + class_suffix(ctx, cv, m.class_index);
 }
 
 // " (flat)" after a figure's label of a map whose max / mean is below kFlatMaxOverMean (1.25), else "".
@@ -465,8 +471,7 @@ void set_shown_lines(const RenderContext& ctx, const ComputedViews& cv, const st
   const auto& labels = ctx.model->hp.labels;
   if (rows.size() == 1) {
     if (rows[0]->class_index >= 0)
-      res->shown = pngs[0] + " (" + ctx.views[rows[0]->view].name + class_word(ctx) +
-                   class_phrase(rows[0]->class_index, labels, cv.probs, rule_of(ctx)) + ")";
+      res->shown = pngs[0] + " (" + ctx.views[rows[0]->view].name + class_suffix(ctx, cv, rows[0]->class_index) + ")";
     return;
   }
   const bool one_view = std::all_of(rows.begin(), rows.end(), [&](const ViewMap* m) { return m->view == rows[0]->view; });
@@ -482,7 +487,7 @@ void set_shown_lines(const RenderContext& ctx, const ComputedViews& cv, const st
     const ResolvedView& v = ctx.views[rows[i]->view];
     res->shown_more.push_back(
         (rows[i]->class_index < 0 ? v.name
-                                  : v.name + class_word(ctx) + class_phrase(rows[i]->class_index, labels, cv.probs, rule_of(ctx))) +
+                                  : v.name + class_suffix(ctx, cv, rows[i]->class_index)) +
         " -> " + pngs[i]);
   }
 }

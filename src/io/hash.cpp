@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/threads.hpp"
+#include "io/mapped_file.hpp"
 
 namespace attnmap {
 
@@ -47,6 +48,7 @@ std::string hash_steps(const void* data, size_t n, bool release_pages, const std
   for (size_t done = 0; done < n;) {
     if (stop && stop->load(std::memory_order_relaxed)) return std::string();
     const size_t k = std::min<size_t>(n - done, step);
+    if (release_pages) populate_for_reading(p + done, k);  // a file mapping: its pages in one call, not a fault each
     if (EVP_DigestUpdate(ctx.get(), p + done, k) != 1) throw Error("SHA-256 failed");
     if (release_pages) ::madvise(const_cast<unsigned char*>(p + done), k, MADV_DONTNEED);
     done += k;

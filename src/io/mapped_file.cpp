@@ -37,4 +37,16 @@ MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
+void populate_for_reading(const void* p, size_t bytes) {
+#if defined(__linux__)
+  if (bytes == 0) return;
+  constexpr int kPopulateRead = 22;  // MADV_POPULATE_READ, not in older headers
+  const uintptr_t page = 4096, a = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uintptr_t e = reinterpret_cast<uintptr_t>(p) + bytes;
+  (void)::madvise(reinterpret_cast<void*>(a), e - a, kPopulateRead);
+#else
+  (void)p, (void)bytes;
+#endif
+}
+
 }  // namespace attnmap

@@ -314,15 +314,28 @@ std::string describe_kind(const ResolvedView& v, int block_base) {
     default: break;
   }
   const MethodRow* m = method_row(v.spec.kind);
+  const std::string query = v.explain_query.empty() ? "" : " \u00b7 " + v.explain_query;  // issue 44: no class-token row
   if (m && m->from_block && v.spec.layer > 0)  // chefer@L<k>: which blocks it accumulates
     return m->label + (v.spec.layer == v.depth - 1 ? std::string(" (last block)")
-                                                   : ", blocks " + block + "\u2013" + std::to_string(v.depth - 1 + block_base));
-  return m ? m->label + (m->default_layer ? ", block " + block : std::string()) : v.name;
+                                                   : ", blocks " + block + "\u2013" + std::to_string(v.depth - 1 + block_base)) +
+           query;
+  return m ? m->label + (m->default_layer ? ", block " + block : std::string()) + query : v.name;
 }
 
 }  // namespace
 
 namespace {
+
+// The line of CaiT's attention a query reads (model/cait.hpp cait_line_unavailable).
+CaitLine cait_line(TokenQuery::Kind k) {
+  switch (k) {
+    case TokenQuery::Kind::ClassRow: return CaitLine::Default;
+    case TokenQuery::Kind::Prefix: return CaitLine::ClassRow;
+    case TokenQuery::Kind::KeyPatch: return CaitLine::KeyColumn;
+    case TokenQuery::Kind::Received: return CaitLine::Received;
+    default: return CaitLine::PatchRow;
+  }
+}
 
 // Name, tag, units and the resolved layer of one view.
 ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, const ViewSettings& settings) {
@@ -345,8 +358,6 @@ ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, co
       r.units = "attention probability";
       break;
     case ViewKind::Rollout:
-      if (const std::string why = cait_rollout_unavailable(hp); !why.empty())  // CaiT (model/cait.hpp)
-        throw Error("'" + v.written + "': attention rollout is not available: " + why + " (the attention views still work)");
       r.spec.layer = v.layer_given ? resolve_view_layer(v, v.layer, hp.depth) : hp.depth - 1;
       r.name = v.head.fusion == HeadSelect::Fusion::Mean ? "rollout" : "rollout/" + fusion;
       if (r.spec.layer != hp.depth - 1) r.name += "@L" + std::to_string(r.spec.layer);
@@ -379,15 +390,25 @@ ResolvedView resolve_one(const ViewSpec& v, const HParams& hp, bool has_head, co
     }
   }
   if (v.kind == ViewKind::Attention || v.kind == ViewKind::Rollout) {
-    if (v.query.kind != TokenQuery::Kind::ClassRow && hp.class_attn_blocks > 0)  // CaiT (model/cait.hpp)
-      throw Error("'" + v.written + "': token queries are not available: " + cait_rollout_unavailable(hp) +
-                  " (the default row still works)");
     r.spec.query = resolve_query(v, hp);
+    if (const std::string why = cait_line_unavailable(hp, v.kind == ViewKind::Rollout, r.spec.layer, cait_line(v.query.kind));
+        !why.empty())  // CaiT (model/cait.hpp): which rows and columns its blocks have
+      throw Error("'" + v.written + "': " + why);
     r.class_attention = v.kind == ViewKind::Attention && hp.is_class_attention(r.spec.layer);
-    r.patch_query_mean = v.kind == ViewKind::Attention && hp.class_attn_blocks > 0 && !r.class_attention;
+    r.patch_query_mean = v.kind == ViewKind::Attention && hp.class_attn_blocks > 0 && !r.class_attention &&
+                         !has_token_query(r);  // a token query reads its own line, not the mean
     r.name += query_suffix(r.spec.query);
   }
   r.class_specific = is_class_specific(v.kind);
+  if (r.class_specific && v.kind != ViewKind::GradCam) {  // Grad-CAM weighs activations: no query row
+    ExplainQuery q = explain_query(hp);
+    // attn-grad at a block without the query's row: the probe is outside the blocks, CaiT's class token outside
+    // its self-attention blocks; the patch queries' mean is drawn (maps/explain.cpp)
+    if (v.kind == ViewKind::AttnGrad &&
+        (q == ExplainQuery::Probe || (q == ExplainQuery::CaitClassToken && !hp.is_class_attention(r.spec.layer))))
+      q = ExplainQuery::PatchMean;
+    r.explain_query = explain_query_words(q);
+  }
   const std::string unavailable = r.class_specific ? explanations_unavailable(hp, has_head) : "";
   if (!unavailable.empty())
     throw Error("'" + v.written + "': " + unavailable + " (the attention views still work)");
@@ -446,12 +467,14 @@ ForwardResult rows_of_tape(const ForwardTape& tape) {
   r.tokens = tape.tokens;
   const size_t T = static_cast<size_t>(tape.tokens);
   r.cls_attn.reserve(static_cast<size_t>(r.layers) * static_cast<size_t>(r.heads) * T);
+  if (tape.cait) r.cls_attn = tape.cait->cls_attn;  // CaiT: as cait_forward records them (model/cait.hpp)
   for (const BlockTape& b : tape.blocks)
-    for (int h = 0; h < tape.heads; ++h) {
+    for (int h = 0; h < tape.heads && !tape.cait; ++h) {
       const float* row = b.probs.data() + static_cast<size_t>(h) * T * T;  // row 0 of head h
       r.cls_attn.insert(r.cls_attn.end(), row, row + T);
     }
   r.logits = tape.logits;
+  r.pool_attn = tape.probe_attn;  // (H, T) the MAP head's probe attention; empty without one
   return r;
 }
 
@@ -598,6 +621,7 @@ std::vector<float> view_map(const ViewPass& pass, const ResolvedView& v, int cla
       break;
     case ViewKind::Probe:
       if (pass.fwd) return probe_map(*pass.fwd, hp, v.spec.head);
+      if (pass.tape) return probe_map(rows_of_tape(*pass.tape), hp, v.spec.head);
       break;
     default:  // a class-specific kind
       if (pass.tape) {

@@ -91,6 +91,7 @@ struct ResolvedView {
   bool class_attention = false; ///< Attention at a CaiT class-attention block (model/cait.hpp): named so
   bool patch_query_mean = false; ///< Attention at a CaiT self-attention block: the patch queries' mean row
   int depth = 0;                 ///< class-specific views: the model's blocks (chefer@L<k>'s words name them)
+  std::string explain_query;      ///< class-specific views: explain_query_words ("" for the class token)
 };
 
 /// The class-specific views' words, from the table: "chefer, gradcam or attn-grad".

@@ -13,7 +13,7 @@
 namespace attnmap {
 
 void talking_heads_forward(float* out, float* probs, const float* qkv, const LinearW& proj_l, const LinearW& proj_w,
-                           int N, int H, int dk) {
+                           int N, int H, int dk, float* weights) {
   const int inner = H * dk;
   const size_t NN = static_cast<size_t>(N) * N, Nd = static_cast<size_t>(N) * dk, ld = static_cast<size_t>(3 * inner);
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
@@ -42,6 +42,7 @@ void talking_heads_forward(float* out, float* probs, const float* qkv, const Lin
   mix(probs, s.data(), proj_l);                // logits (H, N, N) = proj_l(S)
   softmax_rows(probs, H * N, N);               // P (H, N, N): the recorded probabilities
   mix(s.data(), probs, proj_w);                // weights (H, N, N) = proj_w(P)
+  if (weights) std::copy(s.begin(), s.end(), weights);
   parallel_for(H, [&](int g) {                 // out_g (N, dk) = weights_g V_g
     std::vector<float> o(Nd);
     matmul_dense(o.data(), &s[g * NN], &v[g * Nd], N, dk, N, /*trans_b=*/false, 1.0f);
@@ -83,6 +84,28 @@ std::string cait_rollout_unavailable(const HParams& hp) {
          "class token's row (cait layout)";
 }
 
+std::string cait_line_unavailable(const HParams& hp, bool rollout, int layer, CaitLine line) {
+  if (hp.class_attn_blocks == 0) return "";
+  const bool ca = hp.is_class_attention(layer), cls_row = line == CaitLine::ClassRow || line == CaitLine::Default;
+  const std::string ca_blocks = "blocks " + std::to_string(hp.depth - hp.class_attn_blocks) + "-" + std::to_string(hp.depth - 1);
+  if (rollout) {
+    if (ca || !cls_row) return "";
+    return "a CaiT rollout ending at self-attention block " + std::to_string(layer) + " has no class-token row (the "
+           "class token attends only in the class-attention blocks, " + ca_blocks + "): give a patch query "
+           "(:q=r<row>c<col>) or end the rollout at a class-attention block (cait layout)";
+  }
+  if (line == CaitLine::Received)
+    return "CaiT has no block in which every token is a query (the class token is not in the self-attention blocks, "
+           "the patches are no queries in the class-attention blocks), so there are no column means (cait layout)";
+  if (ca && (line == CaitLine::PatchRow || line == CaitLine::KeyColumn))
+    return "in CaiT's class-attention block " + std::to_string(layer) + " only the class token queries (the patches are "
+           "no queries there): only its row (the default, or :q=cls) exists (cait layout)";
+  if (!ca && line == CaitLine::ClassRow)
+    return "CaiT's class token is not in self-attention block " + std::to_string(layer) + " (it attends only in the "
+           "class-attention blocks, " + ca_blocks + "); the default row there is the patch queries' mean (cait layout)";
+  return "";
+}
+
 namespace {
 
 // x (M, D) += gamma (D) * y (M, D).
@@ -121,12 +144,14 @@ int cait_tokens(const HParams& hp, const ForwardOptions& opt, int B) {
   return T;
 }
 
+}  // namespace
+
 // Records one block's probabilities of image b: into cls_attn[l] (H, T) the drawn row, and as a (T, T)
 // matrix per head (tt, H * T * T) into attn[l] with keep_full and to on_probs. sa: probs (H, N, N) of a
 // self-attention block (class row / column zero, drawn row the patch-query mean); else probs (H, T) the
 // class token's rows of a class-attention block.
-void record(ForwardResult& r, const float* probs, bool sa, int l, int H, int T, const ForwardOptions& opt, int b,
-            std::vector<float>& tt) {
+void cait_record(ForwardResult& r, const float* probs, bool sa, int l, int H, int T, const ForwardOptions& opt, int b,
+                 std::vector<float>& tt) {
   const int N = T - 1;
   const size_t TT = static_cast<size_t>(T) * T;
   for (int h = 0; h < H; ++h) {
@@ -152,6 +177,8 @@ void record(ForwardResult& r, const float* probs, bool sa, int l, int H, int T, 
   if (opt.keep_full) std::copy(tt.begin(), tt.end(), &r.attn[static_cast<size_t>(l) * H * TT]);
   if (opt.on_probs) opt.on_probs(b, l, tt.data());
 }
+
+namespace {
 
 // Each image's tokens: embedded in full (embed_tokens: [cls_token; patches + pos_embed]), the class token
 // into cls (B, D), the kept patches (all without token dropping) into x (B*N, D).
@@ -232,7 +259,7 @@ std::vector<ForwardResult> cait_forward(const ViTWeights& w, const std::vector<c
     for (int b = 0; b < B; ++b) {
       talking_heads_forward(&att[static_cast<size_t>(b) * N * inner], probs.data(), &qkv[static_cast<size_t>(b) * N * 3 * inner],
                             blk.proj_l, blk.proj_w, N, H, dk);
-      record(res[static_cast<size_t>(b)], probs.data(), true, l, H, T, opt, b, tt);
+      cait_record(res[static_cast<size_t>(b)], probs.data(), true, l, H, T, opt, b, tt);
     }
     if (l == L - 1 && stop_at_attention) return res;
     linear(y.data(), att.data(), blk.proj, BN);                     // (B*N, D)
@@ -255,7 +282,7 @@ std::vector<ForwardResult> cait_forward(const ViTWeights& w, const std::vector<c
     linear(uqkv.data(), un.data(), blk.qkv, BT);  // (B*T, 3*inner): [q | k | v] (only row 0's q is read)
     for (int b = 0; b < B; ++b) {
       class_attention_forward(&o[static_cast<size_t>(b) * inner], cprobs.data(), &uqkv[static_cast<size_t>(b) * T * 3 * inner], T, H, dk);
-      record(res[static_cast<size_t>(b)], cprobs.data(), false, l, H, T, opt, b, tt);
+      cait_record(res[static_cast<size_t>(b)], cprobs.data(), false, l, H, T, opt, b, tt);
     }
     if (l == L - 1 && stop_at_attention) return res;
     linear(yc.data(), o.data(), blk.proj, B);                     // (B, D)

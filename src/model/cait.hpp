@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "model/vit.hpp"
+#include "model/vit_backward.hpp"
 
 namespace attnmap {
 
@@ -37,10 +38,11 @@ std::vector<ForwardResult> cait_forward(const ViTWeights& w, const std::vector<c
 
 /// timm TalkingHeadAttn on one image. qkv (N, 3*H*dk) = [Q | K | V], heads contiguous in each;
 /// proj_l, proj_w (H, H) with bias. probs (H, N, N) receives P_g = softmax(sum_h Wl[g,h] S_h + bl[g]),
-/// S_h = Q_h K_h^T / sqrt(dk); out (N, H*dk) receives (sum_h Ww[g,h] P_h + bw[g]) V_g per head g.
+/// S_h = Q_h K_h^T / sqrt(dk); out (N, H*dk) receives (sum_h Ww[g,h] P_h + bw[g]) V_g per head g; weights
+/// (H, N, N), when not null, the mixed weights W_g = sum_h Ww[g,h] P_h + bw[g] that multiply V (the backward's).
 /// (Shazeer et al. 2020, "Talking-Heads Attention", eq. in section 4.)
 void talking_heads_forward(float* out, float* probs, const float* qkv, const LinearW& proj_l, const LinearW& proj_w,
-                           int N, int H, int dk);
+                           int N, int H, int dk, float* weights = nullptr);
 
 /// timm ClassAttn on one image. qkv (T, 3*H*dk) = [Q | K | V] of the tokens [class; patches] (only row 0's
 /// query is read); probs (H, T) receives softmax(q_cls,h K_h^T / sqrt(dk)); out (H*dk) the class token's
@@ -51,8 +53,63 @@ void class_attention_forward(float* out, float* probs, const float* qkv, int T, 
 /// class-attention block "class-attention block 4".
 std::string block_name(const HParams& hp, int l, int base = 0);
 
-/// Why a view that needs every block's (T, T) self-attention with the class token in it (attention rollout,
-/// a token query) cannot be computed for this model: "" for any model but CaiT.
+/// Why a view that needs every block's (T, T) attention over every token with the class token in it (attnmap
+/// stats) cannot be computed for this model: "" for any model but CaiT (the explorer marks absent what a CaiT
+/// block lacks: engine/explore.cpp). (Rollout and token
+/// queries have their CaiT definitions: cait_line_unavailable.)
 std::string cait_rollout_unavailable(const HParams& hp);
+
+/// Which line of CaiT's attention a view reads: no query written (Default), q=cls (ClassRow), a query patch's
+/// row (PatchRow: q=r<row>c<col> or q=x<x>y<y>), a key patch's column (KeyColumn: k=r<row>c<col>), the column
+/// means (Received).
+enum class CaitLine { Default, ClassRow, PatchRow, KeyColumn, Received };
+
+/// Why an attention view (rollout false) or a rollout (rollout true) ending at block `layer` cannot read
+/// `line` of a CaiT model (docs/explain.md "CaiT"): "" when it can, and for any model but CaiT. Attention at a
+/// self-attention block: patch rows and key columns (the default row is the patch queries' mean; there is no
+/// class row); at a class-attention block: the class row only (the patches are no queries there). Rollout
+/// (through the self-attention blocks over the patches, then the class rows): ending at a class-attention
+/// block every line; ending at a self-attention block every line but the class row (the class token has not
+/// attended to anything yet). The column means of an attention view are refused (no block has every token as
+/// a query).
+std::string cait_line_unavailable(const HParams& hp, bool rollout, int layer, CaitLine line);
+
+/// cait_forward's recording of one block of image b into r (see the top of this file): sa: probs (H, N, N),
+/// the talking-heads softmax output of a self-attention block; else probs (H, T) a class-attention block's
+/// class rows. tt: scratch for the (H, T, T) matrices (keep_full / on_probs).
+void cait_record(ForwardResult& r, const float* probs, bool sa, int l, int H, int T, const ForwardOptions& opt, int b,
+                 std::vector<float>& tt);
+
+// ---- the backward (model/cait_backward.cpp; issue 44): class-specific maps for CaiT ----
+
+/// What CaiT's backward needs of one image's forward, hung on ForwardTape::cait. Per block l a BlockTape over
+/// that block's own rows: a self-attention block's over the N patches (x_in, ln1_*, ln1_out (N, D), qkv
+/// (N, 3*inner), probs (H, N, N) the talking-heads softmax P, x_mid, ln2_*, pre_gelu (N, M)); a class-attention
+/// block's x_in = u = [cls; patches] (T, D), ln1_* (T), ln1_out (T, D), qkv (T, 3*inner), probs (H, T) the class
+/// rows, x_mid (1, D) the class token after the attention residual, ln2_* (1), pre_gelu (1, M).
+struct CaitTape {
+  int patches = 0;                          ///< N
+  std::vector<BlockTape> blocks;            ///< depth blocks, as above
+  std::vector<std::vector<float>> weights;  ///< per self-attention block (H, N, N): proj_w(P), the A that multiplies V
+  std::vector<float> cls_attn;              ///< (depth, H, T) the drawn rows, as cait_forward records them
+  std::vector<float> x_final;               ///< (T, D) [class token; patches] after the last block, the norm's input
+  std::vector<float> fin_mean, fin_rstd;    ///< (T) final norm statistics
+};
+
+/// vit_forward_tape for CaiT from its tokens x0 (T, D) = embed_tokens' [class token; patches + pos_embed]. The
+/// generic ForwardTape fields: tokens T = 1 + N, dim, heads, head_dim, logits, and blocks[l].probs (H, T, T)
+/// only: the matrices cait_forward records with keep_full (rollout and token queries read them); the rest is
+/// in tape.cait. Throws attnmap::Error for TapeOptions::edit_probs (not supported) or a model without a head.
+ForwardTape cait_forward_tape_tokens(const ViTWeights& w, const float* x0, const TapeOptions& opt);
+
+/// vit_backward for a CaiT tape (tape.cait set): the logit head(norm([cls; patches])[0]) of target_class back
+/// through the class-attention blocks (class query only; the patches' keys and values), then the talking-heads
+/// self-attention blocks (proj_w, softmax, proj_l) over the patches. What it reports is laid out over the T
+/// tokens as the generic backward's: on_attn_grad gets (l, A (H, T, T), dA (H, T, T)) with, for a
+/// self-attention block, A = proj_w(P), the weights that multiply V, in rows / columns 1..N (class row and
+/// column zero), and for a class-attention block the class rows in row 0 (rows 1..N zero); ln1_grad (T, D):
+/// a self-attention block's row 0 zero; x0_grad (T, D) = d[class token; patches + pos_embed].
+/// Throws attnmap::Error as vit_backward does.
+BackwardResult cait_backward(const ViTWeights& w, const ForwardTape& tape, int target_class, const BackwardOptions& opt);
 
 }  // namespace attnmap

@@ -6,6 +6,7 @@
 
 #include "checkpoint/rel_pos.hpp"
 #include "core/error.hpp"
+#include "model/pos_embed.hpp"
 
 namespace attnmap {
 
@@ -83,6 +84,23 @@ std::vector<float> resize_rel_pos_bias_table(const std::vector<float>& table, in
   return out;
 }
 
+std::vector<float> hf_resize_rel_pos_bias_table(const std::vector<float>& table, int H, int src_side, int gh, int gw) {
+  const int src = 2 * src_side - 1, dh = 2 * gh - 1, dw = 2 * gw - 1;
+  const size_t sub = static_cast<size_t>(src) * src, dsub = static_cast<size_t>(dh) * dw, nh = static_cast<size_t>(H);
+  if (table.size() != (sub + 3) * nh)
+    throw Error("relative position table: " + std::to_string(table.size()) + " values, expected " +
+                std::to_string(sub + 3) + " x " + std::to_string(H));
+  std::vector<float> planes(sub * nh);  // (H, 2s-1, 2s-1): the permute(0, 3, 1, 2) F.interpolate sees
+  for (size_t r = 0; r < sub; ++r)
+    for (size_t h = 0; h < nh; ++h) planes[h * sub + r] = table[r * nh + h];
+  const std::vector<float> res = bilinear_resize_planes(planes, H, src, src, dh, dw);  // (H, 2gh-1, 2gw-1)
+  std::vector<float> out((dsub + 3) * nh);
+  for (size_t r = 0; r < dsub; ++r)
+    for (size_t h = 0; h < nh; ++h) out[r * nh + h] = res[h * dsub + r];
+  std::copy(table.end() - 3 * H, table.end(), out.end() - 3 * H);  // the class-token entries, as they are
+  return out;
+}
+
 void check_rel_pos_resizable(const HParams& hp) {
   if (hp.rel_pos && hp.rel_pos_grid_h != hp.rel_pos_grid_w)
     throw Error("the relative position tables are for a " + std::to_string(hp.rel_pos_grid_h) + "x" +
@@ -96,10 +114,11 @@ void resample_rel_pos(ViTWeights& w, int gh, int gw) {
   check_rel_pos_resizable(hp);
   const int s = hp.rel_pos_grid_h;
   const int H = hp.num_heads;
+  // Hugging Face BEiT (issue 44) resizes its tables in every forward, bilinearly; timm and unilm as above.
+  const auto resize = hp.layout == Layout::HfBeit ? hf_resize_rel_pos_bias_table : resize_rel_pos_bias_table;
   for (BlockWeights& b : w.blocks)
-    if (!b.rel_pos_table.empty()) b.rel_pos_table = resize_rel_pos_bias_table(b.rel_pos_table.vec(), H, s, gh, gw);
-  if (!w.rel_pos_table_shared.empty())
-    w.rel_pos_table_shared = resize_rel_pos_bias_table(w.rel_pos_table_shared.vec(), H, s, gh, gw);
+    if (!b.rel_pos_table.empty()) b.rel_pos_table = resize(b.rel_pos_table.vec(), H, s, gh, gw);
+  if (!w.rel_pos_table_shared.empty()) w.rel_pos_table_shared = resize(w.rel_pos_table_shared.vec(), H, s, gh, gw);
   hp.rel_pos_grid_h = gh;
   hp.rel_pos_grid_w = gw;
   prepare_rel_pos_bias(w);

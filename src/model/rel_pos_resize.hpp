@@ -15,8 +15,13 @@ namespace attnmap {
 /// Throws attnmap::Error when the table has not (2s-1)^2 + 3 rows for src_side s.
 std::vector<float> resize_rel_pos_bias_table(const std::vector<float>& table, int H, int src_side, int gh, int gw);
 
+/// Hugging Face BeitRelativePositionBias.forward (transformers 4.48.3, issue 44): the (2s-1)^2 offset rows as
+/// (1, H, 2s-1, 2s-1) planes, F.interpolate(size=(2gh-1, 2gw-1), mode="bilinear", align_corners=False); the last
+/// 3 rows (class-token entries) kept. Same shapes and errors as resize_rel_pos_bias_table.
+std::vector<float> hf_resize_rel_pos_bias_table(const std::vector<float>& table, int H, int src_side, int gh, int gw);
+
 /// --size for a model with relative position tables: every table (per block, shared) resized from the trained
-/// grid (hp.rel_pos_grid_h/w, which must be square, as timm's resize assumes) to gh x gw and the biases
+/// grid (hp.rel_pos_grid_h/w, which must be square, as timm's resize assumes) to gh x gw (Hugging Face BEiT: hf_resize_rel_pos_bias_table) and the biases
 /// gathered again. Sets hp.rel_pos_grid_h/w; hp.grid must already be gh x gw. Throws attnmap::Error for a
 /// non-square trained grid.
 void resample_rel_pos(ViTWeights& w, int gh, int gw);

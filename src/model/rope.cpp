@@ -25,7 +25,8 @@ void eva_angles(float* ang, const HParams& hp, int r, int c, int gh, int gw, int
   }
 }
 
-// DINOv3 (timm RotaryEmbeddingDinoV3, normalize_coords 'separate', no augmentation): angle (d_k/2).
+// DINOv3 (timm RotaryEmbeddingDinoV3 / dinov3 RopePositionEmbedding, normalize_coords 'separate', no augmentation):
+// angle (d_k/2), in float32 as both compute it: (2 pi * coord) / period.
 void dinov3_angles(float* ang, const HParams& hp, int r, int c, int gh, int gw, int dk) {
   const int nb = dk / 4;
   const float cy = 2.0f * ((static_cast<float>(r) + 0.5f) / static_cast<float>(gh)) - 1.0f;
@@ -33,7 +34,8 @@ void dinov3_angles(float* ang, const HParams& hp, int r, int c, int gh, int gw, 
   const float two_pi = static_cast<float>(2.0 * M_PI);
   for (int j = 0; j < nb; ++j) {
     const float e = 2.0f * static_cast<float>(j) / static_cast<float>(dk / 2);
-    const float period = std::pow(hp.rope_temperature, e);
+    // facebookresearch's file holds the periods (hp.rope_periods): its RopePositionEmbedding divides by those
+    const float period = hp.rope_periods.empty() ? std::pow(hp.rope_temperature, e) : hp.rope_periods[static_cast<size_t>(j)];
     ang[j] = two_pi * cy / period;
     ang[nb + j] = two_pi * cx / period;
   }
@@ -45,6 +47,9 @@ RopeTables rope_tables(const HParams& hp, int gh, int gw) {
   const int dk = hp.head_dim;
   if (dk % 4 != 0 || dk <= 0)
     throw Error("rotary position embedding needs a head width divisible by 4, found d_k = " + std::to_string(dk));
+  if (!hp.rope_periods.empty() && hp.rope_periods.size() != static_cast<size_t>(dk / 4))
+    throw Error("rotary position embedding: " + std::to_string(hp.rope_periods.size()) + " stored periods for d_k = " +
+                std::to_string(dk) + " (expected d_k / 4 = " + std::to_string(dk / 4) + ")");
   RopeTables t;
   t.grid_h = gh;
   t.grid_w = gw;
@@ -79,27 +84,65 @@ void prepare_rope(ViTWeights& w) {
   w.rope = rope_tables(w.hp, w.hp.grid_h, w.hp.grid_w);
 }
 
-void rope_forward(float* qkv, const RopeTables& tab, const HParams& hp, int T, const int* patch_index) {
-  const int H = hp.num_heads, dk = hp.head_dim, inner = hp.inner(), half = dk / 2;
-  std::vector<float> x(static_cast<size_t>(dk));
+namespace {
+
+// Calls f(v, s, c) for the query and the key (v: d_k floats, in place) of every head of every patch token t >=
+// num_prefix of one image's qkv (T, 3*inner), with that patch's sin and cos rows s, c (d_k) of `tab`.
+template <class F>
+void for_each_patch_head(float* qkv, const RopeTables& tab, const HParams& hp, int T, const int* patch_index, F f) {
+  const int H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
   for (int t = hp.num_prefix; t < T; ++t) {
     const int n = patch_index ? patch_index[t - hp.num_prefix] : t - hp.num_prefix;
     const float* s = &tab.sin[static_cast<size_t>(n) * dk];  // (d_k)
     const float* c = &tab.cos[static_cast<size_t>(n) * dk];  // (d_k)
     for (int part = 0; part < 2; ++part)                      // 0: queries, 1: keys
-      for (int h = 0; h < H; ++h) {
-        float* v = qkv + static_cast<size_t>(t) * 3 * inner + static_cast<size_t>(part) * inner + static_cast<size_t>(h) * dk;
-        std::copy_n(v, dk, x.begin());
-        for (int ch = 0; ch < dk; ++ch) {
-          float rot;
-          if (hp.rope_half)
-            rot = ch < half ? -x[static_cast<size_t>(ch + half)] : x[static_cast<size_t>(ch - half)];
-          else
-            rot = (ch % 2 == 0) ? -x[static_cast<size_t>(ch + 1)] : x[static_cast<size_t>(ch - 1)];
-          v[ch] = x[static_cast<size_t>(ch)] * c[ch] + rot * s[ch];
-        }
-      }
+      for (int h = 0; h < H; ++h)
+        f(qkv + static_cast<size_t>(t) * 3 * inner + static_cast<size_t>(part) * inner + static_cast<size_t>(h) * dk, s, c);
   }
+}
+
+// rot(x)[ch] = sign * x[src]: the interleaved pair rotation (-x1, x0, -x3, x2, ...) or rotate-half
+// (-x_{d/2..}, x_{..d/2}).
+void rotation_source(int ch, int dk, bool half_layout, int* src, float* sign) {
+  const int half = dk / 2;
+  if (half_layout) {
+    *src = ch < half ? ch + half : ch - half;
+    *sign = ch < half ? -1.0f : 1.0f;
+  } else {
+    *src = ch % 2 == 0 ? ch + 1 : ch - 1;
+    *sign = ch % 2 == 0 ? -1.0f : 1.0f;
+  }
+}
+
+}  // namespace
+
+void rope_forward(float* qkv, const RopeTables& tab, const HParams& hp, int T, const int* patch_index) {
+  const int dk = hp.head_dim;
+  std::vector<float> x(static_cast<size_t>(dk));  // (d_k) one head's query or key before the rotation
+  for_each_patch_head(qkv, tab, hp, T, patch_index, [&](float* v, const float* s, const float* c) {
+    std::copy_n(v, dk, x.begin());
+    for (int ch = 0; ch < dk; ++ch) {
+      int src;
+      float sign;
+      rotation_source(ch, dk, hp.rope_half, &src, &sign);
+      v[ch] = x[static_cast<size_t>(ch)] * c[ch] + sign * x[static_cast<size_t>(src)] * s[ch];
+    }
+  });
+}
+
+void rope_backward(float* dqkv, const RopeTables& tab, const HParams& hp, int T, const int* patch_index) {
+  const int dk = hp.head_dim;
+  std::vector<float> g(static_cast<size_t>(dk));  // (d_k) d(rotated) of one head
+  for_each_patch_head(dqkv, tab, hp, T, patch_index, [&](float* d, const float* s, const float* c) {
+    std::copy_n(d, dk, g.begin());
+    for (int ch = 0; ch < dk; ++ch) d[ch] = g[static_cast<size_t>(ch)] * c[ch];
+    for (int ch = 0; ch < dk; ++ch) {  // rot(x)[ch] = sign * x[src]: its share sign * s[ch] g[ch] goes to src
+      int src;
+      float sign;
+      rotation_source(ch, dk, hp.rope_half, &src, &sign);
+      d[src] += sign * s[ch] * g[static_cast<size_t>(ch)];
+    }
+  });
 }
 
 }  // namespace attnmap

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "model/cait.hpp"
@@ -167,36 +170,87 @@ void add_scaled(float* x, const float* y, const Floats& gamma, size_t M, int D) 
   kernels::residual_add(x, y, gamma.empty() ? nullptr : gamma.data(), M, D);
 }
 
-// The activations of one forward pass over B images of T tokens (BT = B*T rows).
+// An allocator whose construct() without arguments default-initialises: a vector's resize() leaves new floats
+// unset (no zero fill). For work buffers every element of which is written before it is read.
+template <class T>
+struct NoZeroFill : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = NoZeroFill<U>;
+  };
+  NoZeroFill() = default;
+  template <class U>
+  NoZeroFill(const NoZeroFill<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept { ::new (static_cast<void*>(p)) U; }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) { ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...); }
+};
+using WorkBuf = std::vector<float, NoZeroFill<float>>;
+
+// The activations of one forward pass over B images of T tokens (BT = B*T rows). Each buffer is sized exactly
+// for the pass (make_activations) and written in full before it is read (x by embed_tokens, xn by a LayerNorm,
+// qkv / hid by linear(), att / probs by attention_forward; bias_kept, tmp, tmp2 by their users), so no zero fill.
 struct Activations {
-  std::vector<float> x;      // (B*T, D) residual stream
-  std::vector<float> xn;     // (B*T, D) normalised
-  std::vector<float> qkv;    // (B*T, 3*inner)
-  std::vector<float> att;    // (B*T, inner) attention output
-  std::vector<float> probs;  // (H, T, T) of one image
-  std::vector<float> hid;    // (B*T, M)
-  std::vector<float> bias_kept;  // (H, T, T) one image's relative position bias with token dropping (BEiT)
+  WorkBuf x;      // (B*T, D) residual stream
+  WorkBuf xn;     // (B*T, D) normalised
+  WorkBuf qkv;    // (B*T, 3*inner)
+  WorkBuf att;    // (B*T, inner) attention output
+  WorkBuf probs;  // (H, T, T) of one image
+  WorkBuf hid;    // (B*T, M), or (B*T, 2M) with SwiGLU
+  WorkBuf bias_kept;  // (H, T, T) one image's relative position bias with token dropping (BEiT)
+  WorkBuf tmp, tmp2;  // a layer's scratch: qk_norm_forward's rows, SwiGLU's / mlp_norm's hidden units
   Precision precision = Precision::F32;  // the products' arithmetic (ViTWeights::precision)
 };
 
-Activations make_activations(const HParams& hp, int BT, size_t TT) {
+void make_activations(Activations& a, const HParams& hp, int BT, size_t TT) {
   const int D = hp.dim, H = hp.num_heads, inner = hp.inner();
-  Activations a;
   a.x.resize(static_cast<size_t>(BT) * D);
   a.xn.resize(a.x.size());
   a.qkv.resize(static_cast<size_t>(BT) * 3 * inner);
   a.att.resize(static_cast<size_t>(BT) * inner);
   a.probs.resize(static_cast<size_t>(H) * TT);
   a.hid.resize(static_cast<size_t>(BT) * static_cast<size_t>(std::max(hp.mlp_dim, 1)) * (hp.swiglu ? 2 : 1));
-  return a;
 }
+
+// The calling thread's Activations, kept from one forward to the next (a folder's images: no allocation, zero
+// fill, page faults and munmap per forward), or a fresh set when this thread is already inside a forward (a
+// callback that runs another). Buffers over kKeepBytes in all are freed when the forward ends.
+class ActivationsLease {
+ public:
+  ActivationsLease() : a_(busy_ ? &own_ : &kept_), leased_(!busy_) { busy_ = true; }
+  ~ActivationsLease() {
+    if (!leased_) return;
+    busy_ = false;
+    size_t bytes = 0;
+    for (const WorkBuf* v : {&kept_.x, &kept_.xn, &kept_.qkv, &kept_.att, &kept_.probs, &kept_.hid,
+                             &kept_.bias_kept, &kept_.tmp, &kept_.tmp2})
+      bytes += v->capacity() * sizeof(float);
+    if (bytes > kKeepBytes) kept_ = Activations{};
+  }
+  ActivationsLease(const ActivationsLease&) = delete;
+  ActivationsLease& operator=(const ActivationsLease&) = delete;
+  Activations& get() { return *a_; }
+
+ private:
+  static constexpr size_t kKeepBytes = size_t(64) << 20;
+  static thread_local Activations kept_;
+  static thread_local bool busy_;
+  Activations own_;
+  Activations* a_;
+  bool leased_;
+};
+thread_local Activations ActivationsLease::kept_;
+thread_local bool ActivationsLease::busy_ = false;
 
 
 // timm qk_norm: each head's query (d_k) and key (d_k) through their LayerNorms, in place in qkv (BT, 3*inner):
 // the queries (or keys) of every token gathered as (BT * H, d_k) rows, normalised in one call, put back.
-void qk_norm_forward(float* qkv, const BlockWeights& blk, const HParams& hp, int BT) {
+// rows, normed: scratch, resized here.
+void qk_norm_forward(float* qkv, WorkBuf& rows, WorkBuf& normed, const BlockWeights& blk, const HParams& hp, int BT) {
   const int H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
-  std::vector<float> rows(static_cast<size_t>(BT) * inner), normed(rows.size());  // (BT * H, dk)
+  rows.resize(static_cast<size_t>(BT) * inner);  // (BT * H, dk), every element copied in below
+  normed.resize(rows.size());                    // (BT * H, dk), written by the LayerNorm
   for (int part = 0; part < 2; ++part) {  // 0: queries, 1: keys
     const LayerNormW& n = part == 0 ? blk.q_norm : blk.k_norm;
     for (int t = 0; t < BT; ++t)
@@ -218,7 +272,7 @@ void qkv_forward(Activations& a, const BlockWeights& blk, const HParams& hp, int
     ln_in = a.xn.data();
   }
   linear(a.qkv.data(), ln_in, blk.qkv, BT, a.precision);  // (B*T, 3*inner)
-  if (blk.q_norm.present()) qk_norm_forward(a.qkv.data(), blk, hp, BT);
+  if (blk.q_norm.present()) qk_norm_forward(a.qkv.data(), a.tmp, a.tmp2, blk, hp, BT);
 }
 
 // A block's relative position bias (BEiT) as each image's attention sees it: the full (H, Tf, Tf) one, or with
@@ -229,7 +283,7 @@ struct BiasView {
   int Tf = 0;
   const std::vector<std::vector<int>>* kept = nullptr;  // per image: full index of each of its T tokens, or null
   // Image b's (H, T, T) bias: the full one, or gathered into `scratch`.
-  const float* image(int b, int H, int T, std::vector<float>& scratch) const {
+  const float* image(int b, int H, int T, WorkBuf& scratch) const {
     if (!full || !kept) return full;
     const std::vector<int>& k = (*kept)[static_cast<size_t>(b)];
     scratch.resize(static_cast<size_t>(H) * T * T);
@@ -273,7 +327,7 @@ void attention_layer(std::vector<ForwardResult>& res, Activations& a, const HPar
   const int B = static_cast<int>(res.size());
   const int H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
   const size_t TT = static_cast<size_t>(T) * T;
-  std::vector<float>& probs = a.probs;
+  WorkBuf& probs = a.probs;  // (H, T, T)
   for (int b = 0; b < B; ++b) {
     ForwardResult& r = res[static_cast<size_t>(b)];
     attention_forward(&a.att[static_cast<size_t>(b) * T * inner], probs.data(), &a.qkv[static_cast<size_t>(b) * T * 3 * inner],
@@ -281,7 +335,7 @@ void attention_layer(std::vector<ForwardResult>& res, Activations& a, const HPar
     for (int h = 0; h < H; ++h)
       query_row(&r.cls_attn[(static_cast<size_t>(l) * H + h) * T], &probs[static_cast<size_t>(h) * TT], T,
                 hp.class_token, hp.num_prefix);
-    if (opt.keep_full) std::copy(probs.begin(), probs.end(), &r.attn[static_cast<size_t>(l) * H * TT]);
+    if (opt.keep_full) std::copy_n(probs.data(), static_cast<size_t>(H) * TT, &r.attn[static_cast<size_t>(l) * H * TT]);
     if (opt.on_probs) opt.on_probs(b, l, probs.data());
   }
 }
@@ -311,15 +365,15 @@ void residual_mlp_forward(Activations& a, const BlockWeights& blk, const HParams
   const int M = hp.mlp_dim;
   if (hp.swiglu) {
     linear(a.hid.data(), a.xn.data(), blk.fc1, BT, a.precision);  // (B*T, 2M)
-    std::vector<float> h(static_cast<size_t>(BT) * M);  // (B*T, M)
-    swiglu_forward(h.data(), a.hid.data(), BT, M);
-    std::copy(h.begin(), h.end(), a.hid.begin());
+    a.tmp.resize(static_cast<size_t>(BT) * M);  // (B*T, M), written by swiglu_forward
+    swiglu_forward(a.tmp.data(), a.hid.data(), BT, M);
+    std::copy(a.tmp.begin(), a.tmp.end(), a.hid.begin());
   } else {  // act(fc1(LN2(x))) (B*T, M), the activation on each tile as it is made
     linear(a.hid.data(), a.xn.data(), blk.fc1, BT, a.precision, Epilogue{&hp.act, nullptr, nullptr});
   }
   if (blk.mlp_norm.present()) {  // EVA-02 sub-LayerNorm of the hidden units (B*T, M), before fc2
-    const std::vector<float> h(a.hid.begin(), a.hid.begin() + static_cast<long>(BT) * M);
-    layernorm_forward(a.hid.data(), h.data(), blk.mlp_norm.weight.data(), blk.mlp_norm.bias.data(), BT, M, hp.eps);
+    a.tmp.assign(a.hid.begin(), a.hid.begin() + static_cast<long>(BT) * M);  // (B*T, M)
+    layernorm_forward(a.hid.data(), a.tmp.data(), blk.mlp_norm.weight.data(), blk.mlp_norm.bias.data(), BT, M, hp.eps);
   }
   linear(nullptr, a.hid.data(), blk.fc2, BT, a.precision, Epilogue{nullptr, a.x.data(), ls2});  // x += ls2 * fc2(.)
 }
@@ -493,7 +547,9 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
   const size_t TT = static_cast<size_t>(T) * T;
 
   std::vector<ForwardResult> res = make_forward_results(B, L, H, T, opt.keep_full);
-  Activations a = make_activations(hp, BT, TT);
+  ActivationsLease lease;  // this thread's buffers, kept between forwards
+  Activations& a = lease.get();
+  make_activations(a, hp, BT, TT);
   a.precision = w.precision;
   for (int b = 0; b < B; ++b) {
     float* xb = &a.x[static_cast<size_t>(b) * T * D];

@@ -6,12 +6,12 @@
 
 #include "core/error.hpp"
 #include "core/setting_ref.hpp"
+#include "model/cait.hpp"
 #include "model/sgemm.hpp"
 #include "model/vit.hpp"
+#include "model/vit_internal.hpp"
 
 namespace attnmap {
-
-namespace {
 
 // mean and 1/sqrt(var + eps) of each of M rows of x (M, D), computed as layernorm_forward does (double).
 void layernorm_stats(float* mean, float* rstd, const float* in, int M, int D, float eps) {
@@ -37,85 +37,16 @@ void layernorm_taped(float* out, std::vector<float>* mean, std::vector<float>* r
   layernorm_stats(mean->data(), rstd->data(), in, M, D, eps);
 }
 
-// x (T, D) += gamma (D) * y (T, D), or x += y without LayerScale (empty gamma); vit_forward's order.
-void add_branch(float* x, const float* y, const Floats& gamma, int T, int D) {
-  const size_t n = static_cast<size_t>(T) * static_cast<size_t>(D);
-  if (gamma.empty()) {
-    for (size_t i = 0; i < n; ++i) x[i] += y[i];
-    return;
-  }
-  for (size_t i = 0; i < n; ++i) x[i] += gamma[i % static_cast<size_t>(D)] * y[i];
-}
-
-// d_branch (T, D) = gamma * d (the LayerScale backward to the branch); d itself without LayerScale.
-void scale_branch(float* out, const float* d, const Floats& gamma, int T, int D) {
-  const size_t n = static_cast<size_t>(T) * static_cast<size_t>(D);
-  for (size_t i = 0; i < n; ++i) out[i] = gamma.empty() ? d[i] : gamma[i % static_cast<size_t>(D)] * d[i];
-}
-
+namespace {
 
 void check_model(const ViTWeights& w) {
   if (w.precision != Precision::F32)
     throw Error("the class-specific views and explanations run in float32 only, not with bfloat16 products");
-  if (w.zero_shot.present() && w.hp.pool == Pool::Map)  // SigLIP: the texts' logits read the MAP head's output
-    throw Error("class-specific views (chefer, gradcam, attn-grad) are not available: the texts' logits read SigLIP's "
-                "attention-pool head (MAP: a learned probe attending over the final tokens), which attnmap's backward "
-                "pass does not differentiate yet (" + layout_name(w.hp.layout) + " layout)");
   const std::string why = explanations_unavailable(w.hp, w.has_classes());
   if (!why.empty()) throw Error("class-specific views (chefer, gradcam, attn-grad) are not available: " + why);
-  if (w.zero_shot.present() && !w.proj.present())
+  if (w.zero_shot.present() && !w.proj.present() && w.hp.pool != Pool::Map)  // SigLIP: the MAP output is the embedding
     throw Error("class-specific views (chefer, gradcam, attn-grad) are not available: the texts need CLIP's visual "
                 "projection (proj), which the weights do not hold");
-}
-
-// One block's forward (vit_forward's steps on one image), keeping what the backward needs. x (T, D) in/out.
-void block_forward(BlockTape& bt, float* x, const ViTWeights& w, int l, const TapeOptions& opt) {
-  const HParams& hp = w.hp;
-  const BlockWeights& blk = w.blocks[static_cast<size_t>(l)];
-  const int T = hp.tokens(), D = hp.dim, H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
-  const int M = blk.fc1.out;
-  const size_t TD = static_cast<size_t>(T) * D;
-  bt.x_in.assign(x, x + TD);
-  bt.ln1_out.resize(TD);
-  if (blk.norm1.present()) {
-    layernorm_taped(bt.ln1_out.data(), &bt.ln1_mean, &bt.ln1_rstd, x, blk.norm1, T, D, hp.eps);
-  } else {
-    bt.ln1_out = bt.x_in;
-  }
-  bt.qkv.resize(static_cast<size_t>(T) * 3 * inner);
-  linear(bt.qkv.data(), bt.ln1_out.data(), blk.qkv, T);
-  bt.probs.resize(static_cast<size_t>(H) * T * T);
-  std::vector<float> att(static_cast<size_t>(T) * inner);
-  attention_forward(att.data(), bt.probs.data(), bt.qkv.data(), T, H, dk, blk.attn_bias ? blk.attn_bias->data() : nullptr);
-  if (opt.edit_probs) {  // a test's perturbation: the output is recomputed from the edited probabilities
-    opt.edit_probs(l, bt.probs.data());
-    for (int h = 0; h < H; ++h)
-      sgemm(false, false, T, dk, T, 1.0f, &bt.probs[static_cast<size_t>(h) * T * T], T,
-            bt.qkv.data() + 2 * inner + h * dk, 3 * inner, 0.0f, att.data() + h * dk, inner);
-  }
-  std::vector<float> y(TD);
-  linear(y.data(), att.data(), blk.proj, T);
-  add_branch(x, y.data(), blk.ls1, T, D);
-  bt.x_mid.assign(x, x + TD);
-  std::vector<float> xn(TD);
-  layernorm_taped(xn.data(), &bt.ln2_mean, &bt.ln2_rstd, x, blk.norm2, T, D, hp.eps);
-  bt.pre_gelu.resize(static_cast<size_t>(T) * M);
-  linear(bt.pre_gelu.data(), xn.data(), blk.fc1, T);
-  std::vector<float> hid = bt.pre_gelu;
-  activation_forward(hid.data(), hid.size(), hp.act);  // GELU, or QuickGELU (CLIP)
-  linear(y.data(), hid.data(), blk.fc2, T);
-  add_branch(x, y.data(), blk.ls2, T, D);
-}
-
-}  // namespace
-
-namespace {
-
-// Whether the classes are zero-shot texts (engine/text set_text_classes records the class names' source as the
-// texts' setting) rather than a classifier head's.
-bool texts_are_classes(const HParams& hp) {
-  const auto it = hp.source.find("labels");
-  return it != hp.source.end() && it->second == setting_ref("text");
 }
 
 }  // namespace
@@ -124,30 +55,161 @@ std::string explanations_unavailable(const HParams& hp, bool has_head) {
   if (!has_head && hp.residual_mlp && (hp.layout == Layout::Clip || hp.layout == Layout::HfClip))
     return "a CLIP image tower has no classifier head: give texts (" + setting_ref("text") +
            ") to explain their image-text logits";
+  if (!has_head && hp.residual_mlp && hp.layout == Layout::TimmSiglip)  // HF / open_clip SigLIP read as timm-siglip
+    return "a SigLIP image tower has no classifier head: give texts (" + setting_ref("text") +
+           ") to explain their image-text logits (a whole SigLIP file holds the text tower)";
   if (!has_head || !hp.residual_mlp) return "the model has no classifier head, so there is no class to explain";
   // The backward pass is written for the plain ViT block; a variant it does not differentiate is refused by
   // name rather than explained with the wrong gradient.
   std::string why;
-  if (hp.class_attn_blocks > 0)  // CaiT (model/cait.hpp)
-    return "CaiT's talking heads mix the heads and its class token is absent from the self-attention blocks: "
-           "attnmap's backward pass does not differentiate it (cait layout)";
-  if (hp.rope != Rope::None)  // issue 29: rotary positions and the MLP sub-LayerNorm are not differentiated
-    why = std::string("its blocks rotate queries and keys (") + (hp.rope == Rope::Dinov3 ? "DINOv3" : "EVA-02") +
-          " rotary position embedding)";
-  else if (hp.has_mlp_norm) why = "its MLP has a sub-LayerNorm (mlp.norm)";
-  else if (hp.pool == Pool::Map && texts_are_classes(hp))  // SigLIP with texts (issue 44)
-    why = "the texts' logits read SigLIP's attention-pool head (MAP: a learned probe attending over the final tokens)";
-  else if (hp.pool != Pool::ClassToken) why = "its classifier reads the " + pool_name(hp.pool);
-  else if (hp.qk_norm) why = "its blocks normalise queries and keys (qk_norm)";
-  else if (hp.swiglu) why = "its MLP is SwiGLU";
-  else if (hp.act == Activation::GeluTanh) why = "its MLP activation is " + activation_name(hp.act);
-  else if (!hp.attn_proj) why = "its attention has no output projection";
+  if (hp.class_attn_blocks > 0 && hp.pool != Pool::ClassToken)  // CaiT (model/cait.hpp) with global_pool 'avg'
+    return "its classifier reads the mean of the patch tokens, which never attend to the class token (CaiT's "
+           "class-attention blocks leave the patches as they are), so there is no class-attention query to follow "
+           "(cait layout)";
+  if (hp.class_attn_blocks > 0) return "";  // CaiT: model/cait_backward.cpp
+  // The block variants (rope, q/k norms, SwiGLU, GELU-tanh, mlp.norm, no attention projection, LayerScale,
+  // BEiT's relative position bias) are all differentiated (vit_backward_block.cpp, issue 44).
   if (why.empty()) return "";
   return why + ", which attnmap's backward pass does not differentiate yet (" + layout_name(hp.layout) + " layout)";
 }
 
+ExplainQuery explain_query(const HParams& hp) {
+  if (hp.class_attn_blocks > 0) return ExplainQuery::CaitClassToken;
+  switch (hp.pool) {
+    case Pool::ClassToken: return ExplainQuery::ClassToken;
+    case Pool::MeanPatches: return ExplainQuery::PatchMean;
+    case Pool::MeanAll: return hp.num_prefix > 0 ? ExplainQuery::TokenMean : ExplainQuery::PatchMean;  // SimpleViT: patches only
+    case Pool::Map: return ExplainQuery::Probe;
+  }
+  return ExplainQuery::ClassToken;
+}
+
+std::string explain_query_words(ExplainQuery q) {
+  switch (q) {
+    case ExplainQuery::ClassToken: return "";
+    case ExplainQuery::PatchMean: return "patch-query mean";
+    case ExplainQuery::TokenMean: return "token-query mean";
+    case ExplainQuery::Probe: return "pool-probe query";
+    case ExplainQuery::CaitClassToken: return "class-attention query";
+  }
+  return "";
+}
+
+namespace {
+
+// In place: d (n) *= act'(x) for the model's MLP activation (the MAP probe's MLP uses the blocks' activation).
+void act_backward(float* d, const float* x, size_t n, Activation act) {
+  if (act == Activation::QuickGelu) return quick_gelu_backward(d, x, n);
+  if (act == Activation::GeluTanh) return gelu_tanh_backward(d, x, n);  // HF SigLIP's gelu_pytorch_tanh
+  gelu_backward(d, x, n);
+}
+
+// timm AttentionPoolLatent as model/vit.cpp attention_pool_forward (same steps, same order), keeping the
+// probe's query, [K | V], attention, proj input / output, norm statistics and fc1 output in the tape.
+// out (D) = o + fc2(act(fc1(norm(o)))), o = proj([A_p,h V_h]_h), A_p,h = softmax(q_h K_h^T / sqrt(dk)) (T).
+void probe_forward_taped(float* out, ForwardTape& t, const ViTWeights& w) {
+  const AttentionPoolW& p = w.attn_pool;
+  const int T = t.tokens, D = t.dim, H = t.heads, dk = t.head_dim, M = p.fc1.out;
+  t.probe_q.resize(static_cast<size_t>(D));
+  t.probe_kv.resize(static_cast<size_t>(T) * 2 * D);
+  t.probe_attn.resize(static_cast<size_t>(H) * T);
+  t.probe_y.resize(static_cast<size_t>(D));
+  linear(t.probe_q.data(), p.latent.data(), p.q, 1);  // (D)
+  linear(t.probe_kv.data(), t.fin.data(), p.kv, T);   // (T, 2D)
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  for (int h = 0; h < H; ++h) {
+    float* a = &t.probe_attn[static_cast<size_t>(h) * T];  // (T)
+    for (int j = 0; j < T; ++j) {
+      const float* k = &t.probe_kv[static_cast<size_t>(j) * 2 * D + static_cast<size_t>(h) * dk];
+      double dot = 0;
+      for (int c = 0; c < dk; ++c) dot += static_cast<double>(t.probe_q[static_cast<size_t>(h * dk + c)] * scale) * k[c];
+      a[j] = static_cast<float>(dot);
+    }
+    softmax_rows(a, 1, T);
+    for (int c = 0; c < dk; ++c) {
+      double acc = 0;
+      for (int j = 0; j < T; ++j) acc += static_cast<double>(a[j]) * t.probe_kv[static_cast<size_t>(j) * 2 * D + D + static_cast<size_t>(h) * dk + c];
+      t.probe_y[static_cast<size_t>(h * dk + c)] = static_cast<float>(acc);
+    }
+  }
+  t.probe_o.resize(static_cast<size_t>(D));
+  linear(t.probe_o.data(), t.probe_y.data(), p.proj, 1);  // (D)
+  std::vector<float> n(static_cast<size_t>(D)), hid(static_cast<size_t>(M)), m(static_cast<size_t>(D));
+  layernorm_taped(n.data(), &t.probe_mean, &t.probe_rstd, t.probe_o.data(), p.norm, 1, D, w.hp.eps);
+  t.probe_pre.resize(static_cast<size_t>(M));
+  linear(t.probe_pre.data(), n.data(), p.fc1, 1);  // (M)
+  hid = t.probe_pre;
+  activation_forward(hid.data(), hid.size(), w.hp.act);
+  linear(m.data(), hid.data(), p.fc2, 1);  // (D)
+  for (int j = 0; j < D; ++j) out[j] = t.probe_o[static_cast<size_t>(j)] + m[static_cast<size_t>(j)];
+}
+
+// dfin (T, D) += d(MAP head output)/d(fin)^T dout (D): the probe MLP's residual, norm, proj, the attention over
+// [K | V] (dV_h = A_p,h^T dy_h; dA_p = V_h dy_h, then the softmax to dK_h = scale dS q_h) and kv's linear.
+// dattn (H, T) = dlogit/dA_p. The probe's latent and W_q are weights: no gradient is needed there.
+void probe_backward(float* dfin, float* dattn, const float* dout, const ForwardTape& t, const ViTWeights& w) {
+  const AttentionPoolW& p = w.attn_pool;
+  const int T = t.tokens, D = t.dim, H = t.heads, dk = t.head_dim, M = p.fc1.out;
+  std::vector<float> dh(static_cast<size_t>(M)), dn(static_cast<size_t>(D)), d_o(dout, dout + D);  // d_o (D)
+  sgemm(false, false, 1, M, D, 1.0f, dout, D, p.fc2.weight.data(), M, 0.0f, dh.data(), M);  // (M)
+  act_backward(dh.data(), t.probe_pre.data(), dh.size(), w.hp.act);
+  sgemm(false, false, 1, D, M, 1.0f, dh.data(), M, p.fc1.weight.data(), D, 0.0f, dn.data(), D);  // (D)
+  layernorm_backward(d_o.data(), dn.data(), t.probe_o.data(), p.norm.weight.data(), t.probe_mean.data(),
+                     t.probe_rstd.data(), 1, D);
+  std::vector<float> dy(static_cast<size_t>(D)), dkv(static_cast<size_t>(T) * 2 * D, 0.0f);
+  sgemm(false, false, 1, D, D, 1.0f, d_o.data(), D, p.proj.weight.data(), D, 0.0f, dy.data(), D);  // (D)
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  for (int h = 0; h < H; ++h) {
+    const float* a = &t.probe_attn[static_cast<size_t>(h) * T];
+    float* da = dattn + static_cast<size_t>(h) * T;
+    const float* dyh = &dy[static_cast<size_t>(h) * dk];
+    double dot = 0;
+    for (int j = 0; j < T; ++j) {
+      const float* v = &t.probe_kv[static_cast<size_t>(j) * 2 * D + D + static_cast<size_t>(h) * dk];
+      float* dv = &dkv[static_cast<size_t>(j) * 2 * D + D + static_cast<size_t>(h) * dk];
+      double s = 0;
+      for (int c = 0; c < dk; ++c) {
+        s += static_cast<double>(dyh[c]) * v[c];
+        dv[c] = a[j] * dyh[c];
+      }
+      da[j] = static_cast<float>(s);
+      dot += a[j] * s;
+    }
+    for (int j = 0; j < T; ++j) {
+      const float ds = static_cast<float>(a[j] * (da[j] - dot)) * scale;
+      float* dkr = &dkv[static_cast<size_t>(j) * 2 * D + static_cast<size_t>(h) * dk];
+      for (int c = 0; c < dk; ++c) dkr[c] = ds * t.probe_q[static_cast<size_t>(h * dk + c)];
+    }
+  }
+  sgemm(false, false, T, D, 2 * D, 1.0f, dkv.data(), 2 * D, p.kv.weight.data(), D, 1.0f, dfin, D);  // (T, D)
+}
+
+// tape.pooled (D) from tape.fin (T, D) as model/vit.cpp pooled_forward: the class token, the mean of the patch
+// tokens (timm 'avg') or of every token (vit-pytorch 'mean'), or the MAP head; then fc_norm if present.
+void pool_forward_taped(ForwardTape& t, const ViTWeights& w) {
+  const HParams& hp = w.hp;
+  const int T = t.tokens, D = t.dim;
+  t.pool_out.assign(static_cast<size_t>(D), 0.0f);
+  if (hp.pool == Pool::ClassToken) {
+    std::copy_n(t.fin.begin(), D, t.pool_out.begin());
+  } else if (hp.pool == Pool::Map) {
+    probe_forward_taped(t.pool_out.data(), t, w);
+  } else {
+    const int first = hp.pool == Pool::MeanPatches ? hp.num_prefix : 0;
+    std::vector<double> acc(static_cast<size_t>(D), 0.0);
+    for (int i = first; i < T; ++i)
+      for (int j = 0; j < D; ++j) acc[static_cast<size_t>(j)] += t.fin[static_cast<size_t>(i) * D + j];
+    for (int j = 0; j < D; ++j) t.pool_out[static_cast<size_t>(j)] = static_cast<float>(acc[static_cast<size_t>(j)] / std::max(T - first, 1));
+  }
+  t.pooled = t.pool_out;
+  if (w.fc_norm.present()) layernorm_taped(t.pooled.data(), &t.fc_mean, &t.fc_rstd, t.pool_out.data(), w.fc_norm, 1, D, hp.eps);
+}
+
+}  // namespace
+
 ForwardTape vit_forward_tape_tokens(const ViTWeights& w, const float* x0, const TapeOptions& opt) {
   check_model(w);
+  if (w.hp.class_attn_blocks > 0) return cait_forward_tape_tokens(w, x0, opt);  // CaiT (model/cait_backward.cpp)
   const HParams& hp = w.hp;
   const int T = hp.tokens(), D = hp.dim;
   const size_t TD = static_cast<size_t>(T) * D;
@@ -159,20 +221,21 @@ ForwardTape vit_forward_tape_tokens(const ViTWeights& w, const float* x0, const 
   tape.mlp = hp.mlp_dim;
   std::vector<float> x(x0, x0 + TD);
   tape.blocks.resize(static_cast<size_t>(hp.depth));
-  for (int l = 0; l < hp.depth; ++l) block_forward(tape.blocks[static_cast<size_t>(l)], x.data(), w, l, opt);
+  for (int l = 0; l < hp.depth; ++l) block_forward_taped(tape.blocks[static_cast<size_t>(l)], x.data(), w, l, opt);
   tape.x_final = x;
-  std::vector<float> fin = x;
-  if (w.norm.present()) layernorm_taped(fin.data(), &tape.fin_mean, &tape.fin_rstd, x.data(), w.norm, T, D, hp.eps);
-  if (w.zero_shot.present()) {  // CLIP: the texts' logits on the final-normed class token, as vit_forward
+  tape.fin = x;
+  if (w.norm.present()) layernorm_taped(tape.fin.data(), &tape.fin_mean, &tape.fin_rstd, x.data(), w.norm, T, D, hp.eps);
+  pool_forward_taped(tape, w);  // tape.pooled (D), as pooled_forward
+  if (w.zero_shot.present()) {  // CLIP / SigLIP: the texts' logits on the pooled vector, as vit_forward
     tape.logits.resize(static_cast<size_t>(w.zero_shot.classes));
-    zero_shot_logits(tape.logits.data(), w, fin.data());
+    zero_shot_logits(tape.logits.data(), w, tape.pooled.data());
     return tape;
   }
   tape.logits.resize(static_cast<size_t>(w.head.out));
-  linear(tape.logits.data(), fin.data(), w.head, 1);
+  linear(tape.logits.data(), tape.pooled.data(), w.head, 1);
   if (w.head_dist.present()) {  // DeiT distilled: (head(class) + head_dist(distillation)) / 2, as vit_forward
     std::vector<float> ld(static_cast<size_t>(w.head_dist.out));
-    linear(ld.data(), fin.data() + D, w.head_dist, 1);
+    linear(ld.data(), tape.fin.data() + D, w.head_dist, 1);
     for (size_t c = 0; c < ld.size(); ++c) tape.logits[c] = 0.5f * (tape.logits[c] + ld[c]);
   }
   return tape;
@@ -277,12 +340,16 @@ void zero_shot_logits(float* logits, const ViTWeights& w, const float* pooled) {
 void zero_shot_logit_grad(float* dpooled, const ViTWeights& w, const float* pooled, int j) {
   std::vector<double> e;
   const double n = std::max(clip_embedding(e, w, pooled), 1e-30);
-  const int E = w.proj.out, D = w.proj.in;
+  const int E = static_cast<int>(e.size()), D = w.hp.dim;  // SigLIP (no proj): E = D, e = pooled
   const float* t = w.zero_shot.text.data() + static_cast<size_t>(j) * E;
   double cos = 0.0;
   for (int r = 0; r < E; ++r) cos += e[static_cast<size_t>(r)] / n * t[r];
   std::vector<double> de(static_cast<size_t>(E));
   for (int r = 0; r < E; ++r) de[static_cast<size_t>(r)] = w.zero_shot.scale * (t[r] - cos * e[static_cast<size_t>(r)] / n) / n;
+  if (!w.proj.present()) {  // d(logit)/d(pooled) = de
+    for (int k = 0; k < D; ++k) dpooled[k] = static_cast<float>(de[static_cast<size_t>(k)]);
+    return;
+  }
   for (int k = 0; k < D; ++k) {
     double acc = 0.0;
     for (int r = 0; r < E; ++r) acc += de[static_cast<size_t>(r)] * w.proj.weight[static_cast<size_t>(r) * D + k];
@@ -320,29 +387,41 @@ void attention_backward(float* dqkv, float* dprobs, const float* dout, const flo
 
 namespace {
 
-// d (T, D) = dlogit[target]/d(final norm input): the head row on the class token (and for DeiT distilled
-// half of each head's row on the class / distillation token), through the final LayerNorm.
-std::vector<float> head_backward(const ViTWeights& w, const ForwardTape& tape, int c) {
+// d (T, D) = dlogit[target]/d(final norm input): the logit's gradient on the pooled vector (the head's row, or
+// the texts' logit through zero_shot_logit_grad), through fc_norm, the pooling (the class token's row; the mean:
+// 1/count on each pooled row; the MAP head: probe_backward, whose dA_p goes to opt.on_probe_grad), and for DeiT
+// distilled half of head_dist's row on the distillation token; then the final LayerNorm.
+std::vector<float> head_backward(const ViTWeights& w, const ForwardTape& tape, int c, const BackwardOptions& opt) {
+  const HParams& hp = w.hp;
   const int T = tape.tokens, D = tape.dim;
-  std::vector<float> dfin(static_cast<size_t>(T) * D, 0.0f);
+  std::vector<float> dfin(static_cast<size_t>(T) * D, 0.0f), dpooled(static_cast<size_t>(D));  // (T, D), (D)
   const float s = w.head_dist.present() ? 0.5f : 1.0f;
-  if (w.zero_shot.present()) {  // CLIP: through the normalised projection of the final-normed class token
-    std::vector<float> pooled(static_cast<size_t>(D));
-    const float* x0 = tape.x_final.data();  // the class token (row 0), normalised again as the forward did
-    if (w.norm.present()) {
-      for (int j = 0; j < D; ++j)
-        pooled[static_cast<size_t>(j)] = (x0[j] - tape.fin_mean[0]) * tape.fin_rstd[0] * w.norm.weight[static_cast<size_t>(j)] +
-                                         w.norm.bias[static_cast<size_t>(j)];
-    } else {
-      std::copy_n(x0, D, pooled.begin());
-    }
-    zero_shot_logit_grad(dfin.data(), w, pooled.data(), c);
+  if (w.zero_shot.present()) {
+    zero_shot_logit_grad(dpooled.data(), w, tape.pooled.data(), c);
   } else {
-    for (int j = 0; j < D; ++j) dfin[static_cast<size_t>(j)] = s * w.head.weight[static_cast<size_t>(c) * D + j];
+    for (int j = 0; j < D; ++j) dpooled[static_cast<size_t>(j)] = s * w.head.weight[static_cast<size_t>(c) * D + j];
+  }
+  std::vector<float> dpool = dpooled;  // (D) d(pool_out)
+  if (w.fc_norm.present()) {
+    std::fill(dpool.begin(), dpool.end(), 0.0f);
+    layernorm_backward(dpool.data(), dpooled.data(), tape.pool_out.data(), w.fc_norm.weight.data(),
+                       tape.fc_mean.data(), tape.fc_rstd.data(), 1, D);
+  }
+  if (hp.pool == Pool::ClassToken) {
+    std::copy(dpool.begin(), dpool.end(), dfin.begin());
+  } else if (hp.pool == Pool::Map) {
+    std::vector<float> dattn(static_cast<size_t>(tape.heads) * T);  // (H, T) dlogit/dA_p
+    probe_backward(dfin.data(), dattn.data(), dpool.data(), tape, w);
+    if (opt.on_probe_grad) opt.on_probe_grad(tape.probe_attn.data(), dattn.data());
+  } else {
+    const int first = hp.pool == Pool::MeanPatches ? hp.num_prefix : 0;
+    const float inv = 1.0f / static_cast<float>(std::max(T - first, 1));
+    for (int i = first; i < T; ++i)
+      for (int j = 0; j < D; ++j) dfin[static_cast<size_t>(i) * D + j] = inv * dpool[static_cast<size_t>(j)];
   }
   if (w.head_dist.present())
     for (int j = 0; j < D; ++j)
-      dfin[static_cast<size_t>(D + j)] = 0.5f * w.head_dist.weight[static_cast<size_t>(c) * D + j];
+      dfin[static_cast<size_t>(D + j)] += 0.5f * w.head_dist.weight[static_cast<size_t>(c) * D + j];
   if (!w.norm.present()) return dfin;
   std::vector<float> dx(dfin.size(), 0.0f);
   layernorm_backward(dx.data(), dfin.data(), tape.x_final.data(), w.norm.weight.data(), tape.fin_mean.data(),
@@ -352,11 +431,7 @@ std::vector<float> head_backward(const ViTWeights& w, const ForwardTape& tape, i
 
 }  // namespace
 
-BackwardResult vit_backward(const ViTWeights& w, const ForwardTape& tape, int target_class,
-                            const BackwardOptions& opt) {
-  check_model(w);
-  const int L = static_cast<int>(tape.blocks.size()), T = tape.tokens, D = tape.dim, H = tape.heads;
-  const int dk = tape.head_dim, inner = H * dk;
+void check_backward_request(const ViTWeights& w, int L, int target_class, const BackwardOptions& opt) {
   const int C = w.num_classes();
   if (target_class < 0 || target_class >= C)
     throw Error("class " + std::to_string(target_class) + " out of range: the classifier has " + std::to_string(C) +
@@ -365,41 +440,18 @@ BackwardResult vit_backward(const ViTWeights& w, const ForwardTape& tape, int ta
     throw Error("backward: lowest layer " + std::to_string(opt.lowest_layer) + " outside 0.." + std::to_string(L - 1));
   if (opt.ln1_layer >= L || (opt.ln1_layer >= 0 && opt.ln1_layer < opt.lowest_layer))
     throw Error("backward: LN1 layer " + std::to_string(opt.ln1_layer) + " not reached");
+}
+
+BackwardResult vit_backward(const ViTWeights& w, const ForwardTape& tape, int target_class,
+                            const BackwardOptions& opt) {
+  check_model(w);
+  if (tape.cait) return cait_backward(w, tape, target_class, opt);  // CaiT (model/cait_backward.cpp)
+  const int L = static_cast<int>(tape.blocks.size());
+  check_backward_request(w, L, target_class, opt);
   BackwardResult res;
-  const size_t TD = static_cast<size_t>(T) * D;
-  std::vector<float> dx = head_backward(w, tape, target_class);  // (T, D) d(residual stream)
-  std::vector<float> dbr(TD), dln(TD), datt(static_cast<size_t>(T) * inner), dqkv(static_cast<size_t>(T) * 3 * inner);
-  std::vector<float> dprobs(static_cast<size_t>(H) * T * T);
-  for (int l = L - 1; l >= opt.lowest_layer; --l) {
-    const BlockWeights& blk = w.blocks[static_cast<size_t>(l)];
-    const BlockTape& bt = tape.blocks[static_cast<size_t>(l)];
-    const int M = blk.fc1.out;
-    // MLP branch: x_out = x_mid + ls2 * fc2(gelu(fc1(LN2(x_mid)))); dY = dX W for Y = X W^T.
-    scale_branch(dbr.data(), dx.data(), blk.ls2, T, D);
-    std::vector<float> dh(static_cast<size_t>(T) * M);
-    sgemm(false, false, T, M, D, 1.0f, dbr.data(), D, blk.fc2.weight.data(), M, 0.0f, dh.data(), M);
-    if (w.hp.act == Activation::QuickGelu)
-      quick_gelu_backward(dh.data(), bt.pre_gelu.data(), dh.size());
-    else
-      gelu_backward(dh.data(), bt.pre_gelu.data(), dh.size());
-    sgemm(false, false, T, D, M, 1.0f, dh.data(), M, blk.fc1.weight.data(), D, 0.0f, dln.data(), D);
-    layernorm_backward(dx.data(), dln.data(), bt.x_mid.data(), blk.norm2.weight.data(), bt.ln2_mean.data(),
-                       bt.ln2_rstd.data(), T, D);  // dx is now d(x_mid)
-    // Attention branch: x_mid = x_in + ls1 * proj(attention(LN1(x_in))).
-    scale_branch(dbr.data(), dx.data(), blk.ls1, T, D);
-    sgemm(false, false, T, inner, D, 1.0f, dbr.data(), D, blk.proj.weight.data(), inner, 0.0f, datt.data(), inner);
-    attention_backward(dqkv.data(), dprobs.data(), datt.data(), bt.qkv.data(), bt.probs.data(), T, H, dk);
-    if (opt.on_attn_grad) opt.on_attn_grad(l, bt.probs.data(), dprobs.data());
-    if (l == opt.lowest_layer && opt.ln1_layer != l && !opt.input_grad) break;  // nothing below is asked for
-    sgemm(false, false, T, D, 3 * inner, 1.0f, dqkv.data(), 3 * inner, blk.qkv.weight.data(), D, 0.0f, dln.data(), D);
-    if (l == opt.ln1_layer) res.ln1_grad = dln;
-    if (blk.norm1.present()) {
-      layernorm_backward(dx.data(), dln.data(), bt.x_in.data(), blk.norm1.weight.data(), bt.ln1_mean.data(),
-                         bt.ln1_rstd.data(), T, D);
-    } else {
-      for (size_t i = 0; i < TD; ++i) dx[i] += dln[i];
-    }
-  }
+  std::vector<float> dx = head_backward(w, tape, target_class, opt);  // (T, D) d(residual stream)
+  for (int l = L - 1; l >= opt.lowest_layer; --l)  // model/vit_backward_block.cpp
+    block_backward(dx.data(), res, w, tape.blocks[static_cast<size_t>(l)], l, opt);
   if (opt.input_grad && opt.lowest_layer == 0) res.x0_grad = dx;
   return res;
 }

@@ -298,7 +298,7 @@ const FlagText kTexts[] = {
     {"text", kRender | kEval | kFigure | kExplore,
      "a text as a class of a CLIP or SigLIP model (its text tower; may be repeated): top-5 over the texts (CLIP: "
      "softmax of logit_scale x cosine over them; SigLIP: each text's own sigmoid of logit_scale x cosine + "
-     "logit_bias); a CLIP's are also the classes the class-specific views explain (docs/text.md)",
+     "logit_bias); they are also the classes the class-specific views explain (docs/text.md)",
      "", nullptr},
     {"texts", kRender | kEval | kFigure | kExplore,
      "texts from a file, one per line (UTF-8; BOM, blank lines and end spaces dropped)", "", nullptr},

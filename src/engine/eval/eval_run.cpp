@@ -21,7 +21,6 @@
 #include "core/setting_ref.hpp"
 #include "engine/eval/eval_parts.hpp"
 #include "maps/evaluate.hpp"
-#include "model/cait.hpp"
 #include "model/pos_embed.hpp"
 #include "model/sgemm.hpp"
 #include "model/vit.hpp"
@@ -76,8 +75,7 @@ void default_views(EvalContext& ctx, const SelectedView& sel, bool explain) {
   v.kind = ViewKind::Rollout;
   v.layer_given = false;
   v.written = "rollout";
-  if (cait_rollout_unavailable(model.hp).empty())  // CaiT: left out with a note (run_eval)
-    add_view(ctx.views, v, model, ctx.settings);
+  add_view(ctx.views, v, model, ctx.settings);
   if (!explain) return;  // the note saying why is printed before the first image
   for (const ViewSpec& m : class_specific_views()) add_view(ctx.views, m, model, ctx.settings);
 }
@@ -408,8 +406,6 @@ EvalResult eval_report(const EvalOptions& opt, const BatchHooks& given_hooks) {
   const std::string unavailable = explanations_unavailable(model.hp, classify);
   if (ro.views.empty() && !unavailable.empty())
     say(hooks, LineStream::Err, "attnmap: note: chefer, gradcam, attn-grad: " + unavailable + "; those views are left out");
-  if (ro.views.empty() && !cait_rollout_unavailable(model.hp).empty() && !ro.rollout)
-    say(hooks, LineStream::Err, "attnmap: note: rollout: " + cait_rollout_unavailable(model.hp) + "; that view is left out");
   eval::TruthLookup truth(opt.masks_dir, model.hp, classify, num_classes, std::move(names_map),
                           label_map ? ro.labels_file : std::string(), text_classes);
   for (const std::string& line : truth.prepare(jobs)) say(hooks, LineStream::Err, line);  // before any image

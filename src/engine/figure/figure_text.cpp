@@ -19,7 +19,7 @@ FigureColumns figure_columns(const FigurePlan& p, const ViTWeights& model, const
   c.rule = model.zero_shot.rule;
   c.class_specific = std::any_of(views.begin(), views.end(), [](const ResolvedView& v) { return v.class_specific; });
   if (p.ro.text.given() && !c.class_specific) {
-    const std::string why = class_views_unavailable(model);  // SigLIP's texts (issue 44): adding chefer is refused
+    const std::string why = class_views_unavailable(model);  // a model whose texts cannot be maps: adding chefer would be refused
     if (!why.empty())
       throw Error(setting_ref("text") + " / " + setting_ref("texts") + ": " + texts_not_maps(why) + "; a figure without " +
                   setting_ref("text") + " / " + setting_ref("texts") + " draws the attention views, and " +

@@ -117,7 +117,8 @@ std::string rotary_line(const HParams& hp) {
   if (hp.rope == Rope::None) return "";
   std::ostringstream o;
   o << "rotary:      " << (hp.rope == Rope::Dinov3 ? "DINOv3" : "EVA-02") << " RoPE on the patch tokens' queries and keys ("
-    << (hp.rope_half ? "rotate-half" : "interleaved") << " layout, temperature " << fmt_float(hp.rope_temperature)
+    << (hp.rope_half ? "rotate-half" : "interleaved") << " layout, "
+    << (hp.rope_periods.empty() ? "temperature " + fmt_float(hp.rope_temperature) : std::string("the periods stored in the file"))
     << (hp.rope_ref_h ? ", grid scaled to " + std::to_string(hp.rope_ref_h) + "x" + std::to_string(hp.rope_ref_w) : std::string())
     << "); prefix tokens unrotated\n";
   return o.str();

@@ -36,7 +36,7 @@ nlohmann::ordered_json zero_shot_settings(const ViTWeights& model);
 
 /// Why the model's classes (a classifier head's or its zero-shot texts) cannot be drawn as class-specific views
 /// (chefer, gradcam, attn-grad): the words of the refusal those views get (explanations_unavailable, as
-/// resolve_views asks it), e.g. SigLIP's texts read its attention-pool head (issue 44). "" when they can be
+/// resolve_views asks it), e.g. a CaiT whose classifier reads the mean of the patch tokens. "" when they can be
 /// drawn, or when the model has no classes (the advice to add such a view stays as it was).
 std::string class_views_unavailable(const ViTWeights& model);
 
