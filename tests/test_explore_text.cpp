@@ -113,8 +113,9 @@ TEST_F(ExploreText, OneMapPerTextEqualToRendersAndTheProbabilities) {
         EXPECT_EQ(maps[(k * 3 + i) * 16 + p], raw[p]) << kMethods[k] << " " << kTexts[i] << " patch " << p;
         peak = std::max(peak, std::abs(chefer[i * 16 + p]));
       }
-      if (k == 0)
+      if (k == 0) {
         for (size_t p = 0; p < 16; ++p) EXPECT_NEAR(maps[i * 16 + p], chefer[i * 16 + p], 1e-4 * peak) << kTexts[i];
+      }
     }
   }
   EXPECT_NE(m["stored"].get<std::string>().find("the chefer, gradcam and attn-grad maps of 3 texts"), std::string::npos)
