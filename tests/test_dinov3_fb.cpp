@@ -70,7 +70,9 @@ TEST(Dinov3Fb, ReadsMetasOwnNames) {
   bool mask_listed = false;
   for (const auto& t : w.tensors) {
     if (t.name == "mask_token") mask_listed = t.reason.find("0 * mask_token") != std::string::npos;
-    if (t.name.find("bias_mask") != std::string::npos) EXPECT_TRUE(t.reason.empty()) << t.name;  // consumed
+    if (t.name.find("bias_mask") != std::string::npos) {
+      EXPECT_TRUE(t.reason.empty()) << t.name;  // consumed
+    }
   }
   EXPECT_TRUE(mask_listed);
 

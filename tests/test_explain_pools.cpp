@@ -184,7 +184,7 @@ TEST(ExplainPools, MeanOfEveryTokenWithAClassTokenMatchesFiniteDifferences) {
   ASSERT_EQ(got.size(), static_cast<size_t>(N));
   for (int j = 0; j < N; ++j) {
     double want = 0;
-    for (int i = 0; i < T; ++i) want += abar[static_cast<size_t>(i) * T + 1 + j] / T;
+    for (int i = 0; i < T; ++i) want += abar[static_cast<size_t>(i) * T + 1 + j] / static_cast<float>(T);
     EXPECT_NEAR(got[static_cast<size_t>(j)], want, 1e-6 * (1 + std::fabs(want))) << j;
   }
 }

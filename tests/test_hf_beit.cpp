@@ -62,7 +62,9 @@ void expect_matches(const ViTWeights& w, const std::string& c, bool logits) {
   fo.to_end = true;
   const ForwardResult r = vit_forward(w, input.data(), fo);
   EXPECT_TRUE(all_close(r.attn, read_npy(case_dir(c) + "attn.npy", &shape), meta["tolerance"].get<double>(), c + " attention"));
-  if (logits) EXPECT_TRUE(all_close(r.logits, read_npy(case_dir(c) + "logits.npy", &shape), meta["logits_tolerance"].get<double>(), c + " logits"));
+  if (logits) {
+    EXPECT_TRUE(all_close(r.logits, read_npy(case_dir(c) + "logits.npy", &shape), meta["logits_tolerance"].get<double>(), c + " logits"));
+  }
 }
 
 double peak(const std::vector<float>& v) {

@@ -352,12 +352,7 @@ def _as_array(key, value):
 
 
 # The keys of the attnmap config object the loader reads (weights/README.md "config"; timm's Eva settings).
-_CONFIG_KEYS = frozenset([
-    "num_heads", "layer_norm_eps", "mean", "std", "patch_size", "image_size", "crop_pct", "interpolation",
-    "architecture", "labels", "default_layer", "default_head", "act", "pool", "global_pool",
-    "use_rot_pos_emb", "rope_type", "ref_feat_shape", "rope_temperature", "rope_rotate_half", "rope_grid_offset",
-    "rope_grid_indexing", "use_post_norm", "use_abs_pos_emb", "num_reg_tokens",
-    "use_fc_norm", "use_post_transformer_norm", "final_norm", "fc_norm"])
+_CONFIG_KEYS = frozenset(_attnmap.config_keys())  # the engine's list (checkpoint/weights.hpp config_keys)
 
 
 def _json_value(v):

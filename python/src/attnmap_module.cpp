@@ -681,6 +681,7 @@ PYBIND11_MODULE(_attnmap, m) {
   m.def("run", &run, py::arg("args"), py::arg("out"), py::arg("err"));
   m.def("settings_of", &attnmap_py::settings_list, py::arg("command"));
   m.def("default_weights_path", &default_weights_path);
+  m.def("config_keys", &attnmap::config_keys);  // the config object's keys the loader reads (from_state_dict's check)
   m.def("write_png", [](const std::string& path, const py::array_t<uint8_t, py::array::c_style>& a) {
     if (a.ndim() != 3 || a.shape(2) != 3) throw Error("an image array must be uint8 (H, W, 3) RGB");
     Image img;

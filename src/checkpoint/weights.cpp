@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <iterator>
 #include <set>
 #include <sstream>
 
@@ -648,6 +649,16 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
   w.pth_used = pth_info.used;
   w.weights_sha256 = sha;
   return w;
+}
+
+std::vector<std::string> config_keys() {
+  // parse_config's keys read by name, then the arrays it reads in a loop.
+  std::vector<std::string> keys = {"num_heads", "patch_size", "image_size", "layer_norm_eps", "mean", "std",
+                                   "crop_pct", "interpolation", "architecture", "labels", "act", "pool",
+                                   "default_layer", "default_head"};
+  keys.insert(keys.end(), std::begin(kEvaArgs), std::end(kEvaArgs));
+  keys.insert(keys.end(), std::begin(kHfBeitArgs), std::end(kHfBeitArgs));
+  return keys;
 }
 
 }  // namespace attnmap

@@ -257,6 +257,11 @@ struct ModelOverrides {
 /// tensor, a wrong shape or an inconsistent config.
 ViTWeights build_model(const RawWeights& raw, const ModelOverrides& ov = {});
 
+/// Every key of the attnmap config object the loader reads (weights/README.md "config"; parse_config in
+/// weights.cpp, the timm Eva and Hugging Face BEiT switches of checkpoint/file_config.hpp): what a config given
+/// in memory (Python's from_state_dict) is checked against, so that a misspelt key is refused, not ignored.
+std::vector<std::string> config_keys();
+
 /// A side config file's values as a JSON object, each field with the file it came from.
 struct SideConfig {
   nlohmann::json values = nlohmann::json::object();  ///< attnmap config keys (num_heads, image_size, ...)

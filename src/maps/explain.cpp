@@ -19,6 +19,16 @@ std::vector<float> chefer_block_matrix(const float* probs, const float* dprobs, 
   return chefer_block_matrix(probs, dprobs, H, T, T);
 }
 
+void chefer_step(std::vector<float>& r, const std::vector<float>& abar, int T) {
+  std::vector<float> next(static_cast<size_t>(T));
+  for (int j = 0; j < T; ++j) {
+    double s = r[static_cast<size_t>(j)];
+    for (int i = 0; i < T; ++i) s += static_cast<double>(r[static_cast<size_t>(i)]) * abar[static_cast<size_t>(i) * T + j];
+    next[static_cast<size_t>(j)] = static_cast<float>(s);
+  }
+  r.swap(next);
+}
+
 namespace {
 
 std::vector<float> patch_part(const std::vector<float>& row, const HParams& hp) {
@@ -107,16 +117,10 @@ std::vector<float> explain_map(const ViTWeights& w, const ForwardTape& tape, int
   // for a MAP head the probe's own rule-5 row mean_h (dA_p * A_p)^+ (T) (the probe is a query outside the
   // blocks, with no identity term of its own), set by on_probe_grad before the last block's callback.
   const ExplainQuery query = explain_query(hp);
-  std::vector<float> r = query_weights(query, hp, T), next(static_cast<size_t>(T));
+  std::vector<float> r = query_weights(query, hp, T);
   if (query == ExplainQuery::Probe) bo.on_probe_grad = [&](const float* pa, const float* dpa) { r = chefer_block_matrix(pa, dpa, H, 1, T); };
   bo.on_attn_grad = [&](int, const float* probs, const float* dprobs) {
-    const std::vector<float> a = chefer_block_matrix(probs, dprobs, H, T, T);
-    for (int j = 0; j < T; ++j) {
-      double s = r[static_cast<size_t>(j)];
-      for (int i = 0; i < T; ++i) s += static_cast<double>(r[static_cast<size_t>(i)]) * a[static_cast<size_t>(i) * T + j];
-      next[static_cast<size_t>(j)] = static_cast<float>(s);
-    }
-    r.swap(next);
+    chefer_step(r, chefer_block_matrix(probs, dprobs, H, T, T), T);
   };
   bo.lowest_layer = req.first_block;
   vit_backward(w, tape, target_class, bo);

@@ -57,4 +57,8 @@ std::vector<float> chefer_block_matrix(const float* probs, const float* dprobs, 
 /// (its attention A_p (H, T) and dlogit/dA_p, vit_backward's on_probe_grad).
 std::vector<float> chefer_block_matrix(const float* probs, const float* dprobs, int H, int Q, int T);
 
+/// Chefer rule 6 on one row: r (T) <- r + r Abar for a block's Abar (T, T) (chefer_block_matrix), accumulated in
+/// double, as r^T (I + Abar).
+void chefer_step(std::vector<float>& r, const std::vector<float>& abar, int T);
+
 }  // namespace attnmap

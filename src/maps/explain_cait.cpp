@@ -44,7 +44,7 @@ std::vector<float> cait_explain_map(const ViTWeights& w, const ForwardTape& tape
     const std::vector<float>& act = ct.blocks[static_cast<size_t>(req.layer)].ln1_out;  // (N, D) or (T, D)
     return cait_gradcam(act.data() + (hp.is_class_attention(req.layer) ? D : 0), r.ln1_grad, N, D);
   }
-  std::vector<float> r(static_cast<size_t>(T), 0.0f), next(static_cast<size_t>(T));
+  std::vector<float> r(static_cast<size_t>(T), 0.0f);
   if (req.method == ViewKind::AttnGrad) {  // the class row at a class-attention block, else the patch-query mean
     if (req.layer < 0 || req.layer >= L)
       throw Error("layer " + std::to_string(req.layer) + " out of range (0.." + std::to_string(L - 1) + ")");
@@ -54,7 +54,7 @@ std::vector<float> cait_explain_map(const ViTWeights& w, const ForwardTape& tape
       const std::vector<float> abar = chefer_block_matrix(a, da, H, T);  // (T, T)
       const bool ca = hp.is_class_attention(l);
       for (int i = ca ? 0 : 1; i < (ca ? 1 : T); ++i)
-        for (int j = 0; j < T; ++j) r[static_cast<size_t>(j)] += abar[static_cast<size_t>(i) * T + j] / (ca ? 1 : N);
+        for (int j = 0; j < T; ++j) r[static_cast<size_t>(j)] += abar[static_cast<size_t>(i) * T + j] / static_cast<float>(ca ? 1 : N);
     };
     cait_backward(w, tape, target_class, bo);
     return std::vector<float>(r.begin() + 1, r.end());
@@ -66,15 +66,7 @@ std::vector<float> cait_explain_map(const ViTWeights& w, const ForwardTape& tape
   // r = e_cls^T (I + Abar_L) ... (I + Abar_f): a class-attention block's Abar has only its class row (r <- r +
   // r_cls abar_cls), a self-attention block's only its patch rows and columns (r_p <- r_p + r_p Abar_SA).
   r[0] = 1.0f;
-  bo.on_attn_grad = [&](int, const float* a, const float* da) {
-    const std::vector<float> abar = chefer_block_matrix(a, da, H, T);
-    for (int j = 0; j < T; ++j) {
-      double s = r[static_cast<size_t>(j)];
-      for (int i = 0; i < T; ++i) s += static_cast<double>(r[static_cast<size_t>(i)]) * abar[static_cast<size_t>(i) * T + j];
-      next[static_cast<size_t>(j)] = static_cast<float>(s);
-    }
-    r.swap(next);
-  };
+  bo.on_attn_grad = [&](int, const float* a, const float* da) { chefer_step(r, chefer_block_matrix(a, da, H, T), T); };
   bo.lowest_layer = req.first_block;
   cait_backward(w, tape, target_class, bo);
   return std::vector<float>(r.begin() + 1, r.end());
