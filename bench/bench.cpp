@@ -114,7 +114,8 @@ Precision bench_precision() {
 }
 
 // The forward pass's stages at batch 1 with the model's shapes, each stage's calls timed together: GEMM
-// (patch embedding, qkv, proj, fc1, fc2 of every block), attention (every head's QK^T, softmax, PV), the
+// (patch embedding, qkv, proj, fc1, fc2 of every block), attention (every head's QK^T, softmax, PV; with the
+// probabilities stored, and without: only the class rows, stage_attention_rows_ms), the
 // element-wise kernels (2 LayerNorms, GELU, 2 residual adds per block); and one photo's decode, resize to
 // the model input, map upsample + overlay, PNG encode.
 int stages(const std::string& weights, const std::string& photo, int iters) {
@@ -139,6 +140,11 @@ int stages(const std::string& weights, const std::string& photo, int iters) {
   auto attention = [&] {
     for (int l = 0; l < L; ++l) attention_forward(att.data(), probs.data(), qkv.data(), T, H, hp.head_dim);
   };
+  std::vector<float> rows0(static_cast<size_t>(H) * T);  // (H, T): the class token's rows only, probs not stored
+  auto attention_rows = [&] {
+    for (int l = 0; l < L; ++l)
+      attention_forward(att.data(), nullptr, qkv.data(), T, H, hp.head_dim, nullptr, Precision::F32, rows0.data());
+  };
   std::vector<float> hid0 = hid;
   auto elementwise = [&] {
     for (int l = 0; l < L; ++l) {
@@ -154,6 +160,7 @@ int stages(const std::string& weights, const std::string& photo, int iters) {
   gemm();
   std::printf("stage_gemm_ms %.2f\n", best_ms(iters, gemm));
   std::printf("stage_attention_ms %.2f\n", best_ms(iters, attention));
+  std::printf("stage_attention_rows_ms %.2f\n", best_ms(iters, attention_rows));
   std::printf("stage_elementwise_ms %.2f\n", best_ms(iters, elementwise));
   const std::vector<uint8_t> bytes = read_file(photo);
   Image img;

@@ -3,11 +3,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <vector>
 
 #include "maps/attention_maps.hpp"
 #include "core/error.hpp"
 #include "test_util.hpp"
+#include "model/sgemm.hpp"
 #include "model/vit.hpp"
 
 using namespace attnmap;
@@ -104,4 +108,45 @@ TEST(Layers, LayerNormAndGelu) {
   EXPECT_EQ(g[1], 0.0f);
   EXPECT_NEAR(g[2], 0.84134475, 1e-6);
   EXPECT_NEAR(g[3], 2.99595031, 1e-6);
+}
+
+// attention_forward in blocks of query rows (785 tokens: 10 blocks per head): the output and the class rows are
+// the same bits with the (H, T, T) probabilities stored or not, on 1 and 2 threads; rows on both sides of a
+// block edge (79 | 80) and the last match a double-precision softmax(Q K^T / sqrt(dk)) V.
+TEST(Attention, BlocksGiveTheSameBitsStoredOrNot) {
+  const int T = 785, H = 2, dk = 64, inner = H * dk;
+  const std::vector<float> qkv = randoms(static_cast<size_t>(T) * 3 * inner, 31, 0.5f);
+  std::vector<float> probs(static_cast<size_t>(H) * T * T), out1(static_cast<size_t>(T) * inner), out2(out1.size());
+  std::vector<float> rows0(static_cast<size_t>(H) * T), out3(out1.size()), rows3(rows0.size());
+  set_blas_threads(2);
+  attention_forward(out1.data(), probs.data(), qkv.data(), T, H, dk);
+  attention_forward(out2.data(), nullptr, qkv.data(), T, H, dk, nullptr, Precision::F32, rows0.data());
+  set_blas_threads(1);
+  attention_forward(out3.data(), nullptr, qkv.data(), T, H, dk, nullptr, Precision::F32, rows3.data());
+  EXPECT_EQ(out1, out2);
+  EXPECT_EQ(out1, out3);
+  EXPECT_EQ(rows0, rows3);
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < T; ++j)
+      ASSERT_EQ(rows0[static_cast<size_t>(h) * T + j], probs[static_cast<size_t>(h) * T * T + j]) << h << " " << j;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dk));
+  for (int h = 0; h < H; ++h)
+    for (int i : {0, 79, 80, T - 1}) {
+      std::vector<double> p(static_cast<size_t>(T));
+      double mx = -1e300, sum = 0;
+      for (int j = 0; j < T; ++j) {
+        double s = 0;
+        for (int c = 0; c < dk; ++c)
+          s += static_cast<double>(qkv[static_cast<size_t>(i) * 3 * inner + h * dk + c]) *
+               qkv[static_cast<size_t>(j) * 3 * inner + inner + h * dk + c];
+        p[static_cast<size_t>(j)] = s * scale;
+        mx = std::max(mx, s * scale);
+      }
+      for (double& v : p) sum += (v = std::exp(v - mx));
+      for (int c = 0; c < dk; ++c) {
+        double o = 0;
+        for (int j = 0; j < T; ++j) o += p[static_cast<size_t>(j)] / sum * qkv[static_cast<size_t>(j) * 3 * inner + 2 * inner + h * dk + c];
+        EXPECT_NEAR(out1[static_cast<size_t>(i) * inner + h * dk + c], o, 1e-5) << h << " " << i << " " << c;
+      }
+    }
 }

@@ -79,6 +79,21 @@ TEST(Kernels, GeluIsTheSameOnEveryPath) {
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
 }
 
+// The 16-wide softmax (AVX-512) gives the 8-wide one's bits (the same max, SLEEF exp and order of the double
+// sum), for every row length's tail.
+TEST(Kernels, SoftmaxIsTheSameOnEveryPath) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::vector<int> lengths = {197, 257, 785, 1025};
+  for (int n = 1; n <= 48; ++n) lengths.push_back(n);
+  for (int n : lengths) {
+    const std::vector<float> x = randoms(static_cast<size_t>(n), 20 + static_cast<unsigned>(n), 12.0f);
+    std::vector<float> a = x, b = x;
+    kernels::softmax_row(a.data(), n);
+    kernels::avx2::softmax_row(b.data(), n);
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "row of " << n;
+  }
+}
+
 // linear() in bf16 is the product of the bf16-rounded X and W accumulated in float32 (+ the float32 bias):
 // against the same rounded inputs summed in double, to float32 accumulation's rounding; each row the same
 // bits whatever the rows around it and the thread count.

@@ -12,8 +12,9 @@ stops (file, function) and counts:
                checkpoint model maps draw, then app/'s engine, then the front ends app/commands, app/cli),
   returns      a stop in a file that is not the previous stop's but was visited earlier.
 --follow parts (the default) follows a call given the options or any part of them (a path, a number, a
-list taken out of them); --follow whole only a call given an options object itself (an argument of a
-carrier type), i.e. where the options as such go.
+list taken out of them); --follow first the same, but a function given only a part is a stop and is not
+followed further (where the options' parts are handed, not what is done with them); --follow whole only a call
+given an options object itself (an argument of a carrier type), i.e. where the options as such go.
 
 Needs Debian's python3-clang-14 and a compile_commands.json (configure with -DCMAKE_EXPORT_COMPILE_COMMANDS=ON;
 no build needed):
@@ -160,8 +161,12 @@ def trace(graph, root, follow):
             if d is None or callee in seen:
                 continue
             hot = [i for i, refs in enumerate(args) if any(carrier or u in held for u, carrier in refs)
-                   and (follow == "parts" or whole[i])]
-            if hot:
+                   and (follow != "whole" or whole[i])]
+            if hot and follow == "first" and not any(whole[i] for i in hot):
+                if callee not in seen:  # a part handed to a function: a stop, not followed further
+                    seen.add(callee)
+                    stops.append(tuple(d[:3]))
+            elif hot:
                 go(callee, {d[3][i][0] for i in hot if i < len(d[3])})
     go(starts[0], set())
     return stops
@@ -187,8 +192,9 @@ def main():
     ap.add_argument("--src", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
     ap.add_argument("--root", default="run_render")
     ap.add_argument("--carriers", default=",".join(CARRIERS))
-    ap.add_argument("--follow", choices=["parts", "whole"], default="parts",
+    ap.add_argument("--follow", choices=["parts", "first", "whole"], default="parts",
                     help="parts: a call that is given the options or any part of them (a path, a number);"
+                         " first: the same, but a function given only a part is not followed further;"
                          " whole: a call that is given an options object itself (a carrier type)")
     ap.add_argument("--json", action="store_true", help="print the counts as JSON only")
     ap.add_argument("--libclang", default="/usr/lib/x86_64-linux-gnu/libclang-14.so.1")

@@ -27,7 +27,7 @@ except ImportError as _e:  # the source folder python/attnmap, or a build withou
     raise ImportError("attnmap's compiled part (_attnmap) is not beside %s: import the built package "
                       "(PYTHONPATH=build/python, a build with -DATTNMAP_PYTHON=ON) or install it with "
                       "tools/install_python.sh (%s)" % (__file__, _e)) from None
-from ._options import forward_keywords, model_keywords, to_given
+from ._options import forward_keywords, model_keywords, text_keywords, to_given
 
 AttnmapError = _attnmap.AttnmapError
 __version__ = _attnmap.__version__
@@ -284,7 +284,7 @@ class Model:
 
 
 # The keywords that give a CLIP's texts (docs/text.md): load()'s, and forward()'s for one call.
-_TEXT_KEYWORDS = ("text", "texts", "prompt", "vocab", "truncate_text")
+_TEXT_KEYWORDS = text_keywords()  # the engine's registry (its "Text" topic)
 
 
 def _text_values(kw):
@@ -325,7 +325,9 @@ def _text_defaults(options):
     encode_text), where a call's own keyword wins. prompt= with labels= stays: the names fill it (docs/text.md)."""
     if options.get("text") is not None or options.get("texts") is not None:
         return {}
-    keys = ("vocab", "truncate_text") if options.get("labels") is not None else ("vocab", "truncate_text", "prompt")
+    keys = [k for k in _TEXT_KEYWORDS if k not in ("text", "texts")]  # how the texts are read, not the texts
+    if options.get("labels") is not None:
+        keys.remove("prompt")
     return {k: options.pop(k) for k in keys if options.get(k) is not None}
 
 

@@ -17,7 +17,7 @@ _SETTINGS = {}
 
 def settings(command):
     """The settings of ``command`` ("render", "eval", "figure", ...) by keyword: dicts with id, keyword, flag,
-    is_switch, makes_model, repeatable, negated, forward, set_by_call (the engine's registry)."""
+    topic (the help's: "Text", "Views", ...), is_switch, makes_model, repeatable, negated, forward, set_by_call (the engine's registry)."""
     if command not in _SETTINGS:
         from . import _attnmap
         _SETTINGS[command] = {s["keyword"]: s for s in _attnmap.settings_of(command)}
@@ -27,6 +27,12 @@ def settings(command):
 def model_keywords():
     """What makes the model (attnmap.load / from_state_dict): they go with every run of that model."""
     return tuple(k for k, s in settings("render").items() if s["makes_model"])
+
+
+def text_keywords():
+    """The keywords that give a CLIP's or SigLIP's texts (the registry's "Text" topic: text, texts, prompt, vocab,
+    truncate_text; docs/text.md)."""
+    return tuple(k for k, s in settings("render").items() if s["topic"] == "Text")
 
 
 def forward_keywords():

@@ -89,7 +89,7 @@ py::list settings_list(const std::string& command) {
   using namespace pybind11::literals;
   py::list out;
   for (const attnmap::SettingInfo& s : attnmap::settings_of(command))
-    out.append(py::dict("id"_a = s.id, "keyword"_a = s.keyword, "flag"_a = s.flag, "is_switch"_a = s.is_switch,
+    out.append(py::dict("id"_a = s.id, "keyword"_a = s.keyword, "flag"_a = s.flag, "topic"_a = s.topic, "is_switch"_a = s.is_switch,
                         "makes_model"_a = s.makes_model, "repeatable"_a = s.repeatable, "negated"_a = s.negated,
                         "forward"_a = s.forward, "set_by_call"_a = s.set_by_call));
   return out;

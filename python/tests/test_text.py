@@ -21,6 +21,14 @@ def test_a_list_is_one_text_per_item(attnmap):
         ("prompt", ["a photo of a {}.", "a {}, drawn"])]
 
 
+def test_the_text_keywords_come_from_the_engine_registry(attnmap):
+    """The keywords that give texts are the registry's "Text" topic (issue 42: no hand copy in python/)."""
+    from attnmap._options import settings, text_keywords
+    assert set(text_keywords()) == {"text", "texts", "prompt", "vocab", "truncate_text"}
+    assert all(settings("render")[k]["topic"] == "Text" for k in text_keywords())
+    assert attnmap._TEXT_KEYWORDS == text_keywords()
+
+
 def test_texts_per_call_need_a_clip(attnmap):
     """forward(text=[...]) is valid since issue 43 point 5 (it was a TypeError "it makes the model"): on a model
     with a classifier head it is the engine's refusal, as render --text's."""

@@ -177,7 +177,8 @@ void to_bf16(uint16_t* out, const float* in, size_t n) {
 }
 
 void softmax_row(float* row, int n) {
-  if (have_avx2()) avx2::softmax_row(row, n);
+  if (have_avx512_bf16()) avx512::softmax_row(row, n);  // the same bits, 16 wide (Kernels.SoftmaxIsTheSameOnEveryPath)
+  else if (have_avx2()) avx2::softmax_row(row, n);
   else softmax_row_scalar(row, n);
 }
 
@@ -190,14 +191,19 @@ void softmax_rows(float* x, int M, int n) {
 
 void residual_add(float* x, const float* y, const float* gamma, size_t M, int D) {
   const size_t d = static_cast<size_t>(D);
-  for_rows(M, d, [&](size_t r0, size_t r1) {
+  for_rows(M, d, [&](size_t r0, size_t r1) { residual_add_tile(x + r0 * d, d, y + r0 * d, d, gamma, r1 - r0, d); });
+}
+
+void residual_add_tile(float* x, size_t ldx, const float* y, size_t ldy, const float* gamma, size_t m, size_t n) {
+  for (size_t r = 0; r < m; ++r) {
+    float* xr = x + r * ldx;
+    const float* yr = y + r * ldy;
     if (gamma == nullptr) {
-      for (size_t i = r0 * d; i < r1 * d; ++i) x[i] += y[i];
-      return;
+      for (size_t j = 0; j < n; ++j) xr[j] += yr[j];
+    } else {
+      for (size_t j = 0; j < n; ++j) xr[j] += gamma[j] * yr[j];
     }
-    for (size_t r = r0; r < r1; ++r)
-      for (size_t j = 0; j < d; ++j) x[r * d + j] += gamma[j] * y[r * d + j];
-  });
+  }
 }
 
 }  // namespace attnmap::kernels

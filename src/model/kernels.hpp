@@ -52,4 +52,9 @@ bool has_bf16_instructions();
 /// x(M, D) += y(M, D), or x += gamma(D) * y with LayerScale (gamma non-null). Rows in parallel.
 void residual_add(float* x, const float* y, const float* gamma, size_t M, int D);
 
+/// The same on a tile, on the calling thread (a pool task's: no nested parallel_for per row): m rows of n
+/// floats, x's rows ldx apart, y's ldy apart, gamma n floats or null; each element gets residual_add's
+/// operations (gamma * y, then +=), so the bits are residual_add's.
+void residual_add_tile(float* x, size_t ldx, const float* y, size_t ldy, const float* gamma, size_t m, size_t n);
+
 }  // namespace attnmap::kernels

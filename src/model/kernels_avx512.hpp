@@ -13,4 +13,8 @@ void to_bf16(uint16_t* out, const float* in, size_t n);
 /// as avx2::gelu, twice as wide).
 void gelu(float* x, size_t n);
 
+/// In place, one row of n >= 1 floats: its softmax with avx2::softmax_row's bits (row max subtracted, SLEEF's
+/// 1.0-ULP exp, the sum in double in the same order), 16 floats at a time.
+void softmax_row(float* row, int n);
+
 }  // namespace attnmap::kernels::avx512

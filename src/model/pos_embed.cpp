@@ -9,6 +9,7 @@
 #include "core/setting_ref.hpp"
 #include "core/tensor.hpp"
 #include "model/rope.hpp"
+#include "model/vit.hpp"
 #include "model/rel_pos_resize.hpp"
 
 namespace attnmap {
@@ -314,6 +315,27 @@ void resample_pos_embed(ViTWeights& w, int image_w, int image_h, PosInterp mode)
 
 void resample_pos_embed(ViTWeights& w, int image_w, int image_h) {
   resample_pos_embed(w, image_w, image_h, default_pos_interp(w.hp).mode);
+}
+
+// SimpleViT's sin-cos table (declared in model/vit.hpp).
+void sincos_2d(float* out, int gh, int gw, int D) {
+  if (D % 4 != 0 || D < 8) throw Error("sin-cos positions need D a multiple of 4 and at least 8, found " + std::to_string(D));
+  const int q = D / 4;
+  std::vector<float> omega(static_cast<size_t>(q));  // float32 as torch computes it
+  for (int i = 0; i < q; ++i)
+    omega[static_cast<size_t>(i)] = 1.0f / std::pow(10000.0f, static_cast<float>(i) / static_cast<float>(q - 1));
+  for (int y = 0; y < gh; ++y)
+    for (int x = 0; x < gw; ++x) {
+      float* row = out + (static_cast<size_t>(y) * gw + x) * D;
+      for (int i = 0; i < q; ++i) {
+        const float ax = static_cast<float>(x) * omega[static_cast<size_t>(i)];
+        const float ay = static_cast<float>(y) * omega[static_cast<size_t>(i)];
+        row[i] = std::sin(ax);
+        row[q + i] = std::cos(ax);
+        row[2 * q + i] = std::sin(ay);
+        row[3 * q + i] = std::cos(ay);
+      }
+    }
 }
 
 }  // namespace attnmap

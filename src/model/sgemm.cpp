@@ -396,8 +396,10 @@ void execute(const TilePrimitive& tp, std::unordered_map<int, memory> args) {
 void tile_epilogue(const Epilogue& e, float* tile, int m, int n, int n0, int N, float* Y) {
   const size_t sn = static_cast<size_t>(n), sN = static_cast<size_t>(N), s0 = static_cast<size_t>(n0);
   if (e.residual != nullptr) {
-    for (size_t i = 0; i < static_cast<size_t>(m); ++i)
-      kernels::residual_add(e.residual + i * sN + s0, tile + i * sn, e.gamma != nullptr ? e.gamma + s0 : nullptr, 1, n);
+    // one call for the tile: a residual_add per row (a nested parallel_for each) was ~2.5x slower (ViT-S/16:
+    // 4.4 ms of CPU per forward, a quarter of the epilogues' time)
+    kernels::residual_add_tile(e.residual + s0, sN, tile, sn, e.gamma != nullptr ? e.gamma + s0 : nullptr,
+                               static_cast<size_t>(m), sn);
     return;
   }
   if (e.act != nullptr) kernels::activation(tile, static_cast<size_t>(m) * sn, *e.act);

@@ -33,42 +33,82 @@ void layernorm_forward(float* out, const float* in, const float* weight, const f
 
 void softmax_rows(float* x, int M, int n) { kernels::softmax_rows(x, M, n); }
 
+namespace {
+
+// Query rows per block of one head's attention: at most 256 KiB of scores (rows, T), so that they stay in L2
+// beside the head's K and V from Q K^T through the softmax to P V, in blocks of equal size (a multiple of 8); a
+// whole head in one block up to T = 256. By the shape alone.
+int attention_block_rows(int T) {
+  const int most = std::max(8, 65536 / std::max(T, 1) / 8 * 8), blocks = (T + most - 1) / most;
+  return std::min(most, ((T + blocks - 1) / blocks + 7) / 8 * 8);
+}
+
+// Head h's Q, K, V (3, T, dk), dense, from qkv (T, 3*H*dk) into ph; as bfloat16 into phb too when bf16.
+void pack_head(float* ph, uint16_t* phb, const float* qkv, int T, int H, int dk, int h, bool bf16) {
+  const size_t inner = static_cast<size_t>(H) * dk, Td = static_cast<size_t>(T) * dk;
+  for (size_t t = 0; t < static_cast<size_t>(T); ++t)
+    for (size_t j = 0; j < 3; ++j)
+      std::copy_n(qkv + t * 3 * inner + j * inner + static_cast<size_t>(h) * dk, dk, ph + j * Td + t * dk);
+  if (bf16) kernels::to_bf16(phb, ph, 3 * Td);
+}
+
+}  // namespace
+
 void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk, const float* bias,
-                       Precision precision) {
-  const int inner = H * dk;
+                       Precision precision, float* rows0) {
   const bool bf16 = precision == Precision::BF16;
-  const size_t ld = static_cast<size_t>(3 * inner), Td = static_cast<size_t>(T) * dk;
+  const size_t inner = static_cast<size_t>(H) * dk, Td = static_cast<size_t>(T) * dk, sT = static_cast<size_t>(T);
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  parallel_for(H, [&](int h) {  // heads spread over the pool; each head's products on its thread
-    thread_local std::vector<float> qkv_h, out_h;  // this head's Q, K, V (3, T, dk) and output (T, dk), dense
-    qkv_h.resize(3 * Td);
-    out_h.resize(Td);
-    for (size_t t = 0; t < static_cast<size_t>(T); ++t)
-      for (size_t j = 0; j < 3; ++j)
-        std::copy_n(qkv + t * ld + j * inner + static_cast<size_t>(h) * dk, dk, &qkv_h[j * Td + t * dk]);
-    float* p = probs + static_cast<size_t>(h) * T * T;  // (T, T)
-    thread_local std::vector<uint16_t> qkv_b, p_b;  // bf16: Q, K, V (3, T, dk) and P (T, T) as bfloat16
+  const int rows = attention_block_rows(T), blocks = (T + rows - 1) / rows;
+  // A head read by several tasks is packed once, all heads first (H, 3, T, dk); a head of one block is packed
+  // by its task into that thread's buffer, where it stays in cache for its products.
+  thread_local std::vector<float> packed;
+  thread_local std::vector<uint16_t> packed_b;  // bf16 only
+  if (blocks > 1) {
+    packed.resize(static_cast<size_t>(H) * 3 * Td);
+    if (bf16) packed_b.resize(packed.size());
+  }
+  float* const all = packed.data();  // the calling thread's buffers (a task's thread_local names its own)
+  uint16_t* const all_b = packed_b.data();
+  if (blocks > 1)
+    parallel_for(H, [&](int h) {
+      pack_head(all + static_cast<size_t>(h) * 3 * Td, bf16 ? all_b + static_cast<size_t>(h) * 3 * Td : nullptr, qkv,
+                T, H, dk, h, bf16);
+    });
+  parallel_for(H * blocks, [&](int task) {  // (head, block of query rows): each computed alone, any thread
+    const int h = task / blocks, r0 = task % blocks * rows, m = std::min(rows, T - r0);
+    const size_t sm = static_cast<size_t>(m), s0 = static_cast<size_t>(r0);
+    thread_local std::vector<float> own, s_own, o;  // one head's Q, K, V; scores (m, T) when probs is null; (m, dk)
+    thread_local std::vector<uint16_t> own_b, p_b;  // bf16: own as bfloat16; the block's probabilities (m, T)
+    const float* ph = blocks > 1 ? all + static_cast<size_t>(h) * 3 * Td : nullptr;  // (3, T, dk)
+    const uint16_t* phb = blocks > 1 && bf16 ? all_b + static_cast<size_t>(h) * 3 * Td : nullptr;
+    if (blocks == 1) {
+      own.resize(3 * Td);
+      if (bf16) own_b.resize(3 * Td);
+      pack_head(own.data(), own_b.data(), qkv, T, H, dk, h, bf16);
+      ph = own.data(), phb = own_b.data();
+    }
+    if (!probs && s_own.size() < sm * sT) s_own.resize(sm * sT);
+    float* s = probs ? probs + (static_cast<size_t>(h) * sT + s0) * sT : s_own.data();  // (m, T)
+    if (bf16)  // Q_blk K^T / sqrt(dk)
+      matmul_dense_bf16(s, phb + s0 * dk, phb + Td, m, T, dk, /*trans_b=*/true, scale);
+    else
+      matmul_dense(s, ph + s0 * dk, ph + Td, m, T, dk, /*trans_b=*/true, scale);
+    if (bias) {  // BEiT: + the block's rows of this head's relative position bias (T, T)
+      const float* bh = bias + (static_cast<size_t>(h) * sT + s0) * sT;
+      for (size_t i = 0; i < sm * sT; ++i) s[i] += bh[i];
+    }
+    for (size_t i = 0; i < sm; ++i) kernels::softmax_row(s + i * sT, T);
+    if (rows0 && r0 == 0) std::copy_n(s, T, rows0 + static_cast<size_t>(h) * sT);
+    if (o.size() < sm * dk) o.resize(sm * dk);
     if (bf16) {
-      qkv_b.resize(3 * Td);
-      kernels::to_bf16(qkv_b.data(), qkv_h.data(), 3 * Td);
-      matmul_dense_bf16(p, &qkv_b[0], &qkv_b[Td], T, T, dk, /*trans_b=*/true, scale);  // Q K^T / sqrt(dk)
+      if (p_b.size() < sm * sT) p_b.resize(sm * sT);
+      kernels::to_bf16(p_b.data(), s, sm * sT);
+      matmul_dense_bf16(o.data(), p_b.data(), phb + 2 * Td, m, dk, T, /*trans_b=*/false, 1.0f);  // P V
     } else {
-      matmul_dense(p, &qkv_h[0], &qkv_h[Td], T, T, dk, /*trans_b=*/true, scale);  // Q K^T / sqrt(dk)
+      matmul_dense(o.data(), s, ph + 2 * Td, m, dk, T, /*trans_b=*/false, 1.0f);  // P V (m, dk)
     }
-    if (bias) {  // BEiT: + relative position bias (T, T) of this head
-      const float* bh = bias + static_cast<size_t>(h) * T * T;
-      for (size_t i = 0; i < static_cast<size_t>(T) * T; ++i) p[i] += bh[i];
-    }
-    softmax_rows(p, T, T);
-    if (bf16) {
-      p_b.resize(static_cast<size_t>(T) * T);
-      kernels::to_bf16(p_b.data(), p, static_cast<size_t>(T) * T);
-      matmul_dense_bf16(out_h.data(), p_b.data(), &qkv_b[2 * Td], T, dk, T, /*trans_b=*/false, 1.0f);  // P V
-    } else {
-      matmul_dense(out_h.data(), p, &qkv_h[2 * Td], T, dk, T, /*trans_b=*/false, 1.0f);  // P V (T, dk)
-    }
-    for (size_t t = 0; t < static_cast<size_t>(T); ++t)
-      std::copy_n(&out_h[t * dk], dk, out + t * inner + static_cast<size_t>(h) * dk);
+    for (size_t i = 0; i < sm; ++i) std::copy_n(&o[i * dk], dk, out + (s0 + i) * inner + static_cast<size_t>(h) * dk);
   });
 }
 
@@ -88,26 +128,6 @@ void query_row(float* out, const float* p, int T, bool class_token, int first_pa
     for (int j = 0; j < T; ++j) acc[static_cast<size_t>(j)] += p[static_cast<size_t>(i) * T + j];
   const double n = std::max(T - first_patch, 1);
   for (int j = 0; j < T; ++j) out[j] = static_cast<float>(acc[static_cast<size_t>(j)] / n);
-}
-
-void sincos_2d(float* out, int gh, int gw, int D) {
-  if (D % 4 != 0 || D < 8) throw Error("sin-cos positions need D a multiple of 4 and at least 8, found " + std::to_string(D));
-  const int q = D / 4;
-  std::vector<float> omega(static_cast<size_t>(q));  // float32 as torch computes it
-  for (int i = 0; i < q; ++i)
-    omega[static_cast<size_t>(i)] = 1.0f / std::pow(10000.0f, static_cast<float>(i) / static_cast<float>(q - 1));
-  for (int y = 0; y < gh; ++y)
-    for (int x = 0; x < gw; ++x) {
-      float* row = out + (static_cast<size_t>(y) * gw + x) * D;
-      for (int i = 0; i < q; ++i) {
-        const float ax = static_cast<float>(x) * omega[static_cast<size_t>(i)];
-        const float ay = static_cast<float>(y) * omega[static_cast<size_t>(i)];
-        row[i] = std::sin(ax);
-        row[q + i] = std::cos(ax);
-        row[2 * q + i] = std::sin(ay);
-        row[3 * q + i] = std::cos(ay);
-      }
-    }
 }
 
 // tokens (T, D) of one image: [class token; distillation token; register tokens; patch embeddings], with the
@@ -196,20 +216,19 @@ struct Activations {
   WorkBuf xn;     // (B*T, D) normalised
   WorkBuf qkv;    // (B*T, 3*inner)
   WorkBuf att;    // (B*T, inner) attention output
-  WorkBuf probs;  // (H, T, T) of one image
+  WorkBuf probs;  // (H, T, T) of one image, sized by attention_layer when they are read
   WorkBuf hid;    // (B*T, M), or (B*T, 2M) with SwiGLU
   WorkBuf bias_kept;  // (H, T, T) one image's relative position bias with token dropping (BEiT)
   WorkBuf tmp, tmp2;  // a layer's scratch: qk_norm_forward's rows, SwiGLU's / mlp_norm's hidden units
   Precision precision = Precision::F32;  // the products' arithmetic (ViTWeights::precision)
 };
 
-void make_activations(Activations& a, const HParams& hp, int BT, size_t TT) {
-  const int D = hp.dim, H = hp.num_heads, inner = hp.inner();
+void make_activations(Activations& a, const HParams& hp, int BT) {  // probs: by attention_layer, when read
+  const int D = hp.dim, inner = hp.inner();
   a.x.resize(static_cast<size_t>(BT) * D);
   a.xn.resize(a.x.size());
   a.qkv.resize(static_cast<size_t>(BT) * 3 * inner);
   a.att.resize(static_cast<size_t>(BT) * inner);
-  a.probs.resize(static_cast<size_t>(H) * TT);
   a.hid.resize(static_cast<size_t>(BT) * static_cast<size_t>(std::max(hp.mlp_dim, 1)) * (hp.swiglu ? 2 : 1));
 }
 
@@ -327,16 +346,20 @@ void attention_layer(std::vector<ForwardResult>& res, Activations& a, const HPar
   const int B = static_cast<int>(res.size());
   const int H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
   const size_t TT = static_cast<size_t>(T) * T;
-  WorkBuf& probs = a.probs;  // (H, T, T)
+  // The (H, T, T) matrices are stored only when read: kept, handed to on_probs, or averaged over the patch
+  // queries (no class token); else the class token's rows come from the blocks that compute them.
+  const bool full = opt.keep_full || opt.on_probs || !hp.class_token;
+  if (full && !opt.keep_full) a.probs.resize(static_cast<size_t>(H) * TT);
   for (int b = 0; b < B; ++b) {
     ForwardResult& r = res[static_cast<size_t>(b)];
-    attention_forward(&a.att[static_cast<size_t>(b) * T * inner], probs.data(), &a.qkv[static_cast<size_t>(b) * T * 3 * inner],
-                      T, H, dk, bias.image(b, H, T, a.bias_kept), a.precision);
-    for (int h = 0; h < H; ++h)
-      query_row(&r.cls_attn[(static_cast<size_t>(l) * H + h) * T], &probs[static_cast<size_t>(h) * TT], T,
-                hp.class_token, hp.num_prefix);
-    if (opt.keep_full) std::copy_n(probs.data(), static_cast<size_t>(H) * TT, &r.attn[static_cast<size_t>(l) * H * TT]);
-    if (opt.on_probs) opt.on_probs(b, l, probs.data());
+    float* probs = !full ? nullptr : opt.keep_full ? &r.attn[static_cast<size_t>(l) * H * TT] : a.probs.data();
+    float* cls = &r.cls_attn[static_cast<size_t>(l) * H * T];  // (H, T)
+    attention_forward(&a.att[static_cast<size_t>(b) * T * inner], probs, &a.qkv[static_cast<size_t>(b) * T * 3 * inner],
+                      T, H, dk, bias.image(b, H, T, a.bias_kept), a.precision, hp.class_token ? cls : nullptr);
+    if (!hp.class_token)
+      for (int h = 0; h < H; ++h)
+        query_row(cls + static_cast<size_t>(h) * T, probs + static_cast<size_t>(h) * TT, T, false, hp.num_prefix);
+    if (opt.on_probs) opt.on_probs(b, l, probs);
   }
 }
 
@@ -544,12 +567,11 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
   const int last = opt.to_end ? hp.depth - 1 : resolve_layer(opt.last_layer, hp.depth);
   const int L = last + 1;
   const int BT = B * T;
-  const size_t TT = static_cast<size_t>(T) * T;
 
   std::vector<ForwardResult> res = make_forward_results(B, L, H, T, opt.keep_full);
   ActivationsLease lease;  // this thread's buffers, kept between forwards
   Activations& a = lease.get();
-  make_activations(a, hp, BT, TT);
+  make_activations(a, hp, BT);
   a.precision = w.precision;
   for (int b = 0; b < B; ++b) {
     float* xb = &a.x[static_cast<size_t>(b) * T * D];

@@ -106,8 +106,11 @@ void softmax_rows(float* x, int M, int n);
 /// head. (Vaswani et al. 2017, eq. 1.) bias: null, or (H, T, T) added to the scores before the softmax (BEiT's
 /// relative position bias, Bao et al. 2022; timm beit.py Attention). precision BF16: Q, K, V and the
 /// probabilities rounded to bfloat16 for the two products (float32 accumulation); probs stay float32.
+/// probs may be null: the (T, T) matrices are then not stored, only each block of query rows' (at most 256 KiB, in
+/// a thread's own buffer); rows0, when not null, receives row 0 of each head's probabilities (H, T). Tasks over
+/// (head, block of query rows) on the pool, each computed alone: the bits never depend on the thread count.
 void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk, const float* bias = nullptr,
-                       Precision precision = Precision::F32);
+                       Precision precision = Precision::F32, float* rows0 = nullptr);
 
 /// In place exact GELU: x * 0.5 * (1 + erf(x / sqrt(2))) (PyTorch nn.GELU(), approximate='none').
 void gelu_forward(float* x, size_t n);

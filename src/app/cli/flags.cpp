@@ -79,6 +79,7 @@ std::vector<SettingInfo> settings_of(const std::string& command) {
     s.id = f.id;
     s.keyword = keyword_spelling(f.id);
     s.flag = long_flag(f);
+    s.topic = f.topic;
     s.is_switch = (f.traits & kSwitch) != 0;
     s.makes_model = (f.traits & kModel) != 0;
     s.repeatable = (f.traits & kRepeat) != 0;

@@ -66,6 +66,7 @@ std::string spell_as_keywords(const std::string& text);
 /// One setting of a command, as the Python module reads it.
 struct SettingInfo {
   std::string id, keyword, flag;
+  std::string topic;       ///< the help's topic ("Text": the settings that give a CLIP's texts)
   bool is_switch = false;  ///< takes no value: True / False in Python (a negated one, exif=, legend=, False)
   bool makes_model = false;  ///< Python: given to load() / from_state_dict(), not to a call
   bool repeatable = false;   ///< may be given several times (--strip, --ext)
