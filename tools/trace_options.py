@@ -163,9 +163,8 @@ def trace(graph, root, follow):
             hot = [i for i, refs in enumerate(args) if any(carrier or u in held for u, carrier in refs)
                    and (follow != "whole" or whole[i])]
             if hot and follow == "first" and not any(whole[i] for i in hot):
-                if callee not in seen:  # a part handed to a function: a stop, not followed further
-                    seen.add(callee)
-                    stops.append(tuple(d[:3]))
+                seen.add(callee)  # a part handed to a function: a stop, not followed further
+                stops.append(tuple(d[:3]))
             elif hot:
                 go(callee, {d[3][i][0] for i in hot if i < len(d[3])})
     go(starts[0], set())

@@ -9,7 +9,6 @@
 #include "core/setting_ref.hpp"
 #include "core/tensor.hpp"
 #include "model/rope.hpp"
-#include "model/vit.hpp"
 #include "model/rel_pos_resize.hpp"
 
 namespace attnmap {
@@ -317,7 +316,7 @@ void resample_pos_embed(ViTWeights& w, int image_w, int image_h) {
   resample_pos_embed(w, image_w, image_h, default_pos_interp(w.hp).mode);
 }
 
-// SimpleViT's sin-cos table (declared in model/vit.hpp).
+// SimpleViT's sin-cos table (model/pos_embed.hpp).
 void sincos_2d(float* out, int gh, int gw, int D) {
   if (D % 4 != 0 || D < 8) throw Error("sin-cos positions need D a multiple of 4 and at least 8, found " + std::to_string(D));
   const int q = D / 4;

@@ -66,4 +66,10 @@ void resample_pos_embed(ViTWeights& w, int image_w, int image_h, PosInterp mode)
 /// As above with default_pos_interp(w.hp).mode.
 void resample_pos_embed(ViTWeights& w, int image_w, int image_h);
 
+/// SimpleViT's 2-D sin-cos position table (lucidrains/vit-pytorch simple_vit.py posemb_sincos_2d,
+/// temperature 10000), computed in float32 as its code does: for the patch at (row y, column x) and
+/// omega_i = 1 / 10000^(i / (D/4 - 1)), i < D/4: [sin(x omega), cos(x omega), sin(y omega), cos(y omega)].
+/// out (gh * gw, D) row-major over the grid. Throws attnmap::Error unless D is a multiple of 4 and >= 8.
+void sincos_2d(float* out, int gh, int gw, int D);
+
 }  // namespace attnmap

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "model/cait.hpp"
 #include "model/kernels.hpp"
+#include "model/pos_embed.hpp"
 #include "model/preprocess.hpp"
 #include "model/rope.hpp"
 #include "model/sgemm.hpp"

@@ -128,10 +128,4 @@ void swiglu_forward(float* out, const float* in, int M, int hidden);
 /// distribution again, the attention each token receives averaged over the patch queries). Into out (T).
 void query_row(float* out, const float* p, int T, bool class_token, int first_patch);
 
-/// SimpleViT's 2-D sin-cos position table (lucidrains/vit-pytorch simple_vit.py posemb_sincos_2d,
-/// temperature 10000), computed in float32 as its code does: for the patch at (row y, column x) and
-/// omega_i = 1 / 10000^(i / (D/4 - 1)), i < D/4: [sin(x omega), cos(x omega), sin(y omega), cos(y omega)].
-/// out (gh * gw, D) row-major over the grid. Throws attnmap::Error unless D is a multiple of 4 and >= 8.
-void sincos_2d(float* out, int gh, int gw, int D);
-
 }  // namespace attnmap
