@@ -8,12 +8,16 @@
 //                                                  (the forward's own calls replayed stage by stage), decode,
 //                                                  resize, overlay, PNG of PHOTO (best of ITERS)
 //   attnmap_bench check WEIGHTS B OUT.bin          the maps (B, N) float32 of bench/onnx/ort_vit.js's input
+//   attnmap_bench linear [REPS]                    GFLOP/s of the own kernels and of oneDNN's on ViT-S/B/B448's
+//                                                  linear() products, batch 1 and 8, interleaved
 //   attnmap_bench precision [M] [REPS]             GFLOP/s of ViT-B/16's block products at M rows (197) in
 //                                                  float32 and bfloat16, and their ratio (weights in cache)
 // Prints "key value" lines that bench/run.sh parses.  The products use every usable core, or
-// $ATTNMAP_BENCH_THREADS threads (the 1 -> 2 core scaling); forward and check run in bfloat16 with
+// $ATTNMAP_BENCH_THREADS threads (the 1 -> 2 core scaling), on oneDNN's kernels with
+// $ATTNMAP_GEMM_KERNELS=onednn (set_gemm_kernels); forward and check run in bfloat16 with
 // $ATTNMAP_BENCH_PRECISION=bf16 (as --precision bf16).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -226,12 +230,61 @@ int precision_products(int M, int reps) {
   return 0;
 }
 
+// The own kernels against oneDNN's matmul on the linear() products of ViT-S/16, ViT-B/16 and ViT-B/16 at 448 px
+// (qkv, proj, fc1, fc2) at batch 1 and 8, in one process, the two interleaved rep by rep (a shared machine's
+// slow spells hit both): prints linear_gflops_own_<model>_b<B>, linear_gflops_onednn_..., the ratio, and
+// each shape's figures.
+int linear_kernels(int reps) {
+  struct Model { const char* name; int tokens, D; };
+  const Model models[] = {{"vits", 197, 384}, {"vitb", 197, 768}, {"vitb448", 785, 768}};
+  for (const Model& m : models) {
+    for (int B : {1, 8}) {
+      const int M = m.tokens * B, D = m.D;
+      double t_own = 0, t_lib = 0, flops = 0;
+      for (auto nk : {std::array<int, 2>{3 * D, D}, {D, D}, {4 * D, D}, {D, 4 * D}}) {
+        const int N = nk[0], K = nk[1];
+        std::vector<float> A(static_cast<size_t>(M) * K), C(static_cast<size_t>(M) * N), W(static_cast<size_t>(N) * K);
+        std::mt19937 g(1);
+        std::uniform_real_distribution<float> u(-1, 1);
+        for (auto& v : A) v = u(g);
+        for (auto& v : W) v = u(g);
+        LinearW own, lib;  // each keeps its own packed copy
+        own.out = lib.out = N;
+        own.in = lib.in = K;
+        own.weight = W;
+        lib.weight = W;
+        double best[2] = {1e30, 1e30};
+        for (int r = 0; r <= reps; ++r) {  // r = 0: packing and warm-up
+          for (int k = 0; k < 2; ++k) {
+            set_gemm_kernels(k == 0 ? GemmKernels::Own : GemmKernels::Library);
+            const auto t = Clock::now();
+            linear(C.data(), A.data(), k == 0 ? own : lib, M);
+            if (r > 0) best[k] = std::min(best[k], secs_since(t));
+          }
+        }
+        const double f = 2.0 * M * N * K;
+        std::printf("linear_shape_%s_b%d_%dx%dx%d own %.1f onednn %.1f GFLOP/s\n", m.name, B, M, N, K, f / best[0] / 1e9,
+                    f / best[1] / 1e9);
+        t_own += best[0];
+        t_lib += best[1];
+        flops += f;
+      }
+      std::printf("linear_gflops_own_%s_b%d %.2f\nlinear_gflops_onednn_%s_b%d %.2f\nlinear_own_over_onednn_%s_b%d %.3f\n",
+                  m.name, B, flops / t_own / 1e9, m.name, B, flops / t_lib / 1e9, m.name, B, t_lib / t_own);
+    }
+  }
+  set_gemm_kernels(GemmKernels::Own);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: attnmap_bench sgemm [SIZE] | forward WEIGHTS ITERS B... | load WEIGHTS\n");
     return 2;
   }
   const std::string cmd = argv[1];
+  const char* kinds = std::getenv("ATTNMAP_GEMM_KERNELS");  // "onednn": the library's kernels (forward, sgemm)
+  if (kinds != nullptr && std::string(kinds) == "onednn") set_gemm_kernels(GemmKernels::Library);
   const char* th = std::getenv("ATTNMAP_BENCH_THREADS");
   const int cores = th != nullptr && std::atoi(th) > 0 ? std::atoi(th) : usable_cores();
   set_blas_threads(cores);
@@ -252,6 +305,13 @@ int main(int argc, char** argv) {
       return 2;
     }
     return precision_products(argc > 2 ? std::atoi(argv[2]) : 197, argc > 3 ? std::atoi(argv[3]) : 20);
+  }
+  if (cmd == "linear") {
+    if (gemm_kernels() != GemmKernels::Own) {
+      std::fprintf(stderr, "attnmap_bench linear: the own kernels do not run on this CPU or build\n");
+      return 2;
+    }
+    return linear_kernels(argc > 2 ? std::atoi(argv[2]) : 10);
   }
   if (cmd == "stages" && argc >= 5) return stages(argv[2], argv[3], std::atoi(argv[4]));
   if (cmd == "check" && argc >= 5) {  // the peer's input pattern, exact in float32 in both programs

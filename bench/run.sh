@@ -101,6 +101,10 @@ for r in $(seq 1 "$ROUNDS"); do
     s=$(size_of "$m")
     echo "load_average $(cut -d' ' -f1 /proc/loadavg)" | tag "$r" "$m"
     "$B/attnmap_bench" forward "$W/$m.safetensors" "$ITERS" 1 8 | grep -v "^load_\|^cores" | tag "$r" "$m"
+    if grep -q 'ATTNMAP_GEMM:STRING=onednn' "$B/CMakeCache.txt"; then  # oneDNN's matmul for the products
+      ATTNMAP_GEMM_KERNELS=onednn "$B/attnmap_bench" forward "$W/$m.safetensors" "$ITERS" 1 8 |
+        grep '^forward_\(median_\)\?ms' | sed 's/^forward_/forward_onednn_/' | tag "$r" "$m"
+    fi
     if [ -n "$AVX512_CORE" ]; then  # the same forward with OpenBLAS's AVX-512 kernels (see the header line)
       OPENBLAS_CORETYPE=$AVX512_CORE "$B/attnmap_bench" forward "$W/$m.safetensors" "$ITERS" 1 8 |
         grep forward_ms | sed 's/forward_ms/forward_avx512_ms/' | tag "$r" "$m"
@@ -211,6 +215,11 @@ print("\n== summary (%s)" % sys.argv[1])
 print("load average before each round: %s" % ", ".join("%.2f" % x for x in rounds.get(("all", "load_average_before_round"), [])))
 peak = max(best("all", "sgemm_square_gflops", False), best("all", "sgemm_vitb_shapes_gflops", False))
 print("sgemm peak (best over rounds): %.1f GFLOP/s" % peak)
+if "r0.all.isa_fp32_fma_gflops_per_core" in v:  # the arithmetic bound (bench/isa_peak.cpp) on every core
+    import os
+    fma = v["r0.all.isa_fp32_fma_gflops_per_core"] * os.cpu_count()
+    print("float32 FMA peak: %.0f GFLOP/s per core x %d cores = %.0f GFLOP/s; the sgemm peak is %.0f%% of it" % (
+        v["r0.all.isa_fp32_fma_gflops_per_core"], os.cpu_count(), fma, 100 * peak / fma))
 names = {"vitb": "ViT-B/16 224", "vits": "ViT-S/16 224", "vitb448": "ViT-B/16 448"}
 nan = float("nan")
 def ort(m, b):  # the faster ORT graph at batch b, 2 threads: (best ms, median ms, graph), by best over rounds
@@ -233,6 +242,13 @@ for m in [x for x in ("vitb", "vits", "vitb448") if (x, "forward_ms_per_image_b1
         print("%-13s %-2d %7.1f / %-7.1f %7.1f / %-7.1f %7.1f / %-7.1f %5.2fx %-8s %5.0f%% %8.1f   >= 1.05x: %s%s" % (
             names[m], b, a, am, o, om, f, fm, ob / a, "(%s)" % og, g, t, mark(a * 1.05 <= ob),
             ("; >= 85%% peak: %s" % mark(g >= 85)) if m == "vitb" else ""))
+    if (m, "forward_onednn_ms_per_image_b1") in rounds:  # the same run with oneDNN's matmul for the products
+        print("%-13s products on oneDNN's matmul (ATTNMAP_GEMM_KERNELS=onednn): batch 1 %.1f / %.1f ms, batch 8 %.1f / %.1f ms;"
+              " own kernels' speed-up %.2fx / %.2fx" % (
+                  names[m], best(m, "forward_onednn_ms_per_image_b1"), med(m, "forward_onednn_ms_per_image_b1"),
+                  best(m, "forward_onednn_ms_per_image_b8"), med(m, "forward_onednn_ms_per_image_b8"),
+                  best(m, "forward_onednn_ms_per_image_b1") / best(m, "forward_ms_per_image_b1"),
+                  best(m, "forward_onednn_ms_per_image_b8") / best(m, "forward_ms_per_image_b8")))
     if (m, "forward_avx2_ms_per_image_b1") in rounds:
         for b in (1, 8):
             a2, ob, og = best(m, "forward_avx2_ms_per_image_b%d" % b), *ort(m, b)[::2]

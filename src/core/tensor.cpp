@@ -1,6 +1,9 @@
 #include "core/tensor.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <limits>
+#include <new>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -16,6 +19,36 @@ void Floats::drop_mapped_pages() const {
   const uintptr_t hi = (reinterpret_cast<uintptr_t>(view_ + n_)) / page * page;
   if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // advice: a failure costs memory only
 }
+
+void Floats::populate() const {
+#if defined(__linux__)
+  if (size() == 0) return;
+  constexpr int kPopulateRead = 22;  // MADV_POPULATE_READ, not in older headers
+  const uintptr_t page = 4096, a = reinterpret_cast<uintptr_t>(data()) / page * page;
+  const uintptr_t e = reinterpret_cast<uintptr_t>(data() + size());
+  (void)::madvise(reinterpret_cast<void*>(a), e - a, kPopulateRead);
+#endif
+}
+
+LargeBuffer::LargeBuffer(size_t bytes) {
+  constexpr size_t kHuge = size_t{2} << 20, kPage = 4096;
+  const size_t rounded = (std::max<size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
+  // posix_memalign, not aligned_alloc: the size need not be a multiple of the alignment (C11 asks that of
+  // aligned_alloc, and AddressSanitizer enforces it), so no memory is added to round it up
+  if (posix_memalign(&base, rounded >= kHuge ? kHuge : kPage, rounded) != 0) {
+    base = nullptr;
+    throw std::bad_alloc();
+  }
+#if defined(MADV_HUGEPAGE)
+  if (rounded >= kHuge) (void)::madvise(base, rounded / kHuge * kHuge, MADV_HUGEPAGE);
+#endif
+#if defined(__linux__)
+  constexpr int kPopulateWrite = 23;  // MADV_POPULATE_WRITE, not in older headers
+  (void)::madvise(base, rounded, kPopulateWrite);
+#endif
+}
+
+LargeBuffer::~LargeBuffer() { std::free(base); }
 
 int64_t Tensor::numel() const {
   int64_t n = 1;

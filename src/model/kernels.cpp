@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "model/kernels_avx2.hpp"
 #include "model/kernels_avx512.hpp"
@@ -30,6 +33,24 @@ bool have_avx512_bf16() {
   return yes;
 #else
   return false;
+#endif
+}
+
+// The own matrix product's ISA: AVX-512F where the CPU has it and $ONEDNN_MAX_CPU_ISA does not cap oneDNN
+// below it, else AVX2 + FMA, else none.
+int gemm_isa_width() {
+#if defined(__x86_64__)
+  static const int width = [] {
+    const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+    std::string c = cap != nullptr ? cap : "";
+    for (char& ch : c) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    const bool capped = c.rfind("AVX2", 0) == 0 || c == "AVX" || c == "SSE41";
+    if (!capped && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) return 48;
+    return have_avx2() ? 16 : 0;
+  }();
+  return width;
+#else
+  return 0;
 #endif
 }
 
@@ -154,6 +175,33 @@ void gelu(float* x, size_t n) {
   // The 16-wide body on CPUs with AVX-512 (the same SLEEF function and formula: the same bits, checked by
   // Kernels.GeluIsTheSameOnEveryPath).
   map_chunks(x, n, have_avx512_bf16() ? avx512::gelu : avx2::gelu, gelu_scalar);
+}
+
+int gemm_panel_width() { return gemm_isa_width(); }
+
+size_t gemm_panel_floats(int N, int K, int width) {
+  if (width <= 0) return 0;
+  const size_t panels = (static_cast<size_t>(N) + static_cast<size_t>(width) - 1) / static_cast<size_t>(width);
+  return panels * static_cast<size_t>(width) * static_cast<size_t>(K);
+}
+
+void pack_panels(float* out, const float* W, int N, int K, int width) {
+  const size_t w = static_cast<size_t>(width), k_all = static_cast<size_t>(K);
+  for (size_t p = 0; p * w < static_cast<size_t>(N); ++p) {
+    float* panel = out + p * w * k_all;
+    const size_t cols = std::min(w, static_cast<size_t>(N) - p * w);
+    for (size_t k = 0; k < k_all; ++k) {
+      float* row = panel + k * w;
+      for (size_t j = 0; j < cols; ++j) row[j] = W[(p * w + j) * k_all + k];
+      std::fill(row + cols, row + w, 0.0f);
+    }
+  }
+}
+
+void gemm_panels(float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
+                 const float* bias) {
+  if (gemm_isa_width() == 48) avx512::gemm_panels(C, ldc, A, lda, m, n, K, panels, bias);
+  else avx2::gemm_panels(C, ldc, A, lda, m, n, K, panels, bias);
 }
 
 bool has_bf16_instructions() { return have_avx512_bf16(); }

@@ -57,4 +57,44 @@ void residual_add(float* x, const float* y, const float* gamma, size_t M, int D)
 /// operations (gamma * y, then +=), so the bits are residual_add's.
 void residual_add_tile(float* x, size_t ldx, const float* y, size_t ldy, const float* gamma, size_t m, size_t n);
 
+/// The own matrix product's sums: each element of C is start + s_0 + s_1 + ... (start: the bias or 0), added
+/// in that order, where s_c = the sum over the c-th chunk of kGemmChunk steps of k (k from 0, the last chunk
+/// shorter) of A(i, k) W(j, k), each chunk summed in k order by fused multiply-adds from 0 (rounded once per
+/// step). Chunks keep the error of a long sum near a library's (one chain over K = 3072 was 2.5-5x oneDNN's
+/// error against a double reference; chunks of 128: GemmKernels tests). The bits depend on K alone.
+constexpr int kGemmChunk = 128;
+
+/// The depth of the own product's passes over a block of C: the whole K up to kGemmDepthMax; past it,
+/// ceil(K / kGemmDepthMax) passes of equal depth (rounded up to a whole number of chunks, the last shorter),
+/// so that a row block's A (rows x depth) stays in a core's L2 cache with the panel it meets. A pass adds its
+/// chunks to C's values: passes do not change the sums' order.
+constexpr int kGemmDepthMax = 768;
+inline int gemm_depth(int K) {
+  if (K <= kGemmDepthMax) return K;
+  const int passes = (K + kGemmDepthMax - 1) / kGemmDepthMax;
+  return ((K + passes - 1) / passes + kGemmChunk - 1) / kGemmChunk * kGemmChunk;
+}
+
+/// Width of the own matrix product's weight panels on this CPU: 48 columns (AVX-512F: 3 zmm), 16 (AVX2 + FMA:
+/// 2 ymm), 0 where neither runs (the library's product is used). AVX-512 is not used when $ONEDNN_MAX_CPU_ISA
+/// caps oneDNN below it (AVX2, AVX, SSE41), so a run capped to AVX2 times the AVX2 kernels of both.
+int gemm_panel_width();
+
+/// W (N, K) row-major (a PyTorch nn.Linear weight) into panels of `width` = gemm_panel_width() columns:
+/// panel p holds W's rows [p * width, p * width + width) transposed, K rows of `width` floats (k-major), the
+/// rows past N zero; out holds gemm_panel_floats(N, K) floats, 64-byte aligned. On the calling thread.
+void pack_panels(float* out, const float* W, int N, int K, int width);
+
+/// Floats of pack_panels' output: ceil(N / width) * width * K (0 when width is 0).
+size_t gemm_panel_floats(int N, int K, int width);
+
+/// C (m, n) = A (m, K) * W^T (+ bias (n) when not null), C's rows ldc apart and A's lda apart, W packed by
+/// pack_panels (`panels`: the panels of C's n columns, from the first). Each element of C is summed as
+/// kGemmChunk says, the same operations whatever m, the row and column where the call's block starts, the
+/// thread and the ISA path (AVX-512 or AVX2): a row's bits depend on W, K and the row alone. On the calling
+/// thread (a pool task's). BLIS-style (Van Zee and van de Geijn, "BLIS: A Framework for Rapidly Instantiating
+/// BLAS Functionality", 2015): a register-blocked micro-tile that reads the panel's rows from cache.
+void gemm_panels(float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
+                 const float* bias);
+
 }  // namespace attnmap::kernels

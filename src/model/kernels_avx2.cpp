@@ -1,6 +1,8 @@
 // Compiled with -mavx2 -mfma (CMakeLists.txt); see kernels_avx2.hpp.
 #include "model/kernels_avx2.hpp"
 
+#include "model/kernels.hpp"
+
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #include <sleef.h>
@@ -160,6 +162,89 @@ void softmax_row(float* row, int n) {
   for (int j = full; j < n; ++j) row[j] *= inv1;
 }
 
+namespace {
+
+// The micro-tile: R <= kTileRows rows x 16 columns (2 registers of 8) of C, 12 accumulators, with
+// avx512::gemm_panels' operations element by element (start; per chunk of kGemmChunk steps a sum from 0 by
+// one FMA per k in k order, then added): the same bits.
+constexpr int kTileRows = 6;
+
+// Lanes [0, c) of a register of 8 (c clamped to 0..8), as a mask for maskload / maskstore.
+__m256i lanes_below(int c) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(std::clamp(c, 0, 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+template <int R>
+inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const float* P, int kc, int nc,
+                       const float* bias, bool from_c) {
+  const __m256i m0 = lanes_below(nc), m1 = lanes_below(nc - 8);
+  alignas(32) float total[R][16];
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i) {
+    const float* ci = C + static_cast<size_t>(i) * ldc;
+    _mm256_store_ps(total[i], from_c ? _mm256_maskload_ps(ci, m0)
+                              : bias != nullptr ? _mm256_maskload_ps(bias, m0) : _mm256_setzero_ps());
+    _mm256_store_ps(total[i] + 8, from_c ? _mm256_maskload_ps(ci + 8, m1)
+                                  : bias != nullptr ? _mm256_maskload_ps(bias + 8, m1) : _mm256_setzero_ps());
+  }
+  for (int k0 = 0; k0 < kc; k0 += kGemmChunk) {
+    __m256 acc[R][2];
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    const int k1 = std::min(kc, k0 + kGemmChunk);
+#pragma GCC unroll 4
+    for (int k = k0; k < k1; ++k) {
+      const float* pk = P + static_cast<size_t>(k) * 16;
+      const __m256 b0 = _mm256_load_ps(pk), b1 = _mm256_load_ps(pk + 8);
+#pragma GCC unroll 6
+      for (int i = 0; i < R; ++i) {
+        const __m256 a = _mm256_broadcast_ss(A + static_cast<size_t>(i) * lda + static_cast<size_t>(k));
+        acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
+      }
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      _mm256_store_ps(total[i], _mm256_add_ps(_mm256_load_ps(total[i]), acc[i][0]));
+      _mm256_store_ps(total[i] + 8, _mm256_add_ps(_mm256_load_ps(total[i] + 8), acc[i][1]));
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i) {
+    _mm256_maskstore_ps(C + static_cast<size_t>(i) * ldc, m0, _mm256_load_ps(total[i]));
+    _mm256_maskstore_ps(C + static_cast<size_t>(i) * ldc + 8, m1, _mm256_load_ps(total[i] + 8));
+  }
+}
+
+template <int R>
+inline void rows_tile(int r, float* C, size_t ldc, const float* A, size_t lda, const float* P, int kc, int nc,
+                      const float* bias, bool from_c) {
+  if constexpr (R > 1) {
+    if (r < R) return rows_tile<R - 1>(r, C, ldc, A, lda, P, kc, nc, bias, from_c);
+  }
+  micro_tile<R>(C, ldc, A, lda, P, kc, nc, bias, from_c);
+}
+
+}  // namespace
+
+void gemm_panels(float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
+                 const float* bias) {
+  constexpr int kw = 16;
+  const int depth = gemm_depth(K);
+  for (int k0 = 0; k0 < K; k0 += depth) {
+    const int kc = std::min(depth, K - k0);
+    for (int j = 0; j < n; j += kw) {
+      const float* P = panels + static_cast<size_t>(j / kw) * static_cast<size_t>(K) * kw + static_cast<size_t>(k0) * kw;
+      const float* bj = bias != nullptr ? bias + j : nullptr;
+      for (int i = 0; i < m; i += kTileRows) {
+        rows_tile<kTileRows>(std::min(kTileRows, m - i), C + static_cast<size_t>(i) * ldc + static_cast<size_t>(j), ldc,
+                             A + static_cast<size_t>(i) * lda + static_cast<size_t>(k0), lda, P, kc, std::min(kw, n - j),
+                             bj, k0 > 0);
+      }
+    }
+  }
+}
+
 }  // namespace attnmap::kernels::avx2
 
 #else  // not an x86 build with AVX2: model/kernels.cpp never calls these
@@ -171,5 +256,6 @@ void quick_gelu(float*, size_t) { std::abort(); }
 void gelu_tanh(float*, size_t) { std::abort(); }
 void silu(float*, size_t) { std::abort(); }
 void softmax_row(float*, int) { std::abort(); }
+void gemm_panels(float*, size_t, const float*, size_t, int, int, int, const float*, const float*) { std::abort(); }
 }  // namespace attnmap::kernels::avx2
 #endif

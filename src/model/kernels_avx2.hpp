@@ -11,5 +11,8 @@ void quick_gelu(float* x, size_t n);
 void silu(float* x, size_t n);
 void gelu_tanh(float* x, size_t n);
 void softmax_row(float* row, int n);
+/// kernels::gemm_panels on panels of 16 columns: micro-tiles of 6 rows x 16 columns in 12 ymm accumulators.
+void gemm_panels(float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
+                 const float* bias);
 
 }  // namespace attnmap::kernels::avx2

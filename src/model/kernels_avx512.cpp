@@ -1,6 +1,8 @@
 // Compiled with -mavx512f -mavx512bf16 -mfma (CMakeLists.txt); see kernels_avx512.hpp.
 #include "model/kernels_avx512.hpp"
 
+#include "model/kernels.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -82,6 +84,95 @@ void softmax_row(float* row, int n) {
   }
 }
 
+namespace {
+
+// The micro-tile: R <= kTileRows rows x 48 columns (3 registers of 16) of C, 24 accumulators, with
+// gemm_panels' operations: c = start (C's values, or the bias, or 0); for each chunk of kGemmChunk steps of k,
+// s = 0, s = fma(A(i, k), P(k, j), s) in k order, c = c + s. nc <= 48 of the columns are C's (the rest: the
+// panel's zero padding, not stored). The running sums c wait in `total` (L1) while a chunk is summed.
+constexpr int kTileRows = 8, kVecs = 3;
+
+template <int R>
+inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const float* P, int kc, int nc,
+                       const float* bias, bool from_c) {
+  __mmask16 mask[kVecs];
+  for (int v = 0; v < kVecs; ++v) {
+    const int c = std::clamp(nc - 16 * v, 0, 16);
+    mask[v] = static_cast<__mmask16>(c == 16 ? 0xffffu : (1u << c) - 1u);
+  }
+  alignas(64) float total[R][16 * kVecs];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 3
+    for (int v = 0; v < kVecs; ++v) {
+      _mm512_store_ps(total[i] + 16 * v, from_c ? _mm512_maskz_loadu_ps(mask[v], C + static_cast<size_t>(i) * ldc + 16 * v)
+                                         : bias != nullptr ? _mm512_maskz_loadu_ps(mask[v], bias + 16 * v)
+                                                           : _mm512_setzero_ps());
+    }
+  }
+  for (int k0 = 0; k0 < kc; k0 += kGemmChunk) {
+    __m512 acc[R][kVecs];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = acc[i][2] = _mm512_setzero_ps();
+    const int k1 = std::min(kc, k0 + kGemmChunk);
+#pragma GCC unroll 4
+    for (int k = k0; k < k1; ++k) {
+      const float* pk = P + static_cast<size_t>(k) * (16 * kVecs);
+      _mm_prefetch(reinterpret_cast<const char*>(pk + 16 * kVecs * 8), _MM_HINT_T0);
+      const __m512 b0 = _mm512_load_ps(pk), b1 = _mm512_load_ps(pk + 16), b2 = _mm512_load_ps(pk + 32);
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        const __m512 a = _mm512_set1_ps(A[static_cast<size_t>(i) * lda + static_cast<size_t>(k)]);
+        acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
+        acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+        acc[i][2] = _mm512_fmadd_ps(a, b2, acc[i][2]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 3
+      for (int v = 0; v < kVecs; ++v)
+        _mm512_store_ps(total[i] + 16 * v, _mm512_add_ps(_mm512_load_ps(total[i] + 16 * v), acc[i][v]));
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 3
+    for (int v = 0; v < kVecs; ++v)
+      _mm512_mask_storeu_ps(C + static_cast<size_t>(i) * ldc + 16 * v, mask[v], _mm512_load_ps(total[i] + 16 * v));
+  }
+}
+
+// micro_tile<r> for 1 <= r <= R.
+template <int R>
+inline void rows_tile(int r, float* C, size_t ldc, const float* A, size_t lda, const float* P, int kc, int nc,
+                      const float* bias, bool from_c) {
+  if constexpr (R > 1) {
+    if (r < R) return rows_tile<R - 1>(r, C, ldc, A, lda, P, kc, nc, bias, from_c);
+  }
+  micro_tile<R>(C, ldc, A, lda, P, kc, nc, bias, from_c);
+}
+
+}  // namespace
+
+void gemm_panels(float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
+                 const float* bias) {
+  constexpr int kw = 16 * kVecs;
+  const int depth = gemm_depth(K);
+  for (int k0 = 0; k0 < K; k0 += depth) {
+    const int kc = std::min(depth, K - k0);
+    for (int j = 0; j < n; j += kw) {
+      const float* P = panels + static_cast<size_t>(j / kw) * static_cast<size_t>(K) * kw + static_cast<size_t>(k0) * kw;
+      const float* bj = bias != nullptr ? bias + j : nullptr;
+      for (int i = 0; i < m; i += kTileRows) {
+        rows_tile<kTileRows>(std::min(kTileRows, m - i), C + static_cast<size_t>(i) * ldc + static_cast<size_t>(j), ldc,
+                             A + static_cast<size_t>(i) * lda + static_cast<size_t>(k0), lda, P, kc, std::min(kw, n - j),
+                             bj, k0 > 0);
+      }
+    }
+  }
+}
+
 }  // namespace attnmap::kernels::avx512
 
 #else  // another CPU family: never called (kernels.cpp checks the CPU first)
@@ -90,6 +181,7 @@ namespace attnmap::kernels::avx512 {
 void to_bf16(uint16_t*, const float*, size_t) {}
 void gelu(float*, size_t) {}
 void softmax_row(float*, int) {}
+void gemm_panels(float*, size_t, const float*, size_t, int, int, int, const float*, const float*) {}
 }  // namespace attnmap::kernels::avx512
 
 #endif

@@ -17,4 +17,9 @@ void gelu(float* x, size_t n);
 /// 1.0-ULP exp, the sum in double in the same order), 16 floats at a time.
 void softmax_row(float* row, int n);
 
+/// kernels::gemm_panels on panels of 48 columns (kernels::gemm_panel_width() on this path): micro-tiles of 8
+/// rows x 48 columns in 24 zmm accumulators.
+void gemm_panels(float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
+                 const float* bias);
+
 }  // namespace attnmap::kernels::avx512

@@ -5,6 +5,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -12,16 +13,15 @@
 #include <unordered_map>
 
 #include "core/error.hpp"
+#include "core/tensor.hpp"
 #include "model/kernels.hpp"
 #include "model/thread_pool.hpp"
 
 #if defined(ATTNMAP_GEMM_ONEDNN)
-#include <sys/mman.h>
 
 #include <map>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <tuple>
@@ -170,18 +170,18 @@ RowTiles row_tiles(int M) {
   return t;
 }
 
-// Column blocks of N: width a multiple of 16, the smallest count >= N / kPackedColTarget that comes out
+// Column blocks of N: width a multiple of `align` (16, or the own product's panel width), the smallest count >= N / kPackedColTarget that comes out
 // even (tried up to 4 more), else that first count.
 struct ColBlocks {
   int count = 0, width = 0;
 };
 
-ColBlocks col_blocks(int N) {
+ColBlocks col_blocks(int N, int align) {
   const int first = std::max(1, (N + kPackedColTarget - 1) / kPackedColTarget);
   ColBlocks best;
   for (int c = first; c <= first + 4; ++c) {
     ColBlocks b;
-    b.width = cut(N, c, kColAlign);
+    b.width = cut(N, c, align);
     b.count = (N + b.width - 1) / b.width;
     if (c == first) best = b;
     if (b.count % 2 == 0 || b.count == 1) return b;
@@ -210,80 +210,93 @@ struct PackedBlock {
   memory values;
 };
 
-// The packed blocks of one layer in one allocation, aligned to 2 MiB, its whole 2 MiB pieces marked for
-// transparent huge pages (madvise; the system may say no; the tail and layers under 2 MiB keep 4 KiB pages, so
-// no memory is added): writing a ViT-B's packed weights then takes a page fault per 2 MiB instead of one per
-// 4 KiB page, which on a virtual machine was a fifth of a run's start-up (perf: page faults under the packing).
-struct PackedStorage {
-  void* base = nullptr;
-  explicit PackedStorage(size_t bytes) {
-    constexpr size_t kHuge = size_t{2} << 20, kPage = 4096;
-    const size_t rounded = (std::max<size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
-    // posix_memalign, not aligned_alloc: the size need not be a multiple of the alignment (C11 asks that of
-    // aligned_alloc, and AddressSanitizer enforces it), so no memory is added to round it up
-    if (posix_memalign(&base, rounded >= kHuge ? kHuge : kPage, rounded) != 0) {
-      base = nullptr;
-      throw std::bad_alloc();
-    }
-#if defined(MADV_HUGEPAGE)
-    if (rounded >= kHuge) (void)madvise(base, rounded / kHuge * kHuge, MADV_HUGEPAGE);
-#endif
-#if defined(__linux__)
-    // Every page mapped now in one call (MADV_POPULATE_WRITE, Linux 5.14; a hint, errors ignored), not by a page
-    // fault per 4 KiB page of the tail or of a layer under 2 MiB as the reorders write them (a ViT-B in bf16:
-    // ~9000 faults).
-    constexpr int kPopulateWrite = 23;  // MADV_POPULATE_WRITE, not in older headers
-    (void)madvise(base, rounded, kPopulateWrite);
-#endif
+// The column blocks of col_blocks(N, align), their values not yet packed.
+std::vector<PackedBlock> column_blocks(int N, int align) {
+  const ColBlocks cb = col_blocks(N, align);
+  std::vector<PackedBlock> blocks(static_cast<size_t>(cb.count));
+  for (int j = 0; j < cb.count; ++j) {
+    blocks[static_cast<size_t>(j)].n0 = j * cb.width;
+    blocks[static_cast<size_t>(j)].n = std::min(cb.width, N - j * cb.width);
   }
-  ~PackedStorage() { std::free(base); }
-  PackedStorage(const PackedStorage&) = delete;
-  PackedStorage& operator=(const PackedStorage&) = delete;
-};
+  return blocks;
+}
 
-// lin.weight (N, K) packed block by block (col_blocks(N)), in float32 or bfloat16.
+// The own kernels' column blocks: whole panels of `width` columns, spread as evenly as whole panels allow over
+// the count col_blocks(N, width) gives (blocks of one more panel first), so that 2 threads get equal shares
+// (a last narrow block left one thread idle for a third of ViT-B's proj and fc2 at batch 1).
+std::vector<PackedBlock> panel_blocks(int N, int width) {
+  const int panels = (N + width - 1) / width;
+  const int count = std::min(panels, col_blocks(N, width).count);
+  std::vector<PackedBlock> blocks(static_cast<size_t>(count));
+  for (int j = 0; j < count; ++j) {
+    const int p0 = j * panels / count, p1 = (j + 1) * panels / count;
+    blocks[static_cast<size_t>(j)].n0 = p0 * width;
+    blocks[static_cast<size_t>(j)].n = std::min(N, p1 * width) - p0 * width;
+  }
+  return blocks;
+}
+
+// lin.weight (N, K) packed block by block (col_blocks), in float32 or bfloat16: for oneDNN's matmul (`values`
+// of each block), or, when `panel_width` > 0, for the own product (kernels::pack_panels: `panels`, the blocks
+// giving only the columns each tile computes).
 struct PackedLinear {
   int N = 0, K = 0;
   bool bf16 = false;
+  int panel_width = 0;
+  const float* panels = nullptr;
   std::vector<PackedBlock> blocks;
-  std::unique_ptr<PackedStorage> storage;  // the blocks' values
+  std::unique_ptr<LargeBuffer> storage;  // the blocks' values, or the panels
 };
 
-// Asks the system to map the pages of [p, p + bytes) now, in one call (MADV_POPULATE_READ, Linux 5.14), for a
-// weight matrix viewed in place from a file: the packing then reads it without a page fault per few pages.
-// Nothing where the call is unknown; errors ignored (it is only a hint; owned memory is mapped already).
-void populate_for_reading(const void* p, size_t bytes) {
-#if defined(__linux__)
-  constexpr int kPopulateRead = 22;  // MADV_POPULATE_READ, not in older headers
-  const uintptr_t page = 4096, a = reinterpret_cast<uintptr_t>(p) / page * page;
-  const uintptr_t e = reinterpret_cast<uintptr_t>(p) + bytes;
-  (void)madvise(reinterpret_cast<void*>(a), e - a, kPopulateRead);
-#else
-  (void)p, (void)bytes;
-#endif
+// The kind set_gemm_kernels asked for (Own unless a benchmark says otherwise).
+std::atomic<bool> library_kernels_asked{false};
+
+// True when float32 linear() products run on the own kernels (kernels::gemm_panels): wherever the CPU has AVX2
+// + FMA or AVX-512F (on AMD Zen 5 they run ViT-B/16's products at ~90-95 % of the FMA peak, oneDNN 2.6's at
+// ~84 %: docs/benchmarks.md), unless set_gemm_kernels(Library).
+bool own_f32_kernels() { return kernels::gemm_panel_width() > 0 && !library_kernels_asked.load(); }
+
+// lin.weight packed for the own kernels: the column blocks of panel_blocks(N, width), each block's panels
+// packed by one pool task (the values do not depend on which).
+std::shared_ptr<PackedLinear> pack_for_own_kernels(const LinearW& lin) {
+  auto p = std::make_shared<PackedLinear>();
+  p->N = lin.out;
+  p->K = lin.in;
+  p->panel_width = kernels::gemm_panel_width();
+  p->blocks = panel_blocks(p->N, p->panel_width);
+  p->storage = std::make_unique<LargeBuffer>(kernels::gemm_panel_floats(p->N, p->K, p->panel_width) * sizeof(float));
+  float* panels = static_cast<float*>(p->storage->base);
+  p->panels = panels;
+  lin.weight.populate();
+  parallel_for(static_cast<int>(p->blocks.size()), [&](int j) {
+    const PackedBlock& b = p->blocks[static_cast<size_t>(j)];
+    kernels::pack_panels(panels + kernels::gemm_panel_floats(b.n0, p->K, p->panel_width),
+                         lin.weight.data() + static_cast<size_t>(b.n0) * static_cast<size_t>(p->K), b.n, p->K,
+                         p->panel_width);
+  });
+  return p;
 }
 
 // Packs lin.weight; the column blocks are reordered in parallel on the pool (each block by one oneDNN
 // reorder on its thread: the packed values do not depend on which thread packs which block).
 std::shared_ptr<const PackedLinear> pack_linear(const LinearW& lin, bool bf16) {
+  if (!bf16 && own_f32_kernels()) return pack_for_own_kernels(lin);
   one_omp_thread();
   auto p = std::make_shared<PackedLinear>();
   p->N = lin.out;
   p->K = lin.in;
   p->bf16 = bf16;
-  const ColBlocks cb = col_blocks(p->N);
-  std::vector<size_t> offset(static_cast<size_t>(cb.count) + 1, 0);
-  for (int j = 0; j < cb.count; ++j) {
-    PackedBlock b;
-    b.n0 = j * cb.width;
-    b.n = std::min(cb.width, p->N - b.n0);
+  p->blocks = column_blocks(p->N, kColAlign);
+  const int count = static_cast<int>(p->blocks.size());
+  std::vector<size_t> offset(static_cast<size_t>(count) + 1, 0);
+  for (int j = 0; j < count; ++j) {
+    PackedBlock& b = p->blocks[static_cast<size_t>(j)];
     b.md = packed_weights_md(b.n, p->K, bf16);
     offset[static_cast<size_t>(j) + 1] = offset[static_cast<size_t>(j)] + (b.md.get_size() + 4095) / 4096 * 4096;
-    p->blocks.push_back(std::move(b));
   }
-  p->storage = std::make_unique<PackedStorage>(offset.back());
-  populate_for_reading(lin.weight.data(), static_cast<size_t>(p->N) * static_cast<size_t>(p->K) * sizeof(float));
-  parallel_for(cb.count, [&](int j) {
+  p->storage = std::make_unique<LargeBuffer>(offset.back());
+  lin.weight.populate();
+  parallel_for(count, [&](int j) {
     one_omp_thread();
     PackedBlock& b = p->blocks[static_cast<size_t>(j)];
     b.values = memory(b.md, cpu_engine(), static_cast<uint8_t*>(p->storage->base) + offset[static_cast<size_t>(j)]);
@@ -299,8 +312,9 @@ std::shared_ptr<const PackedLinear> pack_linear(const LinearW& lin, bool bf16) {
 // once), then kept with the weights; weights viewed in place from a file hand their pages back.
 // A run packs in one precision; asked for the other, the packed copy is made again from lin.weight.
 std::shared_ptr<const PackedLinear> packed(const LinearW& lin, bool bf16) {
+  const int width = !bf16 && own_f32_kernels() ? kernels::gemm_panel_width() : 0;
   auto ok = [&](const std::shared_ptr<const PackedLinear>& p) {
-    return p && p->N == lin.out && p->K == lin.in && p->bf16 == bf16;
+    return p && p->N == lin.out && p->K == lin.in && p->bf16 == bf16 && p->panel_width == width;
   };
   std::shared_ptr<const PackedLinear> p = std::static_pointer_cast<const PackedLinear>(lin.weight.derived());
   if (ok(p)) return p;
@@ -406,24 +420,47 @@ void tile_epilogue(const Epilogue& e, float* tile, int m, int n, int n0, int N, 
   for (size_t i = 0; i < static_cast<size_t>(m); ++i) std::copy_n(tile + i * sn, sn, Y + i * sN + s0);
 }
 
+// This thread's buffer for one dense tile of `floats`: grown, never zero-filled again.
+float* tile_buffer(size_t floats) {
+  thread_local std::vector<float> tile;
+  if (tile.size() < floats) tile.resize(floats);
+  return tile.data();
+}
+
+// One tile of linear() on the own kernels: X (m, K) times the panels of blk's columns, + bias, straight into Y's
+// rows when there is no epilogue, else into a dense tile that the epilogue then reads.
+void own_tile(const PackedLinear& p, const PackedBlock& blk, int m, const float* X, const float* bias, float* Y,
+              const Epilogue& epilogue) {
+  const float* panels = p.panels + kernels::gemm_panel_floats(blk.n0, p.K, p.panel_width);
+  const float* b = bias != nullptr ? bias + blk.n0 : nullptr;
+  const size_t K = static_cast<size_t>(p.K);
+  if (epilogue.residual == nullptr && epilogue.act == nullptr) {
+    kernels::gemm_panels(Y + blk.n0, static_cast<size_t>(p.N), X, K, m, blk.n, p.K, panels, b);
+    return;
+  }
+  float* tile = tile_buffer(static_cast<size_t>(m) * static_cast<size_t>(blk.n));
+  kernels::gemm_panels(tile, static_cast<size_t>(blk.n), X, K, m, blk.n, p.K, panels, b);
+  tile_epilogue(epilogue, tile, m, blk.n, blk.n0, p.N, Y);
+}
+
 // X: float32 rows, or bfloat16 rows (uint16) when p.bf16.
 void packed_tile(const PackedLinear& p, const PackedBlock& blk, int m, const void* X, const float* bias, float* Y,
                  const Epilogue& epilogue) {
+  if (p.panel_width > 0) return own_tile(p, blk, m, static_cast<const float*>(X), bias, Y, epilogue);
   one_omp_thread();
   const TilePrimitive tp = tile_primitive(m, p, blk, bias != nullptr);
   const dnnl::engine& eng = cpu_engine();
   const size_t n = static_cast<size_t>(blk.n);
-  thread_local std::vector<float> tile;  // (m, n) dense, written by the product: grown, never zero-filled again
-  if (tile.size() < static_cast<size_t>(m) * n) tile.resize(static_cast<size_t>(m) * n);
+  float* const tile = tile_buffer(static_cast<size_t>(m) * n);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, memory(rows_md(m, p.K, p.K, p.bf16 ? kBF16 : kF32), eng, const_cast<void*>(X))},
       {DNNL_ARG_WEIGHTS, blk.values},
-      {DNNL_ARG_DST, memory(rows_md(m, blk.n, blk.n), eng, tile.data())}};
+      {DNNL_ARG_DST, memory(rows_md(m, blk.n, blk.n), eng, tile)}};
   if (bias != nullptr)
     args.emplace(DNNL_ARG_BIAS, memory(memory::desc(Dims{1, blk.n}, kF32, memory::format_tag::ab), eng,
                                        const_cast<float*>(bias + blk.n0)));
   execute(tp, std::move(args));
-  tile_epilogue(epilogue, tile.data(), m, blk.n, blk.n0, p.N, Y);
+  tile_epilogue(epilogue, tile, m, blk.n, blk.n0, p.N, Y);
 }
 #endif
 
@@ -606,11 +643,21 @@ bool linear_rows_independent() {
                                           cpu_engine());
     return std::string(pd.impl_info_str()).rfind("brg", 0) == 0;
   }();
-  return brgemm;
+  return own_f32_kernels() || brgemm;
 #else
   return false;
 #endif
 }
+
+#if defined(ATTNMAP_GEMM_ONEDNN)
+void set_gemm_kernels(GemmKernels kind) { library_kernels_asked.store(kind == GemmKernels::Library); }
+
+GemmKernels gemm_kernels() { return own_f32_kernels() ? GemmKernels::Own : GemmKernels::Library; }
+#else
+void set_gemm_kernels(GemmKernels) {}
+
+GemmKernels gemm_kernels() { return GemmKernels::Library; }
+#endif
 
 const char* gemm_backend() {
 #if defined(ATTNMAP_GEMM_ONEDNN)

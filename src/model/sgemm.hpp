@@ -91,6 +91,17 @@ void prepack_linear(const LinearW& lin, Precision precision);
 /// scale); OpenBLAS: cblas_sgemm. Throws attnmap::Error when the back-end refuses the shape.
 void matmul_dense(float* C, const float* A, const float* B, int M, int N, int K, bool trans_b, float alpha);
 
+/// Which kernels run float32 linear() products on packed weights: the project's own (kernels::gemm_panels,
+/// where the CPU has AVX2 + FMA or AVX-512F: the default), or the back-end library's (oneDNN's matmul; with
+/// OpenBLAS, linear() always multiplies the weights as they are). Set before a run's products: for benchmarks
+/// that compare the two in one process (bench/bench.cpp). Weights packed for the other kind are packed again
+/// on their next product. The own kernels' bits do not depend on the ISA path (AVX-512 or AVX2).
+enum class GemmKernels { Own, Library };
+void set_gemm_kernels(GemmKernels kind);
+
+/// The kind linear() uses now: Own only where it is set (the default) and the CPU runs the own kernels.
+GemmKernels gemm_kernels();
+
 /// The GEMM back-end this build runs linear() and sgemm() on: "onednn" or "openblas" (-DATTNMAP_GEMM).
 const char* gemm_backend();
 

@@ -1,0 +1,172 @@
+// The own matrix-product kernels (kernels::gemm_panels, issue 45): each element is the bias plus chunk sums of
+// fused multiply-adds in k order, exactly, on the AVX2 and the AVX-512 path alike (so both give the same bits);
+// linear() on them gives the same bits whatever the thread count and the row count, and is as accurate as
+// oneDNN's matmul against a double reference.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "checkpoint/weights.hpp"
+#include "model/kernels.hpp"
+#include "model/kernels_avx2.hpp"
+#include "model/kernels_avx512.hpp"
+#include "model/sgemm.hpp"
+#include "model/thread_pool.hpp"
+
+using namespace attnmap;
+
+namespace {
+
+std::vector<float> uniform(size_t n, unsigned seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(g);
+  return v;
+}
+
+#if defined(__x86_64__)
+#define CPU_HAS(isa) __builtin_cpu_supports(isa)
+#else
+#define CPU_HAS(isa) false
+#endif
+
+// C (m, n) with rows ldc apart, the kernels' contract (kernels::kGemmChunk) written out: bias (or 0), then per
+// chunk of k a sum from 0 by fmaf in k order, added.
+std::vector<float> fma_chain(const std::vector<float>& A, size_t lda, const std::vector<float>& W, const float* bias,
+                             int m, int n, int K, size_t ldc) {
+  std::vector<float> C(static_cast<size_t>(m) * ldc, -7.0f);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      float c = bias != nullptr ? bias[j] : 0.0f;
+      for (int k0 = 0; k0 < K; k0 += kernels::kGemmChunk) {
+        float s = 0.0f;
+        for (int k = k0; k < std::min(K, k0 + kernels::kGemmChunk); ++k)
+          s = std::fma(A[static_cast<size_t>(i) * lda + static_cast<size_t>(k)], W[static_cast<size_t>(j) * K + k], s);
+        c += s;
+      }
+      C[static_cast<size_t>(i) * ldc + static_cast<size_t>(j)] = c;
+    }
+  return C;
+}
+
+// RAII 64-byte aligned floats (the panels are read with aligned loads).
+struct Aligned {
+  float* p = nullptr;
+  explicit Aligned(size_t n) { p = static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(64, (n * 4 + 63) / 64 * 64))); }
+  ~Aligned() { std::free(p); }
+};
+
+using GemmFn = void (*)(float*, size_t, const float*, size_t, int, int, int, const float*, const float*);
+
+// One path (panel width, function) on shapes with row tails (m not a multiple of 6 or 8), column tails (n not
+// a multiple of 16 or 48), one and several depth passes (K up to 1600 > kGemmDepthMax), strided A and C, with
+// and without bias: every element equal to the FMA chain, and nothing written past a row's n columns.
+void expect_fma_chain(int width, GemmFn gemm) {
+  for (int m : {1, 5, 8, 13}) {
+    for (int n : {1, 16, 47, 49, 97}) {
+      for (int K : {1, 7, 300, 1600}) {
+        for (bool with_bias : {false, true}) {
+          const size_t lda = static_cast<size_t>(K) + 3, ldc = static_cast<size_t>(n) + 5;
+          const std::vector<float> A = uniform(static_cast<size_t>(m) * lda, 1), W = uniform(static_cast<size_t>(n) * K, 2),
+                                   b = uniform(static_cast<size_t>(n), 3);
+          Aligned panels(kernels::gemm_panel_floats(n, K, width));
+          kernels::pack_panels(panels.p, W.data(), n, K, width);
+          const float* bias = with_bias ? b.data() : nullptr;
+          std::vector<float> C(static_cast<size_t>(m) * ldc, -7.0f);
+          gemm(C.data(), ldc, A.data(), lda, m, n, K, panels.p, bias);
+          const std::vector<float> want = fma_chain(A, lda, W, bias, m, n, K, ldc);
+          ASSERT_EQ(std::memcmp(C.data(), want.data(), C.size() * sizeof(float)), 0)
+              << "width " << width << ", m " << m << ", n " << n << ", K " << K << ", bias " << with_bias;
+        }
+      }
+    }
+  }
+}
+
+struct KernelsKind {  // restores the default after a test
+  ~KernelsKind() {
+    set_gemm_kernels(GemmKernels::Own);
+    set_blas_threads(1);
+  }
+};
+
+LinearW random_layer(int N, int K, unsigned seed) {
+  LinearW lin;
+  lin.out = N;
+  lin.in = K;
+  lin.weight = uniform(static_cast<size_t>(N) * K, seed);
+  lin.bias = uniform(static_cast<size_t>(N), seed + 1);
+  return lin;
+}
+
+}  // namespace
+
+TEST(GemmKernels, Avx2PathIsTheChunkedFmaSum) {
+  if (!CPU_HAS("avx2") || !CPU_HAS("fma")) GTEST_SKIP() << "no AVX2 + FMA on this CPU";
+  expect_fma_chain(16, kernels::avx2::gemm_panels);
+}
+
+TEST(GemmKernels, Avx512PathIsTheChunkedFmaSum) {
+  if (!CPU_HAS("avx512f") || !CPU_HAS("avx512bf16")) GTEST_SKIP() << "no AVX-512 (F and BF16: the file's build flags) on this CPU";
+  expect_fma_chain(48, kernels::avx512::gemm_panels);
+}
+
+TEST(GemmKernels, DepthPassesAreARuleOfKAlone) {
+  EXPECT_EQ(kernels::gemm_depth(1), 1);
+  EXPECT_EQ(kernels::gemm_depth(768), 768);
+  EXPECT_EQ(kernels::gemm_depth(769), 512);  // 2 passes: 385 rounded up to whole chunks of 128
+  EXPECT_EQ(kernels::gemm_depth(1536), 768);
+  EXPECT_EQ(kernels::gemm_depth(3072), 768);
+  EXPECT_EQ(kernels::gemm_panel_floats(49, 10, 48), 2u * 48u * 10u);
+  EXPECT_EQ(kernels::gemm_panel_floats(49, 10, 0), 0u);
+}
+
+// linear() on the own kernels: ViT-B's proj and fc2 depths (one pass, four) on 1, 2 and 3 threads give the same
+// bits; a block of rows computed alone gives the rows' bits in the whole product; and the error against a
+// double reference is of the size of oneDNN's (both measured here, same data).
+TEST(GemmKernels, LinearIsTheSameOnEveryThreadCountAndAsAccurateAsTheLibrary) {
+  if (gemm_kernels() != GemmKernels::Own) GTEST_SKIP() << "the own kernels do not run on this CPU or build";
+  KernelsKind restore;
+  for (int K : {768, 3072}) {
+    const int M = 61, N = 200;
+    const LinearW lin = random_layer(N, K, 5);
+    const std::vector<float> X = uniform(static_cast<size_t>(M) * K, 7);
+    std::vector<std::vector<float>> Y;
+    for (int t : {1, 2, 3}) {
+      set_blas_threads(t);
+      Y.emplace_back(static_cast<size_t>(M) * N);
+      linear(Y.back().data(), X.data(), lin, M);
+    }
+    EXPECT_EQ(std::memcmp(Y[0].data(), Y[1].data(), Y[0].size() * 4), 0) << K;
+    EXPECT_EQ(std::memcmp(Y[0].data(), Y[2].data(), Y[0].size() * 4), 0) << K;
+    std::vector<float> rows(static_cast<size_t>(7) * N);
+    linear(rows.data(), X.data() + static_cast<size_t>(20) * K, lin, 7);
+    EXPECT_EQ(std::memcmp(rows.data(), Y[0].data() + static_cast<size_t>(20) * N, rows.size() * 4), 0) << K;
+
+    LinearW other = lin;  // its own packed copy
+    other.weight = std::vector<float>(lin.weight.vec());
+    set_gemm_kernels(GemmKernels::Library);
+    std::vector<float> lib(Y[0].size());
+    linear(lib.data(), X.data(), other, M);
+    set_gemm_kernels(GemmKernels::Own);
+    double err_own = 0, err_lib = 0;
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        double s = lin.bias.data()[j];
+        for (int k = 0; k < K; ++k)
+          s += static_cast<double>(X[static_cast<size_t>(i) * K + k]) * lin.weight.data()[static_cast<size_t>(j) * K + k];
+        err_own = std::max(err_own, std::fabs(Y[0][static_cast<size_t>(i) * N + j] - s));
+        err_lib = std::max(err_lib, std::fabs(lib[static_cast<size_t>(i) * N + j] - s));
+      }
+    std::printf("K %d: largest error against double: own kernels %.3g, %s %.3g\n", K, err_own, gemm_backend(), err_lib);
+    EXPECT_LT(err_own, 1.25 * err_lib) << K;  // one chain over K: 2.5-5x the library's error
+  }
+}
