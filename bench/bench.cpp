@@ -263,7 +263,7 @@ int linear_kernels(int reps) {
           }
         }
         const double f = 2.0 * M * N * K;
-        std::printf("linear_shape_%s_b%d_%dx%dx%d own %.1f onednn %.1f GFLOP/s\n", m.name, B, M, N, K, f / best[0] / 1e9,
+        std::printf("linear_shape_%s_b%d_M%d_N%d_K%d own %.1f onednn %.1f GFLOP/s\n", m.name, B, M, N, K, f / best[0] / 1e9,
                     f / best[1] / 1e9);
         t_own += best[0];
         t_lib += best[1];
@@ -279,7 +279,8 @@ int linear_kernels(int reps) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: attnmap_bench sgemm [SIZE] | forward WEIGHTS ITERS B... | load WEIGHTS\n");
+    std::fprintf(stderr, "usage: attnmap_bench sgemm [SIZE] | forward WEIGHTS ITERS B... | load WEIGHTS | linear [REPS] |\n"
+                         "       stages WEIGHTS PHOTO ITERS | check WEIGHTS B OUT.bin | precision [M] [REPS]\n");
     return 2;
   }
   const std::string cmd = argv[1];

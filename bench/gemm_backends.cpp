@@ -39,7 +39,10 @@ struct Gemm {
               1, &zero, C, N, 1);
   }
 };
-static void init() { bli_thread_set_num_threads(1); }
+static void init() {
+  bli_thread_set_num_threads(1);
+  std::printf("blis_arch %s\n", bli_arch_string(bli_arch_query_id()));  // the sub-configuration it runs
+}
 #elif defined(USE_XSMM)
 #include <libxsmm.h>
 static const char* kName = "libxsmm";

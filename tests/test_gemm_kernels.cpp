@@ -15,22 +15,13 @@
 
 #include "checkpoint/weights.hpp"
 #include "model/kernels.hpp"
-#include "model/kernels_avx2.hpp"
-#include "model/kernels_avx512.hpp"
 #include "model/sgemm.hpp"
 #include "model/thread_pool.hpp"
+#include "test_util.hpp"
 
 using namespace attnmap;
 
 namespace {
-
-std::vector<float> uniform(size_t n, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(g);
-  return v;
-}
 
 #if defined(__x86_64__)
 #define CPU_HAS(isa) __builtin_cpu_supports(isa)
@@ -64,24 +55,22 @@ struct Aligned {
   ~Aligned() { std::free(p); }
 };
 
-using GemmFn = void (*)(float*, size_t, const float*, size_t, int, int, int, const float*, const float*);
-
 // One path (panel width, function) on shapes with row tails (m not a multiple of 6 or 8), column tails (n not
 // a multiple of 16 or 48), one and several depth passes (K up to 1600 > kGemmDepthMax), strided A and C, with
 // and without bias: every element equal to the FMA chain, and nothing written past a row's n columns.
-void expect_fma_chain(int width, GemmFn gemm) {
+void expect_fma_chain(int width) {
   for (int m : {1, 5, 8, 13}) {
     for (int n : {1, 16, 47, 49, 97}) {
       for (int K : {1, 7, 300, 1600}) {
         for (bool with_bias : {false, true}) {
           const size_t lda = static_cast<size_t>(K) + 3, ldc = static_cast<size_t>(n) + 5;
-          const std::vector<float> A = uniform(static_cast<size_t>(m) * lda, 1), W = uniform(static_cast<size_t>(n) * K, 2),
-                                   b = uniform(static_cast<size_t>(n), 3);
+          const std::vector<float> A = randoms(static_cast<size_t>(m) * lda, 1), W = randoms(static_cast<size_t>(n) * K, 2),
+                                   b = randoms(static_cast<size_t>(n), 3);
           Aligned panels(kernels::gemm_panel_floats(n, K, width));
           kernels::pack_panels(panels.p, W.data(), n, K, width);
           const float* bias = with_bias ? b.data() : nullptr;
           std::vector<float> C(static_cast<size_t>(m) * ldc, -7.0f);
-          gemm(C.data(), ldc, A.data(), lda, m, n, K, panels.p, bias);
+          kernels::gemm_panels_on(width, C.data(), ldc, A.data(), lda, m, n, K, panels.p, bias);
           const std::vector<float> want = fma_chain(A, lda, W, bias, m, n, K, ldc);
           ASSERT_EQ(std::memcmp(C.data(), want.data(), C.size() * sizeof(float)), 0)
               << "width " << width << ", m " << m << ", n " << n << ", K " << K << ", bias " << with_bias;
@@ -98,25 +87,31 @@ struct KernelsKind {  // restores the default after a test
   }
 };
 
-LinearW random_layer(int N, int K, unsigned seed) {
-  LinearW lin;
-  lin.out = N;
-  lin.in = K;
-  lin.weight = uniform(static_cast<size_t>(N) * K, seed);
-  lin.bias = uniform(static_cast<size_t>(N), seed + 1);
-  return lin;
-}
-
 }  // namespace
 
 TEST(GemmKernels, Avx2PathIsTheChunkedFmaSum) {
   if (!CPU_HAS("avx2") || !CPU_HAS("fma")) GTEST_SKIP() << "no AVX2 + FMA on this CPU";
-  expect_fma_chain(16, kernels::avx2::gemm_panels);
+  expect_fma_chain(16);
 }
 
 TEST(GemmKernels, Avx512PathIsTheChunkedFmaSum) {
-  if (!CPU_HAS("avx512f") || !CPU_HAS("avx512bf16")) GTEST_SKIP() << "no AVX-512 (F and BF16: the file's build flags) on this CPU";
-  expect_fma_chain(48, kernels::avx512::gemm_panels);
+  if (!CPU_HAS("avx512f") || !CPU_HAS("avx512bw") || !CPU_HAS("avx512dq") || !CPU_HAS("avx512vl"))
+    GTEST_SKIP() << "no AVX-512 F, BW, DQ and VL on this CPU";
+  expect_fma_chain(48);
+}
+
+// K = 0: no products, C is the bias (or 0), as from a library's GEMM.
+TEST(GemmKernels, NoDepthGivesTheBias) {
+  const float bias[3] = {1, 2, 3};
+  for (int w : {16, 48}) {
+    if (w != kernels::gemm_panel_width() && w != 16) continue;  // the path the CPU runs, and AVX2's
+    if (kernels::gemm_panel_width() == 0) GTEST_SKIP() << "no own kernels on this CPU";
+    std::vector<float> C(6, -9.0f);
+    kernels::gemm_panels_on(w, C.data(), 3, nullptr, 0, 2, 3, 0, nullptr, bias);
+    EXPECT_EQ(C, (std::vector<float>{1, 2, 3, 1, 2, 3}));
+    kernels::gemm_panels_on(w, C.data(), 3, nullptr, 0, 2, 3, 0, nullptr, nullptr);
+    EXPECT_EQ(C, std::vector<float>(6, 0.0f));
+  }
 }
 
 TEST(GemmKernels, DepthPassesAreARuleOfKAlone) {
@@ -137,8 +132,8 @@ TEST(GemmKernels, LinearIsTheSameOnEveryThreadCountAndAsAccurateAsTheLibrary) {
   KernelsKind restore;
   for (int K : {768, 3072}) {
     const int M = 61, N = 200;
-    const LinearW lin = random_layer(N, K, 5);
-    const std::vector<float> X = uniform(static_cast<size_t>(M) * K, 7);
+    const LinearW lin = random_linear(N, K, 5);
+    const std::vector<float> X = randoms(static_cast<size_t>(M) * K, 7);
     std::vector<std::vector<float>> Y;
     for (int t : {1, 2, 3}) {
       set_blas_threads(t);

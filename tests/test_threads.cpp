@@ -90,16 +90,6 @@ double linear_ref(const std::vector<float>& X, const std::vector<float>& W, cons
   return s;
 }
 
-// A layer of random weights (N, K) and bias (N).
-LinearW random_linear(int N, int K, unsigned seed) {
-  LinearW lin;
-  lin.out = N;
-  lin.in = K;
-  lin.weight = randoms(static_cast<size_t>(N) * K, seed);
-  lin.bias = randoms(static_cast<size_t>(N), seed + 1);
-  return lin;
-}
-
 // linear(Y, X, LinearW, M): with oneDNN the weights are packed once and kept with them (Floats::derived); a
 // change to the weights drops the packed copy, so a product never uses stale weights; copies share it.
 TEST(Sgemm, LinearWeightsArePackedOnceAndNeverStale) {

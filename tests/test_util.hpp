@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "checkpoint/weights.hpp"
 #include "core/error.hpp"
 
 inline std::string fixture(const std::string& rel) { return std::string(ATTNMAP_TEST_DIR) + "/fixtures/" + rel; }
@@ -67,6 +68,16 @@ inline std::vector<float> randoms(size_t n, unsigned seed, float scale = 1.0f) {
   std::vector<float> v(n);
   for (auto& x : v) x = d(g);
   return v;
+}
+
+/// A layer of random weights (N, K) and bias (N), normal(0, 1) from `seed` and seed + 1.
+inline attnmap::LinearW random_linear(int N, int K, unsigned seed) {
+  attnmap::LinearW lin;
+  lin.out = N;
+  lin.in = K;
+  lin.weight = randoms(static_cast<size_t>(N) * static_cast<size_t>(K), seed);
+  lin.bias = randoms(static_cast<size_t>(N), seed + 1);
+  return lin;
 }
 
 /// A file's whole content ("" when it cannot be read).

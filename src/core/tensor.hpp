@@ -104,9 +104,6 @@ class Floats {
   mutable std::shared_ptr<const void> derived_;
 };
 
-/// A dense row-major (C order) float32 tensor. `shape` is the PyTorch shape; `data.size()` equals the
-/// product of `shape` (1 for a scalar, shape `()`). `data` is a view into the file's mapping for a safetensors
-/// F32 tensor (load_weights_safetensors), its own copy otherwise.
 /// `bytes` of memory for a large array written once and read often (a model's packed weights): aligned to
 /// 2 MiB when at least 2 MiB, its whole 2 MiB pieces marked for transparent huge pages (madvise; the system may
 /// say no; the tail and buffers under 2 MiB keep 4 KiB pages, so no memory is added), and every page mapped
@@ -121,6 +118,9 @@ struct LargeBuffer {
   LargeBuffer& operator=(const LargeBuffer&) = delete;
 };
 
+/// A dense row-major (C order) float32 tensor. `shape` is the PyTorch shape; `data.size()` equals the
+/// product of `shape` (1 for a scalar, shape `()`). `data` is a view into the file's mapping for a safetensors
+/// F32 tensor (load_weights_safetensors), its own copy otherwise.
 struct Tensor {
   std::vector<int64_t> shape;
   Floats data;

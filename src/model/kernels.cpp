@@ -36,16 +36,21 @@ bool have_avx512_bf16() {
 #endif
 }
 
-// The own matrix product's ISA: AVX-512F where the CPU has it and $ONEDNN_MAX_CPU_ISA does not cap oneDNN
-// below it, else AVX2 + FMA, else none.
+// The own matrix product's ISA: AVX-512 where the CPU has it and $ONEDNN_MAX_CPU_ISA does not cap oneDNN
+// below it, else AVX2 + FMA unless the cap is below AVX2, else none.
 int gemm_isa_width() {
 #if defined(__x86_64__)
   static const int width = [] {
     const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
     std::string c = cap != nullptr ? cap : "";
     for (char& ch : c) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    const bool capped = c.rfind("AVX2", 0) == 0 || c == "AVX" || c == "SSE41";
-    if (!capped && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) return 48;
+    if (c == "AVX" || c == "SSE41") return 0;  // below AVX2: the library's products
+    // kernels_avx512.cpp is built with -mavx512f -mavx512bf16, which lets the compiler use AVX512BW (kmovd on
+    // the masks): F, BW, DQ and VL (every AVX-512 CPU since Skylake-SP; not Xeon Phi) are asked for
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                        __builtin_cpu_supports("fma");
+    if (c.rfind("AVX2", 0) != 0 && avx512) return 48;
     return have_avx2() ? 16 : 0;
   }();
   return width;
@@ -200,8 +205,27 @@ void pack_panels(float* out, const float* W, int N, int K, int width) {
 
 void gemm_panels(float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
                  const float* bias) {
-  if (gemm_isa_width() == 48) avx512::gemm_panels(C, ldc, A, lda, m, n, K, panels, bias);
-  else avx2::gemm_panels(C, ldc, A, lda, m, n, K, panels, bias);
+  gemm_panels_on(gemm_isa_width(), C, ldc, A, lda, m, n, K, panels, bias);
+}
+
+void gemm_panels_on(int w, float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
+                    const float* bias) {
+  if (K <= 0) {  // no products: the bias (or 0), as a library's GEMM gives
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) C[static_cast<size_t>(i) * ldc + static_cast<size_t>(j)] = bias != nullptr ? bias[j] : 0.0f;
+    return;
+  }
+  const auto pass = w == 48 ? avx512::gemm_panel_pass : avx2::gemm_panel_pass;
+  const size_t sw = static_cast<size_t>(w), sK = static_cast<size_t>(K);
+  const int depth = gemm_depth(K);
+  for (int k0 = 0; k0 < K; k0 += depth) {  // passes over the block, then panels, then the rows (in the pass)
+    const int kc = std::min(depth, K - k0);
+    for (int j = 0; j < n; j += w) {
+      const float* P = panels + static_cast<size_t>(j) / sw * sK * sw + static_cast<size_t>(k0) * sw;
+      pass(C + static_cast<size_t>(j), ldc, A + static_cast<size_t>(k0), lda, m, P, kc, std::min(w, n - j),
+           bias != nullptr ? bias + j : nullptr, k0 > 0);
+    }
+  }
 }
 
 bool has_bf16_instructions() { return have_avx512_bf16(); }

@@ -75,9 +75,9 @@ inline int gemm_depth(int K) {
   return ((K + passes - 1) / passes + kGemmChunk - 1) / kGemmChunk * kGemmChunk;
 }
 
-/// Width of the own matrix product's weight panels on this CPU: 48 columns (AVX-512F: 3 zmm), 16 (AVX2 + FMA:
-/// 2 ymm), 0 where neither runs (the library's product is used). AVX-512 is not used when $ONEDNN_MAX_CPU_ISA
-/// caps oneDNN below it (AVX2, AVX, SSE41), so a run capped to AVX2 times the AVX2 kernels of both.
+/// Width of the own matrix product's weight panels on this CPU: 48 columns (AVX-512 F, BW, DQ, VL: 3 zmm), 16
+/// (AVX2 + FMA: 2 ymm), 0 where neither runs (the library's product is used). $ONEDNN_MAX_CPU_ISA caps it as it
+/// caps oneDNN (AVX2...: 16; AVX, SSE41: 0), so a run capped to AVX2 times the AVX2 kernels of both.
 int gemm_panel_width();
 
 /// W (N, K) row-major (a PyTorch nn.Linear weight) into panels of `width` = gemm_panel_width() columns:
@@ -96,5 +96,10 @@ size_t gemm_panel_floats(int N, int K, int width);
 /// BLAS Functionality", 2015): a register-blocked micro-tile that reads the panel's rows from cache.
 void gemm_panels(float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
                  const float* bias);
+
+/// gemm_panels on the path of panel width w: 48 (AVX-512F) or 16 (AVX2 + FMA), which the CPU must have, on
+/// panels packed for that width (the tests run each path this way).
+void gemm_panels_on(int w, float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
+                    const float* bias);
 
 }  // namespace attnmap::kernels

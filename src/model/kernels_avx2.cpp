@@ -227,22 +227,11 @@ inline void rows_tile(int r, float* C, size_t ldc, const float* A, size_t lda, c
 
 }  // namespace
 
-void gemm_panels(float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
-                 const float* bias) {
-  constexpr int kw = 16;
-  const int depth = gemm_depth(K);
-  for (int k0 = 0; k0 < K; k0 += depth) {
-    const int kc = std::min(depth, K - k0);
-    for (int j = 0; j < n; j += kw) {
-      const float* P = panels + static_cast<size_t>(j / kw) * static_cast<size_t>(K) * kw + static_cast<size_t>(k0) * kw;
-      const float* bj = bias != nullptr ? bias + j : nullptr;
-      for (int i = 0; i < m; i += kTileRows) {
-        rows_tile<kTileRows>(std::min(kTileRows, m - i), C + static_cast<size_t>(i) * ldc + static_cast<size_t>(j), ldc,
-                             A + static_cast<size_t>(i) * lda + static_cast<size_t>(k0), lda, P, kc, std::min(kw, n - j),
-                             bj, k0 > 0);
-      }
-    }
-  }
+void gemm_panel_pass(float* C, size_t ldc, const float* A, size_t lda, int m, const float* P, int kc, int nc,
+                     const float* bias, bool from_c) {
+  for (int i = 0; i < m; i += kTileRows)
+    rows_tile<kTileRows>(std::min(kTileRows, m - i), C + static_cast<size_t>(i) * ldc, ldc, A + static_cast<size_t>(i) * lda,
+                         lda, P, kc, nc, bias, from_c);
 }
 
 }  // namespace attnmap::kernels::avx2
@@ -256,6 +245,6 @@ void quick_gelu(float*, size_t) { std::abort(); }
 void gelu_tanh(float*, size_t) { std::abort(); }
 void silu(float*, size_t) { std::abort(); }
 void softmax_row(float*, int) { std::abort(); }
-void gemm_panels(float*, size_t, const float*, size_t, int, int, int, const float*, const float*) { std::abort(); }
+void gemm_panel_pass(float*, size_t, const float*, size_t, int, const float*, int, int, const float*, bool) { std::abort(); }
 }  // namespace attnmap::kernels::avx2
 #endif

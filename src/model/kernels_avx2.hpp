@@ -11,8 +11,9 @@ void quick_gelu(float* x, size_t n);
 void silu(float* x, size_t n);
 void gelu_tanh(float* x, size_t n);
 void softmax_row(float* row, int n);
-/// kernels::gemm_panels on panels of 16 columns: micro-tiles of 6 rows x 16 columns in 12 ymm accumulators.
-void gemm_panels(float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
-                 const float* bias);
-
+/// One pass of kernels::gemm_panels over one panel: C (m, nc <= 16) = start + A (m, kc; rows lda apart) times
+/// the panel's kc rows P (16 floats each), start = C's values (from_c), else the bias (nc floats) or 0; the
+/// micro-tiles down the rows, 6 rows x 16 columns each in 12 ymm accumulators.
+void gemm_panel_pass(float* C, size_t ldc, const float* A, size_t lda, int m, const float* P, int kc, int nc,
+                     const float* bias, bool from_c);
 }  // namespace attnmap::kernels::avx2

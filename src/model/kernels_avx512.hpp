@@ -17,9 +17,10 @@ void gelu(float* x, size_t n);
 /// 1.0-ULP exp, the sum in double in the same order), 16 floats at a time.
 void softmax_row(float* row, int n);
 
-/// kernels::gemm_panels on panels of 48 columns (kernels::gemm_panel_width() on this path): micro-tiles of 8
-/// rows x 48 columns in 24 zmm accumulators.
-void gemm_panels(float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
-                 const float* bias);
+/// One pass of kernels::gemm_panels over one panel: C (m, nc <= 48) = start + A (m, kc; rows lda apart) times
+/// the panel's kc rows P (48 floats each), start = C's values (from_c), else the bias (nc floats) or 0; the
+/// micro-tiles down the rows, 8 rows x 48 columns each in 24 zmm accumulators.
+void gemm_panel_pass(float* C, size_t ldc, const float* A, size_t lda, int m, const float* P, int kc, int nc,
+                     const float* bias, bool from_c);
 
 }  // namespace attnmap::kernels::avx512

@@ -106,9 +106,11 @@ GemmKernels gemm_kernels();
 const char* gemm_backend();
 
 /// True when each row of a linear() product is computed the same way whatever the product's row count, so
-/// that B images through one forward pass get exactly the bits each gets alone: oneDNN's blocked (brgemm)
-/// kernels, chosen on CPUs with AVX-512. False with OpenBLAS, and with oneDNN's fallback on older CPUs
-/// (their rounding of a row depends on the tile it falls in; the results agree to rounding).
+/// that B images through one forward pass get exactly the bits each gets alone: the own kernels (any CPU with
+/// AVX2 + FMA), or oneDNN's blocked (brgemm) kernels, chosen on CPUs with AVX-512. False with OpenBLAS, and
+/// with oneDNN's fallback on older CPUs when the own kernels are set aside (set_gemm_kernels(Library)): their
+/// rounding of a row depends on the tile it falls in; the results agree to rounding. bf16 products are on
+/// brgemm wherever they run.
 bool linear_rows_independent();
 
 /// Number of threads the forward pass may use: sizes the one thread pool (set_pool_threads) that sgemm's
