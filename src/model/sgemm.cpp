@@ -252,8 +252,9 @@ struct PackedLinear {
 std::atomic<bool> library_kernels_asked{false};
 
 // True when float32 linear() products run on the own kernels (kernels::gemm_panels): wherever the CPU has AVX2
-// + FMA or AVX-512F (on AMD Zen 5 they run ViT-B/16's products at ~90-95 % of the FMA peak, oneDNN 2.6's at
-// ~84 %: docs/benchmarks.md), unless set_gemm_kernels(Library).
+// + FMA or AVX-512, unless set_gemm_kernels(Library). On AMD Zen 5 they are level with oneDNN 2.6's matmul
+// (both ~90 % of the FMA peak on ViT-B's products), with a smaller error, rows independent of the tile on AVX2
+// too, and the same bits on both ISA paths (docs/performance.md).
 bool own_f32_kernels() { return kernels::gemm_panel_width() > 0 && !library_kernels_asked.load(); }
 
 // lin.weight packed for the own kernels: the column blocks of panel_blocks(N, width), each block's panels
