@@ -660,6 +660,15 @@ void set_gemm_kernels(GemmKernels) {}
 GemmKernels gemm_kernels() { return GemmKernels::Library; }
 #endif
 
+std::string gemm_description() {
+  std::string own;
+  if (gemm_kernels() == GemmKernels::Own)
+    own = std::string("attnmap's own ") + (kernels::gemm_panel_width() == 48 ? "AVX-512" : "AVX2") +
+          " kernels (float32 layers); ";
+  const std::string lib = std::string(gemm_backend()) == "onednn" ? "oneDNN" : "OpenBLAS";
+  return "matrix products: " + own + lib + (own.empty() ? " (all)" : " (attention, bfloat16)");
+}
+
 const char* gemm_backend() {
 #if defined(ATTNMAP_GEMM_ONEDNN)
   return "onednn";

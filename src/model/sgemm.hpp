@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "checkpoint/layouts.hpp"
 #include "checkpoint/weights.hpp"
@@ -101,6 +102,10 @@ void set_gemm_kernels(GemmKernels kind);
 
 /// The kind linear() uses now: Own only where it is set (the default) and the CPU runs the own kernels.
 GemmKernels gemm_kernels();
+
+/// Which code runs the products on this CPU, one line for `attnmap --version`, e.g. "matrix products: attnmap's
+/// own AVX-512 kernels (float32 layers); oneDNN (attention, bfloat16)", or "...: OpenBLAS (all)".
+std::string gemm_description();
 
 /// The GEMM back-end this build runs linear() and sgemm() on: "onednn" or "openblas" (-DATTNMAP_GEMM).
 const char* gemm_backend();

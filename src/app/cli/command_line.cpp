@@ -25,6 +25,7 @@
 #include "engine/provenance.hpp"
 #include "engine/session.hpp"
 #include "checkpoint/weights.hpp"
+#include "model/sgemm.hpp"
 #include "core/error.hpp"
 #include "io/image_io.hpp"
 
@@ -114,7 +115,10 @@ std::string empty_value_text(const std::string& flag) {
 int run_command_line(const std::vector<std::string>& args_in, const std::function<bool()>& cancelled) {
   CLI::App app{"attnmap - draws where a Vision Transformer's class token looks, as a heatmap over the photo",
                "attnmap"};
-  app.set_version_flag("--version", std::string("attnmap ") + ATTNMAP_VERSION);
+  // the version, and which kernels run the products on this CPU (as torch.__config__.show() tells a report)
+  app.set_version_flag("--version", std::function<std::string()>([] {
+                         return std::string("attnmap ") + ATTNMAP_VERSION + "\n" + gemm_description();
+                       }));
   app.require_subcommand(1);
   CliArgs args;
   (void)add_commands(app, args);
