@@ -223,7 +223,7 @@ std::vector<PackedBlock> column_blocks(int N, int align) {
 
 // The own kernels' column blocks: whole panels of `width` columns, spread as evenly as whole panels allow over
 // the count col_blocks(N, width) gives (blocks of one more panel first), so that 2 threads get equal shares
-// (a last narrow block left one thread idle for a third of ViT-B's proj and fc2 at batch 1).
+// (a last narrow block left one thread idle for ~a fifth of ViT-B's proj and fc2 at batch 1).
 std::vector<PackedBlock> panel_blocks(int N, int width) {
   const int panels = (N + width - 1) / width;
   const int count = std::min(panels, col_blocks(N, width).count);
@@ -280,8 +280,9 @@ std::shared_ptr<PackedLinear> pack_for_own_kernels(const LinearW& lin) {
 
 // Packs lin.weight; the column blocks are reordered in parallel on the pool (each block by one oneDNN
 // reorder on its thread: the packed values do not depend on which thread packs which block).
-std::shared_ptr<const PackedLinear> pack_linear(const LinearW& lin, bool bf16) {
-  if (!bf16 && own_f32_kernels()) return pack_for_own_kernels(lin);
+// own: for the own kernels (float32), else for oneDNN's matmul in float32 or bfloat16.
+std::shared_ptr<const PackedLinear> pack_linear(const LinearW& lin, bool bf16, bool own) {
+  if (own) return pack_for_own_kernels(lin);
   one_omp_thread();
   auto p = std::make_shared<PackedLinear>();
   p->N = lin.out;
@@ -324,7 +325,7 @@ std::shared_ptr<const PackedLinear> packed(const LinearW& lin, bool bf16) {
   p = std::static_pointer_cast<const PackedLinear>(lin.weight.derived());
   if (ok(p)) return p;
   try {
-    p = pack_linear(lin, bf16);
+    p = pack_linear(lin, bf16, width > 0);
   } catch (const dnnl::error& e) {
     throw Error("oneDNN cannot pack a (" + std::to_string(lin.out) + ", " + std::to_string(lin.in) +
                 ") weight matrix: " + e.what());
