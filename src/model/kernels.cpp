@@ -102,7 +102,7 @@ void softmax_row_scalar(float* row, int n) {
 }
 
 void gelu_scalar(float* x, size_t n) {
-  for (size_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + Sleef_erff_u10(x[i] * 0.70710678118654752f));
+  for (size_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + erf_float(x[i] * 0.70710678118654752f));
 }
 
 void quick_gelu_scalar(float* x, size_t n) {
@@ -176,9 +176,22 @@ void layernorm(float* out, const float* in, const float* weight, const float* bi
   });
 }
 
+float erf_float(float z) {
+  using namespace erf_table;
+  const float abs_z = std::fabs(z);
+  const float a = abs_z < 4.0f ? abs_z : 4.0f;  // MINPS(|z|, 4): a NaN gives 4, as in the vector bodies
+  const int i = std::min(static_cast<int>(a * 2.0f), kIntervals - 1);
+  const float t = a - static_cast<float>(i) * 0.5f;  // (= a on the first interval)
+  const float u = i == 0 ? a * a : t;
+  float q = kErfPoly[kPowers - 1][i];
+  for (int p = kPowers - 2; p >= 0; --p) q = std::fma(q, u, kErfPoly[p][i]);
+  const float r = a >= kErfOne ? 1.0f : std::fma(t, q, i == 0 ? a : kErfStart[i]);
+  return std::copysign(r, z);
+}
+
 void gelu(float* x, size_t n) {
-  // The 16-wide body on CPUs with AVX-512 (the same SLEEF function and formula: the same bits, checked by
-  // Kernels.GeluIsTheSameOnEveryPath).
+  // The 16-wide body on CPUs with AVX-512 (erf_float's operations and the same formula: the same bits,
+  // checked by Kernels.GeluIsTheSameOnEveryPath).
   map_chunks(x, n, have_avx512_bf16() ? avx512::gelu : avx2::gelu, gelu_scalar);
 }
 

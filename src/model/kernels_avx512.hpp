@@ -9,8 +9,8 @@ namespace attnmap::kernels::avx512 {
 /// out[i] = in[i] rounded to bfloat16 (round to nearest even; VCVTNEPS2BF16, denormals to zero), n floats.
 void to_bf16(uint16_t* out, const float* in, size_t n);
 
-/// Exact GELU in place, 16 floats at a time with SLEEF's 1.0-ULP erf (the same function and the same formula
-/// as avx2::gelu, twice as wide).
+/// Exact GELU in place, 16 floats at a time with kernels::erf_float's operations (the same bits as
+/// avx2::gelu, twice as wide).
 void gelu(float* x, size_t n);
 
 /// In place, one row of n >= 1 floats: its softmax with avx2::softmax_row's bits (row max subtracted, SLEEF's
