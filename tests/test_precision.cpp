@@ -119,6 +119,32 @@ TEST(Kernels, GeluIsTheSameOnEveryPath) {
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
 }
 
+// The tile forms of the epilogues (model/kernels.hpp), which linear() runs on its tiles: activation_tile gives
+// activation's bits row by row, and residual_add_tile (vectorised) x + gamma * y as a product then a sum, on
+// rows of every tail length, with and without LayerScale.
+TEST(Kernels, TileEpiloguesGiveTheWholeArraysBits) {
+  for (size_t n : {1, 7, 8, 9, 15, 16, 17, 31, 768, 771}) {
+    const size_t m = 3, ld = n + 5;
+    const std::vector<float> y = randoms(m * ld, 30 + static_cast<unsigned>(n), 4.0f), g = randoms(n, 31, 0.5f);
+    for (Activation act : {Activation::Gelu, Activation::GeluTanh, Activation::QuickGelu}) {
+      std::vector<float> tile = y, whole = y;
+      kernels::activation_tile(tile.data(), ld, m, n, act);
+      for (size_t r = 0; r < m; ++r) kernels::activation(whole.data() + r * ld, n, act);
+      EXPECT_EQ(std::memcmp(tile.data(), whole.data(), tile.size() * sizeof(float)), 0) << n;
+    }
+    for (const float* gamma : {static_cast<const float*>(nullptr), g.data()}) {
+      std::vector<float> x = randoms(m * ld, 40 + static_cast<unsigned>(n)), want = x;
+      kernels::residual_add_tile(x.data(), ld, y.data(), ld, gamma, m, n);
+      for (size_t r = 0; r < m; ++r)
+        for (size_t j = 0; j < n; ++j) {
+          volatile float product = gamma != nullptr ? gamma[j] * y[r * ld + j] : y[r * ld + j];  // no FMA
+          want[r * ld + j] += product;
+        }
+      EXPECT_EQ(std::memcmp(x.data(), want.data(), x.size() * sizeof(float)), 0) << n;
+    }
+  }
+}
+
 // The 16-wide softmax (AVX-512) gives the 8-wide one's bits (the same max, SLEEF exp and order of the double
 // sum), for every row length's tail.
 TEST(Kernels, SoftmaxIsTheSameOnEveryPath) {

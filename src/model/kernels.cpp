@@ -136,6 +136,23 @@ void quick_gelu(float* x, size_t n) { map_chunks(x, n, avx2::quick_gelu, quick_g
 
 void gelu_tanh(float* x, size_t n) { map_chunks(x, n, avx2::gelu_tanh, gelu_tanh_scalar); }
 
+void activation_tile(float* x, size_t ldx, size_t m, size_t n, Activation act) {
+  const bool v = have_avx2();
+  void (*row)(float*, size_t) = nullptr;
+  switch (act) {
+    case Activation::Gelu:
+      row = !v ? gelu_scalar : have_avx512_bf16() ? avx512::gelu : avx2::gelu;
+      break;
+    case Activation::GeluTanh:
+      row = v ? avx2::gelu_tanh : gelu_tanh_scalar;
+      break;
+    case Activation::QuickGelu:
+      row = v ? avx2::quick_gelu : quick_gelu_scalar;
+      break;
+  }
+  for (size_t r = 0; r < m; ++r) row(x + r * ldx, n);
+}
+
 void activation(float* x, size_t n, Activation act) {
   switch (act) {
     case Activation::Gelu:
@@ -280,6 +297,10 @@ void residual_add(float* x, const float* y, const float* gamma, size_t M, int D)
 }
 
 void residual_add_tile(float* x, size_t ldx, const float* y, size_t ldy, const float* gamma, size_t m, size_t n) {
+  if (have_avx2()) {
+    for (size_t r = 0; r < m; ++r) avx2::residual_add_row(x + r * ldx, y + r * ldy, gamma, n);
+    return;
+  }
   for (size_t r = 0; r < m; ++r) {
     float* xr = x + r * ldx;
     const float* yr = y + r * ldy;

@@ -58,6 +58,10 @@ void gelu_tanh(float* x, size_t n);
 /// In place, n floats: the MLP activation `act` (gelu, gelu_tanh or quick_gelu above).
 void activation(float* x, size_t n, Activation act);
 
+/// The same on a tile, on the calling thread (a pool task's): m rows of n floats, ldx apart; each element
+/// gets activation's operations, so the bits are activation's.
+void activation_tile(float* x, size_t ldx, size_t m, size_t n, Activation act);
+
 /// SwiGLU: out (M, hidden) = silu(x1) * x2 for each row [x1 | x2] of in (M, 2 * hidden); silu(x) =
 /// x / (1 + exp(-x)) (PyTorch F.silu). Rows in parallel; out must not overlap in.
 void swiglu(float* out, const float* in, int M, int hidden);

@@ -143,6 +143,25 @@ void layernorm_row(float* y, const float* x, const float* w, const float* b, int
                                load_part(b + full, rest, 0.0f)), rest);
 }
 
+void residual_add_row(float* x, const float* y, const float* gamma, size_t n) {
+  // GCC contracts a product and a sum into an FMA here (-mfma, -ffp-contract=fast), intrinsics included: the
+  // empty asm makes the product opaque, so it is rounded before the sum. The tail by masked loads and stores.
+  const auto step = [&](size_t i, __m256i mask) {
+    __m256 add = _mm256_maskload_ps(y + i, mask);
+    if (gamma != nullptr) {
+      add = _mm256_mul_ps(_mm256_maskload_ps(gamma + i, mask), add);
+      asm("" : "+x"(add));
+    }
+    _mm256_maskstore_ps(x + i, mask, _mm256_add_ps(_mm256_maskload_ps(x + i, mask), add));
+  };
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) step(i, _mm256_set1_epi32(-1));
+  if (i < n) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    step(i, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - i)), lane));
+  }
+}
+
 void gelu(float* x, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, gelu8(_mm256_loadu_ps(x + i)));
@@ -263,6 +282,7 @@ void quick_gelu(float*, size_t) { std::abort(); }
 void gelu_tanh(float*, size_t) { std::abort(); }
 void silu(float*, size_t) { std::abort(); }
 void softmax_row(float*, int) { std::abort(); }
+void residual_add_row(float*, const float*, const float*, size_t) { std::abort(); }
 void gemm_panel_pass(float*, size_t, const float*, size_t, int, const float*, int, int, const float*, bool) { std::abort(); }
 }  // namespace attnmap::kernels::avx2
 #endif

@@ -11,6 +11,8 @@ void quick_gelu(float* x, size_t n);
 void silu(float* x, size_t n);
 void gelu_tanh(float* x, size_t n);
 void softmax_row(float* row, int n);
+/// x[j] += y[j], or x[j] += gamma[j] * y[j] (a product, then a sum: no FMA, residual_add's bits), n floats.
+void residual_add_row(float* x, const float* y, const float* gamma, size_t n);
 /// One pass of kernels::gemm_panels over one panel: C (m, nc <= 16) = start + A (m, kc; rows lda apart) times
 /// the panel's kc rows P (16 floats each), start = C's values (from_c), else the bias (nc floats) or 0; the
 /// micro-tiles down the rows, 6 rows x 16 columns each in 12 ymm accumulators.

@@ -404,16 +404,12 @@ void execute(const TilePrimitive& tp, std::unordered_map<int, memory> args) {
   thread_stream().wait();
 }
 
-// One tile of linear(): dense rows X (m, K) times the packed weight block, + bias, into Y's columns
-// [n0, n0 + n) (row stride N). oneDNN's fast kernels write dense rows only (a row stride sends it to its
-// reference code), so the tile is made in this thread's buffer and copied into place.
 // The epilogue on one tile (m, n) of the product, dense in `tile`, whose columns start at n0 of rows of N:
 // the activation, then into Y; or added to the residual stream.
 void tile_epilogue(const Epilogue& e, float* tile, int m, int n, int n0, int N, float* Y) {
   const size_t sn = static_cast<size_t>(n), sN = static_cast<size_t>(N), s0 = static_cast<size_t>(n0);
   if (e.residual != nullptr) {
-    // one call for the tile: a residual_add per row (a nested parallel_for each) was ~2.5x slower (ViT-S/16:
-    // 4.4 ms of CPU per forward, a quarter of the epilogues' time)
+    // one call for the tile: a residual_add per row (a nested parallel_for each) was ~2.5x slower (ViT-S/16)
     kernels::residual_add_tile(e.residual + s0, sN, tile, sn, e.gamma != nullptr ? e.gamma + s0 : nullptr,
                                static_cast<size_t>(m), sn);
     return;
@@ -430,14 +426,15 @@ float* tile_buffer(size_t floats) {
 }
 
 // One tile of linear() on the own kernels: X (m, K) times the panels of blk's columns, + bias, straight into Y's
-// rows when there is no epilogue, else into a dense tile that the epilogue then reads.
+// rows (then the activation there, while they are in cache), or into a dense tile that the residual add reads.
 void own_tile(const PackedLinear& p, const PackedBlock& blk, int m, const float* X, const float* bias, float* Y,
               const Epilogue& epilogue) {
   const float* panels = p.panels + kernels::gemm_panel_floats(blk.n0, p.K, p.panel_width);
   const float* b = bias != nullptr ? bias + blk.n0 : nullptr;
-  const size_t K = static_cast<size_t>(p.K);
-  if (epilogue.residual == nullptr && epilogue.act == nullptr) {
-    kernels::gemm_panels(Y + blk.n0, static_cast<size_t>(p.N), X, K, m, blk.n, p.K, panels, b);
+  const size_t K = static_cast<size_t>(p.K), N = static_cast<size_t>(p.N);
+  if (epilogue.residual == nullptr) {
+    kernels::gemm_panels(Y + blk.n0, N, X, K, m, blk.n, p.K, panels, b);
+    if (epilogue.act) kernels::activation_tile(Y + blk.n0, N, static_cast<size_t>(m), static_cast<size_t>(blk.n), *epilogue.act);
     return;
   }
   float* tile = tile_buffer(static_cast<size_t>(m) * static_cast<size_t>(blk.n));
@@ -445,7 +442,9 @@ void own_tile(const PackedLinear& p, const PackedBlock& blk, int m, const float*
   tile_epilogue(epilogue, tile, m, blk.n, blk.n0, p.N, Y);
 }
 
-// X: float32 rows, or bfloat16 rows (uint16) when p.bf16.
+// One tile of linear(): X (m, K; float32, or bfloat16 as uint16 when p.bf16) times the packed weight block, +
+// bias, into Y's columns [n0, n0 + n) (row stride N). oneDNN's fast kernels write dense rows only (a row stride
+// sends it to its reference code), so there the tile is made in this thread's buffer and copied into place.
 void packed_tile(const PackedLinear& p, const PackedBlock& blk, int m, const void* X, const float* bias, float* Y,
                  const Epilogue& epilogue) {
   if (p.panel_width > 0) return own_tile(p, blk, m, static_cast<const float*>(X), bias, Y, epilogue);
