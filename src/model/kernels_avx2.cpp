@@ -145,20 +145,23 @@ void layernorm_row(float* y, const float* x, const float* w, const float* b, int
 
 void residual_add_row(float* x, const float* y, const float* gamma, size_t n) {
   // GCC contracts a product and a sum into an FMA here (-mfma, -ffp-contract=fast), intrinsics included: the
-  // empty asm makes the product opaque, so it is rounded before the sum. The tail by masked loads and stores.
-  const auto step = [&](size_t i, __m256i mask) {
-    __m256 add = _mm256_maskload_ps(y + i, mask);
+  // empty asm makes the product opaque, so it is rounded before the sum. Masked loads and stores for the tail
+  // only (VMASKMOVPS stores are slow on AMD).
+  const auto sum = [&](__m256 xv, __m256 yv, __m256 gv) {
     if (gamma != nullptr) {
-      add = _mm256_mul_ps(_mm256_maskload_ps(gamma + i, mask), add);
-      asm("" : "+x"(add));
+      yv = _mm256_mul_ps(gv, yv);
+      asm("" : "+x"(yv));
     }
-    _mm256_maskstore_ps(x + i, mask, _mm256_add_ps(_mm256_maskload_ps(x + i, mask), add));
+    return _mm256_add_ps(xv, yv);
   };
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) step(i, _mm256_set1_epi32(-1));
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(x + i, sum(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i),
+                                gamma != nullptr ? _mm256_loadu_ps(gamma + i) : _mm256_setzero_ps()));
   if (i < n) {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    step(i, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - i)), lane));
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _mm256_maskstore_ps(x + i, m, sum(_mm256_maskload_ps(x + i, m), _mm256_maskload_ps(y + i, m),
+                                      gamma != nullptr ? _mm256_maskload_ps(gamma + i, m) : _mm256_setzero_ps()));
   }
 }
 
