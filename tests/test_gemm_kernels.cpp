@@ -165,3 +165,36 @@ TEST(GemmKernels, LinearIsTheSameOnEveryThreadCountAndAsAccurateAsTheLibrary) {
     EXPECT_LT(err_own, 1.25 * err_lib) << K;  // one chain over K: 2.5-5x the library's error
   }
 }
+
+// linear_columns gives columns of linear()'s product with linear()'s bits, from rows ldx apart into rows ldy
+// apart (the drawn block's keys and class queries, model/vit.cpp), on 1 and 2 threads; it refuses a first
+// column inside a panel and the library's kernels, writing nothing.
+TEST(GemmKernels, LinearColumnsAreTheWholeProductsColumns) {
+  if (gemm_kernels() != GemmKernels::Own) GTEST_SKIP() << "the own kernels do not run on this CPU or build";
+  KernelsKind restore;
+  const int M = 300, N = 3 * 96, K = 200, w = kernels::gemm_panel_width();
+  const LinearW lin = random_linear(N, K, 21);
+  const std::vector<float> X = randoms(static_cast<size_t>(M) * K, 22);
+  std::vector<float> whole(static_cast<size_t>(M) * N);
+  linear(whole.data(), X.data(), lin, M);
+  for (int threads : {1, 2})
+    for (int n0 : {0, 96, 2 * w}) {
+      set_blas_threads(threads);
+      const int n = std::min(96, N - n0), every = 3;  // every third row of X, into rows of ldy = n + 5
+      const int m = M / every;
+      const size_t ldy = static_cast<size_t>(n) + 5;
+      std::vector<float> Y(static_cast<size_t>(m) * ldy, -7.0f);
+      ASSERT_TRUE(linear_columns(Y.data(), ldy, X.data(), static_cast<size_t>(K) * every, lin, m, n0, n));
+      for (int i = 0; i < m; ++i) {
+        const float* want = whole.data() + static_cast<size_t>(i) * every * N + static_cast<size_t>(n0);
+        ASSERT_EQ(std::memcmp(Y.data() + static_cast<size_t>(i) * ldy, want, static_cast<size_t>(n) * 4), 0)
+            << "row " << i << ", n0 " << n0 << ", threads " << threads;
+        for (size_t j = static_cast<size_t>(n); j < ldy; ++j) ASSERT_EQ(Y[static_cast<size_t>(i) * ldy + j], -7.0f);
+      }
+    }
+  std::vector<float> Y(static_cast<size_t>(M) * N, -7.0f);
+  EXPECT_FALSE(linear_columns(Y.data(), N, X.data(), K, lin, M, 1, 10));  // not at a panel's first column
+  set_gemm_kernels(GemmKernels::Library);
+  EXPECT_FALSE(linear_columns(Y.data(), N, X.data(), K, lin, M, 0, 10));
+  EXPECT_TRUE(std::all_of(Y.begin(), Y.end(), [](float v) { return v == -7.0f; }));
+}

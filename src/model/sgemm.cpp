@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -537,6 +536,30 @@ void linear(float* Y, const float* X, const LinearW& lin, int M, Precision preci
 #endif
 }
 
+bool linear_columns(float* Y, size_t ldy, const float* X, size_t ldx, const LinearW& lin, int M, int n0, int n) {
+#if defined(ATTNMAP_GEMM_ONEDNN)
+  if (!own_f32_kernels() || M <= 0 || n <= 0 || n0 < 0 || n0 + n > lin.out) return false;
+  const std::shared_ptr<const PackedLinear> p = packed(lin, false);
+  if (p->panel_width == 0 || n0 % p->panel_width != 0) return false;
+  const float* panels = p->panels + kernels::gemm_panel_floats(n0, p->K, p->panel_width);  // column n0's panel on
+  const float* bias = lin.bias.empty() ? nullptr : lin.bias.data() + n0;
+  const std::vector<PackedBlock> blocks = panel_blocks(n, p->panel_width);  // as linear()'s, of the n columns
+  const RowTiles t = row_tiles(M);
+  const int cols = static_cast<int>(blocks.size());
+  parallel_for(t.count * cols, [&](int k) {
+    const PackedBlock& b = blocks[static_cast<size_t>(k % cols)];
+    const size_t i0 = static_cast<size_t>(k / cols) * static_cast<size_t>(t.height);
+    kernels::gemm_panels(Y + i0 * ldy + static_cast<size_t>(b.n0), ldy, X + i0 * ldx, ldx,
+                         std::min(t.height, M - static_cast<int>(i0)), b.n, p->K,
+                         panels + kernels::gemm_panel_floats(b.n0, p->K, p->panel_width), bias ? bias + b.n0 : nullptr);
+  });
+  return true;
+#else
+  (void)Y, (void)ldy, (void)X, (void)ldx, (void)lin, (void)M, (void)n0, (void)n;
+  return false;
+#endif
+}
+
 void matmul_dense(float* C, const float* A, const float* B, int M, int N, int K, bool trans_b, float alpha) {
   if (M <= 0 || N <= 0) return;
 #if defined(ATTNMAP_GEMM_ONEDNN)
@@ -588,33 +611,6 @@ bool bf16_supported() {
 #else
   return false;
 #endif
-}
-
-double bf16_speed_ratio() {
-  static const double ratio = [] {
-    if (!bf16_supported()) return 0.0;
-    const int M = 197, N = 768, K = 768;
-    LinearW lin;
-    lin.out = N;
-    lin.in = K;
-    std::vector<float> w(static_cast<size_t>(N) * K), x(static_cast<size_t>(M) * K), y(static_cast<size_t>(M) * N);
-    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 17) * 0.01f - 0.08f;
-    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 13) * 0.1f - 0.6f;
-    lin.weight = Floats(std::move(w));
-    auto best = [&](Precision p) {
-      LinearW one = lin;  // its own packed copy
-      linear(y.data(), x.data(), one, M, p);  // packs, makes the primitives
-      double t = 1e30;
-      for (int i = 0; i < 5; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        linear(y.data(), x.data(), one, M, p);
-        t = std::min(t, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-      return t;
-    };
-    return best(Precision::F32) / best(Precision::BF16);
-  }();
-  return ratio;
 }
 
 bool linear_packs_weights() {

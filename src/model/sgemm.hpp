@@ -60,6 +60,12 @@ struct Epilogue {
 /// linear(Y, X, lin, M, precision) followed by `epilogue` on each tile.
 void linear(float* Y, const float* X, const LinearW& lin, int M, Precision precision, const Epilogue& epilogue);
 
+/// Columns [n0, n0 + n) of linear(Y, X, lin, M) in float32, with the bits linear() gives them: Y (M, n), rows
+/// ldy apart, from X (M, lin.in), rows ldx apart. Only on the own kernels (gemm_kernels() Own) and where n0
+/// starts a weight panel; returns false and writes nothing otherwise (the caller then runs linear()). For a
+/// product most of whose columns no view reads (the drawn block's keys and class query, model/vit.cpp).
+bool linear_columns(float* Y, size_t ldy, const float* X, size_t ldx, const LinearW& lin, int M, int n0, int n);
+
 /// C(M, N) = alpha * A(M, K) * op(B) on the calling thread with bfloat16 inputs (raw bits, uint16) and float32
 /// accumulation and output: the attention products of one head in Precision::BF16 (as matmul_dense).
 /// Throws attnmap::Error when the back-end has no bf16 matmul.
@@ -69,11 +75,6 @@ void matmul_dense_bf16(float* C, const uint16_t* A, const uint16_t* B, int M, in
 /// kernels, and respecting ONEDNN_MAX_CPU_ISA) and has the AVX512_BF16 conversion instructions; false with
 /// OpenBLAS. A bf16 run is refused where this is false, never run slower in emulation.
 bool bf16_supported();
-
-/// How fast this CPU runs a bfloat16 linear() against float32: the time of a (197, 768) x (768, 768) product
-/// (one ViT-B/16 image's attention projection) in float32 over its time in bfloat16, best of 5 each on the
-/// calling thread, measured once per process (about 10 ms). > 1: bf16 is faster. 0 without bf16_supported().
-double bf16_speed_ratio();
 
 /// True when the back-end keeps a packed copy of each layer's weights (oneDNN), false when it multiplies the
 /// weights as they are (OpenBLAS).

@@ -265,7 +265,6 @@ class ActivationsLease {
 thread_local Activations ActivationsLease::kept_;
 thread_local bool ActivationsLease::busy_ = false;
 
-
 // timm qk_norm: each head's query (d_k) and key (d_k) through their LayerNorms, in place in qkv (BT, 3*inner):
 // the queries (or keys) of every token gathered as (BT * H, d_k) rows, normalised in one call, put back.
 // rows, normed: scratch, resized here.
@@ -285,16 +284,35 @@ void qk_norm_forward(float* qkv, WorkBuf& rows, WorkBuf& normed, const BlockWeig
   }
 }
 
+// Image b's kept patches (token dropping), or null: all of them.
+const std::vector<int>* kept_patches(const ForwardOptions& opt, int b) {
+  return !opt.keep_patches_each.empty() ? &opt.keep_patches_each[static_cast<size_t>(b)] : opt.keep_patches ? &*opt.keep_patches : nullptr;
+}
+
+// LN1(x) into xn, or x itself without norm1: the block's input to qkv (B*T, D).
+const float* norm1_forward(Activations& a, const BlockWeights& blk, const HParams& hp, int BT) {
+  if (!blk.norm1.present()) return a.x.data();
+  layernorm_forward(a.xn.data(), a.x.data(), blk.norm1.weight.data(), blk.norm1.bias.data(), BT, hp.dim, hp.eps);
+  return a.xn.data();
+}
+
 // qkv (B*T, 3*inner) = LN1(x) (B*T, D) @ W_qkv^T + b_qkv; no LN1 in the seed layout.
 void qkv_forward(Activations& a, const BlockWeights& blk, const HParams& hp, int BT) {
-  const int D = hp.dim;
-  const float* ln_in = a.x.data();
-  if (blk.norm1.present()) {
-    layernorm_forward(a.xn.data(), a.x.data(), blk.norm1.weight.data(), blk.norm1.bias.data(), BT, D, hp.eps);
-    ln_in = a.xn.data();
-  }
-  linear(a.qkv.data(), ln_in, blk.qkv, BT, a.precision);  // (B*T, 3*inner)
+  linear(a.qkv.data(), norm1_forward(a, blk, hp, BT), blk.qkv, BT, a.precision);  // (B*T, 3*inner)
   if (blk.q_norm.present()) qk_norm_forward(a.qkv.data(), a.tmp, a.tmp2, blk, hp, BT);
+}
+
+// The drawn block when only its class token's attention rows are read (cls_row_attention): of qkv only the
+// keys of every token and each image's class query, with the bits the whole product gives them; the whole
+// where linear_columns cannot (bf16, not the own kernels, inner not whole panels) or q/k norms or RoPE read it.
+void class_row_qkv_forward(Activations& a, const BlockWeights& blk, const HParams& hp, int B, int T) {
+  const int BT = B * T, inner = hp.inner();
+  const size_t D = static_cast<size_t>(hp.dim), ld = 3 * static_cast<size_t>(inner);
+  if (blk.q_norm.present() || hp.rope != Rope::None || a.precision != Precision::F32) return qkv_forward(a, blk, hp, BT);
+  const float* in = norm1_forward(a, blk, hp, BT);
+  if (!linear_columns(a.qkv.data() + inner, ld, in, D, blk.qkv, BT, inner, inner) ||  // keys (B*T, inner)
+      !linear_columns(a.qkv.data(), ld * static_cast<size_t>(T), in, D * static_cast<size_t>(T), blk.qkv, B, 0, inner))
+    linear(a.qkv.data(), in, blk.qkv, BT, a.precision);  // (B*T, 3*inner)
 }
 
 // A block's relative position bias (BEiT) as each image's attention sees it: the full (H, Tf, Tf) one, or with
@@ -578,13 +596,8 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
   a.precision = w.precision;
   for (int b = 0; b < B; ++b) {
     float* xb = &a.x[static_cast<size_t>(b) * T * D];
-    const std::vector<int>* keep = !opt.keep_patches_each.empty() ? &opt.keep_patches_each[static_cast<size_t>(b)]
-                                   : opt.keep_patches            ? &*opt.keep_patches
-                                                                 : nullptr;
-    if (keep)
-      embed_kept(xb, w, images[static_cast<size_t>(b)], *keep);
-    else
-      embed_tokens(xb, w, images[static_cast<size_t>(b)]);
+    const std::vector<int>* keep = kept_patches(opt, b);
+    keep ? embed_kept(xb, w, images[static_cast<size_t>(b)], *keep) : embed_tokens(xb, w, images[static_cast<size_t>(b)]);
   }
 
   // Rotary positions (timm Eva): the tables of this grid, prepared once per model (prepare_rope) or here.
@@ -599,29 +612,27 @@ std::vector<ForwardResult> vit_forward(const ViTWeights& w, const std::vector<co
   std::vector<std::vector<int>> kept_index;
   if (hp.rel_pos && (opt.keep_patches || !opt.keep_patches_each.empty()))
     for (int b = 0; b < B; ++b) {
-      const std::vector<int>& keep = !opt.keep_patches_each.empty() ? opt.keep_patches_each[static_cast<size_t>(b)] : *opt.keep_patches;
       std::vector<int> k;
       for (int p = 0; p < hp.num_prefix; ++p) k.push_back(p);
-      for (int p : keep) k.push_back(hp.num_prefix + p);
+      for (int p : *kept_patches(opt, b)) k.push_back(hp.num_prefix + p);
       kept_index.push_back(std::move(k));
     }
   for (int l = 0; l < L; ++l) {
     const BlockWeights& blk = w.blocks[static_cast<size_t>(l)];
-    qkv_forward(a, blk, hp, BT);
+    // the drawn block, when nothing reads more than its class token's attention rows
+    const bool class_rows = l == L - 1 && !opt.keep_full && !opt.to_end && !opt.on_probs && !opt.on_tokens && hp.class_token;
+    class_rows ? class_row_qkv_forward(a, blk, hp, B, T) : qkv_forward(a, blk, hp, BT);
     if (rope)  // after qkv and q/k norms, as EvaAttention: each image's patch queries and keys rotated in place
-      for (int b = 0; b < B; ++b) {
-        const std::vector<int>* keep = !opt.keep_patches_each.empty() ? &opt.keep_patches_each[static_cast<size_t>(b)]
-                                       : opt.keep_patches            ? &*opt.keep_patches
-                                                                     : nullptr;
-        rope_forward(&a.qkv[static_cast<size_t>(b) * T * 3 * hp.inner()], *rope, hp, T, keep ? keep->data() : nullptr);
-      }
+      for (int b = 0; b < B; ++b)
+        rope_forward(&a.qkv[static_cast<size_t>(b) * T * 3 * hp.inner()], *rope, hp, T,
+                     kept_patches(opt, b) ? kept_patches(opt, b)->data() : nullptr);
     BiasView bias;  // BEiT relative position bias (H, T, T), each image's kept tokens' part with token dropping
     if (blk.attn_bias) {
       bias.full = blk.attn_bias->data();
       bias.Tf = hp.tokens();
       if (T != hp.tokens() || opt.keep_patches || !opt.keep_patches_each.empty()) bias.kept = &kept_index;
     }
-    if (l == L - 1 && !opt.keep_full && !opt.to_end && !opt.on_probs && !opt.on_tokens && hp.class_token) {
+    if (class_rows) {
       cls_row_attention(res, a, hp, l, T, bias);
       break;
     }
