@@ -196,13 +196,14 @@ void layernorm(float* out, const float* in, const float* weight, const float* bi
 float erf_float(float z) {
   using namespace erf_table;
   const float abs_z = std::fabs(z);
-  const float a = abs_z < 4.0f ? abs_z : 4.0f;  // MINPS(|z|, 4): a NaN gives 4, as in the vector bodies
+  if (std::isnan(abs_z)) return z;
+  const float a = 4.0f < abs_z ? 4.0f : abs_z;  // MINPS(4, |z|), as in the vector bodies
   const int i = std::min(static_cast<int>(a * 2.0f), kIntervals - 1);
-  const float t = a - static_cast<float>(i) * 0.5f;  // (= a on the first interval)
+  const float t = a - kErfCentre[i];  // exact (= a on the first interval)
   const float u = i == 0 ? a * a : t;
   float q = kErfPoly[kPowers - 1][i];
   for (int p = kPowers - 2; p >= 0; --p) q = std::fma(q, u, kErfPoly[p][i]);
-  const float r = a >= kErfOne ? 1.0f : std::fma(t, q, i == 0 ? a : kErfStart[i]);
+  const float r = a >= kErfOne ? 1.0f : (i == 0 ? a : kErfStart[i]) + std::fma(t, q, kErfStartLow[i]);
   return std::copysign(r, z);
 }
 

@@ -44,17 +44,18 @@ inline void acc_double(__m256d& a, __m256d& b, __m256 v) {
 inline __m256 erf8(__m256 z) {
   using namespace erf_table;
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  const __m256 a = _mm256_min_ps(_mm256_andnot_ps(sign, z), _mm256_set1_ps(4.0f));
+  const __m256 a = _mm256_min_ps(_mm256_set1_ps(4.0f), _mm256_andnot_ps(sign, z));  // a NaN stays NaN
   const __m256i i = _mm256_min_epi32(_mm256_cvttps_epi32(_mm256_mul_ps(a, _mm256_set1_ps(2.0f))),
                                      _mm256_set1_epi32(kIntervals - 1));
+  const auto column = [&](const float* table8) { return _mm256_permutevar8x32_ps(_mm256_loadu_ps(table8), i); };
   const __m256 first = _mm256_castsi256_ps(_mm256_cmpeq_epi32(i, _mm256_setzero_si256()));
-  const __m256 t = _mm256_sub_ps(a, _mm256_mul_ps(_mm256_cvtepi32_ps(i), _mm256_set1_ps(0.5f)));
+  const __m256 t = _mm256_sub_ps(a, column(kErfCentre));
   const __m256 u = _mm256_blendv_ps(t, _mm256_mul_ps(a, a), first);
-  __m256 q = _mm256_permutevar8x32_ps(_mm256_loadu_ps(kErfPoly[kPowers - 1]), i);
-  for (int p = kPowers - 2; p >= 0; --p) q = _mm256_fmadd_ps(q, u, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kErfPoly[p]), i));
-  const __m256 start = _mm256_blendv_ps(_mm256_permutevar8x32_ps(_mm256_loadu_ps(kErfStart), i), a, first);
+  __m256 q = column(kErfPoly[kPowers - 1]);
+  for (int p = kPowers - 2; p >= 0; --p) q = _mm256_fmadd_ps(q, u, column(kErfPoly[p]));
+  const __m256 hi = _mm256_blendv_ps(column(kErfStart), a, first);
   const __m256 one = _mm256_cmp_ps(a, _mm256_set1_ps(kErfOne), _CMP_GE_OQ);
-  const __m256 r = _mm256_blendv_ps(_mm256_fmadd_ps(t, q, start), _mm256_set1_ps(1.0f), one);
+  const __m256 r = _mm256_blendv_ps(_mm256_add_ps(hi, _mm256_fmadd_ps(t, q, column(kErfStartLow))), _mm256_set1_ps(1.0f), one);
   return _mm256_or_ps(r, _mm256_and_ps(sign, z));
 }
 

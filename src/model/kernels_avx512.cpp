@@ -37,18 +37,18 @@ inline __m512 erf_column(const float* row8) {
 inline __m512 erf16(__m512 z) {
   using namespace erf_table;
   constexpr __mmask16 all = 0xffff;
-  const __m512 a = _mm512_maskz_min_ps(all, _mm512_abs_ps(z), _mm512_set1_ps(4.0f));
+  const __m512 a = _mm512_maskz_min_ps(all, _mm512_set1_ps(4.0f), _mm512_abs_ps(z));  // a NaN stays NaN
   const __m512i i = _mm512_maskz_min_epi32(all, _mm512_maskz_cvttps_epi32(all, _mm512_mul_ps(a, _mm512_set1_ps(2.0f))),
                                            _mm512_set1_epi32(kIntervals - 1));
+  const auto column = [&](const float* table8) { return _mm512_maskz_permutexvar_ps(all, i, erf_column(table8)); };
   const __mmask16 first = _mm512_cmpeq_epi32_mask(i, _mm512_setzero_si512());
-  const __m512 t = _mm512_sub_ps(a, _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(all, i), _mm512_set1_ps(0.5f)));
+  const __m512 t = _mm512_sub_ps(a, column(kErfCentre));
   const __m512 u = _mm512_mask_mul_ps(t, first, a, a);
-  __m512 q = _mm512_maskz_permutexvar_ps(all, i, erf_column(kErfPoly[kPowers - 1]));
-  for (int p = kPowers - 2; p >= 0; --p)
-    q = _mm512_fmadd_ps(q, u, _mm512_maskz_permutexvar_ps(all, i, erf_column(kErfPoly[p])));
-  const __m512 start = _mm512_mask_blend_ps(first, _mm512_maskz_permutexvar_ps(all, i, erf_column(kErfStart)), a);
+  __m512 q = column(kErfPoly[kPowers - 1]);
+  for (int p = kPowers - 2; p >= 0; --p) q = _mm512_fmadd_ps(q, u, column(kErfPoly[p]));
+  const __m512 hi = _mm512_mask_blend_ps(first, column(kErfStart), a);
   const __mmask16 one = _mm512_cmp_ps_mask(a, _mm512_set1_ps(kErfOne), _CMP_GE_OQ);
-  const __m512 r = _mm512_mask_blend_ps(one, _mm512_fmadd_ps(t, q, start), _mm512_set1_ps(1.0f));
+  const __m512 r = _mm512_mask_blend_ps(one, _mm512_add_ps(hi, _mm512_fmadd_ps(t, q, column(kErfStartLow))), _mm512_set1_ps(1.0f));
   const __m512i sign = _mm512_and_si512(_mm512_castps_si512(z), _mm512_set1_epi32(INT32_MIN));
   return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), sign));
 }
