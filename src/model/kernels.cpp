@@ -120,52 +120,44 @@ void gelu_tanh_scalar(float* x, size_t n) {
   }
 }
 
-// In place over n floats in parallel chunks: the AVX2 body `vec` when the CPU has it, else `scalar`.
-void map_chunks(float* x, size_t n, void (*vec)(float*, size_t), void (*scalar)(float*, size_t)) {
-  const size_t chunk = 16384;  // a multiple of 8: chunks cut no vector
+using Body = void (*)(float*, size_t);
+
+// The in-place body of `act` over a run of floats, on the calling thread: the widest this CPU runs (GELU:
+// AVX-512, else AVX2; the others AVX2), else scalar code. The same bits on every path.
+Body activation_body(Activation act) {
   const bool v = have_avx2();
+  switch (act) {
+    case Activation::GeluTanh:
+      return v ? avx2::gelu_tanh : gelu_tanh_scalar;
+    case Activation::QuickGelu:
+      return v ? avx2::quick_gelu : quick_gelu_scalar;
+    case Activation::Gelu:
+      break;
+  }
+  return !v ? gelu_scalar : have_avx512_bf16() ? avx512::gelu : avx2::gelu;
+}
+
+// In place over n floats in parallel chunks of `body`.
+void map_chunks(float* x, size_t n, Body body) {
+  const size_t chunk = 16384;  // a multiple of 16: chunks cut no vector
   for_rows((n + chunk - 1) / chunk, chunk, [&](size_t c0, size_t c1) {
     const size_t i0 = c0 * chunk, i1 = std::min(n, c1 * chunk);
-    (v ? vec : scalar)(x + i0, i1 - i0);
+    body(x + i0, i1 - i0);
   });
 }
 
 }  // namespace
 
-void quick_gelu(float* x, size_t n) { map_chunks(x, n, avx2::quick_gelu, quick_gelu_scalar); }
+void quick_gelu(float* x, size_t n) { map_chunks(x, n, activation_body(Activation::QuickGelu)); }
 
-void gelu_tanh(float* x, size_t n) { map_chunks(x, n, avx2::gelu_tanh, gelu_tanh_scalar); }
+void gelu_tanh(float* x, size_t n) { map_chunks(x, n, activation_body(Activation::GeluTanh)); }
 
 void activation_tile(float* x, size_t ldx, size_t m, size_t n, Activation act) {
-  const bool v = have_avx2();
-  void (*row)(float*, size_t) = nullptr;
-  switch (act) {
-    case Activation::Gelu:
-      row = !v ? gelu_scalar : have_avx512_bf16() ? avx512::gelu : avx2::gelu;
-      break;
-    case Activation::GeluTanh:
-      row = v ? avx2::gelu_tanh : gelu_tanh_scalar;
-      break;
-    case Activation::QuickGelu:
-      row = v ? avx2::quick_gelu : quick_gelu_scalar;
-      break;
-  }
+  const Body row = activation_body(act);
   for (size_t r = 0; r < m; ++r) row(x + r * ldx, n);
 }
 
-void activation(float* x, size_t n, Activation act) {
-  switch (act) {
-    case Activation::Gelu:
-      gelu(x, n);
-      return;
-    case Activation::GeluTanh:
-      gelu_tanh(x, n);
-      return;
-    case Activation::QuickGelu:
-      quick_gelu(x, n);
-      return;
-  }
-}
+void activation(float* x, size_t n, Activation act) { map_chunks(x, n, activation_body(act)); }
 
 void swiglu(float* out, const float* in, int M, int hidden) {
   const size_t h = static_cast<size_t>(hidden);
@@ -210,7 +202,7 @@ float erf_float(float z) {
 void gelu(float* x, size_t n) {
   // The 16-wide body on CPUs with AVX-512 (erf_float's operations and the same formula: the same bits,
   // checked by Kernels.GeluIsTheSameOnEveryPath).
-  map_chunks(x, n, have_avx512_bf16() ? avx512::gelu : avx2::gelu, gelu_scalar);
+  map_chunks(x, n, activation_body(Activation::Gelu));
 }
 
 int gemm_panel_width() { return gemm_isa_width(); }
