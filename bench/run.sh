@@ -190,7 +190,7 @@ fi
 "$PY" - "$R" <<'PYEOF'
 import statistics
 import sys
-v, rounds = {}, {}
+v, rounds, byround = {}, {}, {}
 for line in open(sys.argv[1]):
     p = line.split()
     if len(p) != 2:
@@ -203,12 +203,24 @@ for line in open(sys.argv[1]):
     k = p[0].split(".", 2)
     if len(k) == 3 and k[0].startswith("r"):
         rounds.setdefault((k[1], k[2]), []).append(x)
+        byround.setdefault((k[1], k[2]), {})[k[0]] = x
 def best(m, key, low=True):
     xs = rounds.get((m, key), [])
     return (min(xs) if low else max(xs)) if xs else float("nan")
 def med(m, key):
     xs = rounds.get((m, key), [])
     return statistics.median(xs) if xs else float("nan")
+def same_round(m, num, den):  # num / den of each round that has both (num: the smaller of num's keys), in round order
+    d = byround.get((m, den), {})
+    out = []
+    for r in sorted(d, key=lambda s: int(s[1:])):
+        n = [byround.get((m, k), {}).get(r) for k in num]
+        n = [x for x in n if x is not None]
+        if n:
+            out.append(min(n) / d[r])
+    return out
+def show_ratios(xs):
+    return "%s (median %.2fx)" % (" / ".join("%.2f" % x for x in xs), statistics.median(xs)) if xs else "-"
 def mark(ok):
     return "MET" if ok else "NOT MET"
 print("\n== summary (%s)" % sys.argv[1])
@@ -227,13 +239,16 @@ def ort(m, b):  # the faster ORT graph at batch b, 2 threads: (best ms, median m
          for k, g in (("", "MatMul"), ("_fused", "fused"))]
     c = [x for x in c if x[0] == x[0]]
     return min(c) if c else (nan, nan, "-")
-print("ms per image, best / median over the rounds; ORT: MatMul/Softmax graph and com.microsoft.Attention graph;")
-print("speed-up = the faster ORT graph's best / attnmap's best (target >= 1.05x); % peak: attnmap GFLOP/s / sgemm peak")
+print("ms per image, best / median over the rounds (best: of every round's best of ITERS; median: of every round's median);")
+print("ORT: MatMul/Softmax graph and com.microsoft.Attention graph; % peak: attnmap GFLOP/s / sgemm peak;")
+print("speed-up = the faster ORT graph's best / attnmap's best, over all rounds (target >= 1.05x); below each row the")
+print("same ratio round by round (each round's faster graph against attnmap in that round) and its median")
 print("%-13s %-2s %17s %17s %17s %15s %6s %8s" % ("model", "b", "attnmap", "ORT MatMul", "ORT fused",
                                                    "speed-up", "% peak", "PyTorch"))
 for m in [x for x in ("vitb", "vits", "vitb448") if (x, "forward_ms_per_image_b1") in rounds]:
     for b in (1, 8):
-        a, am = best(m, "forward_ms_per_image_b%d" % b), med(m, "forward_ms_per_image_b%d" % b)
+        a = best(m, "forward_ms_per_image_b%d" % b)
+        am = med(m, "forward_median_ms_per_image_b%d" % b)  # as ORT's: the median of the rounds' medians
         o, om = best(m, "ort_ms_per_image_b%d_t2" % b), med(m, "ort_median_ms_per_image_b%d_t2" % b)
         f, fm = best(m, "ort_fused_ms_per_image_b%d_t2" % b), med(m, "ort_fused_median_ms_per_image_b%d_t2" % b)
         ob, _, og = ort(m, b)
@@ -242,6 +257,8 @@ for m in [x for x in ("vitb", "vits", "vitb448") if (x, "forward_ms_per_image_b1
         print("%-13s %-2d %7.1f / %-7.1f %7.1f / %-7.1f %7.1f / %-7.1f %5.2fx %-8s %5.0f%% %8.1f   >= 1.05x: %s%s" % (
             names[m], b, a, am, o, om, f, fm, ob / a, "(%s)" % og, g, t, mark(a * 1.05 <= ob),
             ("; >= 85%% peak: %s" % mark(g >= 85)) if m == "vitb" else ""))
+        print("%-13s %-2d same-round speed-ups %s" % (names[m], b, show_ratios(same_round(
+            m, ["ort_ms_per_image_b%d_t2" % b, "ort_fused_ms_per_image_b%d_t2" % b], "forward_ms_per_image_b%d" % b))))
     if (m, "forward_onednn_ms_per_image_b1") in rounds:  # the same run with oneDNN's matmul for the products
         print("%-13s products on oneDNN's matmul (ATTNMAP_GEMM_KERNELS=onednn): batch 1 %.1f / %.1f ms, batch 8 %.1f / %.1f ms;"
               " own kernels' speed-up %.2fx / %.2fx" % (
@@ -276,7 +293,10 @@ for m in [x for x in ("vitb", "vits", "vitb448") if (x, "forward_ms_per_image_b1
             ort(m, 8)[0] / best(m, "forward_avx512_ms_per_image_b8")))
     s1 = best(m, "forward_1core_ms_per_image_b1") / best(m, "forward_ms_per_image_b1")
     so = best(m, "ort_ms_per_image_b1_t1") / best(m, "ort_ms_per_image_b1_t2")
-    print("%-13s 1 -> 2 cores (batch 1): attnmap %.2fx, ORT MatMul graph %.2fx (no target)" % (names[m], s1, so))
+    print("%-13s 1 -> 2 cores (batch 1): attnmap %.2fx, ORT MatMul graph %.2fx (no target); round by round attnmap %s, "
+          "ORT %s" % (names[m], s1, so,
+                      show_ratios(same_round(m, ["forward_1core_ms_per_image_b1"], "forward_ms_per_image_b1")),
+                      show_ratios(same_round(m, ["ort_ms_per_image_b1_t1"], "ort_ms_per_image_b1_t2"))))
     print("%-13s map vs ORT max |diff|: MatMul graph %.1e, fused graph %.1e (both checked <= 1e-4 before timing)" % (
         names[m], v.get("r0.%s.ort_map_max_abs_diff_b2" % m, nan), v.get("r0.%s.ort_fused_map_max_abs_diff_b2" % m, nan)))
 st = [(k, v["r0.vitb.stage_%s_ms" % k]) for k in ("gemm", "attention", "elementwise", "decode", "resize", "overlay", "png")
