@@ -235,6 +235,18 @@ std::vector<PackedBlock> panel_blocks(int N, int width) {
   return blocks;
 }
 
+// Runs tile(block, i0, rows) on the pool for every tile of a product of M rows: rows [i0, i0 + rows) of a row
+// block of row_tiles(M) times one column block; the column blocks of one row block, then the next row block.
+template <class F>
+void for_each_tile(int M, const std::vector<PackedBlock>& blocks, F tile) {
+  const RowTiles t = row_tiles(M);
+  const int cols = static_cast<int>(blocks.size());
+  parallel_for(t.count * cols, [&](int k) {
+    const int i0 = k / cols * t.height;
+    tile(blocks[static_cast<size_t>(k % cols)], i0, std::min(t.height, M - i0));
+  });
+}
+
 // lin.weight (N, K) packed block by block (col_blocks), in float32 or bfloat16: for oneDNN's matmul (`values`
 // of each block), or, when `panel_width` > 0, for the own product (kernels::pack_panels: `panels`, the blocks
 // giving only the columns each tile computes).
@@ -511,13 +523,10 @@ void linear(float* Y, const float* X, const LinearW& lin, int M, Precision preci
       kernels::to_bf16(xb + a * K, X + a * K, n * K);
     });
   }
-  const int cols = static_cast<int>(p->blocks.size());
-  parallel_for(t.count * cols, [&](int k) {  // column blocks of one row block, then the next row block
-    const int i0 = (k / cols) * t.height, mi = std::min(t.height, M - i0);
+  for_each_tile(M, p->blocks, [&](const PackedBlock& blk, int i0, int mi) {
     const size_t si = static_cast<size_t>(i0);
     const void* Xi = bf16 ? static_cast<const void*>(xb + si * K) : static_cast<const void*>(X + si * K);
-    packed_tile(*p, p->blocks[static_cast<size_t>(k % cols)], mi, Xi, bias,
-                epilogue.residual != nullptr ? nullptr : Y + si * N,
+    packed_tile(*p, blk, mi, Xi, bias, epilogue.residual != nullptr ? nullptr : Y + si * N,
                 Epilogue{epilogue.act, epilogue.residual != nullptr ? epilogue.residual + si * N : nullptr, epilogue.gamma});
   });
 #else
@@ -543,14 +552,10 @@ bool linear_columns(float* Y, size_t ldy, const float* X, size_t ldx, const Line
   if (p->panel_width == 0 || n0 % p->panel_width != 0) return false;
   const float* panels = p->panels + kernels::gemm_panel_floats(n0, p->K, p->panel_width);  // column n0's panel on
   const float* bias = lin.bias.empty() ? nullptr : lin.bias.data() + n0;
-  const std::vector<PackedBlock> blocks = panel_blocks(n, p->panel_width);  // as linear()'s, of the n columns
-  const RowTiles t = row_tiles(M);
-  const int cols = static_cast<int>(blocks.size());
-  parallel_for(t.count * cols, [&](int k) {
-    const PackedBlock& b = blocks[static_cast<size_t>(k % cols)];
-    const size_t i0 = static_cast<size_t>(k / cols) * static_cast<size_t>(t.height);
-    kernels::gemm_panels(Y + i0 * ldy + static_cast<size_t>(b.n0), ldy, X + i0 * ldx, ldx,
-                         std::min(t.height, M - static_cast<int>(i0)), b.n, p->K,
+  // the tiles of linear()'s order over the n columns' panel blocks
+  for_each_tile(M, panel_blocks(n, p->panel_width), [&](const PackedBlock& b, int i0, int mi) {
+    const size_t si = static_cast<size_t>(i0);
+    kernels::gemm_panels(Y + si * ldy + static_cast<size_t>(b.n0), ldy, X + si * ldx, ldx, mi, b.n, p->K,
                          panels + kernels::gemm_panel_floats(b.n0, p->K, p->panel_width), bias ? bias + b.n0 : nullptr);
   });
   return true;
