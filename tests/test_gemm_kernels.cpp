@@ -55,25 +55,53 @@ struct Aligned {
   ~Aligned() { std::free(p); }
 };
 
+// x (rows ldx apart) + the product C, or + gamma * C (the product rounded before the sum): residual_add_tile's
+// operations written out.
+std::vector<float> plus_residual(std::vector<float> x, size_t ldx, const std::vector<float>& C, size_t ldc,
+                                 const float* gamma, int m, int n) {
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      volatile float y = C[static_cast<size_t>(i) * ldc + static_cast<size_t>(j)];  // volatile: never an FMA
+      if (gamma != nullptr) y = gamma[j] * y;
+      x[static_cast<size_t>(i) * ldx + static_cast<size_t>(j)] += y;
+    }
+  return x;
+}
+
 // One path (panel width, function) on shapes with row tails (m not a multiple of 6 or 8), column tails (n not
 // a multiple of 16 or 48), one and several depth passes (K up to 1600 > kGemmDepthMax), strided A and C, with
-// and without bias: every element equal to the FMA chain, and nothing written past a row's n columns.
+// and without bias, stored, stored through GELU or added to a residual stream (with and without LayerScale):
+// every element equal to the FMA chain (through activation's GELU; plus the residual), and nothing written past
+// a row's n columns.
 void expect_fma_chain(int width) {
   for (int m : {1, 5, 8, 13}) {
     for (int n : {1, 16, 47, 49, 97}) {
       for (int K : {1, 7, 300, 1600}) {
-        for (bool with_bias : {false, true}) {
-          const size_t lda = static_cast<size_t>(K) + 3, ldc = static_cast<size_t>(n) + 5;
+        for (int mode = 0; mode < 5; ++mode) {  // stored without, with bias; added, with bias; with LayerScale;
+                                                 // stored through GELU, with bias
+          const bool with_bias = mode == 1 || mode == 2 || mode == 4, residual = mode == 2 || mode == 3;
+          const size_t lda = static_cast<size_t>(K) + 3, ldc = static_cast<size_t>(n) + 5, ldx = static_cast<size_t>(n) + 2;
           const std::vector<float> A = randoms(static_cast<size_t>(m) * lda, 1), W = randoms(static_cast<size_t>(n) * K, 2),
-                                   b = randoms(static_cast<size_t>(n), 3);
+                                   b = randoms(static_cast<size_t>(n), 3), g = randoms(static_cast<size_t>(n), 4),
+                                   x0 = randoms(static_cast<size_t>(m) * ldx, 5);
           Aligned panels(kernels::gemm_panel_floats(n, K, width));
           kernels::pack_panels(panels.p, W.data(), n, K, width);
           const float* bias = with_bias ? b.data() : nullptr;
-          std::vector<float> C(static_cast<size_t>(m) * ldc, -7.0f);
-          kernels::gemm_panels_on(width, C.data(), ldc, A.data(), lda, m, n, K, panels.p, bias);
-          const std::vector<float> want = fma_chain(A, lda, W, bias, m, n, K, ldc);
-          ASSERT_EQ(std::memcmp(C.data(), want.data(), C.size() * sizeof(float)), 0)
-              << "width " << width << ", m " << m << ", n " << n << ", K " << K << ", bias " << with_bias;
+          const float* gamma = mode == 3 ? g.data() : nullptr;
+          std::vector<float> C(static_cast<size_t>(m) * ldc, -7.0f), x = x0;
+          const kernels::PanelEpilogue res{x.data(), ldx, gamma, false}, gelu{nullptr, 0, nullptr, true};
+          kernels::gemm_panels_on(width, C.data(), ldc, A.data(), lda, m, n, K, panels.p, bias,
+                                  residual ? &res : mode == 4 ? &gelu : nullptr);
+          std::vector<float> want = fma_chain(A, lda, W, bias, m, n, K, ldc);
+          if (mode == 4) kernels::activation_tile(want.data(), ldc, static_cast<size_t>(m), static_cast<size_t>(n), Activation::Gelu);
+          const std::string where = "width " + std::to_string(width) + ", m " + std::to_string(m) + ", n " +
+                                    std::to_string(n) + ", K " + std::to_string(K) + ", mode " + std::to_string(mode);
+          if (!residual) {
+            ASSERT_EQ(std::memcmp(C.data(), want.data(), C.size() * sizeof(float)), 0) << where;
+            continue;
+          }
+          const std::vector<float> want_x = plus_residual(x0, ldx, want, ldc, gamma, m, n);
+          ASSERT_EQ(std::memcmp(x.data(), want_x.data(), x.size() * sizeof(float)), 0) << where;
         }
       }
     }
@@ -111,6 +139,11 @@ TEST(GemmKernels, NoDepthGivesTheBias) {
     EXPECT_EQ(C, (std::vector<float>{1, 2, 3, 1, 2, 3}));
     kernels::gemm_panels_on(w, C.data(), 3, nullptr, 0, 2, 3, 0, nullptr, nullptr);
     EXPECT_EQ(C, std::vector<float>(6, 0.0f));
+    std::vector<float> x = {10, 20, 30, 40, 50, 60, 70, 80};  // rows 4 apart: 40 and 80 are not the tile's
+    const float gamma[3] = {2, 2, 0.5f};
+    const kernels::PanelEpilogue res{x.data(), 4, gamma};
+    kernels::gemm_panels_on(w, C.data(), 3, nullptr, 0, 2, 3, 0, nullptr, bias, &res);
+    EXPECT_EQ(x, (std::vector<float>{12, 24, 31.5f, 40, 52, 64, 71.5f, 80}));
   }
 }
 

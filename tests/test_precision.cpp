@@ -162,6 +162,22 @@ TEST(Kernels, SoftmaxIsTheSameOnEveryPath) {
   }
 }
 
+// LayerNorm: the AVX-512 row (8 doubles a step) gives the AVX2 row's bits, on row lengths with every tail.
+TEST(Kernels, LayerNormIsTheSameOnEveryPath) {
+  if (!kernels::has_bf16_instructions()) GTEST_SKIP() << "no AVX-512 bf16 here: layernorm is the AVX2 row itself";
+  std::vector<int> lengths = {192, 384, 768, 1024, 1280};
+  for (int n = 1; n <= 40; ++n) lengths.push_back(n);
+  for (int n : lengths) {
+    const size_t sn = static_cast<size_t>(n);
+    const std::vector<float> x = randoms(sn, 40 + static_cast<unsigned>(n), 3.0f), w = randoms(sn, 41, 1.0f),
+                             b = randoms(sn, 42, 0.5f);
+    std::vector<float> a(sn), c(sn);
+    kernels::layernorm(a.data(), x.data(), w.data(), b.data(), 1, n, 1e-6f);
+    kernels::avx2::layernorm_row(c.data(), x.data(), w.data(), b.data(), n, 1e-6f);
+    EXPECT_EQ(std::memcmp(a.data(), c.data(), sn * sizeof(float)), 0) << "row of " << n;
+  }
+}
+
 // linear() in bf16 is the product of the bf16-rounded X and W accumulated in float32 (+ the float32 bias):
 // against the same rounded inputs summed in double, to float32 accumulation's rounding; each row the same
 // bits whatever the rows around it and the thread count.

@@ -123,18 +123,33 @@ void pack_panels(float* out, const float* W, int N, int K, int width);
 /// Floats of pack_panels' output: ceil(N / width) * width * K (0 when width is 0).
 size_t gemm_panel_floats(int N, int K, int width);
 
+/// What gemm_panels does with the product as its last pass stores it, instead of storing it in C as it is:
+/// - x not null: added to the residual stream. x (m, n; rows ldx apart, from the block's first column) += the
+///   product, or += gamma (n floats from the block's first column) * the product with LayerScale:
+///   residual_add_tile's operations, so its bits, with no pass over a tile in memory. C then holds only the
+///   running sums of the passes before the last (K > kGemmDepthMax).
+/// - gelu: C = exact GELU of the product, activation(Activation::Gelu)'s bits (on the AVX-512 path in the
+///   registers before the store; on the others by activation_tile after it).
+struct PanelEpilogue {
+  float* x = nullptr;
+  size_t ldx = 0;
+  const float* gamma = nullptr;
+  bool gelu = false;
+};
+
 /// C (m, n) = A (m, K) * W^T (+ bias (n) when not null), C's rows ldc apart and A's lda apart, W packed by
 /// pack_panels (`panels`: the panels of C's n columns, from the first). Each element of C is summed as
 /// kGemmChunk says, the same operations whatever m, the row and column where the call's block starts, the
 /// thread and the ISA path (AVX-512 or AVX2): a row's bits depend on W, K and the row alone. On the calling
 /// thread (a pool task's). BLIS-style (Van Zee and van de Geijn, "BLIS: A Framework for Rapidly Instantiating
-/// BLAS Functionality", 2015): a register-blocked micro-tile that reads the panel's rows from cache.
+/// BLAS Functionality", 2015): a register-blocked micro-tile that reads the panel's rows from cache. `epilogue`
+/// (optional): PanelEpilogue.
 void gemm_panels(float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
-                 const float* bias);
+                 const float* bias, const PanelEpilogue* epilogue = nullptr);
 
 /// gemm_panels on the path of panel width w: 48 (AVX-512F) or 16 (AVX2 + FMA), which the CPU must have, on
 /// panels packed for that width (the tests run each path this way).
 void gemm_panels_on(int w, float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
-                    const float* bias);
+                    const float* bias, const PanelEpilogue* epilogue = nullptr);
 
 }  // namespace attnmap::kernels

@@ -124,8 +124,8 @@ void layernorm_row(float* y, const float* x, const float* w, const float* b, int
       d0 = _mm256_load_pd(t);
       d1 = _mm256_load_pd(t + 4);
     }
-    v0 = _mm256_add_pd(v0, _mm256_mul_pd(d0, d0));
-    v1 = _mm256_add_pd(v1, _mm256_mul_pd(d1, d1));
+    v0 = _mm256_fmadd_pd(d0, d0, v0);  // fused, written out: the same bits from GCC (which contracts) and clang
+    v1 = _mm256_fmadd_pd(d1, d1, v1);
   };
   for (int j = 0; j < full; j += 8) var_acc(_mm256_loadu_ps(x + j), 8);
   if (rest) var_acc(load_part(x + full, rest, 0.0f), rest);
@@ -135,7 +135,7 @@ void layernorm_row(float* y, const float* x, const float* w, const float* b, int
     const __m128 lo = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(xv)), m), r));
     const __m128 hi = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1)), m), r));
     const __m256 z = _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
-    return _mm256_add_ps(_mm256_mul_ps(z, wv), bv);  // float(z) * w + b, not fused (as the scalar code)
+    return _mm256_fmadd_ps(z, wv, bv);  // float(z) * w + b, fused (the scalar code rounds the product first)
   };
   for (int j = 0; j < full; j += 8)
     _mm256_storeu_ps(y + j, norm8(_mm256_loadu_ps(x + j), _mm256_loadu_ps(w + j), _mm256_loadu_ps(b + j)));
@@ -215,9 +215,30 @@ __m256i lanes_below(int c) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(std::clamp(c, 0, 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+// The micro-tile's sums added to the residual stream, with residual_add_row's operations (x + gamma * t, the
+// product rounded first).
+template <int R>
+inline void add_to_residual(const PanelEpilogue& res, const float (*total)[16], __m256i m0, __m256i m1) {
+  const __m256i mask[2] = {m0, m1};
+#pragma GCC unroll 2
+  for (int v = 0; v < 2; ++v) {
+    const __m256 g = res.gamma != nullptr ? _mm256_maskload_ps(res.gamma + 8 * v, mask[v]) : _mm256_setzero_ps();
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      float* const x = res.x + static_cast<size_t>(i) * res.ldx + 8 * v;
+      __m256 t = _mm256_load_ps(total[i] + 8 * v);
+      if (res.gamma != nullptr) {
+        t = _mm256_mul_ps(g, t);
+        asm("" : "+x"(t));
+      }
+      _mm256_maskstore_ps(x, mask[v], _mm256_add_ps(_mm256_maskload_ps(x, mask[v]), t));
+    }
+  }
+}
+
 template <int R>
 inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const float* P, int kc, int nc,
-                       const float* bias, bool from_c) {
+                       const float* bias, bool from_c, const PanelEpilogue* res) {
   const __m256i m0 = lanes_below(nc), m1 = lanes_below(nc - 8);
   alignas(32) float total[R][16];
 #pragma GCC unroll 6
@@ -250,6 +271,7 @@ inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const f
       _mm256_store_ps(total[i] + 8, _mm256_add_ps(_mm256_load_ps(total[i] + 8), acc[i][1]));
     }
   }
+  if (res != nullptr) return add_to_residual<R>(*res, total, m0, m1);
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i) {
     _mm256_maskstore_ps(C + static_cast<size_t>(i) * ldc, m0, _mm256_load_ps(total[i]));
@@ -259,20 +281,24 @@ inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const f
 
 template <int R>
 inline void rows_tile(int r, float* C, size_t ldc, const float* A, size_t lda, const float* P, int kc, int nc,
-                      const float* bias, bool from_c) {
+                      const float* bias, bool from_c, const PanelEpilogue* res) {
   if constexpr (R > 1) {
-    if (r < R) return rows_tile<R - 1>(r, C, ldc, A, lda, P, kc, nc, bias, from_c);
+    if (r < R) return rows_tile<R - 1>(r, C, ldc, A, lda, P, kc, nc, bias, from_c, res);
   }
-  micro_tile<R>(C, ldc, A, lda, P, kc, nc, bias, from_c);
+  micro_tile<R>(C, ldc, A, lda, P, kc, nc, bias, from_c, res);
 }
 
 }  // namespace
 
 void gemm_panel_pass(float* C, size_t ldc, const float* A, size_t lda, int m, const float* P, int kc, int nc,
-                     const float* bias, bool from_c) {
-  for (int i = 0; i < m; i += kTileRows)
+                     const float* bias, bool from_c, const PanelEpilogue* epilogue) {
+  for (int i = 0; i < m; i += kTileRows) {
+    PanelEpilogue rows;  // this micro-tile's rows of the residual stream (kernels.cpp applies GELU after)
+    const bool to_x = epilogue != nullptr && epilogue->x != nullptr;
+    if (to_x) rows = {epilogue->x + static_cast<size_t>(i) * epilogue->ldx, epilogue->ldx, epilogue->gamma};
     rows_tile<kTileRows>(std::min(kTileRows, m - i), C + static_cast<size_t>(i) * ldc, ldc, A + static_cast<size_t>(i) * lda,
-                         lda, P, kc, nc, bias, from_c);
+                         lda, P, kc, nc, bias, from_c, to_x ? &rows : nullptr);
+  }
 }
 
 }  // namespace attnmap::kernels::avx2
@@ -287,6 +313,9 @@ void gelu_tanh(float*, size_t) { std::abort(); }
 void silu(float*, size_t) { std::abort(); }
 void softmax_row(float*, int) { std::abort(); }
 void residual_add_row(float*, const float*, const float*, size_t) { std::abort(); }
-void gemm_panel_pass(float*, size_t, const float*, size_t, int, const float*, int, int, const float*, bool) { std::abort(); }
+void gemm_panel_pass(float*, size_t, const float*, size_t, int, const float*, int, int, const float*, bool,
+                     const PanelEpilogue*) {
+  std::abort();
+}
 }  // namespace attnmap::kernels::avx2
 #endif

@@ -3,6 +3,10 @@
 #pragma once
 #include <cstddef>
 
+namespace attnmap::kernels {
+struct PanelEpilogue;
+}
+
 namespace attnmap::kernels::avx2 {
 
 void layernorm_row(float* y, const float* x, const float* w, const float* b, int D, float eps);
@@ -16,6 +20,7 @@ void residual_add_row(float* x, const float* y, const float* gamma, size_t n);
 /// One pass of kernels::gemm_panels over one panel: C (m, nc <= 16) = start + A (m, kc; rows lda apart) times
 /// the panel's kc rows P (16 floats each), start = C's values (from_c), else the bias (nc floats) or 0; the
 /// micro-tiles down the rows, 6 rows x 16 columns each in 12 ymm accumulators.
+/// With `epilogue` (not null; its x, or its gelu on the AVX-512 path only) as kernels::PanelEpilogue says.
 void gemm_panel_pass(float* C, size_t ldc, const float* A, size_t lda, int m, const float* P, int kc, int nc,
-                     const float* bias, bool from_c);
+                     const float* bias, bool from_c, const PanelEpilogue* epilogue);
 }  // namespace attnmap::kernels::avx2

@@ -4,6 +4,7 @@
 #include "model/kernels.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #if defined(__AVX512F__) && defined(__AVX512BF16__)
@@ -110,6 +111,52 @@ void softmax_row(float* row, int n) {
   }
 }
 
+// avx2::layernorm_row's bits, 8 floats a step in one register of 8 doubles: the sums in double lane k of 8
+// (k = j mod 8, j ascending), then ((t0 + t2) + (t1 + t3)) of t = lanes 0..3 + lanes 4..7, as its hsum; the
+// squares added by FMA and float(z) * w + b fused, as GCC contracts that row's code. AVX-512F only (no VL).
+namespace {
+
+inline double hsum8(__m512d v) {
+  alignas(64) double t[8];
+  _mm512_store_pd(t, v);
+  const double t0 = t[0] + t[4], t1 = t[1] + t[5], t2 = t[2] + t[6], t3 = t[3] + t[7];
+  return (t0 + t2) + (t1 + t3);
+}
+
+// The 8 floats at p as doubles; n < 8 of them: the rest 0, as avx2's load_part(p, n, 0).
+inline __m512d load8_pd(const float* p, int n) {
+  if (n >= 8) return _mm512_maskz_cvtps_pd(0xff, _mm256_loadu_ps(p));
+  alignas(32) float t[8] = {};
+  std::copy_n(p, n, t);
+  return _mm512_maskz_cvtps_pd(0xff, _mm256_load_ps(t));
+}
+
+}  // namespace
+
+void layernorm_row(float* y, const float* x, const float* w, const float* b, int D, float eps) {
+  __m512d s = _mm512_setzero_pd();
+  for (int j = 0; j < D; j += 8) s = _mm512_add_pd(s, load8_pd(x + j, D - j));
+  const __m512d m = _mm512_set1_pd(hsum8(s) / D);
+  __m512d q = _mm512_setzero_pd();
+  for (int j = 0; j < D; j += 8) {
+    const __mmask8 k = static_cast<__mmask8>(D - j >= 8 ? 0xffu : (1u << (D - j)) - 1u);
+    const __m512d d = _mm512_maskz_sub_pd(k, load8_pd(x + j, D - j), m);  // padded lanes: 0
+    q = _mm512_fmadd_pd(d, d, q);
+  }
+  const __m512d r = _mm512_set1_pd(1.0 / std::sqrt(hsum8(q) / D + static_cast<double>(eps)));
+  for (int j = 0; j < D; j += 8) {
+    const __m256 z = _mm512_maskz_cvtpd_ps(0xff, _mm512_mul_pd(_mm512_sub_pd(load8_pd(x + j, D - j), m), r));
+    if (D - j >= 8) {
+      _mm256_storeu_ps(y + j, _mm256_fmadd_ps(z, _mm256_loadu_ps(w + j), _mm256_loadu_ps(b + j)));
+      continue;
+    }
+    alignas(32) float zt[8], out[8];
+    _mm256_store_ps(zt, z);
+    for (int i = 0; i < D - j; ++i) out[i] = std::fma(zt[i], w[j + i], b[j + i]);
+    std::copy_n(out, D - j, y + j);
+  }
+}
+
 namespace {
 
 // The micro-tile: R <= kTileRows rows x 48 columns (3 registers of 16) of C, 24 accumulators, with
@@ -118,15 +165,43 @@ namespace {
 // panel's zero padding, not stored). The running sums c wait in `total` (L1) while a chunk is summed.
 constexpr int kTileRows = 8, kVecs = 3;
 
+// The micro-tile's sums added to the residual stream: x += t, or x += gamma * t (the product rounded before the
+// sum: the empty asm keeps GCC from contracting the two into an FMA), as avx2::residual_add_row does.
+template <int R>
+inline void add_to_residual(const PanelEpilogue& res, const float (*total)[16 * kVecs], const __mmask16* mask) {
+#pragma GCC unroll 3
+  for (int v = 0; v < kVecs; ++v) {
+    const __m512 g = res.gamma != nullptr ? _mm512_maskz_loadu_ps(mask[v], res.gamma + 16 * v) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      float* const x = res.x + static_cast<size_t>(i) * res.ldx + 16 * v;
+      __m512 t = _mm512_load_ps(total[i] + 16 * v);
+      if (res.gamma != nullptr) {
+        t = _mm512_mul_ps(g, t);
+        asm("" : "+v"(t));
+      }
+      _mm512_mask_storeu_ps(x, mask[v], _mm512_add_ps(_mm512_maskz_loadu_ps(mask[v], x), t));
+    }
+  }
+}
+
 template <int R>
 inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const float* P, int kc, int nc,
-                       const float* bias, bool from_c) {
+                       const float* bias, bool from_c, const PanelEpilogue* res) {
   __mmask16 mask[kVecs];
   for (int v = 0; v < kVecs; ++v) {
     const int c = std::clamp(nc - 16 * v, 0, 16);
     mask[v] = static_cast<__mmask16>(c == 16 ? 0xffffu : (1u << c) - 1u);
   }
   alignas(64) float total[R][16 * kVecs];
+  if (res != nullptr && res->x != nullptr) {  // the residual rows this tile adds to, on their way while the sums run
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const char* x = reinterpret_cast<const char*>(res->x + static_cast<size_t>(i) * res->ldx);
+      _mm_prefetch(x, _MM_HINT_T0), _mm_prefetch(x + 64, _MM_HINT_T0), _mm_prefetch(x + 128, _MM_HINT_T0);
+      _mm_prefetch(x + 191, _MM_HINT_T0);
+    }
+  }
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i) {
 #pragma GCC unroll 3
@@ -161,31 +236,41 @@ inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const f
         _mm512_store_ps(total[i] + 16 * v, _mm512_add_ps(_mm512_load_ps(total[i] + 16 * v), acc[i][v]));
     }
   }
+  if (res != nullptr && res->x != nullptr) return add_to_residual<R>(*res, total, mask);
+  const bool gelu = res != nullptr && res->gelu;
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i) {
 #pragma GCC unroll 3
-    for (int v = 0; v < kVecs; ++v)
-      _mm512_mask_storeu_ps(C + static_cast<size_t>(i) * ldc + 16 * v, mask[v], _mm512_load_ps(total[i] + 16 * v));
+    for (int v = 0; v < kVecs; ++v) {
+      const __m512 t = _mm512_load_ps(total[i] + 16 * v);
+      _mm512_mask_storeu_ps(C + static_cast<size_t>(i) * ldc + 16 * v, mask[v], gelu ? gelu16(t) : t);
+    }
   }
 }
 
 // micro_tile<r> for 1 <= r <= R.
 template <int R>
 inline void rows_tile(int r, float* C, size_t ldc, const float* A, size_t lda, const float* P, int kc, int nc,
-                      const float* bias, bool from_c) {
+                      const float* bias, bool from_c, const PanelEpilogue* res) {
   if constexpr (R > 1) {
-    if (r < R) return rows_tile<R - 1>(r, C, ldc, A, lda, P, kc, nc, bias, from_c);
+    if (r < R) return rows_tile<R - 1>(r, C, ldc, A, lda, P, kc, nc, bias, from_c, res);
   }
-  micro_tile<R>(C, ldc, A, lda, P, kc, nc, bias, from_c);
+  micro_tile<R>(C, ldc, A, lda, P, kc, nc, bias, from_c, res);
 }
 
 }  // namespace
 
 void gemm_panel_pass(float* C, size_t ldc, const float* A, size_t lda, int m, const float* P, int kc, int nc,
-                     const float* bias, bool from_c) {
-  for (int i = 0; i < m; i += kTileRows)
+                     const float* bias, bool from_c, const PanelEpilogue* epilogue) {
+  for (int i = 0; i < m; i += kTileRows) {
+    PanelEpilogue rows;  // this micro-tile's rows of the epilogue
+    if (epilogue != nullptr) {
+      rows = *epilogue;
+      if (rows.x != nullptr) rows.x += static_cast<size_t>(i) * rows.ldx;
+    }
     rows_tile<kTileRows>(std::min(kTileRows, m - i), C + static_cast<size_t>(i) * ldc, ldc, A + static_cast<size_t>(i) * lda,
-                         lda, P, kc, nc, bias, from_c);
+                         lda, P, kc, nc, bias, from_c, epilogue != nullptr ? &rows : nullptr);
+  }
 }
 
 }  // namespace attnmap::kernels::avx512
@@ -196,7 +281,9 @@ namespace attnmap::kernels::avx512 {
 void to_bf16(uint16_t*, const float*, size_t) {}
 void gelu(float*, size_t) {}
 void softmax_row(float*, int) {}
-void gemm_panel_pass(float*, size_t, const float*, size_t, int, const float*, int, int, const float*, bool) {}
+void layernorm_row(float*, const float*, const float*, const float*, int, float) {}
+void gemm_panel_pass(float*, size_t, const float*, size_t, int, const float*, int, int, const float*, bool,
+                     const PanelEpilogue*) {}
 }  // namespace attnmap::kernels::avx512
 
 #endif

@@ -4,6 +4,10 @@
 #include <cstddef>
 #include <cstdint>
 
+namespace attnmap::kernels {
+struct PanelEpilogue;
+}
+
 namespace attnmap::kernels::avx512 {
 
 /// out[i] = in[i] rounded to bfloat16 (round to nearest even; VCVTNEPS2BF16, denormals to zero), n floats.
@@ -17,10 +21,15 @@ void gelu(float* x, size_t n);
 /// 1.0-ULP exp, the sum in double in the same order), 16 floats at a time.
 void softmax_row(float* row, int n);
 
+/// avx2::layernorm_row's result bit for bit, 16 floats a step: y (D) = (x - mean) / sqrt(var + eps) * w + b, the
+/// statistics in double.
+void layernorm_row(float* y, const float* x, const float* w, const float* b, int D, float eps);
+
 /// One pass of kernels::gemm_panels over one panel: C (m, nc <= 48) = start + A (m, kc; rows lda apart) times
 /// the panel's kc rows P (48 floats each), start = C's values (from_c), else the bias (nc floats) or 0; the
 /// micro-tiles down the rows, 8 rows x 48 columns each in 24 zmm accumulators.
+/// With `epilogue` (not null; its x, or its gelu on the AVX-512 path only) as kernels::PanelEpilogue says.
 void gemm_panel_pass(float* C, size_t ldc, const float* A, size_t lda, int m, const float* P, int kc, int nc,
-                     const float* bias, bool from_c);
+                     const float* bias, bool from_c, const PanelEpilogue* epilogue);
 
 }  // namespace attnmap::kernels::avx512

@@ -148,8 +148,8 @@ memory::desc user_weights_md(int k, int n, memory::data_type dt = kF32) {
 // The tiles of one linear() product: row blocks x column blocks, a rule of (M, N) alone. Every weight block
 // (a block of output columns) is read from memory once per row block, so a product of a few hundred rows
 // (one image) is one row block and streams its weights once, as ONNX Runtime's packed GEMM does; the column
-// blocks give the threads their shares. Row blocks: at most kPackedRowMax rows, heights equal to within one
-// row. Column blocks: about kPackedColTarget wide, a multiple of 16 (one AVX-512 register of floats), an even
+// blocks give the threads their shares. Row blocks: at most kPackedRowMax rows; several: heights of whole
+// micro-tiles (a multiple of 8 rows), the last shorter. Column blocks: about kPackedColTarget wide, a multiple of 16 (one AVX-512 register of floats), an even
 // count (2 threads get equal shares) where that costs little. oneDNN's matmul kernels compute each row of Y
 // the same way whatever the row block (checked by Sgemm.PackedRowsDoNotDependOnTheTile), and a column's
 // block depends on N alone, so the bits depend on neither M nor the thread count.
@@ -165,6 +165,7 @@ RowTiles row_tiles(int M) {
   RowTiles t;
   t.count = (M + kPackedRowMax - 1) / kPackedRowMax;
   t.height = (M + t.count - 1) / t.count;
+  if (t.count > 1) t.height = (t.height + 7) / 8 * 8;  // whole micro-tiles of 8 rows: a short one only at the end
   t.count = (M + t.height - 1) / t.height;
   return t;
 }
@@ -419,8 +420,7 @@ void execute(const TilePrimitive& tp, std::unordered_map<int, memory> args) {
 // the activation, then into Y; or added to the residual stream.
 void tile_epilogue(const Epilogue& e, float* tile, int m, int n, int n0, int N, float* Y) {
   const size_t sn = static_cast<size_t>(n), sN = static_cast<size_t>(N), s0 = static_cast<size_t>(n0);
-  if (e.residual != nullptr) {
-    // one call for the tile: a residual_add per row (a nested parallel_for each) was ~2.5x slower (ViT-S/16)
+  if (e.residual != nullptr) {  // one call for the tile (a residual_add per row, each in parallel: ~2.5x slower)
     kernels::residual_add_tile(e.residual + s0, sN, tile, sn, e.gamma != nullptr ? e.gamma + s0 : nullptr,
                                static_cast<size_t>(m), sn);
     return;
@@ -429,28 +429,28 @@ void tile_epilogue(const Epilogue& e, float* tile, int m, int n, int n0, int N, 
   for (size_t i = 0; i < static_cast<size_t>(m); ++i) std::copy_n(tile + i * sn, sn, Y + i * sN + s0);
 }
 
-// This thread's buffer for one dense tile of `floats`: grown, never zero-filled again.
-float* tile_buffer(size_t floats) {
+float* tile_buffer(size_t floats) {  // this thread's buffer for one dense tile: grown, never zero-filled again
   thread_local std::vector<float> tile;
   if (tile.size() < floats) tile.resize(floats);
   return tile.data();
 }
 
-// One tile of linear() on the own kernels: X (m, K) times the panels of blk's columns, + bias, straight into Y's
-// rows (then the activation there, while they are in cache), or into a dense tile that the residual add reads.
+// One tile of linear() on the own kernels: X (m, K) times the panels of blk's columns, + bias, into Y's rows
+// (exact GELU as the micro-tiles store them; another activation on the rows after, while they are in cache), or
+// added to the residual stream by the micro-tiles' last stores (then a tile of this thread's holds only the
+// passes before the last one, past kernels::kGemmDepthMax).
 void own_tile(const PackedLinear& p, const PackedBlock& blk, int m, const float* X, const float* bias, float* Y,
               const Epilogue& epilogue) {
   const float* panels = p.panels + kernels::gemm_panel_floats(blk.n0, p.K, p.panel_width);
-  const float* b = bias != nullptr ? bias + blk.n0 : nullptr;
-  const size_t K = static_cast<size_t>(p.K), N = static_cast<size_t>(p.N);
-  if (epilogue.residual == nullptr) {
-    kernels::gemm_panels(Y + blk.n0, N, X, K, m, blk.n, p.K, panels, b);
-    if (epilogue.act) kernels::activation_tile(Y + blk.n0, N, static_cast<size_t>(m), static_cast<size_t>(blk.n), *epilogue.act);
-    return;
-  }
-  float* tile = tile_buffer(static_cast<size_t>(m) * static_cast<size_t>(blk.n));
-  kernels::gemm_panels(tile, static_cast<size_t>(blk.n), X, K, m, blk.n, p.K, panels, b);
-  tile_epilogue(epilogue, tile, m, blk.n, blk.n0, p.N, Y);
+  const bool to_residual = epilogue.residual != nullptr;
+  const size_t K = static_cast<size_t>(p.K), sm = static_cast<size_t>(m), n = static_cast<size_t>(blk.n),
+               ldy = to_residual ? n : static_cast<size_t>(p.N);
+  kernels::PanelEpilogue e;
+  if (to_residual) e = {epilogue.residual + blk.n0, static_cast<size_t>(p.N), epilogue.gamma ? epilogue.gamma + blk.n0 : nullptr};
+  e.gelu = !to_residual && epilogue.act != nullptr && *epilogue.act == Activation::Gelu;
+  float* const y = to_residual ? tile_buffer(sm * n) : Y + blk.n0;
+  kernels::gemm_panels(y, ldy, X, K, m, blk.n, p.K, panels, bias != nullptr ? bias + blk.n0 : nullptr, &e);
+  if (!to_residual && epilogue.act != nullptr && !e.gelu) kernels::activation_tile(y, ldy, sm, n, *epilogue.act);
 }
 
 // One tile of linear(): X (m, K; float32, or bfloat16 as uint16 when p.bf16) times the packed weight block, +
