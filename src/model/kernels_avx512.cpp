@@ -113,7 +113,7 @@ void softmax_row(float* row, int n) {
 
 // avx2::layernorm_row's bits, 8 floats a step in one register of 8 doubles: the sums in double lane k of 8
 // (k = j mod 8, j ascending), then ((t0 + t2) + (t1 + t3)) of t = lanes 0..3 + lanes 4..7, as its hsum; the
-// squares added by FMA and float(z) * w + b fused, as GCC contracts that row's code. AVX-512F only (no VL).
+// squares added by FMA and float(z) * w + b fused, as that row does. AVX-512F only (no VL).
 namespace {
 
 inline double hsum8(__m512d v) {
@@ -194,7 +194,7 @@ inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const f
     mask[v] = static_cast<__mmask16>(c == 16 ? 0xffffu : (1u << c) - 1u);
   }
   alignas(64) float total[R][16 * kVecs];
-  if (res != nullptr && res->x != nullptr) {  // the residual rows this tile adds to, on their way while the sums run
+  if (res != nullptr && res->x != nullptr) {  // the residual rows it adds to (3-4 lines each), fetched meanwhile
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       const char* x = reinterpret_cast<const char*>(res->x + static_cast<size_t>(i) * res->ldx);
