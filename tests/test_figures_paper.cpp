@@ -179,7 +179,9 @@ TEST(FiguresPaper, ClippingBarsDrawTheTriangleAndAPlusLabel) {
     const std::vector<detail::TextBox> vb = v.label_boxes(c, 40.0, 60.0, 200.0);
     for (size_t i = 1; i < vb.size(); ++i) EXPECT_FALSE(detail::overlap(vb[i - 1], vb[i])) << clip << " " << i;
     for (const auto& b : vb) EXPECT_LE(b.x1, 40.0 + v.width() + 1e-6);  // inside the width the layout reserved
-    if (clip) EXPECT_LT((vb.back().y0 + vb.back().y1) / 2, 60.0 - 4.0);  // the top label centred on the triangle
+    if (clip) {
+      EXPECT_LT((vb.back().y0 + vb.back().y1) / 2, 60.0 - 4.0);  // the top label centred on the triangle
+    }
     v.draw(c, cmap, 40.0, 60.0, 200.0);
     const detail::HBar h(c, s, 12.0, 240.0);
     EXPECT_EQ(h.top_label, clip ? "0.076+" : "");
@@ -187,7 +189,9 @@ TEST(FiguresPaper, ClippingBarsDrawTheTriangleAndAPlusLabel) {
     ASSERT_FALSE(hb.empty());
     for (size_t i = 1; i < hb.size(); ++i) EXPECT_GE(hb[i].x0 - hb[i - 1].x1, 0.6 * 12.0 - 1e-9) << clip;
     EXPECT_LE(hb.back().x1, 100.0 + 240.0 + 1e-9);
-    if (clip) EXPECT_NEAR(hb.back().x1, 340.0, 1e-9);  // "0.076+" ends under the triangle's tip
+    if (clip) {
+      EXPECT_NEAR(hb.back().x1, 340.0, 1e-9);  // "0.076+" ends under the triangle's tip
+    }
     h.draw(c, cmap, 100.0, 330.0);
     const Image img = c.pixels();
     // Vertical: 4 px above the bar's top, at its middle: inside the triangle (clip) or white.

@@ -80,6 +80,8 @@ void expect_fma_chain(int width) {
         for (int mode = 0; mode < 5; ++mode) {  // stored without, with bias; added, with bias; with LayerScale;
                                                  // stored through GELU, with bias
           const bool with_bias = mode == 1 || mode == 2 || mode == 4, residual = mode == 2 || mode == 3;
+          // the epilogues on a row tail and a full tile plus a tail, one pass and two (the sanitizer run's time)
+          if (mode >= 2 && (m == 1 || m == 8 || K == 1 || K == 300)) continue;
           const size_t lda = static_cast<size_t>(K) + 3, ldc = static_cast<size_t>(n) + 5, ldx = static_cast<size_t>(n) + 2;
           const std::vector<float> A = randoms(static_cast<size_t>(m) * lda, 1), W = randoms(static_cast<size_t>(n) * K, 2),
                                    b = randoms(static_cast<size_t>(n), 3), g = randoms(static_cast<size_t>(n), 4),

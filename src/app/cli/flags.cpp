@@ -54,9 +54,9 @@ bool placeholder_follows(const std::string& text, size_t at) {
 }  // namespace
 
 std::string spell_as_keywords(const std::string& text) {
-  const char end = '\x1e';  // marks where a spelled setting ends
+  constexpr char end = '\x1e';  // marks where a spelled setting ends
   const std::string marked =
-      spell_settings(text, [end](const std::string& id) { return keyword_spelling(id) + end; });
+      spell_settings(text, [](const std::string& id) { return keyword_spelling(id) + end; });
   std::string out;
   for (size_t i = 0; i < marked.size(); ++i) {
     if (marked[i] != end) {
