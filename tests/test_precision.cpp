@@ -164,7 +164,8 @@ TEST(Kernels, SoftmaxIsTheSameOnEveryPath) {
 
 // LayerNorm: the AVX-512 row (8 doubles a step) gives the AVX2 row's bits, on row lengths with every tail.
 TEST(Kernels, LayerNormIsTheSameOnEveryPath) {
-  if (!kernels::has_bf16_instructions()) GTEST_SKIP() << "no AVX-512 bf16 here: layernorm is the AVX2 row itself";
+  if (!kernels::has_bf16_instructions())
+    GTEST_SKIP() << "no AVX-512 bf16 here: layernorm is the AVX2 row itself";
   std::vector<int> lengths = {192, 384, 768, 1024, 1280};
   for (int n = 1; n <= 40; ++n) lengths.push_back(n);
   for (int n : lengths) {

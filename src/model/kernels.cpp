@@ -176,11 +176,14 @@ void swiglu(float* out, const float* in, int M, int hidden) {
 
 void layernorm(float* out, const float* in, const float* weight, const float* bias, int M, int D, float eps) {
   const size_t d = static_cast<size_t>(D);
-  const bool v = have_avx2(), v512 = have_avx512_bf16();  // the same bits (Kernels.LayerNormIsTheSameOnEveryPath)
+  // AVX-512 and AVX2 rows: the same bits (Kernels.LayerNormIsTheSameOnEveryPath)
+  const bool v = have_avx2(), v512 = have_avx512_bf16();
   for_rows(static_cast<size_t>(M), d, [&](size_t r0, size_t r1) {
     for (size_t r = r0; r < r1; ++r) {
-      if (v512) avx512::layernorm_row(out + r * d, in + r * d, weight, bias, D, eps);
-      else if (v) avx2::layernorm_row(out + r * d, in + r * d, weight, bias, D, eps);
+      if (v512)
+        avx512::layernorm_row(out + r * d, in + r * d, weight, bias, D, eps);
+      else if (v)
+        avx2::layernorm_row(out + r * d, in + r * d, weight, bias, D, eps);
       else layernorm_row_scalar(out + r * d, in + r * d, weight, bias, D, eps);
     }
   });
@@ -232,17 +235,18 @@ void gemm_panels(float* C, size_t ldc, const float* A, size_t lda, int m, int n,
   gemm_panels_on(gemm_isa_width(), C, ldc, A, lda, m, n, K, panels, bias, epilogue);
 }
 
-void gemm_panels_on(int w, float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
-                    const float* bias, const PanelEpilogue* epilogue) {
+void gemm_panels_on(int w, float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K,
+                    const float* panels, const float* bias, const PanelEpilogue* epilogue) {
   const bool to_x = epilogue != nullptr && epilogue->x != nullptr;
-  // GELU in the micro-tile where its 16-wide body is activation's (AVX-512 with bf16: activation_body's choice)
+  // GELU in the micro-tile where its 16-wide body is activation's (AVX-512 with bf16, as activation_body)
   const bool gelu_in_tile = epilogue != nullptr && epilogue->gelu && !to_x && w == 48 && have_avx512_bf16();
   const bool gelu_after = epilogue != nullptr && epilogue->gelu && !to_x && !gelu_in_tile;
   if (K <= 0) {  // no products: the bias (or 0), as a library's GEMM gives
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < n; ++j) C[static_cast<size_t>(i) * ldc + static_cast<size_t>(j)] = bias != nullptr ? bias[j] : 0.0f;
     if (to_x)
-      residual_add_tile(epilogue->x, epilogue->ldx, C, ldc, epilogue->gamma, static_cast<size_t>(m), static_cast<size_t>(n));
+      residual_add_tile(epilogue->x, epilogue->ldx, C, ldc, epilogue->gamma, static_cast<size_t>(m),
+                        static_cast<size_t>(n));
     else if (epilogue != nullptr && epilogue->gelu)
       activation_tile(C, ldc, static_cast<size_t>(m), static_cast<size_t>(n), Activation::Gelu);
     return;
@@ -257,7 +261,8 @@ void gemm_panels_on(int w, float* C, size_t ldc, const float* A, size_t lda, int
       const float* P = panels + static_cast<size_t>(j) / sw * sK * sw + static_cast<size_t>(k0) * sw;
       PanelEpilogue cols;  // this panel's columns of the epilogue, on the last pass
       if (last && to_x)
-        cols = {epilogue->x + static_cast<size_t>(j), epilogue->ldx, epilogue->gamma != nullptr ? epilogue->gamma + j : nullptr};
+        cols = {epilogue->x + static_cast<size_t>(j), epilogue->ldx,
+                epilogue->gamma != nullptr ? epilogue->gamma + j : nullptr};
       cols.gelu = last && gelu_in_tile;
       pass(C + static_cast<size_t>(j), ldc, A + static_cast<size_t>(k0), lda, m, P, kc, std::min(w, n - j),
            bias != nullptr ? bias + j : nullptr, k0 > 0, cols.x != nullptr || cols.gelu ? &cols : nullptr);

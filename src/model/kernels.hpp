@@ -142,14 +142,14 @@ struct PanelEpilogue {
 /// kGemmChunk says, the same operations whatever m, the row and column where the call's block starts, the
 /// thread and the ISA path (AVX-512 or AVX2): a row's bits depend on W, K and the row alone. On the calling
 /// thread (a pool task's). BLIS-style (Van Zee and van de Geijn, "BLIS: A Framework for Rapidly Instantiating
-/// BLAS Functionality", 2015): a register-blocked micro-tile that reads the panel's rows from cache. `epilogue`
-/// (optional): PanelEpilogue.
+/// BLAS Functionality", 2015): a register-blocked micro-tile that reads the panel's rows from cache.
+/// `epilogue` (optional): PanelEpilogue.
 void gemm_panels(float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
                  const float* bias, const PanelEpilogue* epilogue = nullptr);
 
 /// gemm_panels on the path of panel width w: 48 (AVX-512F) or 16 (AVX2 + FMA), which the CPU must have, on
 /// panels packed for that width (the tests run each path this way).
-void gemm_panels_on(int w, float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
-                    const float* bias, const PanelEpilogue* epilogue = nullptr);
+void gemm_panels_on(int w, float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K,
+                    const float* panels, const float* bias, const PanelEpilogue* epilogue = nullptr);
 
 }  // namespace attnmap::kernels

@@ -124,7 +124,8 @@ void layernorm_row(float* y, const float* x, const float* w, const float* b, int
       d0 = _mm256_load_pd(t);
       d1 = _mm256_load_pd(t + 4);
     }
-    v0 = _mm256_fmadd_pd(d0, d0, v0);  // fused, written out: the same bits from GCC (which contracts) and clang
+    // fused, written out: the same bits from GCC (which contracts) and clang
+    v0 = _mm256_fmadd_pd(d0, d0, v0);
     v1 = _mm256_fmadd_pd(d1, d1, v1);
   };
   for (int j = 0; j < full; j += 8) var_acc(_mm256_loadu_ps(x + j), 8);
@@ -222,7 +223,8 @@ inline void add_to_residual(const PanelEpilogue& res, const float (*total)[16], 
   const __m256i mask[2] = {m0, m1};
 #pragma GCC unroll 2
   for (int v = 0; v < 2; ++v) {
-    const __m256 g = res.gamma != nullptr ? _mm256_maskload_ps(res.gamma + 8 * v, mask[v]) : _mm256_setzero_ps();
+    const __m256 g =
+        res.gamma != nullptr ? _mm256_maskload_ps(res.gamma + 8 * v, mask[v]) : _mm256_setzero_ps();
 #pragma GCC unroll 6
     for (int i = 0; i < R; ++i) {
       float* const x = res.x + static_cast<size_t>(i) * res.ldx + 8 * v;
@@ -296,8 +298,9 @@ void gemm_panel_pass(float* C, size_t ldc, const float* A, size_t lda, int m, co
     PanelEpilogue rows;  // this micro-tile's rows of the residual stream (kernels.cpp applies GELU after)
     const bool to_x = epilogue != nullptr && epilogue->x != nullptr;
     if (to_x) rows = {epilogue->x + static_cast<size_t>(i) * epilogue->ldx, epilogue->ldx, epilogue->gamma};
-    rows_tile<kTileRows>(std::min(kTileRows, m - i), C + static_cast<size_t>(i) * ldc, ldc, A + static_cast<size_t>(i) * lda,
-                         lda, P, kc, nc, bias, from_c, to_x ? &rows : nullptr);
+    rows_tile<kTileRows>(std::min(kTileRows, m - i), C + static_cast<size_t>(i) * ldc, ldc,
+                         A + static_cast<size_t>(i) * lda, lda, P, kc, nc, bias, from_c,
+                         to_x ? &rows : nullptr);
   }
 }
 

@@ -1,11 +1,11 @@
 // Compiled with -mavx512f -mavx512bf16 -mfma (CMakeLists.txt); see kernels_avx512.hpp.
 #include "model/kernels_avx512.hpp"
 
-#include "model/kernels.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+
+#include "model/kernels.hpp"
 
 #if defined(__AVX512F__) && defined(__AVX512BF16__)
 #include <immintrin.h>
@@ -165,13 +165,15 @@ namespace {
 // panel's zero padding, not stored). The running sums c wait in `total` (L1) while a chunk is summed.
 constexpr int kTileRows = 8, kVecs = 3;
 
-// The micro-tile's sums added to the residual stream: x += t, or x += gamma * t (the product rounded before the
-// sum: the empty asm keeps GCC from contracting the two into an FMA), as avx2::residual_add_row does.
+// The micro-tile's sums added to the residual stream: x += t, or x += gamma * t (the product rounded before
+// the sum: the empty asm keeps GCC from contracting the two into an FMA), as avx2::residual_add_row does.
 template <int R>
-inline void add_to_residual(const PanelEpilogue& res, const float (*total)[16 * kVecs], const __mmask16* mask) {
+inline void add_to_residual(const PanelEpilogue& res, const float (*total)[16 * kVecs],
+                            const __mmask16* mask) {
 #pragma GCC unroll 3
   for (int v = 0; v < kVecs; ++v) {
-    const __m512 g = res.gamma != nullptr ? _mm512_maskz_loadu_ps(mask[v], res.gamma + 16 * v) : _mm512_setzero_ps();
+    const __m512 g =
+        res.gamma != nullptr ? _mm512_maskz_loadu_ps(mask[v], res.gamma + 16 * v) : _mm512_setzero_ps();
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       float* const x = res.x + static_cast<size_t>(i) * res.ldx + 16 * v;
@@ -194,7 +196,7 @@ inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const f
     mask[v] = static_cast<__mmask16>(c == 16 ? 0xffffu : (1u << c) - 1u);
   }
   alignas(64) float total[R][16 * kVecs];
-  if (res != nullptr && res->x != nullptr) {  // the residual rows it adds to (3-4 lines each), fetched meanwhile
+  if (res != nullptr && res->x != nullptr) {  // the residual rows it adds to (3-4 lines each), fetched now
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       const char* x = reinterpret_cast<const char*>(res->x + static_cast<size_t>(i) * res->ldx);
@@ -268,22 +270,34 @@ void gemm_panel_pass(float* C, size_t ldc, const float* A, size_t lda, int m, co
       rows = *epilogue;
       if (rows.x != nullptr) rows.x += static_cast<size_t>(i) * rows.ldx;
     }
-    rows_tile<kTileRows>(std::min(kTileRows, m - i), C + static_cast<size_t>(i) * ldc, ldc, A + static_cast<size_t>(i) * lda,
-                         lda, P, kc, nc, bias, from_c, epilogue != nullptr ? &rows : nullptr);
+    rows_tile<kTileRows>(std::min(kTileRows, m - i), C + static_cast<size_t>(i) * ldc, ldc,
+                         A + static_cast<size_t>(i) * lda, lda, P, kc, nc, bias, from_c,
+                         epilogue != nullptr ? &rows : nullptr);
   }
 }
 
 }  // namespace attnmap::kernels::avx512
 
-#else  // another CPU family: never called (kernels.cpp checks the CPU first)
-
+#else  // another CPU family, or no AVX512_BF16 in the compiler: never called (kernels.cpp checks the
+       // CPU first); a call stops rather than leave its output unwritten, as kernels_avx2.cpp's do
+#include <cstdlib>
 namespace attnmap::kernels::avx512 {
-void to_bf16(uint16_t*, const float*, size_t) {}
-void gelu(float*, size_t) {}
-void softmax_row(float*, int) {}
-void layernorm_row(float*, const float*, const float*, const float*, int, float) {}
+void to_bf16(uint16_t*, const float*, size_t) {
+  std::abort();
+}
+void gelu(float*, size_t) {
+  std::abort();
+}
+void softmax_row(float*, int) {
+  std::abort();
+}
+void layernorm_row(float*, const float*, const float*, const float*, int, float) {
+  std::abort();
+}
 void gemm_panel_pass(float*, size_t, const float*, size_t, int, const float*, int, int, const float*, bool,
-                     const PanelEpilogue*) {}
+                     const PanelEpilogue*) {
+  std::abort();
+}
 }  // namespace attnmap::kernels::avx512
 
 #endif

@@ -21,8 +21,8 @@ void gelu(float* x, size_t n);
 /// 1.0-ULP exp, the sum in double in the same order), 16 floats at a time.
 void softmax_row(float* row, int n);
 
-/// avx2::layernorm_row's result bit for bit, 16 floats a step: y (D) = (x - mean) / sqrt(var + eps) * w + b, the
-/// statistics in double.
+/// avx2::layernorm_row's result bit for bit, 8 floats a step in one register of 8 doubles: y (D) =
+/// (x - mean) / sqrt(var + eps) * w + b, the statistics in double.
 void layernorm_row(float* y, const float* x, const float* w, const float* b, int D, float eps);
 
 /// One pass of kernels::gemm_panels over one panel: C (m, nc <= 48) = start + A (m, kc; rows lda apart) times

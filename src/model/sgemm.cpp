@@ -148,11 +148,12 @@ memory::desc user_weights_md(int k, int n, memory::data_type dt = kF32) {
 // The tiles of one linear() product: row blocks x column blocks, a rule of (M, N) alone. Every weight block
 // (a block of output columns) is read from memory once per row block, so a product of a few hundred rows
 // (one image) is one row block and streams its weights once, as ONNX Runtime's packed GEMM does; the column
-// blocks give the threads their shares. Row blocks: at most kPackedRowMax rows; several: heights of whole
-// micro-tiles (a multiple of 8 rows), the last shorter. Column blocks: about kPackedColTarget wide, a multiple of 16 (one AVX-512 register of floats), an even
-// count (2 threads get equal shares) where that costs little. oneDNN's matmul kernels compute each row of Y
-// the same way whatever the row block (checked by Sgemm.PackedRowsDoNotDependOnTheTile), and a column's
-// block depends on N alone, so the bits depend on neither M nor the thread count.
+// blocks give the threads their shares. Row blocks: at most kPackedRowMax rows; several: heights a multiple
+// of 8 (whole AVX-512 micro-tiles; any height on the other paths), the last shorter. Column blocks: about
+// kPackedColTarget wide, a multiple of 16 (one AVX-512 register of floats), an even count (2 threads get
+// equal shares) where that costs little. oneDNN's matmul kernels compute each row of Y the same way whatever
+// the row block (checked by Sgemm.PackedRowsDoNotDependOnTheTile), and a column's block depends on N alone,
+// so the bits depend on neither M nor the thread count.
 constexpr int kPackedRowMax = 256;
 constexpr int kPackedColTarget = 128;
 constexpr int kPackedRowTarget = 64;  // the row count the packed layout is asked for
@@ -165,7 +166,7 @@ RowTiles row_tiles(int M) {
   RowTiles t;
   t.count = (M + kPackedRowMax - 1) / kPackedRowMax;
   t.height = (M + t.count - 1) / t.count;
-  if (t.count > 1) t.height = (t.height + 7) / 8 * 8;  // whole micro-tiles of 8 rows: a short one only at the end
+  if (t.count > 1) t.height = (t.height + 7) / 8 * 8;  // whole AVX-512 micro-tiles; the last block short
   t.count = (M + t.height - 1) / t.height;
   return t;
 }
@@ -435,10 +436,9 @@ float* tile_buffer(size_t floats) {  // this thread's buffer for one dense tile:
   return tile.data();
 }
 
-// One tile of linear() on the own kernels: X (m, K) times the panels of blk's columns, + bias, into Y's rows
-// (exact GELU as the micro-tiles store them; another activation on the rows after, while they are in cache), or
-// added to the residual stream by the micro-tiles' last stores (then a tile of this thread's holds only the
-// passes before the last one, past kernels::kGemmDepthMax).
+// One tile of linear() on the own kernels: X (m, K) times blk's panels, + bias, into Y's rows (GELU as the
+// micro-tiles store them, another activation on the rows after), or added to the residual stream by those stores
+// (then this thread's tile holds only the passes before the last, past kernels::kGemmDepthMax).
 void own_tile(const PackedLinear& p, const PackedBlock& blk, int m, const float* X, const float* bias, float* Y,
               const Epilogue& epilogue) {
   const float* panels = p.panels + kernels::gemm_panel_floats(blk.n0, p.K, p.panel_width);
