@@ -276,6 +276,9 @@ for m in [x for x in ("vitb", "vits", "vitb448") if (x, "forward_ms_per_image_b1
         print("%-13s one core's peak: float32 FMA %.0f GFLOP/s, bf16 dot products (VDPBF16PS) %.0f GFLOP/s = %.2fx" % (
             "CPU", v["r0.all.isa_fp32_fma_gflops_per_core"], v["r0.all.isa_bf16_dot_gflops_per_core"],
             v["r0.all.isa_bf16_over_fp32"]))
+        if "r0.all.isa_amx_bf16_gflops_per_core" in v:  # AMX's tiles (oneDNN's brg:avx512_core_amx_bf16)
+            print("%-13s one core's peak: AMX bf16 tiles (TDPBF16PS) %.0f GFLOP/s = %.2fx the float32 FMA" % (
+                "CPU", v["r0.all.isa_amx_bf16_gflops_per_core"], v["r0.all.isa_amx_bf16_over_fp32"]))
     if (m, "forward_bf16_ms_per_image_b1") in rounds:
         if rounds.get((m, "checksum_bf16_b1")) == rounds.get((m, "checksum_b1")):
             print("%-13s bf16: the maps' checksums equal fp32's: this attnmap_bench ignores ATTNMAP_BENCH_PRECISION, "

@@ -259,13 +259,21 @@ void gemm_panels_on(int w, float* C, size_t ldc, const float* A, size_t lda, int
     const bool last = k0 + kc == K;
     for (int j = 0; j < n; j += w) {
       const float* P = panels + static_cast<size_t>(j) / sw * sK * sw + static_cast<size_t>(k0) * sw;
+      // the pass after this one in this loop's order (the next panel, or the next depth's first): fetched
+      const bool last_panel = j + w >= n;
+      const int k1 = last_panel ? k0 + kc : k0, j1 = last_panel ? 0 : j + w;
+      const float* next =
+          last && last_panel ? nullptr
+                             : panels + static_cast<size_t>(j1) / sw * sK * sw + static_cast<size_t>(k1) * sw;
+      const size_t next_floats = next != nullptr ? static_cast<size_t>(std::min(depth, K - k1)) * sw : 0;
       PanelEpilogue cols;  // this panel's columns of the epilogue, on the last pass
       if (last && to_x)
         cols = {epilogue->x + static_cast<size_t>(j), epilogue->ldx,
                 epilogue->gamma != nullptr ? epilogue->gamma + j : nullptr};
       cols.gelu = last && gelu_in_tile;
       pass(C + static_cast<size_t>(j), ldc, A + static_cast<size_t>(k0), lda, m, P, kc, std::min(w, n - j),
-           bias != nullptr ? bias + j : nullptr, k0 > 0, cols.x != nullptr || cols.gelu ? &cols : nullptr);
+           bias != nullptr ? bias + j : nullptr, k0 > 0, cols.x != nullptr || cols.gelu ? &cols : nullptr,
+           next, next_floats);
     }
   }
   if (gelu_after) activation_tile(C, ldc, static_cast<size_t>(m), static_cast<size_t>(n), Activation::Gelu);

@@ -240,7 +240,7 @@ inline void add_to_residual(const PanelEpilogue& res, const float (*total)[16], 
 
 template <int R>
 inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const float* P, int kc, int nc,
-                       const float* bias, bool from_c, const PanelEpilogue* res) {
+                       const float* bias, bool from_c, const PanelEpilogue* res, const NextLines& next) {
   const __m256i m0 = lanes_below(nc), m1 = lanes_below(nc - 8);
   alignas(32) float total[R][16];
 #pragma GCC unroll 6
@@ -259,6 +259,8 @@ inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const f
 #pragma GCC unroll 4
     for (int k = k0; k < k1; ++k) {
       const float* pk = P + static_cast<size_t>(k) * 16;
+      if (k % kNextEvery == 0 && k / kNextEvery < next.lines)
+        _mm_prefetch(next.at(k / kNextEvery), _MM_HINT_T1);
       const __m256 b0 = _mm256_load_ps(pk), b1 = _mm256_load_ps(pk + 8);
 #pragma GCC unroll 6
       for (int i = 0; i < R; ++i) {
@@ -283,24 +285,26 @@ inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const f
 
 template <int R>
 inline void rows_tile(int r, float* C, size_t ldc, const float* A, size_t lda, const float* P, int kc, int nc,
-                      const float* bias, bool from_c, const PanelEpilogue* res) {
+                      const float* bias, bool from_c, const PanelEpilogue* res, const NextLines& next) {
   if constexpr (R > 1) {
-    if (r < R) return rows_tile<R - 1>(r, C, ldc, A, lda, P, kc, nc, bias, from_c, res);
+    if (r < R) return rows_tile<R - 1>(r, C, ldc, A, lda, P, kc, nc, bias, from_c, res, next);
   }
-  micro_tile<R>(C, ldc, A, lda, P, kc, nc, bias, from_c, res);
+  micro_tile<R>(C, ldc, A, lda, P, kc, nc, bias, from_c, res, next);
 }
 
 }  // namespace
 
 void gemm_panel_pass(float* C, size_t ldc, const float* A, size_t lda, int m, const float* P, int kc, int nc,
-                     const float* bias, bool from_c, const PanelEpilogue* epilogue) {
+                     const float* bias, bool from_c, const PanelEpilogue* epilogue, const float* next,
+                     size_t next_floats) {
   for (int i = 0; i < m; i += kTileRows) {
     PanelEpilogue rows;  // this micro-tile's rows of the residual stream (kernels.cpp applies GELU after)
     const bool to_x = epilogue != nullptr && epilogue->x != nullptr;
     if (to_x) rows = {epilogue->x + static_cast<size_t>(i) * epilogue->ldx, epilogue->ldx, epilogue->gamma};
     rows_tile<kTileRows>(std::min(kTileRows, m - i), C + static_cast<size_t>(i) * ldc, ldc,
                          A + static_cast<size_t>(i) * lda, lda, P, kc, nc, bias, from_c,
-                         to_x ? &rows : nullptr);
+                         to_x ? &rows : nullptr,
+                         next_slice(next, next_floats, i / kTileRows, (m + kTileRows - 1) / kTileRows));
   }
 }
 
@@ -317,7 +321,7 @@ void silu(float*, size_t) { std::abort(); }
 void softmax_row(float*, int) { std::abort(); }
 void residual_add_row(float*, const float*, const float*, size_t) { std::abort(); }
 void gemm_panel_pass(float*, size_t, const float*, size_t, int, const float*, int, int, const float*, bool,
-                     const PanelEpilogue*) {
+                     const PanelEpilogue*, const float*, size_t) {
   std::abort();
 }
 }  // namespace attnmap::kernels::avx2

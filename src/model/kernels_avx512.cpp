@@ -189,7 +189,7 @@ inline void add_to_residual(const PanelEpilogue& res, const float (*total)[16 * 
 
 template <int R>
 inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const float* P, int kc, int nc,
-                       const float* bias, bool from_c, const PanelEpilogue* res) {
+                       const float* bias, bool from_c, const PanelEpilogue* res, const NextLines& next) {
   __mmask16 mask[kVecs];
   for (int v = 0; v < kVecs; ++v) {
     const int c = std::clamp(nc - 16 * v, 0, 16);
@@ -222,6 +222,8 @@ inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const f
     for (int k = k0; k < k1; ++k) {
       const float* pk = P + static_cast<size_t>(k) * (16 * kVecs);
       _mm_prefetch(reinterpret_cast<const char*>(pk + 16 * kVecs * 8), _MM_HINT_T0);
+      if (k % kNextEvery == 0 && k / kNextEvery < next.lines)
+        _mm_prefetch(next.at(k / kNextEvery), _MM_HINT_T1);
       const __m512 b0 = _mm512_load_ps(pk), b1 = _mm512_load_ps(pk + 16), b2 = _mm512_load_ps(pk + 32);
 #pragma GCC unroll 8
       for (int i = 0; i < R; ++i) {
@@ -253,17 +255,18 @@ inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const f
 // micro_tile<r> for 1 <= r <= R.
 template <int R>
 inline void rows_tile(int r, float* C, size_t ldc, const float* A, size_t lda, const float* P, int kc, int nc,
-                      const float* bias, bool from_c, const PanelEpilogue* res) {
+                      const float* bias, bool from_c, const PanelEpilogue* res, const NextLines& next) {
   if constexpr (R > 1) {
-    if (r < R) return rows_tile<R - 1>(r, C, ldc, A, lda, P, kc, nc, bias, from_c, res);
+    if (r < R) return rows_tile<R - 1>(r, C, ldc, A, lda, P, kc, nc, bias, from_c, res, next);
   }
-  micro_tile<R>(C, ldc, A, lda, P, kc, nc, bias, from_c, res);
+  micro_tile<R>(C, ldc, A, lda, P, kc, nc, bias, from_c, res, next);
 }
 
 }  // namespace
 
 void gemm_panel_pass(float* C, size_t ldc, const float* A, size_t lda, int m, const float* P, int kc, int nc,
-                     const float* bias, bool from_c, const PanelEpilogue* epilogue) {
+                     const float* bias, bool from_c, const PanelEpilogue* epilogue, const float* next,
+                     size_t next_floats) {
   for (int i = 0; i < m; i += kTileRows) {
     PanelEpilogue rows;  // this micro-tile's rows of the epilogue
     if (epilogue != nullptr) {
@@ -272,7 +275,8 @@ void gemm_panel_pass(float* C, size_t ldc, const float* A, size_t lda, int m, co
     }
     rows_tile<kTileRows>(std::min(kTileRows, m - i), C + static_cast<size_t>(i) * ldc, ldc,
                          A + static_cast<size_t>(i) * lda, lda, P, kc, nc, bias, from_c,
-                         epilogue != nullptr ? &rows : nullptr);
+                         epilogue != nullptr ? &rows : nullptr,
+                         next_slice(next, next_floats, i / kTileRows, (m + kTileRows - 1) / kTileRows));
   }
 }
 
@@ -295,7 +299,7 @@ void layernorm_row(float*, const float*, const float*, const float*, int, float)
   std::abort();
 }
 void gemm_panel_pass(float*, size_t, const float*, size_t, int, const float*, int, int, const float*, bool,
-                     const PanelEpilogue*) {
+                     const PanelEpilogue*, const float*, size_t) {
   std::abort();
 }
 }  // namespace attnmap::kernels::avx512

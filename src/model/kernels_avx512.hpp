@@ -29,7 +29,10 @@ void layernorm_row(float* y, const float* x, const float* w, const float* b, int
 /// the panel's kc rows P (48 floats each), start = C's values (from_c), else the bias (nc floats) or 0; the
 /// micro-tiles down the rows, 8 rows x 48 columns each in 24 zmm accumulators.
 /// With `epilogue` (not null; its x, or its gelu on the AVX-512 path only) as kernels::PanelEpilogue says.
+/// `next` (next_floats floats, or null): the panel pass that follows, fetched into L2 while this one runs
+/// (kernels::NextLines); no value of it is read.
 void gemm_panel_pass(float* C, size_t ldc, const float* A, size_t lda, int m, const float* P, int kc, int nc,
-                     const float* bias, bool from_c, const PanelEpilogue* epilogue);
+                     const float* bias, bool from_c, const PanelEpilogue* epilogue, const float* next,
+                     size_t next_floats);
 
 }  // namespace attnmap::kernels::avx512
