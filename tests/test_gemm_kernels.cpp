@@ -167,12 +167,9 @@ TEST(GemmKernels, DepthPassesAreARuleOfKAlone) {
   EXPECT_EQ(kernels::gemm_panel_floats(49, 10, 0), 0u);
 }
 
-// linear() on the own kernels: ViT-B's proj and fc2 depths (one pass, four) on 1, 2 and 3 threads give the
-// same bits; a block of rows computed alone gives the rows' bits in the whole product; and the error against
-// a double reference is of the size of oneDNN's (both measured here, same data). The next panel's lines are
-// split over a pass's micro-tiles once each, in order, and a null panel gives none (the prefetch reads no
-// value: the products' bits are checked by the tests above, with it on).
-TEST(GemmKernels, NextPanelLinesAreEachFetchedOnce) {
+// The next panel's lines are split over a pass's micro-tiles once each, in order, and a null panel gives none
+// (the prefetch reads no value: the products' bits are checked by the other tests here, with it on).
+TEST(GemmKernels, NextPanelLinesAreSplitOverTheMicroTilesOnce) {
   alignas(64) static float panel[768 * 48];
   for (const int tiles : {1, 7, 25, 197}) {
     size_t covered = 0;
@@ -188,6 +185,9 @@ TEST(GemmKernels, NextPanelLinesAreEachFetchedOnce) {
   EXPECT_EQ(kernels::next_slice(nullptr, 768, 0, 4).lines, 0);
 }
 
+// linear() on the own kernels: ViT-B's proj and fc2 depths (one pass, four) on 1, 2 and 3 threads give the
+// same bits; a block of rows computed alone gives the rows' bits in the whole product; and the error against
+// a double reference is of the size of oneDNN's (both measured here, same data).
 TEST(GemmKernels, LinearIsTheSameOnEveryThreadCountAndAsAccurateAsTheLibrary) {
   if (gemm_kernels() != GemmKernels::Own) GTEST_SKIP() << "the own kernels do not run on this CPU or build";
   KernelsKind restore;

@@ -86,8 +86,7 @@ void gemm_tile(bool trans_a, bool trans_b, int m, int n, int k, float alpha, con
 }
 
 // OpenBLAS starts with a thread per core; one thread of its own from the first product on, in every program
-// that links this (render, eval, tests, bench): the pool is the parallelism, so the bits never depend on a
-// thread count.
+// that links this: the pool is the parallelism, so the bits never depend on a thread count.
 void own_threads_off() {
 #if !defined(ATTNMAP_GEMM_ONEDNN)
   static const bool done = (openblas_set_num_threads(1), true);
@@ -106,8 +105,7 @@ void tiled(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
   parallel_for(t.rows * t.cols, [&](int k) {
     const int i0 = (k / t.cols) * t.height, mi = std::min(t.height, M - i0);
     const int j0 = (k % t.cols) * t.width, nj = std::min(t.width, N - j0);
-    // op(A)'s rows i0.. are A's columns when A is stored transposed (K, M), its rows when (M, K); op(B)'s
-    // columns j0.. are B's rows when B is stored transposed (N, K), its columns when (K, N).
+    // op(A)'s rows i0..: A's columns if A is stored (K, M); op(B)'s columns j0..: B's rows if stored (N, K).
     const size_t si = static_cast<size_t>(i0), sj = static_cast<size_t>(j0);
     const float* Ai = trans_a ? A + si : A + si * static_cast<size_t>(lda);
     const float* Bj = trans_b ? B + sj * static_cast<size_t>(ldb) : B + sj;
@@ -265,21 +263,19 @@ struct PackedLinear {
 std::atomic<bool> library_kernels_asked{false};
 
 // True when float32 linear() products run on the own kernels (kernels::gemm_panels): wherever the CPU has AVX2
-// + FMA or AVX-512, unless set_gemm_kernels(Library). On AMD Zen 5 they are level with oneDNN 2.6's matmul
-// (both ~90 % of the FMA peak on ViT-B's products), with a smaller error, rows independent of the tile on AVX2
-// too, and the same bits on both ISA paths (docs/performance.md).
+// + FMA or AVX-512, unless set_gemm_kernels(Library). Level with or faster than oneDNN 2.6's matmul, with a
+// smaller error and the same bits on both ISA paths (docs/performance.md).
 bool own_f32_kernels() { return kernels::gemm_panel_width() > 0 && !library_kernels_asked.load(); }
 
 // lin.weight packed for the own kernels: the column blocks of panel_blocks(N, width), each block's panels
 // packed by one pool task (the values do not depend on which).
 std::shared_ptr<PackedLinear> pack_for_own_kernels(const LinearW& lin) {
   auto p = std::make_shared<PackedLinear>();
-  p->N = lin.out;
-  p->K = lin.in;
+  p->N = lin.out, p->K = lin.in;
   p->panel_width = kernels::gemm_panel_width();
   p->blocks = panel_blocks(p->N, p->panel_width);
   p->storage = std::make_unique<LargeBuffer>(kernels::gemm_panel_floats(p->N, p->K, p->panel_width) * sizeof(float));
-  float* panels = static_cast<float*>(p->storage->base);
+  float* const panels = static_cast<float*>(p->storage->base);
   p->panels = panels;
   lin.weight.populate();
   parallel_for(static_cast<int>(p->blocks.size()), [&](int j) {
@@ -298,8 +294,7 @@ std::shared_ptr<const PackedLinear> pack_linear(const LinearW& lin, bool bf16, b
   if (own) return pack_for_own_kernels(lin);
   one_omp_thread();
   auto p = std::make_shared<PackedLinear>();
-  p->N = lin.out;
-  p->K = lin.in;
+  p->N = lin.out, p->K = lin.in;
   p->bf16 = bf16;
   p->blocks = column_blocks(p->N, kColAlign);
   const int count = static_cast<int>(p->blocks.size());
@@ -436,6 +431,15 @@ float* tile_buffer(size_t floats) {  // this thread's buffer for one dense tile:
   return tile.data();
 }
 
+// bf16 tiles of fewer rows run as this many (X's m rows, then zeros): on an AMX CPU oneDNN 2.6 gives 1- and
+// 2-row bf16 products to brg:avx512_core_bf16, which adds in another order than its AMX kernel.
+constexpr int kBf16TileRowsMin = 8;
+const uint16_t* bf16_rows_padded(const uint16_t* X, int m, int K) {
+  thread_local std::vector<uint16_t> rows;
+  rows.assign(static_cast<size_t>(kBf16TileRowsMin) * static_cast<size_t>(K), 0);
+  return std::copy_n(X, static_cast<size_t>(m) * static_cast<size_t>(K), rows.begin()), rows.data();
+}
+
 // One tile of linear() on the own kernels: X (m, K) times blk's panels, + bias, into Y's rows (GELU as the
 // micro-tiles store them, another activation on the rows after), or added to the residual stream by those stores
 // (then this thread's tile holds only the passes before the last, past kernels::kGemmDepthMax).
@@ -460,14 +464,15 @@ void packed_tile(const PackedLinear& p, const PackedBlock& blk, int m, const voi
                  const Epilogue& epilogue) {
   if (p.panel_width > 0) return own_tile(p, blk, m, static_cast<const float*>(X), bias, Y, epilogue);
   one_omp_thread();
-  const TilePrimitive tp = tile_primitive(m, p, blk, bias != nullptr);
+  const int run = p.bf16 ? std::max(m, kBf16TileRowsMin) : m;  // the rows the product runs on
+  if (run > m) X = bf16_rows_padded(static_cast<const uint16_t*>(X), m, p.K);
+  const TilePrimitive tp = tile_primitive(run, p, blk, bias != nullptr);
   const dnnl::engine& eng = cpu_engine();
-  const size_t n = static_cast<size_t>(blk.n);
-  float* const tile = tile_buffer(static_cast<size_t>(m) * n);
+  float* const tile = tile_buffer(static_cast<size_t>(run) * static_cast<size_t>(blk.n));
   std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, memory(rows_md(m, p.K, p.K, p.bf16 ? kBF16 : kF32), eng, const_cast<void*>(X))},
+      {DNNL_ARG_SRC, memory(rows_md(run, p.K, p.K, p.bf16 ? kBF16 : kF32), eng, const_cast<void*>(X))},
       {DNNL_ARG_WEIGHTS, blk.values},
-      {DNNL_ARG_DST, memory(rows_md(m, blk.n, blk.n), eng, tile)}};
+      {DNNL_ARG_DST, memory(rows_md(run, blk.n, blk.n), eng, tile)}};
   if (bias != nullptr)
     args.emplace(DNNL_ARG_BIAS, memory(memory::desc(Dims{1, blk.n}, kF32, memory::format_tag::ab), eng,
                                        const_cast<float*>(bias + blk.n0)));
@@ -495,9 +500,7 @@ void linear(float* Y, const float* X, const float* W, const float* b, int M, int
 
 void linear(float* Y, const float* X, const LinearW& lin, int M) { linear(Y, X, lin, M, Precision::F32); }
 
-void linear(float* Y, const float* X, const LinearW& lin, int M, Precision precision) {
-  linear(Y, X, lin, M, precision, Epilogue{});
-}
+void linear(float* Y, const float* X, const LinearW& lin, int M, Precision p) { linear(Y, X, lin, M, p, Epilogue{}); }
 
 void linear(float* Y, const float* X, const LinearW& lin, int M, Precision precision, const Epilogue& epilogue) {
   const float* bias = lin.bias.empty() ? nullptr : lin.bias.data();
@@ -509,9 +512,8 @@ void linear(float* Y, const float* X, const LinearW& lin, int M, Precision preci
   if (bf16 && !bf16_supported()) throw Error("bfloat16 products are not supported on this CPU");
   const RowTiles t = row_tiles(M);
   const std::shared_ptr<const PackedLinear> p = packed(lin, bf16);
-  // bf16: X's rows (M, K) rounded to bfloat16, each row block by its own task, into this thread's buffer (kept
-  // for the run and grown to the largest product: no allocation, zero fill and page faults per call). The
-  // tasks use `xb`, not the name: a thread_local named in a task would be the pool thread's own vector.
+  // bf16: X's rows (M, K) rounded to bfloat16 by row block into this thread's buffer (grown, kept for the run).
+  // Tasks use `xb`, not the name: a thread_local named in a task would be the pool thread's own vector.
   thread_local std::vector<uint16_t> own_xb;
   if (bf16 && own_xb.size() < static_cast<size_t>(M) * K) own_xb.resize(static_cast<size_t>(M) * K);
   uint16_t* const xb = own_xb.data();
@@ -531,12 +533,9 @@ void linear(float* Y, const float* X, const LinearW& lin, int M, Precision preci
   });
 #else
   if (precision == Precision::BF16) throw Error("bfloat16 products need the oneDNN back-end (this build: OpenBLAS)");
-  std::vector<float> own;  // a residual epilogue writes no Y: the product goes here first
-  float* out = Y;
-  if (epilogue.residual != nullptr) {
-    own.resize(static_cast<size_t>(M) * lin.out);
-    out = own.data();
-  }
+  // a residual epilogue writes no Y: the product goes to `own` first
+  std::vector<float> own(epilogue.residual != nullptr ? static_cast<size_t>(M) * lin.out : 0);
+  float* out = epilogue.residual != nullptr ? own.data() : Y;
   linear(out, X, lin.weight.data(), bias, M, lin.out, lin.in);
   if (epilogue.residual != nullptr)
     kernels::residual_add(epilogue.residual, out, epilogue.gamma, static_cast<size_t>(M), lin.out);
