@@ -437,7 +437,8 @@ constexpr int kBf16TileRowsMin = 8;
 const uint16_t* bf16_rows_padded(const uint16_t* X, int m, int K) {
   thread_local std::vector<uint16_t> rows;
   rows.assign(static_cast<size_t>(kBf16TileRowsMin) * static_cast<size_t>(K), 0);
-  return std::copy_n(X, static_cast<size_t>(m) * static_cast<size_t>(K), rows.begin()), rows.data();
+  std::copy_n(X, static_cast<size_t>(m) * static_cast<size_t>(K), rows.begin());
+  return rows.data();
 }
 
 // One tile of linear() on the own kernels: X (m, K) times blk's panels, + bias, into Y's rows (GELU as the
