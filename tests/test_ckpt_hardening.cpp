@@ -80,6 +80,35 @@ TEST(WeightsHash, IsOfTheBytesLoadedForEveryFormat) {
   fs::remove_all(dir);
 }
 
+// load_model's while_hashing (a run's packing, overlapping the hash) runs once on the built model; the hash is
+// filled in after it (still sha256sum of the bytes loaded), and its error is the load's.
+TEST(WeightsHash, WhileHashingRunsOnTheBuiltModelThenTheHashIsFilledIn) {
+  const std::string st = fixture("layouts/timm/weights.safetensors"), folder = fixture("hf_folder");
+  for (const std::string& path : {st, folder}) {
+    SCOPED_TRACE(path);
+    int calls = 0, dim = 0;
+    const ViTWeights w = load_model(path, {}, [&](ViTWeights& m) {
+      ++calls;
+      dim = m.hp.dim;
+      if (path == st) {
+        EXPECT_TRUE(m.weights_sha256.empty());  // a single file: hashed while this runs
+      }
+    });
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(dim, w.hp.dim);
+    EXPECT_GT(dim, 0);
+    EXPECT_EQ(w.weights_sha256, path == st ? sha256_file(st) : listing_hash_from_disk(folder));
+    ASSERT_FALSE(w.files.empty());
+    EXPECT_EQ(w.files.front().sha256, sha256_file(w.files.front().path));
+  }
+  try {
+    (void)load_model(st, {}, [](ViTWeights&) { throw Error("packing failed"); });
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "packing failed");
+  }
+}
+
 // The readers' own entry points record the same hash.
 TEST(WeightsHash, ReadersRecordTheHashOfTheFileTheyParsed) {
   const std::string st = fixture("layouts/timm/weights.safetensors"), pth = fixture("layouts/timm/weights.pth"),

@@ -626,11 +626,16 @@ RawWeights parse_mapped(const std::shared_ptr<const MappedFile>& file, const std
 
 }  // namespace
 
-ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
-  if (auto hf = load_model_hf(path, ov)) return std::move(*hf);  // a Hugging Face folder or sharded index
+ViTWeights load_model(const std::string& path, const ModelOverrides& ov,
+                      const std::function<void(ViTWeights&)>& while_hashing) {
+  if (auto hf = load_model_hf(path, ov)) {  // a Hugging Face folder or sharded index (hashed as it is read)
+    if (while_hashing) while_hashing(*hf);
+    return std::move(*hf);
+  }
   const std::shared_ptr<const MappedFile> file = map_weights(path);
   // Hashed from the mapping the parse reads (pages handed back as hashed: no resident memory added), on a
-  // second thread while the parse runs; a parse error is the one reported (the hash is stopped and joined).
+  // second thread while the parse, the build and `while_hashing` run; their error is the one reported (the
+  // hash is stopped and joined).
   Sha256InBackground hash(file->data(), file->size(), /*release_pages=*/true);
   PthInfo pth_info;
   std::string format;
@@ -640,14 +645,15 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov) {
   } catch (const std::bad_alloc&) {  // a safety net: the readers check declared sizes before allocating
     throw Error(path + ": not enough memory to read the weights (" + std::to_string(file->size()) + " bytes on disk)");
   }
-  const std::string sha = hash.get();
-  raw.files = {{path, sha}};
+  raw.files = {{path, ""}};  // the hash is set below, once the thread has it
   const SideConfig side = read_side_config(side_config_dir(path));
   ViTWeights w = build_model(raw, side, ov);
   w.format = format;
   w.pth_holds = pth_info.holds;
   w.pth_used = pth_info.used;
-  w.weights_sha256 = sha;
+  if (while_hashing) while_hashing(w);
+  w.weights_sha256 = hash.get();
+  w.files.front().sha256 = w.weights_sha256;  // build_model puts the weights file first, side configs after
   return w;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -303,6 +304,11 @@ ViTWeights build_model(const RawWeights& raw, const SideConfig& side, const Mode
 /// config.json / preprocessor_config.json beside it, and builds the model. A bare pickle (torch's legacy
 /// format) is refused with how to re-save it; ov.key with a file that is not a PyTorch checkpoint is
 /// refused. Throws attnmap::Error.
-ViTWeights load_model(const std::string& path, const ModelOverrides& ov = {});
+/// `while_hashing`, when given, runs on the built model before the load waits for the file's SHA-256 (hashed
+/// on a second thread from the mapping the parse reads): a run's packing (finish_run_model) then overlaps the
+/// hash, ~0.25 s for a ViT-B file, instead of following it. Its error is the one reported (the hash is
+/// stopped and joined); `files` and `weights_sha256` are filled after it returns.
+ViTWeights load_model(const std::string& path, const ModelOverrides& ov = {},
+                      const std::function<void(ViTWeights&)>& while_hashing = {});
 
 }  // namespace attnmap

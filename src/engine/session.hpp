@@ -48,8 +48,10 @@ RunWeights run_weights(const std::string& arg, bool quiet, const BatchHooks& hoo
 /// outputs.hpp's ModelSource, BatchHooks::model.)
 /// load_model of run_weights' path (the overrides `ov`), with its Hub name (ViTWeights::hub); a cached blob
 /// whose bytes no longer match its name is refused (hub_blob_mismatch), and a mapping refused under an
-/// address-space limit names the limit. Throws attnmap::Error.
-ViTWeights load_weights(const RunWeights& weights, const ModelOverrides& ov);
+/// address-space limit names the limit. `while_hashing`: load_model's (a run's packing, overlapping the hash).
+/// Throws attnmap::Error.
+ViTWeights load_weights(const RunWeights& weights, const ModelOverrides& ov,
+                        const std::function<void(ViTWeights&)>& while_hashing = {});
 
 /// `weights` from run_weights (loaded by load_weights): the model records its Hub name (ViTWeights::hub); a cached blob whose bytes no
 /// longer match its name is refused (hub_blob_mismatch).

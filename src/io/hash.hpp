@@ -29,8 +29,9 @@ std::string sha256_bytes(const void* data, size_t n, bool release_pages = false)
 /// and can leave too little for the threads a render starts later (tests/test_limits.cpp).
 constexpr size_t kBackgroundHashMin = size_t{64} << 20;
 
-/// sha256_bytes(data, n, release_pages) on a second thread while the caller reads the same bytes (the JSON
-/// parse of a weights file: the hash then costs no wall time). Bytes under kBackgroundHashMin, or a thread the
+/// sha256_bytes(data, n, release_pages) on a second thread while the caller reads the same bytes (the parse
+/// of a weights file, then a run's packing of it: load_model's while_hashing; the hash then costs little wall
+/// time). Bytes under kBackgroundHashMin, or a thread the
 /// system refuses (core/threads.hpp), are hashed on the calling thread in get() instead. get() waits and returns the
 /// digest, rethrowing the hash's attnmap::Error. The destructor, also when the caller leaves by an exception
 /// (a parse error, which is then the error reported), stops the hashing at its next 16 MiB step and joins the
