@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -15,6 +16,7 @@
 #include "checkpoint/weights_json.hpp"
 #include "core/error.hpp"
 #include "io/hash.hpp"
+#include "io/mapped_file.hpp"
 #include "same_tensors.hpp"
 #include "test_util.hpp"
 
@@ -207,6 +209,26 @@ TEST(JsonNumbers, BackgroundHashEqualsTheHash) {
   { Sha256InBackground unused(bytes.data(), bytes.size(), false); }
   Sha256InBackground small(bytes.data(), 1000, false);  // under kBackgroundHashMin: hashed in get()
   EXPECT_EQ(small.get(), sha256_bytes(bytes.data(), 1000));
+}
+
+// Made from a MappedFile, the hash reads the file the mapping was made from (pread): sha256sum's digest on
+// the second thread and in get(), also for an empty file, and still the old bytes' after the path is
+// replaced by rename.
+TEST_F(JsonNumbersFile, BackgroundHashOfAMappedFileIsTheFilesHash) {
+  std::string bytes(kBackgroundHashMin + 4097, 'x');
+  for (size_t i = 0; i < bytes.size(); i += 4097) bytes[i] = static_cast<char>(i % 251);
+  for (const size_t n : {bytes.size(), size_t{1000}, size_t{0}}) {
+    SCOPED_TRACE(n);
+    const std::string path = (dir / "w.bin").string(), other = (dir / "other.bin").string();
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(n));
+    const std::string want = sha256_file(path);
+    const MappedFile file(path);
+    Sha256InBackground hash(file);
+    std::ofstream(other, std::ios::binary | std::ios::trunc) << "replaced";
+    std::filesystem::rename(other, path);
+    EXPECT_EQ(hash.get(), want);
+    { Sha256InBackground unused(file); }  // stopped and joined without get()
+  }
 }
 
 // A file large enough to be hashed on the second thread that fails parsing near its start: the parse error

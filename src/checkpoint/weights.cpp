@@ -633,10 +633,10 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov,
     return std::move(*hf);
   }
   const std::shared_ptr<const MappedFile> file = map_weights(path);
-  // Hashed from the mapping the parse reads (pages handed back as hashed: no resident memory added), on a
-  // second thread while the parse, the build and `while_hashing` run; their error is the one reported (the
-  // hash is stopped and joined).
-  Sha256InBackground hash(file->data(), file->size(), /*release_pages=*/true);
+  // Hashed from the file the parse's mapping was made from (pread of its open file: the same bytes, the
+  // mapping's pages left alone), on a second thread while the parse, the build and `while_hashing` run; their
+  // error is the one reported (the hash is stopped and joined).
+  Sha256InBackground hash(*file);
   PthInfo pth_info;
   std::string format;
   RawWeights raw;

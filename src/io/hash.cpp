@@ -56,6 +56,23 @@ std::string hash_steps(const void* data, size_t n, bool release_pages, const std
   return hex_digest(ctx.get(), "bytes");
 }
 
+// The SHA-256 of the first n bytes of the open file fd, read by pread in 1 MiB blocks; "" once `stop` is set.
+std::string hash_file_steps(int fd, size_t n, const std::atomic<bool>* stop) {
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw Error("SHA-256 unavailable");
+  std::vector<unsigned char> buf(size_t{1} << 20);
+  for (size_t done = 0; done < n;) {
+    if (stop && stop->load(std::memory_order_relaxed)) return std::string();
+    const ssize_t got = ::pread(fd, buf.data(), std::min(buf.size(), n - done), static_cast<off_t>(done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw Error(std::string("read failed while hashing: ") + std::strerror(errno));
+    if (got == 0) throw Error("the file became shorter while it was hashed");
+    if (EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(got)) != 1) throw Error("SHA-256 failed");
+    done += static_cast<size_t>(got);
+  }
+  return hex_digest(ctx.get(), "bytes");
+}
+
 }  // namespace
 
 std::string sha256_bytes(const void* data, size_t n, bool release_pages) {
@@ -64,10 +81,19 @@ std::string sha256_bytes(const void* data, size_t n, bool release_pages) {
 
 Sha256InBackground::Sha256InBackground(const void* data, size_t n, bool release_pages)
     : data_(data), n_(n), release_(release_pages) {
-  if (n < kBackgroundHashMin) return;
+  start();
+}
+
+Sha256InBackground::Sha256InBackground(const MappedFile& file)
+    : data_(file.data()), n_(file.size()), release_(false), fd_(file.size() > 0 ? file.fd() : -1) {
+  start();
+}
+
+void Sha256InBackground::start() {
+  if (n_ < kBackgroundHashMin) return;
   thread_ = try_start_thread([this] {
     try {
-      digest_ = hash_steps(data_, n_, release_, &stop_);
+      digest_ = fd_ >= 0 ? hash_file_steps(fd_, n_, &stop_) : hash_steps(data_, n_, release_, &stop_);
     } catch (...) {
       error_ = std::current_exception();
     }
@@ -80,7 +106,7 @@ Sha256InBackground::~Sha256InBackground() {
 }
 
 std::string Sha256InBackground::get() {
-  if (!thread_) return sha256_bytes(data_, n_, release_);
+  if (!thread_) return fd_ >= 0 ? hash_file_steps(fd_, n_, nullptr) : sha256_bytes(data_, n_, release_);
   if (thread_->joinable()) thread_->join();
   if (error_) std::rethrow_exception(error_);
   return digest_;

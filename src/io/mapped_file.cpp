@@ -28,13 +28,17 @@ MappedFile::MappedFile(const std::string& path) {
   }
   void* map = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
-  ::close(fd);
-  if (map == MAP_FAILED) throw Error(path + ": cannot memory-map: " + std::strerror(err));
+  if (map == MAP_FAILED) {
+    ::close(fd);
+    throw Error(path + ": cannot memory-map: " + std::strerror(err));
+  }
   data_ = static_cast<const uint8_t*>(map);
+  fd_ = fd;
 }
 
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void populate_for_reading(const void* p, size_t bytes) {

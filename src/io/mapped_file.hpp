@@ -7,8 +7,10 @@
 namespace attnmap {
 
 /// The file at `path` mapped read-only (MAP_PRIVATE) for the object's lifetime; an empty file maps to
-/// data() == nullptr, size() == 0. Throws attnmap::Error naming `path` with the system's reason when it
-/// cannot be opened, stat'ed or mapped.
+/// data() == nullptr, size() == 0. The open file the mapping was made from stays open as long (fd(), close on
+/// exec): reading it with pread gives the mapping's bytes - the same file, whatever the path names later -
+/// without mapping their pages (Sha256InBackground). Throws attnmap::Error naming `path` with the system's
+/// reason when it cannot be opened, stat'ed or mapped.
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path);
@@ -18,10 +20,12 @@ class MappedFile {
 
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
+  int fd() const { return fd_; }
 
  private:
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  int fd_ = -1;
 };
 
 /// Asks the system to map the pages of [p, p + bytes) now, in one call (MADV_POPULATE_READ, Linux 5.14) rather
