@@ -8,10 +8,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
+#include <spng.h>
 
 #include "maps/attention_maps.hpp"
 #include "engine/batch.hpp"
@@ -339,8 +341,40 @@ TEST(Npy, OwnFileCheckWantsTheExactHeaderAndDataSize) {
   fs::remove(p);
 }
 
-TEST(PngEncoder, LibspngPixelsEqualStbAndTheSource) {
-  // A photo plus a noisy synthetic image with odd sizes (row filters see every edge case).
+namespace {
+
+// `png` decoded by libspng with every check on (chunk CRCs, the zlib stream's Adler-32; its default), as 8-bit
+// RGB; the tEXt chunks and the pHYs chunk's pixels per metre (0 without one) into *texts and *ppm.
+Image strict_decode(const std::vector<uint8_t>& png, std::vector<std::pair<std::string, std::string>>* texts,
+                    uint32_t* ppm) {
+  std::unique_ptr<spng_ctx, void (*)(spng_ctx*)> ctx(spng_ctx_new(0), spng_ctx_free);
+  spng_set_png_buffer(ctx.get(), png.data(), png.size());
+  spng_ihdr ihdr{};
+  EXPECT_EQ(spng_get_ihdr(ctx.get(), &ihdr), 0);
+  size_t n = 0;
+  EXPECT_EQ(spng_decoded_image_size(ctx.get(), SPNG_FMT_RGB8, &n), 0);
+  Image img;
+  img.width = static_cast<int>(ihdr.width);
+  img.height = static_cast<int>(ihdr.height);
+  img.rgb.resize(n);
+  EXPECT_EQ(spng_decode_image(ctx.get(), img.rgb.data(), n, SPNG_FMT_RGB8, 0), 0);
+  uint32_t count = 0;
+  if (spng_get_text(ctx.get(), nullptr, &count) == 0) {
+    std::vector<spng_text> t(count);
+    spng_get_text(ctx.get(), t.data(), &count);
+    for (const spng_text& x : t) texts->push_back({x.keyword, std::string(x.text, x.length)});
+  }
+  spng_phys phys{};
+  *ppm = spng_get_phys(ctx.get(), &phys) == 0 ? phys.ppu_x : 0;
+  return img;
+}
+
+}  // namespace
+
+// encode_png (libdeflate) against the source pixels, stb_image_write's encoder and libspng's strict decoder
+// (CRCs, Adler-32), with its tEXt chunks and pHYs.
+TEST(PngEncoder, PixelsEqualStbAndTheSourceUnderAStrictDecoder) {
+  // A photo plus a noisy synthetic image with odd sizes (row filters see every edge case), and one pixel.
   std::vector<Image> imgs = {load_image(kData + "/chelsea.png")};
   Image noise;
   noise.width = 37;
@@ -351,17 +385,34 @@ TEST(PngEncoder, LibspngPixelsEqualStbAndTheSource) {
     noise.rgb.push_back(static_cast<uint8_t>(i % 7 == 0 ? st >> 24 : (i / 3) % 256));
   }
   imgs.push_back(noise);
+  Image one;
+  one.width = one.height = 1;
+  one.rgb = {255, 0, 7};
+  imgs.push_back(one);
   for (const Image& img : imgs) {
     const fs::path dir = fs::temp_directory_path() / ("attnmap_png_" + std::to_string(::getpid()));
     fs::create_directories(dir);
-    write_file_atomic((dir / "spng.png").string(), encode_png(img));
+    PngOptions opt;
+    opt.dpi = 300;
+    opt.text = {{"attnmap", "{\"a\": 1}"}, {"Title", "x"}};
+    const std::vector<uint8_t> png = encode_png(img, opt);
+    write_file_atomic((dir / "ours.png").string(), png);
     write_file_atomic((dir / "stb.png").string(), encode_png_stb(img));
-    const Image a = load_image((dir / "spng.png").string()), b = load_image((dir / "stb.png").string());
+    const Image a = load_image((dir / "ours.png").string()), b = load_image((dir / "stb.png").string());
+    EXPECT_EQ(read_png_text((dir / "ours.png").string()).size(), 3u);
     fs::remove_all(dir);
     EXPECT_EQ(a.width, img.width);
     EXPECT_EQ(a.height, img.height);
     EXPECT_TRUE(a.rgb == img.rgb);
     EXPECT_TRUE(a.rgb == b.rgb);
+    std::vector<std::pair<std::string, std::string>> texts;
+    uint32_t ppm = 0;
+    const Image c = strict_decode(png, &texts, &ppm);
+    EXPECT_TRUE(c.rgb == img.rgb);
+    const std::vector<std::pair<std::string, std::string>> want = {
+        {"Software", "attnmap"}, {"attnmap", "{\"a\": 1}"}, {"Title", "x"}};
+    EXPECT_EQ(texts, want);
+    EXPECT_EQ(ppm, 11811u);  // round(300 / 0.0254)
   }
   EXPECT_THROW(encode_png(Image{}), Error);
 }

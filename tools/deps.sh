@@ -5,7 +5,7 @@
 #   bash tools/deps.sh test   that plus the test suite's and the fuzz targets' tools (tools/test.sh)
 set -euo pipefail
 RUNTIME=(cmake g++ make pkg-config libstb-dev libcli11-dev nlohmann-json3-dev libfast-float-dev libopenblas-dev libcurl4-openssl-dev
-         libspng-dev libexif-dev libwebp-dev libtiff-dev fonts-dejavu-core fonts-noto-core fonts-noto-cjk
+         libspng-dev libdeflate-dev libexif-dev libwebp-dev libtiff-dev fonts-dejavu-core fonts-noto-core fonts-noto-cjk
          libcairo2-dev libpango1.0-dev
          libssl-dev libzip-dev zlib1g-dev libsleef-dev libdnnl-dev libicu-dev libsentencepiece-dev
          pybind11-dev python3-dev python3-numpy)
