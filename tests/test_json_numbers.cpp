@@ -223,11 +223,11 @@ TEST_F(JsonNumbersFile, BackgroundHashOfAMappedFileIsTheFilesHash) {
     std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(n));
     const std::string want = sha256_file(path);
     const MappedFile file(path);
-    Sha256InBackground hash(file);
+    Sha256InBackground hash(file, path);
     std::ofstream(other, std::ios::binary | std::ios::trunc) << "replaced";
     std::filesystem::rename(other, path);
     EXPECT_EQ(hash.get(), want);
-    { Sha256InBackground unused(file); }  // stopped and joined without get()
+    { Sha256InBackground unused(file, path); }  // stopped and joined without get()
   }
 }
 

@@ -636,7 +636,7 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov,
   // Hashed from the file the parse's mapping was made from (pread of its open file: the same bytes, the
   // mapping's pages left alone), on a second thread while the parse, the build and `while_hashing` run; their
   // error is the one reported (the hash is stopped and joined).
-  Sha256InBackground hash(*file);
+  Sha256InBackground hash(*file, path);
   PthInfo pth_info;
   std::string format;
   RawWeights raw;

@@ -617,7 +617,7 @@ RawWeights load_weights_json(const std::string& path) {
   const std::filesystem::file_status st = std::filesystem::status(path, ec);
   if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) throw Error(path + ": not a regular file");
   const MappedFile file(path);  // one mapping: hashed (on a second thread) while parsed, no copy into the heap
-  Sha256InBackground hash(file);
+  Sha256InBackground hash(file, path);
   RawWeights raw = parse_weights_json_mapped(file.data(), file.size(), path);
   raw.files = {{path, hash.get()}};
   return raw;

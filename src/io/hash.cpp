@@ -1,6 +1,7 @@
 #include "io/hash.hpp"
 
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -8,9 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
-
-#include <openssl/evp.h>
 
 #include "core/error.hpp"
 #include "core/threads.hpp"
@@ -56,8 +56,9 @@ std::string hash_steps(const void* data, size_t n, bool release_pages, const std
   return hex_digest(ctx.get(), "bytes");
 }
 
-// The SHA-256 of the first n bytes of the open file fd, read by pread in 1 MiB blocks; "" once `stop` is set.
-std::string hash_file_steps(int fd, size_t n, const std::atomic<bool>* stop) {
+// The SHA-256 of the first n bytes of the open file fd (named `what` in errors), read by pread in 1 MiB
+// blocks; "" once `stop` is set.
+std::string hash_file_steps(int fd, size_t n, const std::atomic<bool>* stop, const std::string& what) {
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw Error("SHA-256 unavailable");
   std::vector<unsigned char> buf(size_t{1} << 20);
@@ -65,8 +66,8 @@ std::string hash_file_steps(int fd, size_t n, const std::atomic<bool>* stop) {
     if (stop && stop->load(std::memory_order_relaxed)) return std::string();
     const ssize_t got = ::pread(fd, buf.data(), std::min(buf.size(), n - done), static_cast<off_t>(done));
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw Error(std::string("read failed while hashing: ") + std::strerror(errno));
-    if (got == 0) throw Error("the file became shorter while it was hashed");
+    if (got < 0) throw Error(what + ": read failed while hashing it: " + std::strerror(errno));
+    if (got == 0) throw Error(what + ": the file became shorter while it was hashed");
     if (EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(got)) != 1) throw Error("SHA-256 failed");
     done += static_cast<size_t>(got);
   }
@@ -84,8 +85,12 @@ Sha256InBackground::Sha256InBackground(const void* data, size_t n, bool release_
   start();
 }
 
-Sha256InBackground::Sha256InBackground(const MappedFile& file)
-    : data_(file.data()), n_(file.size()), release_(false), fd_(file.size() > 0 ? file.fd() : -1) {
+Sha256InBackground::Sha256InBackground(const MappedFile& file, std::string what)
+    : data_(file.data()),
+      n_(file.size()),
+      release_(false),
+      fd_(file.size() > 0 ? file.fd() : -1),
+      what_(std::move(what)) {
   start();
 }
 
@@ -93,7 +98,7 @@ void Sha256InBackground::start() {
   if (n_ < kBackgroundHashMin) return;
   thread_ = try_start_thread([this] {
     try {
-      digest_ = fd_ >= 0 ? hash_file_steps(fd_, n_, &stop_) : hash_steps(data_, n_, release_, &stop_);
+      digest_ = fd_ >= 0 ? hash_file_steps(fd_, n_, &stop_, what_) : hash_steps(data_, n_, release_, &stop_);
     } catch (...) {
       error_ = std::current_exception();
     }
@@ -106,7 +111,8 @@ Sha256InBackground::~Sha256InBackground() {
 }
 
 std::string Sha256InBackground::get() {
-  if (!thread_) return fd_ >= 0 ? hash_file_steps(fd_, n_, nullptr) : sha256_bytes(data_, n_, release_);
+  if (!thread_)
+    return fd_ >= 0 ? hash_file_steps(fd_, n_, nullptr, what_) : sha256_bytes(data_, n_, release_);
   if (thread_->joinable()) thread_->join();
   if (error_) std::rethrow_exception(error_);
   return digest_;

@@ -34,18 +34,18 @@ class MappedFile;
 /// sha256_bytes(data, n, release_pages) on a second thread while the caller reads the same bytes (the parse
 /// of a weights file, then a run's packing of it: load_model's while_hashing; the hash then costs little wall
 /// time). Bytes under kBackgroundHashMin, or a thread the
-/// system refuses (core/threads.hpp), are hashed on the calling thread in get() instead. get() waits and returns the
-/// digest, rethrowing the hash's attnmap::Error. The destructor, also when the caller leaves by an exception
-/// (a parse error, which is then the error reported), stops the hashing at its next 16 MiB step and joins the
-/// thread, so `data` must stay valid for the object's lifetime. Not copyable or movable.
-/// Made from a MappedFile, the bytes are read from the file the mapping was made from (pread of
-/// MappedFile::fd in 1 MiB blocks: the mapping's bytes, its pages left alone), ~20 % faster than through the
-/// mapping (a ViT-B's 343 MB: ~245 ms against ~310 ms on an Intel Xeon, where the mapping's pages are mapped and
-/// handed back as they are hashed); `file` must outlive the object.
+/// system refuses (core/threads.hpp), are hashed on the calling thread in get() instead. get() waits and
+/// returns the digest, rethrowing the hash's attnmap::Error. The destructor, also when the caller leaves by
+/// an exception (a parse error, which is then the error reported), stops the hashing at its next 16 MiB step
+/// and joins the thread, so `data` must stay valid for the object's lifetime. Not copyable or movable. Made
+/// from a MappedFile, the bytes are read from the file the mapping was made from (pread of MappedFile::fd in
+/// 1 MiB blocks: the mapping's bytes, its pages left alone), ~20 % faster than through the mapping (a ViT-B's
+/// 343 MB: ~245 ms against ~310 ms on an Intel Xeon, where the mapping's pages are mapped and handed back as
+/// they are hashed); `file` must outlive the object; `what` (its path) names it in errors.
 class Sha256InBackground {
  public:
   Sha256InBackground(const void* data, size_t n, bool release_pages);
-  explicit Sha256InBackground(const MappedFile& file);
+  Sha256InBackground(const MappedFile& file, std::string what);
   ~Sha256InBackground();
   Sha256InBackground(const Sha256InBackground&) = delete;
   Sha256InBackground& operator=(const Sha256InBackground&) = delete;
@@ -57,7 +57,8 @@ class Sha256InBackground {
   const void* data_;
   size_t n_;
   bool release_;
-  int fd_ = -1;  // >= 0: hashed by pread from this file
+  int fd_ = -1;       // >= 0: hashed by pread from this file
+  std::string what_;  // its name in errors
   std::atomic<bool> stop_{false};
   std::optional<std::thread> thread_;
   std::string digest_;
