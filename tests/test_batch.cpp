@@ -14,11 +14,13 @@
 
 #include <nlohmann/json.hpp>
 #include <spng.h>
+#include <zlib.h>
 
 #include "maps/attention_maps.hpp"
 #include "engine/batch.hpp"
 #include "core/error.hpp"
 #include "io/image_io.hpp"
+#include "io/image_io_internal.hpp"
 #include "io/npy.hpp"
 #include "same_tensors.hpp"
 #include "test_util.hpp"
@@ -415,6 +417,59 @@ TEST(PngEncoder, PixelsEqualStbAndTheSourceUnderAStrictDecoder) {
     EXPECT_EQ(ppm, 11811u);  // round(300 / 0.0254)
   }
   EXPECT_THROW(encode_png(Image{}), Error);
+}
+
+// The image data cut into IDAT chunks of 1000 bytes (encode_png cuts at 1 GiB: the same code, moved pieces and
+// their CRCs), and a large image's zlib stream made 64 rows at a time, still decode strictly to the source
+// pixels; tEXt keywords and texts PNG does not allow are refused, not written.
+TEST(PngEncoder, ImageDataInManyChunksAndTextRules) {
+  Image img;
+  img.width = 301;
+  img.height = 97;
+  uint32_t st = 7;
+  for (int i = 0; i < img.width * img.height * 3; ++i) {
+    st = st * 1664525u + 1013904223u;
+    img.rgb.push_back(static_cast<uint8_t>(st >> 24));  // noise: ~87 KB of stream, ~88 chunks
+  }
+  std::vector<uint8_t> png(detail::kPngSignature, detail::kPngSignature + 8);
+  std::vector<uint8_t> ihdr = {0, 0, 1, 45, 0, 0, 0, 97, 8, 2, 0, 0, 0};
+  png.insert(png.end(), {0, 0, 0, 13, 'I', 'H', 'D', 'R'});
+  png.insert(png.end(), ihdr.begin(), ihdr.end());
+  const std::vector<uint8_t> type_ihdr = {'I', 'H', 'D', 'R'};
+  std::vector<uint8_t> crc_in(type_ihdr);
+  crc_in.insert(crc_in.end(), ihdr.begin(), ihdr.end());
+  const uint32_t crc = static_cast<uint32_t>(::crc32(0, crc_in.data(), static_cast<unsigned>(crc_in.size())));
+  png.insert(png.end(), {static_cast<uint8_t>(crc >> 24), static_cast<uint8_t>(crc >> 16), static_cast<uint8_t>(crc >> 8),
+                         static_cast<uint8_t>(crc)});
+  const std::vector<uint8_t> head = png;
+  detail::put_image_data(png, img, 1000, size_t{64} << 20);
+  size_t idat = 0;
+  for (size_t pos = 8; pos + 8 <= png.size();) {
+    const size_t len = detail::read_be32(png.data() + pos);
+    if (std::memcmp(png.data() + pos + 4, "IDAT", 4) == 0) {
+      ++idat;
+      EXPECT_LE(len, 1000u);
+    }
+    pos += 12 + len;
+  }
+  EXPECT_GT(idat, 80u);
+  std::vector<std::pair<std::string, std::string>> texts;
+  uint32_t ppm = 0;
+  EXPECT_TRUE(strict_decode(png, &texts, &ppm).rgb == img.rgb);
+  std::vector<uint8_t> banded = head;  // a large image's path: zlib, 64 rows at a time (here from 0 bytes on)
+  detail::put_image_data(banded, img, 1000, 0);
+  EXPECT_NE(banded, png);
+  EXPECT_TRUE(strict_decode(banded, &texts, &ppm).rgb == img.rgb);
+  for (const PngText& bad : std::vector<PngText>{{" lead", "x"}, {"trail ", "x"}, {"two  spaces", "x"},
+                                                 {"tab\there", "x"}, {std::string("n\0ul", 4), "x"},
+                                                 {"ok", std::string("a\0b", 3)}, {std::string(80, 'k'), "x"}}) {
+    PngOptions opt;
+    opt.text = {bad};
+    EXPECT_THROW(encode_png(img, opt), Error) << bad.keyword;
+  }
+  PngOptions latin;
+  latin.text = {{"caf\xe9 key", "text \xe9"}};
+  EXPECT_NO_THROW(encode_png(img, latin));
 }
 
 namespace {

@@ -305,7 +305,7 @@ ViTWeights build_model(const RawWeights& raw, const SideConfig& side, const Mode
 /// format) is refused with how to re-save it; ov.key with a file that is not a PyTorch checkpoint is
 /// refused. Throws attnmap::Error.
 /// `while_hashing`, when given, runs on the built model before the load waits for the file's SHA-256 (hashed
-/// on a second thread from the mapping the parse reads): a run's packing (finish_run_model) then overlaps the
+/// on a second thread, read by pread from the file the parse's mapping was made from): a run's packing (finish_run_model) then overlaps the
 /// hash, ~0.25 s for a ViT-B file, instead of following it. Its error is the one reported (the hash is
 /// stopped and joined); `files` and `weights_sha256` are filled after it returns.
 ViTWeights load_model(const std::string& path, const ModelOverrides& ov = {},

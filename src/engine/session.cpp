@@ -182,19 +182,15 @@ RunWeights run_weights(const std::string& arg, bool quiet, const BatchHooks& hoo
 ViTWeights load_weights(const RunWeights& weights, const ModelOverrides& ov,
                         const std::function<void(ViTWeights&)>& while_hashing) {
   ViTWeights model;
-  bool in_step = false;  // an error of while_hashing's is not the file's: no damage or address-limit check
   std::function<void(ViTWeights&)> step;
   if (while_hashing)
     step = [&](ViTWeights& m) {
-      in_step = true;
       m.hub = weights.hub;
       while_hashing(m);
-      in_step = false;
     };
   try {
     model = load_model(weights.path, ov, step);
-  } catch (const Error& e) {
-    if (in_step) throw;
+  } catch (const Error& e) {  // also while_hashing's: a damaged cached blob is still the error said first
     const std::string what = e.what();
     if (weights.hub)  // a file of the cache that does not parse: damaged, when its bytes are not its blob's name
       if (const std::string bad = hub_snapshot_damage(weights.path); !bad.empty()) throw Error(bad + " (the load said: " + what + ")");

@@ -33,15 +33,16 @@ class MappedFile;
 
 /// sha256_bytes(data, n, release_pages) on a second thread while the caller reads the same bytes (the parse
 /// of a weights file, then a run's packing of it: load_model's while_hashing; the hash then costs little wall
-/// time). Bytes under kBackgroundHashMin, or a thread the
-/// system refuses (core/threads.hpp), are hashed on the calling thread in get() instead. get() waits and
-/// returns the digest, rethrowing the hash's attnmap::Error. The destructor, also when the caller leaves by
-/// an exception (a parse error, which is then the error reported), stops the hashing at its next 16 MiB step
-/// and joins the thread, so `data` must stay valid for the object's lifetime. Not copyable or movable. Made
-/// from a MappedFile, the bytes are read from the file the mapping was made from (pread of MappedFile::fd in
-/// 1 MiB blocks: the mapping's bytes, its pages left alone), ~20 % faster than through the mapping (a ViT-B's
-/// 343 MB: ~245 ms against ~310 ms on an Intel Xeon, where the mapping's pages are mapped and handed back as
-/// they are hashed); `file` must outlive the object; `what` (its path) names it in errors.
+/// time). Bytes under kBackgroundHashMin, or a thread the system refuses (core/threads.hpp), are hashed on
+/// the calling thread in get() instead. get() waits and returns the digest, rethrowing the hash's
+/// attnmap::Error. The destructor, also when the caller leaves by an exception (a parse error, which is then
+/// the error reported), stops the hashing at its next step (16 MiB of memory, 1 MiB of a file) and joins the
+/// thread, so the bytes must stay valid for the object's lifetime. Not copyable or movable. Made from a
+/// MappedFile, the bytes are read from the file the mapping was made from (pread of MappedFile::fd in 1 MiB
+/// blocks: the mapping's bytes, its pages left alone), ~20 % faster than through the mapping (a ViT-B's 343
+/// MB: ~245 ms against ~310 ms on an Intel Xeon, where the mapping's pages are mapped and handed back as they
+/// are hashed); `file` must outlive the object and keep its file open until get() returns; `what` (its path)
+/// names it in errors.
 class Sha256InBackground {
  public:
   Sha256InBackground(const void* data, size_t n, bool release_pages);

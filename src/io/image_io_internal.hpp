@@ -5,15 +5,25 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace attnmap {
 
 // image_formats.cpp: does a Radiance HDR hold every scanline stb_image will read (false: it stops short).
 bool hdr_data_complete(const uint8_t* data, size_t size, uint64_t w, uint64_t h);
 
+struct Image;
+
 namespace detail {
 
 inline const uint8_t kPngSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+
+/// encode_png's image data, appended to `out`: the Up-filtered rows deflated (libdeflate level 1) as one zlib
+/// stream straight into `out`, in IDAT chunks of at most `idat_max` bytes (encode_png: 1 GiB; tests: less, to
+/// see the chunks cut), then IEND. Filtered rows of over `in_bands_above` bytes (encode_png: 64 MiB, a ~4700
+/// x 4700 image) are deflated by zlib (level 1) 64 rows at a time instead: slower, but no copy of all the
+/// filtered rows is held (a 99-megapixel photo rendered under `ulimit -v` needs what it did with libspng).
+void put_image_data(std::vector<uint8_t>& out, const Image& img, size_t idat_max, size_t in_bands_above);
 
 inline uint32_t read_be32(const uint8_t* p) {
   return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3];

@@ -2,6 +2,7 @@
 // image_io.hpp)
 #include <libdeflate.h>
 #include <stb_image_write.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cmath>
@@ -60,13 +61,12 @@ void put_text_chunk(std::vector<uint8_t>& out, const std::string& keyword, const
   put_chunk(out, "tEXt", body.data(), body.size());
 }
 
-// The image's rows, each behind its filter byte: the Up filter (type 2: each byte minus the byte above it;
-// the first row has zeros above), (w * 3 + 1) * h bytes.
-std::vector<uint8_t> up_filtered_rows(const Image& img) {
-  const size_t row = static_cast<size_t>(img.width) * 3, h = static_cast<size_t>(img.height);
-  std::vector<uint8_t> f((row + 1) * h);
-  for (size_t y = 0; y < h; ++y) {
-    uint8_t* o = f.data() + y * (row + 1);
+// The image's rows [y0, y1) into f, each behind its filter byte: the Up filter (type 2: each byte minus the
+// byte above it; the first row has zeros above), (w * 3 + 1) bytes a row.
+void up_filter_rows(const Image& img, size_t y0, size_t y1, uint8_t* f) {
+  const size_t row = static_cast<size_t>(img.width) * 3;
+  for (size_t y = y0; y < y1; ++y) {
+    uint8_t* o = f + (y - y0) * (row + 1);
     const uint8_t* r = img.rgb.data() + y * row;
     o[0] = 2;
     if (y == 0) {
@@ -76,38 +76,63 @@ std::vector<uint8_t> up_filtered_rows(const Image& img) {
     const uint8_t* u = r - row;
     for (size_t x = 0; x < row; ++x) o[1 + x] = static_cast<uint8_t>(r[x] - u[x]);
   }
-  return f;
 }
 
-// The filtered rows as a zlib stream (RFC 1950), libdeflate level 1; this thread's compressor is kept.
-std::vector<uint8_t> zlib_stream(const std::vector<uint8_t>& rows, const Image& img) {
-  thread_local std::unique_ptr<libdeflate_compressor, void (*)(libdeflate_compressor*)> c(
-      libdeflate_alloc_compressor(1), libdeflate_free_compressor);
-  if (!c) throw Error("encode_png: out of memory");
-  std::vector<uint8_t> z(libdeflate_zlib_compress_bound(c.get(), rows.size()));
-  const size_t n = libdeflate_zlib_compress(c.get(), rows.data(), rows.size(), z.data(), z.size());
-  if (n == 0)
-    throw Error("encode_png: libdeflate failed for a " + std::to_string(img.width) + "x" +
-                std::to_string(img.height) + " image");
-  z.resize(n);
-  return z;
+// A large image's filtered rows as one zlib stream made band by band (zlib level 1, 64 rows a band), each
+// 64 KiB of it an IDAT chunk appended to `out` as it comes: no copy of all the filtered rows (what libdeflate
+// needs) nor of the compressed stream is held.
+void put_idat_in_bands(std::vector<uint8_t>& out, const Image& img) {
+  const size_t row = static_cast<size_t>(img.width) * 3 + 1, h = static_cast<size_t>(img.height), band = 64;
+  z_stream zs{};
+  if (deflateInit(&zs, 1) != Z_OK) throw Error("encode_png: zlib cannot start");
+  std::unique_ptr<z_stream, int (*)(z_stream*)> end(&zs, deflateEnd);
+  std::vector<uint8_t> rows(row * band), chunk(size_t{1} << 16);
+  for (size_t y = 0; y < h; y += band) {
+    const size_t y1 = std::min(h, y + band);
+    up_filter_rows(img, y, y1, rows.data());
+    zs.next_in = rows.data();
+    zs.avail_in = static_cast<uInt>((y1 - y) * row);
+    const int flush = y1 == h ? Z_FINISH : Z_NO_FLUSH;
+    int r = Z_OK;
+    do {
+      zs.next_out = chunk.data();
+      zs.avail_out = static_cast<uInt>(chunk.size());
+      r = deflate(&zs, flush);
+      if (r == Z_STREAM_ERROR) throw Error("encode_png: zlib failed");
+      if (const size_t n = chunk.size() - zs.avail_out; n > 0) put_chunk(out, "IDAT", chunk.data(), n);
+    } while (zs.avail_out == 0 || (flush == Z_FINISH && r != Z_STREAM_END));
+  }
 }
 
-}  // namespace
+void set_be32(uint8_t* p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v >> 24), p[1] = static_cast<uint8_t>(v >> 16),
+  p[2] = static_cast<uint8_t>(v >> 8);
+  p[3] = static_cast<uint8_t>(v);
+}
 
-std::vector<uint8_t> encode_png(const Image& img, const PngOptions& opt) {
-  check_png_input(img, "encode_png");
-  if (!(opt.dpi >= 0.0 && opt.dpi <= 1e6))
-    throw Error("encode_png: dpi must be in [0, 1000000], found " + std::to_string(opt.dpi));
-  for (const PngText& t : opt.text)
-    if (t.keyword.empty() || t.keyword.size() > 79)
-      throw Error("encode_png: a tEXt keyword has 1 to 79 characters, found '" + t.keyword + "'");
-  // Every row Up-filtered, deflated by libdeflate at level 1 (docs/performance.md, "PNG writing"): ~9 ms for
-  // a 786 x 847 overlay where libspng's fastest setting, zlib's run-length strategy, took 13 ms unfiltered
-  // and 23 ms with the Paeth filter; files within 10 % of that one's.
-  const std::vector<uint8_t> z = zlib_stream(up_filtered_rows(img), img);
+// PNG's rules for a tEXt chunk (ISO/IEC 15948 §11.3.4.3): a keyword of 1 to 79 Latin-1 printable bytes
+// (32-126, 161-255), no leading, trailing or consecutive spaces; a text without NUL. Throws attnmap::Error.
+void check_text_chunk(const PngText& t) {
+  const std::string& k = t.keyword;
+  if (k.empty() || k.size() > 79)
+    throw Error("encode_png: a tEXt keyword has 1 to 79 characters, found '" + k + "'");
+  bool ok = k.front() != ' ' && k.back() != ' ' && k.find("  ") == std::string::npos;
+  for (const char ch : k) {
+    const auto c = static_cast<unsigned char>(ch);
+    ok = ok && ((c >= 32 && c <= 126) || c >= 161);
+  }
+  if (!ok)
+    throw Error(
+        "encode_png: a tEXt keyword is Latin-1 printable characters without leading, trailing or double "
+        "spaces, found '" +
+        k + "'");
+  if (t.text.find('\0') != std::string::npos)
+    throw Error("encode_png: the tEXt text of '" + k + "' holds a NUL byte");
+}
+
+// The signature and the chunks before the image data: IHDR, tEXt Software = attnmap, opt.text, pHYs.
+std::vector<uint8_t> png_head(const Image& img, const PngOptions& opt) {
   std::vector<uint8_t> out(kPngSignature, kPngSignature + 8);
-  out.reserve(z.size() + 4096);
   std::vector<uint8_t> ihdr;
   put_be32(ihdr, static_cast<uint32_t>(img.width));
   put_be32(ihdr, static_cast<uint32_t>(img.height));
@@ -124,10 +149,59 @@ std::vector<uint8_t> encode_png(const Image& img, const PngOptions& opt) {
     phys.push_back(1);  // the unit: metre
     put_chunk(out, "pHYs", phys.data(), phys.size());
   }
-  constexpr size_t kIdatMax = size_t{1} << 30;  // a chunk holds at most 2^31 - 1 bytes
-  for (size_t at = 0; at < z.size(); at += kIdatMax)
-    put_chunk(out, "IDAT", z.data() + at, std::min(kIdatMax, z.size() - at));
+  return out;
+}
+
+}  // namespace
+
+namespace detail {
+
+void put_image_data(std::vector<uint8_t>& out, const Image& img, size_t idat_max, size_t in_bands_above) {
+  const size_t kIdatMax = idat_max;
+  const size_t filtered = (static_cast<size_t>(img.width) * 3 + 1) * static_cast<size_t>(img.height);
+  if (filtered > in_bands_above) {
+    put_idat_in_bands(out, img);
+    put_chunk(out, "IEND", nullptr, 0);
+    return;
+  }
+  thread_local std::unique_ptr<libdeflate_compressor, void (*)(libdeflate_compressor*)> c(
+      libdeflate_alloc_compressor(1), libdeflate_free_compressor);
+  if (!c) throw Error("encode_png: out of memory");
+  std::vector<uint8_t> rows(filtered);
+  up_filter_rows(img, 0, static_cast<size_t>(img.height), rows.data());
+  const size_t bound = libdeflate_zlib_compress_bound(c.get(), rows.size()), at = out.size();
+  out.resize(at + 8 + bound + 12 * (bound / kIdatMax + 1) + 12);  // the stream, chunk frames, IEND
+  const size_t n = libdeflate_zlib_compress(c.get(), rows.data(), rows.size(), out.data() + at + 8, bound);
+  if (n == 0)
+    throw Error("encode_png: libdeflate failed for a " + std::to_string(img.width) + "x" +
+                std::to_string(img.height) + " image");
+  std::vector<uint8_t>().swap(rows);
+  const size_t chunks = (n + kIdatMax - 1) / kIdatMax;
+  for (size_t i = chunks;
+       i-- > 0;) {  // the last piece first: each moves right by 12 bytes per frame before it
+    const size_t len = std::min(kIdatMax, n - i * kIdatMax);
+    uint8_t* const frame = out.data() + at + i * (kIdatMax + 12);
+    if (i > 0) std::memmove(frame + 8, out.data() + at + 8 + i * kIdatMax, len);
+    set_be32(frame, static_cast<uint32_t>(len));
+    std::memcpy(frame + 4, "IDAT", 4);
+    set_be32(frame + 8 + len, libdeflate_crc32(0, frame + 4, len + 4));
+  }
+  out.resize(at + n + 12 * chunks);
   put_chunk(out, "IEND", nullptr, 0);
+}
+
+}  // namespace detail
+
+std::vector<uint8_t> encode_png(const Image& img, const PngOptions& opt) {
+  check_png_input(img, "encode_png");
+  if (!(opt.dpi >= 0.0 && opt.dpi <= 1e6))
+    throw Error("encode_png: dpi must be in [0, 1000000], found " + std::to_string(opt.dpi));
+  for (const PngText& t : opt.text) check_text_chunk(t);
+  // Every row Up-filtered, deflated by libdeflate at level 1 (docs/performance.md, "PNG writing"): ~9 ms for
+  // a 786 x 847 overlay where libspng's fastest setting, zlib's run-length strategy, took 13 ms unfiltered
+  // and 23 ms with the Paeth filter; files within 10 % of that one's.
+  std::vector<uint8_t> out = png_head(img, opt);
+  put_image_data(out, img, size_t{1} << 30, size_t{64} << 20);  // a chunk holds at most 2^31 - 1 bytes
   return out;
 }
 

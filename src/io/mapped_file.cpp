@@ -38,7 +38,12 @@ MappedFile::MappedFile(const std::string& path) {
 
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  close_file();
+}
+
+void MappedFile::close_file() const {
   if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
 void populate_for_reading(const void* p, size_t bytes) {

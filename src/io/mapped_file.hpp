@@ -7,10 +7,11 @@
 namespace attnmap {
 
 /// The file at `path` mapped read-only (MAP_PRIVATE) for the object's lifetime; an empty file maps to
-/// data() == nullptr, size() == 0. The open file the mapping was made from stays open as long (fd(), close on
-/// exec): reading it with pread gives the mapping's bytes - the same file, whatever the path names later -
-/// without mapping their pages (Sha256InBackground). Throws attnmap::Error naming `path` with the system's
-/// reason when it cannot be opened, stat'ed or mapped.
+/// data() == nullptr, size() == 0. The open file the mapping was made from stays open (fd(), close on exec)
+/// until close_file() or the end: reading it with pread gives the mapping's bytes - the same file, whatever
+/// the path names later - without mapping their pages (Sha256InBackground). A loader closes it once hashed,
+/// so a program that keeps many models holds no descriptor for them. Throws attnmap::Error naming `path` with
+/// the system's reason when it cannot be opened, stat'ed or mapped.
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path);
@@ -21,11 +22,13 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   int fd() const { return fd_; }
+  /// Closes the open file (the mapping stays); fd() is then -1. Not while another thread reads fd().
+  void close_file() const;
 
  private:
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
-  int fd_ = -1;
+  mutable int fd_ = -1;
 };
 
 /// Asks the system to map the pages of [p, p + bytes) now, in one call (MADV_POPULATE_READ, Linux 5.14) rather
