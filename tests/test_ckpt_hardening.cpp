@@ -83,8 +83,9 @@ TEST(WeightsHash, IsOfTheBytesLoadedForEveryFormat) {
 // load_model's while_hashing (a run's packing, overlapping the hash) runs once on the built model; the hash is
 // filled in after it (still sha256sum of the bytes loaded), and its error is the load's.
 TEST(WeightsHash, WhileHashingRunsOnTheBuiltModelThenTheHashIsFilledIn) {
-  const std::string st = fixture("layouts/timm/weights.safetensors"), folder = fixture("hf_folder");
-  for (const std::string& path : {st, folder}) {
+  const std::string st = fixture("layouts/timm/weights.safetensors"), folder = fixture("hf_folder"),
+                    sharded = fixture("hf_sharded");
+  for (const std::string& path : {st, folder, sharded}) {
     SCOPED_TRACE(path);
     int calls = 0, dim = 0;
     const ViTWeights w = load_model(path, {}, [&](ViTWeights& m) {
@@ -97,14 +98,16 @@ TEST(WeightsHash, WhileHashingRunsOnTheBuiltModelThenTheHashIsFilledIn) {
     EXPECT_EQ(calls, 1);
     EXPECT_EQ(dim, w.hp.dim);
     EXPECT_GT(dim, 0);
-    EXPECT_EQ(w.weights_sha256, path == st ? sha256_file(st) : listing_hash_from_disk(folder));
+    EXPECT_EQ(w.weights_sha256, path == st ? sha256_file(st) : listing_hash_from_disk(path));
     ASSERT_FALSE(w.files.empty());
     EXPECT_EQ(w.files.front().sha256, sha256_file(w.files.front().path));
-    // The model (its tensors viewed in the mapping) holds no descriptor of the file: a program may keep many.
-    const std::string real = fs::canonical(w.files.front().path).string();
-    for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
-      std::error_code ec;
-      EXPECT_NE(fs::read_symlink(e.path(), ec).string(), real);
+    // The model (its tensors viewed in the mappings) holds no descriptor of its files: a program may keep many.
+    for (const FileHash& f : w.files) {
+      const std::string real = fs::canonical(f.path).string();
+      for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
+        std::error_code ec;
+        EXPECT_NE(fs::read_symlink(e.path(), ec).string(), real);
+      }
     }
   }
   try {

@@ -146,11 +146,13 @@ struct PngOptions {
 
 /// Encodes `img` as an 8-bit RGB PNG into memory (ISO/IEC 15948): every row Up-filtered, the rows deflated
 /// by libdeflate at level 1 in one zlib stream (lossless, so the pixels are the same; ~3x faster than
-/// libspng's fastest zlib setting, files about as large: docs/performance.md, "PNG writing"), with a tEXt
-/// chunk `Software` = `attnmap` (PNG 1.2 §11.3.4) that marks the file as attnmap's output, then the tEXt
-/// chunks `opt.text` (all before the image data), and the pHYs chunk of `opt.dpi`. Throws attnmap::Error on
-/// an empty or inconsistent image, a keyword that is empty or over 79 bytes, a dpi that is negative, not
-/// finite or over 1 000 000, or an encoder failure.
+/// libspng's fastest zlib setting, files about as large: docs/performance.md, "The work both precisions
+/// share, cut"); images of over 64 MiB of filtered rows through zlib, band by band, so that not all of them
+/// are held at once. With a tEXt chunk `Software` = `attnmap` (PNG 1.2 §11.3.4) that marks the file as
+/// attnmap's output, then the tEXt chunks `opt.text` (all before the image data), and the pHYs chunk of
+/// `opt.dpi`. Throws attnmap::Error on an empty or inconsistent image, a tEXt keyword PNG does not allow (1
+/// to 79 Latin-1 printable bytes, no leading, trailing or double spaces) or a text with a NUL byte, a dpi
+/// that is negative, not finite or over 1 000 000, or an encoder failure.
 std::vector<uint8_t> encode_png(const Image& img, const PngOptions& opt = {});
 
 /// The tEXt chunks before the image data of the PNG at `path`, in file order (reads the chunks before the

@@ -79,10 +79,12 @@ void up_filter_rows(const Image& img, size_t y0, size_t y1, uint8_t* f) {
 }
 
 // A large image's filtered rows as one zlib stream made band by band (zlib level 1, 64 rows a band), each
-// 64 KiB of it an IDAT chunk appended to `out` as it comes: no copy of all the filtered rows (what libdeflate
-// needs) nor of the compressed stream is held.
+// at most 64 KiB of it an IDAT chunk appended to `out` as it comes: no copy of all the filtered rows (what
+// libdeflate needs) nor of the compressed stream is held.
 void put_idat_in_bands(std::vector<uint8_t>& out, const Image& img) {
-  const size_t row = static_cast<size_t>(img.width) * 3 + 1, h = static_cast<size_t>(img.height), band = 64;
+  // 64 rows a band, fewer for rows so wide that 64 of them pass 64 MiB (zlib counts its input in 32 bits)
+  const size_t row = static_cast<size_t>(img.width) * 3 + 1, h = static_cast<size_t>(img.height);
+  const size_t band = std::clamp<size_t>((size_t{64} << 20) / row, 1, 64);
   z_stream zs{};
   if (deflateInit(&zs, 1) != Z_OK) throw Error("encode_png: zlib cannot start");
   std::unique_ptr<z_stream, int (*)(z_stream*)> end(&zs, deflateEnd);
@@ -90,17 +92,22 @@ void put_idat_in_bands(std::vector<uint8_t>& out, const Image& img) {
   for (size_t y = 0; y < h; y += band) {
     const size_t y1 = std::min(h, y + band);
     up_filter_rows(img, y, y1, rows.data());
-    zs.next_in = rows.data();
-    zs.avail_in = static_cast<uInt>((y1 - y) * row);
-    const int flush = y1 == h ? Z_FINISH : Z_NO_FLUSH;
-    int r = Z_OK;
-    do {
-      zs.next_out = chunk.data();
-      zs.avail_out = static_cast<uInt>(chunk.size());
-      r = deflate(&zs, flush);
-      if (r == Z_STREAM_ERROR) throw Error("encode_png: zlib failed");
-      if (const size_t n = chunk.size() - zs.avail_out; n > 0) put_chunk(out, "IDAT", chunk.data(), n);
-    } while (zs.avail_out == 0 || (flush == Z_FINISH && r != Z_STREAM_END));
+    const size_t bytes = (y1 - y) * row;
+    for (size_t at = 0; at < bytes;) {  // pieces of at most 1 GiB (one row can pass 64 MiB)
+      const size_t piece = std::min(bytes - at, size_t{1} << 30);
+      zs.next_in = rows.data() + at;
+      zs.avail_in = static_cast<uInt>(piece);
+      at += piece;
+      const int flush = y1 == h && at == bytes ? Z_FINISH : Z_NO_FLUSH;
+      int r = Z_OK;
+      do {
+        zs.next_out = chunk.data();
+        zs.avail_out = static_cast<uInt>(chunk.size());
+        r = deflate(&zs, flush);
+        if (r == Z_STREAM_ERROR) throw Error("encode_png: zlib failed");
+        if (const size_t n = chunk.size() - zs.avail_out; n > 0) put_chunk(out, "IDAT", chunk.data(), n);
+      } while (zs.avail_out == 0 || (flush == Z_FINISH && r != Z_STREAM_END));
+    }
   }
 }
 
