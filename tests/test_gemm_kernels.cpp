@@ -68,13 +68,14 @@ std::vector<float> plus_residual(std::vector<float> x, size_t ldx, const std::ve
   return x;
 }
 
-// One path (panel width, function) on shapes with row tails (m not a multiple of 6 or 8), column tails (n not
+// One path (panel width, function) on shapes with row tails (m not a multiple of 6 or 8), row sweeps (m = 101 >
+// 2 x gemm_sweep_rows on the AVX2 path, the last sweep short), column tails (n not
 // a multiple of 16 or 48), one and several depth passes (K up to 1600 > kGemmDepthMax), strided A and C, with
 // and without bias, stored, stored through GELU or added to a residual stream (with and without LayerScale):
 // every element equal to the FMA chain (through activation's GELU; plus the residual), and nothing written
 // past a row's n columns.
 void expect_fma_chain(int width) {
-  for (int m : {1, 5, 8, 13}) {
+  for (int m : {1, 5, 8, 13, 101}) {
     for (int n : {1, 16, 47, 49, 97}) {
       for (int K : {1, 7, 300, 1600}) {
         for (int mode = 0; mode < 5; ++mode) {  // stored without, with bias; added, with bias; with

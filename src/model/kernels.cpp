@@ -235,11 +235,17 @@ void gemm_panels(float* C, size_t ldc, const float* A, size_t lda, int m, int n,
   gemm_panels_on(gemm_isa_width(), C, ldc, A, lda, m, n, K, panels, bias, epilogue);
 }
 
-void gemm_panels_on(int w, float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K,
-                    const float* panels, const float* bias, const PanelEpilogue* epilogue) {
+namespace {
+
+// gemm_panels_on over one sweep of rows (gemm_sweep_rows): every depth pass, panel and micro-tile of rows
+// [0, m) of the block.
+void gemm_sweep(int w, float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K, const float* panels,
+                const float* bias, const PanelEpilogue* epilogue) {
   const bool to_x = epilogue != nullptr && epilogue->x != nullptr;
-  // GELU in the micro-tile where its 16-wide body is activation's (AVX-512 with bf16, as activation_body)
-  const bool gelu_in_tile = epilogue != nullptr && epilogue->gelu && !to_x && w == 48 && have_avx512_bf16();
+  // GELU in the micro-tile before its store (the same bits as activation's GELU on every path:
+  // Kernels.GeluIsTheSameOnEveryPath): on the AVX2 path, and on the AVX-512 path where activation_body's
+  // 16-wide body runs (with bf16)
+  const bool gelu_in_tile = epilogue != nullptr && epilogue->gelu && !to_x && (w == 16 || have_avx512_bf16());
   const bool gelu_after = epilogue != nullptr && epilogue->gelu && !to_x && !gelu_in_tile;
   if (K <= 0) {  // no products: the bias (or 0), as a library's GEMM gives
     for (int i = 0; i < m; ++i)
@@ -277,6 +283,22 @@ void gemm_panels_on(int w, float* C, size_t ldc, const float* A, size_t lda, int
     }
   }
   if (gelu_after) activation_tile(C, ldc, static_cast<size_t>(m), static_cast<size_t>(n), Activation::Gelu);
+}
+
+}  // namespace
+
+void gemm_panels_on(int w, float* C, size_t ldc, const float* A, size_t lda, int m, int n, int K,
+                    const float* panels, const float* bias, const PanelEpilogue* epilogue) {
+  const int sweep = gemm_sweep_rows(w) > 0 ? gemm_sweep_rows(w) : std::max(m, 1);
+  for (int i = 0; i < m; i += sweep) {
+    PanelEpilogue rows;  // the residual rows of this sweep
+    if (epilogue != nullptr) {
+      rows = *epilogue;
+      if (rows.x != nullptr) rows.x += static_cast<size_t>(i) * rows.ldx;
+    }
+    gemm_sweep(w, C + static_cast<size_t>(i) * ldc, ldc, A + static_cast<size_t>(i) * lda, lda, std::min(sweep, m - i),
+               n, K, panels, bias, epilogue != nullptr ? &rows : nullptr);
+  }
 }
 
 bool has_bf16_instructions() { return have_avx512_bf16(); }

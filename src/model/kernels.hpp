@@ -110,6 +110,14 @@ inline int gemm_depth(int K) {
   return ((K + passes - 1) / passes + kGemmChunk - 1) / kGemmChunk * kGemmChunk;
 }
 
+/// Rows of C that one sweep of the own product takes through all of a block's panels before the next rows
+/// start, on the path of panel width w: 48 on the AVX2 path (w = 16), so that those rows of A (48 x K floats,
+/// 144 KiB at K = 768) stay in a core's L2 cache while each panel meets them (the L2 of an AMD EPYC Zen 2 is
+/// 512 KiB: a whole row block of A did not fit, and was read again from L3 for every panel, which cost the two
+/// cores 3-5 % of their rate together); 0 (the whole block in one sweep) on the AVX-512 path, whose CPUs have
+/// 1-2 MiB of L2. Sweeps do not change any element's sums.
+inline int gemm_sweep_rows(int w) { return w == 16 ? 48 : 0; }
+
 /// Width of the own matrix product's weight panels on this CPU: 48 columns (AVX-512 F, BW, DQ, VL: 3 zmm), 16
 /// (AVX2 + FMA: 2 ymm), 0 where neither runs (the library's product is used). $ONEDNN_MAX_CPU_ISA caps it as it
 /// caps oneDNN (AVX2...: 16; AVX, SSE41: 0), so a run capped to AVX2 times the AVX2 kernels of both.
@@ -128,8 +136,9 @@ size_t gemm_panel_floats(int N, int K, int width);
 ///   product, or += gamma (n floats from the block's first column) * the product with LayerScale:
 ///   residual_add_tile's operations, so its bits, with no pass over a tile in memory. C then holds only the
 ///   running sums of the passes before the last (K > kGemmDepthMax).
-/// - gelu: C = exact GELU of the product, activation(Activation::Gelu)'s bits (on the AVX-512 path in the
-///   registers before the store; on the others by activation_tile after it).
+/// - gelu: C = exact GELU of the product, activation(Activation::Gelu)'s bits, in the registers before the
+///   store (on the AVX-512 path where the CPU has AVX512_BF16, as activation's body; else by activation_tile
+///   after it).
 struct PanelEpilogue {
   float* x = nullptr;
   size_t ldx = 0;

@@ -219,7 +219,7 @@ __m256i lanes_below(int c) {
 // The micro-tile's sums added to the residual stream, with residual_add_row's operations (x + gamma * t, the
 // product rounded first).
 template <int R>
-inline void add_to_residual(const PanelEpilogue& res, const float (*total)[16], __m256i m0, __m256i m1) {
+inline void add_to_residual(const PanelEpilogue& res, const float (*total)[16], __m256i m0, __m256i m1, bool full) {
   const __m256i mask[2] = {m0, m1};
 #pragma GCC unroll 2
   for (int v = 0; v < 2; ++v) {
@@ -233,14 +233,88 @@ inline void add_to_residual(const PanelEpilogue& res, const float (*total)[16], 
         t = _mm256_mul_ps(g, t);
         asm("" : "+x"(t));
       }
-      _mm256_maskstore_ps(x, mask[v], _mm256_add_ps(_mm256_maskload_ps(x, mask[v]), t));
+      if (full)
+        _mm256_storeu_ps(x, _mm256_add_ps(_mm256_loadu_ps(x), t));
+      else
+        _mm256_maskstore_ps(x, mask[v], _mm256_add_ps(_mm256_maskload_ps(x, mask[v]), t));
     }
   }
 }
 
+// The micro-tile: C (R, nc) = start + A (R, kc) P, then added to the residual (`res`), or stored, after exact
+// GELU when `gelu`. Full-width tiles store with plain stores: VMASKMOVPS stores are microcoded on AMD Zen 2
+// (its forward ran 7 % slower with them on every tile).
+// Steps [k, k + 8) of a 6-row micro-tile's chunk: for each k in order, for each row i, acc[i][v] = A(i, k) *
+// P(k, 8v..8v+8) + acc[i][v] by one FMA (micro_tile's loop, the same operations). Written out in assembly:
+// GCC's own schedule of the 8 steps moved loads ahead and spilled sums to the stack. A: row 0 at k; P: row k.
+static_assert(kNextEvery == 8, "micro_tile fetches one line of the next pass per eight_steps6");
+inline void eight_steps6(__m256 (&acc)[6][2], const float* A, size_t lda, const float* P) {
+  const float* a3 = A + 3 * lda;
+  const size_t ld = lda * sizeof(float);
+  asm("" "vmovaps 0(%[p]), %%ymm12\n\tvmovaps 32(%[p]), %%ymm13\n\t"
+      "vbroadcastss 0(%[a0]), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c00]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c01]\n\t"
+      "vbroadcastss 0(%[a0],%[ld]), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c10]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c11]\n\t"
+      "vbroadcastss 0(%[a0],%[ld],2), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c20]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c21]\n\t"
+      "vbroadcastss 0(%[a3]), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c30]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c31]\n\t"
+      "vbroadcastss 0(%[a3],%[ld]), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c40]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c41]\n\t"
+      "vbroadcastss 0(%[a3],%[ld],2), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c50]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c51]\n\t"
+      "vmovaps 64(%[p]), %%ymm12\n\tvmovaps 96(%[p]), %%ymm13\n\t"
+      "vbroadcastss 4(%[a0]), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c00]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c01]\n\t"
+      "vbroadcastss 4(%[a0],%[ld]), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c10]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c11]\n\t"
+      "vbroadcastss 4(%[a0],%[ld],2), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c20]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c21]\n\t"
+      "vbroadcastss 4(%[a3]), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c30]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c31]\n\t"
+      "vbroadcastss 4(%[a3],%[ld]), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c40]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c41]\n\t"
+      "vbroadcastss 4(%[a3],%[ld],2), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c50]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c51]\n\t"
+      "vmovaps 128(%[p]), %%ymm12\n\tvmovaps 160(%[p]), %%ymm13\n\t"
+      "vbroadcastss 8(%[a0]), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c00]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c01]\n\t"
+      "vbroadcastss 8(%[a0],%[ld]), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c10]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c11]\n\t"
+      "vbroadcastss 8(%[a0],%[ld],2), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c20]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c21]\n\t"
+      "vbroadcastss 8(%[a3]), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c30]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c31]\n\t"
+      "vbroadcastss 8(%[a3],%[ld]), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c40]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c41]\n\t"
+      "vbroadcastss 8(%[a3],%[ld],2), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c50]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c51]\n\t"
+      "vmovaps 192(%[p]), %%ymm12\n\tvmovaps 224(%[p]), %%ymm13\n\t"
+      "vbroadcastss 12(%[a0]), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c00]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c01]\n\t"
+      "vbroadcastss 12(%[a0],%[ld]), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c10]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c11]\n\t"
+      "vbroadcastss 12(%[a0],%[ld],2), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c20]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c21]\n\t"
+      "vbroadcastss 12(%[a3]), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c30]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c31]\n\t"
+      "vbroadcastss 12(%[a3],%[ld]), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c40]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c41]\n\t"
+      "vbroadcastss 12(%[a3],%[ld],2), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c50]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c51]\n\t"
+      "vmovaps 256(%[p]), %%ymm12\n\tvmovaps 288(%[p]), %%ymm13\n\t"
+      "vbroadcastss 16(%[a0]), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c00]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c01]\n\t"
+      "vbroadcastss 16(%[a0],%[ld]), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c10]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c11]\n\t"
+      "vbroadcastss 16(%[a0],%[ld],2), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c20]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c21]\n\t"
+      "vbroadcastss 16(%[a3]), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c30]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c31]\n\t"
+      "vbroadcastss 16(%[a3],%[ld]), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c40]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c41]\n\t"
+      "vbroadcastss 16(%[a3],%[ld],2), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c50]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c51]\n\t"
+      "vmovaps 320(%[p]), %%ymm12\n\tvmovaps 352(%[p]), %%ymm13\n\t"
+      "vbroadcastss 20(%[a0]), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c00]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c01]\n\t"
+      "vbroadcastss 20(%[a0],%[ld]), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c10]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c11]\n\t"
+      "vbroadcastss 20(%[a0],%[ld],2), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c20]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c21]\n\t"
+      "vbroadcastss 20(%[a3]), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c30]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c31]\n\t"
+      "vbroadcastss 20(%[a3],%[ld]), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c40]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c41]\n\t"
+      "vbroadcastss 20(%[a3],%[ld],2), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c50]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c51]\n\t"
+      "vmovaps 384(%[p]), %%ymm12\n\tvmovaps 416(%[p]), %%ymm13\n\t"
+      "vbroadcastss 24(%[a0]), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c00]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c01]\n\t"
+      "vbroadcastss 24(%[a0],%[ld]), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c10]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c11]\n\t"
+      "vbroadcastss 24(%[a0],%[ld],2), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c20]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c21]\n\t"
+      "vbroadcastss 24(%[a3]), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c30]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c31]\n\t"
+      "vbroadcastss 24(%[a3],%[ld]), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c40]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c41]\n\t"
+      "vbroadcastss 24(%[a3],%[ld],2), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c50]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c51]\n\t"
+      "vmovaps 448(%[p]), %%ymm12\n\tvmovaps 480(%[p]), %%ymm13\n\t"
+      "vbroadcastss 28(%[a0]), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c00]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c01]\n\t"
+      "vbroadcastss 28(%[a0],%[ld]), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c10]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c11]\n\t"
+      "vbroadcastss 28(%[a0],%[ld],2), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c20]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c21]\n\t"
+      "vbroadcastss 28(%[a3]), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c30]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c31]\n\t"
+      "vbroadcastss 28(%[a3],%[ld]), %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %[c40]\n\tvfmadd231ps %%ymm13, %%ymm14, %[c41]\n\t"
+      "vbroadcastss 28(%[a3],%[ld],2), %%ymm15\n\tvfmadd231ps %%ymm12, %%ymm15, %[c50]\n\tvfmadd231ps %%ymm13, %%ymm15, %[c51]\n\t"
+      : [c00] "+x"(acc[0][0]), [c01] "+x"(acc[0][1]), [c10] "+x"(acc[1][0]), [c11] "+x"(acc[1][1]), [c20] "+x"(acc[2][0]), [c21] "+x"(acc[2][1]), [c30] "+x"(acc[3][0]), [c31] "+x"(acc[3][1]), [c40] "+x"(acc[4][0]), [c41] "+x"(acc[4][1]), [c50] "+x"(acc[5][0]), [c51] "+x"(acc[5][1])
+      : [a0] "r"(A), [a3] "r"(a3), [ld] "r"(ld), [p] "r"(P)
+      : "xmm12", "xmm13", "xmm14", "xmm15", "memory");
+}
+
 template <int R>
 inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const float* P, int kc, int nc,
-                       const float* bias, bool from_c, const PanelEpilogue* res, const NextLines& next) {
+                       const float* bias, bool from_c, const PanelEpilogue* res, bool gelu, const NextLines& next) {
   const __m256i m0 = lanes_below(nc), m1 = lanes_below(nc - 8);
   alignas(32) float total[R][16];
 #pragma GCC unroll 6
@@ -256,8 +330,15 @@ inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const f
 #pragma GCC unroll 6
     for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
     const int k1 = std::min(kc, k0 + kGemmChunk);
+    int k = k0;
+    if constexpr (R == 6) {
+      for (; k + kNextEvery <= k1; k += kNextEvery) {  // k0 is a multiple of kNextEvery
+        if (k / kNextEvery < next.lines) _mm_prefetch(next.at(k / kNextEvery), _MM_HINT_T1);
+        eight_steps6(acc, A + k, lda, P + static_cast<size_t>(k) * 16);
+      }
+    }
 #pragma GCC unroll 4
-    for (int k = k0; k < k1; ++k) {
+    for (; k < k1; ++k) {
       const float* pk = P + static_cast<size_t>(k) * 16;
       if (k % kNextEvery == 0 && k / kNextEvery < next.lines)
         _mm_prefetch(next.at(k / kNextEvery), _MM_HINT_T1);
@@ -275,7 +356,22 @@ inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const f
       _mm256_store_ps(total[i] + 8, _mm256_add_ps(_mm256_load_ps(total[i] + 8), acc[i][1]));
     }
   }
-  if (res != nullptr) return add_to_residual<R>(*res, total, m0, m1);
+  if (res != nullptr) return add_to_residual<R>(*res, total, m0, m1, nc == 16);
+  if (gelu) {
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      _mm256_store_ps(total[i], gelu8(_mm256_load_ps(total[i])));
+      _mm256_store_ps(total[i] + 8, gelu8(_mm256_load_ps(total[i] + 8)));
+    }
+  }
+  if (nc == 16) {
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      _mm256_storeu_ps(C + static_cast<size_t>(i) * ldc, _mm256_load_ps(total[i]));
+      _mm256_storeu_ps(C + static_cast<size_t>(i) * ldc + 8, _mm256_load_ps(total[i] + 8));
+    }
+    return;
+  }
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i) {
     _mm256_maskstore_ps(C + static_cast<size_t>(i) * ldc, m0, _mm256_load_ps(total[i]));
@@ -285,11 +381,11 @@ inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const f
 
 template <int R>
 inline void rows_tile(int r, float* C, size_t ldc, const float* A, size_t lda, const float* P, int kc, int nc,
-                      const float* bias, bool from_c, const PanelEpilogue* res, const NextLines& next) {
+                      const float* bias, bool from_c, const PanelEpilogue* res, bool gelu, const NextLines& next) {
   if constexpr (R > 1) {
-    if (r < R) return rows_tile<R - 1>(r, C, ldc, A, lda, P, kc, nc, bias, from_c, res, next);
+    if (r < R) return rows_tile<R - 1>(r, C, ldc, A, lda, P, kc, nc, bias, from_c, res, gelu, next);
   }
-  micro_tile<R>(C, ldc, A, lda, P, kc, nc, bias, from_c, res, next);
+  micro_tile<R>(C, ldc, A, lda, P, kc, nc, bias, from_c, res, gelu, next);
 }
 
 }  // namespace
@@ -300,10 +396,11 @@ void gemm_panel_pass(float* C, size_t ldc, const float* A, size_t lda, int m, co
   for (int i = 0; i < m; i += kTileRows) {
     PanelEpilogue rows;  // this micro-tile's rows of the residual stream (kernels.cpp applies GELU after)
     const bool to_x = epilogue != nullptr && epilogue->x != nullptr;
+    const bool gelu = epilogue != nullptr && epilogue->gelu && !to_x;
     if (to_x) rows = {epilogue->x + static_cast<size_t>(i) * epilogue->ldx, epilogue->ldx, epilogue->gamma};
     rows_tile<kTileRows>(std::min(kTileRows, m - i), C + static_cast<size_t>(i) * ldc, ldc,
                          A + static_cast<size_t>(i) * lda, lda, P, kc, nc, bias, from_c,
-                         to_x ? &rows : nullptr,
+                         to_x ? &rows : nullptr, gelu,
                          next_slice(next, next_floats, i / kTileRows, (m + kTileRows - 1) / kTileRows));
   }
 }

@@ -20,7 +20,7 @@ void residual_add_row(float* x, const float* y, const float* gamma, size_t n);
 /// One pass of kernels::gemm_panels over one panel: C (m, nc <= 16) = start + A (m, kc; rows lda apart) times
 /// the panel's kc rows P (16 floats each), start = C's values (from_c), else the bias (nc floats) or 0; the
 /// micro-tiles down the rows, 6 rows x 16 columns each in 12 ymm accumulators.
-/// With `epilogue` (not null; its x, or its gelu on the AVX-512 path only) as kernels::PanelEpilogue says.
+/// With `epilogue` (not null; its x, or its gelu) as kernels::PanelEpilogue says.
 /// `next` (next_floats floats, or null): the panel pass that follows, fetched into L2 while this one runs
 /// (kernels::NextLines); no value of it is read.
 void gemm_panel_pass(float* C, size_t ldc, const float* A, size_t lda, int m, const float* P, int kc, int nc,
