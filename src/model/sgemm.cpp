@@ -160,11 +160,12 @@ struct RowTiles {
   int count = 0, height = 0;
 };
 
-RowTiles row_tiles(int M) {
+// `align`: the micro-tile's rows: 8 (AVX-512 and oneDNN), 6 (the own AVX2 kernels, kOwnAvx2RowAlign).
+RowTiles row_tiles(int M, int align = 8) {
   RowTiles t;
   t.count = (M + kPackedRowMax - 1) / kPackedRowMax;
   t.height = (M + t.count - 1) / t.count;
-  if (t.count > 1) t.height = (t.height + 7) / 8 * 8;  // whole AVX-512 micro-tiles; the last block short
+  if (t.count > 1) t.height = (t.height + align - 1) / align * align;  // whole micro-tiles; the last block short
   t.count = (M + t.height - 1) / t.height;
   return t;
 }
@@ -227,6 +228,10 @@ std::vector<PackedBlock> column_blocks(int N, int align) {
 // runs more of them per row sweep reads its rows of A from L2 more often; on an AMD EPYC Zen 2 the linear
 // products ran 2-5 % faster on two cores, ViT-S's 5 %).
 constexpr int kOwnAvx2ColTarget = 256;
+// Row blocks of the own AVX2 kernels: whole 6-row micro-tiles (blocks of 8 left a 4- or 2-row tail, run at a
+// lower rate, in every block of ViT-B's batch-8 and 448 px products).
+constexpr int kOwnAvx2RowAlign = 6;
+int own_row_align(int panel_width) { return panel_width == 16 ? kOwnAvx2RowAlign : 8; }
 std::vector<PackedBlock> panel_blocks(int N, int width) {
   const int panels = (N + width - 1) / width;
   const int target = width == 16 ? kOwnAvx2ColTarget : kPackedColTarget;
@@ -243,8 +248,8 @@ std::vector<PackedBlock> panel_blocks(int N, int width) {
 // Runs tile(block, i0, rows) on the pool for every tile of a product of M rows: rows [i0, i0 + rows) of a row
 // block of row_tiles(M) times one column block; the column blocks of one row block, then the next row block.
 template <class F>
-void for_each_tile(int M, const std::vector<PackedBlock>& blocks, F tile) {
-  const RowTiles t = row_tiles(M);
+void for_each_tile(int M, const std::vector<PackedBlock>& blocks, F tile, int align = 8) {
+  const RowTiles t = row_tiles(M, align);
   const int cols = static_cast<int>(blocks.size());
   parallel_for(t.count * cols, [&](int k) {
     const int i0 = k / cols * t.height;
@@ -531,12 +536,16 @@ void linear(float* Y, const float* X, const LinearW& lin, int M, Precision preci
       kernels::to_bf16(xb + a * K, X + a * K, n * K);
     });
   }
-  for_each_tile(M, p->blocks, [&](const PackedBlock& blk, int i0, int mi) {
-    const size_t si = static_cast<size_t>(i0);
-    const void* Xi = bf16 ? static_cast<const void*>(xb + si * K) : static_cast<const void*>(X + si * K);
-    packed_tile(*p, blk, mi, Xi, bias, epilogue.residual != nullptr ? nullptr : Y + si * N,
-                Epilogue{epilogue.act, epilogue.residual != nullptr ? epilogue.residual + si * N : nullptr, epilogue.gamma});
-  });
+  for_each_tile(
+      M, p->blocks,
+      [&](const PackedBlock& blk, int i0, int mi) {
+        const size_t si = static_cast<size_t>(i0);
+        const void* Xi = bf16 ? static_cast<const void*>(xb + si * K) : static_cast<const void*>(X + si * K);
+        packed_tile(*p, blk, mi, Xi, bias, epilogue.residual != nullptr ? nullptr : Y + si * N,
+                    Epilogue{epilogue.act, epilogue.residual != nullptr ? epilogue.residual + si * N : nullptr,
+                             epilogue.gamma});
+      },
+      own_row_align(p->panel_width));
 #else
   if (precision == Precision::BF16) throw Error("bfloat16 products need the oneDNN back-end (this build: OpenBLAS)");
   // a residual epilogue writes no Y: the product goes to `own` first
@@ -558,11 +567,15 @@ bool linear_columns(float* Y, size_t ldy, const float* X, size_t ldx, const Line
   const float* panels = p->panels + kernels::gemm_panel_floats(n0, p->K, p->panel_width);  // column n0's panel on
   const float* bias = lin.bias.empty() ? nullptr : lin.bias.data() + n0;
   // the tiles of linear()'s order over the n columns' panel blocks
-  for_each_tile(M, panel_blocks(n, p->panel_width), [&](const PackedBlock& b, int i0, int mi) {
-    const size_t si = static_cast<size_t>(i0);
-    kernels::gemm_panels(Y + si * ldy + static_cast<size_t>(b.n0), ldy, X + si * ldx, ldx, mi, b.n, p->K,
-                         panels + kernels::gemm_panel_floats(b.n0, p->K, p->panel_width), bias ? bias + b.n0 : nullptr);
-  });
+  for_each_tile(
+      M, panel_blocks(n, p->panel_width),
+      [&](const PackedBlock& b, int i0, int mi) {
+        const size_t si = static_cast<size_t>(i0);
+        kernels::gemm_panels(Y + si * ldy + static_cast<size_t>(b.n0), ldy, X + si * ldx, ldx, mi, b.n, p->K,
+                             panels + kernels::gemm_panel_floats(b.n0, p->K, p->panel_width),
+                             bias ? bias + b.n0 : nullptr);
+      },
+      own_row_align(p->panel_width));
   return true;
 #else
   (void)Y, (void)ldy, (void)X, (void)ldx, (void)lin, (void)M, (void)n0, (void)n;
