@@ -119,8 +119,7 @@ void tiled(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
 // ---- oneDNN matmul on pre-packed weights (linear(Y, X, LinearW, M)) -------------------------------------
 using dnnl::memory;
 using Dims = memory::dims;
-constexpr memory::data_type kF32 = memory::data_type::f32;
-constexpr memory::data_type kBF16 = memory::data_type::bf16;
+constexpr memory::data_type kF32 = memory::data_type::f32, kBF16 = memory::data_type::bf16;
 
 // One CPU engine for the whole run, never destroyed: the pool threads' streams may outlive static objects.
 const dnnl::engine& cpu_engine() {
@@ -147,20 +146,16 @@ memory::desc user_weights_md(int k, int n, memory::data_type dt = kF32) {
 // (a block of output columns) is read from memory once per row block, so a product of a few hundred rows
 // (one image) is one row block and streams its weights once, as ONNX Runtime's packed GEMM does; the column
 // blocks give the threads their shares. Row blocks: at most kPackedRowMax rows; several: heights a multiple
-// of 8 (whole AVX-512 micro-tiles; any height on the other paths), the last shorter. Column blocks: about
-// kPackedColTarget wide, a multiple of 16 (one AVX-512 register of floats), an even count (2 threads get
-// equal shares) where that costs little. oneDNN's matmul kernels compute each row of Y the same way whatever
-// the row block (checked by Sgemm.PackedRowsDoNotDependOnTheTile), and a column's block depends on N alone,
-// so the bits depend on neither M nor the thread count.
-constexpr int kPackedRowMax = 256;
-constexpr int kPackedColTarget = 128;
+// of `align` (whole micro-tiles: 8, AVX-512's and oneDNN's; 6 on the own AVX2 path), the last shorter. Column
+// blocks: about kPackedColTarget wide, a multiple of 16 (one AVX-512 register of floats), an even count (2
+// threads get equal shares) where that costs little. oneDNN's matmul kernels compute each row of Y the same way
+// whatever the row block (Sgemm.PackedRowsDoNotDependOnTheTile), and a column's block depends on N alone, so
+// the bits depend on neither M nor the thread count.
+constexpr int kPackedRowMax = 256, kPackedColTarget = 128;
 constexpr int kPackedRowTarget = 64;  // the row count the packed layout is asked for
 
-struct RowTiles {
-  int count = 0, height = 0;
-};
+struct RowTiles { int count = 0, height = 0; };
 
-// `align`: the micro-tile's rows: 8 (AVX-512 and oneDNN), 6 (the own AVX2 kernels, kOwnAvx2RowAlign).
 RowTiles row_tiles(int M, int align = 8) {
   RowTiles t;
   t.count = (M + kPackedRowMax - 1) / kPackedRowMax;
@@ -172,9 +167,7 @@ RowTiles row_tiles(int M, int align = 8) {
 
 // Column blocks of N: width a multiple of `align` (16, or the own product's panel width), the smallest count >= N / kPackedColTarget that comes out
 // even (tried up to 4 more), else that first count.
-struct ColBlocks {
-  int count = 0, width = 0;
-};
+struct ColBlocks { int count = 0, width = 0; };
 
 ColBlocks col_blocks(int N, int align, int target = kPackedColTarget) {
   const int first = std::max(1, (N + target - 1) / target);
@@ -223,14 +216,10 @@ std::vector<PackedBlock> column_blocks(int N, int align) {
 
 // The own kernels' column blocks: whole panels of `width` columns, spread as evenly as whole panels allow over
 // the count col_blocks(N, width, target) gives (blocks of one more panel first), so that 2 threads get equal
-// shares (a last narrow block left one thread idle for ~a fifth of ViT-B's proj and fc2 at batch 1). The
-// target is about 128 columns on the AVX-512 path and 256 on the AVX2 path (16-column panels: a task that
-// runs more of them per row sweep reads its rows of A from L2 more often; on an AMD EPYC Zen 2 the linear
-// products ran 2-5 % faster on two cores, ViT-S's 5 %).
-constexpr int kOwnAvx2ColTarget = 256;
-// Row blocks of the own AVX2 kernels: whole 6-row micro-tiles (blocks of 8 left a 4- or 2-row tail, run at a
-// lower rate, in every block of ViT-B's batch-8 and 448 px products).
-constexpr int kOwnAvx2RowAlign = 6;
+// shares (a last narrow block left one thread idle for ~a fifth of ViT-B's proj and fc2 at batch 1). Target:
+// ~128 columns on AVX-512, ~256 on AVX2 (more 16-column panels per row sweep: 2-5 % on an AMD EPYC Zen 2).
+// Row blocks on AVX2 are whole 6-row tiles (blocks of 8 left a 4- or 2-row tail tile in every block).
+constexpr int kOwnAvx2ColTarget = 256, kOwnAvx2RowAlign = 6;
 int own_row_align(int panel_width) { return panel_width == 16 ? kOwnAvx2RowAlign : 8; }
 std::vector<PackedBlock> panel_blocks(int N, int width) {
   const int panels = (N + width - 1) / width;
@@ -248,7 +237,7 @@ std::vector<PackedBlock> panel_blocks(int N, int width) {
 // Runs tile(block, i0, rows) on the pool for every tile of a product of M rows: rows [i0, i0 + rows) of a row
 // block of row_tiles(M) times one column block; the column blocks of one row block, then the next row block.
 template <class F>
-void for_each_tile(int M, const std::vector<PackedBlock>& blocks, F tile, int align = 8) {
+void for_each_tile(int M, int align, const std::vector<PackedBlock>& blocks, F tile) {
   const RowTiles t = row_tiles(M, align);
   const int cols = static_cast<int>(blocks.size());
   parallel_for(t.count * cols, [&](int k) {
@@ -536,16 +525,12 @@ void linear(float* Y, const float* X, const LinearW& lin, int M, Precision preci
       kernels::to_bf16(xb + a * K, X + a * K, n * K);
     });
   }
-  for_each_tile(
-      M, p->blocks,
-      [&](const PackedBlock& blk, int i0, int mi) {
-        const size_t si = static_cast<size_t>(i0);
-        const void* Xi = bf16 ? static_cast<const void*>(xb + si * K) : static_cast<const void*>(X + si * K);
-        packed_tile(*p, blk, mi, Xi, bias, epilogue.residual != nullptr ? nullptr : Y + si * N,
-                    Epilogue{epilogue.act, epilogue.residual != nullptr ? epilogue.residual + si * N : nullptr,
-                             epilogue.gamma});
-      },
-      own_row_align(p->panel_width));
+  for_each_tile(M, own_row_align(p->panel_width), p->blocks, [&](const PackedBlock& blk, int i0, int mi) {
+    const size_t si = static_cast<size_t>(i0);
+    const void* Xi = bf16 ? static_cast<const void*>(xb + si * K) : static_cast<const void*>(X + si * K);
+    packed_tile(*p, blk, mi, Xi, bias, epilogue.residual != nullptr ? nullptr : Y + si * N,
+                Epilogue{epilogue.act, epilogue.residual != nullptr ? epilogue.residual + si * N : nullptr, epilogue.gamma});
+  });
 #else
   if (precision == Precision::BF16) throw Error("bfloat16 products need the oneDNN back-end (this build: OpenBLAS)");
   // a residual epilogue writes no Y: the product goes to `own` first
@@ -567,15 +552,12 @@ bool linear_columns(float* Y, size_t ldy, const float* X, size_t ldx, const Line
   const float* panels = p->panels + kernels::gemm_panel_floats(n0, p->K, p->panel_width);  // column n0's panel on
   const float* bias = lin.bias.empty() ? nullptr : lin.bias.data() + n0;
   // the tiles of linear()'s order over the n columns' panel blocks
-  for_each_tile(
-      M, panel_blocks(n, p->panel_width),
-      [&](const PackedBlock& b, int i0, int mi) {
-        const size_t si = static_cast<size_t>(i0);
-        kernels::gemm_panels(Y + si * ldy + static_cast<size_t>(b.n0), ldy, X + si * ldx, ldx, mi, b.n, p->K,
-                             panels + kernels::gemm_panel_floats(b.n0, p->K, p->panel_width),
-                             bias ? bias + b.n0 : nullptr);
-      },
-      own_row_align(p->panel_width));
+  const int align = own_row_align(p->panel_width);
+  for_each_tile(M, align, panel_blocks(n, p->panel_width), [&](const PackedBlock& b, int i0, int mi) {
+    const size_t si = static_cast<size_t>(i0);
+    kernels::gemm_panels(Y + si * ldy + static_cast<size_t>(b.n0), ldy, X + si * ldx, ldx, mi, b.n, p->K,
+                         panels + kernels::gemm_panel_floats(b.n0, p->K, p->panel_width), bias ? bias + b.n0 : nullptr);
+  });
   return true;
 #else
   (void)Y, (void)ldy, (void)X, (void)ldx, (void)lin, (void)M, (void)n0, (void)n;
