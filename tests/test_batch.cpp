@@ -470,6 +470,15 @@ TEST(PngEncoder, ImageDataInManyChunksAndTextRules) {
   PngOptions latin;
   latin.text = {{"caf\xe9 key", "text \xe9"}};
   EXPECT_NO_THROW(encode_png(img, latin));
+  for (const double dpi : {0.001, 0.0126, -1.0, 2e6}) {  // pHYs would say 0 pixels per metre; out of range
+    PngOptions opt;
+    opt.dpi = dpi;
+    EXPECT_THROW(encode_png(img, opt), Error) << dpi;
+  }
+  PngOptions smallest;  // 0.0254 dpi: 1 pixel per metre
+  smallest.dpi = 0.0254;
+  EXPECT_TRUE(strict_decode(encode_png(img, smallest), &texts, &ppm).rgb == img.rgb);
+  EXPECT_EQ(ppm, 1u);
 }
 
 namespace {

@@ -275,6 +275,7 @@ TEST_F(FigureCmd, UsageErrorsExit2BeforeAnyImage) {
       {in + w + out + " --views L1/mean,L1/mean", "second time"},                    // the same view twice
       {in + w + out + " --views L0/mean,L1/mean,L0/max --width-in 0.2", "16 pixels"},// cells too small
       {in + w + out + " --views L1/mean --dpi 0", "--dpi"},
+      {in + w + out + " --views L1/mean --dpi 0.001", "[1, 100000]"},  // pHYs would say 0 pixels per metre
       {in + w + out + " --views L1/mean --style heat", "--style"},
       {in + " -w " + q(dir / "a_file") + out + " --views L1/mean", "a_file"},        // unreadable weights
   };

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "core/error.hpp"
@@ -152,13 +153,20 @@ void release_fonts() { pango_cairo_font_map_set_default(nullptr); }
 // GLib ends the process (g_error: a breakpoint trap) when it cannot start a thread, and pango starts two for
 // each new font pattern it matches. Under a process limit too tight even for those (the runs leave room:
 // kLibraryThreadRoom), one line that says so and exit status 2, instead of a SIGTRAP.
+// A thread's stack is mapped memory, so an address-space limit (ulimit -v) refuses threads too: the line then
+// names both limits, with the address-space one's size.
 void glib_fatal(const gchar* /*domain*/, GLogLevelFlags /*level*/, const gchar* message, gpointer /*data*/) {
   remove_registered_temp_files();
+  rlimit as{};
+  char address_space[96] = "";
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+    std::snprintf(address_space, sizeof address_space, " or its address-space limit (ulimit -v, %llu MB)",
+                  static_cast<unsigned long long>(as.rlim_cur / 1000000));
   std::fprintf(stderr,
                "attnmap: error: the text layout library (pango) could not start a thread (%s): the system's "
-               "process limit (ulimit -u, or a cgroup's pids.max) is too tight to draw figures; unfinished "
+               "process limit (ulimit -u, or a cgroup's pids.max)%s is too tight to draw figures; unfinished "
                "temporary files removed\n",
-               printable(message ? message : "").c_str());
+               printable(message ? message : "").c_str(), address_space);
   std::fflush(stderr);
   std::_Exit(2);
 }

@@ -469,8 +469,8 @@ void check_drawing_options(const RenderOptions& ro) {
   if (ro.alpha_by_value && ro.style != Style::Overlay)
     throw Error(setting_ref("alpha_by_value") + " applies to " + setting_ref("style") +
                 " overlay (mask and contour have no opacity)");
-  if (ro.dpi && !(*ro.dpi > 0.0 && *ro.dpi <= 100000.0))
-    throw Error(setting_ref("dpi") + " must be in (0, 100000], found " + shown_number(*ro.dpi));
+  if (ro.dpi && !(*ro.dpi >= 1.0 && *ro.dpi <= 100000.0))  // below 1 a figure has fewer pixels than inches
+    throw Error(setting_ref("dpi") + " must be in [1, 100000], found " + shown_number(*ro.dpi));
   if (!(ro.discard >= 0.0 && ro.discard <= 1.0))
     throw Error(setting_ref("discard") + " must be in [0, 1], found " + shown_number(ro.discard));
   if (ro.threshold && !(*ro.threshold > 0.0f && *ro.threshold <= 1.0f))

@@ -405,7 +405,7 @@ std::map<std::string, RunScale> run_scales_over(const RenderContext& ctx,
 RenderResult draw_job_views(const RenderContext& ctx, const Job& job, const ComputedViews& cv);
 
 /// The model-free checks of render's and figure's drawing options, written once: --alpha in [0, 1],
-/// --alpha-by-value with --style overlay, --dpi in (0, 100000], --discard in [0, 1], --threshold in (0, 1]
+/// --alpha-by-value with --style overlay, --dpi in [1, 100000], --discard in [0, 1], --threshold in (0, 1]
 /// and not with the heatmap-only figure options, --all-heads with --save-raw and not with --rollout,
 /// --pos-interp with --size, --max-pixels >= 1, at least one figure format. Throws attnmap::Error naming the
 /// setting ({setting:id}). --title, --block-numbering and --notes need a figure (--panel, --strip).

@@ -152,7 +152,8 @@ struct PngOptions {
 /// attnmap's output, then the tEXt chunks `opt.text` (all before the image data), and the pHYs chunk of
 /// `opt.dpi`. Throws attnmap::Error on an empty or inconsistent image, a tEXt keyword PNG does not allow (1
 /// to 79 Latin-1 printable bytes, no leading, trailing or double spaces) or a text with a NUL byte, a dpi
-/// that is negative, not finite or over 1 000 000, or an encoder failure.
+/// that is negative, not finite, over 1 000 000 or so small that pHYs would hold 0 pixels per metre (under
+/// 0.02), or an encoder failure.
 std::vector<uint8_t> encode_png(const Image& img, const PngOptions& opt = {});
 
 /// The tEXt chunks before the image data of the PNG at `path`, in file order (reads the chunks before the

@@ -201,8 +201,9 @@ void put_image_data(std::vector<uint8_t>& out, const Image& img, size_t idat_max
 
 std::vector<uint8_t> encode_png(const Image& img, const PngOptions& opt) {
   check_png_input(img, "encode_png");
-  if (!(opt.dpi >= 0.0 && opt.dpi <= 1e6))
-    throw Error("encode_png: dpi must be in [0, 1000000], found " + std::to_string(opt.dpi));
+  if (!(opt.dpi >= 0.0 && opt.dpi <= 1e6) || (opt.dpi > 0.0 && std::lround(opt.dpi / 0.0254) < 1))
+    throw Error("encode_png: dpi must be 0 (no pHYs) or in [0.02, 1000000] (at least 1 pixel per metre), found " +
+                std::to_string(opt.dpi));
   for (const PngText& t : opt.text) check_text_chunk(t);
   // Every row Up-filtered, deflated by libdeflate at level 1 (docs/performance.md, "PNG writing"): ~9 ms for
   // a 786 x 847 overlay where libspng's fastest setting, zlib's run-length strategy, took 13 ms unfiltered
