@@ -235,6 +235,28 @@ TEST_F(Limits, RenderUnderAnAddressSpaceLimitTooSmallIsRefusedWithOneLine) {
   EXPECT_FALSE(fs::exists(dir / "out" / "chelsea.png"));
 }
 
+// A photo whose pixels do not fit under the limit (7000 x 7000, 147 MB of RGB, a 150 KB file): stb_image's
+// "outofmem" was reported as a fault of the file ("cannot decode image (outofmem)"); now, in render and in
+// figure, "out of memory" with the limit, exit status 1, the file named.
+TEST_F(Limits, APhotoTooLargeForTheAddressSpaceLimitIsOutOfMemory) {
+  if (kAddressSanitizer) GTEST_SKIP() << "ulimit -v measures AddressSanitizer's shadow memory (the plain build runs it)";
+  Image big;
+  big.width = big.height = 7000;
+  big.rgb.assign(size_t{7000} * 7000 * 3, 90);
+  const fs::path photo = dir / "big.png";
+  write_png(photo.string(), big);
+  big.rgb = {};
+  for (const std::string& cmd : {"render " + q(photo) + " -o " + q(dir / "out"),
+                                 "figure " + q(photo) + " --views L1/mean -o " + q(dir / "fig.png")}) {
+    const CliRun r = run_attnmap(cmd, "ulimit -v 250000 && timeout 60 ");
+    EXPECT_EQ(r.status, 1) << cmd << "\n" << r.err;
+    EXPECT_NE(r.err.find("big.png: out of memory (the address-space limit, ulimit -v, is"), std::string::npos)
+        << cmd << "\n" << r.err;
+    EXPECT_EQ(r.err.find("outofmem"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir / "fig.png"));
+}
+
 // ---- figures that repeat byte for byte -----------------------------------------------------------------
 
 TEST(LimitsFigures, CanonicalSvgIdsRenumberDefinitionsAndReferencesByDocumentOrder) {

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <iomanip>
 #include <sstream>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,6 +104,11 @@ std::string address_limit_note() {
   struct rlimit lim {};
   if (getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return "";
   return " (the address-space limit, ulimit -v, is " + std::to_string(lim.rlim_cur >> 20) + " MB)";
+}
+
+std::string failure_text(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) return "out of memory" + address_limit_note();
+  return e.what();
 }
 
 void apply_class_names(ViTWeights& model, const RenderOptions& opt) {

@@ -114,6 +114,10 @@ void keep_freed_memory_for_the_next_image();
 /// message adds.
 std::string address_limit_note();
 
+/// What a failure says in an error line: e.what(), or "out of memory" + address_limit_note() for
+/// std::bad_alloc (whose what() is "std::bad_alloc").
+std::string failure_text(const std::exception& e);
+
 /// The worker threads for n images, and the forward pass's thread pool set to match. Cores are shared so that
 /// threads never exceed them: with one worker the pool gets every core (or the user's OPENBLAS_NUM_THREADS /
 /// OMP_NUM_THREADS, when fewer: e.g. 1 on a busy shared machine); with several, each worker is one image at

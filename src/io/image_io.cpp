@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <new>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -158,8 +159,11 @@ std::string stb_reason(const uint8_t* d, size_t n) {
 }
 
 // Refuses a file stb_image could not read (`what`: "not a readable image" after its header probe, "cannot
-// decode image" after its decode): a damaged PNG is named as such, anything else gets stb_image's reason.
+// decode image" after its decode): a damaged PNG is named as such, anything else gets stb_image's reason; a
+// failed allocation ("outofmem") is std::bad_alloc, which a run reports as its other allocations ("out of
+// memory", with the address-space limit), not as a fault of the file.
 [[noreturn]] void throw_stb_failure(const std::string& path, const uint8_t* d, size_t n, const char* what) {
+  if (const char* r = stbi_failure_reason(); r != nullptr && std::strcmp(r, "outofmem") == 0) throw std::bad_alloc();
   if (const std::string damage = png_damage(d, n); !damage.empty()) throw Error(path + ": " + damage);
   throw Error(path + ": " + what + " (" + stb_reason(d, n) + ")");
 }
@@ -246,6 +250,16 @@ StbPlan plan_stb_decode(const uint8_t* data, size_t size, const PnmInfo& pnm, co
   return plan;
 }
 
+// True when n bytes can be allocated now. stb_image leaves its failure reason unset when some allocations
+// fail (its zlib's first output buffer): the reason left is an earlier format test's ("no SOI", JPEG's), so a
+// failed decode while a buffer of the picture's size cannot be had is taken as out of memory.
+bool buffer_available(size_t n) {
+  void* volatile p = std::malloc(n);  // volatile: the pair is not elided
+  const bool got = p != nullptr;
+  std::free(p);
+  return got;
+}
+
 // After stb_image's decode: it read nothing past the end (whether or not it then failed: a cut file is
 // named as such), succeeded, and gave the header's size.
 void check_stb_decoded(const StbPlan& plan, const EndWatch& watch, const void* pixels, int dw, int dh,
@@ -254,6 +268,7 @@ void check_stb_decoded(const StbPlan& plan, const EndWatch& watch, const void* p
   if (plan.watched && watch.past_end)
     throw Error(path + ": truncated " + plan.watched + ": the file ends before the " + std::to_string(w) + "x" +
                 std::to_string(h) + " picture is complete (stb_image would fill the rest with black)");
+  if (!pixels && !buffer_available(static_cast<size_t>(w) * static_cast<size_t>(h) * 4)) throw std::bad_alloc();
   if (!pixels) throw_stb_failure(path, data, size, "cannot decode image");
   if (dw != w || dh != h) {
     throw Error(path + ": decoded size " + std::to_string(dw) + "x" + std::to_string(dh) +

@@ -265,14 +265,14 @@ bool compute_rows(const FigurePlan& p, const ViTWeights& model, const FigureColu
       say(hooks, LineStream::Err, small_photo_line(p, f, rows->back().photo, hp));
     }
   } catch (const std::exception& e) {
-    say(hooks, LineStream::Err, "attnmap: error: " + printable(row_failure(current, e.what())));
+    say(hooks, LineStream::Err, "attnmap: error: " + printable(row_failure(current, failure_text(e))));
     return false;
   }
   check_figure_size(p, cols, hp, *rows, fs::path(p.out).extension().string().substr(1));  // usage error, before any map
   try {
     compute_row_maps(p, model, cols, rows, &current);
   } catch (const std::exception& e) {
-    say(hooks, LineStream::Err, "attnmap: error: " + printable(row_failure(current, e.what())));
+    say(hooks, LineStream::Err, "attnmap: error: " + printable(row_failure(current, failure_text(e))));
     return false;
   }
   return true;
@@ -535,7 +535,7 @@ void draw_figure_rows(const FigurePlan& p, const ViTWeights& model, const std::s
   try {
     write_comparison(path, titles, rows, cs, p.style, co);
   } catch (const std::exception& e) {
-    res.error = spelled_settings(e.what());
+    res.error = spelled_settings(failure_text(e));
     return;
   }
   res.bytes = std::move(drawn.at(0).bytes);
@@ -610,7 +610,7 @@ int figure_to_file(const FigurePlan& p, const BatchHooks& hooks) {
     write_file_atomic(target, fig.bytes);  // the bytes figure_in_memory returns, written
     made.keep = true;
   } catch (const std::exception& e) {
-    say(hooks, LineStream::Err, "attnmap: error: " + printable(e.what()));
+    say(hooks, LineStream::Err, "attnmap: error: " + printable(failure_text(e)));
     return 1;
   }
   if (!p.ro.quiet)
@@ -643,7 +643,7 @@ FigureResult figure_in_memory(const FigurePlan& p, const std::string& format, st
   try {
     compute_row_maps(p, model, views, &images, &current);
   } catch (const std::exception& e) {
-    throw InputFailure(row_failure(current, spelled_settings(e.what())));
+    throw InputFailure(row_failure(current, spelled_settings(failure_text(e))));
   }
   FigureResult fig;
   fig.lines = std::move(lines);
