@@ -20,6 +20,7 @@
 #include "draw/canvas.hpp"
 #include "draw/overlay.hpp"
 #include "io/image_io.hpp"
+#include "io/mapped_file.hpp"
 #include "model/thread_pool.hpp"
 #include "sanitizer.hpp"
 #include "test_util.hpp"
@@ -255,6 +256,24 @@ TEST_F(Limits, APhotoTooLargeForTheAddressSpaceLimitIsOutOfMemory) {
     EXPECT_EQ(r.err.find("outofmem"), std::string::npos) << r.err;
   }
   EXPECT_FALSE(fs::exists(dir / "fig.png"));
+}
+
+// A mapped weights file cut short by another program while in use: the read past its new end was SIGBUS (exit
+// 135, temporary files left); now one line naming the file, exit status 2.
+TEST(LimitsDeathTest, AMappedFileCutShortWhileReadIsOneLineAndExit2) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const fs::path f = fs::temp_directory_path() / ("attnmap_cut_" + std::to_string(::getpid()) + ".bin");
+  write_file_atomic(f.string(), std::vector<uint8_t>(size_t{1} << 16, 7));
+  const MappedFile m(f.string());
+  fs::resize_file(f, 100);
+  EXPECT_EXIT(
+      {
+        volatile uint8_t x = m.data()[40000];
+        (void)x;
+      },
+      testing::ExitedWithCode(2), "attnmap_cut_.*: the file was cut short while attnmap was reading it");
+  EXPECT_EQ(m.data()[50], 7);  // the pages before the new end read as before
+  fs::remove(f);
 }
 
 // ---- figures that repeat byte for byte -----------------------------------------------------------------

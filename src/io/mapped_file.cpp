@@ -1,16 +1,91 @@
 #include "io/mapped_file.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include "core/error.hpp"
+#include "io/image_io.hpp"
 
 namespace attnmap {
+
+namespace {
+
+// The mappings alive now, for file_cut_short: a slot is 0 free, 1 being written, 2 set (as TempFileGuard's).
+constexpr int kMapSlots = 64;
+constexpr size_t kMapPathMax = 512;
+std::atomic<int> g_map_state[kMapSlots];
+const uint8_t* g_map_base[kMapSlots];
+size_t g_map_size[kMapSlots];
+char g_map_path[kMapSlots][kMapPathMax];
+
+void put_stderr(const char* s) {
+  size_t n = std::strlen(s);
+  while (n > 0) {
+    const ssize_t w = ::write(2, s, n);
+    if (w <= 0) return;
+    s += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+// SIGBUS at an address inside a live mapping: its file was cut short under it. One line, the temporary files
+// removed, exit 2; only async-signal-safe calls. Elsewhere: the default action, on the fault's return.
+void file_cut_short(int sig, siginfo_t* info, void* /*context*/) {
+  const auto* a = static_cast<const uint8_t*>(info->si_addr);
+  for (int i = 0; i < kMapSlots; ++i) {
+    if (g_map_state[i].load(std::memory_order_acquire) != 2 || a < g_map_base[i] || a >= g_map_base[i] + g_map_size[i])
+      continue;
+    static std::atomic<bool> said{false};  // threads faulting at once: one line, the others wait for the end
+    if (said.exchange(true))
+      for (;;) ::pause();
+    put_stderr("attnmap: error: ");
+    put_stderr(g_map_path[i]);
+    put_stderr(": the file was cut short while attnmap was reading it (another program truncated it or rewrote it "
+               "in place); unfinished temporary files removed\n");
+    remove_registered_temp_files();
+    ::_exit(2);
+  }
+  ::signal(sig, SIG_DFL);
+}
+
+// Claims a slot for the mapping [base, base + size) of `path` (its control characters shown as '?', cut to
+// kMapPathMax - 1 bytes); -1 when all are taken (that mapping keeps SIGBUS's default action).
+int register_mapping(const uint8_t* base, size_t size, const std::string& path) {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = file_cut_short;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_SIGINFO;
+    ::sigaction(SIGBUS, &sa, nullptr);
+  });
+  for (int i = 0; i < kMapSlots; ++i) {
+    int expected = 0;
+    if (!g_map_state[i].compare_exchange_strong(expected, 1, std::memory_order_acquire)) continue;
+    const size_t n = std::min(path.size(), kMapPathMax - 1);
+    for (size_t c = 0; c < n; ++c) {
+      const auto ch = static_cast<unsigned char>(path[c]);
+      g_map_path[i][c] = ch < 0x20 || ch == 0x7f ? '?' : path[c];
+    }
+    g_map_path[i][n] = '\0';
+    g_map_base[i] = base;
+    g_map_size[i] = size;
+    g_map_state[i].store(2, std::memory_order_release);
+    return i;
+  }
+  return -1;
+}
+
+}  // namespace
 
 MappedFile::MappedFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -34,9 +109,11 @@ MappedFile::MappedFile(const std::string& path) {
   }
   data_ = static_cast<const uint8_t*>(map);
   fd_ = fd;
+  slot_ = register_mapping(data_, size_, path);
 }
 
 MappedFile::~MappedFile() {
+  if (slot_ >= 0) g_map_state[slot_].store(0, std::memory_order_release);
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
   close_file();
 }

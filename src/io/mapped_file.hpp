@@ -11,7 +11,10 @@ namespace attnmap {
 /// until close_file() or the end: reading it with pread gives the mapping's bytes - the same file, whatever
 /// the path names later - without mapping their pages (Sha256InBackground). A loader closes it once hashed,
 /// so a program that keeps many models holds no descriptor for them. Throws attnmap::Error naming `path` with
-/// the system's reason when it cannot be opened, stat'ed or mapped.
+/// the system's reason when it cannot be opened, stat'ed or mapped. While the mapping lives, a read of a page
+/// that the file no longer has (another program truncated it, or rewrote it in place shorter) does not kill
+/// the process with SIGBUS: one line names the file, the run's temporary files are removed, exit status 2
+/// (a handler installed with the first mapping; a fault outside every mapping keeps the default action).
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path);
@@ -29,6 +32,7 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   mutable int fd_ = -1;
+  int slot_ = -1;  // this mapping's entry for the SIGBUS handler, or -1
 };
 
 /// Asks the system to map the pages of [p, p + bytes) now, in one call (MADV_POPULATE_READ, Linux 5.14) rather
