@@ -187,17 +187,17 @@ void softmax_row(float* row, int n) {
   float m = t[0];
   for (int i = 1; i < 8; ++i) m = std::max(m, t[i]);
   const __m256 mv = _mm256_set1_ps(m);
-  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
-  for (int j = 0; j < full; j += 8) {
-    const __m256 e = Sleef_expf8_u10avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j), mv));
-    _mm256_storeu_ps(row + j, e);
-    acc_double(s0, s1, e);
-  }
+  // exp over the row first, then its sum: the loop around SLEEF's call keeps nothing else live (the sums
+  // were stored and reloaded around every call); the same additions in the same order
+  for (int j = 0; j < full; j += 8) _mm256_storeu_ps(row + j, Sleef_expf8_u10avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j), mv)));
+  __m256 e_rest = _mm256_setzero_ps();
   if (rest) {
-    const __m256 e = Sleef_expf8_u10avx2(_mm256_sub_ps(load_part(row + full, rest, ninf), mv));  // exp(-inf) = 0
-    store_part(row + full, e, rest);
-    acc_double(s0, s1, e);
+    e_rest = Sleef_expf8_u10avx2(_mm256_sub_ps(load_part(row + full, rest, ninf), mv));  // exp(-inf) = 0
+    store_part(row + full, e_rest, rest);
   }
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+  for (int j = 0; j < full; j += 8) acc_double(s0, s1, _mm256_loadu_ps(row + j));
+  if (rest) acc_double(s0, s1, e_rest);
   const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / hsum(_mm256_add_pd(s0, s1))));
   for (int j = 0; j < full; j += 8) _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inv));
   const float inv1 = _mm256_cvtss_f32(inv);
