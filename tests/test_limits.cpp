@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
@@ -273,6 +275,34 @@ TEST(LimitsDeathTest, AMappedFileCutShortWhileReadIsOneLineAndExit2) {
       },
       testing::ExitedWithCode(2), "attnmap_cut_.*: the file was cut short while attnmap was reading it");
   EXPECT_EQ(m.data()[50], 7);  // the pages before the new end read as before
+  fs::remove(f);
+}
+
+// A weights file rewritten in place (same size) while it is read: the maps and the recorded hash mixed two
+// versions, exit 0; now the loader's check after hashing refuses it (exit 2 from a run), naming the file.
+TEST(LimitsFiles, AMappedFileWrittenWhileReadIsSeen) {
+  const fs::path f = fs::temp_directory_path() / ("attnmap_rewrite_" + std::to_string(::getpid()) + ".bin");
+  write_file_atomic(f.string(), std::vector<uint8_t>(4096, 7));
+  const MappedFile m(f.string());
+  EXPECT_FALSE(m.changed_since_open());
+  EXPECT_NO_THROW(throw_if_changed(m, f.string()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // past the file system's timestamp granularity
+  {
+    std::FILE* out = std::fopen(f.c_str(), "r+b");
+    ASSERT_NE(out, nullptr);
+    std::fputc(9, out);
+    std::fclose(out);
+  }
+  EXPECT_TRUE(m.changed_since_open());
+  try {
+    throw_if_changed(m, f.string());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("attnmap_rewrite_"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("changed while attnmap was reading it"), std::string::npos) << e.what();
+  }
+  m.close_file();
+  EXPECT_FALSE(m.changed_since_open());  // nothing to ask once closed
   fs::remove(f);
 }
 

@@ -653,6 +653,7 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov,
   w.pth_used = pth_info.used;
   if (while_hashing) while_hashing(w);
   w.weights_sha256 = hash.get();
+  throw_if_changed(*file, path);
   file->close_file();  // hashed: the tensors viewed in place keep the mapping, not a descriptor
   w.files.front().sha256 = w.weights_sha256;  // build_model puts the weights file first, side configs after
   return w;

@@ -620,6 +620,7 @@ RawWeights load_weights_json(const std::string& path) {
   Sha256InBackground hash(file, path);
   RawWeights raw = parse_weights_json_mapped(file.data(), file.size(), path);
   raw.files = {{path, hash.get()}};
+  throw_if_changed(file, path);
   return raw;
 }
 

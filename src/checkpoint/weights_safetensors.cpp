@@ -358,9 +358,10 @@ RawWeights parse_weights_safetensors(const uint8_t* data, size_t size, const std
 RawWeights load_weights_safetensors(const std::string& path) {
   // F32 tensors stay in the mapping (views that share `file`); it is unmapped with the last of them.
   const std::shared_ptr<const MappedFile> file = std::make_shared<const MappedFile>(path);
-  file->close_file();  // hashed from the mapping below: the views keep no descriptor (a shard of many models)
   const std::string sha = sha256_bytes(file->data(), file->size(), /*release_pages=*/true);  // the bytes parsed
   RawWeights raw = parse_weights_safetensors(file->data(), file->size(), path, file, /*keep_is_file_mapping=*/true);  // a file under 8 bytes: "too short"
+  throw_if_changed(*file, path);
+  file->close_file();  // the views keep no descriptor (a shard of many models)
   raw.files = {{path, sha}};
   return raw;
 }

@@ -85,6 +85,8 @@ int register_mapping(const uint8_t* base, size_t size, const std::string& path) 
   return -1;
 }
 
+long long nanoseconds(const timespec& t) { return static_cast<long long>(t.tv_sec) * 1000000000LL + t.tv_nsec; }
+
 }  // namespace
 
 MappedFile::MappedFile(const std::string& path) {
@@ -97,6 +99,8 @@ MappedFile::MappedFile(const std::string& path) {
     throw Error(path + ": cannot stat: " + std::strerror(err));
   }
   size_ = st.st_size > 0 ? static_cast<size_t>(st.st_size) : 0;
+  mtime_ns_ = nanoseconds(st.st_mtim);
+  ctime_ns_ = nanoseconds(st.st_ctim);
   if (size_ == 0) {
     ::close(fd);
     return;
@@ -116,6 +120,19 @@ MappedFile::~MappedFile() {
   if (slot_ >= 0) g_map_state[slot_].store(0, std::memory_order_release);
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
   close_file();
+}
+
+bool MappedFile::changed_since_open() const {
+  struct stat st {};
+  if (fd_ < 0 || ::fstat(fd_, &st) != 0) return false;
+  return static_cast<size_t>(std::max<off_t>(st.st_size, 0)) != size_ || nanoseconds(st.st_mtim) != mtime_ns_ ||
+         nanoseconds(st.st_ctim) != ctime_ns_;
+}
+
+void throw_if_changed(const MappedFile& file, const std::string& path) {
+  if (file.changed_since_open())
+    throw Error(path + ": the file changed while attnmap was reading it (another program wrote to it): the "
+                       "weights read and the hash recorded would mix two versions; run again once it is written");
 }
 
 void MappedFile::close_file() const {

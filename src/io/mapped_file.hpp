@@ -27,17 +27,25 @@ class MappedFile {
   int fd() const { return fd_; }
   /// Closes the open file (the mapping stays); fd() is then -1. Not while another thread reads fd().
   void close_file() const;
+  /// True when the open file has been written since it was mapped: its size, modification or status-change
+  /// time differ now (fstat). A reader that checks it after hashing and parsing knows that the bytes it read
+  /// and the hash it recorded are of one version of the file. False once close_file() ran.
+  bool changed_since_open() const;
 
  private:
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   mutable int fd_ = -1;
   int slot_ = -1;  // this mapping's entry for the SIGBUS handler, or -1
+  long long mtime_ns_ = 0, ctime_ns_ = 0;  // at open
 };
 
 /// Asks the system to map the pages of [p, p + bytes) now, in one call (MADV_POPULATE_READ, Linux 5.14) rather
 /// than one page fault per 4 KiB as they are read; a hint: ignored where unsupported. For a file mapping
 /// read through once (the weights' SHA-256, the loader's finite check).
 void populate_for_reading(const void* p, size_t bytes);
+
+/// Throws attnmap::Error naming `path` when file.changed_since_open(): the file was written while it was read.
+void throw_if_changed(const MappedFile& file, const std::string& path);
 
 }  // namespace attnmap
