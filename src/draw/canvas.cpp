@@ -161,7 +161,7 @@ void glib_fatal(const gchar* /*domain*/, GLogLevelFlags /*level*/, const gchar* 
   char address_space[96] = "";
   if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
     std::snprintf(address_space, sizeof address_space, " or its address-space limit (ulimit -v, %llu MB)",
-                  static_cast<unsigned long long>(as.rlim_cur / 1000000));
+                  static_cast<unsigned long long>(as.rlim_cur >> 20));
   std::fprintf(stderr,
                "attnmap: error: the text layout library (pango) could not start a thread (%s): the system's "
                "process limit (ulimit -u, or a cgroup's pids.max)%s is too tight to draw figures; unfinished "

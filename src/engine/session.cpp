@@ -81,7 +81,7 @@ void check_address_headroom(const std::string& weights_path) {
   const unsigned long long mb = 1ull << 20;
   throw Error("the address-space limit (ulimit -v, SGE h_vmem) of " + std::to_string(limit / mb) + " MB leaves " +
               std::to_string(limit > used ? (limit - used) / mb : 0) + " MB free once " + weights_path +
-              " is loaded; a run needs " + std::to_string(kAddressHeadroom / mb) + " MB more (a limit of at least " +
+              " is loaded; a run needs " + std::to_string(kAddressHeadroom / mb) + " MB free (a limit of at least " +
               std::to_string((used + kAddressHeadroom + mb - 1) / mb) + " MB with these weights)");
 }
 

@@ -203,7 +203,7 @@ int compute_stats(const StatsPlan& p, const BatchHooks& hooks) {
       try {
         r = compute_image(model, p, run, jobs[j], dist);
       } catch (const std::exception& e) {
-        const std::string msg = spelled_settings(e.what());  // into stats.json and the manifest as printed
+        const std::string msg = spelled_settings(failure_text(e));  // into stats.json and the manifest as printed
         r.input = jobs[j].input;
         r.error = msg.compare(0, r.input.size(), r.input) == 0 ? msg : r.input + ": " + msg;
         r.outlier_map.clear();
@@ -226,7 +226,7 @@ int compute_stats(const StatsPlan& p, const BatchHooks& hooks) {
               counted(results.size() - static_cast<size_t>(failed), "image") +
               (failed ? ", " + std::to_string(failed) + " failed" : std::string()) + ")");
   } catch (const std::exception& e) {
-    say(hooks, LineStream::Err, "attnmap: error: " + printable(e.what()));
+    say(hooks, LineStream::Err, "attnmap: error: " + printable(failure_text(e)));
     return 1;
   }
   if (const std::string err = manifest.compact(); !err.empty()) say(hooks, LineStream::Err, "attnmap: error: " + printable(err));
