@@ -286,6 +286,7 @@ TEST(LimitsFiles, AMappedFileWrittenWhileReadIsSeen) {
   const MappedFile m(f.string());
   EXPECT_FALSE(m.changed_since_open());
   EXPECT_NO_THROW(throw_if_changed(m, f.string()));
+  EXPECT_NO_THROW(throw_if_changed(f.string(), m.stamp()));  // by path: a shard whose descriptor is closed
   std::this_thread::sleep_for(std::chrono::milliseconds(30));  // past the file system's timestamp granularity
   {
     std::FILE* out = std::fopen(f.c_str(), "r+b");
@@ -294,6 +295,8 @@ TEST(LimitsFiles, AMappedFileWrittenWhileReadIsSeen) {
     std::fclose(out);
   }
   EXPECT_TRUE(m.changed_since_open());
+  EXPECT_THROW(throw_if_changed(f.string(), m.stamp()), Error);
+  EXPECT_NO_THROW(throw_if_changed(f.string(), FileStamp{}));  // none recorded: nothing to compare
   try {
     throw_if_changed(m, f.string());
     ADD_FAILURE() << "no error";

@@ -630,6 +630,8 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov,
                       const std::function<void(ViTWeights&)>& while_hashing) {
   if (auto hf = load_model_hf(path, ov)) {  // a Hugging Face folder or sharded index (hashed as it is read)
     if (while_hashing) while_hashing(*hf);
+    // the weights files' descriptors are closed by now: a write since they were opened is seen by path
+    for (const FileHash& f : hf->files) throw_if_changed(f.path, f.stamp);
     return std::move(*hf);
   }
   const std::shared_ptr<const MappedFile> file = map_weights(path);
@@ -645,7 +647,7 @@ ViTWeights load_model(const std::string& path, const ModelOverrides& ov,
   } catch (const std::bad_alloc&) {  // a safety net: the readers check declared sizes before allocating
     throw Error(path + ": not enough memory to read the weights (" + std::to_string(file->size()) + " bytes on disk)");
   }
-  raw.files = {{path, ""}};  // the hash is set below, once the thread has it
+  raw.files = {{path, "", file->stamp()}};  // the hash is set below, once the thread has it
   const SideConfig side = read_side_config(side_config_dir(path));
   ViTWeights w = build_model(raw, side, ov);
   w.format = format;

@@ -9,12 +9,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/tensor.hpp"
+#include "io/mapped_file.hpp"
 
 namespace attnmap {
 
 /// A file a load read, with the SHA-256 (64 lower-case hex digits) of the very bytes it parsed.
 struct FileHash {
   std::string path, sha256;
+  FileStamp stamp;  // a mapped weights file's size and times when opened (load_model checks them after packing)
 };
 
 /// What a weights file holds before any layout is applied: tensors by state_dict name, the optional

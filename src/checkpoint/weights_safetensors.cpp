@@ -362,7 +362,7 @@ RawWeights load_weights_safetensors(const std::string& path) {
   RawWeights raw = parse_weights_safetensors(file->data(), file->size(), path, file, /*keep_is_file_mapping=*/true);  // a file under 8 bytes: "too short"
   throw_if_changed(*file, path);
   file->close_file();  // the views keep no descriptor (a shard of many models)
-  raw.files = {{path, sha}};
+  raw.files = {{path, sha, file->stamp()}};
   return raw;
 }
 

@@ -129,10 +129,23 @@ bool MappedFile::changed_since_open() const {
          nanoseconds(st.st_ctim) != ctime_ns_;
 }
 
+namespace {
+[[noreturn]] void throw_changed(const std::string& path) {
+  throw Error(path + ": the file changed while attnmap was reading it (another program wrote to it): the "
+                     "weights read and the hash recorded would mix two versions; run again once it is written");
+}
+}  // namespace
+
 void throw_if_changed(const MappedFile& file, const std::string& path) {
-  if (file.changed_since_open())
-    throw Error(path + ": the file changed while attnmap was reading it (another program wrote to it): the "
-                       "weights read and the hash recorded would mix two versions; run again once it is written");
+  if (file.changed_since_open()) throw_changed(path);
+}
+
+void throw_if_changed(const std::string& path, const FileStamp& stamp) {
+  struct stat st {};
+  if (stamp.size < 0 || ::stat(path.c_str(), &st) != 0) return;
+  if (static_cast<long long>(st.st_size) != stamp.size || nanoseconds(st.st_mtim) != stamp.mtime_ns ||
+      nanoseconds(st.st_ctim) != stamp.ctime_ns)
+    throw_changed(path);
 }
 
 void MappedFile::close_file() const {

@@ -6,6 +6,11 @@
 
 namespace attnmap {
 
+/// A file's size and modification / status-change times when it was opened (size -1: none recorded).
+struct FileStamp {
+  long long size = -1, mtime_ns = 0, ctime_ns = 0;
+};
+
 /// The file at `path` mapped read-only (MAP_PRIVATE) for the object's lifetime; an empty file maps to
 /// data() == nullptr, size() == 0. The open file the mapping was made from stays open (fd(), close on exec)
 /// until close_file() or the end: reading it with pread gives the mapping's bytes - the same file, whatever
@@ -31,6 +36,8 @@ class MappedFile {
   /// time differ now (fstat). A reader that checks it after hashing and parsing knows that the bytes it read
   /// and the hash it recorded are of one version of the file. False once close_file() ran.
   bool changed_since_open() const;
+  /// The file's stamp when it was opened.
+  FileStamp stamp() const { return {static_cast<long long>(size_), mtime_ns_, ctime_ns_}; }
 
  private:
   const uint8_t* data_ = nullptr;
@@ -47,5 +54,9 @@ void populate_for_reading(const void* p, size_t bytes);
 
 /// Throws attnmap::Error naming `path` when file.changed_since_open(): the file was written while it was read.
 void throw_if_changed(const MappedFile& file, const std::string& path);
+
+/// The same for a file whose mapping's descriptor is closed, by its path: throws when the file at `path` now
+/// has another size or time than `stamp` (nothing when stamp.size is -1 or the path cannot be stat'ed).
+void throw_if_changed(const std::string& path, const FileStamp& stamp);
 
 }  // namespace attnmap
