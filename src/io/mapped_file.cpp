@@ -87,6 +87,12 @@ int register_mapping(const uint8_t* base, size_t size, const std::string& path) 
 
 long long nanoseconds(const timespec& t) { return static_cast<long long>(t.tv_sec) * 1000000000LL + t.tv_nsec; }
 
+// True when `st` has the size and times of `stamp`.
+bool same_stamp(const struct stat& st, const FileStamp& stamp) {
+  return static_cast<long long>(st.st_size) == stamp.size && nanoseconds(st.st_mtim) == stamp.mtime_ns &&
+         nanoseconds(st.st_ctim) == stamp.ctime_ns;
+}
+
 }  // namespace
 
 MappedFile::MappedFile(const std::string& path) {
@@ -125,8 +131,7 @@ MappedFile::~MappedFile() {
 bool MappedFile::changed_since_open() const {
   struct stat st {};
   if (fd_ < 0 || ::fstat(fd_, &st) != 0) return false;
-  return static_cast<size_t>(std::max<off_t>(st.st_size, 0)) != size_ || nanoseconds(st.st_mtim) != mtime_ns_ ||
-         nanoseconds(st.st_ctim) != ctime_ns_;
+  return !same_stamp(st, stamp());
 }
 
 namespace {
@@ -143,9 +148,7 @@ void throw_if_changed(const MappedFile& file, const std::string& path) {
 void throw_if_changed(const std::string& path, const FileStamp& stamp) {
   struct stat st {};
   if (stamp.size < 0 || ::stat(path.c_str(), &st) != 0) return;
-  if (static_cast<long long>(st.st_size) != stamp.size || nanoseconds(st.st_mtim) != stamp.mtime_ns ||
-      nanoseconds(st.st_ctim) != stamp.ctime_ns)
-    throw_changed(path);
+  if (!same_stamp(st, stamp)) throw_changed(path);
 }
 
 void MappedFile::close_file() const {
