@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
+#include <string>
 #include <vector>
 
 #include "maps/attention_maps.hpp"
@@ -147,6 +149,40 @@ TEST(Attention, BlocksGiveTheSameBitsStoredOrNot) {
         double o = 0;
         for (int j = 0; j < T; ++j) o += p[static_cast<size_t>(j)] / sum * qkv[static_cast<size_t>(j) * 3 * inner + 2 * inner + h * dk + c];
         EXPECT_NEAR(out1[static_cast<size_t>(i) * inner + h * dk + c], o, 1e-5) << h << " " << i << " " << c;
+      }
+    }
+}
+
+// The own kernels' attention (float32, issue 45 point 3): within float32 rounding of the library's products
+// (oneDNN or OpenBLAS) and of a double reference, for head sizes that fill panels and that do not (8, 64, 80)
+// and token counts of one block and several (5, 197, 785); the drawn block's class-token row
+// (class_scores_row, then the softmax) the same bits as row 0 of the full attention.
+TEST(Attention, OwnKernelsAgreeWithTheLibraryAndTheClassRowPath) {
+  if (!own_attention_products(Precision::F32)) GTEST_SKIP() << "the own kernels do not run on this CPU";
+  struct Restore {
+    ~Restore() { set_gemm_kernels(GemmKernels::Own); }
+  } restore;
+  for (int T : {5, 197, 785})
+    for (int dk : {8, 64, 80}) {
+      if (T == 785 && dk != 64) continue;  // the several-block path once (the test above checks it further)
+      SCOPED_TRACE("T " + std::to_string(T) + ", dk " + std::to_string(dk));
+      const int H = 3, inner = H * dk;
+      const std::vector<float> qkv = randoms(static_cast<size_t>(T) * 3 * inner, 7, 0.7f);
+      std::vector<float> out(static_cast<size_t>(T) * inner), lib_out(out.size());
+      std::vector<float> probs(static_cast<size_t>(H) * T * T), lib_probs(probs.size());
+      set_gemm_kernels(GemmKernels::Own);
+      attention_forward(out.data(), probs.data(), qkv.data(), T, H, dk);
+      set_gemm_kernels(GemmKernels::Library);
+      attention_forward(lib_out.data(), lib_probs.data(), qkv.data(), T, H, dk);
+      set_gemm_kernels(GemmKernels::Own);
+      EXPECT_TRUE(all_close(out, lib_out, 2e-6, "output against the library's"));
+      EXPECT_TRUE(all_close(probs, lib_probs, 2e-6, "probabilities against the library's"));
+      std::vector<float> row(static_cast<size_t>(T));
+      for (int h = 0; h < H; ++h) {
+        class_scores_row(row.data(), qkv.data(), T, H, dk, h);
+        softmax_rows(row.data(), 1, T);
+        ASSERT_EQ(std::memcmp(row.data(), &probs[static_cast<size_t>(h) * T * T], row.size() * sizeof(float)), 0)
+            << "head " << h;
       }
     }
 }

@@ -85,7 +85,9 @@ TEST(Beit, FixturesRolloutAndClassRowFastPath) {
         rows.insert(rows.end(), p, p + T);
       }
       const std::vector<float> got(f.cls_attn.begin() + static_cast<long>(l) * H * T, f.cls_attn.begin() + static_cast<long>(l + 1) * H * T);
-      EXPECT_TRUE(all_close(got, rows, 1e-6, std::string(c) + " class row of block " + std::to_string(l)));
+      // the same bits on the own kernels (class_scores_row packs the keys as the full attention does)
+      EXPECT_TRUE(all_close(got, rows, own_attention_products(Precision::F32) ? 0.0 : 1e-6,
+                            std::string(c) + " class row of block " + std::to_string(l)));
     }
   }
 }

@@ -18,7 +18,7 @@
 #include "core/error.hpp"
 #include "io/npy.hpp"
 #include "model/kernels.hpp"
-#include "model/kernels_avx2.hpp"
+#include "model/kernels_isa.hpp"
 #include "model/sgemm.hpp"
 #include "model/thread_pool.hpp"
 #include "model/vit.hpp"

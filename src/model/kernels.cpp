@@ -9,8 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "model/kernels_avx2.hpp"
-#include "model/kernels_avx512.hpp"
+#include "model/kernels_isa.hpp"
 #include "model/thread_pool.hpp"
 
 namespace attnmap::kernels {
@@ -218,14 +217,34 @@ size_t gemm_panel_floats(int N, int K, int width) {
 }
 
 void pack_panels(float* out, const float* W, int N, int K, int width) {
+  pack_panels(out, W, static_cast<size_t>(K), N, K, width, 1.0f);
+}
+
+void pack_panels(float* out, const float* W, size_t ldw, int N, int K, int width, float scale) {
   const size_t w = static_cast<size_t>(width), k_all = static_cast<size_t>(K);
   for (size_t p = 0; p * w < static_cast<size_t>(N); ++p) {
     float* panel = out + p * w * k_all;
     const size_t cols = std::min(w, static_cast<size_t>(N) - p * w);
     for (size_t k = 0; k < k_all; ++k) {
       float* row = panel + k * w;
-      for (size_t j = 0; j < cols; ++j) row[j] = W[(p * w + j) * k_all + k];
+      if (scale == 1.0f) {
+        for (size_t j = 0; j < cols; ++j) row[j] = W[(p * w + j) * ldw + k];
+      } else {
+        for (size_t j = 0; j < cols; ++j) row[j] = W[(p * w + j) * ldw + k] * scale;
+      }
       std::fill(row + cols, row + w, 0.0f);
+    }
+  }
+}
+
+void pack_panels_kmajor(float* out, const float* B, size_t ldb, int N, int K, int width) {
+  const size_t w = static_cast<size_t>(width), k_all = static_cast<size_t>(K);
+  for (size_t p = 0; p * w < static_cast<size_t>(N); ++p) {
+    float* panel = out + p * w * k_all;
+    const size_t cols = std::min(w, static_cast<size_t>(N) - p * w);
+    for (size_t k = 0; k < k_all; ++k) {
+      std::copy_n(B + k * ldb + p * w, cols, panel + k * w);
+      std::fill(panel + k * w + cols, panel + k * w + w, 0.0f);
     }
   }
 }

@@ -128,6 +128,15 @@ int gemm_panel_width();
 /// rows past N zero; out holds gemm_panel_floats(N, K) floats, 64-byte aligned. On the calling thread.
 void pack_panels(float* out, const float* W, int N, int K, int width);
 
+/// The same for W's rows ldw apart, each value multiplied by `scale` as it is packed (1: copied as it is): the
+/// keys of one head read from the (T, 3 * inner) qkv rows, times the attention's 1 / sqrt(d_k).
+void pack_panels(float* out, const float* W, size_t ldw, int N, int K, int width, float scale);
+
+/// B (K, N), rows ldb apart, the right operand as it is (C = A B, not A W^T), into the panels pack_panels
+/// would make of B^T: panel p's row k is B's row k, columns [p * width, p * width + width), zero past N. One
+/// head's values (T, d_k) for its P V.
+void pack_panels_kmajor(float* out, const float* B, size_t ldb, int N, int K, int width);
+
 /// Floats of pack_panels' output: ceil(N / width) * width * K (0 when width is 0).
 size_t gemm_panel_floats(int N, int K, int width);
 

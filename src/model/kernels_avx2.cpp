@@ -1,5 +1,5 @@
-// Compiled with -mavx2 -mfma (CMakeLists.txt); see kernels_avx2.hpp.
-#include "model/kernels_avx2.hpp"
+// Compiled with -mavx2 -mfma (CMakeLists.txt); see kernels_isa.hpp.
+#include "model/kernels_isa.hpp"
 
 #include "model/kernels.hpp"
 

@@ -1,5 +1,5 @@
-// Compiled with -mavx512f -mavx512bf16 -mfma (CMakeLists.txt); see kernels_avx512.hpp.
-#include "model/kernels_avx512.hpp"
+// Compiled with -mavx512f -mavx512bf16 -mfma (CMakeLists.txt); see kernels_isa.hpp.
+#include "model/kernels_isa.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -87,19 +87,28 @@ void softmax_row(float* row, int n) {
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, mx);
   const __m512 mv = _mm512_set1_ps(*std::max_element(lanes, lanes + 16));
+  // exp over the row first (whole vectors stored unmasked; the tail through the mask: exp(-inf) = 0 past the
+  // row), then its sum: the loop around SLEEF's call keeps nothing else live, as the AVX2 row's (10 % faster
+  // rows on an AMD Zen 5 than the sum beside each call); the same additions in the same order
+  for (int j = 0; j < full; j += 16)
+    _mm512_storeu_ps(row + j, Sleef_expf16_u10avx512f(_mm512_sub_ps(_mm512_loadu_ps(row + j), mv)));
+  __m512 e_rest = _mm512_setzero_ps();
+  if (full < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - full)) - 1u);
+    e_rest = Sleef_expf16_u10avx512f(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, m, row + full), mv));
+    _mm512_mask_storeu_ps(row + full, m, e_rest);
+  }
   __m512d acc = _mm512_setzero_pd();
-  for (int j = 0; j < n; j += 16) {
-    const int k = std::min(16, n - j);
-    const __mmask16 m = static_cast<__mmask16>(k == 16 ? 0xffffu : (1u << k) - 1u);
-    const __m512 e = Sleef_expf16_u10avx512f(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, m, row + j), mv));
-    _mm512_mask_storeu_ps(row + j, m, e);  // exp(-inf) = 0 in the lanes past the row: they add 0
+  const auto add16 = [&](__m512 e, bool high) {  // the 8 low floats as doubles, then the 8 high ones
     const __m256 lo = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, _mm512_castps_pd(e), 0));
     acc = _mm512_add_pd(acc, _mm512_maskz_cvtps_pd(0xff, lo));
-    if (k > 8) {
+    if (high) {
       const __m256 hi = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, _mm512_castps_pd(e), 1));
       acc = _mm512_add_pd(acc, _mm512_maskz_cvtps_pd(0xff, hi));
     }
-  }
+  };
+  for (int j = 0; j < full; j += 16) add16(_mm512_loadu_ps(row + j), true);
+  if (full < n) add16(e_rest, n - full > 8);
   alignas(64) double t[8];
   _mm512_store_pd(t, acc);
   const double v0 = t[0] + t[4], v1 = t[1] + t[5], v2 = t[2] + t[6], v3 = t[3] + t[7];
@@ -159,64 +168,59 @@ void layernorm_row(float* y, const float* x, const float* w, const float* b, int
 
 namespace {
 
-// The micro-tile: R <= kTileRows rows x 48 columns (3 registers of 16) of C, 24 accumulators, with
-// gemm_panels' operations: c = start (C's values, or the bias, or 0); for each chunk of kGemmChunk steps of k,
-// s = 0, s = fma(A(i, k), P(k, j), s) in k order, c = c + s. nc <= 48 of the columns are C's (the rest: the
-// panel's zero padding, not stored). The running sums c wait in `total` (L1) while a chunk is summed.
+// The micro-tile: R <= kTileRows rows x 16 V columns (V <= 3 registers of 16; the panel's rows are 48 floats
+// apart whatever V) of C, R V accumulators, with gemm_panels' operations: c = start (C's values, or the bias, or
+// 0); for each chunk of kGemmChunk steps of k, s = 0, s = fma(A(i, k), P(k, j), s) in k order, c = c + s. nc <=
+// 16 V of the columns are C's (the rest: the panel's zero padding, not stored); a panel's last 16 or 32 columns
+// take V = 1 or 2, so no multiply-adds are spent on padding past them. The running sums c wait in `total` (L1)
+// between chunks; the last chunk's go from the registers to the store or the epilogue.
 constexpr int kTileRows = 8, kVecs = 3;
 
-// The micro-tile's sums added to the residual stream: x += t, or x += gamma * t (the product rounded before
-// the sum: the empty asm keeps GCC from contracting the two into an FMA), as avx2::residual_add_row does.
-template <int R>
-inline void add_to_residual(const PanelEpilogue& res, const float (*total)[16 * kVecs],
-                            const __mmask16* mask) {
-#pragma GCC unroll 3
-  for (int v = 0; v < kVecs; ++v) {
-    const __m512 g =
-        res.gamma != nullptr ? _mm512_maskz_loadu_ps(mask[v], res.gamma + 16 * v) : _mm512_setzero_ps();
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) {
-      float* const x = res.x + static_cast<size_t>(i) * res.ldx + 16 * v;
-      __m512 t = _mm512_load_ps(total[i] + 16 * v);
-      if (res.gamma != nullptr) {
-        t = _mm512_mul_ps(g, t);
-        asm("" : "+v"(t));
-      }
-      _mm512_mask_storeu_ps(x, mask[v], _mm512_add_ps(_mm512_maskz_loadu_ps(mask[v], x), t));
+// The micro-tile's element (i, v) finished: stored in C, its GELU stored in C, or added to the residual stream
+// (x += t, or x += gamma * t with the product rounded before the sum: the empty asm keeps GCC from contracting
+// the two into an FMA, as avx2::residual_add_row does).
+inline void finish(float* c, const PanelEpilogue* res, int i, int v, __mmask16 mask, __m512 t) {
+  if (res != nullptr && res->x != nullptr) {
+    float* const x = res->x + static_cast<size_t>(i) * res->ldx + 16 * v;
+    if (res->gamma != nullptr) {
+      t = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, res->gamma + 16 * v), t);
+      asm("" : "+v"(t));
     }
+    _mm512_mask_storeu_ps(x, mask, _mm512_add_ps(_mm512_maskz_loadu_ps(mask, x), t));
+    return;
   }
+  _mm512_mask_storeu_ps(c, mask, res != nullptr && res->gelu ? gelu16(t) : t);
 }
 
-template <int R>
+template <int R, int V>
 inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const float* P, int kc, int nc,
                        const float* bias, bool from_c, const PanelEpilogue* res, const NextLines& next) {
-  __mmask16 mask[kVecs];
-  for (int v = 0; v < kVecs; ++v) {
+  __mmask16 mask[V];
+  for (int v = 0; v < V; ++v) {
     const int c = std::clamp(nc - 16 * v, 0, 16);
     mask[v] = static_cast<__mmask16>(c == 16 ? 0xffffu : (1u << c) - 1u);
   }
-  alignas(64) float total[R][16 * kVecs];
-  if (res != nullptr && res->x != nullptr) {  // the residual rows it adds to (3-4 lines each), fetched now
+  if (res != nullptr && res->x != nullptr) {  // the residual rows it adds to (V or V + 1 lines each), fetched now
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       const char* x = reinterpret_cast<const char*>(res->x + static_cast<size_t>(i) * res->ldx);
-      _mm_prefetch(x, _MM_HINT_T0), _mm_prefetch(x + 64, _MM_HINT_T0), _mm_prefetch(x + 128, _MM_HINT_T0);
-      _mm_prefetch(x + 191, _MM_HINT_T0);
+      for (int v = 0; v < V; ++v) _mm_prefetch(x + 64 * v, _MM_HINT_T0);
+      _mm_prefetch(x + 64 * V - 1, _MM_HINT_T0);
     }
   }
+  // the start of element (i, v)'s sum: C's values, the bias, or 0
+  const auto start = [&](int i, int v) {
+    return from_c ? _mm512_maskz_loadu_ps(mask[v], C + static_cast<size_t>(i) * ldc + 16 * v)
+                  : bias != nullptr ? _mm512_maskz_loadu_ps(mask[v], bias + 16 * v) : _mm512_setzero_ps();
+  };
+  __m512 acc[R][V];
+  // acc = chunk k0's sums (kGemmChunk steps of k from k0, or to kc)
+  const auto chunk = [&](int k0) {
 #pragma GCC unroll 8
-  for (int i = 0; i < R; ++i) {
+    for (int i = 0; i < R; ++i) {
 #pragma GCC unroll 3
-    for (int v = 0; v < kVecs; ++v) {
-      _mm512_store_ps(total[i] + 16 * v, from_c ? _mm512_maskz_loadu_ps(mask[v], C + static_cast<size_t>(i) * ldc + 16 * v)
-                                         : bias != nullptr ? _mm512_maskz_loadu_ps(mask[v], bias + 16 * v)
-                                                           : _mm512_setzero_ps());
+      for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
     }
-  }
-  for (int k0 = 0; k0 < kc; k0 += kGemmChunk) {
-    __m512 acc[R][kVecs];
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = acc[i][2] = _mm512_setzero_ps();
     const int k1 = std::min(kc, k0 + kGemmChunk);
 #pragma GCC unroll 4
     for (int k = k0; k < k1; ++k) {
@@ -224,42 +228,65 @@ inline void micro_tile(float* C, size_t ldc, const float* A, size_t lda, const f
       _mm_prefetch(reinterpret_cast<const char*>(pk + 16 * kVecs * 8), _MM_HINT_T0);
       if (k % kNextEvery == 0 && k / kNextEvery < next.lines)
         _mm_prefetch(next.at(k / kNextEvery), _MM_HINT_T1);
-      const __m512 b0 = _mm512_load_ps(pk), b1 = _mm512_load_ps(pk + 16), b2 = _mm512_load_ps(pk + 32);
+      __m512 b[V];
+#pragma GCC unroll 3
+      for (int v = 0; v < V; ++v) b[v] = _mm512_load_ps(pk + 16 * v);
 #pragma GCC unroll 8
       for (int i = 0; i < R; ++i) {
         const __m512 a = _mm512_set1_ps(A[static_cast<size_t>(i) * lda + static_cast<size_t>(k)]);
-        acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
-        acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
-        acc[i][2] = _mm512_fmadd_ps(a, b2, acc[i][2]);
+#pragma GCC unroll 3
+        for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
       }
     }
+  };
+  chunk(0);
+  if (kc <= kGemmChunk) {  // one chunk: start + its sums, from the registers to the store or the epilogue
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
 #pragma GCC unroll 3
-      for (int v = 0; v < kVecs; ++v)
-        _mm512_store_ps(total[i] + 16 * v, _mm512_add_ps(_mm512_load_ps(total[i] + 16 * v), acc[i][v]));
+      for (int v = 0; v < V; ++v)
+        finish(C + static_cast<size_t>(i) * ldc + 16 * v, res, i, v, mask[v], _mm512_add_ps(start(i, v), acc[i][v]));
     }
+    return;
   }
-  if (res != nullptr && res->x != nullptr) return add_to_residual<R>(*res, total, mask);
-  const bool gelu = res != nullptr && res->gelu;
+  alignas(64) float total[R][16 * V];  // the running sums c between chunks
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i) {
 #pragma GCC unroll 3
-    for (int v = 0; v < kVecs; ++v) {
-      const __m512 t = _mm512_load_ps(total[i] + 16 * v);
-      _mm512_mask_storeu_ps(C + static_cast<size_t>(i) * ldc + 16 * v, mask[v], gelu ? gelu16(t) : t);
+    for (int v = 0; v < V; ++v) _mm512_store_ps(total[i] + 16 * v, _mm512_add_ps(start(i, v), acc[i][v]));
+  }
+  for (int k0 = kGemmChunk; k0 < kc; k0 += kGemmChunk) {
+    chunk(k0);
+    const bool last = k0 + kGemmChunk >= kc;
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 3
+      for (int v = 0; v < V; ++v) {
+        const __m512 t = _mm512_add_ps(_mm512_load_ps(total[i] + 16 * v), acc[i][v]);
+        if (last) finish(C + static_cast<size_t>(i) * ldc + 16 * v, res, i, v, mask[v], t);
+        else _mm512_store_ps(total[i] + 16 * v, t);
+      }
     }
   }
 }
 
-// micro_tile<r> for 1 <= r <= R.
-template <int R>
+// micro_tile<r, V> for 1 <= r <= R.
+template <int R, int V>
 inline void rows_tile(int r, float* C, size_t ldc, const float* A, size_t lda, const float* P, int kc, int nc,
                       const float* bias, bool from_c, const PanelEpilogue* res, const NextLines& next) {
   if constexpr (R > 1) {
-    if (r < R) return rows_tile<R - 1>(r, C, ldc, A, lda, P, kc, nc, bias, from_c, res, next);
+    if (r < R) return rows_tile<R - 1, V>(r, C, ldc, A, lda, P, kc, nc, bias, from_c, res, next);
   }
-  micro_tile<R>(C, ldc, A, lda, P, kc, nc, bias, from_c, res, next);
+  micro_tile<R, V>(C, ldc, A, lda, P, kc, nc, bias, from_c, res, next);
+}
+
+// rows_tile for the registers the panel's nc columns need: V = ceil(nc / 16).
+template <int R>
+inline void cols_tile(int r, float* C, size_t ldc, const float* A, size_t lda, const float* P, int kc, int nc,
+                      const float* bias, bool from_c, const PanelEpilogue* res, const NextLines& next) {
+  if (nc > 32) return rows_tile<R, 3>(r, C, ldc, A, lda, P, kc, nc, bias, from_c, res, next);
+  if (nc > 16) return rows_tile<R, 2>(r, C, ldc, A, lda, P, kc, nc, bias, from_c, res, next);
+  rows_tile<R, 1>(r, C, ldc, A, lda, P, kc, nc, bias, from_c, res, next);
 }
 
 }  // namespace
@@ -273,7 +300,7 @@ void gemm_panel_pass(float* C, size_t ldc, const float* A, size_t lda, int m, co
       rows = *epilogue;
       if (rows.x != nullptr) rows.x += static_cast<size_t>(i) * rows.ldx;
     }
-    rows_tile<kTileRows>(std::min(kTileRows, m - i), C + static_cast<size_t>(i) * ldc, ldc,
+    cols_tile<kTileRows>(std::min(kTileRows, m - i), C + static_cast<size_t>(i) * ldc, ldc,
                          A + static_cast<size_t>(i) * lda, lda, P, kc, nc, bias, from_c,
                          epilogue != nullptr ? &rows : nullptr,
                          next_slice(next, next_floats, i / kTileRows, (m + kTileRows - 1) / kTileRows));

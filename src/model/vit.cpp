@@ -34,85 +34,6 @@ void layernorm_forward(float* out, const float* in, const float* weight, const f
 
 void softmax_rows(float* x, int M, int n) { kernels::softmax_rows(x, M, n); }
 
-namespace {
-
-// Query rows per block of one head's attention: at most 256 KiB of scores (rows, T), so that they stay in L2
-// beside the head's K and V from Q K^T through the softmax to P V, in blocks of equal size (a multiple of 8); a
-// whole head in one block up to T = 256. By the shape alone.
-int attention_block_rows(int T) {
-  const int most = std::max(8, 65536 / std::max(T, 1) / 8 * 8), blocks = (T + most - 1) / most;
-  return std::min(most, ((T + blocks - 1) / blocks + 7) / 8 * 8);
-}
-
-// Head h's Q, K, V (3, T, dk), dense, from qkv (T, 3*H*dk) into ph; as bfloat16 into phb too when bf16.
-void pack_head(float* ph, uint16_t* phb, const float* qkv, int T, int H, int dk, int h, bool bf16) {
-  const size_t inner = static_cast<size_t>(H) * dk, Td = static_cast<size_t>(T) * dk;
-  for (size_t t = 0; t < static_cast<size_t>(T); ++t)
-    for (size_t j = 0; j < 3; ++j)
-      std::copy_n(qkv + t * 3 * inner + j * inner + static_cast<size_t>(h) * dk, dk, ph + j * Td + t * dk);
-  if (bf16) kernels::to_bf16(phb, ph, 3 * Td);
-}
-
-}  // namespace
-
-void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk, const float* bias,
-                       Precision precision, float* rows0) {
-  const bool bf16 = precision == Precision::BF16;
-  const size_t inner = static_cast<size_t>(H) * dk, Td = static_cast<size_t>(T) * dk, sT = static_cast<size_t>(T);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  const int rows = attention_block_rows(T), blocks = (T + rows - 1) / rows;
-  // A head read by several tasks is packed once, all heads first (H, 3, T, dk); a head of one block is packed
-  // by its task into that thread's buffer, where it stays in cache for its products.
-  thread_local std::vector<float> packed;
-  thread_local std::vector<uint16_t> packed_b;  // bf16 only
-  if (blocks > 1) {
-    packed.resize(static_cast<size_t>(H) * 3 * Td);
-    if (bf16) packed_b.resize(packed.size());
-  }
-  float* const all = packed.data();  // the calling thread's buffers (a task's thread_local names its own)
-  uint16_t* const all_b = packed_b.data();
-  if (blocks > 1)
-    parallel_for(H, [&](int h) {
-      pack_head(all + static_cast<size_t>(h) * 3 * Td, bf16 ? all_b + static_cast<size_t>(h) * 3 * Td : nullptr, qkv,
-                T, H, dk, h, bf16);
-    });
-  parallel_for(H * blocks, [&](int task) {  // (head, block of query rows): each computed alone, any thread
-    const int h = task / blocks, r0 = task % blocks * rows, m = std::min(rows, T - r0);
-    const size_t sm = static_cast<size_t>(m), s0 = static_cast<size_t>(r0);
-    thread_local std::vector<float> own, s_own, o;  // one head's Q, K, V; scores (m, T) when probs is null; (m, dk)
-    thread_local std::vector<uint16_t> own_b, p_b;  // bf16: own as bfloat16; the block's probabilities (m, T)
-    const float* ph = blocks > 1 ? all + static_cast<size_t>(h) * 3 * Td : nullptr;  // (3, T, dk)
-    const uint16_t* phb = blocks > 1 && bf16 ? all_b + static_cast<size_t>(h) * 3 * Td : nullptr;
-    if (blocks == 1) {
-      own.resize(3 * Td);
-      if (bf16) own_b.resize(3 * Td);
-      pack_head(own.data(), own_b.data(), qkv, T, H, dk, h, bf16);
-      ph = own.data(), phb = own_b.data();
-    }
-    if (!probs && s_own.size() < sm * sT) s_own.resize(sm * sT);
-    float* s = probs ? probs + (static_cast<size_t>(h) * sT + s0) * sT : s_own.data();  // (m, T)
-    if (bf16)  // Q_blk K^T / sqrt(dk)
-      matmul_dense_bf16(s, phb + s0 * dk, phb + Td, m, T, dk, /*trans_b=*/true, scale);
-    else
-      matmul_dense(s, ph + s0 * dk, ph + Td, m, T, dk, /*trans_b=*/true, scale);
-    if (bias) {  // BEiT: + the block's rows of this head's relative position bias (T, T)
-      const float* bh = bias + (static_cast<size_t>(h) * sT + s0) * sT;
-      for (size_t i = 0; i < sm * sT; ++i) s[i] += bh[i];
-    }
-    for (size_t i = 0; i < sm; ++i) kernels::softmax_row(s + i * sT, T);
-    if (rows0 && r0 == 0) std::copy_n(s, T, rows0 + static_cast<size_t>(h) * sT);
-    if (o.size() < sm * dk) o.resize(sm * dk);
-    if (bf16) {
-      if (p_b.size() < sm * sT) p_b.resize(sm * sT);
-      kernels::to_bf16(p_b.data(), s, sm * sT);
-      matmul_dense_bf16(o.data(), p_b.data(), phb + 2 * Td, m, dk, T, /*trans_b=*/false, 1.0f);  // P V
-    } else {
-      matmul_dense(o.data(), s, ph + 2 * Td, m, dk, T, /*trans_b=*/false, 1.0f);  // P V (m, dk)
-    }
-    for (size_t i = 0; i < sm; ++i) std::copy_n(&o[i * dk], dk, out + (s0 + i) * inner + static_cast<size_t>(h) * dk);
-  });
-}
-
 void gelu_forward(float* x, size_t n) { kernels::gelu(x, n); }
 
 void activation_forward(float* x, size_t n, Activation act) { kernels::activation(x, n, act); }
@@ -348,12 +269,16 @@ void cls_row_attention(std::vector<ForwardResult>& res, const Activations& a, co
   const int B = static_cast<int>(res.size());
   const int H = hp.num_heads, dk = hp.head_dim, inner = hp.inner();
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  const bool own = own_attention_products(a.precision);
   parallel_for(B * H, [&](int bh) {  // every image's heads spread over the pool
     const int b = bh / H, h = bh % H;
     ForwardResult& r = res[static_cast<size_t>(b)];
     const float* q = &a.qkv[static_cast<size_t>(b) * T * 3 * inner];  // (T, 3*inner), row 0 = class token
     float* row = &r.cls_attn[(static_cast<size_t>(l) * H + h) * T];    // (T)
-    sgemm(false, true, 1, T, dk, scale, q + h * dk, 3 * inner, q + inner + h * dk, 3 * inner, 0.0f, row, T);
+    if (own)  // the bits of the full attention's row 0 (attention_forward)
+      class_scores_row(row, q, T, H, dk, h);
+    else
+      sgemm(false, true, 1, T, dk, scale, q + h * dk, 3 * inner, q + inner + h * dk, 3 * inner, 0.0f, row, T);
     if (bias.full)  // BEiT: + row 0 (the class token's) of this head's relative position bias
       for (int j = 0; j < T; ++j) row[j] += bias.row0(b, h, j);
     softmax_rows(row, 1, T);

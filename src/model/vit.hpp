@@ -112,6 +112,16 @@ void softmax_rows(float* x, int M, int n);
 void attention_forward(float* out, float* probs, const float* qkv, int T, int H, int dk, const float* bias = nullptr,
                        Precision precision = Precision::F32, float* rows0 = nullptr);
 
+/// True when attention_forward runs `precision`'s products on the own kernels: float32, the own kernels chosen
+/// (sgemm.hpp gemm_kernels()) and the CPU running them (AVX2 + FMA or AVX-512F).
+bool own_attention_products(Precision precision);
+
+/// row (T) = head h's scores of the class token (query row 0) against every key, Q_0 K_h^T / sqrt(dk), from one
+/// image's qkv (T, 3*H*dk), before any bias or softmax: on the own kernels (own_attention_products(F32) must
+/// hold), the same bits as row 0 of attention_forward's scores, the keys packed the same way. On the calling
+/// thread.
+void class_scores_row(float* row, const float* qkv, int T, int H, int dk, int h);
+
 /// In place exact GELU: x * 0.5 * (1 + erf(x / sqrt(2))) (PyTorch nn.GELU(), approximate='none').
 void gelu_forward(float* x, size_t n);
 
