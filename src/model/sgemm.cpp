@@ -665,9 +665,9 @@ std::string gemm_description() {
   std::string own;
   if (gemm_kernels() == GemmKernels::Own)
     own = std::string("attnmap's own ") + (kernels::gemm_panel_width() == 48 ? "AVX-512" : "AVX2") +
-          " kernels (float32 layers); ";
+          " kernels (float32 layers and attention); ";
   const std::string lib = std::string(gemm_backend()) == "onednn" ? "oneDNN" : "OpenBLAS";
-  return "matrix products: " + own + lib + (own.empty() ? " (all)" : " (attention, bfloat16)");
+  return "matrix products: " + own + lib + (own.empty() ? " (all)" : " (bfloat16, the rest)");
 }
 
 const char* gemm_backend() {

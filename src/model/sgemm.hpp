@@ -105,7 +105,7 @@ void set_gemm_kernels(GemmKernels kind);
 GemmKernels gemm_kernels();
 
 /// Which code runs the products on this CPU, one line for `attnmap --version`, e.g. "matrix products: attnmap's
-/// own AVX-512 kernels (float32 layers); oneDNN (attention, bfloat16)", or "...: OpenBLAS (all)".
+/// own AVX-512 kernels (float32 layers and attention); oneDNN (bfloat16, the rest)", or "...: OpenBLAS (all)".
 std::string gemm_description();
 
 /// The GEMM back-end this build runs linear() and sgemm() on: "onednn" or "openblas" (-DATTNMAP_GEMM).
