@@ -34,6 +34,19 @@ void pack_head(float* ph, uint16_t* phb, const float* qkv, int T, int H, int dk,
   if (bf16) kernels::to_bf16(phb, ph, 3 * Td);
 }
 
+// A block's scores s (m, T) of head h, query rows from r0, into probabilities in place: + the block's rows of
+// the head's bias (H, T, T) when not null (BEiT's relative position bias), each row's softmax; row 0 of the head
+// also into rows0 (H, T) when not null.
+void scores_to_probabilities(float* s, const float* bias, float* rows0, int h, int r0, int m, int T) {
+  const size_t sm = static_cast<size_t>(m), sT = static_cast<size_t>(T);
+  if (bias) {
+    const float* bh = bias + (static_cast<size_t>(h) * sT + static_cast<size_t>(r0)) * sT;
+    for (size_t i = 0; i < sm * sT; ++i) s[i] += bh[i];
+  }
+  for (size_t i = 0; i < sm; ++i) kernels::softmax_row(s + i * sT, T);
+  if (rows0 && r0 == 0) std::copy_n(s, T, rows0 + static_cast<size_t>(h) * sT);
+}
+
 // attention_forward on the library's products (matmul_dense, matmul_dense_bf16): bf16 heads, and float32
 // heads where the own kernels do not run. Each head's Q, K, V copied dense (and rounded to bf16).
 void attention_library(float* out, float* probs, const float* qkv, int T, int H, int dk, const float* bias,
@@ -76,12 +89,7 @@ void attention_library(float* out, float* probs, const float* qkv, int T, int H,
       matmul_dense_bf16(s, phb + s0 * dk, phb + Td, m, T, dk, /*trans_b=*/true, scale);
     else
       matmul_dense(s, ph + s0 * dk, ph + Td, m, T, dk, /*trans_b=*/true, scale);
-    if (bias) {  // BEiT: + the block's rows of this head's relative position bias (T, T)
-      const float* bh = bias + (static_cast<size_t>(h) * sT + s0) * sT;
-      for (size_t i = 0; i < sm * sT; ++i) s[i] += bh[i];
-    }
-    for (size_t i = 0; i < sm; ++i) kernels::softmax_row(s + i * sT, T);
-    if (rows0 && r0 == 0) std::copy_n(s, T, rows0 + static_cast<size_t>(h) * sT);
+    scores_to_probabilities(s, bias, rows0, h, r0, m, T);
     if (o.size() < sm * dk) o.resize(sm * dk);
     if (bf16) {
       if (p_b.size() < sm * sT) p_b.resize(sm * sT);
@@ -165,12 +173,7 @@ void attention_own(float* out, float* probs, const float* qkv, int T, int H, int
     float* s = probs ? probs + (static_cast<size_t>(h) * sT + s0) * sT : s_own.data();  // (m, T)
     kernels::gemm_panels(s, sT, qkv + s0 * 3 * inner + static_cast<size_t>(h) * dk, 3 * inner, m, T, dk, panels,
                          nullptr);  // Q_blk (K / sqrt(dk))^T
-    if (bias) {  // BEiT: + the block's rows of this head's relative position bias (T, T)
-      const float* bh = bias + (static_cast<size_t>(h) * sT + s0) * sT;
-      for (size_t i = 0; i < sm * sT; ++i) s[i] += bh[i];
-    }
-    for (size_t i = 0; i < sm; ++i) kernels::softmax_row(s + i * sT, T);
-    if (rows0 && r0 == 0) std::copy_n(s, T, rows0 + static_cast<size_t>(h) * sT);
+    scores_to_probabilities(s, bias, rows0, h, r0, m, T);
     kernels::gemm_panels(out + s0 * inner + static_cast<size_t>(h) * dk, inner, s, sT, m, dk, T, panels + hp.keys,
                          nullptr);  // P V (m, dk), into the head's columns of out
   });

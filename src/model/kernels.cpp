@@ -227,11 +227,7 @@ void pack_panels(float* out, const float* W, size_t ldw, int N, int K, int width
     const size_t cols = std::min(w, static_cast<size_t>(N) - p * w);
     for (size_t k = 0; k < k_all; ++k) {
       float* row = panel + k * w;
-      if (scale == 1.0f) {
-        for (size_t j = 0; j < cols; ++j) row[j] = W[(p * w + j) * ldw + k];
-      } else {
-        for (size_t j = 0; j < cols; ++j) row[j] = W[(p * w + j) * ldw + k] * scale;
-      }
+      for (size_t j = 0; j < cols; ++j) row[j] = W[(p * w + j) * ldw + k] * scale;  // * 1: exact
       std::fill(row + cols, row + w, 0.0f);
     }
   }
